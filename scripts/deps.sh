@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sluice needs to build and test, only when missing.
+# Idempotent: a second run installs nothing. Uses sudo only when not root.
+set -euo pipefail
+
+# Why each package is here is in README.md ("Dependencies").
+PKGS=(
+  build-essential cmake pkg-config
+  libcmocka-dev          # unit tests
+  libevent-dev           # sluiced: event loop and HTTP server
+  libjansson-dev         # JSON with exact 64-bit integers
+  libyaml-dev            # configuration file
+  libcurl4-openssl-dev   # client library and upstream proxy
+  libpcre2-dev           # tokenizer pre-tokenisation regex
+  libutf8proc-dev        # tokenizer NFKC normalisation
+  libssl-dev             # SHA-256 (checkpoints)
+  clang                  # fuzz targets (libFuzzer)
+  curl                   # process-level tests
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "deps.sh: installing ${missing[*]}"
+# Refresh the package lists once per machine, then only when they are older than a day.
+if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
+  $SUDO apt-get update -qq
+fi
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
