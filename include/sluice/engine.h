@@ -1,0 +1,397 @@
+/* engine.h - libsluice: the quota engine that makes every lease decision.
+ *
+ * One sl_engine_t owns pools (one provider key and model class each), the agents
+ * that ask them for capacity, the leases in flight, the weighted fair queue of
+ * waiting requests and the task graph. The engine does no I/O, starts no threads
+ * and holds no global state: the caller passes the current time `now_s` (seconds,
+ * Unix time as a double) to every call that depends on it, and learns about things
+ * that happen on their own (a queued request granted, a lease reaped, an alert) from
+ * an event callback. The semantics are DESIGN.md's "Engine semantics".
+ *
+ * Errors: every function that can fail returns 0 (SL_OK) or a negative SL_E* code,
+ * and on error leaves the engine exactly as it was. sl_engine_errmsg() then holds a
+ * sentence naming the field and the value. An engine is not thread-safe: callers
+ * serialise access (sluiced runs it on one event loop).
+ */
+#ifndef SLUICE_ENGINE_H
+#define SLUICE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Result codes. 0 is success; errors are negative. */
+enum {
+    SL_OK = 0,
+    SL_EINVAL = -1,          /* a field is missing, negative, too large, NaN, or unknown */
+    SL_ENOTFOUND = -2,       /* unknown pool, lease or ticket */
+    SL_EALREADY = -3,        /* the lease or ticket was settled or cancelled before */
+    SL_EEXPIRED = -4,        /* the lease was reaped: no refund */
+    SL_ECAPACITY = -5,       /* the need can never fit the pool */
+    SL_ETIME = -6,           /* `now_s` is earlier than a time the engine already saw */
+    SL_ENOMEM = -7,          /* allocation failed; nothing changed */
+    SL_EEXIST = -8,          /* the id is already in use */
+};
+
+/* The largest token count the engine accepts (2^53, exact in a double). */
+#define SL_TOKENS_MAX ((int64_t)1 << 53)
+
+/* Token and request buckets of a pool. */
+typedef enum sl_bucket {
+    SL_BUCKET_INPUT = 0, /* input tokens per minute (uncached input) */
+    SL_BUCKET_OUTPUT,    /* output tokens per minute */
+    SL_BUCKET_REQUESTS,  /* requests per minute */
+    SL_BUCKET_TOKENS,    /* combined input + output tokens per minute (OpenAI style) */
+    SL_BUCKET_COUNT
+} sl_bucket_t;
+
+/* Name of a bucket as used in the API and metrics: "input_tokens", ... */
+const char *sl_bucket_name(sl_bucket_t b);
+
+/* Short name of a result code ("invalid_request", "not_found", ...), never NULL. */
+const char *sl_strerror(int code);
+
+/* A pool's configuration. sl_pool_config_init() fills the documented defaults. */
+typedef struct sl_pool_config {
+    int64_t input_tpm;            /* 0 = not limited */
+    int64_t output_tpm;           /* 0 = not limited */
+    int64_t rpm;                  /* 0 = not limited */
+    int64_t tokens_tpm;           /* combined limit; 0 = not limited */
+    int64_t concurrency;          /* max leases in flight; 0 = not limited */
+    double margin_start;          /* 0.85: capacity = limit x margin */
+    double margin_floor;          /* 0.60 */
+    double margin_step_down;      /* 0.05 per 429 against a granted lease */
+    double margin_step_up;        /* 0.01 per clean recover_every_s */
+    double recover_every_s;       /* 180 */
+    double margin_floor_alert_s;  /* 600: margin_at_floor after this long at the floor */
+    double lease_ttl_s;           /* 120 */
+    double max_lease_ttl_s;       /* 600 */
+    double max_queue_wait_s;      /* 60: a longer ETA is rejected */
+    double cache_ttl_s;           /* 300 */
+    bool cache_reads_count;       /* false: cache reads do not count against input TPM */
+    int64_t cache_bump_min_tokens; /* 10000 */
+    double cache_bump;            /* 1.5 */
+    double estimate_error_alert;  /* 0.20: alert when the mean error is above this */
+    int estimate_error_window;    /* 20 leases (1..64) */
+    double claim_timeout_s;       /* 30: a lease granted from the queue that nobody
+                                     fetched in this time is cancelled with a refund */
+    double ticket_idle_s;         /* 120: a queued ticket nobody waits on or polls for
+                                     this long expires */
+} sl_pool_config_t;
+
+/* Fills `cfg` with the defaults above (all limits 0). */
+void sl_pool_config_init(sl_pool_config_t *cfg);
+
+/* Engine-wide settings. sl_engine_config_init() fills the defaults. */
+typedef struct sl_engine_config {
+    double tombstone_ttl_s; /* 600: how long an ended lease or ticket is remembered, so a
+                               second settle says already_settled rather than not_found */
+    double idempotency_ttl_s; /* 600: how long a request_id is remembered */
+    double weight_floor;      /* 0.1 */
+} sl_engine_config_t;
+
+void sl_engine_config_init(sl_engine_config_t *cfg);
+
+typedef struct sl_engine sl_engine_t;
+
+/* Event kinds reported through the event callback. */
+typedef enum sl_event_kind {
+    SL_EV_GRANTED,          /* a lease was granted (directly, or to a queued ticket) */
+    SL_EV_QUEUED,           /* a request was queued (ticket) */
+    SL_EV_REJECTED,         /* a request was rejected with retry_at */
+    SL_EV_SETTLED,          /* a lease was settled */
+    SL_EV_CANCELLED,        /* a lease was cancelled (full refund) */
+    SL_EV_REAPED,           /* a lease expired: dropped without refund */
+    SL_EV_UNCLAIMED,        /* a lease granted from the queue was never fetched: refunded */
+    SL_EV_TICKET_CANCELLED, /* a queued ticket was given up */
+    SL_EV_TICKET_EXPIRED,   /* a queued ticket nobody waited on expired */
+    SL_EV_TICKET_REJECTED,  /* a queued ticket can no longer fit (margin cut): rejected */
+    SL_EV_UPSTREAM_429,     /* a settle reported a 429 from the provider */
+    SL_EV_MARGIN,           /* the margin changed */
+    SL_EV_ALERT,            /* an alert was raised or cleared (see `alert`, `active`) */
+    SL_EV_LIMIT_ADOPTED,    /* a provider header changed a configured limit */
+    SL_EV_RESYNC,           /* a provider header lowered a bucket level */
+} sl_event_kind_t;
+
+/* One event. Pointers are valid only during the callback. */
+typedef struct sl_event {
+    sl_event_kind_t kind;
+    double now_s;
+    const char *pool;
+    const char *agent;   /* NULL for pool-wide events */
+    uint64_t lease;      /* 0 when none */
+    uint64_t ticket;     /* 0 when none */
+    int64_t input_tokens;  /* charged (grant), actual (settle), refunded (cancel) */
+    int64_t output_tokens;
+    int64_t adjust_input_tokens;  /* settle: reserved - actual (positive = refund) */
+    int64_t adjust_output_tokens;
+    double weight;
+    double eta_s;        /* queued */
+    double retry_at;     /* rejected */
+    double waited_s;     /* granted from the queue: time spent queued */
+    double estimate_error;
+    double margin;       /* margin events and 429s: the margin after the change */
+    const char *reason;  /* rejections: the reason; 429: "rate" or "spend_cap" */
+    const char *alert;   /* alert name: margin_at_floor, estimate_error, spend_cap */
+    bool active;         /* alert raised (true) or cleared (false) */
+    sl_bucket_t bucket;  /* resync / limit adopted */
+    double value;        /* resync: new level; limit adopted: new limit */
+} sl_event_t;
+
+typedef void (*sl_event_cb)(const sl_event_t *ev, void *userdata);
+
+/* Creates an engine. `cfg` may be NULL for the defaults. The roles planner 3,
+ * reviewer 2, worker 1 and the priorities high 4, normal 1, low 0.25 are
+ * predefined. Returns NULL when out of memory. */
+sl_engine_t *sl_engine_new(const sl_engine_config_t *cfg);
+
+/* Frees the engine and everything it owns. NULL is allowed. No events are sent. */
+void sl_engine_free(sl_engine_t *e);
+
+/* Sets the callback that receives every event (NULL to stop). Called synchronously
+ * from inside engine calls; it must not call back into the engine. */
+void sl_engine_set_event_cb(sl_engine_t *e, sl_event_cb cb, void *userdata);
+
+/* The message of the last error: names the field and the value. Never NULL. */
+const char *sl_engine_errmsg(const sl_engine_t *e);
+
+/* Defines or redefines a role's base weight (> 0, finite). Existing agents keep
+ * their leases; weights of later requests use the new value. */
+int sl_engine_set_role(sl_engine_t *e, const char *role, double base_weight);
+
+/* Defines or redefines a priority class's factor (> 0, finite). */
+int sl_engine_set_priority(sl_engine_t *e, const char *priority, double factor);
+
+/* Creates pool `name` (1-128 bytes) or, when it exists, applies the new
+ * configuration keeping every lease and queued ticket: capacities follow the new
+ * limits at once (levels clamped), then the queue drains. A new pool starts with
+ * full buckets. Errors: SL_EINVAL (a value out of range), SL_ETIME. */
+int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_config_t *cfg,
+                             double now_s);
+
+/* A request for capacity (POST /v1/leases). Strings are borrowed for the call. */
+typedef struct sl_request {
+    const char *agent;       /* required, 1-128 of [A-Za-z0-9._:-] */
+    const char *pool;        /* NULL = "default" */
+    int64_t input_tokens;    /* >= 0, uncached prompt tokens */
+    int64_t cached_tokens;   /* >= 0, prefix expected from the provider's cache */
+    int64_t output_tokens;   /* >= 0, max_tokens */
+    const char *role;        /* NULL = "worker" */
+    const char *task;        /* NULL = none */
+    int64_t unblocks;        /* >= 0, used when `task` is not in the task graph */
+    const char *priority;    /* NULL = "normal" */
+    const char *cache_key;   /* NULL = agent */
+    double ttl_s;            /* 0 = the pool's lease_ttl_s; at most max_lease_ttl_s */
+    const char *request_id;  /* NULL = no idempotency */
+} sl_request_t;
+
+typedef enum sl_status {
+    SL_GRANTED = 1,
+    SL_QUEUED,
+    SL_REJECTED,
+} sl_status_t;
+
+/* The answer to a request or a ticket poll. */
+typedef struct sl_decision {
+    sl_status_t status;
+    uint64_t lease;          /* granted */
+    uint64_t ticket;         /* queued (and, when granted from the queue, the ticket) */
+    double expires_at;       /* granted */
+    double ttl_s;            /* granted */
+    double weight;
+    int64_t charged_input_tokens;  /* granted: includes the cold-cache penalty */
+    int64_t charged_output_tokens;
+    int64_t charged_requests;
+    bool cache_penalty;      /* the cached prefix was charged as uncached input */
+    double waited_s;         /* granted: time spent queued */
+    double eta_s;            /* queued: seconds until the expected grant */
+    int64_t position;        /* queued: 1 = head of the queue */
+    double retry_after_s;    /* rejected */
+    double retry_at;         /* rejected: now + retry_after_s */
+    const char *reason;      /* rejected: "queue_wait_exceeds_max" (static string) */
+    bool replayed;           /* the answer is for an earlier request with the same id */
+} sl_decision_t;
+
+/* Decides a request at `now_s`: GRANT, QUEUED or REJECT (DESIGN.md "Decision").
+ * Returns SL_OK with `out` filled, or an error with `out` untouched and the engine
+ * unchanged: SL_EINVAL (bad field, unknown role or priority), SL_ENOTFOUND (pool),
+ * SL_ECAPACITY (can never fit), SL_ETIME. A request_id seen before from the same
+ * agent returns the current state of the first answer (`replayed` set) and charges
+ * nothing. */
+int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
+                      sl_decision_t *out);
+
+/* Polls a ticket: its fresh ETA and position while queued, or the grant once
+ * granted (which marks the lease as claimed). Counts as the client being present.
+ * Errors: SL_ENOTFOUND; SL_EALREADY (cancelled, expired or rejected ticket). */
+int sl_engine_ticket(sl_engine_t *e, uint64_t ticket, double now_s, sl_decision_t *out);
+
+/* Marks a queued ticket as held (a client is waiting on it right now) or not. A
+ * held ticket never expires for idleness. Errors: SL_ENOTFOUND, SL_EALREADY. */
+int sl_engine_ticket_hold(sl_engine_t *e, uint64_t ticket, bool held, double now_s);
+
+/* Gives up a queued ticket's place. When the ticket was already granted, the lease
+ * is cancelled with a full refund (its client is gone). Errors: SL_ENOTFOUND,
+ * SL_EALREADY. */
+int sl_engine_ticket_cancel(sl_engine_t *e, uint64_t ticket, double now_s);
+
+/* What a call really used (POST /v1/leases/{id}/settle). */
+typedef struct sl_settle {
+    int64_t input_tokens;                /* usage.input_tokens */
+    int64_t output_tokens;
+    int64_t cache_creation_input_tokens;
+    int64_t cache_read_input_tokens;
+    bool got_429;                        /* the call with this lease came back 429 */
+    double retry_after_s;                /* < 0 when the provider sent none */
+    bool spend_cap;                      /* the 429's error was a spend/budget cap */
+    const char *failure_signature;       /* NULL or "" = none */
+    const char *const *header_names;     /* provider rate-limit headers, lower-case */
+    const char *const *header_values;
+    size_t header_count;
+} sl_settle_t;
+
+typedef struct sl_settle_result {
+    int64_t adjust_input_tokens;  /* what went back into the bucket: + refund, - charge */
+    int64_t adjust_output_tokens;
+    double estimate_error;        /* |actual_in - est_in| / max(actual_in, 1) */
+} sl_settle_result_t;
+
+/* Settles a lease (DESIGN.md "Settle"). Errors: SL_EINVAL, SL_ENOTFOUND,
+ * SL_EALREADY (settled or cancelled before), SL_EEXPIRED (reaped), SL_ETIME. */
+int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, double now_s,
+                     sl_settle_result_t *out);
+
+/* Cancels a lease: the call was never made, the whole reservation goes back.
+ * Errors as sl_engine_settle. */
+int sl_engine_cancel(sl_engine_t *e, uint64_t lease, double now_s);
+
+/* Moves a lease's expiry to now + ttl_s (ttl_s > 0, capped at max_lease_ttl_s).
+ * `expires_at` may be NULL. Errors as sl_engine_settle. */
+int sl_engine_extend(sl_engine_t *e, uint64_t lease, double ttl_s, double now_s,
+                     double *expires_at);
+
+/* Advances the engine to `now_s`: refills, reaps expired leases (no refund),
+ * expires idle tickets, recovers margins, raises time-based alerts and drains the
+ * queues. Every other call with `now_s` does this first. Errors: SL_ETIME. */
+int sl_engine_advance(sl_engine_t *e, double now_s);
+
+/* The earliest instant at which sl_engine_advance() would change something on its
+ * own (a queue head's ETA, a lease expiry, a margin step, an alert); +INFINITY when
+ * nothing is pending. A caller sets its timer to this. */
+double sl_engine_next_wakeup(const sl_engine_t *e);
+
+/* Resyncs pool `pool` from provider rate-limit headers (Anthropic
+ * anthropic-ratelimit-* or OpenAI x-ratelimit-*; names lower-case). Headers never
+ * raise a level; a limit that disagrees with the configuration is adopted. Unknown
+ * headers are ignored; a malformed value of a known header is SL_EINVAL with
+ * nothing changed. `changed` (may be NULL) receives the number of levels or limits
+ * changed. */
+int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
+                     const char *const *values, size_t count, double now_s, int *changed);
+
+/* Task graph (PUT /v1/tasks/{task}). */
+typedef enum sl_task_state {
+    SL_TASK_WAITING = 0,
+    SL_TASK_RUNNING,
+    SL_TASK_DONE,
+} sl_task_state_t;
+
+/* Creates or replaces task `id` with its role (NULL = "worker"), the tasks it
+ * depends on and its state. Errors: SL_EINVAL (bad id, unknown role, a task that
+ * depends on itself). */
+int sl_engine_task_put(sl_engine_t *e, const char *id, const char *role,
+                       const char *const *depends_on, size_t n_depends, sl_task_state_t state);
+
+/* Removes a task. Errors: SL_ENOTFOUND. */
+int sl_engine_task_delete(sl_engine_t *e, const char *id);
+
+/* Number of tasks in state waiting that list `id` in depends_on (0 for unknown). */
+int64_t sl_engine_task_unblocks(const sl_engine_t *e, const char *id);
+
+/* A task as seen by sl_engine_task_foreach(). */
+typedef struct sl_task_info {
+    const char *id;
+    const char *role;
+    sl_task_state_t state;
+    const char *const *depends_on;
+    size_t n_depends;
+    int64_t unblocks;
+} sl_task_info_t;
+
+/* Calls `fn` for every task (in no particular order). */
+void sl_engine_task_foreach(const sl_engine_t *e,
+                            void (*fn)(const sl_task_info_t *t, void *ud), void *ud);
+
+const char *sl_task_state_name(sl_task_state_t s);
+
+/* State of one pool (GET /v1/pools/{pool}). */
+typedef struct sl_pool_info {
+    const char *name;
+    sl_pool_config_t config;           /* the limits in force (after adoption) */
+    double margin;
+    double level[SL_BUCKET_COUNT];     /* only buckets with a limit are meaningful */
+    double capacity[SL_BUCKET_COUNT];
+    double refill_per_s[SL_BUCKET_COUNT];
+    int64_t limit[SL_BUCKET_COUNT];    /* 0 = not limited */
+    int64_t queue_depth;
+    double head_eta_s;                 /* -1 when the queue is empty */
+    int64_t leases_in_flight;
+    bool alert_margin_at_floor;
+    bool alert_spend_cap;
+    double blocked_until;              /* a provider retry-after holds grants until */
+    uint64_t granted_total, queued_total, rejected_total;
+    uint64_t upstream_429_total;
+} sl_pool_info_t;
+
+/* Fills `out` for pool `name` as of the engine's last time (call sl_engine_advance
+ * first for fresh levels). Errors: SL_ENOTFOUND. Strings live as long as the pool. */
+int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *out);
+
+/* Calls `fn` for every pool, in creation order. */
+void sl_engine_pool_foreach(const sl_engine_t *e,
+                            void (*fn)(const sl_pool_info_t *p, void *ud), void *ud);
+
+/* State of one agent (GET /v1/agents). */
+typedef struct sl_agent_info {
+    const char *name;
+    const char *role;          /* role of its last request */
+    double weight;             /* weight of its last request */
+    int64_t repeats;
+    double estimate_error;     /* mean over the last window; 0 when no settles */
+    bool alert_estimate_error;
+    int64_t leases;            /* in flight */
+    int64_t queued;            /* tickets in the queue */
+    int64_t tokens_in;         /* settled actual input tokens, total */
+    int64_t tokens_out;
+    int64_t got_429;
+    const char *state;         /* "idle", "queued", "running" */
+} sl_agent_info_t;
+
+void sl_engine_agent_foreach(const sl_engine_t *e,
+                             void (*fn)(const sl_agent_info_t *a, void *ud), void *ud);
+
+/* Fills `out` for one agent. Errors: SL_ENOTFOUND. */
+int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_t *out);
+
+/* Checks every invariant of DESIGN.md that can be checked on the state (levels
+ * never above capacity, queue order, counts consistent). Returns SL_OK, or
+ * SL_EINVAL with a description in sl_engine_errmsg(). For tests and debug builds;
+ * cost is linear in the state's size. */
+int sl_engine_check(sl_engine_t *e);
+
+/* Parses an RFC 3339 timestamp ("2026-11-30T03:39:42Z", fractions and offsets
+ * allowed) into Unix seconds. Returns SL_OK or SL_EINVAL. */
+int sl_parse_rfc3339(const char *s, double *unix_s);
+
+/* Parses a Go-style duration ("6m0s", "1s", "12ms", "1h2m3.5s", "250us") into
+ * seconds. A bare number is seconds. Returns SL_OK or SL_EINVAL. */
+int sl_parse_duration(const char *s, double *seconds);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_ENGINE_H */

@@ -1,0 +1,126 @@
+/* agent.c - per-agent records: repeats of the same failure, estimate error, totals.
+ *
+ * Agents are created on their first request and hold nothing while idle: nothing is
+ * ever pre-allocated to an agent, so an idle agent's share is lent to everyone. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create)
+{
+    sl__agent_t *a = sl__strmap_get(&e->agents, name);
+    if (a || !create) return a;
+    if (sl__strmap_reserve(&e->agents, 1) != 0) return NULL;
+    a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->name = dup_str(name);
+    if (!a->name) {
+        free(a);
+        return NULL;
+    }
+    memcpy(a->role, "worker", sizeof "worker");
+    a->weight = 1.0;
+    sl__strmap_put(&e->agents, a->name, a);
+    return a;
+}
+
+sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create)
+{
+    sl__pagent_t *pa = sl__strmap_get(&p->pagents, a->name);
+    if (pa || !create) return pa;
+    if (sl__strmap_reserve(&p->pagents, 1) != 0) return NULL;
+    pa = calloc(1, sizeof *pa);
+    if (!pa) return NULL;
+    pa->agent = a;
+    pa->last_finish = 0;
+    pa->cache.key = a->name;
+    pa->cache.last_settle_at = -INFINITY;
+    sl__strmap_put(&p->pagents, a->name, pa);
+    return pa;
+}
+
+sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create)
+{
+    if (!cache_key || strcmp(cache_key, pa->agent->name) == 0) return &pa->cache;
+    sl__cache_t *c = sl__strmap_get(&p->caches, cache_key);
+    if (c || !create) return c;
+    if (sl__strmap_reserve(&p->caches, 1) != 0) return NULL;
+    c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->key = dup_str(cache_key);
+    if (!c->key) {
+        free(c);
+        return NULL;
+    }
+    c->last_settle_at = -INFINITY;
+    sl__strmap_put(&p->caches, c->key, c);
+    return c;
+}
+
+double sl__agent_mean_error(const sl__agent_t *a)
+{
+    if (a->err_n == 0) return 0;
+    double sum = 0;
+    for (int i = 0; i < a->err_n; i++) sum += a->err[i];
+    return sum / a->err_n;
+}
+
+double sl__agent_record_error(sl_engine_t *e, sl__pool_t *p, sl__agent_t *a, int window,
+                              double limit, double err)
+{
+    if (window < 1) window = 1;
+    if (window > SL__ERR_WINDOW_MAX) window = SL__ERR_WINDOW_MAX;
+    if (a->err_n > window) a->err_n = window, a->err_pos = 0; /* window shrank on reload */
+    a->err[a->err_pos] = err;
+    a->err_pos = (a->err_pos + 1) % window;
+    if (a->err_n < window) a->err_n++;
+    double mean = sl__agent_mean_error(a);
+    /* The alert needs a full window: one bad estimate is noise, twenty are a trend. */
+    bool active = a->err_n >= window && mean > limit;
+    if (active != a->alert_estimate_error) {
+        a->alert_estimate_error = active;
+        sl_event_t ev;
+        sl__event_init(&ev, SL_EV_ALERT, e->now, p);
+        ev.agent = a->name;
+        ev.alert = "estimate_error";
+        ev.active = active;
+        ev.estimate_error = mean;
+        sl__emit(e, &ev);
+    }
+    return mean;
+}
+
+int sl__agent_record_signature(sl__agent_t *a, const char *sig)
+{
+    if (sig && sig[0] && a->last_sig && strcmp(sig, a->last_sig) == 0) {
+        a->repeats++;
+        return 0;
+    }
+    char *copy = NULL;
+    if (sig && sig[0]) {
+        copy = dup_str(sig);
+        if (!copy) return -1;
+    }
+    free(a->last_sig);
+    a->last_sig = copy;
+    a->repeats = 0;
+    return 0;
+}
+
+void sl__agent_free(sl__agent_t *a)
+{
+    if (!a) return;
+    free(a->last_sig);
+    free(a->name);
+    free(a);
+}

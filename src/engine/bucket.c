@@ -1,0 +1,78 @@
+/* bucket.c - token buckets: continuous refill at capacity/60 per second, debt allowed.
+ *
+ * There is no minute boundary: a reset at :00 would be another synchronised burst.
+ * A level may go negative (a settle that under-estimated by 30k tokens shows as
+ * debt at once, so the next grants wait), but a grant never takes a level below
+ * zero: it needs the whole need to be there. */
+#include "internal.h"
+
+#include <math.h>
+
+bool sl__limited(const sl__pool_t *p, sl_bucket_t b)
+{
+    return p->limit[b] > 0;
+}
+
+double sl__capacity(const sl__pool_t *p, sl_bucket_t b)
+{
+    return (double)p->limit[b] * sl__margin(p);
+}
+
+void sl__refill(sl__pool_t *p, double now)
+{
+    double dt_s = now - p->last_refill;
+    if (dt_s <= 0) return;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (!sl__limited(p, (sl_bucket_t)b)) continue;
+        double cap = sl__capacity(p, (sl_bucket_t)b);
+        double level = p->level[b] + cap / 60.0 * dt_s;
+        p->level[b] = level > cap ? cap : level;
+    }
+    p->last_refill = now;
+}
+
+void sl__clamp_levels(sl__pool_t *p)
+{
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        double cap = sl__capacity(p, (sl_bucket_t)b);
+        if (p->level[b] > cap) p->level[b] = cap;
+    }
+}
+
+bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now)
+{
+    if (p->blocked_until > now) return false;
+    if (p->cfg.concurrency > 0 && p->in_flight >= p->cfg.concurrency) return false;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (sl__limited(p, (sl_bucket_t)b) && p->level[b] < (double)need->n[b]) return false;
+    }
+    return true;
+}
+
+double sl__eta_for(const sl__pool_t *p, const int64_t prefix[SL_BUCKET_COUNT], int64_t ahead,
+                   double now)
+{
+    double eta_s = p->blocked_until > now ? p->blocked_until - now : 0;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (!sl__limited(p, (sl_bucket_t)b)) continue;
+        double deficit = (double)prefix[b] - p->level[b];
+        if (deficit <= 0) continue;
+        double rate_per_s = sl__capacity(p, (sl_bucket_t)b) / 60.0;
+        double t_s = deficit / rate_per_s;
+        if (t_s > eta_s) eta_s = t_s;
+    }
+    if (p->cfg.concurrency > 0 && ahead + 1 > p->cfg.concurrency - p->in_flight) {
+        /* Slots free when leases end; the earliest expiry bounds the first one. */
+        const sl__hnode_t *top = sl__heap_top(&p->lease_heap);
+        if (top && top->at - now > eta_s) eta_s = top->at - now;
+    }
+    return eta_s;
+}
+
+void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens)
+{
+    if (!sl__limited(p, b)) return;
+    double cap = sl__capacity(p, b);
+    double level = p->level[b] + (double)delta_tokens;
+    p->level[b] = level > cap ? cap : level;
+}

@@ -1,0 +1,174 @@
+/* headers.c - resync a pool from the provider's rate-limit response headers.
+ *
+ * The provider knows the truth; the engine's buckets are a model of it. Anthropic
+ * sends anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-{limit,
+ * remaining,reset} (remaining rounded to the nearest thousand for tokens, reset in
+ * RFC 3339); OpenAI sends x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+ * (reset as a duration such as 6m0s). Rules:
+ *   - a limit that disagrees with the configuration is adopted (event LIMIT_ADOPTED);
+ *   - a remaining value that shows less room than the pool believes lowers the
+ *     level; headers never raise one. The provider's room R is compared with ours,
+ *     level + (limit - capacity) (the margin is room we keep in reserve), after
+ *     allowing +500 for Anthropic's rounding of token counts. Calls in flight were
+ *     charged to our level when granted and the provider counts a call's input when
+ *     it arrives, so both sides already include them;
+ *   - reset values are validated but only informative: refill is continuous.
+ * Anthropic's tokens-* headers describe whichever token limit is most restrictive,
+ * not a combined limit, so they are validated and otherwise ignored; OpenAI's
+ * tokens-* headers are its combined limit and drive the `tokens` bucket. */
+#include "internal.h"
+
+#include <string.h>
+
+typedef enum hdr_field { HDR_LIMIT, HDR_REMAINING, HDR_RESET } hdr_field_t;
+
+typedef struct hdr {
+    bool known;
+    bool anthropic;
+    int bucket; /* -1: validated, not applied */
+    hdr_field_t field;
+} hdr_t;
+
+static hdr_t classify(const char *name)
+{
+    hdr_t h = {.known = false, .bucket = -1};
+    static const char *const a_buckets[] = {"requests", "input-tokens", "output-tokens", "tokens"};
+    static const int a_map[] = {SL_BUCKET_REQUESTS, SL_BUCKET_INPUT, SL_BUCKET_OUTPUT, -1};
+    static const char *const fields[] = {"limit", "remaining", "reset"};
+    const char *ap = "anthropic-ratelimit-";
+    if (strncmp(name, ap, strlen(ap)) == 0) {
+        const char *rest = name + strlen(ap);
+        for (int i = 0; i < 4; i++) {
+            size_t n = strlen(a_buckets[i]);
+            if (strncmp(rest, a_buckets[i], n) != 0 || rest[n] != '-') continue;
+            for (int f = 0; f < 3; f++) {
+                if (strcmp(rest + n + 1, fields[f]) == 0) {
+                    h.known = true;
+                    h.anthropic = true;
+                    h.bucket = a_map[i];
+                    h.field = (hdr_field_t)f;
+                    return h;
+                }
+            }
+        }
+        return h;
+    }
+    const char *op = "x-ratelimit-";
+    if (strncmp(name, op, strlen(op)) == 0) {
+        const char *rest = name + strlen(op);
+        for (int f = 0; f < 3; f++) {
+            size_t n = strlen(fields[f]);
+            if (strncmp(rest, fields[f], n) != 0 || rest[n] != '-') continue;
+            if (strcmp(rest + n + 1, "requests") == 0) h.bucket = SL_BUCKET_REQUESTS;
+            else if (strcmp(rest + n + 1, "tokens") == 0) h.bucket = SL_BUCKET_TOKENS;
+            else return h;
+            h.known = true;
+            h.field = (hdr_field_t)f;
+            return h;
+        }
+    }
+    return h;
+}
+
+static bool parse_count(const char *s, int64_t *out)
+{
+    int64_t v = 0;
+    if (!*s) return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        v = v * 10 + (*s - '0');
+        if (v > SL_TOKENS_MAX) return false;
+    }
+    *out = v;
+    return true;
+}
+
+static void set_limit(sl__pool_t *p, int b, int64_t limit)
+{
+    p->limit[b] = limit;
+    switch (b) {
+    case SL_BUCKET_INPUT: p->cfg.input_tpm = limit; break;
+    case SL_BUCKET_OUTPUT: p->cfg.output_tpm = limit; break;
+    case SL_BUCKET_REQUESTS: p->cfg.rpm = limit; break;
+    default: p->cfg.tokens_tpm = limit; break;
+    }
+}
+
+int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names,
+               const char *const *values, size_t count, double now, bool apply, int *changed)
+{
+    int n_changed = 0;
+    /* Validate everything first: a malformed header changes nothing. */
+    for (size_t i = 0; i < count; i++) {
+        hdr_t h = classify(names[i]);
+        if (!h.known) continue;
+        int64_t v;
+        double t;
+        bool ok = h.field == HDR_RESET
+                      ? (h.anthropic ? sl_parse_rfc3339(values[i], &t) : sl_parse_duration(values[i], &t)) == SL_OK
+                      : parse_count(values[i], &v);
+        if (!ok)
+            return sl__fail(e, SL_EINVAL, "header %s: \"%.64s\" is not a valid %s", names[i],
+                            values[i],
+                            h.field == HDR_RESET ? (h.anthropic ? "RFC 3339 time" : "duration")
+                                                 : "non-negative integer");
+    }
+    if (!apply) return SL_OK;
+    bool adopted = false;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < count; i++) {
+            hdr_t h = classify(names[i]);
+            if (!h.known || h.bucket < 0) continue;
+            int64_t v;
+            if (pass == 0 && h.field == HDR_LIMIT) {
+                parse_count(values[i], &v);
+                if (v == 0 || v == p->limit[h.bucket]) continue;
+                set_limit(p, h.bucket, v);
+                if (p->level[h.bucket] == 0 && p->reserved[h.bucket] == 0)
+                    p->level[h.bucket] = sl__capacity(p, (sl_bucket_t)h.bucket);
+                sl__clamp_levels(p);
+                adopted = true;
+                n_changed++;
+                sl_event_t ev;
+                sl__event_init(&ev, SL_EV_LIMIT_ADOPTED, now, p);
+                ev.bucket = (sl_bucket_t)h.bucket;
+                ev.value = (double)v;
+                sl__emit(e, &ev);
+            } else if (pass == 1 && h.field == HDR_REMAINING && sl__limited(p, h.bucket)) {
+                parse_count(values[i], &v);
+                double allowance = h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 0;
+                double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
+                double implied = (double)v + allowance - reserve;
+                if (implied >= p->level[h.bucket]) continue;
+                p->level[h.bucket] = implied;
+                n_changed++;
+                sl_event_t ev;
+                sl__event_init(&ev, SL_EV_RESYNC, now, p);
+                ev.bucket = (sl_bucket_t)h.bucket;
+                ev.value = implied;
+                sl__emit(e, &ev);
+            }
+        }
+    }
+    if (adopted) sl__pool_reject_unfit(e, p, now);
+    if (changed) *changed = n_changed;
+    return SL_OK;
+}
+
+int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
+                     const char *const *values, size_t count, double now_s, int *changed)
+{
+    sl__pool_t *p = pool ? sl__pool_find(e, pool) : NULL;
+    if (!p) return sl__fail(e, SL_ENOTFOUND, "pool \"%.140s\" not found", pool ? pool : "(null)");
+    if (count && (!names || !values)) return sl__fail(e, SL_EINVAL, "headers missing");
+    for (size_t i = 0; i < count; i++)
+        if (!names[i] || !values[i]) return sl__fail(e, SL_EINVAL, "header %zu missing", i);
+    if (!(now_s >= e->now))
+        return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
+    int rc = sl__resync(e, p, names, values, count, now_s, false, NULL);
+    if (rc) return rc;
+    sl_engine_advance(e, now_s);
+    sl__resync(e, p, names, values, count, now_s, true, changed);
+    sl__pool_drain(e, p, now_s);
+    return SL_OK;
+}

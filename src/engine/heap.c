@@ -1,0 +1,85 @@
+/* heap.c - intrusive indexed binary min-heap: O(log n) push, remove and re-key. */
+#include "heap.h"
+
+#include <stdlib.h>
+
+static void place(sl__heap_t *h, size_t i, sl__hnode_t *n)
+{
+    h->items[i] = n;
+    n->idx = i;
+}
+
+static void sift_up(sl__heap_t *h, size_t i)
+{
+    sl__hnode_t *n = h->items[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (h->items[parent]->at <= n->at) break;
+        place(h, i, h->items[parent]);
+        i = parent;
+    }
+    place(h, i, n);
+}
+
+static void sift_down(sl__heap_t *h, size_t i)
+{
+    sl__hnode_t *n = h->items[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->len) break;
+        if (c + 1 < h->len && h->items[c + 1]->at < h->items[c]->at) c++;
+        if (h->items[c]->at >= n->at) break;
+        place(h, i, h->items[c]);
+        i = c;
+    }
+    place(h, i, n);
+}
+
+int sl__heap_reserve(sl__heap_t *h)
+{
+    if (h->len < h->cap) return 0;
+    size_t cap = h->cap ? h->cap * 2 : 16;
+    sl__hnode_t **items = realloc(h->items, cap * sizeof *items);
+    if (!items) return -1;
+    h->items = items;
+    h->cap = cap;
+    return 0;
+}
+
+void sl__heap_push(sl__heap_t *h, sl__hnode_t *n)
+{
+    place(h, h->len++, n);
+    sift_up(h, n->idx);
+}
+
+sl__hnode_t *sl__heap_top(const sl__heap_t *h)
+{
+    return h->len ? h->items[0] : NULL;
+}
+
+void sl__heap_remove(sl__heap_t *h, sl__hnode_t *n)
+{
+    size_t i = n->idx;
+    if (i == SL__HEAP_NONE || i >= h->len || h->items[i] != n) return;
+    n->idx = SL__HEAP_NONE;
+    sl__hnode_t *last = h->items[--h->len];
+    if (last == n) return;
+    place(h, i, last);
+    sift_down(h, i);
+    sift_up(h, last->idx);
+}
+
+void sl__heap_update(sl__heap_t *h, sl__hnode_t *n, double at)
+{
+    n->at = at;
+    sift_down(h, n->idx);
+    sift_up(h, n->idx);
+}
+
+void sl__heap_free(sl__heap_t *h)
+{
+    for (size_t i = 0; i < h->len; i++) h->items[i]->idx = SL__HEAP_NONE;
+    free(h->items);
+    h->items = NULL;
+    h->len = h->cap = 0;
+}

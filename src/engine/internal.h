@@ -1,0 +1,253 @@
+/* internal.h - the engine's data structures, shared by the files of src/engine only. */
+#ifndef SL_ENGINE_INTERNAL_H
+#define SL_ENGINE_INTERNAL_H
+
+#include "sluice/engine.h"
+
+#include "heap.h"
+#include "map.h"
+
+#include <stdarg.h>
+
+#define SL__NAME_MAX 128      /* agent, pool, task, cache key, request id */
+#define SL__SIG_MAX 256       /* failure_signature */
+#define SL__CLASS_MAX 64      /* role and priority names */
+#define SL__MAX_CLASSES 32
+#define SL__ERR_WINDOW_MAX 64
+#define SL__LEVEL_EPS 1e-6    /* tolerance of invariant checks on double levels */
+
+/* A prompt cache (per pool, per cache_key). */
+typedef struct sl__cache {
+    char *key;
+    double last_settle_at; /* -INFINITY: never settled, so cold */
+    int64_t tokens;        /* size of the cached prefix last seen */
+} sl__cache_t;
+
+/* An agent's state within one pool. */
+typedef struct sl__pagent {
+    struct sl__agent *agent;
+    double last_finish; /* WFQ finish tag of its last granted or queued request */
+    sl__cache_t cache;  /* the cache of cache_key == agent name */
+} sl__pagent_t;
+
+typedef struct sl__agent {
+    char *name;
+    char role[SL__CLASS_MAX];
+    double weight;
+    int64_t repeats;
+    char *last_sig;     /* NULL: the last settle had no failure signature */
+    double err[SL__ERR_WINDOW_MAX];
+    int err_n, err_pos;
+    bool alert_estimate_error;
+    int64_t leases, queued;
+    int64_t tokens_in, tokens_out, got_429;
+} sl__agent_t;
+
+/* Fields shared by a granted lease and a queued ticket: what they reserve. */
+typedef struct sl__need {
+    int64_t n[SL_BUCKET_COUNT]; /* input, output, requests, tokens */
+    int64_t cached_tokens;      /* the prefix the call expects from the cache */
+    bool penalty;               /* the cached prefix is charged as uncached input */
+} sl__need_t;
+
+typedef struct sl__lease {
+    uint64_t id;
+    uint64_t ticket; /* 0 when granted directly */
+    struct sl__pool *pool;
+    sl__pagent_t *pa;
+    sl__cache_t *cache;
+    sl__need_t need;
+    double weight;
+    double granted_at;
+    double waited_s;
+    double ttl_s;
+    bool claimed;     /* the client knows about the grant */
+    sl__hnode_t expiry;
+} sl__lease_t;
+
+typedef struct sl__ticket {
+    uint64_t id;
+    struct sl__pool *pool;
+    sl__pagent_t *pa;
+    sl__cache_t *cache;
+    sl__need_t need;
+    double weight;
+    double finish;   /* WFQ key: (finish, seq) */
+    uint64_t seq;
+    double enqueued_at;
+    double ttl_s;
+    bool held;
+    sl__hnode_t idle;  /* deadline for idleness; not in the heap while held */
+    /* treap */
+    struct sl__ticket *left, *right;
+    uint32_t prio;
+    int64_t count;
+    int64_t sum[SL_BUCKET_COUNT];
+} sl__ticket_t;
+
+typedef struct sl__pool {
+    char *name;
+    int index;
+    sl_pool_config_t cfg;
+    int64_t limit[SL_BUCKET_COUNT];
+    double level[SL_BUCKET_COUNT];
+    double last_refill;
+    int margin_bp;            /* margin in basis points: 8500 = 0.85 */
+    double clean_since;       /* last 429 or margin raise: the recovery clock */
+    double floor_since;       /* when the margin reached the floor, or -1 */
+    bool alert_floor;
+    bool alert_spend_cap;
+    double blocked_until;     /* a provider retry-after holds grants until then */
+    int64_t in_flight;
+    int64_t reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
+    double vtime;             /* V: finish tag of the most recent grant */
+    sl__ticket_t *queue;      /* treap root ordered by (finish, seq) */
+    uint64_t seq;
+    sl__heap_t lease_heap;    /* leases by expires_at */
+    sl__heap_t ticket_heap;   /* unheld tickets by idle deadline */
+    sl__strmap_t pagents;     /* agent name -> sl__pagent_t */
+    sl__strmap_t caches;      /* cache_key (other than the agent) -> sl__cache_t */
+    uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
+} sl__pool_t;
+
+typedef struct sl__class {
+    char name[SL__CLASS_MAX];
+    double value;
+} sl__class_t;
+
+/* An ended lease or ticket, remembered for tombstone_ttl_s. */
+typedef struct sl__tomb {
+    uint64_t id;
+    double at;
+    bool is_ticket;
+} sl__tomb_t;
+
+/* First answer to a request_id, remembered for idempotency_ttl_s. */
+typedef struct sl__idem {
+    char *key; /* agent "\x1f" request_id */
+    double at;
+    sl_decision_t first;
+    struct sl__idem *next; /* FIFO by `at` */
+} sl__idem_t;
+
+typedef struct sl__task {
+    char *id;
+    char role[SL__CLASS_MAX];
+    sl_task_state_t state;
+    char **deps;
+    size_t n_deps;
+} sl__task_t;
+
+/* Ended states kept in the lease and ticket maps (value = state << 1 | 1, with the
+ * granted lease id above bit 4 for tickets). Live objects are stored as pointers. */
+enum {
+    SL__END_SETTLED = 1,
+    SL__END_CANCELLED = 2,
+    SL__END_REAPED = 3,
+    SL__END_GRANTED = 4, /* ticket only: the grant is in the upper bits */
+    SL__END_EXPIRED = 5, /* ticket only */
+    SL__END_REJECTED = 6, /* ticket only */
+};
+
+struct sl_engine {
+    sl_engine_config_t cfg;
+    double now;                /* the latest time seen */
+    uint64_t next_id;
+    uint64_t rng;
+    sl__pool_t **pools;
+    size_t n_pools;
+    sl__strmap_t pool_map;
+    sl__strmap_t agents;
+    sl__u64map_t leases;       /* id -> sl__lease_t * or an ended state */
+    sl__u64map_t tickets;      /* id -> sl__ticket_t * or an ended state */
+    sl__tomb_t *tombs;         /* ring buffer, oldest first */
+    size_t tomb_head, tomb_len, tomb_cap;
+    sl__strmap_t idem;
+    sl__idem_t *idem_head, *idem_tail;
+    sl__strmap_t tasks;
+    sl__class_t roles[SL__MAX_CLASSES];
+    size_t n_roles;
+    sl__class_t prios[SL__MAX_CLASSES];
+    size_t n_prios;
+    sl_event_cb cb;
+    void *cb_ud;
+    char errmsg[512];
+};
+
+/* engine.c */
+int sl__fail(sl_engine_t *e, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void sl__emit(sl_engine_t *e, sl_event_t *ev);
+void sl__event_init(sl_event_t *ev, sl_event_kind_t kind, double now_s, const sl__pool_t *p);
+int sl__tomb_add(sl_engine_t *e, uint64_t id, bool is_ticket, uint64_t value);
+uint32_t sl__rand32(sl_engine_t *e);
+bool sl__valid_name(const char *s, size_t max_len);
+sl__pool_t *sl__pool_find(const sl_engine_t *e, const char *name);
+
+/* bucket.c */
+double sl__capacity(const sl__pool_t *p, sl_bucket_t b);
+bool sl__limited(const sl__pool_t *p, sl_bucket_t b);
+void sl__refill(sl__pool_t *p, double now);
+void sl__clamp_levels(sl__pool_t *p);
+bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now);
+double sl__eta_for(const sl__pool_t *p, const int64_t prefix[SL_BUCKET_COUNT], int64_t ahead,
+                   double now);
+void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
+
+/* margin.c */
+double sl__margin(const sl__pool_t *p);
+void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now);
+void sl__margin_cut(sl_engine_t *e, sl__pool_t *p, double now);
+double sl__margin_next_step_at(const sl__pool_t *p);
+double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now);
+
+/* queue.c */
+void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t);
+void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t);
+sl__ticket_t *sl__queue_head(const sl__pool_t *p);
+int64_t sl__queue_depth(const sl__pool_t *p);
+/* Requests ahead of key (finish, seq): their count and summed needs. */
+void sl__queue_prefix(const sl__pool_t *p, double finish, uint64_t seq, int64_t *count,
+                      int64_t sums[SL_BUCKET_COUNT]);
+int sl__queue_check(const sl__pool_t *p, char *msg, size_t msg_len);
+void sl__queue_foreach(sl__pool_t *p, void (*fn)(sl__ticket_t *t, void *ud), void *ud);
+
+/* weight.c */
+const sl__class_t *sl__role_find(const sl_engine_t *e, const char *name);
+const sl__class_t *sl__prio_find(const sl_engine_t *e, const char *name);
+double sl__cost(const sl__pool_t *p, const sl__need_t *need);
+
+/* agent.c */
+sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create);
+sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create);
+sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create);
+double sl__agent_record_error(sl_engine_t *e, sl__pool_t *p, sl__agent_t *a, int window,
+                              double limit, double err);
+int sl__agent_record_signature(sl__agent_t *a, const char *sig);
+double sl__agent_mean_error(const sl__agent_t *a);
+void sl__agent_free(sl__agent_t *a);
+
+/* pool.c */
+void sl__pool_free(sl__pool_t *p);
+void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now);
+void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now);
+double sl__pool_next_wakeup(const sl__pool_t *p);
+void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
+
+/* lease.c */
+int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,
+              const sl__need_t *need, double weight, double finish, double ttl_s,
+              uint64_t ticket, double waited_s, double now, sl__lease_t **out);
+void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);
+void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease,
+                    double now);
+void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out);
+
+/* headers.c */
+int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names,
+               const char *const *values, size_t count, double now, bool apply, int *changed);
+
+#endif

@@ -1,0 +1,722 @@
+/* lease.c - the lease protocol: request (grant, queue, reject), tickets, settle, cancel, extend.
+ *
+ * Agents reserve a specific amount of capacity before a call and report what they
+ * used after it. A request is checked completely before anything changes, so a
+ * refused request leaves the engine exactly as it was. Grants take the whole need
+ * from every bucket; settle refunds or charges the difference at once (debt shows
+ * immediately); an expired lease is reaped without refund; a cancelled one returns
+ * everything, because the call was never made. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const REASON_QUEUE_WAIT = "queue_wait_exceeds_max";
+
+void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->status = SL_GRANTED;
+    out->lease = l->id;
+    out->ticket = l->ticket;
+    out->expires_at = l->expiry.at;
+    out->ttl_s = l->ttl_s;
+    out->weight = l->weight;
+    out->charged_input_tokens = l->need.n[SL_BUCKET_INPUT];
+    out->charged_output_tokens = l->need.n[SL_BUCKET_OUTPUT];
+    out->charged_requests = l->need.n[SL_BUCKET_REQUESTS];
+    out->cache_penalty = l->need.penalty;
+    out->waited_s = l->waited_s;
+}
+
+int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,
+              const sl__need_t *need, double weight, double finish, double ttl_s,
+              uint64_t ticket, double waited_s, double now, sl__lease_t **out)
+{
+    if (sl__heap_reserve(&p->lease_heap) != 0 || sl__u64map_reserve(&e->leases, 1) != 0)
+        return SL_ENOMEM;
+    sl__lease_t *l = calloc(1, sizeof *l);
+    if (!l) return SL_ENOMEM;
+    l->id = e->next_id++;
+    l->ticket = ticket;
+    l->pool = p;
+    l->pa = pa;
+    l->cache = cache;
+    l->need = *need;
+    l->weight = weight;
+    l->granted_at = now;
+    l->waited_s = waited_s;
+    l->ttl_s = ttl_s;
+    /* A grant from the queue must be fetched by its client before the TTL starts. */
+    l->claimed = ticket == 0;
+    l->expiry.idx = SL__HEAP_NONE;
+    l->expiry.at = now + (l->claimed ? ttl_s : p->cfg.claim_timeout_s);
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (sl__limited(p, (sl_bucket_t)b)) p->level[b] -= (double)need->n[b];
+        p->reserved[b] += need->n[b];
+    }
+    p->in_flight++;
+    p->granted_total++;
+    if (finish > p->vtime) p->vtime = finish;
+    if (finish > pa->last_finish) pa->last_finish = finish;
+    pa->agent->leases++;
+    sl__heap_push(&p->lease_heap, &l->expiry);
+    sl__u64map_put(&e->leases, l->id, (uint64_t)(uintptr_t)l);
+
+    sl_event_t ev;
+    sl__event_init(&ev, SL_EV_GRANTED, now, p);
+    ev.agent = pa->agent->name;
+    ev.lease = l->id;
+    ev.ticket = ticket;
+    ev.input_tokens = need->n[SL_BUCKET_INPUT];
+    ev.output_tokens = need->n[SL_BUCKET_OUTPUT];
+    ev.weight = weight;
+    ev.waited_s = waited_s;
+    sl__emit(e, &ev);
+    if (out) *out = l;
+    return SL_OK;
+}
+
+void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now)
+{
+    sl__pool_t *p = l->pool;
+    if (end_state != SL__END_SETTLED) {
+        sl_event_t ev;
+        sl__event_init(&ev, end_state == SL__END_REAPED ? SL_EV_REAPED
+                            : l->claimed               ? SL_EV_CANCELLED
+                                                       : SL_EV_UNCLAIMED,
+                       now, p);
+        ev.agent = l->pa->agent->name;
+        ev.lease = l->id;
+        ev.ticket = l->ticket;
+        ev.input_tokens = l->need.n[SL_BUCKET_INPUT];
+        ev.output_tokens = l->need.n[SL_BUCKET_OUTPUT];
+        sl__emit(e, &ev);
+    }
+    sl__heap_remove(&p->lease_heap, &l->expiry);
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (refund) sl__adjust(p, (sl_bucket_t)b, l->need.n[b]);
+        p->reserved[b] -= l->need.n[b];
+    }
+    p->in_flight--;
+    l->pa->agent->leases--;
+    sl__tomb_add(e, l->id, false, ((uint64_t)end_state << 1) | 1);
+    free(l);
+}
+
+void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease, double now)
+{
+    if (end_state == SL__END_CANCELLED || end_state == SL__END_EXPIRED) {
+        sl_event_t ev;
+        sl__event_init(&ev,
+                       end_state == SL__END_CANCELLED ? SL_EV_TICKET_CANCELLED
+                                                      : SL_EV_TICKET_EXPIRED,
+                       now, t->pool);
+        ev.agent = t->pa->agent->name;
+        ev.ticket = t->id;
+        ev.waited_s = now - t->enqueued_at;
+        sl__emit(e, &ev);
+    }
+    sl__heap_remove(&t->pool->ticket_heap, &t->idle);
+    t->pa->agent->queued--;
+    sl__tomb_add(e, t->id, true, (lease << 4) | ((uint64_t)end_state << 1) | 1);
+    free(t);
+}
+
+/* ---- request ---- */
+
+static int check_tokens(sl_engine_t *e, const char *field, int64_t v)
+{
+    if (v < 0 || v > SL_TOKENS_MAX)
+        return sl__fail(e, SL_EINVAL, "%s %lld must be an integer between 0 and 2^53", field,
+                        (long long)v);
+    return SL_OK;
+}
+
+static bool printable(const char *s, size_t max_len)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f || n >= max_len) return false;
+    return n > 0;
+}
+
+static void list_classes(const sl__class_t *c, size_t n, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (size_t i = 0, off = 0; i < n && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "", c[i].name);
+}
+
+static int validate_request(sl_engine_t *e, const sl_request_t *r)
+{
+    int rc;
+    if (!r->agent) return sl__fail(e, SL_EINVAL, "agent is required");
+    if (!sl__valid_name(r->agent, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "agent \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]",
+                        r->agent);
+    if ((rc = check_tokens(e, "input_tokens", r->input_tokens)) ||
+        (rc = check_tokens(e, "cached_tokens", r->cached_tokens)) ||
+        (rc = check_tokens(e, "output_tokens", r->output_tokens)) ||
+        (rc = check_tokens(e, "unblocks", r->unblocks)))
+        return rc;
+    char known[SL__MAX_CLASSES * SL__CLASS_MAX];
+    if (r->role && !sl__role_find(e, r->role)) {
+        list_classes(e->roles, e->n_roles, known, sizeof known);
+        return sl__fail(e, SL_EINVAL, "role \"%.64s\" is not configured (known: %s)", r->role,
+                        known);
+    }
+    if (r->priority && !sl__prio_find(e, r->priority)) {
+        list_classes(e->prios, e->n_prios, known, sizeof known);
+        return sl__fail(e, SL_EINVAL, "priority \"%.64s\" is not configured (known: %s)",
+                        r->priority, known);
+    }
+    if (r->task && !sl__valid_name(r->task, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "task \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]",
+                        r->task);
+    if (r->cache_key && !printable(r->cache_key, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "cache_key \"%.140s\" must be 1-128 printable bytes",
+                        r->cache_key);
+    if (r->request_id && !printable(r->request_id, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "request_id \"%.140s\" must be 1-128 printable bytes",
+                        r->request_id);
+    if (!isfinite(r->ttl_s) || r->ttl_s < 0)
+        return sl__fail(e, SL_EINVAL, "ttl %g must be a finite number of seconds > 0", r->ttl_s);
+    return SL_OK;
+}
+
+static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
+{
+    return c && now - c->last_settle_at < p->cfg.cache_ttl_s;
+}
+
+static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need)
+{
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (!sl__limited(p, (sl_bucket_t)b)) continue;
+        double start_cap = (double)p->limit[b] * p->cfg.margin_start;
+        if ((double)need->n[b] > start_cap)
+            return sl__fail(e, SL_ECAPACITY,
+                            "%s %lld%s can never fit pool \"%s\": its capacity is %.0f "
+                            "(limit %lld x margin %.2f)",
+                            sl_bucket_name((sl_bucket_t)b), (long long)need->n[b],
+                            need->penalty ? " (including the cold-cache prefix)" : "", p->name,
+                            start_cap, (long long)p->limit[b], p->cfg.margin_start);
+    }
+    return SL_OK;
+}
+
+static void reject(sl__pool_t *p, double weight, double retry_after_s, double now,
+                   sl_decision_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->status = SL_REJECTED;
+    out->weight = weight;
+    out->retry_after_s = retry_after_s;
+    out->retry_at = now + retry_after_s;
+    out->reason = REASON_QUEUE_WAIT;
+    p->rejected_total++;
+}
+
+/* Computes the finish tag, position and ETA the request would have if queued now. */
+static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double finish, uint64_t seq,
+                        double now, int64_t *ahead)
+{
+    int64_t sums[SL_BUCKET_COUNT];
+    sl__queue_prefix(p, finish, seq, ahead, sums);
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += need->n[b];
+    return sl__eta_for(p, sums, *ahead, now);
+}
+
+typedef struct decide_args {
+    sl__pool_t *p;
+    sl__pagent_t *pa;
+    sl__cache_t *cache;
+    sl__need_t need;
+    double weight;
+    double ttl_s;
+} decide_args_t;
+
+static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *out)
+{
+    sl__pool_t *p = a->p;
+    /* Fits the starting capacity (checked before) but not today's: the margin is down. */
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (sl__limited(p, (sl_bucket_t)b) &&
+            (double)a->need.n[b] > sl__capacity(p, (sl_bucket_t)b)) {
+            reject(p, a->weight, sl__margin_wait_for(p, &a->need, now), now, out);
+            return SL_OK;
+        }
+    }
+    double cost = sl__cost(p, &a->need);
+    double start = p->vtime > a->pa->last_finish ? p->vtime : a->pa->last_finish;
+    const sl__ticket_t *head = sl__queue_head(p);
+    int64_t ahead = 0;
+    double finish = 0, eta_s = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        finish = start + cost / a->weight;
+        if (sl__fits(p, &a->need, now) && (!head || finish < head->finish)) {
+            sl__lease_t *l;
+            int rc = sl__grant(e, p, a->pa, a->cache, &a->need, a->weight, finish, a->ttl_s, 0,
+                               0, now, &l);
+            if (rc) return sl__fail(e, rc, "out of memory granting a lease");
+            sl__fill_grant(l, out);
+            return SL_OK;
+        }
+        eta_s = queue_eta(p, &a->need, finish, p->seq + 1, now, &ahead);
+        /* A large warm cache about to lapse costs the bucket more than serving it now. */
+        const sl__cache_t *c = a->cache;
+        int64_t cache_tokens = c ? c->tokens : 0;
+        if (a->need.cached_tokens > cache_tokens) cache_tokens = a->need.cached_tokens;
+        bool bump = pass == 0 && cache_warm(p, c, now) &&
+                    cache_tokens >= p->cfg.cache_bump_min_tokens &&
+                    c->last_settle_at + p->cfg.cache_ttl_s < now + eta_s;
+        if (!bump) break;
+        a->weight *= p->cfg.cache_bump;
+    }
+    if (eta_s > p->cfg.max_queue_wait_s) {
+        reject(p, a->weight, eta_s, now, out);
+        return SL_OK;
+    }
+    if (sl__heap_reserve(&p->ticket_heap) != 0 || sl__u64map_reserve(&e->tickets, 1) != 0)
+        return sl__fail(e, SL_ENOMEM, "out of memory queueing a request");
+    sl__ticket_t *t = calloc(1, sizeof *t);
+    if (!t) return sl__fail(e, SL_ENOMEM, "out of memory queueing a request");
+    t->id = e->next_id++;
+    t->pool = p;
+    t->pa = a->pa;
+    t->cache = a->cache;
+    t->need = a->need;
+    t->weight = a->weight;
+    t->finish = finish;
+    t->seq = ++p->seq;
+    t->enqueued_at = now;
+    t->ttl_s = a->ttl_s;
+    t->prio = sl__rand32(e);
+    t->idle.idx = SL__HEAP_NONE;
+    t->idle.at = now + p->cfg.ticket_idle_s;
+    sl__queue_insert(p, t);
+    sl__heap_push(&p->ticket_heap, &t->idle);
+    sl__u64map_put(&e->tickets, t->id, (uint64_t)(uintptr_t)t);
+    a->pa->last_finish = finish;
+    a->pa->agent->queued++;
+    p->queued_total++;
+
+    memset(out, 0, sizeof *out);
+    out->status = SL_QUEUED;
+    out->ticket = t->id;
+    out->eta_s = eta_s;
+    out->position = ahead + 1;
+    out->weight = a->weight;
+    sl_event_t ev;
+    sl__event_init(&ev, SL_EV_QUEUED, now, p);
+    ev.agent = a->pa->agent->name;
+    ev.ticket = t->id;
+    ev.input_tokens = a->need.n[SL_BUCKET_INPUT];
+    ev.output_tokens = a->need.n[SL_BUCKET_OUTPUT];
+    ev.weight = a->weight;
+    ev.eta_s = eta_s;
+    sl__emit(e, &ev);
+    return SL_OK;
+}
+
+static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *out);
+
+static int replay(sl_engine_t *e, const sl__idem_t *d, double now, sl_decision_t *out)
+{
+    uint64_t v;
+    if (d->first.status == SL_GRANTED && sl__u64map_get(&e->leases, d->first.lease, &v) &&
+        !(v & 1)) {
+        sl__fill_grant((const sl__lease_t *)(uintptr_t)v, out);
+    } else if (d->first.status == SL_QUEUED && ticket_state(e, d->first.ticket, now, out) == SL_OK) {
+        /* the ticket's current state: still queued, or granted since */
+    } else {
+        *out = d->first;
+    }
+    out->replayed = true;
+    return SL_OK;
+}
+
+static char *idem_key(const char *agent, const char *request_id)
+{
+    size_t na = strlen(agent), nr = strlen(request_id);
+    char *k = malloc(na + nr + 2);
+    if (!k) return NULL;
+    memcpy(k, agent, na);
+    k[na] = '\x1f';
+    memcpy(k + na + 1, request_id, nr + 1);
+    return k;
+}
+
+static void remember(sl_engine_t *e, char *key, const sl_decision_t *first, double now)
+{
+    sl__idem_t *d = calloc(1, sizeof *d);
+    if (!d || sl__strmap_put(&e->idem, key, d) != 0) {
+        free(d);
+        free(key);
+        return; /* out of memory: the answer stands, only its replay is lost */
+    }
+    d->key = key;
+    d->at = now;
+    d->first = *first;
+    if (e->idem_tail) e->idem_tail->next = d;
+    else e->idem_head = d;
+    e->idem_tail = d;
+}
+
+int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
+                      sl_decision_t *out)
+{
+    if (!req || !out) return sl__fail(e, SL_EINVAL, "request missing");
+    int rc = validate_request(e, req);
+    if (rc) return rc;
+    const char *pool_name = req->pool ? req->pool : "default";
+    sl__pool_t *p = sl__pool_find(e, pool_name);
+    if (!p) return sl__fail(e, SL_ENOTFOUND, "pool \"%.140s\" not found", pool_name);
+    if (!isfinite(now_s) || now_s < e->now)
+        return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
+
+    char *key = NULL;
+    if (req->request_id) {
+        key = idem_key(req->agent, req->request_id);
+        if (!key) return sl__fail(e, SL_ENOMEM, "out of memory");
+        sl__idem_t *d = sl__strmap_get(&e->idem, key);
+        if (d && d->at + e->cfg.idempotency_ttl_s > now_s) {
+            free(key);
+            sl_engine_advance(e, now_s);
+            return replay(e, d, now_s, out);
+        }
+    }
+
+    /* The need, with the cached prefix charged when the cache is cold. */
+    sl__agent_t *a = sl__agent_get(e, req->agent, false);
+    sl__pagent_t *pa = a ? sl__pagent_get(p, a, false) : NULL;
+    const char *cache_key = req->cache_key ? req->cache_key : req->agent;
+    sl__cache_t *cache = pa ? sl__cache_get(p, pa, cache_key, false)
+                            : (sl__cache_t *)sl__strmap_get(&p->caches, cache_key);
+    decide_args_t args = {.p = p};
+    bool warm = cache_warm(p, cache, now_s);
+    args.need.cached_tokens = req->cached_tokens;
+    args.need.penalty = !warm && req->cached_tokens > 0;
+    int64_t in = req->input_tokens;
+    if (!warm || p->cfg.cache_reads_count) in += req->cached_tokens;
+    args.need.n[SL_BUCKET_INPUT] = in;
+    args.need.n[SL_BUCKET_OUTPUT] = req->output_tokens;
+    args.need.n[SL_BUCKET_REQUESTS] = 1;
+    args.need.n[SL_BUCKET_TOKENS] = in + req->output_tokens;
+    rc = check_capacity(e, p, &args.need);
+    if (rc) {
+        free(key);
+        return rc;
+    }
+
+    /* From here on the request is valid: time advances and records are created. */
+    sl_engine_advance(e, now_s);
+    a = sl__agent_get(e, req->agent, true);
+    pa = a ? sl__pagent_get(p, a, true) : NULL;
+    args.pa = pa;
+    args.cache = pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
+    if (!args.cache) {
+        free(key);
+        return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", req->agent);
+    }
+    const char *role = req->role ? req->role : "worker";
+    const char *prio = req->priority ? req->priority : "normal";
+    int64_t unblocks = req->unblocks;
+    if (req->task && sl__strmap_get(&e->tasks, req->task))
+        unblocks = sl_engine_task_unblocks(e, req->task);
+    double w = sl__role_find(e, role)->value * (1 + 0.5 * (double)unblocks) *
+               pow(0.5, (double)a->repeats) * sl__prio_find(e, prio)->value;
+    args.weight = w > e->cfg.weight_floor ? w : e->cfg.weight_floor;
+    double ttl_s = req->ttl_s > 0 ? req->ttl_s : p->cfg.lease_ttl_s;
+    args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
+
+    rc = decide(e, &args, now_s, out);
+    if (rc) {
+        free(key);
+        return rc;
+    }
+    snprintf(a->role, sizeof a->role, "%s", role);
+    a->weight = out->weight;
+    if (out->status == SL_REJECTED) {
+        sl_event_t ev;
+        sl__event_init(&ev, SL_EV_REJECTED, now_s, p);
+        ev.agent = a->name;
+        ev.input_tokens = args.need.n[SL_BUCKET_INPUT];
+        ev.output_tokens = args.need.n[SL_BUCKET_OUTPUT];
+        ev.weight = out->weight;
+        ev.retry_at = out->retry_at;
+        ev.reason = out->reason;
+        sl__emit(e, &ev);
+    }
+    if (key) remember(e, key, out, now_s);
+    return SL_OK;
+}
+
+/* ---- tickets ---- */
+
+static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *out)
+{
+    uint64_t v;
+    if (!sl__u64map_get(&e->tickets, id, &v))
+        return sl__fail(e, SL_ENOTFOUND, "ticket %llu not found", (unsigned long long)id);
+    if (!(v & 1)) {
+        sl__ticket_t *t = (sl__ticket_t *)(uintptr_t)v;
+        sl__pool_t *p = t->pool;
+        if (!t->held) sl__heap_update(&p->ticket_heap, &t->idle, now + p->cfg.ticket_idle_s);
+        int64_t ahead;
+        memset(out, 0, sizeof *out);
+        out->status = SL_QUEUED;
+        out->ticket = t->id;
+        out->eta_s = queue_eta(p, &t->need, t->finish, t->seq, now, &ahead);
+        out->position = ahead + 1;
+        out->weight = t->weight;
+        return SL_OK;
+    }
+    int state = (int)((v >> 1) & 7);
+    uint64_t lease = v >> 4;
+    if (state == SL__END_GRANTED) {
+        uint64_t lv;
+        if (sl__u64map_get(&e->leases, lease, &lv) && !(lv & 1)) {
+            sl__lease_t *l = (sl__lease_t *)(uintptr_t)lv;
+            if (!l->claimed) {
+                l->claimed = true;
+                sl__heap_update(&l->pool->lease_heap, &l->expiry, now + l->ttl_s);
+            }
+            sl__fill_grant(l, out);
+            return SL_OK;
+        }
+        return sl__fail(e, SL_EALREADY, "ticket %llu was granted lease %llu, which has ended",
+                        (unsigned long long)id, (unsigned long long)lease);
+    }
+    return sl__fail(e, SL_EALREADY, "ticket %llu was %s", (unsigned long long)id,
+                    state == SL__END_CANCELLED ? "cancelled"
+                    : state == SL__END_EXPIRED ? "expired (nobody waited on it)"
+                                               : "rejected (it no longer fits the pool)");
+}
+
+int sl_engine_ticket(sl_engine_t *e, uint64_t ticket, double now_s, sl_decision_t *out)
+{
+    int rc = sl_engine_advance(e, now_s);
+    if (rc) return rc;
+    return ticket_state(e, ticket, now_s, out);
+}
+
+int sl_engine_ticket_hold(sl_engine_t *e, uint64_t ticket, bool held, double now_s)
+{
+    uint64_t v;
+    if (!sl__u64map_get(&e->tickets, ticket, &v))
+        return sl__fail(e, SL_ENOTFOUND, "ticket %llu not found", (unsigned long long)ticket);
+    if (v & 1)
+        return sl__fail(e, SL_EALREADY, "ticket %llu is no longer queued",
+                        (unsigned long long)ticket);
+    if (!isfinite(now_s) || now_s < e->now)
+        return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
+    sl__ticket_t *t = (sl__ticket_t *)(uintptr_t)v;
+    sl__pool_t *p = t->pool;
+    if (held == t->held) return SL_OK;
+    if (!held && sl__heap_reserve(&p->ticket_heap) != 0)
+        return sl__fail(e, SL_ENOMEM, "out of memory");
+    t->held = held;
+    if (held) {
+        sl__heap_remove(&p->ticket_heap, &t->idle);
+    } else {
+        t->idle.at = now_s + p->cfg.ticket_idle_s;
+        sl__heap_push(&p->ticket_heap, &t->idle);
+    }
+    return SL_OK;
+}
+
+int sl_engine_ticket_cancel(sl_engine_t *e, uint64_t ticket, double now_s)
+{
+    uint64_t v;
+    int rc = sl_engine_advance(e, now_s);
+    if (rc) return rc;
+    if (!sl__u64map_get(&e->tickets, ticket, &v))
+        return sl__fail(e, SL_ENOTFOUND, "ticket %llu not found", (unsigned long long)ticket);
+    if (!(v & 1)) {
+        sl__ticket_t *t = (sl__ticket_t *)(uintptr_t)v;
+        sl__pool_t *p = t->pool;
+        sl__queue_remove(p, t);
+        sl__ticket_end(e, t, SL__END_CANCELLED, 0, now_s);
+        sl__pool_drain(e, p, now_s); /* the head may have changed */
+        return SL_OK;
+    }
+    if (((v >> 1) & 7) == SL__END_GRANTED) {
+        uint64_t lv;
+        if (sl__u64map_get(&e->leases, v >> 4, &lv) && !(lv & 1)) {
+            /* A grant whose client is gone is refunded, never leaked. */
+            sl__lease_t *l = (sl__lease_t *)(uintptr_t)lv;
+            sl__pool_t *p = l->pool;
+            l->claimed = true;
+            sl__lease_end(e, l, SL__END_CANCELLED, true, now_s);
+            sl__pool_drain(e, p, now_s);
+            return SL_OK;
+        }
+    }
+    return sl__fail(e, SL_EALREADY, "ticket %llu is no longer queued",
+                    (unsigned long long)ticket);
+}
+
+/* ---- settle, cancel, extend ---- */
+
+/* Finds a live lease, or fails naming why not. */
+static int live_lease(sl_engine_t *e, uint64_t id, sl__lease_t **out)
+{
+    uint64_t v;
+    if (!sl__u64map_get(&e->leases, id, &v))
+        return sl__fail(e, SL_ENOTFOUND, "lease %llu not found", (unsigned long long)id);
+    if (v & 1) {
+        int state = (int)((v >> 1) & 7);
+        if (state == SL__END_REAPED)
+            return sl__fail(e, SL_EEXPIRED, "lease %llu expired and was reaped (no refund)",
+                            (unsigned long long)id);
+        return sl__fail(e, SL_EALREADY, "lease %llu was already %s", (unsigned long long)id,
+                        state == SL__END_SETTLED ? "settled" : "cancelled");
+    }
+    *out = (sl__lease_t *)(uintptr_t)v;
+    return SL_OK;
+}
+
+static int validate_settle(sl_engine_t *e, const sl_settle_t *s)
+{
+    int rc;
+    if ((rc = check_tokens(e, "input_tokens", s->input_tokens)) ||
+        (rc = check_tokens(e, "output_tokens", s->output_tokens)) ||
+        (rc = check_tokens(e, "cache_creation_input_tokens", s->cache_creation_input_tokens)) ||
+        (rc = check_tokens(e, "cache_read_input_tokens", s->cache_read_input_tokens)))
+        return rc;
+    if (isnan(s->retry_after_s) || isinf(s->retry_after_s) || s->retry_after_s > 86400)
+        return sl__fail(e, SL_EINVAL, "retry_after %g must be a number of seconds up to 86400",
+                        s->retry_after_s);
+    if (s->failure_signature && strlen(s->failure_signature) > SL__SIG_MAX)
+        return sl__fail(e, SL_EINVAL, "failure_signature is longer than %d bytes", SL__SIG_MAX);
+    if (s->header_count && (!s->header_names || !s->header_values))
+        return sl__fail(e, SL_EINVAL, "headers: names or values missing");
+    for (size_t i = 0; i < s->header_count; i++)
+        if (!s->header_names[i] || !s->header_values[i])
+            return sl__fail(e, SL_EINVAL, "headers: entry %zu is missing", i);
+    return SL_OK;
+}
+
+int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, double now_s,
+                     sl_settle_result_t *out)
+{
+    if (!s) return sl__fail(e, SL_EINVAL, "settle body missing");
+    int rc = validate_settle(e, s);
+    if (rc) return rc;
+    if (!isfinite(now_s) || now_s < e->now)
+        return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
+    sl_engine_advance(e, now_s);
+    sl__lease_t *l;
+    if ((rc = live_lease(e, lease, &l))) return rc;
+    sl__pool_t *p = l->pool;
+    /* Malformed provider headers refuse the settle before anything changes. */
+    if (s->header_count &&
+        (rc = sl__resync(e, p, s->header_names, s->header_values, s->header_count, now_s, false,
+                         NULL)))
+        return rc;
+    sl__agent_t *a = l->pa->agent;
+    if (sl__agent_record_signature(a, s->failure_signature) != 0)
+        return sl__fail(e, SL_ENOMEM, "out of memory");
+
+    int64_t actual_in = s->input_tokens + s->cache_creation_input_tokens;
+    if (p->cfg.cache_reads_count) actual_in += s->cache_read_input_tokens;
+    int64_t actual_out = s->output_tokens;
+    int64_t adj_in = l->need.n[SL_BUCKET_INPUT] - actual_in;
+    int64_t adj_out = l->need.n[SL_BUCKET_OUTPUT] - actual_out;
+    sl__adjust(p, SL_BUCKET_INPUT, adj_in);
+    sl__adjust(p, SL_BUCKET_OUTPUT, adj_out);
+    sl__adjust(p, SL_BUCKET_TOKENS, adj_in + adj_out);
+
+    double err = fabs((double)(actual_in - l->need.n[SL_BUCKET_INPUT])) /
+                 (double)(actual_in > 1 ? actual_in : 1);
+    sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert,
+                           err);
+    a->tokens_in += actual_in;
+    a->tokens_out += actual_out;
+    int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
+    l->cache->last_settle_at = now_s;
+    l->cache->tokens = cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
+
+    sl_event_t ev;
+    sl__event_init(&ev, SL_EV_SETTLED, now_s, p);
+    ev.agent = a->name;
+    ev.lease = l->id;
+    ev.input_tokens = actual_in;
+    ev.output_tokens = actual_out;
+    ev.adjust_input_tokens = adj_in;
+    ev.adjust_output_tokens = adj_out;
+    ev.estimate_error = err;
+    ev.weight = l->weight;
+    sl__emit(e, &ev);
+    sl__lease_end(e, l, SL__END_SETTLED, false, now_s);
+
+    if (s->got_429) {
+        a->got_429++;
+        p->upstream_429_total++;
+        bool spend_cap = s->spend_cap && s->retry_after_s < 0;
+        sl__event_init(&ev, SL_EV_UPSTREAM_429, now_s, p);
+        ev.agent = a->name;
+        ev.lease = lease;
+        ev.reason = spend_cap ? "spend_cap" : "rate";
+        ev.retry_at = s->retry_after_s >= 0 ? now_s + s->retry_after_s : now_s;
+        ev.margin = sl__margin(p);
+        sl__emit(e, &ev);
+        if (spend_cap) {
+            /* A budget stop, not a rate limit: the margin is not the problem. */
+            if (!p->alert_spend_cap) {
+                p->alert_spend_cap = true;
+                sl__event_init(&ev, SL_EV_ALERT, now_s, p);
+                ev.alert = "spend_cap";
+                ev.active = true;
+                sl__emit(e, &ev);
+            }
+        } else {
+            sl__margin_cut(e, p, now_s);
+            if (s->retry_after_s >= 0 && now_s + s->retry_after_s > p->blocked_until)
+                p->blocked_until = now_s + s->retry_after_s;
+        }
+    }
+    if (s->header_count)
+        sl__resync(e, p, s->header_names, s->header_values, s->header_count, now_s, true, NULL);
+    sl__pool_drain(e, p, now_s);
+    if (out) {
+        out->adjust_input_tokens = adj_in;
+        out->adjust_output_tokens = adj_out;
+        out->estimate_error = err;
+    }
+    return SL_OK;
+}
+
+int sl_engine_cancel(sl_engine_t *e, uint64_t lease, double now_s)
+{
+    int rc = sl_engine_advance(e, now_s);
+    if (rc) return rc;
+    sl__lease_t *l;
+    if ((rc = live_lease(e, lease, &l))) return rc;
+    sl__pool_t *p = l->pool;
+    l->claimed = true;
+    sl__lease_end(e, l, SL__END_CANCELLED, true, now_s);
+    sl__pool_drain(e, p, now_s);
+    return SL_OK;
+}
+
+int sl_engine_extend(sl_engine_t *e, uint64_t lease, double ttl_s, double now_s,
+                     double *expires_at)
+{
+    if (!isfinite(ttl_s) || ttl_s <= 0)
+        return sl__fail(e, SL_EINVAL, "ttl %g must be a finite number of seconds > 0", ttl_s);
+    int rc = sl_engine_advance(e, now_s);
+    if (rc) return rc;
+    sl__lease_t *l;
+    if ((rc = live_lease(e, lease, &l))) return rc;
+    if (ttl_s > l->pool->cfg.max_lease_ttl_s) ttl_s = l->pool->cfg.max_lease_ttl_s;
+    l->claimed = true;
+    l->ttl_s = ttl_s;
+    sl__heap_update(&l->pool->lease_heap, &l->expiry, now_s + ttl_s);
+    if (expires_at) *expires_at = l->expiry.at;
+    return SL_OK;
+}

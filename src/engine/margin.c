@@ -1,0 +1,115 @@
+/* margin.c - the AIMD safety margin: cut fast on a 429 against a granted lease, recover slowly.
+ *
+ * Capacity is limit x margin. The margin starts at 0.85 (the other 15% absorbs
+ * estimate error and traffic outside the coordinator), drops 0.05 on every 429
+ * reported against a granted lease, never below 0.60, and climbs 0.01 per clean
+ * `recover_every_s`. It is kept in basis points so repeated steps never drift.
+ * A margin that sits at the floor for `margin_floor_alert_s` means someone outside
+ * the coordinator uses the key: alert `margin_at_floor`. */
+#include "internal.h"
+
+#include <math.h>
+
+static int to_bp(double ratio)
+{
+    return (int)lround(ratio * 10000.0);
+}
+
+double sl__margin(const sl__pool_t *p)
+{
+    return p->margin_bp / 10000.0;
+}
+
+static void emit_margin(sl_engine_t *e, sl__pool_t *p, double now)
+{
+    sl_event_t ev;
+    sl__event_init(&ev, SL_EV_MARGIN, now, p);
+    ev.margin = sl__margin(p);
+    sl__emit(e, &ev);
+}
+
+static void emit_floor_alert(sl_engine_t *e, sl__pool_t *p, double now, bool active)
+{
+    p->alert_floor = active;
+    sl_event_t ev;
+    sl__event_init(&ev, SL_EV_ALERT, now, p);
+    ev.alert = "margin_at_floor";
+    ev.active = active;
+    ev.margin = sl__margin(p);
+    sl__emit(e, &ev);
+}
+
+double sl__margin_next_step_at(const sl__pool_t *p)
+{
+    double at = INFINITY;
+    if (p->margin_bp < to_bp(p->cfg.margin_start)) at = p->clean_since + p->cfg.recover_every_s;
+    if (p->floor_since >= 0 && !p->alert_floor) {
+        double alert_at = p->floor_since + p->cfg.margin_floor_alert_s;
+        if (alert_at < at) at = alert_at;
+    }
+    return at;
+}
+
+void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
+{
+    int start_bp = to_bp(p->cfg.margin_start);
+    int floor_bp = to_bp(p->cfg.margin_floor);
+    int up_bp = to_bp(p->cfg.margin_step_up);
+    while (p->margin_bp < start_bp && p->clean_since + p->cfg.recover_every_s <= now) {
+        double t = p->clean_since + p->cfg.recover_every_s;
+        if (p->floor_since >= 0 && !p->alert_floor &&
+            p->floor_since + p->cfg.margin_floor_alert_s <= t)
+            emit_floor_alert(e, p, p->floor_since + p->cfg.margin_floor_alert_s, true);
+        sl__refill(p, t); /* refill at the old capacity up to the step */
+        p->margin_bp = p->margin_bp + up_bp > start_bp ? start_bp : p->margin_bp + up_bp;
+        p->clean_since = t;
+        if (p->margin_bp > floor_bp && p->floor_since >= 0) {
+            p->floor_since = -1;
+            if (p->alert_floor) emit_floor_alert(e, p, t, false);
+        }
+        emit_margin(e, p, t);
+    }
+    if (p->floor_since >= 0 && !p->alert_floor &&
+        p->floor_since + p->cfg.margin_floor_alert_s <= now)
+        emit_floor_alert(e, p, now, true);
+}
+
+void sl__margin_cut(sl_engine_t *e, sl__pool_t *p, double now)
+{
+    int floor_bp = to_bp(p->cfg.margin_floor);
+    int down_bp = to_bp(p->cfg.margin_step_down);
+    int old_bp = p->margin_bp;
+    p->margin_bp = p->margin_bp - down_bp < floor_bp ? floor_bp : p->margin_bp - down_bp;
+    p->clean_since = now;
+    if (p->margin_bp <= floor_bp && p->floor_since < 0) p->floor_since = now;
+    sl__clamp_levels(p);
+    if (p->margin_bp != old_bp) {
+        emit_margin(e, p, now);
+        sl__pool_reject_unfit(e, p, now);
+    }
+}
+
+double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now)
+{
+    int want_bp = p->margin_bp;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (!sl__limited(p, (sl_bucket_t)b)) continue;
+        int bp = (int)ceil((double)need->n[b] / (double)p->limit[b] * 10000.0 - 1e-9);
+        if (bp > want_bp) want_bp = bp;
+    }
+    if (want_bp <= p->margin_bp) return 0;
+    int up_bp = to_bp(p->cfg.margin_step_up);
+    int steps = (want_bp - p->margin_bp + up_bp - 1) / up_bp;
+    double margin_wait_s = p->clean_since + p->cfg.recover_every_s - now +
+                           (steps - 1) * p->cfg.recover_every_s;
+    if (margin_wait_s < 0) margin_wait_s = 0;
+    /* Then the level must reach the need at the recovered capacity. */
+    double refill_wait_s = 0;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (!sl__limited(p, (sl_bucket_t)b)) continue;
+        double rate_per_s = (double)p->limit[b] * (want_bp / 10000.0) / 60.0;
+        double t = ((double)need->n[b] - p->level[b]) / rate_per_s;
+        if (t > refill_wait_s) refill_wait_s = t;
+    }
+    return margin_wait_s > refill_wait_s ? margin_wait_s : refill_wait_s;
+}

@@ -1,0 +1,323 @@
+/* pool.c - pools: configuration, advancing time (refill, reap, expire), draining the queue.
+ *
+ * A pool is one provider key and model class. Everything that happens to a pool on
+ * its own, because time passed, happens in sl__pool_advance(): margin steps, refill,
+ * expired leases reaped without refund (a crashed agent may well have spent the
+ * tokens), unclaimed grants refunded, idle tickets expired, and the queue drained
+ * from its head while the head fits. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sl_pool_config_init(sl_pool_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->margin_start = 0.85;
+    cfg->margin_floor = 0.60;
+    cfg->margin_step_down = 0.05;
+    cfg->margin_step_up = 0.01;
+    cfg->recover_every_s = 180;
+    cfg->margin_floor_alert_s = 600;
+    cfg->lease_ttl_s = 120;
+    cfg->max_lease_ttl_s = 600;
+    cfg->max_queue_wait_s = 60;
+    cfg->cache_ttl_s = 300;
+    cfg->cache_reads_count = false;
+    cfg->cache_bump_min_tokens = 10000;
+    cfg->cache_bump = 1.5;
+    cfg->estimate_error_alert = 0.20;
+    cfg->estimate_error_window = 20;
+    cfg->claim_timeout_s = 30;
+    cfg->ticket_idle_s = 120;
+}
+
+static int check_limit(sl_engine_t *e, const char *pool, const char *field, int64_t v)
+{
+    if (v < 0 || v > SL_TOKENS_MAX)
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": %s %lld must be between 0 and 2^53", pool,
+                        field, (long long)v);
+    return SL_OK;
+}
+
+static int check_time(sl_engine_t *e, const char *pool, const char *field, double v, bool zero_ok)
+{
+    if (!isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e9)
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": %s %g must be a finite number of seconds %s",
+                        pool, field, v, zero_ok ? ">= 0" : "> 0");
+    return SL_OK;
+}
+
+static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
+{
+    int rc;
+    if ((rc = check_limit(e, name, "input_tpm", c->input_tpm)) ||
+        (rc = check_limit(e, name, "output_tpm", c->output_tpm)) ||
+        (rc = check_limit(e, name, "rpm", c->rpm)) ||
+        (rc = check_limit(e, name, "tokens_tpm", c->tokens_tpm)) ||
+        (rc = check_limit(e, name, "concurrency", c->concurrency)) ||
+        (rc = check_limit(e, name, "cache_bump_min_tokens", c->cache_bump_min_tokens)))
+        return rc;
+    if (!(c->margin_floor > 0 && c->margin_floor <= c->margin_start && c->margin_start <= 1))
+        return sl__fail(e, SL_EINVAL,
+                        "pool \"%s\": margin_floor %g and margin_start %g must satisfy "
+                        "0 < margin_floor <= margin_start <= 1",
+                        name, c->margin_floor, c->margin_start);
+    if (!(c->margin_step_down > 0 && c->margin_step_down <= 1))
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": margin_step_down %g must be in (0, 1]", name,
+                        c->margin_step_down);
+    if (!(c->margin_step_up >= 0.0001 && c->margin_step_up <= 1))
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": margin_step_up %g must be in [0.0001, 1]",
+                        name, c->margin_step_up);
+    if ((rc = check_time(e, name, "recover_every_s", c->recover_every_s, false)) ||
+        (rc = check_time(e, name, "margin_floor_alert_s", c->margin_floor_alert_s, false)) ||
+        (rc = check_time(e, name, "lease_ttl_s", c->lease_ttl_s, false)) ||
+        (rc = check_time(e, name, "max_lease_ttl_s", c->max_lease_ttl_s, false)) ||
+        (rc = check_time(e, name, "max_queue_wait_s", c->max_queue_wait_s, true)) ||
+        (rc = check_time(e, name, "cache_ttl_s", c->cache_ttl_s, true)) ||
+        (rc = check_time(e, name, "claim_timeout_s", c->claim_timeout_s, false)) ||
+        (rc = check_time(e, name, "ticket_idle_s", c->ticket_idle_s, false)))
+        return rc;
+    if (c->max_lease_ttl_s < c->lease_ttl_s)
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": max_lease_ttl_s %g is below lease_ttl_s %g",
+                        name, c->max_lease_ttl_s, c->lease_ttl_s);
+    if (!isfinite(c->cache_bump) || c->cache_bump < 1 || c->cache_bump > 100)
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": cache_bump %g must be in [1, 100]", name,
+                        c->cache_bump);
+    if (!isfinite(c->estimate_error_alert) || c->estimate_error_alert < 0)
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": estimate_error_alert %g must be >= 0", name,
+                        c->estimate_error_alert);
+    if (c->estimate_error_window < 1 || c->estimate_error_window > SL__ERR_WINDOW_MAX)
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": estimate_error_window %d must be 1-%d", name,
+                        c->estimate_error_window, SL__ERR_WINDOW_MAX);
+    return SL_OK;
+}
+
+static void set_limits(sl__pool_t *p)
+{
+    p->limit[SL_BUCKET_INPUT] = p->cfg.input_tpm;
+    p->limit[SL_BUCKET_OUTPUT] = p->cfg.output_tpm;
+    p->limit[SL_BUCKET_REQUESTS] = p->cfg.rpm;
+    p->limit[SL_BUCKET_TOKENS] = p->cfg.tokens_tpm;
+}
+
+int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_config_t *cfg,
+                             double now_s)
+{
+    if (!name || !sl__valid_name(name, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "pool name \"%s\" must be 1-%d of [A-Za-z0-9._:-]",
+                        name ? name : "(null)", SL__NAME_MAX);
+    if (!cfg) return sl__fail(e, SL_EINVAL, "pool \"%s\": configuration missing", name);
+    int rc = validate(e, name, cfg);
+    if (rc) return rc;
+    if (!isfinite(now_s) || now_s < e->now)
+        return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
+    sl__pool_t *p = sl__pool_find(e, name);
+    if (p) {
+        rc = sl_engine_advance(e, now_s);
+        if (rc) return rc;
+        p->cfg = *cfg;
+        set_limits(p);
+        int start_bp = (int)lround(cfg->margin_start * 10000);
+        int floor_bp = (int)lround(cfg->margin_floor * 10000);
+        if (p->margin_bp > start_bp) p->margin_bp = start_bp;
+        if (p->margin_bp < floor_bp) p->margin_bp = floor_bp;
+        if (p->margin_bp > floor_bp) p->floor_since = -1;
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            if (!sl__limited(p, (sl_bucket_t)b)) p->level[b] = 0;
+        sl__clamp_levels(p);
+        sl__pool_reject_unfit(e, p, now_s);
+        sl__pool_drain(e, p, now_s);
+        return SL_OK;
+    }
+    sl__pool_t **pools = realloc(e->pools, (e->n_pools + 1) * sizeof *pools);
+    if (!pools) return sl__fail(e, SL_ENOMEM, "out of memory adding pool \"%s\"", name);
+    e->pools = pools;
+    if (sl__strmap_reserve(&e->pool_map, 1) != 0)
+        return sl__fail(e, SL_ENOMEM, "out of memory adding pool \"%s\"", name);
+    p = calloc(1, sizeof *p);
+    if (p) p->name = malloc(strlen(name) + 1);
+    if (!p || !p->name) {
+        free(p);
+        return sl__fail(e, SL_ENOMEM, "out of memory adding pool \"%s\"", name);
+    }
+    memcpy(p->name, name, strlen(name) + 1);
+    e->now = now_s;
+    p->index = (int)e->n_pools;
+    p->cfg = *cfg;
+    set_limits(p);
+    p->margin_bp = (int)lround(cfg->margin_start * 10000);
+    p->clean_since = now_s;
+    p->floor_since = -1;
+    p->blocked_until = -INFINITY;
+    p->last_refill = now_s;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        p->level[b] = sl__limited(p, (sl_bucket_t)b) ? sl__capacity(p, (sl_bucket_t)b) : 0;
+    e->pools[e->n_pools++] = p;
+    sl__strmap_put(&e->pool_map, p->name, p);
+    return SL_OK;
+}
+
+static void free_ticket_rec(sl__ticket_t *t)
+{
+    if (!t) return;
+    free_ticket_rec(t->left);
+    free_ticket_rec(t->right);
+    free(t);
+}
+
+void sl__pool_free(sl__pool_t *p)
+{
+    if (!p) return;
+    for (size_t i = 0; i < p->lease_heap.len; i++)
+        free(sl__container_of(p->lease_heap.items[i], sl__lease_t, expiry));
+    sl__heap_free(&p->lease_heap);
+    sl__heap_free(&p->ticket_heap);
+    free_ticket_rec(p->queue);
+    for (size_t i = 0; i < p->pagents.cap; i++)
+        if (p->pagents.slots[i].hash) free(p->pagents.slots[i].val);
+    for (size_t i = 0; i < p->caches.cap; i++) {
+        if (!p->caches.slots[i].hash) continue;
+        sl__cache_t *c = p->caches.slots[i].val;
+        free(c->key);
+        free(c);
+    }
+    sl__strmap_free(&p->pagents);
+    sl__strmap_free(&p->caches);
+    free(p->name);
+    free(p);
+}
+
+void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
+{
+    for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
+        if (!sl__fits(p, &t->need, now)) break;
+        sl__queue_remove(p, t);
+        sl__lease_t *l = NULL;
+        if (sl__grant(e, p, t->pa, t->cache, &t->need, t->weight, t->finish, t->ttl_s, t->id,
+                      now - t->enqueued_at, now, &l) != SL_OK) {
+            /* Out of memory: put it back and try again on the next advance. */
+            sl__queue_insert(p, t);
+            break;
+        }
+        sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
+    }
+}
+
+void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now)
+{
+    sl__margin_advance(e, p, now);
+    sl__refill(p, now);
+    for (sl__hnode_t *n = sl__heap_top(&p->lease_heap); n && n->at <= now;
+         n = sl__heap_top(&p->lease_heap)) {
+        sl__lease_t *l = sl__container_of(n, sl__lease_t, expiry);
+        /* A grant its client never learned of was never used: refund it. */
+        sl__lease_end(e, l, l->claimed ? SL__END_REAPED : SL__END_CANCELLED, !l->claimed, now);
+    }
+    for (sl__hnode_t *n = sl__heap_top(&p->ticket_heap); n && n->at <= now;
+         n = sl__heap_top(&p->ticket_heap)) {
+        sl__ticket_t *t = sl__container_of(n, sl__ticket_t, idle);
+        sl__queue_remove(p, t);
+        sl__ticket_end(e, t, SL__END_EXPIRED, 0, now);
+    }
+    sl__pool_drain(e, p, now);
+}
+
+double sl__pool_next_wakeup(const sl__pool_t *p)
+{
+    double at = sl__margin_next_step_at(p);
+    const sl__hnode_t *n = sl__heap_top(&p->lease_heap);
+    if (n && n->at < at) at = n->at;
+    n = sl__heap_top(&p->ticket_heap);
+    if (n && n->at < at) at = n->at;
+    const sl__ticket_t *head = sl__queue_head(p);
+    if (head) {
+        /* A microsecond late, so rounding never leaves the head a hair short. */
+        double eta_at = p->last_refill + sl__eta_for(p, head->need.n, 0, p->last_refill) + 1e-6;
+        if (eta_at < at) at = eta_at;
+    }
+    return at;
+}
+
+typedef struct unfit_ctx {
+    sl__pool_t *p;
+    sl__ticket_t **list;
+    size_t n, cap;
+} unfit_ctx_t;
+
+static void collect_unfit(sl__ticket_t *t, void *ud)
+{
+    unfit_ctx_t *c = ud;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        if (!sl__limited(c->p, (sl_bucket_t)b)) continue;
+        if ((double)t->need.n[b] > sl__capacity(c->p, (sl_bucket_t)b)) {
+            if (c->n == c->cap) {
+                size_t cap = c->cap ? c->cap * 2 : 16;
+                sl__ticket_t **list = realloc(c->list, cap * sizeof *list);
+                if (!list) return; /* out of memory: it stays queued until the next cut */
+                c->list = list;
+                c->cap = cap;
+            }
+            c->list[c->n++] = t;
+            return;
+        }
+    }
+}
+
+void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now)
+{
+    unfit_ctx_t c = {.p = p};
+    sl__queue_foreach(p, collect_unfit, &c);
+    for (size_t i = 0; i < c.n; i++) {
+        sl__ticket_t *t = c.list[i];
+        sl__queue_remove(p, t);
+        sl_event_t ev;
+        sl__event_init(&ev, SL_EV_TICKET_REJECTED, now, p);
+        ev.agent = t->pa->agent->name;
+        ev.ticket = t->id;
+        ev.retry_at = now + sl__margin_wait_for(p, &t->need, now);
+        ev.reason = "queue_wait_exceeds_max";
+        sl__emit(e, &ev);
+        sl__ticket_end(e, t, SL__END_REJECTED, 0, now);
+    }
+    free(c.list);
+}
+
+int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *out)
+{
+    const sl__pool_t *p = name ? sl__pool_find(e, name) : NULL;
+    if (!p) return SL_ENOTFOUND;
+    memset(out, 0, sizeof *out);
+    out->name = p->name;
+    out->config = p->cfg;
+    out->margin = sl__margin(p);
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        out->limit[b] = p->limit[b];
+        if (!sl__limited(p, (sl_bucket_t)b)) continue;
+        out->level[b] = p->level[b];
+        out->capacity[b] = sl__capacity(p, (sl_bucket_t)b);
+        out->refill_per_s[b] = out->capacity[b] / 60.0;
+    }
+    out->queue_depth = sl__queue_depth(p);
+    const sl__ticket_t *head = sl__queue_head(p);
+    out->head_eta_s = head ? sl__eta_for(p, head->need.n, 0, p->last_refill) : -1;
+    out->leases_in_flight = p->in_flight;
+    out->alert_margin_at_floor = p->alert_floor;
+    out->alert_spend_cap = p->alert_spend_cap;
+    out->blocked_until = p->blocked_until;
+    out->granted_total = p->granted_total;
+    out->queued_total = p->queued_total;
+    out->rejected_total = p->rejected_total;
+    out->upstream_429_total = p->upstream_429_total;
+    return SL_OK;
+}
+
+void sl_engine_pool_foreach(const sl_engine_t *e,
+                            void (*fn)(const sl_pool_info_t *p, void *ud), void *ud)
+{
+    for (size_t i = 0; i < e->n_pools; i++) {
+        sl_pool_info_t info;
+        if (sl_engine_pool_info(e, e->pools[i]->name, &info) == SL_OK) fn(&info, ud);
+    }
+}
