@@ -124,3 +124,39 @@ void sl__agent_free(sl__agent_t *a)
     free(a->name);
     free(a);
 }
+
+static void fill_info(const sl__agent_t *a, sl_agent_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->name = a->name;
+    out->role = a->role;
+    out->weight = a->weight;
+    out->repeats = a->repeats;
+    out->estimate_error = sl__agent_mean_error(a);
+    out->alert_estimate_error = a->alert_estimate_error;
+    out->leases = a->leases;
+    out->queued = a->queued;
+    out->tokens_in = a->tokens_in;
+    out->tokens_out = a->tokens_out;
+    out->got_429 = a->got_429;
+    out->state = a->leases > 0 ? "running" : a->queued > 0 ? "queued" : "idle";
+}
+
+int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_t *out)
+{
+    const sl__agent_t *a = agent ? sl__strmap_get(&e->agents, agent) : NULL;
+    if (!a) return SL_ENOTFOUND;
+    fill_info(a, out);
+    return SL_OK;
+}
+
+void sl_engine_agent_foreach(const sl_engine_t *e,
+                             void (*fn)(const sl_agent_info_t *a, void *ud), void *ud)
+{
+    for (size_t i = 0; i < e->agents.cap; i++) {
+        if (!e->agents.slots[i].hash) continue;
+        sl_agent_info_t info;
+        fill_info(e->agents.slots[i].val, &info);
+        fn(&info, ud);
+    }
+}

@@ -1,0 +1,144 @@
+/* test_margin.c - the AIMD margin: cut on a 429 against a granted lease, floor, slow recovery. */
+#include "engine_harness.h"
+
+static void settle_429(sl_engine_t *e, double now, bool spend_cap, double retry_after_s)
+{
+    uint64_t l = harness_grant(e, "a", 10, 10, now);
+    sl_settle_t s = harness_settle(10, 10);
+    s.got_429 = true;
+    s.spend_cap = spend_cap;
+    s.retry_after_s = retry_after_s;
+    assert_int_equal(sl_engine_settle(e, l, &s, now, NULL), SL_OK);
+    harness_check(e);
+}
+
+static void test_margin_drops_from_085_to_080_on_a_429_against_a_granted_lease(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
+    settle_429(e, T0, false, -1);
+    assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
+    sl_pool_info_t info;
+    sl_engine_pool_info(e, "default", &info);
+    assert_true(fabs(info.capacity[SL_BUCKET_INPUT] - 80000.0) < 1e-6);
+    assert_true(info.level[SL_BUCKET_INPUT] <= 80000.0 + 1e-6);
+    sl_engine_free(e);
+}
+
+static void test_margin_never_goes_below_060(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    for (int i = 0; i < 10; i++) settle_429(e, T0 + i, false, -1);
+    assert_true(fabs(harness_margin(e) - 0.60) < 1e-12);
+    sl_engine_free(e);
+}
+
+static void test_margin_climbs_001_per_clean_recover_every(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    settle_429(e, T0, false, -1); /* 0.80 */
+    assert_int_equal(sl_engine_advance(e, T0 + 179.9), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
+    assert_int_equal(sl_engine_advance(e, T0 + 180), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.81) < 1e-12);
+    assert_int_equal(sl_engine_advance(e, T0 + 180 * 3), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.83) < 1e-12);
+    /* Never above the start value. */
+    assert_int_equal(sl_engine_advance(e, T0 + 180 * 100), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_a_429_restarts_the_recovery_clock(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    settle_429(e, T0, false, -1);        /* 0.80 */
+    settle_429(e, T0 + 170, false, -1);  /* 0.75, clock restarts */
+    assert_int_equal(sl_engine_advance(e, T0 + 300), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.75) < 1e-12);
+    assert_int_equal(sl_engine_advance(e, T0 + 350), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.76) < 1e-12);
+    sl_engine_free(e);
+}
+
+typedef struct alerts {
+    int floor_raised;
+    int spend_cap_raised;
+} alerts_t;
+
+static void on_event(const sl_event_t *ev, void *ud)
+{
+    alerts_t *a = ud;
+    if (ev->kind != SL_EV_ALERT || !ev->active) return;
+    if (strcmp(ev->alert, "margin_at_floor") == 0) a->floor_raised++;
+    if (strcmp(ev->alert, "spend_cap") == 0) a->spend_cap_raised++;
+}
+
+static void test_margin_at_floor_for_ten_minutes_raises_an_alert(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    alerts_t a = {0};
+    sl_engine_set_event_cb(e, on_event, &a);
+    /* Keep it at the floor: a 429 every 170 s, before any recovery step. */
+    for (int i = 0; i < 5; i++) settle_429(e, T0 + i, false, -1);
+    for (int k = 1; k <= 3; k++) settle_429(e, T0 + 4 + 170.0 * k, false, -1);
+    assert_int_equal(a.floor_raised, 0);
+    assert_int_equal(sl_engine_advance(e, T0 + 4 + 600), SL_OK);
+    assert_int_equal(a.floor_raised, 1);
+    sl_pool_info_t info;
+    sl_engine_pool_info(e, "default", &info);
+    assert_true(info.alert_margin_at_floor);
+    sl_engine_free(e);
+}
+
+static void test_spend_cap_429_leaves_the_margin_alone_and_alerts(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    alerts_t a = {0};
+    sl_engine_set_event_cb(e, on_event, &a);
+    settle_429(e, T0, true, -1);
+    assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
+    assert_int_equal(a.spend_cap_raised, 1);
+    /* With a retry-after it is a rate limit after all. */
+    settle_429(e, T0 + 1, true, 5);
+    assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
+    sl_engine_free(e);
+}
+
+static void test_retry_after_holds_grants_until_it_passes(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    settle_429(e, T0, false, 10);
+    sl_request_t r = harness_req("b", 10, 10);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0 + 1, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    assert_true(fabs(d.eta_s - 9.0) < 1e-6);
+    assert_int_equal(sl_engine_advance(e, T0 + 10), SL_OK);
+    assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 10, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_margin_drops_from_085_to_080_on_a_429_against_a_granted_lease),
+        cmocka_unit_test(test_margin_never_goes_below_060),
+        cmocka_unit_test(test_margin_climbs_001_per_clean_recover_every),
+        cmocka_unit_test(test_a_429_restarts_the_recovery_clock),
+        cmocka_unit_test(test_margin_at_floor_for_ten_minutes_raises_an_alert),
+        cmocka_unit_test(test_spend_cap_429_leaves_the_margin_alone_and_alerts),
+        cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
