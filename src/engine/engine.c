@@ -85,6 +85,7 @@ void sl_engine_free(sl_engine_t *e)
     sl__u64map_free(&e->leases);
     sl__u64map_free(&e->tickets);
     free(e->tombs);
+    free(e->ended);
     for (sl__idem_t *d = e->idem_head, *next; d; d = next) {
         next = d->next;
         free(d->key);
@@ -162,16 +163,16 @@ sl__pool_t *sl__pool_find(const sl_engine_t *e, const char *name)
     return sl__strmap_get(&e->pool_map, name);
 }
 
-/* Tombstones: an ended lease or ticket stays in its map as a tagged state for
+/* Ticket tombstones: an ended ticket stays in the ticket map as a tagged state for
  * tombstone_ttl_s, in a ring buffer ordered by end time, then is forgotten. */
-int sl__tomb_add(sl_engine_t *e, uint64_t id, bool is_ticket, uint64_t value)
+int sl__tomb_add(sl_engine_t *e, uint64_t ticket, uint64_t value)
 {
     if (e->tomb_len == e->tomb_cap) {
         size_t cap = e->tomb_cap ? e->tomb_cap * 2 : 64;
         sl__tomb_t *tombs = malloc(cap * sizeof *tombs);
         if (!tombs) {
             /* Cannot remember it: forget it, so it reads as unknown, never as live. */
-            sl__u64map_del(is_ticket ? &e->tickets : &e->leases, id);
+            sl__u64map_del(&e->tickets, ticket);
             return -1;
         }
         for (size_t i = 0; i < e->tomb_len; i++)
@@ -181,14 +182,49 @@ int sl__tomb_add(sl_engine_t *e, uint64_t id, bool is_ticket, uint64_t value)
         e->tomb_cap = cap;
         e->tomb_head = 0;
     }
-    sl__u64map_t *m = is_ticket ? &e->tickets : &e->leases;
-    if (sl__u64map_put(m, id, value) != 0) return -1;
+    sl__u64map_put(&e->tickets, ticket, value); /* replaces the live entry: cannot fail */
     sl__tomb_t *t = &e->tombs[(e->tomb_head + e->tomb_len) % e->tomb_cap];
-    t->id = id;
+    t->id = ticket;
     t->at = e->now;
-    t->is_ticket = is_ticket;
     e->tomb_len++;
     return 0;
+}
+
+/* Ids are issued in order, so the states of ended leases live in a ring indexed by
+ * id: issuing an id clears the slot it reuses. The ring doubles up to SL__ENDED_MAX. */
+uint64_t sl__new_id(sl_engine_t *e)
+{
+    uint64_t id = e->next_id++;
+    if (id >= e->ended_cap && e->ended_cap < SL__ENDED_MAX) {
+        size_t cap = e->ended_cap ? e->ended_cap * 2 : SL__ENDED_MIN;
+        uint8_t *ring = calloc(cap, 1);
+        if (ring) {
+            uint64_t from = id > e->ended_cap ? id - e->ended_cap : 1;
+            for (uint64_t j = from; j < id && e->ended; j++)
+                ring[j & (cap - 1)] = e->ended[j & (e->ended_cap - 1)];
+            free(e->ended);
+            e->ended = ring;
+            e->ended_cap = cap;
+        }
+    }
+    if (e->ended_cap) e->ended[id & (e->ended_cap - 1)] = 0;
+    return id;
+}
+
+static bool in_ring(const sl_engine_t *e, uint64_t id)
+{
+    return e->ended_cap && id >= 1 && id < e->next_id && e->next_id - id <= e->ended_cap;
+}
+
+void sl__lease_forget(sl_engine_t *e, uint64_t lease, int end_state)
+{
+    sl__u64map_del(&e->leases, lease);
+    if (in_ring(e, lease)) e->ended[lease & (e->ended_cap - 1)] = (uint8_t)end_state;
+}
+
+int sl__lease_ended_state(const sl_engine_t *e, uint64_t lease)
+{
+    return in_ring(e, lease) ? e->ended[lease & (e->ended_cap - 1)] : 0;
 }
 
 static void purge_old(sl_engine_t *e, double now)
@@ -196,7 +232,7 @@ static void purge_old(sl_engine_t *e, double now)
     while (e->tomb_len) {
         sl__tomb_t *t = &e->tombs[e->tomb_head];
         if (t->at + e->cfg.tombstone_ttl_s > now) break;
-        sl__u64map_del(t->is_ticket ? &e->tickets : &e->leases, t->id);
+        sl__u64map_del(&e->tickets, t->id);
         e->tomb_head = (e->tomb_head + 1) % e->tomb_cap;
         e->tomb_len--;
     }
@@ -299,9 +335,6 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
             return sl__fail(e, SL_EINVAL, "pool %s: reserved %s %lld but leases hold %lld",
                             p->name, sl_bucket_name((sl_bucket_t)b), (long long)p->reserved[b],
                             (long long)reserved[b]);
-    if (p->cfg.concurrency > 0 && p->in_flight > p->cfg.concurrency)
-        return sl__fail(e, SL_EINVAL, "pool %s: %lld leases in flight above concurrency %lld",
-                        p->name, (long long)p->in_flight, (long long)p->cfg.concurrency);
     return SL_OK;
 }
 
@@ -319,9 +352,7 @@ int sl_engine_check(sl_engine_t *e)
     if (live_tickets != queued)
         return sl__fail(e, SL_EINVAL, "%lld live tickets but %lld queued",
                         (long long)live_tickets, (long long)queued);
-    int64_t mapped = 0;
-    for (size_t i = 0; i < e->leases.cap; i++)
-        if (e->leases.keys[i] && !(e->leases.vals[i] & 1)) mapped++;
+    int64_t mapped = (int64_t)e->leases.len;
     if (mapped != live_leases)
         return sl__fail(e, SL_EINVAL, "%lld live leases in the map but %lld in flight",
                         (long long)mapped, (long long)live_leases);

@@ -102,7 +102,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names,
     for (size_t i = 0; i < count; i++) {
         hdr_t h = classify(names[i]);
         if (!h.known) continue;
-        int64_t v;
+        int64_t v = 0;
         double t;
         bool ok = h.field == HDR_RESET
                       ? (h.anthropic ? sl_parse_rfc3339(values[i], &t) : sl_parse_duration(values[i], &t)) == SL_OK
@@ -119,7 +119,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names,
         for (size_t i = 0; i < count; i++) {
             hdr_t h = classify(names[i]);
             if (!h.known || h.bucket < 0) continue;
-            int64_t v;
+            int64_t v = 0;
             if (pass == 0 && h.field == HDR_LIMIT) {
                 parse_count(values[i], &v);
                 if (v == 0 || v == p->limit[h.bucket]) continue;

@@ -39,7 +39,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
         return SL_ENOMEM;
     sl__lease_t *l = calloc(1, sizeof *l);
     if (!l) return SL_ENOMEM;
-    l->id = e->next_id++;
+    l->id = sl__new_id(e);
     l->ticket = ticket;
     l->pool = p;
     l->pa = pa;
@@ -65,16 +65,18 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     sl__heap_push(&p->lease_heap, &l->expiry);
     sl__u64map_put(&e->leases, l->id, (uint64_t)(uintptr_t)l);
 
-    sl_event_t ev;
-    sl__event_init(&ev, SL_EV_GRANTED, now, p);
-    ev.agent = pa->agent->name;
-    ev.lease = l->id;
-    ev.ticket = ticket;
-    ev.input_tokens = need->n[SL_BUCKET_INPUT];
-    ev.output_tokens = need->n[SL_BUCKET_OUTPUT];
-    ev.weight = weight;
-    ev.waited_s = waited_s;
-    sl__emit(e, &ev);
+    if (e->cb) {
+        sl_event_t ev;
+        sl__event_init(&ev, SL_EV_GRANTED, now, p);
+        ev.agent = pa->agent->name;
+        ev.lease = l->id;
+        ev.ticket = ticket;
+        ev.input_tokens = need->n[SL_BUCKET_INPUT];
+        ev.output_tokens = need->n[SL_BUCKET_OUTPUT];
+        ev.weight = weight;
+        ev.waited_s = waited_s;
+        sl__emit(e, &ev);
+    }
     if (out) *out = l;
     return SL_OK;
 }
@@ -102,7 +104,7 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
     }
     p->in_flight--;
     l->pa->agent->leases--;
-    sl__tomb_add(e, l->id, false, ((uint64_t)end_state << 1) | 1);
+    sl__lease_forget(e, l->id, end_state);
     free(l);
 }
 
@@ -121,7 +123,7 @@ void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lea
     }
     sl__heap_remove(&t->pool->ticket_heap, &t->idle);
     t->pa->agent->queued--;
-    sl__tomb_add(e, t->id, true, (lease << 4) | ((uint64_t)end_state << 1) | 1);
+    sl__tomb_add(e, t->id, (lease << 4) | ((uint64_t)end_state << 1) | 1);
     free(t);
 }
 
@@ -150,7 +152,8 @@ static void list_classes(const sl__class_t *c, size_t n, char *buf, size_t len)
         off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "", c[i].name);
 }
 
-static int validate_request(sl_engine_t *e, const sl_request_t *r)
+static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__class_t **role,
+                            const sl__class_t **prio)
 {
     int rc;
     if (!r->agent) return sl__fail(e, SL_EINVAL, "agent is required");
@@ -163,15 +166,17 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r)
         (rc = check_tokens(e, "unblocks", r->unblocks)))
         return rc;
     char known[SL__MAX_CLASSES * SL__CLASS_MAX];
-    if (r->role && !sl__role_find(e, r->role)) {
+    *role = sl__role_find(e, r->role ? r->role : "worker");
+    *prio = sl__prio_find(e, r->priority ? r->priority : "normal");
+    if (!*role) {
         list_classes(e->roles, e->n_roles, known, sizeof known);
-        return sl__fail(e, SL_EINVAL, "role \"%.64s\" is not configured (known: %s)", r->role,
-                        known);
+        return sl__fail(e, SL_EINVAL, "role \"%.64s\" is not configured (known: %s)",
+                        r->role ? r->role : "worker", known);
     }
-    if (r->priority && !sl__prio_find(e, r->priority)) {
+    if (!*prio) {
         list_classes(e->prios, e->n_prios, known, sizeof known);
         return sl__fail(e, SL_EINVAL, "priority \"%.64s\" is not configured (known: %s)",
-                        r->priority, known);
+                        r->priority ? r->priority : "normal", known);
     }
     if (r->task && !sl__valid_name(r->task, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "task \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]",
@@ -284,7 +289,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         return sl__fail(e, SL_ENOMEM, "out of memory queueing a request");
     sl__ticket_t *t = calloc(1, sizeof *t);
     if (!t) return sl__fail(e, SL_ENOMEM, "out of memory queueing a request");
-    t->id = e->next_id++;
+    t->id = sl__new_id(e);
     t->pool = p;
     t->pa = a->pa;
     t->cache = a->cache;
@@ -370,7 +375,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
                       sl_decision_t *out)
 {
     if (!req || !out) return sl__fail(e, SL_EINVAL, "request missing");
-    int rc = validate_request(e, req);
+    const sl__class_t *role_c = NULL, *prio_c = NULL;
+    int rc = validate_request(e, req, &role_c, &prio_c);
     if (rc) return rc;
     const char *pool_name = req->pool ? req->pool : "default";
     sl__pool_t *p = sl__pool_find(e, pool_name);
@@ -414,21 +420,20 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
 
     /* From here on the request is valid: time advances and records are created. */
     sl_engine_advance(e, now_s);
-    a = sl__agent_get(e, req->agent, true);
-    pa = a ? sl__pagent_get(p, a, true) : NULL;
+    if (!a) a = sl__agent_get(e, req->agent, true);
+    if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;
-    args.cache = pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
+    args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
     if (!args.cache) {
         free(key);
         return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", req->agent);
     }
-    const char *role = req->role ? req->role : "worker";
-    const char *prio = req->priority ? req->priority : "normal";
+    const char *role = role_c->name;
     int64_t unblocks = req->unblocks;
     if (req->task && sl__strmap_get(&e->tasks, req->task))
         unblocks = sl_engine_task_unblocks(e, req->task);
-    double w = sl__role_find(e, role)->value * (1 + 0.5 * (double)unblocks) *
-               pow(0.5, (double)a->repeats) * sl__prio_find(e, prio)->value;
+    double w = role_c->value * (1 + 0.5 * (double)unblocks) * prio_c->value;
+    if (a->repeats > 0) w *= pow(0.5, (double)a->repeats);
     args.weight = w > e->cfg.weight_floor ? w : e->cfg.weight_floor;
     double ttl_s = req->ttl_s > 0 ? req->ttl_s : p->cfg.lease_ttl_s;
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
@@ -438,7 +443,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
         free(key);
         return rc;
     }
-    snprintf(a->role, sizeof a->role, "%s", role);
+    if (strcmp(a->role, role) != 0) snprintf(a->role, sizeof a->role, "%s", role);
     a->weight = out->weight;
     if (out->status == SL_REJECTED) {
         sl_event_t ev;
@@ -566,10 +571,10 @@ int sl_engine_ticket_cancel(sl_engine_t *e, uint64_t ticket, double now_s)
 static int live_lease(sl_engine_t *e, uint64_t id, sl__lease_t **out)
 {
     uint64_t v;
-    if (!sl__u64map_get(&e->leases, id, &v))
-        return sl__fail(e, SL_ENOTFOUND, "lease %llu not found", (unsigned long long)id);
-    if (v & 1) {
-        int state = (int)((v >> 1) & 7);
+    if (!sl__u64map_get(&e->leases, id, &v)) {
+        int state = sl__lease_ended_state(e, id);
+        if (state == 0)
+            return sl__fail(e, SL_ENOTFOUND, "lease %llu not found", (unsigned long long)id);
         if (state == SL__END_REAPED)
             return sl__fail(e, SL_EEXPIRED, "lease %llu expired and was reaped (no refund)",
                             (unsigned long long)id);
@@ -642,16 +647,18 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     l->cache->tokens = cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
 
     sl_event_t ev;
-    sl__event_init(&ev, SL_EV_SETTLED, now_s, p);
-    ev.agent = a->name;
-    ev.lease = l->id;
-    ev.input_tokens = actual_in;
-    ev.output_tokens = actual_out;
-    ev.adjust_input_tokens = adj_in;
-    ev.adjust_output_tokens = adj_out;
-    ev.estimate_error = err;
-    ev.weight = l->weight;
-    sl__emit(e, &ev);
+    if (e->cb) {
+        sl__event_init(&ev, SL_EV_SETTLED, now_s, p);
+        ev.agent = a->name;
+        ev.lease = l->id;
+        ev.input_tokens = actual_in;
+        ev.output_tokens = actual_out;
+        ev.adjust_input_tokens = adj_in;
+        ev.adjust_output_tokens = adj_out;
+        ev.estimate_error = err;
+        ev.weight = l->weight;
+        sl__emit(e, &ev);
+    }
     sl__lease_end(e, l, SL__END_SETTLED, false, now_s);
 
     if (s->got_429) {

@@ -10,7 +10,7 @@
 
 #include <math.h>
 
-static int to_bp(double ratio)
+int sl__to_bp(double ratio)
 {
     return (int)lround(ratio * 10000.0);
 }
@@ -42,7 +42,7 @@ static void emit_floor_alert(sl_engine_t *e, sl__pool_t *p, double now, bool act
 double sl__margin_next_step_at(const sl__pool_t *p)
 {
     double at = INFINITY;
-    if (p->margin_bp < to_bp(p->cfg.margin_start)) at = p->clean_since + p->cfg.recover_every_s;
+    if (p->margin_bp < p->start_bp) at = p->clean_since + p->cfg.recover_every_s;
     if (p->floor_since >= 0 && !p->alert_floor) {
         double alert_at = p->floor_since + p->cfg.margin_floor_alert_s;
         if (alert_at < at) at = alert_at;
@@ -52,9 +52,9 @@ double sl__margin_next_step_at(const sl__pool_t *p)
 
 void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
 {
-    int start_bp = to_bp(p->cfg.margin_start);
-    int floor_bp = to_bp(p->cfg.margin_floor);
-    int up_bp = to_bp(p->cfg.margin_step_up);
+    int start_bp = p->start_bp;
+    int floor_bp = p->floor_bp;
+    int up_bp = p->up_bp;
     while (p->margin_bp < start_bp && p->clean_since + p->cfg.recover_every_s <= now) {
         double t = p->clean_since + p->cfg.recover_every_s;
         if (p->floor_since >= 0 && !p->alert_floor &&
@@ -76,8 +76,8 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
 
 void sl__margin_cut(sl_engine_t *e, sl__pool_t *p, double now)
 {
-    int floor_bp = to_bp(p->cfg.margin_floor);
-    int down_bp = to_bp(p->cfg.margin_step_down);
+    int floor_bp = p->floor_bp;
+    int down_bp = p->down_bp;
     int old_bp = p->margin_bp;
     p->margin_bp = p->margin_bp - down_bp < floor_bp ? floor_bp : p->margin_bp - down_bp;
     p->clean_since = now;
@@ -98,7 +98,7 @@ double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double n
         if (bp > want_bp) want_bp = bp;
     }
     if (want_bp <= p->margin_bp) return 0;
-    int up_bp = to_bp(p->cfg.margin_step_up);
+    int up_bp = p->up_bp;
     int steps = (want_bp - p->margin_bp + up_bp - 1) / up_bp;
     double margin_wait_s = p->clean_since + p->cfg.recover_every_s - now +
                            (steps - 1) * p->cfg.recover_every_s;

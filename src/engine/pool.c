@@ -100,6 +100,10 @@ static void set_limits(sl__pool_t *p)
     p->limit[SL_BUCKET_OUTPUT] = p->cfg.output_tpm;
     p->limit[SL_BUCKET_REQUESTS] = p->cfg.rpm;
     p->limit[SL_BUCKET_TOKENS] = p->cfg.tokens_tpm;
+    p->start_bp = sl__to_bp(p->cfg.margin_start);
+    p->floor_bp = sl__to_bp(p->cfg.margin_floor);
+    p->up_bp = sl__to_bp(p->cfg.margin_step_up);
+    p->down_bp = sl__to_bp(p->cfg.margin_step_down);
 }
 
 int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_config_t *cfg,

@@ -1,0 +1,138 @@
+/* test_headers.c - resync from Anthropic and OpenAI rate-limit headers. */
+#include "engine_harness.h"
+
+static int resync(sl_engine_t *e, const char *const *names, const char *const *values, size_t n,
+                  double now)
+{
+    int changed = -1;
+    int rc = sl_engine_resync(e, "default", names, values, n, now, &changed);
+    return rc == SL_OK ? changed : rc;
+}
+
+static void test_remaining_lowers_the_level_and_never_raises_it(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 20000, 100); /* input capacity 85,000 */
+    /* Provider room 50,000 (+500 rounding) minus our 15,000 reserve: 35,500. */
+    const char *n1[] = {"anthropic-ratelimit-input-tokens-remaining"};
+    const char *v1[] = {"50000"};
+    assert_int_equal(resync(e, n1, v1, 1, T0), 1);
+    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 35500) < 1e-6);
+    /* More room than we believe: unchanged. */
+    const char *v2[] = {"99000"};
+    assert_int_equal(resync(e, n1, v2, 1, T0), 0);
+    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 35500) < 1e-6);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_requests_remaining_has_no_rounding_allowance(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 20000, 100); /* rpm capacity 85 */
+    const char *n[] = {"anthropic-ratelimit-requests-remaining"};
+    const char *v[] = {"40"};
+    assert_int_equal(resync(e, n, v, 1, T0), 1);
+    assert_true(fabs(harness_level(e, SL_BUCKET_REQUESTS) - 25) < 1e-6);
+    sl_engine_free(e);
+}
+
+static void test_a_limit_that_disagrees_is_adopted(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 20000, 100);
+    const char *n[] = {"anthropic-ratelimit-input-tokens-limit",
+                       "anthropic-ratelimit-input-tokens-reset",
+                       "anthropic-ratelimit-output-tokens-limit"};
+    const char *v[] = {"80000", "2026-11-30T03:39:42Z", "20000"};
+    assert_int_equal(resync(e, n, v, 3, T0), 1);
+    sl_pool_info_t info;
+    sl_engine_pool_info(e, "default", &info);
+    assert_int_equal(info.limit[SL_BUCKET_INPUT], 80000);
+    assert_true(fabs(info.capacity[SL_BUCKET_INPUT] - 68000) < 1e-6);
+    assert_true(info.level[SL_BUCKET_INPUT] <= 68000 + 1e-6);
+    assert_int_equal(info.config.input_tpm, 80000);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_openai_headers_drive_the_requests_and_tokens_buckets(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(0, 0, 500);
+    const char *n[] = {"x-ratelimit-limit-requests", "x-ratelimit-limit-tokens",
+                       "x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens",
+                       "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"};
+    const char *v[] = {"500", "30000", "100", "10000", "6m0s", "12ms"};
+    assert_int_equal(resync(e, n, v, 6, T0), 3); /* tokens limit adopted, two levels lowered */
+    sl_pool_info_t info;
+    sl_engine_pool_info(e, "default", &info);
+    assert_int_equal(info.limit[SL_BUCKET_TOKENS], 30000);
+    assert_true(fabs(info.level[SL_BUCKET_TOKENS] - (10000 - 4500)) < 1e-6);
+    assert_true(fabs(info.level[SL_BUCKET_REQUESTS] - (100 - 75)) < 1e-6);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_malformed_header_is_rejected_and_changes_nothing(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 20000, 100);
+    harness_snapshot_t before = harness_snapshot(e);
+    const char *n[] = {"anthropic-ratelimit-input-tokens-remaining",
+                       "anthropic-ratelimit-input-tokens-reset"};
+    const char *v[] = {"10", "tomorrow"};
+    assert_int_equal(resync(e, n, v, 2, T0), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "tomorrow"));
+    const char *v2[] = {"-5", "2026-11-30T03:39:42Z"};
+    assert_int_equal(resync(e, n, v2, 2, T0), SL_EINVAL);
+    const char *n3[] = {"x-ratelimit-reset-tokens"};
+    const char *v3[] = {"6 minutes"};
+    assert_int_equal(resync(e, n3, v3, 1, T0), SL_EINVAL);
+    assert_string_equal(before.text, harness_snapshot(e).text);
+    /* Unknown headers are ignored. */
+    const char *n4[] = {"content-type"};
+    const char *v4[] = {"application/json"};
+    assert_int_equal(resync(e, n4, v4, 1, T0), 0);
+    sl_engine_free(e);
+}
+
+static void test_settle_resyncs_from_headers_after_the_refund(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 20000, 100);
+    uint64_t l = harness_grant(e, "a", 10000, 1000, T0);
+    sl_settle_t s = harness_settle(10000, 1000);
+    const char *n[] = {"anthropic-ratelimit-input-tokens-remaining"};
+    const char *v[] = {"30000"};
+    s.header_names = n;
+    s.header_values = v;
+    s.header_count = 1;
+    assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
+    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 15500) < 1e-6);
+    /* A malformed header refuses the settle, and the lease stays live. */
+    l = harness_grant(e, "a", 1000, 100, T0);
+    const char *bad[] = {"many"};
+    s = harness_settle(1000, 100);
+    s.header_names = n;
+    s.header_values = bad;
+    s.header_count = 1;
+    assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_EINVAL);
+    s.header_count = 0;
+    assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_remaining_lowers_the_level_and_never_raises_it),
+        cmocka_unit_test(test_requests_remaining_has_no_rounding_allowance),
+        cmocka_unit_test(test_a_limit_that_disagrees_is_adopted),
+        cmocka_unit_test(test_openai_headers_drive_the_requests_and_tokens_buckets),
+        cmocka_unit_test(test_malformed_header_is_rejected_and_changes_nothing),
+        cmocka_unit_test(test_settle_resyncs_from_headers_after_the_refund),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
