@@ -187,6 +187,10 @@ typedef struct sl_request {
     const char *cache_key;   /* NULL = agent */
     double ttl_s;            /* 0 = the pool's lease_ttl_s; at most max_lease_ttl_s */
     const char *request_id;  /* NULL = no idempotency */
+    const char *model;       /* NULL = none. The model the input was counted for with a
+                                local tokenizer: the engine corrects input_tokens and
+                                cached_tokens by the ratio it learned for this pool and
+                                model, and learns from the settle (calibration). */
 } sl_request_t;
 
 typedef enum sl_status {
@@ -354,6 +358,22 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
 /* Calls `fn` for every pool, in creation order. */
 void sl_engine_pool_foreach(const sl_engine_t *e,
                             void (*fn)(const sl_pool_info_t *p, void *ud), void *ud);
+
+/* Calibration of one model in a pool: the robust ratio of actual to estimated prompt
+ * tokens (input + cache creation + cache reads over input_tokens + cached_tokens),
+ * the median of the last 64 settles of leases that named the model. The ratio is 1
+ * until 5 samples exist; samples are clamped to [0.2, 5] and leases estimated below
+ * 100 tokens are not sampled (too noisy). */
+typedef struct sl_calibration_info {
+    const char *model;
+    double ratio;        /* what estimates are multiplied by */
+    int64_t samples;     /* settles sampled in total */
+} sl_calibration_info_t;
+
+/* Calls `fn` for every model calibrated in pool `pool`. Errors: SL_ENOTFOUND. */
+int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
+                                  void (*fn)(const sl_calibration_info_t *c, void *ud),
+                                  void *ud);
 
 /* State of one agent (GET /v1/agents). */
 typedef struct sl_agent_info {

@@ -49,13 +49,18 @@ bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now)
     return true;
 }
 
-double sl__eta_for(const sl__pool_t *p, const int64_t prefix[SL_BUCKET_COUNT], int64_t ahead,
+void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT])
+{
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) out[b] = (double)need->n[b];
+}
+
+double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], int64_t ahead,
                    double now)
 {
     double eta_s = p->blocked_until > now ? p->blocked_until - now : 0;
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(p, (sl_bucket_t)b)) continue;
-        double deficit = (double)prefix[b] - p->level[b];
+        double deficit = prefix[b] - p->level[b];
         if (deficit <= 0) continue;
         double rate_per_s = sl__capacity(p, (sl_bucket_t)b) / 60.0;
         double t_s = deficit / rate_per_s;

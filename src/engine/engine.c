@@ -321,20 +321,20 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
     if ((int64_t)p->lease_heap.len != p->in_flight)
         return sl__fail(e, SL_EINVAL, "pool %s: %lld leases in flight but %zu in the heap",
                         p->name, (long long)p->in_flight, p->lease_heap.len);
-    int64_t reserved[SL_BUCKET_COUNT] = {0};
+    double reserved[SL_BUCKET_COUNT] = {0};
     for (size_t i = 0; i < p->lease_heap.len; i++) {
         const sl__lease_t *l = sl__container_of(p->lease_heap.items[i], sl__lease_t, expiry);
-        for (int b = 0; b < SL_BUCKET_COUNT; b++) reserved[b] += l->need.n[b];
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) reserved[b] += (double)l->need.n[b];
         uint64_t v;
         if (!sl__u64map_get(&e->leases, l->id, &v) || v != (uint64_t)(uintptr_t)l)
             return sl__fail(e, SL_EINVAL, "pool %s: lease %llu is not in the lease map",
                             p->name, (unsigned long long)l->id);
     }
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        if (reserved[b] != p->reserved[b])
-            return sl__fail(e, SL_EINVAL, "pool %s: reserved %s %lld but leases hold %lld",
-                            p->name, sl_bucket_name((sl_bucket_t)b), (long long)p->reserved[b],
-                            (long long)reserved[b]);
+        if (fabs(reserved[b] - p->reserved[b]) > 1e-9 * (1 + fabs(reserved[b])))
+            return sl__fail(e, SL_EINVAL, "pool %s: reserved %s %.0f but leases hold %.0f",
+                            p->name, sl_bucket_name((sl_bucket_t)b), p->reserved[b],
+                            reserved[b]);
     return SL_OK;
 }
 

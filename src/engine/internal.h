@@ -23,6 +23,18 @@ typedef struct sl__cache {
     int64_t tokens;        /* size of the cached prefix last seen */
 } sl__cache_t;
 
+/* Per pool and model: the learned ratio of actual to estimated prompt tokens. */
+#define SL__CALIB_WINDOW 64
+#define SL__CALIB_MIN_SAMPLES 5
+#define SL__CALIB_MIN_TOKENS 100
+typedef struct sl__calib {
+    char *model;
+    double sample[SL__CALIB_WINDOW];
+    int n, pos;
+    int64_t total;
+    double ratio;
+} sl__calib_t;
+
 /* An agent's state within one pool. */
 typedef struct sl__pagent {
     struct sl__agent *agent;
@@ -56,6 +68,8 @@ typedef struct sl__lease {
     struct sl__pool *pool;
     sl__pagent_t *pa;
     sl__cache_t *cache;
+    sl__calib_t *calib;     /* NULL unless the request named a model */
+    int64_t est_prompt_tokens; /* input + cached as the client estimated them */
     sl__need_t need;
     double weight;
     double granted_at;
@@ -70,6 +84,8 @@ typedef struct sl__ticket {
     struct sl__pool *pool;
     sl__pagent_t *pa;
     sl__cache_t *cache;
+    sl__calib_t *calib;
+    int64_t est_prompt_tokens;
     sl__need_t need;
     double weight;
     double finish;   /* WFQ key: (finish, seq) */
@@ -82,7 +98,7 @@ typedef struct sl__ticket {
     struct sl__ticket *left, *right;
     uint32_t prio;
     int64_t count;
-    int64_t sum[SL_BUCKET_COUNT];
+    double sum[SL_BUCKET_COUNT]; /* doubles: sums of 2^53-token needs must not overflow */
 } sl__ticket_t;
 
 typedef struct sl__pool {
@@ -100,7 +116,7 @@ typedef struct sl__pool {
     bool alert_spend_cap;
     double blocked_until;     /* a provider retry-after holds grants until then */
     int64_t in_flight;
-    int64_t reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
+    double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
     double vtime;             /* V: finish tag of the most recent grant */
     sl__ticket_t *queue;      /* treap root ordered by (finish, seq) */
     uint64_t seq;
@@ -108,6 +124,7 @@ typedef struct sl__pool {
     sl__heap_t ticket_heap;   /* unheld tickets by idle deadline */
     sl__strmap_t pagents;     /* agent name -> sl__pagent_t */
     sl__strmap_t caches;      /* cache_key (other than the agent) -> sl__cache_t */
+    sl__strmap_t calibs;      /* model -> sl__calib_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
 } sl__pool_t;
 
@@ -203,8 +220,9 @@ bool sl__limited(const sl__pool_t *p, sl_bucket_t b);
 void sl__refill(sl__pool_t *p, double now);
 void sl__clamp_levels(sl__pool_t *p);
 bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now);
-double sl__eta_for(const sl__pool_t *p, const int64_t prefix[SL_BUCKET_COUNT], int64_t ahead,
+double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], int64_t ahead,
                    double now);
+void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT]);
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
 
 /* margin.c */
@@ -222,7 +240,7 @@ sl__ticket_t *sl__queue_head(const sl__pool_t *p);
 int64_t sl__queue_depth(const sl__pool_t *p);
 /* Requests ahead of key (finish, seq): their count and summed needs. */
 void sl__queue_prefix(const sl__pool_t *p, double finish, uint64_t seq, int64_t *count,
-                      int64_t sums[SL_BUCKET_COUNT]);
+                      double sums[SL_BUCKET_COUNT]);
 int sl__queue_check(const sl__pool_t *p, char *msg, size_t msg_len);
 void sl__queue_foreach(sl__pool_t *p, void (*fn)(sl__ticket_t *t, void *ud), void *ud);
 
@@ -241,6 +259,12 @@ int sl__agent_record_signature(sl__agent_t *a, const char *sig);
 double sl__agent_mean_error(const sl__agent_t *a);
 void sl__agent_free(sl__agent_t *a);
 
+/* calibrate.c */
+sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
+double sl__calib_ratio(const sl__calib_t *c);
+void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);
+void sl__calib_free_all(sl__pool_t *p);
+
 /* pool.c */
 void sl__pool_free(sl__pool_t *p);
 void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now);
@@ -252,6 +276,8 @@ void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
 int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,
               const sl__need_t *need, double weight, double finish, double ttl_s,
               uint64_t ticket, double waited_s, double now, sl__lease_t **out);
+/* Lets a grant remember the calibration it came with (called right after sl__grant). */
+void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens);
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);
 void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease,
                     double now);

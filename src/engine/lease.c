@@ -55,7 +55,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     l->expiry.at = now + (l->claimed ? ttl_s : p->cfg.claim_timeout_s);
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sl__limited(p, (sl_bucket_t)b)) p->level[b] -= (double)need->n[b];
-        p->reserved[b] += need->n[b];
+        p->reserved[b] += (double)need->n[b];
     }
     p->in_flight++;
     p->granted_total++;
@@ -81,6 +81,12 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     return SL_OK;
 }
 
+void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens)
+{
+    l->calib = c;
+    l->est_prompt_tokens = est_prompt_tokens;
+}
+
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now)
 {
     sl__pool_t *p = l->pool;
@@ -100,7 +106,7 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
     sl__heap_remove(&p->lease_heap, &l->expiry);
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (refund) sl__adjust(p, (sl_bucket_t)b, l->need.n[b]);
-        p->reserved[b] -= l->need.n[b];
+        p->reserved[b] -= (double)l->need.n[b];
     }
     p->in_flight--;
     l->pa->agent->leases--;
@@ -184,12 +190,28 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
     if (r->cache_key && !printable(r->cache_key, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "cache_key \"%.140s\" must be 1-128 printable bytes",
                         r->cache_key);
+    if (r->model && !printable(r->model, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "model \"%.140s\" must be 1-128 printable bytes", r->model);
     if (r->request_id && !printable(r->request_id, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "request_id \"%.140s\" must be 1-128 printable bytes",
                         r->request_id);
     if (!isfinite(r->ttl_s) || r->ttl_s < 0)
         return sl__fail(e, SL_EINVAL, "ttl %g must be a finite number of seconds > 0", r->ttl_s);
     return SL_OK;
+}
+
+/* Totals are informative: they saturate rather than overflow. */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* tokens x ratio, rounded up (an estimate errs on the side of the bucket), at most 2^53. */
+static int64_t corrected(int64_t tokens, double ratio)
+{
+    if (ratio == 1.0) return tokens;
+    double v = ceil((double)tokens * ratio - 1e-9);
+    return v > (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)v;
 }
 
 static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
@@ -229,9 +251,9 @@ static void reject(sl__pool_t *p, double weight, double retry_after_s, double no
 static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double finish, uint64_t seq,
                         double now, int64_t *ahead)
 {
-    int64_t sums[SL_BUCKET_COUNT];
+    double sums[SL_BUCKET_COUNT];
     sl__queue_prefix(p, finish, seq, ahead, sums);
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += need->n[b];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += (double)need->n[b];
     return sl__eta_for(p, sums, *ahead, now);
 }
 
@@ -239,6 +261,8 @@ typedef struct decide_args {
     sl__pool_t *p;
     sl__pagent_t *pa;
     sl__cache_t *cache;
+    sl__calib_t *calib;
+    int64_t est_prompt_tokens;
     sl__need_t need;
     double weight;
     double ttl_s;
@@ -267,6 +291,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             int rc = sl__grant(e, p, a->pa, a->cache, &a->need, a->weight, finish, a->ttl_s, 0,
                                0, now, &l);
             if (rc) return sl__fail(e, rc, "out of memory granting a lease");
+            sl__lease_set_calib(l, a->calib, a->est_prompt_tokens);
             sl__fill_grant(l, out);
             return SL_OK;
         }
@@ -293,6 +318,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->pool = p;
     t->pa = a->pa;
     t->cache = a->cache;
+    t->calib = a->calib;
+    t->est_prompt_tokens = a->est_prompt_tokens;
     t->need = a->need;
     t->weight = a->weight;
     t->finish = finish;
@@ -404,10 +431,16 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
                             : (sl__cache_t *)sl__strmap_get(&p->caches, cache_key);
     decide_args_t args = {.p = p};
     bool warm = cache_warm(p, cache, now_s);
-    args.need.cached_tokens = req->cached_tokens;
-    args.need.penalty = !warm && req->cached_tokens > 0;
-    int64_t in = req->input_tokens;
-    if (!warm || p->cfg.cache_reads_count) in += req->cached_tokens;
+    /* Estimates counted for a model are corrected by what settles taught us. */
+    sl__calib_t *calib = req->model ? sl__calib_get(p, req->model, false) : NULL;
+    double ratio = sl__calib_ratio(calib);
+    int64_t input = corrected(req->input_tokens, ratio);
+    int64_t cached = corrected(req->cached_tokens, ratio);
+    args.est_prompt_tokens = req->input_tokens + req->cached_tokens;
+    args.need.cached_tokens = cached;
+    args.need.penalty = !warm && cached > 0;
+    int64_t in = input;
+    if (!warm || p->cfg.cache_reads_count) in += cached;
     args.need.n[SL_BUCKET_INPUT] = in;
     args.need.n[SL_BUCKET_OUTPUT] = req->output_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
@@ -424,7 +457,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
     if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;
     args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
-    if (!args.cache) {
+    if (req->model) args.calib = calib ? calib : sl__calib_get(p, req->model, true);
+    if (!args.cache || (req->model && !args.calib)) {
         free(key);
         return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", req->agent);
     }
@@ -640,8 +674,10 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                  (double)(actual_in > 1 ? actual_in : 1);
     sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert,
                            err);
-    a->tokens_in += actual_in;
-    a->tokens_out += actual_out;
+    sl__calib_record(l->calib, l->est_prompt_tokens,
+                     s->input_tokens + s->cache_creation_input_tokens + s->cache_read_input_tokens);
+    a->tokens_in = sat_add(a->tokens_in, actual_in);
+    a->tokens_out = sat_add(a->tokens_out, actual_out);
     int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
     l->cache->last_settle_at = now_s;
     l->cache->tokens = cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;

@@ -176,6 +176,7 @@ void sl__pool_free(sl__pool_t *p)
     if (!p) return;
     for (size_t i = 0; i < p->lease_heap.len; i++)
         free(sl__container_of(p->lease_heap.items[i], sl__lease_t, expiry));
+    p->lease_heap.len = 0; /* the leases are gone: sl__heap_free must not touch them */
     sl__heap_free(&p->lease_heap);
     sl__heap_free(&p->ticket_heap);
     free_ticket_rec(p->queue);
@@ -189,6 +190,7 @@ void sl__pool_free(sl__pool_t *p)
     }
     sl__strmap_free(&p->pagents);
     sl__strmap_free(&p->caches);
+    sl__calib_free_all(p);
     free(p->name);
     free(p);
 }
@@ -205,6 +207,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
             sl__queue_insert(p, t);
             break;
         }
+        sl__lease_set_calib(l, t->calib, t->est_prompt_tokens);
         sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
     }
 }
@@ -238,7 +241,9 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
     const sl__ticket_t *head = sl__queue_head(p);
     if (head) {
         /* A microsecond late, so rounding never leaves the head a hair short. */
-        double eta_at = p->last_refill + sl__eta_for(p, head->need.n, 0, p->last_refill) + 1e-6;
+        double need[SL_BUCKET_COUNT];
+        sl__need_as_sums(&head->need, need);
+        double eta_at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill) + 1e-6;
         if (eta_at < at) at = eta_at;
     }
     return at;
@@ -305,7 +310,12 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
     }
     out->queue_depth = sl__queue_depth(p);
     const sl__ticket_t *head = sl__queue_head(p);
-    out->head_eta_s = head ? sl__eta_for(p, head->need.n, 0, p->last_refill) : -1;
+    out->head_eta_s = -1;
+    if (head) {
+        double need[SL_BUCKET_COUNT];
+        sl__need_as_sums(&head->need, need);
+        out->head_eta_s = sl__eta_for(p, need, 0, p->last_refill);
+    }
     out->leases_in_flight = p->in_flight;
     out->alert_margin_at_floor = p->alert_floor;
     out->alert_spend_cap = p->alert_spend_cap;

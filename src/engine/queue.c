@@ -29,7 +29,7 @@ static bool key_less(double f1, uint64_t s1, double f2, uint64_t s2)
 static void pull(sl__ticket_t *t)
 {
     t->count = 1;
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) t->sum[b] = t->need.n[b];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) t->sum[b] = (double)t->need.n[b];
     if (t->left) {
         t->count += t->left->count;
         for (int b = 0; b < SL_BUCKET_COUNT; b++) t->sum[b] += t->left->sum[b];
@@ -104,7 +104,7 @@ int64_t sl__queue_depth(const sl__pool_t *p)
 }
 
 void sl__queue_prefix(const sl__pool_t *p, double finish, uint64_t seq, int64_t *count,
-                      int64_t sums[SL_BUCKET_COUNT])
+                      double sums[SL_BUCKET_COUNT])
 {
     *count = 0;
     for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] = 0;
@@ -113,7 +113,7 @@ void sl__queue_prefix(const sl__pool_t *p, double finish, uint64_t seq, int64_t 
         if (key_less(t->finish, t->seq, finish, seq)) {
             /* t and its whole left subtree are ahead. */
             *count += 1;
-            for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += t->need.n[b];
+            for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += (double)t->need.n[b];
             if (t->left) {
                 *count += t->left->count;
                 for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += t->left->sum[b];
@@ -158,10 +158,13 @@ static int64_t check_rec(const sl__ticket_t *t, const sl__ticket_t **prev, char 
                  (unsigned long long)t->id);
         return -1;
     }
-    int64_t sum[SL_BUCKET_COUNT];
-    for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        sum[b] = t->need.n[b] + (t->left ? t->left->sum[b] : 0) +
-                 (t->right ? t->right->sum[b] : 0);
+    double sum[SL_BUCKET_COUNT];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        /* Same order of additions as pull(), so the doubles agree exactly. */
+        sum[b] = (double)t->need.n[b];
+        if (t->left) sum[b] += t->left->sum[b];
+        if (t->right) sum[b] += t->right->sum[b];
+    }
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sum[b] != t->sum[b]) {
             snprintf(msg, msg_len, "queue subtree sum wrong at ticket %llu",

@@ -146,6 +146,7 @@ static void op_request(world_t *w)
         r.request_id = rid;
     }
     if (rnd(w) % 3 == 0) r.pool = "second";
+    if (rnd(w) % 2 == 0) r.model = rnd(w) % 2 ? "claude-x" : "gpt-y";
     sl_decision_t d;
     int rc = sl_engine_request(w->e, &r, w->now, &d);
     if (rc != SL_OK && rc != SL_ECAPACITY) fail_world(w, sl_engine_errmsg(w->e), 0);

@@ -1,0 +1,85 @@
+/* calibrate.c - learn, per pool and model, how far local token estimates are from what
+ * the provider bills, and correct later estimates by it.
+ *
+ * A local tokenizer is close but not exact (a newer model's tokenizer, per-message
+ * overheads), and every other part of the design depends on the estimate. The ratio
+ * actual/estimated prompt tokens is taken from settles of leases that named a model;
+ * the median of the last 64 is robust to the odd failed call (0 tokens) or a huge
+ * outlier, which a running mean is not. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create)
+{
+    sl__calib_t *c = sl__strmap_get(&p->calibs, model);
+    if (c || !create) return c;
+    if (sl__strmap_reserve(&p->calibs, 1) != 0) return NULL;
+    c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    size_t n = strlen(model) + 1;
+    c->model = malloc(n);
+    if (!c->model) {
+        free(c);
+        return NULL;
+    }
+    memcpy(c->model, model, n);
+    c->ratio = 1.0;
+    sl__strmap_put(&p->calibs, c->model, c);
+    return c;
+}
+
+double sl__calib_ratio(const sl__calib_t *c)
+{
+    return c ? c->ratio : 1.0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens)
+{
+    if (!c || estimated_tokens < SL__CALIB_MIN_TOKENS) return;
+    double r = (double)actual_tokens / (double)estimated_tokens;
+    if (r < 0.2) r = 0.2;
+    if (r > 5) r = 5;
+    c->sample[c->pos] = r;
+    c->pos = (c->pos + 1) % SL__CALIB_WINDOW;
+    if (c->n < SL__CALIB_WINDOW) c->n++;
+    c->total++;
+    if (c->n < SL__CALIB_MIN_SAMPLES) return;
+    double sorted[SL__CALIB_WINDOW];
+    memcpy(sorted, c->sample, (size_t)c->n * sizeof *sorted);
+    qsort(sorted, (size_t)c->n, sizeof *sorted, cmp_double);
+    c->ratio = c->n % 2 ? sorted[c->n / 2] : (sorted[c->n / 2 - 1] + sorted[c->n / 2]) / 2;
+}
+
+void sl__calib_free_all(sl__pool_t *p)
+{
+    for (size_t i = 0; i < p->calibs.cap; i++) {
+        if (!p->calibs.slots[i].hash) continue;
+        sl__calib_t *c = p->calibs.slots[i].val;
+        free(c->model);
+        free(c);
+    }
+    sl__strmap_free(&p->calibs);
+}
+
+int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
+                                  void (*fn)(const sl_calibration_info_t *c, void *ud),
+                                  void *ud)
+{
+    const sl__pool_t *p = pool ? sl__pool_find(e, pool) : NULL;
+    if (!p) return SL_ENOTFOUND;
+    for (size_t i = 0; i < p->calibs.cap; i++) {
+        if (!p->calibs.slots[i].hash) continue;
+        const sl__calib_t *c = p->calibs.slots[i].val;
+        sl_calibration_info_t info = {.model = c->model, .ratio = c->ratio, .samples = c->total};
+        fn(&info, ud);
+    }
+    return SL_OK;
+}

@@ -1,0 +1,110 @@
+/* test_calibrate.c - per pool and model, estimates are corrected by the learned ratio. */
+#include "engine_harness.h"
+
+static sl_decision_t request_model(sl_engine_t *e, const char *model, int64_t in, int64_t cached,
+                                   double now)
+{
+    sl_request_t r = harness_req("agent", in, 100);
+    r.model = model;
+    r.cached_tokens = cached;
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    return d;
+}
+
+static void settle_actual(sl_engine_t *e, uint64_t lease, int64_t in, double now)
+{
+    sl_settle_t s = harness_settle(in, 100);
+    assert_int_equal(sl_engine_settle(e, lease, &s, now, NULL), SL_OK);
+}
+
+typedef struct seen {
+    double ratio;
+    int64_t samples;
+    int models;
+} seen_t;
+
+static void on_calib(const sl_calibration_info_t *c, void *ud)
+{
+    seen_t *s = ud;
+    if (strcmp(c->model, "claude-x") == 0) {
+        s->ratio = c->ratio;
+        s->samples = c->samples;
+    }
+    s->models++;
+}
+
+static void test_learned_ratio_corrects_later_estimates(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000000, 1000000, 10000);
+    double t = T0;
+    for (int i = 0; i < 4; i++) {
+        sl_decision_t d = request_model(e, "claude-x", 1000, 0, t);
+        assert_int_equal(d.charged_input_tokens, 1000); /* too few samples: ratio 1 */
+        settle_actual(e, d.lease, 1100, t += 1);
+    }
+    sl_decision_t d = request_model(e, "claude-x", 1000, 0, t);
+    settle_actual(e, d.lease, 1100, t += 1);
+    d = request_model(e, "claude-x", 1000, 0, t);
+    assert_int_equal(d.charged_input_tokens, 1100);
+    /* Another model, and no model at all, are not corrected. */
+    d = request_model(e, "gpt-y", 1000, 0, t);
+    assert_int_equal(d.charged_input_tokens, 1000);
+    d = request_model(e, NULL, 1000, 0, t);
+    assert_int_equal(d.charged_input_tokens, 1000);
+    seen_t s = {0, 0, 0};
+    assert_int_equal(sl_engine_calibration_foreach(e, "default", on_calib, &s), SL_OK);
+    assert_true(fabs(s.ratio - 1.1) < 1e-9);
+    assert_int_equal(s.samples, 5);
+    assert_int_equal(s.models, 2);
+    assert_int_equal(sl_engine_calibration_foreach(e, "nope", on_calib, &s), SL_ENOTFOUND);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_the_ratio_is_robust_to_outliers(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000000, 1000000, 10000);
+    double t = T0;
+    const int64_t actual[] = {1200, 1200, 0, 1200, 50000, 1200, 1200};
+    for (int i = 0; i < 7; i++) {
+        sl_decision_t d = request_model(e, "claude-x", 1000, 0, t);
+        settle_actual(e, d.lease, actual[i], t += 1);
+    }
+    seen_t s = {0, 0, 0};
+    sl_engine_calibration_foreach(e, "default", on_calib, &s);
+    assert_true(fabs(s.ratio - 1.2) < 1e-9);
+    /* The cached prefix is corrected too, and counts when the cache is cold. */
+    sl_decision_t d = request_model(e, "claude-x", 1000, 10000, t + 400); /* cache lapsed */
+    assert_int_equal(d.charged_input_tokens, 1200 + 12000);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_tiny_estimates_are_not_sampled(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000000, 1000000, 10000);
+    for (int i = 0; i < 10; i++) {
+        sl_decision_t d = request_model(e, "claude-x", 50, 0, T0 + i);
+        settle_actual(e, d.lease, 500, T0 + i);
+    }
+    seen_t s = {0, 0, 0};
+    sl_engine_calibration_foreach(e, "default", on_calib, &s);
+    assert_int_equal(s.samples, 0);
+    assert_true(fabs(s.ratio - 1.0) < 1e-12);
+    sl_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_learned_ratio_corrects_later_estimates),
+        cmocka_unit_test(test_the_ratio_is_robust_to_outliers),
+        cmocka_unit_test(test_tiny_estimates_are_not_sampled),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
