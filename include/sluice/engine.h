@@ -81,6 +81,8 @@ typedef struct sl_pool_config {
                                      fetched in this time is cancelled with a refund */
     double ticket_idle_s;         /* 120: a queued ticket nobody waits on or polls for
                                      this long expires */
+    double price_input_per_mtok;  /* USD per million input tokens (budgets); 0 = unknown */
+    double price_output_per_mtok; /* USD per million output tokens */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
@@ -166,6 +168,31 @@ int sl_engine_set_role(sl_engine_t *e, const char *role, double base_weight);
 /* Defines or redefines a priority class's factor (> 0, finite). */
 int sl_engine_set_priority(sl_engine_t *e, const char *priority, double factor);
 
+/* Caps on top of the pool, for one agent, every agent ("*"), or a team (DESIGN.md
+ * "Beyond the one pool"). 0 means "no cap" for every field. Share, rpm and
+ * concurrency caps apply per pool; budgets across pools, priced with each pool's
+ * price_*_per_mtok. A request the caps do not allow now is REJECTED with reason
+ * "agent_cap", "team_cap" or "budget_exhausted" and the time the cap allows it; a
+ * need that can never pass a cap is SL_ECAPACITY. Grants from the queue take from
+ * the caps when granted (which may leave a cap in debt, like a pool's bucket). */
+typedef struct sl_caps {
+    double max_share;            /* (0, 1]: at most this fraction of each limited token
+                                    bucket's per-minute limit, per minute */
+    int64_t max_rpm;             /* requests per minute */
+    int64_t max_concurrent;      /* leases in flight */
+    double budget_usd_per_hour;  /* spend per hour (refilled continuously) */
+    double budget_usd_per_day;   /* spend per day (refilled continuously) */
+} sl_caps_t;
+
+/* Sets the caps of agent `holder` ("*" = every agent without caps of its own), or of
+ * team `holder` when `is_team`. NULL or all-zero caps remove them. Errors: SL_EINVAL
+ * (bad name, negative, NaN or a share above 1), SL_ENOMEM. */
+int sl_engine_set_caps(sl_engine_t *e, const char *holder, bool is_team, const sl_caps_t *caps);
+
+/* Puts `agent` in `team` (NULL removes it from its team). Takes effect for later
+ * requests. Errors: SL_EINVAL, SL_ENOMEM. */
+int sl_engine_set_agent_team(sl_engine_t *e, const char *agent, const char *team);
+
 /* Creates pool `name` (1-128 bytes) or, when it exists, applies the new
  * configuration keeping every lease and queued ticket: capacities follow the new
  * limits at once (levels clamped), then the queue drains. A new pool starts with
@@ -216,7 +243,8 @@ typedef struct sl_decision {
     int64_t position;        /* queued: 1 = head of the queue */
     double retry_after_s;    /* rejected */
     double retry_at;         /* rejected: now + retry_after_s */
-    const char *reason;      /* rejected: "queue_wait_exceeds_max" (static string) */
+    const char *reason;      /* rejected: "queue_wait_exceeds_max", "agent_cap", "team_cap"
+                                or "budget_exhausted" (static strings) */
     bool replayed;           /* the answer is for an earlier request with the same id */
 } sl_decision_t;
 

@@ -121,6 +121,7 @@ void sl__agent_free(sl__agent_t *a)
 {
     if (!a) return;
     free(a->last_sig);
+    free(a->team);
     free(a->name);
     free(a);
 }

@@ -101,6 +101,7 @@ void sl_engine_free(sl_engine_t *e)
         free(t);
     }
     sl__strmap_free(&e->tasks);
+    sl__caps_free_engine(e);
     free(e);
 }
 
@@ -321,14 +322,27 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
     if ((int64_t)p->lease_heap.len != p->in_flight)
         return sl__fail(e, SL_EINVAL, "pool %s: %lld leases in flight but %zu in the heap",
                         p->name, (long long)p->in_flight, p->lease_heap.len);
+    for (size_t i = 0; i < p->capstates.cap; i++)
+        if (p->capstates.slots[i].hash)
+            ((sl__capstate_t *)p->capstates.slots[i].val)->check_count = 0;
     double reserved[SL_BUCKET_COUNT] = {0};
     for (size_t i = 0; i < p->lease_heap.len; i++) {
         const sl__lease_t *l = sl__container_of(p->lease_heap.items[i], sl__lease_t, expiry);
         for (int b = 0; b < SL_BUCKET_COUNT; b++) reserved[b] += (double)l->need.n[b];
+        for (int k = 0; k < 2; k++)
+            if (l->caps.st[k]) l->caps.st[k]->check_count++;
         uint64_t v;
         if (!sl__u64map_get(&e->leases, l->id, &v) || v != (uint64_t)(uintptr_t)l)
             return sl__fail(e, SL_EINVAL, "pool %s: lease %llu is not in the lease map",
                             p->name, (unsigned long long)l->id);
+    }
+    for (size_t i = 0; i < p->capstates.cap; i++) {
+        if (!p->capstates.slots[i].hash) continue;
+        const sl__capstate_t *st = p->capstates.slots[i].val;
+        if (st->check_count != st->in_flight)
+            return sl__fail(e, SL_EINVAL, "pool %s: caps of %s count %lld leases, %lld live",
+                            p->name, st->key, (long long)st->in_flight,
+                            (long long)st->check_count);
     }
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         if (fabs(reserved[b] - p->reserved[b]) > 1e-9 * (1 + fabs(reserved[b])))

@@ -23,6 +23,33 @@ typedef struct sl__cache {
     int64_t tokens;        /* size of the cached prefix last seen */
 } sl__cache_t;
 
+/* Caps of an agent, of every agent ("*"), or of a team (caps.c). Never freed while
+ * the engine lives, so leases may point at them. */
+typedef struct sl__holder {
+    char *key;            /* "a:<agent>", "a:*" or "t:<team>" */
+    const char *name;     /* key + 2 */
+    bool team;
+    sl_caps_t caps;
+    double budget_hour_usd, budget_day_usd; /* levels of the two budget buckets */
+    double budget_last;   /* time of their last refill */
+} sl__holder_t;
+
+/* A holder's share, rpm and concurrency state within one pool. */
+typedef struct sl__capstate {
+    char *key;
+    double level[SL_BUCKET_COUNT]; /* share buckets; REQUESTS is the rpm cap */
+    double last;
+    int64_t in_flight;
+    int64_t check_count; /* scratch for sl_engine_check() */
+} sl__capstate_t;
+
+/* The caps a request answers to: its agent's (own or "*") and its team's. */
+typedef struct sl__capref {
+    sl__holder_t *h[2];
+    sl__capstate_t *st[2]; /* per pool, created at grant */
+    double cost_usd;       /* reserved spend */
+} sl__capref_t;
+
 /* Per pool and model: the learned ratio of actual to estimated prompt tokens. */
 #define SL__CALIB_WINDOW 64
 #define SL__CALIB_MIN_SAMPLES 5
@@ -44,6 +71,7 @@ typedef struct sl__pagent {
 
 typedef struct sl__agent {
     char *name;
+    char *team;         /* NULL: no team */
     char role[SL__CLASS_MAX];
     double weight;
     int64_t repeats;
@@ -70,6 +98,7 @@ typedef struct sl__lease {
     sl__cache_t *cache;
     sl__calib_t *calib;     /* NULL unless the request named a model */
     int64_t est_prompt_tokens; /* input + cached as the client estimated them */
+    sl__capref_t caps;
     sl__need_t need;
     double weight;
     double granted_at;
@@ -86,6 +115,7 @@ typedef struct sl__ticket {
     sl__cache_t *cache;
     sl__calib_t *calib;
     int64_t est_prompt_tokens;
+    sl__capref_t caps;
     sl__need_t need;
     double weight;
     double finish;   /* WFQ key: (finish, seq) */
@@ -125,6 +155,7 @@ typedef struct sl__pool {
     sl__strmap_t pagents;     /* agent name -> sl__pagent_t */
     sl__strmap_t caches;      /* cache_key (other than the agent) -> sl__cache_t */
     sl__strmap_t calibs;      /* model -> sl__calib_t */
+    sl__strmap_t capstates;   /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
 } sl__pool_t;
 
@@ -189,6 +220,7 @@ struct sl_engine {
     sl__strmap_t idem;
     sl__idem_t *idem_head, *idem_tail;
     sl__strmap_t tasks;
+    sl__strmap_t holders;      /* holder key -> sl__holder_t */
     sl__class_t roles[SL__MAX_CLASSES];
     size_t n_roles;
     sl__class_t prios[SL__MAX_CLASSES];
@@ -259,6 +291,22 @@ int sl__agent_record_signature(sl__agent_t *a, const char *sig);
 double sl__agent_mean_error(const sl__agent_t *a);
 void sl__agent_free(sl__agent_t *a);
 
+/* caps.c */
+void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_name,
+                      sl__capref_t *out);
+/* 0: allowed; 1: rejected (reason, retry_after_s set); SL_ECAPACITY: never allowed. */
+int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
+                   const sl__need_t *need, double now, const char **reason,
+                   double *retry_after_s);
+double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens);
+int sl__caps_reserve(sl__pool_t *p, sl__capref_t *c);
+void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, double now);
+void sl__caps_give(sl__pool_t *p, sl__capref_t *c, const int64_t delta[SL_BUCKET_COUNT],
+                   double delta_usd, double now);
+void sl__caps_end(sl__capref_t *c);
+void sl__caps_free_engine(sl_engine_t *e);
+void sl__caps_free_pool(sl__pool_t *p);
+
 /* calibrate.c */
 sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
 double sl__calib_ratio(const sl__calib_t *c);
@@ -274,8 +322,8 @@ void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
 
 /* lease.c */
 int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,
-              const sl__need_t *need, double weight, double finish, double ttl_s,
-              uint64_t ticket, double waited_s, double now, sl__lease_t **out);
+              const sl__need_t *need, const sl__capref_t *caps, double weight, double finish,
+              double ttl_s, uint64_t ticket, double waited_s, double now, sl__lease_t **out);
 /* Lets a grant remember the calibration it came with (called right after sl__grant). */
 void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens);
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);

@@ -32,10 +32,12 @@ void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out)
 }
 
 int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,
-              const sl__need_t *need, double weight, double finish, double ttl_s,
-              uint64_t ticket, double waited_s, double now, sl__lease_t **out)
+              const sl__need_t *need, const sl__capref_t *caps, double weight, double finish,
+              double ttl_s, uint64_t ticket, double waited_s, double now, sl__lease_t **out)
 {
-    if (sl__heap_reserve(&p->lease_heap) != 0 || sl__u64map_reserve(&e->leases, 1) != 0)
+    sl__capref_t capref = *caps;
+    if (sl__heap_reserve(&p->lease_heap) != 0 || sl__u64map_reserve(&e->leases, 1) != 0 ||
+        sl__caps_reserve(p, &capref) != SL_OK)
         return SL_ENOMEM;
     sl__lease_t *l = calloc(1, sizeof *l);
     if (!l) return SL_ENOMEM;
@@ -45,6 +47,8 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     l->pa = pa;
     l->cache = cache;
     l->need = *need;
+    l->caps = capref;
+    sl__caps_take(p, &l->caps, need, now);
     l->weight = weight;
     l->granted_at = now;
     l->waited_s = waited_s;
@@ -108,6 +112,8 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
         if (refund) sl__adjust(p, (sl_bucket_t)b, l->need.n[b]);
         p->reserved[b] -= (double)l->need.n[b];
     }
+    if (refund) sl__caps_give(p, &l->caps, l->need.n, l->caps.cost_usd, now);
+    sl__caps_end(&l->caps);
     p->in_flight--;
     l->pa->agent->leases--;
     sl__lease_forget(e, l->id, end_state);
@@ -236,14 +242,14 @@ static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t 
 }
 
 static void reject(sl__pool_t *p, double weight, double retry_after_s, double now,
-                   sl_decision_t *out)
+                   sl_decision_t *out, const char *reason)
 {
     memset(out, 0, sizeof *out);
     out->status = SL_REJECTED;
     out->weight = weight;
     out->retry_after_s = retry_after_s;
     out->retry_at = now + retry_after_s;
-    out->reason = REASON_QUEUE_WAIT;
+    out->reason = reason ? reason : REASON_QUEUE_WAIT;
     p->rejected_total++;
 }
 
@@ -259,6 +265,7 @@ static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double fini
 
 typedef struct decide_args {
     sl__pool_t *p;
+    sl__capref_t caps;
     sl__pagent_t *pa;
     sl__cache_t *cache;
     sl__calib_t *calib;
@@ -275,7 +282,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sl__limited(p, (sl_bucket_t)b) &&
             (double)a->need.n[b] > sl__capacity(p, (sl_bucket_t)b)) {
-            reject(p, a->weight, sl__margin_wait_for(p, &a->need, now), now, out);
+            reject(p, a->weight, sl__margin_wait_for(p, &a->need, now), now, out, NULL);
             return SL_OK;
         }
     }
@@ -288,8 +295,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         finish = start + cost / a->weight;
         if (sl__fits(p, &a->need, now) && (!head || finish < head->finish)) {
             sl__lease_t *l;
-            int rc = sl__grant(e, p, a->pa, a->cache, &a->need, a->weight, finish, a->ttl_s, 0,
-                               0, now, &l);
+            int rc = sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, finish,
+                               a->ttl_s, 0, 0, now, &l);
             if (rc) return sl__fail(e, rc, "out of memory granting a lease");
             sl__lease_set_calib(l, a->calib, a->est_prompt_tokens);
             sl__fill_grant(l, out);
@@ -307,7 +314,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         a->weight *= p->cfg.cache_bump;
     }
     if (eta_s > p->cfg.max_queue_wait_s) {
-        reject(p, a->weight, eta_s, now, out);
+        reject(p, a->weight, eta_s, now, out, NULL);
         return SL_OK;
     }
     if (sl__heap_reserve(&p->ticket_heap) != 0 || sl__u64map_reserve(&e->tickets, 1) != 0)
@@ -319,6 +326,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->pa = a->pa;
     t->cache = a->cache;
     t->calib = a->calib;
+    t->caps = a->caps;
     t->est_prompt_tokens = a->est_prompt_tokens;
     t->need = a->need;
     t->weight = a->weight;
@@ -446,6 +454,14 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
     args.need.n[SL_BUCKET_REQUESTS] = 1;
     args.need.n[SL_BUCKET_TOKENS] = in + req->output_tokens;
     rc = check_capacity(e, p, &args.need);
+    const char *cap_reason = NULL;
+    double cap_wait_s = 0;
+    if (rc == SL_OK) {
+        sl__caps_resolve(e, a, req->agent, &args.caps);
+        rc = sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s);
+        if (rc == 1) rc = SL_OK;
+        else cap_reason = NULL;
+    }
     if (rc) {
         free(key);
         return rc;
@@ -472,7 +488,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
     double ttl_s = req->ttl_s > 0 ? req->ttl_s : p->cfg.lease_ttl_s;
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
 
-    rc = decide(e, &args, now_s, out);
+    if (cap_reason) reject(p, args.weight, cap_wait_s, now_s, out, cap_reason);
+    else rc = decide(e, &args, now_s, out);
     if (rc) {
         free(key);
         return rc;
@@ -669,6 +686,9 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     sl__adjust(p, SL_BUCKET_INPUT, adj_in);
     sl__adjust(p, SL_BUCKET_OUTPUT, adj_out);
     sl__adjust(p, SL_BUCKET_TOKENS, adj_in + adj_out);
+    int64_t cap_delta[SL_BUCKET_COUNT] = {adj_in, adj_out, 0, adj_in + adj_out};
+    sl__caps_give(p, &l->caps, cap_delta,
+                  l->caps.cost_usd - sl__caps_cost_usd(p, actual_in, actual_out), now_s);
 
     double err = fabs((double)(actual_in - l->need.n[SL_BUCKET_INPUT])) /
                  (double)(actual_in > 1 ? actual_in : 1);

@@ -88,6 +88,10 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
     if (!isfinite(c->estimate_error_alert) || c->estimate_error_alert < 0)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": estimate_error_alert %g must be >= 0", name,
                         c->estimate_error_alert);
+    if (!(c->price_input_per_mtok >= 0 && c->price_input_per_mtok < 1e9) ||
+        !(c->price_output_per_mtok >= 0 && c->price_output_per_mtok < 1e9))
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": prices (%g, %g per million tokens) must be "
+                        "finite and >= 0", name, c->price_input_per_mtok, c->price_output_per_mtok);
     if (c->estimate_error_window < 1 || c->estimate_error_window > SL__ERR_WINDOW_MAX)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": estimate_error_window %d must be 1-%d", name,
                         c->estimate_error_window, SL__ERR_WINDOW_MAX);
@@ -191,6 +195,7 @@ void sl__pool_free(sl__pool_t *p)
     sl__strmap_free(&p->pagents);
     sl__strmap_free(&p->caches);
     sl__calib_free_all(p);
+    sl__caps_free_pool(p);
     free(p->name);
     free(p);
 }
@@ -201,8 +206,8 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
         if (!sl__fits(p, &t->need, now)) break;
         sl__queue_remove(p, t);
         sl__lease_t *l = NULL;
-        if (sl__grant(e, p, t->pa, t->cache, &t->need, t->weight, t->finish, t->ttl_s, t->id,
-                      now - t->enqueued_at, now, &l) != SL_OK) {
+        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, t->finish,
+                      t->ttl_s, t->id, now - t->enqueued_at, now, &l) != SL_OK) {
             /* Out of memory: put it back and try again on the next advance. */
             sl__queue_insert(p, t);
             break;

@@ -264,9 +264,19 @@ static void run_seed(uint64_t seed, long ops)
     assert_int_equal(sl_engine_configure_pool(w->e, "default", &cfg, w->now), SL_OK);
     cfg.tokens_tpm = 150000;
     cfg.concurrency = 6;
+    cfg.price_input_per_mtok = 3;
+    cfg.price_output_per_mtok = 15;
     cfg.cache_reads_count = true;
     assert_int_equal(sl_engine_configure_pool(w->e, "second", &cfg, w->now), SL_OK);
     assert_int_equal(sl_engine_task_put(w->e, "plan", "planner", NULL, 0, SL_TASK_RUNNING), SL_OK);
+    /* Caps on some agents and a team, so their buckets take part too. */
+    sl_caps_t caps = {.max_share = 0.3, .max_rpm = 40, .max_concurrent = 3,
+                      .budget_usd_per_hour = 50};
+    assert_int_equal(sl_engine_set_caps(w->e, "w1", false, &caps), SL_OK);
+    sl_caps_t team = {.max_rpm = 60, .budget_usd_per_day = 100};
+    assert_int_equal(sl_engine_set_caps(w->e, "workers", true, &team), SL_OK);
+    assert_int_equal(sl_engine_set_agent_team(w->e, "w2", "workers"), SL_OK);
+    assert_int_equal(sl_engine_set_agent_team(w->e, "w3", "workers"), SL_OK);
     for (long i = 0; i < ops; i++) {
         int op = (int)(rnd(w) % 10);
         if (op < 4) op_request(w);

@@ -1,0 +1,322 @@
+/* caps.c - caps per agent and per team on top of the pool: share, rpm, concurrency, budget.
+ *
+ * The pool decides who goes first; caps decide how much one agent (or one team) may
+ * take at all, so a runaway agent cannot drain a pool others share. Each cap is a
+ * bucket of its own, refilled continuously like the pool's: a share cap holds
+ * limit x max_share tokens per minute, an rpm cap max_rpm requests per minute, a
+ * budget max dollars per hour or per day (priced with the pool's per-million-token
+ * prices). Caps are checked when a request arrives (a request they do not allow is
+ * rejected with the time they will), taken when a lease is granted and adjusted by
+ * settle, cancel and reap exactly as the pool's buckets are. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const REASON_AGENT = "agent_cap";
+static const char *const REASON_TEAM = "team_cap";
+static const char *const REASON_BUDGET = "budget_exhausted";
+
+static bool caps_empty(const sl_caps_t *c)
+{
+    return c->max_share == 0 && c->max_rpm == 0 && c->max_concurrent == 0 &&
+           c->budget_usd_per_hour == 0 && c->budget_usd_per_day == 0;
+}
+
+static sl__holder_t *holder_find(const sl_engine_t *e, char kind, const char *name)
+{
+    char key[SL__NAME_MAX + 3];
+    snprintf(key, sizeof key, "%c:%s", kind, name);
+    return sl__strmap_get(&e->holders, key);
+}
+
+int sl_engine_set_caps(sl_engine_t *e, const char *holder, bool is_team, const sl_caps_t *caps)
+{
+    if (!holder || (strcmp(holder, "*") != 0 && !sl__valid_name(holder, SL__NAME_MAX)) ||
+        (is_team && strcmp(holder, "*") == 0))
+        return sl__fail(e, SL_EINVAL, "caps: %s \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]%s",
+                        is_team ? "team" : "agent", holder ? holder : "(null)",
+                        is_team ? "" : " or \"*\"");
+    sl_caps_t none = {0, 0, 0, 0, 0};
+    const sl_caps_t *c = caps ? caps : &none;
+    if (!(c->max_share >= 0 && c->max_share <= 1))
+        return sl__fail(e, SL_EINVAL, "caps of \"%s\": max_share %g must be in [0, 1]", holder,
+                        c->max_share);
+    if (c->max_rpm < 0 || c->max_rpm > SL_TOKENS_MAX || c->max_concurrent < 0 ||
+        c->max_concurrent > SL_TOKENS_MAX)
+        return sl__fail(e, SL_EINVAL, "caps of \"%s\": max_rpm %lld and max_concurrent %lld "
+                        "must be between 0 and 2^53", holder, (long long)c->max_rpm,
+                        (long long)c->max_concurrent);
+    if (!(c->budget_usd_per_hour >= 0 && isfinite(c->budget_usd_per_hour)) ||
+        !(c->budget_usd_per_day >= 0 && isfinite(c->budget_usd_per_day)))
+        return sl__fail(e, SL_EINVAL, "caps of \"%s\": budgets (%g per hour, %g per day) must "
+                        "be finite and >= 0", holder, c->budget_usd_per_hour,
+                        c->budget_usd_per_day);
+    sl__holder_t *h = holder_find(e, is_team ? 't' : 'a', holder);
+    if (!h) {
+        if (caps_empty(c)) return SL_OK;
+        if (sl__strmap_reserve(&e->holders, 1) != 0) goto nomem;
+        h = calloc(1, sizeof *h);
+        if (!h) goto nomem;
+        h->key = malloc(strlen(holder) + 3);
+        if (!h->key) {
+            free(h);
+            goto nomem;
+        }
+        sprintf(h->key, "%c:%s", is_team ? 't' : 'a', holder);
+        h->name = h->key + 2;
+        h->team = is_team;
+        h->budget_hour_usd = c->budget_usd_per_hour;
+        h->budget_day_usd = c->budget_usd_per_day;
+        h->budget_last = e->now;
+        sl__strmap_put(&e->holders, h->key, h);
+    }
+    h->caps = *c;
+    if (h->budget_hour_usd > c->budget_usd_per_hour) h->budget_hour_usd = c->budget_usd_per_hour;
+    if (h->budget_day_usd > c->budget_usd_per_day) h->budget_day_usd = c->budget_usd_per_day;
+    return SL_OK;
+nomem:
+    return sl__fail(e, SL_ENOMEM, "out of memory setting caps of \"%s\"", holder);
+}
+
+int sl_engine_set_agent_team(sl_engine_t *e, const char *agent, const char *team)
+{
+    if (!agent || !sl__valid_name(agent, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "agent \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]",
+                        agent ? agent : "(null)");
+    if (team && !sl__valid_name(team, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "team \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]", team);
+    char *copy = NULL;
+    if (team) {
+        copy = malloc(strlen(team) + 1);
+        if (!copy) return sl__fail(e, SL_ENOMEM, "out of memory");
+        memcpy(copy, team, strlen(team) + 1);
+    }
+    sl__agent_t *a = sl__agent_get(e, agent, true);
+    if (!a) {
+        free(copy);
+        return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", agent);
+    }
+    free(a->team);
+    a->team = copy;
+    return SL_OK;
+}
+
+void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_name,
+                      sl__capref_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (e->holders.len == 0) return;
+    out->h[0] = holder_find(e, 'a', agent_name);
+    if (!out->h[0]) out->h[0] = holder_find(e, 'a', "*");
+    if (a && a->team) out->h[1] = holder_find(e, 't', a->team);
+}
+
+double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens)
+{
+    return (double)in_tokens * p->cfg.price_input_per_mtok / 1e6 +
+           (double)out_tokens * p->cfg.price_output_per_mtok / 1e6;
+}
+
+/* The capacity of a holder's cap on bucket b in pool p (0 = no cap). */
+static double cap_capacity(const sl__pool_t *p, const sl_caps_t *c, int b)
+{
+    if (b == SL_BUCKET_REQUESTS) return (double)c->max_rpm;
+    if (c->max_share > 0 && p->limit[b] > 0) return (double)p->limit[b] * c->max_share;
+    return 0;
+}
+
+static double level_now(const sl__pool_t *p, const sl__holder_t *h, const sl__capstate_t *st,
+                        int b, double now)
+{
+    double cap = cap_capacity(p, &h->caps, b);
+    if (!st) return cap; /* never used in this pool: full */
+    double level = st->level[b] + cap / 60.0 * (now - st->last);
+    return level > cap ? cap : level;
+}
+
+static void budget_now(const sl__holder_t *h, double now, double *hour, double *day)
+{
+    double dt = now - h->budget_last;
+    if (dt < 0) dt = 0;
+    *hour = h->budget_hour_usd + h->caps.budget_usd_per_hour / 3600.0 * dt;
+    if (*hour > h->caps.budget_usd_per_hour) *hour = h->caps.budget_usd_per_hour;
+    *day = h->budget_day_usd + h->caps.budget_usd_per_day / 86400.0 * dt;
+    if (*day > h->caps.budget_usd_per_day) *day = h->caps.budget_usd_per_day;
+}
+
+int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
+                   const sl__need_t *need, double now, const char **reason,
+                   double *retry_after_s)
+{
+    double cost = sl__caps_cost_usd(p, need->n[SL_BUCKET_INPUT], need->n[SL_BUCKET_OUTPUT]);
+    double wait_s = 0;
+    const char *why = NULL;
+    for (int i = 0; i < 2; i++) {
+        const sl__holder_t *h = c->h[i];
+        if (!h) continue;
+        const sl__capstate_t *st = sl__strmap_get(&p->capstates, h->key);
+        const char *cap_reason = h->team ? REASON_TEAM : REASON_AGENT;
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+            double cap = cap_capacity(p, &h->caps, b);
+            if (cap <= 0) continue;
+            if ((double)need->n[b] > cap)
+                return sl__fail(e, SL_ECAPACITY, "%s %lld can never pass the %s of %s \"%s\": "
+                                "%.0f per minute", sl_bucket_name((sl_bucket_t)b),
+                                (long long)need->n[b], cap_reason, h->team ? "team" : "agent",
+                                h->name, cap);
+            double level = level_now(p, h, st, b, now);
+            if (level < (double)need->n[b]) {
+                double t = ((double)need->n[b] - level) / (cap / 60.0);
+                if (t > wait_s) wait_s = t, why = cap_reason;
+            }
+        }
+        if (h->caps.max_concurrent > 0 && st && st->in_flight >= h->caps.max_concurrent) {
+            /* A slot frees at a settle; the holder's earliest expiry bounds it. */
+            double t = p->cfg.lease_ttl_s;
+            for (size_t k = 0; k < p->lease_heap.len; k++) {
+                const sl__lease_t *l =
+                    sl__container_of(p->lease_heap.items[k], sl__lease_t, expiry);
+                if ((l->caps.h[0] == h || l->caps.h[1] == h) && l->expiry.at - now < t)
+                    t = l->expiry.at - now;
+            }
+            if (t < 0) t = 0;
+            if (t >= wait_s) wait_s = t, why = cap_reason;
+        }
+        if (cost > 0 && (h->caps.budget_usd_per_hour > 0 || h->caps.budget_usd_per_day > 0)) {
+            double hour, day;
+            budget_now(h, now, &hour, &day);
+            if ((h->caps.budget_usd_per_hour > 0 && cost > h->caps.budget_usd_per_hour) ||
+                (h->caps.budget_usd_per_day > 0 && cost > h->caps.budget_usd_per_day))
+                return sl__fail(e, SL_ECAPACITY, "a call costing $%.4f can never pass the "
+                                "budget of %s \"%s\"", cost, h->team ? "team" : "agent",
+                                h->name);
+            if (h->caps.budget_usd_per_hour > 0 && hour < cost) {
+                double t = (cost - hour) / (h->caps.budget_usd_per_hour / 3600.0);
+                if (t >= wait_s) wait_s = t, why = REASON_BUDGET;
+            }
+            if (h->caps.budget_usd_per_day > 0 && day < cost) {
+                double t = (cost - day) / (h->caps.budget_usd_per_day / 86400.0);
+                if (t >= wait_s) wait_s = t, why = REASON_BUDGET;
+            }
+        }
+    }
+    if (!why) return 0;
+    *reason = why;
+    *retry_after_s = wait_s;
+    return 1;
+}
+
+static sl__capstate_t *capstate_get(sl__pool_t *p, const sl__holder_t *h, double now)
+{
+    sl__capstate_t *st = sl__strmap_get(&p->capstates, h->key);
+    if (st) return st;
+    if (sl__strmap_reserve(&p->capstates, 1) != 0) return NULL;
+    st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->key = malloc(strlen(h->key) + 1);
+    if (!st->key) {
+        free(st);
+        return NULL;
+    }
+    memcpy(st->key, h->key, strlen(h->key) + 1);
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) st->level[b] = cap_capacity(p, &h->caps, b);
+    st->last = now;
+    sl__strmap_put(&p->capstates, st->key, st);
+    return st;
+}
+
+int sl__caps_reserve(sl__pool_t *p, sl__capref_t *c)
+{
+    for (int i = 0; i < 2; i++) {
+        if (!c->h[i]) continue;
+        c->st[i] = capstate_get(p, c->h[i], p->last_refill);
+        if (!c->st[i]) return SL_ENOMEM;
+    }
+    return SL_OK;
+}
+
+static void refill_state(const sl__pool_t *p, const sl__holder_t *h, sl__capstate_t *st,
+                         double now)
+{
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) st->level[b] = level_now(p, h, st, b, now);
+    if (now > st->last) st->last = now;
+}
+
+static void refill_budget(sl__holder_t *h, double now)
+{
+    double hour, day;
+    budget_now(h, now, &hour, &day);
+    h->budget_hour_usd = hour;
+    h->budget_day_usd = day;
+    if (now > h->budget_last) h->budget_last = now;
+}
+
+void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, double now)
+{
+    c->cost_usd = sl__caps_cost_usd(p, need->n[SL_BUCKET_INPUT], need->n[SL_BUCKET_OUTPUT]);
+    for (int i = 0; i < 2; i++) {
+        sl__holder_t *h = c->h[i];
+        if (!h || !c->st[i]) continue;
+        refill_state(p, h, c->st[i], now);
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            if (cap_capacity(p, &h->caps, b) > 0) c->st[i]->level[b] -= (double)need->n[b];
+        c->st[i]->in_flight++;
+        refill_budget(h, now);
+        h->budget_hour_usd -= c->cost_usd;
+        h->budget_day_usd -= c->cost_usd;
+    }
+}
+
+void sl__caps_give(sl__pool_t *p, sl__capref_t *c, const int64_t delta[SL_BUCKET_COUNT],
+                   double delta_usd, double now)
+{
+    for (int i = 0; i < 2; i++) {
+        sl__holder_t *h = c->h[i];
+        if (!h || !c->st[i]) continue;
+        refill_state(p, h, c->st[i], now);
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+            double cap = cap_capacity(p, &h->caps, b);
+            if (cap <= 0) continue;
+            double level = c->st[i]->level[b] + (double)delta[b];
+            c->st[i]->level[b] = level > cap ? cap : level;
+        }
+        refill_budget(h, now);
+        h->budget_hour_usd += delta_usd;
+        if (h->budget_hour_usd > h->caps.budget_usd_per_hour)
+            h->budget_hour_usd = h->caps.budget_usd_per_hour;
+        h->budget_day_usd += delta_usd;
+        if (h->budget_day_usd > h->caps.budget_usd_per_day)
+            h->budget_day_usd = h->caps.budget_usd_per_day;
+    }
+}
+
+void sl__caps_end(sl__capref_t *c)
+{
+    for (int i = 0; i < 2; i++)
+        if (c->st[i]) c->st[i]->in_flight--;
+}
+
+void sl__caps_free_engine(sl_engine_t *e)
+{
+    for (size_t i = 0; i < e->holders.cap; i++) {
+        if (!e->holders.slots[i].hash) continue;
+        sl__holder_t *h = e->holders.slots[i].val;
+        free(h->key);
+        free(h);
+    }
+    sl__strmap_free(&e->holders);
+}
+
+void sl__caps_free_pool(sl__pool_t *p)
+{
+    for (size_t i = 0; i < p->capstates.cap; i++) {
+        if (!p->capstates.slots[i].hash) continue;
+        sl__capstate_t *st = p->capstates.slots[i].val;
+        free(st->key);
+        free(st);
+    }
+    sl__strmap_free(&p->capstates);
+}

@@ -1,0 +1,148 @@
+/* test_caps.c - caps per agent and per team: share, rpm, concurrency, budget. */
+#include "engine_harness.h"
+
+static sl_decision_t ask(sl_engine_t *e, const char *agent, int64_t in, int64_t out, double now)
+{
+    sl_request_t r = harness_req(agent, in, out);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
+    harness_check(e);
+    return d;
+}
+
+static void test_agent_rpm_cap_rejects_with_the_time_it_allows(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 100000, 1000);
+    sl_caps_t caps = {.max_rpm = 2};
+    assert_int_equal(sl_engine_set_caps(e, "chatty", false, &caps), SL_OK);
+    assert_int_equal(ask(e, "chatty", 10, 10, T0).status, SL_GRANTED);
+    assert_int_equal(ask(e, "chatty", 10, 10, T0).status, SL_GRANTED);
+    sl_decision_t d = ask(e, "chatty", 10, 10, T0);
+    assert_int_equal(d.status, SL_REJECTED);
+    assert_string_equal(d.reason, "agent_cap");
+    assert_true(fabs(d.retry_after_s - 30) < 1e-6); /* 2 per minute: one every 30 s */
+    assert_int_equal(ask(e, "quiet", 10, 10, T0).status, SL_GRANTED); /* others unaffected */
+    assert_int_equal(ask(e, "chatty", 10, 10, T0 + 30).status, SL_GRANTED);
+    sl_engine_free(e);
+}
+
+static void test_share_cap_is_refunded_by_settle(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 100000, 1000);
+    sl_caps_t caps = {.max_share = 0.1}; /* 10,000 input tokens per minute */
+    assert_int_equal(sl_engine_set_caps(e, "*", false, &caps), SL_OK);
+    sl_decision_t d = ask(e, "a", 6000, 10, T0);
+    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t r = ask(e, "a", 6000, 10, T0);
+    assert_int_equal(r.status, SL_REJECTED);
+    assert_string_equal(r.reason, "agent_cap");
+    assert_true(fabs(r.retry_after_s - 12) < 1e-6); /* 2,000 short at 10,000/60 per s */
+    sl_settle_t s = harness_settle(1000, 10); /* used far less: 5,000 back */
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_OK);
+    assert_int_equal(ask(e, "a", 6000, 10, T0).status, SL_GRANTED);
+    /* A need above the cap can never pass. */
+    sl_request_t big = harness_req("a", 10001, 10);
+    assert_int_equal(sl_engine_request(e, &big, T0, &d), SL_ECAPACITY);
+    assert_non_null(strstr(sl_engine_errmsg(e), "agent_cap"));
+    /* An agent's own caps replace "*". */
+    sl_caps_t own = {.max_share = 0.5};
+    assert_int_equal(sl_engine_set_caps(e, "b", false, &own), SL_OK);
+    assert_int_equal(ask(e, "b", 20000, 10, T0).status, SL_GRANTED);
+    sl_engine_free(e);
+}
+
+static void test_concurrency_cap_frees_at_settle(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 100000, 1000);
+    sl_caps_t caps = {.max_concurrent = 1};
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
+    sl_decision_t d = ask(e, "solo", 10, 10, T0);
+    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t r = ask(e, "solo", 10, 10, T0 + 1);
+    assert_int_equal(r.status, SL_REJECTED);
+    assert_true(r.retry_after_s <= 119 + 1e-6);
+    assert_int_equal(sl_engine_cancel(e, d.lease, T0 + 2), SL_OK);
+    assert_int_equal(ask(e, "solo", 10, 10, T0 + 2).status, SL_GRANTED);
+    sl_engine_free(e);
+}
+
+static void test_team_cap_is_shared_by_its_agents(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 100000, 1000);
+    sl_caps_t caps = {.max_rpm = 3};
+    assert_int_equal(sl_engine_set_caps(e, "lint", true, &caps), SL_OK);
+    assert_int_equal(sl_engine_set_agent_team(e, "l1", "lint"), SL_OK);
+    assert_int_equal(sl_engine_set_agent_team(e, "l2", "lint"), SL_OK);
+    assert_int_equal(ask(e, "l1", 10, 10, T0).status, SL_GRANTED);
+    assert_int_equal(ask(e, "l2", 10, 10, T0).status, SL_GRANTED);
+    assert_int_equal(ask(e, "l1", 10, 10, T0).status, SL_GRANTED);
+    sl_decision_t d = ask(e, "l2", 10, 10, T0);
+    assert_int_equal(d.status, SL_REJECTED);
+    assert_string_equal(d.reason, "team_cap");
+    assert_int_equal(ask(e, "outsider", 10, 10, T0).status, SL_GRANTED);
+    assert_int_equal(sl_engine_set_agent_team(e, "l2", NULL), SL_OK);
+    assert_int_equal(ask(e, "l2", 10, 10, T0).status, SL_GRANTED);
+    sl_engine_free(e);
+}
+
+static void test_budget_is_priced_and_refilled(void **state)
+{
+    (void)state;
+    sl_engine_t *e = sl_engine_new(NULL);
+    sl_pool_config_t cfg;
+    sl_pool_config_init(&cfg);
+    cfg.input_tpm = 1000000;
+    cfg.price_input_per_mtok = 3;   /* $3 per million input tokens */
+    cfg.price_output_per_mtok = 15; /* $15 per million output tokens */
+    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_caps_t caps = {.budget_usd_per_hour = 0.01};
+    assert_int_equal(sl_engine_set_caps(e, "spender", false, &caps), SL_OK);
+    sl_decision_t d = ask(e, "spender", 2000, 100, T0); /* $0.0075 */
+    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t r = ask(e, "spender", 2000, 100, T0);
+    assert_int_equal(r.status, SL_REJECTED);
+    assert_string_equal(r.reason, "budget_exhausted");
+    /* $0.005 short at $0.01 per hour: 1,800 s. */
+    assert_true(fabs(r.retry_after_s - 1800) < 1e-3);
+    sl_settle_t s = harness_settle(500, 0); /* really cost $0.0015: $0.006 back */
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_OK);
+    assert_int_equal(ask(e, "spender", 2000, 100, T0).status, SL_GRANTED);
+    sl_request_t huge = harness_req("spender", 900000, 0); /* $2.70 > the whole budget */
+    assert_int_equal(sl_engine_request(e, &huge, T0, &d), SL_ECAPACITY);
+    sl_engine_free(e);
+}
+
+static void test_bad_caps_are_refused(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000, 1000, 10);
+    sl_caps_t caps = {.max_share = 1.5};
+    assert_int_equal(sl_engine_set_caps(e, "a", false, &caps), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "max_share 1.5"));
+    caps = (sl_caps_t){.max_rpm = -1};
+    assert_int_equal(sl_engine_set_caps(e, "a", false, &caps), SL_EINVAL);
+    caps = (sl_caps_t){.budget_usd_per_day = NAN};
+    assert_int_equal(sl_engine_set_caps(e, "a", false, &caps), SL_EINVAL);
+    caps = (sl_caps_t){.max_rpm = 1};
+    assert_int_equal(sl_engine_set_caps(e, "bad name", false, &caps), SL_EINVAL);
+    assert_int_equal(sl_engine_set_caps(e, "*", true, &caps), SL_EINVAL);
+    assert_int_equal(sl_engine_set_agent_team(e, "a", "bad team"), SL_EINVAL);
+    sl_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_agent_rpm_cap_rejects_with_the_time_it_allows),
+        cmocka_unit_test(test_share_cap_is_refunded_by_settle),
+        cmocka_unit_test(test_concurrency_cap_frees_at_settle),
+        cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
+        cmocka_unit_test(test_budget_is_priced_and_refilled),
+        cmocka_unit_test(test_bad_caps_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
