@@ -16,6 +16,13 @@ PKGS=(
   libssl-dev             # SHA-256 (checkpoints)
   clang                  # fuzz targets (libFuzzer)
   curl                   # process-level tests
+  python3                # process-level tests (standard library only)
+  prometheus             # promtool check metrics, and a real scrape in a test
+  gnuplot-nox            # sluice sim: the 429s-over-time picture
+  redis-server           # the redis backend's tests (started by the tests themselves)
+  libhiredis-dev         # the redis backend
+  wrk                    # make bench: HTTP load generator
+  nginx-light            # make bench: the reference server sluiced is compared with
 )
 
 missing=()

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# http.sh - lease-then-settle round trips per second through sluiced, against nginx answering a
+# fixed JSON body, both pinned to one core, measured with wrk over keep-alive connections.
+# Prints requests/s and p50/p99 latency of each and the ratio. Goal: sluiced >= 0.5x nginx,
+# p99 < 2 ms at 50 connections.
+#
+# usage: bench/http.sh [BUILD_DIR]   (env: BENCH_SECONDS=10, BENCH_CONNECTIONS=50)
+# needs: wrk, nginx, taskset (Debian: wrk nginx-light util-linux)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+SECONDS_RUN=${BENCH_SECONDS:-10}
+CONNS=${BENCH_CONNECTIONS:-50}
+SLUICED=$BUILD/src/server/sluiced
+for tool in wrk nginx taskset; do
+  command -v "$tool" >/dev/null || { echo "http.sh: $tool is not installed" >&2; exit 1; }
+done
+[ -x "$SLUICED" ] || { echo "http.sh: build sluiced first ($SLUICED)" >&2; exit 1; }
+
+SERVER_CPU=0
+CLIENT_CPU=$(( $(nproc) > 1 ? 1 : 0 ))
+TMP=$(mktemp -d /tmp/sluice-bench-http.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() { # port
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "http.sh: nothing listening on port $1" >&2
+  exit 1
+}
+
+# wrk output -> "rps p50_ms p99_ms"
+summarize() {
+  awk '
+    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    /Requests\/sec:/ { rps = $2 }
+    /^ +50%/ { p50 = ms($2) }
+    /^ +99%/ { p99 = ms($2) }
+    END { printf "%s %.3f %.3f\n", rps, p50, p99 }'
+}
+
+# sluiced: one pool with limits far above what one core can ask for.
+cat > "$TMP/sluice.yaml" <<YAML
+pools:
+  default:
+    input_tpm: 100000000000
+    output_tpm: 100000000000
+    rpm: 1000000000
+YAML
+SPORT=$(free_port)
+taskset -c $SERVER_CPU "$SLUICED" --config "$TMP/sluice.yaml" --listen "127.0.0.1:$SPORT" \
+  >"$TMP/sluiced.log" 2>&1 &
+PIDS+=($!)
+wait_port "$SPORT"
+
+# nginx: one worker answering the same size of JSON with `return 200`.
+NPORT=$(free_port)
+mkdir -p "$TMP/nginx/logs"
+cat > "$TMP/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/nginx/body;
+  proxy_temp_path $TMP/nginx/proxy;
+  fastcgi_temp_path $TMP/nginx/fastcgi;
+  uwsgi_temp_path $TMP/nginx/uwsgi;
+  scgi_temp_path $TMP/nginx/scgi;
+  server {
+    listen 127.0.0.1:$NPORT;
+    location / {
+      default_type application/json;
+      return 200 '{"status":"granted","lease":"l_1","pool":"default","expires_at":1796011572.74005,"ttl":120.0,"weight":1.0,"charged":{"input_tokens":100,"output_tokens":10,"requests":1},"waited":0.0}\n';
+    }
+  }
+}
+NGINX
+taskset -c $SERVER_CPU nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" &
+PIDS+=($!)
+wait_port "$NPORT"
+
+echo "== wrk: $CONNS connections, ${SECONDS_RUN}s each; servers on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU"
+taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d1s -s bench/http_lease.lua "http://127.0.0.1:$SPORT" >/dev/null
+read -r s_rps s_p50 s_p99 < <(taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d"${SECONDS_RUN}s" --latency \
+  -s bench/http_lease.lua "http://127.0.0.1:$SPORT" | tee "$TMP/wrk-sluiced.txt" | summarize)
+read -r n_rps n_p50 n_p99 < <(taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d"${SECONDS_RUN}s" --latency \
+  -s bench/http_lease.lua "http://127.0.0.1:$NPORT" | tee "$TMP/wrk-nginx.txt" | summarize)
+errors=$(grep -E "Non-2xx|Socket errors" "$TMP/wrk-sluiced.txt" || true)
+
+printf "%-32s %12s %10s %10s\n" "server" "requests/s" "p50 ms" "p99 ms"
+printf "%-32s %12.0f %10.3f %10.3f\n" "sluiced (lease, settle alternating)" "$s_rps" "$s_p50" "$s_p99"
+printf "%-32s %12.0f %10.3f %10.3f\n" "nginx (return 200, fixed JSON)" "$n_rps" "$n_p50" "$n_p99"
+awk -v s="$s_rps" -v n="$n_rps" 'BEGIN { printf "ratio sluiced/nginx: %.2f (goal >= 0.50); lease-then-settle round trips/s: %.0f\n", s/n, s/2 }'
+[ -n "$errors" ] && echo "sluiced wrk reported: $errors"
+curl -s "http://127.0.0.1:$SPORT/metrics" | grep -E '^sluice_(leases_total|settles_total)\{.*(granted|settled)' || true

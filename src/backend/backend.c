@@ -1,0 +1,151 @@
+/* backend.c - dispatch of the backend interface, and settings validation shared by all backends. */
+#include "backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void sl_backend_free(sl_backend_t *b)
+{
+    if (b) b->ops->free(b);
+}
+
+void sl_backend_set_event_cb(sl_backend_t *b, sl_backend_event_cb cb, void *ud)
+{
+    b->event_cb = cb;
+    b->event_ud = ud;
+}
+
+double sl_backend_now(sl_backend_t *b)
+{
+    return b->ops->now(b);
+}
+
+void sl_backend_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backend_done_cb cb,
+                          void *ud)
+{
+    b->ops->configure(b, s, cb, ud);
+}
+
+void sl_backend_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decision_cb cb,
+                        void *ud)
+{
+    b->ops->request(b, req, cb, ud);
+}
+
+void sl_backend_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud)
+{
+    b->ops->ticket_poll(b, ticket, cb, ud);
+}
+
+void sl_backend_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_done_cb cb,
+                            void *ud)
+{
+    b->ops->ticket_hold(b, ticket, held, cb, ud);
+}
+
+void sl_backend_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
+{
+    b->ops->ticket_cancel(b, ticket, cb, ud);
+}
+
+void sl_backend_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
+                       sl_backend_settle_cb cb, void *ud)
+{
+    b->ops->settle(b, lease, s, cb, ud);
+}
+
+void sl_backend_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
+{
+    b->ops->cancel(b, lease, cb, ud);
+}
+
+void sl_backend_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_done_cb cb,
+                       void *ud)
+{
+    b->ops->extend(b, lease, ttl_s, cb, ud);
+}
+
+void sl_backend_task_put(sl_backend_t *b, const char *id, const char *role,
+                         const char *const *depends_on, size_t n_depends, sl_task_state_t state,
+                         sl_backend_done_cb cb, void *ud)
+{
+    b->ops->task_put(b, id, role, depends_on, n_depends, state, cb, ud);
+}
+
+void sl_backend_task_delete(sl_backend_t *b, const char *id, sl_backend_done_cb cb, void *ud)
+{
+    b->ops->task_delete(b, id, cb, ud);
+}
+
+void sl_backend_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud)
+{
+    b->ops->tasks(b, cb, ud);
+}
+
+void sl_backend_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud)
+{
+    b->ops->pools(b, pool, cb, ud);
+}
+
+void sl_backend_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud)
+{
+    b->ops->agents(b, cb, ud);
+}
+
+void sl_backend_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud)
+{
+    b->ops->ping(b, cb, ud);
+}
+
+int sl_backend_settings_validate(const sl_backend_settings_t *s, long *bad_pool, char *err,
+                                 size_t errlen)
+{
+    int rc = SL_OK;
+    sl_engine_t *e = sl_engine_new(NULL);
+    *bad_pool = -1;
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    for (size_t i = 0; i < s->n_roles; i++) {
+        rc = sl_engine_set_role(e, s->roles[i].name, s->roles[i].value);
+        if (rc != SL_OK) {
+            snprintf(err, errlen, "roles.%s: %s", s->roles[i].name, sl_engine_errmsg(e));
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < s->n_priorities; i++) {
+        rc = sl_engine_set_priority(e, s->priorities[i].name, s->priorities[i].value);
+        if (rc != SL_OK) {
+            snprintf(err, errlen, "priorities.%s: %s", s->priorities[i].name, sl_engine_errmsg(e));
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < s->n_pools; i++) {
+        rc = sl_engine_configure_pool(e, s->pools[i].name, &s->pools[i].config, 1.0);
+        if (rc != SL_OK) {
+            snprintf(err, errlen, "pools.%s: %s", s->pools[i].name, sl_engine_errmsg(e));
+            *bad_pool = (long)i;
+            goto done;
+        }
+    }
+done:
+    sl_engine_free(e);
+    return rc;
+}
+
+void sl_backend_settings_clear(sl_backend_settings_t *s)
+{
+    for (size_t i = 0; i < s->n_pools; i++)
+        free(s->pools[i].name);
+    for (size_t i = 0; i < s->n_roles; i++)
+        free(s->roles[i].name);
+    for (size_t i = 0; i < s->n_priorities; i++)
+        free(s->priorities[i].name);
+    free(s->pools);
+    free(s->roles);
+    free(s->priorities);
+    s->pools = NULL;
+    s->roles = s->priorities = NULL;
+    s->n_pools = s->n_roles = s->n_priorities = 0;
+}

@@ -1,0 +1,147 @@
+/* backend.h - the asynchronous interface between sluiced's handlers and whatever decides.
+ *
+ * A backend owns the quota state (the engine in-process for `memory`, a Redis Functions
+ * library for a later `redis`) and answers every operation through a completion
+ * callback. The memory backend calls it before the operation returns; a networked
+ * backend calls it later from the event loop. Handlers are written for both: they never
+ * assume the callback has run when the call returns.
+ *
+ * Things that happen on their own (a queued ticket granted, a lease reaped, a margin
+ * change, an alert) arrive through the event callback set with sl_backend_set_event_cb().
+ * Events are delivered from the event loop, never from inside an engine call, so an
+ * event handler may start further backend operations.
+ *
+ * Pointers passed to callbacks (decisions, messages, info arrays, events) are valid
+ * only during the callback. Strings passed in are borrowed for the call.
+ */
+#ifndef SL_BACKEND_H
+#define SL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sluice/engine.h>
+
+struct event_base;
+
+typedef struct sl_backend sl_backend_t;
+
+/* A named number: a role's base weight or a priority's factor. */
+typedef struct sl_named_factor {
+    char *name;
+    double value;
+} sl_named_factor_t;
+
+typedef struct sl_named_pool {
+    char *name;
+    sl_pool_config_t config;
+} sl_named_pool_t;
+
+/* What a backend is told to enforce: pools, roles, priorities (the config file's
+ * reloadable part). */
+typedef struct sl_backend_settings {
+    sl_named_pool_t *pools;
+    size_t n_pools;
+    sl_named_factor_t *roles;
+    size_t n_roles;
+    sl_named_factor_t *priorities;
+    size_t n_priorities;
+} sl_backend_settings_t;
+
+/* Completion callbacks. `rc` is SL_OK or a negative SL_E* code; on error `errmsg`
+ * names the field and value, and the other arguments are NULL/0. */
+typedef void (*sl_backend_decision_cb)(int rc, const sl_decision_t *d, const char *errmsg,
+                                       void *ud);
+typedef void (*sl_backend_settle_cb)(int rc, const sl_settle_result_t *r, const char *errmsg,
+                                     void *ud);
+/* `value`: extend gives the new expires_at; other operations 0. */
+typedef void (*sl_backend_done_cb)(int rc, double value, const char *errmsg, void *ud);
+typedef void (*sl_backend_pools_cb)(int rc, const sl_pool_info_t *pools, size_t n,
+                                    const char *errmsg, void *ud);
+typedef void (*sl_backend_agents_cb)(int rc, const sl_agent_info_t *agents, size_t n, void *ud);
+typedef void (*sl_backend_tasks_cb)(int rc, const sl_task_info_t *tasks, size_t n, void *ud);
+typedef void (*sl_backend_event_cb)(const sl_event_t *ev, void *ud);
+
+/* The operations a backend implements. Every one must call its callback exactly once. */
+typedef struct sl_backend_ops {
+    const char *name;
+    void (*free)(sl_backend_t *b);
+    double (*now)(sl_backend_t *b);
+    void (*configure)(sl_backend_t *b, const sl_backend_settings_t *s, sl_backend_done_cb cb,
+                      void *ud);
+    void (*request)(sl_backend_t *b, const sl_request_t *req, sl_backend_decision_cb cb, void *ud);
+    void (*ticket_poll)(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud);
+    void (*ticket_hold)(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_done_cb cb,
+                        void *ud);
+    void (*ticket_cancel)(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud);
+    void (*settle)(sl_backend_t *b, uint64_t lease, const sl_settle_t *s, sl_backend_settle_cb cb,
+                   void *ud);
+    void (*cancel)(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud);
+    void (*extend)(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_done_cb cb, void *ud);
+    void (*task_put)(sl_backend_t *b, const char *id, const char *role,
+                     const char *const *depends_on, size_t n_depends, sl_task_state_t state,
+                     sl_backend_done_cb cb, void *ud);
+    void (*task_delete)(sl_backend_t *b, const char *id, sl_backend_done_cb cb, void *ud);
+    void (*tasks)(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud);
+    /* `pool` NULL lists every pool; otherwise exactly that one (SL_ENOTFOUND if unknown). */
+    void (*pools)(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud);
+    void (*agents)(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
+    /* Answers SL_OK when the backend can take decisions (readiness). */
+    void (*ping)(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
+} sl_backend_ops_t;
+
+/* The common head of every backend; implementations embed it first. */
+struct sl_backend {
+    const sl_backend_ops_t *ops;
+    sl_backend_event_cb event_cb;
+    void *event_ud;
+};
+
+/* Creates the memory backend: the engine in-process, driven by one timer on `base`
+ * set to sl_engine_next_wakeup(). `cfg` may be NULL for the engine defaults. Returns
+ * NULL when out of memory. Free with sl_backend_free(). */
+sl_backend_t *sl_backend_memory_new(struct event_base *base, const sl_engine_config_t *cfg);
+
+/* Frees a backend; NULL is allowed. No callbacks run afterwards. */
+void sl_backend_free(sl_backend_t *b);
+
+/* Sets the receiver of engine events (NULL to stop). */
+void sl_backend_set_event_cb(sl_backend_t *b, sl_backend_event_cb cb, void *ud);
+
+/* The backend's clock: Unix seconds that never go backwards. */
+double sl_backend_now(sl_backend_t *b);
+
+/* Checks `s` against the engine's rules on a scratch engine, touching no backend.
+ * Returns SL_OK, or an error with a message in `err` and in `*bad_pool` the index of
+ * the pool at fault (or -1 when a role or priority is). */
+int sl_backend_settings_validate(const sl_backend_settings_t *s, long *bad_pool, char *err,
+                                 size_t errlen);
+
+/* Thin dispatchers to b->ops (see sl_backend_ops_t). */
+void sl_backend_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backend_done_cb cb,
+                          void *ud);
+void sl_backend_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decision_cb cb,
+                        void *ud);
+void sl_backend_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud);
+void sl_backend_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_done_cb cb,
+                            void *ud);
+void sl_backend_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud);
+void sl_backend_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
+                       sl_backend_settle_cb cb, void *ud);
+void sl_backend_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud);
+void sl_backend_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_done_cb cb,
+                       void *ud);
+void sl_backend_task_put(sl_backend_t *b, const char *id, const char *role,
+                         const char *const *depends_on, size_t n_depends, sl_task_state_t state,
+                         sl_backend_done_cb cb, void *ud);
+void sl_backend_task_delete(sl_backend_t *b, const char *id, sl_backend_done_cb cb, void *ud);
+void sl_backend_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud);
+void sl_backend_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud);
+void sl_backend_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
+void sl_backend_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
+
+/* Frees the strings and arrays inside `s` (not `s` itself). */
+void sl_backend_settings_clear(sl_backend_settings_t *s);
+
+#endif /* SL_BACKEND_H */

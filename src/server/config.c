@@ -1,0 +1,550 @@
+/* config.c - loads sluiced's YAML configuration (libyaml document API) with line-exact errors.
+ *
+ * The file is parsed into a libyaml document and walked; every node carries its line,
+ * so every error names the key path and the line ("pools.default.rpm"). Unknown keys
+ * are errors: a typo in a limit must not silently leave the pool unlimited.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+typedef struct parse {
+    yaml_document_t *doc;
+    const char *path;
+    char *err;
+    size_t errlen;
+} parse_t;
+
+static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt,
+                const char *value)
+{
+    char msg[384];
+    snprintf(msg, sizeof(msg), fmt, value ? value : "");
+    snprintf(p->err, p->errlen, "%s:%lu: %s: %s", p->path,
+             n ? (unsigned long)n->start_mark.line + 1 : 0UL, key, msg);
+    return -1;
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static yaml_node_t *node(parse_t *p, int index)
+{
+    return yaml_document_get_node(p->doc, index);
+}
+
+static int want_scalar(parse_t *p, const yaml_node_t *n, const char *key, const char **out)
+{
+    *out = scalar(n);
+    if (!*out) return fail(p, n, key, "expected a single value, not a list or a mapping%s", "");
+    return 0;
+}
+
+static int get_string(parse_t *p, const yaml_node_t *n, const char *key, char **out)
+{
+    const char *s;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    char *copy = strdup(s);
+    if (!copy) return fail(p, n, key, "out of memory%s", "");
+    free(*out);
+    *out = copy;
+    return 0;
+}
+
+static int get_i64(parse_t *p, const yaml_node_t *n, const char *key, int64_t *out)
+{
+    const char *s;
+    char *end;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > SL_TOKENS_MAX)
+        return fail(p, n, key, "'%s' is not an integer between 0 and 2^53", s);
+    *out = v;
+    return 0;
+}
+
+static int get_double(parse_t *p, const yaml_node_t *n, const char *key, double *out)
+{
+    const char *s;
+    char *end;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0)
+        return fail(p, n, key, "'%s' is not a non-negative number", s);
+    *out = v;
+    return 0;
+}
+
+static int get_bool(parse_t *p, const yaml_node_t *n, const char *key, bool *out)
+{
+    const char *s;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))
+        *out = true;
+    else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))
+        *out = false;
+    else
+        return fail(p, n, key, "'%s' is not true or false", s);
+    return 0;
+}
+
+static int want_mapping(parse_t *p, const yaml_node_t *n, const char *key)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return fail(p, n, key, "expected a mapping of keys to values%s", "");
+    return 0;
+}
+
+/* Pool keys are exactly sl_pool_config_t's fields. */
+enum field_type { F_I64, F_DOUBLE, F_BOOL, F_INT };
+static const struct pool_field {
+    const char *name;
+    enum field_type type;
+    size_t offset;
+} pool_fields[] = {
+#define PF(name, type)                                                                             \
+    {                                                                                              \
+#name, type, offsetof(sl_pool_config_t, name)                                              \
+    }
+    PF(input_tpm, F_I64),
+    PF(output_tpm, F_I64),
+    PF(rpm, F_I64),
+    PF(tokens_tpm, F_I64),
+    PF(concurrency, F_I64),
+    PF(margin_start, F_DOUBLE),
+    PF(margin_floor, F_DOUBLE),
+    PF(margin_step_down, F_DOUBLE),
+    PF(margin_step_up, F_DOUBLE),
+    PF(recover_every_s, F_DOUBLE),
+    PF(margin_floor_alert_s, F_DOUBLE),
+    PF(lease_ttl_s, F_DOUBLE),
+    PF(max_lease_ttl_s, F_DOUBLE),
+    PF(max_queue_wait_s, F_DOUBLE),
+    PF(cache_ttl_s, F_DOUBLE),
+    PF(cache_reads_count, F_BOOL),
+    PF(cache_bump_min_tokens, F_I64),
+    PF(cache_bump, F_DOUBLE),
+    PF(estimate_error_alert, F_DOUBLE),
+    PF(estimate_error_window, F_INT),
+    PF(claim_timeout_s, F_DOUBLE),
+    PF(ticket_idle_s, F_DOUBLE),
+#undef PF
+};
+
+static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg)
+{
+    char key[320];
+    snprintf(key, sizeof(key), "pools.%s", name);
+    if (want_mapping(p, map, key) < 0) return -1;
+    sl_pool_config_init(cfg);
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        const struct pool_field *f = NULL;
+        for (size_t i = 0; kname && i < sizeof(pool_fields) / sizeof(pool_fields[0]); i++)
+            if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
+        snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
+        if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
+        char *dst = (char *)cfg + f->offset;
+        int64_t i64;
+        int rc = 0;
+        switch (f->type) {
+        case F_I64:
+            rc = get_i64(p, v, key, (int64_t *)(void *)dst);
+            break;
+        case F_DOUBLE:
+            rc = get_double(p, v, key, (double *)(void *)dst);
+            break;
+        case F_BOOL:
+            rc = get_bool(p, v, key, (bool *)(void *)dst);
+            break;
+        case F_INT:
+            rc = get_i64(p, v, key, &i64);
+            if (rc == 0 && i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
+            if (rc == 0) *(int *)(void *)dst = (int)i64;
+            break;
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "pools") < 0) return -1;
+    size_t n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+    if (n == 0) return fail(p, map, "pools", "at least one pool is needed%s", "");
+    /* The file's pools replace the built-in default pool. */
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        free(c->settings.pools[i].name);
+    free(c->settings.pools);
+    free(c->pool_lines);
+    c->settings.n_pools = 0;
+    c->settings.pools = calloc(n, sizeof(*c->settings.pools));
+    c->pool_lines = calloc(n, sizeof(*c->pool_lines));
+    if (!c->settings.pools || !c->pool_lines) return fail(p, map, "pools", "out of memory%s", "");
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key);
+        const char *name = scalar(k);
+        if (!name || !*name || strlen(name) > 128)
+            return fail(p, k, "pools", "a pool name must be 1-128 characters%s", "");
+        for (size_t i = 0; i < c->settings.n_pools; i++)
+            if (!strcmp(c->settings.pools[i].name, name))
+                return fail(p, k, "pools", "pool '%s' is defined twice", name);
+        sl_named_pool_t *np = &c->settings.pools[c->settings.n_pools];
+        if (parse_pool(p, name, node(p, pr->value), &np->config) < 0) return -1;
+        np->name = strdup(name);
+        if (!np->name) return fail(p, k, "pools", "out of memory%s", "");
+        c->pool_lines[c->settings.n_pools] = (int)k->start_mark.line + 1;
+        c->settings.n_pools++;
+    }
+    return 0;
+}
+
+/* roles: {name: weight} and priorities: {name: factor}. */
+static int parse_factors(parse_t *p, yaml_node_t *map, const char *what, sl_named_factor_t **out,
+                         size_t *n_out)
+{
+    if (want_mapping(p, map, what) < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key);
+        const char *name = scalar(k);
+        char key[320];
+        snprintf(key, sizeof(key), "%s.%s", what, name ? name : "?");
+        if (!name || !*name || strlen(name) > 64)
+            return fail(p, k, what, "a name must be 1-64 characters%s", "");
+        double value;
+        if (get_double(p, node(p, pr->value), key, &value) < 0) return -1;
+        if (!(value > 0))
+            return fail(p, node(p, pr->value), key, "'%s' must be above 0",
+                        scalar(node(p, pr->value)));
+        size_t i;
+        for (i = 0; i < *n_out; i++)
+            if (!strcmp((*out)[i].name, name)) break;
+        if (i == *n_out) {
+            sl_named_factor_t *grown = realloc(*out, (*n_out + 1) * sizeof(**out));
+            if (!grown) return fail(p, k, key, "out of memory%s", "");
+            *out = grown;
+            grown[i].name = strdup(name);
+            if (!grown[i].name) return fail(p, k, key, "out of memory%s", "");
+            (*n_out)++;
+        }
+        (*out)[i].value = value;
+    }
+    return 0;
+}
+
+static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
+                             size_t *n_out)
+{
+    if (!seq || seq->type != YAML_SEQUENCE_NODE) return fail(p, seq, key, "expected a list%s", "");
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    *out = calloc(n ? n : 1, sizeof(char *));
+    if (!*out) return fail(p, seq, key, "out of memory%s", "");
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        char *s = NULL;
+        if (get_string(p, node(p, *it), key, &s) < 0) return -1;
+        (*out)[(*n_out)++] = s;
+    }
+    return 0;
+}
+
+static int parse_token(parse_t *p, yaml_node_t *map, sl_token_rule_t *t)
+{
+    if (want_mapping(p, map, "auth.tokens[]") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        int rc;
+        if (!kname)
+            rc = fail(p, k, "auth.tokens[]", "keys must be plain names%s", "");
+        else if (!strcmp(kname, "token"))
+            rc = get_string(p, v, "auth.tokens[].token", &t->token);
+        else if (!strcmp(kname, "agent"))
+            rc = get_string(p, v, "auth.tokens[].agent", &t->agent);
+        else if (!strcmp(kname, "agent_prefix"))
+            rc = get_string(p, v, "auth.tokens[].agent_prefix", &t->agent_prefix);
+        else if (!strcmp(kname, "roles"))
+            rc = parse_string_list(p, v, "auth.tokens[].roles", &t->roles, &t->n_roles);
+        else if (!strcmp(kname, "pools"))
+            rc = parse_string_list(p, v, "auth.tokens[].pools", &t->pools, &t->n_pools);
+        else
+            rc = fail(p, k, "auth.tokens[]", "unknown key '%s'", kname);
+        if (rc < 0) return -1;
+    }
+    if (!t->token || strlen(t->token) < 8)
+        return fail(p, map, "auth.tokens[].token",
+                    "every token needs a `token` of at least 8 characters%s", "");
+    if (!t->agent == !t->agent_prefix)
+        return fail(p, map, "auth.tokens[]", "give exactly one of `agent` or `agent_prefix`%s", "");
+    return 0;
+}
+
+static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "auth") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        if (kname && !strcmp(kname, "admin_token")) {
+            if (get_string(p, v, "auth.admin_token", &c->admin_token) < 0) return -1;
+            if (strlen(c->admin_token) < 8)
+                return fail(p, v, "auth.admin_token", "must be at least 8 characters%s", "");
+        } else if (kname && !strcmp(kname, "tokens")) {
+            if (!v || v->type != YAML_SEQUENCE_NODE)
+                return fail(p, v, "auth.tokens", "expected a list%s", "");
+            size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+            c->tokens = calloc(n ? n : 1, sizeof(*c->tokens));
+            if (!c->tokens) return fail(p, v, "auth.tokens", "out of memory%s", "");
+            for (yaml_node_item_t *it = v->data.sequence.items.start;
+                 it < v->data.sequence.items.top; it++) {
+                sl_token_rule_t *t = &c->tokens[c->n_tokens++];
+                if (parse_token(p, node(p, *it), t) < 0) return -1;
+                for (size_t j = 0; j + 1 < c->n_tokens; j++)
+                    if (!strcmp(c->tokens[j].token, t->token))
+                        return fail(p, node(p, *it), "auth.tokens[].token",
+                                    "the same token is listed twice%s", "");
+            }
+        } else {
+            return fail(p, k, "auth", "unknown key '%s'", kname ? kname : "?");
+        }
+    }
+    return 0;
+}
+
+static int parse_engine(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "engine") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        double *dst = NULL;
+        if (kname && !strcmp(kname, "tombstone_ttl_s"))
+            dst = &c->engine.tombstone_ttl_s;
+        else if (kname && !strcmp(kname, "idempotency_ttl_s"))
+            dst = &c->engine.idempotency_ttl_s;
+        else if (kname && !strcmp(kname, "weight_floor"))
+            dst = &c->engine.weight_floor;
+        else
+            return fail(p, k, "engine", "unknown key '%s'", kname ? kname : "?");
+        char key[96];
+        snprintf(key, sizeof(key), "engine.%s", kname);
+        if (get_double(p, v, key, dst) < 0) return -1;
+    }
+    return 0;
+}
+
+static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
+{
+    if (!root) return 0; /* an empty file: the defaults */
+    if (want_mapping(p, root, "(top level)") < 0) return -1;
+    for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, "(top level)", "keys must be plain names%s", "");
+        } else if (!strcmp(kname, "listen")) {
+            const char *s;
+            char err[256];
+            rc = want_scalar(p, v, "listen", &s);
+            if (rc == 0 && sl_config_set_listen(c, s, err, sizeof(err)) < 0)
+                rc = fail(p, v, "listen", "%s", err);
+        } else if (!strcmp(kname, "backend")) {
+            rc = get_string(p, v, "backend", &c->backend);
+            if (rc == 0 && strcmp(c->backend, "memory") != 0)
+                rc = fail(p, v, "backend", "unknown backend '%s' (this build has: memory)",
+                          c->backend);
+        } else if (!strcmp(kname, "body_limit_bytes")) {
+            int64_t n;
+            rc = get_i64(p, v, "body_limit_bytes", &n);
+            if (rc == 0 && (n < 1024 || n > 64 * 1024 * 1024))
+                rc = fail(p, v, "body_limit_bytes", "'%s' must be between 1024 and 67108864",
+                          scalar(v));
+            if (rc == 0) c->body_limit_bytes = (size_t)n;
+        } else if (!strcmp(kname, "max_wait_s")) {
+            rc = get_double(p, v, "max_wait_s", &c->max_wait_s);
+            if (rc == 0 && (c->max_wait_s < 1 || c->max_wait_s > 3600))
+                rc = fail(p, v, "max_wait_s", "'%s' must be between 1 and 3600", scalar(v));
+        } else if (!strcmp(kname, "event_log")) {
+            rc = get_string(p, v, "event_log", &c->event_log);
+            if (rc == 0 && !*c->event_log) {
+                free(c->event_log);
+                c->event_log = NULL;
+            }
+        } else if (!strcmp(kname, "engine")) {
+            rc = parse_engine(p, v, c);
+        } else if (!strcmp(kname, "pools")) {
+            rc = parse_pools(p, v, c);
+        } else if (!strcmp(kname, "roles")) {
+            rc = parse_factors(p, v, "roles", &c->settings.roles, &c->settings.n_roles);
+        } else if (!strcmp(kname, "priorities")) {
+            rc = parse_factors(p, v, "priorities", &c->settings.priorities,
+                               &c->settings.n_priorities);
+        } else if (!strcmp(kname, "auth")) {
+            rc = parse_auth(p, v, c);
+        } else {
+            rc = fail(p, k, kname, "unknown key '%s'", kname);
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* Checks the values against the engine on a scratch engine, naming the pool's line. */
+static int check_with_engine(parse_t *p, sl_config_t *c)
+{
+    char msg[512];
+    long bad_pool;
+    if (sl_backend_settings_validate(&c->settings, &bad_pool, msg, sizeof(msg)) != SL_OK) {
+        int line = bad_pool >= 0 && c->pool_lines ? c->pool_lines[bad_pool] : 0;
+        snprintf(p->err, p->errlen, "%s:%d: %s", p->path, line, msg);
+        return -1;
+    }
+    if (c->engine.weight_floor <= 0 || c->engine.tombstone_ttl_s <= 0 ||
+        c->engine.idempotency_ttl_s <= 0) {
+        snprintf(p->err, p->errlen, "%s: engine: every value must be above 0", p->path);
+        return -1;
+    }
+    return 0;
+}
+
+int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
+{
+    int rc = -1;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    bool have_parser = false, have_doc = false;
+    parse_t p = {.doc = &doc, .path = path, .err = err, .errlen = errlen};
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    have_parser = true;
+    yaml_parser_set_input_file(&parser, f);
+    if (!yaml_parser_load(&parser, &doc)) {
+        snprintf(err, errlen, "%s:%lu: YAML syntax: %s %s", path,
+                 (unsigned long)parser.problem_mark.line + 1,
+                 parser.problem ? parser.problem : "error", parser.context ? parser.context : "");
+        goto done;
+    }
+    have_doc = true;
+    if (parse_root(&p, yaml_document_get_root_node(&doc), c) < 0) goto done;
+    if (check_with_engine(&p, c) < 0) goto done;
+    rc = 0;
+done:
+    if (have_doc) yaml_document_delete(&doc);
+    if (have_parser) yaml_parser_delete(&parser);
+    if (f) fclose(f);
+    if (rc < 0) sl_config_clear(c);
+    return rc;
+}
+
+int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t errlen)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr) {
+        snprintf(err, errlen, "'%s' is not HOST:PORT", addr);
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    long port = strtol(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || *end || port < 0 || port > 65535) {
+        snprintf(err, errlen, "'%s' has no valid port (0-65535)", addr);
+        return -1;
+    }
+    const char *h = addr;
+    size_t hn = (size_t)(colon - addr);
+    if (hn >= 2 && h[0] == '[' && h[hn - 1] == ']') {
+        h++;
+        hn -= 2;
+    }
+    char *host = strndup(h, hn);
+    if (!host) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    free(c->listen_host);
+    c->listen_host = host;
+    c->listen_port = (int)port;
+    return 0;
+}
+
+int sl_config_defaults(sl_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->listen_host = strdup("127.0.0.1");
+    c->listen_port = 8750;
+    c->backend = strdup("memory");
+    c->body_limit_bytes = 64 * 1024;
+    c->max_wait_s = 300;
+    sl_engine_config_init(&c->engine);
+    c->settings.pools = calloc(1, sizeof(*c->settings.pools));
+    c->pool_lines = calloc(1, sizeof(*c->pool_lines));
+    if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines) goto fail;
+    c->settings.pools[0].name = strdup("default");
+    if (!c->settings.pools[0].name) goto fail;
+    sl_pool_config_init(&c->settings.pools[0].config);
+    c->settings.n_pools = 1;
+    return 0;
+fail:
+    sl_config_clear(c);
+    return -1;
+}
+
+bool sl_config_auth_enabled(const sl_config_t *c)
+{
+    return c->admin_token != NULL || c->n_tokens > 0;
+}
+
+static void free_list(char **l, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+void sl_config_clear(sl_config_t *c)
+{
+    free(c->listen_host);
+    free(c->backend);
+    free(c->event_log);
+    free(c->admin_token);
+    free(c->pool_lines);
+    sl_backend_settings_clear(&c->settings);
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        free(c->tokens[i].token);
+        free(c->tokens[i].agent);
+        free(c->tokens[i].agent_prefix);
+        free_list(c->tokens[i].roles, c->tokens[i].n_roles);
+        free_list(c->tokens[i].pools, c->tokens[i].n_pools);
+    }
+    free(c->tokens);
+    memset(c, 0, sizeof(*c));
+}

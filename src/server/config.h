@@ -1,0 +1,58 @@
+/* config.h - sluiced's configuration: the YAML file, its defaults and its validation. */
+#ifndef SL_CONFIG_H
+#define SL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <sluice/engine.h>
+
+#include "backend.h"
+
+/* One agent token: who may present it and what it may use. */
+typedef struct sl_token_rule {
+    char *token;
+    char *agent;        /* the one agent name it stands for, or NULL */
+    char *agent_prefix; /* or every agent name starting with this, or NULL */
+    char **roles;       /* roles it may ask for; n_roles 0 = any */
+    size_t n_roles;
+    char **pools; /* pools it may use; n_pools 0 = any */
+    size_t n_pools;
+} sl_token_rule_t;
+
+typedef struct sl_config {
+    char *listen_host;       /* "127.0.0.1" */
+    int listen_port;         /* 8750 */
+    char *backend;           /* "memory" */
+    size_t body_limit_bytes; /* 65536 */
+    double max_wait_s;       /* longest a long-poll is held: 300 */
+    char *event_log;         /* JSON-lines event log path, or NULL */
+    sl_engine_config_t engine;
+    sl_backend_settings_t settings; /* pools, roles, priorities */
+    int *pool_lines;                /* line of each pool in the file (0 = built in) */
+    char *admin_token;              /* NULL = no admin token */
+    sl_token_rule_t *tokens;
+    size_t n_tokens;
+} sl_config_t;
+
+/* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
+ * "default" without limits, the engine's roles and priorities, no auth. Returns 0, or
+ * -1 when out of memory. */
+int sl_config_defaults(sl_config_t *c);
+
+/* Loads `path` into `c` (over the defaults). Returns 0, or -1 with `err` holding
+ * "FILE:LINE: key: what is wrong"; `c` is then cleared. Values are checked against the
+ * engine's rules too, so a file that loads is one the engine accepts. */
+int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen);
+
+/* Splits "HOST:PORT" ("[::1]:8750" for IPv6) into c->listen_host and c->listen_port.
+ * Returns 0, or -1 with a message in `err`. */
+int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t errlen);
+
+/* True when auth is on: an admin token or any agent token is configured. */
+bool sl_config_auth_enabled(const sl_config_t *c);
+
+/* Frees everything inside `c` and zeroes it. */
+void sl_config_clear(sl_config_t *c);
+
+#endif /* SL_CONFIG_H */

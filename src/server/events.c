@@ -1,0 +1,316 @@
+/* events.c - engine events fanned out: JSON-lines log, SSE subscribers, metrics, waiters, owners.
+ *
+ * Every event the backend reports becomes one JSON object: a line in the event log
+ * (flushed within 250 ms) and an SSE message on /v1/events. Events also keep the
+ * lease and ticket owner tables (the engine has no lookup by id) and wake waiters.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#define STREAM_BACKLOG_BYTES (4u * 1024 * 1024)
+#define TICKET_MEMORY_S      120.0
+
+static const char *kind_name(sl_event_kind_t k)
+{
+    switch (k) {
+    case SL_EV_GRANTED:
+        return "granted";
+    case SL_EV_QUEUED:
+        return "queued";
+    case SL_EV_REJECTED:
+        return "rejected";
+    case SL_EV_SETTLED:
+        return "settled";
+    case SL_EV_CANCELLED:
+        return "cancelled";
+    case SL_EV_REAPED:
+        return "reaped";
+    case SL_EV_UNCLAIMED:
+        return "unclaimed";
+    case SL_EV_TICKET_CANCELLED:
+        return "ticket_cancelled";
+    case SL_EV_TICKET_EXPIRED:
+        return "ticket_expired";
+    case SL_EV_TICKET_REJECTED:
+        return "ticket_rejected";
+    case SL_EV_UPSTREAM_429:
+        return "upstream_429";
+    case SL_EV_MARGIN:
+        return "margin";
+    case SL_EV_ALERT:
+        return "alert";
+    case SL_EV_LIMIT_ADOPTED:
+        return "limit_adopted";
+    case SL_EV_RESYNC:
+        return "resync";
+    }
+    return "unknown";
+}
+
+static void set_id(json_t *j, const char *key, char prefix, uint64_t id)
+{
+    char buf[32];
+    if (!id) return;
+    snprintf(buf, sizeof(buf), "%c_%" PRIu64, prefix, id);
+    json_object_set_new(j, key, json_string(buf));
+}
+
+static void set_tokens(json_t *j, const sl_event_t *ev)
+{
+    json_object_set_new(j, "input_tokens", json_integer(ev->input_tokens));
+    json_object_set_new(j, "output_tokens", json_integer(ev->output_tokens));
+}
+
+static json_t *event_json(const sl_event_t *ev)
+{
+    json_t *j = json_pack("{s:f,s:s}", "ts", ev->now_s, "event", kind_name(ev->kind));
+    if (!j) return NULL;
+    if (ev->pool) json_object_set_new(j, "pool", json_string(ev->pool));
+    if (ev->agent) json_object_set_new(j, "agent", json_string(ev->agent));
+    set_id(j, "lease", 'l', ev->lease);
+    set_id(j, "ticket", 't', ev->ticket);
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        set_tokens(j, ev);
+        json_object_set_new(j, "weight", json_real(ev->weight));
+        json_object_set_new(j, "waited", json_real(ev->waited_s));
+        break;
+    case SL_EV_QUEUED:
+        set_tokens(j, ev);
+        json_object_set_new(j, "weight", json_real(ev->weight));
+        json_object_set_new(j, "eta", json_real(ev->eta_s));
+        break;
+    case SL_EV_REJECTED:
+    case SL_EV_TICKET_REJECTED:
+        set_tokens(j, ev);
+        json_object_set_new(j, "reason", json_string(ev->reason ? ev->reason : ""));
+        json_object_set_new(j, "retry_at", json_real(ev->retry_at));
+        break;
+    case SL_EV_SETTLED:
+        set_tokens(j, ev);
+        json_object_set_new(j, "adjust_input_tokens", json_integer(ev->adjust_input_tokens));
+        json_object_set_new(j, "adjust_output_tokens", json_integer(ev->adjust_output_tokens));
+        json_object_set_new(j, "estimate_error", json_real(ev->estimate_error));
+        break;
+    case SL_EV_CANCELLED:
+    case SL_EV_REAPED:
+    case SL_EV_UNCLAIMED:
+        set_tokens(j, ev);
+        break;
+    case SL_EV_UPSTREAM_429:
+        json_object_set_new(j, "margin", json_real(ev->margin));
+        json_object_set_new(j, "kind", json_string(ev->reason ? ev->reason : "rate"));
+        break;
+    case SL_EV_MARGIN:
+        json_object_set_new(j, "margin", json_real(ev->margin));
+        break;
+    case SL_EV_ALERT:
+        json_object_set_new(j, "alert", json_string(ev->alert ? ev->alert : ""));
+        json_object_set_new(j, "active", json_boolean(ev->active));
+        break;
+    case SL_EV_LIMIT_ADOPTED:
+    case SL_EV_RESYNC:
+        json_object_set_new(j, "bucket", json_string(sl_bucket_name(ev->bucket)));
+        json_object_set_new(j, "value", json_real(ev->value));
+        break;
+    default:
+        break;
+    }
+    return j;
+}
+
+/* ---- owners ----------------------------------------------------------------------- */
+
+static void owner_set(sl_idmap_t *map, uint64_t id, const sl_event_t *ev)
+{
+    sl_owner_t *o = sl__idmap_get(map, id);
+    if (!o) {
+        o = calloc(1, sizeof(*o));
+        if (!o || sl__idmap_put(map, id, o) < 0) {
+            free(o);
+            return;
+        }
+    }
+    snprintf(o->agent, sizeof(o->agent), "%s", ev->agent ? ev->agent : "");
+    snprintf(o->pool, sizeof(o->pool), "%s", ev->pool ? ev->pool : "");
+}
+
+static void ticket_ended(sl_server_t *srv, const sl_event_t *ev, bool rejected)
+{
+    sl_owner_t *o = sl__idmap_get(&srv->ticket_owner, ev->ticket);
+    if (!o) return;
+    o->ended = true;
+    o->ended_at_s = ev->now_s;
+    o->rejected = rejected;
+    o->retry_at = ev->retry_at;
+}
+
+static void track_owners(sl_server_t *srv, const sl_event_t *ev)
+{
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        /* Lease owners only serve auth checks: not kept (nor paid for) without auth. */
+        if (sl_config_auth_enabled(&srv->config)) owner_set(&srv->lease_owner, ev->lease, ev);
+        if (ev->ticket) ticket_ended(srv, ev, false);
+        break;
+    case SL_EV_QUEUED:
+        owner_set(&srv->ticket_owner, ev->ticket, ev);
+        break;
+    case SL_EV_SETTLED:
+    case SL_EV_CANCELLED:
+    case SL_EV_REAPED:
+    case SL_EV_UNCLAIMED:
+        free(sl__idmap_del(&srv->lease_owner, ev->lease));
+        break;
+    case SL_EV_TICKET_CANCELLED:
+    case SL_EV_TICKET_EXPIRED:
+        ticket_ended(srv, ev, false);
+        break;
+    case SL_EV_TICKET_REJECTED:
+        ticket_ended(srv, ev, true);
+        break;
+    default:
+        break;
+    }
+}
+
+typedef struct forget_ctx {
+    sl_server_t *srv;
+    double now_s;
+} forget_ctx_t;
+
+static void forget_one(uint64_t id, void *val, void *ud)
+{
+    forget_ctx_t *c = ud;
+    sl_owner_t *o = val;
+    if (o->ended && c->now_s - o->ended_at_s > TICKET_MEMORY_S)
+        free(sl__idmap_del(&c->srv->ticket_owner, id));
+}
+
+void sl__owners_forget_old(sl_server_t *srv)
+{
+    forget_ctx_t c = {srv, sl_backend_now(srv->backend)};
+    sl__idmap_foreach(&srv->ticket_owner, forget_one, &c);
+}
+
+/* ---- log and streams -------------------------------------------------------------- */
+
+int sl__events_open_log(sl_server_t *srv, char *err, size_t errlen)
+{
+    if (srv->event_log) {
+        fclose(srv->event_log);
+        srv->event_log = NULL;
+    }
+    if (!srv->config.event_log) return 0;
+    srv->event_log = fopen(srv->config.event_log, "a");
+    if (!srv->event_log) {
+        snprintf(err, errlen, "event_log: cannot open '%s': %s", srv->config.event_log,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void sl__events_flush(sl_server_t *srv)
+{
+    if (srv->event_log && srv->event_log_dirty) fflush(srv->event_log);
+    srv->event_log_dirty = false;
+}
+
+static void stream_gone(sl_call_t *call)
+{
+    sl__call_drop(call);
+}
+
+static void stream_send(sl_call_t *call, const char *data, size_t len)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(call->evcon);
+    if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > STREAM_BACKLOG_BYTES) {
+        sl__call_drop(call); /* a subscriber that does not read is let go */
+        return;
+    }
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf) return;
+    evbuffer_add(buf, data, len);
+    evhttp_send_reply_chunk(call->req, buf);
+    evbuffer_free(buf);
+}
+
+void sl__events_subscribe(sl_call_t *call)
+{
+    sl_server_t *srv = call->srv;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(call->req, 200, "OK");
+    call->mode = SL_CALL_STREAM;
+    call->next = srv->streams;
+    if (srv->streams) srv->streams->prev = call;
+    srv->streams = call;
+    srv->n_streams++;
+    static const char hello[] = ": sluice events\n\n";
+    stream_send(call, hello, sizeof(hello) - 1);
+    sl__call_watch_close(call, stream_gone);
+}
+
+void sl__events_ping_streams(sl_server_t *srv)
+{
+    static const char ping[] = ": ping\n\n";
+    for (sl_call_t *c = srv->streams, *next; c; c = next) {
+        next = c->next;
+        stream_send(c, ping, sizeof(ping) - 1);
+    }
+}
+
+void sl__events_close_streams(sl_server_t *srv)
+{
+    while (srv->streams) {
+        sl_call_t *c = srv->streams;
+        if (c->req) {
+            if (c->closecb_set) evhttp_connection_set_closecb(c->evcon, NULL, NULL);
+            c->closecb_set = false;
+            evhttp_send_reply_end(c->req);
+            c->req = NULL;
+        }
+        sl__call_free(c);
+    }
+}
+
+void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
+{
+    sl_server_t *srv = ud;
+    track_owners(srv, ev);
+    sl__metrics_on_event(srv->metrics, ev);
+    if (srv->event_log || srv->streams) {
+        json_t *j = event_json(ev);
+        char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+        if (line && srv->event_log) {
+            fputs(line, srv->event_log);
+            fputc('\n', srv->event_log);
+            srv->event_log_dirty = true;
+        }
+        if (line && srv->streams) {
+            struct evbuffer *msg = evbuffer_new();
+            if (msg) {
+                evbuffer_add_printf(msg, "event: %s\ndata: %s\n\n", kind_name(ev->kind), line);
+                size_t len = evbuffer_get_length(msg);
+                const char *data = (const char *)evbuffer_pullup(msg, -1);
+                for (sl_call_t *c = srv->streams, *next; c; c = next) {
+                    next = c->next;
+                    stream_send(c, data, len);
+                }
+                evbuffer_free(msg);
+            }
+        }
+        free(line);
+        json_decref(j);
+    }
+    sl__waiters_on_event(srv, ev);
+}

@@ -1,0 +1,582 @@
+/* leases.c - the lease API: ask, long-poll on tickets, settle, extend, cancel.
+ *
+ * Waiting: a request or ticket poll with `wait` > 0 whose answer is QUEUED becomes a
+ * waiter keyed by its ticket. The ticket is held (it never idles out while someone
+ * waits), a timer ends the wait, and the client's socket is watched: a client that
+ * goes away cancels its ticket (refunding a grant it can no longer receive). Grants
+ * come from engine events, never from polling: the backend's GRANTED event for the
+ * ticket makes the waiter claim its lease and answer 200 at once.
+ */
+#include "server.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/keyvalq_struct.h>
+
+#define MSG_LEN 320
+
+int sl__parse_id(const char *s, char prefix, uint64_t *out)
+{
+    if (s[0] != prefix || s[1] != '_' || s[2] < '1' || s[2] > '9') return -1;
+    uint64_t v = 0;
+    for (const char *p = s + 2; *p; p++) {
+        if (*p < '0' || *p > '9' || p - s > 21) return -1;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+static json_t *id_json(char prefix, uint64_t id)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%c_%" PRIu64, prefix, id);
+    return json_string(buf);
+}
+
+json_t *sl__grant_json(const sl_decision_t *d, const char *pool)
+{
+    json_t *j =
+        json_pack("{s:s,s:o,s:s,s:f,s:f,s:f,s:{s:I,s:I,s:I},s:f,s:b}", "status", "granted", "lease",
+                  id_json('l', d->lease), "pool", pool ? pool : "", "expires_at", d->expires_at,
+                  "ttl", d->ttl_s, "weight", d->weight, "charged", "input_tokens",
+                  (json_int_t)d->charged_input_tokens, "output_tokens",
+                  (json_int_t)d->charged_output_tokens, "requests", (json_int_t)d->charged_requests,
+                  "waited", d->waited_s, "cache_penalty", d->cache_penalty);
+    if (j && d->ticket) json_object_set_new(j, "ticket", id_json('t', d->ticket));
+    if (j && d->replayed) json_object_set_new(j, "replayed", json_true());
+    return j;
+}
+
+static json_t *queued_json(const sl_decision_t *d, const char *pool)
+{
+    json_t *j = json_pack("{s:s,s:o,s:f,s:I,s:f,s:s}", "status", "queued", "ticket",
+                          id_json('t', d->ticket), "eta", d->eta_s, "position",
+                          (json_int_t)d->position, "weight", d->weight, "pool", pool ? pool : "");
+    if (j && d->replayed) json_object_set_new(j, "replayed", json_true());
+    return j;
+}
+
+/* The GRANT body formatted in one pass (the request path's hot spot); pools whose name
+ * would need escaping go through jansson. */
+static void reply_grant(sl_call_t *call, const sl_decision_t *d)
+{
+    char buf[768];
+    int n = -1;
+    if (sl__name_ok(call->pool, 128)) {
+        n = snprintf(buf, sizeof(buf),
+                     "{\"status\":\"granted\",\"lease\":\"l_%" PRIu64 "\",\"pool\":\"%s\","
+                     "\"expires_at\":%.15g,\"ttl\":%.15g,\"weight\":%.15g,\"charged\":{"
+                     "\"input_tokens\":%" PRId64 ",\"output_tokens\":%" PRId64
+                     ",\"requests\":%" PRId64 "},\"waited\":%.15g,\"cache_penalty\":%s",
+                     d->lease, call->pool, d->expires_at, d->ttl_s, d->weight,
+                     d->charged_input_tokens, d->charged_output_tokens, d->charged_requests,
+                     d->waited_s, d->cache_penalty ? "true" : "false");
+        if (n > 0 && d->ticket)
+            n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"ticket\":\"t_%" PRIu64 "\"",
+                          d->ticket);
+        if (n > 0 && d->replayed)
+            n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"replayed\":true");
+        if (n > 0 && (size_t)n + 3 < sizeof(buf))
+            n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
+        else
+            n = -1;
+    }
+    if (n < 0 || !isfinite(d->expires_at) || !isfinite(d->weight) || !isfinite(d->waited_s)) {
+        sl__reply_json(call, 200, sl__grant_json(d, call->pool));
+        return;
+    }
+    sl__reply_text(call, 200, buf, (size_t)n);
+}
+
+static void answer_decision(sl_call_t *call, const sl_decision_t *d)
+{
+    switch (d->status) {
+    case SL_GRANTED:
+        reply_grant(call, d);
+        return;
+    case SL_QUEUED:
+        sl__reply_json(call, 202, queued_json(d, call->pool));
+        return;
+    case SL_REJECTED:
+        sl__reply_rejected(call, d->reason, d->retry_after_s, d->retry_at);
+        return;
+    }
+    sl__reply_error(call, 500, "internal", "backend: unknown decision status %d", (int)d->status);
+}
+
+/* ---- waiters ---------------------------------------------------------------------- */
+
+static void end_wait(sl_call_t *call, bool unhold)
+{
+    sl_server_t *srv = call->srv;
+    if (call->mode != SL_CALL_WAITING) return;
+    if (sl__idmap_get(&srv->waiters, call->ticket) == call)
+        sl__idmap_del(&srv->waiters, call->ticket);
+    srv->n_waiters--;
+    call->mode = SL_CALL_PLAIN;
+    if (call->wait_timer) event_del(call->wait_timer);
+    if (call->close_watch) event_del(call->close_watch);
+    call->gone = NULL;
+    if (unhold) sl_backend_ticket_hold(srv->backend, call->ticket, false, NULL, NULL);
+}
+
+static void on_poll_answer(int rc, const sl_decision_t *d, const char *errmsg, void *ud)
+{
+    sl_call_t *call = ud;
+    if (rc != SL_OK) {
+        sl__reply_engine_error(call, rc, errmsg);
+        return;
+    }
+    answer_decision(call, d);
+}
+
+static void on_wait_timeout(evutil_socket_t fd, short what, void *ud)
+{
+    sl_call_t *call = ud;
+    (void)fd;
+    (void)what;
+    uint64_t ticket = call->ticket;
+    end_wait(call, true);
+    sl_backend_ticket_poll(call->srv->backend, ticket, on_poll_answer, call);
+}
+
+static void on_waiter_gone(sl_call_t *call)
+{
+    sl_server_t *srv = call->srv;
+    uint64_t ticket = call->ticket;
+    end_wait(call, false);
+    sl__call_drop(call);
+    /* The place goes; a grant that raced the close is refunded by the engine. */
+    sl_backend_ticket_cancel(srv->backend, ticket, NULL, NULL);
+}
+
+static void start_wait(sl_call_t *call, uint64_t ticket, double wait_s)
+{
+    sl_server_t *srv = call->srv;
+    sl_call_t *earlier = sl__idmap_get(&srv->waiters, ticket);
+    if (earlier) {
+        /* Two clients on one ticket: the newer waits, the older gets the state now. */
+        end_wait(earlier, false);
+        sl_backend_ticket_poll(srv->backend, ticket, on_poll_answer, earlier);
+    }
+    if (sl__idmap_put(&srv->waiters, ticket, call) < 0) {
+        sl_backend_ticket_poll(srv->backend, ticket, on_poll_answer, call);
+        return;
+    }
+    call->mode = SL_CALL_WAITING;
+    call->ticket = ticket;
+    call->started_s = sl_backend_now(srv->backend);
+    srv->n_waiters++;
+    if (!call->wait_timer) call->wait_timer = evtimer_new(srv->base, on_wait_timeout, call);
+    struct timeval tv = {.tv_sec = (time_t)wait_s,
+                         .tv_usec = (suseconds_t)((wait_s - floor(wait_s)) * 1e6)};
+    if (!call->wait_timer || evtimer_add(call->wait_timer, &tv) < 0 ||
+        sl__call_watch_close(call, on_waiter_gone) < 0) {
+        end_wait(call, false);
+        sl_backend_ticket_poll(srv->backend, ticket, on_poll_answer, call);
+        return;
+    }
+    sl_backend_ticket_hold(srv->backend, ticket, true, NULL, NULL);
+}
+
+void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev)
+{
+    if (!ev->ticket) return;
+    sl_call_t *call = sl__idmap_get(&srv->waiters, ev->ticket);
+    if (!call) return;
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        end_wait(call, false);
+        /* Claims the lease (an unclaimed grant would be refunded after claim_timeout_s). */
+        sl_backend_ticket_poll(srv->backend, ev->ticket, on_poll_answer, call);
+        break;
+    case SL_EV_TICKET_REJECTED:
+        end_wait(call, false);
+        sl__reply_rejected(call, ev->reason, ev->retry_at - ev->now_s, ev->retry_at);
+        break;
+    case SL_EV_TICKET_CANCELLED:
+        end_wait(call, false);
+        sl__reply_error(call, 409, "already_settled", "ticket: t_%" PRIu64 " was cancelled",
+                        ev->ticket);
+        break;
+    case SL_EV_TICKET_EXPIRED:
+        end_wait(call, false);
+        sl__reply_error(call, 404, "not_found", "ticket: t_%" PRIu64 " expired", ev->ticket);
+        break;
+    default:
+        break;
+    }
+}
+
+static void shutdown_waiter(uint64_t key, void *val, void *ud)
+{
+    sl_call_t *call = val;
+    (void)key;
+    (void)ud;
+    end_wait(call, true);
+    sl__reply_error(call, 503, "shutting_down",
+                    "server: sluiced is shutting down; retry elsewhere");
+}
+
+void sl__waiters_shutdown(sl_server_t *srv)
+{
+    sl__idmap_foreach(&srv->waiters, shutdown_waiter, NULL);
+}
+
+/* ---- POST /v1/leases -------------------------------------------------------------- */
+
+static void on_lease_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud)
+{
+    sl_call_t *call = ud;
+    if (rc != SL_OK) {
+        sl__reply_engine_error(call, rc, errmsg);
+        return;
+    }
+    if (d->status == SL_QUEUED && call->wait_s > 0 && !call->srv->shutting_down) {
+        start_wait(call, d->ticket, call->wait_s);
+        return;
+    }
+    answer_decision(call, d);
+}
+
+static const char *const lease_fields[] = {
+    "agent", "pool", "input_tokens", "cached_tokens", "output_tokens",
+    "role",  "task", "unblocks",     "priority",      "cache_key",
+    "wait",  "ttl",  "request_id",   "model",         NULL};
+
+/* Fills `r` and `wait_s` from the body. Returns 0, or -1 with `msg` naming the field. */
+static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s, char *msg,
+                               size_t n)
+{
+    if (sl__json_check_fields(b, lease_fields, msg, n) < 0 ||
+        sl__json_get_string(b, "agent", true, 128, true, &r->agent, msg, n) < 0 ||
+        sl__json_get_string(b, "pool", false, 128, false, &r->pool, msg, n) < 0 ||
+        sl__json_get_int(b, "input_tokens", true, &r->input_tokens, msg, n) < 0 ||
+        sl__json_get_int(b, "cached_tokens", false, &r->cached_tokens, msg, n) < 0 ||
+        sl__json_get_int(b, "output_tokens", true, &r->output_tokens, msg, n) < 0 ||
+        sl__json_get_string(b, "role", false, 64, false, &r->role, msg, n) < 0 ||
+        sl__json_get_string(b, "task", false, 128, false, &r->task, msg, n) < 0 ||
+        sl__json_get_int(b, "unblocks", false, &r->unblocks, msg, n) < 0 ||
+        sl__json_get_string(b, "priority", false, 64, false, &r->priority, msg, n) < 0 ||
+        sl__json_get_string(b, "cache_key", false, 256, false, &r->cache_key, msg, n) < 0 ||
+        sl__json_get_number(b, "wait", false, 0, false, wait_s, msg, n) < 0 ||
+        sl__json_get_number(b, "ttl", false, 0, true, &r->ttl_s, msg, n) < 0 ||
+        sl__json_get_string(b, "request_id", false, 128, false, &r->request_id, msg, n) < 0 ||
+        sl__json_get_string(b, "model", false, 128, false, &r->model, msg, n) < 0)
+        return -1;
+    return 0;
+}
+
+void sl__handle_lease_post(sl_call_t *call)
+{
+    char msg[MSG_LEN];
+    sl_request_t r = {0};
+    double wait_s = 0;
+    if (parse_lease_request(call->body, &r, &wait_s, msg, sizeof(msg)) < 0) {
+        sl__reply_error(call, 400, "invalid_request", "%s", msg);
+        return;
+    }
+    const char *pool = r.pool ? r.pool : "default";
+    const char *role = r.role ? r.role : "worker";
+    if (!sl__token_may_act_as(call, r.agent)) {
+        sl__reply_error(call, 403, "forbidden", "agent: this token may not act as agent '%s'",
+                        r.agent);
+        return;
+    }
+    if (!sl__token_may_use(call, role, NULL)) {
+        sl__reply_error(call, 403, "forbidden", "role: this token may not use role '%s'", role);
+        return;
+    }
+    if (!sl__token_may_use(call, NULL, pool)) {
+        sl__reply_error(call, 403, "forbidden", "pool: this token may not use pool '%s'", pool);
+        return;
+    }
+    snprintf(call->pool, sizeof(call->pool), "%s", pool);
+    call->wait_s = fmin(wait_s, call->srv->config.max_wait_s);
+    sl_backend_request(call->srv->backend, &r, on_lease_decision, call);
+}
+
+/* ---- tickets ---------------------------------------------------------------------- */
+
+/* Parses ?wait=S. Returns 0, or -1 after answering 400. */
+static int query_wait(sl_call_t *call, const char *query, double *wait_s)
+{
+    struct evkeyvalq q;
+    int rc = 0;
+    *wait_s = 0;
+    if (!query || !*query) return 0;
+    if (evhttp_parse_query_str(query, &q) < 0) {
+        sl__reply_error(call, 400, "invalid_request", "query: '%.64s' cannot be parsed", query);
+        return -1;
+    }
+    const char *w = evhttp_find_header(&q, "wait");
+    if (w) {
+        char *end;
+        errno = 0;
+        double v = strtod(w, &end);
+        if (errno || end == w || *end || !isfinite(v) || v < 0 || v > 1e9) {
+            sl__reply_error(call, 400, "invalid_request", "wait: '%.64s' is not a number >= 0", w);
+            rc = -1;
+        } else {
+            *wait_s = fmin(v, call->srv->config.max_wait_s);
+        }
+    }
+    evhttp_clear_headers(&q);
+    return rc;
+}
+
+/* Answers 403 when a non-admin token touches another agent's lease or ticket. */
+static int check_owner(sl_call_t *call, const sl_owner_t *o, const char *what, const char *id)
+{
+    if (!o || sl__token_may_act_as(call, o->agent)) return 0;
+    sl__reply_error(call, 403, "forbidden", "%s: %s belongs to another agent", what, id);
+    return -1;
+}
+
+/* Ticket errors in wire ids ("t_7"); other codes keep the engine's message. */
+static void reply_ticket_error(sl_call_t *call, int rc, const char *errmsg)
+{
+    if (rc == SL_ENOTFOUND)
+        sl__reply_error(call, 404, "not_found", "ticket: t_%" PRIu64 " is not known", call->ticket);
+    else if (rc == SL_EALREADY)
+        sl__reply_error(call, 409, "already_settled",
+                        "ticket: t_%" PRIu64 " is no longer queued (granted, cancelled or expired)",
+                        call->ticket);
+    else
+        sl__reply_engine_error(call, rc, errmsg);
+}
+
+static void on_ticket_cancel(int rc, double value, const char *errmsg, void *ud)
+{
+    sl_call_t *call = ud;
+    (void)value;
+    if (rc != SL_OK) {
+        reply_ticket_error(call, rc, errmsg);
+        return;
+    }
+    sl__reply_json(call, 200, json_pack("{s:s}", "status", "cancelled"));
+}
+
+static void on_ticket_poll(int rc, const sl_decision_t *d, const char *errmsg, void *ud)
+{
+    sl_call_t *call = ud;
+    if (rc == SL_EALREADY) {
+        const sl_owner_t *o = sl__idmap_get(&call->srv->ticket_owner, call->ticket);
+        if (o && o->rejected) {
+            double now = sl_backend_now(call->srv->backend);
+            sl__reply_rejected(call, "queue_wait_exceeds_max", o->retry_at - now, o->retry_at);
+        } else {
+            sl__reply_error(call, 404, "not_found",
+                            "ticket: t_%" PRIu64 " is no longer queued (cancelled or expired)",
+                            call->ticket);
+        }
+        return;
+    }
+    if (rc != SL_OK) {
+        reply_ticket_error(call, rc, errmsg);
+        return;
+    }
+    if (d->status == SL_QUEUED && call->wait_s > 0 && !call->srv->shutting_down) {
+        start_wait(call, d->ticket, call->wait_s);
+        return;
+    }
+    answer_decision(call, d);
+}
+
+void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *query)
+{
+    uint64_t ticket;
+    if (sl__parse_id(id, 't', &ticket) < 0) {
+        sl__reply_error(call, 404, "not_found", "ticket: '%.64s' is not a ticket id", id);
+        return;
+    }
+    const sl_owner_t *o = sl__idmap_get(&call->srv->ticket_owner, ticket);
+    if (check_owner(call, o, "ticket", id) < 0) return;
+    call->ticket = ticket;
+    if (o) snprintf(call->pool, sizeof(call->pool), "%s", o->pool);
+    if (method == EVHTTP_REQ_DELETE) {
+        sl_backend_ticket_cancel(call->srv->backend, ticket, on_ticket_cancel, call);
+        return;
+    }
+    if (query_wait(call, query, &call->wait_s) < 0) return;
+    sl_backend_ticket_poll(call->srv->backend, ticket, on_ticket_poll, call);
+}
+
+/* ---- settle / extend / cancel ----------------------------------------------------- */
+
+/* Lease errors in wire ids ("l_7"); other codes keep the engine's message. */
+static void reply_lease_error(sl_call_t *call, int rc, const char *errmsg)
+{
+    uint64_t id = call->lease;
+    switch (rc) {
+    case SL_ENOTFOUND:
+        sl__reply_error(call, 404, "not_found", "lease: l_%" PRIu64 " is not known", id);
+        return;
+    case SL_EALREADY:
+        sl__reply_error(call, 409, "already_settled",
+                        "lease: l_%" PRIu64 " was already settled or cancelled", id);
+        return;
+    case SL_EEXPIRED:
+        sl__reply_error(call, 410, "lease_expired",
+                        "lease: l_%" PRIu64 " expired and was reaped (no refund)", id);
+        return;
+    default:
+        sl__reply_engine_error(call, rc, errmsg);
+    }
+}
+
+static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, void *ud)
+{
+    sl_call_t *call = ud;
+    if (rc != SL_OK) {
+        reply_lease_error(call, rc, errmsg);
+        return;
+    }
+
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf),
+                     "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":%" PRId64
+                     ",\"output_tokens\":%" PRId64 "},\"estimate_error\":%.15g}\n",
+                     r->adjust_input_tokens, r->adjust_output_tokens,
+                     isfinite(r->estimate_error) ? r->estimate_error : 0.0);
+    sl__reply_text(call, 200, buf, (size_t)n);
+}
+
+static void on_extended(int rc, double expires_at, const char *errmsg, void *ud)
+{
+    sl_call_t *call = ud;
+    if (rc != SL_OK) {
+        reply_lease_error(call, rc, errmsg);
+        return;
+    }
+    sl__reply_json(call, 200,
+                   json_pack("{s:s,s:f}", "status", "extended", "expires_at", expires_at));
+}
+
+static void on_cancelled(int rc, double value, const char *errmsg, void *ud)
+{
+    sl_call_t *call = ud;
+    (void)value;
+    if (rc != SL_OK) {
+        reply_lease_error(call, rc, errmsg);
+        return;
+    }
+    sl__reply_json(call, 200, json_pack("{s:s}", "status", "cancelled"));
+}
+
+static const char *const settle_fields[] = {"input_tokens",
+                                            "output_tokens",
+                                            "cache_creation_input_tokens",
+                                            "cache_read_input_tokens",
+                                            "got_429",
+                                            "retry_after",
+                                            "headers",
+                                            "failure_signature",
+                                            "spend_cap",
+                                            NULL};
+
+#define MAX_HEADERS 64
+
+static void handle_settle(sl_call_t *call, uint64_t lease)
+{
+    char msg[MSG_LEN];
+    const json_t *b = call->body;
+    sl_settle_t s = {.retry_after_s = -1};
+    const char *names[MAX_HEADERS], *values[MAX_HEADERS];
+    char *lower = NULL;
+    if (sl__json_check_fields(b, settle_fields, msg, sizeof(msg)) < 0 ||
+        sl__json_get_int(b, "input_tokens", true, &s.input_tokens, msg, sizeof(msg)) < 0 ||
+        sl__json_get_int(b, "output_tokens", true, &s.output_tokens, msg, sizeof(msg)) < 0 ||
+        sl__json_get_int(b, "cache_creation_input_tokens", false, &s.cache_creation_input_tokens,
+                         msg, sizeof(msg)) < 0 ||
+        sl__json_get_int(b, "cache_read_input_tokens", false, &s.cache_read_input_tokens, msg,
+                         sizeof(msg)) < 0 ||
+        sl__json_get_bool(b, "got_429", &s.got_429, msg, sizeof(msg)) < 0 ||
+        sl__json_get_bool(b, "spend_cap", &s.spend_cap, msg, sizeof(msg)) < 0 ||
+        sl__json_get_number(b, "retry_after", false, 0, false, &s.retry_after_s, msg, sizeof(msg)) <
+            0 ||
+        sl__json_get_string(b, "failure_signature", false, 256, false, &s.failure_signature, msg,
+                            sizeof(msg)) < 0)
+        goto invalid;
+    json_t *h = json_object_get(b, "headers");
+    if (h && !json_is_null(h)) {
+        if (!json_is_object(h)) {
+            snprintf(msg, sizeof(msg), "headers must be an object of header name to string value");
+            goto invalid;
+        }
+        if (json_object_size(h) > MAX_HEADERS) {
+            snprintf(msg, sizeof(msg), "headers: %zu headers is more than %d", json_object_size(h),
+                     MAX_HEADERS);
+            goto invalid;
+        }
+        size_t total = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(h, k, v) total += strlen(k) + 1;
+        lower = malloc(total ? total : 1);
+        if (!lower) {
+            sl__reply_error(call, 503, "out_of_memory", "headers: out of memory");
+            return;
+        }
+        char *p = lower;
+        json_object_foreach(h, k, v)
+        {
+            if (!json_is_string(v) || json_string_length(v) > 256 || strlen(k) > 128) {
+                snprintf(msg, sizeof(msg),
+                         "headers.%.64s must be a string of at most 256 characters", k);
+                goto invalid;
+            }
+            size_t i;
+            for (i = 0; k[i]; i++)
+                p[i] = (char)tolower((unsigned char)k[i]);
+            p[i] = '\0';
+            names[s.header_count] = p;
+            values[s.header_count] = json_string_value(v);
+            s.header_count++;
+            p += i + 1;
+        }
+        s.header_names = names;
+        s.header_values = values;
+    }
+    sl_backend_settle(call->srv->backend, lease, &s, on_settled, call);
+    free(lower);
+    return;
+invalid:
+    free(lower);
+    sl__reply_error(call, 400, "invalid_request", "%s", msg);
+}
+
+void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action, int method)
+{
+    char msg[MSG_LEN];
+    uint64_t lease;
+    (void)method;
+    if (sl__parse_id(id, 'l', &lease) < 0) {
+        sl__reply_error(call, 404, "not_found", "lease: '%.64s' is not a lease id", id);
+        return;
+    }
+    if (check_owner(call, sl__idmap_get(&call->srv->lease_owner, lease), "lease", id) < 0) return;
+    call->lease = lease;
+    if (!action) {
+        sl_backend_cancel(call->srv->backend, lease, on_cancelled, call);
+    } else if (!strcmp(action, "settle")) {
+        handle_settle(call, lease);
+    } else {
+        static const char *const extend_fields[] = {"ttl", NULL};
+        double ttl_s = 0;
+        if (sl__json_check_fields(call->body, extend_fields, msg, sizeof(msg)) < 0 ||
+            sl__json_get_number(call->body, "ttl", true, 0, true, &ttl_s, msg, sizeof(msg)) < 0) {
+            sl__reply_error(call, 400, "invalid_request", "%s", msg);
+            return;
+        }
+        sl_backend_extend(call->srv->backend, lease, ttl_s, on_extended, call);
+    }
+}

@@ -1,0 +1,241 @@
+/* main.c - sluiced: flags, configuration, signals and the one event loop. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define EXIT_USAGE 2
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sluiced [--config FILE] [--listen HOST:PORT] [--check-config] [--help]\n"
+               "\n"
+               "  --config FILE     YAML configuration (see examples/sluice.yaml)\n"
+               "  --listen H:P      listen address, overriding the file (default 127.0.0.1:8750;\n"
+               "                    port 0 picks a free port)\n"
+               "  --check-config    validate the configuration and exit (0 = valid)\n"
+               "  --help            this text\n"
+               "\n"
+               "Signals: SIGHUP reloads limits, roles and tokens; SIGTERM drains and exits.\n");
+}
+
+static bool is_loopback(const char *host)
+{
+    return !strcmp(host, "localhost") || !strcmp(host, "::1") || !strncmp(host, "127.", 4);
+}
+
+static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
+{
+    static unsigned ticks;
+    sl_server_t *srv = ud;
+    (void)fd;
+    (void)what;
+    ticks++;
+    sl__events_flush(srv);
+    if (ticks % 40 == 0) /* 10 s */
+        sl__owners_forget_old(srv);
+    if (ticks % 60 == 0) /* 15 s */
+        sl__events_ping_streams(srv);
+}
+
+static void on_exit_timer(evutil_socket_t fd, short what, void *ud)
+{
+    sl_server_t *srv = ud;
+    (void)fd;
+    (void)what;
+    event_base_loopbreak(srv->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *ud)
+{
+    sl_server_t *srv = ud;
+    (void)what;
+    if (sig == SIGHUP) {
+        char err[512];
+        if (sl__server_reload(srv, err, sizeof(err)) < 0)
+            fprintf(stderr, "sluiced: reload refused, keeping the running configuration: %s\n",
+                    err);
+        else
+            fprintf(stderr, "sluiced: configuration reloaded from %s\n", srv->config_path);
+        return;
+    }
+    if (srv->shutting_down) return;
+    fprintf(stderr, "sluiced: %s: draining and exiting\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    sl__server_shutdown(srv);
+    /* Give the answers just queued a moment to reach their clients. */
+    struct timeval tv = {0, 300000};
+    evtimer_add(srv->exit_timer, &tv);
+}
+
+static void on_configured(int rc, double value, const char *errmsg, void *ud)
+{
+    char *err = ud;
+    (void)value;
+    if (rc != SL_OK)
+        snprintf(err, 512, "%s", errmsg ? errmsg : "backend refused the configuration");
+}
+
+static int bound_port(sl_server_t *srv)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd = evhttp_bound_socket_get_fd(srv->bound);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) return srv->config.listen_port;
+    if (ss.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static int run(sl_server_t *srv)
+{
+    char err[512] = "";
+    int rc = 1;
+    /* The changelist folds the read/write interest flips evhttp makes around every
+     * request into one epoll_ctl per fd per loop turn (no dup()ed fds here). */
+    struct event_config *ecfg = event_config_new();
+    if (ecfg) event_config_set_flag(ecfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    srv->base = ecfg ? event_base_new_with_config(ecfg) : NULL;
+    if (ecfg) event_config_free(ecfg);
+    if (!srv->base) srv->base = event_base_new();
+    srv->metrics = sl__metrics_new();
+    if (!srv->base || !srv->metrics) {
+        fprintf(stderr, "sluiced: out of memory\n");
+        goto done;
+    }
+    srv->backend = sl_backend_memory_new(srv->base, &srv->config.engine);
+    if (!srv->backend) {
+        fprintf(stderr, "sluiced: backend: out of memory\n");
+        goto done;
+    }
+    sl_backend_set_event_cb(srv->backend, sl__events_on_backend_event, srv);
+    sl_backend_configure(srv->backend, &srv->config.settings, on_configured, err);
+    if (err[0]) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        goto done;
+    }
+    if (sl__events_open_log(srv, err, sizeof(err)) < 0 ||
+        sl__server_start(srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        goto done;
+    }
+    srv->housekeeping = event_new(srv->base, -1, EV_PERSIST, on_housekeeping, srv);
+    srv->exit_timer = evtimer_new(srv->base, on_exit_timer, srv);
+    srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_signal, srv);
+    srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+    srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
+    struct timeval quarter = {0, 250000};
+    if (!srv->housekeeping || !srv->exit_timer || !srv->sig_hup || !srv->sig_term ||
+        !srv->sig_int || event_add(srv->housekeeping, &quarter) < 0 ||
+        event_add(srv->sig_hup, NULL) < 0 || event_add(srv->sig_term, NULL) < 0 ||
+        event_add(srv->sig_int, NULL) < 0) {
+        fprintf(stderr, "sluiced: cannot set up timers and signals\n");
+        goto done;
+    }
+    int port = bound_port(srv);
+    const char *host = srv->config.listen_host;
+    bool v6 = strchr(host, ':') != NULL;
+    printf("sluiced: listening on http://%s%s%s:%d (backend %s, %zu pool%s, auth %s)\n",
+           v6 ? "[" : "", host, v6 ? "]" : "", port, srv->backend->ops->name,
+           srv->config.settings.n_pools, srv->config.settings.n_pools == 1 ? "" : "s",
+           sl_config_auth_enabled(&srv->config) ? "on" : "off");
+    fflush(stdout);
+    event_base_dispatch(srv->base);
+    rc = 0;
+done:
+    sl__waiters_shutdown(srv);
+    sl__events_close_streams(srv);
+    sl__server_stop(srv);
+    sl__events_flush(srv);
+    if (srv->event_log) fclose(srv->event_log);
+    struct event *evs[] = {srv->housekeeping, srv->exit_timer, srv->sig_hup, srv->sig_term,
+                           srv->sig_int};
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        if (evs[i]) event_free(evs[i]);
+    sl_backend_free(srv->backend);
+    sl__metrics_free(srv->metrics);
+    if (srv->base) event_base_free(srv->base);
+    return rc;
+}
+
+static void free_owner(uint64_t key, void *val, void *ud)
+{
+    (void)key;
+    (void)ud;
+    free(val);
+}
+
+int main(int argc, char **argv)
+{
+    const char *config_path = NULL, *listen = NULL;
+    bool check_only = false;
+    char err[512];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--check-config")) {
+            check_only = true;
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (!strncmp(argv[i], "--config=", 9)) {
+            config_path = argv[i] + 9;
+        } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
+            listen = argv[++i];
+        } else if (!strncmp(argv[i], "--listen=", 9)) {
+            listen = argv[i] + 9;
+        } else {
+            fprintf(stderr, "sluiced: unknown or incomplete argument '%s'\n", argv[i]);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+
+    static sl_server_t srv;
+    if (sl_config_defaults(&srv.config) < 0) {
+        fprintf(stderr, "sluiced: out of memory\n");
+        return 1;
+    }
+    if (config_path && sl_config_load(config_path, &srv.config, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 1;
+    }
+    if (listen && sl_config_set_listen(&srv.config, listen, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: --listen: %s\n", err);
+        sl_config_clear(&srv.config);
+        return EXIT_USAGE;
+    }
+    if (!is_loopback(srv.config.listen_host) && !sl_config_auth_enabled(&srv.config)) {
+        fprintf(stderr,
+                "sluiced: listen: %s is not a loopback address and no auth tokens are "
+                "configured; refusing to start (add auth.tokens or listen on 127.0.0.1)\n",
+                srv.config.listen_host);
+        sl_config_clear(&srv.config);
+        return 1;
+    }
+    if (check_only) {
+        printf("%s: ok (%zu pool%s, %zu role%s, auth %s)\n",
+               config_path ? config_path : "(built-in defaults)", srv.config.settings.n_pools,
+               srv.config.settings.n_pools == 1 ? "" : "s", srv.config.settings.n_roles,
+               srv.config.settings.n_roles == 1 ? "" : "s",
+               sl_config_auth_enabled(&srv.config) ? "on" : "off");
+        sl_config_clear(&srv.config);
+        return 0;
+    }
+    if (!config_path)
+        fprintf(stderr, "sluiced: no --config: one pool \"default\" without limits\n");
+    signal(SIGPIPE, SIG_IGN);
+    srv.config_path = config_path;
+    srv.listen_from_flag = listen != NULL;
+    int rc = run(&srv);
+    sl__idmap_foreach(&srv.lease_owner, free_owner, NULL);
+    sl__idmap_foreach(&srv.ticket_owner, free_owner, NULL);
+    sl__idmap_free(&srv.lease_owner);
+    sl__idmap_free(&srv.ticket_owner);
+    sl__idmap_free(&srv.waiters);
+    sl_config_clear(&srv.config);
+    return rc;
+}

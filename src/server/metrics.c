@@ -1,0 +1,262 @@
+/* metrics.c - Prometheus text exposition (format 0.0.4) of pool state and event counters.
+ *
+ * Gauges and the engine's own totals come from a fresh pool snapshot per scrape;
+ * settle outcomes and the two histograms are counted here from engine events.
+ * Histogram buckets are cumulative, end in +Inf, and carry _sum and _count.
+ */
+#include "server.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+static const double wait_bounds_s[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                       1,     2.5,   5,    10,    30,   60,  120};
+static const double error_bounds[] = {0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5};
+#define N_WAIT (sizeof(wait_bounds_s) / sizeof(wait_bounds_s[0]))
+#define N_ERR  (sizeof(error_bounds) / sizeof(error_bounds[0]))
+
+enum outcome { OUT_SETTLED, OUT_CANCELLED, OUT_REAPED, OUT_UNCLAIMED, OUT_COUNT };
+static const char *const outcome_names[OUT_COUNT] = {"settled", "cancelled", "reaped", "unclaimed"};
+
+typedef struct histogram {
+    uint64_t counts[16]; /* per bound, not cumulative; the last is +Inf */
+    double sum;
+    uint64_t count;
+} histogram_t;
+
+typedef struct pool_metrics {
+    char name[129];
+    uint64_t outcomes[OUT_COUNT];
+    histogram_t wait;
+    histogram_t error;
+    uint64_t margin_changes;
+} pool_metrics_t;
+
+struct sl_metrics {
+    pool_metrics_t *pools;
+    size_t n_pools;
+    uint64_t estimate_error_alerts; /* agents with the alert raised now */
+};
+
+sl_metrics_t *sl__metrics_new(void)
+{
+    return calloc(1, sizeof(sl_metrics_t));
+}
+
+void sl__metrics_free(sl_metrics_t *m)
+{
+    if (!m) return;
+    free(m->pools);
+    free(m);
+}
+
+static pool_metrics_t *pool_of(sl_metrics_t *m, const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < m->n_pools; i++)
+        if (!strcmp(m->pools[i].name, name)) return &m->pools[i];
+    pool_metrics_t *grown = realloc(m->pools, (m->n_pools + 1) * sizeof(*grown));
+    if (!grown) return NULL;
+    m->pools = grown;
+    pool_metrics_t *p = &grown[m->n_pools++];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    return p;
+}
+
+static void observe(histogram_t *h, const double *bounds, size_t n, double v)
+{
+    size_t i = 0;
+    while (i < n && v > bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
+{
+    pool_metrics_t *p = pool_of(m, ev->pool);
+    if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "estimate_error")) {
+        if (ev->active)
+            m->estimate_error_alerts++;
+        else if (m->estimate_error_alerts > 0)
+            m->estimate_error_alerts--;
+    }
+    if (!p) return;
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        observe(&p->wait, wait_bounds_s, N_WAIT, ev->waited_s > 0 ? ev->waited_s : 0);
+        break;
+    case SL_EV_SETTLED:
+        p->outcomes[OUT_SETTLED]++;
+        observe(&p->error, error_bounds, N_ERR, ev->estimate_error);
+        break;
+    case SL_EV_CANCELLED:
+        p->outcomes[OUT_CANCELLED]++;
+        break;
+    case SL_EV_REAPED:
+        p->outcomes[OUT_REAPED]++;
+        break;
+    case SL_EV_UNCLAIMED:
+        p->outcomes[OUT_UNCLAIMED]++;
+        break;
+    case SL_EV_MARGIN:
+        p->margin_changes++;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Label values are pool names (any bytes but NUL): escape \, " and newline. */
+static void label(struct evbuffer *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            evbuffer_add(out, "\\\\", 2);
+        else if (*s == '"')
+            evbuffer_add(out, "\\\"", 2);
+        else if (*s == '\n')
+            evbuffer_add(out, "\\n", 2);
+        else
+            evbuffer_add(out, s, 1);
+    }
+}
+
+static void head(struct evbuffer *out, const char *name, const char *type, const char *help)
+{
+    evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void num(struct evbuffer *out, double v)
+{
+    if (isinf(v))
+        evbuffer_add_printf(out, v > 0 ? "+Inf\n" : "-Inf\n");
+    else if (isnan(v))
+        evbuffer_add_printf(out, "NaN\n");
+    else
+        evbuffer_add_printf(out, "%.17g\n", v);
+}
+
+static void pool_sample(struct evbuffer *out, const char *metric, const char *pool, const char *k2,
+                        const char *v2, double v)
+{
+    evbuffer_add_printf(out, "%s{pool=\"", metric);
+    label(out, pool);
+    if (k2) {
+        evbuffer_add_printf(out, "\",%s=\"", k2);
+        label(out, v2);
+    }
+    evbuffer_add(out, "\"} ", 3);
+    num(out, v);
+}
+
+static void histogram(struct evbuffer *out, const char *metric, const char *pool,
+                      const histogram_t *h, const double *bounds, size_t n)
+{
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= n; i++) {
+        char le[32];
+        cum += h->counts[i];
+        if (i < n)
+            snprintf(le, sizeof(le), "%g", bounds[i]);
+        else
+            snprintf(le, sizeof(le), "+Inf");
+        evbuffer_add_printf(out, "%s_bucket{pool=\"", metric);
+        label(out, pool);
+        evbuffer_add_printf(out, "\",le=\"%s\"} %llu\n", le, (unsigned long long)cum);
+    }
+    evbuffer_add_printf(out, "%s_sum{pool=\"", metric);
+    label(out, pool);
+    evbuffer_add(out, "\"} ", 3);
+    num(out, h->sum);
+    evbuffer_add_printf(out, "%s_count{pool=\"", metric);
+    label(out, pool);
+    evbuffer_add_printf(out, "\"} %llu\n", (unsigned long long)h->count);
+}
+
+static const histogram_t empty_histogram;
+
+void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size_t n_pools,
+                        size_t n_waiters, struct evbuffer *out)
+{
+    head(out, "sluice_leases_total", "counter", "Lease requests by answer.");
+    for (size_t i = 0; i < n_pools; i++) {
+        pool_sample(out, "sluice_leases_total", pools[i].name, "result", "granted",
+                    (double)pools[i].granted_total);
+        pool_sample(out, "sluice_leases_total", pools[i].name, "result", "queued",
+                    (double)pools[i].queued_total);
+        pool_sample(out, "sluice_leases_total", pools[i].name, "result", "rejected",
+                    (double)pools[i].rejected_total);
+    }
+    head(out, "sluice_bucket_level", "gauge", "Current bucket level (tokens or requests).");
+    for (size_t i = 0; i < n_pools; i++)
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            if (pools[i].limit[b])
+                pool_sample(out, "sluice_bucket_level", pools[i].name, "bucket",
+                            sl_bucket_name((sl_bucket_t)b), pools[i].level[b]);
+    head(out, "sluice_bucket_capacity", "gauge", "Bucket capacity: limit times margin.");
+    for (size_t i = 0; i < n_pools; i++)
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            if (pools[i].limit[b])
+                pool_sample(out, "sluice_bucket_capacity", pools[i].name, "bucket",
+                            sl_bucket_name((sl_bucket_t)b), pools[i].capacity[b]);
+    head(out, "sluice_margin_ratio", "gauge", "Share of the provider limit sluice hands out.");
+    for (size_t i = 0; i < n_pools; i++)
+        pool_sample(out, "sluice_margin_ratio", pools[i].name, NULL, NULL, pools[i].margin);
+    head(out, "sluice_queue_depth", "gauge", "Requests waiting in the pool's queue.");
+    for (size_t i = 0; i < n_pools; i++)
+        pool_sample(out, "sluice_queue_depth", pools[i].name, NULL, NULL,
+                    (double)pools[i].queue_depth);
+    head(out, "sluice_leases_in_flight", "gauge", "Leases granted and not yet ended.");
+    for (size_t i = 0; i < n_pools; i++)
+        pool_sample(out, "sluice_leases_in_flight", pools[i].name, NULL, NULL,
+                    (double)pools[i].leases_in_flight);
+    head(out, "sluice_upstream_429_total", "counter",
+         "429s from the provider reported in settles.");
+    for (size_t i = 0; i < n_pools; i++)
+        pool_sample(out, "sluice_upstream_429_total", pools[i].name, NULL, NULL,
+                    (double)pools[i].upstream_429_total);
+
+    head(out, "sluice_settles_total", "counter", "Leases ended, by outcome.");
+    for (size_t i = 0; i < n_pools; i++) {
+        const pool_metrics_t *pm = NULL;
+        for (size_t j = 0; j < m->n_pools; j++)
+            if (!strcmp(m->pools[j].name, pools[i].name)) pm = &m->pools[j];
+        for (int o = 0; o < OUT_COUNT; o++)
+            pool_sample(out, "sluice_settles_total", pools[i].name, "outcome", outcome_names[o],
+                        pm ? (double)pm->outcomes[o] : 0);
+    }
+    head(out, "sluice_lease_wait_seconds", "histogram", "Time from request to grant.");
+    for (size_t i = 0; i < n_pools; i++) {
+        const histogram_t *h = &empty_histogram;
+        for (size_t j = 0; j < m->n_pools; j++)
+            if (!strcmp(m->pools[j].name, pools[i].name)) h = &m->pools[j].wait;
+        histogram(out, "sluice_lease_wait_seconds", pools[i].name, h, wait_bounds_s, N_WAIT);
+    }
+    head(out, "sluice_estimate_error_ratio", "histogram",
+         "Settled |actual - estimated| / actual input tokens.");
+    for (size_t i = 0; i < n_pools; i++) {
+        const histogram_t *h = &empty_histogram;
+        for (size_t j = 0; j < m->n_pools; j++)
+            if (!strcmp(m->pools[j].name, pools[i].name)) h = &m->pools[j].error;
+        histogram(out, "sluice_estimate_error_ratio", pools[i].name, h, error_bounds, N_ERR);
+    }
+    head(out, "sluice_alert", "gauge", "1 while an alert is raised.");
+    for (size_t i = 0; i < n_pools; i++) {
+        evbuffer_add_printf(out, "sluice_alert{name=\"margin_at_floor\",pool=\"");
+        label(out, pools[i].name);
+        evbuffer_add_printf(out, "\"} %d\n", pools[i].alert_margin_at_floor ? 1 : 0);
+        evbuffer_add_printf(out, "sluice_alert{name=\"spend_cap\",pool=\"");
+        label(out, pools[i].name);
+        evbuffer_add_printf(out, "\"} %d\n", pools[i].alert_spend_cap ? 1 : 0);
+    }
+    evbuffer_add_printf(out, "sluice_alert{name=\"estimate_error\",pool=\"\"} %d\n",
+                        m->estimate_error_alerts > 0 ? 1 : 0);
+    head(out, "sluice_long_poll_waiters", "gauge", "HTTP requests held open waiting for a grant.");
+    evbuffer_add_printf(out, "sluice_long_poll_waiters %zu\n", n_waiters);
+}

@@ -1,0 +1,151 @@
+/* server.h - sluiced's internals shared between its files (sl__ names are not a public API). */
+#ifndef SL_SERVER_H
+#define SL_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "backend.h"
+#include "config.h"
+#include "idmap.h"
+
+typedef struct sl_server sl_server_t;
+typedef struct sl_call sl_call_t;
+typedef struct sl_metrics sl_metrics_t;
+
+/* What a call is doing while it has not been answered. */
+typedef enum sl_call_mode {
+    SL_CALL_PLAIN = 0, /* answered as soon as the backend answers */
+    SL_CALL_WAITING,   /* a long-poll on a queued ticket */
+    SL_CALL_STREAM,    /* a Server-Sent Events subscriber */
+} sl_call_mode_t;
+
+/* One HTTP request, from arrival to answer. Owned by the server; freed when answered
+ * (or when its client is gone). Fields borrowed from `body` live as long as the call. */
+struct sl_call {
+    sl_server_t *srv;
+    struct evhttp_request *req; /* NULL once evhttp freed it */
+    struct evhttp_connection *evcon;
+    json_t *body;                 /* parsed request body, or NULL */
+    const sl_token_rule_t *token; /* the agent token presented, or NULL */
+    bool admin;                   /* the admin token was presented (or auth is off) */
+    sl_call_mode_t mode;
+    char pool[129];                /* for GRANT bodies */
+    uint64_t ticket;               /* SL_CALL_WAITING: the ticket waited on */
+    uint64_t lease;                /* lease actions: the lease acted on (for messages) */
+    double wait_s;                 /* how long the answer may be held (0 = answer at once) */
+    double started_s;              /* when the wait began */
+    struct event *wait_timer;      /* the end of `wait` */
+    struct event *close_watch;     /* notices the client going away */
+    void (*gone)(sl_call_t *call); /* called once when the client went away */
+    bool closecb_set;              /* evhttp's connection close callback points here */
+    sl_call_t *prev, *next;        /* in srv->streams (SL_CALL_STREAM) */
+};
+
+/* Who owns a lease or a ticket, learnt from engine events (the engine API has no lookup). */
+typedef struct sl_owner {
+    char agent[129];
+    char pool[129];
+    bool ended;        /* tickets: no longer queued */
+    bool rejected;     /* tickets: rejected after queueing (margin cut) */
+    double retry_at;   /* when rejected */
+    double ended_at_s; /* forgotten a while after this */
+} sl_owner_t;
+
+struct sl_server {
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    sl_backend_t *backend;
+    sl_config_t config;
+    const char *config_path; /* NULL: built-in defaults */
+    bool listen_from_flag;   /* --listen given: the file's `listen` is not used */
+    sl_metrics_t *metrics;
+    FILE *event_log;
+    bool event_log_dirty;
+    struct event *housekeeping; /* flushes the event log, forgets old owners, pings streams */
+    sl_idmap_t waiters;         /* ticket -> sl_call_t waiting on it */
+    sl_idmap_t lease_owner;     /* lease -> sl_owner_t */
+    sl_idmap_t ticket_owner;    /* ticket -> sl_owner_t */
+    sl_call_t *streams;         /* SSE subscribers */
+    size_t n_streams;
+    size_t n_waiters;
+    bool shutting_down;
+    bool early_close; /* the event method reports EV_CLOSED */
+    struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
+};
+
+/* http.c */
+int sl__server_start(sl_server_t *srv, char *err, size_t errlen);
+void sl__server_stop(sl_server_t *srv);
+size_t sl__outer_body_limit(const sl_config_t *c);
+void sl__server_shutdown(sl_server_t *srv);
+void sl__call_free(sl_call_t *call);
+/* Answers `body` (stolen) as JSON and frees the call. */
+void sl__reply_json(sl_call_t *call, int status, json_t *body);
+/* Answers ready-made JSON text (the hot paths format it directly) and frees the call. */
+void sl__reply_text(sl_call_t *call, int status, const char *json, size_t len);
+void sl__reply_error(sl_call_t *call, int status, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg);
+void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_s, double retry_at);
+/* Watches the client's socket while its request is pending (evhttp does not read it
+ * then): `gone` runs once, within a second of the client closing. */
+int sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));
+/* Frees a call whose client is gone, closing its connection without an answer. */
+void sl__call_drop(sl_call_t *call);
+bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
+bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
+
+/* leases.c */
+void sl__handle_lease_post(sl_call_t *call);
+void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action, int method);
+void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *query);
+void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev);
+void sl__waiters_shutdown(sl_server_t *srv);
+json_t *sl__grant_json(const sl_decision_t *d, const char *pool);
+int sl__parse_id(const char *s, char prefix, uint64_t *out);
+
+/* state.c */
+void sl__handle_pools(sl_call_t *call, const char *pool);
+void sl__handle_agents(sl_call_t *call);
+void sl__handle_tasks(sl_call_t *call, const char *task, int method);
+void sl__handle_readyz(sl_call_t *call);
+void sl__handle_metrics(sl_call_t *call);
+void sl__handle_reload(sl_call_t *call);
+int sl__server_reload(sl_server_t *srv, char *err, size_t errlen);
+
+/* metrics.c */
+sl_metrics_t *sl__metrics_new(void);
+void sl__metrics_free(sl_metrics_t *m);
+void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev);
+/* Appends the Prometheus text for `pools` and the event counters to `out`. */
+void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size_t n_pools,
+                        size_t n_waiters, struct evbuffer *out);
+
+/* events.c */
+void sl__events_on_backend_event(const sl_event_t *ev, void *ud);
+int sl__events_open_log(sl_server_t *srv, char *err, size_t errlen);
+void sl__events_flush(sl_server_t *srv);
+void sl__events_subscribe(sl_call_t *call);
+void sl__events_close_streams(sl_server_t *srv);
+void sl__events_ping_streams(sl_server_t *srv);
+void sl__owners_forget_old(sl_server_t *srv);
+
+/* json_in.c: request validation; each returns 0, or -1 with `msg` naming field and value. */
+int sl__json_check_fields(const json_t *obj, const char *const *allowed, char *msg, size_t n);
+int sl__json_get_int(const json_t *obj, const char *field, bool required, int64_t *out, char *msg,
+                     size_t n);
+int sl__json_get_number(const json_t *obj, const char *field, bool required, double min,
+                        bool min_exclusive, double *out, char *msg, size_t n);
+int sl__json_get_string(const json_t *obj, const char *field, bool required, size_t max_len,
+                        bool name_chars, const char **out, char *msg, size_t n);
+int sl__json_get_bool(const json_t *obj, const char *field, bool *out, char *msg, size_t n);
+bool sl__name_ok(const char *s, size_t max_len);
+
+#endif /* SL_SERVER_H */

@@ -1,0 +1,145 @@
+"""harness.py - starts the real sluiced on a free 127.0.0.1 port and talks HTTP/JSON to it.
+
+Standard library only. The binary comes from $SLUICED (CTest sets it). Every wait in
+these tests is bounded in time.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+SLUICED = os.environ.get("SLUICED", "sluiced")
+
+# A pool small enough to queue with a handful of requests: capacity 5100 input tokens
+# (6000 x 0.85), refilled at 85 tokens/s, queue waits up to 600 s.
+SMALL_POOL = """
+    input_tpm: 6000
+    output_tpm: 600000
+    max_queue_wait_s: 600
+    ticket_idle_s: 600
+"""
+
+
+class Sluiced:
+    """One sluiced process. Use as a context manager; stop() is idempotent."""
+
+    def __init__(self, config_text="", extra_args=()):
+        self.dir = tempfile.TemporaryDirectory(prefix="sluiced-test-")
+        self.config_path = os.path.join(self.dir.name, "sluice.yaml")
+        self.event_log = os.path.join(self.dir.name, "events.jsonl")
+        if "event_log" not in config_text:
+            config_text = "event_log: %s\n%s" % (self.event_log, config_text)
+        self.write_config(config_text)
+        self.proc = subprocess.Popen(
+            [SLUICED, "--config", self.config_path, "--listen", "127.0.0.1:0", *extra_args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self._read_banner(timeout_s=10)
+        # "sluiced: listening on http://127.0.0.1:PORT (...)"
+        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        self.token = None
+
+    def write_config(self, text):
+        with open(self.config_path, "w") as f:
+            f.write(text)
+
+    def _read_banner(self, timeout_s):
+        deadline = time.monotonic() + timeout_s
+        os.set_blocking(self.proc.stdout.fileno(), True)
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if sel.select(timeout=0.1):
+                line = self.proc.stdout.readline()
+                if "listening on" in line:
+                    return line
+                if not line:
+                    break
+        self.proc.kill()
+        raise RuntimeError("sluiced did not start: " + self.proc.stderr.read())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self, timeout_s=5):
+        """SIGTERM, then waits; raises when sluiced exited non-zero (a sanitizer report,
+        a crash) so that no test passes over it."""
+        if self.proc.stdout.closed:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        self.dir.cleanup()
+        if self.proc.returncode != 0:
+            raise AssertionError("sluiced exited with %s:\n%s" % (self.proc.returncode, err))
+
+    def conn(self, timeout_s=10):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
+
+    def call(self, method, path, body=None, raw=None, headers=None, timeout_s=10, token=None):
+        """Returns (status, parsed JSON body or text, response headers as a dict)."""
+        c = self.conn(timeout_s)
+        h = dict(headers or {})
+        tok = token if token is not None else self.token
+        if tok:
+            h["Authorization"] = "Bearer " + tok
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        if data is not None:
+            h.setdefault("Content-Type", "application/json")
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        c.close()
+        try:
+            return r.status, json.loads(text), hdrs
+        except ValueError:
+            return r.status, text, hdrs
+
+    def lease(self, agent, input_tokens, output_tokens=10, **kw):
+        body = {"agent": agent, "input_tokens": input_tokens, "output_tokens": output_tokens}
+        body.update(kw)
+        return self.call("POST", "/v1/leases", body)
+
+    def pool(self, name="default"):
+        status, body, _ = self.call("GET", "/v1/pools/" + name)
+        assert status == 200, body
+        return body
+
+    def events(self):
+        """The event log's lines (flushed within 250 ms)."""
+        time.sleep(0.35)
+        with open(self.event_log) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def raw_request(port, method, path, body=b"", headers=None):
+    """Sends one request on a fresh socket and returns the socket without reading."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    h = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items())
+    s.sendall(("%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n"
+               % (method, path, len(body), h)).encode() + body)
+    return s
+
+
+def wait_until(pred, timeout_s, step_s=0.02):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step_s)
+    return pred()

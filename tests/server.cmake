@@ -1,0 +1,17 @@
+# Process-level tests of sluiced (tests/integration/server/*.py): Python 3 standard library
+# only; each starts the real daemon on a free 127.0.0.1 port.
+# python3 and prometheus come from scripts/deps.sh; a missing one fails the tests.
+find_program(SL_PYTHON3 python3 REQUIRED)
+if(TARGET sluiced)
+  file(GLOB SL_SERVER_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/server/test_*.py)
+  foreach(t ${SL_SERVER_TESTS})
+    get_filename_component(name ${t} NAME_WE)
+    add_test(NAME server_${name}
+             COMMAND ${SL_PYTHON3} -m unittest -v ${name}
+             WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/server)
+    set_tests_properties(server_${name} PROPERTIES
+      LABELS integration
+      TIMEOUT 180
+      ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;PYTHONDONTWRITEBYTECODE=1")
+  endforeach()
+endif()
