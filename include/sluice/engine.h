@@ -360,6 +360,19 @@ void sl_engine_task_foreach(const sl_engine_t *e,
 
 const char *sl_task_state_name(sl_task_state_t s);
 
+/* Calibration of one model in a pool: the robust ratio of actual to estimated prompt
+ * tokens (input + cache creation + cache reads over input_tokens + cached_tokens),
+ * the median of the last 64 settles of leases that named the model. The ratio is 1
+ * until 5 samples exist; samples are clamped to [0.2, 5] and leases estimated below
+ * 100 tokens are not sampled (too noisy). */
+typedef struct sl_calibration_info {
+    const char *model;
+    double ratio;        /* what estimates are multiplied by */
+    int64_t samples;     /* settles sampled in total */
+} sl_calibration_info_t;
+
+#define SL_POOL_INFO_MODELS 16
+
 /* State of one pool (GET /v1/pools/{pool}). */
 typedef struct sl_pool_info {
     const char *name;
@@ -377,6 +390,8 @@ typedef struct sl_pool_info {
     double blocked_until;              /* a provider retry-after holds grants until */
     uint64_t granted_total, queued_total, rejected_total;
     uint64_t upstream_429_total;
+    sl_calibration_info_t calibration[SL_POOL_INFO_MODELS]; /* the first models calibrated */
+    int n_calibration;
 } sl_pool_info_t;
 
 /* Fills `out` for pool `name` as of the engine's last time (call sl_engine_advance
@@ -387,17 +402,6 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
 void sl_engine_pool_foreach(const sl_engine_t *e,
                             void (*fn)(const sl_pool_info_t *p, void *ud), void *ud);
 
-/* Calibration of one model in a pool: the robust ratio of actual to estimated prompt
- * tokens (input + cache creation + cache reads over input_tokens + cached_tokens),
- * the median of the last 64 settles of leases that named the model. The ratio is 1
- * until 5 samples exist; samples are clamped to [0.2, 5] and leases estimated below
- * 100 tokens are not sampled (too noisy). */
-typedef struct sl_calibration_info {
-    const char *model;
-    double ratio;        /* what estimates are multiplied by */
-    int64_t samples;     /* settles sampled in total */
-} sl_calibration_info_t;
-
 /* Calls `fn` for every model calibrated in pool `pool`. Errors: SL_ENOTFOUND. */
 int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
                                   void (*fn)(const sl_calibration_info_t *c, void *ud),
@@ -407,6 +411,7 @@ int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
 typedef struct sl_agent_info {
     const char *name;
     const char *role;          /* role of its last request */
+    const char *team;          /* NULL: no team */
     double weight;             /* weight of its last request */
     int64_t repeats;
     double estimate_error;     /* mean over the last window; 0 when no settles */

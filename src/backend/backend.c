@@ -121,6 +121,22 @@ int sl_backend_settings_validate(const sl_backend_settings_t *s, long *bad_pool,
             goto done;
         }
     }
+    for (size_t i = 0; i < s->n_caps; i++) {
+        rc = sl_engine_set_caps(e, s->caps[i].holder, s->caps[i].team, &s->caps[i].caps);
+        if (rc != SL_OK) {
+            snprintf(err, errlen, "caps.%s.%s: %s", s->caps[i].team ? "teams" : "agents",
+                     s->caps[i].holder, sl_engine_errmsg(e));
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < s->n_members; i++) {
+        rc = sl_engine_set_agent_team(e, s->members[i].agent, s->members[i].team);
+        if (rc != SL_OK) {
+            snprintf(err, errlen, "caps.teams.%s.members: %s", s->members[i].team,
+                     sl_engine_errmsg(e));
+            goto done;
+        }
+    }
     for (size_t i = 0; i < s->n_pools; i++) {
         rc = sl_engine_configure_pool(e, s->pools[i].name, &s->pools[i].config, 1.0);
         if (rc != SL_OK) {
@@ -142,10 +158,20 @@ void sl_backend_settings_clear(sl_backend_settings_t *s)
         free(s->roles[i].name);
     for (size_t i = 0; i < s->n_priorities; i++)
         free(s->priorities[i].name);
+    for (size_t i = 0; i < s->n_caps; i++)
+        free(s->caps[i].holder);
+    for (size_t i = 0; i < s->n_members; i++) {
+        free(s->members[i].agent);
+        free(s->members[i].team);
+    }
     free(s->pools);
     free(s->roles);
     free(s->priorities);
+    free(s->caps);
+    free(s->members);
     s->pools = NULL;
     s->roles = s->priorities = NULL;
-    s->n_pools = s->n_roles = s->n_priorities = 0;
+    s->caps = NULL;
+    s->members = NULL;
+    s->n_pools = s->n_roles = s->n_priorities = s->n_caps = s->n_members = 0;
 }

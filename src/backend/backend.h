@@ -38,8 +38,21 @@ typedef struct sl_named_pool {
     sl_pool_config_t config;
 } sl_named_pool_t;
 
-/* What a backend is told to enforce: pools, roles, priorities (the config file's
- * reloadable part). */
+/* Caps of an agent ("*" = every agent without its own) or of a team. */
+typedef struct sl_named_caps {
+    char *holder;
+    bool team;
+    sl_caps_t caps;
+} sl_named_caps_t;
+
+/* An agent's team. */
+typedef struct sl_team_member {
+    char *agent;
+    char *team;
+} sl_team_member_t;
+
+/* What a backend is told to enforce: pools, roles, priorities, caps and teams (the
+ * config file's reloadable part). */
 typedef struct sl_backend_settings {
     sl_named_pool_t *pools;
     size_t n_pools;
@@ -47,6 +60,10 @@ typedef struct sl_backend_settings {
     size_t n_roles;
     sl_named_factor_t *priorities;
     size_t n_priorities;
+    sl_named_caps_t *caps;
+    size_t n_caps;
+    sl_team_member_t *members;
+    size_t n_members;
 } sl_backend_settings_t;
 
 /* Completion callbacks. `rc` is SL_OK or a negative SL_E* code; on error `errmsg`

@@ -39,6 +39,7 @@ typedef struct memory_backend {
     sl_event_t *pending;  /* events copied from the engine; strings in `strings` */
     str_block_t *strings; /* newest block first */
     size_t n_pending, cap_pending;
+    sl_backend_settings_t applied; /* caps and team members of the last configure */
     int depth;     /* operations running (nested when a callback starts another) */
     bool flushing; /* delivering events */
 } memory_backend_t;
@@ -176,7 +177,27 @@ static void mem_free(sl_backend_t *b)
     free(m->pending);
     if (m->timer) event_free(m->timer);
     sl_engine_free(m->engine);
+    sl_backend_settings_clear(&m->applied);
     free(m);
+}
+
+/* Keeps a copy of the caps holders and team members just applied. */
+static void remember_applied(memory_backend_t *m, const sl_backend_settings_t *s)
+{
+    sl_backend_settings_clear(&m->applied);
+    m->applied.caps = calloc(s->n_caps ? s->n_caps : 1, sizeof(*m->applied.caps));
+    m->applied.members = calloc(s->n_members ? s->n_members : 1, sizeof(*m->applied.members));
+    if (!m->applied.caps || !m->applied.members) return;
+    for (size_t i = 0; i < s->n_caps; i++) {
+        m->applied.caps[i].holder = strdup(s->caps[i].holder);
+        m->applied.caps[i].team = s->caps[i].team;
+        if (m->applied.caps[i].holder) m->applied.n_caps = i + 1;
+    }
+    for (size_t i = 0; i < s->n_members; i++) {
+        m->applied.members[i].agent = strdup(s->members[i].agent);
+        m->applied.members[i].team = NULL;
+        if (m->applied.members[i].agent) m->applied.n_members = i + 1;
+    }
 }
 
 static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backend_done_cb cb,
@@ -193,6 +214,18 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
             rc = sl_engine_set_role(m->engine, s->roles[i].name, s->roles[i].value);
         for (size_t i = 0; rc == SL_OK && i < s->n_priorities; i++)
             rc = sl_engine_set_priority(m->engine, s->priorities[i].name, s->priorities[i].value);
+        /* Caps and memberships the new settings no longer name are lifted. */
+        for (size_t i = 0; rc == SL_OK && i < m->applied.n_caps; i++)
+            rc = sl_engine_set_caps(m->engine, m->applied.caps[i].holder, m->applied.caps[i].team,
+                                    NULL);
+        for (size_t i = 0; rc == SL_OK && i < m->applied.n_members; i++)
+            rc = sl_engine_set_agent_team(m->engine, m->applied.members[i].agent, NULL);
+        for (size_t i = 0; rc == SL_OK && i < s->n_caps; i++)
+            rc = sl_engine_set_caps(m->engine, s->caps[i].holder, s->caps[i].team,
+                                    &s->caps[i].caps);
+        for (size_t i = 0; rc == SL_OK && i < s->n_members; i++)
+            rc = sl_engine_set_agent_team(m->engine, s->members[i].agent, s->members[i].team);
+        if (rc == SL_OK) remember_applied(m, s);
         double now = mem_now(b);
         for (size_t i = 0; rc == SL_OK && i < s->n_pools; i++)
             rc = sl_engine_configure_pool(m->engine, s->pools[i].name, &s->pools[i].config, now);

@@ -131,6 +131,7 @@ static void fill_info(const sl__agent_t *a, sl_agent_info_t *out)
     memset(out, 0, sizeof *out);
     out->name = a->name;
     out->role = a->role;
+    out->team = a->team;
     out->weight = a->weight;
     out->repeats = a->repeats;
     out->estimate_error = sl__agent_mean_error(a);

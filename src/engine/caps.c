@@ -32,6 +32,34 @@ static sl__holder_t *holder_find(const sl_engine_t *e, char kind, const char *na
     return sl__strmap_get(&e->holders, key);
 }
 
+static void holder_set(sl__holder_t *h, const sl_caps_t *c)
+{
+    h->caps = *c;
+    if (h->budget_hour_usd > c->budget_usd_per_hour) h->budget_hour_usd = c->budget_usd_per_hour;
+    if (h->budget_day_usd > c->budget_usd_per_day) h->budget_day_usd = c->budget_usd_per_day;
+}
+
+static sl__holder_t *holder_new(sl_engine_t *e, char kind, const char *name, const sl_caps_t *c)
+{
+    if (sl__strmap_reserve(&e->holders, 1) != 0) return NULL;
+    sl__holder_t *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->key = malloc(strlen(name) + 3);
+    if (!h->key) {
+        free(h);
+        return NULL;
+    }
+    sprintf(h->key, "%c:%s", kind, name);
+    h->name = h->key + 2;
+    h->team = kind == 't';
+    h->caps = *c;
+    h->budget_hour_usd = c->budget_usd_per_hour;
+    h->budget_day_usd = c->budget_usd_per_day;
+    h->budget_last = e->now;
+    sl__strmap_put(&e->holders, h->key, h);
+    return h;
+}
+
 int sl_engine_set_caps(sl_engine_t *e, const char *holder, bool is_team, const sl_caps_t *caps)
 {
     if (!holder || (strcmp(holder, "*") != 0 && !sl__valid_name(holder, SL__NAME_MAX)) ||
@@ -57,28 +85,23 @@ int sl_engine_set_caps(sl_engine_t *e, const char *holder, bool is_team, const s
     sl__holder_t *h = holder_find(e, is_team ? 't' : 'a', holder);
     if (!h) {
         if (caps_empty(c)) return SL_OK;
-        if (sl__strmap_reserve(&e->holders, 1) != 0) goto nomem;
-        h = calloc(1, sizeof *h);
-        if (!h) goto nomem;
-        h->key = malloc(strlen(holder) + 3);
-        if (!h->key) {
-            free(h);
-            goto nomem;
-        }
-        sprintf(h->key, "%c:%s", is_team ? 't' : 'a', holder);
-        h->name = h->key + 2;
-        h->team = is_team;
-        h->budget_hour_usd = c->budget_usd_per_hour;
-        h->budget_day_usd = c->budget_usd_per_day;
-        h->budget_last = e->now;
-        sl__strmap_put(&e->holders, h->key, h);
+        h = holder_new(e, is_team ? 't' : 'a', holder, c);
+        if (!h) return sl__fail(e, SL_ENOMEM, "out of memory setting caps of \"%s\"", holder);
     }
-    h->caps = *c;
-    if (h->budget_hour_usd > c->budget_usd_per_hour) h->budget_hour_usd = c->budget_usd_per_hour;
-    if (h->budget_day_usd > c->budget_usd_per_day) h->budget_day_usd = c->budget_usd_per_day;
+    bool star = !is_team && strcmp(holder, "*") == 0;
+    if (star) {
+        /* Every agent without caps of its own follows "*", each with its own buckets. */
+        for (size_t i = 0; i < e->holders.cap; i++) {
+            sl__holder_t *o = e->holders.slots[i].hash ? e->holders.slots[i].val : NULL;
+            if (o && o->inherited) holder_set(o, c);
+        }
+        holder_set(h, c);
+        return SL_OK;
+    }
+    const sl__holder_t *def = is_team ? NULL : holder_find(e, 'a', "*");
+    h->inherited = !is_team && caps_empty(c) && def;
+    holder_set(h, h->inherited ? &def->caps : c);
     return SL_OK;
-nomem:
-    return sl__fail(e, SL_ENOMEM, "out of memory setting caps of \"%s\"", holder);
 }
 
 int sl_engine_set_agent_team(sl_engine_t *e, const char *agent, const char *team)
@@ -110,7 +133,14 @@ void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_na
     memset(out, 0, sizeof *out);
     if (e->holders.len == 0) return;
     out->h[0] = holder_find(e, 'a', agent_name);
-    if (!out->h[0]) out->h[0] = holder_find(e, 'a', "*");
+    if (!out->h[0]) {
+        const sl__holder_t *def = holder_find(e, 'a', "*");
+        if (def && !caps_empty(&def->caps)) {
+            /* Out of memory leaves this one request uncapped, never refused. */
+            out->h[0] = holder_new(e, 'a', agent_name, &def->caps);
+            if (out->h[0]) out->h[0]->inherited = true;
+        }
+    }
     if (a && a->team) out->h[1] = holder_find(e, 't', a->team);
 }
 

@@ -29,6 +29,7 @@ typedef struct sl__holder {
     char *key;            /* "a:<agent>", "a:*" or "t:<team>" */
     const char *name;     /* key + 2 */
     bool team;
+    bool inherited;       /* an agent's copy of the "*" caps, kept in step with them */
     sl_caps_t caps;
     double budget_hour_usd, budget_day_usd; /* levels of the two budget buckets */
     double budget_last;   /* time of their last refill */

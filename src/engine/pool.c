@@ -329,6 +329,14 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
     out->queued_total = p->queued_total;
     out->rejected_total = p->rejected_total;
     out->upstream_429_total = p->upstream_429_total;
+    for (size_t i = 0; i < p->calibs.cap && out->n_calibration < SL_POOL_INFO_MODELS; i++) {
+        if (!p->calibs.slots[i].hash) continue;
+        const sl__calib_t *c = p->calibs.slots[i].val;
+        sl_calibration_info_t *ci = &out->calibration[out->n_calibration++];
+        ci->model = c->model;
+        ci->ratio = c->ratio;
+        ci->samples = c->total;
+    }
     return SL_OK;
 }
 

@@ -140,6 +140,8 @@ static const struct pool_field {
     PF(estimate_error_window, F_INT),
     PF(claim_timeout_s, F_DOUBLE),
     PF(ticket_idle_s, F_DOUBLE),
+    PF(price_input_per_mtok, F_DOUBLE),
+    PF(price_output_per_mtok, F_DOUBLE),
 #undef PF
 };
 
@@ -261,6 +263,104 @@ static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char
         char *s = NULL;
         if (get_string(p, node(p, *it), key, &s) < 0) return -1;
         (*out)[(*n_out)++] = s;
+    }
+    return 0;
+}
+
+/* One holder's caps: {max_share, max_rpm, max_concurrent, budget_usd_per_hour,
+ * budget_usd_per_day} and, for a team, members: [agent, ...]. */
+static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool team,
+                          sl_config_t *c)
+{
+    char key[400];
+    snprintf(key, sizeof(key), "caps.%s.%s", team ? "teams" : "agents", holder);
+    if (want_mapping(p, map, key) < 0) return -1;
+    sl_named_caps_t *grown = realloc(c->settings.caps, (c->settings.n_caps + 1) * sizeof(*grown));
+    if (!grown) return fail(p, map, key, "out of memory%s", "");
+    c->settings.caps = grown;
+    sl_named_caps_t *nc = &grown[c->settings.n_caps];
+    memset(nc, 0, sizeof(*nc));
+    nc->holder = strdup(holder);
+    if (!nc->holder) return fail(p, map, key, "out of memory%s", "");
+    nc->team = team;
+    c->settings.n_caps++;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        char fkey[480];
+        snprintf(fkey, sizeof(fkey), "%s.%s", key, kname ? kname : "?");
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, key, "keys must be plain names%s", "");
+        } else if (!strcmp(kname, "max_share")) {
+            rc = get_double(p, v, fkey, &nc->caps.max_share);
+        } else if (!strcmp(kname, "max_rpm")) {
+            rc = get_i64(p, v, fkey, &nc->caps.max_rpm);
+        } else if (!strcmp(kname, "max_concurrent")) {
+            rc = get_i64(p, v, fkey, &nc->caps.max_concurrent);
+        } else if (!strcmp(kname, "budget_usd_per_hour")) {
+            rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_hour);
+        } else if (!strcmp(kname, "budget_usd_per_day")) {
+            rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_day);
+        } else if (team && !strcmp(kname, "members")) {
+            char **names = NULL;
+            size_t n = 0;
+            rc = parse_string_list(p, v, fkey, &names, &n);
+            for (size_t i = 0; i < n; i++) {
+                sl_team_member_t *m =
+                    realloc(c->settings.members, (c->settings.n_members + 1) * sizeof(*m));
+                if (!m) {
+                    rc = fail(p, v, fkey, "out of memory%s", "");
+                    free(names[i]);
+                    continue;
+                }
+                c->settings.members = m;
+                m[c->settings.n_members].agent = names[i];
+                m[c->settings.n_members].team = strdup(holder);
+                c->settings.n_members++;
+            }
+            free(names);
+        } else {
+            rc = fail(p, k, fkey,
+                      team ? "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
+                             "budget_usd_per_hour, budget_usd_per_day, members)"
+                           : "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
+                             "budget_usd_per_hour, budget_usd_per_day)",
+                      kname);
+        }
+        if (rc < 0) return -1;
+    }
+    /* Checked here so the error names the line; the engine repeats the checks. */
+    sl_engine_t *e = sl_engine_new(NULL);
+    if (!e) return fail(p, map, key, "out of memory%s", "");
+    int rc = sl_engine_set_caps(e, holder, team, &nc->caps);
+    if (rc != SL_OK) rc = fail(p, map, key, "%s", sl_engine_errmsg(e));
+    sl_engine_free(e);
+    return rc;
+}
+
+/* caps: {agents: {NAME|"*": {...}}, teams: {NAME: {..., members: [...]}}} */
+static int parse_caps(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "caps") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        bool team = kname && !strcmp(kname, "teams");
+        if (!kname || (!team && strcmp(kname, "agents") != 0))
+            return fail(p, k, "caps", "unknown key '%s' (known: agents, teams)",
+                        kname ? kname : "?");
+        if (want_mapping(p, v, team ? "caps.teams" : "caps.agents") < 0) return -1;
+        for (yaml_node_pair_t *h = v->data.mapping.pairs.start; h < v->data.mapping.pairs.top;
+             h++) {
+            const char *holder = scalar(node(p, h->key));
+            if (!holder || !*holder || strlen(holder) > 128)
+                return fail(p, node(p, h->key), team ? "caps.teams" : "caps.agents",
+                            "a name must be 1-128 characters%s", "");
+            if (parse_one_caps(p, node(p, h->value), holder, team, c) < 0) return -1;
+        }
     }
     return 0;
 }
@@ -403,6 +503,8 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
                                &c->settings.n_priorities);
         } else if (!strcmp(kname, "auth")) {
             rc = parse_auth(p, v, c);
+        } else if (!strcmp(kname, "caps")) {
+            rc = parse_caps(p, v, c);
         } else {
             rc = fail(p, k, kname, "unknown key '%s'", kname);
         }

@@ -208,6 +208,12 @@ void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size
     head(out, "sluice_margin_ratio", "gauge", "Share of the provider limit sluice hands out.");
     for (size_t i = 0; i < n_pools; i++)
         pool_sample(out, "sluice_margin_ratio", pools[i].name, NULL, NULL, pools[i].margin);
+    head(out, "sluice_calibration_ratio", "gauge",
+         "Learned ratio of billed to locally estimated prompt tokens, per model.");
+    for (size_t i = 0; i < n_pools; i++)
+        for (int k = 0; k < pools[i].n_calibration; k++)
+            pool_sample(out, "sluice_calibration_ratio", pools[i].name, "model",
+                        pools[i].calibration[k].model, pools[i].calibration[k].ratio);
     head(out, "sluice_queue_depth", "gauge", "Requests waiting in the pool's queue.");
     for (size_t i = 0; i < n_pools; i++)
         pool_sample(out, "sluice_queue_depth", pools[i].name, NULL, NULL,

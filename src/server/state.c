@@ -14,7 +14,7 @@
 static json_t *pool_config_json(const sl_pool_config_t *c)
 {
     return json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:f,"
-                     "s:f,s:i,s:f,s:f}",
+                     "s:f,s:i,s:f,s:f,s:f,s:f}",
                      "input_tpm", (json_int_t)c->input_tpm, "output_tpm", (json_int_t)c->output_tpm,
                      "rpm", (json_int_t)c->rpm, "tokens_tpm", (json_int_t)c->tokens_tpm,
                      "concurrency", (json_int_t)c->concurrency, "margin_start", c->margin_start,
@@ -26,7 +26,9 @@ static json_t *pool_config_json(const sl_pool_config_t *c)
                      "cache_bump_min_tokens", (json_int_t)c->cache_bump_min_tokens, "cache_bump",
                      c->cache_bump, "estimate_error_alert", c->estimate_error_alert,
                      "estimate_error_window", c->estimate_error_window, "claim_timeout_s",
-                     c->claim_timeout_s, "ticket_idle_s", c->ticket_idle_s);
+                     c->claim_timeout_s, "ticket_idle_s", c->ticket_idle_s,
+                     "price_input_per_mtok", c->price_input_per_mtok, "price_output_per_mtok",
+                     c->price_output_per_mtok);
 }
 
 static json_t *pool_json(const sl_pool_info_t *p)
@@ -42,8 +44,14 @@ static json_t *pool_json(const sl_pool_info_t *p)
     json_t *alerts = json_array();
     if (p->alert_margin_at_floor) json_array_append_new(alerts, json_string("margin_at_floor"));
     if (p->alert_spend_cap) json_array_append_new(alerts, json_string("spend_cap"));
+    json_t *calibration = json_array();
+    for (int i = 0; i < p->n_calibration; i++)
+        json_array_append_new(calibration,
+                              json_pack("{s:s,s:f,s:I}", "model", p->calibration[i].model,
+                                        "ratio", p->calibration[i].ratio, "samples",
+                                        (json_int_t)p->calibration[i].samples));
     const sl_pool_config_t *c = &p->config;
-    return json_pack(
+    json_t *out = json_pack(
         "{s:s,s:{s:I,s:I,s:I,s:I,s:I},s:f,s:o,s:{s:I,s:o},s:I,s:o,s:o,s:{s:I,s:I,s:I,s:I},s:o}",
         "name", p->name, "limits", "input_tpm", (json_int_t)c->input_tpm, "output_tpm",
         (json_int_t)c->output_tpm, "rpm", (json_int_t)c->rpm, "tokens_tpm",
@@ -55,6 +63,9 @@ static json_t *pool_json(const sl_pool_info_t *p)
         (json_int_t)p->granted_total, "queued", (json_int_t)p->queued_total, "rejected",
         (json_int_t)p->rejected_total, "upstream_429", (json_int_t)p->upstream_429_total, "config",
         pool_config_json(c));
+    if (out) json_object_set_new(out, "calibration", calibration);
+    else json_decref(calibration);
+    return out;
 }
 
 static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg, void *ud)
@@ -107,6 +118,10 @@ static void on_agents(int rc, const sl_agent_info_t *a, size_t n, void *ud)
                       (json_int_t)a[i].leases, "queued", (json_int_t)a[i].queued, "tokens_in",
                       (json_int_t)a[i].tokens_in, "tokens_out", (json_int_t)a[i].tokens_out,
                       "got_429", (json_int_t)a[i].got_429, "state", a[i].state ? a[i].state : ""));
+        if (a[i].team) {
+            json_t *last = json_array_get(arr, json_array_size(arr) - 1);
+            json_object_set_new(last, "team", json_string(a[i].team));
+        }
     }
     sl__reply_json(call, 200, json_pack("{s:o}", "agents", arr));
 }

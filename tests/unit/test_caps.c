@@ -53,6 +53,30 @@ static void test_share_cap_is_refunded_by_settle(void **state)
     sl_engine_free(e);
 }
 
+static void test_default_caps_give_every_agent_its_own_buckets(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 100000, 1000);
+    sl_caps_t caps = {.max_rpm = 1};
+    assert_int_equal(sl_engine_set_caps(e, "*", false, &caps), SL_OK);
+    assert_int_equal(ask(e, "a", 10, 10, T0).status, SL_GRANTED);
+    assert_int_equal(ask(e, "b", 10, 10, T0).status, SL_GRANTED); /* not a shared bucket */
+    assert_int_equal(ask(e, "a", 10, 10, T0).status, SL_REJECTED);
+    /* Raising "*" applies to agents already seen; own caps override; removing them
+     * falls back to "*". */
+    caps.max_rpm = 3;
+    assert_int_equal(sl_engine_set_caps(e, "*", false, &caps), SL_OK);
+    assert_int_equal(ask(e, "a", 10, 10, T0 + 21).status, SL_GRANTED);
+    sl_caps_t own = {.max_rpm = 1000};
+    assert_int_equal(sl_engine_set_caps(e, "b", false, &own), SL_OK);
+    for (int i = 0; i < 10; i++) assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_GRANTED);
+    assert_int_equal(sl_engine_set_caps(e, "b", false, NULL), SL_OK);
+    /* Back on "*" (3 per minute): its bucket is clamped to 3, then empties. */
+    for (int i = 0; i < 3; i++) assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_GRANTED);
+    assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_REJECTED);
+    sl_engine_free(e);
+}
+
 static void test_concurrency_cap_frees_at_settle(void **state)
 {
     (void)state;
@@ -139,6 +163,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_rpm_cap_rejects_with_the_time_it_allows),
         cmocka_unit_test(test_share_cap_is_refunded_by_settle),
+        cmocka_unit_test(test_default_caps_give_every_agent_its_own_buckets),
         cmocka_unit_test(test_concurrency_cap_frees_at_settle),
         cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
         cmocka_unit_test(test_budget_is_priced_and_refilled),

@@ -1,0 +1,90 @@
+"""test_caps.py - caps, teams and budgets from the config, and calibration, through HTTP."""
+import subprocess
+import tempfile
+import unittest
+
+from harness import SLUICED, Sluiced
+
+CONFIG = """
+pools:
+  default:
+    input_tpm: 1000000
+    output_tpm: 100000
+    rpm: 10000
+    price_input_per_mtok: 3
+    price_output_per_mtok: 15
+caps:
+  agents:
+    "*":
+      max_rpm: 2
+    spender:
+      budget_usd_per_hour: 0.01
+  teams:
+    lint:
+      members: [lint-1, lint-2]
+      max_concurrent: 1
+"""
+
+
+class Caps(unittest.TestCase):
+    def test_agent_cap_rejects_with_reason_and_retry_after(self):
+        with Sluiced(CONFIG) as s:
+            for _ in range(2):
+                status, body, _ = s.lease("chatty", 10)
+                self.assertEqual(status, 200, body)
+            status, body, hdrs = s.lease("chatty", 10)
+            self.assertEqual(status, 429, body)
+            self.assertEqual(body["reason"], "agent_cap")
+            self.assertAlmostEqual(body["retry_after"], 30, delta=0.5)
+            self.assertEqual(hdrs["retry-after"], "30")
+            status, body, _ = s.lease("other", 10)  # another agent is not affected
+            self.assertEqual(status, 200, body)
+
+    def test_team_cap_and_budget(self):
+        with Sluiced(CONFIG) as s:
+            status, body, _ = s.lease("lint-1", 10)
+            self.assertEqual(status, 200, body)
+            status, body, _ = s.lease("lint-2", 10)
+            self.assertEqual(status, 429, body)
+            self.assertEqual(body["reason"], "team_cap")
+            _, agents, _ = s.call("GET", "/v1/agents")
+            teams = {a["name"]: a.get("team") for a in agents["agents"]}
+            self.assertEqual(teams["lint-1"], "lint")
+            # $0.0075 each against $0.01 per hour: the second is over budget.
+            status, body, _ = s.lease("spender", 2000, 100)
+            self.assertEqual(status, 200, body)
+            status, body, _ = s.lease("spender", 2000, 100)
+            self.assertEqual(status, 429, body)
+            self.assertEqual(body["reason"], "budget_exhausted")
+
+    def test_bad_caps_config_names_the_key_and_line(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write("caps:\n  agents:\n    a:\n      max_share: 1.5\n")
+            f.flush()
+            p = subprocess.run([SLUICED, "--config", f.name, "--check-config"],
+                               capture_output=True, text=True, timeout=10)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(":4:", p.stderr + p.stdout)
+            self.assertIn("caps.agents.a", p.stderr + p.stdout)
+            self.assertIn("max_share 1.5", p.stderr + p.stdout)
+
+
+class Calibration(unittest.TestCase):
+    def test_ratio_is_learned_and_visible_in_pool_and_metrics(self):
+        with Sluiced(CONFIG.replace("max_rpm: 2", "max_rpm: 1000")) as s:
+            for i in range(5):
+                status, body, _ = s.lease("est", 1000, model="claude-x")
+                self.assertEqual(status, 200, body)
+                status, body, _ = s.call("POST", "/v1/leases/%s/settle" % body["lease"],
+                                         {"input_tokens": 1250, "output_tokens": 10})
+                self.assertEqual(status, 200, body)
+            cal = s.pool()["calibration"]
+            self.assertEqual(cal, [{"model": "claude-x", "ratio": 1.25, "samples": 5}])
+            status, body, _ = s.lease("est", 1000, model="claude-x")
+            self.assertEqual(body["charged"]["input_tokens"], 1250)
+            _, text, _ = s.call("GET", "/metrics")
+            self.assertIn('sluice_calibration_ratio{pool="default",model="claude-x"} 1.25', text)
+
+
+if __name__ == "__main__":
+    unittest.main()
