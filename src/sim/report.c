@@ -1,0 +1,153 @@
+/* report.c - the simulator's outputs: table, JSON, CSV time series and the gnuplot
+ * picture. Every number is printed with a fixed format so that the same run gives
+ * the same bytes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "sim.h"
+
+static int64_t total_agents(const sl_sim_scenario_t *sc)
+{
+    int64_t n = 0;
+    for (int g = 0; g < sc->n_groups; g++) n += sc->groups[g].count;
+    return n * sc->teams;
+}
+
+void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
+                         const sl_sim_result_t *r, size_t n)
+{
+    fprintf(out, "scenario %s  seed %llu  agents %lld  tasks %lld  lower bound %.1f s\n\n",
+            sc->name, (unsigned long long)seed, (long long)total_agents(sc),
+            (long long)(n ? r[0].tasks_total : 0), sl_sim_lower_bound_s(sc));
+    fprintf(out, "%-13s %6s %7s %11s %9s %9s %10s %6s %9s %11s %8s %8s\n", "strategy", "429s",
+            "429 %", "tokens/task", "p50 task", "p95 task", "crit wait", "ITPM", "makespan",
+            "done", "replans", "waves");
+    for (size_t i = 0; i < n; i++) {
+        const sl_sim_result_t *s = &r[i];
+        char done[32], waves[16];
+        snprintf(done, sizeof done, "%lld/%lld", (long long)s->tasks_done, (long long)s->tasks_total);
+        if (s->wave_period_s > 0) snprintf(waves, sizeof waves, "%.0f s", s->wave_period_s);
+        else snprintf(waves, sizeof waves, "-");
+        fprintf(out, "%-13s %6lld %6.2f%% %11.0f %8.0fs %8.0fs %9.0fs %5.0f%% %8.0fs %11s %8lld %8s\n",
+                s->strategy, (long long)s->http_429, 100.0 * s->rate_429, s->tokens_per_task,
+                s->p50_task_s, s->p95_task_s, s->critical_path_wait_s,
+                100.0 * s->input_tpm_utilization, s->makespan_s, done, (long long)s->replans,
+                waves);
+    }
+    fprintf(out, "\n429 %%: 429s per request sent. tokens/task: every token billed (input, cache\n"
+                 "writes and reads, output) per finished task. crit wait: seconds blocked tasks\n"
+                 "spent waiting on an upstream task's model call. ITPM: uncached input billed\n"
+                 "over input TPM x makespan. waves: dominant period of 429s per 5 s.\n");
+}
+
+static void json_number(FILE *out, double v, const char *fmt)
+{
+    if (v < 0) fputs("null", out);
+    else fprintf(out, fmt, v);
+}
+
+void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
+                        const sl_sim_result_t *r, size_t n)
+{
+    fprintf(out, "{\"scenario\":\"%s\",\"seed\":%llu,\"lower_bound_s\":%.3f,\"strategies\":[",
+            sc->name, (unsigned long long)seed, sl_sim_lower_bound_s(sc));
+    for (size_t i = 0; i < n; i++) {
+        const sl_sim_result_t *s = &r[i];
+        fprintf(out,
+                "%s{\"name\":\"%s\",\"http_429\":%lld,\"rate_429\":%.6f,\"tokens_per_task\":%.1f,"
+                "\"p50_task_s\":%.3f,\"p95_task_s\":%.3f,\"critical_path_wait_s\":%.3f,"
+                "\"input_tpm_utilization\":%.6f,\"makespan_s\":%.3f,\"tasks_done\":%lld,"
+                "\"wave_period_s\":",
+                i ? "," : "", s->strategy, (long long)s->http_429, s->rate_429,
+                s->tokens_per_task, s->p50_task_s, s->p95_task_s, s->critical_path_wait_s,
+                s->input_tpm_utilization, s->makespan_s, (long long)s->tasks_done);
+        json_number(out, s->wave_period_s, "%.1f");
+        fputc('}', out);
+    }
+    fputs("]}\n", out);
+}
+
+void sl_sim_report_csv(FILE *out, const sl_sim_result_t *r, size_t n)
+{
+    fputs("strategy,t_s,requests,http_429,uncached_input_tokens,output_tokens,tasks_done,"
+          "waiting\n",
+          out);
+    for (size_t i = 0; i < n; i++) {
+        for (size_t b = 0; b < r[i].n_bins; b++) {
+            const sl_sim_bin_t *x = &r[i].bins[b];
+            fprintf(out, "%s,%.0f,%lld,%lld,%lld,%lld,%lld,%lld\n", r[i].strategy,
+                    (double)b * SL_SIM_BIN_S, (long long)x->requests, (long long)x->http_429,
+                    (long long)x->uncached_input_tokens, (long long)x->output_tokens,
+                    (long long)x->tasks_done, (long long)x->waiting);
+        }
+    }
+}
+
+int sl_sim_plot(const char *dir, const sl_sim_result_t *r, size_t n, char *err, size_t errlen)
+{
+    char script[4096], png[4096], csv[4096];
+    snprintf(script, sizeof script, "%s/429s.gnuplot", dir);
+    snprintf(png, sizeof png, "%s/429s.png", dir);
+    snprintf(csv, sizeof csv, "%s/timeseries.csv", dir);
+    if (strchr(dir, '\'') || strchr(dir, '"')) {
+        snprintf(err, errlen, "--out: \"%s\": quotes are not allowed in the directory name", dir);
+        return -1;
+    }
+    FILE *f = fopen(script, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", script, strerror(errno));
+        return -1;
+    }
+    double xmax = 0;
+    int64_t ymax = 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((double)r[i].n_bins * SL_SIM_BIN_S > xmax) xmax = (double)r[i].n_bins * SL_SIM_BIN_S;
+        for (size_t b = 0; b < r[i].n_bins; b++)
+            if (r[i].bins[b].http_429 > ymax) ymax = r[i].bins[b].http_429;
+    }
+    /* One panel per strategy, stacked, on shared axes: a rate-limit dashboard. */
+    fprintf(f,
+            "set terminal pngcairo size 1000,%d font 'sans,9'\n"
+            "set output '%s'\n"
+            "set datafile separator ','\n"
+            "set multiplot layout %zu,1 title '429s per 5 s'\n"
+            "set xrange [0:%.0f]\nset yrange [0:%lld]\n"
+            "set style fill solid 1.0 noborder\nset boxwidth %.1f absolute\n"
+            "set lmargin 10\nset rmargin 3\nset ytics nomirror\nset grid ytics\n",
+            120 + 140 * (int)(n ? n : 1), png, n ? n : 1, xmax > 0 ? xmax : 60,
+            (long long)(ymax + 1), SL_SIM_BIN_S);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "set title '%s' offset 0,-0.8\n", r[i].strategy);
+        fprintf(f, "%s", i + 1 == n ? "set xlabel 'simulated time (s)'\n" : "unset xlabel\n");
+        fprintf(f,
+                "plot '%s' using ($2+%.1f):(strcol(1) eq '%s' ? $4 : 1/0) every ::1 "
+                "with boxes lc rgb '#c0392b' notitle\n",
+                csv, SL_SIM_BIN_S / 2, r[i].strategy);
+    }
+    fputs("unset multiplot\n", f);
+    if (fclose(f) != 0) {
+        snprintf(err, errlen, "%s: write failed", script);
+        return -1;
+    }
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", script);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        snprintf(err, errlen, "cannot run gnuplot: %s", strerror(errno));
+        return -1;
+    }
+    char line[512], first[512] = "";
+    while (fgets(line, sizeof line, p))
+        if (!first[0]) snprintf(first, sizeof first, "%s", line);
+    int st = pclose(p);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        size_t l = strlen(first);
+        if (l && first[l - 1] == '\n') first[l - 1] = '\0';
+        snprintf(err, errlen, "gnuplot failed (is gnuplot installed? Debian: gnuplot-nox)%s%s",
+                 first[0] ? ": " : "", first);
+        return -1;
+    }
+    return 0;
+}

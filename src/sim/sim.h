@@ -1,0 +1,135 @@
+/* sim.h - sluice sim: a deterministic discrete-event simulator of an agent fleet.
+ *
+ * A scenario (YAML, docs/sim.md) describes groups of agents that run the real
+ * coding-agent loop (read files -> model call -> apply edit -> run tests -> model
+ * call ...), a task graph between the groups, and the provider's limits. One run
+ * plays the scenario under one strategy against the provider model of
+ * src/provider/ on a virtual clock; the sluice strategies drive the real engine
+ * (libsluice). Every random draw comes from PRNGs seeded by the run's seed, so the
+ * same scenario, strategy and seed give byte-identical results.
+ */
+#ifndef SLUICE_SIM_H
+#define SLUICE_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "provider.h"
+
+#define SL_SIM_NAME_MAX 48
+#define SL_SIM_AFTER_MAX 8
+
+/* One group of identical agents (per team). */
+typedef struct sl_sim_group {
+    char name[SL_SIM_NAME_MAX];   /* unique; agents are named NAME.N (TEAM.NAME.N) */
+    char role[16];                /* planner, reviewer or worker (engine roles) */
+    int count;                    /* agents in the group, per team */
+    int tasks;                    /* tasks each agent does, one after another */
+    int turns;                    /* model calls per task (one per loop) */
+    int64_t prefix_tokens;        /* cached prefix per call: system prompt, plan, files */
+    int64_t turn_tokens;          /* uncached tail per call: new tool output */
+    int64_t output_tokens;        /* mean output per call (spread x0.5..x1.5) */
+    int64_t max_tokens;           /* max_tokens of each call */
+    double read_s;                /* reading files before the first call */
+    double edit_s;                /* applying an edit after a call */
+    double test_s;                /* running the tests after an edit */
+    double test_spread;           /* relative spread of test_s (uniform +-) */
+    double repeat_failure;        /* chance a test run starts a loop of identical failures */
+    char after[SL_SIM_AFTER_MAX][SL_SIM_NAME_MAX]; /* groups whose tasks come first */
+    int n_after;
+} sl_sim_group_t;
+
+typedef struct sl_sim_scenario {
+    char name[64];
+    uint64_t seed;                /* used when the command line gives none */
+    double duration_s;            /* the run stops here even with tasks left */
+    double start_window_s;        /* agents of the push start within this window */
+    double harness_timeout_s;     /* without a checkpoint, a wait longer than this
+                                     breaks the turn (0 = never) */
+    double replan_min, replan_max; /* a broken turn costs U[min,max] x the failed call */
+    double loop_continue;         /* chance a loop of identical failures goes on */
+    double estimate_noise;        /* the agents' local count is off by up to +-this */
+    int teams;                    /* the groups are repeated per team */
+    sl_provider_config_t provider;
+    sl_sim_group_t *groups;
+    int n_groups;
+} sl_sim_scenario_t;
+
+/* Parses a scenario from YAML text. Returns 0, or -1 with a message naming the
+ * field and the value in `err`. Free with sl_sim_scenario_free(). */
+int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *out, char *err,
+                          size_t errlen);
+
+/* Reads and parses `path`. Returns 0 or -1 with a message in `err`. */
+int sl_sim_scenario_load(const char *path, sl_sim_scenario_t *out, char *err, size_t errlen);
+
+void sl_sim_scenario_free(sl_sim_scenario_t *sc);
+
+/* The makespan no strategy can beat on tokens alone: total uncached input tokens
+ * of the ideal run (each task's prefix written once, every tail once, no failures)
+ * divided by the input TPM (per second). 0 when input TPM is not limited. */
+double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc);
+
+/* Number of strategies and their names, in report order. */
+size_t sl_sim_strategy_count(void);
+const char *sl_sim_strategy_name(size_t i);
+
+#define SL_SIM_BIN_S 5.0
+
+/* One 5-second bin of a run's time series. */
+typedef struct sl_sim_bin {
+    int64_t requests;             /* calls sent to the provider */
+    int64_t http_429;
+    int64_t uncached_input_tokens; /* input + cache creation billed */
+    int64_t output_tokens;
+    int64_t tasks_done;           /* tasks finished in this bin */
+    int64_t waiting;              /* agents waiting to send a call at the bin's end */
+} sl_sim_bin_t;
+
+typedef struct sl_sim_result {
+    char strategy[24];
+    int64_t requests;
+    int64_t http_429;
+    double rate_429;              /* 429s / requests */
+    int64_t tokens_billed;        /* provider: input + cache creation + cache read + output */
+    int64_t tokens_usage_sum;     /* the same summed from the calls' usage */
+    int64_t uncached_input_tokens;
+    int64_t replans;              /* broken turns (re-read, re-test, re-plan) */
+    double tokens_per_task;
+    double p50_task_s, p95_task_s;
+    double critical_path_wait_s;
+    double input_tpm_utilization;
+    double makespan_s;
+    int64_t tasks_done, tasks_total;
+    double wave_period_s;         /* dominant period of the 429 series; < 0 = none */
+    sl_sim_bin_t *bins;           /* owned; free with sl_sim_result_free() */
+    size_t n_bins;
+} sl_sim_result_t;
+
+/* Runs scenario `sc` under `strategy` with `seed`. `events` (may be NULL) receives
+ * the JSON-lines event log. Returns 0, or -1 with a message in `err` (unknown
+ * strategy, a call that can never fit the pool, out of memory). */
+int sl_sim_run(const sl_sim_scenario_t *sc, const char *strategy, uint64_t seed, FILE *events,
+               sl_sim_result_t *out, char *err, size_t errlen);
+
+void sl_sim_result_free(sl_sim_result_t *r);
+
+/* The report table (fixed-width text). */
+void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
+                         const sl_sim_result_t *r, size_t n);
+
+/* The JSON report: {"scenario","seed","lower_bound_s","strategies":[...]} and a newline. */
+void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
+                        const sl_sim_result_t *r, size_t n);
+
+/* Writes the time series of every run as CSV (one row per strategy and bin). */
+void sl_sim_report_csv(FILE *out, const sl_sim_result_t *r, size_t n);
+
+/* Draws DIR/429s.png with gnuplot from DIR/timeseries.csv (written by the caller)
+ * through a script DIR/429s.gnuplot: 429s per 5 s, one panel per strategy.
+ * Returns 0, or -1 with a message (gnuplot missing or failing). */
+int sl_sim_plot(const char *dir, const sl_sim_result_t *r, size_t n, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,148 @@
+/* sim_internal.h - the simulator's run state, agents and the strategy interface. */
+#ifndef SLUICE_SIM_INTERNAL_H
+#define SLUICE_SIM_INTERNAL_H
+
+#include "sim.h"
+#include "sluice/engine.h"
+
+/* Where an agent is in its loop. */
+typedef enum sim_phase {
+    PH_BLOCKED = 0, /* its next task waits on other tasks */
+    PH_READ,        /* reading files before the first call of a task */
+    PH_WANT,        /* wants to send a call; the strategy decides when */
+    PH_CALL,        /* a call is in flight */
+    PH_EDIT,        /* applying the edit a call proposed */
+    PH_TEST,        /* running the tests */
+    PH_RETRY,       /* sleeping after a 429 */
+    PH_RECOVER_READ, /* broken turn: re-reading files */
+    PH_RECOVER_TEST, /* broken turn: re-running tests */
+    PH_DONE,        /* every task finished */
+} sim_phase_t;
+
+typedef struct sim_agent {
+    int idx;
+    char name[96];
+    const sl_sim_group_t *g;
+    int team;
+    sl_rng_t work_rng;   /* workload draws: same stream under every strategy */
+    sl_rng_t retry_rng;  /* jitter, re-plan size and recovery outputs */
+    int task0;           /* index of its first task in run->tasks */
+    int task_k;          /* current task (0..g->tasks-1) */
+    int turn;            /* calls of the current task that made progress */
+    sim_phase_t phase;
+    uint32_t gen;        /* bumped on leaving PH_WANT; stale timers are ignored */
+    /* The call it is trying to make. */
+    int64_t call_prefix, call_tail, call_output; /* true (tokenizer) counts */
+    uint64_t cache_epoch; /* bumped when the context is rebuilt (broken turn) */
+    int attempts;        /* 429s on the current call */
+    double want_since;   /* first attempt of the current call */
+    bool recovering;
+    int recovery_calls_left;
+    int64_t saved_prefix, saved_tail, saved_output; /* the turn call to resume */
+    bool in_loop;        /* repeating an identical failure */
+    int loop_id;
+    bool fail_sig_pending; /* the next settle reports fail_sig */
+    char fail_sig[128];
+    sl_provider_result_t res;
+    /* Strategy state. */
+    uint64_t lease, ticket;
+    bool sem_queued, sem_slot;
+    bool rpm_reserved;
+    int sem_next;        /* FIFO link of the semaphore queue (-1 = none) */
+} sim_agent_t;
+
+typedef struct sim_task {
+    char id[128];
+    int agent;
+    int k;
+    int *deps;            /* task indices */
+    int n_deps;
+    int deps_left;
+    int *dependents;
+    int n_dependents;
+    int other_dependents; /* dependents run by other agents */
+    int waiting_dependents; /* of those, not started yet */
+    sl_task_state_t state;
+    double ready_s, done_s;
+} sim_task_t;
+
+typedef struct sim_event {
+    double t;
+    uint64_t seq;
+    int kind;
+    int agent;
+    uint32_t gen;
+} sim_event_t;
+
+typedef struct sim_run sim_run_t;
+
+/* A strategy: how an agent gets to send a call and what it does after a 429.
+ * Every hook gets the run; `now` is run->now_s. */
+typedef struct sim_strategy {
+    const char *name;
+    bool checkpoint;      /* waits and 429s never break a turn */
+    bool remote_wait;     /* waits are answers from a coordinator (QUEUED/REJECT) that the
+                             harness times out on; local gates (a semaphore, a counter)
+                             wait before the call starts, unseen by its timeout */
+    int (*init)(sim_run_t *run, char *err, size_t errlen);
+    void (*fini)(sim_run_t *run);
+    /* The agent (PH_WANT) wants to send its call: call sim_send() now, or later
+     * from a timer or a wakeup. */
+    void (*want)(sim_run_t *run, sim_agent_t *a);
+    /* A strategy timer scheduled with sim_timer() fired while the agent still waits. */
+    void (*timer)(sim_run_t *run, sim_agent_t *a);
+    /* The harness gave up waiting (no checkpoint): drop the agent's place. */
+    void (*give_up)(sim_run_t *run, sim_agent_t *a);
+    /* A call's outcome: a 429 (at once) or the end of an admitted call. */
+    void (*result)(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r);
+    /* Seconds to sleep after a 429 before trying again. */
+    double (*retry_delay)(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r);
+    /* Optional: the strategy's own next wakeup (+INFINITY = none) and its handler. */
+    double (*next_wakeup)(sim_run_t *run);
+    void (*wakeup)(sim_run_t *run);
+    /* Optional: a task changed state. */
+    void (*task_state)(sim_run_t *run, int task, sl_task_state_t st);
+} sim_strategy_t;
+
+struct sim_run {
+    const sl_sim_scenario_t *sc;
+    const sim_strategy_t *strat;
+    void *sdata;          /* the strategy's own state */
+    uint64_t seed;
+    double now_s;
+    sl_provider_t *provider;
+    sim_agent_t *agents;
+    int n_agents;
+    sim_task_t *tasks;
+    int n_tasks;
+    int tasks_done;
+    sim_event_t *heap;
+    size_t heap_n, heap_cap;
+    uint64_t seq;
+    FILE *events;
+    bool failed;
+    char err[256];
+    /* Accounting. */
+    sl_sim_result_t *res;
+    size_t bins_cap;
+    int64_t waiting;
+    double *task_times;
+    double crit_wait_s;
+};
+
+/* Sends the agent's current call to the provider now. */
+void sim_send(sim_run_t *run, sim_agent_t *a);
+/* Schedules the strategy's timer for agent `a` at `t` (ignored if the agent stops waiting). */
+void sim_timer(sim_run_t *run, sim_agent_t *a, double t);
+/* Stops the run with an error message. */
+void sim_fail(sim_run_t *run, const char *fmt, ...);
+/* Full-jitter exponential backoff: U(0, min(cap, base * 2^(attempt-1))). */
+double sim_full_jitter(sim_agent_t *a, double base_s, double cap_s);
+/* Writes one event-log line: {"ts":..,"event":..,"pool":"default","agent":..} plus
+ * `extra` (already formatted ",\"k\":v" pairs, may be NULL). */
+void sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra);
+
+extern const sim_strategy_t sl__sim_naive, sl__sim_backoff, sl__sim_semaphore, sl__sim_rpm,
+    sl__sim_sluice_equal, sl__sim_sluice;
+
+#endif
