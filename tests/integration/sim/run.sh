@@ -29,9 +29,7 @@ for s in naive sluice; do
   [ -s "$f" ] || fail "$f is empty"
   head -1 "$f" | grep -q '^{"ts":[0-9.]*,"event":"' || fail "$f is not in the event-log shape"
 done
-if command -v gnuplot >/dev/null; then
-  [ -s "$tmp/out/429s.png" ] || fail "no PNG"
-fi
+[ -s "$tmp/out/429s.png" ] || fail "no PNG (gnuplot-nox comes from scripts/deps.sh)"
 
 set +e
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy nope >/dev/null 2>&1
