@@ -44,7 +44,7 @@ fuzz: setup
 	done
 
 # Installs what is missing, builds, and serves the lease API on 127.0.0.1:8750 (Ctrl-C stops).
-run: build
+run: setup build
 	@echo "== sluiced on http://127.0.0.1:8750 (memory backend, examples/sluice.yaml); Ctrl-C stops"
 	@echo "== first call to try, in another terminal:"
 	@echo "   curl -s -X POST http://127.0.0.1:8750/v1/leases -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500}'"
