@@ -23,7 +23,9 @@ static void usage(FILE *out)
         fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'sluice COMMAND --help' describes a command.\n"
                  "exit codes: 0 ok, 1 invalid or unreadable input, 2 usage error,\n"
-                 "            3 tokenizer vocabulary missing or invalid\n");
+                 "            3 tokenizer vocabulary missing or invalid, 4 sluiced unreachable,\n"
+                 "            5 not granted (queued or rejected), 6 sluiced answered an error,\n"
+                 "            7 checkpoint: files changed since it was saved\n");
 }
 
 int main(int argc, char **argv)
