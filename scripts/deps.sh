@@ -13,7 +13,8 @@ PKGS=(
   libcurl4-openssl-dev   # client library and upstream proxy
   libpcre2-dev           # tokenizer pre-tokenisation regex
   libutf8proc-dev        # tokenizer NFKC normalisation
-  libssl-dev             # SHA-256 (checkpoints)
+  libssl-dev             # SHA-256 (checkpoints), TLS (emulator, proxy upstream)
+  openssl                # test certificates for the TLS tests
   clang                  # fuzz targets (libFuzzer)
   curl                   # process-level tests
   python3                # process-level tests (standard library only)

@@ -1,0 +1,313 @@
+/* anthropic.c - the Anthropic Messages API: POST /v1/messages (JSON or SSE) and count_tokens.
+ *
+ * A request is validated (the fields the API requires), estimated with sluice's
+ * tokenizer (input after the last cache_control breakpoint, the prefix up to it),
+ * and handed to the provider model, which admits it or refuses it. An admitted call
+ * answers with a Message whose content is filler text, or a tool_use block when
+ * tool_choice forces a tool ("any" or "tool"). Streams follow the documented event
+ * flow: message_start (a Message with empty content and the input usage, including
+ * the cache fields), content_block_start, ping, content_block_delta..., content_block_stop,
+ * message_delta (stop_reason and the cumulative usage, output_tokens final),
+ * message_stop; a ping also goes out after ping_interval without other events. */
+#include "emu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+/* ---- wire shapes -------------------------------------------------------------------- */
+
+static json_t *usage_json(const sl_emu_call_t *c, int64_t output_tokens)
+{
+    const sl_provider_result_t *r = &c->result;
+    return json_pack("{s:I, s:I, s:I, s:{s:I, s:I}, s:I, s:s}", "input_tokens",
+                     (json_int_t)r->input_tokens, "cache_creation_input_tokens",
+                     (json_int_t)r->cache_creation_input_tokens, "cache_read_input_tokens",
+                     (json_int_t)r->cache_read_input_tokens, "cache_creation",
+                     "ephemeral_5m_input_tokens", (json_int_t)r->cache_creation_input_tokens,
+                     "ephemeral_1h_input_tokens", (json_int_t)0, "output_tokens",
+                     (json_int_t)output_tokens, "service_tier", "standard");
+}
+
+static const char *stop_reason(const sl_emu_call_t *c)
+{
+    if (c->tool.name) return "tool_use";
+    if (c->result.output_tokens >= c->result.reserved_output_tokens) return "max_tokens";
+    return "end_turn";
+}
+
+static json_t *message_json(const sl_emu_call_t *c, json_t *content, bool final)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:n, s:o}", "id", c->id, "type", "message",
+                     "role", "assistant", "model", c->model, "content", content, "stop_reason",
+                     final ? json_string(stop_reason(c)) : json_null(), "stop_sequence", "usage",
+                     usage_json(c, final ? c->result.output_tokens : 1));
+}
+
+static void sse(struct evbuffer *out, const char *event, json_t *data)
+{
+    char *s = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    if (!s) return;
+    evbuffer_add_printf(out, "event: %s\ndata: %s\n\n", event, s);
+    free(s);
+}
+
+static void a_begin(sl_emu_call_t *c, struct evbuffer *out)
+{
+    sse(out, "message_start",
+        json_pack("{s:s, s:o}", "type", "message_start", "message",
+                  message_json(c, json_array(), false)));
+    json_t *block;
+    if (c->tool.name) {
+        char tid[48];
+        sl__emu_new_id(c->emu, "toolu_", tid, sizeof tid);
+        block = json_pack("{s:s, s:s, s:s, s:{}}", "type", "tool_use", "id", tid, "name",
+                          c->tool.name, "input");
+    } else {
+        block = json_pack("{s:s, s:s}", "type", "text", "text", "");
+    }
+    sse(out, "content_block_start",
+        json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", 0, "content_block",
+                  block));
+    sse(out, "ping", json_pack("{s:s}", "type", "ping"));
+}
+
+/* Tool input is streamed as partial JSON: output token k of n ends at character
+ * len * k / n of the input's JSON text. */
+static size_t tool_chars_at(const sl_emu_call_t *c, int64_t k)
+{
+    size_t len = strlen(c->tool.input_json);
+    int64_t n = c->result.output_tokens;
+    if (n <= 0 || k >= n) return len;
+    return (size_t)((double)len * (double)k / (double)n);
+}
+
+static void a_tokens(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuffer *out)
+{
+    json_t *delta;
+    if (c->tool.name) {
+        size_t a = tool_chars_at(c, from), b = tool_chars_at(c, to);
+        delta = json_pack("{s:s, s:s%}", "type", "input_json_delta", "partial_json",
+                          c->tool.input_json + a, b - a);
+    } else {
+        struct evbuffer *text = evbuffer_new();
+        if (!text) return;
+        sl__filler_append(c->filler_seed, from, to, text);
+        delta = json_pack("{s:s, s:s%}", "type", "text_delta", "text",
+                          (const char *)evbuffer_pullup(text, -1), evbuffer_get_length(text));
+        evbuffer_free(text);
+    }
+    sse(out, "content_block_delta",
+        json_pack("{s:s, s:i, s:o}", "type", "content_block_delta", "index", 0, "delta", delta));
+}
+
+static void a_finish(sl_emu_call_t *c, struct evbuffer *out)
+{
+    sse(out, "content_block_stop",
+        json_pack("{s:s, s:i}", "type", "content_block_stop", "index", 0));
+    const sl_provider_result_t *r = &c->result;
+    sse(out, "message_delta",
+        json_pack("{s:s, s:{s:s, s:n}, s:{s:I, s:I, s:I, s:I}}", "type", "message_delta", "delta",
+                  "stop_reason", stop_reason(c), "stop_sequence", "usage", "input_tokens",
+                  (json_int_t)r->input_tokens, "cache_creation_input_tokens",
+                  (json_int_t)r->cache_creation_input_tokens, "cache_read_input_tokens",
+                  (json_int_t)r->cache_read_input_tokens, "output_tokens",
+                  (json_int_t)r->output_tokens));
+    sse(out, "message_stop", json_pack("{s:s}", "type", "message_stop"));
+}
+
+static void a_ping(sl_emu_call_t *c, struct evbuffer *out)
+{
+    (void)c;
+    sse(out, "ping", json_pack("{s:s}", "type", "ping"));
+}
+
+static json_t *a_complete(sl_emu_call_t *c)
+{
+    json_t *block;
+    if (c->tool.name) {
+        char tid[48];
+        sl__emu_new_id(c->emu, "toolu_", tid, sizeof tid);
+        block = json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", tid, "name",
+                          c->tool.name, "input", json_loads(c->tool.input_json, 0, NULL));
+    } else {
+        char *text = sl__filler_text(c->filler_seed, c->result.output_tokens);
+        block = json_pack("{s:s, s:s}", "type", "text", "text", text ? text : "");
+        free(text);
+    }
+    return message_json(c, json_pack("[o]", block), true);
+}
+
+static const sl_emu_shape_t anthropic_shape = {
+    .begin = a_begin,
+    .tokens = a_tokens,
+    .finish = a_finish,
+    .complete = a_complete,
+    .ping = a_ping,
+};
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+static void bad_request(sl_emu_t *emu, struct evhttp_request *req, const char *msg)
+{
+    sl__emu_send_error(emu, req, SL_EMU_ANTHROPIC, 400, "invalid_request_error", msg, NULL, NULL);
+}
+
+/* Checks the fields the API requires before anything else. Answers 400 and returns
+ * false when one is missing or of the wrong type. */
+static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, bool need_max)
+{
+    json_t *model = json_object_get(body, "model");
+    json_t *messages = json_object_get(body, "messages");
+    json_t *max = json_object_get(body, "max_tokens");
+    json_t *stream = json_object_get(body, "stream");
+    if (!model) return bad_request(emu, req, "model: Field required"), false;
+    if (!json_is_string(model) || !json_string_length(model))
+        return bad_request(emu, req, "model: Input should be a non-empty string"), false;
+    if (!messages) return bad_request(emu, req, "messages: Field required"), false;
+    if (!json_is_array(messages))
+        return bad_request(emu, req, "messages: Input should be a valid list"), false;
+    if (json_array_size(messages) == 0)
+        return bad_request(emu, req, "messages: at least one message is required"), false;
+    if (need_max && !max) return bad_request(emu, req, "max_tokens: Field required"), false;
+    if (need_max && (!json_is_integer(max) || json_integer_value(max) < 1))
+        return bad_request(emu, req,
+                           "max_tokens: Input should be an integer greater than or "
+                           "equal to 1"),
+               false;
+    if (stream && !json_is_boolean(stream))
+        return bad_request(emu, req, "stream: Input should be a valid boolean"), false;
+    return true;
+}
+
+/* The tool that tool_choice forces, or NULL for a text answer. Answers 400 and sets
+ * *failed when tool_choice names a tool that is not defined. */
+static json_t *forced_tool(sl_emu_t *emu, struct evhttp_request *req, json_t *body, bool *failed)
+{
+    *failed = false;
+    json_t *choice = json_object_get(body, "tool_choice");
+    json_t *tools = json_object_get(body, "tools");
+    const char *type = json_string_value(json_object_get(choice, "type"));
+    if (!type || (strcmp(type, "any") != 0 && strcmp(type, "tool") != 0)) return NULL;
+    if (!json_is_array(tools) || json_array_size(tools) == 0) {
+        bad_request(emu, req,
+                    "tool_choice: tools must be given when tool_choice is \"any\" or \"tool\"");
+        *failed = true;
+        return NULL;
+    }
+    const char *want = json_string_value(json_object_get(choice, "name"));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t)
+    {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        if (!name) continue;
+        if (!strcmp(type, "any") || (want && !strcmp(name, want))) return t;
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "tool_choice.name: tool \"%.100s\" is not among the tools",
+             want ? want : "");
+    bad_request(emu, req, msg);
+    *failed = true;
+    return NULL;
+}
+
+/* Estimates the body with the tokenizer. Answers 400 and returns false on a body
+ * the estimator refuses (its message names the field and the value). */
+static bool estimate(sl_emu_t *emu, struct evhttp_request *req, sl_api_t api, const char *raw,
+                     size_t raw_len, sl_estimate_t *est)
+{
+    char err[512] = "";
+    int rc = sl_estimate_request(emu->tok, api, raw, raw_len, est, err, sizeof err);
+    if (rc == 0) return true;
+    sl_emu_api_t eapi = api == SL_API_OPENAI ? SL_EMU_OPENAI : SL_EMU_ANTHROPIC;
+    if (rc == SL_TOK_EREQUEST)
+        sl__emu_send_error(emu, req, eapi, 400, "invalid_request_error", err, NULL, NULL);
+    else
+        sl__emu_send_error(emu, req, eapi, 500, "api_error", "token counting failed", NULL, NULL);
+    return false;
+}
+
+void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *body,
+                            const char *raw, size_t raw_len)
+{
+    emu->n.messages++;
+    if (!validate(emu, req, body, true)) return;
+    bool stream = json_is_true(json_object_get(body, "stream"));
+    if (stream) emu->n.messages_stream++;
+    bool failed;
+    json_t *tool = forced_tool(emu, req, body, &failed);
+    if (failed) return;
+    sl_estimate_t est;
+    if (!estimate(emu, req, SL_API_ANTHROPIC, raw, raw_len, &est)) return;
+
+    sl_emu_call_t *c = sl__emu_call_new(emu, req, SL_EMU_ANTHROPIC, &anthropic_shape);
+    if (!c) {
+        sl__emu_send_error(emu, req, SL_EMU_ANTHROPIC, 500, "api_error", "out of memory", NULL,
+                           NULL);
+        return;
+    }
+    c->stream = stream;
+    c->model = strdup(json_string_value(json_object_get(body, "model")));
+    sl_provider_call_t call = {
+        .input_tokens = est.input_tokens,
+        .cached_prefix_tokens = est.cached_tokens,
+        .max_tokens = json_integer_value(json_object_get(body, "max_tokens")),
+        .output_tokens = -1,
+    };
+    if (est.cached_tokens > 0 && !sl__prefix_cache_key(body, &call.cache_key)) {
+        /* The tokenizer saw a breakpoint the key walk did not: cache nothing. */
+        call.input_tokens += call.cached_prefix_tokens;
+        call.cached_prefix_tokens = 0;
+    }
+    if (tool) {
+        json_t *input = sl__filler_tool_input(json_object_get(tool, "input_schema"));
+        c->tool.name = strdup(json_string_value(json_object_get(tool, "name")));
+        c->tool.input_json = json_dumps(input, JSON_COMPACT);
+        json_decref(input);
+        int64_t n_name = 0, n_input = 0;
+        if (c->tool.name && c->tool.input_json) {
+            sl_tokenizer_count(emu->tok, c->tool.name, strlen(c->tool.name), &n_name);
+            sl_tokenizer_count(emu->tok, c->tool.input_json, strlen(c->tool.input_json), &n_input);
+        }
+        call.output_tokens = n_name + n_input + 1;
+    }
+    if (!c->model || (tool && (!c->tool.name || !c->tool.input_json))) {
+        sl__emu_call_free(c);
+        sl__emu_send_error(emu, req, SL_EMU_ANTHROPIC, 500, "api_error", "out of memory", NULL,
+                           NULL);
+        return;
+    }
+    double now = sl__emu_now();
+    sl_provider_begin(emu->provider, &call, now, &c->result);
+    sl__emu_add_ratelimit_headers(emu, req, SL_EMU_ANTHROPIC, &c->result, now);
+    if (c->result.refusal != SL_PROVIDER_OK) {
+        char buf[1024];
+        size_t n = sl_provider_error_body(emu->provider, SL_PROVIDER_ANTHROPIC, &c->result, buf,
+                                          sizeof buf);
+        int status = c->result.http_status;
+        sl__emu_call_free(c);
+        if (status == 429)
+            emu->n.http_429++;
+        else if (status == 400)
+            emu->n.http_400++;
+        sl__emu_send(req, status, buf, n < sizeof buf ? n : sizeof buf - 1);
+        return;
+    }
+    sl__emu_new_id(emu, "msg_", c->id, sizeof c->id);
+    sl__emu_call_start(c);
+}
+
+void sl__anthropic_count_tokens(sl_emu_t *emu, struct evhttp_request *req, json_t *body,
+                                const char *raw, size_t raw_len)
+{
+    emu->n.count_tokens++;
+    if (!validate(emu, req, body, false)) return;
+    sl_estimate_t est;
+    if (!estimate(emu, req, SL_API_ANTHROPIC, raw, raw_len, &est)) return;
+    int64_t n = sl_provider_count(emu->provider, est.input_tokens + est.cached_tokens);
+    sl__emu_add_ratelimit_headers(emu, req, SL_EMU_ANTHROPIC, NULL, sl__emu_now());
+    sl__emu_send_json(req, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
+}

@@ -1,0 +1,172 @@
+"""harness.py - starts the real sluice-emu on 127.0.0.1 (port 0) and talks HTTP to it.
+
+Standard library only. The binary comes from $SLUICE_EMU (CTest sets it); the sluice
+CLI, used to count tokens independently, from $SLUICE_CLI (optional). Every wait is
+bounded in time, every loop in count.
+"""
+import http.client
+import json
+import os
+import selectors
+import signal
+import ssl
+import subprocess
+import time
+
+SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
+SLUICE_CLI = os.environ.get("SLUICE_CLI", "")
+KEY = "sk-emu-test-key"
+ANTHROPIC_VERSION = "2023-06-01"
+
+# Limits that never get in the way (but are there, so the headers are), instant answers.
+FAST = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "1000000", "--ttft-ms", "0",
+        "--tokens-per-s", "1000000", "--latency-spread", "0", "--output-tokens", "24"]
+
+
+class Emu:
+    """One sluice-emu process. Use as a context manager; stop() is idempotent and
+    raises when the process exited non-zero (a sanitizer report, a crash)."""
+
+    def __init__(self, args=FAST, key=KEY, tls=None, env=None):
+        argv = [SLUICE_EMU, "--listen", "127.0.0.1:0", *args]
+        if key is not None:
+            argv += ["--api-key", key]
+        if tls:
+            argv += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+        self.tls_context = None
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        line = self._read_banner(timeout_s=15)
+        # "sluice-emu: listening on http://127.0.0.1:PORT (...)"
+        self.port = int(line.split("127.0.0.1:")[1].split()[0])
+        self.scheme = line.split("listening on ")[1].split(":")[0]
+
+    def _read_banner(self, timeout_s):
+        deadline = time.monotonic() + timeout_s
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if sel.select(timeout=0.1):
+                line = self.proc.stdout.readline()
+                if "listening on" in line:
+                    return line
+                if not line:
+                    break
+        self.proc.kill()
+        self.proc.wait(timeout=5)
+        raise RuntimeError("sluice-emu did not start: " + self.proc.stderr.read())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self, timeout_s=10):
+        if self.proc.returncode is not None and self.proc.stdout.closed:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+                raise RuntimeError("sluice-emu did not stop on SIGTERM")
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        if self.proc.returncode != 0:
+            raise RuntimeError("sluice-emu exited with %d: %s" % (self.proc.returncode, err))
+
+    # ---- HTTP ----------------------------------------------------------------------
+
+    def connection(self, timeout_s=30):
+        if self.scheme == "https":
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout_s,
+                                               context=self.tls_context)
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        """Returns (status, headers dict with lower-case names, body bytes)."""
+        conn = self.connection()
+        try:
+            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+            conn.request(method, path, body=data, headers=headers or {})
+            resp = conn.getresponse()
+            payload = resp.read()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
+        finally:
+            conn.close()
+
+    def anthropic(self, body, path="/v1/messages", key=KEY, version=ANTHROPIC_VERSION,
+                  extra=None):
+        headers = {"content-type": "application/json"}
+        if key is not None:
+            headers["x-api-key"] = key
+        if version is not None:
+            headers["anthropic-version"] = version
+        headers.update(extra or {})
+        status, hdrs, payload = self.request("POST", path, body, headers)
+        return status, hdrs, payload
+
+    def openai(self, body, key=KEY):
+        headers = {"content-type": "application/json"}
+        if key is not None:
+            headers["authorization"] = "Bearer " + key
+        return self.request("POST", "/v1/chat/completions", body, headers)
+
+    def stats(self):
+        status, _, payload = self.request("GET", "/stats")
+        assert status == 200, payload
+        return json.loads(payload)
+
+
+def parse_sse(payload):
+    """Parses an SSE body into a list of (event name or None, data string)."""
+    events = []
+    text = payload.decode("utf-8")
+    assert text.endswith("\n\n"), "stream does not end with a blank line: %r" % text[-40:]
+    for block in text.split("\n\n"):
+        if not block:
+            continue
+        name, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                name = line[len("event: "):]
+            elif line.startswith("data: "):
+                data.append(line[len("data: "):])
+            elif line.startswith(":"):
+                continue
+            else:
+                raise AssertionError("unexpected SSE line %r" % line)
+        events.append((name, "\n".join(data)))
+    return events
+
+
+def message(text="Hello, Claude", max_tokens=100, **extra):
+    body = {"model": "claude-emu-1", "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": text}]}
+    body.update(extra)
+    return body
+
+
+def estimate(body, api="anthropic"):
+    """sluice's own estimate of a request body (the CLI), or None without the CLI."""
+    if not SLUICE_CLI or not os.path.exists(SLUICE_CLI):
+        return None
+    out = subprocess.run([SLUICE_CLI, "estimate", "--api", api, "-"], input=json.dumps(body),
+                         capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def prose(n_words, seed=0):
+    """Deterministic English-like text of about n_words words."""
+    words = ("the gate holds water until the level rises and then the stream runs over "
+             "stones through the valley toward the sea while agents wait their turn").split()
+    out = []
+    x = seed * 2654435761 + 1
+    for _ in range(n_words):
+        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        out.append(words[(x >> 33) % len(words)])
+    return " ".join(out)
