@@ -100,8 +100,9 @@ static double draw_exp(sl_rng_t *r, double mean)
     return -log(1.0 - sl_rng_uniform(r)) * mean;
 }
 
-/* One outside request at p->now_s: it takes its share if everything fits. */
-static void outside_arrival(sl_provider_t *p)
+/* One outside request at p->now_s: it takes its share if everything fits, and says
+ * whether it did (a refused one is a 429 to the outside client). */
+static bool outside_arrival(sl_provider_t *p)
 {
     double need[SL__PB_COUNT] = {0};
     double rate = outside_rate_per_min(&p->cfg);
@@ -113,7 +114,7 @@ static void outside_arrival(sl_provider_t *p)
     for (int b = 0; b < SL__PB_COUNT; b++) {
         if (p->limit[b] > 0 && p->level[b] < need[b]) {
             p->stats.outside_refused++;
-            return;
+            return false;
         }
     }
     for (int b = 0; b < SL__PB_COUNT; b++)
@@ -121,6 +122,7 @@ static void outside_arrival(sl_provider_t *p)
     p->stats.outside_requests++;
     p->stats.outside_input_tokens += (int64_t)llround(need[SL__PB_INPUT]);
     p->stats.outside_output_tokens += (int64_t)llround(need[SL__PB_OUTPUT]);
+    return true;
 }
 
 void sl__provider_advance(sl_provider_t *p, double now_s)
@@ -130,8 +132,12 @@ void sl__provider_advance(sl_provider_t *p, double now_s)
         double mean = 60.0 / outside_rate_per_min(&p->cfg);
         while (p->outside_next_s <= now_s) {
             refill_to(p, p->outside_next_s);
-            outside_arrival(p);
-            p->outside_next_s += draw_exp(&p->outside_rng, mean);
+            /* The outside client is a script that retries a 429 a second later, so under
+             * contention it competes for the key instead of giving its share up. */
+            if (outside_arrival(p))
+                p->outside_next_s += draw_exp(&p->outside_rng, mean);
+            else
+                p->outside_next_s += 1.0;
         }
     }
     refill_to(p, now_s);
