@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# run.sh - `cmake --install` into a staging DESTDIR, then build and run programs against
+# the staged headers and libraries found through the staged pkg-config files only.
+# usage: run.sh BUILD_DIR
+set -euo pipefail
+build="$1"
+stage="$(mktemp -d /tmp/sluice-install.XXXXXX)"
+trap 'rm -rf "$stage"' EXIT
+fail() { echo "install: FAIL: $*" >&2; exit 1; }
+
+DESTDIR="$stage" cmake --install "$build" --prefix /opt/sluice >/dev/null
+root="$stage/opt/sluice"
+for f in bin/sluiced bin/sluice include/sluice/engine.h include/sluice/client.h \
+         lib/pkgconfig/sluice.pc lib/pkgconfig/sluice-client.pc \
+         share/man/man1/sluice.1 share/man/man8/sluiced.8 share/man/man3/sluice-client.3; do
+  [ -e "$root/$f" ] || fail "$f was not installed"
+done
+grep -q "^\.TH SLUICE 1" "$root/share/man/man1/sluice.1" || fail "sluice(1) has no .TH header"
+
+export PKG_CONFIG_PATH="$root/lib/pkgconfig"
+cat > "$stage/engine_user.c" <<'C'
+#include <sluice/engine.h>
+#include <stdio.h>
+int main(void)
+{
+    sl_engine_t *e = sl_engine_new(NULL);
+    sl_pool_config_t c;
+    sl_pool_config_init(&c);
+    c.input_tpm = 1000;
+    if (sl_engine_configure_pool(e, "default", &c, 1.0) != SL_OK) return 1;
+    sl_request_t r = {.agent = "a", .input_tokens = 10, .output_tokens = 1};
+    sl_decision_t d;
+    int rc = sl_engine_request(e, &r, 1.0, &d);
+    printf("%s\n", rc == SL_OK && d.status == SL_GRANTED ? "granted" : "not granted");
+    sl_engine_free(e);
+    return 0;
+}
+C
+cat > "$stage/client_user.c" <<'C'
+#include <sluice/client.h>
+#include <stdio.h>
+int main(void)
+{
+    printf("%s\n", sl_client_strerror(0));
+    return 0;
+}
+C
+cc -std=c11 "$stage/engine_user.c" $(pkg-config --cflags --libs sluice) -o "$stage/engine_user" \
+  || fail "cannot build against libsluice via pkg-config"
+out=$(LD_LIBRARY_PATH="$root/lib" "$stage/engine_user")
+[ "$out" = "granted" ] || fail "engine program printed '$out'"
+cc -std=c11 "$stage/client_user.c" $(pkg-config --cflags --libs sluice-client) \
+  -o "$stage/client_user" || fail "cannot build against libsluice-client via pkg-config"
+LD_LIBRARY_PATH="$root/lib" "$stage/client_user" >/dev/null || fail "client program failed"
+echo "install: ok"
