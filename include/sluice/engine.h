@@ -35,6 +35,7 @@ enum {
     SL_ETIME = -6,           /* `now_s` is earlier than a time the engine already saw */
     SL_ENOMEM = -7,          /* allocation failed; nothing changed */
     SL_EEXIST = -8,          /* the id is already in use */
+    SL_EUNAVAILABLE = -9,    /* a networked backend cannot decide now (fail: closed) */
 };
 
 /* The largest token count the engine accepts (2^53, exact in a double). */

@@ -36,6 +36,7 @@ const char *sl_strerror(int code)
     case SL_ETIME: return "time_went_backwards";
     case SL_ENOMEM: return "out_of_memory";
     case SL_EEXIST: return "already_exists";
+    case SL_EUNAVAILABLE: return "backend_unavailable";
     default: return "unknown_error";
     }
 }

@@ -1,0 +1,63 @@
+/* redis.h - the `redis` backend: many sluiced replicas share one quota kept in Redis 7 by sluice.lua.
+ *
+ * Every decision is one FCALL of the Functions library src/backend/redis/sluice.lua
+ * (loaded and version-checked here), sent through hiredis's asynchronous API on the
+ * daemon's libevent loop. Grants of queued tickets are published by the library, so
+ * the replica holding the waiting request answers it; each replica advances every
+ * pool on a timer. When Redis does not answer within the timeout the backend is
+ * *down*: with `fail: open` requests are decided by an in-process engine on a
+ * 1/replicas share of the limits (alert `backend_unavailable`), settles of Redis
+ * leases are kept and replayed when Redis returns; with `fail: closed` operations
+ * answer SL_REDIS_EUNAVAILABLE. See docs/redis.md.
+ */
+#ifndef SL_BACKEND_REDIS_H
+#define SL_BACKEND_REDIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend.h"
+
+/* The backend could not reach Redis and `fail: closed` (HTTP 503 backend_unavailable).
+ * Outside the engine's SL_E* range so far; the daemon maps it (see docs/redis.md). */
+#define SL_REDIS_EUNAVAILABLE (-9)
+
+typedef enum sl_redis_fail {
+    SL_REDIS_FAIL_CLOSED = 0, /* reject with backend_unavailable */
+    SL_REDIS_FAIL_OPEN,       /* decide locally on a 1/replicas share, alert */
+} sl_redis_fail_t;
+
+typedef struct sl_redis_options {
+    char host[256];
+    int port;              /* 6379 */
+    int db;                /* 0 */
+    char password[256];    /* "" = no AUTH */
+    sl_redis_fail_t fail;  /* closed */
+    double timeout_s;      /* 0.5: a command unanswered this long marks Redis down */
+    double tick_s;         /* 1.0: heartbeat, reconnect and advance period */
+    bool replace_library;  /* load this build's library over another version */
+    char replica_id[64];   /* "" = hostname-pid */
+} sl_redis_options_t;
+
+/* Fills the defaults above (host 127.0.0.1). */
+void sl_redis_options_init(sl_redis_options_t *o);
+
+/* Parses "redis://[:password@]host[:port][/db][?fail=open|closed&timeout_ms=N&replace=1]"
+ * into `o` (fields not named keep their values). Returns 0, or -1 with `err` set. */
+int sl_redis_options_parse_url(sl_redis_options_t *o, const char *url, char *err, size_t errlen);
+
+/* Creates the backend on `base`. Connects once synchronously to check the library
+ * version: a library of another version is refused (NULL, `err` says which versions
+ * and how to replace it) unless `replace_library`; a missing one is loaded. Redis
+ * being unreachable is not an error: the backend starts down and keeps trying.
+ * `cfg` may be NULL for the engine defaults. */
+sl_backend_t *sl_backend_redis_new(struct event_base *base, const sl_redis_options_t *o,
+                                   const sl_engine_config_t *cfg, char *err, size_t errlen);
+
+/* True while Redis answers and the library is loaded and configured. */
+bool sl_backend_redis_available(sl_backend_t *b);
+
+/* Replicas seen alive by the last heartbeat (at least 1). */
+int sl_backend_redis_replicas(sl_backend_t *b);
+
+#endif /* SL_BACKEND_REDIS_H */

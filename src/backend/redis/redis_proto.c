@@ -1,0 +1,526 @@
+/* redis_proto.c - FCALL argument vectors for sluice.lua and decoding of its replies. */
+#include "redis_proto.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- commands ---- */
+
+static void push(sl__rcmd_t *c, const char *s, size_t n)
+{
+    if (c->argc >= SL__RCMD_MAX_ARGS) return; /* callers stay far below the bound */
+    char *copy = malloc(n + 1);
+    if (!copy) return;
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    c->argv[c->argc] = copy;
+    c->len[c->argc] = n;
+    c->argc++;
+}
+
+static void pushf(sl__rcmd_t *c, const char *fmt, ...)
+{
+    char buf[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    push(c, buf, n < 0 ? 0 : (size_t)n);
+}
+
+void sl__rcmd_raw(sl__rcmd_t *c, const char *arg)
+{
+    push(c, arg, strlen(arg));
+}
+
+void sl__rcmd_begin(sl__rcmd_t *c, const char *fn, const char *pool, double now_s,
+                    const char *origin)
+{
+    c->argc = 0;
+    sl__rcmd_raw(c, "FCALL");
+    sl__rcmd_raw(c, fn);
+    sl__rcmd_raw(c, "1");
+    char key[160];
+    snprintf(key, sizeof key, "sluice:{%s}:pool", pool ? pool : "default");
+    sl__rcmd_raw(c, key);
+    if (isnan(now_s)) sl__rcmd_raw(c, "");
+    else pushf(c, "%.17g", now_s);
+    sl__rcmd_raw(c, origin ? origin : "");
+}
+
+void sl__rcmd_str(sl__rcmd_t *c, const char *name, const char *value)
+{
+    if (!value) return;
+    sl__rcmd_raw(c, name);
+    sl__rcmd_raw(c, value);
+}
+
+void sl__rcmd_num(sl__rcmd_t *c, const char *name, double v)
+{
+    sl__rcmd_raw(c, name);
+    pushf(c, "%.17g", v);
+}
+
+void sl__rcmd_u64(sl__rcmd_t *c, const char *name, uint64_t v)
+{
+    sl__rcmd_raw(c, name);
+    pushf(c, "%llu", (unsigned long long)v);
+}
+
+void sl__rcmd_free(sl__rcmd_t *c)
+{
+    for (int i = 0; i < c->argc; i++) free(c->argv[i]);
+    c->argc = 0;
+}
+
+void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t *cfg,
+                        const sl_engine_config_t *ecfg, const char *roles, const char *prios,
+                        int pool_no, double now_s, const char *origin)
+{
+    sl_engine_config_t defaults;
+    if (!ecfg) {
+        sl_engine_config_init(&defaults);
+        ecfg = &defaults;
+    }
+    sl__rcmd_begin(c, "sluice_configure", name, now_s, origin);
+    sl__rcmd_num(c, "input_tpm", (double)cfg->input_tpm);
+    sl__rcmd_num(c, "output_tpm", (double)cfg->output_tpm);
+    sl__rcmd_num(c, "rpm", (double)cfg->rpm);
+    sl__rcmd_num(c, "tokens_tpm", (double)cfg->tokens_tpm);
+    sl__rcmd_num(c, "concurrency", (double)cfg->concurrency);
+    sl__rcmd_num(c, "margin_start", cfg->margin_start);
+    sl__rcmd_num(c, "margin_floor", cfg->margin_floor);
+    sl__rcmd_num(c, "margin_step_down", cfg->margin_step_down);
+    sl__rcmd_num(c, "margin_step_up", cfg->margin_step_up);
+    sl__rcmd_num(c, "recover_every_s", cfg->recover_every_s);
+    sl__rcmd_num(c, "margin_floor_alert_s", cfg->margin_floor_alert_s);
+    sl__rcmd_num(c, "lease_ttl_s", cfg->lease_ttl_s);
+    sl__rcmd_num(c, "max_lease_ttl_s", cfg->max_lease_ttl_s);
+    sl__rcmd_num(c, "max_queue_wait_s", cfg->max_queue_wait_s);
+    sl__rcmd_num(c, "cache_ttl_s", cfg->cache_ttl_s);
+    sl__rcmd_num(c, "cache_reads_count", cfg->cache_reads_count ? 1 : 0);
+    sl__rcmd_num(c, "cache_bump_min_tokens", (double)cfg->cache_bump_min_tokens);
+    sl__rcmd_num(c, "cache_bump", cfg->cache_bump);
+    sl__rcmd_num(c, "estimate_error_alert", cfg->estimate_error_alert);
+    sl__rcmd_num(c, "estimate_error_window", cfg->estimate_error_window);
+    sl__rcmd_num(c, "claim_timeout_s", cfg->claim_timeout_s);
+    sl__rcmd_num(c, "ticket_idle_s", cfg->ticket_idle_s);
+    sl__rcmd_num(c, "tombstone_ttl_s", ecfg->tombstone_ttl_s);
+    sl__rcmd_num(c, "idempotency_ttl_s", ecfg->idempotency_ttl_s);
+    sl__rcmd_num(c, "weight_floor",
+                 isfinite(ecfg->weight_floor) && ecfg->weight_floor > 0 ? ecfg->weight_floor : 0.1);
+    sl__rcmd_str(c, "roles", roles);
+    sl__rcmd_str(c, "prios", prios);
+    sl__rcmd_num(c, "pool_no", pool_no);
+}
+
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unblocks,
+                      double now_s, const char *origin)
+{
+    sl__rcmd_begin(c, "sluice_request", req->pool ? req->pool : "default", now_s, origin);
+    sl__rcmd_str(c, "agent", req->agent);
+    sl__rcmd_num(c, "input_tokens", (double)req->input_tokens);
+    sl__rcmd_num(c, "cached_tokens", (double)req->cached_tokens);
+    sl__rcmd_num(c, "output_tokens", (double)req->output_tokens);
+    sl__rcmd_str(c, "role", req->role);
+    sl__rcmd_str(c, "task", req->task);
+    sl__rcmd_num(c, "unblocks", (double)req->unblocks);
+    if (graph_unblocks >= 0) sl__rcmd_num(c, "graph_unblocks", (double)graph_unblocks);
+    sl__rcmd_str(c, "priority", req->priority);
+    sl__rcmd_str(c, "cache_key", req->cache_key);
+    if (req->ttl_s != 0) sl__rcmd_num(c, "ttl", req->ttl_s);
+    sl__rcmd_str(c, "request_id", req->request_id);
+    sl__rcmd_str(c, "model", req->model);
+}
+
+/* ---- provider headers (DESIGN.md "Resync"; the engine's headers.c rules) ---- */
+
+typedef struct hdr {
+    bool known, anthropic;
+    int bucket; /* -1: validated, not applied */
+    int field;  /* 0 limit, 1 remaining, 2 reset */
+} hdr_t;
+
+static const char *const FIELD_NAMES[] = {"limit", "remaining", "reset"};
+
+static hdr_t classify(const char *name)
+{
+    hdr_t h = {.known = false, .bucket = -1};
+    static const char *const a_buckets[] = {"requests", "input-tokens", "output-tokens", "tokens"};
+    static const int a_map[] = {SL_BUCKET_REQUESTS, SL_BUCKET_INPUT, SL_BUCKET_OUTPUT, -1};
+    const char *ap = "anthropic-ratelimit-", *op = "x-ratelimit-";
+    if (strncmp(name, ap, strlen(ap)) == 0) {
+        const char *rest = name + strlen(ap);
+        for (int i = 0; i < 4; i++) {
+            size_t n = strlen(a_buckets[i]);
+            if (strncmp(rest, a_buckets[i], n) != 0 || rest[n] != '-') continue;
+            for (int f = 0; f < 3; f++) {
+                if (strcmp(rest + n + 1, FIELD_NAMES[f]) == 0) {
+                    h = (hdr_t){.known = true, .anthropic = true, .bucket = a_map[i], .field = f};
+                    return h;
+                }
+            }
+        }
+    } else if (strncmp(name, op, strlen(op)) == 0) {
+        const char *rest = name + strlen(op);
+        for (int f = 0; f < 3; f++) {
+            size_t n = strlen(FIELD_NAMES[f]);
+            if (strncmp(rest, FIELD_NAMES[f], n) != 0 || rest[n] != '-') continue;
+            if (strcmp(rest + n + 1, "requests") == 0) h.bucket = SL_BUCKET_REQUESTS;
+            else if (strcmp(rest + n + 1, "tokens") == 0) h.bucket = SL_BUCKET_TOKENS;
+            else return h;
+            h.known = true;
+            h.field = f;
+            return h;
+        }
+    }
+    return h;
+}
+
+static bool parse_count(const char *s, int64_t *out)
+{
+    int64_t v = 0;
+    if (!*s) return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        v = v * 10 + (*s - '0');
+        if (v > SL_TOKENS_MAX) return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Validates every known header, then appends "hn" and the applied entries. */
+static int add_headers(sl__rcmd_t *c, const char *const *names, const char *const *values,
+                       size_t count, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (!names || !values || !names[i] || !values[i]) {
+            snprintf(err, errlen, "headers: entry %zu is missing", i);
+            return SL_EINVAL;
+        }
+        hdr_t h = classify(names[i]);
+        if (!h.known) continue;
+        int64_t v;
+        double t;
+        bool ok = h.field == 2 ? (h.anthropic ? sl_parse_rfc3339(values[i], &t)
+                                              : sl_parse_duration(values[i], &t)) == SL_OK
+                               : parse_count(values[i], &v);
+        if (!ok) {
+            snprintf(err, errlen, "header %s: \"%.64s\" is not a valid %s", names[i], values[i],
+                     h.field == 2 ? (h.anthropic ? "RFC 3339 time" : "duration")
+                                  : "non-negative integer");
+            return SL_EINVAL;
+        }
+    }
+    int n = 0;
+    char name[16], entry[96];
+    for (size_t i = 0; i < count; i++) {
+        hdr_t h = classify(names[i]);
+        int64_t v;
+        if (!h.known || h.bucket < 0 || h.field == 2 || !parse_count(values[i], &v)) continue;
+        if (c->argc + 4 >= SL__RCMD_MAX_ARGS) break;
+        snprintf(name, sizeof name, "h%d", ++n);
+        snprintf(entry, sizeof entry, "%d:%d:%s:%lld", h.anthropic ? 1 : 0, h.bucket,
+                 FIELD_NAMES[h.field], (long long)v);
+        sl__rcmd_str(c, name, entry);
+    }
+    sl__rcmd_num(c, "hn", n);
+    return SL_OK;
+}
+
+static int check_tokens(const char *field, int64_t v, char *err, size_t errlen)
+{
+    if (v >= 0 && v <= SL_TOKENS_MAX) return SL_OK;
+    snprintf(err, errlen, "%s %lld must be an integer between 0 and 2^53", field, (long long)v);
+    return SL_EINVAL;
+}
+
+int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_settle_t *s,
+                    double now_s, const char *origin, char *err, size_t errlen)
+{
+    int rc;
+    if (!s) {
+        snprintf(err, errlen, "settle body missing");
+        return SL_EINVAL;
+    }
+    if ((rc = check_tokens("input_tokens", s->input_tokens, err, errlen)) ||
+        (rc = check_tokens("output_tokens", s->output_tokens, err, errlen)) ||
+        (rc = check_tokens("cache_creation_input_tokens", s->cache_creation_input_tokens, err,
+                           errlen)) ||
+        (rc = check_tokens("cache_read_input_tokens", s->cache_read_input_tokens, err, errlen)))
+        return rc;
+    if (isnan(s->retry_after_s) || isinf(s->retry_after_s) || s->retry_after_s > 86400) {
+        snprintf(err, errlen, "retry_after %g must be a number of seconds up to 86400",
+                 s->retry_after_s);
+        return SL_EINVAL;
+    }
+    if (s->failure_signature && strlen(s->failure_signature) > 256) {
+        snprintf(err, errlen, "failure_signature is longer than 256 bytes");
+        return SL_EINVAL;
+    }
+    sl__rcmd_begin(c, "sluice_settle", pool, now_s, origin);
+    sl__rcmd_u64(c, "lease", lease);
+    sl__rcmd_num(c, "input_tokens", (double)s->input_tokens);
+    sl__rcmd_num(c, "output_tokens", (double)s->output_tokens);
+    sl__rcmd_num(c, "cache_creation_input_tokens", (double)s->cache_creation_input_tokens);
+    sl__rcmd_num(c, "cache_read_input_tokens", (double)s->cache_read_input_tokens);
+    sl__rcmd_num(c, "got_429", s->got_429 ? 1 : 0);
+    sl__rcmd_num(c, "retry_after", s->retry_after_s < 0 ? -1 : s->retry_after_s);
+    sl__rcmd_num(c, "spend_cap", s->spend_cap ? 1 : 0);
+    if (s->failure_signature && s->failure_signature[0])
+        sl__rcmd_str(c, "failure_signature", s->failure_signature);
+    rc = add_headers(c, s->header_names, s->header_values, s->header_count, err, errlen);
+    if (rc) sl__rcmd_free(c);
+    return rc;
+}
+
+int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, const char *const *names,
+                    const char *const *values, size_t count, double now_s, const char *origin,
+                    char *err, size_t errlen)
+{
+    sl__rcmd_begin(c, "sluice_resync", pool, now_s, origin);
+    int rc = add_headers(c, names, values, count, err, errlen);
+    if (rc) sl__rcmd_free(c);
+    return rc;
+}
+
+/* ---- replies ---- */
+
+int sl__rcode(const char *name)
+{
+    static const int codes[] = {SL_OK,       SL_EINVAL,   SL_ENOTFOUND, SL_EALREADY, SL_EEXPIRED,
+                                SL_ECAPACITY, SL_ETIME,   SL_ENOMEM,    SL_EEXIST};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strcmp(name, sl_strerror(codes[i])) == 0) return codes[i];
+    return SL__RPROTO;
+}
+
+static bool is_str(const redisReply *r)
+{
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+int sl__rreply_parse(const redisReply *r, sl__rreply_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->rc = SL__RPROTO;
+    out->wake_s = INFINITY;
+    out->msg = "the connection to Redis was lost";
+    if (!r) return out->rc;
+    if (r->type == REDIS_REPLY_ERROR) {
+        out->msg = r->str;
+        return out->rc;
+    }
+    out->msg = "unexpected reply from the sluice library";
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 || !is_str(r->element[0]) ||
+        !is_str(r->element[1]) || r->element[2]->type != REDIS_REPLY_ARRAY ||
+        r->element[3]->type != REDIS_REPLY_ARRAY || !is_str(r->element[4]))
+        return out->rc;
+    out->rc = sl__rcode(r->element[0]->str);
+    out->msg = r->element[1]->str;
+    out->fields = r->element[2];
+    out->events = r->element[3];
+    out->wake_s = strtod(r->element[4]->str, NULL);
+    return out->rc;
+}
+
+static const char *array_get(const redisReply *a, const char *name)
+{
+    if (!a) return NULL;
+    for (size_t i = 0; i + 1 < a->elements; i += 2)
+        if (is_str(a->element[i]) && strcmp(a->element[i]->str, name) == 0 &&
+            is_str(a->element[i + 1]))
+            return a->element[i + 1]->str;
+    return NULL;
+}
+
+const char *sl__rreply_get(const sl__rreply_t *rep, const char *name)
+{
+    return array_get(rep->fields, name);
+}
+
+double sl__rreply_num(const sl__rreply_t *rep, const char *name, double dflt)
+{
+    const char *v = sl__rreply_get(rep, name);
+    return v ? strtod(v, NULL) : dflt;
+}
+
+static uint64_t to_u64(const char *v)
+{
+    return v ? strtoull(v, NULL, 10) : 0;
+}
+
+static int64_t to_i64(const char *v)
+{
+    return v ? (int64_t)strtod(v, NULL) : 0;
+}
+
+void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *status = sl__rreply_get(rep, "status");
+    out->status = !status                         ? SL_REJECTED
+                  : strcmp(status, "granted") == 0 ? SL_GRANTED
+                  : strcmp(status, "queued") == 0  ? SL_QUEUED
+                                                   : SL_REJECTED;
+    out->lease = to_u64(sl__rreply_get(rep, "lease"));
+    out->ticket = to_u64(sl__rreply_get(rep, "ticket"));
+    out->expires_at = sl__rreply_num(rep, "expires_at", 0);
+    out->ttl_s = sl__rreply_num(rep, "ttl", 0);
+    out->weight = sl__rreply_num(rep, "weight", 0);
+    out->charged_input_tokens = to_i64(sl__rreply_get(rep, "charged_input_tokens"));
+    out->charged_output_tokens = to_i64(sl__rreply_get(rep, "charged_output_tokens"));
+    out->charged_requests = to_i64(sl__rreply_get(rep, "charged_requests"));
+    out->cache_penalty = sl__rreply_num(rep, "cache_penalty", 0) != 0;
+    out->waited_s = sl__rreply_num(rep, "waited", 0);
+    out->eta_s = sl__rreply_num(rep, "eta", 0);
+    out->position = to_i64(sl__rreply_get(rep, "position"));
+    out->retry_after_s = sl__rreply_num(rep, "retry_after", 0);
+    out->retry_at = sl__rreply_num(rep, "retry_at", 0);
+    if (out->status == SL_REJECTED) out->reason = "queue_wait_exceeds_max";
+    out->replayed = sl__rreply_num(rep, "replayed", 0) != 0;
+}
+
+void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->name = sl__rreply_get(rep, "name");
+    sl_pool_config_t *c = &out->config;
+    sl_pool_config_init(c);
+#define CFG(field, type) c->field = (type)sl__rreply_num(rep, "cfg_" #field, (double)c->field)
+    CFG(input_tpm, int64_t);
+    CFG(output_tpm, int64_t);
+    CFG(rpm, int64_t);
+    CFG(tokens_tpm, int64_t);
+    CFG(concurrency, int64_t);
+    CFG(margin_start, double);
+    CFG(margin_floor, double);
+    CFG(margin_step_down, double);
+    CFG(margin_step_up, double);
+    CFG(recover_every_s, double);
+    CFG(margin_floor_alert_s, double);
+    CFG(lease_ttl_s, double);
+    CFG(max_lease_ttl_s, double);
+    CFG(max_queue_wait_s, double);
+    CFG(cache_ttl_s, double);
+    CFG(cache_bump_min_tokens, int64_t);
+    CFG(cache_bump, double);
+    CFG(estimate_error_alert, double);
+    CFG(estimate_error_window, int);
+    CFG(claim_timeout_s, double);
+    CFG(ticket_idle_s, double);
+#undef CFG
+    c->cache_reads_count = sl__rreply_num(rep, "cfg_cache_reads_count", 0) != 0;
+    out->margin = sl__rreply_num(rep, "margin", 0);
+    char name[32];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        snprintf(name, sizeof name, "level%d", b);
+        out->level[b] = sl__rreply_num(rep, name, 0);
+        snprintf(name, sizeof name, "capacity%d", b);
+        out->capacity[b] = sl__rreply_num(rep, name, 0);
+        snprintf(name, sizeof name, "refill%d", b);
+        out->refill_per_s[b] = sl__rreply_num(rep, name, 0);
+        snprintf(name, sizeof name, "limit%d", b);
+        out->limit[b] = to_i64(sl__rreply_get(rep, name));
+    }
+    out->queue_depth = to_i64(sl__rreply_get(rep, "queue_depth"));
+    out->head_eta_s = sl__rreply_num(rep, "head_eta", -1);
+    out->leases_in_flight = to_i64(sl__rreply_get(rep, "leases_in_flight"));
+    out->alert_margin_at_floor = sl__rreply_num(rep, "alert_margin_at_floor", 0) != 0;
+    out->alert_spend_cap = sl__rreply_num(rep, "alert_spend_cap", 0) != 0;
+    out->blocked_until = sl__rreply_num(rep, "blocked_until", -INFINITY);
+    out->granted_total = to_u64(sl__rreply_get(rep, "granted_total"));
+    out->queued_total = to_u64(sl__rreply_get(rep, "queued_total"));
+    out->rejected_total = to_u64(sl__rreply_get(rep, "rejected_total"));
+    out->upstream_429_total = to_u64(sl__rreply_get(rep, "upstream_429_total"));
+}
+
+/* ---- events ---- */
+
+static const struct {
+    const char *name;
+    sl_event_kind_t kind;
+} KINDS[] = {
+    {"granted", SL_EV_GRANTED},
+    {"queued", SL_EV_QUEUED},
+    {"rejected", SL_EV_REJECTED},
+    {"settled", SL_EV_SETTLED},
+    {"cancelled", SL_EV_CANCELLED},
+    {"reaped", SL_EV_REAPED},
+    {"unclaimed", SL_EV_UNCLAIMED},
+    {"ticket_cancelled", SL_EV_TICKET_CANCELLED},
+    {"ticket_expired", SL_EV_TICKET_EXPIRED},
+    {"ticket_rejected", SL_EV_TICKET_REJECTED},
+    {"upstream_429", SL_EV_UPSTREAM_429},
+    {"margin", SL_EV_MARGIN},
+    {"alert", SL_EV_ALERT},
+    {"limit_adopted", SL_EV_LIMIT_ADOPTED},
+    {"resync", SL_EV_RESYNC},
+};
+
+/* Fills `out` from name/value pairs given as parallel string pointers. */
+static bool fill_event(const char *const *kv, size_t n, sl_event_t *out)
+{
+    memset(out, 0, sizeof *out);
+    bool have_kind = false;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        const char *k = kv[i], *v = kv[i + 1];
+        double d = strtod(v, NULL);
+        if (strcmp(k, "kind") == 0) {
+            for (size_t j = 0; j < sizeof KINDS / sizeof KINDS[0]; j++)
+                if (strcmp(v, KINDS[j].name) == 0) out->kind = KINDS[j].kind, have_kind = true;
+        } else if (strcmp(k, "now") == 0) out->now_s = d;
+        else if (strcmp(k, "pool") == 0) out->pool = v;
+        else if (strcmp(k, "agent") == 0) out->agent = v;
+        else if (strcmp(k, "lease") == 0) out->lease = strtoull(v, NULL, 10);
+        else if (strcmp(k, "ticket") == 0) out->ticket = strtoull(v, NULL, 10);
+        else if (strcmp(k, "input_tokens") == 0) out->input_tokens = (int64_t)d;
+        else if (strcmp(k, "output_tokens") == 0) out->output_tokens = (int64_t)d;
+        else if (strcmp(k, "adjust_input_tokens") == 0) out->adjust_input_tokens = (int64_t)d;
+        else if (strcmp(k, "adjust_output_tokens") == 0) out->adjust_output_tokens = (int64_t)d;
+        else if (strcmp(k, "weight") == 0) out->weight = d;
+        else if (strcmp(k, "eta") == 0) out->eta_s = d;
+        else if (strcmp(k, "retry_at") == 0) out->retry_at = d;
+        else if (strcmp(k, "waited") == 0) out->waited_s = d;
+        else if (strcmp(k, "estimate_error") == 0) out->estimate_error = d;
+        else if (strcmp(k, "margin") == 0) out->margin = d;
+        else if (strcmp(k, "reason") == 0) out->reason = v;
+        else if (strcmp(k, "alert") == 0) out->alert = v;
+        else if (strcmp(k, "active") == 0) out->active = d != 0;
+        else if (strcmp(k, "bucket") == 0) out->bucket = (sl_bucket_t)(int)d;
+        else if (strcmp(k, "value") == 0) out->value = d;
+    }
+    return have_kind;
+}
+
+bool sl__rreply_event(const sl__rreply_t *rep, size_t i, sl_event_t *out)
+{
+    if (!rep->events || i >= rep->events->elements) return false;
+    const redisReply *ev = rep->events->element[i];
+    if (ev->type != REDIS_REPLY_ARRAY || ev->elements > 64) return false;
+    const char *kv[64];
+    for (size_t j = 0; j < ev->elements; j++) {
+        if (!is_str(ev->element[j])) return false;
+        kv[j] = ev->element[j]->str;
+    }
+    return fill_event(kv, ev->elements, out);
+}
+
+bool sl__wire_event(char *msg, sl_event_t *out)
+{
+    const char *kv[64];
+    size_t n = 0;
+    char *p = msg;
+    while (n < 64) {
+        kv[n++] = p;
+        char *sep = strchr(p, '\x1f');
+        if (!sep) break;
+        *sep = '\0';
+        p = sep + 1;
+    }
+    return fill_event(kv, n, out);
+}

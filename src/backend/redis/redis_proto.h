@@ -1,0 +1,107 @@
+/* redis_proto.h - FCALL argument vectors for sluice.lua and decoding of its replies.
+ *
+ * Shared by the asynchronous backend (redis.c) and the conformance runner, so both
+ * speak to the Functions library the same way. A command is built into an
+ * sl__rcmd_t (owned copies of every argument) and sent with the argv form of
+ * hiredis; a reply is decoded into an sl__rreply_t whose strings point into the
+ * hiredis reply, valid as long as that reply is.
+ *
+ * Ids: lease and ticket ids are pool_no * 2^40 + n (see sluice.lua); pool numbers
+ * come from the registry and SL__RPOOL_LOCAL marks ids decided by a replica's local
+ * fail-open engine.
+ */
+#ifndef SL_REDIS_PROTO_H
+#define SL_REDIS_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis.h>
+
+#include <sluice/engine.h>
+
+/* The Functions library version this build speaks (sluice.lua's VERSION). */
+#define SL__REDIS_LIB_VERSION "3"
+
+#define SL__RID_SHIFT 40
+#define SL__RPOOL_MAX 8190   /* registry numbers 1..8190 */
+#define SL__RPOOL_LOCAL 8191 /* fail-open local decisions */
+#define SL__RCMD_MAX_ARGS 200
+
+/* An FCALL being built. */
+typedef struct sl__rcmd {
+    int argc;
+    char *argv[SL__RCMD_MAX_ARGS];
+    size_t len[SL__RCMD_MAX_ARGS];
+} sl__rcmd_t;
+
+/* Starts "FCALL fn 1 sluice:{pool}:pool now origin". `now_s` NAN means Redis TIME;
+ * `origin` NULL or "" means the library publishes no events. */
+void sl__rcmd_begin(sl__rcmd_t *c, const char *fn, const char *pool, double now_s,
+                    const char *origin);
+/* Appends a name/value pair; a NULL value appends nothing. */
+void sl__rcmd_str(sl__rcmd_t *c, const char *name, const char *value);
+void sl__rcmd_num(sl__rcmd_t *c, const char *name, double v);
+void sl__rcmd_u64(sl__rcmd_t *c, const char *name, uint64_t v);
+/* Appends a raw argument (for the registry and graph functions). */
+void sl__rcmd_raw(sl__rcmd_t *c, const char *arg);
+/* Frees the copies; `c` may be begun again. */
+void sl__rcmd_free(sl__rcmd_t *c);
+
+/* Builds the configure call of pool `name`: `cfg`, the engine-wide settings `ecfg`
+ * (NULL = defaults), the roles and priorities ("name=value,..." in `roles`/`prios`). */
+void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t *cfg,
+                        const sl_engine_config_t *ecfg, const char *roles, const char *prios,
+                        int pool_no, double now_s, const char *origin);
+
+/* Builds a request; `graph_unblocks` >= 0 when the task graph knows req->task. */
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unblocks,
+                      double now_s, const char *origin);
+
+/* Builds a settle of `lease` in `pool`, classifying and validating the provider
+ * headers here (the engine's rules). Returns SL_OK, or SL_EINVAL with `err` filled
+ * and nothing built. */
+int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_settle_t *s,
+                    double now_s, const char *origin, char *err, size_t errlen);
+
+/* Builds a resync of `pool` from headers; same validation as sl__rcmd_settle. */
+int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, const char *const *names,
+                    const char *const *values, size_t count, double now_s, const char *origin,
+                    char *err, size_t errlen);
+
+/* A decoded library reply. */
+typedef struct sl__rreply {
+    int rc;                  /* SL_OK or SL_E*; SL__RPROTO for a malformed reply */
+    const char *msg;         /* error sentence */
+    const redisReply *fields; /* name/value array */
+    const redisReply *events; /* array of name/value arrays */
+    double wake_s;           /* the pool's next wake-up; INFINITY when none */
+} sl__rreply_t;
+
+#define SL__RPROTO (-100) /* the reply is not what sluice.lua sends */
+
+/* Decodes `r` (NULL: connection lost -> SL__RPROTO). Returns out->rc. */
+int sl__rreply_parse(const redisReply *r, sl__rreply_t *out);
+const char *sl__rreply_get(const sl__rreply_t *rep, const char *name);
+double sl__rreply_num(const sl__rreply_t *rep, const char *name, double dflt);
+/* Fills a decision from a request / ticket reply. */
+void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out);
+/* Fills pool info; strings point into the reply. */
+void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out);
+/* Fills event `i` of the reply; false when it cannot be decoded. */
+bool sl__rreply_event(const sl__rreply_t *rep, size_t i, sl_event_t *out);
+
+/* Decodes one published event ("name\x1fvalue\x1f..."), splitting `msg` in place. */
+bool sl__wire_event(char *msg, sl_event_t *out);
+
+/* The SL_E* code of an error name of sl_strerror(), or SL__RPROTO. */
+int sl__rcode(const char *name);
+
+/* The pool number of an id, and an id from a number and a counter. */
+static inline int sl__rid_pool(uint64_t id)
+{
+    return (int)(id >> SL__RID_SHIFT);
+}
+
+#endif /* SL_REDIS_PROTO_H */

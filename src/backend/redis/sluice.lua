@@ -1,0 +1,1420 @@
+#!lua name=sluice
+-- sluice.lua - the engine semantics of DESIGN.md as a Redis 7 Functions library: one atomic call per decision.
+--
+-- This is a port of src/engine/ (docs/engine.md lists the choices it makes where
+-- DESIGN.md is silent; every one is kept here). Each function works on one pool, and
+-- every key of a pool shares the hash tag {pool}, so a pool lives in one Cluster slot
+-- and each call is atomic. The layout is in docs/redis.md; in short, with
+-- P = "sluice:{pool}:":
+--   P.."pool"      hash: configuration, limits, levels, margin, counters
+--   P.."q"         zset: the weighted fair queue, score = finish tag, member =
+--                  "<seq, 20 digits>:<ticket id>:<need0>:<need1>:<need2>:<need3>"
+--                  (ties on the score sort by member, which is by arrival)
+--   P.."t:<id>"    hash: a queued ticket        P.."ti" zset: unheld tickets by idle deadline
+--   P.."l:<id>"    hash: a live lease           P.."lx" zset: leases by expiry
+--   P.."ended"     string: one byte per id (mod 2^22), how an ended lease ended
+--   P.."tend"      hash: ended tickets, "state:lease"; P.."tendz" zset by end time
+--   P.."idem" / P.."idemz": first answers to request ids, and their times
+--   P.."a:<agent>" hash: the agent in this pool; P.."agents" set of names
+--   P.."c:<key>"   hash: a prompt cache shared under a cache_key other than the agent
+--   P.."m:<model>" hash: calibration of a model
+-- The task graph lives under "sluice:{graph}:tasks" and the pool registry and the
+-- replica heartbeats under "sluice:{registry}:*": they span pools, so they are
+-- separate calls (the daemon asks the graph for `unblocks` before a request).
+--
+-- Ids: lease and ticket ids are pool_no * 2^40 + n, where n counts per pool and
+-- pool_no comes from the registry; a replica routes an id to its pool by its upper
+-- bits. Numbers are stored with %.17g so doubles survive the round trip exactly.
+--
+-- Calling convention: KEYS[1] is the pool hash; ARGV[1] is the time ("" = Redis
+-- TIME; a number pins it, for tests), ARGV[2] the calling replica ("" = do not
+-- publish events), then name/value pairs. Every reply is
+-- { code, message, {name, value, ...}, { {event name/value pairs}, ... }, wake }
+-- with code "ok" or an error name of sl_strerror(), and wake the pool's next
+-- instant at which `advance` has something to do ("inf" when none).
+
+local VERSION = '3'
+local RING = 4194304            -- 2^22 remembered lease ends per pool
+local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
+local NB = 4                    -- input, output, requests, tokens
+local BUCKET = {'input_tokens', 'output_tokens', 'requests', 'tokens'}
+local LIMIT_FIELD = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm'}
+local END_SETTLED, END_CANCELLED, END_REAPED, END_GRANTED, END_EXPIRED, END_REJECTED =
+    1, 2, 3, 4, 5, 6
+local QUEUE_WAIT = 'queue_wait_exceeds_max'
+local CALIB_WINDOW, CALIB_MIN_SAMPLES, CALIB_MIN_TOKENS = 64, 5, 100
+
+local function F(x)
+  if type(x) == 'boolean' then return x and '1' or '0' end
+  if type(x) == 'number' then return string.format('%.17g', x) end
+  return tostring(x)
+end
+
+-- Errors travel as a table so the top level can tell them from Lua faults.
+local function fail(code, fmt, ...)
+  error({code = code, msg = string.format(fmt, ...)}, 0)
+end
+
+-- ---- records: hashes loaded once per call, written back at the end ----
+
+local S = {}  -- per-call state; reset by begin()
+
+local STRING_FIELDS = {name = true, roles = true, prios = true, agent = true, ck = true,
+  model = true, role = true, sig = true, errs = true, samples = true}
+
+local function load(key)
+  local r = S.recs[key]
+  if r ~= nil then return r or nil end
+  local raw = redis.call('HGETALL', key)
+  if #raw == 0 then S.recs[key] = false; return nil end
+  r = {}
+  local orig = {}
+  for i = 1, #raw, 2 do
+    local k, v = raw[i], raw[i + 1]
+    if STRING_FIELDS[k] then r[k] = v else r[k] = tonumber(v) end
+    orig[k] = r[k]
+  end
+  S.recs[key] = r
+  S.orig[key] = orig
+  return r
+end
+
+local function create(key, r)
+  S.recs[key] = r
+  S.orig[key] = {}
+  S.dirty[key] = true
+  return r
+end
+
+local function touch(key) S.dirty[key] = true end
+
+local function drop(key)
+  S.recs[key] = false
+  S.dirty[key] = nil
+  redis.call('DEL', key)
+end
+
+local function flush()
+  for key in pairs(S.dirty) do
+    local r = S.recs[key]
+    if r then
+      -- only what changed since the load: formatting every field costs more than the call
+      local orig = S.orig[key] or {}
+      local args = {}
+      for k, v in pairs(r) do
+        if v ~= orig[k] then args[#args + 1] = k; args[#args + 1] = F(v) end
+      end
+      if #args > 0 then redis.call('HSET', key, unpack(args)) end
+    end
+  end
+  S.dirty = {}
+end
+
+local function K(suffix) return S.prefix .. suffix end
+
+-- ---- events ----
+
+local function emit(kind, fields)
+  fields.kind = kind
+  fields.now = fields.now or S.now
+  fields.pool = S.pool
+  S.events[#S.events + 1] = fields
+end
+
+-- ---- buckets ----
+
+local function margin(p) return p.margin_bp / 10000.0 end
+local function limited(p, b) return p['lim' .. b] > 0 end
+local function capacity(p, b) return p['lim' .. b] * margin(p) end
+
+local function refill(p, now)
+  local dt = now - p.last_refill
+  if dt <= 0 then return end
+  for b = 0, NB - 1 do
+    if limited(p, b) then
+      local cap = capacity(p, b)
+      local level = p['lv' .. b] + cap / 60.0 * dt
+      p['lv' .. b] = level > cap and cap or level
+    end
+  end
+  p.last_refill = now
+end
+
+local function clamp_levels(p)
+  for b = 0, NB - 1 do
+    local cap = capacity(p, b)
+    if p['lv' .. b] > cap then p['lv' .. b] = cap end
+  end
+end
+
+local function adjust(p, b, delta)
+  if not limited(p, b) then return end
+  local cap = capacity(p, b)
+  local level = p['lv' .. b] + delta
+  p['lv' .. b] = level > cap and cap or level
+end
+
+local function fits(p, need, now)
+  if p.blocked_until > now then return false end
+  if p.concurrency > 0 and p.in_flight >= p.concurrency then return false end
+  for b = 0, NB - 1 do
+    if limited(p, b) and p['lv' .. b] < need[b] then return false end
+  end
+  return true
+end
+
+local function earliest_expiry()
+  local top = redis.call('ZRANGE', K('lx'), 0, 0, 'WITHSCORES')
+  if #top == 0 then return nil end
+  return tonumber(top[2])
+end
+
+local function eta_for(p, sums, ahead, now)
+  local eta = p.blocked_until > now and p.blocked_until - now or 0
+  for b = 0, NB - 1 do
+    if limited(p, b) then
+      local deficit = sums[b] - p['lv' .. b]
+      if deficit > 0 then
+        local t = deficit / (capacity(p, b) / 60.0)
+        if t > eta then eta = t end
+      end
+    end
+  end
+  if p.concurrency > 0 and ahead + 1 > p.concurrency - p.in_flight then
+    local at = earliest_expiry()
+    if at and at - now > eta then eta = at - now end
+  end
+  return eta
+end
+
+local function cost(p, need)
+  local c = 0
+  for b = 0, NB - 1 do
+    if limited(p, b) then
+      local share = need[b] / p['lim' .. b]
+      if share > c then c = share end
+    end
+  end
+  return c
+end
+
+-- ---- ids and ends ----
+
+local function new_id(p)
+  local n = p.next_n
+  p.next_n = n + 1
+  redis.call('SETRANGE', K('ended'), n % RING, '\0')
+  return p.pool_no * ID_SHIFT + n
+end
+
+local function id_n(p, id) return id - p.pool_no * ID_SHIFT end
+
+local function in_ring(p, n) return n >= 1 and n < p.next_n and p.next_n - n <= RING end
+
+local function lease_forget(p, id, state)
+  drop(K('l:' .. F(id)))
+  redis.call('ZREM', K('lx'), F(id))
+  local n = id_n(p, id)
+  if in_ring(p, n) then redis.call('SETRANGE', K('ended'), n % RING, string.char(state)) end
+end
+
+local function lease_ended_state(p, id)
+  local n = id_n(p, id)
+  if not in_ring(p, n) then return 0 end
+  local c = redis.call('GETRANGE', K('ended'), n % RING, n % RING)
+  if c == '' then return 0 end
+  return string.byte(c)
+end
+
+-- ---- margin (AIMD) ----
+
+local function emit_floor_alert(p, at, active)
+  p.alert_floor = active and 1 or 0
+  emit('alert', {now = at, alert = 'margin_at_floor', active = active and 1 or 0,
+                 margin = margin(p)})
+end
+
+local function margin_next_step_at(p)
+  local at = math.huge
+  if p.margin_bp < p.start_bp then at = p.clean_since + p.recover_every_s end
+  if p.floor_since >= 0 and p.alert_floor == 0 then
+    local alert_at = p.floor_since + p.margin_floor_alert_s
+    if alert_at < at then at = alert_at end
+  end
+  return at
+end
+
+local function margin_advance(p, now)
+  while p.margin_bp < p.start_bp and p.clean_since + p.recover_every_s <= now do
+    local t = p.clean_since + p.recover_every_s
+    if p.floor_since >= 0 and p.alert_floor == 0 and
+        p.floor_since + p.margin_floor_alert_s <= t then
+      emit_floor_alert(p, p.floor_since + p.margin_floor_alert_s, true)
+    end
+    refill(p, t)
+    p.margin_bp = p.margin_bp + p.up_bp > p.start_bp and p.start_bp or p.margin_bp + p.up_bp
+    p.clean_since = t
+    if p.margin_bp > p.floor_bp and p.floor_since >= 0 then
+      p.floor_since = -1
+      if p.alert_floor == 1 then emit_floor_alert(p, t, false) end
+    end
+    emit('margin', {now = t, margin = margin(p)})
+  end
+  if p.floor_since >= 0 and p.alert_floor == 0 and
+      p.floor_since + p.margin_floor_alert_s <= now then
+    emit_floor_alert(p, now, true)
+  end
+end
+
+local function margin_wait_for(p, need, now)
+  local want = p.margin_bp
+  for b = 0, NB - 1 do
+    if limited(p, b) then
+      local bp = math.ceil(need[b] / p['lim' .. b] * 10000.0 - 1e-9)
+      if bp > want then want = bp end
+    end
+  end
+  if want <= p.margin_bp then return 0 end
+  local steps = math.floor((want - p.margin_bp + p.up_bp - 1) / p.up_bp)
+  local margin_wait = p.clean_since + p.recover_every_s - now + (steps - 1) * p.recover_every_s
+  if margin_wait < 0 then margin_wait = 0 end
+  local refill_wait = 0
+  for b = 0, NB - 1 do
+    if limited(p, b) then
+      local rate = p['lim' .. b] * (want / 10000.0) / 60.0
+      local t = (need[b] - p['lv' .. b]) / rate
+      if t > refill_wait then refill_wait = t end
+    end
+  end
+  return margin_wait > refill_wait and margin_wait or refill_wait
+end
+
+-- ---- agents, caches, calibration ----
+
+local function agent_key(name) return K('a:' .. name) end
+
+local function agent_get(name, make)
+  local a = load(agent_key(name))
+  if a or not make then return a end
+  redis.call('SADD', K('agents'), name)
+  return create(agent_key(name), {agent = name, lf = 0, cls = -math.huge, ctok = 0,
+    role = 'worker', weight = 1.0, repeats = 0, sig = '', errs = '', err_n = 0, err_pos = 0,
+    alert = 0, leases = 0, queued = 0, tin = 0, tout = 0, g429 = 0})
+end
+
+-- A cache is either the agent's own (fields cls/ctok of its record) or shared.
+local function cache_view(a, own, ck)
+  if own then return {rec = a, key = agent_key(a.agent), ls = 'cls', tok = 'ctok'} end
+  local key = K('c:' .. ck)
+  local r = load(key)
+  if not r then return nil end
+  return {rec = r, key = key, ls = 'ls', tok = 'tok'}
+end
+
+local function cache_make(ck)
+  local key = K('c:' .. ck)
+  local r = load(key) or create(key, {ls = -math.huge, tok = 0})
+  return {rec = r, key = key, ls = 'ls', tok = 'tok'}
+end
+
+local function cache_warm(p, c, now)
+  return c ~= nil and now - c.rec[c.ls] < p.cache_ttl_s
+end
+
+local function calib_get(p, model, make)
+  local key = K('m:' .. model)
+  local c = load(key)
+  if c or not make then return c end
+  return create(key, {model = model, samples = '', n = 0, pos = 0, total = 0, ratio = 1.0})
+end
+
+local function split_numbers(s)
+  local t = {}
+  for v in string.gmatch(s, '[^,]+') do t[#t + 1] = tonumber(v) end
+  return t
+end
+
+local function join_numbers(t, n)
+  local out = {}
+  for i = 1, n do out[i] = F(t[i] or 0) end
+  return table.concat(out, ',')
+end
+
+local function calib_record(model, est, actual)
+  if model == nil or model == '' or est < CALIB_MIN_TOKENS then return end
+  local c = calib_get(nil, model, false)
+  if not c then return end
+  local r = actual / est
+  if r < 0.2 then r = 0.2 end
+  if r > 5 then r = 5 end
+  local sample = split_numbers(c.samples)
+  sample[c.pos + 1] = r
+  c.pos = (c.pos + 1) % CALIB_WINDOW
+  if c.n < CALIB_WINDOW then c.n = c.n + 1 end
+  c.total = c.total + 1
+  c.samples = join_numbers(sample, math.max(#sample, c.n))
+  touch(K('m:' .. model))
+  if c.n < CALIB_MIN_SAMPLES then return end
+  local sorted = {}
+  for i = 1, c.n do sorted[i] = sample[i] end
+  table.sort(sorted)
+  local n = c.n
+  if n % 2 == 1 then c.ratio = sorted[math.floor(n / 2) + 1]
+  else c.ratio = (sorted[n / 2] + sorted[n / 2 + 1]) / 2 end
+end
+
+local function agent_mean_error(a)
+  if a.err_n == 0 then return 0 end
+  local errs = split_numbers(a.errs)
+  local sum = 0
+  for i = 1, a.err_n do sum = sum + (errs[i] or 0) end
+  return sum / a.err_n
+end
+
+local function agent_record_error(p, a, err)
+  local window = p.estimate_error_window
+  if window < 1 then window = 1 end
+  if window > 64 then window = 64 end
+  if a.err_n > window then a.err_n = window; a.err_pos = 0 end
+  local errs = split_numbers(a.errs)
+  errs[a.err_pos + 1] = err
+  a.err_pos = (a.err_pos + 1) % window
+  if a.err_n < window then a.err_n = a.err_n + 1 end
+  a.errs = join_numbers(errs, math.max(#errs, a.err_n))
+  local mean = agent_mean_error(a)
+  local active = a.err_n >= window and mean > p.estimate_error_alert
+  if (active and 1 or 0) ~= a.alert then
+    a.alert = active and 1 or 0
+    emit('alert', {agent = a.agent, alert = 'estimate_error', active = a.alert,
+                   estimate_error = mean})
+  end
+end
+
+local function agent_record_signature(a, sig)
+  if sig ~= '' and a.sig ~= '' and sig == a.sig then
+    a.repeats = a.repeats + 1
+    return
+  end
+  a.sig = sig
+  a.repeats = 0
+end
+
+-- ---- the queue ----
+
+local function qmember(t)
+  return string.format('%020d:%s:%s:%s:%s:%s', t.seq, F(t.id), F(t.n0), F(t.n1), F(t.n2),
+                       F(t.n3))
+end
+
+local function parse_member(m)
+  local seq, id, a, b, c, d = string.match(m, '^(%d+):([^:]+):([^:]+):([^:]+):([^:]+):([^:]+)$')
+  return tonumber(id), {[0] = tonumber(a), tonumber(b), tonumber(c), tonumber(d)}, tonumber(seq)
+end
+
+local function queue_insert(p, t)
+  redis.call('ZADD', K('q'), F(t.finish), qmember(t))
+  for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] + t['n' .. b] end
+end
+
+local function queue_remove(p, t)
+  redis.call('ZREM', K('q'), qmember(t))
+  for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] - t['n' .. b] end
+end
+
+local function queue_head()
+  local h = redis.call('ZRANGE', K('q'), 0, 0, 'WITHSCORES')
+  if #h == 0 then return nil end
+  local id = parse_member(h[1])
+  return id, tonumber(h[2])
+end
+
+-- Requests ahead of (finish, seq): their count and summed needs. Walks whichever
+-- side of the key is shorter and uses the queue's running sums for the other.
+local function queue_prefix(p, finish, seq)
+  local q = K('q')
+  local depth = redis.call('ZCARD', q)
+  local ahead = redis.call('ZCOUNT', q, '-inf', '(' .. F(finish))
+  local ties = redis.call('ZRANGEBYSCORE', q, F(finish), F(finish))
+  for _, m in ipairs(ties) do
+    local _, _, s = parse_member(m)
+    if s < seq then ahead = ahead + 1 end
+  end
+  local sums = {[0] = 0, 0, 0, 0}
+  if ahead == 0 then return 0, sums end
+  if ahead <= depth - ahead then
+    for _, m in ipairs(redis.call('ZRANGE', q, 0, ahead - 1)) do
+      local _, n = parse_member(m)
+      for b = 0, NB - 1 do sums[b] = sums[b] + n[b] end
+    end
+  else
+    for b = 0, NB - 1 do sums[b] = p['qs' .. b] end
+    if ahead < depth then
+      for _, m in ipairs(redis.call('ZRANGE', q, ahead, -1)) do
+        local _, n = parse_member(m)
+        for b = 0, NB - 1 do sums[b] = sums[b] - n[b] end
+      end
+    end
+  end
+  return ahead, sums
+end
+
+local function queue_eta(p, need, finish, seq, now)
+  local ahead, sums = queue_prefix(p, finish, seq)
+  for b = 0, NB - 1 do sums[b] = sums[b] + need[b] end
+  return eta_for(p, sums, ahead, now), ahead
+end
+
+local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
+
+-- ---- leases and tickets ----
+
+local function fill_grant(l)
+  return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
+          ttl = l.ttl, weight = l.weight, charged_input_tokens = l.n0,
+          charged_output_tokens = l.n1, charged_requests = l.n2, cache_penalty = l.pen,
+          waited = l.waited}
+end
+
+-- t: {agent, own, ck, model, est, n0..n3, cached, pen}; returns the lease record.
+local function grant(p, a, t, weight, finish, ttl, ticket, waited, now)
+  local id = new_id(p)
+  local claimed = ticket == 0
+  local l = {id = id, agent = a.agent, ticket = ticket, own = t.own, ck = t.ck,
+    model = t.model, est = t.est, n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3,
+    cached = t.cached, pen = t.pen, weight = weight, granted_at = now, waited = waited,
+    ttl = ttl, claimed = claimed and 1 or 0,
+    exp = now + (claimed and ttl or p.claim_timeout_s)}
+  for b = 0, NB - 1 do
+    if limited(p, b) then p['lv' .. b] = p['lv' .. b] - l['n' .. b] end
+    p['rs' .. b] = p['rs' .. b] + l['n' .. b]
+  end
+  p.in_flight = p.in_flight + 1
+  p.granted_total = p.granted_total + 1
+  if finish > p.vtime then p.vtime = finish end
+  if finish > a.lf then a.lf = finish end
+  a.leases = a.leases + 1
+  touch(agent_key(a.agent))
+  create(K('l:' .. F(id)), l)
+  redis.call('ZADD', K('lx'), F(l.exp), F(id))
+  emit('granted', {agent = a.agent, lease = id, ticket = ticket, input_tokens = l.n0,
+                   output_tokens = l.n1, weight = weight, waited = waited})
+  return l
+end
+
+local function lease_end(p, l, state, refund, now)
+  if state ~= END_SETTLED then
+    local kind = state == END_REAPED and 'reaped' or (l.claimed == 1 and 'cancelled' or 'unclaimed')
+    emit(kind, {agent = l.agent, lease = l.id, ticket = l.ticket, input_tokens = l.n0,
+                output_tokens = l.n1})
+  end
+  for b = 0, NB - 1 do
+    if refund then adjust(p, b, l['n' .. b]) end
+    p['rs' .. b] = p['rs' .. b] - l['n' .. b]
+  end
+  p.in_flight = p.in_flight - 1
+  local a = agent_get(l.agent, false)
+  if a then a.leases = a.leases - 1; touch(agent_key(l.agent)) end
+  lease_forget(p, l.id, state)
+end
+
+local function tomb_add(id, state, lease)
+  redis.call('HSET', K('tend'), F(id), state .. ':' .. F(lease))
+  redis.call('ZADD', K('tendz'), F(S.now), F(id))
+end
+
+-- Ends a ticket that is no longer in the queue.
+local function ticket_end(p, t, state, lease, now)
+  if state == END_CANCELLED or state == END_EXPIRED then
+    emit(state == END_CANCELLED and 'ticket_cancelled' or 'ticket_expired',
+         {agent = t.agent, ticket = t.id, waited = now - t.enq})
+  end
+  redis.call('ZREM', K('ti'), F(t.id))
+  local a = agent_get(t.agent, false)
+  if a then a.queued = a.queued - 1; touch(agent_key(t.agent)) end
+  tomb_add(t.id, state, lease)
+  drop(K('t:' .. F(t.id)))
+end
+
+local function load_ticket(id) return load(K('t:' .. F(id))) end
+local function load_lease(id) return load(K('l:' .. F(id))) end
+
+local function drain(p, now)
+  while true do
+    local id = queue_head()
+    if not id then return end
+    local t = load_ticket(id)
+    if not fits(p, need_of(t), now) then return end
+    queue_remove(p, t)
+    local a = agent_get(t.agent, true)
+    local l = grant(p, a, t, t.weight, t.finish, t.ttl, t.id, now - t.enq, now)
+    ticket_end(p, t, END_GRANTED, l.id, now)
+  end
+end
+
+local function reject_unfit(p, now)
+  local unfit = {}
+  for _, m in ipairs(redis.call('ZRANGE', K('q'), 0, -1)) do
+    local id, n = parse_member(m)
+    for b = 0, NB - 1 do
+      if limited(p, b) and n[b] > capacity(p, b) then unfit[#unfit + 1] = id; break end
+    end
+  end
+  for _, id in ipairs(unfit) do
+    local t = load_ticket(id)
+    queue_remove(p, t)
+    emit('ticket_rejected', {agent = t.agent, ticket = t.id,
+                             retry_at = now + margin_wait_for(p, need_of(t), now),
+                             reason = QUEUE_WAIT})
+    ticket_end(p, t, END_REJECTED, 0, now)
+  end
+end
+
+local function margin_cut(p, now)
+  local old = p.margin_bp
+  p.margin_bp = p.margin_bp - p.down_bp < p.floor_bp and p.floor_bp or p.margin_bp - p.down_bp
+  p.clean_since = now
+  if p.margin_bp <= p.floor_bp and p.floor_since < 0 then p.floor_since = now end
+  clamp_levels(p)
+  if p.margin_bp ~= old then
+    emit('margin', {margin = margin(p)})
+    reject_unfit(p, now)
+  end
+end
+
+local function purge_old(p, now)
+  local tt = p.tombstone_ttl_s
+  local old = redis.call('ZRANGEBYSCORE', K('tendz'), '-inf', F(now - tt))
+  -- at + ttl <= now, computed the engine's way for the boundary
+  for _, id in ipairs(old) do
+    local at = tonumber(redis.call('ZSCORE', K('tendz'), id))
+    if at + tt <= now then
+      redis.call('HDEL', K('tend'), id)
+      redis.call('ZREM', K('tendz'), id)
+    end
+  end
+  local it = p.idempotency_ttl_s
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', K('idemz'), '-inf', F(now - it))) do
+    local at = tonumber(redis.call('ZSCORE', K('idemz'), key))
+    if at + it <= now then
+      redis.call('HDEL', K('idem'), key)
+      redis.call('ZREM', K('idemz'), key)
+    end
+  end
+end
+
+local function pool_advance(p, now)
+  margin_advance(p, now)
+  refill(p, now)
+  while true do
+    local due = redis.call('ZRANGEBYSCORE', K('lx'), '-inf', F(now), 'LIMIT', 0, 1)
+    if #due == 0 then break end
+    local l = load_lease(tonumber(due[1]))
+    -- A grant its client never learned of was never used: refund it.
+    lease_end(p, l, l.claimed == 1 and END_REAPED or END_CANCELLED, l.claimed == 0, now)
+  end
+  while true do
+    local due = redis.call('ZRANGEBYSCORE', K('ti'), '-inf', F(now), 'LIMIT', 0, 1)
+    if #due == 0 then break end
+    local t = load_ticket(tonumber(due[1]))
+    queue_remove(p, t)
+    ticket_end(p, t, END_EXPIRED, 0, now)
+  end
+  drain(p, now)
+  purge_old(p, now)
+end
+
+local function next_wakeup(p)
+  local at = margin_next_step_at(p)
+  local top = redis.call('ZRANGE', K('lx'), 0, 0, 'WITHSCORES')
+  if #top > 0 and tonumber(top[2]) < at then at = tonumber(top[2]) end
+  top = redis.call('ZRANGE', K('ti'), 0, 0, 'WITHSCORES')
+  if #top > 0 and tonumber(top[2]) < at then at = tonumber(top[2]) end
+  local id = queue_head()
+  if id then
+    local t = load_ticket(id)
+    local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
+    if eta_at < at then at = eta_at end
+  end
+  return at
+end
+
+-- ---- call frame ----
+
+local function args_table(argv, from)
+  local t = {}
+  for i = from, #argv - 1, 2 do t[argv[i]] = argv[i + 1] end
+  return t
+end
+
+local function num(args, name, default)
+  local v = args[name]
+  if v == nil or v == '' then return default end
+  local n = tonumber(v)
+  if n == nil or n ~= n then fail('invalid_request', '%s "%s" is not a number', name, v) end
+  return n
+end
+
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+-- Runs fn(p, args, now) for the pool of KEYS[1]; `need_pool` false lets configure
+-- create it. Handles time, errors, write-back, events and the reply.
+local function pool_call(keys, argv, fn, opts)
+  opts = opts or {}
+  S = {recs = {}, orig = {}, dirty = {}, events = {}}
+  local pool_key = keys[1]
+  S.prefix = string.sub(pool_key, 1, #pool_key - 4)
+  S.pool = string.match(pool_key, '^sluice:{(.*)}:pool$')
+  local ok, res = pcall(function()
+    if not S.pool then fail('invalid_request', 'key "%s" is not a sluice pool key', pool_key) end
+    local p = load(pool_key)
+    if not p and not opts.create then fail('not_found', 'pool "%s" not found', S.pool) end
+    local args = args_table(argv, 3)
+    if opts.validate then opts.validate(args) end
+    local now
+    if argv[1] ~= '' then
+      now = tonumber(argv[1])
+      if now == nil or now ~= now or now == math.huge or now == -math.huge then
+        fail('time_went_backwards', 'now %s is not a finite time', argv[1])
+      end
+      if p and now < p.now then
+        fail('time_went_backwards', 'now %.6f is before the engine\'s time %.6f', now, p.now)
+      end
+    else
+      now = clock()
+      if p and now < p.now then now = p.now end  -- Redis's clock stepped back
+    end
+    S.now = now
+    if p and not opts.no_time then p.now = now; touch(pool_key) end
+    local fields = fn(p, args, now) or {}
+    p = load(pool_key)
+    flush()
+    return {fields, p and next_wakeup(p) or math.huge}
+  end)
+  if not ok then
+    if type(res) == 'table' and res.code then return {res.code, res.msg, {}, {}, 'inf'} end
+    error(res)
+  end
+  local flat = {}
+  for k, v in pairs(res[1]) do flat[#flat + 1] = k; flat[#flat + 1] = F(v) end
+  local evs = {}
+  local wire = {}
+  for i, ev in ipairs(S.events) do
+    local e = {}
+    for k, v in pairs(ev) do e[#e + 1] = k; e[#e + 1] = F(v) end
+    evs[i] = e
+    wire[i] = table.concat(e, '\31')
+  end
+  if argv[2] ~= '' and #wire > 0 then
+    redis.call('PUBLISH', 'sluice:events', argv[2] .. '\30' .. table.concat(wire, '\30'))
+  end
+  return {'ok', '', flat, evs, F(res[2])}
+end
+
+-- ---- configure ----
+
+local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurrency',
+  'margin_start', 'margin_floor', 'margin_step_down', 'margin_step_up', 'recover_every_s',
+  'margin_floor_alert_s', 'lease_ttl_s', 'max_lease_ttl_s', 'max_queue_wait_s', 'cache_ttl_s',
+  'cache_reads_count', 'cache_bump_min_tokens', 'cache_bump', 'estimate_error_alert',
+  'estimate_error_window', 'claim_timeout_s', 'ticket_idle_s', 'tombstone_ttl_s',
+  'idempotency_ttl_s', 'weight_floor'}
+
+local function lround(x) return math.floor(x + 0.5) end
+
+local function set_limits(p)
+  for b = 0, NB - 1 do p['lim' .. b] = p[LIMIT_FIELD[b + 1]] end
+  p.start_bp = lround(p.margin_start * 10000.0)
+  p.floor_bp = lround(p.margin_floor * 10000.0)
+  p.up_bp = lround(p.margin_step_up * 10000.0)
+  p.down_bp = lround(p.margin_step_down * 10000.0)
+end
+
+local function configure(p, args, now)
+  local pool_key = S.prefix .. 'pool'
+  local cfg = {}
+  for _, f in ipairs(CONFIG_FIELDS) do
+    cfg[f] = num(args, f, nil)
+    if cfg[f] == nil then fail('invalid_request', 'pool "%s": %s missing', S.pool, f) end
+  end
+  if p then
+    pool_advance(p, now)
+    for k, v in pairs(cfg) do p[k] = v end
+    p.roles = args.roles or ''
+    p.prios = args.prios or ''
+    set_limits(p)
+    if p.margin_bp > p.start_bp then p.margin_bp = p.start_bp end
+    if p.margin_bp < p.floor_bp then p.margin_bp = p.floor_bp end
+    if p.margin_bp > p.floor_bp then p.floor_since = -1 end
+    for b = 0, NB - 1 do if not limited(p, b) then p['lv' .. b] = 0 end end
+    clamp_levels(p)
+    reject_unfit(p, now)
+    drain(p, now)
+    touch(pool_key)
+    return {created = 0, pool_no = p.pool_no}
+  end
+  p = cfg
+  p.name = S.pool
+  p.roles = args.roles or ''
+  p.prios = args.prios or ''
+  p.pool_no = num(args, 'pool_no', 0)
+  p.now = now
+  set_limits(p)
+  p.margin_bp = lround(p.margin_start * 10000.0)
+  p.clean_since = now
+  p.floor_since = -1
+  p.alert_floor = 0
+  p.alert_spend_cap = 0
+  p.blocked_until = -math.huge
+  p.last_refill = now
+  p.in_flight = 0
+  p.vtime = 0
+  p.seq = 0
+  p.next_n = 1
+  p.granted_total, p.queued_total, p.rejected_total, p.upstream_429_total = 0, 0, 0, 0
+  for b = 0, NB - 1 do
+    p['lv' .. b] = limited(p, b) and capacity(p, b) or 0
+    p['rs' .. b] = 0
+    p['qs' .. b] = 0
+  end
+  create(pool_key, p)
+  return {created = 1, pool_no = p.pool_no}
+end
+
+-- ---- request ----
+
+local function class_value(list, name)
+  for entry in string.gmatch(list, '[^,]+') do
+    local n, v = string.match(entry, '^(.-)=(.*)$')
+    if n == name then return tonumber(v) end
+  end
+  return nil
+end
+
+local function class_names(list)
+  local names = {}
+  for entry in string.gmatch(list, '[^,]+') do names[#names + 1] = string.match(entry, '^(.-)=') end
+  return table.concat(names, ', ')
+end
+
+local function valid_name(s)
+  return s ~= nil and #s >= 1 and #s <= 128 and string.find(s, '^[A-Za-z0-9._:-]+$') ~= nil
+end
+
+local function printable(s)
+  return #s >= 1 and #s <= 128 and string.find(s, '[%z\1-\31\127]') == nil
+end
+
+local function check_tokens(args, name)
+  local v = num(args, name, 0)
+  if v < 0 or v > 9007199254740992 or v ~= math.floor(v) then
+    fail('invalid_request', '%s %s must be an integer between 0 and 2^53', name, F(v))
+  end
+  return v
+end
+
+local function corrected(tokens, ratio)
+  if ratio == 1.0 then return tokens end
+  local v = math.ceil(tokens * ratio - 1e-9)
+  if v > 9007199254740992 then return 9007199254740992 end
+  return v
+end
+
+local function encode_decision(d)
+  local out = {}
+  for k, v in pairs(d) do out[#out + 1] = k .. '=' .. F(v) end
+  return table.concat(out, ';')
+end
+
+local function decode_decision(s)
+  local d = {}
+  for k, v in string.gmatch(s, '([^=;]+)=([^;]*)') do
+    if k == 'status' or k == 'reason' then d[k] = v else d[k] = tonumber(v) end
+  end
+  return d
+end
+
+local function reject_decision(p, weight, retry_after, now)
+  p.rejected_total = p.rejected_total + 1
+  return {status = 'rejected', weight = weight, retry_after = retry_after,
+          retry_at = now + retry_after, reason = QUEUE_WAIT}
+end
+
+local function ticket_state(p, id, now)
+  local t = load_ticket(id)
+  if t then
+    if t.held == 0 then
+      t.idle_at = now + p.ticket_idle_s
+      redis.call('ZADD', K('ti'), F(t.idle_at), F(id))
+      touch(K('t:' .. F(id)))
+    end
+    local eta, ahead = queue_eta(p, need_of(t), t.finish, t.seq, now)
+    return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight}
+  end
+  local tomb = redis.call('HGET', K('tend'), F(id))
+  if not tomb then fail('not_found', 'ticket %s not found', F(id)) end
+  local state, lease = string.match(tomb, '^(%d+):(.*)$')
+  state = tonumber(state)
+  lease = tonumber(lease)
+  if state == END_GRANTED then
+    local l = load_lease(lease)
+    if l then
+      if l.claimed == 0 then
+        l.claimed = 1
+        l.exp = now + l.ttl
+        redis.call('ZADD', K('lx'), F(l.exp), F(l.id))
+        touch(K('l:' .. F(l.id)))
+      end
+      return fill_grant(l)
+    end
+    fail('already_settled', 'ticket %s was granted lease %s, which has ended', F(id), F(lease))
+  end
+  fail('already_settled', 'ticket %s was %s', F(id),
+       state == END_CANCELLED and 'cancelled' or state == END_EXPIRED and
+       'expired (nobody waited on it)' or 'rejected (it no longer fits the pool)')
+end
+
+local function replay(p, first, now)
+  local out
+  if first.status == 'granted' then
+    local l = load_lease(first.lease)
+    if l then out = fill_grant(l) end
+  elseif first.status == 'queued' then
+    local ok, d = pcall(ticket_state, p, first.ticket, now)
+    if ok then out = d end
+  end
+  out = out or first
+  out.replayed = 1
+  return out
+end
+
+local function decide(p, a, t, weight, ttl, cache, now)
+  local need = need_of(t)
+  for b = 0, NB - 1 do
+    if limited(p, b) and need[b] > capacity(p, b) then
+      return reject_decision(p, weight, margin_wait_for(p, need, now), now)
+    end
+  end
+  local c = cost(p, need)
+  local start = p.vtime > a.lf and p.vtime or a.lf
+  local _, head_finish = queue_head()
+  local finish, eta, ahead = 0, 0, 0
+  for pass = 0, 1 do
+    finish = start + c / weight
+    if fits(p, need, now) and (head_finish == nil or finish < head_finish) then
+      return fill_grant(grant(p, a, t, weight, finish, ttl, 0, 0, now))
+    end
+    eta, ahead = queue_eta(p, need, finish, p.seq + 1, now)
+    -- A large warm cache about to lapse costs the bucket more than serving it now.
+    local cache_tokens = cache and cache.rec[cache.tok] or 0
+    if t.cached > cache_tokens then cache_tokens = t.cached end
+    local bump = pass == 0 and cache_warm(p, cache, now) and
+        cache_tokens >= p.cache_bump_min_tokens and
+        cache.rec[cache.ls] + p.cache_ttl_s < now + eta
+    if not bump then break end
+    weight = weight * p.cache_bump
+  end
+  if eta > p.max_queue_wait_s then return reject_decision(p, weight, eta, now) end
+  local id = new_id(p)
+  p.seq = p.seq + 1
+  local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
+    n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen,
+    weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
+    idle_at = now + p.ticket_idle_s}
+  create(K('t:' .. F(id)), tk)
+  queue_insert(p, tk)
+  redis.call('ZADD', K('ti'), F(tk.idle_at), F(id))
+  a.lf = finish
+  a.queued = a.queued + 1
+  p.queued_total = p.queued_total + 1
+  emit('queued', {agent = a.agent, ticket = id, input_tokens = t.n0, output_tokens = t.n1,
+                  weight = weight, eta = eta})
+  return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = weight}
+end
+
+local function validate_request(args)
+  if not args.agent then fail('invalid_request', 'agent is required') end
+  if not valid_name(args.agent) then
+    fail('invalid_request', 'agent "%s" must be 1-128 of [A-Za-z0-9._:-]', args.agent)
+  end
+  check_tokens(args, 'input_tokens')
+  check_tokens(args, 'cached_tokens')
+  check_tokens(args, 'output_tokens')
+  check_tokens(args, 'unblocks')
+  if args.task and not valid_name(args.task) then
+    fail('invalid_request', 'task "%s" must be 1-128 of [A-Za-z0-9._:-]', args.task)
+  end
+  for _, f in ipairs({'cache_key', 'model', 'request_id'}) do
+    if args[f] and not printable(args[f]) then
+      fail('invalid_request', '%s "%s" must be 1-128 printable bytes', f, args[f])
+    end
+  end
+  local ttl = num(args, 'ttl', 0)
+  if ttl < 0 or ttl == math.huge then
+    fail('invalid_request', 'ttl %s must be a finite number of seconds > 0', F(ttl))
+  end
+end
+
+local function request(p, args, now)
+  local role = args.role or 'worker'
+  local prio = args.priority or 'normal'
+  local role_v = class_value(p.roles, role)
+  if not role_v then
+    fail('invalid_request', 'role "%s" is not configured (known: %s)', role, class_names(p.roles))
+  end
+  local prio_v = class_value(p.prios, prio)
+  if not prio_v then
+    fail('invalid_request', 'priority "%s" is not configured (known: %s)', prio,
+         class_names(p.prios))
+  end
+  local agent = args.agent
+  local rid = args.request_id
+  local idem_key
+  if rid then
+    idem_key = agent .. '\31' .. rid
+    local first = redis.call('HGET', K('idem'), idem_key)
+    if first then
+      local at = tonumber(redis.call('ZSCORE', K('idemz'), idem_key))
+      if at + p.idempotency_ttl_s > now then
+        pool_advance(p, now)
+        return replay(p, decode_decision(first), now)
+      end
+    end
+  end
+  local a = agent_get(agent, false)
+  local ck = args.cache_key or agent
+  local cache
+  if a then cache = cache_view(a, ck == agent, ck) else cache = cache_view(nil, false, ck) end
+  local warm = cache_warm(p, cache, now)
+  local calib = args.model and calib_get(p, args.model, false) or nil
+  local ratio = calib and calib.ratio or 1.0
+  local input_tokens = check_tokens(args, 'input_tokens')
+  local cached_tokens = check_tokens(args, 'cached_tokens')
+  local output_tokens = check_tokens(args, 'output_tokens')
+  local input = corrected(input_tokens, ratio)
+  local cached = corrected(cached_tokens, ratio)
+  local t = {est = input_tokens + cached_tokens, cached = cached,
+             pen = (not warm and cached > 0) and 1 or 0, model = args.model or ''}
+  local inn = input
+  if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
+  t.n0, t.n1, t.n2, t.n3 = inn, output_tokens, 1, inn + output_tokens
+  for b = 0, NB - 1 do
+    if limited(p, b) then
+      local start_cap = p['lim' .. b] * p.margin_start
+      if t['n' .. b] > start_cap then
+        fail('exceeds_capacity', '%s %s%s can never fit pool "%s": its capacity is %.0f ' ..
+             '(limit %s x margin %.2f)', BUCKET[b + 1], F(t['n' .. b]),
+             t.pen == 1 and ' (including the cold-cache prefix)' or '', S.pool, start_cap,
+             F(p['lim' .. b]), p.margin_start)
+      end
+    end
+  end
+  -- From here on the request is valid: time advances and records are created.
+  pool_advance(p, now)
+  a = a or agent_get(agent, true)
+  if not cache then
+    if ck == agent then cache = cache_view(a, true, ck) else cache = cache_make(ck) end
+  end
+  t.own = cache.rec == a and 1 or 0
+  t.ck = ck
+  if args.model then calib_get(p, args.model, true) end
+  local unblocks = num(args, 'unblocks', 0)
+  local graph = num(args, 'graph_unblocks', -1)
+  if graph >= 0 then unblocks = graph end
+  local w = role_v * (1 + 0.5 * unblocks) * prio_v
+  if a.repeats > 0 then w = w * 0.5 ^ a.repeats end
+  local weight = w > p.weight_floor and w or p.weight_floor
+  local ttl = num(args, 'ttl', 0)
+  if ttl <= 0 then ttl = p.lease_ttl_s end
+  if ttl > p.max_lease_ttl_s then ttl = p.max_lease_ttl_s end
+  local out = decide(p, a, t, weight, ttl, cache, now)
+  a.role = role
+  a.weight = out.weight
+  touch(agent_key(agent))
+  touch(S.prefix .. 'pool')
+  if out.status == 'rejected' then
+    emit('rejected', {agent = agent, input_tokens = t.n0, output_tokens = t.n1,
+                      weight = out.weight, retry_at = out.retry_at, reason = out.reason})
+  end
+  if idem_key then
+    redis.call('HSET', K('idem'), idem_key, encode_decision(out))
+    redis.call('ZADD', K('idemz'), F(now), idem_key)
+  end
+  return out
+end
+
+-- ---- tickets ----
+
+local function id_arg(args, name)
+  local id = num(args, name, nil)
+  if id == nil then fail('invalid_request', '%s is required', name) end
+  return id
+end
+
+local function ticket_poll(p, args, now)
+  pool_advance(p, now)
+  return ticket_state(p, id_arg(args, 'ticket'), now)
+end
+
+local function ticket_hold(p, args, now)
+  local id = id_arg(args, 'ticket')
+  local t = load_ticket(id)
+  if not t then
+    if redis.call('HEXISTS', K('tend'), F(id)) == 1 then
+      fail('already_settled', 'ticket %s is no longer queued', F(id))
+    end
+    fail('not_found', 'ticket %s not found', F(id))
+  end
+  local held = num(args, 'held', 0) ~= 0 and 1 or 0
+  if held == t.held then return {} end
+  t.held = held
+  if held == 1 then
+    redis.call('ZREM', K('ti'), F(id))
+  else
+    t.idle_at = now + p.ticket_idle_s
+    redis.call('ZADD', K('ti'), F(t.idle_at), F(id))
+  end
+  touch(K('t:' .. F(id)))
+  return {}
+end
+
+local function ticket_cancel(p, args, now)
+  pool_advance(p, now)
+  local id = id_arg(args, 'ticket')
+  local t = load_ticket(id)
+  if t then
+    queue_remove(p, t)
+    ticket_end(p, t, END_CANCELLED, 0, now)
+    drain(p, now)
+    return {}
+  end
+  local tomb = redis.call('HGET', K('tend'), F(id))
+  if not tomb then fail('not_found', 'ticket %s not found', F(id)) end
+  local state, lease = string.match(tomb, '^(%d+):(.*)$')
+  if tonumber(state) == END_GRANTED then
+    local l = load_lease(tonumber(lease))
+    if l then
+      -- A grant whose client is gone is refunded, never leaked.
+      l.claimed = 1
+      lease_end(p, l, END_CANCELLED, true, now)
+      drain(p, now)
+      return {}
+    end
+  end
+  fail('already_settled', 'ticket %s is no longer queued', F(id))
+end
+
+-- ---- settle, cancel, extend ----
+
+local function live_lease(p, id)
+  local l = load_lease(id)
+  if l then return l end
+  local state = lease_ended_state(p, id)
+  if state == 0 then fail('not_found', 'lease %s not found', F(id)) end
+  if state == END_REAPED then
+    fail('lease_expired', 'lease %s expired and was reaped (no refund)', F(id))
+  end
+  fail('already_settled', 'lease %s was already %s', F(id),
+       state == END_SETTLED and 'settled' or 'cancelled')
+end
+
+-- Resync entries: "h<i>" = "<anthropic 0|1>:<bucket 0-3>:<field limit|remaining>:<value>",
+-- already classified and validated by the caller (redis_proto.c), in header order.
+local function resync_apply(p, args, now)
+  local entries = {}
+  for i = 1, num(args, 'hn', 0) do
+    local an, b, field, v = string.match(args['h' .. i] or '', '^(%d):(%d):(%a+):(%d+)$')
+    if not an then fail('invalid_request', 'header entry %d is malformed', i) end
+    entries[#entries + 1] = {anthropic = an == '1', b = tonumber(b), field = field, v = tonumber(v)}
+  end
+  local changed, adopted = 0, false
+  for _, h in ipairs(entries) do
+    if h.field == 'limit' and h.v ~= 0 and h.v ~= p['lim' .. h.b] then
+      p['lim' .. h.b] = h.v
+      p[LIMIT_FIELD[h.b + 1]] = h.v
+      if p['lv' .. h.b] == 0 and p['rs' .. h.b] == 0 then p['lv' .. h.b] = capacity(p, h.b) end
+      clamp_levels(p)
+      adopted = true
+      changed = changed + 1
+      emit('limit_adopted', {bucket = h.b, value = h.v})
+    end
+  end
+  for _, h in ipairs(entries) do
+    if h.field == 'remaining' and limited(p, h.b) then
+      local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
+      local reserve = p['lim' .. h.b] - capacity(p, h.b)
+      local implied = h.v + allowance - reserve
+      if implied < p['lv' .. h.b] then
+        p['lv' .. h.b] = implied
+        changed = changed + 1
+        emit('resync', {bucket = h.b, value = implied})
+      end
+    end
+  end
+  if adopted then reject_unfit(p, now) end
+  return changed
+end
+
+local function settle(p, args, now)
+  local input = check_tokens(args, 'input_tokens')
+  local output = check_tokens(args, 'output_tokens')
+  local cc = check_tokens(args, 'cache_creation_input_tokens')
+  local cr = check_tokens(args, 'cache_read_input_tokens')
+  local retry_after = num(args, 'retry_after', -1)
+  local sig = args.failure_signature or ''
+  pool_advance(p, now)
+  local id = id_arg(args, 'lease')
+  local l = live_lease(p, id)
+  local a = agent_get(l.agent, true)
+  agent_record_signature(a, sig)
+  local actual_in = input + cc
+  if p.cache_reads_count ~= 0 then actual_in = actual_in + cr end
+  local actual_out = output
+  local adj_in = l.n0 - actual_in
+  local adj_out = l.n1 - actual_out
+  adjust(p, 0, adj_in)
+  adjust(p, 1, adj_out)
+  adjust(p, 3, adj_in + adj_out)
+  local err = math.abs(actual_in - l.n0) / (actual_in > 1 and actual_in or 1)
+  agent_record_error(p, a, err)
+  calib_record(l.model, l.est, input + cc + cr)
+  a.tin = a.tin + actual_in
+  a.tout = a.tout + actual_out
+  local cache_tokens = cr + cc
+  local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
+      or cache_make(l.ck)
+  c.rec[c.ls] = now
+  c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
+  touch(c.key)
+  touch(agent_key(a.agent))
+  emit('settled', {agent = a.agent, lease = l.id, input_tokens = actual_in,
+                   output_tokens = actual_out, adjust_input_tokens = adj_in,
+                   adjust_output_tokens = adj_out, estimate_error = err, weight = l.weight})
+  lease_end(p, l, END_SETTLED, false, now)
+  if num(args, 'got_429', 0) ~= 0 then
+    a.g429 = a.g429 + 1
+    p.upstream_429_total = p.upstream_429_total + 1
+    local spend_cap = num(args, 'spend_cap', 0) ~= 0 and retry_after < 0
+    emit('upstream_429', {agent = a.agent, lease = id, reason = spend_cap and 'spend_cap' or 'rate',
+                          retry_at = retry_after >= 0 and now + retry_after or now,
+                          margin = margin(p)})
+    if spend_cap then
+      -- A budget stop, not a rate limit: the margin is not the problem.
+      if p.alert_spend_cap == 0 then
+        p.alert_spend_cap = 1
+        emit('alert', {alert = 'spend_cap', active = 1})
+      end
+    else
+      margin_cut(p, now)
+      if retry_after >= 0 and now + retry_after > p.blocked_until then
+        p.blocked_until = now + retry_after
+      end
+    end
+  end
+  resync_apply(p, args, now)
+  drain(p, now)
+  return {adjust_input_tokens = adj_in, adjust_output_tokens = adj_out, estimate_error = err}
+end
+
+local function cancel(p, args, now)
+  pool_advance(p, now)
+  local l = live_lease(p, id_arg(args, 'lease'))
+  l.claimed = 1
+  lease_end(p, l, END_CANCELLED, true, now)
+  drain(p, now)
+  return {}
+end
+
+local function extend(p, args, now)
+  local ttl = num(args, 'ttl', 0)
+  if ttl <= 0 or ttl == math.huge then
+    fail('invalid_request', 'ttl %s must be a finite number of seconds > 0', F(ttl))
+  end
+  pool_advance(p, now)
+  local l = live_lease(p, id_arg(args, 'lease'))
+  if ttl > p.max_lease_ttl_s then ttl = p.max_lease_ttl_s end
+  l.claimed = 1
+  l.ttl = ttl
+  l.exp = now + ttl
+  redis.call('ZADD', K('lx'), F(l.exp), F(l.id))
+  touch(K('l:' .. F(l.id)))
+  return {expires_at = l.exp}
+end
+
+local function advance(p, args, now)
+  pool_advance(p, now)
+  return {}
+end
+
+local function resync(p, args, now)
+  pool_advance(p, now)
+  local changed = resync_apply(p, args, now)
+  drain(p, now)
+  return {changed = changed}
+end
+
+-- Cancels, with a refund, whatever the given request ids created: the replica asked
+-- and never heard back (Redis went away mid-call), and decided elsewhere since.
+local function forget(p, args, now)
+  pool_advance(p, now)
+  local n = 0
+  for i = 1, num(args, 'kn', 0) do
+    local key = args['k' .. i]
+    local first = key and redis.call('HGET', K('idem'), key)
+    if first then
+      local d = decode_decision(first)
+      if d.status == 'granted' then
+        local l = load_lease(d.lease)
+        if l then l.claimed = 1; lease_end(p, l, END_CANCELLED, true, now); n = n + 1 end
+      elseif d.status == 'queued' then
+        local t = load_ticket(d.ticket)
+        if t then
+          queue_remove(p, t); ticket_end(p, t, END_CANCELLED, 0, now); n = n + 1
+        else
+          local tomb = redis.call('HGET', K('tend'), F(d.ticket))
+          local state, lease = string.match(tomb or '', '^(%d+):(.*)$')
+          local l = tonumber(state) == END_GRANTED and load_lease(tonumber(lease)) or nil
+          if l then l.claimed = 1; lease_end(p, l, END_CANCELLED, true, now); n = n + 1 end
+        end
+      end
+    end
+  end
+  drain(p, now)
+  return {forgotten = n}
+end
+
+local function pool_info(p, args, now)
+  pool_advance(p, now)
+  local out = {name = p.name, margin = margin(p), queue_depth = redis.call('ZCARD', K('q')),
+    leases_in_flight = p.in_flight, alert_margin_at_floor = p.alert_floor,
+    alert_spend_cap = p.alert_spend_cap, blocked_until = p.blocked_until,
+    granted_total = p.granted_total, queued_total = p.queued_total,
+    rejected_total = p.rejected_total, upstream_429_total = p.upstream_429_total,
+    pool_no = p.pool_no, head_eta = -1}
+  for _, f in ipairs(CONFIG_FIELDS) do out['cfg_' .. f] = p[f] end
+  for b = 0, NB - 1 do
+    out['limit' .. b] = p['lim' .. b]
+    if limited(p, b) then
+      out['level' .. b] = p['lv' .. b]
+      out['capacity' .. b] = capacity(p, b)
+      out['refill' .. b] = capacity(p, b) / 60.0
+    else
+      out['level' .. b], out['capacity' .. b], out['refill' .. b] = 0, 0, 0
+    end
+  end
+  local id = queue_head()
+  if id then out.head_eta = eta_for(p, need_of(load_ticket(id)), 0, p.last_refill) end
+  return out
+end
+
+-- The pool's agents, as "name\31role\31weight\31repeats\31estimate_error\31alert\31leases
+-- \31queued\31tokens_in\31tokens_out\31got_429" strings in fields a1, a2, ...
+local function agents(p, args, now)
+  local out = {}
+  for i, name in ipairs(redis.call('SMEMBERS', K('agents'))) do
+    local a = agent_get(name, false)
+    if a then
+      out['a' .. i] = table.concat({name, a.role, F(a.weight), F(a.repeats),
+        F(agent_mean_error(a)), F(a.alert), F(a.leases), F(a.queued), F(a.tin), F(a.tout),
+        F(a.g429)}, '\31')
+    end
+  end
+  return out
+end
+
+local function wrap(fn, opts)
+  return function(keys, argv) return pool_call(keys, argv, fn, opts) end
+end
+
+redis.register_function('sluice_version', function() return VERSION end)
+redis.register_function{function_name = 'sluice_configure', callback = wrap(configure, {create = true})}
+redis.register_function('sluice_request', wrap(request, {validate = validate_request}))
+redis.register_function('sluice_ticket', wrap(ticket_poll))
+redis.register_function('sluice_ticket_hold', wrap(ticket_hold))
+redis.register_function('sluice_ticket_cancel', wrap(ticket_cancel))
+redis.register_function('sluice_settle', wrap(settle))
+redis.register_function('sluice_cancel', wrap(cancel))
+redis.register_function('sluice_extend', wrap(extend))
+redis.register_function('sluice_advance', wrap(advance))
+redis.register_function('sluice_resync', wrap(resync))
+redis.register_function('sluice_forget', wrap(forget))
+redis.register_function('sluice_pool', wrap(pool_info))
+redis.register_function('sluice_agents', wrap(agents))
+
+-- ---- registry, heartbeats, task graph (keys that span pools) ----
+
+-- KEYS[1] = sluice:{registry}:pools; ARGV[1] = pool name. Returns the pool's number
+-- (1..8190; 8191 marks a replica's local fail-open ids), assigning the next free one on first sight.
+redis.register_function('sluice_register', function(keys, argv)
+  local no = redis.call('HGET', keys[1], argv[1])
+  if no then return no end
+  local n = redis.call('HINCRBY', keys[1], '#next', 1)
+  if n > 8190 then return redis.error_reply('sluice: more than 8190 pools') end
+  redis.call('HSET', keys[1], argv[1], n)
+  return tostring(n)
+end)
+
+-- KEYS[1] = sluice:{registry}:replicas; ARGV = replica id, window_s ("" time = TIME).
+-- Records the replica as alive; returns {replicas seen within the window, Redis time}.
+redis.register_function('sluice_heartbeat', function(keys, argv)
+  local now = clock()
+  redis.call('ZADD', keys[1], F(now), argv[1])
+  redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', F(now - tonumber(argv[2])))
+  return {redis.call('ZCARD', keys[1]), F(now)}
+end)
+
+local TASK_STATE = {waiting = true, running = true, done = true}
+
+-- KEYS[1] = sluice:{graph}:tasks; ARGV = id, role, state, dep1, dep2, ... (validated
+-- by the caller against its roles).
+redis.register_function('sluice_task_put', function(keys, argv)
+  if not valid_name(argv[1]) or not TASK_STATE[argv[3]] then
+    return redis.error_reply('sluice: bad task')
+  end
+  local deps = {}
+  for i = 4, #argv do
+    if argv[i] == argv[1] or not valid_name(argv[i]) then
+      return redis.error_reply('sluice: task ' .. argv[1] .. ' cannot depend on ' .. argv[i])
+    end
+    deps[#deps + 1] = argv[i]
+  end
+  redis.call('HSET', keys[1], argv[1], argv[2] .. '\31' .. argv[3] .. '\31' ..
+             table.concat(deps, '\31'))
+  return 'ok'
+end)
+
+redis.register_function('sluice_task_delete', function(keys, argv)
+  return redis.call('HDEL', keys[1], argv[1])
+end)
+
+local function task_unblocks(all, id)
+  local n = 0
+  for i = 2, #all, 2 do
+    local parts = {}
+    for s in string.gmatch(all[i] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
+    if parts[2] == 'waiting' then
+      for j = 3, #parts do if parts[j] == id then n = n + 1; break end end
+    end
+  end
+  return n
+end
+
+-- Returns the task's unblocks, or -1 when the task is not in the graph.
+redis.register_function{function_name = 'sluice_task_unblocks', flags = {'no-writes'},
+  callback = function(keys, argv)
+    if redis.call('HEXISTS', keys[1], argv[1]) == 0 then return -1 end
+    return task_unblocks(redis.call('HGETALL', keys[1]), argv[1])
+  end}
+
+-- Every task as {id, "role\31state\31deps...", unblocks}.
+redis.register_function{function_name = 'sluice_tasks', flags = {'no-writes'},
+  callback = function(keys, argv)
+    local all = redis.call('HGETALL', keys[1])
+    local out = {}
+    for i = 1, #all, 2 do
+      out[#out + 1] = {all[i], all[i + 1], task_unblocks(all, all[i])}
+    end
+    return out
+  end}
