@@ -107,6 +107,190 @@ static int want_mapping(parse_t *p, const yaml_node_t *n, const char *key)
     return 0;
 }
 
+/* ---- upstreams (the proxy) ---------------------------------------------------------- */
+
+static void upstream_clear(sl_pool_upstream_t *up)
+{
+    if (up->api_key) {
+        /* The key is a secret: do not leave it in freed memory. */
+        volatile char *k = up->api_key;
+        for (size_t i = 0; k[i]; i++)
+            k[i] = '\0';
+    }
+    free(up->url);
+    free(up->api_key);
+    free(up->api_key_env);
+    free(up->api_key_file);
+    free(up->ca_file);
+    memset(up, 0, sizeof(*up));
+}
+
+/* Pool keys that describe the provider behind the pool. Sets *handled when `kname`
+ * is one of them. */
+static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
+                              sl_pool_upstream_t *up, bool *handled)
+{
+    *handled = true;
+    if (!strcmp(kname, "upstream_url")) {
+        if (get_string(p, v, key, &up->url) < 0) return -1;
+        if (strncmp(up->url, "http://", 7) != 0 && strncmp(up->url, "https://", 8) != 0)
+            return fail(p, v, key, "'%s' must start with http:// or https://", up->url);
+        size_t n = strlen(up->url);
+        while (n > 0 && up->url[n - 1] == '/')
+            up->url[--n] = '\0';
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)up->url[i] <= ' ' || up->url[i] == 0x7f)
+                return fail(p, v, key, "'%s' contains a space or control character", up->url);
+        return 0;
+    }
+    if (!strcmp(kname, "provider")) {
+        const char *s;
+        if (want_scalar(p, v, key, &s) < 0) return -1;
+        if (!strcmp(s, "anthropic"))
+            up->api = SL_UPSTREAM_ANTHROPIC;
+        else if (!strcmp(s, "openai"))
+            up->api = SL_UPSTREAM_OPENAI;
+        else
+            return fail(p, v, key, "unknown provider '%s' (known: anthropic, openai)", s);
+        return 0;
+    }
+    if (!strcmp(kname, "api_key_env")) return get_string(p, v, key, &up->api_key_env);
+    if (!strcmp(kname, "api_key_file")) return get_string(p, v, key, &up->api_key_file);
+    if (!strcmp(kname, "ca_file")) return get_string(p, v, key, &up->ca_file);
+    if (!strcmp(kname, "api_key"))
+        return fail(p, v, key,
+                    "keys are not written in the configuration%s; use api_key_env (a variable "
+                    "name) or api_key_file (a file holding the key)",
+                    "");
+    *handled = false;
+    return 0;
+}
+
+/* A key is sent as a header value: it must be one printable line. */
+static bool key_ok(const char *k)
+{
+    if (!*k || strlen(k) > 4096) return false;
+    for (const char *c = k; *c; c++)
+        if ((unsigned char)*c < 0x21 || (unsigned char)*c > 0x7e) return false;
+    return true;
+}
+
+/* Checks a pool's upstream keys together and reads its key. */
+static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
+                           sl_pool_upstream_t *up)
+{
+    char key[320];
+    snprintf(key, sizeof(key), "pools.%s", name);
+    if (!up->url) {
+        if (up->api || up->api_key_env || up->api_key_file || up->ca_file)
+            return fail(p, map, key,
+                        "provider, api_key_env, api_key_file and ca_file need upstream_url%s", "");
+        return 0;
+    }
+    if (!up->api)
+        return fail(p, map, key, "upstream_url needs provider: anthropic or openai%s", "");
+    if (!up->api_key_env == !up->api_key_file)
+        return fail(p, map, key, "upstream_url needs exactly one of api_key_env or api_key_file%s",
+                    "");
+    if (up->api_key_env) {
+        const char *k = getenv(up->api_key_env);
+        snprintf(key, sizeof(key), "pools.%s.api_key_env", name);
+        if (!k || !*k)
+            return fail(p, map, key, "the environment variable %s is not set", up->api_key_env);
+        up->api_key = strdup(k);
+    } else {
+        snprintf(key, sizeof(key), "pools.%s.api_key_file", name);
+        FILE *f = fopen(up->api_key_file, "rb");
+        if (!f) {
+            char why[300];
+            snprintf(why, sizeof(why), "%.200s: %s", up->api_key_file, strerror(errno));
+            return fail(p, map, key, "cannot read %s", why);
+        }
+        char buf[4100];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+            buf[--n] = '\0';
+        up->api_key = strdup(buf);
+        memset(buf, 0, sizeof(buf));
+    }
+    if (!up->api_key) return fail(p, map, key, "out of memory%s", "");
+    if (!key_ok(up->api_key))
+        return fail(p, map, key,
+                    "the key must be one line of printable characters without spaces (at most "
+                    "4096)%s",
+                    "");
+    if (up->ca_file) {
+        FILE *f = fopen(up->ca_file, "rb");
+        snprintf(key, sizeof(key), "pools.%s.ca_file", name);
+        if (!f) {
+            char why[300];
+            snprintf(why, sizeof(why), "%.200s: %s", up->ca_file, strerror(errno));
+            return fail(p, map, key, "cannot read %s", why);
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+/* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
+ * ping_interval_s, allow_unauthenticated} */
+static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "proxy") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        char key[96];
+        snprintf(key, sizeof(key), "proxy.%.64s", kname ? kname : "?");
+        int64_t n = 0;
+        double d = 0;
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, "proxy", "keys must be plain names%s", "");
+        } else if (!strcmp(kname, "body_limit_bytes")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 1024 || n > 1024 * 1024 * 1024))
+                rc = fail(p, v, key, "'%s' must be between 1024 and 1073741824", scalar(v));
+            c->proxy.body_limit_bytes = (size_t)n;
+        } else if (!strcmp(kname, "max_headers")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 8 || n > 10000))
+                rc = fail(p, v, key, "'%s' must be between 8 and 10000", scalar(v));
+            c->proxy.max_headers = (size_t)n;
+        } else if (!strcmp(kname, "idle_timeout_s") || !strcmp(kname, "connect_timeout_s") ||
+                   !strcmp(kname, "ping_interval_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 0.01 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 0.01 and 86400", scalar(v));
+            if (kname[0] == 'i')
+                c->proxy.idle_timeout_s = d;
+            else if (kname[0] == 'c')
+                c->proxy.connect_timeout_s = d;
+            else
+                c->proxy.ping_interval_s = d;
+        } else if (!strcmp(kname, "allow_unauthenticated")) {
+            rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
+        } else {
+            rc = fail(p, k, "proxy",
+                      "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
+                      "connect_timeout_s, ping_interval_s, allow_unauthenticated)",
+                      kname);
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name)
+{
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        if (!strcmp(c->settings.pools[i].name, name)) return c->upstreams ? &c->upstreams[i] : NULL;
+    return NULL;
+}
+
 /* Pool keys are exactly sl_pool_config_t's fields. */
 enum field_type { F_I64, F_DOUBLE, F_BOOL, F_INT };
 static const struct pool_field {
@@ -145,7 +329,13 @@ static const struct pool_field {
 #undef PF
 };
 
-static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg)
+static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
+                              sl_pool_upstream_t *up, bool *handled);
+static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
+                           sl_pool_upstream_t *up);
+
+static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,
+                      sl_pool_upstream_t *up)
 {
     char key[320];
     snprintf(key, sizeof(key), "pools.%s", name);
@@ -159,6 +349,9 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
         for (size_t i = 0; kname && i < sizeof(pool_fields) / sizeof(pool_fields[0]); i++)
             if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
+        bool handled = false;
+        if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
+        if (handled) continue;
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
         char *dst = (char *)cfg + f->offset;
         int64_t i64;
@@ -181,7 +374,7 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
         }
         if (rc < 0) return -1;
     }
-    return 0;
+    return finish_upstream(p, name, map, up);
 }
 
 static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
@@ -194,10 +387,15 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
         free(c->settings.pools[i].name);
     free(c->settings.pools);
     free(c->pool_lines);
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        upstream_clear(&c->upstreams[i]);
+    free(c->upstreams);
     c->settings.n_pools = 0;
     c->settings.pools = calloc(n, sizeof(*c->settings.pools));
     c->pool_lines = calloc(n, sizeof(*c->pool_lines));
-    if (!c->settings.pools || !c->pool_lines) return fail(p, map, "pools", "out of memory%s", "");
+    c->upstreams = calloc(n, sizeof(*c->upstreams));
+    if (!c->settings.pools || !c->pool_lines || !c->upstreams)
+        return fail(p, map, "pools", "out of memory%s", "");
     for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
          pr++) {
         yaml_node_t *k = node(p, pr->key);
@@ -208,11 +406,13 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
             if (!strcmp(c->settings.pools[i].name, name))
                 return fail(p, k, "pools", "pool '%s' is defined twice", name);
         sl_named_pool_t *np = &c->settings.pools[c->settings.n_pools];
-        if (parse_pool(p, name, node(p, pr->value), &np->config) < 0) return -1;
         np->name = strdup(name);
         if (!np->name) return fail(p, k, "pools", "out of memory%s", "");
         c->pool_lines[c->settings.n_pools] = (int)k->start_mark.line + 1;
-        c->settings.n_pools++;
+        c->settings.n_pools++; /* counted first, so a failure below frees what was parsed */
+        if (parse_pool(p, name, node(p, pr->value), &np->config,
+                       &c->upstreams[c->settings.n_pools - 1]) < 0)
+            return -1;
     }
     return 0;
 }
@@ -505,6 +705,8 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = parse_auth(p, v, c);
         } else if (!strcmp(kname, "caps")) {
             rc = parse_caps(p, v, c);
+        } else if (!strcmp(kname, "proxy")) {
+            rc = parse_proxy(p, v, c);
         } else {
             rc = fail(p, k, kname, "unknown key '%s'", kname);
         }
@@ -607,9 +809,16 @@ int sl_config_defaults(sl_config_t *c)
     c->body_limit_bytes = 64 * 1024;
     c->max_wait_s = 300;
     sl_engine_config_init(&c->engine);
+    c->proxy.body_limit_bytes = 32u * 1024 * 1024;
+    c->proxy.max_headers = 100;
+    c->proxy.idle_timeout_s = 300;
+    c->proxy.connect_timeout_s = 10;
+    c->proxy.ping_interval_s = 5;
     c->settings.pools = calloc(1, sizeof(*c->settings.pools));
     c->pool_lines = calloc(1, sizeof(*c->pool_lines));
-    if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines) goto fail;
+    c->upstreams = calloc(1, sizeof(*c->upstreams));
+    if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines || !c->upstreams)
+        goto fail;
     c->settings.pools[0].name = strdup("default");
     if (!c->settings.pools[0].name) goto fail;
     sl_pool_config_init(&c->settings.pools[0].config);
@@ -639,6 +848,9 @@ void sl_config_clear(sl_config_t *c)
     free(c->event_log);
     free(c->admin_token);
     free(c->pool_lines);
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
+        upstream_clear(&c->upstreams[i]);
+    free(c->upstreams);
     sl_backend_settings_clear(&c->settings);
     for (size_t i = 0; i < c->n_tokens; i++) {
         free(c->tokens[i].token);

@@ -20,6 +20,35 @@ typedef struct sl_token_rule {
     size_t n_pools;
 } sl_token_rule_t;
 
+/* Which wire format a pool's provider speaks (the proxy endpoints it serves). */
+typedef enum sl_upstream_api {
+    SL_UPSTREAM_NONE = 0, /* the pool is not proxied (lease API only) */
+    SL_UPSTREAM_ANTHROPIC,  /* /anthropic/v1/messages */
+    SL_UPSTREAM_OPENAI,     /* /openai/v1/chat/completions */
+} sl_upstream_api_t;
+
+/* How the proxy reaches a pool's provider. The key is read from the environment or a
+ * file when the configuration loads; it is never written anywhere. */
+typedef struct sl_pool_upstream {
+    sl_upstream_api_t api;
+    char *url;          /* upstream_url without a trailing '/', e.g. "https://api.anthropic.com" */
+    char *api_key;      /* the provider key (secret) */
+    char *api_key_env;  /* the variable it came from, or NULL */
+    char *api_key_file; /* or the file, or NULL */
+    char *ca_file;      /* PEM bundle that verifies the provider; NULL = system CAs */
+} sl_pool_upstream_t;
+
+/* The proxy's limits (the `proxy:` section). */
+typedef struct sl_proxy_config {
+    size_t body_limit_bytes;    /* 33554432: larger request bodies get 413 */
+    size_t max_headers;         /* 100: requests with more headers get 431 */
+    double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
+    double connect_timeout_s;   /* 10 */
+    double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
+    bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
+                                   identify an agent (with auth off they always do) */
+} sl_proxy_config_t;
+
 typedef struct sl_config {
     char *listen_host;       /* "127.0.0.1" */
     int listen_port;         /* 8750 */
@@ -33,6 +62,8 @@ typedef struct sl_config {
     char *admin_token;              /* NULL = no admin token */
     sl_token_rule_t *tokens;
     size_t n_tokens;
+    sl_pool_upstream_t *upstreams; /* one per pool, in settings.pools' order */
+    sl_proxy_config_t proxy;
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
@@ -48,6 +79,9 @@ int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen);
 /* Splits "HOST:PORT" ("[::1]:8750" for IPv6) into c->listen_host and c->listen_port.
  * Returns 0, or -1 with a message in `err`. */
 int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t errlen);
+
+/* The upstream of pool `name`, or NULL when the pool is unknown. */
+const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name);
 
 /* True when auth is on: an admin token or any agent token is configured. */
 bool sl_config_auth_enabled(const sl_config_t *c);

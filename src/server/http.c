@@ -598,6 +598,8 @@ static void on_request(struct evhttp_request *req, void *arg)
                         evhttp_request_get_uri(req));
         goto done;
     }
+    if (n > 0 && sl__proxy_route(call, n, seg, uri ? evhttp_uri_get_query(uri) : NULL))
+        goto done; /* the proxy authenticates and reads bodies itself */
     if (needs_auth(n, seg) && authenticate(call) < 0) goto done;
     int m = evhttp_request_get_command(req);
     /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
@@ -613,7 +615,8 @@ done:
 
 size_t sl__outer_body_limit(const sl_config_t *c)
 {
-    return c->body_limit_bytes + OUTER_BODY_LIMIT_BYTES;
+    size_t proxy = sl__proxy_body_limit(c);
+    return (proxy > c->body_limit_bytes ? proxy : c->body_limit_bytes) + OUTER_BODY_LIMIT_BYTES;
 }
 
 int sl__server_start(sl_server_t *srv, char *err, size_t errlen)
@@ -638,7 +641,7 @@ int sl__server_start(sl_server_t *srv, char *err, size_t errlen)
                  srv->config.listen_port, strerror(errno));
         return -1;
     }
-    return 0;
+    return sl__proxy_init(srv, err, errlen);
 }
 
 void sl__server_shutdown(sl_server_t *srv)
@@ -650,12 +653,15 @@ void sl__server_shutdown(sl_server_t *srv)
         srv->bound = NULL;
     }
     sl__waiters_shutdown(srv);
+    sl__proxy_shutdown(srv);
     sl__events_close_streams(srv);
     sl__events_flush(srv);
 }
 
 void sl__server_stop(sl_server_t *srv)
 {
+    sl__proxy_shutdown(srv);
     if (srv->http) evhttp_free(srv->http);
+    sl__proxy_free(srv);
     srv->http = NULL;
 }

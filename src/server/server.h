@@ -17,6 +17,7 @@
 typedef struct sl_server sl_server_t;
 typedef struct sl_call sl_call_t;
 typedef struct sl_metrics sl_metrics_t;
+typedef struct sl_proxy sl_proxy_t;
 
 /* What a call is doing while it has not been answered. */
 typedef enum sl_call_mode {
@@ -78,6 +79,7 @@ struct sl_server {
     bool shutting_down;
     bool early_close; /* the event method reports EV_CLOSED */
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
+    sl_proxy_t *proxy; /* the provider proxy (proxy.c) */
 };
 
 /* http.c */
@@ -147,5 +149,44 @@ int sl__json_get_string(const json_t *obj, const char *field, bool required, siz
                         bool name_chars, const char **out, char *msg, size_t n);
 int sl__json_get_bool(const json_t *obj, const char *field, bool *out, char *msg, size_t n);
 bool sl__name_ok(const char *s, size_t max_len);
+
+/* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
+/* Sets up the proxy on srv->base: the upstream client, the tokenizer (when a pool has
+ * an upstream) and its view of backend events (it wraps the event callback, passing
+ * every event on to sl__events_on_backend_event). Returns 0, or -1 with `err` set. */
+int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
+/* Answers every proxied call still waiting or streaming (503 / an SSE error event),
+ * settling what each used. */
+void sl__proxy_shutdown(sl_server_t *srv);
+/* Frees the proxy (after shutdown). NULL srv->proxy is allowed. */
+void sl__proxy_free(sl_server_t *srv);
+/* Handles `call` when its path is a proxy endpoint (segment 0 "anthropic" or "openai")
+ * and returns true; false leaves the call alone. The body has not been read and auth
+ * has not been checked: the proxy does both in the provider's own error shapes. */
+bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query);
+/* The largest body evhttp must let through for the proxy. */
+size_t sl__proxy_body_limit(const sl_config_t *c);
+
+/* proxy_usage.c: what a provider's answer says it used (pure functions, no I/O). */
+typedef struct sl_usage {
+    int64_t input_tokens; /* uncached input (OpenAI: prompt_tokens - cached_tokens) */
+    int64_t output_tokens;
+    int64_t cache_creation_input_tokens;
+    int64_t cache_read_input_tokens;
+    bool have_input;  /* the input side was reported */
+    bool have_output; /* the final output count was reported */
+    int64_t output_seen_tokens; /* streams: a rough count of the output seen so far */
+} sl_usage_t;
+/* Reads `usage` from a whole JSON response body of `api`; unknown shapes leave `u` alone. */
+void sl__usage_from_body(sl_upstream_api_t api, const char *body, size_t len, sl_usage_t *u);
+/* Reads one SSE event (its bytes up to, not including, the blank line) of `api` into
+ * `u`. Returns false when the event must not reach the client: the OpenAI usage-only
+ * chunk when `drop_usage_chunk` (sluice asked for it, the client did not). */
+bool sl__usage_from_event(sl_upstream_api_t api, const char *ev, size_t len,
+                          bool drop_usage_chunk, sl_usage_t *u);
+/* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
+ * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */
+bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,
+                            bool have_retry_after);
 
 #endif /* SL_SERVER_H */

@@ -1,0 +1,1261 @@
+/* proxy.c - the provider proxy: agents point their SDK's base URL here and every call gets a lease.
+ *
+ * One proxied call (px_t) goes through these phases:
+ *
+ *   identify  the agent's sluice token is the SDK's API key (x-api-key or Authorization:
+ *             Bearer), or x-sluice-* headers where unauthenticated agents are allowed;
+ *   estimate  the body with the tokenizer (uncached input, the cached prefix up to the
+ *             last cache_control, output = max_tokens), naming the model so the engine
+ *             calibrates;
+ *   lease     sl_backend_request. GRANT forwards at once; QUEUED holds the request
+ *             (a streaming one gets its event stream started and `ping` events so the
+ *             client does not time out) until the backend's GRANTED event for the
+ *             ticket; REJECT is a 429 in the provider's own error shape;
+ *   forward   through upstream.c with the pool's real key in place of the agent's;
+ *             streams are passed on event by event with backpressure (the upstream
+ *             transfer pauses while the client's socket is backed up);
+ *   settle    with the usage read from the body or the stream and the provider's
+ *             rate-limit headers; a 429 as got_429 (spend cap told apart); a call the
+ *             provider never saw is cancelled (full refund); a client that leaves
+ *             mid-stream stops the upstream transfer and settles what was seen.
+ *
+ * count_tokens is passed through without a lease (the provider does not rate-limit it).
+ *
+ * The client's socket is watched in every phase (EV_CLOSED, else polling, as http.c
+ * does) and evhttp's close callback is ours, so a client that leaves is noticed
+ * whether evhttp is writing to it or not. The real key is only ever in the upstream
+ * request's header list; nothing here logs headers or echoes upstream requests.
+ */
+#include "server.h"
+#include "upstream.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/keyvalq_struct.h>
+#include <sluice/tokenizer.h>
+
+#define CLIENT_HIGH_WATER_BYTES (256u * 1024)       /* pause the provider above this */
+#define RESPONSE_LIMIT_BYTES    (64u * 1024 * 1024) /* a buffered (non-stream) answer */
+#define SSE_EVENT_LIMIT_BYTES   (16u * 1024 * 1024) /* one event longer than this is passed raw */
+#define MAX_KEPT_HEADERS        48
+#define DEFAULT_OUTPUT_TOKENS   4096 /* OpenAI calls without max_tokens */
+#define LEASE_TTL_S             86400.0 /* capped by the pool's max_lease_ttl_s */
+
+struct sl_proxy {
+    sl_server_t *srv;
+    sl_upstream_t *up;
+    sl_tokenizer_t *tok;
+    bool tok_warned;
+    sl_idmap_t waiters; /* ticket -> px_t waiting on it */
+    struct px *calls;   /* every call in progress */
+};
+
+typedef enum px_phase {
+    PX_START = 0, /* identifying, estimating, asking for the lease */
+    PX_QUEUED,    /* waiting on a ticket */
+    PX_UPSTREAM,  /* the provider is answering */
+} px_phase_t;
+
+/* Response headers kept: for the client, or for the settle. */
+typedef struct kept_headers {
+    char *names[MAX_KEPT_HEADERS];
+    char *values[MAX_KEPT_HEADERS];
+    size_t n;
+} kept_headers_t;
+
+typedef struct px {
+    sl_proxy_t *proxy;
+    sl_server_t *srv;
+    sl_call_t *call; /* call->req: NULL once the client is gone or answered */
+    sl_upstream_api_t api;
+    bool count_tokens;
+    bool stream;       /* the client asked for an event stream */
+    bool client_usage; /* OpenAI: the client itself asked for include_usage */
+    bool gone;         /* the client left while the backend was deciding */
+    char agent[129];
+    char pool[129];
+    char model[129];
+    char *body; /* what goes upstream (owned) */
+    size_t body_len;
+    char *url;
+    char *ca_file;
+    char **up_headers; /* "Name: value" lines for the provider, the key among them */
+    size_t n_up_headers;
+    sl_estimate_t est;
+    uint64_t lease;
+    uint64_t ticket;
+    px_phase_t phase;
+    bool sse_started; /* our own 200 event stream is open */
+    bool streaming;   /* passing the provider's event stream on */
+    bool paused;      /* the provider is paused for the client's sake */
+    bool closecb_set;
+    struct event *ping;
+    struct event *wait_timer;
+    struct event *close_watch;
+    sl_upstream_xfer_t *xfer;
+    int status; /* the provider's HTTP status, 0 before headers */
+    kept_headers_t pass;  /* for the client */
+    kept_headers_t limit; /* rate-limit headers, for the settle */
+    double retry_after_s; /* < 0: none */
+    struct evbuffer *resp; /* a buffered answer */
+    struct evbuffer *sse;  /* bytes of an incomplete event */
+    sl_usage_t usage;
+    struct px *prev, *next;
+} px_t;
+
+static void px_free(px_t *px);
+static void px_forward(px_t *px);
+static void px_client_gone(px_t *px);
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+static bool prefix_ci(const char *s, const char *prefix)
+{
+    return strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static void kept_clear(kept_headers_t *k)
+{
+    for (size_t i = 0; i < k->n; i++) {
+        free(k->names[i]);
+        free(k->values[i]);
+    }
+    k->n = 0;
+}
+
+static void kept_add(kept_headers_t *k, const char *name, const char *value)
+{
+    if (k->n == MAX_KEPT_HEADERS) return;
+    char *n = strdup(name), *v = strdup(value);
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return;
+    }
+    k->names[k->n] = n;
+    k->values[k->n] = v;
+    k->n++;
+}
+
+static struct evkeyvalq *in_headers(px_t *px)
+{
+    return evhttp_request_get_input_headers(px->call->req);
+}
+
+static const char *in_header(px_t *px, const char *name)
+{
+    return evhttp_find_header(in_headers(px), name);
+}
+
+static const char *anthropic_error_type(int status)
+{
+    switch (status) {
+    case 401:
+        return "authentication_error";
+    case 403:
+        return "permission_error";
+    case 404:
+        return "not_found_error";
+    case 413:
+        return "request_too_large";
+    case 429:
+        return "rate_limit_error";
+    case 503:
+        return "overloaded_error";
+    case 504:
+        return "timeout_error";
+    default:
+        return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+/* The provider-shaped error body for `status` and `msg`. */
+static json_t *error_json(sl_upstream_api_t api, int status, const char *msg)
+{
+    if (api == SL_UPSTREAM_OPENAI) {
+        const char *type = status == 429   ? "requests"
+                           : status >= 500 ? "server_error"
+                                           : "invalid_request_error";
+        const char *code = status == 429   ? "rate_limit_exceeded"
+                           : status == 401 ? "invalid_api_key"
+                           : status == 404 ? "not_found"
+                                           : NULL;
+        return json_pack("{s:{s:s,s:s,s:n,s:s?}}", "error", "message", msg, "type", type, "param",
+                         "code", code);
+    }
+    return json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type",
+                     anthropic_error_type(status), "message", msg);
+}
+
+/* ---- the client's connection -------------------------------------------------------- */
+
+static void on_client_closed(struct evhttp_connection *evcon, void *ud)
+{
+    px_t *px = ud;
+    (void)evcon;
+    px->closecb_set = false;
+    struct evhttp_request *req = px->call->req;
+    /* evhttp detaches a request it was writing when the client leaves: then it is ours
+     * to free; otherwise the connection frees it right after this callback. */
+    if (req && evhttp_request_get_connection(req) == NULL) evhttp_request_free(req);
+    px->call->req = NULL;
+    px_client_gone(px);
+}
+
+static void unwatch_client(px_t *px)
+{
+    if (px->close_watch) event_del(px->close_watch);
+    if (px->closecb_set && px->call->req) evhttp_connection_set_closecb(px->call->evcon, NULL, NULL);
+    px->closecb_set = false;
+}
+
+/* The client's socket was seen closed: drop the connection (and the request with it). */
+static void on_close_watch(evutil_socket_t fd, short what, void *ud)
+{
+    px_t *px = ud;
+    if (!(what & EV_CLOSED)) {
+        char c;
+        ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return;
+    }
+    struct evhttp_connection *evcon = px->call->evcon;
+    bool had_req = px->call->req != NULL;
+    unwatch_client(px);
+    px->call->req = NULL;
+    px_client_gone(px);
+    if (had_req && evcon) evhttp_connection_free(evcon);
+}
+
+static int watch_client(px_t *px)
+{
+    sl_server_t *srv = px->srv;
+    if (!px->call->evcon) return -1;
+    evhttp_connection_set_closecb(px->call->evcon, on_client_closed, px);
+    px->closecb_set = true;
+    if (!px->close_watch) {
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(px->call->evcon);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd < 0) return -1;
+        /* Events are written as they arrive: none may wait for the previous one's ACK. */
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        short what = srv->early_close ? EV_CLOSED | EV_PERSIST : EV_PERSIST;
+        px->close_watch = event_new(srv->base, fd, what, on_close_watch, px);
+        if (!px->close_watch) return -1;
+    }
+    struct timeval quarter_s = {0, 250000};
+    return event_add(px->close_watch, srv->early_close ? NULL : &quarter_s);
+}
+
+/* ---- answers -------------------------------------------------------------------------- */
+
+static void add_pass_headers(px_t *px, struct evkeyvalq *out)
+{
+    for (size_t i = 0; i < px->pass.n; i++)
+        evhttp_add_header(out, px->pass.names[i], px->pass.values[i]);
+}
+
+/* Sends a whole answer and frees the call. `extra` headers: name, value, ..., NULL. */
+static void px_reply(px_t *px, int status, const char *content_type, const char *data, size_t len,
+                     bool pass_headers)
+{
+    struct evhttp_request *req = px->call->req;
+    if (req) {
+        unwatch_client(px);
+        struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+        if (pass_headers) add_pass_headers(px, out);
+        if (!evhttp_find_header(out, "Content-Type"))
+            evhttp_add_header(out, "Content-Type", content_type);
+        struct evbuffer *buf = evbuffer_new();
+        if (buf) evbuffer_add(buf, data, len);
+        const char *phrase = status == 200 ? "OK" : status == 429 ? "Too Many Requests" : "Error";
+        evhttp_send_reply(req, status, phrase, buf);
+        if (buf) evbuffer_free(buf);
+        px->call->req = NULL;
+    }
+    px_free(px);
+}
+
+static void on_client_drained(struct evhttp_connection *evcon, void *ud)
+{
+    px_t *px = ud;
+    (void)evcon;
+    if (px->paused && px->xfer) {
+        px->paused = false;
+        sl_upstream_resume(px->xfer);
+    }
+}
+
+static void send_chunk(px_t *px, struct evbuffer *buf)
+{
+    if (px->call->req && evbuffer_get_length(buf) > 0)
+        evhttp_send_reply_chunk_with_cb(px->call->req, buf, on_client_drained, px);
+}
+
+static void send_chunk_text(px_t *px, const char *data, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf) return;
+    evbuffer_add(buf, data, len);
+    send_chunk(px, buf);
+    evbuffer_free(buf);
+}
+
+/* Ends our event stream and frees the call. */
+static void px_end_stream(px_t *px)
+{
+    struct evhttp_request *req = px->call->req;
+    if (req) {
+        unwatch_client(px);
+        evhttp_send_reply_end(req);
+        px->call->req = NULL;
+    }
+    px_free(px);
+}
+
+/* An error event inside an event stream that is already open, then its end. `body` is
+ * a provider-shaped error object's JSON text. */
+static void px_stream_error(px_t *px, const char *body, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (buf) {
+        if (px->api == SL_UPSTREAM_ANTHROPIC) evbuffer_add_printf(buf, "event: error\n");
+        evbuffer_add_printf(buf, "data: ");
+        /* One line: JSON text has no raw newlines outside strings, but be sure. */
+        for (size_t i = 0; i < len; i++)
+            if (body[i] != '\n' && body[i] != '\r') evbuffer_add(buf, body + i, 1);
+        evbuffer_add_printf(buf, "\n\n");
+        send_chunk(px, buf);
+        evbuffer_free(buf);
+    }
+    px_end_stream(px);
+}
+
+/* Answers an error in the provider's shape (inside the stream when one is open). */
+static void px_error(px_t *px, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void px_error(px_t *px, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *j = error_json(px->api, status, msg);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    const char *text = s ? s : "{}";
+    if (px->sse_started || px->streaming)
+        px_stream_error(px, text, strlen(text));
+    else
+        px_reply(px, status, "application/json", text, strlen(text), false);
+    free(s);
+}
+
+static void set_retry_headers(px_t *px, double retry_after_s)
+{
+    if (!px->call->req || px->sse_started || px->streaming) return;
+    if (!(retry_after_s >= 0)) retry_after_s = 1;
+    struct evkeyvalq *out = evhttp_request_get_output_headers(px->call->req);
+    char v[32];
+    snprintf(v, sizeof(v), "%lld", (long long)ceil(retry_after_s));
+    evhttp_add_header(out, "retry-after", v);
+    snprintf(v, sizeof(v), "%lld", (long long)ceil(retry_after_s * 1000));
+    evhttp_add_header(out, "retry-after-ms", v);
+}
+
+/* A REJECT: 429 in the provider's shape with retry-after. */
+static void px_reject(px_t *px, const char *reason, double retry_after_s)
+{
+    set_retry_headers(px, retry_after_s);
+    px_error(px, 429,
+             "sluice: pool '%s' has no capacity for agent '%s' now (%s); retry after %.1f s",
+             px->pool, px->agent, reason ? reason : "queue_wait_exceeds_max",
+             retry_after_s > 0 ? retry_after_s : 0.0);
+}
+
+/* ---- settling --------------------------------------------------------------------------- */
+
+static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, void *ud)
+{
+    uint64_t lease = (uint64_t)(uintptr_t)ud;
+    (void)r;
+    if (rc != SL_OK)
+        fprintf(stderr, "sluiced: proxy: settle of l_%" PRIu64 " failed: %s\n", lease,
+                errmsg ? errmsg : sl_strerror(rc));
+}
+
+static void on_cancelled(int rc, double value, const char *errmsg, void *ud)
+{
+    uint64_t lease = (uint64_t)(uintptr_t)ud;
+    (void)value;
+    if (rc != SL_OK && rc != SL_EALREADY)
+        fprintf(stderr, "sluiced: proxy: cancel of l_%" PRIu64 " failed: %s\n", lease,
+                errmsg ? errmsg : sl_strerror(rc));
+}
+
+static void cancel_lease(px_t *px)
+{
+    if (!px->lease) return;
+    uint64_t lease = px->lease;
+    px->lease = 0;
+    sl_backend_cancel(px->srv->backend, lease, on_cancelled, (void *)(uintptr_t)lease);
+}
+
+/* Settles the lease with what is known. `provider_saw_it`: the request reached the
+ * provider (or may have); when false the lease is cancelled instead. */
+static void settle(px_t *px, bool provider_saw_it)
+{
+    if (!px->lease) return;
+    if (!provider_saw_it && px->status == 0) {
+        cancel_lease(px);
+        return;
+    }
+    uint64_t lease = px->lease;
+    px->lease = 0;
+    sl_settle_t s = {.retry_after_s = -1};
+    if (px->status == 429) {
+        s.got_429 = true;
+        s.retry_after_s = px->retry_after_s;
+        size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
+        const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
+        s.spend_cap = sl__usage_is_spend_cap(px->api, body, len, px->retry_after_s >= 0);
+    } else if (px->status >= 400) {
+        /* Refused or failed by the provider: nothing billed. */
+    } else {
+        const sl_usage_t *u = &px->usage;
+        if (u->have_input) {
+            s.input_tokens = u->input_tokens;
+            s.cache_creation_input_tokens = u->cache_creation_input_tokens;
+            s.cache_read_input_tokens = u->cache_read_input_tokens;
+        } else {
+            /* Never reported (the call broke off): assume the estimate was spent. */
+            s.input_tokens = px->est.input_tokens;
+            s.cache_read_input_tokens = px->est.cached_tokens;
+        }
+        s.output_tokens = u->have_output ? u->output_tokens : u->output_seen_tokens;
+    }
+    s.header_names = (const char *const *)px->limit.names;
+    s.header_values = (const char *const *)px->limit.values;
+    s.header_count = px->limit.n;
+    sl_backend_settle(px->srv->backend, lease, &s, on_settled, (void *)(uintptr_t)lease);
+}
+
+/* ---- upstream callbacks ------------------------------------------------------------------ */
+
+static bool pass_to_client(const char *name)
+{
+    return !strcmp(name, "content-type") || !strcmp(name, "retry-after") ||
+           !strcmp(name, "retry-after-ms") || !strcmp(name, "x-should-retry") ||
+           !strcmp(name, "request-id") || !strcmp(name, "x-request-id") ||
+           prefix_ci(name, "anthropic-") || prefix_ci(name, "x-ratelimit-") ||
+           prefix_ci(name, "openai-");
+}
+
+static void on_up_headers(void *ud, int status, const char *const *names,
+                          const char *const *values, size_t n)
+{
+    px_t *px = ud;
+    px->status = status;
+    for (size_t i = 0; i < n; i++) {
+        if (pass_to_client(names[i])) kept_add(&px->pass, names[i], values[i]);
+        if (prefix_ci(names[i], "anthropic-ratelimit-") || prefix_ci(names[i], "x-ratelimit-") ||
+            !strcmp(names[i], "retry-after"))
+            kept_add(&px->limit, names[i], values[i]);
+        if (!strcmp(names[i], "retry-after")) {
+            char *end;
+            double v = strtod(values[i], &end);
+            if (end != values[i] && isfinite(v) && v >= 0) px->retry_after_s = v;
+        }
+    }
+    if (px->ping) event_del(px->ping);
+    if (!px->stream || status != 200 || px->count_tokens) return; /* buffered */
+    px->streaming = true;
+    if (px->sse_started || !px->call->req) return;
+    struct evkeyvalq *out = evhttp_request_get_output_headers(px->call->req);
+    add_pass_headers(px, out);
+    if (!evhttp_find_header(out, "content-type"))
+        evhttp_add_header(out, "Content-Type", "text/event-stream; charset=utf-8");
+    evhttp_add_header(out, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(px->call->req, 200, "OK");
+}
+
+static size_t client_backlog(px_t *px)
+{
+    if (!px->call->req || !px->call->evcon) return 0;
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(px->call->evcon);
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+/* Moves every complete event from px->sse to `out`, reading usage on the way. */
+static void take_events(px_t *px, struct evbuffer *out)
+{
+    for (;;) {
+        struct evbuffer_ptr end = evbuffer_search(px->sse, "\n\n", 2, NULL);
+        if (end.pos < 0) {
+            if (evbuffer_get_length(px->sse) > SSE_EVENT_LIMIT_BYTES)
+                evbuffer_add_buffer(out, px->sse); /* not SSE as we know it: pass it on */
+            return;
+        }
+        size_t len = (size_t)end.pos + 2;
+        const char *ev = (const char *)evbuffer_pullup(px->sse, (ev_ssize_t)len);
+        bool drop = px->api == SL_UPSTREAM_OPENAI && !px->client_usage;
+        if (sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage))
+            evbuffer_remove_buffer(px->sse, out, len);
+        else
+            evbuffer_drain(px->sse, len);
+    }
+}
+
+static int on_up_body(void *ud, const char *data, size_t len)
+{
+    px_t *px = ud;
+    if (!px->streaming) {
+        if (!px->resp) px->resp = evbuffer_new();
+        if (!px->resp || evbuffer_get_length(px->resp) + len > RESPONSE_LIMIT_BYTES) return -1;
+        evbuffer_add(px->resp, data, len);
+        return 1;
+    }
+    if (!px->call->req) return -1;
+    if (client_backlog(px) > CLIENT_HIGH_WATER_BYTES) {
+        px->paused = true; /* on_client_drained resumes */
+        return 0;
+    }
+    struct evbuffer *out = evbuffer_new();
+    if (!out) return -1;
+    evbuffer_add(px->sse, data, len);
+    take_events(px, out);
+    send_chunk(px, out);
+    evbuffer_free(out);
+    return 1;
+}
+
+static void on_up_done(void *ud, int result, bool request_sent, const char *errmsg)
+{
+    px_t *px = ud;
+    px->xfer = NULL;
+    if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200)
+        sl__usage_from_body(px->api, (const char *)evbuffer_pullup(px->resp, -1),
+                            evbuffer_get_length(px->resp), &px->usage);
+    settle(px, request_sent || px->status != 0);
+    if (px->streaming) {
+        if (evbuffer_get_length(px->sse) > 0) {
+            struct evbuffer *rest = evbuffer_new();
+            if (rest) {
+                evbuffer_add_buffer(rest, px->sse);
+                send_chunk(px, rest);
+                evbuffer_free(rest);
+            }
+        }
+        if (result != SL_UPSTREAM_OK) {
+            px_error(px, 502, "sluice: the provider's stream broke off: %s", errmsg);
+            return;
+        }
+        px_end_stream(px);
+        return;
+    }
+    if (result != SL_UPSTREAM_OK) {
+        int status = result == SL_UPSTREAM_ETIMEOUT ? 504 : 502;
+        px_error(px, status, "sluice: the provider could not be reached: %s", errmsg);
+        return;
+    }
+    size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
+    const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
+    if (px->sse_started) { /* our stream is open: the provider's error goes inside it */
+        if (px->status == 200) {
+            send_chunk_text(px, body, len);
+            px_end_stream(px);
+        } else {
+            px_stream_error(px, body, len);
+        }
+        return;
+    }
+    px_reply(px, px->status, "application/json", body, len, true);
+}
+
+static const sl_upstream_cbs_t up_cbs = {on_up_headers, on_up_body, on_up_done};
+
+/* ---- forwarding ---------------------------------------------------------------------------- */
+
+static void px_forward(px_t *px)
+{
+    const sl_config_t *c = &px->srv->config;
+    char err[256];
+    px->phase = PX_UPSTREAM;
+    if (px->wait_timer) event_del(px->wait_timer);
+    sl_upstream_request_t rq = {
+        .method = "POST",
+        .url = px->url,
+        .headers = (const char *const *)px->up_headers,
+        .n_headers = px->n_up_headers,
+        .body = px->body,
+        .body_len = px->body_len,
+        .ca_file = px->ca_file,
+        .connect_timeout_s = c->proxy.connect_timeout_s,
+        .idle_timeout_s = c->proxy.idle_timeout_s,
+    };
+    px->xfer = sl_upstream_start(px->proxy->up, &rq, &up_cbs, px, err, sizeof(err));
+    if (!px->xfer) {
+        cancel_lease(px);
+        px_error(px, 502, "sluice: %s", err);
+    }
+}
+
+/* ---- waiting for a grant ------------------------------------------------------------------- */
+
+static void on_ping(evutil_socket_t fd, short what, void *ud)
+{
+    px_t *px = ud;
+    (void)fd;
+    (void)what;
+    static const char anthropic_ping[] = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+    static const char openai_ping[] = ": ping\n\n";
+    if (px->api == SL_UPSTREAM_ANTHROPIC)
+        send_chunk_text(px, anthropic_ping, sizeof(anthropic_ping) - 1);
+    else
+        send_chunk_text(px, openai_ping, sizeof(openai_ping) - 1);
+}
+
+static void start_event_stream(px_t *px)
+{
+    struct evkeyvalq *out = evhttp_request_get_output_headers(px->call->req);
+    evhttp_add_header(out, "Content-Type", "text/event-stream; charset=utf-8");
+    evhttp_add_header(out, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(px->call->req, 200, "OK");
+    px->sse_started = true;
+    on_ping(-1, 0, px); /* the first bytes now: the client's first-byte timer stops */
+    double s = px->srv->config.proxy.ping_interval_s;
+    struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
+    px->ping = event_new(px->srv->base, -1, EV_PERSIST, on_ping, px);
+    if (px->ping) event_add(px->ping, &tv);
+}
+
+static void stop_waiting(px_t *px)
+{
+    if (px->phase != PX_QUEUED) return;
+    if (sl__idmap_get(&px->proxy->waiters, px->ticket) == px)
+        sl__idmap_del(&px->proxy->waiters, px->ticket);
+    if (px->wait_timer) event_del(px->wait_timer);
+    px->phase = PX_START;
+}
+
+static void on_wait_timeout(evutil_socket_t fd, short what, void *ud)
+{
+    px_t *px = ud;
+    (void)fd;
+    (void)what;
+    uint64_t ticket = px->ticket;
+    stop_waiting(px);
+    sl_backend_ticket_cancel(px->srv->backend, ticket, NULL, NULL);
+    px_reject(px, "queue_wait_exceeds_max", 1);
+}
+
+static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud);
+
+static void queue_call(px_t *px, uint64_t ticket)
+{
+    sl_server_t *srv = px->srv;
+    if (sl__idmap_put(&px->proxy->waiters, ticket, px) < 0) {
+        sl_backend_ticket_cancel(srv->backend, ticket, NULL, NULL);
+        px_error(px, 503, "sluice: out of memory");
+        return;
+    }
+    px->phase = PX_QUEUED;
+    px->ticket = ticket;
+    double s = srv->config.max_wait_s;
+    struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
+    if (!px->wait_timer) px->wait_timer = evtimer_new(srv->base, on_wait_timeout, px);
+    if (px->wait_timer) evtimer_add(px->wait_timer, &tv);
+    sl_backend_ticket_hold(srv->backend, ticket, true, NULL, NULL);
+    if (px->stream && !px->sse_started) start_event_stream(px);
+}
+
+static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud)
+{
+    px_t *px = ud;
+    if (px->gone) { /* the client left while the backend decided */
+        if (rc == SL_OK && d->status == SL_GRANTED) {
+            px->lease = d->lease;
+            cancel_lease(px);
+        } else if (rc == SL_OK && d->status == SL_QUEUED) {
+            sl_backend_ticket_cancel(px->srv->backend, d->ticket, NULL, NULL);
+        }
+        px_free(px);
+        return;
+    }
+    if (rc != SL_OK) {
+        int status = rc == SL_ENOTFOUND ? 404 : rc == SL_ENOMEM ? 503 : 400;
+        px_error(px, status, "sluice: %s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
+        return;
+    }
+    switch (d->status) {
+    case SL_GRANTED:
+        px->lease = d->lease;
+        px_forward(px);
+        return;
+    case SL_QUEUED:
+        queue_call(px, d->ticket);
+        return;
+    case SL_REJECTED:
+        px_reject(px, d->reason, d->retry_after_s);
+        return;
+    }
+    px_error(px, 500, "sluice: unknown decision %d", (int)d->status);
+}
+
+/* Backend events about tickets proxied calls wait on. */
+static void on_ticket_event(sl_proxy_t *proxy, const sl_event_t *ev)
+{
+    px_t *px = sl__idmap_get(&proxy->waiters, ev->ticket);
+    if (!px) return;
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        stop_waiting(px);
+        /* The poll claims the lease (unclaimed grants are refunded after a while). */
+        sl_backend_ticket_poll(px->srv->backend, ev->ticket, on_decision, px);
+        break;
+    case SL_EV_TICKET_REJECTED:
+        stop_waiting(px);
+        px_reject(px, ev->reason, ev->retry_at - ev->now_s);
+        break;
+    case SL_EV_TICKET_CANCELLED:
+    case SL_EV_TICKET_EXPIRED:
+        stop_waiting(px);
+        px_error(px, 503, "sluice: the queued request was dropped (%s)",
+                 ev->kind == SL_EV_TICKET_EXPIRED ? "expired" : "cancelled");
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_backend_event(const sl_event_t *ev, void *ud)
+{
+    sl_server_t *srv = ud;
+    sl__events_on_backend_event(ev, srv);
+    if (srv->proxy && ev->ticket) on_ticket_event(srv->proxy, ev);
+}
+
+/* ---- the client leaving ---------------------------------------------------------------------- */
+
+static void px_client_gone(px_t *px)
+{
+    switch (px->phase) {
+    case PX_START:
+        px->gone = true; /* on_decision cleans up */
+        return;
+    case PX_QUEUED: {
+        uint64_t ticket = px->ticket;
+        stop_waiting(px);
+        /* The place goes; a grant that raced the close is refunded by the engine. */
+        sl_backend_ticket_cancel(px->srv->backend, ticket, NULL, NULL);
+        px_free(px);
+        return;
+    }
+    case PX_UPSTREAM:
+        if (px->xfer) {
+            sl_upstream_cancel(px->xfer);
+            px->xfer = NULL;
+        }
+        settle(px, true);
+        px_free(px);
+        return;
+    }
+}
+
+/* ---- the call's lifetime ---------------------------------------------------------------------- */
+
+static void px_free(px_t *px)
+{
+    sl_proxy_t *proxy = px->proxy;
+    stop_waiting(px);
+    if (px->xfer) sl_upstream_cancel(px->xfer);
+    if (px->lease) cancel_lease(px); /* a path that forgot to settle: give it back */
+    unwatch_client(px);
+    if (px->close_watch) event_free(px->close_watch);
+    if (px->wait_timer) event_free(px->wait_timer);
+    if (px->ping) event_free(px->ping);
+    if (px->prev)
+        px->prev->next = px->next;
+    else if (proxy->calls == px)
+        proxy->calls = px->next;
+    if (px->next) px->next->prev = px->prev;
+    for (size_t i = 0; i < px->n_up_headers; i++) {
+        /* One of them holds the provider key. */
+        volatile char *h = px->up_headers[i];
+        for (size_t k = 0; h[k]; k++)
+            h[k] = '\0';
+        free(px->up_headers[i]);
+    }
+    free(px->up_headers);
+    kept_clear(&px->pass);
+    kept_clear(&px->limit);
+    if (px->resp) evbuffer_free(px->resp);
+    if (px->sse) evbuffer_free(px->sse);
+    free(px->body);
+    free(px->url);
+    free(px->ca_file);
+    px->call->req = NULL; /* answered or gone by now */
+    sl__call_free(px->call);
+    free(px);
+}
+
+/* ---- identity ----------------------------------------------------------------------------------- */
+
+static bool token_equal(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char diff = (unsigned char)(na != nb);
+    for (size_t i = 0; i < na && i < nb; i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* The key the SDK sent: x-api-key, else Authorization: Bearer. */
+static const char *presented_key(px_t *px)
+{
+    const char *k = in_header(px, "x-api-key");
+    if (k && *k) return k;
+    const char *a = in_header(px, "Authorization");
+    if (a && !strncasecmp(a, "Bearer ", 7)) {
+        a += 7;
+        while (*a == ' ')
+            a++;
+        return a;
+    }
+    return NULL;
+}
+
+/* The pool for this call: x-sluice-pool, the token's only pool, or the first pool
+ * whose provider speaks this endpoint's API. */
+static const char *choose_pool(px_t *px)
+{
+    const char *h = in_header(px, "x-sluice-pool");
+    if (h) return h;
+    const sl_token_rule_t *t = px->call->token;
+    if (t && t->n_pools == 1) return t->pools[0];
+    const sl_config_t *c = &px->srv->config;
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        if (c->upstreams && c->upstreams[i].api == px->api) return c->settings.pools[i].name;
+    return NULL;
+}
+
+typedef struct identity {
+    const char *role, *task, *priority;
+    int64_t unblocks;
+} identity_t;
+
+/* Fills px->agent and px->pool and `id`. Returns 0, or -1 after answering. */
+static int identify(px_t *px, identity_t *id)
+{
+    const sl_config_t *c = &px->srv->config;
+    sl_call_t *call = px->call;
+    const char *agent = in_header(px, "x-sluice-agent");
+    if (!sl_config_auth_enabled(c)) {
+        call->admin = true;
+    } else {
+        const char *key = presented_key(px);
+        if (key && c->admin_token && token_equal(key, c->admin_token)) call->admin = true;
+        for (size_t i = 0; key && !call->admin && i < c->n_tokens; i++)
+            if (token_equal(key, c->tokens[i].token)) call->token = &c->tokens[i];
+        if (!call->admin && !call->token) {
+            if (c->proxy.allow_unauthenticated && agent) {
+                call->admin = true; /* identified by its headers, as the config allows */
+            } else {
+                px_error(px, 401,
+                         key ? "sluice: the API key is not a sluice agent token"
+                             : "sluice: an API key is needed (the agent's sluice token)");
+                return -1;
+            }
+        }
+    }
+    if (!agent) {
+        const sl_token_rule_t *t = call->token;
+        if (t && t->agent_prefix) {
+            px_error(px, 403,
+                     "sluice: x-sluice-agent: this token stands for agents named '%s...'; name "
+                     "the agent",
+                     t->agent_prefix);
+            return -1;
+        }
+        agent = t ? t->agent : "anonymous";
+    }
+    if (!sl__name_ok(agent, 128)) {
+        px_error(px, 400, "sluice: x-sluice-agent: '%.64s' must be 1-128 of A-Z a-z 0-9 . _ : -",
+                 agent);
+        return -1;
+    }
+    if (!sl__token_may_act_as(call, agent)) {
+        px_error(px, 403, "sluice: this token may not act as agent '%s'", agent);
+        return -1;
+    }
+    id->role = in_header(px, "x-sluice-role");
+    id->task = in_header(px, "x-sluice-task");
+    id->priority = in_header(px, "x-sluice-priority");
+    const char *ub = in_header(px, "x-sluice-unblocks");
+    id->unblocks = 0;
+    if (ub) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(ub, &end, 10);
+        if (errno || end == ub || *end || v < 0 || v > 1000000) {
+            px_error(px, 400, "sluice: x-sluice-unblocks: '%.32s' is not an integer 0-1000000",
+                     ub);
+            return -1;
+        }
+        id->unblocks = v;
+    }
+    if (!sl__token_may_use(call, id->role ? id->role : "worker", NULL)) {
+        px_error(px, 403, "sluice: this token may not use role '%s'",
+                 id->role ? id->role : "worker");
+        return -1;
+    }
+    const char *pool = choose_pool(px);
+    if (!pool) {
+        px_error(px, 404, "sluice: no pool has an upstream with provider %s",
+                 px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
+        return -1;
+    }
+    if (strlen(pool) > 128) {
+        px_error(px, 400, "sluice: x-sluice-pool: the name is longer than 128 characters");
+        return -1;
+    }
+    if (!sl__token_may_use(call, NULL, pool)) {
+        px_error(px, 403, "sluice: this token may not use pool '%s'", pool);
+        return -1;
+    }
+    snprintf(px->agent, sizeof(px->agent), "%s", agent);
+    snprintf(px->pool, sizeof(px->pool), "%s", pool);
+    return 0;
+}
+
+/* ---- building the upstream request ---------------------------------------------------------------- */
+
+static bool forward_request_header(const char *name)
+{
+    static const char *const dropped[] = {
+        "host",           "content-length", "connection",   "keep-alive", "proxy-connection",
+        "transfer-encoding", "te",          "trailer",      "upgrade",    "expect",
+        "accept-encoding", "x-api-key",     "authorization", "proxy-authorization", "cookie",
+    };
+    for (size_t i = 0; i < sizeof(dropped) / sizeof(dropped[0]); i++)
+        if (!strcasecmp(name, dropped[i])) return false;
+    return !prefix_ci(name, "x-sluice-");
+}
+
+static int add_up_header(px_t *px, const char *name, const char *value)
+{
+    char **grown = realloc(px->up_headers, (px->n_up_headers + 1) * sizeof(*grown));
+    if (!grown) return -1;
+    px->up_headers = grown;
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *line = malloc(n);
+    if (!line) return -1;
+    snprintf(line, n, "%s: %s", name, value);
+    grown[px->n_up_headers++] = line;
+    return 0;
+}
+
+/* The provider's URL, headers (the pool's key in place of the agent's) and TLS settings. */
+static int build_upstream(px_t *px, const sl_pool_upstream_t *up, const char *path,
+                          const char *query)
+{
+    size_t n = strlen(up->url) + strlen(path) + (query ? strlen(query) + 1 : 0) + 1;
+    px->url = malloc(n);
+    if (!px->url) return -1;
+    snprintf(px->url, n, "%s%s%s%s", up->url, path, query && *query ? "?" : "",
+             query && *query ? query : "");
+    if (up->ca_file && !(px->ca_file = strdup(up->ca_file))) return -1;
+    for (struct evkeyval *h = in_headers(px)->tqh_first; h; h = h->next.tqe_next)
+        if (forward_request_header(h->key) && add_up_header(px, h->key, h->value) < 0) return -1;
+    if (up->api == SL_UPSTREAM_OPENAI) {
+        char *bearer = malloc(strlen(up->api_key) + 8);
+        if (!bearer) return -1;
+        sprintf(bearer, "Bearer %s", up->api_key);
+        int rc = add_up_header(px, "Authorization", bearer);
+        memset(bearer, 0, strlen(bearer));
+        free(bearer);
+        return rc;
+    }
+    return add_up_header(px, "x-api-key", up->api_key);
+}
+
+/* ---- the request ---------------------------------------------------------------------------------- */
+
+static sl_tokenizer_t *tokenizer(sl_proxy_t *proxy)
+{
+    if (proxy->tok || proxy->tok_warned) return proxy->tok;
+    char err[512];
+    if (sl_tokenizer_load(NULL, &proxy->tok, err, sizeof(err)) != 0) {
+        fprintf(stderr,
+                "sluiced: proxy: no tokenizer (%s); estimating input as body bytes / 4\n", err);
+        proxy->tok_warned = true;
+    }
+    return proxy->tok;
+}
+
+/* Reads the body: size limit, JSON, stream flags, model; OpenAI streams get
+ * include_usage. Returns the parsed body (caller decrefs), or NULL after answering. */
+static json_t *read_body(px_t *px)
+{
+    const sl_config_t *c = &px->srv->config;
+    struct evbuffer *in = evhttp_request_get_input_buffer(px->call->req);
+    size_t len = evbuffer_get_length(in);
+    if (len > c->proxy.body_limit_bytes) {
+        px_error(px, 413, "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes",
+                 len, c->proxy.body_limit_bytes);
+        return NULL;
+    }
+    px->body = malloc(len + 1);
+    if (!px->body) {
+        px_error(px, 503, "sluice: out of memory");
+        return NULL;
+    }
+    evbuffer_copyout(in, px->body, len);
+    px->body[len] = '\0';
+    px->body_len = len;
+    json_error_t jerr;
+    json_t *j = json_loadb(px->body, len, 0, &jerr);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        px_error(px, 400, "sluice: the body is not a JSON object (line %d column %d: %s)",
+                 jerr.line, jerr.column, j ? "not an object" : jerr.text);
+        return NULL;
+    }
+    px->stream = json_is_true(json_object_get(j, "stream"));
+    const char *model = json_string_value(json_object_get(j, "model"));
+    if (model && strlen(model) <= 128) snprintf(px->model, sizeof(px->model), "%s", model);
+    if (px->api == SL_UPSTREAM_OPENAI && px->stream) {
+        json_t *so = json_object_get(j, "stream_options");
+        px->client_usage = json_is_true(json_object_get(so, "include_usage"));
+        if (!px->client_usage) {
+            if (!json_is_object(so)) {
+                so = json_object();
+                json_object_set_new(j, "stream_options", so);
+            }
+            json_object_set_new(so, "include_usage", json_true());
+            char *again = json_dumps(j, JSON_COMPACT);
+            if (!again) {
+                json_decref(j);
+                px_error(px, 503, "sluice: out of memory");
+                return NULL;
+            }
+            free(px->body);
+            px->body = again;
+            px->body_len = strlen(again);
+        }
+    }
+    return j;
+}
+
+static void estimate(px_t *px, const json_t *j)
+{
+    char err[256];
+    sl_tokenizer_t *tok = tokenizer(px->proxy);
+    sl_api_t api = px->api == SL_UPSTREAM_OPENAI ? SL_API_OPENAI : SL_API_ANTHROPIC;
+    if (!tok || sl_estimate_request(tok, api, px->body, px->body_len, &px->est, err,
+                                    sizeof(err)) != 0) {
+        /* Let the provider judge the body; reserve by size. */
+        px->est.input_tokens = (int64_t)(px->body_len / 4);
+        px->est.cached_tokens = 0;
+        const json_t *m = json_object_get(j, "max_completion_tokens");
+        if (!json_is_integer(m)) m = json_object_get(j, "max_tokens");
+        px->est.output_tokens = json_is_integer(m) && json_integer_value(m) > 0
+                                    ? (int64_t)json_integer_value(m)
+                                    : 0;
+    }
+    if (px->est.output_tokens == 0) px->est.output_tokens = DEFAULT_OUTPUT_TOKENS;
+}
+
+static void start_call(px_t *px, const char *path, const char *query)
+{
+    const sl_config_t *c = &px->srv->config;
+    size_t n_headers = 0;
+    for (struct evkeyval *h = in_headers(px)->tqh_first; h; h = h->next.tqe_next)
+        n_headers++;
+    if (n_headers > c->proxy.max_headers) {
+        px_error(px, 431, "sluice: %zu request headers are more than the proxy's limit of %zu",
+                 n_headers, c->proxy.max_headers);
+        return;
+    }
+    identity_t id;
+    if (identify(px, &id) < 0) return;
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, px->pool);
+    if (!up) {
+        px_error(px, 404, "sluice: pool '%s' is not configured", px->pool);
+        return;
+    }
+    if (up->api != px->api || !up->url) {
+        px_error(px, 400, "sluice: pool '%s' has no %s upstream", px->pool,
+                 px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
+        return;
+    }
+    json_t *j = read_body(px);
+    if (!j) return;
+    if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {
+        json_decref(j);
+        px_error(px, 503, "sluice: out of memory");
+        return;
+    }
+    if (watch_client(px) < 0) {
+        json_decref(j);
+        px_error(px, 503, "sluice: cannot watch the client connection");
+        return;
+    }
+    if (px->count_tokens) { /* no lease: the provider does not rate-limit counting */
+        json_decref(j);
+        px->stream = false;
+        px_forward(px);
+        return;
+    }
+    estimate(px, j);
+    json_decref(j);
+    sl_request_t r = {
+        .agent = px->agent,
+        .pool = px->pool,
+        .input_tokens = px->est.input_tokens,
+        .cached_tokens = px->est.cached_tokens,
+        .output_tokens = px->est.output_tokens,
+        .role = id.role,
+        .task = id.task,
+        .unblocks = id.unblocks,
+        .priority = id.priority,
+        .ttl_s = LEASE_TTL_S,
+        .model = px->model[0] ? px->model : NULL,
+    };
+    px->phase = PX_START;
+    sl_backend_request(px->srv->backend, &r, on_decision, px);
+}
+
+bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
+{
+    sl_upstream_api_t api;
+    if (!strcmp(seg[0], "anthropic"))
+        api = SL_UPSTREAM_ANTHROPIC;
+    else if (!strcmp(seg[0], "openai"))
+        api = SL_UPSTREAM_OPENAI;
+    else
+        return false;
+    sl_server_t *srv = call->srv;
+    px_t *px = calloc(1, sizeof(*px));
+    if (!px) {
+        sl__reply_error(call, 503, "out_of_memory", "proxy: out of memory");
+        return true;
+    }
+    px->proxy = srv->proxy;
+    px->srv = srv;
+    px->call = call;
+    px->api = api;
+    px->retry_after_s = -1;
+    px->next = srv->proxy->calls;
+    if (px->next) px->next->prev = px;
+    srv->proxy->calls = px;
+    const char *path = NULL;
+    if (api == SL_UPSTREAM_ANTHROPIC && n == 3 && !strcmp(seg[1], "v1") &&
+        !strcmp(seg[2], "messages")) {
+        path = "/v1/messages";
+    } else if (api == SL_UPSTREAM_ANTHROPIC && n == 4 && !strcmp(seg[1], "v1") &&
+               !strcmp(seg[2], "messages") && !strcmp(seg[3], "count_tokens")) {
+        path = "/v1/messages/count_tokens";
+        px->count_tokens = true;
+    } else if (api == SL_UPSTREAM_OPENAI && n == 4 && !strcmp(seg[1], "v1") &&
+               !strcmp(seg[2], "chat") && !strcmp(seg[3], "completions")) {
+        path = "/v1/chat/completions";
+    }
+    if (!path) {
+        px_error(px, 404, "sluice: %s is not a proxied endpoint (see docs/proxy.md)",
+                 evhttp_request_get_uri(call->req));
+        return true;
+    }
+    if (evhttp_request_get_command(call->req) != EVHTTP_REQ_POST) {
+        evhttp_add_header(evhttp_request_get_output_headers(call->req), "Allow", "POST");
+        px_error(px, 405, "sluice: %s allows POST only", path);
+        return true;
+    }
+    start_call(px, path, query);
+    return true;
+}
+
+/* ---- setup and teardown ---------------------------------------------------------------------------- */
+
+size_t sl__proxy_body_limit(const sl_config_t *c)
+{
+    return c->proxy.body_limit_bytes;
+}
+
+int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
+{
+    sl_proxy_t *proxy = calloc(1, sizeof(*proxy));
+    if (!proxy) {
+        snprintf(err, errlen, "proxy: out of memory");
+        return -1;
+    }
+    proxy->srv = srv;
+    proxy->up = sl_upstream_new(srv->base);
+    if (!proxy->up) {
+        free(proxy);
+        snprintf(err, errlen, "proxy: libcurl cannot be initialised");
+        return -1;
+    }
+    srv->proxy = proxy;
+    const sl_config_t *c = &srv->config;
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        if (c->upstreams && c->upstreams[i].url) {
+            tokenizer(proxy); /* loaded now rather than on the first call */
+            break;
+        }
+    sl_backend_set_event_cb(srv->backend, on_backend_event, srv);
+    return 0;
+}
+
+void sl__proxy_shutdown(sl_server_t *srv)
+{
+    sl_proxy_t *proxy = srv->proxy;
+    if (!proxy) return;
+    while (proxy->calls) {
+        px_t *px = proxy->calls;
+        if (px->phase == PX_START) { /* waiting on a networked backend: answered by it */
+            px->gone = true;
+            if (px->prev)
+                px->prev->next = px->next;
+            else
+                proxy->calls = px->next;
+            if (px->next) px->next->prev = px->prev;
+            px->prev = px->next = NULL;
+            continue;
+        }
+        if (px->phase == PX_QUEUED) {
+            uint64_t ticket = px->ticket;
+            stop_waiting(px);
+            sl_backend_ticket_cancel(srv->backend, ticket, NULL, NULL);
+        } else if (px->xfer) {
+            sl_upstream_cancel(px->xfer);
+            px->xfer = NULL;
+            settle(px, true);
+        }
+        px_error(px, 503, "sluice: sluiced is shutting down; retry elsewhere");
+    }
+}
+
+void sl__proxy_free(sl_server_t *srv)
+{
+    sl_proxy_t *proxy = srv->proxy;
+    if (!proxy) return;
+    sl__proxy_shutdown(srv);
+    sl_upstream_free(proxy->up);
+    sl_tokenizer_free(proxy->tok);
+    sl__idmap_free(&proxy->waiters);
+    free(proxy);
+    srv->proxy = NULL;
+}

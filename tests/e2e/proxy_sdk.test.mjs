@@ -1,0 +1,189 @@
+// proxy_sdk.test.mjs - the official SDKs with only their base URL pointed at sluiced, which
+// proxies to sluice-emu: create, stream, count_tokens, tool use, errors, and the SDK's own
+// retry honouring sluice's 429 retry-after. The agents hold sluice tokens, never the key.
+//
+// Run: SLUICED=build/src/server/sluiced SLUICE_EMU=build/src/emu/sluice-emu node tests/e2e/proxy_sdk.test.mjs
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { REAL_KEY, getJson, pool, run, sdks, startEmu, startSluiced } from './proxy_harness.mjs';
+
+const { Anthropic, OpenAI } = sdks();
+
+const FAST = ['--input-tpm', '10000000', '--output-tpm', '10000000', '--rpm', '100000',
+              '--ttft-ms', '20', '--tokens-per-s', '2000', '--latency-spread', '0',
+              '--output-tokens', '40', '--cache-min-tokens', '0'];
+const ROOMY = { input_tpm: 10000000, output_tpm: 10000000, rpm: 100000 };
+// 51 requests in the bucket, one more a second; a request that cannot be granted within
+// 0.2 s is rejected with a retry-after.
+const TIGHT = { input_tpm: 10000000, output_tpm: 10000000, rpm: 60, max_queue_wait_s: 0.2 };
+
+const TOKENS = {
+  planner: 'sluice-token-planner-1',
+  workers: 'sluice-token-workers-x',
+};
+
+// The tight pool has its own provider with the same limits (sluice adopts the limits
+// the provider's headers announce).
+function config(emuPort, tightPort) {
+  return 'pools:\n' + pool('claude', emuPort, 'anthropic', ROOMY) +
+    pool('gpt', emuPort, 'openai', ROOMY) + pool('tight', tightPort, 'anthropic', TIGHT) +
+    'auth:\n  admin_token: sluice-admin-token-1\n  tokens:\n' +
+    `    - token: ${TOKENS.planner}\n      agent: planner-1\n` +
+    `    - token: ${TOKENS.workers}\n      agent_prefix: worker-\n`;
+}
+
+const ask = { model: 'claude-emu-1', max_tokens: 200,
+              messages: [{ role: 'user', content: 'Hello, Claude' }] };
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+const anthropic = (ctx, opts = {}) => new Anthropic({
+  apiKey: TOKENS.planner, baseURL: `http://127.0.0.1:${ctx.port}/anthropic`, maxRetries: 0,
+  timeout: 30000, ...opts });
+const openai = (ctx, opts = {}) => new OpenAI({
+  apiKey: TOKENS.workers, baseURL: `http://127.0.0.1:${ctx.port}/openai/v1`, maxRetries: 0,
+  timeout: 30000, defaultHeaders: { 'x-sluice-agent': 'worker-1' }, ...opts });
+
+async function agent(ctx, name) {
+  const r = await fetch(`http://127.0.0.1:${ctx.port}/v1/agents`,
+                        { headers: { authorization: 'Bearer sluice-admin-token-1' } });
+  return (await r.json()).agents.find((a) => a.name === name);
+}
+
+test('anthropic: messages.create through sluice is settled with its usage', async (ctx) => {
+  const before = (await agent(ctx, 'planner-1'))?.tokens_out ?? 0;
+  const msg = await anthropic(ctx).messages.create(ask);
+  assert.equal(msg.type, 'message');
+  assert.equal(msg.usage.output_tokens, 40);
+  const a = await agent(ctx, 'planner-1');
+  assert.equal(a.tokens_out - before, 40);
+  assert.equal(a.leases, 0);
+});
+
+test('anthropic: messages.stream gives text and final usage', async (ctx) => {
+  const stream = anthropic(ctx).messages.stream(ask);
+  let text = '';
+  stream.on('text', (t) => { text += t; });
+  const final = await stream.finalMessage();
+  assert.ok(text.length > 0);
+  assert.equal(final.usage.output_tokens, 40);
+  assert.equal(final.stop_reason, 'end_turn');
+});
+
+test('anthropic: countTokens is passed through', async (ctx) => {
+  const r = await anthropic(ctx).messages.countTokens({
+    model: 'claude-emu-1', system: 'You are a scientist',
+    messages: [{ role: 'user', content: 'Hello, Claude' }] });
+  assert.equal(r.input_tokens, 14);
+});
+
+test('anthropic: forced tool use (created and streamed)', async (ctx) => {
+  const tools = [{ name: 'get_level', description: 'Water level at a gate',
+                   input_schema: { type: 'object', properties: { gate: { type: 'string' } },
+                                   required: ['gate'] } }];
+  const body = { ...ask, tools, tool_choice: { type: 'tool', name: 'get_level' } };
+  const msg = await anthropic(ctx).messages.create(body);
+  assert.equal(msg.stop_reason, 'tool_use');
+  assert.equal(msg.content[0].type, 'tool_use');
+  const streamed = await anthropic(ctx).messages.stream(body).finalMessage();
+  assert.equal(streamed.content[0].type, 'tool_use');
+  assert.ok(streamed.content[0].input && typeof streamed.content[0].input === 'object');
+});
+
+test('anthropic: errors keep their SDK classes (auth, bad request, unknown pool)', async (ctx) => {
+  await assert.rejects(anthropic(ctx, { apiKey: 'not-a-sluice-token' }).messages.create(ask),
+    (e) => e instanceof Anthropic.AuthenticationError && e.status === 401);
+  await assert.rejects(anthropic(ctx).messages.create({ ...ask, max_tokens: 0 }),
+    (e) => e instanceof Anthropic.BadRequestError && e.status === 400);
+  await assert.rejects(anthropic(ctx, { defaultHeaders: { 'x-sluice-pool': 'nope' } }).messages.create(ask),
+    (e) => e instanceof Anthropic.NotFoundError && e.status === 404);
+  await assert.rejects(anthropic(ctx, { defaultHeaders: { 'x-sluice-pool': 'gpt' } }).messages.create(ask),
+    (e) => e instanceof Anthropic.BadRequestError);
+});
+
+test('anthropic: a REJECT is a RateLimitError; the SDK retry honours its retry-after', async (ctx) => {
+  const client = anthropic(ctx, { defaultHeaders: { 'x-sluice-pool': 'tight' } });
+  let rejected = null;
+  for (let i = 0; i < 80 && !rejected; i++) { // bounded: more than the bucket holds
+    try { await client.messages.create(ask); } catch (e) { rejected = e; }
+  }
+  assert.ok(rejected instanceof Anthropic.RateLimitError, String(rejected));
+  assert.equal(rejected.error.error.type, 'rate_limit_error');
+  const retryAfter = Number(rejected.headers.get('retry-after'));
+  const retryAfterMs = Number(rejected.headers.get('retry-after-ms'));
+  assert.ok(retryAfter >= 1 && retryAfterMs > 0, `retry-after ${retryAfter}, -ms ${retryAfterMs}`);
+  // The SDK's own retry waits as told, and the call then goes through.
+  const t0 = Date.now();
+  const retrying = anthropic(ctx, { maxRetries: 4, defaultHeaders: { 'x-sluice-pool': 'tight' } });
+  const msg = await retrying.messages.create(ask);
+  const waitedMs = Date.now() - t0;
+  assert.equal(msg.type, 'message');
+  assert.ok(waitedMs >= 0.8 * Math.min(retryAfterMs, 1000), `retried after only ${waitedMs} ms`);
+  const stats = await getJson(ctx.tight.port, '/stats');
+  assert.equal(stats.http_429, 0, 'a rejected call reached the provider');
+});
+
+test('openai: chat.completions.create and stream through sluice', async (ctx) => {
+  const c = await openai(ctx).chat.completions.create({
+    model: 'gpt-emu', max_completion_tokens: 100,
+    messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] });
+  assert.equal(c.object, 'chat.completion');
+  assert.equal(c.usage.completion_tokens, 40);
+  const stream = await openai(ctx).chat.completions.create({
+    model: 'gpt-emu', stream: true, messages: [{ role: 'user', content: 'Hi' }] });
+  let text = '', sawUsage = false;
+  for await (const chunk of stream) {
+    if (chunk.usage) sawUsage = true;
+    for (const ch of chunk.choices) text += ch.delta.content ?? '';
+  }
+  assert.ok(text.length > 0);
+  assert.equal(sawUsage, false, 'sluice\'s usage chunk reached a client that did not ask');
+  const a = await agent(ctx, 'worker-1');
+  assert.equal(a.tokens_out, 80);
+});
+
+test('openai: tool calls, and errors in OpenAI\'s shape', async (ctx) => {
+  const c = await openai(ctx).chat.completions.create({
+    model: 'gpt-emu', tool_choice: 'required',
+    tools: [{ type: 'function', function: { name: 'open_gate', parameters: {
+      type: 'object', properties: { gate: { type: 'integer' } }, required: ['gate'] } } }],
+    messages: [{ role: 'user', content: 'Open gate 1' }] });
+  assert.equal(c.choices[0].finish_reason, 'tool_calls');
+  await assert.rejects(openai(ctx, { apiKey: 'nope-nope-nope' }).chat.completions.create({
+    model: 'gpt-emu', messages: [{ role: 'user', content: 'Hi' }] }),
+  (e) => e instanceof OpenAI.AuthenticationError);
+});
+
+test('the pool key never reached a client or the event log', async (ctx) => {
+  const log = readFileSync(ctx.sluiced.eventLog, 'utf8');
+  assert.ok(!log.includes(REAL_KEY));
+  assert.ok(!ctx.sluiced.output().includes(REAL_KEY));
+  const pools = JSON.stringify(await fetch(`http://127.0.0.1:${ctx.port}/v1/pools`,
+    { headers: { authorization: 'Bearer sluice-admin-token-1' } }).then((r) => r.json()));
+  assert.ok(!pools.includes(REAL_KEY));
+});
+
+const emu = await startEmu(FAST);
+const tightArgs = [...FAST];
+tightArgs[tightArgs.indexOf('--rpm') + 1] = '60';
+const tight = await startEmu(tightArgs);
+let failed = 1;
+try {
+  const sluiced = await startSluiced(config(emu.port, tight.port));
+  try {
+    failed = await run(tests, { port: sluiced.port, sluiced, emu, tight });
+    const stats = await getJson(emu.port, '/stats');
+    if (stats.http.status_401 !== 0) {
+      console.log(`FAIL the emulator saw ${stats.http.status_401} calls without the pool key`);
+      failed++;
+    }
+  } finally {
+    await sluiced.stop();
+  }
+} finally {
+  await emu.stop();
+  await tight.stop();
+}
+console.log(failed ? `${failed} failed` : 'all passed');
+process.exit(failed ? 1 : 0);

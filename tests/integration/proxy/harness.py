@@ -1,0 +1,273 @@
+"""harness.py - starts a real sluice-emu and a real sluiced proxying to it, on free 127.0.0.1 ports.
+
+Standard library only. Binaries come from $SLUICED and $SLUICE_EMU (CTest sets both).
+The provider key is handed to sluiced through the environment (api_key_env), as an
+operator would; the emulator accepts only that key. Every wait is bounded in time.
+"""
+import http.client
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+SLUICED = os.environ.get("SLUICED", "sluiced")
+SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
+REAL_KEY = "sk-ant-real-pool-key-0123456789abcdef"
+ANTHROPIC_VERSION = "2023-06-01"
+
+# Emulator limits that never get in the way, and instant answers.
+EMU_FAST = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "1000000",
+            "--ttft-ms", "0", "--tokens-per-s", "100000", "--latency-spread", "0",
+            "--output-tokens", "24"]
+
+
+def _read_banner(proc, what, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    while time.monotonic() < deadline:
+        if sel.select(timeout=0.1):
+            line = proc.stdout.readline()
+            if "listening on" in line:
+                return line
+            if not line:
+                break
+    proc.kill()
+    proc.wait(timeout=5)
+    raise RuntimeError("%s did not start: %s" % (what, proc.stderr.read()))
+
+
+def _stop(proc, what, timeout_s=10):
+    """SIGTERM, wait, and return (stdout, stderr); raises on a non-zero exit (a crash or
+    a sanitizer report) so no test passes over it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+            raise RuntimeError("%s did not stop on SIGTERM" % what)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    if proc.returncode != 0:
+        raise RuntimeError("%s exited with %d: %s" % (what, proc.returncode, err))
+    return out, err
+
+
+class Emu:
+    """One sluice-emu accepting only REAL_KEY."""
+
+    def __init__(self, args=EMU_FAST, tls=None):
+        argv = [SLUICE_EMU, "--listen", "127.0.0.1:0", "--api-key", REAL_KEY, *args]
+        if tls:
+            argv += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        line = _read_banner(self.proc, "sluice-emu", 15)
+        self.port = int(line.split("127.0.0.1:")[1].split()[0])
+        self.scheme = line.split("listening on ")[1].split(":")[0]
+        self.url = "%s://127.0.0.1:%d" % (self.scheme, self.port)
+        self.output = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        if self.output is None:
+            self.output = _stop(self.proc, "sluice-emu")
+        return self.output
+
+    def stats(self, context=None):
+        if self.scheme == "https":
+            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10, context=context)
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", "/stats")
+            return json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+
+def pool_yaml(name, emu_url, provider="anthropic", limits="", extra=""):
+    """A pool block for the config: the upstream at emu_url, key from $SLUICE_TEST_KEY."""
+    text = ("  %s:\n    upstream_url: %s\n    provider: %s\n    api_key_env: SLUICE_TEST_KEY\n"
+            % (name, emu_url, provider))
+    for line in (limits + "\n" + extra).strip().splitlines():
+        if line.strip():
+            text += "    " + line.strip() + "\n"
+    return text
+
+
+class Sluiced:
+    """One sluiced with the given config text; the pool key in its environment."""
+
+    def __init__(self, config_text, key=REAL_KEY):
+        self.dir = tempfile.TemporaryDirectory(prefix="sluiced-proxy-test-")
+        self.config_path = os.path.join(self.dir.name, "sluice.yaml")
+        self.event_log = os.path.join(self.dir.name, "events.jsonl")
+        with open(self.config_path, "w") as f:
+            f.write("event_log: %s\n%s" % (self.event_log, config_text))
+        env = dict(os.environ)
+        env["SLUICE_TEST_KEY"] = key
+        self.proc = subprocess.Popen(
+            [SLUICED, "--config", self.config_path, "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        line = _read_banner(self.proc, "sluiced", 15)
+        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        self.output = None
+        self.bearer = None  # the token get() presents when auth is on
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        self.dir.cleanup()
+
+    def stop(self):
+        if self.output is None:
+            self.output = _stop(self.proc, "sluiced")
+        return self.output
+
+    def events(self):
+        time.sleep(0.4)  # the log is flushed every 250 ms
+        with open(self.event_log) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def event_log_text(self):
+        time.sleep(0.4)
+        with open(self.event_log) as f:
+            return f.read()
+
+    # ---- HTTP --------------------------------------------------------------------------
+
+    def connection(self, timeout_s=60):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        """Returns (status, headers with lower-case names, body bytes)."""
+        conn = self.connection()
+        try:
+            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+            conn.request(method, path, body=data, headers=headers or {})
+            resp = conn.getresponse()
+            payload = resp.read()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
+        finally:
+            conn.close()
+
+    def get(self, path):
+        headers = {"authorization": "Bearer " + self.bearer} if self.bearer else {}
+        status, _, payload = self.request("GET", path, headers=headers)
+        assert status == 200, (path, status, payload)
+        return json.loads(payload)
+
+    def agent(self, name):
+        for a in self.get("/v1/agents")["agents"]:
+            if a["name"] == name:
+                return a
+        return None
+
+    def pool(self, name):
+        return self.get("/v1/pools/" + name)
+
+    def anthropic(self, body, agent="agent-1", key="agent-token-not-the-real-key", extra=None,
+                  path="/anthropic/v1/messages"):
+        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        if key is not None:
+            headers["x-api-key"] = key
+        if agent is not None:
+            headers["x-sluice-agent"] = agent
+        headers.update(extra or {})
+        return self.request("POST", path, body, headers)
+
+    def openai(self, body, agent="agent-1", key="agent-token-not-the-real-key", extra=None):
+        headers = {"content-type": "application/json"}
+        if key is not None:
+            headers["authorization"] = "Bearer " + key
+        if agent is not None:
+            headers["x-sluice-agent"] = agent
+        headers.update(extra or {})
+        return self.request("POST", "/openai/v1/chat/completions", body, headers)
+
+    def open_stream(self, path, body, headers):
+        """Starts a streaming POST; returns (socket, status line + headers text, first body
+        bytes). The caller reads on with read_some() and closes the socket."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        data = json.dumps(body).encode()
+        head = "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n" % (path, len(data))
+        for k, v in headers.items():
+            head += "%s: %s\r\n" % (k, v)
+        s.sendall(head.encode() + b"\r\n" + data)
+        return s
+
+
+def read_until(sock, needle, timeout_s):
+    """Reads from `sock` until `needle` (bytes) was seen; returns everything read."""
+    deadline = time.monotonic() + timeout_s
+    got = b""
+    while needle not in got:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("no %r within %.1f s; got %r" % (needle, timeout_s, got[-300:]))
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError("connection closed before %r; got %r" % (needle, got[-300:]))
+        got += chunk
+    return got
+
+
+def parse_sse(payload):
+    """Parses an SSE body into a list of (event name or None, data string); comments
+    (": ping") are kept as (":", text)."""
+    events = []
+    text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        name, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                name = line[len("event: "):]
+            elif line.startswith("data: "):
+                data.append(line[len("data: "):])
+            elif line.startswith(":"):
+                name = name or ":"
+                data.append(line[1:].strip())
+        events.append((name, "\n".join(data)))
+    return events
+
+
+def message(text="Hello, Claude", max_tokens=100, **extra):
+    body = {"model": "claude-emu-1", "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": text}]}
+    body.update(extra)
+    return body
+
+
+def chat(text="Hello", max_tokens=100, **extra):
+    body = {"model": "gpt-emu-1", "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": text}]}
+    body.update(extra)
+    return body
+
+
+def wait_for(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = predicate()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("timed out after %.1f s waiting for %s" % (timeout_s, what))

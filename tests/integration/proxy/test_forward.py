@@ -1,0 +1,200 @@
+"""test_forward.py - calls through the proxy reach the provider with the pool's key and are settled."""
+import json
+import unittest
+
+from harness import (REAL_KEY, Emu, Sluiced, chat, message, parse_sse, pool_yaml, wait_for)
+
+LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
+
+
+def config(emu):
+    return "pools:\n%s%s" % (pool_yaml("claude", emu.url, "anthropic", LIMITS),
+                             pool_yaml("gpt", emu.url, "openai", LIMITS))
+
+
+class Forwarding(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.emu = Emu()
+        cls.sluiced = Sluiced(config(cls.emu))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sluiced.stop()
+        cls.emu.stop()
+
+    def test_anthropic_call_is_answered_and_settled_with_the_providers_usage(self):
+        s = self.sluiced
+        status, h, payload = s.anthropic(message("Hello there, Claude"), agent="plain-1")
+        self.assertEqual(status, 200, payload)
+        body = json.loads(payload)
+        self.assertEqual(body["type"], "message")
+        self.assertIn("anthropic-ratelimit-requests-remaining", h)
+        a = s.agent("plain-1")
+        self.assertEqual(a["tokens_in"], body["usage"]["input_tokens"])
+        self.assertEqual(a["tokens_out"], body["usage"]["output_tokens"])
+        self.assertEqual(a["leases"], 0)
+        settled = [e for e in s.events() if e["event"] == "settled" and e["agent"] == "plain-1"]
+        self.assertEqual(len(settled), 1)
+        self.assertEqual(settled[0]["output_tokens"], body["usage"]["output_tokens"])
+
+    def test_anthropic_stream_is_passed_through_and_settled_from_the_stream(self):
+        s = self.sluiced
+        status, h, payload = s.anthropic(message("Stream to me", stream=True), agent="stream-1")
+        self.assertEqual(status, 200, payload)
+        self.assertTrue(h["content-type"].startswith("text/event-stream"))
+        events = parse_sse(payload)
+        names = [e[0] for e in events]
+        self.assertEqual(names[0], "message_start")
+        self.assertEqual(names[-1], "message_stop")
+        delta = [json.loads(d) for n, d in events if n == "message_delta"][-1]
+        start = json.loads(events[0][1])
+        a = s.agent("stream-1")
+        self.assertEqual(a["tokens_out"], delta["usage"]["output_tokens"])
+        self.assertEqual(a["tokens_in"], start["message"]["usage"]["input_tokens"])
+        self.assertEqual(a["leases"], 0)
+
+    def test_openai_stream_gets_usage_for_sluice_but_not_for_a_client_that_did_not_ask(self):
+        s = self.sluiced
+        status, _, payload = s.openai(chat("Count for me", stream=True), agent="oai-1")
+        self.assertEqual(status, 200, payload)
+        chunks = [d for _, d in parse_sse(payload)]
+        self.assertEqual(chunks[-1], "[DONE]")
+        parsed = [json.loads(c) for c in chunks[:-1]]
+        self.assertTrue(all(c["choices"] for c in parsed), "the usage-only chunk leaked")
+        a = s.agent("oai-1")
+        self.assertGreater(a["tokens_out"], 0)
+        self.assertGreater(a["tokens_in"], 0)
+        # A client that asks gets the usage chunk.
+        status, _, payload = s.openai(
+            chat("Count for me", stream=True, stream_options={"include_usage": True}),
+            agent="oai-2")
+        parsed = [json.loads(d) for _, d in parse_sse(payload) if d != "[DONE]"]
+        self.assertEqual(parsed[-1]["choices"], [])
+        usage = parsed[-1]["usage"]
+        a = s.agent("oai-2")
+        self.assertEqual(a["tokens_out"], usage["completion_tokens"])
+        self.assertEqual(a["tokens_in"], usage["prompt_tokens"])
+
+    def test_openai_call_is_settled(self):
+        s = self.sluiced
+        status, _, payload = s.openai(chat("Non-streaming"), agent="oai-3")
+        self.assertEqual(status, 200, payload)
+        usage = json.loads(payload)["usage"]
+        a = s.agent("oai-3")
+        self.assertEqual(a["tokens_out"], usage["completion_tokens"])
+        self.assertEqual(a["tokens_in"], usage["prompt_tokens"])
+
+    def test_count_tokens_is_passed_through_without_a_lease(self):
+        s = self.sluiced
+        before = s.pool("claude")["granted_total"] if "granted_total" in s.pool("claude") else None
+        status, _, payload = s.anthropic(
+            {"model": "claude-emu-1", "messages": [{"role": "user", "content": "count me"}]},
+            agent="counter-1", path="/anthropic/v1/messages/count_tokens")
+        self.assertEqual(status, 200, payload)
+        self.assertGreater(json.loads(payload)["input_tokens"], 0)
+        self.assertIsNone(s.agent("counter-1"))
+        if before is not None:
+            self.assertEqual(s.pool("claude")["granted_total"], before)
+
+    def test_errors_come_in_the_providers_shape(self):
+        s = self.sluiced
+        status, _, payload = s.request("GET", "/anthropic/v1/messages")
+        self.assertEqual(status, 405)
+        self.assertEqual(json.loads(payload)["type"], "error")
+        status, _, payload = s.request("POST", "/anthropic/v1/complete", raw=b"{}")
+        self.assertEqual(status, 404)
+        self.assertEqual(json.loads(payload)["error"]["type"], "not_found_error")
+        status, _, payload = s.request("POST", "/anthropic/v1/messages", raw=b"{not json",
+                                       headers={"x-sluice-agent": "x"})
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(payload)["error"]["type"], "invalid_request_error")
+        status, _, payload = s.openai(chat(), extra={"x-sluice-pool": "nope"})
+        self.assertEqual(status, 404)
+        self.assertIn("error", json.loads(payload))
+        status, _, payload = s.anthropic(message(), agent="bad agent name")
+        self.assertEqual(status, 400)
+        # The provider's own 400 passes through, and the lease is refunded.
+        status, _, payload = s.anthropic({"model": "m", "max_tokens": 0, "messages": []},
+                                         agent="invalid-1")
+        self.assertEqual(status, 400, payload)
+        self.assertEqual(s.agent("invalid-1")["leases"], 0)
+
+    def test_too_many_headers_and_too_big_bodies_are_refused(self):
+        s = self.sluiced
+        many = {"x-filler-%d" % i: "v" for i in range(120)}
+        status, _, payload = s.anthropic(message(), extra=many)
+        self.assertEqual(status, 431)
+        self.assertEqual(json.loads(payload)["type"], "error")
+
+
+class Keys(unittest.TestCase):
+    """The emulator takes only the pool's key; agents present their sluice tokens."""
+
+    def test_the_agents_token_is_replaced_by_the_pool_key_which_never_leaks(self):
+        with Emu() as emu:
+            cfg = config(emu) + (
+                "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
+                "    - token: agent-token-planner-1\n      agent: planner-1\n"
+                "    - token: agent-token-workers\n      agent_prefix: worker-\n")
+            with Sluiced(cfg) as s:
+                s.bearer = "admin-token-0001"
+                status, h, payload = s.anthropic(message(stream=True), agent=None,
+                                                 key="agent-token-planner-1")
+                self.assertEqual(status, 200, payload)
+                seen = [payload, json.dumps(h).encode()]
+                self.assertIsNotNone(s.agent("planner-1"))
+                # Bearer works too (OpenAI SDK style), with the agent named by header.
+                status, h, payload = s.openai(chat(), agent="worker-7", key="agent-token-workers")
+                self.assertEqual(status, 200, payload)
+                seen += [payload, json.dumps(h).encode()]
+                self.assertIsNotNone(s.agent("worker-7"))
+                # A prefix token must name its agent; a wrong or missing key is refused.
+                status, _, payload = s.openai(chat(), agent=None, key="agent-token-workers")
+                self.assertEqual(status, 403, payload)
+                status, _, payload = s.openai(chat(), agent="planner-1", key="agent-token-workers")
+                self.assertEqual(status, 403, payload)
+                status, _, payload = s.anthropic(message(), key="wrong-token-123")
+                self.assertEqual(status, 401)
+                self.assertEqual(json.loads(payload)["error"]["type"], "authentication_error")
+                seen.append(payload)
+                status, _, payload = s.anthropic(message(), key=None)
+                self.assertEqual(status, 401)
+                # Headers alone are not enough while allow_unauthenticated is off.
+                status, _, payload = s.anthropic(message(), key=None, agent="sneaky")
+                self.assertEqual(status, 401)
+                for path in ("/v1/pools", "/v1/agents", "/metrics"):
+                    seen.append(s.request("GET", path, headers={
+                        "authorization": "Bearer admin-token-0001"})[2])
+                stats = emu.stats()
+                self.assertEqual(stats["http"]["status_401"], 0, "the agent's token reached it")
+                log = s.event_log_text()
+            out, err = s.output
+            for blob in seen + [log.encode(), out.encode(), err.encode()]:
+                self.assertNotIn(REAL_KEY.encode(), blob)
+                self.assertNotIn(REAL_KEY[8:].encode(), blob)
+
+    def test_unauthenticated_agents_use_headers_when_the_config_allows(self):
+        with Emu() as emu:
+            cfg = config(emu) + (
+                "proxy:\n  allow_unauthenticated: true\n"
+                "auth:\n  admin_token: admin-token-0001\n  tokens:\n    - token: agent-token-planner-1\n      agent: planner-1\n")
+            with Sluiced(cfg) as s:
+                s.bearer = "admin-token-0001"
+                status, _, payload = s.anthropic(
+                    message(), key="anything", agent="guest-3",
+                    extra={"x-sluice-role": "reviewer", "x-sluice-priority": "high",
+                           "x-sluice-unblocks": "2"})
+                self.assertEqual(status, 200, payload)
+                a = s.agent("guest-3")
+                self.assertEqual(a["role"], "reviewer")
+
+    def test_a_missing_key_variable_is_a_config_error_naming_it(self):
+        with Emu() as emu:
+            with self.assertRaises(RuntimeError) as ctx:
+                Sluiced(config(emu), key="")
+            self.assertIn("SLUICE_TEST_KEY", str(ctx.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,99 @@
+"""test_tls.py - the proxy verifies the provider's certificate against the CA file in the config."""
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+import unittest
+
+from harness import REAL_KEY, Emu, Sluiced, message, parse_sse, pool_yaml
+
+LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
+
+
+def make_ca(d):
+    """A throw-away CA and a server certificate for 127.0.0.1 signed by it."""
+    ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.crt")
+    key, csr, crt = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.crt"))
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_crt,
+        "-days", "1", "-subj", "/CN=sluice proxy test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
+        "/CN=127.0.0.1")
+    run("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out",
+        crt, "-days", "1", "-extfile", ext)
+    return ca_crt, crt, key
+
+
+def emu_streams_over_tls(emu, ca):
+    """Whether the emulator completes a stream over TLS when asked directly."""
+    conn = http.client.HTTPSConnection("127.0.0.1", emu.port, timeout=5,
+                                       context=ssl.create_default_context(cafile=ca))
+    try:
+        conn.request("POST", "/v1/messages", body=json.dumps(message(stream=True)),
+                     headers={"x-api-key": REAL_KEY, "anthropic-version": "2023-06-01",
+                              "content-type": "application/json"})
+        return b"message_stop" in conn.getresponse().read()
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+class Tls(unittest.TestCase):
+    def test_calls_go_over_https_verified_with_the_configured_ca(self):
+        with tempfile.TemporaryDirectory(prefix="sluice-proxy-tls-") as d:
+            ca, crt, key = make_ca(d)
+            with Emu(tls=(crt, key)) as emu:
+                self.assertEqual(emu.scheme, "https")
+                cfg = "pools:\n" + pool_yaml("trusted", emu.url, "anthropic", LIMITS,
+                                             "ca_file: " + ca)
+                cfg += pool_yaml("untrusted", emu.url, "anthropic", LIMITS)
+                with Sluiced(cfg) as s:
+                    status, _, payload = s.anthropic(message(), agent="tls-1")
+                    self.assertEqual(status, 200, payload)
+                    self.assertEqual(s.agent("tls-1")["leases"], 0)
+                    # Without the CA the certificate is refused: 502, and the lease is
+                    # cancelled (the provider never saw the call).
+                    status, _, payload = s.anthropic(message(), agent="tls-2",
+                                                     extra={"x-sluice-pool": "untrusted"})
+                    self.assertEqual(status, 502, payload)
+                    self.assertEqual(json.loads(payload)["type"], "error")
+                    self.assertIn("certificate", json.loads(payload)["error"]["message"].lower())
+                    a = s.agent("tls-2")
+                    self.assertEqual((a["leases"], a["tokens_in"]), (0, 0))
+                    cancelled = [e for e in s.events() if e["event"] == "cancelled"]
+                    self.assertEqual(len(cancelled), 1)
+
+    def test_streams_go_over_https(self):
+        with tempfile.TemporaryDirectory(prefix="sluice-proxy-tls-") as d:
+            ca, crt, key = make_ca(d)
+            with Emu(tls=(crt, key)) as emu:
+                if not emu_streams_over_tls(emu, ca):
+                    self.skipTest("sluice-emu itself does not finish a stream over TLS yet")
+                cfg = "pools:\n" + pool_yaml("trusted", emu.url, "anthropic", LIMITS,
+                                             "ca_file: " + ca)
+                with Sluiced(cfg) as s:
+                    status, _, payload = s.anthropic(message(stream=True), agent="tls-3")
+                    self.assertEqual(status, 200, payload)
+                    self.assertEqual(parse_sse(payload)[-1][0], "message_stop")
+                    self.assertGreater(s.agent("tls-3")["tokens_out"], 0)
+
+    def test_an_unreachable_provider_is_a_502_and_the_lease_is_refunded(self):
+        with Sluiced("pools:\n" + pool_yaml("dead", "http://127.0.0.1:9", "anthropic", LIMITS)) as s:
+            status, _, payload = s.anthropic(message(), agent="lost")
+            self.assertEqual(status, 502, payload)
+            self.assertEqual(s.agent("lost")["leases"], 0)
+            self.assertEqual([e["event"] for e in s.events() if e["event"] == "cancelled"],
+                             ["cancelled"])
+
+
+if __name__ == "__main__":
+    unittest.main()
