@@ -33,12 +33,14 @@ class RateLimits(unittest.TestCase):
         # 120 requests per minute: a bucket of 120, refilled at 2 per second.
         with Emu(limits(rpm=120)) as emu:
             statuses = []
-            for _ in range(121):  # bounded: one more than the bucket holds
+            # Bounded: the bucket holds 120 and refills 2 per second, so even a slow,
+            # loaded machine (10 ms a request) runs dry well before 400.
+            for _ in range(400):
                 status, headers, payload = emu.anthropic(message(max_tokens=20))
                 statuses.append(status)
                 if status == 429:
                     break
-            self.assertEqual(statuses[-1], 429, "no 429 after 121 requests")
+            self.assertEqual(statuses[-1], 429, "no 429 after %d requests" % len(statuses))
             self.assertGreaterEqual(len(statuses), 110)  # refill during the loop is small
             err = json.loads(payload)
             self.assertEqual(err["type"], "error")
@@ -77,7 +79,7 @@ class RateLimits(unittest.TestCase):
 
     def test_openai_429_has_its_error_body_and_headers(self):
         with Emu(limits(rpm=60)) as emu:
-            for _ in range(61):
+            for _ in range(300):  # bounded; refill is 1 per second, so a slow machine still runs dry
                 status, headers, payload = emu.openai(
                     {"model": "gpt-emu", "max_tokens": 5,
                      "messages": [{"role": "user", "content": "hi"}]})
