@@ -111,8 +111,7 @@ int main(void)
         queue_rate[i] = pairs_per_s(depths[i], 500000, true);
         printf("queued %6ld: request+settle %10.0f pairs/s (%6.1f ns/pair)   "
                "request(queued)+cancel %10.0f pairs/s (%6.1f ns/pair)\n",
-               depths[i], grant_rate[i], 1e9 / grant_rate[i], queue_rate[i],
-               1e9 / queue_rate[i]);
+               depths[i], grant_rate[i], 1e9 / grant_rate[i], queue_rate[i], 1e9 / queue_rate[i]);
     }
     printf("cost at 100,000 queued / cost at 1,000 queued: request+settle %.2fx, "
            "queued request+cancel %.2fx\n",

@@ -27,15 +27,15 @@ extern "C" {
 /* Result codes. 0 is success; errors are negative. */
 enum {
     SL_OK = 0,
-    SL_EINVAL = -1,          /* a field is missing, negative, too large, NaN, or unknown */
-    SL_ENOTFOUND = -2,       /* unknown pool, lease or ticket */
-    SL_EALREADY = -3,        /* the lease or ticket was settled or cancelled before */
-    SL_EEXPIRED = -4,        /* the lease was reaped: no refund */
-    SL_ECAPACITY = -5,       /* the need can never fit the pool */
-    SL_ETIME = -6,           /* `now_s` is earlier than a time the engine already saw */
-    SL_ENOMEM = -7,          /* allocation failed; nothing changed */
-    SL_EEXIST = -8,          /* the id is already in use */
-    SL_EUNAVAILABLE = -9,    /* a networked backend cannot decide now (fail: closed) */
+    SL_EINVAL = -1,       /* a field is missing, negative, too large, NaN, or unknown */
+    SL_ENOTFOUND = -2,    /* unknown pool, lease or ticket */
+    SL_EALREADY = -3,     /* the lease or ticket was settled or cancelled before */
+    SL_EEXPIRED = -4,     /* the lease was reaped: no refund */
+    SL_ECAPACITY = -5,    /* the need can never fit the pool */
+    SL_ETIME = -6,        /* `now_s` is earlier than a time the engine already saw */
+    SL_ENOMEM = -7,       /* allocation failed; nothing changed */
+    SL_EEXIST = -8,       /* the id is already in use */
+    SL_EUNAVAILABLE = -9, /* a networked backend cannot decide now (fail: closed) */
 };
 
 /* The largest token count the engine accepts (2^53, exact in a double). */
@@ -58,32 +58,32 @@ const char *sl_strerror(int code);
 
 /* A pool's configuration. sl_pool_config_init() fills the documented defaults. */
 typedef struct sl_pool_config {
-    int64_t input_tpm;            /* 0 = not limited */
-    int64_t output_tpm;           /* 0 = not limited */
-    int64_t rpm;                  /* 0 = not limited */
-    int64_t tokens_tpm;           /* combined limit; 0 = not limited */
-    int64_t concurrency;          /* max leases in flight; 0 = not limited */
-    double margin_start;          /* 0.85: capacity = limit x margin */
-    double margin_floor;          /* 0.60 */
-    double margin_step_down;      /* 0.05 per 429 against a granted lease */
-    double margin_step_up;        /* 0.01 per clean recover_every_s */
-    double recover_every_s;       /* 180 */
-    double margin_floor_alert_s;  /* 600: margin_at_floor after this long at the floor */
-    double lease_ttl_s;           /* 120 */
-    double max_lease_ttl_s;       /* 600 */
-    double max_queue_wait_s;      /* 60: a longer ETA is rejected */
-    double cache_ttl_s;           /* 300 */
-    bool cache_reads_count;       /* false: cache reads do not count against input TPM */
+    int64_t input_tpm;             /* 0 = not limited */
+    int64_t output_tpm;            /* 0 = not limited */
+    int64_t rpm;                   /* 0 = not limited */
+    int64_t tokens_tpm;            /* combined limit; 0 = not limited */
+    int64_t concurrency;           /* max leases in flight; 0 = not limited */
+    double margin_start;           /* 0.85: capacity = limit x margin */
+    double margin_floor;           /* 0.60 */
+    double margin_step_down;       /* 0.05 per 429 against a granted lease */
+    double margin_step_up;         /* 0.01 per clean recover_every_s */
+    double recover_every_s;        /* 180 */
+    double margin_floor_alert_s;   /* 600: margin_at_floor after this long at the floor */
+    double lease_ttl_s;            /* 120 */
+    double max_lease_ttl_s;        /* 600 */
+    double max_queue_wait_s;       /* 60: a longer ETA is rejected */
+    double cache_ttl_s;            /* 300 */
+    bool cache_reads_count;        /* false: cache reads do not count against input TPM */
     int64_t cache_bump_min_tokens; /* 10000 */
-    double cache_bump;            /* 1.5 */
-    double estimate_error_alert;  /* 0.20: alert when the mean error is above this */
-    int estimate_error_window;    /* 20 leases (1..64) */
-    double claim_timeout_s;       /* 30: a lease granted from the queue that nobody
-                                     fetched in this time is cancelled with a refund */
-    double ticket_idle_s;         /* 120: a queued ticket nobody waits on or polls for
-                                     this long expires */
-    double price_input_per_mtok;  /* USD per million input tokens (budgets); 0 = unknown */
-    double price_output_per_mtok; /* USD per million output tokens */
+    double cache_bump;             /* 1.5 */
+    double estimate_error_alert;   /* 0.20: alert when the mean error is above this */
+    int estimate_error_window;     /* 20 leases (1..64) */
+    double claim_timeout_s;        /* 30: a lease granted from the queue that nobody
+                                      fetched in this time is cancelled with a refund */
+    double ticket_idle_s;          /* 120: a queued ticket nobody waits on or polls for
+                                      this long expires */
+    double price_input_per_mtok;   /* USD per million input tokens (budgets); 0 = unknown */
+    double price_output_per_mtok;  /* USD per million output tokens */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
@@ -91,8 +91,8 @@ void sl_pool_config_init(sl_pool_config_t *cfg);
 
 /* Engine-wide settings. sl_engine_config_init() fills the defaults. */
 typedef struct sl_engine_config {
-    double tombstone_ttl_s; /* 600: how long an ended lease or ticket is remembered, so a
-                               second settle says already_settled rather than not_found */
+    double tombstone_ttl_s;   /* 600: how long an ended lease or ticket is remembered, so a
+                                 second settle says already_settled rather than not_found */
     double idempotency_ttl_s; /* 600: how long a request_id is remembered */
     double weight_floor;      /* 0.1 */
 } sl_engine_config_t;
@@ -125,24 +125,24 @@ typedef struct sl_event {
     sl_event_kind_t kind;
     double now_s;
     const char *pool;
-    const char *agent;   /* NULL for pool-wide events */
-    uint64_t lease;      /* 0 when none */
-    uint64_t ticket;     /* 0 when none */
-    int64_t input_tokens;  /* charged (grant), actual (settle), refunded (cancel) */
+    const char *agent;    /* NULL for pool-wide events */
+    uint64_t lease;       /* 0 when none */
+    uint64_t ticket;      /* 0 when none */
+    int64_t input_tokens; /* charged (grant), actual (settle), refunded (cancel) */
     int64_t output_tokens;
-    int64_t adjust_input_tokens;  /* settle: reserved - actual (positive = refund) */
+    int64_t adjust_input_tokens; /* settle: reserved - actual (positive = refund) */
     int64_t adjust_output_tokens;
     double weight;
-    double eta_s;        /* queued */
-    double retry_at;     /* rejected */
-    double waited_s;     /* granted from the queue: time spent queued */
+    double eta_s;    /* queued */
+    double retry_at; /* rejected */
+    double waited_s; /* granted from the queue: time spent queued */
     double estimate_error;
-    double margin;       /* margin events and 429s: the margin after the change */
-    const char *reason;  /* rejections: the reason; 429: "rate" or "spend_cap" */
-    const char *alert;   /* alert name: margin_at_floor, estimate_error, spend_cap */
-    bool active;         /* alert raised (true) or cleared (false) */
-    sl_bucket_t bucket;  /* resync / limit adopted */
-    double value;        /* resync: new level; limit adopted: new limit */
+    double margin;      /* margin events and 429s: the margin after the change */
+    const char *reason; /* rejections: the reason; 429: "rate" or "spend_cap" */
+    const char *alert;  /* alert name: margin_at_floor, estimate_error, spend_cap */
+    bool active;        /* alert raised (true) or cleared (false) */
+    sl_bucket_t bucket; /* resync / limit adopted */
+    double value;       /* resync: new level; limit adopted: new limit */
 } sl_event_t;
 
 typedef void (*sl_event_cb)(const sl_event_t *ev, void *userdata);
@@ -177,12 +177,12 @@ int sl_engine_set_priority(sl_engine_t *e, const char *priority, double factor);
  * need that can never pass a cap is SL_ECAPACITY. Grants from the queue take from
  * the caps when granted (which may leave a cap in debt, like a pool's bucket). */
 typedef struct sl_caps {
-    double max_share;            /* (0, 1]: at most this fraction of each limited token
-                                    bucket's per-minute limit, per minute */
-    int64_t max_rpm;             /* requests per minute */
-    int64_t max_concurrent;      /* leases in flight */
-    double budget_usd_per_hour;  /* spend per hour (refilled continuously) */
-    double budget_usd_per_day;   /* spend per day (refilled continuously) */
+    double max_share;           /* (0, 1]: at most this fraction of each limited token
+                                   bucket's per-minute limit, per minute */
+    int64_t max_rpm;            /* requests per minute */
+    int64_t max_concurrent;     /* leases in flight */
+    double budget_usd_per_hour; /* spend per hour (refilled continuously) */
+    double budget_usd_per_day;  /* spend per day (refilled continuously) */
 } sl_caps_t;
 
 /* Sets the caps of agent `holder` ("*" = every agent without caps of its own), or of
@@ -203,22 +203,22 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
 
 /* A request for capacity (POST /v1/leases). Strings are borrowed for the call. */
 typedef struct sl_request {
-    const char *agent;       /* required, 1-128 of [A-Za-z0-9._:-] */
-    const char *pool;        /* NULL = "default" */
-    int64_t input_tokens;    /* >= 0, uncached prompt tokens */
-    int64_t cached_tokens;   /* >= 0, prefix expected from the provider's cache */
-    int64_t output_tokens;   /* >= 0, max_tokens */
-    const char *role;        /* NULL = "worker" */
-    const char *task;        /* NULL = none */
-    int64_t unblocks;        /* >= 0, used when `task` is not in the task graph */
-    const char *priority;    /* NULL = "normal" */
-    const char *cache_key;   /* NULL = agent */
-    double ttl_s;            /* 0 = the pool's lease_ttl_s; at most max_lease_ttl_s */
-    const char *request_id;  /* NULL = no idempotency */
-    const char *model;       /* NULL = none. The model the input was counted for with a
-                                local tokenizer: the engine corrects input_tokens and
-                                cached_tokens by the ratio it learned for this pool and
-                                model, and learns from the settle (calibration). */
+    const char *agent;      /* required, 1-128 of [A-Za-z0-9._:-] */
+    const char *pool;       /* NULL = "default" */
+    int64_t input_tokens;   /* >= 0, uncached prompt tokens */
+    int64_t cached_tokens;  /* >= 0, prefix expected from the provider's cache */
+    int64_t output_tokens;  /* >= 0, max_tokens */
+    const char *role;       /* NULL = "worker" */
+    const char *task;       /* NULL = none */
+    int64_t unblocks;       /* >= 0, used when `task` is not in the task graph */
+    const char *priority;   /* NULL = "normal" */
+    const char *cache_key;  /* NULL = agent */
+    double ttl_s;           /* 0 = the pool's lease_ttl_s; at most max_lease_ttl_s */
+    const char *request_id; /* NULL = no idempotency */
+    const char *model;      /* NULL = none. The model the input was counted for with a
+                               local tokenizer: the engine corrects input_tokens and
+                               cached_tokens by the ratio it learned for this pool and
+                               model, and learns from the settle (calibration). */
 } sl_request_t;
 
 typedef enum sl_status {
@@ -230,23 +230,23 @@ typedef enum sl_status {
 /* The answer to a request or a ticket poll. */
 typedef struct sl_decision {
     sl_status_t status;
-    uint64_t lease;          /* granted */
-    uint64_t ticket;         /* queued (and, when granted from the queue, the ticket) */
-    double expires_at;       /* granted */
-    double ttl_s;            /* granted */
+    uint64_t lease;    /* granted */
+    uint64_t ticket;   /* queued (and, when granted from the queue, the ticket) */
+    double expires_at; /* granted */
+    double ttl_s;      /* granted */
     double weight;
-    int64_t charged_input_tokens;  /* granted: includes the cold-cache penalty */
+    int64_t charged_input_tokens; /* granted: includes the cold-cache penalty */
     int64_t charged_output_tokens;
     int64_t charged_requests;
-    bool cache_penalty;      /* the cached prefix was charged as uncached input */
-    double waited_s;         /* granted: time spent queued */
-    double eta_s;            /* queued: seconds until the expected grant */
-    int64_t position;        /* queued: 1 = head of the queue */
-    double retry_after_s;    /* rejected */
-    double retry_at;         /* rejected: now + retry_after_s */
-    const char *reason;      /* rejected: "queue_wait_exceeds_max", "agent_cap", "team_cap"
-                                or "budget_exhausted" (static strings) */
-    bool replayed;           /* the answer is for an earlier request with the same id */
+    bool cache_penalty;   /* the cached prefix was charged as uncached input */
+    double waited_s;      /* granted: time spent queued */
+    double eta_s;         /* queued: seconds until the expected grant */
+    int64_t position;     /* queued: 1 = head of the queue */
+    double retry_after_s; /* rejected */
+    double retry_at;      /* rejected: now + retry_after_s */
+    const char *reason;   /* rejected: "queue_wait_exceeds_max", "agent_cap", "team_cap"
+                             or "budget_exhausted" (static strings) */
+    bool replayed;        /* the answer is for an earlier request with the same id */
 } sl_decision_t;
 
 /* Decides a request at `now_s`: GRANT, QUEUED or REJECT (DESIGN.md "Decision").
@@ -255,8 +255,7 @@ typedef struct sl_decision {
  * SL_ECAPACITY (can never fit), SL_ETIME. A request_id seen before from the same
  * agent returns the current state of the first answer (`replayed` set) and charges
  * nothing. */
-int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
-                      sl_decision_t *out);
+int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_decision_t *out);
 
 /* Polls a ticket: its fresh ETA and position while queued, or the grant once
  * granted (which marks the lease as claimed). Counts as the client being present.
@@ -274,23 +273,23 @@ int sl_engine_ticket_cancel(sl_engine_t *e, uint64_t ticket, double now_s);
 
 /* What a call really used (POST /v1/leases/{id}/settle). */
 typedef struct sl_settle {
-    int64_t input_tokens;                /* usage.input_tokens */
+    int64_t input_tokens; /* usage.input_tokens */
     int64_t output_tokens;
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
-    bool got_429;                        /* the call with this lease came back 429 */
-    double retry_after_s;                /* < 0 when the provider sent none */
-    bool spend_cap;                      /* the 429's error was a spend/budget cap */
-    const char *failure_signature;       /* NULL or "" = none */
-    const char *const *header_names;     /* provider rate-limit headers, lower-case */
+    bool got_429;                    /* the call with this lease came back 429 */
+    double retry_after_s;            /* < 0 when the provider sent none */
+    bool spend_cap;                  /* the 429's error was a spend/budget cap */
+    const char *failure_signature;   /* NULL or "" = none */
+    const char *const *header_names; /* provider rate-limit headers, lower-case */
     const char *const *header_values;
     size_t header_count;
 } sl_settle_t;
 
 typedef struct sl_settle_result {
-    int64_t adjust_input_tokens;  /* what went back into the bucket: + refund, - charge */
+    int64_t adjust_input_tokens; /* what went back into the bucket: + refund, - charge */
     int64_t adjust_output_tokens;
-    double estimate_error;        /* |actual_in - est_in| / max(actual_in, 1) */
+    double estimate_error; /* |actual_in - est_in| / max(actual_in, 1) */
 } sl_settle_result_t;
 
 /* Settles a lease (DESIGN.md "Settle"). Errors: SL_EINVAL, SL_ENOTFOUND,
@@ -356,8 +355,8 @@ typedef struct sl_task_info {
 } sl_task_info_t;
 
 /* Calls `fn` for every task (in no particular order). */
-void sl_engine_task_foreach(const sl_engine_t *e,
-                            void (*fn)(const sl_task_info_t *t, void *ud), void *ud);
+void sl_engine_task_foreach(const sl_engine_t *e, void (*fn)(const sl_task_info_t *t, void *ud),
+                            void *ud);
 
 const char *sl_task_state_name(sl_task_state_t s);
 
@@ -368,8 +367,8 @@ const char *sl_task_state_name(sl_task_state_t s);
  * 100 tokens are not sampled (too noisy). */
 typedef struct sl_calibration_info {
     const char *model;
-    double ratio;        /* what estimates are multiplied by */
-    int64_t samples;     /* settles sampled in total */
+    double ratio;    /* what estimates are multiplied by */
+    int64_t samples; /* settles sampled in total */
 } sl_calibration_info_t;
 
 #define SL_POOL_INFO_MODELS 16
@@ -377,18 +376,18 @@ typedef struct sl_calibration_info {
 /* State of one pool (GET /v1/pools/{pool}). */
 typedef struct sl_pool_info {
     const char *name;
-    sl_pool_config_t config;           /* the limits in force (after adoption) */
+    sl_pool_config_t config; /* the limits in force (after adoption) */
     double margin;
-    double level[SL_BUCKET_COUNT];     /* only buckets with a limit are meaningful */
+    double level[SL_BUCKET_COUNT]; /* only buckets with a limit are meaningful */
     double capacity[SL_BUCKET_COUNT];
     double refill_per_s[SL_BUCKET_COUNT];
-    int64_t limit[SL_BUCKET_COUNT];    /* 0 = not limited */
+    int64_t limit[SL_BUCKET_COUNT]; /* 0 = not limited */
     int64_t queue_depth;
-    double head_eta_s;                 /* -1 when the queue is empty */
+    double head_eta_s; /* -1 when the queue is empty */
     int64_t leases_in_flight;
     bool alert_margin_at_floor;
     bool alert_spend_cap;
-    double blocked_until;              /* a provider retry-after holds grants until */
+    double blocked_until; /* a provider retry-after holds grants until */
     uint64_t granted_total, queued_total, rejected_total;
     uint64_t upstream_429_total;
     sl_calibration_info_t calibration[SL_POOL_INFO_MODELS]; /* the first models calibrated */
@@ -400,33 +399,32 @@ typedef struct sl_pool_info {
 int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *out);
 
 /* Calls `fn` for every pool, in creation order. */
-void sl_engine_pool_foreach(const sl_engine_t *e,
-                            void (*fn)(const sl_pool_info_t *p, void *ud), void *ud);
+void sl_engine_pool_foreach(const sl_engine_t *e, void (*fn)(const sl_pool_info_t *p, void *ud),
+                            void *ud);
 
 /* Calls `fn` for every model calibrated in pool `pool`. Errors: SL_ENOTFOUND. */
 int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
-                                  void (*fn)(const sl_calibration_info_t *c, void *ud),
-                                  void *ud);
+                                  void (*fn)(const sl_calibration_info_t *c, void *ud), void *ud);
 
 /* State of one agent (GET /v1/agents). */
 typedef struct sl_agent_info {
     const char *name;
-    const char *role;          /* role of its last request */
-    const char *team;          /* NULL: no team */
-    double weight;             /* weight of its last request */
+    const char *role; /* role of its last request */
+    const char *team; /* NULL: no team */
+    double weight;    /* weight of its last request */
     int64_t repeats;
-    double estimate_error;     /* mean over the last window; 0 when no settles */
+    double estimate_error; /* mean over the last window; 0 when no settles */
     bool alert_estimate_error;
-    int64_t leases;            /* in flight */
-    int64_t queued;            /* tickets in the queue */
-    int64_t tokens_in;         /* settled actual input tokens, total */
+    int64_t leases;    /* in flight */
+    int64_t queued;    /* tickets in the queue */
+    int64_t tokens_in; /* settled actual input tokens, total */
     int64_t tokens_out;
     int64_t got_429;
-    const char *state;         /* "idle", "queued", "running" */
+    const char *state; /* "idle", "queued", "running" */
 } sl_agent_info_t;
 
-void sl_engine_agent_foreach(const sl_engine_t *e,
-                             void (*fn)(const sl_agent_info_t *a, void *ud), void *ud);
+void sl_engine_agent_foreach(const sl_engine_t *e, void (*fn)(const sl_agent_info_t *a, void *ud),
+                             void *ud);
 
 /* Fills `out` for one agent. Errors: SL_ENOTFOUND. */
 int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_t *out);

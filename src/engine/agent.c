@@ -71,7 +71,8 @@ double sl__agent_mean_error(const sl__agent_t *a)
 {
     if (a->err_n == 0) return 0;
     double sum = 0;
-    for (int i = 0; i < a->err_n; i++) sum += a->err[i];
+    for (int i = 0; i < a->err_n; i++)
+        sum += a->err[i];
     return sum / a->err_n;
 }
 
@@ -152,8 +153,8 @@ int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_
     return SL_OK;
 }
 
-void sl_engine_agent_foreach(const sl_engine_t *e,
-                             void (*fn)(const sl_agent_info_t *a, void *ud), void *ud)
+void sl_engine_agent_foreach(const sl_engine_t *e, void (*fn)(const sl_agent_info_t *a, void *ud),
+                             void *ud)
 {
     for (size_t i = 0; i < e->agents.cap; i++) {
         if (!e->agents.slots[i].hash) continue;

@@ -51,7 +51,8 @@ bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now)
 
 void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT])
 {
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) out[b] = (double)need->n[b];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        out[b] = (double)need->n[b];
 }
 
 double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], int64_t ahead,

@@ -70,8 +70,7 @@ void sl__calib_free_all(sl__pool_t *p)
 }
 
 int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
-                                  void (*fn)(const sl_calibration_info_t *c, void *ud),
-                                  void *ud)
+                                  void (*fn)(const sl_calibration_info_t *c, void *ud), void *ud)
 {
     const sl__pool_t *p = pool ? sl__pool_find(e, pool) : NULL;
     if (!p) return SL_ENOTFOUND;

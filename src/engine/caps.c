@@ -74,14 +74,16 @@ int sl_engine_set_caps(sl_engine_t *e, const char *holder, bool is_team, const s
                         c->max_share);
     if (c->max_rpm < 0 || c->max_rpm > SL_TOKENS_MAX || c->max_concurrent < 0 ||
         c->max_concurrent > SL_TOKENS_MAX)
-        return sl__fail(e, SL_EINVAL, "caps of \"%s\": max_rpm %lld and max_concurrent %lld "
-                        "must be between 0 and 2^53", holder, (long long)c->max_rpm,
-                        (long long)c->max_concurrent);
+        return sl__fail(e, SL_EINVAL,
+                        "caps of \"%s\": max_rpm %lld and max_concurrent %lld "
+                        "must be between 0 and 2^53",
+                        holder, (long long)c->max_rpm, (long long)c->max_concurrent);
     if (!(c->budget_usd_per_hour >= 0 && isfinite(c->budget_usd_per_hour)) ||
         !(c->budget_usd_per_day >= 0 && isfinite(c->budget_usd_per_day)))
-        return sl__fail(e, SL_EINVAL, "caps of \"%s\": budgets (%g per hour, %g per day) must "
-                        "be finite and >= 0", holder, c->budget_usd_per_hour,
-                        c->budget_usd_per_day);
+        return sl__fail(e, SL_EINVAL,
+                        "caps of \"%s\": budgets (%g per hour, %g per day) must "
+                        "be finite and >= 0",
+                        holder, c->budget_usd_per_hour, c->budget_usd_per_day);
     sl__holder_t *h = holder_find(e, is_team ? 't' : 'a', holder);
     if (!h) {
         if (caps_empty(c)) return SL_OK;
@@ -158,8 +160,8 @@ static double cap_capacity(const sl__pool_t *p, const sl_caps_t *c, int b)
     return 0;
 }
 
-static double level_now(const sl__pool_t *p, const sl__holder_t *h, const sl__capstate_t *st,
-                        int b, double now)
+static double level_now(const sl__pool_t *p, const sl__holder_t *h, const sl__capstate_t *st, int b,
+                        double now)
 {
     double cap = cap_capacity(p, &h->caps, b);
     if (!st) return cap; /* never used in this pool: full */
@@ -178,8 +180,7 @@ static void budget_now(const sl__holder_t *h, double now, double *hour, double *
 }
 
 int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
-                   const sl__need_t *need, double now, const char **reason,
-                   double *retry_after_s)
+                   const sl__need_t *need, double now, const char **reason, double *retry_after_s)
 {
     double cost = sl__caps_cost_usd(p, need->n[SL_BUCKET_INPUT], need->n[SL_BUCKET_OUTPUT]);
     double wait_s = 0;
@@ -193,10 +194,11 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
             double cap = cap_capacity(p, &h->caps, b);
             if (cap <= 0) continue;
             if ((double)need->n[b] > cap)
-                return sl__fail(e, SL_ECAPACITY, "%s %lld can never pass the %s of %s \"%s\": "
-                                "%.0f per minute", sl_bucket_name((sl_bucket_t)b),
-                                (long long)need->n[b], cap_reason, h->team ? "team" : "agent",
-                                h->name, cap);
+                return sl__fail(e, SL_ECAPACITY,
+                                "%s %lld can never pass the %s of %s \"%s\": "
+                                "%.0f per minute",
+                                sl_bucket_name((sl_bucket_t)b), (long long)need->n[b], cap_reason,
+                                h->team ? "team" : "agent", h->name, cap);
             double level = level_now(p, h, st, b, now);
             if (level < (double)need->n[b]) {
                 double t = ((double)need->n[b] - level) / (cap / 60.0);
@@ -220,9 +222,10 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
             budget_now(h, now, &hour, &day);
             if ((h->caps.budget_usd_per_hour > 0 && cost > h->caps.budget_usd_per_hour) ||
                 (h->caps.budget_usd_per_day > 0 && cost > h->caps.budget_usd_per_day))
-                return sl__fail(e, SL_ECAPACITY, "a call costing $%.4f can never pass the "
-                                "budget of %s \"%s\"", cost, h->team ? "team" : "agent",
-                                h->name);
+                return sl__fail(e, SL_ECAPACITY,
+                                "a call costing $%.4f can never pass the "
+                                "budget of %s \"%s\"",
+                                cost, h->team ? "team" : "agent", h->name);
             if (h->caps.budget_usd_per_hour > 0 && hour < cost) {
                 double t = (cost - hour) / (h->caps.budget_usd_per_hour / 3600.0);
                 if (t >= wait_s) wait_s = t, why = REASON_BUDGET;
@@ -252,7 +255,8 @@ static sl__capstate_t *capstate_get(sl__pool_t *p, const sl__holder_t *h, double
         return NULL;
     }
     memcpy(st->key, h->key, strlen(h->key) + 1);
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) st->level[b] = cap_capacity(p, &h->caps, b);
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        st->level[b] = cap_capacity(p, &h->caps, b);
     st->last = now;
     sl__strmap_put(&p->capstates, st->key, st);
     return st;
@@ -268,10 +272,10 @@ int sl__caps_reserve(sl__pool_t *p, sl__capref_t *c)
     return SL_OK;
 }
 
-static void refill_state(const sl__pool_t *p, const sl__holder_t *h, sl__capstate_t *st,
-                         double now)
+static void refill_state(const sl__pool_t *p, const sl__holder_t *h, sl__capstate_t *st, double now)
 {
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) st->level[b] = level_now(p, h, st, b, now);
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        st->level[b] = level_now(p, h, st, b, now);
     if (now > st->last) st->last = now;
 }
 

@@ -16,38 +16,58 @@ void sl_engine_config_init(sl_engine_config_t *cfg)
 const char *sl_bucket_name(sl_bucket_t b)
 {
     switch (b) {
-    case SL_BUCKET_INPUT: return "input_tokens";
-    case SL_BUCKET_OUTPUT: return "output_tokens";
-    case SL_BUCKET_REQUESTS: return "requests";
-    case SL_BUCKET_TOKENS: return "tokens";
-    default: return "unknown";
+    case SL_BUCKET_INPUT:
+        return "input_tokens";
+    case SL_BUCKET_OUTPUT:
+        return "output_tokens";
+    case SL_BUCKET_REQUESTS:
+        return "requests";
+    case SL_BUCKET_TOKENS:
+        return "tokens";
+    default:
+        return "unknown";
     }
 }
 
 const char *sl_strerror(int code)
 {
     switch (code) {
-    case SL_OK: return "ok";
-    case SL_EINVAL: return "invalid_request";
-    case SL_ENOTFOUND: return "not_found";
-    case SL_EALREADY: return "already_settled";
-    case SL_EEXPIRED: return "lease_expired";
-    case SL_ECAPACITY: return "exceeds_capacity";
-    case SL_ETIME: return "time_went_backwards";
-    case SL_ENOMEM: return "out_of_memory";
-    case SL_EEXIST: return "already_exists";
-    case SL_EUNAVAILABLE: return "backend_unavailable";
-    default: return "unknown_error";
+    case SL_OK:
+        return "ok";
+    case SL_EINVAL:
+        return "invalid_request";
+    case SL_ENOTFOUND:
+        return "not_found";
+    case SL_EALREADY:
+        return "already_settled";
+    case SL_EEXPIRED:
+        return "lease_expired";
+    case SL_ECAPACITY:
+        return "exceeds_capacity";
+    case SL_ETIME:
+        return "time_went_backwards";
+    case SL_ENOMEM:
+        return "out_of_memory";
+    case SL_EEXIST:
+        return "already_exists";
+    case SL_EUNAVAILABLE:
+        return "backend_unavailable";
+    default:
+        return "unknown_error";
     }
 }
 
 const char *sl_task_state_name(sl_task_state_t s)
 {
     switch (s) {
-    case SL_TASK_WAITING: return "waiting";
-    case SL_TASK_RUNNING: return "running";
-    case SL_TASK_DONE: return "done";
-    default: return "unknown";
+    case SL_TASK_WAITING:
+        return "waiting";
+    case SL_TASK_RUNNING:
+        return "running";
+    case SL_TASK_DONE:
+        return "done";
+    default:
+        return "unknown";
     }
 }
 
@@ -77,7 +97,8 @@ sl_engine_t *sl_engine_new(const sl_engine_config_t *cfg)
 void sl_engine_free(sl_engine_t *e)
 {
     if (!e) return;
-    for (size_t i = 0; i < e->n_pools; i++) sl__pool_free(e->pools[i]);
+    for (size_t i = 0; i < e->n_pools; i++)
+        sl__pool_free(e->pools[i]);
     free(e->pools);
     sl__strmap_free(&e->pool_map);
     for (size_t i = 0; i < e->agents.cap; i++)
@@ -96,7 +117,8 @@ void sl_engine_free(sl_engine_t *e)
     for (size_t i = 0; i < e->tasks.cap; i++) {
         if (!e->tasks.slots[i].hash) continue;
         sl__task_t *t = e->tasks.slots[i].val;
-        for (size_t j = 0; j < t->n_deps; j++) free(t->deps[j]);
+        for (size_t j = 0; j < t->n_deps; j++)
+            free(t->deps[j]);
         free(t->deps);
         free(t->id);
         free(t);
@@ -250,12 +272,12 @@ static void purge_old(sl_engine_t *e, double now)
 
 int sl_engine_advance(sl_engine_t *e, double now_s)
 {
-    if (!isfinite(now_s))
-        return sl__fail(e, SL_ETIME, "now %g is not a finite time", now_s);
+    if (!isfinite(now_s)) return sl__fail(e, SL_ETIME, "now %g is not a finite time", now_s);
     if (now_s < e->now)
         return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
     e->now = now_s;
-    for (size_t i = 0; i < e->n_pools; i++) sl__pool_advance(e, e->pools[i], now_s);
+    for (size_t i = 0; i < e->n_pools; i++)
+        sl__pool_advance(e, e->pools[i], now_s);
     purge_old(e, now_s);
     return SL_OK;
 }
@@ -321,35 +343,34 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
         return sl__fail(e, SL_EINVAL, "pool %s: the queue head %llu fits but was not granted",
                         p->name, (unsigned long long)head->id);
     if ((int64_t)p->lease_heap.len != p->in_flight)
-        return sl__fail(e, SL_EINVAL, "pool %s: %lld leases in flight but %zu in the heap",
-                        p->name, (long long)p->in_flight, p->lease_heap.len);
+        return sl__fail(e, SL_EINVAL, "pool %s: %lld leases in flight but %zu in the heap", p->name,
+                        (long long)p->in_flight, p->lease_heap.len);
     for (size_t i = 0; i < p->capstates.cap; i++)
         if (p->capstates.slots[i].hash)
             ((sl__capstate_t *)p->capstates.slots[i].val)->check_count = 0;
     double reserved[SL_BUCKET_COUNT] = {0};
     for (size_t i = 0; i < p->lease_heap.len; i++) {
         const sl__lease_t *l = sl__container_of(p->lease_heap.items[i], sl__lease_t, expiry);
-        for (int b = 0; b < SL_BUCKET_COUNT; b++) reserved[b] += (double)l->need.n[b];
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            reserved[b] += (double)l->need.n[b];
         for (int k = 0; k < 2; k++)
             if (l->caps.st[k]) l->caps.st[k]->check_count++;
         uint64_t v;
         if (!sl__u64map_get(&e->leases, l->id, &v) || v != (uint64_t)(uintptr_t)l)
-            return sl__fail(e, SL_EINVAL, "pool %s: lease %llu is not in the lease map",
-                            p->name, (unsigned long long)l->id);
+            return sl__fail(e, SL_EINVAL, "pool %s: lease %llu is not in the lease map", p->name,
+                            (unsigned long long)l->id);
     }
     for (size_t i = 0; i < p->capstates.cap; i++) {
         if (!p->capstates.slots[i].hash) continue;
         const sl__capstate_t *st = p->capstates.slots[i].val;
         if (st->check_count != st->in_flight)
             return sl__fail(e, SL_EINVAL, "pool %s: caps of %s count %lld leases, %lld live",
-                            p->name, st->key, (long long)st->in_flight,
-                            (long long)st->check_count);
+                            p->name, st->key, (long long)st->in_flight, (long long)st->check_count);
     }
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         if (fabs(reserved[b] - p->reserved[b]) > 1e-9 * (1 + fabs(reserved[b])))
-            return sl__fail(e, SL_EINVAL, "pool %s: reserved %s %.0f but leases hold %.0f",
-                            p->name, sl_bucket_name((sl_bucket_t)b), p->reserved[b],
-                            reserved[b]);
+            return sl__fail(e, SL_EINVAL, "pool %s: reserved %s %.0f but leases hold %.0f", p->name,
+                            sl_bucket_name((sl_bucket_t)b), p->reserved[b], reserved[b]);
     return SL_OK;
 }
 
@@ -365,8 +386,8 @@ int sl_engine_check(sl_engine_t *e)
     for (size_t i = 0; i < e->tickets.cap; i++)
         if (e->tickets.keys[i] && !(e->tickets.vals[i] & 1)) live_tickets++;
     if (live_tickets != queued)
-        return sl__fail(e, SL_EINVAL, "%lld live tickets but %lld queued",
-                        (long long)live_tickets, (long long)queued);
+        return sl__fail(e, SL_EINVAL, "%lld live tickets but %lld queued", (long long)live_tickets,
+                        (long long)queued);
     int64_t mapped = (int64_t)e->leases.len;
     if (mapped != live_leases)
         return sl__fail(e, SL_EINVAL, "%lld live leases in the map but %lld in flight",
@@ -381,8 +402,10 @@ int sl_engine_check(sl_engine_t *e)
         agent_queued += a->queued;
     }
     if (agent_leases != live_leases || agent_queued != queued)
-        return sl__fail(e, SL_EINVAL, "agent counts (%lld leases, %lld queued) disagree with "
-                        "pools (%lld, %lld)", (long long)agent_leases, (long long)agent_queued,
-                        (long long)live_leases, (long long)queued);
+        return sl__fail(e, SL_EINVAL,
+                        "agent counts (%lld leases, %lld queued) disagree with "
+                        "pools (%lld, %lld)",
+                        (long long)agent_leases, (long long)agent_queued, (long long)live_leases,
+                        (long long)queued);
     return SL_OK;
 }

@@ -19,7 +19,8 @@ static char *dup_str(const char *s)
 static void task_free(sl__task_t *t)
 {
     if (!t) return;
-    for (size_t i = 0; i < t->n_deps; i++) free(t->deps[i]);
+    for (size_t i = 0; i < t->n_deps; i++)
+        free(t->deps[i]);
     free(t->deps);
     free(t->id);
     free(t);
@@ -43,8 +44,8 @@ int sl_engine_task_put(sl_engine_t *e, const char *id, const char *role,
             return sl__fail(e, SL_EINVAL, "depends_on[%zu] \"%.140s\" is not a valid task id", i,
                             depends_on[i] ? depends_on[i] : "(null)");
         if (strcmp(depends_on[i], id) == 0)
-            return sl__fail(e, SL_EINVAL, "depends_on[%zu]: task \"%s\" cannot depend on itself",
-                            i, id);
+            return sl__fail(e, SL_EINVAL, "depends_on[%zu]: task \"%s\" cannot depend on itself", i,
+                            id);
     }
     sl__task_t *t = calloc(1, sizeof *t);
     if (!t) goto nomem;
@@ -93,8 +94,8 @@ int64_t sl_engine_task_unblocks(const sl_engine_t *e, const char *id)
     return n;
 }
 
-void sl_engine_task_foreach(const sl_engine_t *e,
-                            void (*fn)(const sl_task_info_t *t, void *ud), void *ud)
+void sl_engine_task_foreach(const sl_engine_t *e, void (*fn)(const sl_task_info_t *t, void *ud),
+                            void *ud)
 {
     for (size_t i = 0; i < e->tasks.cap; i++) {
         if (!e->tasks.slots[i].hash) continue;

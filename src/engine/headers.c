@@ -59,9 +59,12 @@ static hdr_t classify(const char *name)
         for (int f = 0; f < 3; f++) {
             size_t n = strlen(fields[f]);
             if (strncmp(rest, fields[f], n) != 0 || rest[n] != '-') continue;
-            if (strcmp(rest + n + 1, "requests") == 0) h.bucket = SL_BUCKET_REQUESTS;
-            else if (strcmp(rest + n + 1, "tokens") == 0) h.bucket = SL_BUCKET_TOKENS;
-            else return h;
+            if (strcmp(rest + n + 1, "requests") == 0)
+                h.bucket = SL_BUCKET_REQUESTS;
+            else if (strcmp(rest + n + 1, "tokens") == 0)
+                h.bucket = SL_BUCKET_TOKENS;
+            else
+                return h;
             h.known = true;
             h.field = (hdr_field_t)f;
             return h;
@@ -87,15 +90,23 @@ static void set_limit(sl__pool_t *p, int b, int64_t limit)
 {
     p->limit[b] = limit;
     switch (b) {
-    case SL_BUCKET_INPUT: p->cfg.input_tpm = limit; break;
-    case SL_BUCKET_OUTPUT: p->cfg.output_tpm = limit; break;
-    case SL_BUCKET_REQUESTS: p->cfg.rpm = limit; break;
-    default: p->cfg.tokens_tpm = limit; break;
+    case SL_BUCKET_INPUT:
+        p->cfg.input_tpm = limit;
+        break;
+    case SL_BUCKET_OUTPUT:
+        p->cfg.output_tpm = limit;
+        break;
+    case SL_BUCKET_REQUESTS:
+        p->cfg.rpm = limit;
+        break;
+    default:
+        p->cfg.tokens_tpm = limit;
+        break;
     }
 }
 
-int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names,
-               const char *const *values, size_t count, double now, bool apply, int *changed)
+int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
+               size_t count, double now, bool apply, int *changed)
 {
     int n_changed = 0;
     /* Validate everything first: a malformed header changes nothing. */
@@ -104,9 +115,9 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names,
         if (!h.known) continue;
         int64_t v = 0;
         double t;
-        bool ok = h.field == HDR_RESET
-                      ? (h.anthropic ? sl_parse_rfc3339(values[i], &t) : sl_parse_duration(values[i], &t)) == SL_OK
-                      : parse_count(values[i], &v);
+        bool ok = h.field == HDR_RESET ? (h.anthropic ? sl_parse_rfc3339(values[i], &t)
+                                                      : sl_parse_duration(values[i], &t)) == SL_OK
+                                       : parse_count(values[i], &v);
         if (!ok)
             return sl__fail(e, SL_EINVAL, "header %s: \"%.64s\" is not a valid %s", names[i],
                             values[i],

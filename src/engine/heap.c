@@ -78,7 +78,8 @@ void sl__heap_update(sl__heap_t *h, sl__hnode_t *n, double at)
 
 void sl__heap_free(sl__heap_t *h)
 {
-    for (size_t i = 0; i < h->len; i++) h->items[i]->idx = SL__HEAP_NONE;
+    for (size_t i = 0; i < h->len; i++)
+        h->items[i]->idx = SL__HEAP_NONE;
     free(h->items);
     h->items = NULL;
     h->len = h->cap = 0;

@@ -9,12 +9,12 @@
 
 #include <stdarg.h>
 
-#define SL__NAME_MAX 128      /* agent, pool, task, cache key, request id */
-#define SL__SIG_MAX 256       /* failure_signature */
-#define SL__CLASS_MAX 64      /* role and priority names */
-#define SL__MAX_CLASSES 32
+#define SL__NAME_MAX       128 /* agent, pool, task, cache key, request id */
+#define SL__SIG_MAX        256 /* failure_signature */
+#define SL__CLASS_MAX      64  /* role and priority names */
+#define SL__MAX_CLASSES    32
 #define SL__ERR_WINDOW_MAX 64
-#define SL__LEVEL_EPS 1e-6    /* tolerance of invariant checks on double levels */
+#define SL__LEVEL_EPS      1e-6 /* tolerance of invariant checks on double levels */
 
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
@@ -26,13 +26,13 @@ typedef struct sl__cache {
 /* Caps of an agent, of every agent ("*"), or of a team (caps.c). Never freed while
  * the engine lives, so leases may point at them. */
 typedef struct sl__holder {
-    char *key;            /* "a:<agent>", "a:*" or "t:<team>" */
-    const char *name;     /* key + 2 */
+    char *key;        /* "a:<agent>", "a:*" or "t:<team>" */
+    const char *name; /* key + 2 */
     bool team;
-    bool inherited;       /* an agent's copy of the "*" caps, kept in step with them */
+    bool inherited; /* an agent's copy of the "*" caps, kept in step with them */
     sl_caps_t caps;
     double budget_hour_usd, budget_day_usd; /* levels of the two budget buckets */
-    double budget_last;   /* time of their last refill */
+    double budget_last;                     /* time of their last refill */
 } sl__holder_t;
 
 /* A holder's share, rpm and concurrency state within one pool. */
@@ -52,9 +52,9 @@ typedef struct sl__capref {
 } sl__capref_t;
 
 /* Per pool and model: the learned ratio of actual to estimated prompt tokens. */
-#define SL__CALIB_WINDOW 64
+#define SL__CALIB_WINDOW      64
 #define SL__CALIB_MIN_SAMPLES 5
-#define SL__CALIB_MIN_TOKENS 100
+#define SL__CALIB_MIN_TOKENS  100
 typedef struct sl__calib {
     char *model;
     double sample[SL__CALIB_WINDOW];
@@ -72,11 +72,11 @@ typedef struct sl__pagent {
 
 typedef struct sl__agent {
     char *name;
-    char *team;         /* NULL: no team */
+    char *team; /* NULL: no team */
     char role[SL__CLASS_MAX];
     double weight;
     int64_t repeats;
-    char *last_sig;     /* NULL: the last settle had no failure signature */
+    char *last_sig; /* NULL: the last settle had no failure signature */
     double err[SL__ERR_WINDOW_MAX];
     int err_n, err_pos;
     bool alert_estimate_error;
@@ -97,7 +97,7 @@ typedef struct sl__lease {
     struct sl__pool *pool;
     sl__pagent_t *pa;
     sl__cache_t *cache;
-    sl__calib_t *calib;     /* NULL unless the request named a model */
+    sl__calib_t *calib;        /* NULL unless the request named a model */
     int64_t est_prompt_tokens; /* input + cached as the client estimated them */
     sl__capref_t caps;
     sl__need_t need;
@@ -105,7 +105,7 @@ typedef struct sl__lease {
     double granted_at;
     double waited_s;
     double ttl_s;
-    bool claimed;     /* the client knows about the grant */
+    bool claimed; /* the client knows about the grant */
     sl__hnode_t expiry;
 } sl__lease_t;
 
@@ -119,12 +119,12 @@ typedef struct sl__ticket {
     sl__capref_t caps;
     sl__need_t need;
     double weight;
-    double finish;   /* WFQ key: (finish, seq) */
+    double finish; /* WFQ key: (finish, seq) */
     uint64_t seq;
     double enqueued_at;
     double ttl_s;
     bool held;
-    sl__hnode_t idle;  /* deadline for idleness; not in the heap while held */
+    sl__hnode_t idle; /* deadline for idleness; not in the heap while held */
     /* treap */
     struct sl__ticket *left, *right;
     uint32_t prio;
@@ -139,24 +139,24 @@ typedef struct sl__pool {
     int64_t limit[SL_BUCKET_COUNT];
     double level[SL_BUCKET_COUNT];
     double last_refill;
-    int margin_bp;            /* margin in basis points: 8500 = 0.85 */
+    int margin_bp;                          /* margin in basis points: 8500 = 0.85 */
     int start_bp, floor_bp, up_bp, down_bp; /* the margin settings in basis points */
-    double clean_since;       /* last 429 or margin raise: the recovery clock */
-    double floor_since;       /* when the margin reached the floor, or -1 */
+    double clean_since;                     /* last 429 or margin raise: the recovery clock */
+    double floor_since;                     /* when the margin reached the floor, or -1 */
     bool alert_floor;
     bool alert_spend_cap;
-    double blocked_until;     /* a provider retry-after holds grants until then */
+    double blocked_until; /* a provider retry-after holds grants until then */
     int64_t in_flight;
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
-    double vtime;             /* V: finish tag of the most recent grant */
-    sl__ticket_t *queue;      /* treap root ordered by (finish, seq) */
+    double vtime;                     /* V: finish tag of the most recent grant */
+    sl__ticket_t *queue;              /* treap root ordered by (finish, seq) */
     uint64_t seq;
-    sl__heap_t lease_heap;    /* leases by expires_at */
-    sl__heap_t ticket_heap;   /* unheld tickets by idle deadline */
-    sl__strmap_t pagents;     /* agent name -> sl__pagent_t */
-    sl__strmap_t caches;      /* cache_key (other than the agent) -> sl__cache_t */
-    sl__strmap_t calibs;      /* model -> sl__calib_t */
-    sl__strmap_t capstates;   /* holder key -> sl__capstate_t */
+    sl__heap_t lease_heap;  /* leases by expires_at */
+    sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
+    sl__strmap_t pagents;   /* agent name -> sl__pagent_t */
+    sl__strmap_t caches;    /* cache_key (other than the agent) -> sl__cache_t */
+    sl__strmap_t calibs;    /* model -> sl__calib_t */
+    sl__strmap_t capstates; /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
 } sl__pool_t;
 
@@ -198,30 +198,30 @@ enum {
     SL__END_SETTLED = 1,
     SL__END_CANCELLED = 2,
     SL__END_REAPED = 3,
-    SL__END_GRANTED = 4, /* ticket only: the grant is in the upper bits */
-    SL__END_EXPIRED = 5, /* ticket only */
+    SL__END_GRANTED = 4,  /* ticket only: the grant is in the upper bits */
+    SL__END_EXPIRED = 5,  /* ticket only */
     SL__END_REJECTED = 6, /* ticket only */
 };
 
 struct sl_engine {
     sl_engine_config_t cfg;
-    double now;                /* the latest time seen */
+    double now; /* the latest time seen */
     uint64_t next_id;
     uint64_t rng;
     sl__pool_t **pools;
     size_t n_pools;
     sl__strmap_t pool_map;
     sl__strmap_t agents;
-    sl__u64map_t leases;       /* id -> live sl__lease_t * */
-    uint8_t *ended;            /* id & (ended_cap - 1) -> SL__END_* of an ended lease */
+    sl__u64map_t leases; /* id -> live sl__lease_t * */
+    uint8_t *ended;      /* id & (ended_cap - 1) -> SL__END_* of an ended lease */
     size_t ended_cap;
-    sl__u64map_t tickets;      /* id -> sl__ticket_t * or an ended state */
-    sl__tomb_t *tombs;         /* ticket tombstones, ring buffer, oldest first */
+    sl__u64map_t tickets; /* id -> sl__ticket_t * or an ended state */
+    sl__tomb_t *tombs;    /* ticket tombstones, ring buffer, oldest first */
     size_t tomb_head, tomb_len, tomb_cap;
     sl__strmap_t idem;
     sl__idem_t *idem_head, *idem_tail;
     sl__strmap_t tasks;
-    sl__strmap_t holders;      /* holder key -> sl__holder_t */
+    sl__strmap_t holders; /* holder key -> sl__holder_t */
     sl__class_t roles[SL__MAX_CLASSES];
     size_t n_roles;
     sl__class_t prios[SL__MAX_CLASSES];
@@ -297,8 +297,7 @@ void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_na
                       sl__capref_t *out);
 /* 0: allowed; 1: rejected (reason, retry_after_s set); SL_ECAPACITY: never allowed. */
 int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
-                   const sl__need_t *need, double now, const char **reason,
-                   double *retry_after_s);
+                   const sl__need_t *need, double now, const char **reason, double *retry_after_s);
 double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens);
 int sl__caps_reserve(sl__pool_t *p, sl__capref_t *c);
 void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, double now);
@@ -328,12 +327,11 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
 /* Lets a grant remember the calibration it came with (called right after sl__grant). */
 void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens);
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);
-void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease,
-                    double now);
+void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease, double now);
 void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out);
 
 /* headers.c */
-int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names,
-               const char *const *values, size_t count, double now, bool apply, int *changed);
+int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
+               size_t count, double now, bool apply, int *changed);
 
 #endif

@@ -96,9 +96,10 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
     sl__pool_t *p = l->pool;
     if (end_state != SL__END_SETTLED) {
         sl_event_t ev;
-        sl__event_init(&ev, end_state == SL__END_REAPED ? SL_EV_REAPED
-                            : l->claimed               ? SL_EV_CANCELLED
-                                                       : SL_EV_UNCLAIMED,
+        sl__event_init(&ev,
+                       end_state == SL__END_REAPED ? SL_EV_REAPED
+                       : l->claimed                ? SL_EV_CANCELLED
+                                                   : SL_EV_UNCLAIMED,
                        now, p);
         ev.agent = l->pa->agent->name;
         ev.lease = l->id;
@@ -124,10 +125,9 @@ void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lea
 {
     if (end_state == SL__END_CANCELLED || end_state == SL__END_EXPIRED) {
         sl_event_t ev;
-        sl__event_init(&ev,
-                       end_state == SL__END_CANCELLED ? SL_EV_TICKET_CANCELLED
-                                                      : SL_EV_TICKET_EXPIRED,
-                       now, t->pool);
+        sl__event_init(
+            &ev, end_state == SL__END_CANCELLED ? SL_EV_TICKET_CANCELLED : SL_EV_TICKET_EXPIRED,
+            now, t->pool);
         ev.agent = t->pa->agent->name;
         ev.ticket = t->id;
         ev.waited_s = now - t->enqueued_at;
@@ -191,8 +191,7 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
                         r->priority ? r->priority : "normal", known);
     }
     if (r->task && !sl__valid_name(r->task, SL__NAME_MAX))
-        return sl__fail(e, SL_EINVAL, "task \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]",
-                        r->task);
+        return sl__fail(e, SL_EINVAL, "task \"%.140s\" must be 1-128 of [A-Za-z0-9._:-]", r->task);
     if (r->cache_key && !printable(r->cache_key, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "cache_key \"%.140s\" must be 1-128 printable bytes",
                         r->cache_key);
@@ -259,7 +258,8 @@ static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double fini
 {
     double sums[SL_BUCKET_COUNT];
     sl__queue_prefix(p, finish, seq, ahead, sums);
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += (double)need->n[b];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        sums[b] += (double)need->n[b];
     return sl__eta_for(p, sums, *ahead, now);
 }
 
@@ -370,7 +370,8 @@ static int replay(sl_engine_t *e, const sl__idem_t *d, double now, sl_decision_t
     if (d->first.status == SL_GRANTED && sl__u64map_get(&e->leases, d->first.lease, &v) &&
         !(v & 1)) {
         sl__fill_grant((const sl__lease_t *)(uintptr_t)v, out);
-    } else if (d->first.status == SL_QUEUED && ticket_state(e, d->first.ticket, now, out) == SL_OK) {
+    } else if (d->first.status == SL_QUEUED &&
+               ticket_state(e, d->first.ticket, now, out) == SL_OK) {
         /* the ticket's current state: still queued, or granted since */
     } else {
         *out = d->first;
@@ -401,13 +402,14 @@ static void remember(sl_engine_t *e, char *key, const sl_decision_t *first, doub
     d->key = key;
     d->at = now;
     d->first = *first;
-    if (e->idem_tail) e->idem_tail->next = d;
-    else e->idem_head = d;
+    if (e->idem_tail)
+        e->idem_tail->next = d;
+    else
+        e->idem_head = d;
     e->idem_tail = d;
 }
 
-int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
-                      sl_decision_t *out)
+int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_decision_t *out)
 {
     if (!req || !out) return sl__fail(e, SL_EINVAL, "request missing");
     const sl__class_t *role_c = NULL, *prio_c = NULL;
@@ -459,8 +461,10 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
     if (rc == SL_OK) {
         sl__caps_resolve(e, a, req->agent, &args.caps);
         rc = sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s);
-        if (rc == 1) rc = SL_OK;
-        else cap_reason = NULL;
+        if (rc == 1)
+            rc = SL_OK;
+        else
+            cap_reason = NULL;
     }
     if (rc) {
         free(key);
@@ -488,8 +492,10 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s,
     double ttl_s = req->ttl_s > 0 ? req->ttl_s : p->cfg.lease_ttl_s;
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
 
-    if (cap_reason) reject(p, args.weight, cap_wait_s, now_s, out, cap_reason);
-    else rc = decide(e, &args, now_s, out);
+    if (cap_reason)
+        reject(p, args.weight, cap_wait_s, now_s, out, cap_reason);
+    else
+        rc = decide(e, &args, now_s, out);
     if (rc) {
         free(key);
         return rc;
@@ -612,8 +618,7 @@ int sl_engine_ticket_cancel(sl_engine_t *e, uint64_t ticket, double now_s)
             return SL_OK;
         }
     }
-    return sl__fail(e, SL_EALREADY, "ticket %llu is no longer queued",
-                    (unsigned long long)ticket);
+    return sl__fail(e, SL_EALREADY, "ticket %llu is no longer queued", (unsigned long long)ticket);
 }
 
 /* ---- settle, cancel, extend ---- */
@@ -670,9 +675,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     if ((rc = live_lease(e, lease, &l))) return rc;
     sl__pool_t *p = l->pool;
     /* Malformed provider headers refuse the settle before anything changes. */
-    if (s->header_count &&
-        (rc = sl__resync(e, p, s->header_names, s->header_values, s->header_count, now_s, false,
-                         NULL)))
+    if (s->header_count && (rc = sl__resync(e, p, s->header_names, s->header_values,
+                                            s->header_count, now_s, false, NULL)))
         return rc;
     sl__agent_t *a = l->pa->agent;
     if (sl__agent_record_signature(a, s->failure_signature) != 0)
@@ -692,8 +696,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
 
     double err = fabs((double)(actual_in - l->need.n[SL_BUCKET_INPUT])) /
                  (double)(actual_in > 1 ? actual_in : 1);
-    sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert,
-                           err);
+    sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert, err);
     sl__calib_record(l->calib, l->est_prompt_tokens,
                      s->input_tokens + s->cache_creation_input_tokens + s->cache_read_input_tokens);
     a->tokens_in = sat_add(a->tokens_in, actual_in);
@@ -767,8 +770,7 @@ int sl_engine_cancel(sl_engine_t *e, uint64_t lease, double now_s)
     return SL_OK;
 }
 
-int sl_engine_extend(sl_engine_t *e, uint64_t lease, double ttl_s, double now_s,
-                     double *expires_at)
+int sl_engine_extend(sl_engine_t *e, uint64_t lease, double ttl_s, double now_s, double *expires_at)
 {
     if (!isfinite(ttl_s) || ttl_s <= 0)
         return sl__fail(e, SL_EINVAL, "ttl %g must be a finite number of seconds > 0", ttl_s);

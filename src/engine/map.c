@@ -44,7 +44,8 @@ static int u64map_grow(sl__u64map_t *m, size_t want_cap)
     for (size_t j = 0; j < m->cap; j++) {
         if (m->keys[j] == 0) continue;
         size_t i = mix64(m->keys[j]) & mask;
-        while (keys[i]) i = (i + 1) & mask;
+        while (keys[i])
+            i = (i + 1) & mask;
         keys[i] = m->keys[j];
         vals[i] = m->vals[j];
     }
@@ -61,7 +62,8 @@ int sl__u64map_reserve(sl__u64map_t *m, size_t extra)
     size_t need = (m->len + extra) * 2;
     if (need <= m->cap) return 0;
     size_t cap = m->cap ? m->cap : 16;
-    while (cap < need) cap *= 2;
+    while (cap < need)
+        cap *= 2;
     return u64map_grow(m, cap);
 }
 
@@ -81,7 +83,8 @@ int sl__u64map_put(sl__u64map_t *m, uint64_t key, uint64_t val)
     if (sl__u64map_reserve(m, 1) != 0) return -1;
     size_t mask = m->cap - 1;
     size_t i = mix64(key) & mask;
-    while (m->keys[i]) i = (i + 1) & mask;
+    while (m->keys[i])
+        i = (i + 1) & mask;
     m->len++;
     m->keys[i] = key;
     m->vals[i] = val;
@@ -149,14 +152,16 @@ int sl__strmap_reserve(sl__strmap_t *m, size_t extra)
     size_t need = (m->len + extra) * 2;
     if (need <= m->cap) return 0;
     size_t cap = m->cap ? m->cap : 16;
-    while (cap < need) cap *= 2;
+    while (cap < need)
+        cap *= 2;
     sl__strmap_slot_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return -1;
     size_t mask = cap - 1;
     for (size_t j = 0; j < m->cap; j++) {
         if (!m->slots[j].hash) continue;
         size_t i = m->slots[j].hash & mask;
-        while (slots[i].hash) i = (i + 1) & mask;
+        while (slots[i].hash)
+            i = (i + 1) & mask;
         slots[i] = m->slots[j];
     }
     free(m->slots);

@@ -100,8 +100,8 @@ double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double n
     if (want_bp <= p->margin_bp) return 0;
     int up_bp = p->up_bp;
     int steps = (want_bp - p->margin_bp + up_bp - 1) / up_bp;
-    double margin_wait_s = p->clean_since + p->cfg.recover_every_s - now +
-                           (steps - 1) * p->cfg.recover_every_s;
+    double margin_wait_s =
+        p->clean_since + p->cfg.recover_every_s - now + (steps - 1) * p->cfg.recover_every_s;
     if (margin_wait_s < 0) margin_wait_s = 0;
     /* Then the level must reach the need at the recovered capacity. */
     double refill_wait_s = 0;

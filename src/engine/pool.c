@@ -68,8 +68,8 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": margin_step_down %g must be in (0, 1]", name,
                         c->margin_step_down);
     if (!(c->margin_step_up >= 0.0001 && c->margin_step_up <= 1))
-        return sl__fail(e, SL_EINVAL, "pool \"%s\": margin_step_up %g must be in [0.0001, 1]",
-                        name, c->margin_step_up);
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": margin_step_up %g must be in [0.0001, 1]", name,
+                        c->margin_step_up);
     if ((rc = check_time(e, name, "recover_every_s", c->recover_every_s, false)) ||
         (rc = check_time(e, name, "margin_floor_alert_s", c->margin_floor_alert_s, false)) ||
         (rc = check_time(e, name, "lease_ttl_s", c->lease_ttl_s, false)) ||
@@ -90,8 +90,10 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
                         c->estimate_error_alert);
     if (!(c->price_input_per_mtok >= 0 && c->price_input_per_mtok < 1e9) ||
         !(c->price_output_per_mtok >= 0 && c->price_output_per_mtok < 1e9))
-        return sl__fail(e, SL_EINVAL, "pool \"%s\": prices (%g, %g per million tokens) must be "
-                        "finite and >= 0", name, c->price_input_per_mtok, c->price_output_per_mtok);
+        return sl__fail(e, SL_EINVAL,
+                        "pool \"%s\": prices (%g, %g per million tokens) must be "
+                        "finite and >= 0",
+                        name, c->price_input_per_mtok, c->price_output_per_mtok);
     if (c->estimate_error_window < 1 || c->estimate_error_window > SL__ERR_WINDOW_MAX)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": estimate_error_window %d must be 1-%d", name,
                         c->estimate_error_window, SL__ERR_WINDOW_MAX);
@@ -206,8 +208,8 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
         if (!sl__fits(p, &t->need, now)) break;
         sl__queue_remove(p, t);
         sl__lease_t *l = NULL;
-        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, t->finish,
-                      t->ttl_s, t->id, now - t->enqueued_at, now, &l) != SL_OK) {
+        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, t->finish, t->ttl_s,
+                      t->id, now - t->enqueued_at, now, &l) != SL_OK) {
             /* Out of memory: put it back and try again on the next advance. */
             sl__queue_insert(p, t);
             break;
@@ -340,8 +342,8 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
     return SL_OK;
 }
 
-void sl_engine_pool_foreach(const sl_engine_t *e,
-                            void (*fn)(const sl_pool_info_t *p, void *ud), void *ud)
+void sl_engine_pool_foreach(const sl_engine_t *e, void (*fn)(const sl_pool_info_t *p, void *ud),
+                            void *ud)
 {
     for (size_t i = 0; i < e->n_pools; i++) {
         sl_pool_info_t info;

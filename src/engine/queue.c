@@ -29,20 +29,22 @@ static bool key_less(double f1, uint64_t s1, double f2, uint64_t s2)
 static void pull(sl__ticket_t *t)
 {
     t->count = 1;
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) t->sum[b] = (double)t->need.n[b];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        t->sum[b] = (double)t->need.n[b];
     if (t->left) {
         t->count += t->left->count;
-        for (int b = 0; b < SL_BUCKET_COUNT; b++) t->sum[b] += t->left->sum[b];
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            t->sum[b] += t->left->sum[b];
     }
     if (t->right) {
         t->count += t->right->count;
-        for (int b = 0; b < SL_BUCKET_COUNT; b++) t->sum[b] += t->right->sum[b];
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            t->sum[b] += t->right->sum[b];
     }
 }
 
 /* Splits `t` into keys < (finish, seq) and keys >= it. */
-static void split(sl__ticket_t *t, double finish, uint64_t seq, sl__ticket_t **l,
-                  sl__ticket_t **r)
+static void split(sl__ticket_t *t, double finish, uint64_t seq, sl__ticket_t **l, sl__ticket_t **r)
 {
     if (!t) {
         *l = *r = NULL;
@@ -94,7 +96,8 @@ void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t)
 sl__ticket_t *sl__queue_head(const sl__pool_t *p)
 {
     sl__ticket_t *t = p->queue;
-    while (t && t->left) t = t->left;
+    while (t && t->left)
+        t = t->left;
     return t;
 }
 
@@ -107,16 +110,19 @@ void sl__queue_prefix(const sl__pool_t *p, double finish, uint64_t seq, int64_t 
                       double sums[SL_BUCKET_COUNT])
 {
     *count = 0;
-    for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] = 0;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        sums[b] = 0;
     const sl__ticket_t *t = p->queue;
     while (t) {
         if (key_less(t->finish, t->seq, finish, seq)) {
             /* t and its whole left subtree are ahead. */
             *count += 1;
-            for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += (double)t->need.n[b];
+            for (int b = 0; b < SL_BUCKET_COUNT; b++)
+                sums[b] += (double)t->need.n[b];
             if (t->left) {
                 *count += t->left->count;
-                for (int b = 0; b < SL_BUCKET_COUNT; b++) sums[b] += t->left->sum[b];
+                for (int b = 0; b < SL_BUCKET_COUNT; b++)
+                    sums[b] += t->left->sum[b];
             }
             t = t->right;
         } else {
@@ -154,8 +160,7 @@ static int64_t check_rec(const sl__ticket_t *t, const sl__ticket_t **prev, char 
     int64_t nr = check_rec(t->right, prev, msg, msg_len);
     if (nr < 0) return -1;
     if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio)) {
-        snprintf(msg, msg_len, "queue heap order broken at ticket %llu",
-                 (unsigned long long)t->id);
+        snprintf(msg, msg_len, "queue heap order broken at ticket %llu", (unsigned long long)t->id);
         return -1;
     }
     double sum[SL_BUCKET_COUNT];

@@ -27,8 +27,8 @@ const sl__class_t *sl__prio_find(const sl_engine_t *e, const char *name)
     return class_find(e->prios, e->n_prios, name);
 }
 
-static int class_set(sl_engine_t *e, sl__class_t *c, size_t *n, const char *what,
-                     const char *name, double value)
+static int class_set(sl_engine_t *e, sl__class_t *c, size_t *n, const char *what, const char *name,
+                     double value)
 {
     if (!name || !name[0] || strlen(name) >= SL__CLASS_MAX)
         return sl__fail(e, SL_EINVAL, "%s name must be 1-%d bytes", what, SL__CLASS_MAX - 1);
@@ -42,8 +42,7 @@ static int class_set(sl_engine_t *e, sl__class_t *c, size_t *n, const char *what
         }
     }
     if (*n == SL__MAX_CLASSES)
-        return sl__fail(e, SL_EINVAL, "%s \"%s\": at most %d classes", what, name,
-                        SL__MAX_CLASSES);
+        return sl__fail(e, SL_EINVAL, "%s \"%s\": at most %d classes", what, name, SL__MAX_CLASSES);
     snprintf(c[*n].name, sizeof c[*n].name, "%s", name);
     c[*n].value = value;
     (*n)++;

@@ -39,7 +39,7 @@ static void test_share_cap_is_refunded_by_settle(void **state)
     assert_int_equal(r.status, SL_REJECTED);
     assert_string_equal(r.reason, "agent_cap");
     assert_true(fabs(r.retry_after_s - 12) < 1e-6); /* 2,000 short at 10,000/60 per s */
-    sl_settle_t s = harness_settle(1000, 10); /* used far less: 5,000 back */
+    sl_settle_t s = harness_settle(1000, 10);       /* used far less: 5,000 back */
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_OK);
     assert_int_equal(ask(e, "a", 6000, 10, T0).status, SL_GRANTED);
     /* A need above the cap can never pass. */
@@ -69,10 +69,12 @@ static void test_default_caps_give_every_agent_its_own_buckets(void **state)
     assert_int_equal(ask(e, "a", 10, 10, T0 + 21).status, SL_GRANTED);
     sl_caps_t own = {.max_rpm = 1000};
     assert_int_equal(sl_engine_set_caps(e, "b", false, &own), SL_OK);
-    for (int i = 0; i < 10; i++) assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_GRANTED);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_GRANTED);
     assert_int_equal(sl_engine_set_caps(e, "b", false, NULL), SL_OK);
     /* Back on "*" (3 per minute): its bucket is clamped to 3, then empties. */
-    for (int i = 0; i < 3; i++) assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_GRANTED);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_GRANTED);
     assert_int_equal(ask(e, "b", 10, 10, T0 + 21).status, SL_REJECTED);
     sl_engine_free(e);
 }

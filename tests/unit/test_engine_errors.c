@@ -17,14 +17,14 @@ static sl_engine_t *busy_engine(uint64_t *lease, uint64_t *ticket)
     return e;
 }
 
-#define EXPECT_REFUSED(e, call, code, needle)                                             \
-    do {                                                                                  \
-        harness_snapshot_t before_ = harness_snapshot(e);                                 \
-        assert_int_equal((call), (code));                                                 \
-        if ((needle)[0] && !strstr(sl_engine_errmsg(e), (needle)))                        \
-            fail_msg("message \"%s\" does not name \"%s\"", sl_engine_errmsg(e), (needle)); \
-        assert_string_equal(before_.text, harness_snapshot(e).text);                      \
-        harness_check(e);                                                                 \
+#define EXPECT_REFUSED(e, call, code, needle)                                                      \
+    do {                                                                                           \
+        harness_snapshot_t before_ = harness_snapshot(e);                                          \
+        assert_int_equal((call), (code));                                                          \
+        if ((needle)[0] && !strstr(sl_engine_errmsg(e), (needle)))                                 \
+            fail_msg("message \"%s\" does not name \"%s\"", sl_engine_errmsg(e), (needle));        \
+        assert_string_equal(before_.text, harness_snapshot(e).text);                               \
+        harness_check(e);                                                                          \
     } while (0)
 
 static void test_bad_token_counts_are_invalid_and_change_nothing(void **state)
@@ -51,8 +51,7 @@ static void test_bad_token_counts_are_invalid_and_change_nothing(void **state)
     EXPECT_REFUSED(e, sl_engine_settle(e, l, &s, T0, NULL), SL_EINVAL, "input_tokens -3");
     s = harness_settle(0, 0);
     s.cache_read_input_tokens = INT64_MAX;
-    EXPECT_REFUSED(e, sl_engine_settle(e, l, &s, T0, NULL), SL_EINVAL,
-                   "cache_read_input_tokens");
+    EXPECT_REFUSED(e, sl_engine_settle(e, l, &s, T0, NULL), SL_EINVAL, "cache_read_input_tokens");
     s = harness_settle(0, 0);
     s.retry_after_s = NAN;
     EXPECT_REFUSED(e, sl_engine_settle(e, l, &s, T0, NULL), SL_EINVAL, "retry_after");

@@ -66,8 +66,8 @@ static int64_t rnd_range(world_t *w, int64_t lo, int64_t hi)
 
 static void fail_world(world_t *w, const char *what, uint64_t id)
 {
-    if (!w->failure[0]) snprintf(w->failure, sizeof w->failure, "%s (id %llu)", what,
-                                 (unsigned long long)id);
+    if (!w->failure[0])
+        snprintf(w->failure, sizeof w->failure, "%s (id %llu)", what, (unsigned long long)id);
 }
 
 static void on_event(const sl_event_t *ev, void *ud)
@@ -119,8 +119,8 @@ static uint64_t pick(world_t *w, const idset_t *s)
 }
 
 static const char *const AGENTS[] = {"planner-1", "rev-1", "w1", "w2", "w3", "w4", "w5", "w6"};
-static const char *const ROLES[] = {"planner", "reviewer", "worker", "worker", "worker",
-                                    "worker", "worker", "worker"};
+static const char *const ROLES[] = {"planner", "reviewer", "worker", "worker",
+                                    "worker",  "worker",   "worker", "worker"};
 static const char *const PRIOS[] = {"high", "normal", "normal", "low"};
 static const char *const SIGS[] = {NULL, "", "test_a:1", "test_a:1", "test_b:2"};
 
@@ -184,11 +184,13 @@ static void op_settle(world_t *w)
 static void op_time(world_t *w)
 {
     int kind = (int)(rnd(w) % 20);
-    if (kind == 0) w->now += rnd01(w) * 300;
+    if (kind == 0)
+        w->now += rnd01(w) * 300;
     else if (kind < 4) {
         double next = sl_engine_next_wakeup(w->e);
         if (isfinite(next) && next > w->now && next - w->now < 3600) w->now = next;
-    } else w->now += rnd01(w) * 2;
+    } else
+        w->now += rnd01(w) * 2;
     if (sl_engine_advance(w->e, w->now) != SL_OK) fail_world(w, sl_engine_errmsg(w->e), 0);
 }
 
@@ -198,11 +200,21 @@ static void op_misc(world_t *w)
     double exp;
     int rc = SL_OK;
     switch (rnd(w) % 9) {
-    case 0: rc = sl_engine_cancel(w->e, pick(w, &w->leases), w->now); break;
-    case 1: rc = sl_engine_extend(w->e, pick(w, &w->leases), rnd01(w) * 900 + 1, w->now, &exp); break;
-    case 2: rc = sl_engine_ticket(w->e, pick(w, &w->tickets), w->now, &d); break;
-    case 3: rc = sl_engine_ticket_cancel(w->e, pick(w, &w->tickets), w->now); break;
-    case 4: rc = sl_engine_ticket_hold(w->e, pick(w, &w->tickets), rnd(w) % 2, w->now); break;
+    case 0:
+        rc = sl_engine_cancel(w->e, pick(w, &w->leases), w->now);
+        break;
+    case 1:
+        rc = sl_engine_extend(w->e, pick(w, &w->leases), rnd01(w) * 900 + 1, w->now, &exp);
+        break;
+    case 2:
+        rc = sl_engine_ticket(w->e, pick(w, &w->tickets), w->now, &d);
+        break;
+    case 3:
+        rc = sl_engine_ticket_cancel(w->e, pick(w, &w->tickets), w->now);
+        break;
+    case 4:
+        rc = sl_engine_ticket_hold(w->e, pick(w, &w->tickets), rnd(w) % 2, w->now);
+        break;
     case 5: {
         const char *deps[] = {"plan"};
         char id[8];
@@ -270,8 +282,8 @@ static void run_seed(uint64_t seed, long ops)
     assert_int_equal(sl_engine_configure_pool(w->e, "second", &cfg, w->now), SL_OK);
     assert_int_equal(sl_engine_task_put(w->e, "plan", "planner", NULL, 0, SL_TASK_RUNNING), SL_OK);
     /* Caps on some agents and a team, so their buckets take part too. */
-    sl_caps_t caps = {.max_share = 0.3, .max_rpm = 40, .max_concurrent = 3,
-                      .budget_usd_per_hour = 50};
+    sl_caps_t caps = {
+        .max_share = 0.3, .max_rpm = 40, .max_concurrent = 3, .budget_usd_per_hour = 50};
     assert_int_equal(sl_engine_set_caps(w->e, "w1", false, &caps), SL_OK);
     sl_caps_t team = {.max_rpm = 60, .budget_usd_per_day = 100};
     assert_int_equal(sl_engine_set_caps(w->e, "workers", true, &team), SL_OK);
@@ -279,10 +291,14 @@ static void run_seed(uint64_t seed, long ops)
     assert_int_equal(sl_engine_set_agent_team(w->e, "w3", "workers"), SL_OK);
     for (long i = 0; i < ops; i++) {
         int op = (int)(rnd(w) % 10);
-        if (op < 4) op_request(w);
-        else if (op < 6) op_settle(w);
-        else if (op < 8) op_time(w);
-        else op_misc(w);
+        if (op < 4)
+            op_request(w);
+        else if (op < 6)
+            op_settle(w);
+        else if (op < 8)
+            op_time(w);
+        else
+            op_misc(w);
         if (sl_engine_check(w->e) != SL_OK)
             fail_msg("seed %llu op %ld: %s", (unsigned long long)seed, i, sl_engine_errmsg(w->e));
         if (w->failure[0])
@@ -310,7 +326,8 @@ static void test_invariants_hold_over_a_million_random_operations(void **state)
     (void)state;
     const long total = 1000000;
     const int seeds = 5;
-    for (int s = 1; s <= seeds; s++) run_seed((uint64_t)s, total / seeds);
+    for (int s = 1; s <= seeds; s++)
+        run_seed((uint64_t)s, total / seeds);
 }
 
 int main(void)

@@ -60,9 +60,9 @@ static void test_openai_headers_drive_the_requests_and_tokens_buckets(void **sta
 {
     (void)state;
     sl_engine_t *e = harness_engine(0, 0, 500);
-    const char *n[] = {"x-ratelimit-limit-requests", "x-ratelimit-limit-tokens",
+    const char *n[] = {"x-ratelimit-limit-requests",     "x-ratelimit-limit-tokens",
                        "x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens",
-                       "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"};
+                       "x-ratelimit-reset-requests",     "x-ratelimit-reset-tokens"};
     const char *v[] = {"500", "30000", "100", "10000", "6m0s", "12ms"};
     assert_int_equal(resync(e, n, v, 6, T0), 3); /* tokens limit adopted, two levels lowered */
     sl_pool_info_t info;

@@ -30,7 +30,8 @@ static void test_margin_never_goes_below_060(void **state)
 {
     (void)state;
     sl_engine_t *e = harness_engine(100000, 10000, 100);
-    for (int i = 0; i < 10; i++) settle_429(e, T0 + i, false, -1);
+    for (int i = 0; i < 10; i++)
+        settle_429(e, T0 + i, false, -1);
     assert_true(fabs(harness_margin(e) - 0.60) < 1e-12);
     sl_engine_free(e);
 }
@@ -57,8 +58,8 @@ static void test_a_429_restarts_the_recovery_clock(void **state)
 {
     (void)state;
     sl_engine_t *e = harness_engine(100000, 10000, 100);
-    settle_429(e, T0, false, -1);        /* 0.80 */
-    settle_429(e, T0 + 170, false, -1);  /* 0.75, clock restarts */
+    settle_429(e, T0, false, -1);       /* 0.80 */
+    settle_429(e, T0 + 170, false, -1); /* 0.75, clock restarts */
     assert_int_equal(sl_engine_advance(e, T0 + 300), SL_OK);
     assert_true(fabs(harness_margin(e) - 0.75) < 1e-12);
     assert_int_equal(sl_engine_advance(e, T0 + 350), SL_OK);
@@ -86,8 +87,10 @@ static void test_margin_at_floor_for_ten_minutes_raises_an_alert(void **state)
     alerts_t a = {0};
     sl_engine_set_event_cb(e, on_event, &a);
     /* Keep it at the floor: a 429 every 170 s, before any recovery step. */
-    for (int i = 0; i < 5; i++) settle_429(e, T0 + i, false, -1);
-    for (int k = 1; k <= 3; k++) settle_429(e, T0 + 4 + 170.0 * k, false, -1);
+    for (int i = 0; i < 5; i++)
+        settle_429(e, T0 + i, false, -1);
+    for (int k = 1; k <= 3; k++)
+        settle_429(e, T0 + 4 + 170.0 * k, false, -1);
     assert_int_equal(a.floor_raised, 0);
     assert_int_equal(sl_engine_advance(e, T0 + 4 + 600), SL_OK);
     assert_int_equal(a.floor_raised, 1);

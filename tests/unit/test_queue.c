@@ -71,8 +71,10 @@ static void test_weight_01_leaf_still_makes_progress(void **state)
         for (int i = 0; i < 2; i++) {
             while (c.queued[i] < 10) {
                 sl_request_t r = harness_req(agents[i], 1000, 0);
-                if (i == 0) r.priority = "top", r.role = "planner";
-                else r.role = "tiny";
+                if (i == 0)
+                    r.priority = "top", r.role = "planner";
+                else
+                    r.role = "tiny";
                 sl_decision_t d;
                 assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
                 if (i == 1 && d.status != SL_REJECTED) assert_true(d.weight >= 0.1 - 1e-12);

@@ -77,9 +77,9 @@ static void test_task_graph_unblocks_counts_waiting_dependents(void **state)
     char id[16];
     for (int i = 0; i < 6; i++) {
         snprintf(id, sizeof id, "w%d", i);
-        assert_int_equal(sl_engine_task_put(e, id, "worker", deps, 1,
-                                            i == 5 ? SL_TASK_DONE : SL_TASK_WAITING),
-                         SL_OK);
+        assert_int_equal(
+            sl_engine_task_put(e, id, "worker", deps, 1, i == 5 ? SL_TASK_DONE : SL_TASK_WAITING),
+            SL_OK);
     }
     assert_int_equal(sl_engine_task_unblocks(e, "plan"), 5);
     sl_request_t r = harness_req("planner-1", 100, 10);
