@@ -30,26 +30,23 @@ bench: build
 
 # libFuzzer targets (clang): each runs FUZZ_SECONDS (default 60); new inputs go to
 # build-fuzz/, crashes to fuzz/<target>/crash-*. The in-tree corpora replay in ctest.
+FUZZ_CC    = clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined
+FUZZ_TOK   = -DSL_DEFAULT_VOCAB_PATH=\"$(CURDIR)/data/claude.json\" -Iinclude -Isrc/tokenizer \
+             src/tokenizer/*.c $$(pkg-config --cflags --libs jansson libpcre2-8 libutf8proc)
+FUZZ_ENG   = -Iinclude src/engine/*.c -lm
 fuzz: setup
 	@mkdir -p build-fuzz
-	@for t in tokenizer estimate; do \
-	  clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
-	    -DSL_DEFAULT_VOCAB_PATH=\"$(CURDIR)/data/claude.json\" -Iinclude -Isrc/tokenizer \
-	    src/tokenizer/*.c fuzz/$$t/fuzz_$$t.c \
-	    $$(pkg-config --cflags --libs jansson libpcre2-8 libutf8proc) -o build-fuzz/fuzz_$$t \
-	    || exit 1; \
+	$(FUZZ_CC) fuzz/tokenizer/fuzz_tokenizer.c $(FUZZ_TOK) -o build-fuzz/fuzz_tokenizer
+	$(FUZZ_CC) fuzz/estimate/fuzz_estimate.c $(FUZZ_TOK) -o build-fuzz/fuzz_estimate
+	$(FUZZ_CC) fuzz/timefmt/fuzz_timefmt.c $(FUZZ_ENG) -o build-fuzz/fuzz_timefmt
+	$(FUZZ_CC) fuzz/resync/fuzz_resync.c $(FUZZ_ENG) -o build-fuzz/fuzz_resync
+	$(FUZZ_CC) fuzz/usage/fuzz_usage.c src/server/proxy_usage.c -Isrc/server -Isrc/backend \
+	  $(FUZZ_ENG) $$(pkg-config --cflags --libs jansson libevent) -o build-fuzz/fuzz_usage
+	@for t in tokenizer estimate timefmt resync usage; do \
 	  mkdir -p build-fuzz/corpus-$$t; \
 	  build-fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -artifact_prefix=fuzz/$$t/ \
 	    build-fuzz/corpus-$$t fuzz/$$t/corpus || exit 1; \
 	done
-
-# Installs what is missing, builds, and serves the lease API on 127.0.0.1:8750 (Ctrl-C stops).
-run: setup build
-	@echo "== sluiced on http://127.0.0.1:8750 (memory backend, examples/sluice.yaml); Ctrl-C stops"
-	@echo "== first call to try, in another terminal:"
-	@echo "   curl -s -X POST http://127.0.0.1:8750/v1/leases -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500}'"
-	@echo "== more in docs/server.md"
-	exec $(BUILD)/src/server/sluiced --config examples/sluice.yaml --listen 127.0.0.1:8750
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
