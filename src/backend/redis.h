@@ -18,9 +18,9 @@
 
 #include "backend.h"
 
-/* The backend could not reach Redis and `fail: closed` (HTTP 503 backend_unavailable).
- * Outside the engine's SL_E* range so far; the daemon maps it (see docs/redis.md). */
-#define SL_REDIS_EUNAVAILABLE (-9)
+/* The backend could not reach Redis and `fail: closed` (HTTP 503 backend_unavailable):
+ * the engine's SL_EUNAVAILABLE, under the name this backend has used since before. */
+#define SL_REDIS_EUNAVAILABLE SL_EUNAVAILABLE
 
 typedef enum sl_redis_fail {
     SL_REDIS_FAIL_CLOSED = 0, /* reject with backend_unavailable */

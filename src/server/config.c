@@ -653,6 +653,46 @@ static int parse_engine(parse_t *p, yaml_node_t *map, sl_config_t *c)
     return 0;
 }
 
+/* backend: memory | redis://[:pw@]host[:port][/db][?fail=..&timeout_ms=..&tick_ms=..] */
+static int parse_backend(parse_t *p, const yaml_node_t *v, sl_config_t *c)
+{
+    if (get_string(p, v, "backend", &c->backend) < 0) return -1;
+    c->redis = false;
+    if (!strcmp(c->backend, "memory")) return 0;
+    if (strncmp(c->backend, "redis://", 8) != 0 && strncmp(c->backend, "rediss://", 9) != 0)
+        return fail(p, v, "backend", "unknown backend '%s' (memory, or redis://HOST:PORT/DB)",
+                    c->backend);
+    char err[384];
+    sl_redis_options_init(&c->redis_opt);
+    if (sl_redis_options_parse_url(&c->redis_opt, c->backend, err, sizeof(err)) < 0)
+        return fail(p, v, "backend", "%s", err);
+    c->redis = true;
+    return 0;
+}
+
+/* `backend_fail` against the backend: it needs a redis:// URL, and must agree with the
+ * URL's own ?fail= when both are given. */
+static int apply_backend_fail(parse_t *p, sl_config_t *c)
+{
+    if (c->backend_fail < 0) return 0;
+    const char *name = c->backend_fail == SL_REDIS_FAIL_OPEN ? "open" : "closed";
+    if (!c->redis) {
+        snprintf(p->err, p->errlen,
+                 "%s: backend_fail: '%s' needs a redis:// backend (backend is '%s')", p->path,
+                 name, c->backend);
+        return -1;
+    }
+    const char *q = strchr(c->backend, '?');
+    if (q && strstr(q, "fail=") && (int)c->redis_opt.fail != c->backend_fail) {
+        snprintf(p->err, p->errlen,
+                 "%s: backend_fail: '%s' contradicts the backend URL's ?fail= (%s)", p->path,
+                 name, c->redis_opt.fail == SL_REDIS_FAIL_OPEN ? "open" : "closed");
+        return -1;
+    }
+    c->redis_opt.fail = (sl_redis_fail_t)c->backend_fail;
+    return 0;
+}
+
 static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
 {
     if (!root) return 0; /* an empty file: the defaults */
@@ -671,10 +711,16 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             if (rc == 0 && sl_config_set_listen(c, s, err, sizeof(err)) < 0)
                 rc = fail(p, v, "listen", "%s", err);
         } else if (!strcmp(kname, "backend")) {
-            rc = get_string(p, v, "backend", &c->backend);
-            if (rc == 0 && strcmp(c->backend, "memory") != 0)
-                rc = fail(p, v, "backend", "unknown backend '%s' (this build has: memory)",
-                          c->backend);
+            rc = parse_backend(p, v, c);
+        } else if (!strcmp(kname, "backend_fail")) {
+            const char *s;
+            rc = want_scalar(p, v, "backend_fail", &s);
+            if (rc == 0 && !strcmp(s, "open"))
+                c->backend_fail = SL_REDIS_FAIL_OPEN;
+            else if (rc == 0 && !strcmp(s, "closed"))
+                c->backend_fail = SL_REDIS_FAIL_CLOSED;
+            else if (rc == 0)
+                rc = fail(p, v, "backend_fail", "'%s' must be open or closed", s);
         } else if (!strcmp(kname, "body_limit_bytes")) {
             int64_t n;
             rc = get_i64(p, v, "body_limit_bytes", &n);
@@ -759,6 +805,7 @@ int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
     }
     have_doc = true;
     if (parse_root(&p, yaml_document_get_root_node(&doc), c) < 0) goto done;
+    if (apply_backend_fail(&p, c) < 0) goto done;
     if (check_with_engine(&p, c) < 0) goto done;
     rc = 0;
 done:
@@ -806,6 +853,7 @@ int sl_config_defaults(sl_config_t *c)
     c->listen_host = strdup("127.0.0.1");
     c->listen_port = 8750;
     c->backend = strdup("memory");
+    c->backend_fail = -1;
     c->body_limit_bytes = 64 * 1024;
     c->max_wait_s = 300;
     sl_engine_config_init(&c->engine);

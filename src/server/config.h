@@ -8,6 +8,7 @@
 #include <sluice/engine.h>
 
 #include "backend.h"
+#include "redis.h"
 
 /* One agent token: who may present it and what it may use. */
 typedef struct sl_token_rule {
@@ -52,7 +53,10 @@ typedef struct sl_proxy_config {
 typedef struct sl_config {
     char *listen_host;       /* "127.0.0.1" */
     int listen_port;         /* 8750 */
-    char *backend;           /* "memory" */
+    char *backend;           /* "memory", or the redis:// URL */
+    bool redis;              /* backend is a redis:// URL, parsed into redis_opt */
+    sl_redis_options_t redis_opt; /* the URL's options, `backend_fail` applied */
+    int backend_fail;        /* the `backend_fail` key: -1 unset, else an sl_redis_fail_t */
     size_t body_limit_bytes; /* 65536 */
     double max_wait_s;       /* longest a long-poll is held: 300 */
     char *event_log;         /* JSON-lines event log path, or NULL */

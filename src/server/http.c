@@ -230,6 +230,12 @@ void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg)
         status = 503;
         type = "out_of_memory";
         break;
+    case SL_EUNAVAILABLE: /* a networked backend is down and fails closed */
+        status = 503;
+        type = "backend_unavailable";
+        if (call->req) /* the backend reconnects every tick */
+            evhttp_add_header(evhttp_request_get_output_headers(call->req), "Retry-After", "1");
+        break;
     default:
         break;
     }

@@ -106,10 +106,21 @@ static int run(sl_server_t *srv)
         fprintf(stderr, "sluiced: out of memory\n");
         goto done;
     }
-    srv->backend = sl_backend_memory_new(srv->base, &srv->config.engine);
-    if (!srv->backend) {
-        fprintf(stderr, "sluiced: backend: out of memory\n");
-        goto done;
+    if (srv->config.redis) {
+        srv->backend =
+            sl_backend_redis_new(srv->base, &srv->config.redis_opt, &srv->config.engine, err,
+                                 sizeof(err));
+        if (!srv->backend) {
+            fprintf(stderr, "sluiced: backend: %s\n", err[0] ? err : "out of memory");
+            goto done;
+        }
+        err[0] = '\0';
+    } else {
+        srv->backend = sl_backend_memory_new(srv->base, &srv->config.engine);
+        if (!srv->backend) {
+            fprintf(stderr, "sluiced: backend: out of memory\n");
+            goto done;
+        }
     }
     sl_backend_set_event_cb(srv->backend, sl__events_on_backend_event, srv);
     sl_backend_configure(srv->backend, &srv->config.settings, on_configured, err);
@@ -138,8 +149,16 @@ static int run(sl_server_t *srv)
     int port = bound_port(srv);
     const char *host = srv->config.listen_host;
     bool v6 = strchr(host, ':') != NULL;
+    char backend[320];
+    if (srv->config.redis)
+        snprintf(backend, sizeof(backend), "redis %s:%d/%d, fail %s",
+                 srv->config.redis_opt.host, srv->config.redis_opt.port,
+                 srv->config.redis_opt.db,
+                 srv->config.redis_opt.fail == SL_REDIS_FAIL_OPEN ? "open" : "closed");
+    else
+        snprintf(backend, sizeof(backend), "%s", srv->backend->ops->name);
     printf("sluiced: listening on http://%s%s%s:%d (backend %s, %zu pool%s, auth %s)\n",
-           v6 ? "[" : "", host, v6 ? "]" : "", port, srv->backend->ops->name,
+           v6 ? "[" : "", host, v6 ? "]" : "", port, backend,
            srv->config.settings.n_pools, srv->config.settings.n_pools == 1 ? "" : "s",
            sl_config_auth_enabled(&srv->config) ? "on" : "off");
     fflush(stdout);

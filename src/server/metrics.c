@@ -39,6 +39,7 @@ struct sl_metrics {
     pool_metrics_t *pools;
     size_t n_pools;
     uint64_t estimate_error_alerts; /* agents with the alert raised now */
+    bool backend_unavailable;       /* the backend's alert is raised (redis down) */
 };
 
 sl_metrics_t *sl__metrics_new(void)
@@ -86,6 +87,8 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
         else if (m->estimate_error_alerts > 0)
             m->estimate_error_alerts--;
     }
+    if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "backend_unavailable"))
+        m->backend_unavailable = ev->active;
     if (!p) return;
     switch (ev->kind) {
     case SL_EV_GRANTED:
@@ -263,6 +266,8 @@ void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size
     }
     evbuffer_add_printf(out, "sluice_alert{name=\"estimate_error\",pool=\"\"} %d\n",
                         m->estimate_error_alerts > 0 ? 1 : 0);
+    evbuffer_add_printf(out, "sluice_alert{name=\"backend_unavailable\",pool=\"\"} %d\n",
+                        m->backend_unavailable ? 1 : 0);
     head(out, "sluice_long_poll_waiters", "gauge", "HTTP requests held open waiting for a grant.");
     evbuffer_add_printf(out, "sluice_long_poll_waiters %zu\n", n_waiters);
 }

@@ -260,18 +260,33 @@ void sl__handle_tasks(sl_call_t *call, const char *task, int method)
 
 /* ---- health and metrics ----------------------------------------------------------- */
 
+/* Readiness. A redis backend that is down fails closed: 503, every decision would be
+ * refused. Failing open it is 200 "degraded": the replica still grants on its local
+ * share, and taking every replica out of rotation when Redis goes would turn fail-open
+ * into an outage. */
 static void on_ping(int rc, double value, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
+    const sl_config_t *cfg = &call->srv->config;
     (void)value;
+    if (rc == SL_EUNAVAILABLE && cfg->redis && cfg->redis_opt.fail == SL_REDIS_FAIL_OPEN &&
+        !call->srv->shutting_down) {
+        sl__reply_json(call, 200,
+                       json_pack("{s:s,s:s,s:b,s:s,s:s}", "status", "degraded", "backend",
+                                 "redis", "backend_available", 0, "fail", "open", "alert",
+                                 "backend_unavailable"));
+        return;
+    }
     if (rc != SL_OK || call->srv->shutting_down) {
         sl__reply_error(call, 503, "backend_unavailable", "backend: %s",
                         errmsg ? errmsg : "not ready");
         return;
     }
-    sl__reply_json(
-        call, 200,
-        json_pack("{s:s,s:s}", "status", "ready", "backend", call->srv->backend->ops->name));
+    json_t *body =
+        json_pack("{s:s,s:s}", "status", "ready", "backend", call->srv->backend->ops->name);
+    if (body && cfg->redis)
+        json_object_set_new(body, "backend_available", json_true());
+    sl__reply_json(call, 200, body);
 }
 
 void sl__handle_readyz(sl_call_t *call)
@@ -283,9 +298,13 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
                              void *ud)
 {
     sl_call_t *call = ud;
-    if (rc != SL_OK) {
+    if (rc != SL_OK && rc != SL_EUNAVAILABLE) {
         sl__reply_engine_error(call, rc, errmsg);
         return;
+    }
+    if (rc != SL_OK) { /* backend down, fail closed: the alert still shows, pools do not */
+        pools = NULL;
+        n = 0;
     }
     struct evbuffer *out = evbuffer_new();
     if (!out) {
@@ -307,12 +326,27 @@ void sl__handle_metrics(sl_call_t *call)
 
 /* ---- reload ----------------------------------------------------------------------- */
 
+/* A memory backend answers configure before it returns; a networked one may answer
+ * after sl__server_reload() returned, so a late refusal is logged instead. */
+typedef struct reload_wait {
+    bool called;   /* the callback ran */
+    bool returned; /* sl__server_reload() is past waiting: the callback frees this */
+    int rc;
+} reload_wait_t;
+
 static void on_configured(int rc, double value, const char *errmsg, void *ud)
 {
-    int *out = ud;
+    reload_wait_t *w = ud;
     (void)value;
-    (void)errmsg;
-    *out = rc;
+    if (!w->returned) {
+        w->called = true;
+        w->rc = rc;
+        return;
+    }
+    if (rc != SL_OK)
+        fprintf(stderr, "sluiced: reload: the backend refused the new settings: %s\n",
+                errmsg ? errmsg : sl_strerror(rc));
+    free(w);
 }
 
 int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
@@ -327,12 +361,36 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         return -1;
     }
     if (sl_config_load(srv->config_path, &next, err, errlen) < 0) return -1;
-    int rc = SL_EINVAL;
-    sl_backend_configure(srv->backend, &next.settings, on_configured, &rc);
-    if (rc != SL_OK) {
-        snprintf(err, errlen, "%s: the backend refused the new settings", srv->config_path);
+    if (strcmp(next.backend, srv->config.backend) != 0 ||
+        next.redis_opt.fail != srv->config.redis_opt.fail)
+        fprintf(stderr, "sluiced: reload: `backend` changes need a restart; keeping %s\n",
+                srv->config.backend);
+    free(next.backend);
+    next.backend = strdup(srv->config.backend);
+    if (!next.backend) {
+        snprintf(err, errlen, "out of memory");
         sl_config_clear(&next);
         return -1;
+    }
+    next.redis = srv->config.redis;
+    next.redis_opt = srv->config.redis_opt;
+    reload_wait_t *w = calloc(1, sizeof(*w));
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        sl_config_clear(&next);
+        return -1;
+    }
+    sl_backend_configure(srv->backend, &next.settings, on_configured, w);
+    if (!w->called) {
+        w->returned = true; /* answered later, on the loop */
+    } else {
+        int rc = w->rc;
+        free(w);
+        if (rc != SL_OK) {
+            snprintf(err, errlen, "%s: the backend refused the new settings", srv->config_path);
+            sl_config_clear(&next);
+            return -1;
+        }
     }
     /* The listener and backend stay; limits, roles, tokens, body limit and log are new. */
     if (!srv->listen_from_flag && (strcmp(next.listen_host, srv->config.listen_host) != 0 ||

@@ -15,19 +15,31 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
-base=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000 ))
+# Six ports the kernel says are free right now (three clients, three cluster buses), held
+# open together so they differ; random ports collide with the ephemeral range.
+ports=$(python3 -c 'import socket
+ss=[socket.socket() for _ in range(6)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
 nodes=""
-for i in 0 1 2; do
-    port=$((base + i))
+base=""
+i=0
+for port in $ports; do
+    [ $i -ge 3 ] && break
+    bus=$(echo $ports | cut -d' ' -f$((i + 4)))
+    [ -z "$base" ] && base=$port
     mkdir -p "$dir/$port"
-    redis-server --bind 127.0.0.1 --port "$port" --dir "$dir/$port" --save '' --appendonly no \
-        --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
-        --logfile "$dir/$port/redis.log" &
+    redis-server --bind 127.0.0.1 --port "$port" --cluster-port "$bus" --dir "$dir/$port" \
+        --save '' --appendonly no --cluster-enabled yes --cluster-config-file nodes.conf \
+        --cluster-node-timeout 2000 --logfile "$dir/$port/redis.log" &
     pids="$pids $!"
     nodes="$nodes 127.0.0.1:$port"
+    i=$((i + 1))
 done
 for n in $nodes; do
-    for i in $(seq 1 50); do redis-cli -p "${n#*:}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    up=no
+    for i in $(seq 1 100); do redis-cli -p "${n#*:}" ping >/dev/null 2>&1 && up=yes && break; sleep 0.1; done
+    [ $up = yes ] || { cat "$dir/${n#*:}/redis.log"; echo "cluster.sh: FAIL: node $n did not start"; exit 1; }
 done
 redis-cli --cluster create $nodes --cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 ||
     { cat "$dir/create.log"; echo "cluster.sh: FAIL: cluster mode did not start"; exit 1; }

@@ -1,0 +1,98 @@
+"""redis_harness.py - a private redis-server on a free port and sluiced replicas on it.
+
+Standard library only. Reuses tests/integration/server/harness.py for the sluiced
+process (banner, HTTP calls, event log). Every wait is bounded.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+from harness import Sluiced, wait_until  # noqa: E402
+
+REDIS_SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def redis_ping(port, timeout_s=0.5):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class Redis:
+    """A private redis-server in a temp dir (as with-redis.sh starts it)."""
+
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="sluice-redis-")
+        self.port = None
+        self.proc = None
+        for _ in range(10):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(self.port), "--dir",
+                 self.dir.name, "--save", "", "--appendonly", "no", "--logfile",
+                 os.path.join(self.dir.name, "redis.log")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if wait_until(lambda: redis_ping(self.port) or self.proc.poll() is not None, 5) \
+                    and self.proc.poll() is None:
+                return
+            self.proc.kill()
+            self.proc.wait()
+        raise RuntimeError("could not start redis-server")
+
+    def stop_signal(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def cont_signal(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+    def close(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+        self.dir.cleanup()
+
+    def url(self, **opts):
+        q = "&".join("%s=%s" % kv for kv in opts.items())
+        return "redis://127.0.0.1:%d/0%s" % (self.port, "?" + q if q else "")
+
+
+def replica(redis, pools_yaml, **opts):
+    """A sluiced on `redis` with the given pools (YAML lines under `pools:`)."""
+    opts.setdefault("tick_ms", 200)
+    opts.setdefault("timeout_ms", 300)
+    return Sluiced("backend: %s\npools:\n%s" % (redis.url(**opts), pools_yaml))
+
+
+def grants(replicas):
+    """Every grant in the replicas' event logs, once per lease (a grant of a queued
+    ticket may be logged by the replica that granted it and by the one holding it)."""
+    seen = {}
+    for r in replicas:
+        for e in r.events():
+            if e.get("event") == "granted" and e.get("lease"):
+                seen[e["lease"]] = e
+    return seen
+
+
+def events_of(replicas, kind):
+    out = []
+    for r in replicas:
+        out.extend(e for e in r.events() if e.get("event") == kind)
+    return out
