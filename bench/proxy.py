@@ -6,7 +6,9 @@ proxying to it, then in one run alternates the same call straight to the emulato
 through sluiced (each over its own kept-alive connection, one at a time, so nothing
 queues): N plain calls and N streaming calls. Prints p50/p99 of each path and of the
 difference, for the whole answer (plain) and for the first body byte (stream). Through
-sluice a call also pays for the lease: estimate, request, settle.
+sluice a call also pays for the lease: estimate, request, settle. Also printed: sluiced's
+own CPU time per proxied call (Linux /proc/PID/schedstat; kernel network work done on its
+behalf included), steadier than latency differences on a busy machine.
 Goals (issue 6): under 0.3 ms added at p50, under 1 ms added to the first streamed byte.
 
 usage: bench/proxy.py [BUILD_DIR]   (env: BENCH_CALLS=2000)
@@ -43,6 +45,15 @@ def start(argv, env=None):
                 break
     proc.kill()
     sys.exit("%s did not start: %s" % (argv[0], proc.stderr.read()))
+
+
+def cpu_ns(pid):
+    """Time the process has been on a CPU, in ns (None where /proc does not say)."""
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def pct(xs, p):
@@ -90,12 +101,13 @@ def main():
             assert r.status == 200, r.status
             return t * 1000
 
-        results = {}
+        results, cpu = {}, {}
         for kind, data, fb in (("plain", plain, False), ("stream", stream, True)):
             d, p = [], []
             for i in range(100):  # warm up both paths (connections, caches)
                 call(direct, "/v1/messages", data, hdr_direct, fb)
                 call(proxied, "/anthropic/v1/messages", data, hdr_proxied, fb)
+            cpu0 = cpu_ns(sluiced.pid)
             for i in range(CALLS):
                 if i % 2:
                     d.append(call(direct, "/v1/messages", data, hdr_direct, fb))
@@ -103,7 +115,9 @@ def main():
                 else:
                     p.append(call(proxied, "/anthropic/v1/messages", data, hdr_proxied, fb))
                     d.append(call(direct, "/v1/messages", data, hdr_direct, fb))
+            cpu1 = cpu_ns(sluiced.pid)
             results[kind] = (d, p)
+            cpu[kind] = (cpu1 - cpu0) / CALLS / 1000 if cpu0 is not None and cpu1 else None
         print("proxy benchmark: %d calls per path, alternating, one at a time (ms)" % CALLS)
         print("%-28s %9s %9s %9s %9s" % ("", "direct", "sluice", "added", "goal"))
         for kind, label, goal in (("plain", "whole answer", 0.3),
@@ -113,6 +127,9 @@ def main():
                 added = pct(p, q) - pct(d, q)
                 print("%-28s %9.3f %9.3f %9.3f %9s" % ("%s p%d" % (label, q), pct(d, q), pct(p, q),
                                                         added, "< %.1f" % goal if q == 50 else ""))
+        if all(cpu.values()):
+            print("sluiced CPU per proxied call: plain %.0f us, stream %.0f us"
+                  % (cpu["plain"], cpu["stream"]))
     finally:
         for proc in (sluiced, emu):
             proc.send_signal(signal.SIGTERM)

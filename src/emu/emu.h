@@ -61,8 +61,6 @@ typedef struct sl_emu_counters {
     uint64_t active;      /* calls being generated now */
 } sl_emu_counters_t;
 
-typedef struct sl_emu_flush sl_emu_flush_t;
-
 typedef struct sl_emu {
     struct event_base *base;
     struct evhttp *http;
@@ -76,7 +74,6 @@ typedef struct sl_emu {
     sl_emu_counters_t n;
     struct sl_emu_call *calls; /* calls being generated (freed on shutdown) */
     bool spend_capped;         /* spend-cap mode switched on by flag or endpoint */
-    sl_emu_flush_t *flushes;   /* TLS connections whose last chunk is being pushed out */
     struct event *sig_term, *sig_int;
 } sl_emu_t;
 
@@ -160,7 +157,6 @@ struct sl_emu_call {
     int64_t emitted;    /* output tokens sent so far (streams) */
     int64_t text_chars; /* tool input: characters of input_json sent so far */
     bool begun;
-    bool finished; /* the closing events are out; the reply ends next tick */
     double last_event_s;
     struct event *timer;
     struct sl_emu_call *prev, *next;

@@ -119,119 +119,38 @@ static void send_chunk(sl_emu_call_t *c, struct evbuffer *out)
     }
 }
 
-/* ---- the last chunk over TLS ----------------------------------------------------------
+/* ---- ending a stream -----------------------------------------------------------------
  *
- * With bufferevent_openssl, libevent 2.1 runs evhttp's "reply written" callback for
- * the end of a chunked reply before the terminating "0\r\n\r\n" went out, switches
- * the connection to reading the next request and disables writing: the terminator
- * stays in the output buffer and the client waits for it for ever (seen with Python's
- * http.client; strace shows no write after the end). So after ending a reply on a
- * TLS connection a flusher watches the connection and re-enables writing while its
- * output is not empty. It lives until the output is empty (at most FLUSH_TRIES
- * checks), the connection closes, or a new call on the connection takes over. */
-
-#define FLUSH_EVERY_S 0.005
-#define FLUSH_TRIES   400
-
-struct sl_emu_flush {
-    sl_emu_t *emu;
-    struct evhttp_connection *evcon;
-    struct event *timer;
-    int tries;
-    struct sl_emu_flush *prev, *next;
-};
-
-static void flush_free(sl_emu_flush_t *f, bool clear_closecb)
+ * evhttp_send_reply_end must only be called from the write callback of the last
+ * chunk. evhttp finishes a reply (evhttp_send_done: frees the request, starts reading
+ * the next one and disables writing) from the bufferevent's write callback, and that
+ * callback runs whatever completion the connection holds when it runs, not when the
+ * write that triggered it happened. bufferevent_openssl defers its write callback
+ * (do_write triggers it with BEV_OPT_DEFER_CALLBACKS), so the callback for the
+ * previous chunk's bytes can still be pending when the reply is ended; it then runs
+ * evhttp_send_done before "0\r\n\r\n" went out, writing is switched off with the
+ * terminator still buffered, and the client waits for ever. Anything that pushes the
+ * terminator out afterwards fires evhttp_send_done a second time, now on the
+ * connection's next request: an empty one (HTTP/0.0, so the connection is closed) or
+ * one already being answered (freed under its handler). Plain sockets run the write
+ * callback at once, so they never showed it.
+ *
+ * Inside the last chunk's own write callback no write callback is pending (it was
+ * cleared before it ran), and the terminator is in the buffer before any later drain
+ * can empty it, so evhttp_send_done runs exactly once, after the terminator left. */
+static void on_last_chunk_written(struct evhttp_connection *evcon, void *arg)
 {
-    sl_emu_t *emu = f->emu;
-    if (f->prev)
-        f->prev->next = f->next;
-    else if (emu->flushes == f)
-        emu->flushes = f->next;
-    if (f->next) f->next->prev = f->prev;
-    if (clear_closecb) evhttp_connection_set_closecb(f->evcon, NULL, NULL);
-    if (f->timer) event_free(f->timer);
-    free(f);
-}
-
-static void on_flush_gone(struct evhttp_connection *evcon, void *arg)
-{
-    (void)evcon;
-    flush_free(arg, false);
-}
-
-static void on_flush_timer(evutil_socket_t fd, short what, void *arg)
-{
-    sl_emu_flush_t *f = arg;
-    (void)fd;
-    (void)what;
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(f->evcon);
-    if (!bev || evbuffer_get_length(bufferevent_get_output(bev)) == 0 || ++f->tries > FLUSH_TRIES) {
-        flush_free(f, true);
-        return;
-    }
-    bufferevent_enable(bev, EV_WRITE);
-    struct timeval tv = {0, (suseconds_t)(FLUSH_EVERY_S * 1e6)};
-    evtimer_add(f->timer, &tv);
-}
-
-static void flush_later(sl_emu_t *emu, struct evhttp_connection *evcon)
-{
-    sl_emu_flush_t *f = calloc(1, sizeof *f);
-    if (!f) return;
-    f->emu = emu;
-    f->evcon = evcon;
-    f->timer = evtimer_new(emu->base, on_flush_timer, f);
-    if (!f->timer) {
-        free(f);
-        return;
-    }
-    f->next = emu->flushes;
-    if (emu->flushes) emu->flushes->prev = f;
-    emu->flushes = f;
-    evhttp_connection_set_closecb(evcon, on_flush_gone, f);
-    struct timeval tv = {0, 0};
-    evtimer_add(f->timer, &tv);
-}
-
-/* A new call on `evcon` owns its close callback from now on. */
-static void flush_cancel(sl_emu_t *emu, struct evhttp_connection *evcon)
-{
-    for (sl_emu_flush_t *f = emu->flushes; f; f = f->next) {
-        if (f->evcon == evcon) {
-            flush_free(f, false);
-            return;
-        }
-    }
-}
-
-/* Ends the reply on a tick after the one that wrote the closing events, once they
- * left the connection's buffer, so that the end never races the last chunk (see
- * the TLS note above; on plain TCP this costs one loop turn). */
-static void end_stream(sl_emu_call_t *c)
-{
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(c->evcon);
-    if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
-        schedule(c, 0.005); /* bounded: a client that stops reading is gone (close callback) */
-        return;
-    }
+    sl_emu_call_t *c = arg;
     struct evhttp_request *req = c->req;
-    struct evhttp_connection *evcon = c->evcon;
-    sl_emu_t *emu = c->emu;
     evhttp_connection_set_closecb(evcon, NULL, NULL);
     c->req = NULL;
     unlink_call(c);
     sl__emu_call_free(c);
     evhttp_send_reply_end(req);
-    if (emu->ssl_ctx) flush_later(emu, evcon);
 }
 
 static void on_stream_tick(sl_emu_call_t *c)
 {
-    if (c->finished) {
-        end_stream(c);
-        return;
-    }
     double now = sl__emu_now();
     double t = now - c->start_s;
     struct evbuffer *out = evbuffer_new();
@@ -252,8 +171,12 @@ static void on_stream_tick(sl_emu_call_t *c)
     }
     if (c->begun && c->emitted >= c->result.output_tokens) {
         c->shape->finish(c, out);
-        c->finished = true;
         end_call(c, c->emitted);
+        /* The call is ours until the closing events were written (the close callback
+         * still frees it if the client leaves first). */
+        evhttp_send_reply_chunk_with_cb(c->req, out, on_last_chunk_written, c);
+        evbuffer_free(out);
+        return;
     } else if (c->begun && c->shape->ping && evbuffer_get_length(out) == 0 &&
                now - c->last_event_s >= c->emu->opt.ping_interval_s) {
         c->shape->ping(c, out);
@@ -261,9 +184,7 @@ static void on_stream_tick(sl_emu_call_t *c)
     send_chunk(c, out);
     evbuffer_free(out);
     double next = TICK_S;
-    if (c->finished)
-        next = 0;
-    else if (!c->begun)
+    if (!c->begun)
         next = c->result.ttft_s - t;
     if (next > c->emu->opt.ping_interval_s) next = c->emu->opt.ping_interval_s;
     schedule(c, next);
@@ -312,7 +233,6 @@ void sl__emu_call_start(sl_emu_call_t *c)
         sl__emu_send_error(emu, req, api, 500, "api_error", "out of memory", NULL, NULL);
         return;
     }
-    flush_cancel(emu, c->evcon);
     evhttp_connection_set_closecb(c->evcon, on_client_gone, c);
     if (c->stream) {
         struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
@@ -327,8 +247,6 @@ void sl__emu_call_start(sl_emu_call_t *c)
 
 void sl__emu_calls_shutdown(sl_emu_t *emu)
 {
-    while (emu->flushes)
-        flush_free(emu->flushes, true);
     while (emu->calls) {
         sl_emu_call_t *c = emu->calls;
         end_call(c, c->stream ? c->emitted : 0);

@@ -35,7 +35,12 @@ static int run(sl_emu_t *emu)
         fprintf(stderr, "sluice-emu: %s\n", err);
         goto done;
     }
-    emu->base = event_base_new();
+    /* Pacing runs on timers: libevent's default clock (CLOCK_MONOTONIC_COARSE, one tick per
+     * jiffy, 4 ms here) would end a 1 ms answer up to 4 ms late. */
+    struct event_config *ecfg = event_config_new();
+    if (ecfg) event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    emu->base = ecfg ? event_base_new_with_config(ecfg) : NULL;
+    if (ecfg) event_config_free(ecfg);
     if (!emu->base) {
         fprintf(stderr, "sluice-emu: cannot create the event loop\n");
         goto done;

@@ -37,7 +37,6 @@
 #include <string.h>
 #include <strings.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -247,9 +246,6 @@ static int watch_client(px_t *px)
         struct bufferevent *bev = evhttp_connection_get_bufferevent(px->call->evcon);
         evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
         if (fd < 0) return -1;
-        /* Events are written as they arrive: none may wait for the previous one's ACK. */
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         short what = srv->early_close ? EV_CLOSED | EV_PERSIST : EV_PERSIST;
         px->close_watch = event_new(srv->base, fd, what, on_close_watch, px);
         if (!px->close_watch) return -1;
@@ -271,6 +267,7 @@ static void px_reply(px_t *px, int status, const char *content_type, const char 
                      bool pass_headers)
 {
     struct evhttp_request *req = px->call->req;
+    struct evhttp_connection *evcon = req ? px->call->evcon : NULL;
     if (req) {
         unwatch_client(px);
         struct evkeyvalq *out = evhttp_request_get_output_headers(req);
@@ -285,6 +282,7 @@ static void px_reply(px_t *px, int status, const char *content_type, const char 
         px->call->req = NULL;
     }
     px_free(px);
+    sl__write_now(evcon);
 }
 
 static void on_client_drained(struct evhttp_connection *evcon, void *ud)
@@ -297,10 +295,14 @@ static void on_client_drained(struct evhttp_connection *evcon, void *ud)
     }
 }
 
+/* Events go out as they arrive (sl__write_now: no wait for a loop turn), and with
+ * TCP_NODELAY (set on the listener) none waits for the previous one's ACK. */
 static void send_chunk(px_t *px, struct evbuffer *buf)
 {
-    if (px->call->req && evbuffer_get_length(buf) > 0)
+    if (px->call->req && evbuffer_get_length(buf) > 0) {
         evhttp_send_reply_chunk_with_cb(px->call->req, buf, on_client_drained, px);
+        sl__write_now(px->call->evcon);
+    }
 }
 
 static void send_chunk_text(px_t *px, const char *data, size_t len)
@@ -316,12 +318,14 @@ static void send_chunk_text(px_t *px, const char *data, size_t len)
 static void px_end_stream(px_t *px)
 {
     struct evhttp_request *req = px->call->req;
+    struct evhttp_connection *evcon = req ? px->call->evcon : NULL;
     if (req) {
         unwatch_client(px);
         evhttp_send_reply_end(req);
         px->call->req = NULL;
     }
     px_free(px);
+    sl__write_now(evcon);
 }
 
 /* An error event inside an event stream that is already open, then its end. `body` is

@@ -11,6 +11,11 @@
  * SSE events are looked at cheaply: only events that can carry usage are parsed as
  * JSON; every other event just adds to a rough count of the output seen, used when a
  * stream ends before its usage arrives.
+ *
+ * Nor is a whole answer parsed to read a few numbers: member_value() walks the JSON
+ * text (strings and nesting only, no values built) to the top-level member wanted,
+ * and jansson parses just that value. On a proxied call this was a tenth of sluiced's
+ * time; it grows with the answer, which the usage does not.
  */
 #include "server.h"
 
@@ -70,18 +75,63 @@ static void openai_usage(const json_t *usage, sl_usage_t *u)
     }
 }
 
+/* The value of member `key` of the JSON object whose text starts `s` (leading blanks
+ * allowed): a pointer to the value's first byte, or NULL. Only the object's own members
+ * count, not those of objects inside it; of duplicate members the last one counts, as
+ * in jansson. The text is not validated here; the value is, by whoever parses it. */
+static const char *member_value(const char *s, size_t n, const char *key)
+{
+    size_t klen = strlen(key), i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    if (i == n || s[i] != '{') return NULL;
+    const char *found = NULL;
+    int depth = 0;
+    bool expect_key = false;
+    for (; i < n; i++) {
+        char c = s[i];
+        if (c == '"') {
+            size_t start = ++i;
+            while (i < n && s[i] != '"')
+                i += s[i] == '\\' ? 2 : 1;
+            if (i >= n) return found;
+            if (depth != 1 || !expect_key) continue;
+            expect_key = false;
+            if (i - start != klen || memcmp(s + start, key, klen) != 0) continue;
+            size_t v = i + 1;
+            while (v < n && (s[v] == ' ' || s[v] == '\t' || s[v] == '\n' || s[v] == '\r' ||
+                             s[v] == ':'))
+                v++;
+            if (v < n) found = s + v;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            expect_key = depth == 1;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) return found;
+        } else if (c == ',') {
+            expect_key = depth == 1;
+        }
+    }
+    return found;
+}
+
+/* Parses the value of top-level member `key` of the object in `s`; NULL when absent or
+ * not JSON. The caller decrefs. */
+static json_t *member_json(const char *s, size_t n, const char *key)
+{
+    const char *v = member_value(s, n, key);
+    if (!v) return NULL;
+    return json_loadb(v, n - (size_t)(v - s), JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, NULL);
+}
+
 void sl__usage_from_body(sl_upstream_api_t api, const char *body, size_t len, sl_usage_t *u)
 {
-    json_t *j = json_loadb(body, len, JSON_DECODE_ANY, NULL);
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return;
-    }
+    json_t *usage = member_json(body, len, "usage");
     if (api == SL_UPSTREAM_OPENAI)
-        openai_usage(json_object_get(j, "usage"), u);
+        openai_usage(usage, u);
     else
-        anthropic_usage(json_object_get(j, "usage"), u, false);
-    json_decref(j);
+        anthropic_usage(usage, u, false);
+    json_decref(usage);
 }
 
 /* The value of the event's first line starting with `field` ("event: ", "data: "). */
@@ -130,14 +180,15 @@ static bool anthropic_event(const char *ev, size_t len, sl_usage_t *u)
         return true;
     }
     if (!start && !delta) return true;
-    json_t *j = json_loadb(data, dlen, 0, NULL);
-    if (json_is_object(j)) {
-        if (start)
-            anthropic_usage(json_object_get(json_object_get(j, "message"), "usage"), u, true);
-        else
-            anthropic_usage(json_object_get(j, "usage"), u, false);
+    if (start) { /* message.usage: skip the message's other members */
+        const char *msg = member_value(data, dlen, "message");
+        if (!msg) return true;
+        dlen -= (size_t)(msg - data);
+        data = msg;
     }
-    json_decref(j);
+    json_t *usage = member_json(data, dlen, "usage");
+    anthropic_usage(usage, u, start);
+    json_decref(usage);
     return true;
 }
 

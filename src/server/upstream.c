@@ -14,11 +14,18 @@
  * stopped while the receiver has paused the transfer (a slow client is not the
  * provider's fault). HTTP/1.1 is used: the provider APIs need nothing newer, and a
  * paused HTTP/1.1 stream stops the provider's socket cleanly.
+ *
+ * Finished transfers are kept (up to SPARE_XFERS) with their easy handle and idle timer
+ * and reused by the next call: a new easy handle costs libcurl several allocations
+ * and kilobytes of zeroing, and a transfer holds a 64 KiB header buffer. A reused
+ * easy handle is reset (curl_easy_reset) and set up from scratch, so nothing of the
+ * previous call carries over but what libcurl keeps on purpose (its caches).
  */
 #include "upstream.h"
 
 #include <ctype.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +36,7 @@
 
 #define MAX_HEADERS       96
 #define HEADER_BYTES_MAX  (64u * 1024)
+#define SPARE_XFERS       16 /* finished transfers kept for reuse */
 
 struct sl_upstream {
     struct event_base *base;
@@ -36,15 +44,20 @@ struct sl_upstream {
     struct event *timer;
     size_t running;
     sl_upstream_xfer_t *xfers; /* every live transfer, for sl_upstream_free */
+    sl_upstream_xfer_t *spare; /* finished transfers kept for reuse (linked by next) */
+    size_t n_spare;
+    bool in_action; /* inside curl_multi_socket_action */
 };
 
 struct sl_upstream_xfer {
+    /* Kept across reuse. */
     sl_upstream_t *u;
     CURL *easy;
+    struct event *idle;
+    /* Reset for every call (zeroed up to hbuf). */
     struct curl_slist *headers;
     sl_upstream_cbs_t cbs;
     void *ud;
-    struct event *idle;
     struct timeval idle_tv;
     bool in_curl_cb;   /* inside a curl callback: cancel must be deferred */
     bool cancelled;    /* cancel was asked for: no more callbacks */
@@ -52,13 +65,14 @@ struct sl_upstream_xfer {
     bool timed_out;    /* our idle timer fired */
     bool paused;
     bool headers_done; /* on_headers ran */
-    /* The response header block being read. */
-    char hbuf[HEADER_BYTES_MAX];
+    bool in_multi;     /* added to the multi handle */
     size_t hlen;
     const char *hnames[MAX_HEADERS], *hvalues[MAX_HEADERS];
     size_t hcount;
     char errbuf[CURL_ERROR_SIZE];
     sl_upstream_xfer_t *prev, *next;
+    /* The response header block being read (not zeroed: hlen says what is valid). */
+    char hbuf[HEADER_BYTES_MAX];
 };
 
 /* ---- transfers ---------------------------------------------------------------------- */
@@ -74,19 +88,63 @@ static void unlink_xfer(sl_upstream_xfer_t *x)
     x->prev = x->next = NULL;
 }
 
-/* Removes the handle from the multi and frees everything (no callbacks). */
+static void on_idle(evutil_socket_t fd, short what, void *ud);
+
+static void xfer_destroy(sl_upstream_xfer_t *x)
+{
+    if (x->easy) curl_easy_cleanup(x->easy);
+    if (x->idle) event_free(x->idle);
+    free(x);
+}
+
+/* Ends a transfer (no callbacks): out of the multi handle, and kept for reuse or freed. */
 static void xfer_free(sl_upstream_xfer_t *x)
 {
     sl_upstream_t *u = x->u;
     unlink_xfer(x);
-    if (x->easy) {
+    if (x->in_multi) {
         curl_multi_remove_handle(u->multi, x->easy);
-        curl_easy_cleanup(x->easy);
         u->running--;
     }
     curl_slist_free_all(x->headers);
-    if (x->idle) event_free(x->idle);
-    free(x);
+    x->headers = NULL;
+    if (x->idle) evtimer_del(x->idle);
+    if (u->n_spare < SPARE_XFERS && x->easy && x->idle) {
+        curl_easy_reset(x->easy);
+        x->next = u->spare;
+        u->spare = x;
+        u->n_spare++;
+        return;
+    }
+    xfer_destroy(x);
+}
+
+/* A transfer ready to be set up: a spare one, reset, or a new one. */
+static sl_upstream_xfer_t *xfer_get(sl_upstream_t *u)
+{
+    sl_upstream_xfer_t *x = u->spare;
+    if (x) {
+        u->spare = x->next;
+        u->n_spare--;
+        CURL *easy = x->easy;
+        struct event *idle = x->idle;
+        memset(x, 0, offsetof(sl_upstream_xfer_t, hbuf));
+        x->u = u;
+        x->easy = easy;
+        x->idle = idle;
+        return x;
+    }
+    x = malloc(sizeof(*x));
+    if (!x) return NULL;
+    memset(x, 0, offsetof(sl_upstream_xfer_t, hbuf));
+    x->u = u;
+    x->easy = curl_easy_init();
+    x->idle = evtimer_new(u->base, on_idle, x);
+    if (!x->easy || !x->idle) {
+        xfer_destroy(x);
+        return NULL;
+    }
+    return x;
 }
 
 static void idle_restart(sl_upstream_xfer_t *x)
@@ -251,7 +309,9 @@ static void on_socket_event(evutil_socket_t fd, short what, void *ud)
     int flags = 0, running = 0;
     if (what & EV_READ) flags |= CURL_CSELECT_IN;
     if (what & EV_WRITE) flags |= CURL_CSELECT_OUT;
+    u->in_action = true;
     curl_multi_socket_action(u->multi, fd, flags, &running);
+    u->in_action = false;
     check_done(u);
 }
 
@@ -261,7 +321,9 @@ static void on_timer_event(evutil_socket_t fd, short what, void *ud)
     int running = 0;
     (void)fd;
     (void)what;
+    u->in_action = true;
     curl_multi_socket_action(u->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    u->in_action = false;
     check_done(u);
 }
 
@@ -294,7 +356,16 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
     sl_upstream_t *u = userp;
     (void)multi;
     if (timeout_ms < 0) return evtimer_del(u->timer);
-    /* Even a 0 ms timeout goes through the loop: curl must not be re-entered here. */
+    /* Even a 0 ms timeout goes through the loop: curl must not be re-entered here. Asked
+     * for from outside curl (a transfer being added), the timer is made active rather
+     * than added, so the request goes out in this loop turn instead of after another
+     * epoll_wait. From inside curl it is added as usual: were curl to ask for 0 ms
+     * again and again, active events alone would keep the loop from polling sockets. */
+    if (timeout_ms == 0 && !u->in_action) {
+        evtimer_del(u->timer);
+        event_active(u->timer, EV_TIMEOUT, 0);
+        return 0;
+    }
     struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
     return evtimer_add(u->timer, &tv);
 }
@@ -327,6 +398,11 @@ void sl_upstream_free(sl_upstream_t *u)
     if (!u) return;
     while (u->xfers)
         xfer_free(u->xfers);
+    while (u->spare) {
+        sl_upstream_xfer_t *x = u->spare;
+        u->spare = x->next;
+        xfer_destroy(x);
+    }
     if (u->multi) curl_multi_cleanup(u->multi);
     if (u->timer) event_free(u->timer);
     free(u);
@@ -342,17 +418,13 @@ sl_upstream_xfer_t *sl_upstream_start(sl_upstream_t *u, const sl_upstream_reques
                                       const sl_upstream_cbs_t *cbs, void *ud, char *err,
                                       size_t errlen)
 {
-    sl_upstream_xfer_t *x = calloc(1, sizeof(*x));
+    sl_upstream_xfer_t *x = xfer_get(u);
     if (!x) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    x->u = u;
     x->cbs = *cbs;
     x->ud = ud;
-    x->easy = curl_easy_init();
-    x->idle = evtimer_new(u->base, on_idle, x);
-    if (!x->easy || !x->idle) goto oom;
     for (size_t i = 0; i < req->n_headers; i++) {
         struct curl_slist *l = curl_slist_append(x->headers, req->headers[i]);
         if (!l) goto oom;
@@ -405,6 +477,7 @@ sl_upstream_xfer_t *sl_upstream_start(sl_upstream_t *u, const sl_upstream_reques
         goto fail;
     }
     u->running++;
+    x->in_multi = true;
     x->next = u->xfers;
     if (u->xfers) u->xfers->prev = x;
     u->xfers = x;
@@ -413,10 +486,9 @@ sl_upstream_xfer_t *sl_upstream_start(sl_upstream_t *u, const sl_upstream_reques
 oom:
     snprintf(err, errlen, "out of memory");
 fail:
-    if (x->easy) curl_easy_cleanup(x->easy);
     curl_slist_free_all(x->headers);
-    if (x->idle) event_free(x->idle);
-    free(x);
+    x->headers = NULL;
+    xfer_destroy(x); /* never linked: not kept, its easy handle may hold options */
     return NULL;
 }
 

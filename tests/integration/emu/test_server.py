@@ -8,7 +8,7 @@ import tempfile
 import time
 import unittest
 
-from harness import Emu, KEY, SLUICE_EMU, message, parse_sse
+from harness import FAST, Emu, KEY, SLUICE_EMU, message, parse_sse
 
 REQUIRED = ["--listen", "127.0.0.1:0", "--input-tpm", "1000", "--output-tpm", "1000",
             "--rpm", "10"]
@@ -158,22 +158,59 @@ class Pacing(unittest.TestCase):
             self.assertEqual(emu.anthropic(message())[0], 200)
 
 
+def make_ca(d):
+    """A throw-away CA and a server certificate for 127.0.0.1 signed by it."""
+    ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.crt")
+    key, csr, crt = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.crt"))
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True,
+                                    timeout=60)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out",
+        ca_crt, "-days", "1", "-subj", "/CN=sluice test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
+        "/CN=127.0.0.1")
+    run("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
+        "-out", crt, "-days", "1", "-extfile", ext)
+    return ca_crt, crt, key
+
+
 class Tls(unittest.TestCase):
+    def test_streams_and_answers_share_one_kept_alive_tls_connection(self):
+        # Instant answers (every event in one write) and paced ones (many chunks): the
+        # reply must end after its last chunk and the connection must stay usable.
+        paced = ["--input-tpm", "0", "--output-tpm", "0", "--rpm", "0", "--ttft-ms", "20",
+                 "--tokens-per-s", "400", "--latency-spread", "0", "--output-tokens", "24"]
+        with tempfile.TemporaryDirectory(prefix="emu-tls-") as d:
+            ca_crt, crt, key = make_ca(d)
+            for args in (FAST, paced):
+                with Emu(args=args, tls=(crt, key)) as emu:
+                    emu.tls_context = ssl.create_default_context(cafile=ca_crt)
+                    conn = emu.connection(timeout_s=10)
+                    headers = {"content-type": "application/json", "x-api-key": KEY,
+                               "anthropic-version": "2023-06-01"}
+                    try:
+                        for stream in (True, True, False, True, False, True):
+                            conn.request("POST", "/v1/messages",
+                                         body=json.dumps(message(stream=stream)),
+                                         headers=headers)
+                            resp = conn.getresponse()
+                            payload = resp.read()
+                            self.assertEqual(resp.status, 200, payload)
+                            if stream:
+                                self.assertEqual(parse_sse(payload)[-1][0], "message_stop")
+                            else:
+                                self.assertEqual(json.loads(payload)["type"], "message")
+                    finally:
+                        conn.close()
+                    st = emu.stats()
+                    self.assertEqual(st["http"]["messages"], 6)
+                    self.assertEqual(st["http"]["client_gone"], 0)
+
     def test_https_with_a_test_ca(self):
         with tempfile.TemporaryDirectory(prefix="emu-tls-") as d:
-            ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.crt")
-            key, csr, crt = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.crt"))
-            ext = os.path.join(d, "ext.cnf")
-            with open(ext, "w") as f:
-                f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-            run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True,
-                                            timeout=60)
-            run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out",
-                ca_crt, "-days", "1", "-subj", "/CN=sluice test CA")
-            run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
-                "/CN=127.0.0.1")
-            run("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
-                "-out", crt, "-days", "1", "-extfile", ext)
+            ca_crt, crt, key = make_ca(d)
             with Emu(tls=(crt, key)) as emu:
                 self.assertEqual(emu.scheme, "https")
                 emu.tls_context = ssl.create_default_context(cafile=ca_crt)
