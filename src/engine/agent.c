@@ -81,11 +81,22 @@ double sl__agent_record_error(sl_engine_t *e, sl__pool_t *p, sl__agent_t *a, int
 {
     if (window < 1) window = 1;
     if (window > SL__ERR_WINDOW_MAX) window = SL__ERR_WINDOW_MAX;
-    if (a->err_n > window) a->err_n = window, a->err_pos = 0; /* window shrank on reload */
+    if (a->err_n > window) { /* the window shrank on reload */
+        a->err_n = window;
+        a->err_pos = 0;
+        a->err_sum = 0;
+        for (int i = 0; i < a->err_n; i++) a->err_sum += a->err[i];
+    }
+    if (a->err_n == window) a->err_sum -= a->err[a->err_pos]; /* the one it replaces */
     a->err[a->err_pos] = err;
+    a->err_sum += err;
     a->err_pos = (a->err_pos + 1) % window;
     if (a->err_n < window) a->err_n++;
-    double mean = sl__agent_mean_error(a);
+    if (a->err_pos == 0) { /* once per window, drop the rounding the running sum gathered */
+        a->err_sum = 0;
+        for (int i = 0; i < a->err_n; i++) a->err_sum += a->err[i];
+    }
+    double mean = a->err_sum / a->err_n;
     /* The alert needs a full window: one bad estimate is noise, twenty are a trend. */
     bool active = a->err_n >= window && mean > limit;
     if (active != a->alert_estimate_error) {

@@ -290,6 +290,7 @@ static void refill_budget(sl__holder_t *h, double now)
 
 void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, double now)
 {
+    if (!c->h[0] && !c->h[1]) return; /* no caps: nothing to take (the common case) */
     c->cost_usd = sl__caps_cost_usd(p, need->n[SL_BUCKET_INPUT], need->n[SL_BUCKET_OUTPUT]);
     for (int i = 0; i < 2; i++) {
         sl__holder_t *h = c->h[i];

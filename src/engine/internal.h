@@ -79,6 +79,7 @@ typedef struct sl__agent {
     char *last_sig; /* NULL: the last settle had no failure signature */
     double err[SL__ERR_WINDOW_MAX];
     int err_n, err_pos;
+    double err_sum;     /* sum of err[0..err_n), kept as errors come in */
     bool alert_estimate_error;
     int64_t leases, queued;
     int64_t tokens_in, tokens_out, got_429;

@@ -690,9 +690,11 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     sl__adjust(p, SL_BUCKET_INPUT, adj_in);
     sl__adjust(p, SL_BUCKET_OUTPUT, adj_out);
     sl__adjust(p, SL_BUCKET_TOKENS, adj_in + adj_out);
-    int64_t cap_delta[SL_BUCKET_COUNT] = {adj_in, adj_out, 0, adj_in + adj_out};
-    sl__caps_give(p, &l->caps, cap_delta,
-                  l->caps.cost_usd - sl__caps_cost_usd(p, actual_in, actual_out), now_s);
+    if (l->caps.h[0] || l->caps.h[1]) {
+        int64_t cap_delta[SL_BUCKET_COUNT] = {adj_in, adj_out, 0, adj_in + adj_out};
+        sl__caps_give(p, &l->caps, cap_delta,
+                      l->caps.cost_usd - sl__caps_cost_usd(p, actual_in, actual_out), now_s);
+    }
 
     double err = fabs((double)(actual_in - l->need.n[SL_BUCKET_INPUT])) /
                  (double)(actual_in > 1 ? actual_in : 1);
