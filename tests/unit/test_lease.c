@@ -365,10 +365,56 @@ static void test_margin_cut_rejects_queued_requests_that_no_longer_fit(void **st
     sl_engine_free(e);
 }
 
+typedef struct est_alerts {
+    int raised, cleared;
+} est_alerts_t;
+
+static void on_estimate_alert(const sl_event_t *ev, void *ud)
+{
+    est_alerts_t *a = ud;
+    if (ev->kind != SL_EV_ALERT || strcmp(ev->alert, "estimate_error") != 0) return;
+    if (ev->active)
+        a->raised++;
+    else
+        a->cleared++;
+}
+
+static void test_estimate_error_above_20_percent_over_20_leases_alerts(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000000, 1000000, 100000);
+    est_alerts_t a = {0, 0};
+    sl_engine_set_event_cb(e, on_estimate_alert, &a);
+    double t = T0;
+    /* 19 leases off by a half: no alert until the window of 20 is full. */
+    for (int i = 0; i < 20; i++) {
+        uint64_t l = harness_grant(e, "sloppy", 1000, 10, t);
+        sl_settle_t s = harness_settle(2000, 10);
+        assert_int_equal(sl_engine_settle(e, l, &s, t += 1, NULL), SL_OK);
+        assert_int_equal(a.raised, i == 19 ? 1 : 0);
+    }
+    sl_agent_info_t info;
+    assert_int_equal(sl_engine_agent_info(e, "sloppy", &info), SL_OK);
+    assert_true(info.alert_estimate_error);
+    assert_true(fabs(info.estimate_error - 0.5) < 1e-9);
+    /* Good estimates bring the mean back under 0.20: the alert clears. */
+    for (int i = 0; i < 20 && a.cleared == 0; i++) {
+        uint64_t l = harness_grant(e, "sloppy", 1000, 10, t);
+        sl_settle_t s = harness_settle(1000, 10);
+        assert_int_equal(sl_engine_settle(e, l, &s, t += 1, NULL), SL_OK);
+    }
+    assert_int_equal(a.cleared, 1);
+    assert_int_equal(sl_engine_agent_info(e, "sloppy", &info), SL_OK);
+    assert_false(info.alert_estimate_error);
+    assert_true(info.estimate_error <= 0.20);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expired_lease_is_not_refunded),
+        cmocka_unit_test(test_estimate_error_above_20_percent_over_20_leases_alerts),
         cmocka_unit_test(test_reap_does_not_refund_even_when_the_bucket_has_room),
         cmocka_unit_test(test_cold_cache_charges_the_cached_prefix_and_warm_does_not),
         cmocka_unit_test(test_cache_reads_count_when_the_pool_says_so),
