@@ -1,6 +1,8 @@
 /* backend.c - dispatch of the backend interface, and settings validation shared by all backends. */
 #include "backend.h"
 
+#include <time.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -174,4 +176,26 @@ void sl_backend_settings_clear(sl_backend_settings_t *s)
     s->caps = NULL;
     s->members = NULL;
     s->n_pools = s->n_roles = s->n_priorities = s->n_caps = s->n_members = 0;
+}
+
+static double clock_read_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void sl_backend_clock_init(sl_backend_clock_t *c)
+{
+    c->start_real_s = clock_read_s(CLOCK_REALTIME);
+    c->start_mono_s = clock_read_s(CLOCK_MONOTONIC);
+    c->last_now_s = c->start_real_s;
+}
+
+double sl_backend_clock_now(sl_backend_clock_t *c)
+{
+    double now = c->start_real_s + (clock_read_s(CLOCK_MONOTONIC) - c->start_mono_s);
+    if (now < c->last_now_s) now = c->last_now_s;
+    c->last_now_s = now;
+    return now;
 }

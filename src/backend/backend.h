@@ -115,6 +115,21 @@ struct sl_backend {
     void *event_ud;
 };
 
+/* The backends' clock: CLOCK_MONOTONIC offset onto the realtime clock read once at
+ * start, so decisions see Unix seconds that never go backwards even when the wall
+ * clock is set. */
+typedef struct sl_backend_clock {
+    double start_real_s;
+    double start_mono_s;
+    double last_now_s;
+} sl_backend_clock_t;
+
+/* Anchors `c` at the current wall time. */
+void sl_backend_clock_init(sl_backend_clock_t *c);
+
+/* Unix seconds now, never less than the previous answer. */
+double sl_backend_clock_now(sl_backend_clock_t *c);
+
 /* Creates the memory backend: the engine in-process, driven by one timer on `base`
  * set to sl_engine_next_wakeup(). `cfg` may be NULL for the engine defaults. Returns
  * NULL when out of memory. Free with sl_backend_free(). */

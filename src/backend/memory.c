@@ -33,9 +33,7 @@ typedef struct memory_backend {
     struct event_base *evbase;
     struct event *timer;
     sl_engine_t *engine;
-    double start_real_s;
-    double start_mono_s;
-    double last_now_s;
+    sl_backend_clock_t clock;
     sl_event_t *pending;  /* events copied from the engine; strings in `strings` */
     str_block_t *strings; /* newest block first */
     size_t n_pending, cap_pending;
@@ -44,20 +42,9 @@ typedef struct memory_backend {
     bool flushing; /* delivering events */
 } memory_backend_t;
 
-static double clock_read_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double mem_now(sl_backend_t *b)
 {
-    memory_backend_t *m = (memory_backend_t *)b;
-    double now = m->start_real_s + (clock_read_s(CLOCK_MONOTONIC) - m->start_mono_s);
-    if (now < m->last_now_s) now = m->last_now_s;
-    m->last_now_s = now;
-    return now;
+    return sl_backend_clock_now(&((memory_backend_t *)b)->clock);
 }
 
 static char *dup_or_null(memory_backend_t *m, const char *s)
@@ -438,8 +425,7 @@ sl_backend_t *sl_backend_memory_new(struct event_base *base, const sl_engine_con
     if (!m) return NULL;
     m->base.ops = &memory_ops;
     m->evbase = base;
-    m->start_real_s = clock_read_s(CLOCK_REALTIME);
-    m->start_mono_s = clock_read_s(CLOCK_MONOTONIC);
+    sl_backend_clock_init(&m->clock);
     m->engine = sl_engine_new(cfg);
     m->timer = evtimer_new(base, on_timer, m);
     if (!m->engine || !m->timer) {

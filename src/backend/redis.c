@@ -113,27 +113,16 @@ struct rb {
     qevent_t *events;
     size_t n_events, cap_events;
     uint64_t seq;
-    double start_real_s, start_mono_s, last_now_s;
+    sl_backend_clock_t clock;
     int connect_pending; /* configure steps left before up */
     bool freeing;
 };
 
 /* ---- time ---- */
 
-static double clock_read_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double rb_now(sl_backend_t *b)
 {
-    rb_t *rb = (rb_t *)b;
-    double now = rb->start_real_s + (clock_read_s(CLOCK_MONOTONIC) - rb->start_mono_s);
-    if (now < rb->last_now_s) now = rb->last_now_s;
-    rb->last_now_s = now;
-    return now;
+    return sl_backend_clock_now(&((rb_t *)b)->clock);
 }
 
 static struct timeval tv_of(double s)
@@ -1868,8 +1857,7 @@ sl_backend_t *sl_backend_redis_new(struct event_base *base, const sl_redis_optio
     }
     if (cfg) rb->ecfg = *cfg;
     else sl_engine_config_init(&rb->ecfg);
-    rb->start_real_s = clock_read_s(CLOCK_REALTIME);
-    rb->start_mono_s = clock_read_s(CLOCK_MONOTONIC);
+    sl_backend_clock_init(&rb->clock);
     rb->replicas = 1;
     rb->check = sl_engine_new(NULL);
     rb->tick = event_new(base, -1, EV_PERSIST, on_tick, rb);
