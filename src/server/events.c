@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #define STREAM_BACKLOG_BYTES (4u * 1024 * 1024)
 #define TICKET_MEMORY_S      120.0
@@ -231,25 +230,19 @@ static void stream_gone(sl_call_t *call)
 
 static void stream_send(sl_call_t *call, const char *data, size_t len)
 {
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(call->evcon);
-    if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > STREAM_BACKLOG_BYTES) {
+    if (!call->req) return;
+    if (sl_hreq_backlog(call->req) > STREAM_BACKLOG_BYTES) {
         sl__call_drop(call); /* a subscriber that does not read is let go */
         return;
     }
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf) return;
-    evbuffer_add(buf, data, len);
-    evhttp_send_reply_chunk(call->req, buf);
-    evbuffer_free(buf);
+    sl_hreq_send(call->req, data, len);
 }
 
 void sl__events_subscribe(sl_call_t *call)
 {
     sl_server_t *srv = call->srv;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(call->req, 200, "OK");
+    sl_hreq_add_header(call->req, "Cache-Control", "no-cache");
+    sl_hreq_start(call->req, 200, "text/event-stream");
     call->mode = SL_CALL_STREAM;
     call->next = srv->streams;
     if (srv->streams) srv->streams->prev = call;
@@ -274,10 +267,10 @@ void sl__events_close_streams(sl_server_t *srv)
     while (srv->streams) {
         sl_call_t *c = srv->streams;
         if (c->req) {
-            if (c->closecb_set) evhttp_connection_set_closecb(c->evcon, NULL, NULL);
-            c->closecb_set = false;
-            evhttp_send_reply_end(c->req);
+            sl_hreq_t *req = c->req;
             c->req = NULL;
+            sl_hreq_on_gone(req, NULL, NULL);
+            sl_hreq_end(req);
         }
         sl__call_free(c);
     }

@@ -1,13 +1,13 @@
-/* http.c - sluiced's HTTP front: listener, routing, auth, body limits, answers, client-gone watch.
+/* http.c - sluiced's HTTP front: routing, auth, body limits, answers, the client-gone hook.
  *
- * One evhttp server on the event loop. Every request becomes an sl_call_t that lives
- * until it is answered; handlers answer through the backend's completion callbacks
- * and never touch the call after starting a backend operation (the callback may have
- * answered and freed it already).
+ * The transport (httpd.c) hands over every request; it becomes an sl_call_t that lives
+ * until it is answered. Handlers answer through the backend's completion callbacks and
+ * never touch the call after starting a backend operation (the callback may have
+ * answered and freed it already). A client that leaves first only clears call->req (and
+ * runs call->gone when one is set); the answer, when it comes, is then dropped.
  *
- * Body limit: libevent 2.1 answers bodies over evhttp's own limit with an HTML page,
- * so evhttp's limit is set well above ours and the JSON 413 is sent here; only bodies
- * beyond that outer limit get libevent's own 413.
+ * Body limit: the transport's own limit is set well above ours (the proxy's bodies are
+ * larger), so the 413 naming this API's limit is sent here.
  */
 #include "server.h"
 
@@ -16,86 +16,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/keyvalq_struct.h>
 
 #define OUTER_BODY_LIMIT_BYTES (16u * 1024 * 1024)
+#define HEAD_LIMIT_BYTES       (32u * 1024)
+#define MAX_FIELDS             10000 /* the most `proxy.max_headers` allows; the head limit binds first */
+#define IDLE_TIMEOUT_S         60.0 /* a keep-alive connection with nothing to do */
+#define HEAD_TIMEOUT_S         30.0 /* a request that stopped arriving half-way */
 #define MAX_SEGMENTS           6
-
-static const char *reason_phrase(int status)
-{
-    switch (status) {
-    case 200:
-        return "OK";
-    case 202:
-        return "Accepted";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 409:
-        return "Conflict";
-    case 410:
-        return "Gone";
-    case 413:
-        return "Payload Too Large";
-    case 422:
-        return "Unprocessable Entity";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    case 503:
-        return "Service Unavailable";
-    default:
-        return "Status";
-    }
-}
+#define PATH_MAX_BYTES         2048
 
 /* ---- call lifetime ---------------------------------------------------------------- */
 
-static void on_conn_closed(struct evhttp_connection *evcon, void *ud)
+static void on_req_gone(void *ud)
 {
     sl_call_t *call = ud;
-    (void)evcon;
-    /* evhttp is freeing the connection and the request with it. */
-    call->closecb_set = false;
-    call->req = NULL;
+    call->req = NULL; /* the transport frees it when this returns */
     if (call->gone) call->gone(call);
-}
-
-static void set_closecb(sl_call_t *call)
-{
-    if (call->evcon && !call->closecb_set) {
-        evhttp_connection_set_closecb(call->evcon, on_conn_closed, call);
-        call->closecb_set = true;
-    }
-}
-
-static void clear_closecb(sl_call_t *call)
-{
-    if (call->closecb_set && call->req) {
-        evhttp_connection_set_closecb(call->evcon, NULL, NULL);
-    }
-    call->closecb_set = false;
 }
 
 void sl__call_free(sl_call_t *call)
 {
     sl_server_t *srv = call->srv;
-    clear_closecb(call);
-    if (call->close_watch) event_free(call->close_watch);
+    if (call->req) sl_hreq_on_gone(call->req, NULL, NULL);
     if (call->wait_timer) event_free(call->wait_timer);
     if (call->mode == SL_CALL_STREAM) {
         if (call->prev)
@@ -111,102 +53,44 @@ void sl__call_free(sl_call_t *call)
 
 void sl__call_drop(sl_call_t *call)
 {
-    struct evhttp_request *req = call->req;
-    struct evhttp_connection *evcon = call->evcon;
-    clear_closecb(call);
+    sl_hreq_t *req = call->req;
     call->req = NULL;
+    if (req) sl_hreq_abort(req);
     sl__call_free(call);
-    if (req && evcon) evhttp_connection_free(evcon);
 }
 
-static void on_close_watch(evutil_socket_t fd, short what, void *ud)
+void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call))
 {
-    sl_call_t *call = ud;
-    if (!(what & EV_CLOSED)) {
-        /* Polling fallback (no EV_CLOSED): peek; 0 bytes means the peer closed. */
-        char c;
-        ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return;
-    }
-    event_del(call->close_watch);
-    if (call->gone) call->gone(call);
-}
-
-int sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call))
-{
-    sl_server_t *srv = call->srv;
-    /* Without EV_CLOSED: a periodic timeout on the fd, peeking each time (on_close_watch). */
-    struct timeval quarter_s = {0, 250000};
     call->gone = gone;
-    set_closecb(call);
-    if (!call->evcon) return -1;
-    if (!call->close_watch) {
-        evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(call->evcon));
-        if (fd < 0) return -1;
-        short what = srv->early_close ? EV_CLOSED | EV_PERSIST : EV_PERSIST;
-        call->close_watch = event_new(srv->base, fd, what, on_close_watch, call);
-        if (!call->close_watch) return -1;
-    }
-    return event_add(call->close_watch, srv->early_close ? NULL : &quarter_s);
 }
 
 /* ---- answers ---------------------------------------------------------------------- */
 
-void sl__write_now(struct evhttp_connection *evcon)
-{
-    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd < 0) return;
-    struct evbuffer *out = bufferevent_get_output(bev);
-    if (evbuffer_get_length(out) == 0) return;
-    /* A socket bufferevent keeps its output's drain side frozen outside its own writes. */
-    evbuffer_unfreeze(out, 1);
-    int n = evbuffer_write(out, fd);
-    evbuffer_freeze(out, 1);
-    /* evhttp learns that the bytes left from the write callback (it may then free the
-     * request, or the connection). A short write or an error is left to libevent. */
-    if (n > 0 && evbuffer_get_length(out) == 0) bufferevent_trigger(bev, EV_WRITE, 0);
-}
-
-static void send_body(sl_call_t *call, int status, const char *content_type, const char *data,
-                      size_t len)
-{
-    clear_closecb(call); /* the answer may end the connection: stop hearing about it */
-    struct evbuffer *buf = evbuffer_new();
-    struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
-    evhttp_add_header(h, "Content-Type", content_type);
-    if (buf) evbuffer_add(buf, data, len);
-    evhttp_send_reply(call->req, status, reason_phrase(status), buf);
-    if (buf) evbuffer_free(buf);
-}
-
 void sl__reply_json(sl_call_t *call, int status, json_t *body)
 {
-    struct evhttp_connection *evcon = call->req ? call->evcon : NULL;
     if (call->req) {
         char *s = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
         if (s) {
             size_t n = strlen(s);
             s[n] = '\n'; /* overwrite the NUL: the body is sent by length */
-            send_body(call, status, "application/json", s, n + 1);
+            sl_hreq_reply(call->req, status, "application/json", s, n + 1);
             free(s);
         } else {
             static const char oom[] =
                 "{\"error\":{\"type\":\"internal\",\"message\":\"out of memory\"}}\n";
-            send_body(call, 500, "application/json", oom, sizeof(oom) - 1);
+            sl_hreq_reply(call->req, 500, "application/json", oom, sizeof(oom) - 1);
         }
+        call->req = NULL;
     }
     json_decref(body);
     sl__call_free(call);
-    sl__write_now(evcon);
 }
 
 void sl__reply_text(sl_call_t *call, int status, const char *json, size_t len)
 {
-    struct evhttp_connection *evcon = call->req ? call->evcon : NULL;
-    if (call->req) send_body(call, status, "application/json", json, len);
+    if (call->req) sl_hreq_reply(call->req, status, "application/json", json, len);
+    call->req = NULL;
     sl__call_free(call);
-    sl__write_now(evcon);
 }
 
 void sl__reply_error(sl_call_t *call, int status, const char *type, const char *fmt, ...)
@@ -256,7 +140,7 @@ void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg)
         status = 503;
         type = "backend_unavailable";
         if (call->req) /* the backend reconnects every tick */
-            evhttp_add_header(evhttp_request_get_output_headers(call->req), "Retry-After", "1");
+            sl_hreq_add_header(call->req, "Retry-After", "1");
         break;
     default:
         break;
@@ -273,7 +157,7 @@ void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_
         long long whole = (long long)secs;
         if ((double)whole < secs) whole++;
         snprintf(h, sizeof(h), "%lld", whole);
-        evhttp_add_header(evhttp_request_get_output_headers(call->req), "Retry-After", h);
+        sl_hreq_add_header(call->req, "Retry-After", h);
     }
     sl__reply_json(call, 429,
                    json_pack("{s:s,s:s,s:f,s:f}", "status", "rejected", "reason",
@@ -300,8 +184,7 @@ static int authenticate(sl_call_t *call)
         call->admin = true;
         return 0;
     }
-    const char *h =
-        evhttp_find_header(evhttp_request_get_input_headers(call->req), "Authorization");
+    const char *h = sl_hreq_header(call->req, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
         sl__reply_error(
             call, 401, "unauthorized",
@@ -380,8 +263,8 @@ static void ints_back(json_t *v)
 /* Parses the request body into call->body. Returns 0, or -1 after answering. */
 static int read_body(sl_call_t *call, bool required)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(call->req);
-    size_t len = evbuffer_get_length(in);
+    size_t len;
+    const char *data = sl_hreq_body(call->req, &len);
     size_t limit = call->srv->config.body_limit_bytes;
     if (len > limit) {
         sl__reply_error(call, 413, "body_too_large",
@@ -393,7 +276,6 @@ static int read_body(sl_call_t *call, bool required)
         sl__reply_error(call, 400, "invalid_request", "body: a JSON object is required");
         return -1;
     }
-    const char *data = (const char *)evbuffer_pullup(in, -1);
     json_error_t jerr;
     json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!j && strstr(jerr.text, "too big")) {
@@ -418,7 +300,7 @@ static int read_body(sl_call_t *call, bool required)
 
 static void reply_method(sl_call_t *call, const char *allowed)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(call->req), "Allow", allowed);
+    sl_hreq_add_header(call->req, "Allow", allowed);
     sl__reply_error(call, 405, "method_not_allowed", "method: this path allows %s", allowed);
 }
 
@@ -427,30 +309,26 @@ static void handle_healthz(sl_call_t *call)
     sl__reply_json(call, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* Splits "/a/b/c" into decoded segments. Returns the count, or -1 on a bad path. */
-static int split_path(const char *path, char **seg, int max)
+/* Splits the path "/a/b/c" (path[0, len)) into percent-decoded segments written into
+ * `buf` (room for len + MAX_SEGMENTS bytes). Returns the count, or -1 on a bad path. */
+static int split_path(const char *path, size_t len, char *buf, char **seg, int max)
 {
     int n = 0;
-    const char *p = path;
-    if (*p != '/') return -1;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        if (!*p) break;
-        const char *e = strchr(p, '/');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
+    size_t i = 0;
+    if (len == 0 || path[0] != '/') return -1;
+    while (i < len) {
+        while (i < len && path[i] == '/')
+            i++;
+        if (i == len) break;
+        size_t e = i;
+        while (e < len && path[e] != '/')
+            e++;
         if (n == max) return -1;
-        char *raw = strndup(p, len);
-        size_t dlen = 0;
-        seg[n] = raw ? evhttp_uridecode(raw, 0, &dlen) : NULL;
-        free(raw);
-        if (!seg[n] || strlen(seg[n]) != dlen) {
-            free(seg[n]);
-            seg[n] = NULL;
-            return -1;
-        }
-        n++;
-        p += len;
+        ssize_t d = sl_http_pct_decode(path + i, e - i, buf);
+        if (d < 0) return -1;
+        seg[n++] = buf;
+        buf += d + 1;
+        i = e;
     }
     return n;
 }
@@ -558,17 +436,17 @@ static const struct route {
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
 };
 
-static const char *method_name(int m)
+static const char *method_name(sl_http_method_t m)
 {
     switch (m) {
-    case EVHTTP_REQ_GET:
-    case EVHTTP_REQ_HEAD:
-        return "GET"; /* evhttp drops HEAD bodies itself */
-    case EVHTTP_REQ_POST:
+    case SL_HTTP_GET:
+    case SL_HTTP_HEAD:
+        return "GET"; /* the transport sends no body for HEAD */
+    case SL_HTTP_POST:
         return "POST";
-    case EVHTTP_REQ_PUT:
+    case SL_HTTP_PUT:
         return "PUT";
-    case EVHTTP_REQ_DELETE:
+    case SL_HTTP_DELETE:
         return "DELETE";
     default:
         return "OTHER";
@@ -577,15 +455,14 @@ static const char *method_name(int m)
 
 static void route(sl_call_t *call, int n, char **seg, const char *query)
 {
-    int m = evhttp_request_get_command(call->req);
-    if (m == EVHTTP_REQ_HEAD) m = EVHTTP_REQ_GET;
+    int m = call->method;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const struct route *r = &routes[i];
         bool match = r->n == n;
         for (int k = 0; match && k < n; k++)
             match = !strcmp(r->seg[k], "*") || !strcmp(r->seg[k], seg[k]);
         if (!match) continue;
-        if (!strstr(r->allow, method_name(m))) {
+        if (!strstr(r->allow, method_name(call->method))) {
             reply_method(call, r->allow);
             return;
         }
@@ -593,50 +470,50 @@ static void route(sl_call_t *call, int n, char **seg, const char *query)
         return;
     }
     sl__reply_error(call, 404, "not_found", "path: %s is not an endpoint of this API",
-                    evhttp_request_get_uri(call->req));
+                    sl_hreq_target(call->req));
 }
 
-static bool method_has_body(int m)
+static bool method_has_body(sl_http_method_t m)
 {
-    return m == EVHTTP_REQ_POST || m == EVHTTP_REQ_PUT;
+    return m == SL_HTTP_POST || m == SL_HTTP_PUT;
 }
 
-static void on_request(struct evhttp_request *req, void *arg)
+static void on_request(sl_hreq_t *req, void *arg)
 {
     sl_server_t *srv = arg;
     char *seg[MAX_SEGMENTS] = {0};
-    int n = 0;
+    char segbuf[PATH_MAX_BYTES + MAX_SEGMENTS];
     sl_call_t *call = calloc(1, sizeof(*call));
     if (!call) {
-        evhttp_send_error(req, 503, "out of memory");
+        static const char oom[] =
+            "{\"error\":{\"type\":\"out_of_memory\",\"message\":\"server: out of memory\"}}\n";
+        sl_hreq_reply(req, 503, "application/json", oom, sizeof(oom) - 1);
         return;
     }
     call->srv = srv;
     call->req = req;
-    call->evcon = evhttp_request_get_connection(req);
+    call->method = sl_hreq_method(req) == SL_HTTP_HEAD ? SL_HTTP_GET : sl_hreq_method(req);
+    sl_hreq_on_gone(req, on_req_gone, call);
     if (srv->shutting_down) {
         sl__reply_error(call, 503, "shutting_down", "server: sluiced is shutting down");
         return;
     }
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    n = path ? split_path(path, seg, MAX_SEGMENTS) : -1;
+    size_t path_len;
+    const char *path = sl_hreq_path(req, &path_len);
+    int n = path_len <= PATH_MAX_BYTES ? split_path(path, path_len, segbuf, seg, MAX_SEGMENTS) : -1;
     if (n < 0) {
-        sl__reply_error(call, 404, "not_found", "path: '%s' is not an endpoint of this API",
-                        evhttp_request_get_uri(req));
-        goto done;
+        sl__reply_error(call, 404, "not_found", "path: '%.256s' is not an endpoint of this API",
+                        sl_hreq_target(req));
+        return;
     }
-    if (n > 0 && sl__proxy_route(call, n, seg, uri ? evhttp_uri_get_query(uri) : NULL))
-        goto done; /* the proxy authenticates and reads bodies itself */
-    if (needs_auth(n, seg) && authenticate(call) < 0) goto done;
-    int m = evhttp_request_get_command(req);
+    const char *query = sl_hreq_query(req);
+    if (n > 0 && sl__proxy_route(call, n, seg, query))
+        return; /* the proxy authenticates and reads bodies itself */
+    if (needs_auth(n, seg) && authenticate(call) < 0) return;
     /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
     bool body_optional = n == 3 && !strcmp(seg[1], "admin");
-    if (method_has_body(m) && read_body(call, !body_optional) < 0) goto done;
-    route(call, n, seg, uri ? evhttp_uri_get_query(uri) : NULL);
-done:
-    for (int i = 0; i < MAX_SEGMENTS; i++)
-        free(seg[i]);
+    if (method_has_body(call->method) && read_body(call, !body_optional) < 0) return;
+    route(call, n, seg, query);
 }
 
 /* ---- start / stop ----------------------------------------------------------------- */
@@ -649,32 +526,19 @@ size_t sl__outer_body_limit(const sl_config_t *c)
 
 int sl__server_start(sl_server_t *srv, char *err, size_t errlen)
 {
-    srv->early_close = (event_base_get_features(srv->base) & EV_FEATURE_EARLY_CLOSE) != 0;
-    srv->http = evhttp_new(srv->base);
-    if (!srv->http) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    evhttp_set_max_body_size(srv->http, (ev_ssize_t)sl__outer_body_limit(&srv->config));
-    evhttp_set_max_headers_size(srv->http, 32 * 1024);
-    evhttp_set_flags(srv->http, EVHTTP_SERVER_LINGERING_CLOSE);
-    evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                                              EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
-                                              EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
-    evhttp_set_gencb(srv->http, on_request, srv);
-    srv->bound = evhttp_bind_socket_with_handle(srv->http, srv->config.listen_host,
-                                                (ev_uint16_t)srv->config.listen_port);
-    if (!srv->bound) {
-        snprintf(err, errlen, "listen: cannot bind %s:%d: %s", srv->config.listen_host,
-                 srv->config.listen_port, strerror(errno));
-        return -1;
-    }
-    /* Answers and proxied events are small writes that must not wait for the ACK of
-     * the previous one (Nagle against the client's delayed ACK: 40 ms). Accepted
-     * sockets inherit the option on Linux, so no call pays a setsockopt. */
-    int one = 1;
-    setsockopt(evhttp_bound_socket_get_fd(srv->bound), IPPROTO_TCP, TCP_NODELAY, &one,
-               sizeof(one));
+    sl_httpd_opts_t o = {
+        .host = srv->config.listen_host,
+        .port = srv->config.listen_port,
+        .max_head_bytes = HEAD_LIMIT_BYTES,
+        .max_fields = MAX_FIELDS,
+        .max_body_bytes = sl__outer_body_limit(&srv->config),
+        .idle_timeout_s = IDLE_TIMEOUT_S,
+        .head_timeout_s = HEAD_TIMEOUT_S,
+        .on_request = on_request,
+        .ud = srv,
+    };
+    srv->http = sl_httpd_new(srv->base, &o, err, errlen);
+    if (!srv->http) return -1;
     return sl__proxy_init(srv, err, errlen);
 }
 
@@ -682,10 +546,7 @@ void sl__server_shutdown(sl_server_t *srv)
 {
     if (srv->shutting_down) return;
     srv->shutting_down = true;
-    if (srv->bound) {
-        evhttp_del_accept_socket(srv->http, srv->bound);
-        srv->bound = NULL;
-    }
+    if (srv->http) sl_httpd_stop_accepting(srv->http);
     sl__waiters_shutdown(srv);
     sl__proxy_shutdown(srv);
     sl__events_close_streams(srv);
@@ -695,7 +556,7 @@ void sl__server_shutdown(sl_server_t *srv)
 void sl__server_stop(sl_server_t *srv)
 {
     sl__proxy_shutdown(srv);
-    if (srv->http) evhttp_free(srv->http);
+    sl_httpd_free(srv->http);
     sl__proxy_free(srv);
     srv->http = NULL;
 }

@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/keyvalq_struct.h>
-
 #define MSG_LEN 320
 
 int sl__parse_id(const char *s, char prefix, uint64_t *out)
@@ -98,6 +96,12 @@ static void reply_grant(sl_call_t *call, const sl_decision_t *d)
 
 static void answer_decision(sl_call_t *call, const sl_decision_t *d)
 {
+    if (!call->req && d->status == SL_GRANTED && d->ticket && !d->replayed) {
+        /* The waiter left between its grant and this answer: the lease goes back. */
+        sl_backend_cancel(call->srv->backend, d->lease, NULL, NULL);
+        sl__call_free(call);
+        return;
+    }
     switch (d->status) {
     case SL_GRANTED:
         reply_grant(call, d);
@@ -123,7 +127,6 @@ static void end_wait(sl_call_t *call, bool unhold)
     srv->n_waiters--;
     call->mode = SL_CALL_PLAIN;
     if (call->wait_timer) event_del(call->wait_timer);
-    if (call->close_watch) event_del(call->close_watch);
     call->gone = NULL;
     if (unhold) sl_backend_ticket_hold(srv->backend, call->ticket, false, NULL, NULL);
 }
@@ -178,12 +181,12 @@ static void start_wait(sl_call_t *call, uint64_t ticket, double wait_s)
     if (!call->wait_timer) call->wait_timer = evtimer_new(srv->base, on_wait_timeout, call);
     struct timeval tv = {.tv_sec = (time_t)wait_s,
                          .tv_usec = (suseconds_t)((wait_s - floor(wait_s)) * 1e6)};
-    if (!call->wait_timer || evtimer_add(call->wait_timer, &tv) < 0 ||
-        sl__call_watch_close(call, on_waiter_gone) < 0) {
+    if (!call->wait_timer || evtimer_add(call->wait_timer, &tv) < 0) {
         end_wait(call, false);
         sl_backend_ticket_poll(srv->backend, ticket, on_poll_answer, call);
         return;
     }
+    sl__call_watch_close(call, on_waiter_gone);
     sl_backend_ticket_hold(srv->backend, ticket, true, NULL, NULL);
 }
 
@@ -306,31 +309,28 @@ void sl__handle_lease_post(sl_call_t *call)
 
 /* ---- tickets ---------------------------------------------------------------------- */
 
-/* Parses ?wait=S. Returns 0, or -1 after answering 400. */
+/* Parses ?wait=S (other parameters are ignored). Returns 0, or -1 after answering 400. */
 static int query_wait(sl_call_t *call, const char *query, double *wait_s)
 {
-    struct evkeyvalq q;
-    int rc = 0;
     *wait_s = 0;
-    if (!query || !*query) return 0;
-    if (evhttp_parse_query_str(query, &q) < 0) {
-        sl__reply_error(call, 400, "invalid_request", "query: '%.64s' cannot be parsed", query);
-        return -1;
-    }
-    const char *w = evhttp_find_header(&q, "wait");
-    if (w) {
-        char *end;
-        errno = 0;
-        double v = strtod(w, &end);
-        if (errno || end == w || *end || !isfinite(v) || v < 0 || v > 1e9) {
-            sl__reply_error(call, 400, "invalid_request", "wait: '%.64s' is not a number >= 0", w);
-            rc = -1;
-        } else {
+    for (const char *p = query; p && *p;) {
+        size_t len = strcspn(p, "&");
+        if (len > 5 && !strncmp(p, "wait=", 5)) {
+            char w[64];
+            char *end;
+            ssize_t n = len - 5 < sizeof(w) ? sl_http_pct_decode(p + 5, len - 5, w) : -1;
+            errno = 0;
+            double v = n > 0 ? strtod(w, &end) : NAN;
+            if (n <= 0 || errno || end == w || *end || !isfinite(v) || v < 0 || v > 1e9) {
+                sl__reply_error(call, 400, "invalid_request", "wait: '%.*s' is not a number >= 0",
+                                (int)(len - 5 < 64 ? len - 5 : 64), p + 5);
+                return -1;
+            }
             *wait_s = fmin(v, call->srv->config.max_wait_s);
         }
+        p += len + (p[len] == '&');
     }
-    evhttp_clear_headers(&q);
-    return rc;
+    return 0;
 }
 
 /* Answers 403 when a non-admin token touches another agent's lease or ticket. */
@@ -402,7 +402,7 @@ void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *
     if (check_owner(call, o, "ticket", id) < 0) return;
     call->ticket = ticket;
     if (o) snprintf(call->pool, sizeof(call->pool), "%s", o->pool);
-    if (method == EVHTTP_REQ_DELETE) {
+    if (method == SL_HTTP_DELETE) {
         sl_backend_ticket_cancel(call->srv->backend, ticket, on_ticket_cancel, call);
         return;
     }

@@ -80,22 +80,12 @@ static void on_configured(int rc, double value, const char *errmsg, void *ud)
         snprintf(err, 512, "%s", errmsg ? errmsg : "backend refused the configuration");
 }
 
-static int bound_port(sl_server_t *srv)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    evutil_socket_t fd = evhttp_bound_socket_get_fd(srv->bound);
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) return srv->config.listen_port;
-    if (ss.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
 static int run(sl_server_t *srv)
 {
     char err[512] = "";
     int rc = 1;
-    /* The changelist folds the read/write interest flips evhttp makes around every
-     * request into one epoll_ctl per fd per loop turn (no dup()ed fds here). */
+    /* The changelist folds interest flips made within one loop turn (a write backlog
+     * armed and drained at once) into at most one epoll_ctl (no dup()ed fds here). */
     struct event_config *ecfg = event_config_new();
     if (ecfg) event_config_set_flag(ecfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     srv->base = ecfg ? event_base_new_with_config(ecfg) : NULL;
@@ -146,7 +136,7 @@ static int run(sl_server_t *srv)
         fprintf(stderr, "sluiced: cannot set up timers and signals\n");
         goto done;
     }
-    int port = bound_port(srv);
+    int port = sl_httpd_port(srv->http);
     const char *host = srv->config.listen_host;
     bool v6 = strchr(host, ':') != NULL;
     char backend[320];

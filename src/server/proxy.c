@@ -21,9 +21,8 @@
  *
  * count_tokens is passed through without a lease (the provider does not rate-limit it).
  *
- * The client's socket is watched in every phase (EV_CLOSED, else polling, as http.c
- * does) and evhttp's close callback is ours, so a client that leaves is noticed
- * whether evhttp is writing to it or not. The real key is only ever in the upstream
+ * The transport watches the client's socket in every phase, so a client that leaves is
+ * noticed whether an answer is being written to it or not. The real key is only ever in the upstream
  * request's header list; nothing here logs headers or echoes upstream requests.
  */
 #include "server.h"
@@ -36,12 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/keyvalq_struct.h>
 #include <sluice/tokenizer.h>
 
 #define CLIENT_HIGH_WATER_BYTES (256u * 1024)       /* pause the provider above this */
@@ -98,10 +93,8 @@ typedef struct px {
     bool sse_started; /* our own 200 event stream is open */
     bool streaming;   /* passing the provider's event stream on */
     bool paused;      /* the provider is paused for the client's sake */
-    bool closecb_set;
     struct event *ping;
     struct event *wait_timer;
-    struct event *close_watch;
     sl_upstream_xfer_t *xfer;
     int status; /* the provider's HTTP status, 0 before headers */
     kept_headers_t pass;  /* for the client */
@@ -147,14 +140,9 @@ static void kept_add(kept_headers_t *k, const char *name, const char *value)
     k->n++;
 }
 
-static struct evkeyvalq *in_headers(px_t *px)
-{
-    return evhttp_request_get_input_headers(px->call->req);
-}
-
 static const char *in_header(px_t *px, const char *name)
 {
-    return evhttp_find_header(in_headers(px), name);
+    return px->call->req ? sl_hreq_header(px->call->req, name) : NULL;
 }
 
 static const char *anthropic_error_type(int status)
@@ -199,133 +187,78 @@ static json_t *error_json(sl_upstream_api_t api, int status, const char *msg)
 
 /* ---- the client's connection -------------------------------------------------------- */
 
-static void on_client_closed(struct evhttp_connection *evcon, void *ud)
+static void on_client_gone(sl_call_t *call)
+{
+    px_client_gone(call->owner);
+}
+
+static void on_client_drained(void *ud)
 {
     px_t *px = ud;
-    (void)evcon;
-    px->closecb_set = false;
-    struct evhttp_request *req = px->call->req;
-    /* evhttp detaches a request it was writing when the client leaves: then it is ours
-     * to free; otherwise the connection frees it right after this callback. */
-    if (req && evhttp_request_get_connection(req) == NULL) evhttp_request_free(req);
-    px->call->req = NULL;
-    px_client_gone(px);
-}
-
-static void unwatch_client(px_t *px)
-{
-    if (px->close_watch) event_del(px->close_watch);
-    if (px->closecb_set && px->call->req) evhttp_connection_set_closecb(px->call->evcon, NULL, NULL);
-    px->closecb_set = false;
-}
-
-/* The client's socket was seen closed: drop the connection (and the request with it). */
-static void on_close_watch(evutil_socket_t fd, short what, void *ud)
-{
-    px_t *px = ud;
-    if (!(what & EV_CLOSED)) {
-        char c;
-        ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return;
-    }
-    struct evhttp_connection *evcon = px->call->evcon;
-    bool had_req = px->call->req != NULL;
-    unwatch_client(px);
-    px->call->req = NULL;
-    px_client_gone(px);
-    if (had_req && evcon) evhttp_connection_free(evcon);
-}
-
-static int watch_client(px_t *px)
-{
-    sl_server_t *srv = px->srv;
-    if (!px->call->evcon) return -1;
-    evhttp_connection_set_closecb(px->call->evcon, on_client_closed, px);
-    px->closecb_set = true;
-    if (!px->close_watch) {
-        struct bufferevent *bev = evhttp_connection_get_bufferevent(px->call->evcon);
-        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-        if (fd < 0) return -1;
-        short what = srv->early_close ? EV_CLOSED | EV_PERSIST : EV_PERSIST;
-        px->close_watch = event_new(srv->base, fd, what, on_close_watch, px);
-        if (!px->close_watch) return -1;
-    }
-    struct timeval quarter_s = {0, 250000};
-    return event_add(px->close_watch, srv->early_close ? NULL : &quarter_s);
-}
-
-/* ---- answers -------------------------------------------------------------------------- */
-
-static void add_pass_headers(px_t *px, struct evkeyvalq *out)
-{
-    for (size_t i = 0; i < px->pass.n; i++)
-        evhttp_add_header(out, px->pass.names[i], px->pass.values[i]);
-}
-
-/* Sends a whole answer and frees the call. `extra` headers: name, value, ..., NULL. */
-static void px_reply(px_t *px, int status, const char *content_type, const char *data, size_t len,
-                     bool pass_headers)
-{
-    struct evhttp_request *req = px->call->req;
-    struct evhttp_connection *evcon = req ? px->call->evcon : NULL;
-    if (req) {
-        unwatch_client(px);
-        struct evkeyvalq *out = evhttp_request_get_output_headers(req);
-        if (pass_headers) add_pass_headers(px, out);
-        if (!evhttp_find_header(out, "Content-Type"))
-            evhttp_add_header(out, "Content-Type", content_type);
-        struct evbuffer *buf = evbuffer_new();
-        if (buf) evbuffer_add(buf, data, len);
-        const char *phrase = status == 200 ? "OK" : status == 429 ? "Too Many Requests" : "Error";
-        evhttp_send_reply(req, status, phrase, buf);
-        if (buf) evbuffer_free(buf);
-        px->call->req = NULL;
-    }
-    px_free(px);
-    sl__write_now(evcon);
-}
-
-static void on_client_drained(struct evhttp_connection *evcon, void *ud)
-{
-    px_t *px = ud;
-    (void)evcon;
     if (px->paused && px->xfer) {
         px->paused = false;
         sl_upstream_resume(px->xfer);
     }
 }
 
-/* Events go out as they arrive (sl__write_now: no wait for a loop turn), and with
- * TCP_NODELAY (set on the listener) none waits for the previous one's ACK. */
-static void send_chunk(px_t *px, struct evbuffer *buf)
+static void unwatch_client(px_t *px)
 {
-    if (px->call->req && evbuffer_get_length(buf) > 0) {
-        evhttp_send_reply_chunk_with_cb(px->call->req, buf, on_client_drained, px);
-        sl__write_now(px->call->evcon);
-    }
+    px->call->gone = NULL;
 }
 
+/* From now on a client that leaves ends the call (px_client_gone). */
+static void watch_client(px_t *px)
+{
+    px->call->owner = px;
+    sl__call_watch_close(px->call, on_client_gone);
+    if (px->call->req) sl_hreq_on_drained(px->call->req, on_client_drained, px);
+}
+
+/* ---- answers -------------------------------------------------------------------------- */
+
+static void add_pass_headers(px_t *px)
+{
+    for (size_t i = 0; i < px->pass.n; i++)
+        sl_hreq_add_header(px->call->req, px->pass.names[i], px->pass.values[i]);
+}
+
+/* Sends a whole answer and frees the call. */
+static void px_reply(px_t *px, int status, const char *content_type, const char *data, size_t len,
+                     bool pass_headers)
+{
+    sl_hreq_t *req = px->call->req;
+    if (req) {
+        unwatch_client(px);
+        if (pass_headers) add_pass_headers(px);
+        px->call->req = NULL;
+        sl_hreq_reply(req, status, content_type, data, len);
+    }
+    px_free(px);
+}
+
+/* Events go out as they arrive (no wait for a loop turn), and with TCP_NODELAY (set on
+ * the listener) none waits for the previous one's ACK. */
 static void send_chunk_text(px_t *px, const char *data, size_t len)
 {
-    struct evbuffer *buf = evbuffer_new();
-    if (!buf) return;
-    evbuffer_add(buf, data, len);
-    send_chunk(px, buf);
-    evbuffer_free(buf);
+    if (px->call->req && len > 0) sl_hreq_send(px->call->req, data, len);
+}
+
+static void send_chunk(px_t *px, struct evbuffer *buf)
+{
+    size_t len = evbuffer_get_length(buf);
+    if (len > 0) send_chunk_text(px, (const char *)evbuffer_pullup(buf, -1), len);
 }
 
 /* Ends our event stream and frees the call. */
 static void px_end_stream(px_t *px)
 {
-    struct evhttp_request *req = px->call->req;
-    struct evhttp_connection *evcon = req ? px->call->evcon : NULL;
+    sl_hreq_t *req = px->call->req;
     if (req) {
         unwatch_client(px);
-        evhttp_send_reply_end(req);
         px->call->req = NULL;
+        sl_hreq_end(req);
     }
     px_free(px);
-    sl__write_now(evcon);
 }
 
 /* An error event inside an event stream that is already open, then its end. `body` is
@@ -371,12 +304,11 @@ static void set_retry_headers(px_t *px, double retry_after_s)
 {
     if (!px->call->req || px->sse_started || px->streaming) return;
     if (!(retry_after_s >= 0)) retry_after_s = 1;
-    struct evkeyvalq *out = evhttp_request_get_output_headers(px->call->req);
     char v[32];
     snprintf(v, sizeof(v), "%lld", (long long)ceil(retry_after_s));
-    evhttp_add_header(out, "retry-after", v);
+    sl_hreq_add_header(px->call->req, "retry-after", v);
     snprintf(v, sizeof(v), "%lld", (long long)ceil(retry_after_s * 1000));
-    evhttp_add_header(out, "retry-after-ms", v);
+    sl_hreq_add_header(px->call->req, "retry-after-ms", v);
 }
 
 /* A REJECT: 429 in the provider's shape with retry-after. */
@@ -487,19 +419,15 @@ static void on_up_headers(void *ud, int status, const char *const *names,
     if (!px->stream || status != 200 || px->count_tokens) return; /* buffered */
     px->streaming = true;
     if (px->sse_started || !px->call->req) return;
-    struct evkeyvalq *out = evhttp_request_get_output_headers(px->call->req);
-    add_pass_headers(px, out);
-    if (!evhttp_find_header(out, "content-type"))
-        evhttp_add_header(out, "Content-Type", "text/event-stream; charset=utf-8");
-    evhttp_add_header(out, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(px->call->req, 200, "OK");
+    add_pass_headers(px);
+    if (!sl_hreq_has_header(px->call->req, "Cache-Control"))
+        sl_hreq_add_header(px->call->req, "Cache-Control", "no-cache");
+    sl_hreq_start(px->call->req, 200, "text/event-stream; charset=utf-8");
 }
 
 static size_t client_backlog(px_t *px)
 {
-    if (!px->call->req || !px->call->evcon) return 0;
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(px->call->evcon);
-    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+    return px->call->req ? sl_hreq_backlog(px->call->req) : 0;
 }
 
 /* Moves every complete event from px->sse to `out`, reading usage on the way. */
@@ -633,10 +561,8 @@ static void on_ping(evutil_socket_t fd, short what, void *ud)
 
 static void start_event_stream(px_t *px)
 {
-    struct evkeyvalq *out = evhttp_request_get_output_headers(px->call->req);
-    evhttp_add_header(out, "Content-Type", "text/event-stream; charset=utf-8");
-    evhttp_add_header(out, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(px->call->req, 200, "OK");
+    sl_hreq_add_header(px->call->req, "Cache-Control", "no-cache");
+    sl_hreq_start(px->call->req, 200, "text/event-stream; charset=utf-8");
     px->sse_started = true;
     on_ping(-1, 0, px); /* the first bytes now: the client's first-byte timer stops */
     double s = px->srv->config.proxy.ping_interval_s;
@@ -787,7 +713,6 @@ static void px_free(px_t *px)
     if (px->xfer) sl_upstream_cancel(px->xfer);
     if (px->lease) cancel_lease(px); /* a path that forgot to settle: give it back */
     unwatch_client(px);
-    if (px->close_watch) event_free(px->close_watch);
     if (px->wait_timer) event_free(px->wait_timer);
     if (px->ping) event_free(px->ping);
     if (px->prev)
@@ -981,8 +906,11 @@ static int build_upstream(px_t *px, const sl_pool_upstream_t *up, const char *pa
     snprintf(px->url, n, "%s%s%s%s", up->url, path, query && *query ? "?" : "",
              query && *query ? query : "");
     if (up->ca_file && !(px->ca_file = strdup(up->ca_file))) return -1;
-    for (struct evkeyval *h = in_headers(px)->tqh_first; h; h = h->next.tqe_next)
-        if (forward_request_header(h->key) && add_up_header(px, h->key, h->value) < 0) return -1;
+    for (size_t i = 0; i < sl_hreq_header_count(px->call->req); i++) {
+        const char *name, *value;
+        sl_hreq_header_at(px->call->req, i, &name, &value);
+        if (forward_request_header(name) && add_up_header(px, name, value) < 0) return -1;
+    }
     if (up->api == SL_UPSTREAM_OPENAI) {
         char *bearer = malloc(strlen(up->api_key) + 8);
         if (!bearer) return -1;
@@ -1014,8 +942,8 @@ static sl_tokenizer_t *tokenizer(sl_proxy_t *proxy)
 static json_t *read_body(px_t *px)
 {
     const sl_config_t *c = &px->srv->config;
-    struct evbuffer *in = evhttp_request_get_input_buffer(px->call->req);
-    size_t len = evbuffer_get_length(in);
+    size_t len;
+    const char *in = sl_hreq_body(px->call->req, &len);
     if (len > c->proxy.body_limit_bytes) {
         px_error(px, 413, "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes",
                  len, c->proxy.body_limit_bytes);
@@ -1026,7 +954,7 @@ static json_t *read_body(px_t *px)
         px_error(px, 503, "sluice: out of memory");
         return NULL;
     }
-    evbuffer_copyout(in, px->body, len);
+    memcpy(px->body, in, len);
     px->body[len] = '\0';
     px->body_len = len;
     json_error_t jerr;
@@ -1085,9 +1013,7 @@ static void estimate(px_t *px, const json_t *j)
 static void start_call(px_t *px, const char *path, const char *query)
 {
     const sl_config_t *c = &px->srv->config;
-    size_t n_headers = 0;
-    for (struct evkeyval *h = in_headers(px)->tqh_first; h; h = h->next.tqe_next)
-        n_headers++;
+    size_t n_headers = sl_hreq_header_count(px->call->req);
     if (n_headers > c->proxy.max_headers) {
         px_error(px, 431, "sluice: %zu request headers are more than the proxy's limit of %zu",
                  n_headers, c->proxy.max_headers);
@@ -1112,11 +1038,7 @@ static void start_call(px_t *px, const char *path, const char *query)
         px_error(px, 503, "sluice: out of memory");
         return;
     }
-    if (watch_client(px) < 0) {
-        json_decref(j);
-        px_error(px, 503, "sluice: cannot watch the client connection");
-        return;
-    }
+    watch_client(px);
     if (px->count_tokens) { /* no lease: the provider does not rate-limit counting */
         json_decref(j);
         px->stream = false;
@@ -1179,11 +1101,11 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     }
     if (!path) {
         px_error(px, 404, "sluice: %s is not a proxied endpoint (see docs/proxy.md)",
-                 evhttp_request_get_uri(call->req));
+                 sl_hreq_target(call->req));
         return true;
     }
-    if (evhttp_request_get_command(call->req) != EVHTTP_REQ_POST) {
-        evhttp_add_header(evhttp_request_get_output_headers(call->req), "Allow", "POST");
+    if (call->method != SL_HTTP_POST) {
+        sl_hreq_add_header(call->req, "Allow", "POST");
         px_error(px, 405, "sluice: %s allows POST only", path);
         return true;
     }

@@ -7,12 +7,14 @@
 #include <stdio.h>
 
 #include <event2/event.h>
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "backend.h"
 #include "config.h"
+#include "httpd.h"
 #include "idmap.h"
+
+struct evbuffer;
 
 typedef struct sl_server sl_server_t;
 typedef struct sl_call sl_call_t;
@@ -30,8 +32,8 @@ typedef enum sl_call_mode {
  * (or when its client is gone). Fields borrowed from `body` live as long as the call. */
 struct sl_call {
     sl_server_t *srv;
-    struct evhttp_request *req; /* NULL once evhttp freed it */
-    struct evhttp_connection *evcon;
+    sl_hreq_t *req;           /* NULL once answered, or once the client is gone */
+    sl_http_method_t method;  /* HEAD is served as GET */
     json_t *body;                 /* parsed request body, or NULL */
     const sl_token_rule_t *token; /* the agent token presented, or NULL */
     bool admin;                   /* the admin token was presented (or auth is off) */
@@ -42,9 +44,8 @@ struct sl_call {
     double wait_s;                 /* how long the answer may be held (0 = answer at once) */
     double started_s;              /* when the wait began */
     struct event *wait_timer;      /* the end of `wait` */
-    struct event *close_watch;     /* notices the client going away */
     void (*gone)(sl_call_t *call); /* called once when the client went away */
-    bool closecb_set;              /* evhttp's connection close callback points here */
+    void *owner;                   /* the proxy's state for a proxied call */
     sl_call_t *prev, *next;        /* in srv->streams (SL_CALL_STREAM) */
 };
 
@@ -60,8 +61,7 @@ typedef struct sl_owner {
 
 struct sl_server {
     struct event_base *base;
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
+    sl_httpd_t *http;
     sl_backend_t *backend;
     sl_config_t config;
     const char *config_path; /* NULL: built-in defaults */
@@ -77,7 +77,6 @@ struct sl_server {
     size_t n_streams;
     size_t n_waiters;
     bool shutting_down;
-    bool early_close; /* the event method reports EV_CLOSED */
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
     sl_proxy_t *proxy; /* the provider proxy (proxy.c) */
 };
@@ -92,17 +91,13 @@ void sl__call_free(sl_call_t *call);
 void sl__reply_json(sl_call_t *call, int status, json_t *body);
 /* Answers ready-made JSON text (the hot paths format it directly) and frees the call. */
 void sl__reply_text(sl_call_t *call, int status, const char *json, size_t len);
-/* Writes what evhttp queued on `evcon` at once instead of on its next EV_WRITE, saving
- * a loop turn and two epoll_ctl per answer. evhttp's completion runs inside, so the
- * request (and the connection, if it is to close) may be freed on return. NULL is a no-op. */
-void sl__write_now(struct evhttp_connection *evcon);
 void sl__reply_error(sl_call_t *call, int status, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg);
 void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_s, double retry_at);
-/* Watches the client's socket while its request is pending (evhttp does not read it
- * then): `gone` runs once, within a second of the client closing. */
-int sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));
+/* `gone` runs once if the client closes its connection before the call is answered
+ * (call->req is NULL by then). */
+void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));
 /* Frees a call whose client is gone, closing its connection without an answer. */
 void sl__call_drop(sl_call_t *call);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
@@ -168,7 +163,7 @@ void sl__proxy_free(sl_server_t *srv);
  * and returns true; false leaves the call alone. The body has not been read and auth
  * has not been checked: the proxy does both in the provider's own error shapes. */
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query);
-/* The largest body evhttp must let through for the proxy. */
+/* The largest body the transport must let through for the proxy. */
 size_t sl__proxy_body_limit(const sl_config_t *c);
 
 /* proxy_usage.c: what a provider's answer says it used (pure functions, no I/O). */

@@ -177,7 +177,7 @@ static void on_task_written(int rc, double value, const char *errmsg, void *ud)
         sl__reply_engine_error(call, rc, errmsg);
         return;
     }
-    if (evhttp_request_get_command(call->req) == EVHTTP_REQ_DELETE) {
+    if (call->method == SL_HTTP_DELETE) {
         sl__reply_json(call, 200, json_pack("{s:s,s:s}", "status", "deleted", "task", call->pool));
         return;
     }
@@ -238,21 +238,21 @@ void sl__handle_tasks(sl_call_t *call, const char *task, int method)
 {
     if (task) {
         if (!sl__name_ok(task, 128)) {
-            sl__reply_error(call, method == EVHTTP_REQ_PUT ? 400 : 404,
-                            method == EVHTTP_REQ_PUT ? "invalid_request" : "not_found",
+            sl__reply_error(call, method == SL_HTTP_PUT ? 400 : 404,
+                            method == SL_HTTP_PUT ? "invalid_request" : "not_found",
                             "task: '%.64s' is not a task id (1-128 of A-Z a-z 0-9 . _ : -)", task);
             return;
         }
         snprintf(call->pool, sizeof(call->pool), "%s", task);
     }
-    if (method != EVHTTP_REQ_GET && !call->admin) {
+    if (method != SL_HTTP_GET && !call->admin) {
         sl__reply_error(call, 403, "forbidden",
                         "task: writing the task graph needs the admin token");
         return;
     }
-    if (method == EVHTTP_REQ_PUT)
+    if (method == SL_HTTP_PUT)
         task_put(call, task);
-    else if (method == EVHTTP_REQ_DELETE)
+    else if (method == SL_HTTP_DELETE)
         sl_backend_task_delete(call->srv->backend, task, on_task_written, call);
     else
         sl_backend_tasks(call->srv->backend, on_tasks, call);
@@ -312,9 +312,10 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
         return;
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
-    evhttp_add_header(h, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    evhttp_send_reply(call->req, 200, "OK", out);
+    if (call->req)
+        sl_hreq_reply(call->req, 200, "text/plain; version=0.0.4; charset=utf-8",
+                      evbuffer_pullup(out, -1), evbuffer_get_length(out));
+    call->req = NULL;
     evbuffer_free(out);
     sl__call_free(call);
 }
@@ -403,7 +404,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     srv->config.listen_host = NULL;
     sl_config_clear(&srv->config);
     srv->config = next;
-    evhttp_set_max_body_size(srv->http, (ev_ssize_t)sl__outer_body_limit(&srv->config));
+    sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));
     /* Reopened even when unchanged, so a rotated file is picked up. */
     if (sl__events_open_log(srv, err, errlen) < 0) return -1;
     return 0;

@@ -1,0 +1,974 @@
+/* httpd.c - sluiced's HTTP/1.1 transport: listener, connections, requests, answers (httpd.h).
+ *
+ * A connection is one socket with two events: reading (always on, level-triggered, so
+ * the close of a client whose request is waiting is seen at once) and writing (on only
+ * while an answer is backed up). A read takes everything the socket has; the requests in
+ * it are parsed (http_parse.c) and handed to `on_request` one at a time; answers given
+ * during that go out in one send at the end. Answers given later (a long-poll granted by
+ * a timer) are sent at once.
+ *
+ * Connections are freed only from the loop's own callbacks (read, write, resume, sweep),
+ * never inside an sl_hreq_* call: those mark the connection and activate its write event.
+ * Errors that leave request bytes unread close "lingering": the write side is shut, input
+ * is discarded until the client closes or LINGER_S passes, so the client reads the error
+ * instead of a reset.
+ */
+#include "httpd.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/listener.h>
+
+#define READ_MIN_SPACE_BYTES 4096  /* free room ensured before each read */
+#define LINGER_S             2.0   /* how long a lingering close waits for the client's close */
+#define LISTEN_BACKLOG       4096  /* capped by net.core.somaxconn */
+#define ACCEPT_RETRY_S       0.1   /* after running out of file descriptors */
+#define PAUSE_SLACK_BYTES    65536 /* input buffered past a pending request before reads pause */
+
+typedef struct hbuf {
+    char *data;
+    size_t off, len, cap; /* unread bytes are data[off, len) */
+} hbuf_t;
+
+typedef struct conn conn_t;
+
+typedef struct hfield {
+    char *name;
+    char *value;
+} hfield_t;
+
+struct sl_hreq {
+    conn_t *conn;
+    sl_http_method_t method;
+    bool keep_alive;
+    bool http10;
+    bool streaming; /* a streamed answer was started */
+    bool chunked;   /* ... in chunked coding */
+    char *target;   /* NUL-terminated */
+    size_t path_off, path_len;
+    char *query; /* NULL: none */
+    hfield_t *fields;
+    size_t n_fields;
+    char *body;
+    size_t body_len;
+    hbuf_t out_headers; /* "Name: value\r\n" lines */
+    void (*gone)(void *ud);
+    void *gone_ud;
+    void (*drained)(void *ud);
+    void *drained_ud;
+};
+
+struct conn {
+    sl_httpd_t *d;
+    evutil_socket_t fd;
+    struct event *rev, *wev, *resume;
+    hbuf_t in, out;
+    sl_hreq_t *cur; /* the request being served */
+    double last_active_s;
+    double linger_since_s;
+    bool reading;       /* inside input processing: answers are sent at its end */
+    bool wev_added;     /* the write event is watching a backlog */
+    bool backlogged;    /* a send came up short since the last `drained` */
+    bool close_after;   /* close once the answers are written */
+    bool linger;        /* ... lingering (request bytes may be left unread) */
+    bool lingering;     /* write side shut; discarding input */
+    bool eof;           /* the client closed its side */
+    bool dead;          /* close at the next loop turn, writing nothing more */
+    bool read_paused;   /* too much input queued behind a pending request */
+    bool continue_sent; /* "100 Continue" sent for the request being received */
+    conn_t *prev, *next;
+};
+
+struct sl_httpd {
+    struct event_base *base;
+    struct evconnlistener *listener;
+    struct event *accept_retry;
+    struct event *sweep;
+    int port;
+    sl_httpd_opts_t opts;
+    conn_t *conns;
+    sl_http_field_t *fields; /* the parser's scratch: opts.max_fields */
+    time_t date_sec;
+    char date[48]; /* "Date: ...\r\n" for date_sec */
+    size_t date_len;
+};
+
+/* ---- buffers ---------------------------------------------------------------------------- */
+
+static int hbuf_reserve(hbuf_t *b, size_t need)
+{
+    if (b->cap - b->len >= need) return 0;
+    if (b->off > 0) {
+        memmove(b->data, b->data + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+        if (b->cap - b->len >= need) return 0;
+    }
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap - b->len < need) {
+        if (cap > SIZE_MAX / 4) return -1;
+        cap *= 2;
+    }
+    char *d = realloc(b->data, cap);
+    if (!d) return -1;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+static int hbuf_add(hbuf_t *b, const void *p, size_t n)
+{
+    if (hbuf_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+static int hbuf_adds(hbuf_t *b, const char *s)
+{
+    return hbuf_add(b, s, strlen(s));
+}
+
+static size_t hbuf_pending(const hbuf_t *b)
+{
+    return b->len - b->off;
+}
+
+static void hbuf_consume(hbuf_t *b, size_t n)
+{
+    b->off += n;
+    if (b->off == b->len) b->off = b->len = 0;
+}
+
+static void hbuf_free(hbuf_t *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Decimal digits of `v` into `buf` (room for 20); returns their count. */
+static size_t fmt_u64(char *buf, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* ---- time ------------------------------------------------------------------------------- */
+
+static double now_s(const sl_httpd_t *d)
+{
+    struct timeval tv;
+    event_base_gettimeofday_cached(d->base, &tv);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* The Date header for this second (RFC 9110 section 6.6.1), reformatted once a second. */
+static const char *date_header(sl_httpd_t *d, size_t *len)
+{
+    struct timeval tv;
+    event_base_gettimeofday_cached(d->base, &tv);
+    if (tv.tv_sec != d->date_sec || d->date_len == 0) {
+        struct tm tm;
+        time_t t = tv.tv_sec;
+        gmtime_r(&t, &tm);
+        d->date_len = strftime(d->date, sizeof(d->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        d->date_sec = tv.tv_sec;
+    }
+    *len = d->date_len;
+    return d->date;
+}
+
+/* ---- connections ------------------------------------------------------------------------ */
+
+static void on_read(evutil_socket_t fd, short what, void *ud);
+static void on_write(evutil_socket_t fd, short what, void *ud);
+
+static void req_free(sl_hreq_t *r)
+{
+    hbuf_free(&r->out_headers);
+    free(r);
+}
+
+/* Frees `c`; the current request's `gone` runs first when `call_gone`. */
+static void conn_free(conn_t *c, bool call_gone)
+{
+    sl_httpd_t *d = c->d;
+    sl_hreq_t *r = c->cur;
+    if (r) {
+        c->cur = NULL;
+        r->conn = NULL;
+        if (call_gone && r->gone) r->gone(r->gone_ud);
+        req_free(r);
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (d->conns == c)
+        d->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    event_free(c->rev);
+    event_free(c->wev);
+    if (c->resume) event_free(c->resume);
+    evutil_closesocket(c->fd);
+    hbuf_free(&c->in);
+    hbuf_free(&c->out);
+    free(c);
+}
+
+/* Marks `c` for closing at the next loop turn (safe inside any callback). */
+static void conn_kill(conn_t *c)
+{
+    c->dead = true;
+    event_active(c->wev, EV_WRITE, 0);
+}
+
+/* Sends what `out` holds. A short send arms the write event; an error kills `c`. When a
+ * backlog empties outside the write callback, that callback is run to report `drained`. */
+static void conn_flush(conn_t *c, bool from_write_cb)
+{
+    if (c->dead) return;
+    while (hbuf_pending(&c->out) > 0) {
+        ssize_t n = send(c->fd, c->out.data + c->out.off, hbuf_pending(&c->out), MSG_NOSIGNAL);
+        if (n > 0) {
+            hbuf_consume(&c->out, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->backlogged = true;
+            if (!c->wev_added) {
+                event_add(c->wev, NULL);
+                c->wev_added = true;
+            }
+            return;
+        }
+        conn_kill(c);
+        return;
+    }
+    if (c->wev_added) {
+        event_del(c->wev);
+        c->wev_added = false;
+    }
+    if (!from_write_cb && (c->backlogged || (c->close_after && !c->cur)))
+        event_active(c->wev, EV_WRITE, 0);
+}
+
+/* The answers are written and the connection is to close: now, or lingering. */
+static void conn_close_or_linger(conn_t *c)
+{
+    if (!c->linger || c->eof) {
+        conn_free(c, true);
+        return;
+    }
+    shutdown(c->fd, SHUT_WR);
+    c->close_after = false;
+    c->lingering = true;
+    c->linger_since_s = now_s(c->d);
+    c->in.off = c->in.len = 0;
+    if (c->read_paused) {
+        event_add(c->rev, NULL);
+        c->read_paused = false;
+    }
+}
+
+/* JSON string body of `s`: quotes and backslashes escaped, other bytes outside printable
+ * ASCII replaced by '?'. */
+static void add_json_text(hbuf_t *b, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            char e[2] = {'\\', (char)ch};
+            hbuf_add(b, e, 2);
+        } else {
+            char o = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+            hbuf_add(b, &o, 1);
+        }
+    }
+}
+
+/* Writes the head of an answer: status line, Date, Content-Type, framing, the request's
+ * own headers, Connection. `len` < 0: a streamed answer. Returns 0, or -1 out of memory. */
+static int put_head(conn_t *c, sl_hreq_t *r, int status, const char *ctype, int64_t len,
+                    bool chunked, bool close)
+{
+    hbuf_t *o = &c->out;
+    char num[24];
+    size_t dlen;
+    const char *date = date_header(c->d, &dlen);
+    const char *reason = sl_http_reason(status);
+    if (status < 100 || status > 999) status = 500;
+    char line[64] = "HTTP/1.1 ";
+    size_t n = 9 + fmt_u64(line + 9, (uint64_t)status);
+    line[n++] = ' ';
+    int rc = hbuf_add(o, line, n) | hbuf_adds(o, reason) | hbuf_add(o, "\r\n", 2) |
+             hbuf_add(o, date, dlen);
+    if (ctype && !(r && sl_hreq_has_header(r, "Content-Type")))
+        rc |= hbuf_add(o, "Content-Type: ", 14) | hbuf_adds(o, ctype) | hbuf_add(o, "\r\n", 2);
+    if (len >= 0) {
+        rc |= hbuf_add(o, "Content-Length: ", 16) | hbuf_add(o, num, fmt_u64(num, (uint64_t)len)) |
+              hbuf_add(o, "\r\n", 2);
+    } else if (chunked) {
+        rc |= hbuf_add(o, "Transfer-Encoding: chunked\r\n", 28);
+    }
+    if (r && hbuf_pending(&r->out_headers))
+        rc |= hbuf_add(o, r->out_headers.data + r->out_headers.off, hbuf_pending(&r->out_headers));
+    if (close)
+        rc |= hbuf_add(o, "Connection: close\r\n", 19);
+    else if (r && r->http10)
+        rc |= hbuf_add(o, "Connection: keep-alive\r\n", 24);
+    rc |= hbuf_add(o, "\r\n", 2);
+    return rc ? -1 : 0;
+}
+
+/* An error the transport answers itself (the request never reaches `on_request`); the
+ * connection then closes, lingering. */
+static void transport_error(conn_t *c, int status, const char *type, const char *msg)
+{
+    hbuf_t body = {0};
+    hbuf_adds(&body, "{\"error\":{\"type\":\"");
+    hbuf_adds(&body, type);
+    hbuf_adds(&body, "\",\"message\":\"");
+    add_json_text(&body, msg);
+    hbuf_adds(&body, "\"}}\n");
+    if (!body.data || put_head(c, NULL, status, "application/json", (int64_t)body.len, false, true) < 0 ||
+        hbuf_add(&c->out, body.data, body.len) < 0)
+        c->dead = true;
+    hbuf_free(&body);
+    c->close_after = true;
+    c->linger = true;
+}
+
+static sl_hreq_t *req_new(conn_t *c, const sl_http_head_t *h, const char *raw, size_t body_wire,
+                          size_t body_len)
+{
+    size_t need = sizeof(sl_hreq_t) + h->n_fields * sizeof(hfield_t) + h->target_len + 1 +
+                  body_len + 1;
+    for (size_t i = 0; i < h->n_fields; i++)
+        need += h->fields[i].name_len + h->fields[i].value_len + 2;
+    char *mem = malloc(need);
+    if (!mem) return NULL;
+    sl_hreq_t *r = (sl_hreq_t *)(void *)mem;
+    memset(r, 0, sizeof(*r));
+    r->conn = c;
+    r->method = h->method;
+    r->keep_alive = h->keep_alive;
+    r->http10 = h->minor == 0;
+    r->fields = (hfield_t *)(void *)(mem + sizeof(sl_hreq_t));
+    r->n_fields = h->n_fields;
+    char *s = (char *)(r->fields + h->n_fields);
+    r->target = s;
+    memcpy(s, h->target, h->target_len);
+    s[h->target_len] = '\0';
+    s += h->target_len + 1;
+    /* absolute-form (RFC 9112 section 3.2.2): the path starts after the authority */
+    size_t p = 0;
+    if (h->target_len > 7 && (!strncasecmp(r->target, "http://", 7) ||
+                              !strncasecmp(r->target, "https://", 8))) {
+        const char *a = strstr(r->target, "//") + 2;
+        const char *slash = strchr(a, '/');
+        p = slash ? (size_t)(slash - r->target) : h->target_len;
+    }
+    char *q = strchr(r->target + p, '?');
+    r->path_off = p;
+    r->path_len = (q ? (size_t)(q - r->target) : h->target_len) - p;
+    r->query = q ? q + 1 : NULL;
+    for (size_t i = 0; i < h->n_fields; i++) {
+        const sl_http_field_t *f = &h->fields[i];
+        r->fields[i].name = s;
+        memcpy(s, f->name, f->name_len);
+        s[f->name_len] = '\0';
+        s += f->name_len + 1;
+        r->fields[i].value = s;
+        memcpy(s, f->value, f->value_len);
+        s[f->value_len] = '\0';
+        s += f->value_len + 1;
+    }
+    r->body = s;
+    r->body_len = body_len;
+    if (h->chunked)
+        sl_http_decode_chunked(raw + h->head_len, body_wire, s);
+    else
+        memcpy(s, raw + h->head_len, body_len);
+    s[body_len] = '\0';
+    return r;
+}
+
+/* Parses and hands on the requests waiting in `c->in`, one at a time. */
+static void process_input(conn_t *c)
+{
+    sl_httpd_t *d = c->d;
+    c->reading = true;
+    while (!c->cur && !c->dead && !c->close_after && hbuf_pending(&c->in) > 0) {
+        const char *p = c->in.data + c->in.off;
+        size_t avail = hbuf_pending(&c->in);
+        sl_http_head_t h = {.fields = d->fields, .max_fields = d->opts.max_fields};
+        char msg[256];
+        int rc = sl_http_parse_head(p, avail, d->opts.max_head_bytes, &h, msg, sizeof(msg));
+        if (rc == SL_HTTP_MORE) break;
+        if (rc != SL_HTTP_DONE) {
+            int status = rc == SL_HTTP_TOO_LARGE ? 431 : rc == SL_HTTP_VERSION ? 505 : 400;
+            transport_error(c, status, "invalid_request", msg);
+            break;
+        }
+        size_t wire = 0, body_len = 0;
+        if (h.chunked) {
+            rc = sl_http_scan_chunked(p + h.head_len, avail - h.head_len, d->opts.max_body_bytes,
+                                      &wire, &body_len, msg, sizeof(msg));
+            if (rc == SL_HTTP_TOO_LARGE || rc == SL_HTTP_BAD) {
+                transport_error(c, rc == SL_HTTP_BAD ? 400 : 413,
+                                rc == SL_HTTP_BAD ? "invalid_request" : "body_too_large", msg);
+                break;
+            }
+        } else if (h.content_length > 0) {
+            if ((uint64_t)h.content_length > d->opts.max_body_bytes) {
+                snprintf(msg, sizeof(msg), "body: %lld bytes is over the limit of %zu bytes",
+                         (long long)h.content_length, d->opts.max_body_bytes);
+                transport_error(c, 413, "body_too_large", msg);
+                break;
+            }
+            wire = body_len = (size_t)h.content_length;
+            rc = avail - h.head_len >= wire ? SL_HTTP_DONE : SL_HTTP_MORE;
+        }
+        if (rc == SL_HTTP_MORE) {
+            if (h.expect_continue && h.minor >= 1 && !c->continue_sent) {
+                static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                if (hbuf_add(&c->out, cont, sizeof(cont) - 1) < 0) c->dead = true;
+                c->continue_sent = true;
+            }
+            break;
+        }
+        sl_hreq_t *r = req_new(c, &h, p, wire, body_len);
+        if (!r) {
+            transport_error(c, 503, "out_of_memory", "server: out of memory");
+            break;
+        }
+        hbuf_consume(&c->in, h.head_len + wire);
+        c->continue_sent = false;
+        c->cur = r;
+        d->opts.on_request(r, d->opts.ud);
+    }
+    c->reading = false;
+}
+
+/* After input was processed: send the answers, close or pause as they say. */
+static void after_input(conn_t *c)
+{
+    if (c->dead) {
+        conn_free(c, true);
+        return;
+    }
+    if (c->eof) {
+        if (c->cur) { /* a client that closed does not hear its answer */
+            conn_free(c, true);
+            return;
+        }
+        c->close_after = true;
+    }
+    conn_flush(c, true);
+    if (c->dead) {
+        conn_free(c, true);
+        return;
+    }
+    if (c->close_after && !c->cur) {
+        if (hbuf_pending(&c->out) == 0) conn_close_or_linger(c);
+        return;
+    }
+    if (c->cur && !c->read_paused &&
+        hbuf_pending(&c->in) > c->d->opts.max_head_bytes + c->d->opts.max_body_bytes +
+                                   PAUSE_SLACK_BYTES) {
+        event_del(c->rev);
+        c->read_paused = true;
+    }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *ud)
+{
+    conn_t *c = ud;
+    (void)what;
+    if (c->dead) return; /* the write callback frees it */
+    for (;;) {
+        if (hbuf_reserve(&c->in, READ_MIN_SPACE_BYTES) < 0) {
+            conn_free(c, true);
+            return;
+        }
+        size_t space = c->in.cap - c->in.len;
+        ssize_t n = recv(fd, c->in.data + c->in.len, space, 0);
+        if (n > 0) {
+            c->last_active_s = now_s(c->d);
+            if (c->lingering) continue; /* discarded */
+            c->in.len += (size_t)n;
+            if ((size_t)n == space) continue;
+            break;
+        }
+        if (n == 0) {
+            c->eof = true;
+            event_del(c->rev);
+            break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        conn_free(c, true);
+        return;
+    }
+    if (c->lingering) {
+        if (c->eof) conn_free(c, true);
+        return;
+    }
+    if (!c->cur) process_input(c);
+    after_input(c);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *ud)
+{
+    conn_t *c = ud;
+    (void)fd;
+    (void)what;
+    if (c->dead || c->lingering) return;
+    if (!c->cur) process_input(c);
+    after_input(c);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *ud)
+{
+    conn_t *c = ud;
+    (void)fd;
+    (void)what;
+    if (c->dead) {
+        conn_free(c, true);
+        return;
+    }
+    conn_flush(c, true);
+    if (c->dead) {
+        conn_free(c, true);
+        return;
+    }
+    if (hbuf_pending(&c->out) > 0) return;
+    if (c->backlogged) {
+        c->backlogged = false;
+        if (c->cur && c->cur->drained) c->cur->drained(c->cur->drained_ud);
+        if (c->dead) {
+            conn_free(c, true);
+            return;
+        }
+        if (hbuf_pending(&c->out) > 0) return;
+    }
+    if (c->close_after && !c->cur) conn_close_or_linger(c);
+}
+
+/* The request on `c` is finished: free it and carry on with the connection. */
+static void req_finish(sl_hreq_t *r)
+{
+    conn_t *c = r->conn;
+    c->cur = NULL;
+    req_free(r);
+    c->last_active_s = now_s(c->d);
+    if (c->reading) return; /* process_input goes on and after_input sends */
+    conn_flush(c, false);
+    if (c->dead || c->close_after) return;
+    if (c->read_paused) {
+        event_add(c->rev, NULL);
+        c->read_paused = false;
+    }
+    if (hbuf_pending(&c->in) > 0) { /* pipelined requests: at the next loop turn */
+        if (!c->resume) c->resume = event_new(c->d->base, -1, 0, on_resume, c);
+        if (c->resume)
+            event_active(c->resume, EV_READ, 0);
+        else
+            conn_kill(c);
+    }
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int socklen, void *ud)
+{
+    sl_httpd_t *d = ud;
+    (void)l;
+    (void)sa;
+    (void)socklen;
+    conn_t *c = calloc(1, sizeof(*c));
+    if (c) {
+        c->d = d;
+        c->fd = fd;
+        c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_read, c);
+        c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+    }
+    if (!c || !c->rev || !c->wev || event_add(c->rev, NULL) < 0) {
+        if (c && c->rev) event_free(c->rev);
+        if (c && c->wev) event_free(c->wev);
+        free(c);
+        evutil_closesocket(fd);
+        return;
+    }
+    c->last_active_s = now_s(d);
+    c->next = d->conns;
+    if (d->conns) d->conns->prev = c;
+    d->conns = c;
+}
+
+static void on_accept_retry(evutil_socket_t fd, short what, void *ud)
+{
+    sl_httpd_t *d = ud;
+    (void)fd;
+    (void)what;
+    if (d->listener) evconnlistener_enable(d->listener);
+}
+
+static void on_accept_error(struct evconnlistener *l, void *ud)
+{
+    sl_httpd_t *d = ud;
+    int err = EVUTIL_SOCKET_ERROR();
+    static bool warned;
+    if (!warned) {
+        fprintf(stderr, "sluiced: accept: %s; pausing new connections briefly\n",
+                evutil_socket_error_to_string(err));
+        warned = true;
+    }
+    /* Out of descriptors: the pending connection stays readable, so wait instead of spinning. */
+    evconnlistener_disable(l);
+    struct timeval tv = {0, (suseconds_t)(ACCEPT_RETRY_S * 1e6)};
+    event_add(d->accept_retry, &tv);
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *ud)
+{
+    sl_httpd_t *d = ud;
+    (void)fd;
+    (void)what;
+    double now = now_s(d);
+    for (conn_t *c = d->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->lingering) {
+            if (now - c->linger_since_s > LINGER_S) conn_free(c, true);
+            continue;
+        }
+        if (c->cur || c->dead || hbuf_pending(&c->out) > 0) continue;
+        double limit = hbuf_pending(&c->in) > 0 ? d->opts.head_timeout_s : d->opts.idle_timeout_s;
+        if (now - c->last_active_s > limit) conn_free(c, true);
+    }
+}
+
+/* ---- the server ------------------------------------------------------------------------- */
+
+sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, char *err,
+                         size_t errlen)
+{
+    sl_httpd_t *d = calloc(1, sizeof(*d));
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    d->base = base;
+    d->opts = *opts;
+    d->opts.host = NULL;
+    d->fields = calloc(opts->max_fields ? opts->max_fields : 1, sizeof(*d->fields));
+    if (!d->fields) {
+        snprintf(err, errlen, "out of memory");
+        free(d);
+        return NULL;
+    }
+    char port[16];
+    snprintf(port, sizeof(port), "%d", opts->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(opts->host, port, &hints, &ai);
+    if (gai != 0) {
+        snprintf(err, errlen, "listen: cannot resolve %s: %s", opts->host, gai_strerror(gai));
+        free(d->fields);
+        free(d);
+        return NULL;
+    }
+    int bind_errno = 0;
+    for (struct addrinfo *a = ai; a && !d->listener; a = a->ai_next) {
+        d->listener = evconnlistener_new_bind(
+            base, on_accept, d, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+            LISTEN_BACKLOG, a->ai_addr, (int)a->ai_addrlen);
+        if (!d->listener) bind_errno = errno;
+    }
+    freeaddrinfo(ai);
+    if (!d->listener) {
+        snprintf(err, errlen, "listen: cannot bind %s:%d: %s", opts->host, opts->port,
+                 strerror(bind_errno));
+        free(d->fields);
+        free(d);
+        return NULL;
+    }
+    evconnlistener_set_error_cb(d->listener, on_accept_error);
+    evutil_socket_t lfd = evconnlistener_get_fd(d->listener);
+    /* Answers and streamed events are small writes that must not wait for the ACK of the
+     * previous one (Nagle against the client's delayed ACK: 40 ms). Accepted sockets
+     * inherit the option on Linux, so no request pays a setsockopt. */
+    int one = 1;
+    setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    d->port = opts->port;
+    if (getsockname(lfd, (struct sockaddr *)&ss, &sl) == 0)
+        d->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    d->accept_retry = evtimer_new(base, on_accept_retry, d);
+    d->sweep = event_new(base, -1, EV_PERSIST, on_sweep, d);
+    struct timeval one_s = {1, 0};
+    if (!d->accept_retry || !d->sweep || event_add(d->sweep, &one_s) < 0) {
+        snprintf(err, errlen, "out of memory");
+        sl_httpd_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+int sl_httpd_port(const sl_httpd_t *d)
+{
+    return d->listener ? d->port : -1;
+}
+
+void sl_httpd_set_max_body(sl_httpd_t *d, size_t max_body_bytes)
+{
+    d->opts.max_body_bytes = max_body_bytes;
+}
+
+void sl_httpd_stop_accepting(sl_httpd_t *d)
+{
+    if (d->listener) evconnlistener_free(d->listener);
+    d->listener = NULL;
+}
+
+void sl_httpd_free(sl_httpd_t *d)
+{
+    if (!d) return;
+    sl_httpd_stop_accepting(d);
+    while (d->conns)
+        conn_free(d->conns, true);
+    if (d->accept_retry) event_free(d->accept_retry);
+    if (d->sweep) event_free(d->sweep);
+    free(d->fields);
+    free(d);
+}
+
+/* ---- requests --------------------------------------------------------------------------- */
+
+sl_http_method_t sl_hreq_method(const sl_hreq_t *r)
+{
+    return r->method;
+}
+
+const char *sl_hreq_target(const sl_hreq_t *r)
+{
+    return r->target;
+}
+
+const char *sl_hreq_path(const sl_hreq_t *r, size_t *len)
+{
+    *len = r->path_len;
+    return r->target + r->path_off;
+}
+
+const char *sl_hreq_query(const sl_hreq_t *r)
+{
+    return r->query;
+}
+
+const char *sl_hreq_header(const sl_hreq_t *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_fields; i++)
+        if (!strcasecmp(r->fields[i].name, name)) return r->fields[i].value;
+    return NULL;
+}
+
+size_t sl_hreq_header_count(const sl_hreq_t *r)
+{
+    return r->n_fields;
+}
+
+void sl_hreq_header_at(const sl_hreq_t *r, size_t i, const char **name, const char **value)
+{
+    *name = r->fields[i].name;
+    *value = r->fields[i].value;
+}
+
+const char *sl_hreq_body(const sl_hreq_t *r, size_t *len)
+{
+    *len = r->body_len;
+    return r->body;
+}
+
+void sl_hreq_on_gone(sl_hreq_t *r, void (*gone)(void *ud), void *ud)
+{
+    r->gone = gone;
+    r->gone_ud = ud;
+}
+
+void sl_hreq_on_drained(sl_hreq_t *r, void (*drained)(void *ud), void *ud)
+{
+    r->drained = drained;
+    r->drained_ud = ud;
+}
+
+/* ---- answers ---------------------------------------------------------------------------- */
+
+int sl_hreq_add_header(sl_hreq_t *r, const char *name, const char *value)
+{
+    size_t n = strlen(name);
+    if (n == 0 || strcspn(value, "\r\n") != strlen(value)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= 0x20 || ch >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", ch)) return -1;
+    }
+    hbuf_t *h = &r->out_headers;
+    size_t mark = h->len;
+    if (hbuf_add(h, name, n) < 0 || hbuf_add(h, ": ", 2) < 0 || hbuf_adds(h, value) < 0 ||
+        hbuf_add(h, "\r\n", 2) < 0) {
+        h->len = mark;
+        return -1;
+    }
+    return 0;
+}
+
+bool sl_hreq_has_header(const sl_hreq_t *r, const char *name)
+{
+    size_t n = strlen(name);
+    if (!r->out_headers.data) return false;
+    const char *p = r->out_headers.data, *end = p + r->out_headers.len;
+    while (p < end) {
+        if ((size_t)(end - p) > n && p[n] == ':' && !strncasecmp(p, name, n)) return true;
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    return false;
+}
+
+void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const void *body,
+                   size_t len)
+{
+    conn_t *c = r->conn;
+    bool close = !r->keep_alive || c->eof;
+    if (put_head(c, r, status, content_type, (int64_t)len, false, close) < 0 ||
+        (r->method != SL_HTTP_HEAD && hbuf_add(&c->out, body, len) < 0))
+        conn_kill(c);
+    if (close) c->close_after = true;
+    req_finish(r);
+}
+
+void sl_hreq_start(sl_hreq_t *r, int status, const char *content_type)
+{
+    conn_t *c = r->conn;
+    r->streaming = true;
+    r->chunked = !r->http10;
+    bool close = r->http10 || !r->keep_alive;
+    if (put_head(c, r, status, content_type, -1, r->chunked, close) < 0) conn_kill(c);
+    if (close) c->close_after = true;
+    if (!c->reading) conn_flush(c, false);
+}
+
+void sl_hreq_send(sl_hreq_t *r, const void *data, size_t len)
+{
+    conn_t *c = r->conn;
+    if (!r->streaming || len == 0 || r->method == SL_HTTP_HEAD) return;
+    int rc = 0;
+    if (r->chunked) {
+        char hex[20];
+        int n = snprintf(hex, sizeof(hex), "%zx\r\n", len);
+        rc |= hbuf_add(&c->out, hex, (size_t)n);
+    }
+    rc |= hbuf_add(&c->out, data, len);
+    if (r->chunked) rc |= hbuf_add(&c->out, "\r\n", 2);
+    if (rc) {
+        conn_kill(c);
+        return;
+    }
+    if (!c->reading) conn_flush(c, false);
+}
+
+void sl_hreq_end(sl_hreq_t *r)
+{
+    conn_t *c = r->conn;
+    if (r->streaming && r->chunked && r->method != SL_HTTP_HEAD &&
+        hbuf_add(&c->out, "0\r\n\r\n", 5) < 0)
+        conn_kill(c);
+    req_finish(r);
+}
+
+size_t sl_hreq_backlog(const sl_hreq_t *r)
+{
+    return hbuf_pending(&r->conn->out);
+}
+
+void sl_hreq_abort(sl_hreq_t *r)
+{
+    conn_t *c = r->conn;
+    c->cur = NULL;
+    req_free(r);
+    conn_kill(c);
+}
+
+const char *sl_http_reason(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Content Too Large";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    case 529:
+        return "Site Overloaded";
+    default:
+        return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
