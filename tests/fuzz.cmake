@@ -19,7 +19,11 @@ target_include_directories(fuzz_replay_usage PRIVATE ${PROJECT_SOURCE_DIR}/src/s
 target_link_libraries(fuzz_replay_usage PRIVATE sluice_static PkgConfig::FUZZ_JANSSON
                                                 PkgConfig::FUZZ_LIBEVENT)
 
-foreach(f timefmt resync usage)
+add_executable(fuzz_replay_http ${PROJECT_SOURCE_DIR}/fuzz/replay.c
+                                ${PROJECT_SOURCE_DIR}/fuzz/http/fuzz_http.c)
+target_link_libraries(fuzz_replay_http PRIVATE sluice_http_parse)
+
+foreach(f timefmt resync usage http)
   add_test(NAME fuzz_replay_${f} COMMAND fuzz_replay_${f} ${PROJECT_SOURCE_DIR}/fuzz/${f}/corpus)
   set_tests_properties(fuzz_replay_${f} PROPERTIES LABELS "fuzz;unit")
 endforeach()

@@ -15,3 +15,8 @@ if(TARGET sluiced)
       ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;PYTHONDONTWRITEBYTECODE=1")
   endforeach()
 endif()
+
+# The transport's HTTP/1.1 parser, on its own.
+if(TARGET sluice_http_parse)
+  sl_unit_test(test_http_parse sluice_http_parse)
+endif()

@@ -349,6 +349,7 @@ ssize_t sl_http_pct_decode(const char *s, size_t len, char *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\0') return -1;
         if (s[i] != '%') {
             out[o++] = s[i];
             continue;

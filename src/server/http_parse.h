@@ -79,7 +79,7 @@ int sl_http_scan_chunked(const char *buf, size_t len, size_t max_body, size_t *w
 void sl_http_decode_chunked(const char *buf, size_t wire_len, char *out);
 
 /* Percent-decodes s[0, len) into `out` (room for len + 1) and NUL-terminates it. Returns
- * the decoded length, or -1 for a malformed escape or an encoded NUL. `+` stays `+`. */
+ * the decoded length, or -1 for a malformed escape or a NUL (raw or encoded). `+` stays `+`. */
 ssize_t sl_http_pct_decode(const char *s, size_t len, char *out);
 
 /* Case-insensitive comparison of a counted string with a NUL-terminated one. */
