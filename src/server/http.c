@@ -548,14 +548,14 @@ void sl__server_shutdown(sl_server_t *srv)
     srv->shutting_down = true;
     if (srv->http) sl_httpd_stop_accepting(srv->http);
     sl__waiters_shutdown(srv);
-    sl__proxy_shutdown(srv);
+    sl__proxy_shutdown(srv, true);
     sl__events_close_streams(srv);
     sl__events_flush(srv);
 }
 
 void sl__server_stop(sl_server_t *srv)
 {
-    sl__proxy_shutdown(srv);
+    sl__proxy_shutdown(srv, false);
     sl_httpd_free(srv->http);
     sl__proxy_free(srv);
     srv->http = NULL;

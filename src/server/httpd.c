@@ -96,6 +96,7 @@ struct sl_httpd {
     struct event *accept_retry;
     struct event *sweep;
     int port;
+    bool draining; /* not accepting: every answer closes its connection */
     sl_httpd_opts_t opts;
     conn_t *conns;
     sl_http_field_t *fields; /* the parser's scratch: opts.max_fields */
@@ -749,6 +750,9 @@ void sl_httpd_stop_accepting(sl_httpd_t *d)
 {
     if (d->listener) evconnlistener_free(d->listener);
     d->listener = NULL;
+    d->draining = true;
+    for (conn_t *c = d->conns; c; c = c->next)
+        if (!c->cur && hbuf_pending(&c->in) == 0 && hbuf_pending(&c->out) == 0) conn_kill(c);
 }
 
 void sl_httpd_free(sl_httpd_t *d)
@@ -859,7 +863,7 @@ void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const voi
                    size_t len)
 {
     conn_t *c = r->conn;
-    bool close = !r->keep_alive || c->eof;
+    bool close = !r->keep_alive || c->eof || c->d->draining;
     if (put_head(c, r, status, content_type, (int64_t)len, false, close) < 0 ||
         (r->method != SL_HTTP_HEAD && hbuf_add(&c->out, body, len) < 0))
         conn_kill(c);
@@ -903,6 +907,7 @@ void sl_hreq_end(sl_hreq_t *r)
     if (r->streaming && r->chunked && r->method != SL_HTTP_HEAD &&
         hbuf_add(&c->out, "0\r\n\r\n", 5) < 0)
         conn_kill(c);
+    if (c->d->draining) c->close_after = true;
     req_finish(r);
 }
 

@@ -46,7 +46,8 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
 int sl_httpd_port(const sl_httpd_t *d);
 /* Changes the transport's body limit for requests not yet read. */
 void sl_httpd_set_max_body(sl_httpd_t *d, size_t max_body_bytes);
-/* Stops accepting connections; connections already open go on. */
+/* Stops accepting connections. Idle connections are closed; the others are closed after
+ * their current answer (which says Connection: close). */
 void sl_httpd_stop_accepting(sl_httpd_t *d);
 /* Closes every connection (each current request's `gone` runs) and frees the server. */
 void sl_httpd_free(sl_httpd_t *d);

@@ -8,8 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define EXIT_USAGE 2
+/* SIGTERM: answers already queued get this long to reach their clients ... */
+#define SHUTDOWN_FLUSH_S 0.3
+/* ... and proxied calls the provider is answering this long to finish (the issue's
+ * bound on the whole exit is 5 s); those still running then end with an error event. */
+#define SHUTDOWN_DRAIN_S 4.0
+#define SHUTDOWN_CHECK_S 0.1
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void usage(FILE *f)
 {
@@ -48,7 +62,14 @@ static void on_exit_timer(evutil_socket_t fd, short what, void *ud)
     sl_server_t *srv = ud;
     (void)fd;
     (void)what;
-    event_base_loopbreak(srv->base);
+    double waited_s = monotonic_s() - srv->shutdown_started_s;
+    if ((waited_s >= SHUTDOWN_FLUSH_S && sl__proxy_in_flight(srv) == 0) ||
+        waited_s >= SHUTDOWN_DRAIN_S) {
+        event_base_loopbreak(srv->base);
+        return;
+    }
+    struct timeval tv = {0, (suseconds_t)(SHUTDOWN_CHECK_S * 1e6)};
+    evtimer_add(srv->exit_timer, &tv);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *ud)
@@ -66,9 +87,9 @@ static void on_signal(evutil_socket_t sig, short what, void *ud)
     }
     if (srv->shutting_down) return;
     fprintf(stderr, "sluiced: %s: draining and exiting\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    srv->shutdown_started_s = monotonic_s();
     sl__server_shutdown(srv);
-    /* Give the answers just queued a moment to reach their clients. */
-    struct timeval tv = {0, 300000};
+    struct timeval tv = {0, (suseconds_t)(SHUTDOWN_CHECK_S * 1e6)};
     evtimer_add(srv->exit_timer, &tv);
 }
 

@@ -1145,12 +1145,30 @@ int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
     return 0;
 }
 
-void sl__proxy_shutdown(sl_server_t *srv)
+size_t sl__proxy_in_flight(const sl_server_t *srv)
+{
+    size_t n = 0;
+    for (const px_t *px = srv->proxy ? srv->proxy->calls : NULL; px; px = px->next)
+        n += px->phase == PX_UPSTREAM;
+    return n;
+}
+
+void sl__proxy_shutdown(sl_server_t *srv, bool drain)
 {
     sl_proxy_t *proxy = srv->proxy;
     if (!proxy) return;
+    px_t *kept = NULL; /* draining: calls the provider is answering go on */
     while (proxy->calls) {
         px_t *px = proxy->calls;
+        if (drain && px->phase == PX_UPSTREAM) {
+            proxy->calls = px->next;
+            if (px->next) px->next->prev = NULL;
+            px->next = kept;
+            px->prev = NULL;
+            if (kept) kept->prev = px;
+            kept = px;
+            continue;
+        }
         if (px->phase == PX_START) { /* waiting on a networked backend: answered by it */
             px->gone = true;
             if (px->prev)
@@ -1172,13 +1190,14 @@ void sl__proxy_shutdown(sl_server_t *srv)
         }
         px_error(px, 503, "sluice: sluiced is shutting down; retry elsewhere");
     }
+    proxy->calls = kept;
 }
 
 void sl__proxy_free(sl_server_t *srv)
 {
     sl_proxy_t *proxy = srv->proxy;
     if (!proxy) return;
-    sl__proxy_shutdown(srv);
+    sl__proxy_shutdown(srv, false);
     sl_upstream_free(proxy->up);
     sl_tokenizer_free(proxy->tok);
     sl__idmap_free(&proxy->waiters);

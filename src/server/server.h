@@ -78,6 +78,7 @@ struct sl_server {
     size_t n_waiters;
     bool shutting_down;
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
+    double shutdown_started_s; /* monotonic, when SIGTERM/SIGINT arrived */
     sl_proxy_t *proxy; /* the provider proxy (proxy.c) */
 };
 
@@ -155,8 +156,10 @@ bool sl__name_ok(const char *s, size_t max_len);
  * every event on to sl__events_on_backend_event). Returns 0, or -1 with `err` set. */
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
 /* Answers every proxied call still waiting or streaming (503 / an SSE error event),
- * settling what each used. */
-void sl__proxy_shutdown(sl_server_t *srv);
+ * settling what each used. With `drain`, calls the provider is already answering are
+ * left to finish (sl__proxy_in_flight counts them); the rest are answered. */
+void sl__proxy_shutdown(sl_server_t *srv, bool drain);
+size_t sl__proxy_in_flight(const sl_server_t *srv);
 /* Frees the proxy (after shutdown). NULL srv->proxy is allowed. */
 void sl__proxy_free(sl_server_t *srv);
 /* Handles `call` when its path is a proxy endpoint (segment 0 "anthropic" or "openai")
