@@ -79,6 +79,12 @@ typedef struct {
 int sl_estimate_request(sl_tokenizer_t *tok, sl_api_t api, const char *body, size_t body_len,
                         sl_estimate_t *out, char *err, size_t err_size);
 
+struct json_t; /* jansson's */
+/* sl_estimate_request on a body the caller already parsed with jansson (`root`), so a
+ * proxy that reads the body itself does not parse it twice. Same results and errors. */
+int sl_estimate_json(sl_tokenizer_t *tok, sl_api_t api, const struct json_t *root,
+                     sl_estimate_t *out, char *err, size_t err_size);
+
 #ifdef __cplusplus
 }
 #endif

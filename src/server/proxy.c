@@ -996,8 +996,7 @@ static void estimate(px_t *px, const json_t *j)
     char err[256];
     sl_tokenizer_t *tok = tokenizer(px->proxy);
     sl_api_t api = px->api == SL_UPSTREAM_OPENAI ? SL_API_OPENAI : SL_API_ANTHROPIC;
-    if (!tok || sl_estimate_request(tok, api, px->body, px->body_len, &px->est, err,
-                                    sizeof(err)) != 0) {
+    if (!tok || sl_estimate_json(tok, api, j, &px->est, err, sizeof(err)) != 0) {
         /* Let the provider judge the body; reserve by size. */
         px->est.input_tokens = (int64_t)(px->body_len / 4);
         px->est.cached_tokens = 0;

@@ -537,6 +537,18 @@ int sl_estimate_request(sl_tokenizer_t *tok, sl_api_t api, const char *body, siz
     if (!root)
         return fail(&e, SL_TOK_EREQUEST, "body:%d:%d: invalid JSON: %s", jerr.line, jerr.column,
                     jerr.text);
+    int rc = sl_estimate_json(tok, api, root, out, err, err_size);
+    json_decref(root);
+    return rc;
+}
+
+int sl_estimate_json(sl_tokenizer_t *tok, sl_api_t api, const json_t *root, sl_estimate_t *out,
+                     char *err, size_t err_size)
+{
+    if (!tok || !root || !out)
+        return SL_TOK_EINVAL;
+    memset(out, 0, sizeof(*out));
+    est_t e = {tok, 0, 0, err, err_size, 0};
     if (!json_is_object(root)) {
         bad_value(&e, "body", "not a JSON object:", root);
     } else {
@@ -547,7 +559,6 @@ int sl_estimate_request(sl_tokenizer_t *tok, sl_api_t api, const char *body, siz
         else
             estimate_anthropic(&e, root, out);
     }
-    json_decref(root);
     if (e.rc)
         memset(out, 0, sizeof(*out));
     return e.rc;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "sluice/tokenizer.h"
 #include "tokenizer_internal.h"
@@ -34,13 +35,21 @@ static sl_tokenizer_t *bytes_vocab(void)
     return tok;
 }
 
+/* Estimates `body` from its text and from its parsed tree; both must agree. */
 static sl_estimate_t estimate(sl_tokenizer_t *tok, sl_api_t api, const char *body)
 {
-    sl_estimate_t e;
+    sl_estimate_t e, from_tree;
     char err[256] = "";
     int rc = sl_estimate_request(tok, api, body, strlen(body), &e, err, sizeof(err));
     if (rc != 0)
         fail_msg("unexpected error: %s", err);
+    json_t *root = json_loads(body, 0, NULL);
+    assert_non_null(root);
+    rc = sl_estimate_json(tok, api, root, &from_tree, err, sizeof(err));
+    json_decref(root);
+    if (rc != 0)
+        fail_msg("unexpected error from the parsed body: %s", err);
+    assert_memory_equal(&e, &from_tree, sizeof(e));
     return e;
 }
 
