@@ -42,7 +42,8 @@ fuzz: setup
 	$(FUZZ_CC) fuzz/resync/fuzz_resync.c $(FUZZ_ENG) -o build-fuzz/fuzz_resync
 	$(FUZZ_CC) fuzz/usage/fuzz_usage.c src/server/proxy_usage.c -Isrc/server -Isrc/backend \
 	  $(FUZZ_ENG) $$(pkg-config --cflags --libs jansson libevent) -o build-fuzz/fuzz_usage
-	$(FUZZ_CC) fuzz/http/fuzz_http.c src/server/http_parse.c -Isrc/server -o build-fuzz/fuzz_http
+	$(FUZZ_CC) fuzz/http/fuzz_http.c src/server/http_parse.c -Isrc/server -lhttp_parser \
+	  -o build-fuzz/fuzz_http
 	@for t in tokenizer estimate timefmt resync usage http; do \
 	  mkdir -p build-fuzz/corpus-$$t; \
 	  build-fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -artifact_prefix=fuzz/$$t/ \

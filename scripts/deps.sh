@@ -7,7 +7,8 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   libcmocka-dev          # unit tests
-  libevent-dev           # sluiced: event loop and HTTP server
+  libevent-dev           # sluiced: event loop; sluice-emu: HTTP server
+  libhttp-parser-dev     # sluiced: HTTP/1.1 request parsing
   libjansson-dev         # JSON with exact 64-bit integers
   libyaml-dev            # configuration file
   libcurl4-openssl-dev   # client library and upstream proxy

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <event2/http.h>
+
 #define OUTER_BODY_LIMIT_BYTES (16u * 1024 * 1024)
 #define HEAD_LIMIT_BYTES       (32u * 1024)
 #define MAX_FIELDS             10000 /* the most `proxy.max_headers` allows; the head limit binds first */
@@ -309,9 +311,10 @@ static void handle_healthz(sl_call_t *call)
     sl__reply_json(call, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* Splits the path "/a/b/c" (path[0, len)) into percent-decoded segments written into
- * `buf` (room for len + MAX_SEGMENTS bytes). Returns the count, or -1 on a bad path. */
-static int split_path(const char *path, size_t len, char *buf, char **seg, int max)
+/* Splits the path "/a/b/c" (path[0, len)) into percent-decoded segments (libevent's
+ * decoder), each allocated; the caller frees seg[0, count). Returns the count, or -1 on
+ * a bad path (an encoded NUL among them). */
+static int split_path(const char *path, size_t len, char **seg, int max)
 {
     int n = 0;
     size_t i = 0;
@@ -324,10 +327,13 @@ static int split_path(const char *path, size_t len, char *buf, char **seg, int m
         while (e < len && path[e] != '/')
             e++;
         if (n == max) return -1;
-        ssize_t d = sl_http_pct_decode(path + i, e - i, buf);
-        if (d < 0) return -1;
-        seg[n++] = buf;
-        buf += d + 1;
+        char raw[PATH_MAX_BYTES + 1];
+        memcpy(raw, path + i, e - i);
+        raw[e - i] = '\0';
+        size_t dlen = 0;
+        seg[n] = evhttp_uridecode(raw, 0, &dlen);
+        if (!seg[n] || strlen(seg[n]) != dlen) return -1;
+        n++;
         i = e;
     }
     return n;
@@ -482,7 +488,6 @@ static void on_request(sl_hreq_t *req, void *arg)
 {
     sl_server_t *srv = arg;
     char *seg[MAX_SEGMENTS] = {0};
-    char segbuf[PATH_MAX_BYTES + MAX_SEGMENTS];
     sl_call_t *call = calloc(1, sizeof(*call));
     if (!call) {
         static const char oom[] =
@@ -500,20 +505,21 @@ static void on_request(sl_hreq_t *req, void *arg)
     }
     size_t path_len;
     const char *path = sl_hreq_path(req, &path_len);
-    int n = path_len <= PATH_MAX_BYTES ? split_path(path, path_len, segbuf, seg, MAX_SEGMENTS) : -1;
+    int n = path_len <= PATH_MAX_BYTES ? split_path(path, path_len, seg, MAX_SEGMENTS) : -1;
+    const char *query = sl_hreq_query(req);
     if (n < 0) {
         sl__reply_error(call, 404, "not_found", "path: '%.256s' is not an endpoint of this API",
                         sl_hreq_target(req));
-        return;
+    } else if (n > 0 && sl__proxy_route(call, n, seg, query)) {
+        /* the proxy authenticates and reads bodies itself */
+    } else if (!needs_auth(n, seg) || authenticate(call) == 0) {
+        /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
+        bool body_optional = n == 3 && !strcmp(seg[1], "admin");
+        if (!method_has_body(call->method) || read_body(call, !body_optional) == 0)
+            route(call, n, seg, query);
     }
-    const char *query = sl_hreq_query(req);
-    if (n > 0 && sl__proxy_route(call, n, seg, query))
-        return; /* the proxy authenticates and reads bodies itself */
-    if (needs_auth(n, seg) && authenticate(call) < 0) return;
-    /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
-    bool body_optional = n == 3 && !strcmp(seg[1], "admin");
-    if (method_has_body(call->method) && read_body(call, !body_optional) < 0) return;
-    route(call, n, seg, query);
+    for (int i = 0; i < MAX_SEGMENTS; i++)
+        free(seg[i]);
 }
 
 /* ---- start / stop ----------------------------------------------------------------- */

@@ -1,365 +1,383 @@
-/* http_parse.c - HTTP/1.1 request heads, chunked bodies and percent-escapes (see http_parse.h). */
+/* http_parse.c - HTTP/1.1 requests assembled on node's http-parser (see http_parse.h).
+ *
+ * http-parser hands over the target, field names and values in pieces as bytes arrive;
+ * they are appended to one buffer, each ended by a NUL, and indexed by offset (the buffer
+ * may move while it grows). On the message's end the parser is paused, so the bytes of
+ * a pipelined next request stay unread until the caller asks for it.
+ */
 #include "http_parse.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#define CHUNK_LINE_MAX_BYTES 1024  /* a chunk-size line with its extensions */
-#define TRAILERS_MAX_BYTES   8192  /* all trailer lines of a chunked body */
+#include <http_parser.h>
 
-static bool is_tchar(unsigned char c)
+#define FIELD_OVERHEAD_BYTES 4 /* ": " and CRLF, counted towards the head limit */
+
+typedef struct span {
+    size_t name_off, value_off;
+} span_t;
+
+typedef struct buf {
+    char *data;
+    size_t len, cap;
+} buf_t;
+
+struct sl_http_reader {
+    http_parser p;
+    sl_http_limits_t lim;
+    buf_t head;          /* target NUL, then name NUL value NUL for each field */
+    buf_t body;
+    span_t *spans;
+    size_t n_spans, cap_spans;
+    size_t head_bytes;   /* counted against lim.max_head_bytes */
+    enum { IN_NONE, IN_URL, IN_NAME, IN_VALUE } in;
+    bool begun;          /* a request has started arriving */
+    bool headers_done;
+    bool complete;
+    bool expect_continue;
+    bool continue_told;
+    int err_rc;          /* set by a callback that stops the parser */
+    char err_msg[160];
+    sl_http_field_t *fields; /* built when the request is complete */
+    size_t cap_fields;
+    sl_http_request_t req;
+};
+
+static int buf_add(buf_t *b, const char *p, size_t n)
 {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    if (b->cap - b->len < n + 1) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->len < n + 1) {
+            if (cap > SIZE_MAX / 4) return -1;
+            cap *= 2;
+        }
+        char *d = realloc(b->data, cap);
+        if (!d) return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0'; /* room was kept for it */
+    return 0;
 }
 
-/* A field value's bytes: HTAB, SP, visible ASCII and obs-text. */
-static bool is_value_char(unsigned char c)
+static int fail(sl_http_reader_t *r, int rc, const char *msg)
 {
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    r->err_rc = rc;
+    snprintf(r->err_msg, sizeof(r->err_msg), "%s", msg);
     return -1;
 }
 
-bool sl_http_token_eq(const char *s, size_t len, const char *lit)
+/* Counts head bytes against the limit. */
+static int count_head(sl_http_reader_t *r, size_t n)
 {
-    size_t n = strlen(lit);
-    if (n != len) return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char a = (unsigned char)s[i], b = (unsigned char)lit[i];
-        if (a >= 'A' && a <= 'Z') a = (unsigned char)(a + 32);
-        if (b >= 'A' && b <= 'Z') b = (unsigned char)(b + 32);
-        if (a != b) return false;
+    r->head_bytes += n;
+    if (r->head_bytes > r->lim.max_head_bytes) {
+        char m[96];
+        snprintf(m, sizeof(m), "header: the request head is over %zu bytes",
+                 r->lim.max_head_bytes);
+        return fail(r, SL_HTTP_TOO_LARGE, m);
     }
+    return 0;
+}
+
+/* Ends the element being gathered (NUL) and starts the next one. */
+static int switch_to(sl_http_reader_t *r, int next)
+{
+    if (r->in != IN_NONE && buf_add(&r->head, "", 1) < 0)
+        return fail(r, SL_HTTP_TOO_LARGE, "server: out of memory");
+    r->in = next;
+    return 0;
+}
+
+static int on_message_begin(http_parser *p)
+{
+    sl_http_reader_t *r = p->data;
+    r->begun = true;
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n)
+{
+    sl_http_reader_t *r = p->data;
+    if (count_head(r, n) < 0) return -1;
+    if (r->in != IN_URL && switch_to(r, IN_URL) < 0) return -1;
+    return buf_add(&r->head, at, n) < 0 ? fail(r, SL_HTTP_TOO_LARGE, "server: out of memory") : 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+    sl_http_reader_t *r = p->data;
+    if (count_head(r, n + (r->in != IN_NAME ? FIELD_OVERHEAD_BYTES : 0)) < 0) return -1;
+    if (memchr(at, ' ', n) || memchr(at, '\t', n)) /* RFC 9112 section 5.1: smuggling */
+        return fail(r, SL_HTTP_BAD, "header: whitespace between a field name and its colon");
+    if (r->headers_done) return 0; /* trailers are counted, not kept */
+    if (r->in != IN_NAME) {
+        if (r->n_spans == r->lim.max_fields) {
+            char m[64];
+            snprintf(m, sizeof(m), "header: more than %zu fields", r->lim.max_fields);
+            return fail(r, SL_HTTP_TOO_LARGE, m);
+        }
+        if (r->n_spans == r->cap_spans) {
+            size_t cap = r->cap_spans ? r->cap_spans * 2 : 16;
+            span_t *s = realloc(r->spans, cap * sizeof(*s));
+            if (!s) return fail(r, SL_HTTP_TOO_LARGE, "server: out of memory");
+            r->spans = s;
+            r->cap_spans = cap;
+        }
+        if (switch_to(r, IN_NAME) < 0) return -1;
+        r->spans[r->n_spans].name_off = r->head.len;
+        r->spans[r->n_spans].value_off = SIZE_MAX;
+        r->n_spans++;
+    }
+    return buf_add(&r->head, at, n) < 0 ? fail(r, SL_HTTP_TOO_LARGE, "server: out of memory") : 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+    sl_http_reader_t *r = p->data;
+    if (count_head(r, n) < 0) return -1;
+    if (r->headers_done) return 0;
+    if (r->in != IN_VALUE) {
+        if (switch_to(r, IN_VALUE) < 0) return -1;
+        r->spans[r->n_spans - 1].value_off = r->head.len;
+    }
+    return buf_add(&r->head, at, n) < 0 ? fail(r, SL_HTTP_TOO_LARGE, "server: out of memory") : 0;
+}
+
+static sl_http_method_t method_of(unsigned m)
+{
+    switch (m) {
+    case HTTP_GET:
+        return SL_HTTP_GET;
+    case HTTP_HEAD:
+        return SL_HTTP_HEAD;
+    case HTTP_POST:
+        return SL_HTTP_POST;
+    case HTTP_PUT:
+        return SL_HTTP_PUT;
+    case HTTP_DELETE:
+        return SL_HTTP_DELETE;
+    case HTTP_PATCH:
+        return SL_HTTP_PATCH;
+    case HTTP_OPTIONS:
+        return SL_HTTP_OPTIONS;
+    default:
+        return SL_HTTP_OTHER;
+    }
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    sl_http_reader_t *r = p->data;
+    if (switch_to(r, IN_NONE) < 0) return -1;
+    r->headers_done = true;
+    if (p->http_major != 1 || p->http_minor > 1) {
+        char m[96];
+        snprintf(m, sizeof(m), "request line: HTTP/%u.%u is not supported (HTTP/1.1 is)",
+                 p->http_major, p->http_minor);
+        return fail(r, SL_HTTP_VERSION, m);
+    }
+    if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
+        p->content_length > r->lim.max_body_bytes) {
+        char m[128];
+        snprintf(m, sizeof(m), "body: %llu bytes is over the limit of %zu bytes",
+                 (unsigned long long)p->content_length, r->lim.max_body_bytes);
+        return fail(r, SL_HTTP_BODY_TOO_LARGE, m);
+    }
+    for (size_t i = 0; i < r->n_spans; i++) {
+        const span_t *s = &r->spans[i];
+        if (s->value_off != SIZE_MAX && !strcasecmp(r->head.data + s->name_off, "expect") &&
+            !strcasecmp(r->head.data + s->value_off, "100-continue"))
+            r->expect_continue = true;
+    }
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+    sl_http_reader_t *r = p->data;
+    if (r->body.len + n > r->lim.max_body_bytes) {
+        char m[128];
+        snprintf(m, sizeof(m), "body: the chunked body is over the limit of %zu bytes",
+                 r->lim.max_body_bytes);
+        return fail(r, SL_HTTP_BODY_TOO_LARGE, m);
+    }
+    return buf_add(&r->body, at, n) < 0 ? fail(r, SL_HTTP_BODY_TOO_LARGE, "server: out of memory")
+                                        : 0;
+}
+
+/* Trims trailing blanks off a NUL-terminated value in place. */
+static void rtrim(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+}
+
+static int on_message_complete(http_parser *p)
+{
+    sl_http_reader_t *r = p->data;
+    if (r->cap_fields < r->n_spans) {
+        sl_http_field_t *f = realloc(r->fields, r->n_spans * sizeof(*f));
+        if (!f) return fail(r, SL_HTTP_TOO_LARGE, "server: out of memory");
+        r->fields = f;
+        r->cap_fields = r->n_spans;
+    }
+    if (!r->head.data && buf_add(&r->head, "", 0) < 0)
+        return fail(r, SL_HTTP_TOO_LARGE, "server: out of memory");
+    static const char empty[] = "";
+    for (size_t i = 0; i < r->n_spans; i++) {
+        r->fields[i].name = r->head.data + r->spans[i].name_off;
+        if (r->spans[i].value_off == SIZE_MAX) {
+            r->fields[i].value = empty;
+        } else {
+            rtrim(r->head.data + r->spans[i].value_off);
+            r->fields[i].value = r->head.data + r->spans[i].value_off;
+        }
+    }
+    sl_http_request_t *q = &r->req;
+    q->method = method_of(p->method);
+    q->minor = p->http_minor;
+    q->keep_alive = http_should_keep_alive(p) && !p->upgrade;
+    q->target = r->head.data;
+    q->target_len = strlen(r->head.data);
+    q->fields = r->fields;
+    q->n_fields = r->n_spans;
+    q->body = r->body.data ? r->body.data : empty;
+    q->body_len = r->body.len;
+    r->complete = true;
+    http_parser_pause(p, 1); /* the next request waits for sl_http_reader_next */
+    return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+sl_http_reader_t *sl_http_reader_new(const sl_http_limits_t *limits)
+{
+    sl_http_reader_t *r = calloc(1, sizeof(*r));
+    if (!r) return NULL;
+    r->lim = *limits;
+    http_parser_init(&r->p, HTTP_REQUEST);
+    r->p.data = r;
+    return r;
+}
+
+void sl_http_reader_free(sl_http_reader_t *r)
+{
+    if (!r) return;
+    free(r->head.data);
+    free(r->body.data);
+    free(r->spans);
+    free(r->fields);
+    free(r);
+}
+
+void sl_http_reader_set_max_body(sl_http_reader_t *r, size_t max_body_bytes)
+{
+    r->lim.max_body_bytes = max_body_bytes;
+}
+
+size_t sl_http_reader_feed(sl_http_reader_t *r, const char *data, size_t len, int *rc, char *msg,
+                           size_t msglen)
+{
+    if (r->complete) {
+        *rc = SL_HTTP_DONE;
+        return 0;
+    }
+    size_t used = http_parser_execute(&r->p, &settings, data, len);
+    enum http_errno e = HTTP_PARSER_ERRNO(&r->p);
+    if (r->complete) {
+        *rc = SL_HTTP_DONE;
+        return used;
+    }
+    if (e == HPE_OK) {
+        *rc = SL_HTTP_MORE;
+        return used;
+    }
+    if (r->err_rc) {
+        *rc = r->err_rc;
+        snprintf(msg, msglen, "%s", r->err_msg);
+    } else if (e == HPE_HEADER_OVERFLOW) {
+        *rc = SL_HTTP_TOO_LARGE;
+        snprintf(msg, msglen, "header: the request head is too large");
+    } else {
+        *rc = SL_HTTP_BAD;
+        snprintf(msg, msglen, "request: %s (%s)", http_errno_description(e), http_errno_name(e));
+    }
+    return used;
+}
+
+bool sl_http_reader_take_continue(sl_http_reader_t *r)
+{
+    if (!r->headers_done || r->complete || !r->expect_continue || r->continue_told ||
+        r->p.http_minor < 1)
+        return false;
+    r->continue_told = true;
     return true;
 }
 
-/* Finds the line starting at `p`: sets *end (exclusive, without CR) and *next (after LF).
- * Returns 1, 0 when no LF yet, -1 for a CR not followed by LF. */
-static int next_line(const char *buf, size_t len, size_t p, size_t *end, size_t *next)
+bool sl_http_reader_partial(const sl_http_reader_t *r)
 {
-    const char *nl = memchr(buf + p, '\n', len - p);
-    if (!nl) return 0;
-    size_t e = (size_t)(nl - buf);
-    *next = e + 1;
-    if (e > p && buf[e - 1] == '\r') e--;
-    if (memchr(buf + p, '\r', e - p)) return -1;
-    *end = e;
-    return 1;
+    return r->begun && !r->complete;
 }
 
-static sl_http_method_t method_of(const char *s, size_t n)
+const sl_http_request_t *sl_http_reader_request(const sl_http_reader_t *r)
 {
-    static const struct {
-        const char *name;
-        sl_http_method_t m;
-    } known[] = {{"GET", SL_HTTP_GET},       {"HEAD", SL_HTTP_HEAD},   {"POST", SL_HTTP_POST},
-                 {"PUT", SL_HTTP_PUT},       {"DELETE", SL_HTTP_DELETE}, {"PATCH", SL_HTTP_PATCH},
-                 {"OPTIONS", SL_HTTP_OPTIONS}};
-    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-        if (strlen(known[i].name) == n && memcmp(known[i].name, s, n) == 0) return known[i].m;
-    return SL_HTTP_OTHER; /* methods are case-sensitive */
+    return r->complete ? &r->req : NULL;
 }
 
-static int parse_request_line(const char *s, size_t n, sl_http_head_t *h, char *msg, size_t msglen)
+void sl_http_reader_next(sl_http_reader_t *r)
 {
-    size_t i = 0;
-    while (i < n && is_tchar((unsigned char)s[i]))
-        i++;
-    if (i == 0 || i >= n || s[i] != ' ') {
-        snprintf(msg, msglen, "request line: the method must be a token followed by one space");
-        return SL_HTTP_BAD;
-    }
-    h->method_str = s;
-    h->method_len = i;
-    h->method = method_of(s, i);
-    size_t t = ++i;
-    while (i < n && (unsigned char)s[i] > 0x20 && (unsigned char)s[i] < 0x7f)
-        i++;
-    if (i == t || i >= n || s[i] != ' ') {
-        snprintf(msg, msglen,
-                 "request line: the target must be visible ASCII followed by one space");
-        return SL_HTTP_BAD;
-    }
-    h->target = s + t;
-    h->target_len = i - t;
-    const char *v = s + i + 1;
-    size_t vn = n - i - 1;
-    if (vn != 8 || memcmp(v, "HTTP/", 5) != 0 || v[5] < '0' || v[5] > '9' || v[6] != '.' ||
-        v[7] < '0' || v[7] > '9') {
-        snprintf(msg, msglen, "request line: the version must be HTTP/1.1 or HTTP/1.0");
-        return SL_HTTP_BAD;
-    }
-    if (v[5] != '1' || (v[7] != '0' && v[7] != '1')) {
-        snprintf(msg, msglen, "request line: HTTP/%c.%c is not supported (HTTP/1.1 is)", v[5],
-                 v[7]);
-        return SL_HTTP_VERSION;
-    }
-    h->minor = v[7] - '0';
-    return SL_HTTP_DONE;
+    r->head.len = 0;
+    r->body.len = 0;
+    r->n_spans = 0;
+    r->head_bytes = 0;
+    r->in = IN_NONE;
+    r->begun = r->headers_done = r->complete = false;
+    r->expect_continue = r->continue_told = false;
+    r->err_rc = 0;
+    memset(&r->req, 0, sizeof(r->req));
+    http_parser_pause(&r->p, 0);
 }
 
-static int parse_field(const char *s, size_t n, sl_http_field_t *f, char *msg, size_t msglen)
+void sl_http_split_target(const char *target, size_t len, size_t *path_off, size_t *path_len,
+                          size_t *query_off, size_t *query_len)
 {
-    if (s[0] == ' ' || s[0] == '\t') {
-        snprintf(msg, msglen, "header: folded lines (starting with a blank) are not accepted");
-        return SL_HTTP_BAD;
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    *path_off = 0;
+    *path_len = len;
+    *query_off = *query_len = 0;
+    if (len > UINT16_MAX || http_parser_parse_url(target, len, 0, &u) != 0) return;
+    if (u.field_set & (1 << UF_PATH)) {
+        *path_off = u.field_data[UF_PATH].off;
+        *path_len = u.field_data[UF_PATH].len;
+    } else {
+        *path_len = 0;
     }
-    size_t i = 0;
-    while (i < n && is_tchar((unsigned char)s[i]))
-        i++;
-    if (i == 0 || i >= n || s[i] != ':') {
-        snprintf(msg, msglen, "header '%.*s': the name must be a token followed by ':'",
-                 (int)(i < 64 ? i : 64), s);
-        return SL_HTTP_BAD;
-    }
-    f->name = s;
-    f->name_len = i;
-    size_t v = i + 1;
-    while (v < n && (s[v] == ' ' || s[v] == '\t'))
-        v++;
-    size_t e = n;
-    while (e > v && (s[e - 1] == ' ' || s[e - 1] == '\t'))
-        e--;
-    for (size_t k = v; k < e; k++)
-        if (!is_value_char((unsigned char)s[k])) {
-            snprintf(msg, msglen, "header '%.*s': the value holds control character 0x%02x",
-                     (int)(i < 64 ? i : 64), s, (unsigned char)s[k]);
-            return SL_HTTP_BAD;
-        }
-    f->value = s + v;
-    f->value_len = e - v;
-    return SL_HTTP_DONE;
-}
-
-/* Walks a comma-separated list, calling `fn` with each trimmed element. */
-static void each_element(const char *s, size_t n, void (*fn)(const char *e, size_t len, void *ud),
-                         void *ud)
-{
-    size_t i = 0;
-    while (i <= n) {
-        size_t j = i;
-        while (j < n && s[j] != ',')
-            j++;
-        size_t a = i, b = j;
-        while (a < b && (s[a] == ' ' || s[a] == '\t'))
-            a++;
-        while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t'))
-            b--;
-        if (b > a) fn(s + a, b - a, ud);
-        i = j + 1;
+    if (u.field_set & (1 << UF_QUERY)) {
+        *query_off = u.field_data[UF_QUERY].off;
+        *query_len = u.field_data[UF_QUERY].len;
     }
 }
 
-static void connection_option(const char *e, size_t len, void *ud)
+const char *sl_http_reason(int status)
 {
-    sl_http_head_t *h = ud;
-    if (sl_http_token_eq(e, len, "close")) h->keep_alive = false;
-    if (sl_http_token_eq(e, len, "keep-alive") && h->minor == 0) h->keep_alive = true;
-}
-
-/* What the fields mean for framing and the connection. */
-static int interpret_fields(sl_http_head_t *h, char *msg, size_t msglen)
-{
-    bool have_te = false;
-    h->content_length = -1;
-    h->keep_alive = h->minor >= 1;
-    for (size_t i = 0; i < h->n_fields; i++) {
-        const sl_http_field_t *f = &h->fields[i];
-        if (sl_http_token_eq(f->name, f->name_len, "content-length")) {
-            int64_t v = 0;
-            if (f->value_len == 0 || f->value_len > 18) goto bad_length;
-            for (size_t k = 0; k < f->value_len; k++) {
-                if (f->value[k] < '0' || f->value[k] > '9') goto bad_length;
-                v = v * 10 + (f->value[k] - '0');
-            }
-            if (h->content_length >= 0 && h->content_length != v) {
-                snprintf(msg, msglen, "header 'Content-Length': sent twice with different values");
-                return SL_HTTP_BAD;
-            }
-            h->content_length = v;
-        } else if (sl_http_token_eq(f->name, f->name_len, "transfer-encoding")) {
-            if (have_te || !sl_http_token_eq(f->value, f->value_len, "chunked")) {
-                snprintf(msg, msglen,
-                         "header 'Transfer-Encoding': '%.*s' is not supported (only chunked)",
-                         (int)(f->value_len < 64 ? f->value_len : 64), f->value);
-                return SL_HTTP_BAD;
-            }
-            have_te = true;
-        } else if (sl_http_token_eq(f->name, f->name_len, "connection")) {
-            each_element(f->value, f->value_len, connection_option, h);
-        } else if (sl_http_token_eq(f->name, f->name_len, "expect")) {
-            if (sl_http_token_eq(f->value, f->value_len, "100-continue"))
-                h->expect_continue = true;
-        }
-    }
-    if (have_te && h->minor == 0) {
-        snprintf(msg, msglen, "header 'Transfer-Encoding': not allowed in HTTP/1.0");
-        return SL_HTTP_BAD;
-    }
-    if (have_te && h->content_length >= 0) {
-        snprintf(msg, msglen,
-                 "header 'Content-Length': not allowed together with Transfer-Encoding");
-        return SL_HTTP_BAD;
-    }
-    h->chunked = have_te;
-    return SL_HTTP_DONE;
-bad_length:
-    snprintf(msg, msglen, "header 'Content-Length': must be digits only (at most 18)");
-    return SL_HTTP_BAD;
-}
-
-int sl_http_parse_head(const char *buf, size_t len, size_t max_head, sl_http_head_t *h, char *msg,
-                       size_t msglen)
-{
-    size_t p = 0, end, next;
-    sl_http_field_t *fields = h->fields;
-    size_t max_fields = h->max_fields;
-    memset(h, 0, sizeof(*h));
-    h->fields = fields;
-    h->max_fields = max_fields;
-    h->content_length = -1;
-    /* Empty lines before the request line are ignored (RFC 9112 section 2.2). */
-    while (p < len && (buf[p] == '\n' || (buf[p] == '\r' && p + 1 < len && buf[p + 1] == '\n')))
-        p += buf[p] == '\n' ? 1 : 2;
-    bool first = true;
-    for (;;) {
-        int r = next_line(buf, len, p, &end, &next);
-        if (r == 0 || (r > 0 && next > max_head)) {
-            if ((r == 0 && len > max_head) || r > 0) {
-                snprintf(msg, msglen, "header: the request head is over %zu bytes", max_head);
-                return SL_HTTP_TOO_LARGE;
-            }
-            return SL_HTTP_MORE;
-        }
-        if (r < 0) {
-            snprintf(msg, msglen, "header: a CR not followed by LF");
-            return SL_HTTP_BAD;
-        }
-        if (first) {
-            int rc = parse_request_line(buf + p, end - p, h, msg, msglen);
-            if (rc != SL_HTTP_DONE) return rc;
-            first = false;
-        } else if (end == p) {
-            h->head_len = next;
-            return interpret_fields(h, msg, msglen);
-        } else {
-            if (h->n_fields == h->max_fields) {
-                snprintf(msg, msglen, "header: more than %zu fields", h->max_fields);
-                return SL_HTTP_TOO_LARGE;
-            }
-            int rc = parse_field(buf + p, end - p, &h->fields[h->n_fields], msg, msglen);
-            if (rc != SL_HTTP_DONE) return rc;
-            h->n_fields++;
-        }
-        p = next;
-    }
-}
-
-/* Walks a chunked body; copies the data into `out` when it is not NULL. */
-static int walk_chunked(const char *buf, size_t len, size_t max_body, char *out, size_t *wire_len,
-                        size_t *body_len, char *msg, size_t msglen)
-{
-    size_t p = 0, total = 0, end, next;
-    for (;;) {
-        int r = next_line(buf, len, p, &end, &next);
-        if (r == 0) {
-            if (len - p > CHUNK_LINE_MAX_BYTES) goto bad_size_line;
-            return SL_HTTP_MORE;
-        }
-        if (r < 0 || next - p > CHUNK_LINE_MAX_BYTES) goto bad_size_line;
-        size_t i = p, size = 0;
-        while (i < end && hexval((unsigned char)buf[i]) >= 0) {
-            if (i - p == 15) goto bad_size_line;
-            size = size * 16 + (size_t)hexval((unsigned char)buf[i]);
-            i++;
-        }
-        if (i == p) goto bad_size_line;
-        while (i < end && (buf[i] == ' ' || buf[i] == '\t'))
-            i++;
-        if (i < end && buf[i] != ';') goto bad_size_line; /* extensions are ignored */
-        p = next;
-        if (size == 0) {
-            /* Trailer lines (ignored) up to the empty line. */
-            for (;;) {
-                size_t start = p;
-                r = next_line(buf, len, p, &end, &next);
-                if (r == 0) {
-                    if (len - p > TRAILERS_MAX_BYTES) goto bad_trailers;
-                    return SL_HTTP_MORE;
-                }
-                if (r < 0) goto bad_trailers;
-                p = next;
-                if (end == start) break;
-            }
-            *wire_len = p;
-            *body_len = total;
-            return SL_HTTP_DONE;
-        }
-        if (size > max_body || total + size > max_body) {
-            snprintf(msg, msglen, "body: the chunked body is over the limit of %zu bytes",
-                     max_body);
-            return SL_HTTP_TOO_LARGE;
-        }
-        if (len - p < size + 1) return SL_HTTP_MORE;
-        if (out) memcpy(out + total, buf + p, size);
-        total += size;
-        p += size;
-        if (buf[p] == '\n') {
-            p++;
-        } else if (buf[p] == '\r') {
-            if (len - p < 2) return SL_HTTP_MORE;
-            if (buf[p + 1] != '\n') goto bad_data_end;
-            p += 2;
-        } else {
-            goto bad_data_end;
-        }
-    }
-bad_size_line:
-    snprintf(msg, msglen, "body: a malformed chunk-size line");
-    return SL_HTTP_BAD;
-bad_trailers:
-    snprintf(msg, msglen, "body: malformed trailers after the last chunk");
-    return SL_HTTP_BAD;
-bad_data_end:
-    snprintf(msg, msglen, "body: a chunk's data is longer than its size");
-    return SL_HTTP_BAD;
-}
-
-int sl_http_scan_chunked(const char *buf, size_t len, size_t max_body, size_t *wire_len,
-                         size_t *body_len, char *msg, size_t msglen)
-{
-    return walk_chunked(buf, len, max_body, NULL, wire_len, body_len, msg, msglen);
-}
-
-void sl_http_decode_chunked(const char *buf, size_t wire_len, char *out)
-{
-    size_t w, b;
-    char msg[8];
-    walk_chunked(buf, wire_len, (size_t)-1 / 2, out, &w, &b, msg, sizeof(msg));
-}
-
-ssize_t sl_http_pct_decode(const char *s, size_t len, char *out)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '\0') return -1;
-        if (s[i] != '%') {
-            out[o++] = s[i];
-            continue;
-        }
-        if (len - i < 3) return -1;
-        int hi = hexval((unsigned char)s[i + 1]), lo = hexval((unsigned char)s[i + 2]);
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return -1;
-        out[o++] = (char)(hi * 16 + lo);
-        i += 2;
-    }
-    out[o] = '\0';
-    return (ssize_t)o;
+    const char *s = http_status_str((enum http_status)status);
+    return s && strcmp(s, "<unknown>") != 0 ? s : status < 500 ? "Client Error" : "Server Error";
 }

@@ -1,21 +1,22 @@
-/* http_parse.h - HTTP/1.1 request heads, chunked bodies and percent-escapes, parsed from bytes
- * (pure functions, no I/O: the transport in httpd.c feeds them, the fuzz target too).
+/* http_parse.h - HTTP/1.1 requests assembled from bytes as they arrive, with node's
+ * http-parser (Debian's libhttp-parser) doing the parsing: one reader per connection
+ * gathers a whole request (target, fields, body) within limits and stops after it, so
+ * pipelined requests are served one at a time. No I/O: the transport (httpd.c) feeds it,
+ * and so do the unit tests and the fuzz target.
  *
- * Strict where leniency lets a request mean two things (request smuggling): a field name
- * must touch its colon, obs-fold lines, control characters, Content-Length together with
- * Transfer-Encoding, differing Content-Lengths and any coding but `chunked` are refused.
- * Lenient where RFC 9112 allows it: bare LF line ends, empty lines before the request line.
+ * http-parser runs with its strict defaults: Content-Length together with
+ * Transfer-Encoding, differing Content-Lengths, codings other than a final `chunked`
+ * and invalid header bytes are refused (request smuggling). This file adds the limits,
+ * the version check (HTTP/1.0 and 1.1 only) and messages naming what is wrong.
  */
 #ifndef SL_HTTP_PARSE_H
 #define SL_HTTP_PARSE_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <sys/types.h>
 
 typedef enum sl_http_method {
-    SL_HTTP_OTHER = 0, /* a well-formed method this server does not serve */
+    SL_HTTP_OTHER = 0, /* a method http-parser knows that this server does not serve */
     SL_HTTP_GET,
     SL_HTTP_HEAD,
     SL_HTTP_POST,
@@ -25,64 +26,72 @@ typedef enum sl_http_method {
     SL_HTTP_OPTIONS,
 } sl_http_method_t;
 
-/* Outcomes of the parsers. */
+/* What sl_http_reader_feed says. */
 enum {
-    SL_HTTP_DONE = 1,       /* complete */
-    SL_HTTP_MORE = 0,       /* well-formed so far; more bytes are needed */
+    SL_HTTP_DONE = 1,       /* a whole request is ready */
+    SL_HTTP_MORE = 0,       /* everything was used; more bytes are needed */
     SL_HTTP_BAD = -1,       /* malformed: 400 */
-    SL_HTTP_TOO_LARGE = -2, /* head over its limit or too many fields: 431; body: 413 */
-    SL_HTTP_VERSION = -3,   /* not HTTP/1.0 or 1.1: 505 */
+    SL_HTTP_TOO_LARGE = -2, /* head over its limits: 431 */
+    SL_HTTP_BODY_TOO_LARGE = -3, /* body over its limit: 413 */
+    SL_HTTP_VERSION = -4,   /* not HTTP/1.0 or 1.1: 505 */
 };
 
-/* One header field; name and value point into the parsed bytes (not NUL-terminated). */
 typedef struct sl_http_field {
-    const char *name;
-    size_t name_len;
-    const char *value; /* without leading and trailing blanks */
-    size_t value_len;
+    const char *name; /* NUL-terminated, as sent */
+    const char *value; /* NUL-terminated, without surrounding blanks */
 } sl_http_field_t;
 
-typedef struct sl_http_head {
+/* A whole request; every pointer is valid until sl_http_reader_next or _free. */
+typedef struct sl_http_request {
     sl_http_method_t method;
-    const char *method_str;
-    size_t method_len;
-    const char *target; /* the request-target as sent */
-    size_t target_len;
-    int minor; /* HTTP/1.minor: 0 or 1 */
-    sl_http_field_t *fields; /* set by the caller: room for max_fields */
-    size_t max_fields;       /* set by the caller */
-    size_t n_fields;
-    size_t head_len;        /* bytes up to and including the empty line */
-    int64_t content_length; /* -1: no Content-Length */
-    bool chunked;           /* Transfer-Encoding: chunked */
+    int minor;              /* HTTP/1.minor */
     bool keep_alive;        /* the connection may serve another request after this one */
-    bool expect_continue;   /* Expect: 100-continue */
-} sl_http_head_t;
+    const char *target;     /* the request-target, NUL-terminated */
+    size_t target_len;
+    const sl_http_field_t *fields;
+    size_t n_fields;
+    const char *body; /* chunked bodies decoded; NUL-terminated for convenience */
+    size_t body_len;
+} sl_http_request_t;
 
-/* Parses the request head at the start of buf[0, len) into `h`, whose `fields` and
- * `max_fields` the caller sets. Returns SL_HTTP_DONE with `h` filled; SL_HTTP_MORE when
- * the empty line has not arrived yet and `len` <= `max_head`; SL_HTTP_TOO_LARGE past
- * `max_head` bytes or `max_fields` fields; SL_HTTP_BAD or
- * SL_HTTP_VERSION with `msg` saying what is wrong (naming the line or field). */
-int sl_http_parse_head(const char *buf, size_t len, size_t max_head, sl_http_head_t *h, char *msg,
-                       size_t msglen);
+typedef struct sl_http_limits {
+    size_t max_head_bytes; /* request line and fields */
+    size_t max_fields;
+    size_t max_body_bytes;
+} sl_http_limits_t;
 
-/* Scans a chunked body at buf[0, len). Returns SL_HTTP_DONE with *wire_len (the bytes of
- * the whole body, trailers and final empty line included) and *body_len (decoded size);
- * SL_HTTP_MORE; SL_HTTP_BAD with `msg`; SL_HTTP_TOO_LARGE when the decoded size passes
- * `max_body` (known as soon as a chunk size says so). */
-int sl_http_scan_chunked(const char *buf, size_t len, size_t max_body, size_t *wire_len,
-                         size_t *body_len, char *msg, size_t msglen);
+typedef struct sl_http_reader sl_http_reader_t;
 
-/* Decodes a chunked body that sl_http_scan_chunked accepted (its `wire_len` bytes) into
- * `out`, which has room for its `body_len` bytes. */
-void sl_http_decode_chunked(const char *buf, size_t wire_len, char *out);
+/* A reader for one connection, or NULL when out of memory. */
+sl_http_reader_t *sl_http_reader_new(const sl_http_limits_t *limits);
+void sl_http_reader_free(sl_http_reader_t *r);
+/* Changes the body limit for requests whose head has not been read yet. */
+void sl_http_reader_set_max_body(sl_http_reader_t *r, size_t max_body_bytes);
 
-/* Percent-decodes s[0, len) into `out` (room for len + 1) and NUL-terminates it. Returns
- * the decoded length, or -1 for a malformed escape or a NUL (raw or encoded). `+` stays `+`. */
-ssize_t sl_http_pct_decode(const char *s, size_t len, char *out);
+/* Feeds data[0, len) and returns how many bytes were used. *rc is SL_HTTP_DONE when a
+ * request is complete (bytes after it are left unused; read it with
+ * sl_http_reader_request, then call sl_http_reader_next before feeding more),
+ * SL_HTTP_MORE, or an error with `msg` saying what is wrong (the reader is then spent:
+ * the connection must close). */
+size_t sl_http_reader_feed(sl_http_reader_t *r, const char *data, size_t len, int *rc, char *msg,
+                           size_t msglen);
+/* True once, when the head of a request with `Expect: 100-continue` is complete and its
+ * body has not arrived yet: the caller sends "100 Continue". */
+bool sl_http_reader_take_continue(sl_http_reader_t *r);
+/* True while part of a request has been fed but it is not complete. */
+bool sl_http_reader_partial(const sl_http_reader_t *r);
+/* The request after SL_HTTP_DONE. */
+const sl_http_request_t *sl_http_reader_request(const sl_http_reader_t *r);
+/* Readies the reader for the next request on the connection. */
+void sl_http_reader_next(sl_http_reader_t *r);
 
-/* Case-insensitive comparison of a counted string with a NUL-terminated one. */
-bool sl_http_token_eq(const char *s, size_t len, const char *lit);
+/* Splits a request-target into its path and query (absolute-form targets lose their
+ * scheme and authority): offsets into `target`; *query_off is 0 when there is none.
+ * A target http-parser cannot read as a URL is all path. */
+void sl_http_split_target(const char *target, size_t len, size_t *path_off, size_t *path_len,
+                          size_t *query_off, size_t *query_len);
+
+/* The standard reason phrase of `status` (http-parser's table). */
+const char *sl_http_reason(int status);
 
 #endif /* SL_HTTP_PARSE_H */

@@ -3,7 +3,7 @@
  * A connection is one socket with two events: reading (always on, level-triggered, so
  * the close of a client whose request is waiting is seen at once) and writing (on only
  * while an answer is backed up). A read takes everything the socket has; the requests in
- * it are parsed (http_parse.c) and handed to `on_request` one at a time; answers given
+ * it are parsed (http_parse.c, on http-parser) and handed to `on_request` one at a time; answers given
  * during that go out in one send at the end. Answers given later (a long-poll granted by
  * a timer) are sent at once.
  *
@@ -73,8 +73,9 @@ struct conn {
     sl_httpd_t *d;
     evutil_socket_t fd;
     struct event *rev, *wev, *resume;
-    hbuf_t in, out;
-    sl_hreq_t *cur; /* the request being served */
+    hbuf_t in, out;             /* in: bytes not yet given to the reader */
+    sl_http_reader_t *reader;   /* the request being received */
+    sl_hreq_t *cur;             /* the request being served */
     double last_active_s;
     double linger_since_s;
     bool reading;       /* inside input processing: answers are sent at its end */
@@ -86,7 +87,6 @@ struct conn {
     bool eof;           /* the client closed its side */
     bool dead;          /* close at the next loop turn, writing nothing more */
     bool read_paused;   /* too much input queued behind a pending request */
-    bool continue_sent; /* "100 Continue" sent for the request being received */
     conn_t *prev, *next;
 };
 
@@ -99,7 +99,6 @@ struct sl_httpd {
     bool draining; /* not accepting: every answer closes its connection */
     sl_httpd_opts_t opts;
     conn_t *conns;
-    sl_http_field_t *fields; /* the parser's scratch: opts.max_fields */
     time_t date_sec;
     char date[48]; /* "Date: ...\r\n" for date_sec */
     size_t date_len;
@@ -227,6 +226,7 @@ static void conn_free(conn_t *c, bool call_gone)
     event_free(c->rev);
     event_free(c->wev);
     if (c->resume) event_free(c->resume);
+    sl_http_reader_free(c->reader);
     evutil_closesocket(c->fd);
     hbuf_free(&c->in);
     hbuf_free(&c->out);
@@ -357,58 +357,45 @@ static void transport_error(conn_t *c, int status, const char *type, const char 
     c->linger = true;
 }
 
-static sl_hreq_t *req_new(conn_t *c, const sl_http_head_t *h, const char *raw, size_t body_wire,
-                          size_t body_len)
+/* Copies a request the reader assembled into one allocation the request owns. */
+static sl_hreq_t *req_new(conn_t *c, const sl_http_request_t *q)
 {
-    size_t need = sizeof(sl_hreq_t) + h->n_fields * sizeof(hfield_t) + h->target_len + 1 +
-                  body_len + 1;
-    for (size_t i = 0; i < h->n_fields; i++)
-        need += h->fields[i].name_len + h->fields[i].value_len + 2;
+    size_t need = sizeof(sl_hreq_t) + q->n_fields * sizeof(hfield_t) + q->target_len + 1 +
+                  q->body_len + 1;
+    for (size_t i = 0; i < q->n_fields; i++)
+        need += strlen(q->fields[i].name) + strlen(q->fields[i].value) + 2;
     char *mem = malloc(need);
     if (!mem) return NULL;
     sl_hreq_t *r = (sl_hreq_t *)(void *)mem;
     memset(r, 0, sizeof(*r));
     r->conn = c;
-    r->method = h->method;
-    r->keep_alive = h->keep_alive;
-    r->http10 = h->minor == 0;
+    r->method = q->method;
+    r->keep_alive = q->keep_alive;
+    r->http10 = q->minor == 0;
     r->fields = (hfield_t *)(void *)(mem + sizeof(sl_hreq_t));
-    r->n_fields = h->n_fields;
-    char *s = (char *)(r->fields + h->n_fields);
+    r->n_fields = q->n_fields;
+    char *s = (char *)(r->fields + q->n_fields);
     r->target = s;
-    memcpy(s, h->target, h->target_len);
-    s[h->target_len] = '\0';
-    s += h->target_len + 1;
-    /* absolute-form (RFC 9112 section 3.2.2): the path starts after the authority */
-    size_t p = 0;
-    if (h->target_len > 7 && (!strncasecmp(r->target, "http://", 7) ||
-                              !strncasecmp(r->target, "https://", 8))) {
-        const char *a = strstr(r->target, "//") + 2;
-        const char *slash = strchr(a, '/');
-        p = slash ? (size_t)(slash - r->target) : h->target_len;
+    memcpy(s, q->target, q->target_len + 1);
+    s += q->target_len + 1;
+    size_t query_off, query_len;
+    sl_http_split_target(r->target, q->target_len, &r->path_off, &r->path_len, &query_off,
+                         &query_len);
+    if (query_off) {
+        r->query = r->target + query_off;
+        r->query[query_len] = '\0'; /* cuts a #fragment, if a client sent one */
     }
-    char *q = strchr(r->target + p, '?');
-    r->path_off = p;
-    r->path_len = (q ? (size_t)(q - r->target) : h->target_len) - p;
-    r->query = q ? q + 1 : NULL;
-    for (size_t i = 0; i < h->n_fields; i++) {
-        const sl_http_field_t *f = &h->fields[i];
-        r->fields[i].name = s;
-        memcpy(s, f->name, f->name_len);
-        s[f->name_len] = '\0';
-        s += f->name_len + 1;
-        r->fields[i].value = s;
-        memcpy(s, f->value, f->value_len);
-        s[f->value_len] = '\0';
-        s += f->value_len + 1;
+    for (size_t i = 0; i < q->n_fields; i++) {
+        size_t nn = strlen(q->fields[i].name) + 1, vn = strlen(q->fields[i].value) + 1;
+        r->fields[i].name = memcpy(s, q->fields[i].name, nn);
+        s += nn;
+        r->fields[i].value = memcpy(s, q->fields[i].value, vn);
+        s += vn;
     }
     r->body = s;
-    r->body_len = body_len;
-    if (h->chunked)
-        sl_http_decode_chunked(raw + h->head_len, body_wire, s);
-    else
-        memcpy(s, raw + h->head_len, body_len);
-    s[body_len] = '\0';
+    r->body_len = q->body_len;
+    memcpy(s, q->body, q->body_len);
+    s[q->body_len] = '\0';
     return r;
 }
 
@@ -418,51 +405,32 @@ static void process_input(conn_t *c)
     sl_httpd_t *d = c->d;
     c->reading = true;
     while (!c->cur && !c->dead && !c->close_after && hbuf_pending(&c->in) > 0) {
-        const char *p = c->in.data + c->in.off;
-        size_t avail = hbuf_pending(&c->in);
-        sl_http_head_t h = {.fields = d->fields, .max_fields = d->opts.max_fields};
+        int rc;
         char msg[256];
-        int rc = sl_http_parse_head(p, avail, d->opts.max_head_bytes, &h, msg, sizeof(msg));
-        if (rc == SL_HTTP_MORE) break;
-        if (rc != SL_HTTP_DONE) {
-            int status = rc == SL_HTTP_TOO_LARGE ? 431 : rc == SL_HTTP_VERSION ? 505 : 400;
-            transport_error(c, status, "invalid_request", msg);
-            break;
-        }
-        size_t wire = 0, body_len = 0;
-        if (h.chunked) {
-            rc = sl_http_scan_chunked(p + h.head_len, avail - h.head_len, d->opts.max_body_bytes,
-                                      &wire, &body_len, msg, sizeof(msg));
-            if (rc == SL_HTTP_TOO_LARGE || rc == SL_HTTP_BAD) {
-                transport_error(c, rc == SL_HTTP_BAD ? 400 : 413,
-                                rc == SL_HTTP_BAD ? "invalid_request" : "body_too_large", msg);
-                break;
-            }
-        } else if (h.content_length > 0) {
-            if ((uint64_t)h.content_length > d->opts.max_body_bytes) {
-                snprintf(msg, sizeof(msg), "body: %lld bytes is over the limit of %zu bytes",
-                         (long long)h.content_length, d->opts.max_body_bytes);
-                transport_error(c, 413, "body_too_large", msg);
-                break;
-            }
-            wire = body_len = (size_t)h.content_length;
-            rc = avail - h.head_len >= wire ? SL_HTTP_DONE : SL_HTTP_MORE;
-        }
+        size_t used = sl_http_reader_feed(c->reader, c->in.data + c->in.off,
+                                          hbuf_pending(&c->in), &rc, msg, sizeof(msg));
+        hbuf_consume(&c->in, used);
         if (rc == SL_HTTP_MORE) {
-            if (h.expect_continue && h.minor >= 1 && !c->continue_sent) {
+            if (sl_http_reader_take_continue(c->reader)) {
                 static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
                 if (hbuf_add(&c->out, cont, sizeof(cont) - 1) < 0) c->dead = true;
-                c->continue_sent = true;
             }
             break;
         }
-        sl_hreq_t *r = req_new(c, &h, p, wire, body_len);
+        if (rc != SL_HTTP_DONE) {
+            int status = rc == SL_HTTP_TOO_LARGE        ? 431
+                         : rc == SL_HTTP_BODY_TOO_LARGE ? 413
+                         : rc == SL_HTTP_VERSION        ? 505
+                                                        : 400;
+            transport_error(c, status, status == 413 ? "body_too_large" : "invalid_request", msg);
+            break;
+        }
+        sl_hreq_t *r = req_new(c, sl_http_reader_request(c->reader));
+        sl_http_reader_next(c->reader);
         if (!r) {
             transport_error(c, 503, "out_of_memory", "server: out of memory");
             break;
         }
-        hbuf_consume(&c->in, h.head_len + wire);
-        c->continue_sent = false;
         c->cur = r;
         d->opts.on_request(r, d->opts.ud);
     }
@@ -610,10 +578,13 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->fd = fd;
         c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_read, c);
         c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+        sl_http_limits_t lim = {d->opts.max_head_bytes, d->opts.max_fields, d->opts.max_body_bytes};
+        c->reader = sl_http_reader_new(&lim);
     }
-    if (!c || !c->rev || !c->wev || event_add(c->rev, NULL) < 0) {
+    if (!c || !c->rev || !c->wev || !c->reader || event_add(c->rev, NULL) < 0) {
         if (c && c->rev) event_free(c->rev);
         if (c && c->wev) event_free(c->wev);
+        if (c) sl_http_reader_free(c->reader);
         free(c);
         evutil_closesocket(fd);
         return;
@@ -661,7 +632,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *ud)
             continue;
         }
         if (c->cur || c->dead || hbuf_pending(&c->out) > 0) continue;
-        double limit = hbuf_pending(&c->in) > 0 ? d->opts.head_timeout_s : d->opts.idle_timeout_s;
+        bool partial = hbuf_pending(&c->in) > 0 || sl_http_reader_partial(c->reader);
+        double limit = partial ? d->opts.head_timeout_s : d->opts.idle_timeout_s;
         if (now - c->last_active_s > limit) conn_free(c, true);
     }
 }
@@ -679,12 +651,6 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
     d->base = base;
     d->opts = *opts;
     d->opts.host = NULL;
-    d->fields = calloc(opts->max_fields ? opts->max_fields : 1, sizeof(*d->fields));
-    if (!d->fields) {
-        snprintf(err, errlen, "out of memory");
-        free(d);
-        return NULL;
-    }
     char port[16];
     snprintf(port, sizeof(port), "%d", opts->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -693,7 +659,6 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
     int gai = getaddrinfo(opts->host, port, &hints, &ai);
     if (gai != 0) {
         snprintf(err, errlen, "listen: cannot resolve %s: %s", opts->host, gai_strerror(gai));
-        free(d->fields);
         free(d);
         return NULL;
     }
@@ -708,7 +673,6 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
     if (!d->listener) {
         snprintf(err, errlen, "listen: cannot bind %s:%d: %s", opts->host, opts->port,
                  strerror(bind_errno));
-        free(d->fields);
         free(d);
         return NULL;
     }
@@ -744,6 +708,8 @@ int sl_httpd_port(const sl_httpd_t *d)
 void sl_httpd_set_max_body(sl_httpd_t *d, size_t max_body_bytes)
 {
     d->opts.max_body_bytes = max_body_bytes;
+    for (conn_t *c = d->conns; c; c = c->next)
+        sl_http_reader_set_max_body(c->reader, max_body_bytes);
 }
 
 void sl_httpd_stop_accepting(sl_httpd_t *d)
@@ -763,7 +729,6 @@ void sl_httpd_free(sl_httpd_t *d)
         conn_free(d->conns, true);
     if (d->accept_retry) event_free(d->accept_retry);
     if (d->sweep) event_free(d->sweep);
-    free(d->fields);
     free(d);
 }
 
@@ -922,58 +887,4 @@ void sl_hreq_abort(sl_hreq_t *r)
     c->cur = NULL;
     req_free(r);
     conn_kill(c);
-}
-
-const char *sl_http_reason(int status)
-{
-    switch (status) {
-    case 100:
-        return "Continue";
-    case 200:
-        return "OK";
-    case 202:
-        return "Accepted";
-    case 204:
-        return "No Content";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 409:
-        return "Conflict";
-    case 410:
-        return "Gone";
-    case 413:
-        return "Content Too Large";
-    case 422:
-        return "Unprocessable Content";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    case 505:
-        return "HTTP Version Not Supported";
-    case 529:
-        return "Site Overloaded";
-    default:
-        return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
-    }
 }

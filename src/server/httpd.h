@@ -3,7 +3,8 @@
  *
  * Why not evhttp: evhttp does several allocations, header-list copies, printf/scanf
  * calls and an epoll_ctl pair per request; at 50 busy connections that was half of
- * sluiced's CPU. Here a request costs one read, one write and one allocation, and a
+ * sluiced's CPU. Here a request costs one read, one write and one allocation (parsing
+ * is node's http-parser, see http_parse.h), and a
  * connection's socket is always watched for reading, so a client that goes away while
  * its request waits (long-poll, stream, proxied call) is noticed at once.
  *
@@ -97,8 +98,5 @@ void sl_hreq_on_drained(sl_hreq_t *r, void (*drained)(void *ud), void *ud);
 /* Closes the connection without (the rest of) an answer and finishes `r`; `gone` does
  * not run. */
 void sl_hreq_abort(sl_hreq_t *r);
-
-/* The standard reason phrase of `status`. */
-const char *sl_http_reason(int status);
 
 #endif /* SL_HTTPD_H */

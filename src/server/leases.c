@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
 #define MSG_LEN 320
 
 int sl__parse_id(const char *s, char prefix, uint64_t *out)
@@ -309,28 +312,31 @@ void sl__handle_lease_post(sl_call_t *call)
 
 /* ---- tickets ---------------------------------------------------------------------- */
 
-/* Parses ?wait=S (other parameters are ignored). Returns 0, or -1 after answering 400. */
+/* Parses ?wait=S. Returns 0, or -1 after answering 400. */
 static int query_wait(sl_call_t *call, const char *query, double *wait_s)
 {
+    struct evkeyvalq q;
+    int rc = 0;
     *wait_s = 0;
-    for (const char *p = query; p && *p;) {
-        size_t len = strcspn(p, "&");
-        if (len > 5 && !strncmp(p, "wait=", 5)) {
-            char w[64];
-            char *end;
-            ssize_t n = len - 5 < sizeof(w) ? sl_http_pct_decode(p + 5, len - 5, w) : -1;
-            errno = 0;
-            double v = n > 0 ? strtod(w, &end) : NAN;
-            if (n <= 0 || errno || end == w || *end || !isfinite(v) || v < 0 || v > 1e9) {
-                sl__reply_error(call, 400, "invalid_request", "wait: '%.*s' is not a number >= 0",
-                                (int)(len - 5 < 64 ? len - 5 : 64), p + 5);
-                return -1;
-            }
+    if (!query || !*query) return 0;
+    if (evhttp_parse_query_str(query, &q) < 0) {
+        sl__reply_error(call, 400, "invalid_request", "query: '%.64s' cannot be parsed", query);
+        return -1;
+    }
+    const char *w = evhttp_find_header(&q, "wait");
+    if (w) {
+        char *end;
+        errno = 0;
+        double v = strtod(w, &end);
+        if (errno || end == w || *end || !isfinite(v) || v < 0 || v > 1e9) {
+            sl__reply_error(call, 400, "invalid_request", "wait: '%.64s' is not a number >= 0", w);
+            rc = -1;
+        } else {
             *wait_s = fmin(v, call->srv->config.max_wait_s);
         }
-        p += len + (p[len] == '&');
     }
-    return 0;
+    evhttp_clear_headers(&q);
+    return rc;
 }
 
 /* Answers 403 when a non-admin token touches another agent's lease or ticket. */

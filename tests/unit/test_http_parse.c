@@ -1,4 +1,5 @@
-/* test_http_parse.c - unit tests for sluiced's HTTP/1.1 parser (src/server/http_parse.c). */
+/* test_http_parse.c - unit tests for sluiced's request reader (src/server/http_parse.c):
+ * requests assembled from pieces, limits, refusals, pipelining, 100-continue. */
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,194 +12,223 @@
 
 #include "server/http_parse.h"
 
-#define MAX_HEAD 4096
+static const sl_http_limits_t LIMITS = {.max_head_bytes = 4096, .max_fields = 16,
+                                        .max_body_bytes = 100};
 
-static sl_http_field_t fields[16];
-
-static int parse(const char *s, sl_http_head_t *h, char *msg, size_t msglen)
+/* Feeds `s` in pieces of `step` bytes; returns the outcome and the bytes used. */
+static int feed(sl_http_reader_t *r, const char *s, size_t len, size_t step, size_t *used,
+                char *msg, size_t msglen)
 {
-    h->fields = fields;
-    h->max_fields = 16;
-    return sl_http_parse_head(s, strlen(s), MAX_HEAD, h, msg, msglen);
+    int rc = SL_HTTP_MORE;
+    *used = 0;
+    while (*used < len) {
+        size_t n = len - *used < step ? len - *used : step;
+        size_t u = sl_http_reader_feed(r, s + *used, n, &rc, msg, msglen);
+        *used += u;
+        if (rc != SL_HTTP_MORE) return rc;
+        if (u != n) fail_msg("'more' but only %zu of %zu bytes used", u, n);
+    }
+    return rc;
 }
 
-static void assert_bad(const char *s, int want, const char *msg_part)
+static const char *header(const sl_http_request_t *q, const char *name)
 {
-    sl_http_head_t h;
-    char msg[256] = "";
-    int rc = parse(s, &h, msg, sizeof(msg));
-    if (rc != want) fail_msg("%s: got %d, want %d (%s)", s, rc, want, msg);
-    if (!strstr(msg, msg_part)) fail_msg("%s: message '%s' does not say '%s'", s, msg, msg_part);
+    for (size_t i = 0; i < q->n_fields; i++)
+        if (!strcmp(q->fields[i].name, name)) return q->fields[i].value;
+    return NULL;
 }
 
-static void test_a_post_with_its_fields_and_length(void **state)
+static void test_a_request_arrives_whole_however_it_is_cut(void **state)
 {
     (void)state;
     const char *s = "POST /v1/leases?wait=5 HTTP/1.1\r\nHost: x\r\nContent-Type:  application/json \r\n"
-                    "Content-Length: 12\r\n\r\n{\"agent\":\"a\"}";
-    sl_http_head_t h;
+                    "Content-Length: 13\r\nX-Empty:\r\n\r\n{\"agent\":\"a\"}";
+    for (size_t step = 1; step <= strlen(s); step++) {
+        sl_http_reader_t *r = sl_http_reader_new(&LIMITS);
+        size_t used;
+        char msg[256];
+        assert_int_equal(feed(r, s, strlen(s), step, &used, msg, sizeof(msg)), SL_HTTP_DONE);
+        assert_int_equal(used, strlen(s));
+        const sl_http_request_t *q = sl_http_reader_request(r);
+        assert_int_equal(q->method, SL_HTTP_POST);
+        assert_string_equal(q->target, "/v1/leases?wait=5");
+        assert_int_equal(q->minor, 1);
+        assert_true(q->keep_alive);
+        assert_int_equal(q->n_fields, 4);
+        assert_string_equal(header(q, "Content-Type"), "application/json");
+        assert_string_equal(header(q, "X-Empty"), "");
+        assert_string_equal(header(q, "Host"), "x");
+        assert_int_equal(q->body_len, 13);
+        assert_memory_equal(q->body, "{\"agent\":\"a\"}", 13);
+        sl_http_reader_free(r);
+    }
+}
+
+static void test_pipelined_requests_come_one_at_a_time(void **state)
+{
+    (void)state;
+    const char *s = "GET /a HTTP/1.1\r\n\r\nDELETE /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nxyGET /c";
+    sl_http_reader_t *r = sl_http_reader_new(&LIMITS);
+    int rc;
     char msg[256];
-    assert_int_equal(parse(s, &h, msg, sizeof(msg)), SL_HTTP_DONE);
-    assert_int_equal(h.method, SL_HTTP_POST);
-    assert_int_equal(h.target_len, strlen("/v1/leases?wait=5"));
-    assert_memory_equal(h.target, "/v1/leases?wait=5", h.target_len);
-    assert_int_equal(h.minor, 1);
-    assert_int_equal(h.n_fields, 3);
-    assert_int_equal(h.fields[1].value_len, strlen("application/json"));
-    assert_memory_equal(h.fields[1].value, "application/json", h.fields[1].value_len);
-    assert_int_equal(h.content_length, 12);
-    assert_true(h.keep_alive);
-    assert_false(h.chunked);
-    assert_int_equal(h.head_len, strstr(s, "\r\n\r\n") + 4 - s);
+    size_t off = 0, len = strlen(s);
+    off += sl_http_reader_feed(r, s, len, &rc, msg, sizeof(msg));
+    assert_int_equal(rc, SL_HTTP_DONE);
+    assert_string_equal(sl_http_reader_request(r)->target, "/a");
+    /* Until `next`, nothing more is read. */
+    assert_int_equal(sl_http_reader_feed(r, s + off, len - off, &rc, msg, sizeof(msg)), 0);
+    assert_int_equal(rc, SL_HTTP_DONE);
+    sl_http_reader_next(r);
+    off += sl_http_reader_feed(r, s + off, len - off, &rc, msg, sizeof(msg));
+    assert_int_equal(rc, SL_HTTP_DONE);
+    const sl_http_request_t *q = sl_http_reader_request(r);
+    assert_int_equal(q->method, SL_HTTP_DELETE);
+    assert_memory_equal(q->body, "xy", 2);
+    assert_string_equal(s + off, "GET /c");
+    sl_http_reader_next(r);
+    assert_false(sl_http_reader_partial(r));
+    off += sl_http_reader_feed(r, s + off, len - off, &rc, msg, sizeof(msg));
+    assert_int_equal(rc, SL_HTTP_MORE);
+    assert_int_equal(off, len);
+    assert_true(sl_http_reader_partial(r));
+    sl_http_reader_free(r);
 }
 
-static void test_every_prefix_of_a_head_needs_more(void **state)
+static void test_a_chunked_body_is_decoded(void **state)
 {
     (void)state;
-    const char *s = "GET /healthz HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n";
-    size_t n = strlen(s);
-    sl_http_head_t h = {.fields = fields, .max_fields = 16};
-    char msg[256];
-    for (size_t i = 0; i < n; i++)
-        if (sl_http_parse_head(s, i, MAX_HEAD, &h, msg, sizeof(msg)) != SL_HTTP_MORE)
-            fail_msg("prefix of %zu bytes was not 'more'", i);
-    assert_int_equal(sl_http_parse_head(s, n, MAX_HEAD, &h, msg, sizeof(msg)), SL_HTTP_DONE);
-    assert_int_equal(h.head_len, n);
+    const char *s = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "4;name=value\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\nX-Trailer: t\r\n\r\n";
+    for (size_t step = 1; step <= strlen(s); step += 3) {
+        sl_http_reader_t *r = sl_http_reader_new(&LIMITS);
+        size_t used;
+        char msg[256];
+        assert_int_equal(feed(r, s, strlen(s), step, &used, msg, sizeof(msg)), SL_HTTP_DONE);
+        const sl_http_request_t *q = sl_http_reader_request(r);
+        assert_int_equal(q->body_len, 7);
+        assert_memory_equal(q->body, "{\"a\":1}", 7);
+        assert_null(header(q, "X-Trailer")); /* trailers are not fields */
+        sl_http_reader_free(r);
+    }
 }
 
-static void test_bare_lf_and_leading_empty_lines_are_accepted(void **state)
+static void test_http10_and_connection_close_end_the_connection(void **state)
 {
     (void)state;
-    sl_http_head_t h;
-    char msg[256];
-    assert_int_equal(parse("\r\n\nGET / HTTP/1.0\nConnection: Keep-Alive\n\n", &h, msg, sizeof(msg)),
-                     SL_HTTP_DONE);
-    assert_int_equal(h.minor, 0);
-    assert_true(h.keep_alive);
-    assert_int_equal(parse("GET / HTTP/1.0\r\n\r\n", &h, msg, sizeof(msg)), SL_HTTP_DONE);
-    assert_false(h.keep_alive);
-    assert_int_equal(parse("GET / HTTP/1.1\r\nConnection: foo, close\r\n\r\n", &h, msg, sizeof(msg)),
-                     SL_HTTP_DONE);
-    assert_false(h.keep_alive);
+    const char *cases[][2] = {{"GET / HTTP/1.0\r\n\r\n", "close"},
+                              {"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "keep"},
+                              {"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", "close"},
+                              {"GET / HTTP/1.1\r\n\r\n", "keep"}};
+    for (size_t i = 0; i < 4; i++) {
+        sl_http_reader_t *r = sl_http_reader_new(&LIMITS);
+        int rc;
+        char msg[256];
+        sl_http_reader_feed(r, cases[i][0], strlen(cases[i][0]), &rc, msg, sizeof(msg));
+        assert_int_equal(rc, SL_HTTP_DONE);
+        assert_int_equal(sl_http_reader_request(r)->keep_alive, !strcmp(cases[i][1], "keep"));
+        sl_http_reader_free(r);
+    }
 }
 
-static void test_methods_are_case_sensitive_and_unknown_ones_parse(void **state)
+static void assert_refused(const char *s, int want, const char *words)
 {
-    (void)state;
-    sl_http_head_t h;
-    char msg[256];
-    assert_int_equal(parse("DELETE /v1/leases/l_1 HTTP/1.1\r\n\r\n", &h, msg, sizeof(msg)),
-                     SL_HTTP_DONE);
-    assert_int_equal(h.method, SL_HTTP_DELETE);
-    assert_int_equal(parse("get / HTTP/1.1\r\n\r\n", &h, msg, sizeof(msg)), SL_HTTP_DONE);
-    assert_int_equal(h.method, SL_HTTP_OTHER);
-    assert_int_equal(parse("BREW /pot HTTP/1.1\r\n\r\n", &h, msg, sizeof(msg)), SL_HTTP_DONE);
-    assert_int_equal(h.method, SL_HTTP_OTHER);
+    sl_http_reader_t *r = sl_http_reader_new(&LIMITS);
+    int rc;
+    char msg[256] = "";
+    sl_http_reader_feed(r, s, strlen(s), &rc, msg, sizeof(msg));
+    if (rc != want) fail_msg("%s: got %d, want %d (%s)", s, rc, want, msg);
+    if (!strstr(msg, words)) fail_msg("%s: message '%s' does not say '%s'", s, msg, words);
+    sl_http_reader_free(r);
 }
 
-static void test_malformed_heads_are_refused_naming_the_part(void **state)
+static void test_malformed_and_ambiguous_requests_are_refused(void **state)
 {
     (void)state;
-    assert_bad("GET  / HTTP/1.1\r\n\r\n", SL_HTTP_BAD, "request line");
-    assert_bad("GET / HTTP/1.1 \r\n\r\n", SL_HTTP_BAD, "version");
-    assert_bad("GET /a b HTTP/1.1\r\n\r\n", SL_HTTP_BAD, "version");
-    assert_bad("GET /\x01 HTTP/1.1\r\n\r\n", SL_HTTP_BAD, "target");
-    assert_bad("GET / HTTP/2.0\r\n\r\n", SL_HTTP_VERSION, "HTTP/2.0");
-    assert_bad("GET / HTTP/1.1\r\nHost : x\r\n\r\n", SL_HTTP_BAD, "header 'Host'");
-    assert_bad("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", SL_HTTP_BAD, "folded");
-    assert_bad("GET / HTTP/1.1\r\nX: a\x7f\r\n\r\n", SL_HTTP_BAD, "control character 0x7f");
-    assert_bad("GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", SL_HTTP_BAD, "CR");
-    assert_bad("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-               SL_HTTP_BAD, "Content-Length");
-    assert_bad("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", SL_HTTP_BAD,
-               "different");
-    assert_bad("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", SL_HTTP_BAD, "digits");
-    assert_bad("POST / HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n", SL_HTTP_BAD, "digits");
-    assert_bad("POST / HTTP/1.1\r\nContent-Length: 9999999999999999999\r\n\r\n", SL_HTTP_BAD,
-               "digits");
-    assert_bad("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", SL_HTTP_BAD, "gzip");
-    assert_bad("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", SL_HTTP_BAD, "HTTP/1.0");
+    assert_refused("BREW /pot HTTP/1.1\r\n\r\n", SL_HTTP_BAD, "method");
+    assert_refused("GET / HTTP/2.0\r\n\r\n", SL_HTTP_VERSION, "HTTP/2.0");
+    assert_refused("GET / HTTP/1.1\r\nHost : x\r\n\r\n", SL_HTTP_BAD, "whitespace");
+    assert_refused("GET / HTTP/1.1\r\nX: a\x01\r\n\r\n", SL_HTTP_BAD, "header");
+    assert_refused("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+                   SL_HTTP_BAD, "content-length");
+    assert_refused("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+                   SL_HTTP_BAD, "content-length");
+    assert_refused("POST / HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n", SL_HTTP_BAD,
+                   "content-length");
+    assert_refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", SL_HTTP_BAD,
+                   "transfer-encoding");
+    assert_refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", SL_HTTP_BAD,
+                   "chunk size");
 }
 
-static void test_limits_give_too_large(void **state)
+static void test_limits(void **state)
 {
     (void)state;
-    char big[MAX_HEAD + 64];
-    snprintf(big, sizeof(big), "GET / HTTP/1.1\r\nX: %0*d\r\n\r\n", MAX_HEAD, 0);
-    assert_bad(big, SL_HTTP_TOO_LARGE, "over 4096 bytes");
-    /* Without an end yet, but already too long. */
-    big[MAX_HEAD + 1] = '\0';
-    assert_bad(big, SL_HTTP_TOO_LARGE, "over");
+    char big[LIMITS.max_head_bytes + 64];
+    snprintf(big, sizeof(big), "GET / HTTP/1.1\r\nX: %0*d\r\n\r\n", (int)LIMITS.max_head_bytes, 0);
+    assert_refused(big, SL_HTTP_TOO_LARGE, "over 4096 bytes");
     char many[2048] = "GET / HTTP/1.1\r\n";
     for (int i = 0; i < 17; i++)
         strcat(many, "X: 1\r\n");
     strcat(many, "\r\n");
-    assert_bad(many, SL_HTTP_TOO_LARGE, "more than 16 fields");
+    assert_refused(many, SL_HTTP_TOO_LARGE, "more than 16 fields");
+    /* A declared body over the limit is refused before any of it arrives. */
+    assert_refused("POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n", SL_HTTP_BODY_TOO_LARGE,
+                   "101 bytes is over the limit of 100 bytes");
+    char chunks[512] = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for (int i = 0; i < 11; i++)
+        strcat(chunks, "a\r\n0123456789\r\n");
+    assert_refused(chunks, SL_HTTP_BODY_TOO_LARGE, "chunked body is over the limit of 100");
 }
 
-static void test_expect_continue_and_chunked_are_recognised(void **state)
+static void test_expect_continue_is_told_once_before_the_body(void **state)
 {
     (void)state;
-    sl_http_head_t h;
+    const char *head = "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+    sl_http_reader_t *r = sl_http_reader_new(&LIMITS);
+    int rc;
     char msg[256];
-    assert_int_equal(parse("POST / HTTP/1.1\r\nExpect: 100-Continue\r\nTransfer-Encoding: Chunked\r\n\r\n",
-                           &h, msg, sizeof(msg)),
-                     SL_HTTP_DONE);
-    assert_true(h.expect_continue);
-    assert_true(h.chunked);
-    assert_int_equal(h.content_length, -1);
+    assert_int_equal(sl_http_reader_feed(r, head, strlen(head), &rc, msg, sizeof(msg)),
+                     strlen(head));
+    assert_int_equal(rc, SL_HTTP_MORE);
+    assert_true(sl_http_reader_take_continue(r));
+    assert_false(sl_http_reader_take_continue(r));
+    sl_http_reader_feed(r, "{}", 2, &rc, msg, sizeof(msg));
+    assert_int_equal(rc, SL_HTTP_DONE);
+    sl_http_reader_free(r);
 }
 
-static void test_chunked_bodies_decode_and_need_all_their_bytes(void **state)
+static void test_targets_split_into_path_and_query(void **state)
 {
     (void)state;
-    const char *wire = "4;name=value\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\nX-Trailer: t\r\n\r\nNEXT";
-    size_t n = strlen(wire) - 4, w = 0, b = 0;
-    char msg[256], out[16];
-    for (size_t i = 0; i < n; i++)
-        if (sl_http_scan_chunked(wire, i, 100, &w, &b, msg, sizeof(msg)) != SL_HTTP_MORE)
-            fail_msg("prefix of %zu bytes was not 'more'", i);
-    assert_int_equal(sl_http_scan_chunked(wire, n + 4, 100, &w, &b, msg, sizeof(msg)), SL_HTTP_DONE);
-    assert_int_equal(w, n);
-    assert_int_equal(b, 7);
-    sl_http_decode_chunked(wire, w, out);
-    assert_memory_equal(out, "{\"a\":1}", 7);
-    /* The limit is known from the sizes alone. */
-    assert_int_equal(sl_http_scan_chunked("ffff\r\n", 6, 100, &w, &b, msg, sizeof(msg)),
-                     SL_HTTP_TOO_LARGE);
-    assert_non_null(strstr(msg, "100 bytes"));
-    assert_int_equal(sl_http_scan_chunked("zz\r\n", 4, 100, &w, &b, msg, sizeof(msg)), SL_HTTP_BAD);
-    assert_int_equal(sl_http_scan_chunked("2\r\nabc\r\n", 8, 100, &w, &b, msg, sizeof(msg)),
-                     SL_HTTP_BAD);
-    assert_int_equal(
-        sl_http_scan_chunked("1000000000000000\r\n", 18, 100, &w, &b, msg, sizeof(msg)),
-        SL_HTTP_BAD);
-}
-
-static void test_percent_decoding(void **state)
-{
-    (void)state;
-    char out[32];
-    assert_int_equal(sl_http_pct_decode("l_1%2F%41+b", 11, out), 7);
-    assert_string_equal(out, "l_1/A+b");
-    assert_int_equal(sl_http_pct_decode("a%2", 3, out), -1);
-    assert_int_equal(sl_http_pct_decode("a%zz", 4, out), -1);
-    assert_int_equal(sl_http_pct_decode("a%00b", 5, out), -1);
-    assert_int_equal(sl_http_pct_decode("a\0b", 3, out), -1);
+    const char *t[] = {"/v1/tickets/t_1?wait=5", "http://h:1/v1/pools?x=1", "/healthz", "*"};
+    const char *want_path[] = {"/v1/tickets/t_1", "/v1/pools", "/healthz", "*"};
+    const char *want_query[] = {"wait=5", "x=1", NULL, NULL};
+    for (size_t i = 0; i < 4; i++) {
+        size_t po, pl, qo, ql;
+        sl_http_split_target(t[i], strlen(t[i]), &po, &pl, &qo, &ql);
+        assert_int_equal(pl, strlen(want_path[i]));
+        assert_memory_equal(t[i] + po, want_path[i], pl);
+        if (want_query[i]) {
+            assert_int_equal(ql, strlen(want_query[i]));
+            assert_memory_equal(t[i] + qo, want_query[i], ql);
+        } else {
+            assert_int_equal(qo, 0);
+        }
+    }
+    assert_string_equal(sl_http_reason(429), "Too Many Requests");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_post_with_its_fields_and_length),
-        cmocka_unit_test(test_every_prefix_of_a_head_needs_more),
-        cmocka_unit_test(test_bare_lf_and_leading_empty_lines_are_accepted),
-        cmocka_unit_test(test_methods_are_case_sensitive_and_unknown_ones_parse),
-        cmocka_unit_test(test_malformed_heads_are_refused_naming_the_part),
-        cmocka_unit_test(test_limits_give_too_large),
-        cmocka_unit_test(test_expect_continue_and_chunked_are_recognised),
-        cmocka_unit_test(test_chunked_bodies_decode_and_need_all_their_bytes),
-        cmocka_unit_test(test_percent_decoding),
+        cmocka_unit_test(test_a_request_arrives_whole_however_it_is_cut),
+        cmocka_unit_test(test_pipelined_requests_come_one_at_a_time),
+        cmocka_unit_test(test_a_chunked_body_is_decoded),
+        cmocka_unit_test(test_http10_and_connection_close_end_the_connection),
+        cmocka_unit_test(test_malformed_and_ambiguous_requests_are_refused),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_expect_continue_is_told_once_before_the_body),
+        cmocka_unit_test(test_targets_split_into_path_and_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
