@@ -2,24 +2,14 @@
 answering is drained to its end (a broken turn costs an agent a re-plan), a queued call
 gets a clear error at once, and a stream longer than the drain window ends with an error
 event, settled; sluiced exits 0 within 5 s either way."""
-import json
 import signal
 import time
 import unittest
 
-from harness import Emu, Sluiced, message, pool_yaml, read_until, wait_for
-
-# A stream of 24 tokens at 12 tokens/s: about 2 s.
-EMU_SLOW = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "1000000",
-            "--ttft-ms", "0", "--tokens-per-s", "12", "--latency-spread", "0",
-            "--output-tokens", "24", "--ping-interval-ms", "100000"]
-# One max_tokens 1000 call fills the output bucket: a second one queues.
-TIGHT = "input_tpm: 1000000\noutput_tpm: 1200\nrpm: 10000"
-
-
-def stream_headers(agent):
-    return {"content-type": "application/json", "anthropic-version": "2023-06-01",
-            "x-api-key": "agent-token", "x-sluice-agent": agent}
+from harness import Emu, Sluiced, message, pool_yaml, read_until
+# EMU_SLOW: streams of 24 tokens at 12 tokens/s (about 2 s); TIGHT: one max_tokens 1000
+# call fills the output bucket, so a second one queues.
+from test_queue import EMU_SLOW, TIGHT, stream_headers
 
 
 def read_to_close(sock, timeout_s):
