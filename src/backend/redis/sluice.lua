@@ -6,25 +6,29 @@
 -- every key of a pool shares the hash tag {pool}, so a pool lives in one Cluster slot
 -- and each call is atomic. The layout is in docs/redis.md; in short, with
 -- P = "sluice:{pool}:":
---   P.."pool"      hash: configuration, limits, levels, margin, counters
+--   P.."pool"      hash: field "cfg" the configuration (rewritten only by configure),
+--                  field "st" the hot state: limits, levels, margin, clocks, counters
 --   P.."q"         zset: the weighted fair queue, score = finish tag, member =
 --                  "<seq, 20 digits>:<ticket id>:<need0>:<need1>:<need2>:<need3>"
 --                  (ties on the score sort by member, which is by arrival)
---   P.."t:<id>"    hash: a queued ticket        P.."ti" zset: unheld tickets by idle deadline
---   P.."l:<id>"    hash: a live lease           P.."lx" zset: leases by expiry
+--   P.."T:<id>"    string: a queued ticket      P.."ti" zset: unheld tickets by idle deadline
+--   P.."L:<id>"    string: a live lease         P.."lx" zset: leases by expiry
 --   P.."ended"     string: one byte per id (mod 2^22), how an ended lease ended
 --   P.."tend"      hash: ended tickets, "state:lease"; P.."tendz" zset by end time
 --   P.."idem" / P.."idemz": first answers to request ids, and their times
---   P.."a:<agent>" hash: the agent in this pool; P.."agents" set of names
---   P.."c:<key>"   hash: a prompt cache shared under a cache_key other than the agent
---   P.."m:<model>" hash: calibration of a model
+--   P.."A:<agent>" string: the agent in this pool; P.."agents" set of names
+--   P.."C:<key>"   string: a prompt cache shared under a cache_key other than the agent
+--   P.."M:<model>" string: calibration of a model
+-- Records (cfg, st and the strings above) are packed with Redis's bundled `struct`
+-- library: little-endian doubles, so numbers survive the round trip exactly, and
+-- zero-terminated strings (names and signatures never hold a NUL).
 -- The task graph lives under "sluice:{graph}:tasks" and the pool registry and the
 -- replica heartbeats under "sluice:{registry}:*": they span pools, so they are
 -- separate calls (the daemon asks the graph for `unblocks` before a request).
 --
 -- Ids: lease and ticket ids are pool_no * 2^40 + n, where n counts per pool and
 -- pool_no comes from the registry; a replica routes an id to its pool by its upper
--- bits. Numbers are stored with %.17g so doubles survive the round trip exactly.
+-- bits. Numbers in hashes and sorted sets are written with %.17g, exact as well.
 --
 -- Calling convention: KEYS[1] is the pool hash; ARGV[1] is the time ("" = Redis
 -- TIME; a number pins it, for tests), ARGV[2] the calling replica ("" = do not
@@ -33,7 +37,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '3'
+local VERSION = '4'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -46,8 +50,16 @@ local CALIB_WINDOW, CALIB_MIN_SAMPLES, CALIB_MIN_TOKENS = 64, 5, 100
 
 -- Integers (ids, tokens, counters: most numbers written) take '%d', which prints what
 -- '%.17g' prints for them at half the cost; the rest need 17 digits to round-trip.
+-- Small counts (most reply and event values: 0, 1, ttl, tokens) are formatted once and
+-- kept in SMALL: a string that is still alive costs no allocation.
+local SMALL = {}
 local function F(x)
   if type(x) == 'number' then
+    if x > 0 and x < 4096 and x == math.floor(x) then
+      local s = SMALL[x]
+      if not s then s = string.format('%d', x); SMALL[x] = s end
+      return s
+    end
     if x == math.floor(x) and x > -1e15 and x < 1e15 and x ~= 0 then
       return string.format('%d', x)
     end
@@ -62,40 +74,88 @@ local function fail(code, fmt, ...)
   error({code = code, msg = string.format(fmt, ...)}, 0)
 end
 
--- ---- records: hashes loaded once per call, written back at the end ----
+-- ---- records: packed strings loaded once per call, written back at the end ----
+--
+-- Why packed strings: in Redis's Lua every fresh string or table a call creates costs
+-- about as much as a small Redis command (malloc, then the collector), and reading a
+-- hash creates two strings per field. The pool used to be one 65-field hash: reading it
+-- cost 25 us of the call's 370. Now a record is one string, decoded with
+-- struct.unpack (numbers come out as numbers, no strings), and the configuration, which
+-- only configure changes, is decoded once per distinct value and kept in CFGS.
 
-local S = {}  -- per-call state; reset by begin()
+local S = {}  -- per-call state; reset by pool_call()
 
-local STRING_FIELDS = {name = true, roles = true, prios = true, agent = true, ck = true,
-  model = true, role = true, sig = true, errs = true, samples = true}
+-- A codec: the record's string fields, then its number fields, then optionally `tail`,
+-- an array of numbers filling the rest of the string. Codecs are built while the
+-- library loads, where Redis 7.0 offers neither ipairs nor the string library: the
+-- struct format is made on first use.
+local function codec(strings, numbers, tail)
+  local names = {}
+  for i = 1, #strings do names[#names + 1] = strings[i] end
+  for i = 1, #numbers do names[#names + 1] = numbers[i] end
+  return {names = names, n = #names, tail = tail, ns = #strings}
+end
 
--- A record converts a field from its stored string on first use: a call reads a
--- third of the pool's fields, and tonumber() of the rest cost more than the call's logic.
--- Only fields used are in the table, so flush() compares just those with `orig`.
-local function load(key)
-  local r = S.recs[key]
-  if r ~= nil then return r or nil end
-  local raw = redis.call('HGETALL', key)
-  if #raw == 0 then S.recs[key] = false; return nil end
-  local stored = {}
-  for i = 1, #raw, 2 do stored[raw[i]] = raw[i + 1] end
-  local orig = {}
-  r = setmetatable({}, {__index = function(t, k)
-    local v = stored[k]
-    if v == nil then return nil end
-    if not STRING_FIELDS[k] then v = tonumber(v) end
-    orig[k] = v
-    rawset(t, k, v)
-    return v
-  end})
-  S.recs[key] = r
-  S.orig[key] = orig
+local function fmt_of(c)
+  local f = c.fmt
+  if not f then
+    f = '<' .. string.rep('s', c.ns) .. string.rep('d', c.n - c.ns)
+    c.fmt = f
+  end
+  return f
+end
+
+local DFMT = {}  -- '<' followed by n 'd's, by n
+local function dfmt(n)
+  local f = DFMT[n]
+  if not f then f = '<' .. string.rep('d', n); DFMT[n] = f end
+  return f
+end
+
+local function decode(c, s)
+  local v = {struct.unpack(fmt_of(c), s)}
+  local r = {}
+  local names = c.names
+  for i = 1, c.n do r[names[i]] = v[i] end
+  if c.tail then
+    local pos = v[c.n + 1]
+    local k = (#s - pos + 1) / 8
+    local t = {}
+    if k > 0 then
+      t = {struct.unpack(dfmt(k), s, pos)}
+      t[k + 1] = nil  -- unpack's last value is the next position
+    end
+    r[c.tail] = t
+  end
   return r
 end
 
-local function create(key, r)
+local function encode(c, r)
+  local v = {}
+  local names = c.names
+  for i = 1, c.n do v[i] = r[names[i]] end
+  local s = struct.pack(fmt_of(c), unpack(v, 1, c.n))
+  if c.tail then
+    local t = r[c.tail]
+    if #t > 0 then s = s .. struct.pack(dfmt(#t), unpack(t)) end
+  end
+  return s
+end
+
+local function load(key, c)
+  local r = S.recs[key]
+  if r ~= nil then return r or nil end
+  local s = redis.call('GET', key)
+  if not s then S.recs[key] = false; return nil end
+  r = decode(c, s)
   S.recs[key] = r
-  S.orig[key] = {}
+  S.codecs[key] = c
+  return r
+end
+
+local function create(key, c, r)
+  S.recs[key] = r
+  S.codecs[key] = c
   S.dirty[key] = true
   return r
 end
@@ -108,23 +168,30 @@ local function drop(key)
   redis.call('DEL', key)
 end
 
+local ST  -- the pool's hot state codec, defined with the configuration below
 local function flush()
   for key in pairs(S.dirty) do
     local r = S.recs[key]
-    if r then
-      -- only what changed since the load: formatting every field costs more than the call
-      local orig = S.orig[key] or {}
-      local args = {}
-      for k, v in pairs(r) do
-        if v ~= orig[k] then args[#args + 1] = k; args[#args + 1] = F(v) end
-      end
-      if #args > 0 then redis.call('HSET', key, unpack(args)) end
-    end
+    if r then redis.call('SET', key, encode(S.codecs[key], r)) end
   end
   S.dirty = {}
+  if S.p then
+    if S.cfg_new then
+      redis.call('HSET', S.pool_key, 'cfg', S.cfg_new, 'st', encode(ST, S.p))
+    else
+      redis.call('HSET', S.pool_key, 'st', encode(ST, S.p))
+    end
+  end
 end
 
-local function K(suffix) return S.prefix .. suffix end
+-- Keys with a fixed suffix, built once per pool and kept: a string that is still alive
+-- is not allocated again.
+local FIXED = {}
+local function K(suffix)
+  local k = S.fixed[suffix]
+  if not k then k = S.prefix .. suffix; S.fixed[suffix] = k end
+  return k
+end
 
 -- ---- events ----
 
@@ -177,10 +244,25 @@ local function fits(p, need, now)
   return true
 end
 
-local function earliest_expiry()
-  local top = redis.call('ZRANGE', K('lx'), 0, 0, 'WITHSCORES')
-  if #top == 0 then return nil end
+-- The lowest score of a sorted set, math.huge when it is empty.
+local function zmin(key)
+  local top = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #top == 0 then return math.huge end
   return tonumber(top[2])
+end
+
+-- p.lx_at and p.ti_at are the lowest scores of `lx` and `ti`, kept exact so that a call
+-- with nothing due asks Redis nothing: adding a score lowers them; removing or moving
+-- the lowest one looks the new lowest up. `old` is the member's current score (nil when
+-- it is not in the set).
+local function zput(p, set, field, id, old, at)
+  redis.call('ZADD', K(set), F(at), F(id))
+  if at < p[field] then p[field] = at elseif old == p[field] then p[field] = zmin(K(set)) end
+end
+
+local function zdel(p, set, field, id, old)
+  redis.call('ZREM', K(set), F(id))
+  if old == p[field] then p[field] = zmin(K(set)) end
 end
 
 local function eta_for(p, sums, ahead, now)
@@ -195,8 +277,8 @@ local function eta_for(p, sums, ahead, now)
     end
   end
   if p.concurrency > 0 and ahead + 1 > p.concurrency - p.in_flight then
-    local at = earliest_expiry()
-    if at and at - now > eta then eta = at - now end
+    local at = p.lx_at
+    if at < math.huge and at - now > eta then eta = at - now end
   end
   return eta
 end
@@ -225,9 +307,13 @@ local function id_n(p, id) return id - p.pool_no * ID_SHIFT end
 
 local function in_ring(p, n) return n >= 1 and n < p.next_n and p.next_n - n <= RING end
 
-local function lease_forget(p, id, state)
-  drop(K('l:' .. F(id)))
-  redis.call('ZREM', K('lx'), F(id))
+local function lease_key(id) return S.prefix .. 'L:' .. F(id) end
+local function ticket_key(id) return S.prefix .. 'T:' .. F(id) end
+
+local function lease_forget(p, l, state)
+  local id = l.id
+  drop(lease_key(id))
+  zdel(p, 'lx', 'lx_at', id, l.exp)
   local n = id_n(p, id)
   if in_ring(p, n) then redis.call('SETRANGE', K('ended'), n % RING, string.char(state)) end
 end
@@ -305,29 +391,34 @@ end
 
 -- ---- agents, caches, calibration ----
 
-local function agent_key(name) return K('a:' .. name) end
+local AGENT = codec({'agent', 'role', 'sig'}, {'lf', 'cls', 'ctok', 'weight', 'repeats', 'err_n',
+  'err_pos', 'alert', 'leases', 'queued', 'tin', 'tout', 'g429'}, 'errs')
+local CACHE = codec({}, {'ls', 'tok'})
+local CALIB = codec({'model'}, {'n', 'pos', 'total', 'ratio'}, 'samples')
+
+local function agent_key(name) return S.prefix .. 'A:' .. name end
 
 local function agent_get(name, make)
-  local a = load(agent_key(name))
+  local a = load(agent_key(name), AGENT)
   if a or not make then return a end
   redis.call('SADD', K('agents'), name)
-  return create(agent_key(name), {agent = name, lf = 0, cls = -math.huge, ctok = 0,
-    role = 'worker', weight = 1.0, repeats = 0, sig = '', errs = '', err_n = 0, err_pos = 0,
+  return create(agent_key(name), AGENT, {agent = name, lf = 0, cls = -math.huge, ctok = 0,
+    role = 'worker', weight = 1.0, repeats = 0, sig = '', errs = {}, err_n = 0, err_pos = 0,
     alert = 0, leases = 0, queued = 0, tin = 0, tout = 0, g429 = 0})
 end
 
 -- A cache is either the agent's own (fields cls/ctok of its record) or shared.
 local function cache_view(a, own, ck)
   if own then return {rec = a, key = agent_key(a.agent), ls = 'cls', tok = 'ctok'} end
-  local key = K('c:' .. ck)
-  local r = load(key)
+  local key = S.prefix .. 'C:' .. ck
+  local r = load(key, CACHE)
   if not r then return nil end
   return {rec = r, key = key, ls = 'ls', tok = 'tok'}
 end
 
 local function cache_make(ck)
-  local key = K('c:' .. ck)
-  local r = load(key) or create(key, {ls = -math.huge, tok = 0})
+  local key = S.prefix .. 'C:' .. ck
+  local r = load(key, CACHE) or create(key, CACHE, {ls = -math.huge, tok = 0})
   return {rec = r, key = key, ls = 'ls', tok = 'tok'}
 end
 
@@ -336,22 +427,15 @@ local function cache_warm(p, c, now)
 end
 
 local function calib_get(p, model, make)
-  local key = K('m:' .. model)
-  local c = load(key)
+  local key = S.prefix .. 'M:' .. model
+  local c = load(key, CALIB)
   if c or not make then return c end
-  return create(key, {model = model, samples = '', n = 0, pos = 0, total = 0, ratio = 1.0})
+  return create(key, CALIB, {model = model, samples = {}, n = 0, pos = 0, total = 0, ratio = 1.0})
 end
 
-local function split_numbers(s)
-  local t = {}
-  for v in string.gmatch(s, '[^,]+') do t[#t + 1] = tonumber(v) end
-  return t
-end
-
-local function join_numbers(t, n)
-  local out = {}
-  for i = 1, n do out[i] = F(t[i] or 0) end
-  return table.concat(out, ',')
+-- Fills the holes of a number array below n with 0, as the comma lists it replaces did.
+local function fill_to(t, n)
+  for i = 1, n do if t[i] == nil then t[i] = 0 end end
 end
 
 local function calib_record(model, est, actual)
@@ -361,13 +445,13 @@ local function calib_record(model, est, actual)
   local r = actual / est
   if r < 0.2 then r = 0.2 end
   if r > 5 then r = 5 end
-  local sample = split_numbers(c.samples)
+  local sample = c.samples
   sample[c.pos + 1] = r
   c.pos = (c.pos + 1) % CALIB_WINDOW
   if c.n < CALIB_WINDOW then c.n = c.n + 1 end
   c.total = c.total + 1
-  c.samples = join_numbers(sample, math.max(#sample, c.n))
-  touch(K('m:' .. model))
+  fill_to(sample, c.n)
+  touch(S.prefix .. 'M:' .. model)
   if c.n < CALIB_MIN_SAMPLES then return end
   local sorted = {}
   for i = 1, c.n do sorted[i] = sample[i] end
@@ -379,7 +463,7 @@ end
 
 local function agent_mean_error(a)
   if a.err_n == 0 then return 0 end
-  local errs = split_numbers(a.errs)
+  local errs = a.errs
   local sum = 0
   for i = 1, a.err_n do sum = sum + (errs[i] or 0) end
   return sum / a.err_n
@@ -390,11 +474,11 @@ local function agent_record_error(p, a, err)
   if window < 1 then window = 1 end
   if window > 64 then window = 64 end
   if a.err_n > window then a.err_n = window; a.err_pos = 0 end
-  local errs = split_numbers(a.errs)
+  local errs = a.errs
   errs[a.err_pos + 1] = err
   a.err_pos = (a.err_pos + 1) % window
   if a.err_n < window then a.err_n = a.err_n + 1 end
-  a.errs = join_numbers(errs, math.max(#errs, a.err_n))
+  fill_to(errs, a.err_n)
   local mean = agent_mean_error(a)
   local active = a.err_n >= window and mean > p.estimate_error_alert
   if (active and 1 or 0) ~= a.alert then
@@ -425,28 +509,38 @@ local function parse_member(m)
   return tonumber(id), {[0] = tonumber(a), tonumber(b), tonumber(c), tonumber(d)}, tonumber(seq)
 end
 
+-- p.qn is the queue's length: an empty queue (the usual case) costs no query, and the
+-- head is looked up once per call until the queue changes (S.qid, S.qfinish).
 local function queue_insert(p, t)
   redis.call('ZADD', K('q'), F(t.finish), qmember(t))
   for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] + t['n' .. b] end
+  p.qn = p.qn + 1
+  S.qid = nil
 end
 
 local function queue_remove(p, t)
   redis.call('ZREM', K('q'), qmember(t))
   for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] - t['n' .. b] end
+  p.qn = p.qn - 1
+  S.qid = nil
 end
 
-local function queue_head()
-  local h = redis.call('ZRANGE', K('q'), 0, 0, 'WITHSCORES')
-  if #h == 0 then return nil end
-  local id = parse_member(h[1])
-  return id, tonumber(h[2])
+local function queue_head(p)
+  if p.qn == 0 then return nil end
+  if S.qid == nil then
+    local h = redis.call('ZRANGE', K('q'), 0, 0, 'WITHSCORES')
+    if #h == 0 then return nil end
+    S.qid = parse_member(h[1])
+    S.qfinish = tonumber(h[2])
+  end
+  return S.qid, S.qfinish
 end
 
 -- Requests ahead of (finish, seq): their count and summed needs. Walks whichever
 -- side of the key is shorter and uses the queue's running sums for the other.
 local function queue_prefix(p, finish, seq)
   local q = K('q')
-  local depth = redis.call('ZCARD', q)
+  local depth = p.qn
   local ahead = redis.call('ZCOUNT', q, '-inf', '(' .. F(finish))
   local ties = redis.call('ZRANGEBYSCORE', q, F(finish), F(finish))
   for _, m in ipairs(ties) do
@@ -482,6 +576,11 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 -- ---- leases and tickets ----
 
+local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
+  'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp'})
+local TICKET = codec({'agent', 'ck', 'model'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3', 'cached',
+  'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at'})
+
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
           ttl = l.ttl, weight = l.weight, charged_input_tokens = l.n0,
@@ -508,8 +607,8 @@ local function grant(p, a, t, weight, finish, ttl, ticket, waited, now)
   if finish > a.lf then a.lf = finish end
   a.leases = a.leases + 1
   touch(agent_key(a.agent))
-  create(K('l:' .. F(id)), l)
-  redis.call('ZADD', K('lx'), F(l.exp), F(id))
+  create(lease_key(id), LEASE, l)
+  zput(p, 'lx', 'lx_at', id, nil, l.exp)
   emit('granted', {agent = a.agent, lease = id, ticket = ticket, input_tokens = l.n0,
                    output_tokens = l.n1, weight = weight, waited = waited})
   return l
@@ -528,12 +627,14 @@ local function lease_end(p, l, state, refund, now)
   p.in_flight = p.in_flight - 1
   local a = agent_get(l.agent, false)
   if a then a.leases = a.leases - 1; touch(agent_key(l.agent)) end
-  lease_forget(p, l.id, state)
+  lease_forget(p, l, state)
 end
 
-local function tomb_add(id, state, lease)
+local function tomb_add(p, id, state, lease)
   redis.call('HSET', K('tend'), F(id), state .. ':' .. F(lease))
   redis.call('ZADD', K('tendz'), F(S.now), F(id))
+  local due = S.now + p.tombstone_ttl_s
+  if due < p.purge_at then p.purge_at = due end
 end
 
 -- Ends a ticket that is no longer in the queue.
@@ -542,19 +643,19 @@ local function ticket_end(p, t, state, lease, now)
     emit(state == END_CANCELLED and 'ticket_cancelled' or 'ticket_expired',
          {agent = t.agent, ticket = t.id, waited = now - t.enq})
   end
-  redis.call('ZREM', K('ti'), F(t.id))
+  zdel(p, 'ti', 'ti_at', t.id, t.held == 0 and t.idle_at or nil)
   local a = agent_get(t.agent, false)
   if a then a.queued = a.queued - 1; touch(agent_key(t.agent)) end
-  tomb_add(t.id, state, lease)
-  drop(K('t:' .. F(t.id)))
+  tomb_add(p, t.id, state, lease)
+  drop(ticket_key(t.id))
 end
 
-local function load_ticket(id) return load(K('t:' .. F(id))) end
-local function load_lease(id) return load(K('l:' .. F(id))) end
+local function load_ticket(id) return load(ticket_key(id), TICKET) end
+local function load_lease(id) return load(lease_key(id), LEASE) end
 
 local function drain(p, now)
   while true do
-    local id = queue_head()
+    local id = queue_head(p)
     if not id then return end
     local t = load_ticket(id)
     if not fits(p, need_of(t), now) then return end
@@ -566,6 +667,7 @@ local function drain(p, now)
 end
 
 local function reject_unfit(p, now)
+  if p.qn == 0 then return end
   local unfit = {}
   for _, m in ipairs(redis.call('ZRANGE', K('q'), 0, -1)) do
     local id, n = parse_member(m)
@@ -595,40 +697,45 @@ local function margin_cut(p, now)
   end
 end
 
+-- Drops the entries of a hash and its time index that are `ttl` old; returns when the
+-- next one will be.
+local function purge_set(hash, zset, ttl, now)
+  local due = redis.call('ZRANGEBYSCORE', zset, '-inf', F(now - ttl), 'WITHSCORES')
+  local gone = {}
+  for i = 1, #due, 2 do
+    -- at + ttl <= now, computed the engine's way for the boundary
+    if tonumber(due[i + 1]) + ttl <= now then gone[#gone + 1] = due[i] end
+  end
+  for i = 1, #gone, 1000 do
+    local j = i + 999 < #gone and i + 999 or #gone
+    redis.call('HDEL', hash, unpack(gone, i, j))
+    redis.call('ZREM', zset, unpack(gone, i, j))
+  end
+  return zmin(zset) + ttl
+end
+
+-- p.purge_at is when the oldest tombstone or idempotency entry falls due: until then
+-- there is nothing to purge and no query is made.
 local function purge_old(p, now)
-  local tt = p.tombstone_ttl_s
-  local old = redis.call('ZRANGEBYSCORE', K('tendz'), '-inf', F(now - tt))
-  -- at + ttl <= now, computed the engine's way for the boundary
-  for _, id in ipairs(old) do
-    local at = tonumber(redis.call('ZSCORE', K('tendz'), id))
-    if at + tt <= now then
-      redis.call('HDEL', K('tend'), id)
-      redis.call('ZREM', K('tendz'), id)
-    end
-  end
-  local it = p.idempotency_ttl_s
-  for _, key in ipairs(redis.call('ZRANGEBYSCORE', K('idemz'), '-inf', F(now - it))) do
-    local at = tonumber(redis.call('ZSCORE', K('idemz'), key))
-    if at + it <= now then
-      redis.call('HDEL', K('idem'), key)
-      redis.call('ZREM', K('idemz'), key)
-    end
-  end
+  if p.purge_at > now then return end
+  local tomb = purge_set(K('tend'), K('tendz'), p.tombstone_ttl_s, now)
+  local idem = purge_set(K('idem'), K('idemz'), p.idempotency_ttl_s, now)
+  p.purge_at = tomb < idem and tomb or idem
 end
 
 local function pool_advance(p, now)
   margin_advance(p, now)
   refill(p, now)
-  while true do
+  while p.lx_at <= now do
     local due = redis.call('ZRANGEBYSCORE', K('lx'), '-inf', F(now), 'LIMIT', 0, 1)
-    if #due == 0 then break end
+    if #due == 0 then p.lx_at = zmin(K('lx')); break end
     local l = load_lease(tonumber(due[1]))
     -- A grant its client never learned of was never used: refund it.
     lease_end(p, l, l.claimed == 1 and END_REAPED or END_CANCELLED, l.claimed == 0, now)
   end
-  while true do
+  while p.ti_at <= now do
     local due = redis.call('ZRANGEBYSCORE', K('ti'), '-inf', F(now), 'LIMIT', 0, 1)
-    if #due == 0 then break end
+    if #due == 0 then p.ti_at = zmin(K('ti')); break end
     local t = load_ticket(tonumber(due[1]))
     queue_remove(p, t)
     ticket_end(p, t, END_EXPIRED, 0, now)
@@ -639,11 +746,9 @@ end
 
 local function next_wakeup(p)
   local at = margin_next_step_at(p)
-  local top = redis.call('ZRANGE', K('lx'), 0, 0, 'WITHSCORES')
-  if #top > 0 and tonumber(top[2]) < at then at = tonumber(top[2]) end
-  top = redis.call('ZRANGE', K('ti'), 0, 0, 'WITHSCORES')
-  if #top > 0 and tonumber(top[2]) < at then at = tonumber(top[2]) end
-  local id = queue_head()
+  if p.lx_at < at then at = p.lx_at end
+  if p.ti_at < at then at = p.ti_at end
+  local id = queue_head(p)
   if id then
     local t = load_ticket(id)
     local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
@@ -651,6 +756,65 @@ local function next_wakeup(p)
   end
   return at
 end
+
+-- ---- the pool: configuration and hot state ----
+
+local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurrency',
+  'margin_start', 'margin_floor', 'margin_step_down', 'margin_step_up', 'recover_every_s',
+  'margin_floor_alert_s', 'lease_ttl_s', 'max_lease_ttl_s', 'max_queue_wait_s', 'cache_ttl_s',
+  'cache_reads_count', 'cache_bump_min_tokens', 'cache_bump', 'estimate_error_alert',
+  'estimate_error_window', 'claim_timeout_s', 'ticket_idle_s', 'tombstone_ttl_s',
+  'idempotency_ttl_s', 'weight_floor'}
+
+-- The configuration as configure() wrote it, with the margin steps in basis points.
+-- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
+local CFG
+do
+  local numbers = {}
+  for i = 1, #CONFIG_FIELDS do numbers[i] = CONFIG_FIELDS[i] end
+  local derived = {'start_bp', 'floor_bp', 'up_bp', 'down_bp', 'pool_no'}
+  for i = 1, #derived do numbers[#numbers + 1] = derived[i] end
+  CFG = codec({'roles', 'prios'}, numbers)
+end
+
+-- lx_at, ti_at: the lowest scores of lx and ti (math.huge: empty); qn: the queue's
+-- length; purge_at: when the oldest tombstone or idempotency entry falls due.
+ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 'rs2', 'rs3',
+  'qs0', 'qs1', 'qs2', 'qs3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
+  'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
+  'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
+  'lx_at', 'ti_at', 'purge_at'})
+
+-- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
+-- value that is not a number is `false` (the name is then not usable).
+local function class_map(list)
+  local m = {}
+  for entry in string.gmatch(list, '[^,]+') do
+    local n, v = string.match(entry, '^(.-)=(.*)$')
+    if n ~= nil and m[n] == nil then m[n] = tonumber(v) or false end
+  end
+  return m
+end
+
+-- Decoded configurations by their stored bytes. The key is the exact value read, so a
+-- reconfigured or recreated pool can never see a stale entry; the cache only saves the
+-- decoding. Each entry is the metatable that lends the configuration to the pool's hot
+-- state (p.lease_ttl_s reads the configuration, p.lv0 the state).
+local CFGS, N_CFGS = {}, 0
+local function config_mt(s)
+  local mt = CFGS[s]
+  if mt then return mt end
+  if N_CFGS >= 256 then CFGS, N_CFGS = {}, 0 end
+  local cfg = decode(CFG, s)
+  cfg.role_v = class_map(cfg.roles)
+  cfg.prio_v = class_map(cfg.prios)
+  mt = {__index = cfg}
+  CFGS[s] = mt
+  N_CFGS = N_CFGS + 1
+  return mt
+end
+
+local function lround(x) return math.floor(x + 0.5) end
 
 -- ---- call frame ----
 
@@ -677,13 +841,21 @@ end
 -- create it. Handles time, errors, write-back, events and the reply.
 local function pool_call(keys, argv, fn, opts)
   opts = opts or {}
-  S = {recs = {}, orig = {}, dirty = {}, events = {}}
+  S = {recs = {}, codecs = {}, dirty = {}, events = {}}
   local pool_key = keys[1]
+  S.pool_key = pool_key
   S.prefix = string.sub(pool_key, 1, #pool_key - 4)
   S.pool = string.match(pool_key, '^sluice:{(.*)}:pool$')
   local ok, res = pcall(function()
     if not S.pool then fail('invalid_request', 'key "%s" is not a sluice pool key', pool_key) end
-    local p = load(pool_key)
+    S.fixed = FIXED[S.prefix]
+    if not S.fixed then S.fixed = {}; FIXED[S.prefix] = S.fixed end
+    local p
+    local raw = redis.call('HMGET', pool_key, 'cfg', 'st')
+    if raw[1] and raw[2] then
+      p = setmetatable(decode(ST, raw[2]), config_mt(raw[1]))
+      S.p = p
+    end
     if not p and not opts.create then fail('not_found', 'pool "%s" not found', S.pool) end
     local args = args_table(argv, 3)
     if opts.validate then opts.validate(args) end
@@ -701,9 +873,9 @@ local function pool_call(keys, argv, fn, opts)
       if p and now < p.now then now = p.now end  -- Redis's clock stepped back
     end
     S.now = now
-    if p and not opts.no_time then p.now = now; touch(pool_key) end
+    if p then p.now = now end
     local fields = fn(p, args, now) or {}
-    p = load(pool_key)
+    p = S.p
     flush()
     return {fields, p and next_wakeup(p) or math.huge}
   end)
@@ -714,14 +886,14 @@ local function pool_call(keys, argv, fn, opts)
   local flat = {}
   for k, v in pairs(res[1]) do flat[#flat + 1] = k; flat[#flat + 1] = F(v) end
   local evs = {}
-  local wire = {}
   for i, ev in ipairs(S.events) do
     local e = {}
     for k, v in pairs(ev) do e[#e + 1] = k; e[#e + 1] = F(v) end
     evs[i] = e
-    wire[i] = table.concat(e, '\31')
   end
-  if argv[2] ~= '' and #wire > 0 then
+  if argv[2] ~= '' and #evs > 0 then
+    local wire = {}
+    for i, e in ipairs(evs) do wire[i] = table.concat(e, '\31') end
     redis.call('PUBLISH', 'sluice:events', argv[2] .. '\30' .. table.concat(wire, '\30'))
   end
   return {'ok', '', flat, evs, F(res[2])}
@@ -729,83 +901,72 @@ end
 
 -- ---- configure ----
 
-local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurrency',
-  'margin_start', 'margin_floor', 'margin_step_down', 'margin_step_up', 'recover_every_s',
-  'margin_floor_alert_s', 'lease_ttl_s', 'max_lease_ttl_s', 'max_queue_wait_s', 'cache_ttl_s',
-  'cache_reads_count', 'cache_bump_min_tokens', 'cache_bump', 'estimate_error_alert',
-  'estimate_error_window', 'claim_timeout_s', 'ticket_idle_s', 'tombstone_ttl_s',
-  'idempotency_ttl_s', 'weight_floor'}
+-- A pool key in the layout of library version 3 or older (a hash of fields): its state
+-- is dropped and the pool starts over, as after a Redis restart. The old per-record
+-- hashes that can be found (agents, leases, tickets) go too; old shared-cache and
+-- model hashes ("c:", "m:") are left behind.
+local OLD_LAYOUT = {'pool', 'q', 'lx', 'ti', 'ended', 'tend', 'tendz', 'idem', 'idemz', 'agents'}
 
-local function lround(x) return math.floor(x + 0.5) end
-
-local function set_limits(p)
-  for b = 0, NB - 1 do p['lim' .. b] = p[LIMIT_FIELD[b + 1]] end
-  p.start_bp = lround(p.margin_start * 10000.0)
-  p.floor_bp = lround(p.margin_floor * 10000.0)
-  p.up_bp = lround(p.margin_step_up * 10000.0)
-  p.down_bp = lround(p.margin_step_down * 10000.0)
+local function drop_old_layout()
+  local old = {}
+  for _, name in ipairs(redis.call('SMEMBERS', K('agents'))) do old[#old + 1] = S.prefix .. 'a:' .. name end
+  for _, id in ipairs(redis.call('ZRANGE', K('lx'), 0, -1)) do old[#old + 1] = S.prefix .. 'l:' .. id end
+  for _, m in ipairs(redis.call('ZRANGE', K('q'), 0, -1)) do
+    old[#old + 1] = S.prefix .. 't:' .. F(parse_member(m))
+  end
+  for _, k in ipairs(OLD_LAYOUT) do old[#old + 1] = K(k) end
+  for i = 1, #old, 1000 do
+    redis.call('DEL', unpack(old, i, i + 999 < #old and i + 999 or #old))
+  end
 end
 
 local function configure(p, args, now)
-  local pool_key = S.prefix .. 'pool'
   local cfg = {}
   for _, f in ipairs(CONFIG_FIELDS) do
     cfg[f] = num(args, f, nil)
     if cfg[f] == nil then fail('invalid_request', 'pool "%s": %s missing', S.pool, f) end
   end
+  cfg.roles = args.roles or ''
+  cfg.prios = args.prios or ''
+  cfg.start_bp = lround(cfg.margin_start * 10000.0)
+  cfg.floor_bp = lround(cfg.margin_floor * 10000.0)
+  cfg.up_bp = lround(cfg.margin_step_up * 10000.0)
+  cfg.down_bp = lround(cfg.margin_step_down * 10000.0)
   if p then
     pool_advance(p, now)
-    for k, v in pairs(cfg) do p[k] = v end
-    p.roles = args.roles or ''
-    p.prios = args.prios or ''
-    set_limits(p)
+    cfg.pool_no = p.pool_no
+    S.cfg_new = encode(CFG, cfg)
+    setmetatable(p, config_mt(S.cfg_new))
+    for b = 0, NB - 1 do p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]] end
     if p.margin_bp > p.start_bp then p.margin_bp = p.start_bp end
     if p.margin_bp < p.floor_bp then p.margin_bp = p.floor_bp end
     if p.margin_bp > p.floor_bp then p.floor_since = -1 end
     for b = 0, NB - 1 do if not limited(p, b) then p['lv' .. b] = 0 end end
     clamp_levels(p)
+    p.purge_at = -math.huge  -- the time-to-lives may have changed: look again
     reject_unfit(p, now)
     drain(p, now)
-    touch(pool_key)
     return {created = 0, pool_no = p.pool_no}
   end
-  p = cfg
-  p.name = S.pool
-  p.roles = args.roles or ''
-  p.prios = args.prios or ''
-  p.pool_no = num(args, 'pool_no', 0)
-  p.now = now
-  set_limits(p)
-  p.margin_bp = lround(p.margin_start * 10000.0)
-  p.clean_since = now
-  p.floor_since = -1
-  p.alert_floor = 0
-  p.alert_spend_cap = 0
-  p.blocked_until = -math.huge
-  p.last_refill = now
-  p.in_flight = 0
-  p.vtime = 0
-  p.seq = 0
-  p.next_n = 1
-  p.granted_total, p.queued_total, p.rejected_total, p.upstream_429_total = 0, 0, 0, 0
+  if redis.call('EXISTS', S.pool_key) == 1 then drop_old_layout() end
+  cfg.pool_no = num(args, 'pool_no', 0)
+  S.cfg_new = encode(CFG, cfg)
+  p = setmetatable({now = now, last_refill = now, margin_bp = cfg.start_bp, clean_since = now,
+    floor_since = -1, alert_floor = 0, alert_spend_cap = 0, blocked_until = -math.huge,
+    in_flight = 0, vtime = 0, seq = 0, next_n = 1, granted_total = 0, queued_total = 0,
+    rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
+    purge_at = math.huge}, config_mt(S.cfg_new))
   for b = 0, NB - 1 do
+    p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
     p['lv' .. b] = limited(p, b) and capacity(p, b) or 0
     p['rs' .. b] = 0
     p['qs' .. b] = 0
   end
-  create(pool_key, p)
+  S.p = p
   return {created = 1, pool_no = p.pool_no}
 end
 
 -- ---- request ----
-
-local function class_value(list, name)
-  for entry in string.gmatch(list, '[^,]+') do
-    local n, v = string.match(entry, '^(.-)=(.*)$')
-    if n == name then return tonumber(v) end
-  end
-  return nil
-end
 
 local function class_names(list)
   local names = {}
@@ -836,19 +997,10 @@ local function corrected(tokens, ratio)
   return v
 end
 
-local function encode_decision(d)
-  local out = {}
-  for k, v in pairs(d) do out[#out + 1] = k .. '=' .. F(v) end
-  return table.concat(out, ';')
-end
-
-local function decode_decision(s)
-  local d = {}
-  for k, v in string.gmatch(s, '([^=;]+)=([^;]*)') do
-    if k == 'status' or k == 'reason' then d[k] = v else d[k] = tonumber(v) end
-  end
-  return d
-end
+-- The first answer to a request id, kept for replays: one msgpack string (Redis's
+-- bundled cmsgpack; doubles exact, strings stay strings) rather than a formatted list.
+local function encode_decision(d) return cmsgpack.pack(d) end
+local function decode_decision(s) return cmsgpack.unpack(s) end
 
 local function reject_decision(p, weight, retry_after, now)
   p.rejected_total = p.rejected_total + 1
@@ -860,9 +1012,10 @@ local function ticket_state(p, id, now)
   local t = load_ticket(id)
   if t then
     if t.held == 0 then
+      local old = t.idle_at
       t.idle_at = now + p.ticket_idle_s
-      redis.call('ZADD', K('ti'), F(t.idle_at), F(id))
-      touch(K('t:' .. F(id)))
+      zput(p, 'ti', 'ti_at', id, old, t.idle_at)
+      touch(ticket_key(id))
     end
     local eta, ahead = queue_eta(p, need_of(t), t.finish, t.seq, now)
     return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight}
@@ -876,10 +1029,11 @@ local function ticket_state(p, id, now)
     local l = load_lease(lease)
     if l then
       if l.claimed == 0 then
+        local old = l.exp
         l.claimed = 1
         l.exp = now + l.ttl
-        redis.call('ZADD', K('lx'), F(l.exp), F(l.id))
-        touch(K('l:' .. F(l.id)))
+        zput(p, 'lx', 'lx_at', l.id, old, l.exp)
+        touch(lease_key(l.id))
       end
       return fill_grant(l)
     end
@@ -913,7 +1067,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
   end
   local c = cost(p, need)
   local start = p.vtime > a.lf and p.vtime or a.lf
-  local _, head_finish = queue_head()
+  local _, head_finish = queue_head(p)
   local finish, eta, ahead = 0, 0, 0
   for pass = 0, 1 do
     finish = start + c / weight
@@ -937,9 +1091,9 @@ local function decide(p, a, t, weight, ttl, cache, now)
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
     idle_at = now + p.ticket_idle_s}
-  create(K('t:' .. F(id)), tk)
+  create(ticket_key(id), TICKET, tk)
   queue_insert(p, tk)
-  redis.call('ZADD', K('ti'), F(tk.idle_at), F(id))
+  zput(p, 'ti', 'ti_at', id, nil, tk.idle_at)
   a.lf = finish
   a.queued = a.queued + 1
   p.queued_total = p.queued_total + 1
@@ -974,11 +1128,11 @@ end
 local function request(p, args, now)
   local role = args.role or 'worker'
   local prio = args.priority or 'normal'
-  local role_v = class_value(p.roles, role)
+  local role_v = p.role_v[role]
   if not role_v then
     fail('invalid_request', 'role "%s" is not configured (known: %s)', role, class_names(p.roles))
   end
-  local prio_v = class_value(p.prios, prio)
+  local prio_v = p.prio_v[prio]
   if not prio_v then
     fail('invalid_request', 'priority "%s" is not configured (known: %s)', prio,
          class_names(p.prios))
@@ -1047,7 +1201,6 @@ local function request(p, args, now)
   a.role = role
   a.weight = out.weight
   touch(agent_key(agent))
-  touch(S.prefix .. 'pool')
   if out.status == 'rejected' then
     emit('rejected', {agent = agent, input_tokens = t.n0, output_tokens = t.n1,
                       weight = out.weight, retry_at = out.retry_at, reason = out.reason})
@@ -1055,6 +1208,8 @@ local function request(p, args, now)
   if idem_key then
     redis.call('HSET', K('idem'), idem_key, encode_decision(out))
     redis.call('ZADD', K('idemz'), F(now), idem_key)
+    local due = now + p.idempotency_ttl_s
+    if due < p.purge_at then p.purge_at = due end
   end
   return out
 end
@@ -1085,12 +1240,12 @@ local function ticket_hold(p, args, now)
   if held == t.held then return {} end
   t.held = held
   if held == 1 then
-    redis.call('ZREM', K('ti'), F(id))
+    zdel(p, 'ti', 'ti_at', id, t.idle_at)
   else
     t.idle_at = now + p.ticket_idle_s
-    redis.call('ZADD', K('ti'), F(t.idle_at), F(id))
+    zput(p, 'ti', 'ti_at', id, nil, t.idle_at)
   end
-  touch(K('t:' .. F(id)))
+  touch(ticket_key(id))
   return {}
 end
 
@@ -1147,7 +1302,6 @@ local function resync_apply(p, args, now)
   for _, h in ipairs(entries) do
     if h.field == 'limit' and h.v ~= 0 and h.v ~= p['lim' .. h.b] then
       p['lim' .. h.b] = h.v
-      p[LIMIT_FIELD[h.b + 1]] = h.v
       if p['lv' .. h.b] == 0 and p['rs' .. h.b] == 0 then p['lv' .. h.b] = capacity(p, h.b) end
       clamp_levels(p)
       adopted = true
@@ -1249,11 +1403,12 @@ local function extend(p, args, now)
   pool_advance(p, now)
   local l = live_lease(p, id_arg(args, 'lease'))
   if ttl > p.max_lease_ttl_s then ttl = p.max_lease_ttl_s end
+  local old = l.exp
   l.claimed = 1
   l.ttl = ttl
   l.exp = now + ttl
-  redis.call('ZADD', K('lx'), F(l.exp), F(l.id))
-  touch(K('l:' .. F(l.id)))
+  zput(p, 'lx', 'lx_at', l.id, old, l.exp)
+  touch(lease_key(l.id))
   return {expires_at = l.exp}
 end
 
@@ -1301,7 +1456,7 @@ end
 
 local function pool_info(p, args, now)
   pool_advance(p, now)
-  local out = {name = p.name, margin = margin(p), queue_depth = redis.call('ZCARD', K('q')),
+  local out = {name = S.pool, margin = margin(p), queue_depth = p.qn,
     leases_in_flight = p.in_flight, alert_margin_at_floor = p.alert_floor,
     alert_spend_cap = p.alert_spend_cap, blocked_until = p.blocked_until,
     granted_total = p.granted_total, queued_total = p.queued_total,
@@ -1309,6 +1464,7 @@ local function pool_info(p, args, now)
     pool_no = p.pool_no, head_eta = -1}
   for _, f in ipairs(CONFIG_FIELDS) do out['cfg_' .. f] = p[f] end
   for b = 0, NB - 1 do
+    out['cfg_' .. LIMIT_FIELD[b + 1]] = p['lim' .. b]  -- as adopted from headers
     out['limit' .. b] = p['lim' .. b]
     if limited(p, b) then
       out['level' .. b] = p['lv' .. b]
@@ -1318,7 +1474,7 @@ local function pool_info(p, args, now)
       out['level' .. b], out['capacity' .. b], out['refill' .. b] = 0, 0, 0
     end
   end
-  local id = queue_head()
+  local id = queue_head(p)
   if id then out.head_eta = eta_for(p, need_of(load_ticket(id)), 0, p.last_refill) end
   return out
 end
