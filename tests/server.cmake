@@ -20,3 +20,16 @@ endif()
 if(TARGET sluice_http_parse)
   sl_unit_test(test_http_parse sluice_http_parse)
 endif()
+
+# The hot answers' number writing, compiled on its own.
+if(TARGET sluiced)
+  pkg_check_modules(SRV_JANSSON REQUIRED IMPORTED_TARGET jansson)
+  add_executable(test_jsonfmt ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_jsonfmt.c
+                              ${PROJECT_SOURCE_DIR}/src/server/jsonfmt.c)
+  target_include_directories(test_jsonfmt PRIVATE ${PROJECT_SOURCE_DIR}/src/server
+                                                  ${PROJECT_SOURCE_DIR}/src/backend
+                                                  ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(test_jsonfmt PRIVATE PkgConfig::CMOCKA PkgConfig::SRV_JANSSON m)
+  add_test(NAME test_jsonfmt COMMAND test_jsonfmt)
+  set_tests_properties(test_jsonfmt PROPERTIES LABELS unit)
+endif()

@@ -311,10 +311,11 @@ static void handle_healthz(sl_call_t *call)
     sl__reply_json(call, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* Splits the path "/a/b/c" (path[0, len)) into percent-decoded segments (libevent's
- * decoder), each allocated; the caller frees seg[0, count). Returns the count, or -1 on
- * a bad path (an encoded NUL among them). */
-static int split_path(const char *path, size_t len, char **seg, int max)
+/* Splits the path "/a/b/c" (path[0, len)) into segments: plain ones copied into
+ * `segbuf` (room for len + max bytes), ones with %-escapes decoded by libevent into the
+ * heap (heap[i] says which; the caller frees those). Returns the count, or -1 on a bad
+ * path (an encoded NUL among them). */
+static int split_path(const char *path, size_t len, char *segbuf, char **seg, bool *heap, int max)
 {
     int n = 0;
     size_t i = 0;
@@ -330,10 +331,18 @@ static int split_path(const char *path, size_t len, char **seg, int max)
         char raw[PATH_MAX_BYTES + 1];
         memcpy(raw, path + i, e - i);
         raw[e - i] = '\0';
-        size_t dlen = 0;
-        seg[n] = evhttp_uridecode(raw, 0, &dlen);
-        if (!seg[n] || strlen(seg[n]) != dlen) return -1;
-        n++;
+        if (!memchr(raw, '%', e - i)) { /* nothing to decode: the bytes as they are */
+            seg[n] = segbuf;
+            memcpy(segbuf, raw, e - i + 1);
+            segbuf += e - i + 1;
+            heap[n++] = false;
+        } else {
+            size_t dlen = 0;
+            seg[n] = evhttp_uridecode(raw, 0, &dlen);
+            heap[n] = seg[n] != NULL;
+            if (!seg[n] || strlen(seg[n]) != dlen) return -1;
+            n++;
+        }
         i = e;
     }
     return n;
@@ -488,6 +497,8 @@ static void on_request(sl_hreq_t *req, void *arg)
 {
     sl_server_t *srv = arg;
     char *seg[MAX_SEGMENTS] = {0};
+    bool heap[MAX_SEGMENTS] = {false};
+    char segbuf[PATH_MAX_BYTES + MAX_SEGMENTS];
     sl_call_t *call = calloc(1, sizeof(*call));
     if (!call) {
         static const char oom[] =
@@ -505,7 +516,9 @@ static void on_request(sl_hreq_t *req, void *arg)
     }
     size_t path_len;
     const char *path = sl_hreq_path(req, &path_len);
-    int n = path_len <= PATH_MAX_BYTES ? split_path(path, path_len, seg, MAX_SEGMENTS) : -1;
+    int n = path_len <= PATH_MAX_BYTES
+                ? split_path(path, path_len, segbuf, seg, heap, MAX_SEGMENTS)
+                : -1;
     const char *query = sl_hreq_query(req);
     if (n < 0) {
         sl__reply_error(call, 404, "not_found", "path: '%.256s' is not an endpoint of this API",
@@ -519,7 +532,7 @@ static void on_request(sl_hreq_t *req, void *arg)
             route(call, n, seg, query);
     }
     for (int i = 0; i < MAX_SEGMENTS; i++)
-        free(seg[i]);
+        if (heap[i]) free(seg[i]);
 }
 
 /* ---- start / stop ----------------------------------------------------------------- */

@@ -359,10 +359,21 @@ void sl_http_split_target(const char *target, size_t len, size_t *path_off, size
                           size_t *query_off, size_t *query_len)
 {
     struct http_parser_url u;
-    http_parser_url_init(&u);
     *path_off = 0;
     *path_len = len;
     *query_off = *query_len = 0;
+    if (len > 0 && target[0] == '/') { /* origin-form, nearly every request: no URL parse */
+        const char *q = memchr(target, '?', len);
+        const char *end = memchr(target, '#', len);
+        if (end && q && q > end) q = NULL;
+        *path_len = (size_t)((q ? q : end ? end : target + len) - target);
+        if (q) {
+            *query_off = (size_t)(q + 1 - target);
+            *query_len = (size_t)((end ? end : target + len) - (q + 1));
+        }
+        return;
+    }
+    http_parser_url_init(&u);
     if (len > UINT16_MAX || http_parser_parse_url(target, len, 0, &u) != 0) return;
     if (u.field_set & (1 << UF_PATH)) {
         *path_off = u.field_data[UF_PATH].off;

@@ -65,36 +65,47 @@ static json_t *queued_json(const sl_decision_t *d, const char *pool)
     return j;
 }
 
-/* The GRANT body formatted in one pass (the request path's hot spot); pools whose name
- * would need escaping go through jansson. */
+/* The GRANT body written directly (the request path's hot spot); pools whose name would
+ * need escaping, and numbers JSON cannot hold, go through jansson. */
 static void reply_grant(sl_call_t *call, const sl_decision_t *d)
 {
-    char buf[768];
-    int n = -1;
-    if (sl__name_ok(call->pool, 128)) {
-        n = snprintf(buf, sizeof(buf),
-                     "{\"status\":\"granted\",\"lease\":\"l_%" PRIu64 "\",\"pool\":\"%s\","
-                     "\"expires_at\":%.15g,\"ttl\":%.15g,\"weight\":%.15g,\"charged\":{"
-                     "\"input_tokens\":%" PRId64 ",\"output_tokens\":%" PRId64
-                     ",\"requests\":%" PRId64 "},\"waited\":%.15g,\"cache_penalty\":%s",
-                     d->lease, call->pool, d->expires_at, d->ttl_s, d->weight,
-                     d->charged_input_tokens, d->charged_output_tokens, d->charged_requests,
-                     d->waited_s, d->cache_penalty ? "true" : "false");
-        if (n > 0 && d->ticket)
-            n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"ticket\":\"t_%" PRIu64 "\"",
-                          d->ticket);
-        if (n > 0 && d->replayed)
-            n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"replayed\":true");
-        if (n > 0 && (size_t)n + 3 < sizeof(buf))
-            n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
-        else
-            n = -1;
-    }
-    if (n < 0 || !isfinite(d->expires_at) || !isfinite(d->weight) || !isfinite(d->waited_s)) {
+    sl_jbuf_t b = {.len = 0};
+    if (!sl__name_ok(call->pool, 128) || !isfinite(d->expires_at) || !isfinite(d->weight) ||
+        !isfinite(d->waited_s) || !isfinite(d->ttl_s)) {
         sl__reply_json(call, 200, sl__grant_json(d, call->pool));
         return;
     }
-    sl__reply_text(call, 200, buf, (size_t)n);
+    sl__jb_lit(&b, "{\"status\":\"granted\",\"lease\":\"l_");
+    sl__jb_u64(&b, d->lease);
+    sl__jb_lit(&b, "\",\"pool\":\"");
+    sl__jb_lit(&b, call->pool);
+    sl__jb_lit(&b, "\",\"expires_at\":");
+    sl__jb_seconds(&b, d->expires_at);
+    sl__jb_lit(&b, ",\"ttl\":");
+    sl__jb_seconds(&b, d->ttl_s);
+    sl__jb_lit(&b, ",\"weight\":");
+    sl__jb_num(&b, d->weight);
+    sl__jb_lit(&b, ",\"charged\":{\"input_tokens\":");
+    sl__jb_i64(&b, d->charged_input_tokens);
+    sl__jb_lit(&b, ",\"output_tokens\":");
+    sl__jb_i64(&b, d->charged_output_tokens);
+    sl__jb_lit(&b, ",\"requests\":");
+    sl__jb_i64(&b, d->charged_requests);
+    sl__jb_lit(&b, "},\"waited\":");
+    sl__jb_seconds(&b, d->waited_s);
+    sl__jb_lit(&b, d->cache_penalty ? ",\"cache_penalty\":true" : ",\"cache_penalty\":false");
+    if (d->ticket) {
+        sl__jb_lit(&b, ",\"ticket\":\"t_");
+        sl__jb_u64(&b, d->ticket);
+        sl__jb_lit(&b, "\"");
+    }
+    if (d->replayed) sl__jb_lit(&b, ",\"replayed\":true");
+    sl__jb_lit(&b, "}\n");
+    if (b.overflow) {
+        sl__reply_json(call, 200, sl__grant_json(d, call->pool));
+        return;
+    }
+    sl__reply_text(call, 200, b.buf, b.len);
 }
 
 static void answer_decision(sl_call_t *call, const sl_decision_t *d)
@@ -447,13 +458,15 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
         return;
     }
 
-    char buf[256];
-    int n = snprintf(buf, sizeof(buf),
-                     "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":%" PRId64
-                     ",\"output_tokens\":%" PRId64 "},\"estimate_error\":%.15g}\n",
-                     r->adjust_input_tokens, r->adjust_output_tokens,
-                     isfinite(r->estimate_error) ? r->estimate_error : 0.0);
-    sl__reply_text(call, 200, buf, (size_t)n);
+    sl_jbuf_t b = {.len = 0};
+    sl__jb_lit(&b, "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":");
+    sl__jb_i64(&b, r->adjust_input_tokens);
+    sl__jb_lit(&b, ",\"output_tokens\":");
+    sl__jb_i64(&b, r->adjust_output_tokens);
+    sl__jb_lit(&b, "},\"estimate_error\":");
+    sl__jb_num(&b, r->estimate_error);
+    sl__jb_lit(&b, "}\n");
+    sl__reply_text(call, 200, b.buf, b.len);
 }
 
 static void on_extended(int rc, double expires_at, const char *errmsg, void *ud)

@@ -130,6 +130,21 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev);
 void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size_t n_pools,
                         size_t n_waiters, struct evbuffer *out);
 
+/* jsonfmt.c: the hot answers (grant, settle) written without printf. */
+typedef struct sl_jbuf {
+    char buf[768];
+    size_t len;
+    bool overflow; /* something did not fit: the caller falls back to jansson */
+} sl_jbuf_t;
+void sl__jb_lit(sl_jbuf_t *b, const char *s);
+void sl__jb_u64(sl_jbuf_t *b, uint64_t v);
+void sl__jb_i64(sl_jbuf_t *b, int64_t v);
+/* Integral values as integers, others as %.15g; NaN and infinities as 0. */
+void sl__jb_num(sl_jbuf_t *b, double v);
+/* A time or duration in seconds, to the microsecond (at least as exact as %.15g for
+ * Unix times), trailing zeros dropped. */
+void sl__jb_seconds(sl_jbuf_t *b, double v);
+
 /* events.c */
 void sl__events_on_backend_event(const sl_event_t *ev, void *ud);
 int sl__events_open_log(sl_server_t *srv, char *err, size_t errlen);
