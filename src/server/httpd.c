@@ -87,6 +87,8 @@ struct conn {
     bool eof;           /* the client closed its side */
     bool dead;          /* close at the next loop turn, writing nothing more */
     bool read_paused;   /* too much input queued behind a pending request */
+    bool flush_queued;              /* on the server's list of answers to send */
+    conn_t *flush_prev, *flush_next;
     conn_t *prev, *next;
 };
 
@@ -99,6 +101,8 @@ struct sl_httpd {
     bool draining; /* not accepting: every answer closes its connection */
     sl_httpd_opts_t opts;
     conn_t *conns;
+    struct event *flusher; /* sends the answers of a loop turn after all its reads */
+    conn_t *flush_head;
     time_t date_sec;
     char date[48]; /* "Date: ...\r\n" for date_sec */
     size_t date_len;
@@ -223,6 +227,13 @@ static void conn_free(conn_t *c, bool call_gone)
     else if (d->conns == c)
         d->conns = c->next;
     if (c->next) c->next->prev = c->prev;
+    if (c->flush_queued) {
+        if (c->flush_prev)
+            c->flush_prev->flush_next = c->flush_next;
+        else
+            d->flush_head = c->flush_next;
+        if (c->flush_next) c->flush_next->flush_prev = c->flush_prev;
+    }
     event_free(c->rev);
     event_free(c->wev);
     if (c->resume) event_free(c->resume);
@@ -451,20 +462,45 @@ static void after_input(conn_t *c)
         }
         c->close_after = true;
     }
-    conn_flush(c, true);
-    if (c->dead) {
-        conn_free(c, true);
-        return;
-    }
-    if (c->close_after && !c->cur) {
-        if (hbuf_pending(&c->out) == 0) conn_close_or_linger(c);
-        return;
+    if (hbuf_pending(&c->out) > 0 || (c->close_after && !c->cur)) {
+        if (!c->flush_queued) {
+            sl_httpd_t *d = c->d;
+            c->flush_queued = true;
+            c->flush_prev = NULL;
+            c->flush_next = d->flush_head;
+            if (d->flush_head) d->flush_head->flush_prev = c;
+            d->flush_head = c;
+            event_active(d->flusher, EV_TIMEOUT, 0);
+        }
+        if (c->close_after && !c->cur) return;
     }
     if (c->cur && !c->read_paused &&
         hbuf_pending(&c->in) > c->d->opts.max_head_bytes + c->d->opts.max_body_bytes +
                                    PAUSE_SLACK_BYTES) {
         event_del(c->rev);
         c->read_paused = true;
+    }
+}
+
+/* After the loop turn's reads: every answer they produced goes out, back to back, so a
+ * client woken by the first finds the others there (fewer wake-ups across cores). */
+static void on_flush(evutil_socket_t fd, short what, void *ud)
+{
+    sl_httpd_t *d = ud;
+    (void)fd;
+    (void)what;
+    while (d->flush_head) {
+        conn_t *c = d->flush_head;
+        d->flush_head = c->flush_next;
+        if (d->flush_head) d->flush_head->flush_prev = NULL;
+        c->flush_queued = false;
+        c->flush_next = c->flush_prev = NULL;
+        conn_flush(c, false); /* a backlog emptied here is reported by the write callback */
+        if (c->dead) {
+            conn_free(c, true);
+            continue;
+        }
+        if (c->close_after && !c->cur && hbuf_pending(&c->out) == 0) conn_close_or_linger(c);
     }
 }
 
@@ -690,9 +726,13 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
         d->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     d->accept_retry = evtimer_new(base, on_accept_retry, d);
+    /* The flusher, made active by the first read of a loop turn, joins the end of the
+     * active queue: it runs after the other events that poll reported ready together
+     * (never later: events found by the next poll queue behind it). */
+    d->flusher = event_new(base, -1, 0, on_flush, d);
     d->sweep = event_new(base, -1, EV_PERSIST, on_sweep, d);
     struct timeval one_s = {1, 0};
-    if (!d->accept_retry || !d->sweep || event_add(d->sweep, &one_s) < 0) {
+    if (!d->accept_retry || !d->sweep || !d->flusher || event_add(d->sweep, &one_s) < 0) {
         snprintf(err, errlen, "out of memory");
         sl_httpd_free(d);
         return NULL;
@@ -729,6 +769,7 @@ void sl_httpd_free(sl_httpd_t *d)
         conn_free(d->conns, true);
     if (d->accept_retry) event_free(d->accept_retry);
     if (d->sweep) event_free(d->sweep);
+    if (d->flusher) event_free(d->flusher);
     free(d);
 }
 
