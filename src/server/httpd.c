@@ -3,9 +3,11 @@
  * A connection is one socket with two events: reading (always on, level-triggered, so
  * the close of a client whose request is waiting is seen at once) and writing (on only
  * while an answer is backed up). A read takes everything the socket has; the requests in
- * it are parsed (http_parse.c, on http-parser) and handed to `on_request` one at a time; answers given
- * during that go out in one send at the end. Answers given later (a long-poll granted by
- * a timer) are sent at once.
+ * it are parsed (http_parse.c, on http-parser) and handed to `on_request` one at a time.
+ * Answers given during the reads of one loop turn are sent after all of them, one send
+ * per connection, back to back (on_flush: a client process on another core woken by the
+ * first finds the rest, instead of one wake-up per answer). Answers given later (a
+ * long-poll granted by a timer) are sent at once.
  *
  * Connections are freed only from the loop's own callbacks (read, write, resume, sweep),
  * never inside an sl_hreq_* call: those mark the connection and activate its write event.

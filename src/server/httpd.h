@@ -10,8 +10,8 @@
  *
  * Contract: a request (sl_hreq_t) is valid from the `on_request` callback until it is
  * finished: sl_hreq_reply(), sl_hreq_end() or sl_hreq_abort(), or its `gone` callback
- * returning (the client closed the connection first). Answers written while the loop is
- * reading a connection go out in one write at the end of that read; others at once.
+ * returning (the client closed the connection first). Answers written while the loop
+ * reads go out after that loop turn's reads; others at once.
  * Requests on one connection are served one at a time, in order.
  */
 #ifndef SL_HTTPD_H
