@@ -50,6 +50,15 @@ fuzz: setup
 	    build-fuzz/corpus-$$t fuzz/$$t/corpus || exit 1; \
 	done
 
+# Installs what is missing, builds, and serves the lease API on 127.0.0.1:8750 (Ctrl-C stops).
+RUN_LISTEN ?= 127.0.0.1:8750
+run: setup build
+	@echo "== sluiced on http://$(RUN_LISTEN) (memory backend, examples/sluice.yaml); Ctrl-C stops"
+	@echo "== first call to try, in another terminal:"
+	@echo "   curl -s -X POST http://$(RUN_LISTEN)/v1/leases -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500}'"
+	@echo "== more in docs/server.md"
+	exec $(BUILD)/src/server/sluiced --config examples/sluice.yaml --listen $(RUN_LISTEN)
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 

@@ -2,3 +2,8 @@
 add_test(NAME install_staged COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/install/run.sh
                                      ${PROJECT_BINARY_DIR})
 set_tests_properties(install_staged PROPERTIES LABELS integration TIMEOUT 120)
+
+# The README's `make run`: installs what is missing, builds, serves; the curl it prints works.
+add_test(NAME make_run COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/install/make_run.sh
+                               ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+set_tests_properties(make_run PROPERTIES LABELS integration TIMEOUT 120)
