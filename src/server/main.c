@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -17,6 +18,7 @@
  * bound on the whole exit is 5 s); those still running then end with an error event. */
 #define SHUTDOWN_DRAIN_S 4.0
 #define SHUTDOWN_CHECK_S 0.1
+#define FD_LIMIT_WARN    4096 /* fewer descriptors than this gets a line on stderr */
 
 static double monotonic_s(void)
 {
@@ -101,10 +103,30 @@ static void on_configured(int rc, double value, const char *errmsg, void *ud)
         snprintf(err, 512, "%s", errmsg ? errmsg : "backend refused the configuration");
 }
 
+/* Every agent holds a connection (a long-poll, a proxied stream, its upstream call), so a
+ * fleet of thousands needs more descriptors than the usual soft limit of 1024: raise it
+ * to the hard limit, as servers commonly do, and say so when even that is small. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < FD_LIMIT_WARN)
+        fprintf(stderr,
+                "sluiced: only %llu file descriptors (ulimit -n): about that many agents can "
+                "wait or stream at once\n",
+                (unsigned long long)rl.rlim_cur);
+}
+
 static int run(sl_server_t *srv)
 {
     char err[512] = "";
     int rc = 1;
+    raise_fd_limit();
     /* The changelist folds interest flips made within one loop turn (a write backlog
      * armed and drained at once) into at most one epoll_ctl (no dup()ed fds here). */
     struct event_config *ecfg = event_config_new();

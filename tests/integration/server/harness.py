@@ -27,7 +27,7 @@ SMALL_POOL = """
 class Sluiced:
     """One sluiced process. Use as a context manager; stop() is idempotent."""
 
-    def __init__(self, config_text="", extra_args=()):
+    def __init__(self, config_text="", extra_args=(), preexec_fn=None):
         self.dir = tempfile.TemporaryDirectory(prefix="sluiced-test-")
         self.config_path = os.path.join(self.dir.name, "sluice.yaml")
         self.event_log = os.path.join(self.dir.name, "events.jsonl")
@@ -36,7 +36,7 @@ class Sluiced:
         self.write_config(config_text)
         self.proc = subprocess.Popen(
             [SLUICED, "--config", self.config_path, "--listen", "127.0.0.1:0", *extra_args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
         line = self._read_banner(timeout_s=10)
         # "sluiced: listening on http://127.0.0.1:PORT (...)"
         self.port = int(line.split("http://127.0.0.1:")[1].split()[0])

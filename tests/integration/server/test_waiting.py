@@ -81,6 +81,34 @@ class Waiting(unittest.TestCase):
         print("\n  1000 long-poll waiters answered in %.2f s (waited p50 %.3f s, max %.3f s)"
               % (elapsed, waited[len(waited) // 2], waited[-1]), file=sys.stderr)
 
+    def test_a_low_descriptor_limit_is_raised_so_a_fleet_can_wait(self):
+        # Started with a soft limit of 256 open files (the hard limit as it is), sluiced
+        # raises it and serves 600 waiting agents at once.
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        self.assertGreaterEqual(hard, 1024, "the test needs a hard limit of 1024 or more")
+        n = 600
+
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+        with Sluiced(CONFIG, preexec_fn=low_limit) as s:
+            with open("/proc/%d/limits" % s.proc.pid) as f:
+                line = [l for l in f if l.startswith("Max open files")][0]
+            soft = line.split()[3]
+            self.assertEqual(soft, str(hard) if hard != resource.RLIM_INFINITY else "unlimited")
+            status, hold, _ = s.lease("hog", 51000000 - 500, pool="wide")
+            self.assertEqual(status, 200, hold)
+            socks = []
+            for i in range(n):
+                body = json.dumps({"agent": "f%d" % i, "input_tokens": 1000, "output_tokens": 1,
+                                   "pool": "wide", "wait": 30}).encode()
+                socks.append(raw_request(s.port, "POST", "/v1/leases", body))
+            answers = read_responses(socks, timeout_s=30)
+            for sk in socks:
+                sk.close()
+            statuses = [a[0] for a in answers.values()]
+            self.assertEqual(statuses.count(200), n, statuses[:20])
+
     def test_disconnected_waiter_loses_its_place_within_1s(self):
         status, hold, _ = self.s.lease("holder", 5000)
         self.assertEqual(status, 200)
