@@ -124,6 +124,17 @@ static void a_ping(sl_emu_call_t *c, struct evbuffer *out)
     sse(out, "ping", json_pack("{s:s}", "type", "ping"));
 }
 
+/* The documented error event ("event: error", data in the error shape of a 529): the
+ * provider's overloaded body. The stream ends after it. */
+static void a_error(sl_emu_call_t *c, struct evbuffer *out)
+{
+    sl_provider_result_t r = {.refusal = SL_PROVIDER_OVERLOADED, .http_status = 529};
+    char buf[256];
+    size_t n = sl_provider_error_body(c->emu->provider, SL_PROVIDER_ANTHROPIC, &r, buf, sizeof buf);
+    if (n == 0 || n >= sizeof buf) return;
+    evbuffer_add_printf(out, "event: error\ndata: %s\n\n", buf);
+}
+
 static json_t *a_complete(sl_emu_call_t *c)
 {
     json_t *block;
@@ -146,6 +157,7 @@ static const sl_emu_shape_t anthropic_shape = {
     .finish = a_finish,
     .complete = a_complete,
     .ping = a_ping,
+    .error = a_error,
 };
 
 /* ---- requests ----------------------------------------------------------------------- */
@@ -230,6 +242,48 @@ static bool estimate(sl_emu_t *emu, struct evhttp_request *req, sl_api_t api, co
     return false;
 }
 
+/* Fills call->earlier with the breakpoints before the last one (at most
+ * --cache-breakpoints in all): each one's key, and its prefix as the tokenizer counts
+ * it, which is the estimate's cached span with only that block marked (the estimator
+ * counts in order, so the span ends at the one marker). The markers are taken off the
+ * body and put back. Leaves call->earlier_count 0 when anything disagrees (a marker
+ * the key walk does not see, such as one inside a tool_result), so the call falls
+ * back to its last breakpoint alone. */
+static void earlier_breakpoints(sl_emu_t *emu, json_t *body, sl_provider_call_t *call)
+{
+    enum { MAX_MARKED = 64 };
+    sl_emu_breakpoint_t bp[MAX_MARKED];
+    json_t *marker[MAX_MARKED];
+    size_t n = sl__prefix_breakpoints(body, bp, MAX_MARKED);
+    if (n < 2 || n > MAX_MARKED || bp[n - 1].key != call->cache_key) return;
+    size_t want = (size_t)emu->opt.cache_breakpoints;
+    size_t first = n > want ? n - want : 0; /* the earliest breakpoint used */
+    for (size_t i = 0; i < n; i++) {
+        marker[i] = json_incref(json_object_get(bp[i].block, "cache_control"));
+        json_object_del(bp[i].block, "cache_control");
+    }
+    sl_provider_call_t tmp = *call;
+    tmp.earlier_count = 0;
+    bool ok = true;
+    for (size_t i = first; ok && i + 1 < n; i++) {
+        json_object_set(bp[i].block, "cache_control", marker[i]);
+        sl_estimate_t est;
+        char err[256];
+        int64_t prev = tmp.earlier_count ? tmp.earlier[tmp.earlier_count - 1].prefix_tokens : 0;
+        ok = sl_estimate_json(emu->tok, SL_API_ANTHROPIC, body, &est, err, sizeof err) == 0 &&
+             est.cached_tokens > prev && est.cached_tokens < call->cached_prefix_tokens;
+        if (ok) {
+            tmp.earlier[tmp.earlier_count].prefix_tokens = est.cached_tokens;
+            tmp.earlier[tmp.earlier_count].cache_key = bp[i].key;
+            tmp.earlier_count++;
+        }
+        json_object_del(bp[i].block, "cache_control");
+    }
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(bp[i].block, "cache_control", marker[i]);
+    if (ok) *call = tmp;
+}
+
 void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *body,
                             const char *raw, size_t raw_len)
 {
@@ -256,12 +310,15 @@ void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *b
         .cached_prefix_tokens = est.cached_tokens,
         .max_tokens = json_integer_value(json_object_get(body, "max_tokens")),
         .output_tokens = -1,
+        .stream = stream,
     };
     if (est.cached_tokens > 0 && !sl__prefix_cache_key(body, &call.cache_key)) {
         /* The tokenizer saw a breakpoint the key walk did not: cache nothing. */
         call.input_tokens += call.cached_prefix_tokens;
         call.cached_prefix_tokens = 0;
     }
+    if (call.cached_prefix_tokens > 0 && emu->opt.cache_breakpoints > 1)
+        earlier_breakpoints(emu, body, &call);
     if (tool) {
         json_t *input = sl__filler_tool_input(json_object_get(tool, "input_schema"));
         c->tool.name = strdup(json_string_value(json_object_get(tool, "name")));
@@ -284,16 +341,9 @@ void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *b
     sl_provider_begin(emu->provider, &call, now, &c->result);
     sl__emu_add_ratelimit_headers(emu, req, SL_EMU_ANTHROPIC, &c->result, now);
     if (c->result.refusal != SL_PROVIDER_OK) {
-        char buf[1024];
-        size_t n = sl_provider_error_body(emu->provider, SL_PROVIDER_ANTHROPIC, &c->result, buf,
-                                          sizeof buf);
-        int status = c->result.http_status;
+        sl_provider_result_t r = c->result;
         sl__emu_call_free(c);
-        if (status == 429)
-            emu->n.http_429++;
-        else if (status == 400)
-            emu->n.http_400++;
-        sl__emu_send(req, status, buf, n < sizeof buf ? n : sizeof buf - 1);
+        sl__emu_send_refusal(emu, req, SL_EMU_ANTHROPIC, &r);
         return;
     }
     sl__emu_new_id(emu, "msg_", c->id, sizeof c->id);
@@ -307,7 +357,16 @@ void sl__anthropic_count_tokens(sl_emu_t *emu, struct evhttp_request *req, json_
     if (!validate(emu, req, body, false)) return;
     sl_estimate_t est;
     if (!estimate(emu, req, SL_API_ANTHROPIC, raw, raw_len, &est)) return;
+    /* Its own requests-per-minute bucket, after validation as for a model call. */
+    double now = sl__emu_now();
+    sl_provider_result_t r;
+    sl_provider_count_tokens(emu->provider, now, &r);
+    if (r.refusal != SL_PROVIDER_OK) {
+        sl__emu_add_ratelimit_headers(emu, req, SL_EMU_ANTHROPIC, &r, now);
+        sl__emu_send_refusal(emu, req, SL_EMU_ANTHROPIC, &r);
+        return;
+    }
     int64_t n = sl_provider_count(emu->provider, est.input_tokens + est.cached_tokens);
-    sl__emu_add_ratelimit_headers(emu, req, SL_EMU_ANTHROPIC, NULL, sl__emu_now());
+    sl__emu_add_ratelimit_headers(emu, req, SL_EMU_ANTHROPIC, NULL, now);
     sl__emu_send_json(req, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
 }

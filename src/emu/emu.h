@@ -33,6 +33,8 @@ typedef struct sl_emu_options {
     char vocab[1024];       /* "" = the tokenizer's default path */
     double ping_interval_s; /* streams: a ping after this long without an event */
     int64_t max_body_bytes;
+    int cache_breakpoints; /* 1..4: breakpoints, counted back from the last, that the prompt
+                              cache reads and writes (1: the last one only) */
 } sl_emu_options_t;
 
 /* Parses argv into `o` (defaults first). Returns 0 to run, 1 when --help or --version
@@ -57,6 +59,8 @@ typedef struct sl_emu_counters {
     uint64_t http_401;
     uint64_t http_404;
     uint64_t http_429;
+    uint64_t http_503;    /* OpenAI overloaded */
+    uint64_t http_529;    /* Anthropic overloaded */
     uint64_t client_gone; /* answers abandoned because the client went away */
     uint64_t active;      /* calls being generated now */
 } sl_emu_counters_t;
@@ -111,6 +115,12 @@ void sl__emu_send_json(struct evhttp_request *req, int status, json_t *body);
 void sl__emu_send_error(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, int status,
                         const char *type, const char *message, const char *param, const char *code);
 
+/* Sends the provider's refusal `r` (rate limit, spend cap, invalid, overloaded) with
+ * its status and error body in `api`'s shape and counts the status. The caller has
+ * added the rate-limit headers. Does not touch req afterwards. */
+void sl__emu_send_refusal(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api,
+                          const sl_provider_result_t *r);
+
 /* Writes a fresh id "<prefix><24 base62 characters>" into buf (cap >= strlen(prefix)+25). */
 void sl__emu_new_id(sl_emu_t *emu, const char *prefix, char *buf, size_t cap);
 
@@ -121,13 +131,15 @@ typedef struct sl_emu_call sl_emu_call_t;
 /* What an API does at each step of an answer. The generator calls them in order:
  * begin (streams only: headers are out), tokens (streams: emitted tokens [from, to)
  * of the output, in order, any number of times), finish (streams: the closing
- * events), or complete (non-streaming: the whole body once). */
+ * events) or, for a stream the provider breaks off (result.stream_error), error
+ * instead of finish; or complete (non-streaming: the whole body once). */
 typedef struct sl_emu_shape {
     void (*begin)(sl_emu_call_t *c, struct evbuffer *out);
     void (*tokens)(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuffer *out);
     void (*finish)(sl_emu_call_t *c, struct evbuffer *out);
     json_t *(*complete)(sl_emu_call_t *c);
     void (*ping)(sl_emu_call_t *c, struct evbuffer *out); /* NULL: no keep-alive events */
+    void (*error)(sl_emu_call_t *c, struct evbuffer *out); /* NULL: never breaks off */
 } sl_emu_shape_t;
 
 /* A tool call the model makes instead of writing text (forced by tool_choice). */
@@ -202,6 +214,19 @@ json_t *sl__filler_tool_input(json_t *schema);
  * that carries cache_control (cache_control itself excluded). Returns false when the
  * request has no breakpoint. */
 bool sl__prefix_cache_key(json_t *body, uint64_t *key);
+
+/* One cache_control breakpoint of a request: the marked block (an object inside
+ * `body`, borrowed) and the key of the prefix up to and including it. */
+typedef struct sl_emu_breakpoint {
+    json_t *block;
+    uint64_t key;
+} sl_emu_breakpoint_t;
+
+/* Every breakpoint of `body` in prompt order (tools, system, message blocks); the
+ * last one's key is sl__prefix_cache_key's. Writes at most `cap` (>= 1) into `out`
+ * and returns how many there are; when that exceeds `cap`, out[cap - 1] holds the
+ * last breakpoint. */
+size_t sl__prefix_breakpoints(json_t *body, sl_emu_breakpoint_t *out, size_t cap);
 
 /* ---- endpoints ---------------------------------------------------------------------- */
 

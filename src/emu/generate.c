@@ -7,6 +7,9 @@
  * every TICK_S sends the tokens that became due, so deltas carry a few tokens each,
  * as the real APIs' do. A non-streaming answer is sent whole at duration_s.
  *
+ * A stream the provider breaks off (result.stream_error) sends its tokens the same
+ * way and then the API's error event where the closing events would be.
+ *
  * A call is owned by the emulator's list from sl__emu_call_start until its answer is
  * complete or its client went away; sl_provider_end is called exactly once for it,
  * with the output actually produced. */
@@ -170,7 +173,12 @@ static void on_stream_tick(sl_emu_call_t *c)
         }
     }
     if (c->begun && c->emitted >= c->result.output_tokens) {
-        c->shape->finish(c, out);
+        /* A stream the provider breaks off ends with its error event instead of the
+         * closing events; it is billed the output sent (result.output_tokens). */
+        if (c->result.stream_error && c->shape->error)
+            c->shape->error(c, out);
+        else
+            c->shape->finish(c, out);
         end_call(c, c->emitted);
         /* The call is ours until the closing events were written (the close callback
          * still frees it if the client leaves first). */

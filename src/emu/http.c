@@ -52,6 +52,10 @@ static const char *reason_phrase(int status)
         return "Too Many Requests";
     case 500:
         return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    case 529:
+        return "Overloaded";
     default:
         return "Status";
     }
@@ -71,6 +75,12 @@ static void count_status(sl_emu_t *emu, int status)
         break;
     case 429:
         emu->n.http_429++;
+        break;
+    case 503:
+        emu->n.http_503++;
+        break;
+    case 529:
+        emu->n.http_529++;
         break;
     default:
         break;
@@ -130,6 +140,17 @@ void sl__emu_send_error(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t 
                          code ? json_string(code) : json_null());
     }
     sl__emu_send_json(req, status, body);
+}
+
+void sl__emu_send_refusal(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api,
+                          const sl_provider_result_t *r)
+{
+    sl_provider_style_t style = api == SL_EMU_OPENAI ? SL_PROVIDER_OPENAI : SL_PROVIDER_ANTHROPIC;
+    char buf[1024];
+    size_t n = sl_provider_error_body(emu->provider, style, r, buf, sizeof buf);
+    int status = sl_provider_http_status(style, r);
+    count_status(emu, status);
+    sl__emu_send(req, status, buf, n < sizeof buf ? n : sizeof buf - 1);
 }
 
 void sl__emu_new_id(sl_emu_t *emu, const char *prefix, char *buf, size_t cap)

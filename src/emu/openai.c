@@ -267,6 +267,8 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
         .cached_prefix_tokens = 0,
         .max_tokens = max_tokens,
         .output_tokens = -1,
+        /* .stream stays false: OpenAI does not document how a stream breaks off with an
+         * error, so --stream-error-rate does not apply here (docs/emu.md). */
     };
     if (tool) {
         json_t *input = sl__filler_tool_input(json_object_get(tool, "parameters"));
@@ -291,16 +293,9 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
     sl_provider_begin(emu->provider, &call, now, &c->result);
     sl__emu_add_ratelimit_headers(emu, req, SL_EMU_OPENAI, &c->result, now);
     if (c->result.refusal != SL_PROVIDER_OK) {
-        char buf[1024];
-        size_t n =
-            sl_provider_error_body(emu->provider, SL_PROVIDER_OPENAI, &c->result, buf, sizeof buf);
-        int status = c->result.http_status;
+        sl_provider_result_t r = c->result;
         sl__emu_call_free(c);
-        if (status == 429)
-            emu->n.http_429++;
-        else if (status == 400)
-            emu->n.http_400++;
-        sl__emu_send(req, status, buf, n < sizeof buf ? n : sizeof buf - 1);
+        sl__emu_send_refusal(emu, req, SL_EMU_OPENAI, &r);
         return;
     }
     sl__emu_new_id(emu, "chatcmpl-", c->id, sizeof c->id);

@@ -20,7 +20,7 @@ void sl__emu_usage(FILE *out)
         "\n"
         "endpoints:\n"
         "  POST /v1/messages                Anthropic Messages (stream: true for SSE)\n"
-        "  POST /v1/messages/count_tokens   Anthropic token counting (not rate limited)\n"
+        "  POST /v1/messages/count_tokens   Anthropic token counting (--count-tokens-rpm)\n"
         "  POST /v1/chat/completions        OpenAI Chat Completions (stream, include_usage)\n"
         "  GET  /stats                      counters (requests, 429s, billed tokens) as JSON\n"
         "  GET  /health                     {\"status\":\"ok\"}\n"
@@ -32,6 +32,8 @@ void sl__emu_usage(FILE *out)
         "                         corrected to the real output at the end)\n"
         "  --rpm N                requests per minute\n"
         "  --tokens-tpm N         combined input + max_tokens per minute (OpenAI style)\n"
+        "  --count-tokens-rpm N   token counting requests per minute, a bucket of its own\n"
+        "                         (default 0: not limited)\n"
         "\n"
         "behaviour:\n"
         "  --ttft-ms N            time to first token in ms (default 600)\n"
@@ -53,10 +55,21 @@ void sl__emu_usage(FILE *out)
         "  --cache-ttl-s X        prompt cache lifetime after the last use (default 300)\n"
         "  --cache-min-tokens N   shorter cacheable prefixes are not cached (default 1024)\n"
         "  --cache-reads-count    cache reads count against input TPM (older models)\n"
+        "  --cache-breakpoints N  cache_control breakpoints, counted back from the last, the\n"
+        "                         cache reads and writes: a call reads the longest prefix\n"
+        "                         cached at any of them (1..4, default 1: the last only)\n"
+        "  --overload-rate P      share of calls refused as overloaded (Anthropic 529\n"
+        "                         overloaded_error, OpenAI 503) before anything is counted\n"
+        "                         (0 <= P <= 1, default 0)\n"
+        "  --stream-error-rate P  share of Anthropic streams that break off mid-stream with\n"
+        "                         an overloaded_error event (0 <= P <= 1, default 0)\n"
         "  --seed N               seeds latency spread, output length, outside traffic,\n"
-        "                         ids and filler text (default 1)\n"
+        "                         overloads, broken streams, ids and filler text (default 1)\n"
         "  --ping-interval-ms N   streams: a ping event after N ms without one (default 5000)\n"
-        "\n"
+        "\n",
+        out);
+    /* Two pieces: C11 compilers need only take string literals of 4095 bytes. */
+    fputs(
         "server:\n"
         "  --listen ADDR:PORT     address to listen on (IPv6 as [ADDR]:PORT)\n"
         "  --api-key K            the only key accepted (x-api-key for Anthropic, Authorization:\n"
@@ -152,6 +165,7 @@ static void set_defaults(sl_emu_options_t *o)
     o->listen_port = -1;
     o->ping_interval_s = 5.0;
     o->max_body_bytes = 32 * 1024 * 1024;
+    o->cache_breakpoints = 1;
     const char *key = getenv("SLUICE_EMU_API_KEY");
     if (key && *key && strlen(key) < sizeof o->api_key)
         snprintf(o->api_key, sizeof o->api_key, "%s", key);
@@ -246,6 +260,15 @@ int sl__emu_parse_options(int argc, char **argv, sl_emu_options_t *o, char *err,
             rc = parse_num(flag, val, 0, 86400 * 365, false, &pc->cache_ttl_s, err, errlen);
         } else if (!strcmp(flag, "--cache-min-tokens")) {
             rc = parse_int(flag, val, 0, big, &pc->cache_min_tokens, err, errlen);
+        } else if (!strcmp(flag, "--count-tokens-rpm")) {
+            rc = parse_int(flag, val, 0, big, &pc->count_tokens_rpm, err, errlen);
+        } else if (!strcmp(flag, "--overload-rate")) {
+            rc = parse_num(flag, val, 0, 1, false, &pc->overload_rate, err, errlen);
+        } else if (!strcmp(flag, "--stream-error-rate")) {
+            rc = parse_num(flag, val, 0, 1, false, &pc->stream_error_rate, err, errlen);
+        } else if (!strcmp(flag, "--cache-breakpoints")) {
+            rc = parse_int(flag, val, 1, SL_PROVIDER_MAX_BREAKPOINTS, &n, err, errlen);
+            o->cache_breakpoints = (int)n;
         } else if (!strcmp(flag, "--ping-interval-ms")) {
             rc = parse_int(flag, val, 1, 3600 * 1000, &n, err, errlen);
             o->ping_interval_s = (double)n / 1000.0;

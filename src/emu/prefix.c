@@ -5,9 +5,12 @@
  * that prefix is identical. The key is a 64-bit FNV-1a hash over the model name and
  * each block's canonical JSON (keys sorted, compact, cache_control removed so that
  * moving a marker does not change the content it marks), with the message roles in
- * between. Only the last breakpoint is used: the provider model caches one prefix
- * per call (see docs/emu.md). The tokenizer counts the same span (docs/tokenizer.md:
- * cache_control on any tool, system block or message block; the last one wins). */
+ * between. Every breakpoint's key is the hash so far at its block, so a request
+ * whose prefix extends an earlier one shares that one's key at the same block. By
+ * default only the last breakpoint is used; --cache-breakpoints lets the provider
+ * model read and write earlier ones too (see docs/emu.md). The tokenizer counts the
+ * same span (docs/tokenizer.md: cache_control on any tool, system block or message
+ * block; the last one wins). */
 #include "emu.h"
 
 #include <stdlib.h>
@@ -53,10 +56,28 @@ static bool hash_block(uint64_t *h, json_t *block)
     return marked;
 }
 
+/* Records breakpoint number *n (block `block`, key `h`): in its own slot while there
+ * is room, else over the last slot, which so always holds the last breakpoint. */
+static void record(sl_emu_breakpoint_t *out, size_t cap, size_t *n, json_t *block, uint64_t h)
+{
+    size_t at = *n < cap ? *n : cap - 1;
+    out[at].block = block;
+    out[at].key = h;
+    (*n)++;
+}
+
 bool sl__prefix_cache_key(json_t *body, uint64_t *key)
 {
+    sl_emu_breakpoint_t last;
+    if (sl__prefix_breakpoints(body, &last, 1) == 0) return false;
+    *key = last.key;
+    return true;
+}
+
+size_t sl__prefix_breakpoints(json_t *body, sl_emu_breakpoint_t *out, size_t cap)
+{
     uint64_t h = FNV_OFFSET;
-    bool found = false;
+    size_t found = 0;
     size_t i, j;
     json_t *v, *b;
 
@@ -67,10 +88,7 @@ bool sl__prefix_cache_key(json_t *body, uint64_t *key)
     hash_str(&h, "tools");
     json_array_foreach(json_object_get(body, "tools"), i, v)
     {
-        if (hash_block(&h, v)) {
-            *key = h;
-            found = true;
-        }
+        if (hash_block(&h, v)) record(out, cap, &found, v, h);
     }
     hash_str(&h, "system");
     json_t *system = json_object_get(body, "system");
@@ -79,10 +97,7 @@ bool sl__prefix_cache_key(json_t *body, uint64_t *key)
     } else {
         json_array_foreach(system, i, v)
         {
-            if (hash_block(&h, v)) {
-                *key = h;
-                found = true;
-            }
+            if (hash_block(&h, v)) record(out, cap, &found, v, h);
         }
     }
     hash_str(&h, "messages");
@@ -97,10 +112,7 @@ bool sl__prefix_cache_key(json_t *body, uint64_t *key)
         }
         json_array_foreach(content, j, b)
         {
-            if (hash_block(&h, b)) {
-                *key = h;
-                found = true;
-            }
+            if (hash_block(&h, b)) record(out, cap, &found, b, h);
         }
     }
     return found;

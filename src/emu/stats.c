@@ -5,7 +5,8 @@
  *   {"requests": N, "admitted": N, "http_429": N, "http_429_rate": N,
  *    "http_429_spend_cap": N, "tokens": {"input": N, "cache_creation_input": N,
  *    "cache_read_input": N, "output": N}, "outside": {...}, "levels": {...},
- *    "http": {...}, "spend_capped": bool} */
+ *    "http": {...}, "spend_capped": bool, "overloaded": N, "stream_errors": N,
+ *    "count_tokens": {"requests": N, "http_429": N, "limit_rpm": N}} */
 #include "emu.h"
 
 #include <string.h>
@@ -47,7 +48,19 @@ void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req)
         "status_401", (json_int_t)n->http_401, "status_404", (json_int_t)n->http_404, "status_429",
         (json_int_t)n->http_429, "client_gone", (json_int_t)n->client_gone, "active",
         (json_int_t)n->active);
-    if (body) json_object_set_new(body, "spend_capped", json_boolean(emu->spend_capped));
+    if (body) {
+        json_object_set_new(body, "spend_capped", json_boolean(emu->spend_capped));
+        /* Faults and token counting (keys added after the original set). */
+        json_object_set_new(body, "overloaded", json_integer((json_int_t)s.overloaded));
+        json_object_set_new(body, "stream_errors", json_integer((json_int_t)s.stream_errors));
+        json_object_set_new(body, "count_tokens",
+                            json_pack("{s:I, s:I, s:I}", "requests", (json_int_t)s.count_tokens,
+                                      "http_429", (json_int_t)s.count_tokens_429, "limit_rpm",
+                                      (json_int_t)cfg->count_tokens_rpm));
+        json_t *http = json_object_get(body, "http");
+        json_object_set_new(http, "status_503", json_integer((json_int_t)n->http_503));
+        json_object_set_new(http, "status_529", json_integer((json_int_t)n->http_529));
+    }
     sl__emu_send_json(req, 200, body);
 }
 

@@ -4,7 +4,8 @@
  * values rounded to the nearest thousand and reset as the RFC 3339 instant the
  * bucket is full again; OpenAI uses x-ratelimit-* with reset as a Go-style
  * duration. Both add retry-after (whole seconds) to a rate-limit 429; a spend-cap
- * 429 carries none, which is how a client tells a budget stop from a rate limit.
+ * 429 carries none, which is how a client tells a budget stop from a rate limit,
+ * and neither does an overloaded 529 / 503.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -159,6 +160,7 @@ static const char *limit_words(sl_provider_limit_t l)
     case SL_PROVIDER_LIMIT_INPUT: return "input tokens per minute";
     case SL_PROVIDER_LIMIT_OUTPUT: return "output tokens per minute";
     case SL_PROVIDER_LIMIT_TOKENS: return "tokens per minute";
+    case SL_PROVIDER_LIMIT_COUNT_TOKENS: return "token counting requests per minute";
     default: return "requests";
     }
 }
@@ -170,6 +172,7 @@ static int64_t limit_value(const sl_provider_t *p, sl_provider_limit_t l)
     case SL_PROVIDER_LIMIT_INPUT: return p->limit[SL__PB_INPUT];
     case SL_PROVIDER_LIMIT_OUTPUT: return p->limit[SL__PB_OUTPUT];
     case SL_PROVIDER_LIMIT_TOKENS: return p->limit[SL__PB_TOKENS];
+    case SL_PROVIDER_LIMIT_COUNT_TOKENS: return p->cfg.count_tokens_rpm;
     default: return 0;
     }
 }
@@ -197,7 +200,10 @@ size_t sl_provider_error_body(const sl_provider_t *p, sl_provider_style_t style,
                          ". Please try again in %gs.\",\"type\":\"%s\",\"param\":null,"
                          "\"code\":\"rate_limit_exceeded\"}}",
                          limit_words(r->limit), limit_value(p, r->limit), r->retry_after_s,
-                         r->limit == SL_PROVIDER_LIMIT_REQUESTS ? "requests" : "tokens");
+                         r->limit == SL_PROVIDER_LIMIT_REQUESTS ||
+                                 r->limit == SL_PROVIDER_LIMIT_COUNT_TOKENS
+                             ? "requests"
+                             : "tokens");
         break;
     case SL_PROVIDER_SPEND_CAP:
         if (anthropic)
@@ -210,6 +216,19 @@ size_t sl_provider_error_body(const sl_provider_t *p, sl_provider_style_t style,
                          "{\"error\":{\"message\":\"You exceeded your current quota, please "
                          "check your plan and billing details.\",\"type\":\"insufficient_quota\","
                          "\"param\":null,\"code\":\"insufficient_quota\"}}");
+        break;
+    case SL_PROVIDER_OVERLOADED:
+        /* Anthropic's documented 529 (and stream error event) body; OpenAI documents
+         * only the status and message of its 503, so type and code are a choice. */
+        if (anthropic)
+            n = snprintf(buf, cap,
+                         "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+                         "\"message\":\"Overloaded\"}}");
+        else
+            n = snprintf(buf, cap,
+                         "{\"error\":{\"message\":\"The engine is currently overloaded, please "
+                         "try again later\",\"type\":\"server_error\",\"param\":null,"
+                         "\"code\":null}}");
         break;
     case SL_PROVIDER_INVALID:
         if (anthropic)

@@ -64,6 +64,11 @@ static bool validate(const sl_provider_config_t *c, char *err, size_t errlen)
           "outside_share", c->outside_share);
     CHECK(bad_time(c->outside_rpm), "outside_rpm", c->outside_rpm);
     CHECK(c->spend_cap_tokens < 0, "spend_cap_tokens", c->spend_cap_tokens);
+    CHECK(!isfinite(c->overload_rate) || c->overload_rate < 0 || c->overload_rate > 1,
+          "overload_rate", c->overload_rate);
+    CHECK(!isfinite(c->stream_error_rate) || c->stream_error_rate < 0 || c->stream_error_rate > 1,
+          "stream_error_rate", c->stream_error_rate);
+    CHECK(c->count_tokens_rpm < 0, "count_tokens_rpm", c->count_tokens_rpm);
 #undef CHECK
     if (!field) return true;
     if (err && errlen) snprintf(err, errlen, "provider config: %s = %g is out of range", field, value);
@@ -81,6 +86,11 @@ static void refill_to(sl_provider_t *p, double t)
         double cap = (double)p->limit[b];
         p->level[b] += dt * cap / 60.0;
         if (p->level[b] > cap) p->level[b] = cap;
+    }
+    if (p->cfg.count_tokens_rpm > 0) {
+        double cap = (double)p->cfg.count_tokens_rpm;
+        p->count_tokens_level += dt * cap / 60.0;
+        if (p->count_tokens_level > cap) p->count_tokens_level = cap;
     }
     p->now_s = t;
 }
@@ -160,9 +170,12 @@ sl_provider_t *sl_provider_new(const sl_provider_config_t *cfg, double now_s, ch
     p->limit[SL__PB_OUTPUT] = cfg->output_tpm;
     p->limit[SL__PB_TOKENS] = cfg->tokens_tpm;
     for (int b = 0; b < SL__PB_COUNT; b++) p->level[b] = (double)p->limit[b];
+    p->count_tokens_level = (double)cfg->count_tokens_rpm;
     sl_rng_seed(&p->rng, cfg->seed);
     /* A separate stream for outside traffic, so the caller's draws do not shift it. */
     sl_rng_seed(&p->outside_rng, cfg->seed ^ 0x6f75747369646521ULL);
+    /* Faults have their own stream too: turning them on shifts no latency or length. */
+    sl_rng_seed(&p->fault_rng, cfg->seed ^ 0x6661756c74732121ULL);
     if (cfg->outside_share > 0)
         p->outside_next_s = now_s + draw_exp(&p->outside_rng, 60.0 / outside_rate_per_min(cfg));
     if (sl__cache_init(&p->cache) != 0) goto oom;
@@ -242,10 +255,56 @@ static void refuse(sl_provider_t *p, sl_provider_result_t *out, sl_provider_refu
         p->stats.invalid++;
         return;
     }
+    if (why == SL_PROVIDER_OVERLOADED) {
+        out->http_status = 529;
+        p->stats.overloaded++;
+        return;
+    }
     out->http_status = 429;
     p->stats.http_429++;
     if (why == SL_PROVIDER_RATE_LIMITED) p->stats.http_429_rate++;
     else p->stats.http_429_spend_cap++;
+}
+
+/* Earlier breakpoints must be few, positive, increasing and below the last one. */
+static bool earlier_valid(const sl_provider_call_t *call)
+{
+    if (call->earlier_count == 0) return true;
+    if (call->earlier_count > SL_PROVIDER_MAX_BREAKPOINTS - 1) return false;
+    int64_t prev = 0;
+    for (size_t i = 0; i < call->earlier_count; i++) {
+        int64_t t = call->earlier[i].prefix_tokens;
+        if (t <= prev || t >= call->cached_prefix_tokens) return false;
+        prev = t;
+    }
+    return true;
+}
+
+/* The prefix tokens (as the provider counts them) of the longest earlier breakpoint
+ * holding a live entry at `now`, or 0. Shorter than `prefix` by construction. */
+static int64_t earlier_hit(sl_provider_t *p, const sl_provider_call_t *call, int64_t prefix,
+                           double now)
+{
+    for (size_t i = call->earlier_count; i-- > 0;) {
+        int64_t t = sl_provider_count(p, call->earlier[i].prefix_tokens);
+        if (t >= prefix || t < p->cfg.cache_min_tokens) continue;
+        if (sl__cache_find(&p->cache, call->earlier[i].cache_key, t, now)) return t;
+    }
+    return 0;
+}
+
+/* Writes (or refreshes) an entry at every earlier breakpoint long enough to cache:
+ * the call processed their prefixes, which are now cached for `cache_ttl_s`. */
+static void write_earlier(sl_provider_t *p, const sl_provider_call_t *call, int64_t prefix,
+                          double now)
+{
+    for (size_t i = 0; i < call->earlier_count; i++) {
+        int64_t t = sl_provider_count(p, call->earlier[i].prefix_tokens);
+        if (t >= prefix || t < p->cfg.cache_min_tokens) continue;
+        if (sl__cache_put(&p->cache, call->earlier[i].cache_key, t, now + p->cfg.cache_ttl_s,
+                          now) != 0)
+            return; /* no room: a later call misses there */
+    }
 }
 
 void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double now_s,
@@ -259,8 +318,14 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     if (call->input_tokens < 0 || call->cached_prefix_tokens < 0 || call->max_tokens < 1 ||
         call->input_tokens > SL_PROVIDER_TOKENS_MAX ||
         call->cached_prefix_tokens > SL_PROVIDER_TOKENS_MAX ||
-        call->max_tokens > SL_PROVIDER_TOKENS_MAX) {
+        call->max_tokens > SL_PROVIDER_TOKENS_MAX || !earlier_valid(call)) {
         refuse(p, out, SL_PROVIDER_INVALID);
+        return;
+    }
+    /* Overload is the provider's capacity, not this key's: decided before any limit,
+     * and nothing is counted (Anthropic's 529 comes before rate limiting and billing). */
+    if (p->cfg.overload_rate > 0 && sl_rng_uniform(&p->fault_rng) < p->cfg.overload_rate) {
+        refuse(p, out, SL_PROVIDER_OVERLOADED);
         return;
     }
     if (p->spend_capped ||
@@ -279,7 +344,8 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     } else if (prefix > 0) {
         hit = sl__cache_find(&p->cache, call->cache_key, prefix, now);
         if (hit) read = prefix;
-        else creation = prefix;
+        else read = earlier_hit(p, call, prefix, now);
+        creation = prefix - read; /* from the longest hit up to the last breakpoint */
     }
     int64_t uncached = in + creation + (p->cfg.cache_reads_count ? read : 0);
 
@@ -306,11 +372,23 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
                                              now + p->cfg.cache_ttl_s, now) != 0) {
         /* No room to remember the prefix: the next call simply misses again. */
     }
+    if (prefix >= p->cfg.cache_min_tokens) write_earlier(p, call, prefix, now);
 
     int64_t output = call->output_tokens;
     if (output < 0) output = (int64_t)llround((double)p->cfg.default_output_tokens * spread(p));
     if (output < 1) output = 1;
     if (output > call->max_tokens) output = call->max_tokens;
+    /* A stream that breaks off does so after at least one token when it has two or
+     * more (mid-stream), and is billed the output it sent. */
+    bool broken = call->stream && p->cfg.stream_error_rate > 0 &&
+                  sl_rng_uniform(&p->fault_rng) < p->cfg.stream_error_rate;
+    if (broken) {
+        int64_t cut = output >= 2 ? 1 + (int64_t)floor(sl_rng_uniform(&p->fault_rng) *
+                                                       (double)(output - 1))
+                                  : 0;
+        output = cut;
+        p->stats.stream_errors++;
+    }
 
     out->refusal = SL_PROVIDER_OK;
     out->http_status = 200;
@@ -319,6 +397,7 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     out->cache_read_input_tokens = read;
     out->output_tokens = output;
     out->reserved_output_tokens = call->max_tokens;
+    out->stream_error = broken;
     double prefill = p->cfg.prefill_tokens_per_s > 0
                          ? (double)(in + creation) / p->cfg.prefill_tokens_per_s
                          : 0;
@@ -331,6 +410,35 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     p->stats.cache_creation_input_tokens += creation;
     p->stats.cache_read_input_tokens += read;
     p->stats.output_tokens += output;
+}
+
+void sl_provider_count_tokens(sl_provider_t *p, double now_s, sl_provider_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->retry_after_s = -1;
+    sl__provider_advance(p, now_s);
+    p->stats.count_tokens++;
+    if (p->cfg.count_tokens_rpm > 0) {
+        if (p->count_tokens_level < 1) {
+            double rate_per_s = (double)p->cfg.count_tokens_rpm / 60.0;
+            double w = ceil((1 - p->count_tokens_level) / rate_per_s - 1e-9);
+            out->refusal = SL_PROVIDER_RATE_LIMITED;
+            out->http_status = 429;
+            out->limit = SL_PROVIDER_LIMIT_COUNT_TOKENS;
+            out->retry_after_s = w < 1 ? 1 : w;
+            p->stats.count_tokens_429++;
+            return;
+        }
+        p->count_tokens_level -= 1;
+    }
+    out->refusal = SL_PROVIDER_OK;
+    out->http_status = 200;
+}
+
+int sl_provider_http_status(sl_provider_style_t style, const sl_provider_result_t *r)
+{
+    if (r->refusal == SL_PROVIDER_OVERLOADED && style == SL_PROVIDER_OPENAI) return 503;
+    return r->http_status;
 }
 
 void sl_provider_end(sl_provider_t *p, const sl_provider_result_t *r, double now_s)

@@ -30,6 +30,14 @@
  *     last use: every hit refreshes it. A miss, or a lapsed entry, bills the whole
  *     prefix as cache_creation_input_tokens. Prefixes shorter than
  *     `cache_min_tokens` are not cached at all and are billed as plain input.
+ *     A call may also name earlier breakpoints (up to 4 in all, as the API allows):
+ *     it then reads the longest prefix cached at any of its breakpoints, bills only
+ *     the rest up to the last breakpoint as creation, and writes every breakpoint;
+ *   - optional faults, all off by default: a share of calls refused as overloaded
+ *     (Anthropic's 529 overloaded_error, OpenAI's 503) before anything is counted,
+ *     and a share of streaming calls that break off mid-stream with an error event;
+ *   - the token counting endpoint has its own requests-per-minute bucket
+ *     (`count_tokens_rpm`), separate from and independent of the Messages limits.
  * OpenAI style adds a combined tokens-per-minute bucket (input + max_tokens), set
  * with `tokens_tpm`; its headers are x-ratelimit-*.
  */
@@ -72,6 +80,11 @@ typedef struct sl_provider_config {
     int64_t spend_cap_tokens;   /* 0 = no cap; once this many tokens were billed, every
                                    request is refused with a spend-cap 429 */
     uint64_t seed;              /* 1 */
+    double overload_rate;       /* 0: share (0..1) of calls refused as overloaded before
+                                   anything is counted (drawn from a stream of its own) */
+    double stream_error_rate;   /* 0: share (0..1) of admitted streaming calls that break
+                                   off mid-stream with an overloaded error */
+    int64_t count_tokens_rpm;   /* token counting requests per minute; 0 = not limited */
 } sl_provider_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0 = not limited). */
@@ -99,8 +112,18 @@ void sl_provider_set_spend_capped(sl_provider_t *p, bool capped);
 /* Tokens as the provider counts them: round(tokens x drift), 0 stays 0. */
 int64_t sl_provider_count(const sl_provider_t *p, int64_t tokenizer_tokens);
 
+/* The most cache_control breakpoints one call can name (Anthropic's limit). */
+#define SL_PROVIDER_MAX_BREAKPOINTS 4
+
+/* A breakpoint before the last one: the prompt up to it and its prefix's identity. */
+typedef struct sl_provider_breakpoint {
+    int64_t prefix_tokens; /* > 0, and below the next breakpoint's */
+    uint64_t cache_key;
+} sl_provider_breakpoint_t;
+
 /* One model call, as the caller's tokenizer sees it. The prompt is split at the
- * last cache_control breakpoint: the prefix before it (cacheable) and the rest. */
+ * last cache_control breakpoint: the prefix before it (cacheable) and the rest.
+ * Fields added after output_tokens are optional: zero keeps the plain behaviour. */
 typedef struct sl_provider_call {
     int64_t input_tokens;        /* >= 0: tokens after the last breakpoint (the whole
                                     prompt when there is none) */
@@ -109,6 +132,9 @@ typedef struct sl_provider_call {
     int64_t max_tokens;          /* >= 1 */
     int64_t output_tokens;       /* what the model will write (clamped to max_tokens);
                                     < 0 = the provider picks around default_output_tokens */
+    bool stream;                 /* a streaming answer: may break off (stream_error_rate) */
+    size_t earlier_count;        /* breakpoints before the last one, 0..3 */
+    sl_provider_breakpoint_t earlier[SL_PROVIDER_MAX_BREAKPOINTS - 1]; /* in prompt order */
 } sl_provider_call_t;
 
 /* Why a request was refused. */
@@ -117,6 +143,8 @@ typedef enum sl_provider_refusal {
     SL_PROVIDER_RATE_LIMITED, /* 429 rate_limit_error with retry-after */
     SL_PROVIDER_SPEND_CAP,    /* 429 without retry-after: a spend/budget stop */
     SL_PROVIDER_INVALID,      /* the call itself is malformed (negative count, max_tokens < 1) */
+    SL_PROVIDER_OVERLOADED,   /* 529 overloaded_error (OpenAI 503): nothing counted, no
+                                 retry-after */
 } sl_provider_refusal_t;
 
 /* Which limit a rate-limited request ran into (the first, in this order, that
@@ -127,24 +155,30 @@ typedef enum sl_provider_limit {
     SL_PROVIDER_LIMIT_INPUT,
     SL_PROVIDER_LIMIT_OUTPUT,
     SL_PROVIDER_LIMIT_TOKENS,
+    SL_PROVIDER_LIMIT_COUNT_TOKENS, /* the token counting endpoint's own RPM */
 } sl_provider_limit_t;
 
 /* The answer to one call. */
 typedef struct sl_provider_result {
     sl_provider_refusal_t refusal;  /* SL_PROVIDER_OK = admitted (HTTP 200) */
-    int http_status;                /* 200, 429, or 400 for SL_PROVIDER_INVALID */
+    int http_status;                /* 200, 429, 400 for SL_PROVIDER_INVALID, 529 for
+                                       SL_PROVIDER_OVERLOADED (see sl_provider_http_status) */
     sl_provider_limit_t limit;      /* rate limited: the limit hit */
     double retry_after_s;           /* rate limited: whole seconds >= 1; else -1 */
     /* Usage exactly as the provider reports it (all 0 when refused). */
     int64_t input_tokens;                 /* uncached input after the breakpoint */
     int64_t cache_creation_input_tokens;  /* prefix written to the cache (a miss) */
     int64_t cache_read_input_tokens;      /* prefix read from the cache (a hit) */
-    int64_t output_tokens;                /* what the model writes */
+    int64_t output_tokens;                /* what the model writes (before the error, for
+                                             a stream that breaks off) */
     /* Timing of an admitted call, from the `now_s` of sl_provider_begin. */
     double ttft_s;                  /* first token after this long */
     double duration_s;              /* last token after this long (>= ttft_s) */
     /* For sl_provider_end: the output charged at the start (max_tokens). */
     int64_t reserved_output_tokens;
+    /* A streaming call that breaks off: after output_tokens (at duration_s) the stream
+     * ends with an overloaded error event instead of its closing events. */
+    bool stream_error;
 } sl_provider_result_t;
 
 /* Starts a call at `now_s`: refills the buckets, plays outside traffic up to now,
@@ -155,6 +189,16 @@ typedef struct sl_provider_result {
  * must later call sl_provider_end() with `out` for every admitted call. */
 void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double now_s,
                        sl_provider_result_t *out);
+
+/* A token counting call at `now_s`: admitted (one request taken from the count_tokens
+ * bucket when `count_tokens_rpm` is set) or refused with SL_PROVIDER_RATE_LIMITED,
+ * limit SL_PROVIDER_LIMIT_COUNT_TOKENS and retry-after. Touches no Messages bucket and
+ * no Messages counter. Always fills `out` (no usage; needs no sl_provider_end). */
+void sl_provider_count_tokens(sl_provider_t *p, double now_s, sl_provider_result_t *out);
+
+/* The HTTP status of `r` in `style`'s API: r->http_status, except that an overloaded
+ * refusal is 503 for OpenAI ("The engine is currently overloaded"). */
+int sl_provider_http_status(sl_provider_style_t style, const sl_provider_result_t *r);
 
 /* Ends an admitted call at `now_s` (normally begin's now + duration_s): gives back
  * the output reserved but not written (max_tokens - output_tokens) to the output
@@ -181,6 +225,10 @@ typedef struct sl_provider_stats {
     uint64_t http_429_rate;
     uint64_t http_429_spend_cap;
     uint64_t invalid;
+    uint64_t overloaded;         /* refused as overloaded (529 / 503) */
+    uint64_t stream_errors;      /* admitted streams that broke off with an error event */
+    uint64_t count_tokens;       /* token counting calls */
+    uint64_t count_tokens_429;   /* ... refused by the count_tokens bucket */
     int64_t input_tokens;
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
@@ -233,7 +281,13 @@ size_t sl_provider_headers(sl_provider_t *p, sl_provider_style_t style,
  *   OpenAI rate limit:    {"error":{"message":...,"type":"requests"|"tokens",
  *                         "param":null,"code":"rate_limit_exceeded"}}
  *   OpenAI spend cap:     code and type "insufficient_quota".
- *   Invalid:              invalid_request_error (both shapes). */
+ *   Invalid:              invalid_request_error (both shapes).
+ *   Anthropic overloaded: {"type":"error","error":{"type":"overloaded_error",
+ *                         "message":"Overloaded"}} (also the data of a stream's error event)
+ *   OpenAI overloaded:    {"error":{"message":"The engine is currently overloaded, please
+ *                         try again later","type":"server_error","param":null,"code":null}}
+ *   Count tokens 429:     rate_limit_error / rate_limit_exceeded naming the token
+ *                         counting requests-per-minute limit. */
 size_t sl_provider_error_body(const sl_provider_t *p, sl_provider_style_t style,
                               const sl_provider_result_t *r, char *buf, size_t cap);
 

@@ -41,6 +41,8 @@ struct sl_provider {
     bool spend_capped;
     sl_rng_t rng;                     /* latency and output length */
     sl_rng_t outside_rng;             /* outside traffic arrivals */
+    sl_rng_t fault_rng;               /* overloads and broken streams (drawn only when on) */
+    double count_tokens_level;        /* the token counting bucket (count_tokens_rpm > 0) */
     double outside_next_s;
     sl__cache_t cache;
     sl_provider_stats_t stats;

@@ -272,10 +272,133 @@ static void test_rng_is_deterministic(void **state)
     }
 }
 
+static sl_provider_t *make_cfg(void (*tune)(sl_provider_config_t *c))
+{
+    sl_provider_config_t c;
+    sl_provider_config_init(&c);
+    c.input_tpm = 1000000;
+    c.output_tpm = 1000000;
+    c.rpm = 1000;
+    tune(&c);
+    sl_provider_t *p = sl_provider_new(&c, 0, NULL, 0);
+    assert_non_null(p);
+    return p;
+}
+
+static void all_overloaded(sl_provider_config_t *c)
+{
+    c->overload_rate = 1.0;
+}
+
+static void test_an_overloaded_call_counts_nothing(void **state)
+{
+    (void)state;
+    sl_provider_t *p = make_cfg(all_overloaded);
+    sl_provider_levels_t before, after;
+    sl_provider_levels(p, 0, &before);
+    sl_provider_result_t r = call(p, 0, 5000, 0, 0, 100, 10);
+    assert_int_equal(r.refusal, SL_PROVIDER_OVERLOADED);
+    assert_int_equal(sl_provider_http_status(SL_PROVIDER_ANTHROPIC, &r), 529);
+    assert_int_equal(sl_provider_http_status(SL_PROVIDER_OPENAI, &r), 503);
+    assert_int_equal(r.input_tokens + r.output_tokens + r.cache_creation_input_tokens, 0);
+    sl_provider_levels(p, 0, &after);
+    assert_true(before.input_tokens == after.input_tokens);
+    assert_true(before.output_tokens == after.output_tokens);
+    assert_true(before.requests == after.requests);
+    sl_provider_stats_t st;
+    sl_provider_stats(p, &st);
+    assert_int_equal(st.overloaded, 1);
+    assert_int_equal(st.input_tokens, 0);
+    sl_provider_free(p);
+}
+
+static void all_streams_break(sl_provider_config_t *c)
+{
+    c->stream_error_rate = 1.0;
+}
+
+static void test_a_broken_stream_bills_the_output_written_before_the_error(void **state)
+{
+    (void)state;
+    sl_provider_t *p = make_cfg(all_streams_break);
+    for (int i = 0; i < 50; i++) {
+        sl_provider_call_t c = {.input_tokens = 100, .max_tokens = 200, .output_tokens = 40,
+                                .stream = true};
+        sl_provider_result_t r;
+        sl_provider_begin(p, &c, i, &r);
+        assert_int_equal(r.refusal, SL_PROVIDER_OK);
+        assert_true(r.stream_error);
+        assert_true(r.output_tokens >= 1 && r.output_tokens <= 39);
+        sl_provider_end(p, &r, i + r.duration_s);
+    }
+    /* Not a stream: never broken off. */
+    sl_provider_result_t r = call(p, 100, 100, 0, 0, 200, 40);
+    assert_false(r.stream_error);
+    assert_int_equal(r.output_tokens, 40);
+    sl_provider_stats_t st;
+    sl_provider_stats(p, &st);
+    assert_int_equal(st.stream_errors, 50);
+    sl_provider_free(p);
+}
+
+static void two_counts_per_minute(sl_provider_config_t *c)
+{
+    c->count_tokens_rpm = 2;
+}
+
+static void test_token_counting_has_its_own_requests_per_minute(void **state)
+{
+    (void)state;
+    sl_provider_t *p = make_cfg(two_counts_per_minute);
+    sl_provider_levels_t before, after;
+    sl_provider_levels(p, 0, &before);
+    sl_provider_result_t r;
+    sl_provider_count_tokens(p, 0, &r);
+    assert_int_equal(r.refusal, SL_PROVIDER_OK);
+    sl_provider_count_tokens(p, 0, &r);
+    assert_int_equal(r.refusal, SL_PROVIDER_OK);
+    sl_provider_count_tokens(p, 0, &r);
+    assert_int_equal(r.refusal, SL_PROVIDER_RATE_LIMITED);
+    assert_int_equal(r.limit, SL_PROVIDER_LIMIT_COUNT_TOKENS);
+    assert_true(r.retry_after_s >= 1);
+    sl_provider_levels(p, 0, &after);
+    assert_true(before.requests == after.requests); /* the Messages limits are untouched */
+    sl_provider_count_tokens(p, 30.0, &r);          /* one request back per 30 s */
+    assert_int_equal(r.refusal, SL_PROVIDER_OK);
+    sl_provider_free(p);
+}
+
+static void test_several_breakpoints_read_the_longest_cached_prefix(void **state)
+{
+    (void)state;
+    sl_provider_t *p = make(10000000, 0, 0);
+    /* Turn 1 caches a 3,000-token system prompt (key 1). */
+    sl_provider_result_t r = call(p, 0, 100, 3000, 1, 10, 5);
+    assert_int_equal(r.cache_creation_input_tokens, 3000);
+    /* Turn 2 keeps that breakpoint and adds one after the conversation (key 2, 5,000). */
+    sl_provider_call_t c = {.input_tokens = 100, .cached_prefix_tokens = 5000, .cache_key = 2,
+                            .max_tokens = 10, .output_tokens = 5, .earlier_count = 1,
+                            .earlier = {{.prefix_tokens = 3000, .cache_key = 1}}};
+    sl_provider_begin(p, &c, 10, &r);
+    assert_int_equal(r.cache_read_input_tokens, 3000);
+    assert_int_equal(r.cache_creation_input_tokens, 2000);
+    assert_int_equal(r.input_tokens, 100);
+    sl_provider_end(p, &r, 10 + r.duration_s);
+    /* Turn 3 reads all 5,000 at the last breakpoint. */
+    sl_provider_begin(p, &c, 20, &r);
+    assert_int_equal(r.cache_read_input_tokens, 5000);
+    assert_int_equal(r.cache_creation_input_tokens, 0);
+    sl_provider_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets_refill_continuously_not_at_the_minute),
+        cmocka_unit_test(test_an_overloaded_call_counts_nothing),
+        cmocka_unit_test(test_a_broken_stream_bills_the_output_written_before_the_error),
+        cmocka_unit_test(test_token_counting_has_its_own_requests_per_minute),
+        cmocka_unit_test(test_several_breakpoints_read_the_longest_cached_prefix),
         cmocka_unit_test(test_429_has_retry_after_and_changes_nothing),
         cmocka_unit_test(test_a_call_above_the_limit_is_always_refused),
         cmocka_unit_test(test_output_is_charged_max_tokens_then_corrected),
