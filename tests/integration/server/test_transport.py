@@ -2,6 +2,7 @@
 bodies, 100-continue, connection handling, HEAD, and the errors it answers itself (each a
 JSON error naming what is wrong, after which nothing in the pool has changed)."""
 import json
+import random
 import socket
 import time
 import unittest
@@ -209,6 +210,41 @@ class Transport(unittest.TestCase):
     def test_a_declared_body_over_the_limit_is_refused_before_it_is_sent(self):
         self.assert_refused(b"POST /v1/leases HTTP/1.1\r\nContent-Length: 1073741824\r\n\r\n",
                             413, "body_too_large", "1073741824 bytes is over the limit")
+
+    def test_garbage_and_cut_requests_never_take_the_server_down(self):
+        # 300 seeded blobs: random bytes, valid requests cut or corrupted at random, some
+        # pipelined; each on its own connection, closed at once or after reading a bit.
+        rng = random.Random(3)
+        valid = [post("/v1/leases", LEASE), b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                 b"POST /v1/leases HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n"]
+        for i in range(300):
+            kind = rng.randrange(4)
+            if kind == 0:
+                blob = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400)))
+            else:
+                blob = bytearray(rng.choice(valid) * rng.randrange(1, 3))
+                for _ in range(rng.randrange(0, 4)):
+                    blob[rng.randrange(len(blob))] = rng.randrange(256)
+                if kind == 2:
+                    blob = blob[:rng.randrange(len(blob))]
+                blob = bytes(blob)
+            s = socket.create_connection(("127.0.0.1", self.d.port), timeout=5)
+            try:
+                s.sendall(blob)
+                if rng.random() < 0.5:
+                    s.settimeout(0.05)
+                    try:
+                        s.recv(4096)
+                    except (socket.timeout, ConnectionResetError):
+                        pass
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            finally:
+                s.close()
+        c = self.conn()
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(c.response()[0], 200)
+        self.assertIsNone(self.d.proc.poll(), "sluiced exited")
 
     def test_an_idle_client_does_not_hold_up_others(self):
         idle = self.conn()
