@@ -105,6 +105,10 @@ void sl_engine_free(sl_engine_t *e)
         if (e->agents.slots[i].hash) sl__agent_free(e->agents.slots[i].val);
     sl__strmap_free(&e->agents);
     sl__u64map_free(&e->leases);
+    for (sl__lease_t *l = e->spare_leases, *next; l; l = next) {
+        next = l->next_spare;
+        free(l);
+    }
     sl__u64map_free(&e->tickets);
     free(e->tombs);
     free(e->ended);

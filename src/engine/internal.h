@@ -74,6 +74,7 @@ typedef struct sl__agent {
     char *name;
     char *team; /* NULL: no team */
     char role[SL__CLASS_MAX];
+    const struct sl__class *role_class; /* the class `role` was last copied from, or NULL */
     double weight;
     int64_t repeats;
     char *last_sig; /* NULL: the last settle had no failure signature */
@@ -108,6 +109,7 @@ typedef struct sl__lease {
     double ttl_s;
     bool claimed; /* the client knows about the grant */
     sl__hnode_t expiry;
+    struct sl__lease *next_spare; /* on the engine's list of ended leases kept for reuse */
 } sl__lease_t;
 
 typedef struct sl__ticket {
@@ -214,6 +216,8 @@ struct sl_engine {
     sl__strmap_t pool_map;
     sl__strmap_t agents;
     sl__u64map_t leases; /* id -> live sl__lease_t * */
+    sl__lease_t *spare_leases; /* ended leases kept for reuse (no malloc per grant) */
+    size_t n_spare_leases;
     uint8_t *ended;      /* id & (ended_cap - 1) -> SL__END_* of an ended lease */
     size_t ended_cap;
     sl__u64map_t tickets; /* id -> sl__ticket_t * or an ended state */
@@ -260,7 +264,11 @@ void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT]);
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
 
 /* margin.c */
-double sl__margin(const sl__pool_t *p);
+/* The pool's margin as a fraction (inline: every fit and cost asks for it). */
+static inline double sl__margin(const sl__pool_t *p)
+{
+    return p->margin_bp / 10000.0;
+}
 int sl__to_bp(double ratio);
 void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now);
 void sl__margin_cut(sl_engine_t *e, sl__pool_t *p, double now);

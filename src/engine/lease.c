@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SPARE_LEASES_MAX 1024 /* ended leases kept for reuse, per engine */
+
 static const char *const REASON_QUEUE_WAIT = "queue_wait_exceeds_max";
 
 void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out)
@@ -39,8 +41,14 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     if (sl__heap_reserve(&p->lease_heap) != 0 || sl__u64map_reserve(&e->leases, 1) != 0 ||
         sl__caps_reserve(p, &capref) != SL_OK)
         return SL_ENOMEM;
-    sl__lease_t *l = calloc(1, sizeof *l);
-    if (!l) return SL_ENOMEM;
+    sl__lease_t *l = e->spare_leases;
+    if (l) {
+        e->spare_leases = l->next_spare;
+        e->n_spare_leases--;
+        memset(l, 0, sizeof *l);
+    } else if (!(l = calloc(1, sizeof *l))) {
+        return SL_ENOMEM;
+    }
     l->id = sl__new_id(e);
     l->ticket = ticket;
     l->pool = p;
@@ -118,7 +126,13 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
     p->in_flight--;
     l->pa->agent->leases--;
     sl__lease_forget(e, l->id, end_state);
-    free(l);
+    if (e->n_spare_leases < SPARE_LEASES_MAX) {
+        l->next_spare = e->spare_leases;
+        e->spare_leases = l;
+        e->n_spare_leases++;
+    } else {
+        free(l);
+    }
 }
 
 void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease, double now)
@@ -500,7 +514,10 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
         free(key);
         return rc;
     }
-    if (strcmp(a->role, role) != 0) snprintf(a->role, sizeof a->role, "%s", role);
+    if (a->role_class != role_c) { /* class slots never move: same slot, same name */
+        snprintf(a->role, sizeof a->role, "%s", role);
+        a->role_class = role_c;
+    }
     a->weight = out->weight;
     if (out->status == SL_REJECTED) {
         sl_event_t ev;

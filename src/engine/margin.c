@@ -15,11 +15,6 @@ int sl__to_bp(double ratio)
     return (int)lround(ratio * 10000.0);
 }
 
-double sl__margin(const sl__pool_t *p)
-{
-    return p->margin_bp / 10000.0;
-}
-
 static void emit_margin(sl_engine_t *e, sl__pool_t *p, double now)
 {
     sl_event_t ev;
