@@ -7,11 +7,13 @@ bounded in time, every loop in count.
 import http.client
 import json
 import os
-import selectors
-import signal
 import ssl
 import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import procs  # noqa: E402  (tests/integration/procs.py)
 
 SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
 SLUICE_CLI = os.environ.get("SLUICE_CLI", "")
@@ -42,19 +44,7 @@ class Emu:
         self.scheme = line.split("listening on ")[1].split(":")[0]
 
     def _read_banner(self, timeout_s):
-        deadline = time.monotonic() + timeout_s
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if sel.select(timeout=0.1):
-                line = self.proc.stdout.readline()
-                if "listening on" in line:
-                    return line
-                if not line:
-                    break
-        self.proc.kill()
-        self.proc.wait(timeout=5)
-        raise RuntimeError("sluice-emu did not start: " + self.proc.stderr.read())
+        return procs.read_banner(self.proc, "sluice-emu", timeout_s)
 
     def __enter__(self):
         return self
@@ -65,19 +55,7 @@ class Emu:
     def stop(self, timeout_s=10):
         if self.proc.returncode is not None and self.proc.stdout.closed:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-                raise RuntimeError("sluice-emu did not stop on SIGTERM")
-        err = self.proc.stderr.read()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        if self.proc.returncode != 0:
-            raise RuntimeError("sluice-emu exited with %d: %s" % (self.proc.returncode, err))
+        procs.stop(self.proc, "sluice-emu", timeout_s)
 
     # ---- HTTP ----------------------------------------------------------------------
 
@@ -89,15 +67,7 @@ class Emu:
 
     def request(self, method, path, body=None, headers=None, raw=None):
         """Returns (status, headers dict with lower-case names, body bytes)."""
-        conn = self.connection()
-        try:
-            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-            conn.request(method, path, body=data, headers=headers or {})
-            resp = conn.getresponse()
-            payload = resp.read()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
-        finally:
-            conn.close()
+        return procs.request(self.connection(), method, path, body, headers, raw)
 
     def anthropic(self, body, path="/v1/messages", key=KEY, version=ANTHROPIC_VERSION,
                   extra=None):

@@ -7,12 +7,14 @@ operator would; the emulator accepts only that key. Every wait is bounded in tim
 import http.client
 import json
 import os
-import selectors
-import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import procs  # noqa: E402  (tests/integration/procs.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
 SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
@@ -25,39 +27,8 @@ EMU_FAST = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "1
             "--output-tokens", "24"]
 
 
-def _read_banner(proc, what, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    while time.monotonic() < deadline:
-        if sel.select(timeout=0.1):
-            line = proc.stdout.readline()
-            if "listening on" in line:
-                return line
-            if not line:
-                break
-    proc.kill()
-    proc.wait(timeout=5)
-    raise RuntimeError("%s did not start: %s" % (what, proc.stderr.read()))
-
-
-def _stop(proc, what, timeout_s=10):
-    """SIGTERM, wait, and return (stdout, stderr); raises on a non-zero exit (a crash or
-    a sanitizer report) so no test passes over it."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-            raise RuntimeError("%s did not stop on SIGTERM" % what)
-    out, err = proc.stdout.read(), proc.stderr.read()
-    proc.stdout.close()
-    proc.stderr.close()
-    if proc.returncode != 0:
-        raise RuntimeError("%s exited with %d: %s" % (what, proc.returncode, err))
-    return out, err
+_read_banner = procs.read_banner
+_stop = procs.stop
 
 
 class Emu:
@@ -156,15 +127,7 @@ class Sluiced:
 
     def request(self, method, path, body=None, headers=None, raw=None):
         """Returns (status, headers with lower-case names, body bytes)."""
-        conn = self.connection()
-        try:
-            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-            conn.request(method, path, body=data, headers=headers or {})
-            resp = conn.getresponse()
-            payload = resp.read()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
-        finally:
-            conn.close()
+        return procs.request(self.connection(), method, path, body, headers, raw)
 
     def get(self, path):
         headers = {"authorization": "Bearer " + self.bearer} if self.bearer else {}

@@ -6,11 +6,14 @@ these tests is bounded in time.
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import procs  # noqa: E402  (tests/integration/procs.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
 
@@ -47,20 +50,7 @@ class Sluiced:
             f.write(text)
 
     def _read_banner(self, timeout_s):
-        deadline = time.monotonic() + timeout_s
-        os.set_blocking(self.proc.stdout.fileno(), True)
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if sel.select(timeout=0.1):
-                line = self.proc.stdout.readline()
-                if "listening on" in line:
-                    return line
-                if not line:
-                    break
-        self.proc.kill()
-        raise RuntimeError("sluiced did not start: " + self.proc.stderr.read())
+        return procs.read_banner(self.proc, "sluiced", timeout_s)
 
     def __enter__(self):
         return self
@@ -73,19 +63,10 @@ class Sluiced:
         a crash) so that no test passes over it."""
         if self.proc.stdout.closed:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        err = self.proc.stderr.read()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        self.dir.cleanup()
-        if self.proc.returncode != 0:
-            raise AssertionError("sluiced exited with %s:\n%s" % (self.proc.returncode, err))
+        try:
+            procs.stop(self.proc, "sluiced", timeout_s)
+        finally:
+            self.dir.cleanup()
 
     def conn(self, timeout_s=10):
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
