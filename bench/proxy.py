@@ -11,7 +11,10 @@ own CPU time per proxied call (Linux /proc/PID/schedstat; kernel network work do
 behalf included), steadier than latency differences on a busy machine.
 Goals (issue 6): under 0.3 ms added at p50, under 1 ms added to the first streamed byte.
 
-usage: bench/proxy.py [BUILD_DIR]   (env: BENCH_CALLS=2000)
+Then THREADS agents call through sluiced at once (plain calls, each agent its own
+connection), printing calls/s and sluiced's CPU per call under concurrency.
+
+usage: bench/proxy.py [BUILD_DIR]   (env: BENCH_CALLS=2000, BENCH_THREADS=32)
 """
 import http.client
 import json
@@ -25,6 +28,7 @@ import time
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 CALLS = int(os.environ.get("BENCH_CALLS", "2000"))
+THREADS = int(os.environ.get("BENCH_THREADS", "32"))  # the concurrent phase's agents
 KEY = "sk-bench-pool-key"
 EMU = os.path.join(BUILD, "src/emu/sluice-emu")
 SLUICED = os.path.join(BUILD, "src/server/sluiced")
@@ -130,6 +134,34 @@ def main():
         if all(cpu.values()):
             print("sluiced CPU per proxied call: plain %.0f us, stream %.0f us"
                   % (cpu["plain"], cpu["stream"]))
+
+        # Many agents at once: THREADS clients, each its own kept-alive connection, plain
+        # calls through sluiced only. sluiced's CPU per call shows what one core can proxy.
+        import threading
+        per_thread = max(1, CALLS // THREADS)
+
+        def agent(i, out):
+            conn = http.client.HTTPConnection("127.0.0.1", sl_port, timeout=30)
+            h = dict(hdr_proxied, **{"x-sluice-agent": "bench-%d" % i})
+            for _ in range(per_thread):
+                call(conn, "/anthropic/v1/messages", plain, h, False)
+            conn.close()
+            out.append(i)
+
+        done = []
+        threads = [threading.Thread(target=agent, args=(i, done)) for i in range(THREADS)]
+        cpu0, t0 = cpu_ns(sluiced.pid), time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall, cpu1 = time.perf_counter() - t0, cpu_ns(sluiced.pid)
+        n = per_thread * len(done)
+        line = "%d agents at once: %d proxied calls in %.2f s (%.0f calls/s, client-bound)" % (
+            THREADS, n, wall, n / wall)
+        if cpu0 is not None and cpu1:
+            line += "; sluiced CPU per call %.0f us" % ((cpu1 - cpu0) / n / 1000)
+        print(line)
     finally:
         for proc in (sluiced, emu):
             proc.send_signal(signal.SIGTERM)
