@@ -1,8 +1,12 @@
 """test_forward.py - calls through the proxy reach the provider with the pool's key and are settled."""
 import json
+import socket
+import sys
+import time
 import unittest
 
-from harness import (REAL_KEY, Emu, Sluiced, chat, message, parse_sse, pool_yaml, wait_for)
+from harness import (EMU_FAST, REAL_KEY, Emu, Sluiced, chat, message, parse_sse, pool_yaml,
+                     wait_for)
 
 LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
 
@@ -198,3 +202,52 @@ class Keys(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SlowClient(unittest.TestCase):
+    """A client that stops reading a long stream: the provider is paused rather than the
+    whole answer piling up in sluiced, and nothing is lost when the client reads on."""
+
+    def test_a_client_that_stops_reading_pauses_the_provider_and_loses_nothing(self):
+        # About 12 MB of events of about 80 KB (the emulator sends what is due every 50 ms),
+        # well past what the kernel's socket buffers can hold (4 MB here), in about 8 s.
+        tokens = 3000000
+        fast = [a for a in EMU_FAST]
+        fast[fast.index("--output-tokens") + 1] = str(tokens)
+        fast[fast.index("--tokens-per-s") + 1] = "400000"
+        with Emu(fast) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic",
+                                       "input_tpm: 100000000\noutput_tpm: 100000000\n"
+                                       "rpm: 100000")) as s:
+            def rss_kb():
+                with open("/proc/%d/status" % s.proc.pid) as f:
+                    return int([l for l in f if l.startswith("VmRSS:")][0].split()[1])
+
+            before = rss_kb()
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            sock.connect(("127.0.0.1", s.port))
+            body = json.dumps(message(max_tokens=tokens, stream=True)).encode()
+            sock.sendall(b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: x\r\n"
+                         b"content-type: application/json\r\nanthropic-version: 2023-06-01\r\n"
+                         b"x-api-key: agent-token\r\nx-sluice-agent: slow\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(4.0)  # not reading while the provider sends 6 MB
+            peak = rss_kb()
+            got = b""
+            sock.settimeout(30)
+            while b"event: message_stop" not in got:
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    break
+                got += chunk
+            sock.close()
+            self.assertIn(b"event: message_stop", got)
+            self.assertIn(b'"output_tokens":%d' % tokens, got.replace(b" ", b""))
+            self.assertGreater(len(got), 10 << 20)
+            print("\n  sluiced grew by %d KiB while its client left a stream of %d bytes unread"
+                  % (peak - before, len(got)), file=sys.stderr)
+            self.assertLess(peak - before, 3 * 1024,
+                            "sluiced grew by %d KiB holding a stream nobody read" % (peak - before))
+            wait_for(lambda: s.agent("slow")["leases"] == 0, 10, "the stream to be settled")
+            self.assertEqual(s.agent("slow")["tokens_out"], tokens)
