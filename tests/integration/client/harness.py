@@ -3,13 +3,15 @@ client tests. Standard library only; binaries come from $SLUICED, $SLUICE, $CLIE
 and $AGENT_LOOP (CTest sets them). Every wait is bounded."""
 import json
 import os
-import selectors
-import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import procs  # noqa: E402  (tests/integration/procs.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
 SLUICE = os.environ.get("SLUICE", "sluice")
@@ -43,18 +45,7 @@ class Sluiced:
         self.proc = subprocess.Popen(
             [SLUICED, "--config", self.config_path, "--listen", "127.0.0.1:%d" % self.port],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if sel.select(timeout=0.1):
-                line = self.proc.stdout.readline()
-                if "listening on" in line:
-                    return
-                if not line:
-                    break
-        self.proc.kill()
-        raise RuntimeError("sluiced did not start: " + self.proc.stderr.read())
+        procs.read_banner(self.proc, "sluiced", timeout_s)
 
     def kill(self):
         """SIGKILL: the daemon dies as in a crash."""
@@ -64,16 +55,13 @@ class Sluiced:
         self.proc.stderr.close()
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc.stdout.close()
-            self.proc.stderr.close()
-        self.dir.cleanup()
+        """SIGTERM and wait; a non-zero exit (a crash, a sanitizer report) fails the test.
+        A daemon already killed (kill()) is only cleaned up after."""
+        try:
+            if self.proc and not self.proc.stdout.closed:
+                procs.stop(self.proc, "sluiced", 5)
+        finally:
+            self.dir.cleanup()
 
     def __enter__(self):
         return self
