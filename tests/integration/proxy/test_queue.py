@@ -21,17 +21,25 @@ def stream_headers(agent):
             "x-api-key": "agent-token", "x-sluice-agent": agent}
 
 
+def queue_config(emu):
+    """The TIGHT pool on `emu`, queued calls held up to 120 s, pinged every 0.2 s."""
+    return ("proxy:\n  ping_interval_s: 0.2\npools:\n" +
+            pool_yaml("claude", emu.url, "anthropic", TIGHT, "max_queue_wait_s: 120"))
+
+
+def big_stream(s, agent):
+    """A streaming call of max_tokens 1000: one fills TIGHT's output bucket."""
+    return s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
+                         stream_headers(agent))
+
+
 class Queued(unittest.TestCase):
     def test_a_queued_stream_gets_pings_then_the_answer(self):
-        with Emu(EMU_SLOW) as emu, Sluiced(
-                "proxy:\n  ping_interval_s: 0.2\npools:\n" +
-                pool_yaml("claude", emu.url, "anthropic", TIGHT, "max_queue_wait_s: 120")) as s:
-            first = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
-                                  stream_headers("first"))
+        with Emu(EMU_SLOW) as emu, Sluiced(queue_config(emu)) as s:
+            first = big_stream(s, "first")
             read_until(first, b"message_start", 10)
             t0 = time.monotonic()
-            second = s.open_stream("/anthropic/v1/messages",
-                                   message(max_tokens=1000, stream=True), stream_headers("second"))
+            second = big_stream(s, "second")
             head = read_until(second, b"event: ping", 5)
             self.assertLess(time.monotonic() - t0, 1.0, "the queued stream was not started at once")
             self.assertIn(b"200 OK", head)

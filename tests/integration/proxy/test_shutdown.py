@@ -6,10 +6,10 @@ import signal
 import time
 import unittest
 
-from harness import Emu, Sluiced, message, pool_yaml, read_until
-# EMU_SLOW: streams of 24 tokens at 12 tokens/s (about 2 s); TIGHT: one max_tokens 1000
-# call fills the output bucket, so a second one queues.
-from test_queue import EMU_SLOW, TIGHT, stream_headers
+from harness import Emu, Sluiced, pool_yaml, read_until
+# EMU_SLOW: streams of 24 tokens at 12 tokens/s (about 2 s); in queue_config's pool one
+# big_stream fills the output bucket, so a second one queues.
+from test_queue import EMU_SLOW, big_stream, queue_config
 
 
 def read_to_close(sock, timeout_s):
@@ -26,14 +26,10 @@ def read_to_close(sock, timeout_s):
 
 class Shutdown(unittest.TestCase):
     def test_a_stream_in_flight_is_drained_and_a_queued_call_is_told_at_once(self):
-        with Emu(EMU_SLOW) as emu, Sluiced(
-                "proxy:\n  ping_interval_s: 0.2\npools:\n" +
-                pool_yaml("claude", emu.url, "anthropic", TIGHT, "max_queue_wait_s: 120")) as s:
-            first = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
-                                  stream_headers("first"))
+        with Emu(EMU_SLOW) as emu, Sluiced(queue_config(emu)) as s:
+            first = big_stream(s, "first")
             read_until(first, b"message_start", 10)
-            queued = s.open_stream("/anthropic/v1/messages",
-                                   message(max_tokens=1000, stream=True), stream_headers("second"))
+            queued = big_stream(s, "second")
             read_until(queued, b"event: ping", 5)
             t0 = time.monotonic()
             s.proc.send_signal(signal.SIGTERM)
@@ -57,8 +53,7 @@ class Shutdown(unittest.TestCase):
         with Emu(slow) as emu, Sluiced(
                 "pools:\n" + pool_yaml("claude", emu.url, "anthropic",
                                        "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000")) as s:
-            sock = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
-                                 stream_headers("long"))
+            sock = big_stream(s, "long")
             read_until(sock, b"content_block_delta", 10)
             t0 = time.monotonic()
             s.proc.send_signal(signal.SIGTERM)
