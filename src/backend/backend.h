@@ -176,4 +176,34 @@ void sl_backend_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
 /* Frees the strings and arrays inside `s` (not `s` itself). */
 void sl_backend_settings_clear(sl_backend_settings_t *s);
 
+/* ---------------------------------------------------------------- backend options
+ * The `redis` backend's options, parsed from the `backend: redis://...` URL. They are
+ * declared here, with the interface, so the daemon's configuration can hold them
+ * without including one backend's header; sl_backend_redis_new() (redis.h) takes them.
+ * Defined in redis.c. */
+
+typedef enum sl_redis_fail {
+    SL_REDIS_FAIL_CLOSED = 0, /* reject with backend_unavailable */
+    SL_REDIS_FAIL_OPEN,       /* decide locally on a 1/replicas share, alert */
+} sl_redis_fail_t;
+
+typedef struct sl_redis_options {
+    char host[256];
+    int port;              /* 6379 */
+    int db;                /* 0 */
+    char password[256];    /* "" = no AUTH */
+    sl_redis_fail_t fail;  /* closed */
+    double timeout_s;      /* 0.5: a command unanswered this long marks Redis down */
+    double tick_s;         /* 1.0: heartbeat, reconnect and advance period */
+    bool replace_library;  /* load this build's library over another version */
+    char replica_id[64];   /* "" = hostname-pid */
+} sl_redis_options_t;
+
+/* Fills the defaults above (host 127.0.0.1). */
+void sl_redis_options_init(sl_redis_options_t *o);
+
+/* Parses "redis://[:password@]host[:port][/db][?fail=open|closed&timeout_ms=N&replace=1]"
+ * into `o` (fields not named keep their values). Returns 0, or -1 with `err` set. */
+int sl_redis_options_parse_url(sl_redis_options_t *o, const char *url, char *err, size_t errlen);
+
 #endif /* SL_BACKEND_H */

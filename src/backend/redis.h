@@ -22,29 +22,7 @@
  * the engine's SL_EUNAVAILABLE, under the name this backend has used since before. */
 #define SL_REDIS_EUNAVAILABLE SL_EUNAVAILABLE
 
-typedef enum sl_redis_fail {
-    SL_REDIS_FAIL_CLOSED = 0, /* reject with backend_unavailable */
-    SL_REDIS_FAIL_OPEN,       /* decide locally on a 1/replicas share, alert */
-} sl_redis_fail_t;
-
-typedef struct sl_redis_options {
-    char host[256];
-    int port;              /* 6379 */
-    int db;                /* 0 */
-    char password[256];    /* "" = no AUTH */
-    sl_redis_fail_t fail;  /* closed */
-    double timeout_s;      /* 0.5: a command unanswered this long marks Redis down */
-    double tick_s;         /* 1.0: heartbeat, reconnect and advance period */
-    bool replace_library;  /* load this build's library over another version */
-    char replica_id[64];   /* "" = hostname-pid */
-} sl_redis_options_t;
-
-/* Fills the defaults above (host 127.0.0.1). */
-void sl_redis_options_init(sl_redis_options_t *o);
-
-/* Parses "redis://[:password@]host[:port][/db][?fail=open|closed&timeout_ms=N&replace=1]"
- * into `o` (fields not named keep their values). Returns 0, or -1 with `err` set. */
-int sl_redis_options_parse_url(sl_redis_options_t *o, const char *url, char *err, size_t errlen);
+/* sl_redis_options_t, sl_redis_fail_t and their parsing are declared in backend.h. */
 
 /* Creates the backend on `base`. Connects once synchronously to check the library
  * version: a library of another version is refused (NULL, `err` says which versions

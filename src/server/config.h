@@ -8,7 +8,6 @@
 #include <sluice/engine.h>
 
 #include "backend.h"
-#include "redis.h"
 
 /* One agent token: who may present it and what it may use. */
 typedef struct sl_token_rule {

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "httpd.h"
 #include "idmap.h"
+#include "redis.h"
 
 struct evbuffer;
 
