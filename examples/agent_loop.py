@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """agent_loop.py - the agent loop of agent_loop.c in Python, standard library only,
-speaking sluice's HTTP API directly (docs/client.md, API.md).
+speaking sluice's HTTP API directly (docs/client.md, docs/api.md).
 
 usage: agent_loop.py [--server URL] [--agent NAME] [--turns N] [--checkpoint FILE] [FILE...]
 

@@ -6,7 +6,7 @@
  * and holds no global state: the caller passes the current time `now_s` (seconds,
  * Unix time as a double) to every call that depends on it, and learns about things
  * that happen on their own (a queued request granted, a lease reaped, an alert) from
- * an event callback. The semantics are DESIGN.md's "Engine semantics".
+ * an event callback. The semantics are docs/design.md's "Engine semantics".
  *
  * Errors: every function that can fail returns 0 (SL_OK) or a negative SL_E* code,
  * and on error leaves the engine exactly as it was. sl_engine_errmsg() then holds a
@@ -169,7 +169,7 @@ int sl_engine_set_role(sl_engine_t *e, const char *role, double base_weight);
 /* Defines or redefines a priority class's factor (> 0, finite). */
 int sl_engine_set_priority(sl_engine_t *e, const char *priority, double factor);
 
-/* Caps on top of the pool, for one agent, every agent ("*"), or a team (DESIGN.md
+/* Caps on top of the pool, for one agent, every agent ("*"), or a team (docs/design.md
  * "Beyond the one pool"). 0 means "no cap" for every field. Share, rpm and
  * concurrency caps apply per pool; budgets across pools, priced with each pool's
  * price_*_per_mtok. A request the caps do not allow now is REJECTED with reason
@@ -249,7 +249,7 @@ typedef struct sl_decision {
     bool replayed;        /* the answer is for an earlier request with the same id */
 } sl_decision_t;
 
-/* Decides a request at `now_s`: GRANT, QUEUED or REJECT (DESIGN.md "Decision").
+/* Decides a request at `now_s`: GRANT, QUEUED or REJECT (docs/design.md "Decision").
  * Returns SL_OK with `out` filled, or an error with `out` untouched and the engine
  * unchanged: SL_EINVAL (bad field, unknown role or priority), SL_ENOTFOUND (pool),
  * SL_ECAPACITY (can never fit), SL_ETIME. A request_id seen before from the same
@@ -292,7 +292,7 @@ typedef struct sl_settle_result {
     double estimate_error; /* |actual_in - est_in| / max(actual_in, 1) */
 } sl_settle_result_t;
 
-/* Settles a lease (DESIGN.md "Settle"). Errors: SL_EINVAL, SL_ENOTFOUND,
+/* Settles a lease (docs/design.md "Settle"). Errors: SL_EINVAL, SL_ENOTFOUND,
  * SL_EALREADY (settled or cancelled before), SL_EEXPIRED (reaped), SL_ETIME. */
 int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, double now_s,
                      sl_settle_result_t *out);
@@ -429,7 +429,7 @@ void sl_engine_agent_foreach(const sl_engine_t *e, void (*fn)(const sl_agent_inf
 /* Fills `out` for one agent. Errors: SL_ENOTFOUND. */
 int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_t *out);
 
-/* Checks every invariant of DESIGN.md that can be checked on the state (levels
+/* Checks every invariant of docs/design.md that can be checked on the state (levels
  * never above capacity, queue order, counts consistent). Returns SL_OK, or
  * SL_EINVAL with a description in sl_engine_errmsg(). For tests and debug builds;
  * cost is linear in the state's size. */

@@ -1,6 +1,7 @@
 /* sl_acquire: ask sluiced for a lease and wait for it without giving up the turn.
  *
- * The order of a wait matters more than its length (seed 000, step 4): the agent's
+ * The order of a wait matters more than its length (docs/design.md, "Agents: waiting,
+ * checkpoints, backoff"): the agent's
  * checkpoint is saved before the first wait, the wait callback hears every fresh ETA,
  * a queued request keeps its place by long-polling its ticket, and a rejected one
  * comes back at retry_at. One request_id covers transport retries of the same POST

@@ -1,4 +1,5 @@
-/* Fallback backoff: full-jitter exponential delays after a provider 429 (seed 000, step 5).
+/* Fallback backoff: full-jitter exponential delays after a provider 429 (docs/design.md,
+ * "Agents: waiting, checkpoints, backoff").
  *
  * The coordinator makes 429s rare; when one still happens (a bad estimate, traffic
  * outside sluice), the agent waits u * min(cap, base * 2^n) with u uniform in [0, 1),

@@ -1,4 +1,5 @@
-/* Checkpoints: an agent's plan state saved atomically before it waits (seed 000, step 4).
+/* Checkpoints: an agent's plan state saved atomically before it waits (docs/design.md,
+ * "Agents: waiting, checkpoints, backoff").
  *
  * A wait must never force a re-plan. So before waiting the agent writes down the goal
  * and step, the files it read with their SHA-256, its decisions with one-line reasons,

@@ -14,7 +14,7 @@
 
 /* The three buckets of the local share: a limit of 0 means "not limited". Each bucket
  * holds at most limit_per_min and refills at limit_per_min / 60 per second, like
- * sluiced's (DESIGN.md), so local mode keeps its tokens spread over the minute. */
+ * sluiced's (docs/design.md, "Buckets"), so local mode keeps its tokens spread over the minute. */
 enum { SL__CL_LB_INPUT = 0, SL__CL_LB_OUTPUT = 1, SL__CL_LB_REQUESTS = 2, SL__CL_LB_COUNT = 3 };
 
 typedef struct sl__cl_local_bucket {

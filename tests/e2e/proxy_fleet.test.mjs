@@ -1,13 +1,13 @@
-// proxy_fleet.test.mjs - the proof: the seed's fleet, run twice against the same provider,
+// proxy_fleet.test.mjs - the proof: the incident's fleet (docs/design.md), run twice against the same provider,
 // straight to it with the SDK's own retry, then through sluice; prints both runs.
 //
 // Compressed time: the provider's limits per second are scaled up and the agents' loops
-// scaled down, keeping the seed's shape: 20 agents started together by one "push", 3
+// scaled down, keeping the incident's shape: 20 agents started together by one "push", 3
 // refactor agents sending ~80k-token turns and 17 lint agents sending ~2k-token turns,
 // each turn followed by the same "run the tests" pause (so the fleet stays in phase),
 // TURNS turns each. A call that still fails after the SDK's retries (maxRetries 2,
 // honouring retry-after) breaks the turn: the agent re-reads its context (one more call
-// of the same size) and tries the turn again, as the seed's harnesses do.
+// of the same size) and tries the turn again, as the article's harnesses do.
 //
 // Asserted through sluice: no wave (a second with 3 or more upstream 429s), at most 2
 // upstream 429s in all, and the run finishes within 2 minutes.

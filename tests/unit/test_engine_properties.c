@@ -1,4 +1,4 @@
-/* test_engine_properties.c - randomized operations, with DESIGN.md's invariants after every step.
+/* test_engine_properties.c - randomized operations, with docs/design.md's invariants after every step.
  *
  * Over several seeds, 1,000,000 operations in all: requests (with caches, roles,
  * priorities, tasks, repeated request ids), settles with random estimate errors,

@@ -136,7 +136,7 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unbl
     sl__rcmd_str(c, "model", req->model);
 }
 
-/* ---- provider headers (DESIGN.md "Resync"; the engine's headers.c rules) ---- */
+/* ---- provider headers (docs/design.md "Resync; the engine's headers.c rules) ---- */
 
 typedef struct hdr {
     bool known, anthropic;

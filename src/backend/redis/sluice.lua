@@ -1,8 +1,8 @@
 #!lua name=sluice
--- sluice.lua - the engine semantics of DESIGN.md as a Redis 7 Functions library: one atomic call per decision.
+-- sluice.lua - the engine semantics of docs/design.md as a Redis 7 Functions library: one atomic call per decision.
 --
 -- This is a port of src/engine/ (docs/engine.md lists the choices it makes where
--- DESIGN.md is silent; every one is kept here). Each function works on one pool, and
+-- docs/design.md is silent; every one is kept here). Each function works on one pool, and
 -- every key of a pool shares the hash tag {pool}, so a pool lives in one Cluster slot
 -- and each call is atomic. The layout is in docs/redis.md; in short, with
 -- P = "sluice:{pool}:":

@@ -1,4 +1,4 @@
-"""test_api.py - every endpoint of API.md (but Proxy) through the real sluiced process."""
+"""test_api.py - every endpoint of docs/api.md (but Proxy) through the real sluiced process."""
 import json
 import os
 import sys

@@ -1,4 +1,4 @@
-"""test_bad_input.py - every refused request gets API.md's status and error type, a message
+"""test_bad_input.py - every refused request gets docs/api.md's status and error type, a message
 naming the field, and leaves the pool exactly as it was."""
 import json
 import os
