@@ -1,5 +1,6 @@
-# The front door: `make` builds, `make test` installs what is missing, builds and runs
-# every test, `make bench` runs the benchmarks, `make run` starts sluiced.
+# The front door: `make` builds (it never installs anything), `make setup` installs what
+# is missing (Debian packages, fetched data, npm packages), `make test` and `make run`
+# set up, build, and run every test or start sluiced, `make bench` runs the benchmarks.
 BUILD     ?= build
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX    ?= /usr/local
@@ -19,7 +20,7 @@ setup: deps
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS)
 
-build: deps $(BUILD)/CMakeCache.txt
+build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: setup build
@@ -28,26 +29,20 @@ test: setup build
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do [ -x "$$b" ] && echo "== $$b" && "$$b" || true; done
 
-# libFuzzer targets (clang): each runs FUZZ_SECONDS (default 60); new inputs go to
-# build-fuzz/, crashes to fuzz/<target>/crash-*. The in-tree corpora replay in ctest.
-FUZZ_CC    = clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined
-FUZZ_TOK   = -DSL_DEFAULT_VOCAB_PATH=\"$(CURDIR)/data/claude.json\" -Iinclude -Isrc/tokenizer \
-             src/tokenizer/*.c $$(pkg-config --cflags --libs jansson libpcre2-8 libutf8proc)
-FUZZ_ENG   = -Iinclude src/engine/*.c -lm
+# libFuzzer targets, built by CMake with clang and -DSL_FUZZ=ON (fuzz/CMakeLists.txt has
+# their sources): each runs FUZZ_SECONDS (default 60); new inputs go to
+# $(FUZZ_BUILD)/corpus-<target>, crashes to fuzz/<target>/crash-*. The in-tree corpora
+# replay in ctest (label fuzz).
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_TARGETS  = tokenizer estimate timefmt resync usage http
 fuzz: setup
-	@mkdir -p build-fuzz
-	$(FUZZ_CC) fuzz/tokenizer/fuzz_tokenizer.c $(FUZZ_TOK) -o build-fuzz/fuzz_tokenizer
-	$(FUZZ_CC) fuzz/estimate/fuzz_estimate.c $(FUZZ_TOK) -o build-fuzz/fuzz_estimate
-	$(FUZZ_CC) fuzz/timefmt/fuzz_timefmt.c $(FUZZ_ENG) -o build-fuzz/fuzz_timefmt
-	$(FUZZ_CC) fuzz/resync/fuzz_resync.c $(FUZZ_ENG) -o build-fuzz/fuzz_resync
-	$(FUZZ_CC) fuzz/usage/fuzz_usage.c src/server/proxy_usage.c -Isrc/server -Isrc/backend \
-	  $(FUZZ_ENG) $$(pkg-config --cflags --libs jansson libevent) -o build-fuzz/fuzz_usage
-	$(FUZZ_CC) fuzz/http/fuzz_http.c src/server/http_parse.c -Isrc/server -lhttp_parser \
-	  -o build-fuzz/fuzz_http
-	@for t in tokenizer estimate timefmt resync usage http; do \
-	  mkdir -p build-fuzz/corpus-$$t; \
-	  build-fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -artifact_prefix=fuzz/$$t/ \
-	    build-fuzz/corpus-$$t fuzz/$$t/corpus || exit 1; \
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS=-O1 -DSL_FUZZ=ON $(CMAKE_ARGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus-$$t; \
+	  $(FUZZ_BUILD)/fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -artifact_prefix=fuzz/$$t/ \
+	    $(FUZZ_BUILD)/corpus-$$t fuzz/$$t/corpus || exit 1; \
 	done
 
 # Installs what is missing, builds, and serves the lease API on 127.0.0.1:8750 (Ctrl-C stops).
@@ -66,4 +61,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

@@ -1,29 +1,25 @@
 # libsluice-client and the sluice command: unit tests (label unit) and process-level
 # tests against a real sluiced on a free 127.0.0.1 port (label integration).
-if(TARGET sluice_client_static)
-  foreach(t test_client_backoff test_client_checkpoint test_client_local)
-    sl_unit_test(${t} sluice_client_static)
-    target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/src/client)
-  endforeach()
+foreach(t test_client_backoff test_client_checkpoint test_client_local)
+  sl_unit_test(${t} sluice_client_static)
+  target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/src/client)
+endforeach()
 
-  # A small fleet of client threads for the fail-open test (tests/integration/client).
-  add_executable(client_fleet ${CMAKE_CURRENT_SOURCE_DIR}/integration/client/fleet.c)
-  target_link_libraries(client_fleet PRIVATE sluice_client_static)
-  target_include_directories(client_fleet PRIVATE ${PROJECT_SOURCE_DIR}/include)
+# A small fleet of client threads for the fail-open test (tests/integration/client).
+add_executable(client_fleet ${CMAKE_CURRENT_SOURCE_DIR}/integration/client/fleet.c)
+target_link_libraries(client_fleet PRIVATE sluice_client_static)
+target_include_directories(client_fleet PRIVATE ${PROJECT_SOURCE_DIR}/include)
 
-  find_program(SL_PYTHON3 python3)
-  if(TARGET sluiced AND TARGET sluice AND SL_PYTHON3)
-    file(GLOB SL_CLIENT_TESTS CONFIGURE_DEPENDS
-         ${CMAKE_CURRENT_SOURCE_DIR}/integration/client/test_*.py)
-    foreach(t ${SL_CLIENT_TESTS})
-      get_filename_component(name ${t} NAME_WE)
-      add_test(NAME client_${name}
-               COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-               WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/client)
-      set_tests_properties(client_${name} PROPERTIES
-        LABELS integration
-        TIMEOUT 240
-        ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;CLIENT_FLEET=$<TARGET_FILE:client_fleet>;AGENT_LOOP=$<TARGET_FILE:agent_loop>;SLUICE_SOURCE_DIR=${PROJECT_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1")
-    endforeach()
-  endif()
-endif()
+find_program(SL_PYTHON3 python3 REQUIRED)
+file(GLOB SL_CLIENT_TESTS CONFIGURE_DEPENDS
+     ${CMAKE_CURRENT_SOURCE_DIR}/integration/client/test_*.py)
+foreach(t ${SL_CLIENT_TESTS})
+  get_filename_component(name ${t} NAME_WE)
+  add_test(NAME client_${name}
+           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/client)
+  set_tests_properties(client_${name} PROPERTIES
+    LABELS integration
+    TIMEOUT 240
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;CLIENT_FLEET=$<TARGET_FILE:client_fleet>;AGENT_LOOP=$<TARGET_FILE:agent_loop>;SLUICE_SOURCE_DIR=${PROJECT_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1")
+endforeach()

@@ -3,28 +3,26 @@
 # integration), and the official SDKs through the proxy (tests/e2e/proxy_*.test.mjs, node,
 # label e2e; skipped when tests/e2e/node_modules is not installed).
 find_program(SL_PYTHON3 python3 REQUIRED)
-if(TARGET sluiced AND TARGET sluice-emu)
-  set(_proxy_env "SLUICED=$<TARGET_FILE:sluiced>" "SLUICE_EMU=$<TARGET_FILE:sluice-emu>"
-                 "PYTHONDONTWRITEBYTECODE=1")
-  file(GLOB SL_PROXY_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/proxy/test_*.py)
-  foreach(t ${SL_PROXY_TESTS})
+set(_proxy_env "SLUICED=$<TARGET_FILE:sluiced>" "SLUICE_EMU=$<TARGET_FILE:sluice-emu>"
+               "PYTHONDONTWRITEBYTECODE=1")
+file(GLOB SL_PROXY_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/proxy/test_*.py)
+foreach(t ${SL_PROXY_TESTS})
+  get_filename_component(name ${t} NAME_WE)
+  add_test(NAME proxy_${name}
+           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/proxy)
+  set_tests_properties(proxy_${name} PROPERTIES LABELS integration TIMEOUT 300
+                       ENVIRONMENT "${_proxy_env}")
+endforeach()
+
+find_program(SL_NODE node)
+if(SL_NODE)
+  file(GLOB SL_PROXY_E2E CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e/proxy_*.test.mjs)
+  foreach(t ${SL_PROXY_E2E})
     get_filename_component(name ${t} NAME_WE)
-    add_test(NAME proxy_${name}
-             COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-             WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/proxy)
-    set_tests_properties(proxy_${name} PROPERTIES LABELS integration TIMEOUT 300
+    add_test(NAME e2e_${name} COMMAND ${SL_NODE} ${t}
+             WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
+    set_tests_properties(e2e_${name} PROPERTIES LABELS e2e TIMEOUT 600
                          ENVIRONMENT "${_proxy_env}")
   endforeach()
-
-  find_program(SL_NODE node)
-  if(SL_NODE)
-    file(GLOB SL_PROXY_E2E CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e/proxy_*.test.mjs)
-    foreach(t ${SL_PROXY_E2E})
-      get_filename_component(name ${t} NAME_WE)
-      add_test(NAME e2e_${name} COMMAND ${SL_NODE} ${t}
-               WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
-      set_tests_properties(e2e_${name} PROPERTIES LABELS e2e TIMEOUT 600
-                           ENVIRONMENT "${_proxy_env}")
-    endforeach()
-  endif()
 endif()

@@ -1,33 +1,26 @@
 # Redis backend tests: conformance scenarios on the engine (unit) and on sluice.lua in a real
 # redis-server (integration); replicas, failure and Cluster tests start their own servers.
-# Until the top-level CMakeLists.txt lists src/backend/redis, build it from here.
-if(NOT TARGET sluice_backend_redis AND TARGET sluice_backend
-   AND EXISTS ${PROJECT_SOURCE_DIR}/src/backend/redis/CMakeLists.txt)
-  add_subdirectory(${PROJECT_SOURCE_DIR}/src/backend/redis ${CMAKE_BINARY_DIR}/src/backend/redis)
-endif()
 
-if(TARGET sluice_backend_redis)
-  add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c)
-  target_link_libraries(conformance_runner PRIVATE sluice_backend_redis)
-  file(GLOB SL_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/*.scn)
+add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c)
+target_link_libraries(conformance_runner PRIVATE sluice_backend_redis)
+file(GLOB SL_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/*.scn)
 
-  add_test(NAME conformance_engine COMMAND conformance_runner ${SL_SCENARIOS})
-  set_tests_properties(conformance_engine PROPERTIES LABELS unit)
+add_test(NAME conformance_engine COMMAND conformance_runner ${SL_SCENARIOS})
+set_tests_properties(conformance_engine PROPERTIES LABELS unit)
 
-  set(SL_WITH_REDIS ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/with-redis.sh)
-  add_test(NAME conformance_redis
-           COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:conformance_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT \"$@\"" -- ${SL_SCENARIOS})
-  set_tests_properties(conformance_redis PROPERTIES LABELS integration)
+set(SL_WITH_REDIS ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/with-redis.sh)
+add_test(NAME conformance_redis
+         COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:conformance_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT \"$@\"" -- ${SL_SCENARIOS})
+set_tests_properties(conformance_redis PROPERTIES LABELS integration)
 
-  add_executable(test_redis_replicas ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/test_redis_replicas.c)
-  target_link_libraries(test_redis_replicas PRIVATE sluice_backend_redis)
-  add_test(NAME redis_replicas COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_replicas> load)
-  add_test(NAME redis_kill_replica COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_replicas> kill)
-  add_test(NAME redis_failover COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_replicas> failure)
-  add_test(NAME redis_cluster COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/cluster.sh
-                                      $<TARGET_FILE:conformance_runner> ${SL_SCENARIOS})
-  # Serial: Redis Functions are CPU-heavy, and on 2 cores a parallel neighbour makes the
-  # backend's own timeouts fire (what is tested here is correctness, not speed).
-  set_tests_properties(redis_replicas redis_kill_replica redis_failover redis_cluster
-                       conformance_redis PROPERTIES LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)
-endif()
+add_executable(test_redis_replicas ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/test_redis_replicas.c)
+target_link_libraries(test_redis_replicas PRIVATE sluice_backend_redis)
+add_test(NAME redis_replicas COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_replicas> load)
+add_test(NAME redis_kill_replica COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_replicas> kill)
+add_test(NAME redis_failover COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_replicas> failure)
+add_test(NAME redis_cluster COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/cluster.sh
+                                    $<TARGET_FILE:conformance_runner> ${SL_SCENARIOS})
+# Serial: Redis Functions are CPU-heavy, and on 2 cores a parallel neighbour makes the
+# backend's own timeouts fire (what is tested here is correctness, not speed).
+set_tests_properties(redis_replicas redis_kill_replica redis_failover redis_cluster
+                     conformance_redis PROPERTIES LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)

@@ -3,18 +3,16 @@
 # redis-server comes from scripts/deps.sh: without it configuring fails, never skips.
 find_program(SL_PYTHON3 python3 REQUIRED)
 find_program(SL_REDIS_SERVER redis-server REQUIRED)
-if(TARGET sluiced)
-  file(GLOB SL_REDIS_DAEMON_TESTS CONFIGURE_DEPENDS
-       ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon/test_*.py)
-  foreach(t ${SL_REDIS_DAEMON_TESTS})
-    get_filename_component(name ${t} NAME_WE)
-    add_test(NAME redis_daemon_${name}
-             COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-             WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon)
-    set_tests_properties(redis_daemon_${name} PROPERTIES
-      LABELS integration
-      TIMEOUT 300
-      RUN_SERIAL TRUE
-      ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;REDIS_SERVER=${SL_REDIS_SERVER};PYTHONDONTWRITEBYTECODE=1")
-  endforeach()
-endif()
+file(GLOB SL_REDIS_DAEMON_TESTS CONFIGURE_DEPENDS
+     ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon/test_*.py)
+foreach(t ${SL_REDIS_DAEMON_TESTS})
+  get_filename_component(name ${t} NAME_WE)
+  add_test(NAME redis_daemon_${name}
+           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon)
+  set_tests_properties(redis_daemon_${name} PROPERTIES
+    LABELS integration
+    TIMEOUT 300
+    RUN_SERIAL TRUE
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;REDIS_SERVER=${SL_REDIS_SERVER};PYTHONDONTWRITEBYTECODE=1")
+endforeach()

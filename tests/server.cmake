@@ -2,34 +2,28 @@
 # only; each starts the real daemon on a free 127.0.0.1 port.
 # python3 and prometheus come from scripts/deps.sh; a missing one fails the tests.
 find_program(SL_PYTHON3 python3 REQUIRED)
-if(TARGET sluiced)
-  file(GLOB SL_SERVER_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/server/test_*.py)
-  foreach(t ${SL_SERVER_TESTS})
-    get_filename_component(name ${t} NAME_WE)
-    add_test(NAME server_${name}
-             COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-             WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/server)
-    set_tests_properties(server_${name} PROPERTIES
-      LABELS integration
-      TIMEOUT 180
-      ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;PYTHONDONTWRITEBYTECODE=1")
-  endforeach()
-endif()
+file(GLOB SL_SERVER_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/server/test_*.py)
+foreach(t ${SL_SERVER_TESTS})
+  get_filename_component(name ${t} NAME_WE)
+  add_test(NAME server_${name}
+           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/server)
+  set_tests_properties(server_${name} PROPERTIES
+    LABELS integration
+    TIMEOUT 180
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;PYTHONDONTWRITEBYTECODE=1")
+endforeach()
 
 # The transport's HTTP/1.1 parser, on its own.
-if(TARGET sluice_http_parse)
-  sl_unit_test(test_http_parse sluice_http_parse)
-endif()
+sl_unit_test(test_http_parse sluice_http_parse)
 
 # The hot answers' number writing, compiled on its own.
-if(TARGET sluiced)
-  pkg_check_modules(SRV_JANSSON REQUIRED IMPORTED_TARGET jansson)
-  add_executable(test_jsonfmt ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_jsonfmt.c
-                              ${PROJECT_SOURCE_DIR}/src/server/jsonfmt.c)
-  target_include_directories(test_jsonfmt PRIVATE ${PROJECT_SOURCE_DIR}/src/server
-                                                  ${PROJECT_SOURCE_DIR}/src/backend
-                                                  ${PROJECT_SOURCE_DIR}/include)
-  target_link_libraries(test_jsonfmt PRIVATE PkgConfig::CMOCKA PkgConfig::SRV_JANSSON m)
-  add_test(NAME test_jsonfmt COMMAND test_jsonfmt)
-  set_tests_properties(test_jsonfmt PROPERTIES LABELS unit)
-endif()
+pkg_check_modules(SRV_JANSSON REQUIRED IMPORTED_TARGET jansson)
+add_executable(test_jsonfmt ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_jsonfmt.c
+                            ${PROJECT_SOURCE_DIR}/src/server/jsonfmt.c)
+target_include_directories(test_jsonfmt PRIVATE ${PROJECT_SOURCE_DIR}/src/server
+                                                ${PROJECT_SOURCE_DIR}/src/backend
+                                                ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(test_jsonfmt PRIVATE PkgConfig::CMOCKA PkgConfig::SRV_JANSSON m)
+add_test(NAME test_jsonfmt COMMAND test_jsonfmt)
+set_tests_properties(test_jsonfmt PROPERTIES LABELS unit)

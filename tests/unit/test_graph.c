@@ -1,0 +1,169 @@
+/* test_graph.c - the task graph (src/engine/graph.c): unblocks, replace, delete, refusals. */
+#include "engine_harness.h"
+
+static size_t n_seen;
+static int64_t seen_unblocks_of_plan;
+static size_t seen_deps_of_w1;
+
+static void count_task(const sl_task_info_t *t, void *ud)
+{
+    (void)ud;
+    n_seen++;
+    if (strcmp(t->id, "plan") == 0) seen_unblocks_of_plan = t->unblocks;
+    if (strcmp(t->id, "w1") == 0) seen_deps_of_w1 = t->n_depends;
+}
+
+static size_t task_count(const sl_engine_t *e)
+{
+    n_seen = 0;
+    seen_unblocks_of_plan = -1;
+    seen_deps_of_w1 = 0;
+    sl_engine_task_foreach(e, count_task, NULL);
+    return n_seen;
+}
+
+/* plan, and w1..w3 depending on it in the given states. */
+static sl_engine_t *plan_with_three(sl_task_state_t s1, sl_task_state_t s2, sl_task_state_t s3)
+{
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    const char *deps[] = {"plan"};
+    assert_int_equal(sl_engine_task_put(e, "plan", "planner", NULL, 0, SL_TASK_RUNNING), SL_OK);
+    assert_int_equal(sl_engine_task_put(e, "w1", NULL, deps, 1, s1), SL_OK);
+    assert_int_equal(sl_engine_task_put(e, "w2", NULL, deps, 1, s2), SL_OK);
+    assert_int_equal(sl_engine_task_put(e, "w3", NULL, deps, 1, s3), SL_OK);
+    return e;
+}
+
+static void test_unblocks_counts_only_waiting_dependents(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_WAITING, SL_TASK_RUNNING);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 2);
+    assert_int_equal(sl_engine_task_unblocks(e, "w1"), 0);
+    sl_engine_free(e);
+
+    e = plan_with_three(SL_TASK_DONE, SL_TASK_RUNNING, SL_TASK_DONE);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 0);
+    sl_engine_free(e);
+}
+
+static void test_unknown_task_unblocks_nothing(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_WAITING, SL_TASK_WAITING);
+    assert_int_equal(sl_engine_task_unblocks(e, "nobody-depends-on-me"), 0);
+    sl_engine_free(e);
+}
+
+static void test_put_again_replaces_the_task(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_WAITING, SL_TASK_WAITING);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 3);
+    /* w1 now depends on nothing: plan unblocks one task fewer, and there are still four. */
+    assert_int_equal(sl_engine_task_put(e, "w1", NULL, NULL, 0, SL_TASK_WAITING), SL_OK);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 2);
+    assert_int_equal(task_count(e), 4);
+    assert_int_equal(seen_deps_of_w1, 0);
+    /* A waiting task that becomes done stops counting. */
+    const char *deps[] = {"plan"};
+    assert_int_equal(sl_engine_task_put(e, "w2", NULL, deps, 1, SL_TASK_DONE), SL_OK);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 1);
+    sl_engine_free(e);
+}
+
+static void test_foreach_reports_every_task_with_its_unblocks(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_RUNNING, SL_TASK_WAITING);
+    assert_int_equal(task_count(e), 4);
+    assert_int_equal(seen_unblocks_of_plan, 2);
+    assert_int_equal(seen_deps_of_w1, 1);
+    sl_engine_free(e);
+}
+
+static void test_task_depending_on_itself_is_refused_and_changes_nothing(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_WAITING, SL_TASK_WAITING);
+    const char *deps[] = {"plan", "w1"};
+    assert_int_equal(sl_engine_task_put(e, "w1", NULL, deps, 2, SL_TASK_WAITING), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "depends_on[1]"));
+    assert_non_null(strstr(sl_engine_errmsg(e), "\"w1\" cannot depend on itself"));
+    /* The old w1 (depending on plan) is still there. */
+    assert_int_equal(task_count(e), 4);
+    assert_int_equal(seen_deps_of_w1, 1);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 3);
+    sl_engine_free(e);
+}
+
+static void test_bad_id_role_state_or_dependency_is_refused_naming_the_value(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    assert_int_equal(sl_engine_task_put(e, "bad id", NULL, NULL, 0, SL_TASK_WAITING), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "\"bad id\""));
+    assert_int_equal(sl_engine_task_put(e, NULL, NULL, NULL, 0, SL_TASK_WAITING), SL_EINVAL);
+    assert_int_equal(sl_engine_task_put(e, "t", "juggler", NULL, 0, SL_TASK_WAITING), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "\"juggler\""));
+    assert_int_equal(sl_engine_task_put(e, "t", NULL, NULL, 0, (sl_task_state_t)7), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "state 7"));
+    const char *bad_dep[] = {"ok", "not ok"};
+    assert_int_equal(sl_engine_task_put(e, "t", NULL, bad_dep, 2, SL_TASK_WAITING), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "depends_on[1] \"not ok\""));
+    assert_int_equal(sl_engine_task_put(e, "t", NULL, NULL, 1, SL_TASK_WAITING), SL_EINVAL);
+    assert_int_equal(task_count(e), 0);
+    sl_engine_free(e);
+}
+
+static void test_delete_removes_the_task_and_an_unknown_one_is_not_found(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_WAITING, SL_TASK_WAITING);
+    assert_int_equal(sl_engine_task_delete(e, "w3"), SL_OK);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 2);
+    assert_int_equal(task_count(e), 3);
+    assert_int_equal(sl_engine_task_delete(e, "w3"), SL_ENOTFOUND);
+    assert_non_null(strstr(sl_engine_errmsg(e), "\"w3\""));
+    assert_int_equal(task_count(e), 3);
+    sl_engine_free(e);
+}
+
+/* design.md "Weight": w = role_base x (1 + 0.5 x unblocks) x ...; for a task in the
+ * graph, unblocks comes from the graph, else from the request. */
+static void test_request_weight_follows_the_graph_for_a_registered_task(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_WAITING, SL_TASK_RUNNING);
+    sl_decision_t d;
+
+    sl_request_t r = harness_req("a1", 100, 10);
+    r.task = "plan";
+    r.unblocks = 40; /* ignored: the graph says 2 */
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    assert_true(fabs(d.weight - 1.0 * (1 + 0.5 * 2)) < 1e-9);
+
+    sl_request_t u = harness_req("a2", 100, 10);
+    u.task = "not-in-the-graph";
+    u.unblocks = 4;
+    assert_int_equal(sl_engine_request(e, &u, T0, &d), SL_OK);
+    assert_true(fabs(d.weight - 1.0 * (1 + 0.5 * 4)) < 1e-9);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unblocks_counts_only_waiting_dependents),
+        cmocka_unit_test(test_unknown_task_unblocks_nothing),
+        cmocka_unit_test(test_put_again_replaces_the_task),
+        cmocka_unit_test(test_foreach_reports_every_task_with_its_unblocks),
+        cmocka_unit_test(test_task_depending_on_itself_is_refused_and_changes_nothing),
+        cmocka_unit_test(test_bad_id_role_state_or_dependency_is_refused_naming_the_value),
+        cmocka_unit_test(test_delete_removes_the_task_and_an_unknown_one_is_not_found),
+        cmocka_unit_test(test_request_weight_follows_the_graph_for_a_registered_task),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
