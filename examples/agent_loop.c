@@ -140,8 +140,8 @@ int main(int argc, char **argv)
                lease.cache_penalty ? " (cold cache)" : "", lease.waited_s);
 
         sleep_ms(200); /* the model call would go here */
-        sl_usage_t usage;
-        sl_usage_init(&usage);
+        sl_client_usage_t usage;
+        sl_client_usage_init(&usage);
         usage.input_tokens = req.input_tokens * 9 / 10;
         /* A cold cache is written by this call; a warm one is read. */
         if (lease.cache_penalty)
@@ -149,7 +149,7 @@ int main(int argc, char **argv)
         else
             usage.cache_read_input_tokens = req.cached_tokens;
         usage.output_tokens = 300;
-        sl_settle_result_t res;
+        sl_client_settle_result_t res;
         rc = sl_settle(client, &lease, &usage, &res);
         if (rc < 0) {
             fprintf(stderr, "agent_loop: settle: %s\n", sl_client_errmsg(client));

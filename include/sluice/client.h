@@ -8,10 +8,12 @@
  * rejected, sl_acquire waits for it (long-polling sluiced), after saving the agent's
  * checkpoint so a crash or timeout while waiting never forces a re-plan.
  *
- * Errors. Every function that can fail returns 0 or a negative code -SL_E... (the
- * constants below are positive; compare with `rc == -SL_EREJECTED`). The codes are
- * distinct from libsluice's engine codes. sl_client_errmsg() gives a sentence for the
- * last error of a client. The library never aborts, exits or prints, except the one
+ * Errors. Every function that can fail returns 0 or a negative SL_E* code of
+ * common.h (compare with `rc == SL_EREJECTED`). sluiced's HTTP errors come back as the
+ * engine's codes they stand for (400 SL_EINVAL, 404 SL_ENOTFOUND, 409 SL_EALREADY,
+ * 410 SL_EEXPIRED, 422 SL_ECAPACITY, 503 SL_EUNAVAILABLE); an argument the library
+ * refuses before sending anything is SL_EARG. sl_client_errmsg() gives a sentence for
+ * the last error of a client. The library never aborts, exits or prints, except the one
  * alert line per switch into or out of local mode (sent to the `log` callback,
  * default standard error).
  *
@@ -27,38 +29,20 @@
  * `fleet_size`), 429s are answered with full-jitter backoff, one alert line is
  * logged, and sluiced is probed every ~5 s (jittered); the first answer switches the
  * client back. With `fail_closed` set, the client never decides locally: calls
- * return -SL_EUNREACHABLE instead.
+ * return SL_EUNREACHABLE instead.
  */
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Error codes (returned negated). */
-enum {
-    SL_EARG = 100,   /* an argument is missing, negative, too long or malformed */
-    SL_EOOM,         /* out of memory */
-    SL_EUNREACHABLE, /* sluiced cannot be reached and the client is fail_closed */
-    SL_ETIMEDOUT,    /* max_wait_s ran out before a grant (a queued ticket is given up) */
-    SL_EREJECTED,    /* rejected, and retry_at lies beyond max_wait_s */
-    SL_ECANCELED,    /* the wait callback asked to stop waiting */
-    SL_EPROTO,       /* sluiced answered something that is not the API's JSON */
-    SL_EHTTP,        /* sluiced answered an HTTP status the API does not name */
-    SL_EBADREQUEST,  /* 400 invalid_request: a field or value was refused */
-    SL_EAUTH,        /* 401 unauthorized or 403 forbidden */
-    SL_EUNKNOWN,     /* 404 not_found: unknown pool, lease or ticket */
-    SL_ESETTLED,     /* 409 already_settled: the lease ended before */
-    SL_ELAPSED,      /* 410 lease_expired: the lease was reaped (no refund) */
-    SL_ETOOBIG,      /* 413 body_too_large */
-    SL_ENEVERFITS,   /* 422 exceeds_capacity: the need can never fit the pool */
-    SL_EBACKEND,     /* 503 backend_unavailable: sluiced's backend is down, fail closed */
-    SL_EIO,          /* a file could not be read, written, synced or renamed */
-    SL_ECORRUPT      /* a checkpoint file is not a valid sluice checkpoint */
-};
 
-/* A sentence describing an error code (positive or negated); never NULL. */
+/* A sentence describing a result code of common.h; never NULL. (sl_strerror() gives
+ * its short name.) */
 const char *sl_client_strerror(int code);
 
 /* ---------------------------------------------------------------- the client */
@@ -104,8 +88,8 @@ typedef struct sl_client_options {
 void sl_client_options_init(sl_client_options_t *opts);
 
 /* Creates a client; no network traffic happens yet. Strings are copied.
- * Returns 0 with *out set, or -SL_EARG (message in `err`, which may be NULL) or
- * -SL_EOOM. Free with sl_client_free(). */
+ * Returns 0 with *out set, or SL_EARG (message in `err`, which may be NULL) or
+ * SL_ENOMEM. Free with sl_client_free(). */
 int sl_client_new(const sl_client_options_t *opts, sl_client_t **out, char *err, size_t err_size);
 
 /* Frees the client and every local lease it holds. NULL is allowed. */
@@ -119,13 +103,13 @@ sl_client_mode_t sl_client_mode(const sl_client_t *c);
 
 /* Asks sluiced whether it answers (GET /healthz) now, switching the mode to match
  * (always coordinated when fail_closed). Returns 0 when it answered, else
- * -SL_EUNREACHABLE. */
+ * SL_EUNREACHABLE. */
 int sl_client_probe(sl_client_t *c);
 
 /* One raw API call: METHOD path (e.g. "/v1/pools") with an optional JSON body. On 0,
  * *http_status is set and *response is a NUL-terminated body the caller frees (also
- * for non-2xx answers). Returns -SL_EUNREACHABLE when sluiced could not be reached
- * (this does not change the mode), -SL_EARG, -SL_EOOM. */
+ * for non-2xx answers). Returns SL_EUNREACHABLE when sluiced could not be reached
+ * (this does not change the mode), SL_EARG, SL_ENOMEM. */
 int sl_client_call(sl_client_t *c, const char *method, const char *path, const char *json_body,
                    double timeout_s, int *http_status, char **response);
 
@@ -152,40 +136,40 @@ sl_checkpoint_t *sl_checkpoint_new(const char *goal);
 void sl_checkpoint_free(sl_checkpoint_t *cp);
 
 /* Set the goal / the current step of the plan (copied; a single line each).
- * Returns 0, -SL_EARG (a newline, or NULL), -SL_EOOM. */
+ * Returns 0, SL_EARG (a newline, or NULL), SL_ENOMEM. */
 int sl_checkpoint_set_goal(sl_checkpoint_t *cp, const char *goal);
 int sl_checkpoint_set_step(sl_checkpoint_t *cp, const char *step);
 
 /* Records that the agent read `path` (as given: relative paths resolve against the
  * working directory on verify) and hashes its current content. Adding a path again
- * re-hashes it. Returns 0, -SL_EIO (unreadable; message in cp's error), -SL_EOOM. */
+ * re-hashes it. Returns 0, SL_EIO (unreadable; message in cp's error), SL_ENOMEM. */
 int sl_checkpoint_add_file(sl_checkpoint_t *cp, const char *path);
 
 /* Records a decision with its one-line reason (neither may contain a newline).
- * Returns 0, -SL_EARG, -SL_EOOM. */
+ * Returns 0, SL_EARG, SL_ENOMEM. */
 int sl_checkpoint_add_decision(sl_checkpoint_t *cp, const char *decision, const char *reason);
 
 /* Stores the exact next call, any JSON text (an object with messages and tool state
- * is usual). Returns 0, -SL_EARG (not JSON), -SL_EOOM. */
+ * is usual). Returns 0, SL_EARG (not JSON), SL_ENOMEM. */
 int sl_checkpoint_set_next_call(sl_checkpoint_t *cp, const char *json_text);
 
 /* The request_id of the acquire the agent was waiting on (set by sl_acquire before it
  * waits; NULL or "" clears it). Resuming with the same request_id gets the same
- * answer from sluiced and is never charged twice. Returns 0, -SL_EARG, -SL_EOOM. */
+ * answer from sluiced and is never charged twice. Returns 0, SL_EARG, SL_ENOMEM. */
 int sl_checkpoint_set_request_id(sl_checkpoint_t *cp, const char *request_id);
 
 /* Writes `cp` to `path` atomically: a temporary file in the same directory, fsync,
  * rename over `path`, fsync of the directory. Records the save time. Returns 0 or
- * -SL_EIO (message via sl_checkpoint_errmsg), -SL_EOOM. */
+ * SL_EIO (message via sl_checkpoint_errmsg), SL_ENOMEM. */
 int sl_checkpoint_save(sl_checkpoint_t *cp, const char *path);
 
-/* Reads a checkpoint from `path`. Returns 0 with *out set, -SL_EIO (unreadable),
- * -SL_ECORRUPT (not a sluice checkpoint), -SL_EOOM; on failure `err` (may be NULL)
+/* Reads a checkpoint from `path`. Returns 0 with *out set, SL_EIO (unreadable),
+ * SL_ECORRUPT (not a sluice checkpoint), SL_ENOMEM; on failure `err` (may be NULL)
  * names the file and the problem. */
 int sl_checkpoint_load(const char *path, sl_checkpoint_t **out, char *err, size_t err_size);
 
 /* Re-hashes every recorded file and sets its state. Returns the number of files that
- * changed or went missing (0: nothing to re-read), or -SL_EOOM. */
+ * changed or went missing (0: nothing to re-read), or SL_ENOMEM. */
 int sl_checkpoint_verify(sl_checkpoint_t *cp);
 
 /* Resume = load + verify: *out is the checkpoint, *changed the number of files to
@@ -211,7 +195,7 @@ const char *sl_checkpoint_decision_reason(const sl_checkpoint_t *cp, size_t i);
 const char *sl_checkpoint_errmsg(const sl_checkpoint_t *cp);
 
 /* The SHA-256 of a file's content as 64 lower-case hex digits plus NUL in `hex`.
- * Returns 0, or -SL_EIO with a message in `err` (may be NULL). */
+ * Returns 0, or SL_EIO with a message in `err` (may be NULL). */
 int sl_sha256_file(const char *path, char hex[65], char *err, size_t err_size);
 
 /* ---------------------------------------------------------------- leases */
@@ -235,7 +219,7 @@ typedef struct sl_wait {
 
 /* Called before each wait of sl_acquire (every long-poll, every sleep) with a fresh
  * ETA. Return 0 to keep waiting, non-zero to give up: sl_acquire then gives up its
- * place (a queued ticket is cancelled) and returns -SL_ECANCELED. */
+ * place (a queued ticket is cancelled) and returns SL_ECANCELED. */
 typedef int (*sl_wait_cb)(void *userdata, const sl_wait_t *wait);
 
 #define SL_WAIT_FOREVER (-1.0)
@@ -296,10 +280,10 @@ typedef struct sl_lease {
  * `max_wait_s` runs out. Before the first wait it saves the checkpoint (when given)
  * and before every wait it calls `on_wait`. It first sleeps out any backoff that a
  * settle with got_429 started. In local mode it takes the need from the local share.
- * Returns 0 with `lease` granted; -SL_ETIMEDOUT or -SL_EREJECTED with `lease`
- * describing the last answer; -SL_ECANCELED; -SL_EUNREACHABLE (fail_closed only);
- * -SL_EBADREQUEST, -SL_EAUTH, -SL_EUNKNOWN, -SL_ENEVERFITS, -SL_EBACKEND,
- * -SL_EPROTO, -SL_EHTTP, -SL_EIO (checkpoint), -SL_EARG, -SL_EOOM. */
+ * Returns 0 with `lease` granted; SL_EMAXWAIT or SL_EREJECTED with `lease`
+ * describing the last answer; SL_ECANCELED; SL_EUNREACHABLE (fail_closed only);
+ * SL_EINVAL, SL_EAUTH, SL_ENOTFOUND, SL_ECAPACITY, SL_EUNAVAILABLE,
+ * SL_EPROTO, SL_EHTTP, SL_EIO (checkpoint), SL_EARG, SL_ENOMEM. */
 int sl_acquire(sl_client_t *c, const sl_acquire_req_t *req, sl_lease_t *lease);
 
 /* One provider rate-limit header, name in lower case. */
@@ -308,7 +292,7 @@ typedef struct sl_header {
     const char *value;
 } sl_header_t;
 
-typedef struct sl_usage {
+typedef struct sl_client_usage {
     int64_t input_tokens; /* the provider's usage.input_tokens */
     int64_t output_tokens;
     int64_t cache_creation_input_tokens;
@@ -318,30 +302,30 @@ typedef struct sl_usage {
     const sl_header_t *headers; /* the provider's rate-limit headers */
     size_t n_headers;
     const char *failure_signature; /* failing test + diff hash; NULL: none */
-} sl_usage_t;
+} sl_client_usage_t;
 
 /* Fills `usage` with zeros, retry_after_s = -1. */
-void sl_usage_init(sl_usage_t *usage);
+void sl_client_usage_init(sl_client_usage_t *usage);
 
-typedef struct sl_settle_result {
+typedef struct sl_client_settle_result {
     int64_t adjust_input_tokens; /* back into the bucket: > 0 refund, < 0 charge */
     int64_t adjust_output_tokens;
     double estimate_error;
     double backoff_s;    /* got_429: the full-jitter delay, never below
                             retry_after; the next sl_acquire sleeps it out */
     int settled_locally; /* 1: applied to the local share only */
-} sl_settle_result_t;
+} sl_client_settle_result_t;
 
 /* Reports what the call used (POST /v1/leases/{id}/settle). A 429 is reported to
  * sluiced and starts the client's fallback backoff (result->backoff_s). When sluiced
  * is unreachable the settle is applied locally and 0 returned (sluiced reaps the lease
- * without refund), unless fail_closed. `result` may be NULL. Returns 0, -SL_ESETTLED,
- * -SL_ELAPSED, -SL_EUNKNOWN, -SL_EBADREQUEST, -SL_EUNREACHABLE (fail_closed), ... */
-int sl_settle(sl_client_t *c, const sl_lease_t *lease, const sl_usage_t *usage,
-              sl_settle_result_t *result);
+ * without refund), unless fail_closed. `result` may be NULL. Returns 0, SL_EALREADY,
+ * SL_EEXPIRED, SL_ENOTFOUND, SL_EINVAL, SL_EUNREACHABLE (fail_closed), ... */
+int sl_settle(sl_client_t *c, const sl_lease_t *lease, const sl_client_usage_t *usage,
+              sl_client_settle_result_t *result);
 
 /* Gives the lease back unused: a full refund (DELETE /v1/leases/{id}).
- * Returns 0, -SL_ESETTLED, -SL_ELAPSED, -SL_EUNKNOWN, -SL_EUNREACHABLE (fail_closed). */
+ * Returns 0, SL_EALREADY, SL_EEXPIRED, SL_ENOTFOUND, SL_EUNREACHABLE (fail_closed). */
 int sl_cancel(sl_client_t *c, const sl_lease_t *lease);
 
 /* Moves the lease's expiry to now + ttl_s (capped by the pool's max_lease_ttl) for a

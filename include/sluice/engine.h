@@ -8,9 +8,9 @@
  * that happen on their own (a queued request granted, a lease reaped, an alert) from
  * an event callback. The semantics are docs/design.md's "Engine semantics".
  *
- * Errors: every function that can fail returns 0 (SL_OK) or a negative SL_E* code,
- * and on error leaves the engine exactly as it was. sl_engine_errmsg() then holds a
- * sentence naming the field and the value. An engine is not thread-safe: callers
+ * Errors: every function that can fail returns 0 (SL_OK) or a negative SL_E* code
+ * (common.h), and on error leaves the engine exactly as it was. sl_engine_errmsg()
+ * then holds a sentence naming the field and the value. An engine is not thread-safe: callers
  * serialise access (sluiced runs it on one event loop).
  */
 #ifndef SLUICE_ENGINE_H
@@ -20,23 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Result codes. 0 is success; errors are negative. */
-enum {
-    SL_OK = 0,
-    SL_EINVAL = -1,       /* a field is missing, negative, too large, NaN, or unknown */
-    SL_ENOTFOUND = -2,    /* unknown pool, lease or ticket */
-    SL_EALREADY = -3,     /* the lease or ticket was settled or cancelled before */
-    SL_EEXPIRED = -4,     /* the lease was reaped: no refund */
-    SL_ECAPACITY = -5,    /* the need can never fit the pool */
-    SL_ETIME = -6,        /* `now_s` is earlier than a time the engine already saw */
-    SL_ENOMEM = -7,       /* allocation failed; nothing changed */
-    SL_EEXIST = -8,       /* the id is already in use */
-    SL_EUNAVAILABLE = -9, /* a networked backend cannot decide now (fail: closed) */
-};
+/* Result codes (SL_OK, SL_EINVAL, ...) and sl_strerror() are in common.h. */
 
 /* The largest token count the engine accepts (2^53, exact in a double). */
 #define SL_TOKENS_MAX ((int64_t)1 << 53)
@@ -52,9 +42,6 @@ typedef enum sl_bucket {
 
 /* Name of a bucket as used in the API and metrics: "input_tokens", ... */
 const char *sl_bucket_name(sl_bucket_t b);
-
-/* Short name of a result code ("invalid_request", "not_found", ...), never NULL. */
-const char *sl_strerror(int code);
 
 /* A pool's configuration. sl_pool_config_init() fills the documented defaults. */
 typedef struct sl_pool_config {

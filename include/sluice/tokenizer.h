@@ -5,17 +5,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Result codes: 0 on success, one of these (negative) on failure. */
+/* Result codes: 0 on success, one of these on failure: the tokenizer's names for codes
+ * of the one set in common.h. */
 enum {
-    SL_TOK_EINVAL = -1,  /* a caller error: NULL argument, bad option */
-    SL_TOK_EIO = -2,     /* the vocabulary file cannot be read */
-    SL_TOK_EFORMAT = -3, /* the vocabulary file is not a valid claude.json */
-    SL_TOK_ENOMEM = -4,  /* out of memory */
-    SL_TOK_EREQUEST = -5 /* the request body is invalid (message names field and value) */
+    SL_TOK_EINVAL = SL_EARG,      /* a caller error: NULL argument, bad option */
+    SL_TOK_EIO = SL_EIO,          /* the vocabulary file cannot be read */
+    SL_TOK_EFORMAT = SL_ECORRUPT, /* the vocabulary file is not a valid claude.json */
+    SL_TOK_ENOMEM = SL_ENOMEM,    /* out of memory */
+    SL_TOK_EREQUEST = SL_EINVAL   /* the request body is invalid (the message names the
+                                     field and the value) */
 };
 
 /* A loaded vocabulary plus per-instance scratch state (regex match data, a cache of

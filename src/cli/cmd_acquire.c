@@ -139,7 +139,7 @@ int sl_cli_acquire(int argc, char **argv)
     }
     sl_lease_t lease;
     int rc = sl_acquire(c, &req, &lease);
-    if (rc == 0 || rc == -SL_ETIMEDOUT || rc == -SL_EREJECTED) {
+    if (rc == 0 || rc == SL_EMAXWAIT || rc == SL_EREJECTED) {
         if (conn.json) {
             json_t *j = lease_json(&lease);
             sl_cli_print_json(j);

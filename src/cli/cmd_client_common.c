@@ -113,28 +113,28 @@ void sl_cli_print_json(json_t *v)
 
 static const char *error_type(int rc)
 {
-    switch (-rc) {
+    switch (rc) {
     case SL_EUNREACHABLE:
         return "unreachable";
-    case SL_ETIMEDOUT:
+    case SL_EMAXWAIT:
         return "timed_out";
     case SL_EREJECTED:
         return "rejected";
-    case SL_EBADREQUEST:
+    case SL_EINVAL:
         return "invalid_request";
     case SL_EAUTH:
         return "unauthorized";
-    case SL_EUNKNOWN:
+    case SL_ENOTFOUND:
         return "not_found";
-    case SL_ESETTLED:
+    case SL_EALREADY:
         return "already_settled";
-    case SL_ELAPSED:
+    case SL_EEXPIRED:
         return "lease_expired";
     case SL_ETOOBIG:
         return "body_too_large";
-    case SL_ENEVERFITS:
+    case SL_ECAPACITY:
         return "exceeds_capacity";
-    case SL_EBACKEND:
+    case SL_EUNAVAILABLE:
         return "backend_unavailable";
     case SL_EIO:
         return "io_error";
@@ -145,10 +145,10 @@ static const char *error_type(int rc)
 
 static int exit_code(int rc)
 {
-    switch (-rc) {
+    switch (rc) {
     case SL_EUNREACHABLE:
         return SL_EXIT_UNREACHABLE;
-    case SL_ETIMEDOUT: /* fall through */
+    case SL_EMAXWAIT: /* fall through */
     case SL_EREJECTED:
         return SL_EXIT_NOT_GRANTED;
     case SL_EARG: /* fall through */

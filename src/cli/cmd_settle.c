@@ -30,8 +30,8 @@ int sl_cli_settle(int argc, char **argv)
 {
     sl_cli_conn_t conn;
     sl_cli_conn_init(&conn, "sluice settle");
-    sl_usage_t u;
-    sl_usage_init(&u);
+    sl_client_usage_t u;
+    sl_client_usage_init(&u);
     sl_header_t headers[MAX_HEADERS];
     char *header_copies[MAX_HEADERS];
     size_t n_headers = 0;
@@ -113,7 +113,7 @@ int sl_cli_settle(int argc, char **argv)
     sl_lease_t lease;
     memset(&lease, 0, sizeof(lease));
     snprintf(lease.id, sizeof(lease.id), "%s", lease_id);
-    sl_settle_result_t res;
+    sl_client_settle_result_t res;
     int rc = sl_settle(c, &lease, &u, &res);
     if (rc == 0) {
         if (conn.json) {

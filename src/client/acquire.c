@@ -37,7 +37,7 @@ int sl__cl_before_wait(sl_client_t *c, sl__cl_acq_t *acq, sl_wait_kind_t kind, d
         int rc = sl_checkpoint_set_request_id(req->checkpoint, acq->lease->request_id);
         if (rc == 0) rc = sl_checkpoint_save(req->checkpoint, req->checkpoint_path);
         if (rc < 0)
-            return sl__cl_fail(c, -rc, "saving the checkpoint before waiting: %s",
+            return sl__cl_fail(c, rc, "saving the checkpoint before waiting: %s",
                                sl_checkpoint_errmsg(req->checkpoint));
         acq->checkpoint_saved = 1;
     }
@@ -161,7 +161,7 @@ static int wait_ticket(sl_client_t *c, sl__cl_acq_t *acq, json_t *queued)
     double eta_s = num(queued, "eta", 0);
     int64_t position = (int64_t)num(queued, "position", 0);
     char *path = escaped_path(c, "/v1/tickets/", lease->ticket, "");
-    if (!path) return sl__cl_fail(c, SL_EOOM, "out of memory");
+    if (!path) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
     int rc;
     for (;;) {
         lease->status = SL_LEASE_QUEUED;
@@ -169,7 +169,7 @@ static int wait_ticket(sl_client_t *c, sl__cl_acq_t *acq, json_t *queued)
         double left_s = sl__cl_wait_left_s(acq);
         if (left_s <= 0) {
             give_up_ticket(c, lease->ticket);
-            rc = sl__cl_fail(c, SL_ETIMEDOUT, "still queued (ticket %s, eta %.1f s) after %.1f s",
+            rc = sl__cl_fail(c, SL_EMAXWAIT, "still queued (ticket %s, eta %.1f s) after %.1f s",
                              lease->ticket, eta_s, acq->req->max_wait_s);
             break;
         }
@@ -184,14 +184,14 @@ static int wait_ticket(sl_client_t *c, sl__cl_acq_t *acq, json_t *queued)
         size_t n = strlen(path) + sizeof(query);
         char *url = malloc(n);
         if (!url) {
-            rc = sl__cl_fail(c, SL_EOOM, "out of memory");
+            rc = sl__cl_fail(c, SL_ENOMEM, "out of memory");
             break;
         }
         snprintf(url, n, "%s%s", path, query);
         sl__cl_http_answer_t a;
         rc = sl__cl_http(c, "GET", url, NULL, wait_s + c->opts.request_timeout_s, &a);
         free(url);
-        if (rc == -SL_EUNREACHABLE) {
+        if (rc == SL_EUNREACHABLE) {
             rc = WAIT_TRANSPORT;
             break;
         }
@@ -236,11 +236,11 @@ static int ask_sluiced(sl_client_t *c, sl__cl_acq_t *acq)
     double left_s = sl__cl_wait_left_s(acq);
     double hold_s = plain ? fmin(left_s, c->opts.poll_chunk_s) : 0;
     json_t *body = lease_body(c, req, lease->request_id, hold_s);
-    if (!body) return sl__cl_fail(c, SL_EOOM, "out of memory");
+    if (!body) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
     sl__cl_http_answer_t a;
     int rc = sl__cl_http(c, "POST", "/v1/leases", body, hold_s + c->opts.request_timeout_s, &a);
     json_decref(body);
-    if (rc == -SL_EUNREACHABLE) return WAIT_TRANSPORT;
+    if (rc == SL_EUNREACHABLE) return WAIT_TRANSPORT;
     if (rc < 0) return rc;
     sl__cl_go_coordinated(c);
     if (a.status == 200) {
@@ -292,7 +292,7 @@ static int sleep_out_backoff(sl_client_t *c, sl__cl_acq_t *acq)
 
 int sl_acquire(sl_client_t *c, const sl_acquire_req_t *req, sl_lease_t *lease)
 {
-    if (!c || !req || !lease) return -SL_EARG;
+    if (!c || !req || !lease) return SL_EARG;
     memset(lease, 0, sizeof(*lease));
     c->err[0] = '\0';
     int rc = check_request(c, req);

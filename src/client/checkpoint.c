@@ -54,7 +54,7 @@ static int cp_fail(sl_checkpoint_t *cp, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(cp->err, sizeof(cp->err), fmt, ap);
     va_end(ap);
-    return -code;
+    return code;
 }
 
 int sl_sha256_file(const char *path, char hex[65], char *err, size_t err_size)
@@ -68,9 +68,9 @@ int sl_sha256_file(const char *path, char hex[65], char *err, size_t err_size)
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, err_size, "%s: %s", path, strerror(errno));
-        return -SL_EIO;
+        return SL_EIO;
     }
-    int rc = -SL_EIO;
+    int rc = SL_EIO;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
@@ -140,7 +140,7 @@ static int replace_str(sl_checkpoint_t *cp, char **slot, const char *value, cons
 {
     if (!one_line(value)) return cp_fail(cp, SL_EARG, "%s must be one line of text", field);
     char *d = strdup(value);
-    if (!d) return cp_fail(cp, SL_EOOM, "out of memory");
+    if (!d) return cp_fail(cp, SL_ENOMEM, "out of memory");
     free(*slot);
     *slot = d;
     return 0;
@@ -178,12 +178,12 @@ static int add_file_entry(sl_checkpoint_t *cp, const char *path, const char *sha
         if (cp->n_files == cp->cap_files) {
             size_t cap = cp->cap_files ? cp->cap_files * 2 : 16;
             cp_file_t *p = realloc(cp->files, cap * sizeof(*p));
-            if (!p) return cp_fail(cp, SL_EOOM, "out of memory");
+            if (!p) return cp_fail(cp, SL_ENOMEM, "out of memory");
             cp->files = p;
             cp->cap_files = cap;
         }
         char *d = strdup(path);
-        if (!d) return cp_fail(cp, SL_EOOM, "out of memory");
+        if (!d) return cp_fail(cp, SL_ENOMEM, "out of memory");
         f = &cp->files[cp->n_files++];
         f->path = d;
     }
@@ -197,7 +197,7 @@ int sl_checkpoint_add_file(sl_checkpoint_t *cp, const char *path)
 {
     if (!path || !*path) return cp_fail(cp, SL_EARG, "file path is empty");
     char hex[65];
-    if (sl_sha256_file(path, hex, cp->err, sizeof(cp->err)) != 0) return -SL_EIO;
+    if (sl_sha256_file(path, hex, cp->err, sizeof(cp->err)) != 0) return SL_EIO;
     struct stat st;
     int64_t size = stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
     return add_file_entry(cp, path, hex, size);
@@ -210,7 +210,7 @@ int sl_checkpoint_add_decision(sl_checkpoint_t *cp, const char *decision, const 
     if (cp->n_decisions == cp->cap_decisions) {
         size_t cap = cp->cap_decisions ? cp->cap_decisions * 2 : 8;
         cp_decision_t *p = realloc(cp->decisions, cap * sizeof(*p));
-        if (!p) return cp_fail(cp, SL_EOOM, "out of memory");
+        if (!p) return cp_fail(cp, SL_ENOMEM, "out of memory");
         cp->decisions = p;
         cp->cap_decisions = cap;
     }
@@ -218,7 +218,7 @@ int sl_checkpoint_add_decision(sl_checkpoint_t *cp, const char *decision, const 
     if (!d || !r) {
         free(d);
         free(r);
-        return cp_fail(cp, SL_EOOM, "out of memory");
+        return cp_fail(cp, SL_ENOMEM, "out of memory");
     }
     cp->decisions[cp->n_decisions++] = (cp_decision_t){d, r};
     return 0;
@@ -234,7 +234,7 @@ int sl_checkpoint_set_next_call(sl_checkpoint_t *cp, const char *json_text)
                        jerr.line, jerr.column);
     char *compact = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     json_decref(v);
-    if (!compact) return cp_fail(cp, SL_EOOM, "out of memory");
+    if (!compact) return cp_fail(cp, SL_ENOMEM, "out of memory");
     free(cp->next_call);
     cp->next_call = compact;
     return 0;
@@ -302,10 +302,10 @@ int sl_checkpoint_save(sl_checkpoint_t *cp, const char *path)
         free(text);
         free(tmp);
         cp->saved_at = previous_saved_at;
-        return cp_fail(cp, SL_EOOM, "out of memory");
+        return cp_fail(cp, SL_ENOMEM, "out of memory");
     }
     snprintf(tmp, n, "%s.tmp.XXXXXX", path);
-    int rc = -SL_EIO;
+    int rc = SL_EIO;
     int fd = mkstemp(tmp);
     if (fd < 0) {
         cp_fail(cp, SL_EIO, "%s: cannot create a temporary file: %s", tmp, strerror(errno));
@@ -325,8 +325,8 @@ int sl_checkpoint_save(sl_checkpoint_t *cp, const char *path)
     /* The rename is durable only once the directory entry is on disk. */
     char *dir = strdup(path);
     if (!dir) {
-        cp_fail(cp, SL_EOOM, "out of memory");
-        rc = -SL_EOOM;
+        cp_fail(cp, SL_ENOMEM, "out of memory");
+        rc = SL_ENOMEM;
         goto cleanup;
     }
     char *slash = strrchr(dir, '/');
@@ -351,7 +351,7 @@ cleanup:
 static int load_fail(char *err, size_t err_size, int code, const char *path, const char *what)
 {
     if (err) snprintf(err, err_size, "%s: %s", path, what);
-    return -code;
+    return code;
 }
 
 static int opt_string(json_t *root, const char *key, const char **out)
@@ -371,18 +371,18 @@ static int from_json(sl_checkpoint_t *cp, json_t *root, const char **what)
     json_t *files = json_object_get(root, "files"), *decisions = json_object_get(root, "decisions");
     if (!json_is_integer(version) || json_integer_value(version) != FORMAT_VERSION) {
         *what = "not a sluice checkpoint of format 1 (\"sluice_checkpoint\": 1)";
-        return -SL_ECORRUPT;
+        return SL_ECORRUPT;
     }
     if (opt_string(root, "goal", &goal) || opt_string(root, "step", &step) ||
         opt_string(root, "request_id", &rid) || !json_is_array(files) ||
         !json_is_array(decisions)) {
         *what = "goal, step or request_id is not a string, or files/decisions not an array";
-        return -SL_ECORRUPT;
+        return SL_ECORRUPT;
     }
     *what = "out of memory";
     if ((goal && sl_checkpoint_set_goal(cp, goal)) || (step && sl_checkpoint_set_step(cp, step)) ||
         (rid && sl_checkpoint_set_request_id(cp, rid)))
-        return -SL_EOOM;
+        return SL_ENOMEM;
     json_t *saved = json_object_get(root, "saved_at");
     cp->saved_at = json_is_number(saved) ? json_number_value(saved) : 0;
     size_t i;
@@ -394,10 +394,10 @@ static int from_json(sl_checkpoint_t *cp, json_t *root, const char **what)
         json_t *size = json_object_get(v, "size_bytes");
         if (!p || !h || strlen(h) != 64) {
             *what = "a file entry lacks \"path\" or a 64-digit \"sha256\"";
-            return -SL_ECORRUPT;
+            return SL_ECORRUPT;
         }
         if (add_file_entry(cp, p, h, json_is_integer(size) ? json_integer_value(size) : -1))
-            return -SL_EOOM;
+            return SL_ENOMEM;
     }
     json_array_foreach(decisions, i, v)
     {
@@ -405,13 +405,13 @@ static int from_json(sl_checkpoint_t *cp, json_t *root, const char **what)
         const char *r = json_string_value(json_object_get(v, "reason"));
         if (!d || !r || sl_checkpoint_add_decision(cp, d, r) != 0) {
             *what = "a decision lacks \"decision\" or a one-line \"reason\"";
-            return -SL_ECORRUPT;
+            return SL_ECORRUPT;
         }
     }
     json_t *next = json_object_get(root, "next_call");
     if (next && !json_is_null(next)) {
         cp->next_call = json_dumps(next, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (!cp->next_call) return -SL_EOOM;
+        if (!cp->next_call) return SL_ENOMEM;
     }
     return 0;
 }
@@ -438,15 +438,15 @@ int sl_checkpoint_load(const char *path, sl_checkpoint_t **out, char *err, size_
     sl_checkpoint_t *cp = calloc(1, sizeof(*cp));
     if (!cp) {
         json_decref(root);
-        return load_fail(err, err_size, SL_EOOM, path, "out of memory");
+        return load_fail(err, err_size, SL_ENOMEM, path, "out of memory");
     }
     const char *what = "";
-    int rc = json_is_object(root) ? from_json(cp, root, &what) : -SL_ECORRUPT;
+    int rc = json_is_object(root) ? from_json(cp, root, &what) : SL_ECORRUPT;
     if (!json_is_object(root)) what = "not a JSON object";
     json_decref(root);
     if (rc < 0) {
         sl_checkpoint_free(cp);
-        return load_fail(err, err_size, -rc, path, what);
+        return load_fail(err, err_size, rc, path, what);
     }
     *out = cp;
     return 0;

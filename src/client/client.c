@@ -21,16 +21,16 @@ static void curl_init_once(void)
 
 const char *sl_client_strerror(int code)
 {
-    switch (code < 0 ? -code : code) {
+    switch (code) {
     case 0:
         return "success";
     case SL_EARG:
         return "invalid argument";
-    case SL_EOOM:
+    case SL_ENOMEM:
         return "out of memory";
     case SL_EUNREACHABLE:
         return "sluiced cannot be reached";
-    case SL_ETIMEDOUT:
+    case SL_EMAXWAIT:
         return "no grant before the wait ran out";
     case SL_EREJECTED:
         return "rejected until after the wait runs out";
@@ -40,26 +40,30 @@ const char *sl_client_strerror(int code)
         return "sluiced answered something that is not the API's JSON";
     case SL_EHTTP:
         return "sluiced answered an unexpected HTTP status";
-    case SL_EBADREQUEST:
+    case SL_EINVAL:
         return "sluiced refused a field or value (invalid_request)";
     case SL_EAUTH:
         return "not authorized (unauthorized or forbidden)";
-    case SL_EUNKNOWN:
+    case SL_ENOTFOUND:
         return "unknown pool, lease or ticket (not_found)";
-    case SL_ESETTLED:
+    case SL_EALREADY:
         return "the lease was settled or cancelled before";
-    case SL_ELAPSED:
+    case SL_EEXPIRED:
         return "the lease expired and was reaped (no refund)";
     case SL_ETOOBIG:
         return "the request body is too large";
-    case SL_ENEVERFITS:
+    case SL_ECAPACITY:
         return "the need can never fit the pool (exceeds_capacity)";
-    case SL_EBACKEND:
+    case SL_EUNAVAILABLE:
         return "sluiced's backend is unavailable (fail closed)";
     case SL_EIO:
         return "a file could not be read or written";
     case SL_ECORRUPT:
         return "not a valid sluice checkpoint";
+    case SL_ETIME:
+        return "the clock went backwards";
+    case SL_EEXIST:
+        return "the id is already in use";
     default:
         return "unknown error";
     }
@@ -134,7 +138,7 @@ int sl__cl_fail(sl_client_t *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->err, sizeof(c->err), fmt, ap);
     va_end(ap);
-    return -code;
+    return code;
 }
 
 void sl__cl_alert(sl_client_t *c, const char *fmt, ...)
@@ -200,7 +204,7 @@ int sl_client_new(const sl_client_options_t *opts, sl_client_t **out, char *err,
     if (!opts || !opts->agent || !valid_agent(opts->agent)) {
         snprintf(err, err_size, "agent \"%s\": expected 1-128 characters of [A-Za-z0-9._:-]",
                  opts && opts->agent ? opts->agent : "(null)");
-        return -SL_EARG;
+        return SL_EARG;
     }
     if (!positive_finite(opts->connect_timeout_s) || !positive_finite(opts->request_timeout_s) ||
         !positive_finite(opts->poll_chunk_s) || !positive_finite(opts->probe_interval_s) ||
@@ -209,23 +213,23 @@ int sl_client_new(const sl_client_options_t *opts, sl_client_t **out, char *err,
         snprintf(err, err_size,
                  "every timeout, interval, TTL and backoff option must be a "
                  "positive number (call sl_client_options_init first)");
-        return -SL_EARG;
+        return SL_EARG;
     }
     if (opts->fleet_size < 1 || opts->local_input_tpm < 0 || opts->local_output_tpm < 0 ||
         opts->local_rpm < 0) {
         snprintf(err, err_size, "fleet_size %d must be >= 1 and local limits >= 0",
                  opts->fleet_size);
-        return -SL_EARG;
+        return SL_EARG;
     }
     pthread_once(&curl_once, curl_init_once);
     if (curl_init_rc != CURLE_OK) {
         snprintf(err, err_size, "curl_global_init failed: %s", curl_easy_strerror(curl_init_rc));
-        return -SL_EOOM;
+        return SL_ENOMEM;
     }
     sl_client_t *c = calloc(1, sizeof(*c));
     if (!c) {
         snprintf(err, err_size, "out of memory");
-        return -SL_EOOM;
+        return SL_ENOMEM;
     }
     c->opts = *opts;
     const char *url = opts->url ? opts->url : getenv("SLUICE_URL");
@@ -262,7 +266,7 @@ int sl_client_new(const sl_client_options_t *opts, sl_client_t **out, char *err,
     if (oom || !c->curl || !c->headers) {
         sl_client_free(c);
         snprintf(err, err_size, "out of memory");
-        return -SL_EOOM;
+        return SL_ENOMEM;
     }
     c->opts.url = c->url;
     c->opts.token = c->token;
@@ -340,13 +344,13 @@ int sl_client_probe(sl_client_t *c)
         sl__cl_go_coordinated(c);
         return 0;
     }
-    if (rc == -SL_EUNREACHABLE && !c->opts.fail_closed) {
+    if (rc == SL_EUNREACHABLE && !c->opts.fail_closed) {
         char why[sizeof(c->err)];
         memcpy(why, c->err, sizeof(why));
         sl__cl_go_local(c, why);
         snprintf(c->err, sizeof(c->err), "%s", why);
     }
-    return -SL_EUNREACHABLE;
+    return SL_EUNREACHABLE;
 }
 
 void sl__cl_learn_limits(sl_client_t *c)
@@ -378,7 +382,7 @@ void sl__cl_learn_limits(sl_client_t *c)
 int sl_client_call(sl_client_t *c, const char *method, const char *path, const char *json_body,
                    double timeout_s, int *http_status, char **response)
 {
-    if (!c || !method || !path || path[0] != '/' || !http_status || !response) return -SL_EARG;
+    if (!c || !method || !path || path[0] != '/' || !http_status || !response) return SL_EARG;
     *response = NULL;
     json_t *body = NULL;
     if (json_body) {

@@ -57,7 +57,7 @@ int sl__cl_http(sl_client_t *c, const char *method, const char *path, json_t *bo
     if (!url || (body && !payload)) {
         free(url);
         free(payload);
-        return sl__cl_fail(c, SL_EOOM, "out of memory");
+        return sl__cl_fail(c, SL_ENOMEM, "out of memory");
     }
     snprintf(url, url_n, "%s%s", c->url, path);
     buffer_t buf = {0};
@@ -87,7 +87,7 @@ int sl__cl_http(sl_client_t *c, const char *method, const char *path, json_t *bo
     free(payload);
     if (buf.oom || rc == CURLE_OUT_OF_MEMORY) {
         free(buf.p);
-        return sl__cl_fail(c, SL_EOOM, "out of memory reading the answer of %s %s", method, path);
+        return sl__cl_fail(c, SL_ENOMEM, "out of memory reading the answer of %s %s", method, path);
     }
     if (buf.too_big) {
         free(buf.p);
@@ -105,7 +105,7 @@ int sl__cl_http(sl_client_t *c, const char *method, const char *path, json_t *bo
     }
     out->status = (int)status;
     out->text = buf.p ? buf.p : strdup("");
-    if (!out->text) return sl__cl_fail(c, SL_EOOM, "out of memory");
+    if (!out->text) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
     out->body = json_loads(out->text, JSON_DECODE_ANY, NULL);
     return 0;
 }
@@ -123,29 +123,29 @@ int sl__cl_http_error(sl_client_t *c, const sl__cl_http_answer_t *a, const char 
     int code;
     switch (a->status) {
     case 400:
-        code = SL_EBADREQUEST;
+        code = SL_EINVAL;
         break;
     case 401: /* fall through */
     case 403:
         code = SL_EAUTH;
         break;
     case 404:
-        code = SL_EUNKNOWN;
+        code = SL_ENOTFOUND;
         break;
     case 409:
-        code = SL_ESETTLED;
+        code = SL_EALREADY;
         break;
     case 410:
-        code = SL_ELAPSED;
+        code = SL_EEXPIRED;
         break;
     case 413:
         code = SL_ETOOBIG;
         break;
     case 422:
-        code = SL_ENEVERFITS;
+        code = SL_ECAPACITY;
         break;
     case 503:
-        code = SL_EBACKEND;
+        code = SL_EUNAVAILABLE;
         break;
     default:
         code = a->body ? SL_EHTTP : SL_EPROTO;

@@ -83,7 +83,7 @@ double sl__cl_rand01(uint64_t *state);
 uint64_t sl__cl_random_seed(void);
 void sl__cl_random_hex(char *out, size_t hex_digits);
 
-/* Records a message for sl_client_errmsg() and returns -code. */
+/* Records a message for sl_client_errmsg() and returns `code` (a negative SL_E*). */
 int sl__cl_fail(sl_client_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -100,15 +100,15 @@ typedef struct sl__cl_http_answer {
 void sl__cl_http_answer_clear(sl__cl_http_answer_t *a);
 
 /* Performs one request. body may be NULL. Returns 0 (an HTTP answer arrived, any
- * status), -SL_EUNREACHABLE (refused, reset, timeout: message in c->err), -SL_EOOM. */
+ * status), SL_EUNREACHABLE (refused, reset, timeout: message in c->err), SL_ENOMEM. */
 int sl__cl_http(sl_client_t *c, const char *method, const char *path, json_t *body,
                 double timeout_s, sl__cl_http_answer_t *out);
 
-/* Maps a non-2xx answer to -SL_E... with its error message recorded. */
+/* Maps a non-2xx answer to an SL_E* code with its error message recorded. */
 int sl__cl_http_error(sl_client_t *c, const sl__cl_http_answer_t *a, const char *what);
 
 /* Mode switches (client.c). sl__cl_go_local logs the alert line once per switch; it
- * returns -SL_EUNREACHABLE when fail_closed, else 0. */
+ * returns SL_EUNREACHABLE when fail_closed, else 0. */
 int sl__cl_go_local(sl_client_t *c, const char *why);
 void sl__cl_go_coordinated(sl_client_t *c);
 
@@ -124,7 +124,7 @@ typedef struct sl__cl_acq {
 } sl__cl_acq_t;
 
 /* Before every wait: saves the checkpoint the first time, then calls on_wait.
- * Returns 0 to go on waiting, -SL_ECANCELED, -SL_EIO (checkpoint), -SL_EOOM. */
+ * Returns 0 to go on waiting, SL_ECANCELED, SL_EIO (checkpoint), SL_ENOMEM. */
 int sl__cl_before_wait(sl_client_t *c, sl__cl_acq_t *acq, sl_wait_kind_t kind, double eta_s,
                        int64_t position, const char *reason);
 
@@ -134,8 +134,8 @@ double sl__cl_wait_left_s(const sl__cl_acq_t *acq);
 /* Local mode (local.c). sl__cl_local_acquire returns 0 (granted locally), 1 (sluiced
  * answered a probe: ask it again), or a negative error. */
 int sl__cl_local_acquire(sl_client_t *c, sl__cl_acq_t *acq);
-int sl__cl_local_settle(sl_client_t *c, const sl_lease_t *lease, const sl_usage_t *usage,
-                        sl_settle_result_t *result);
+int sl__cl_local_settle(sl_client_t *c, const sl_lease_t *lease, const sl_client_usage_t *usage,
+                        sl_client_settle_result_t *result);
 int sl__cl_local_cancel(sl_client_t *c, const sl_lease_t *lease);
 
 /* Starts or clears the fallback backoff after a settle (backoff.c). Returns the delay. */

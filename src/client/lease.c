@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-void sl_usage_init(sl_usage_t *usage)
+void sl_client_usage_init(sl_client_usage_t *usage)
 {
     memset(usage, 0, sizeof(*usage));
     usage->retry_after_s = -1;
@@ -22,7 +22,7 @@ static char *lease_path(sl_client_t *c, const char *id, const char *suffix)
     return p;
 }
 
-static json_t *settle_body(const sl_usage_t *u)
+static json_t *settle_body(const sl_client_usage_t *u)
 {
     json_t *b = json_object();
     if (!b) return NULL;
@@ -68,13 +68,13 @@ static int lost_sluiced(sl_client_t *c)
     return sl__cl_go_local(c, why);
 }
 
-int sl_settle(sl_client_t *c, const sl_lease_t *lease, const sl_usage_t *usage,
-              sl_settle_result_t *result)
+int sl_settle(sl_client_t *c, const sl_lease_t *lease, const sl_client_usage_t *usage,
+              sl_client_settle_result_t *result)
 {
-    sl_settle_result_t scratch;
+    sl_client_settle_result_t scratch;
     if (!result) result = &scratch;
     memset(result, 0, sizeof(*result));
-    if (!c || !lease || !usage || !lease->id[0]) return -SL_EARG;
+    if (!c || !lease || !usage || !lease->id[0]) return SL_EARG;
     c->err[0] = '\0';
     if (usage->input_tokens < 0 || usage->output_tokens < 0 ||
         usage->cache_creation_input_tokens < 0 || usage->cache_read_input_tokens < 0)
@@ -92,13 +92,13 @@ int sl_settle(sl_client_t *c, const sl_lease_t *lease, const sl_usage_t *usage,
         if (!body || !path) {
             json_decref(body);
             free(path);
-            return sl__cl_fail(c, SL_EOOM, "out of memory");
+            return sl__cl_fail(c, SL_ENOMEM, "out of memory");
         }
         sl__cl_http_answer_t a;
         rc = sl__cl_http(c, "POST", path, body, c->opts.request_timeout_s, &a);
         json_decref(body);
         free(path);
-        if (rc == -SL_EUNREACHABLE) {
+        if (rc == SL_EUNREACHABLE) {
             rc = lost_sluiced(c);
             result->settled_locally = 1; /* sluiced will reap it, without refund */
         } else if (rc == 0) {
@@ -126,15 +126,15 @@ int sl_settle(sl_client_t *c, const sl_lease_t *lease, const sl_usage_t *usage,
 
 int sl_cancel(sl_client_t *c, const sl_lease_t *lease)
 {
-    if (!c || !lease || !lease->id[0]) return -SL_EARG;
+    if (!c || !lease || !lease->id[0]) return SL_EARG;
     c->err[0] = '\0';
     if (lease->local) return sl__cl_local_cancel(c, lease);
     char *path = lease_path(c, lease->id, "");
-    if (!path) return sl__cl_fail(c, SL_EOOM, "out of memory");
+    if (!path) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
     sl__cl_http_answer_t a;
     int rc = sl__cl_http(c, "DELETE", path, NULL, c->opts.request_timeout_s, &a);
     free(path);
-    if (rc == -SL_EUNREACHABLE) return lost_sluiced(c);
+    if (rc == SL_EUNREACHABLE) return lost_sluiced(c);
     if (rc < 0) return rc;
     sl__cl_go_coordinated(c);
     if (a.status != 200) rc = sl__cl_http_error(c, &a, "cancel");
@@ -144,7 +144,7 @@ int sl_cancel(sl_client_t *c, const sl_lease_t *lease)
 
 int sl_extend(sl_client_t *c, sl_lease_t *lease, double ttl_s)
 {
-    if (!c || !lease || !lease->id[0]) return -SL_EARG;
+    if (!c || !lease || !lease->id[0]) return SL_EARG;
     c->err[0] = '\0';
     if (!isfinite(ttl_s) || ttl_s <= 0)
         return sl__cl_fail(c, SL_EARG, "extend of lease %s: ttl_s %g must be > 0", lease->id,
@@ -159,13 +159,13 @@ int sl_extend(sl_client_t *c, sl_lease_t *lease, double ttl_s)
     if (!path || !body) {
         free(path);
         json_decref(body);
-        return sl__cl_fail(c, SL_EOOM, "out of memory");
+        return sl__cl_fail(c, SL_ENOMEM, "out of memory");
     }
     sl__cl_http_answer_t a;
     int rc = sl__cl_http(c, "POST", path, body, c->opts.request_timeout_s, &a);
     free(path);
     json_decref(body);
-    if (rc == -SL_EUNREACHABLE) return lost_sluiced(c);
+    if (rc == SL_EUNREACHABLE) return lost_sluiced(c);
     if (rc < 0) return rc;
     sl__cl_go_coordinated(c);
     if (a.status == 200) {

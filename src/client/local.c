@@ -96,7 +96,7 @@ static int remember_local_lease(sl_client_t *c, uint64_t id, int64_t in, int64_t
     if (c->n_local_leases == c->cap_local_leases) {
         size_t cap = c->cap_local_leases ? c->cap_local_leases * 2 : 8;
         sl__cl_local_lease_t *p = realloc(c->local_leases, cap * sizeof(*p));
-        if (!p) return sl__cl_fail(c, SL_EOOM, "out of memory");
+        if (!p) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
         c->local_leases = p;
         c->cap_local_leases = cap;
     }
@@ -104,11 +104,11 @@ static int remember_local_lease(sl_client_t *c, uint64_t id, int64_t in, int64_t
     return 0;
 }
 
-/* Removes the local lease named by `lease` into *found; returns 0 or -SL_EUNKNOWN. */
+/* Removes the local lease named by `lease` into *found; returns 0 or SL_ENOTFOUND. */
 static int forget_local_lease(sl_client_t *c, const sl_lease_t *lease, sl__cl_local_lease_t *found)
 {
     if (strncmp(lease->id, "local-", 6) != 0)
-        return sl__cl_fail(c, SL_EUNKNOWN, "lease \"%s\" is not a local lease", lease->id);
+        return sl__cl_fail(c, SL_ENOTFOUND, "lease \"%s\" is not a local lease", lease->id);
     uint64_t id = strtoull(lease->id + 6, NULL, 10);
     for (size_t i = 0; i < c->n_local_leases; i++) {
         if (c->local_leases[i].id == id) {
@@ -117,7 +117,7 @@ static int forget_local_lease(sl_client_t *c, const sl_lease_t *lease, sl__cl_lo
             return 0;
         }
     }
-    return sl__cl_fail(c, SL_ESETTLED, "local lease \"%s\" is unknown or ended before", lease->id);
+    return sl__cl_fail(c, SL_EALREADY, "local lease \"%s\" is unknown or ended before", lease->id);
 }
 
 int sl__cl_local_acquire(sl_client_t *c, sl__cl_acq_t *acq)
@@ -144,7 +144,7 @@ int sl__cl_local_acquire(sl_client_t *c, sl__cl_acq_t *acq)
         double wait_s = sl__cl_local_bucket_take(&c->local, need, now_s);
         if (wait_s == 0) break;
         if (wait_s < 0)
-            return sl__cl_fail(c, SL_ENEVERFITS,
+            return sl__cl_fail(c, SL_ECAPACITY,
                                "input_tokens %lld + output_tokens %lld can never fit this "
                                "agent's local share (limits per minute: input %lld, output %lld)",
                                (long long)need[0], (long long)need[1], (long long)limits[0],
@@ -153,7 +153,7 @@ int sl__cl_local_acquire(sl_client_t *c, sl__cl_acq_t *acq)
         if (wait_s > left_s) {
             lease->status = SL_LEASE_QUEUED;
             lease->eta_s = wait_s;
-            return sl__cl_fail(c, SL_ETIMEDOUT,
+            return sl__cl_fail(c, SL_EMAXWAIT,
                                "local share refills in %.1f s, beyond max_wait_s %.1f", wait_s,
                                req->max_wait_s);
         }
@@ -181,8 +181,8 @@ int sl__cl_local_acquire(sl_client_t *c, sl__cl_acq_t *acq)
     return 0;
 }
 
-int sl__cl_local_settle(sl_client_t *c, const sl_lease_t *lease, const sl_usage_t *usage,
-                        sl_settle_result_t *result)
+int sl__cl_local_settle(sl_client_t *c, const sl_lease_t *lease, const sl_client_usage_t *usage,
+                        sl_client_settle_result_t *result)
 {
     sl__cl_local_lease_t l;
     int rc = forget_local_lease(c, lease, &l);

@@ -29,34 +29,6 @@ const char *sl_bucket_name(sl_bucket_t b)
     }
 }
 
-const char *sl_strerror(int code)
-{
-    switch (code) {
-    case SL_OK:
-        return "ok";
-    case SL_EINVAL:
-        return "invalid_request";
-    case SL_ENOTFOUND:
-        return "not_found";
-    case SL_EALREADY:
-        return "already_settled";
-    case SL_EEXPIRED:
-        return "lease_expired";
-    case SL_ECAPACITY:
-        return "exceeds_capacity";
-    case SL_ETIME:
-        return "time_went_backwards";
-    case SL_ENOMEM:
-        return "out_of_memory";
-    case SL_EEXIST:
-        return "already_exists";
-    case SL_EUNAVAILABLE:
-        return "backend_unavailable";
-    default:
-        return "unknown_error";
-    }
-}
-
 const char *sl_task_state_name(sl_task_state_t s)
 {
     switch (s) {

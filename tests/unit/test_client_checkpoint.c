@@ -161,24 +161,24 @@ static void test_bad_input_is_refused_with_a_code(void **state)
 {
     (void)state;
     sl_checkpoint_t *cp = sl_checkpoint_new("goal");
-    assert_int_equal(sl_checkpoint_add_decision(cp, "x", "two\nlines"), -SL_EARG);
-    assert_int_equal(sl_checkpoint_set_step(cp, "a\nb"), -SL_EARG);
-    assert_int_equal(sl_checkpoint_set_next_call(cp, "{not json"), -SL_EARG);
-    assert_int_equal(sl_checkpoint_add_file(cp, "/nonexistent/sluice/file"), -SL_EIO);
+    assert_int_equal(sl_checkpoint_add_decision(cp, "x", "two\nlines"), SL_EARG);
+    assert_int_equal(sl_checkpoint_set_step(cp, "a\nb"), SL_EARG);
+    assert_int_equal(sl_checkpoint_set_next_call(cp, "{not json"), SL_EARG);
+    assert_int_equal(sl_checkpoint_add_file(cp, "/nonexistent/sluice/file"), SL_EIO);
     assert_non_null(strstr(sl_checkpoint_errmsg(cp), "/nonexistent/sluice/file"));
-    assert_int_equal(sl_checkpoint_save(cp, "/nonexistent-dir/x.checkpoint"), -SL_EIO);
+    assert_int_equal(sl_checkpoint_save(cp, "/nonexistent-dir/x.checkpoint"), SL_EIO);
     sl_checkpoint_free(cp);
 
     char path[300], err[300];
     snprintf(path, sizeof(path), "%s/corrupt.checkpoint", dir);
     write_file(path, "{\"goal\": \"no version\"}");
     sl_checkpoint_t *back = NULL;
-    assert_int_equal(sl_checkpoint_load(path, &back, err, sizeof(err)), -SL_ECORRUPT);
+    assert_int_equal(sl_checkpoint_load(path, &back, err, sizeof(err)), SL_ECORRUPT);
     assert_null(back);
     assert_non_null(strstr(err, "corrupt.checkpoint"));
     write_file(path, "not json at all");
-    assert_int_equal(sl_checkpoint_load(path, &back, err, sizeof(err)), -SL_ECORRUPT);
-    assert_int_equal(sl_checkpoint_load("/nonexistent/x", &back, err, sizeof(err)), -SL_EIO);
+    assert_int_equal(sl_checkpoint_load(path, &back, err, sizeof(err)), SL_ECORRUPT);
+    assert_int_equal(sl_checkpoint_load("/nonexistent/x", &back, err, sizeof(err)), SL_EIO);
 }
 
 static void test_sha256_matches_a_known_digest(void **state)

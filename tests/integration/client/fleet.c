@@ -79,7 +79,7 @@ static void *run(void *arg)
             emit(buf);
         }
         if (rc < 0) {
-            if (rc != -SL_ETIMEDOUT && rc != -SL_EREJECTED) {
+            if (rc != SL_EMAXWAIT && rc != SL_EREJECTED) {
                 snprintf(buf, sizeof(buf),
                          "{\"t\":%.3f,\"client\":%d,\"event\":\"error\",\"rc\":%d}\n", now_unix(),
                          id, rc);
@@ -95,8 +95,8 @@ static void *run(void *arg)
         emit(buf);
         struct timespec ts = {0, 20000000};
         nanosleep(&ts, NULL);
-        sl_usage_t u;
-        sl_usage_init(&u);
+        sl_client_usage_t u;
+        sl_client_usage_init(&u);
         u.input_tokens = input_tokens;
         u.output_tokens = 10;
         sl_settle(c, &lease, &u, NULL);

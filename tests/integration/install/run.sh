@@ -10,7 +10,8 @@ fail() { echo "install: FAIL: $*" >&2; exit 1; }
 
 DESTDIR="$stage" cmake --install "$build" --prefix /opt/sluice >/dev/null
 root="$stage/opt/sluice"
-for f in bin/sluiced bin/sluice include/sluice/engine.h include/sluice/client.h \
+for f in bin/sluiced bin/sluice include/sluice/common.h include/sluice/engine.h \
+         include/sluice/client.h \
          lib/pkgconfig/sluice.pc lib/pkgconfig/sluice-client.pc \
          share/man/man1/sluice.1 share/man/man8/sluiced.8 share/man/man3/sluice-client.3; do
   [ -e "$root/$f" ] || fail "$f was not installed"
@@ -45,6 +46,30 @@ int main(void)
     return 0;
 }
 C
+# Every installed header in one file, both libraries in one program.
+headers=$(cd "$root/include" && ls sluice/*.h)
+[ "$(echo "$headers" | wc -l)" -ge 3 ] || fail "expected common.h, engine.h, client.h; got: $headers"
+{
+  for h in $headers; do echo "#include <$h>"; done
+  cat <<'C'
+#include <stdio.h>
+int main(void)
+{
+    sl_engine_t *e = sl_engine_new(NULL);
+    sl_client_usage_t u;
+    sl_client_usage_init(&u);
+    printf("%s %s\n", sl_strerror(SL_ENOTFOUND), sl_client_strerror(SL_EMAXWAIT));
+    sl_engine_free(e);
+    return 0;
+}
+C
+} > "$stage/all_headers.c"
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$stage/all_headers.c" \
+  $(pkg-config --cflags --libs sluice sluice-client) -o "$stage/all_headers" \
+  || fail "a program including every installed header does not build: $headers"
+out=$(LD_LIBRARY_PATH="$root/lib" "$stage/all_headers")
+[ "$out" = "not_found no grant before the wait ran out" ] || fail "all_headers printed '$out'"
+
 cc -std=c11 "$stage/engine_user.c" $(pkg-config --cflags --libs sluice) -o "$stage/engine_user" \
   || fail "cannot build against libsluice via pkg-config"
 out=$(LD_LIBRARY_PATH="$root/lib" "$stage/engine_user")
