@@ -319,35 +319,8 @@ void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *b
     }
     if (call.cached_prefix_tokens > 0 && emu->opt.cache_breakpoints > 1)
         earlier_breakpoints(emu, body, &call);
-    if (tool) {
-        json_t *input = sl__filler_tool_input(json_object_get(tool, "input_schema"));
-        c->tool.name = strdup(json_string_value(json_object_get(tool, "name")));
-        c->tool.input_json = json_dumps(input, JSON_COMPACT);
-        json_decref(input);
-        int64_t n_name = 0, n_input = 0;
-        if (c->tool.name && c->tool.input_json) {
-            sl_tokenizer_count(emu->tok, c->tool.name, strlen(c->tool.name), &n_name);
-            sl_tokenizer_count(emu->tok, c->tool.input_json, strlen(c->tool.input_json), &n_input);
-        }
-        call.output_tokens = n_name + n_input + 1;
-    }
-    if (!c->model || (tool && (!c->tool.name || !c->tool.input_json))) {
-        sl__emu_call_free(c);
-        sl__emu_send_error(emu, req, SL_EMU_ANTHROPIC, 500, "api_error", "out of memory", NULL,
-                           NULL);
-        return;
-    }
-    double now = sl__emu_now();
-    sl_provider_begin(emu->provider, &call, now, &c->result);
-    sl__emu_add_ratelimit_headers(emu, req, SL_EMU_ANTHROPIC, &c->result, now);
-    if (c->result.refusal != SL_PROVIDER_OK) {
-        sl_provider_result_t r = c->result;
-        sl__emu_call_free(c);
-        sl__emu_send_refusal(emu, req, SL_EMU_ANTHROPIC, &r);
-        return;
-    }
-    sl__emu_new_id(emu, "msg_", c->id, sizeof c->id);
-    sl__emu_call_start(c);
+    if (tool) sl__emu_call_use_tool(c, tool, "input_schema", &call);
+    sl__emu_call_admit(c, &call, tool != NULL, "msg_", "api_error");
 }
 
 void sl__anthropic_count_tokens(sl_emu_t *emu, struct evhttp_request *req, json_t *body,

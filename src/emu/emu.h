@@ -186,6 +186,21 @@ sl_emu_call_t *sl__emu_call_new(sl_emu_t *emu, struct evhttp_request *req, sl_em
 /* Frees a call that was never started (e.g. refused by the provider). */
 void sl__emu_call_free(sl_emu_call_t *c);
 
+/* Makes the answer to `c` a call of `tool` (forced by tool_choice): c->tool gets the
+ * tool's name and an input generated from its schema, found under `schema_key`
+ * (Anthropic "input_schema", OpenAI "parameters"), and call->output_tokens what that
+ * answer costs: name + input + 1 tokens. Out of memory leaves a c->tool field NULL,
+ * which sl__emu_call_admit answers. */
+void sl__emu_call_use_tool(sl_emu_call_t *c, json_t *tool, const char *schema_key,
+                           sl_provider_call_t *call);
+
+/* The common end of a model call: takes ownership of `c`. When c->model, or (with
+ * `with_tool`) c->tool, could not be allocated, answers 500 of type `oom_type`; else
+ * asks the provider to admit `call`, adds its rate-limit headers, and either answers
+ * its refusal or names the call `id_prefix`... and starts it (sl__emu_call_start). */
+void sl__emu_call_admit(sl_emu_call_t *c, const sl_provider_call_t *call, bool with_tool,
+                        const char *id_prefix, const char *oom_type);
+
 /* Frees every call (shutdown): the provider is told they ended. */
 void sl__emu_calls_shutdown(sl_emu_t *emu);
 

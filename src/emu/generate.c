@@ -1,4 +1,4 @@
-/* generate.c - paces an admitted call in real time: first token, token stream, pings, end.
+/* generate.c - admits a model call and paces its answer in real time: first token, stream, end.
  *
  * The provider model decides when the first token comes (ttft_s) and when the last
  * one does (duration_s); in between, tokens come evenly. A streaming answer sends
@@ -251,6 +251,46 @@ void sl__emu_call_start(sl_emu_call_t *c)
     } else {
         schedule(c, c->result.duration_s);
     }
+}
+
+void sl__emu_call_use_tool(sl_emu_call_t *c, json_t *tool, const char *schema_key,
+                           sl_provider_call_t *call)
+{
+    json_t *input = sl__filler_tool_input(json_object_get(tool, schema_key));
+    c->tool.name = strdup(json_string_value(json_object_get(tool, "name")));
+    c->tool.input_json = json_dumps(input, JSON_COMPACT);
+    json_decref(input);
+    int64_t n_name = 0, n_input = 0;
+    if (c->tool.name && c->tool.input_json) {
+        sl_tokenizer_count(c->emu->tok, c->tool.name, strlen(c->tool.name), &n_name);
+        sl_tokenizer_count(c->emu->tok, c->tool.input_json, strlen(c->tool.input_json),
+                           &n_input);
+    }
+    call->output_tokens = n_name + n_input + 1;
+}
+
+void sl__emu_call_admit(sl_emu_call_t *c, const sl_provider_call_t *call, bool with_tool,
+                        const char *id_prefix, const char *oom_type)
+{
+    sl_emu_t *emu = c->emu;
+    struct evhttp_request *req = c->req;
+    sl_emu_api_t api = c->api;
+    if (!c->model || (with_tool && (!c->tool.name || !c->tool.input_json))) {
+        sl__emu_call_free(c);
+        sl__emu_send_error(emu, req, api, 500, oom_type, "out of memory", NULL, NULL);
+        return;
+    }
+    double now = sl__emu_now();
+    sl_provider_begin(emu->provider, call, now, &c->result);
+    sl__emu_add_ratelimit_headers(emu, req, api, &c->result, now);
+    if (c->result.refusal != SL_PROVIDER_OK) {
+        sl_provider_result_t r = c->result;
+        sl__emu_call_free(c);
+        sl__emu_send_refusal(emu, req, api, &r);
+        return;
+    }
+    sl__emu_new_id(emu, id_prefix, c->id, sizeof c->id);
+    sl__emu_call_start(c);
 }
 
 void sl__emu_calls_shutdown(sl_emu_t *emu)

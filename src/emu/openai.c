@@ -271,33 +271,8 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
          * error, so --stream-error-rate does not apply here (docs/emu.md). */
     };
     if (tool) {
-        json_t *input = sl__filler_tool_input(json_object_get(tool, "parameters"));
-        c->tool.name = strdup(json_string_value(json_object_get(tool, "name")));
-        c->tool.input_json = json_dumps(input, JSON_COMPACT);
+        sl__emu_call_use_tool(c, tool, "parameters", &call);
         c->tool_named = named;
-        json_decref(input);
-        int64_t n_name = 0, n_input = 0;
-        if (c->tool.name && c->tool.input_json) {
-            sl_tokenizer_count(emu->tok, c->tool.name, strlen(c->tool.name), &n_name);
-            sl_tokenizer_count(emu->tok, c->tool.input_json, strlen(c->tool.input_json), &n_input);
-        }
-        call.output_tokens = n_name + n_input + 1;
     }
-    if (!c->model || (tool && (!c->tool.name || !c->tool.input_json))) {
-        sl__emu_call_free(c);
-        sl__emu_send_error(emu, req, SL_EMU_OPENAI, 500, "server_error", "out of memory", NULL,
-                           NULL);
-        return;
-    }
-    double now = sl__emu_now();
-    sl_provider_begin(emu->provider, &call, now, &c->result);
-    sl__emu_add_ratelimit_headers(emu, req, SL_EMU_OPENAI, &c->result, now);
-    if (c->result.refusal != SL_PROVIDER_OK) {
-        sl_provider_result_t r = c->result;
-        sl__emu_call_free(c);
-        sl__emu_send_refusal(emu, req, SL_EMU_OPENAI, &r);
-        return;
-    }
-    sl__emu_new_id(emu, "chatcmpl-", c->id, sizeof c->id);
-    sl__emu_call_start(c);
+    sl__emu_call_admit(c, &call, tool != NULL, "chatcmpl-", "server_error");
 }

@@ -1,6 +1,7 @@
 /* heap.c - intrusive indexed binary min-heap: O(log n) push, remove and re-key. */
 #include "heap.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 static void place(sl__heap_t *h, size_t i, sl__hnode_t *n)
@@ -48,6 +49,8 @@ int sl__heap_reserve(sl__heap_t *h)
 
 void sl__heap_push(sl__heap_t *h, sl__hnode_t *n)
 {
+    assert(h->len < h->cap && "sl__heap_reserve() must come first");
+    assert(n->idx == SL__HEAP_NONE && "the node is in a heap already");
     place(h, h->len++, n);
     sift_up(h, n->idx);
 }
@@ -71,6 +74,7 @@ void sl__heap_remove(sl__heap_t *h, sl__hnode_t *n)
 
 void sl__heap_update(sl__heap_t *h, sl__hnode_t *n, double at)
 {
+    assert(n->idx < h->len && h->items[n->idx] == n && "the node is not in this heap");
     n->at = at;
     sift_down(h, n->idx);
     sift_up(h, n->idx);

@@ -5,6 +5,7 @@
  * maps borrow the key from the value they point to. Load factor is kept <= 1/2. */
 #include "map.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ static uint64_t mix64(uint64_t x)
 bool sl__u64map_get(const sl__u64map_t *m, uint64_t key, uint64_t *val)
 {
     if (m->cap == 0 || key == 0) return false;
+    assert(m->len < m->cap && "probing ends only at an empty slot");
     size_t mask = m->cap - 1;
     for (size_t i = mix64(key) & mask;; i = (i + 1) & mask) {
         if (m->keys[i] == key) {
@@ -33,6 +35,8 @@ bool sl__u64map_get(const sl__u64map_t *m, uint64_t key, uint64_t *val)
 
 static int u64map_grow(sl__u64map_t *m, size_t want_cap)
 {
+    assert(want_cap && (want_cap & (want_cap - 1)) == 0 && "capacity is a power of two");
+    assert(m->len * 2 <= want_cap && "load factor stays <= 1/2");
     uint64_t *keys = calloc(want_cap, sizeof *keys);
     uint64_t *vals = calloc(want_cap, sizeof *vals);
     if (!keys || !vals) {
@@ -88,6 +92,7 @@ int sl__u64map_put(sl__u64map_t *m, uint64_t key, uint64_t val)
     m->len++;
     m->keys[i] = key;
     m->vals[i] = val;
+    assert(m->len * 2 <= m->cap);
     return 0;
 }
 
@@ -172,6 +177,7 @@ int sl__strmap_reserve(sl__strmap_t *m, size_t extra)
 
 int sl__strmap_put(sl__strmap_t *m, const char *key, void *val)
 {
+    assert(key && "the key is borrowed from the value and must exist");
     if (sl__strmap_reserve(m, 1) != 0) return -1;
     uint64_t h = sl__strhash(key);
     size_t mask = m->cap - 1;
@@ -187,6 +193,7 @@ int sl__strmap_put(sl__strmap_t *m, const char *key, void *val)
     m->slots[i].key = key;
     m->slots[i].val = val;
     m->len++;
+    assert(m->len * 2 <= m->cap && "load factor stays <= 1/2");
     return 0;
 }
 
