@@ -86,6 +86,9 @@ struct sl_server {
 int sl__server_start(sl_server_t *srv, char *err, size_t errlen);
 void sl__server_stop(sl_server_t *srv);
 size_t sl__outer_body_limit(const sl_config_t *c);
+/* The transport's per-connection limits from `c->server`, max_connections lowered to what
+ * the descriptor limit allows. */
+sl_httpd_limits_t sl__listener_limits(const sl_config_t *c);
 void sl__server_shutdown(sl_server_t *srv);
 void sl__call_free(sl_call_t *call);
 /* Answers `body` (stolen) as JSON and frees the call. */

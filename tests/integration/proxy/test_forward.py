@@ -242,7 +242,7 @@ class SlowClient(unittest.TestCase):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
             sock.connect(("127.0.0.1", s.port))
             body = json.dumps(message(max_tokens=tokens, stream=True)).encode()
-            sock.sendall(b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: x\r\n"
+            sock.sendall(b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"content-type: application/json\r\nanthropic-version: 2023-06-01\r\n"
                          b"x-api-key: agent-token\r\nx-sluice-agent: slow\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
