@@ -755,8 +755,9 @@ static void on_sweep(evutil_socket_t fd, short what, void *ud)
             continue;
         }
         if (c->dead) continue;
-        if (hbuf_pending(&c->out) > 0) { /* a backlog: the client must keep taking it */
-            if (now - c->write_progress_s > lim->write_timeout_s) conn_free(c, true);
+        if (hbuf_pending(&c->out) > 0) { /* answers not yet sent, or a backlog */
+            if (c->backlogged && now - c->write_progress_s > lim->write_timeout_s)
+                conn_free(c, true);
             continue;
         }
         if (c->cur || c->close_after) continue;
