@@ -949,8 +949,8 @@ int sl_config_defaults(sl_config_t *c)
     c->proxy.idle_timeout_s = 300;
     c->proxy.connect_timeout_s = 10;
     c->proxy.ping_interval_s = 5;
-    c->server.max_connections = 8192;
-    c->server.max_pending_output_bytes = 256 * 1024;
+    c->server.max_connections = 4096;
+    c->server.max_pending_output_bytes = 64 * 1024;
     c->server.write_timeout_s = 30;
     c->server.idle_timeout_s = 60;
     c->server.head_timeout_s = 10;

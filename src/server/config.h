@@ -53,8 +53,8 @@ typedef struct sl_proxy_config {
 /* The listener's bounds on every connection, and the names it answers to (the `server:`
  * section; docs/server.md has the reasons for the defaults). */
 typedef struct sl_listener_config {
-    size_t max_connections;           /* 8192; never more than the descriptor limit allows */
-    size_t max_pending_output_bytes;  /* 262144: answers a client has not read, before its
+    size_t max_connections;           /* 4096; never more than the descriptor limit allows */
+    size_t max_pending_output_bytes;  /* 65536: answers a client has not read, before its
                                          connection's next requests wait unread */
     double write_timeout_s;           /* 30: a backlog the client does not take: closed */
     double idle_timeout_s;            /* 60: a keep-alive connection with nothing to do */

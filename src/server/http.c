@@ -307,8 +307,7 @@ static int read_body(sl_call_t *call, bool required)
 
 /* ---- what browsers cannot send ------------------------------------------------------ */
 
-/* True when `v` is application/json, any case, with or without parameters (charset). */
-static bool is_json_media_type(const char *v)
+bool sl__is_json_media_type(const char *v)
 {
     static const char json[] = "application/json";
     size_t n = sizeof(json) - 1;
@@ -326,7 +325,7 @@ static bool is_json_media_type(const char *v)
 static int check_content_type(sl_call_t *call)
 {
     const char *ct = sl_hreq_header(call->req, "Content-Type");
-    if (ct && is_json_media_type(ct)) return 0;
+    if (ct && sl__is_json_media_type(ct)) return 0;
     if (ct)
         sl__reply_error(call, 415, "unsupported_media_type",
                         "Content-Type: '%.128s' is not accepted; the API takes "

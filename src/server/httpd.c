@@ -47,7 +47,8 @@
 #define LISTEN_BACKLOG       4096  /* capped by net.core.somaxconn */
 #define ACCEPT_RETRY_S       0.1   /* after running out of file descriptors */
 #define READ_AHEAD_BYTES     65536 /* input buffered past what may be parsed before reads pause */
-#define READ_BATCH_BYTES     (256 * 1024) /* input read before it is parsed, per wake-up */
+#define READ_BATCH_BYTES     65536 /* input read before it is parsed, per wake-up */
+#define KEEP_BUFFER_BYTES    65536 /* an emptied buffer larger than this is given back */
 #define REJECT_EXTRA_CONNS   64    /* over-cap connections kept open to hear their 503 */
 
 typedef struct hbuf {
@@ -298,6 +299,7 @@ static void conn_flush(conn_t *c, bool from_write_cb)
         conn_kill(c);
         return;
     }
+    if (c->out.cap > KEEP_BUFFER_BYTES) hbuf_free(&c->out); /* after a burst */
     if (c->wev_added) {
         event_del(c->wev);
         c->wev_added = false;
@@ -485,6 +487,7 @@ static void process_input(conn_t *c)
         c->cur = r;
         d->opts.on_request(r, d->opts.ud);
     }
+    if (hbuf_pending(&c->in) == 0 && c->in.cap > KEEP_BUFFER_BYTES) hbuf_free(&c->in);
     c->reading = false;
 }
 

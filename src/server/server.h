@@ -104,6 +104,9 @@ void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_
 void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));
 /* Frees a call whose client is gone, closing its connection without an answer. */
 void sl__call_drop(sl_call_t *call);
+/* True when the Content-Type value `v` is application/json, any case, with or without
+ * parameters (charset). */
+bool sl__is_json_media_type(const char *v);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 

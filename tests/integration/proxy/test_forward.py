@@ -111,9 +111,19 @@ class Forwarding(unittest.TestCase):
         self.assertEqual(status, 404)
         self.assertEqual(json.loads(payload)["error"]["type"], "not_found_error")
         status, _, payload = s.request("POST", "/anthropic/v1/messages", raw=b"{not json",
-                                       headers={"x-sluice-agent": "x"})
+                                       headers={"x-sluice-agent": "x",
+                                                "content-type": "application/json"})
         self.assertEqual(status, 400)
         self.assertEqual(json.loads(payload)["error"]["type"], "invalid_request_error")
+        # What a web page can send without a preflight is refused before anything is spent.
+        status, _, payload = s.request("POST", "/anthropic/v1/messages",
+                                       raw=json.dumps(message()).encode(),
+                                       headers={"x-sluice-agent": "x",
+                                                "content-type": "text/plain"})
+        self.assertEqual(status, 415)
+        err = json.loads(payload)["error"]
+        self.assertEqual(err["type"], "invalid_request_error")
+        self.assertIn("Content-Type: 'text/plain'", err["message"])
         status, _, payload = s.openai(chat(), extra={"x-sluice-pool": "nope"})
         self.assertEqual(status, 404)
         self.assertIn("error", json.loads(payload))
