@@ -699,7 +699,8 @@ sl_httpd_limits_t sl__listener_limits(const sl_config_t *c)
      * what is left after the reserve goes to clients. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        size_t room = rl.rlim_cur > 2 * FD_RESERVE ? (size_t)rl.rlim_cur - FD_RESERVE : FD_RESERVE;
+        size_t room = rl.rlim_cur > 2 * FD_RESERVE ? (size_t)rl.rlim_cur - FD_RESERVE
+                                                   : (size_t)rl.rlim_cur / 2;
         if (proxies(c, SL_UPSTREAM_ANTHROPIC) || proxies(c, SL_UPSTREAM_OPENAI)) room /= 2;
         if (lim.max_connections > room) lim.max_connections = room;
     }

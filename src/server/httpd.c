@@ -49,7 +49,8 @@
 #define READ_AHEAD_BYTES     65536 /* input buffered past what may be parsed before reads pause */
 #define READ_BATCH_BYTES     65536 /* input read before it is parsed, per wake-up */
 #define KEEP_BUFFER_BYTES    65536 /* an emptied buffer larger than this is given back */
-#define REJECT_EXTRA_CONNS   64    /* over-cap connections kept open to hear their 503 */
+#define REJECT_EXTRA_CONNS   64    /* over-cap connections kept open to hear their 503 (at
+                                      most a quarter of max_connections more) */
 
 typedef struct hbuf {
     char *data;
@@ -690,8 +691,20 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)l;
     (void)sa;
     (void)socklen;
-    if (d->n_conns >= d->opts.limits.max_connections + REJECT_EXTRA_CONNS) {
-        /* Even the 503s are at their bound: closed unanswered, never out of descriptors. */
+    size_t max = d->opts.limits.max_connections;
+    size_t extra = max / 4 + 1 < REJECT_EXTRA_CONNS ? max / 4 + 1 : REJECT_EXTRA_CONNS;
+    if (d->n_conns >= max + extra) {
+        /* Even the 503s are at their bound: one try to send it, then closed at once (a
+         * request already sent may turn the close into a reset), never out of descriptors. */
+        static const char body[] = "{\"error\":{\"type\":\"too_many_connections\",\"message\":"
+                                   "\"server: too many connections are open "
+                                   "(server.max_connections); retry later\"}}\n";
+        char busy[384];
+        int n = snprintf(busy, sizeof(busy),
+                         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         sizeof(body) - 1, body);
+        if (n > 0 && (size_t)n < sizeof(busy)) (void)send(fd, busy, (size_t)n, MSG_NOSIGNAL);
         evutil_closesocket(fd);
         return;
     }

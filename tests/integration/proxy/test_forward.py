@@ -43,6 +43,17 @@ class Forwarding(unittest.TestCase):
         self.assertEqual(len(settled), 1)
         self.assertEqual(settled[0]["output_tokens"], body["usage"]["output_tokens"])
 
+    def test_a_proxied_body_keeps_the_proxys_limit_above_the_lease_apis(self):
+        # 100 KiB: over the lease API's 64 KiB, under the proxy's 32 MiB (a pool is proxied).
+        s = self.sluiced
+        text = "word " * (100 * 1024 // 5)
+        status, _, payload = s.anthropic(message(text), agent="big-body-1")
+        self.assertEqual(status, 200, payload[:300])
+        status, _, payload = s.request("POST", "/v1/leases", raw=json.dumps(
+            {"agent": "a1", "input_tokens": 1, "output_tokens": 1, "note": text}).encode(),
+            headers={"content-type": "application/json"})
+        self.assertEqual(status, 413, payload[:300])
+
     def test_anthropic_stream_is_passed_through_and_settled_from_the_stream(self):
         s = self.sluiced
         status, h, payload = s.anthropic(message("Stream to me", stream=True), agent="stream-1")

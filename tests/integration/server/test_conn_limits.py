@@ -9,7 +9,7 @@ import socket
 import time
 import unittest
 
-from harness import Sluiced, wait_until
+from harness import Sluiced, procs, wait_until
 from test_transport import Conn
 
 POOL = "pools:\n  default:\n    input_tpm: 600000\n    output_tpm: 600000\n"
@@ -233,6 +233,44 @@ class ConnectionCap(unittest.TestCase):
             self.assertTrue(wait_until(one_served, 5))
             for h in held:
                 h.close()
+
+
+class Descriptors(unittest.TestCase):
+    def test_a_low_descriptor_limit_lowers_the_cap_instead_of_running_out(self):
+        import resource
+
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        s = Sluiced(POOL, preexec_fn=low_limit)
+        self.addCleanup(s.dir.cleanup)
+        self.addCleanup(s.stop)
+        served = refused = dropped = 0
+        socks = []
+        for _ in range(80):  # more than the daemon has descriptors
+            c = Conn(s.port)
+            socks.append(c)
+            c.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for c in socks:
+            c.s.settimeout(5)
+            try:
+                status = c.response()[0]
+            except (EOFError, ConnectionResetError):
+                dropped += 1
+                continue
+            if status == 200:
+                served += 1
+            else:
+                self.assertEqual(status, 503)
+                refused += 1
+        print("80 connections at 64 descriptors: %d served, %d 503, %d closed unanswered"
+              % (served, refused, dropped))
+        self.assertLessEqual(served, 32)  # half of 64: the cap follows the descriptor limit
+        self.assertGreater(refused, 0)
+        for c in socks:
+            c.close()
+        self.assertTrue(wait_until(lambda: s.call("GET", "/healthz")[0] == 200, 5))
+        _, err = procs.stop(s.proc, "sluiced")
+        self.assertNotIn("Too many open files", err)
 
 
 if __name__ == "__main__":
