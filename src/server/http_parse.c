@@ -17,6 +17,7 @@
 #include <http_parser.h>
 
 #define FIELD_OVERHEAD_BYTES 4 /* ": " and CRLF, counted towards the head limit */
+#define KEEP_BODY_BYTES      65536 /* a larger body buffer is given back after its request */
 
 typedef struct span {
     size_t name_off, value_off;
@@ -358,6 +359,11 @@ void sl_http_reader_next(sl_http_reader_t *r)
 {
     r->head.len = 0;
     r->body.len = 0;
+    if (r->body.cap > KEEP_BODY_BYTES) { /* a keep-alive connection does not hold on to it */
+        free(r->body.data);
+        r->body.data = NULL;
+        r->body.cap = 0;
+    }
     r->n_spans = 0;
     r->head_bytes = 0;
     r->in = IN_NONE;
