@@ -430,6 +430,7 @@ void sl__handle_reload(sl_call_t *call)
         return;
     }
     if (sl__server_reload(call->srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: reload refused, keeping the running configuration: %s\n", err);
         sl__reply_error(call, 400, "invalid_request", "config: %s", err);
         return;
     }

@@ -67,6 +67,7 @@ class ReloadOnAWildcardListener(unittest.TestCase):
         self.assertEqual(body["error"]["type"], "invalid_request")
         self.assertIn("auth", body["error"]["message"])
         self.assertIn("0.0.0.0", body["error"]["message"])
+        self.assertIn("reload refused", stderr_so_far(self.s.proc))
         self.assert_still_protected()
 
     def test_a_reload_that_keeps_auth_is_applied(self):
