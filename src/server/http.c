@@ -382,8 +382,7 @@ static bool host_allowed(const sl_server_t *srv, const char *host)
             return true;
     }
     for (size_t i = 0; i < c->server.n_allowed_hosts; i++) {
-        if (split_host(c->server.allowed_hosts[i], entry, sizeof(entry), &entry_port) < 0)
-            continue;
+        if (split_host(c->server.allowed_hosts[i], entry, sizeof(entry), &entry_port) < 0) continue;
         if (!strcasecmp(name, entry) && (entry_port < 0 || entry_port == port)) return true;
     }
     return false;

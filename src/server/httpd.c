@@ -49,8 +49,8 @@
 #define READ_AHEAD_BYTES     65536 /* input buffered past what may be parsed before reads pause */
 #define READ_BATCH_BYTES     65536 /* input read before it is parsed, per wake-up */
 #define KEEP_BUFFER_BYTES    65536 /* an emptied buffer larger than this is given back */
-#define REJECT_EXTRA_CONNS   64    /* over-cap connections kept open to hear their 503 (at
-                                      most a quarter of max_connections more) */
+/* Over-cap connections kept open to hear their 503 (at most a quarter of the cap more). */
+#define REJECT_EXTRA_CONNS   64
 
 typedef struct hbuf {
     char *data;
@@ -518,8 +518,7 @@ static void after_input(conn_t *c)
         }
         if (c->close_after && !c->cur) return;
     }
-    if ((c->cur || c->output_full) && !c->read_paused &&
-        hbuf_pending(&c->in) > READ_AHEAD_BYTES) {
+    if ((c->cur || c->output_full) && !c->read_paused && hbuf_pending(&c->in) > READ_AHEAD_BYTES) {
         event_del(c->rev);
         c->read_paused = true;
     }
@@ -780,7 +779,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *ud)
         char msg[192];
         size_t body_bytes;
         if (c->body_started_s > 0 && sl_http_reader_in_body(c->reader, &body_bytes)) {
-            double earned_s = lim->head_timeout_s + (double)body_bytes / lim->body_min_rate_bytes_per_s;
+            double earned_s =
+                lim->head_timeout_s + (double)body_bytes / lim->body_min_rate_bytes_per_s;
             if (now - c->body_started_s <= earned_s) continue;
             snprintf(msg, sizeof(msg),
                      "request: the body arrived slower than %g bytes/s "

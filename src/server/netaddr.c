@@ -31,7 +31,8 @@ bool sl_net_addr_is_loopback(const struct sockaddr *sa)
 
 int sl_net_host_is_loopback(const char *host, bool *loopback, char *err, size_t errlen)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     *loopback = false;
