@@ -284,6 +284,91 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
     return 0;
 }
 
+static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
+                             size_t *n_out);
+
+/* One `server.allowed_hosts` entry: a host name or address as a Host header carries it,
+ * optionally with ":port"; kept in lower case. */
+static int parse_allowed_host(parse_t *p, yaml_node_t *v, char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 261)
+        return fail(p, v, "server.allowed_hosts", "'%s' must be 1-261 characters", name);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= ' ' || ch >= 0x7f || strchr("/?#@,\"\\", ch))
+            return fail(p, v, "server.allowed_hosts",
+                        "'%s' is not a host name (letters, digits, '.', '-', ':' and [IPv6])",
+                        name);
+        if (ch >= 'A' && ch <= 'Z') name[i] = (char)(ch - 'A' + 'a');
+    }
+    return 0;
+}
+
+/* server: {max_connections, max_pending_output_bytes, write_timeout_s, idle_timeout_s,
+ * head_timeout_s, body_min_rate_bytes_per_s, allowed_hosts} */
+static int parse_server(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "server") < 0) return -1;
+    sl_listener_config_t *l = &c->server;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        char key[96];
+        snprintf(key, sizeof(key), "server.%.64s", kname ? kname : "?");
+        int64_t n = 0;
+        double d = 0;
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, "server", "keys must be plain names%s", "");
+        } else if (!strcmp(kname, "max_connections")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 1 || n > 1000000))
+                rc = fail(p, v, key, "'%s' must be between 1 and 1000000", scalar(v));
+            l->max_connections = (size_t)n;
+        } else if (!strcmp(kname, "max_pending_output_bytes")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 4096 || n > 1024 * 1024 * 1024))
+                rc = fail(p, v, key, "'%s' must be between 4096 and 1073741824", scalar(v));
+            l->max_pending_output_bytes = (size_t)n;
+        } else if (!strcmp(kname, "write_timeout_s") || !strcmp(kname, "idle_timeout_s") ||
+                   !strcmp(kname, "head_timeout_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 0.1 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
+            if (kname[0] == 'w')
+                l->write_timeout_s = d;
+            else if (kname[0] == 'i')
+                l->idle_timeout_s = d;
+            else
+                l->head_timeout_s = d;
+        } else if (!strcmp(kname, "body_min_rate_bytes_per_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 1 || d > 1e9))
+                rc = fail(p, v, key, "'%s' must be between 1 and 1000000000", scalar(v));
+            l->body_min_rate_bytes_per_s = d;
+        } else if (!strcmp(kname, "allowed_hosts")) {
+            for (size_t i = 0; i < l->n_allowed_hosts; i++)
+                free(l->allowed_hosts[i]);
+            free(l->allowed_hosts);
+            l->allowed_hosts = NULL;
+            l->n_allowed_hosts = 0;
+            rc = parse_string_list(p, v, key, &l->allowed_hosts, &l->n_allowed_hosts);
+            for (size_t i = 0; rc == 0 && i < l->n_allowed_hosts; i++)
+                rc = parse_allowed_host(p, v, l->allowed_hosts[i]);
+        } else {
+            rc = fail(p, k, "server",
+                      "unknown key '%s' (known: max_connections, max_pending_output_bytes, "
+                      "write_timeout_s, idle_timeout_s, head_timeout_s, "
+                      "body_min_rate_bytes_per_s, allowed_hosts)",
+                      kname);
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
 const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name)
 {
     for (size_t i = 0; i < c->settings.n_pools; i++)
@@ -753,6 +838,8 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = parse_caps(p, v, c);
         } else if (!strcmp(kname, "proxy")) {
             rc = parse_proxy(p, v, c);
+        } else if (!strcmp(kname, "server")) {
+            rc = parse_server(p, v, c);
         } else {
             rc = fail(p, k, kname, "unknown key '%s'", kname);
         }
@@ -862,6 +949,12 @@ int sl_config_defaults(sl_config_t *c)
     c->proxy.idle_timeout_s = 300;
     c->proxy.connect_timeout_s = 10;
     c->proxy.ping_interval_s = 5;
+    c->server.max_connections = 4096;
+    c->server.max_pending_output_bytes = 64 * 1024;
+    c->server.write_timeout_s = 30;
+    c->server.idle_timeout_s = 60;
+    c->server.head_timeout_s = 10;
+    c->server.body_min_rate_bytes_per_s = 1024;
     c->settings.pools = calloc(1, sizeof(*c->settings.pools));
     c->pool_lines = calloc(1, sizeof(*c->pool_lines));
     c->upstreams = calloc(1, sizeof(*c->upstreams));
@@ -908,5 +1001,6 @@ void sl_config_clear(sl_config_t *c)
         free_list(c->tokens[i].pools, c->tokens[i].n_pools);
     }
     free(c->tokens);
+    free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
     memset(c, 0, sizeof(*c));
 }

@@ -49,6 +49,22 @@ typedef struct sl_proxy_config {
                                    identify an agent (with auth off they always do) */
 } sl_proxy_config_t;
 
+/* The listener's bounds on every connection, and the names it answers to (the `server:`
+ * section; docs/server.md has the reasons for the defaults). */
+typedef struct sl_listener_config {
+    size_t max_connections;           /* 4096; never more than the descriptor limit allows */
+    size_t max_pending_output_bytes;  /* 65536: answers a client has not read, before its
+                                         connection's next requests wait unread */
+    double write_timeout_s;           /* 30: a backlog the client does not take: closed */
+    double idle_timeout_s;            /* 60: a keep-alive connection with nothing to do */
+    double head_timeout_s;            /* 10: a request head must arrive in this, absolute */
+    double body_min_rate_bytes_per_s; /* 1024: a body slower than this (after a grace of
+                                         head_timeout_s) is dropped */
+    char **allowed_hosts;             /* with auth off, Host names served besides the
+                                         loopback ones ("name" or "name:port"), lower case */
+    size_t n_allowed_hosts;
+} sl_listener_config_t;
+
 typedef struct sl_config {
     char *listen_host;       /* "127.0.0.1" */
     int listen_port;         /* 8750 */
@@ -67,6 +83,7 @@ typedef struct sl_config {
     size_t n_tokens;
     sl_pool_upstream_t *upstreams; /* one per pool, in settings.pools' order */
     sl_proxy_config_t proxy;
+    sl_listener_config_t server;
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool

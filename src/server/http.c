@@ -6,13 +6,21 @@
  * answered and freed it already). A client that leaves first only clears call->req (and
  * runs call->gone when one is set); the answer, when it comes, is then dropped.
  *
- * Body limit: the transport's own limit is set well above ours (the proxy's bodies are
- * larger), so the 413 naming this API's limit is sent here.
+ * Body limit: decided per request from its head, before its body is read (body_limit_for):
+ * the lease API's `body_limit_bytes`, or the proxy's larger one on the proxy's paths when a
+ * pool is proxied; the transport answers the 413 itself.
+ *
+ * Browsers: a web page may send any site's POSTs as text/plain or a form without asking,
+ * and reach 127.0.0.1 under its own name (DNS rebinding). So the /v1 API's POSTs and PUTs
+ * need `Content-Type: application/json` (which a page can only send after a CORS preflight
+ * that is never granted), and with auth off a request naming another Host is refused 421.
  */
 #include "server.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,8 +30,7 @@
 #define OUTER_BODY_LIMIT_BYTES (16u * 1024 * 1024)
 #define HEAD_LIMIT_BYTES       (32u * 1024)
 #define MAX_FIELDS             10000 /* the most `proxy.max_headers` allows; the head limit binds first */
-#define IDLE_TIMEOUT_S         60.0 /* a keep-alive connection with nothing to do */
-#define HEAD_TIMEOUT_S         30.0 /* a request that stopped arriving half-way */
+#define FD_RESERVE             128 /* descriptors kept for the listener, Redis, logs, curl */
 #define MAX_SEGMENTS           6
 #define PATH_MAX_BYTES         2048
 
@@ -298,6 +305,105 @@ static int read_body(sl_call_t *call, bool required)
     return 0;
 }
 
+/* ---- what browsers cannot send ------------------------------------------------------ */
+
+bool sl__is_json_media_type(const char *v)
+{
+    static const char json[] = "application/json";
+    size_t n = sizeof(json) - 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (strncasecmp(v, json, n) != 0) return false;
+    v += n;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    return *v == '\0' || *v == ';';
+}
+
+/* Returns 0 when a POST or PUT of the /v1 API says its body is JSON; otherwise it has been
+ * answered 415. */
+static int check_content_type(sl_call_t *call)
+{
+    const char *ct = sl_hreq_header(call->req, "Content-Type");
+    if (ct && sl__is_json_media_type(ct)) return 0;
+    if (ct)
+        sl__reply_error(call, 415, "unsupported_media_type",
+                        "Content-Type: '%.128s' is not accepted; the API takes "
+                        "application/json",
+                        ct);
+    else
+        sl__reply_error(call, 415, "unsupported_media_type",
+                        "Content-Type: missing; the API takes application/json");
+    return -1;
+}
+
+/* Splits a Host value into its name (brackets kept for IPv6) and port (-1: none). Returns
+ * -1 when it is not NAME[:PORT]. */
+static int split_host(const char *host, char *name, size_t cap, long *port)
+{
+    const char *end;
+    if (host[0] == '[') {
+        end = strchr(host, ']');
+        if (!end) return -1;
+        end++;
+    } else {
+        end = strchr(host, ':');
+        if (!end) end = host + strlen(host);
+    }
+    size_t n = (size_t)(end - host);
+    if (n == 0 || n >= cap) return -1;
+    memcpy(name, host, n);
+    name[n] = '\0';
+    if (n > 1 && name[n - 1] == '.') name[n - 1] = '\0'; /* "localhost." is localhost */
+    *port = -1;
+    if (*end == '\0') return 0;
+    if (*end != ':' || !end[1]) return -1;
+    char *stop;
+    errno = 0;
+    *port = strtol(end + 1, &stop, 10);
+    return errno || *stop || *port < 0 || *port > 65535 ? -1 : 0;
+}
+
+/* With auth off, the names a request may give in Host: the loopback names and the listen
+ * address on our port, and `server.allowed_hosts` (a bare name there: any port). */
+static bool host_allowed(const sl_server_t *srv, const char *host)
+{
+    const sl_config_t *c = &srv->config;
+    char name[272], entry[272];
+    long port, entry_port;
+    if (split_host(host, name, sizeof(name), &port) < 0) return false;
+    long ours = sl_httpd_port(srv->http);
+    if (port < 0 || port == ours) {
+        char listen[272];
+        bool v6 = strchr(c->listen_host, ':') != NULL;
+        snprintf(listen, sizeof(listen), "%s%s%s", v6 ? "[" : "", c->listen_host, v6 ? "]" : "");
+        if (!strcasecmp(name, "localhost") || !strcmp(name, "127.0.0.1") ||
+            !strcasecmp(name, "[::1]") || !strcasecmp(name, listen))
+            return true;
+    }
+    for (size_t i = 0; i < c->server.n_allowed_hosts; i++) {
+        if (split_host(c->server.allowed_hosts[i], entry, sizeof(entry), &entry_port) < 0) continue;
+        if (!strcasecmp(name, entry) && (entry_port < 0 || entry_port == port)) return true;
+    }
+    return false;
+}
+
+/* Returns 0 when auth is on or the Host header names this server; otherwise it has been
+ * answered 421. Requests without Host (HTTP/1.0 tools) come from no browser. */
+static int check_host(sl_call_t *call)
+{
+    const sl_server_t *srv = call->srv;
+    if (sl_config_auth_enabled(&srv->config)) return 0;
+    const char *host = sl_hreq_header(call->req, "Host");
+    if (!host || host_allowed(srv, host)) return 0;
+    sl__reply_error(call, 421, "misdirected_request",
+                    "Host: '%.200s' is not a name of this server; with auth off only localhost, "
+                    "127.0.0.1, [::1] and the listen address on port %d, and "
+                    "server.allowed_hosts, are served",
+                    host, sl_httpd_port(srv->http));
+    return -1;
+}
+
 /* ---- routing ---------------------------------------------------------------------- */
 
 static void reply_method(sl_call_t *call, const char *allowed)
@@ -520,7 +626,9 @@ static void on_request(sl_hreq_t *req, void *arg)
                 ? split_path(path, path_len, segbuf, seg, heap, MAX_SEGMENTS)
                 : -1;
     const char *query = sl_hreq_query(req);
-    if (n < 0) {
+    if (check_host(call) < 0) {
+        /* answered */
+    } else if (n < 0) {
         sl__reply_error(call, 404, "not_found", "path: '%.256s' is not an endpoint of this API",
                         sl_hreq_target(req));
     } else if (n > 0 && sl__proxy_route(call, n, seg, query)) {
@@ -528,7 +636,9 @@ static void on_request(sl_hreq_t *req, void *arg)
     } else if (!needs_auth(n, seg) || authenticate(call) == 0) {
         /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
         bool body_optional = n == 3 && !strcmp(seg[1], "admin");
-        if (!method_has_body(call->method) || read_body(call, !body_optional) == 0)
+        bool api = n > 0 && !strcmp(seg[0], "v1");
+        if (!method_has_body(call->method) ||
+            ((!api || check_content_type(call) == 0) && read_body(call, !body_optional) == 0))
             route(call, n, seg, query);
     }
     for (int i = 0; i < MAX_SEGMENTS; i++)
@@ -543,6 +653,59 @@ size_t sl__outer_body_limit(const sl_config_t *c)
     return (proxy > c->body_limit_bytes ? proxy : c->body_limit_bytes) + OUTER_BODY_LIMIT_BYTES;
 }
 
+/* True when some pool is proxied to a provider speaking `api`. */
+static bool proxies(const sl_config_t *c, sl_upstream_api_t api)
+{
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
+        if (c->upstreams[i].api == api) return true;
+    return false;
+}
+
+/* The body limit of a request, from its head (the transport asks before reading the body):
+ * the proxy's paths keep the proxy's limit when a pool is proxied there; everything else,
+ * including a proxy path nobody proxies, has the lease API's. */
+static size_t body_limit_for(sl_http_method_t method, const char *target, void *ud)
+{
+    const sl_config_t *c = &((const sl_server_t *)ud)->config;
+    size_t path_off, path_len, query_off, query_len;
+    (void)method;
+    sl_http_split_target(target, strlen(target), &path_off, &path_len, &query_off, &query_len);
+    const char *p = target + path_off, *end = p + path_len;
+    while (p < end && *p == '/')
+        p++;
+    size_t n = 0;
+    while (p + n < end && p[n] != '/')
+        n++;
+    sl_upstream_api_t api = n == 9 && !strncmp(p, "anthropic", 9) ? SL_UPSTREAM_ANTHROPIC
+                            : n == 6 && !strncmp(p, "openai", 6)  ? SL_UPSTREAM_OPENAI
+                                                                  : SL_UPSTREAM_NONE;
+    if (api != SL_UPSTREAM_NONE && proxies(c, api)) return sl__proxy_body_limit(c);
+    return c->body_limit_bytes;
+}
+
+sl_httpd_limits_t sl__listener_limits(const sl_config_t *c)
+{
+    const sl_listener_config_t *l = &c->server;
+    sl_httpd_limits_t lim = {
+        .max_connections = l->max_connections,
+        .max_pending_output_bytes = l->max_pending_output_bytes,
+        .write_timeout_s = l->write_timeout_s,
+        .idle_timeout_s = l->idle_timeout_s,
+        .head_timeout_s = l->head_timeout_s,
+        .body_min_rate_bytes_per_s = l->body_min_rate_bytes_per_s,
+    };
+    /* A proxied call holds a second descriptor (its upstream), so with a proxy half of
+     * what is left after the reserve goes to clients. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        size_t room = rl.rlim_cur > 2 * FD_RESERVE ? (size_t)rl.rlim_cur - FD_RESERVE
+                                                   : (size_t)rl.rlim_cur / 2;
+        if (proxies(c, SL_UPSTREAM_ANTHROPIC) || proxies(c, SL_UPSTREAM_OPENAI)) room /= 2;
+        if (lim.max_connections > room) lim.max_connections = room;
+    }
+    return lim;
+}
+
 int sl__server_start(sl_server_t *srv, char *err, size_t errlen)
 {
     sl_httpd_opts_t o = {
@@ -551,8 +714,8 @@ int sl__server_start(sl_server_t *srv, char *err, size_t errlen)
         .max_head_bytes = HEAD_LIMIT_BYTES,
         .max_fields = MAX_FIELDS,
         .max_body_bytes = sl__outer_body_limit(&srv->config),
-        .idle_timeout_s = IDLE_TIMEOUT_S,
-        .head_timeout_s = HEAD_TIMEOUT_S,
+        .body_limit_for = body_limit_for,
+        .limits = sl__listener_limits(&srv->config),
         .on_request = on_request,
         .ud = srv,
     };

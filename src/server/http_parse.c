@@ -17,6 +17,7 @@
 #include <http_parser.h>
 
 #define FIELD_OVERHEAD_BYTES 4 /* ": " and CRLF, counted towards the head limit */
+#define KEEP_BODY_BYTES      65536 /* a larger body buffer is given back after its request */
 
 typedef struct span {
     size_t name_off, value_off;
@@ -35,6 +36,7 @@ struct sl_http_reader {
     span_t *spans;
     size_t n_spans, cap_spans;
     size_t head_bytes;   /* counted against lim.max_head_bytes */
+    size_t body_limit_bytes; /* this request's: lim.body_limit_for's answer, at most lim's */
     enum { IN_NONE, IN_URL, IN_NAME, IN_VALUE } in;
     bool begun;          /* a request has started arriving */
     bool headers_done;
@@ -184,11 +186,17 @@ static int on_headers_complete(http_parser *p)
                  p->http_major, p->http_minor);
         return fail(r, SL_HTTP_VERSION, m);
     }
+    r->body_limit_bytes = r->lim.max_body_bytes;
+    if (r->lim.body_limit_for) {
+        size_t own = r->lim.body_limit_for(method_of(p->method), r->head.data ? r->head.data : "",
+                                           r->lim.body_limit_ud);
+        if (own < r->body_limit_bytes) r->body_limit_bytes = own;
+    }
     if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
-        p->content_length > r->lim.max_body_bytes) {
+        p->content_length > r->body_limit_bytes) {
         char m[128];
         snprintf(m, sizeof(m), "body: %llu bytes is over the limit of %zu bytes",
-                 (unsigned long long)p->content_length, r->lim.max_body_bytes);
+                 (unsigned long long)p->content_length, r->body_limit_bytes);
         return fail(r, SL_HTTP_BODY_TOO_LARGE, m);
     }
     for (size_t i = 0; i < r->n_spans; i++) {
@@ -203,10 +211,10 @@ static int on_headers_complete(http_parser *p)
 static int on_body(http_parser *p, const char *at, size_t n)
 {
     sl_http_reader_t *r = p->data;
-    if (r->body.len + n > r->lim.max_body_bytes) {
+    if (r->body.len + n > r->body_limit_bytes) {
         char m[128];
         snprintf(m, sizeof(m), "body: the chunked body is over the limit of %zu bytes",
-                 r->lim.max_body_bytes);
+                 r->body_limit_bytes);
         return fail(r, SL_HTTP_BODY_TOO_LARGE, m);
     }
     return buf_add(&r->body, at, n) < 0 ? fail(r, SL_HTTP_BODY_TOO_LARGE, "server: out of memory")
@@ -336,6 +344,12 @@ bool sl_http_reader_partial(const sl_http_reader_t *r)
     return r->begun && !r->complete;
 }
 
+bool sl_http_reader_in_body(const sl_http_reader_t *r, size_t *body_bytes)
+{
+    *body_bytes = r->body.len;
+    return r->headers_done && !r->complete;
+}
+
 const sl_http_request_t *sl_http_reader_request(const sl_http_reader_t *r)
 {
     return r->complete ? &r->req : NULL;
@@ -345,6 +359,11 @@ void sl_http_reader_next(sl_http_reader_t *r)
 {
     r->head.len = 0;
     r->body.len = 0;
+    if (r->body.cap > KEEP_BODY_BYTES) { /* a keep-alive connection does not hold on to it */
+        free(r->body.data);
+        r->body.data = NULL;
+        r->body.cap = 0;
+    }
     r->n_spans = 0;
     r->head_bytes = 0;
     r->in = IN_NONE;

@@ -57,7 +57,12 @@ typedef struct sl_http_request {
 typedef struct sl_http_limits {
     size_t max_head_bytes; /* request line and fields */
     size_t max_fields;
-    size_t max_body_bytes;
+    size_t max_body_bytes; /* the most any request may send */
+    /* Optional: the body limit of one request, asked once its head is complete (before
+     * any of its body is read) with its method and NUL-terminated target; the smaller of
+     * this and max_body_bytes applies. */
+    size_t (*body_limit_for)(sl_http_method_t method, const char *target, void *ud);
+    void *body_limit_ud;
 } sl_http_limits_t;
 
 typedef struct sl_http_reader sl_http_reader_t;
@@ -80,6 +85,9 @@ size_t sl_http_reader_feed(sl_http_reader_t *r, const char *data, size_t len, in
 bool sl_http_reader_take_continue(sl_http_reader_t *r);
 /* True while part of a request has been fed but it is not complete. */
 bool sl_http_reader_partial(const sl_http_reader_t *r);
+/* True while the head of a request is complete and its body is not: *body_bytes is then
+ * the body received so far (decoded, for a chunked body). */
+bool sl_http_reader_in_body(const sl_http_reader_t *r, size_t *body_bytes);
 /* The request after SL_HTTP_DONE. */
 const sl_http_request_t *sl_http_reader_request(const sl_http_reader_t *r);
 /* Readies the reader for the next request on the connection. */

@@ -14,8 +14,18 @@
  * Errors that leave request bytes unread close "lingering": the write side is shut, input
  * is discarded until the client closes or LINGER_S passes, so the client reads the error
  * instead of a reset.
+ *
+ * What a connection may cost is bounded (sl_httpd_limits_t), against clients that never
+ * read, send slowly or open connections without end: once max_pending_output_bytes of
+ * answers wait for a client, its next requests are not parsed and, once READ_AHEAD_BYTES of
+ * them are buffered, not read either, until the backlog drains; a backlog that does not move
+ * for write_timeout_s closes the connection; a head must arrive within head_timeout_s of its
+ * first byte and a body at body_min_rate_bytes_per_s (408 otherwise); a body over the
+ * request's own limit is refused when its head arrives; and past max_connections a new
+ * connection is answered 503 and closed. The sweep, once a second, enforces the times.
  */
 #include "httpd.h"
+#include "netaddr.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -36,7 +46,11 @@
 #define LINGER_S             2.0   /* how long a lingering close waits for the client's close */
 #define LISTEN_BACKLOG       4096  /* capped by net.core.somaxconn */
 #define ACCEPT_RETRY_S       0.1   /* after running out of file descriptors */
-#define PAUSE_SLACK_BYTES    65536 /* input buffered past a pending request before reads pause */
+#define READ_AHEAD_BYTES     65536 /* input buffered past what may be parsed before reads pause */
+#define READ_BATCH_BYTES     65536 /* input read before it is parsed, per wake-up */
+#define KEEP_BUFFER_BYTES    65536 /* an emptied buffer larger than this is given back */
+/* Over-cap connections kept open to hear their 503 (at most a quarter of the cap more). */
+#define REJECT_EXTRA_CONNS   64
 
 typedef struct hbuf {
     char *data;
@@ -80,6 +94,9 @@ struct conn {
     sl_hreq_t *cur;             /* the request being served */
     double last_active_s;
     double linger_since_s;
+    double head_started_s;   /* the current request's first byte was parsed; 0: none */
+    double body_started_s;   /* its head was complete; 0: not in a body */
+    double write_progress_s; /* the backlog began or last moved */
     bool reading;       /* inside input processing: answers are sent at its end */
     bool wev_added;     /* the write event is watching a backlog */
     bool backlogged;    /* a send came up short since the last `drained` */
@@ -88,7 +105,8 @@ struct conn {
     bool lingering;     /* write side shut; discarding input */
     bool eof;           /* the client closed its side */
     bool dead;          /* close at the next loop turn, writing nothing more */
-    bool read_paused;   /* too much input queued behind a pending request */
+    bool read_paused;   /* too much input queued behind what may be parsed */
+    bool output_full;   /* max_pending_output_bytes reached: requests wait unparsed */
     bool flush_queued;              /* on the server's list of answers to send */
     conn_t *flush_prev, *flush_next;
     conn_t *prev, *next;
@@ -102,7 +120,9 @@ struct sl_httpd {
     int port;
     bool draining; /* not accepting: every answer closes its connection */
     sl_httpd_opts_t opts;
+    bool loopback; /* the address bound is a loopback one */
     conn_t *conns;
+    size_t n_conns;
     struct event *flusher; /* sends the answers of a loop turn after all its reads */
     conn_t *flush_head;
     time_t date_sec;
@@ -206,6 +226,7 @@ static const char *date_header(sl_httpd_t *d, size_t *len)
 
 static void on_read(evutil_socket_t fd, short what, void *ud);
 static void on_write(evutil_socket_t fd, short what, void *ud);
+static void on_resume(evutil_socket_t fd, short what, void *ud);
 
 static void req_free(sl_hreq_t *r)
 {
@@ -229,6 +250,7 @@ static void conn_free(conn_t *c, bool call_gone)
     else if (d->conns == c)
         d->conns = c->next;
     if (c->next) c->next->prev = c->prev;
+    d->n_conns--;
     if (c->flush_queued) {
         if (c->flush_prev)
             c->flush_prev->flush_next = c->flush_next;
@@ -262,10 +284,12 @@ static void conn_flush(conn_t *c, bool from_write_cb)
         ssize_t n = send(c->fd, c->out.data + c->out.off, hbuf_pending(&c->out), MSG_NOSIGNAL);
         if (n > 0) {
             hbuf_consume(&c->out, (size_t)n);
+            c->write_progress_s = now_s(c->d);
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->backlogged) c->write_progress_s = now_s(c->d);
             c->backlogged = true;
             if (!c->wev_added) {
                 event_add(c->wev, NULL);
@@ -276,6 +300,7 @@ static void conn_flush(conn_t *c, bool from_write_cb)
         conn_kill(c);
         return;
     }
+    if (c->out.cap > KEEP_BUFFER_BYTES) hbuf_free(&c->out); /* after a burst */
     if (c->wev_added) {
         event_del(c->wev);
         c->wev_added = false;
@@ -412,17 +437,32 @@ static sl_hreq_t *req_new(conn_t *c, const sl_http_request_t *q)
     return r;
 }
 
+/* True while the answers waiting for the client are at the cap: no request is parsed. */
+static bool output_at_cap(const conn_t *c)
+{
+    return hbuf_pending(&c->out) >= c->d->opts.limits.max_pending_output_bytes;
+}
+
 /* Parses and hands on the requests waiting in `c->in`, one at a time. */
 static void process_input(conn_t *c)
 {
     sl_httpd_t *d = c->d;
     c->reading = true;
     while (!c->cur && !c->dead && !c->close_after && hbuf_pending(&c->in) > 0) {
+        if (output_at_cap(c)) {
+            c->output_full = true;
+            break;
+        }
         int rc;
         char msg[256];
         size_t used = sl_http_reader_feed(c->reader, c->in.data + c->in.off,
                                           hbuf_pending(&c->in), &rc, msg, sizeof(msg));
         hbuf_consume(&c->in, used);
+        if (rc != SL_HTTP_DONE && c->head_started_s == 0) c->head_started_s = now_s(d);
+        size_t body_bytes;
+        if (rc == SL_HTTP_MORE && c->body_started_s == 0 &&
+            sl_http_reader_in_body(c->reader, &body_bytes))
+            c->body_started_s = now_s(d);
         if (rc == SL_HTTP_MORE) {
             if (sl_http_reader_take_continue(c->reader)) {
                 static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -440,6 +480,7 @@ static void process_input(conn_t *c)
         }
         sl_hreq_t *r = req_new(c, sl_http_reader_request(c->reader));
         sl_http_reader_next(c->reader);
+        c->head_started_s = c->body_started_s = 0;
         if (!r) {
             transport_error(c, 503, "out_of_memory", "server: out of memory");
             break;
@@ -447,6 +488,7 @@ static void process_input(conn_t *c)
         c->cur = r;
         d->opts.on_request(r, d->opts.ud);
     }
+    if (hbuf_pending(&c->in) == 0 && c->in.cap > KEEP_BUFFER_BYTES) hbuf_free(&c->in);
     c->reading = false;
 }
 
@@ -476,11 +518,31 @@ static void after_input(conn_t *c)
         }
         if (c->close_after && !c->cur) return;
     }
-    if (c->cur && !c->read_paused &&
-        hbuf_pending(&c->in) > c->d->opts.max_head_bytes + c->d->opts.max_body_bytes +
-                                   PAUSE_SLACK_BYTES) {
+    if ((c->cur || c->output_full) && !c->read_paused && hbuf_pending(&c->in) > READ_AHEAD_BYTES) {
         event_del(c->rev);
         c->read_paused = true;
+    }
+}
+
+/* Parsing may go on (a request finished, or a backlog drained below the cap): reads resume
+ * and buffered requests are parsed at the next loop turn. */
+static void conn_resume(conn_t *c)
+{
+    if (c->dead || c->close_after || c->lingering || c->cur) return;
+    if (c->output_full) {
+        if (output_at_cap(c)) return;
+        c->output_full = false;
+    }
+    if (c->read_paused) {
+        event_add(c->rev, NULL);
+        c->read_paused = false;
+    }
+    if (hbuf_pending(&c->in) > 0) { /* pipelined requests: at the next loop turn */
+        if (!c->resume) c->resume = event_new(c->d->base, -1, 0, on_resume, c);
+        if (c->resume)
+            event_active(c->resume, EV_READ, 0);
+        else
+            conn_kill(c);
     }
 }
 
@@ -502,7 +564,11 @@ static void on_flush(evutil_socket_t fd, short what, void *ud)
             conn_free(c, true);
             continue;
         }
-        if (c->close_after && !c->cur && hbuf_pending(&c->out) == 0) conn_close_or_linger(c);
+        if (c->close_after && !c->cur && hbuf_pending(&c->out) == 0) {
+            conn_close_or_linger(c);
+            continue;
+        }
+        if (c->output_full) conn_resume(c);
     }
 }
 
@@ -522,7 +588,8 @@ static void on_read(evutil_socket_t fd, short what, void *ud)
             c->last_active_s = now_s(c->d);
             if (c->lingering) continue; /* discarded */
             c->in.len += (size_t)n;
-            if ((size_t)n == space) continue;
+            /* Level-triggered: what is left is read after this much is parsed. */
+            if ((size_t)n == space && hbuf_pending(&c->in) < READ_BATCH_BYTES) continue;
             break;
         }
         if (n == 0) {
@@ -567,7 +634,10 @@ static void on_write(evutil_socket_t fd, short what, void *ud)
         conn_free(c, true);
         return;
     }
-    if (hbuf_pending(&c->out) > 0) return;
+    if (hbuf_pending(&c->out) > 0) {
+        if (c->output_full) conn_resume(c);
+        return;
+    }
     if (c->backlogged) {
         c->backlogged = false;
         if (c->cur && c->cur->drained) c->cur->drained(c->cur->drained_ud);
@@ -577,7 +647,11 @@ static void on_write(evutil_socket_t fd, short what, void *ud)
         }
         if (hbuf_pending(&c->out) > 0) return;
     }
-    if (c->close_after && !c->cur) conn_close_or_linger(c);
+    if (c->close_after && !c->cur) {
+        conn_close_or_linger(c);
+        return;
+    }
+    if (c->output_full) conn_resume(c);
 }
 
 /* The request on `c` is finished: free it and carry on with the connection. */
@@ -590,17 +664,23 @@ static void req_finish(sl_hreq_t *r)
     if (c->reading) return; /* process_input goes on and after_input sends */
     conn_flush(c, false);
     if (c->dead || c->close_after) return;
-    if (c->read_paused) {
-        event_add(c->rev, NULL);
-        c->read_paused = false;
+    if (output_at_cap(c)) {
+        c->output_full = true; /* resumed by the write callback once it drains */
+        return;
     }
-    if (hbuf_pending(&c->in) > 0) { /* pipelined requests: at the next loop turn */
-        if (!c->resume) c->resume = event_new(c->d->base, -1, 0, on_resume, c);
-        if (c->resume)
-            event_active(c->resume, EV_READ, 0);
-        else
-            conn_kill(c);
-    }
+    conn_resume(c);
+}
+
+/* The 503 of a connection over the cap, sent as it is accepted (no request is read). */
+static void refuse_over_cap(conn_t *c)
+{
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "server: %zu connections are open, the most allowed (server.max_connections); "
+             "retry later",
+             c->d->opts.limits.max_connections);
+    transport_error(c, 503, "too_many_connections", msg);
+    after_input(c);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
@@ -610,13 +690,31 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)l;
     (void)sa;
     (void)socklen;
+    size_t max = d->opts.limits.max_connections;
+    size_t extra = max / 4 + 1 < REJECT_EXTRA_CONNS ? max / 4 + 1 : REJECT_EXTRA_CONNS;
+    if (d->n_conns >= max + extra) {
+        /* Even the 503s are at their bound: one try to send it, then closed at once (a
+         * request already sent may turn the close into a reset), never out of descriptors. */
+        static const char body[] = "{\"error\":{\"type\":\"too_many_connections\",\"message\":"
+                                   "\"server: too many connections are open "
+                                   "(server.max_connections); retry later\"}}\n";
+        char busy[384];
+        int n = snprintf(busy, sizeof(busy),
+                         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         sizeof(body) - 1, body);
+        if (n > 0 && (size_t)n < sizeof(busy)) (void)send(fd, busy, (size_t)n, MSG_NOSIGNAL);
+        evutil_closesocket(fd);
+        return;
+    }
     conn_t *c = calloc(1, sizeof(*c));
     if (c) {
         c->d = d;
         c->fd = fd;
         c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_read, c);
         c->wev = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
-        sl_http_limits_t lim = {d->opts.max_head_bytes, d->opts.max_fields, d->opts.max_body_bytes};
+        sl_http_limits_t lim = {d->opts.max_head_bytes, d->opts.max_fields, d->opts.max_body_bytes,
+                                d->opts.body_limit_for, d->opts.ud};
         c->reader = sl_http_reader_new(&lim);
     }
     if (!c || !c->rev || !c->wev || !c->reader || event_add(c->rev, NULL) < 0) {
@@ -631,6 +729,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     c->next = d->conns;
     if (d->conns) d->conns->prev = c;
     d->conns = c;
+    if (++d->n_conns > d->opts.limits.max_connections) refuse_over_cap(c);
 }
 
 static void on_accept_retry(evutil_socket_t fd, short what, void *ud)
@@ -663,16 +762,42 @@ static void on_sweep(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     double now = now_s(d);
+    const sl_httpd_limits_t *lim = &d->opts.limits;
     for (conn_t *c = d->conns, *next; c; c = next) {
         next = c->next;
         if (c->lingering) {
             if (now - c->linger_since_s > LINGER_S) conn_free(c, true);
             continue;
         }
-        if (c->cur || c->dead || hbuf_pending(&c->out) > 0) continue;
-        bool partial = hbuf_pending(&c->in) > 0 || sl_http_reader_partial(c->reader);
-        double limit = partial ? d->opts.head_timeout_s : d->opts.idle_timeout_s;
-        if (now - c->last_active_s > limit) conn_free(c, true);
+        if (c->dead) continue;
+        if (hbuf_pending(&c->out) > 0) { /* answers not yet sent, or a backlog */
+            if (c->backlogged && now - c->write_progress_s > lim->write_timeout_s)
+                conn_free(c, true);
+            continue;
+        }
+        if (c->cur || c->close_after) continue;
+        char msg[192];
+        size_t body_bytes;
+        if (c->body_started_s > 0 && sl_http_reader_in_body(c->reader, &body_bytes)) {
+            double earned_s =
+                lim->head_timeout_s + (double)body_bytes / lim->body_min_rate_bytes_per_s;
+            if (now - c->body_started_s <= earned_s) continue;
+            snprintf(msg, sizeof(msg),
+                     "request: the body arrived slower than %g bytes/s "
+                     "(server.body_min_rate_bytes_per_s); %zu bytes in %.0f s",
+                     lim->body_min_rate_bytes_per_s, body_bytes, now - c->body_started_s);
+        } else if (c->head_started_s > 0) {
+            if (now - c->head_started_s <= lim->head_timeout_s) continue;
+            snprintf(msg, sizeof(msg),
+                     "request: the head did not arrive within %g s of its first byte "
+                     "(server.head_timeout_s)",
+                     lim->head_timeout_s);
+        } else {
+            if (now - c->last_active_s > lim->idle_timeout_s) conn_free(c, true);
+            continue;
+        }
+        transport_error(c, 408, "request_timeout", msg);
+        after_input(c);
     }
 }
 
@@ -716,6 +841,10 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
     }
     evconnlistener_set_error_cb(d->listener, on_accept_error);
     evutil_socket_t lfd = evconnlistener_get_fd(d->listener);
+    struct sockaddr_storage bound;
+    socklen_t bound_len = sizeof(bound);
+    d->loopback = getsockname(lfd, (struct sockaddr *)&bound, &bound_len) == 0 &&
+                  sl_net_addr_is_loopback((struct sockaddr *)&bound);
     /* Answers and streamed events are small writes that must not wait for the ACK of the
      * previous one (Nagle against the client's delayed ACK: 40 ms). Accepted sockets
      * inherit the option on Linux, so no request pays a setsockopt. */
@@ -745,6 +874,16 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
 int sl_httpd_port(const sl_httpd_t *d)
 {
     return d->listener ? d->port : -1;
+}
+
+bool sl_httpd_is_loopback(const sl_httpd_t *d)
+{
+    return d->loopback;
+}
+
+void sl_httpd_set_limits(sl_httpd_t *d, const sl_httpd_limits_t *limits)
+{
+    d->opts.limits = *limits;
 }
 
 void sl_httpd_set_max_body(sl_httpd_t *d, size_t max_body_bytes)

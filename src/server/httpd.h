@@ -27,14 +27,30 @@
 typedef struct sl_httpd sl_httpd_t;
 typedef struct sl_hreq sl_hreq_t;
 
+/* What one connection may cost; every one is a bound against a client that reads slowly,
+ * sends slowly or opens too many connections. */
+typedef struct sl_httpd_limits {
+    size_t max_connections;          /* more are answered 503 and closed */
+    size_t max_pending_output_bytes; /* answers waiting for the client beyond this: the
+                                        connection's requests are not read until it drains */
+    double write_timeout_s;          /* a backlog that does not move for this long: closed */
+    double idle_timeout_s;           /* a keep-alive connection with nothing to do: closed */
+    double head_timeout_s;           /* a request head must arrive within this, from its first
+                                        byte (408) ... */
+    double body_min_rate_bytes_per_s; /* ... and its body at this rate, after a grace of
+                                         head_timeout_s (408) */
+} sl_httpd_limits_t;
+
 typedef struct sl_httpd_opts {
     const char *host; /* address to listen on (numeric or a name) */
     int port;         /* 0: any free port */
     size_t max_head_bytes;
     size_t max_fields; /* header fields per request */
     size_t max_body_bytes; /* larger bodies get 413 from the transport itself */
-    double idle_timeout_s; /* a keep-alive connection with nothing to do is closed */
-    double head_timeout_s; /* a request that stops arriving half-way is dropped */
+    /* Optional: a smaller body limit for one request, decided from its head before its
+     * body is read (see sl_http_limits_t.body_limit_for); gets `ud`. */
+    size_t (*body_limit_for)(sl_http_method_t method, const char *target, void *ud);
+    sl_httpd_limits_t limits;
     void (*on_request)(sl_hreq_t *req, void *ud);
     void *ud;
 } sl_httpd_opts_t;
@@ -45,8 +61,13 @@ sl_httpd_t *sl_httpd_new(struct event_base *base, const sl_httpd_opts_t *opts, c
                          size_t errlen);
 /* The port listened on (the chosen one when opts->port was 0), or -1 after stop. */
 int sl_httpd_port(const sl_httpd_t *d);
+/* True when the address listened on is a loopback one (127.0.0.0/8, ::1, or 127/8 mapped
+ * into IPv6), as bound, whatever name the configuration gave. */
+bool sl_httpd_is_loopback(const sl_httpd_t *d);
 /* Changes the transport's body limit for requests not yet read. */
 void sl_httpd_set_max_body(sl_httpd_t *d, size_t max_body_bytes);
+/* Changes the per-connection limits; open connections follow them from now on. */
+void sl_httpd_set_limits(sl_httpd_t *d, const sl_httpd_limits_t *limits);
 /* Stops accepting connections. Idle connections are closed; the others are closed after
  * their current answer (which says Connection: close). */
 void sl_httpd_stop_accepting(sl_httpd_t *d);

@@ -1,4 +1,5 @@
 /* main.c - sluiced: flags, configuration, signals and the one event loop. */
+#include "netaddr.h"
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -38,11 +39,6 @@ static void usage(FILE *f)
                "  --help            this text\n"
                "\n"
                "Signals: SIGHUP reloads limits, roles and tokens; SIGTERM drains and exits.\n");
-}
-
-static bool is_loopback(const char *host)
-{
-    return !strcmp(host, "localhost") || !strcmp(host, "::1") || !strncmp(host, "127.", 4);
 }
 
 static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
@@ -166,6 +162,12 @@ static int run(sl_server_t *srv)
         fprintf(stderr, "sluiced: %s\n", err);
         goto done;
     }
+    if (!sl_config_auth_enabled(&srv->config) && !sl_httpd_is_loopback(srv->http)) {
+        fprintf(stderr, "sluiced: listen: %s was bound to an address that is not loopback and "
+                        "no auth tokens are configured; refusing to start\n",
+                srv->config.listen_host);
+        goto done;
+    }
     srv->housekeeping = event_new(srv->base, -1, EV_PERSIST, on_housekeeping, srv);
     srv->exit_timer = evtimer_new(srv->base, on_exit_timer, srv);
     srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_signal, srv);
@@ -260,11 +262,16 @@ int main(int argc, char **argv)
         sl_config_clear(&srv.config);
         return EXIT_USAGE;
     }
-    if (!is_loopback(srv.config.listen_host) && !sl_config_auth_enabled(&srv.config)) {
+    /* Decided from the resolved address; run() checks the address bound again. */
+    bool loopback = false;
+    char why[320] = "";
+    if (!sl_config_auth_enabled(&srv.config) &&
+        (sl_net_host_is_loopback(srv.config.listen_host, &loopback, why, sizeof(why)) < 0 ||
+         !loopback)) {
         fprintf(stderr,
-                "sluiced: listen: %s is not a loopback address and no auth tokens are "
+                "sluiced: listen: %s is not a loopback address%s%s%s and no auth tokens are "
                 "configured; refusing to start (add auth.tokens or listen on 127.0.0.1)\n",
-                srv.config.listen_host);
+                srv.config.listen_host, why[0] ? " (" : "", why, why[0] ? ")" : "");
         sl_config_clear(&srv.config);
         return 1;
     }

@@ -1030,6 +1030,14 @@ static void start_call(px_t *px, const char *path, const char *query)
                  px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
         return;
     }
+    /* What the SDKs send; a web page can only send it after a CORS preflight, so no page
+     * spends the pool's key with a text/plain POST. */
+    const char *ctype = sl_hreq_header(px->call->req, "Content-Type");
+    if (!ctype || !sl__is_json_media_type(ctype)) {
+        px_error(px, 415, "sluice: Content-Type: '%.128s' is not accepted; the proxy takes "
+                          "application/json", ctype ? ctype : "(missing)");
+        return;
+    }
     json_t *j = read_body(px);
     if (!j) return;
     if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {

@@ -87,6 +87,9 @@ struct sl_server {
 int sl__server_start(sl_server_t *srv, char *err, size_t errlen);
 void sl__server_stop(sl_server_t *srv);
 size_t sl__outer_body_limit(const sl_config_t *c);
+/* The transport's per-connection limits from `c->server`, max_connections lowered to what
+ * the descriptor limit allows. */
+sl_httpd_limits_t sl__listener_limits(const sl_config_t *c);
 void sl__server_shutdown(sl_server_t *srv);
 void sl__call_free(sl_call_t *call);
 /* Answers `body` (stolen) as JSON and frees the call. */
@@ -102,6 +105,9 @@ void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_
 void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));
 /* Frees a call whose client is gone, closing its connection without an answer. */
 void sl__call_drop(sl_call_t *call);
+/* True when the Content-Type value `v` is application/json, any case, with or without
+ * parameters (charset). */
+bool sl__is_json_media_type(const char *v);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 

@@ -362,6 +362,16 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         return -1;
     }
     if (sl_config_load(srv->config_path, &next, err, errlen) < 0) return -1;
+    /* Checked first: a refused reload changes nothing, the backend's settings included. */
+    if (!sl_config_auth_enabled(&next) && !sl_httpd_is_loopback(srv->http)) {
+        snprintf(err, errlen,
+                 "%s: auth: the new configuration has no tokens, but sluiced listens on %s:%d, "
+                 "which is not a loopback address; a reload never switches auth off there "
+                 "(restart to change the listener)",
+                 srv->config_path, srv->config.listen_host, sl_httpd_port(srv->http));
+        sl_config_clear(&next);
+        return -1;
+    }
     if (strcmp(next.backend, srv->config.backend) != 0 ||
         next.redis_opt.fail != srv->config.redis_opt.fail)
         fprintf(stderr, "sluiced: reload: `backend` changes need a restart; keeping %s\n",
@@ -405,6 +415,8 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     sl_config_clear(&srv->config);
     srv->config = next;
     sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));
+    sl_httpd_limits_t limits = sl__listener_limits(&srv->config);
+    sl_httpd_set_limits(srv->http, &limits);
     /* Reopened even when unchanged, so a rotated file is picked up. */
     if (sl__events_open_log(srv, err, errlen) < 0) return -1;
     return 0;
@@ -418,6 +430,7 @@ void sl__handle_reload(sl_call_t *call)
         return;
     }
     if (sl__server_reload(call->srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: reload refused, keeping the running configuration: %s\n", err);
         sl__reply_error(call, 400, "invalid_request", "config: %s", err);
         return;
     }

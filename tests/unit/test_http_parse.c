@@ -197,6 +197,42 @@ static void test_expect_continue_is_told_once_before_the_body(void **state)
     sl_http_reader_free(r);
 }
 
+/* 10 bytes for /small, the reader's own 100 for everything else. */
+static size_t small_limit(sl_http_method_t method, const char *target, void *ud)
+{
+    (void)method;
+    (*(int *)ud)++;
+    return strncmp(target, "/small", 6) == 0 ? 10 : SIZE_MAX;
+}
+
+static void test_a_request_body_limit_is_decided_from_its_head(void **state)
+{
+    (void)state;
+    int asked = 0;
+    sl_http_limits_t lim = LIMITS;
+    lim.body_limit_for = small_limit;
+    lim.body_limit_ud = &asked;
+    int rc;
+    char msg[256] = "";
+    const char *big = "POST /small HTTP/1.1\r\nContent-Length: 11\r\n\r\n";
+    sl_http_reader_t *r = sl_http_reader_new(&lim);
+    sl_http_reader_feed(r, big, strlen(big), &rc, msg, sizeof(msg));
+    assert_int_equal(rc, SL_HTTP_BODY_TOO_LARGE); /* before any of the body */
+    assert_non_null(strstr(msg, "11 bytes is over the limit of 10 bytes"));
+    assert_int_equal(asked, 1);
+    sl_http_reader_free(r);
+    /* Elsewhere the reader's limit applies; the body's progress is visible. */
+    const char *head = "POST /other HTTP/1.1\r\nContent-Length: 50\r\n\r\n0123456789";
+    r = sl_http_reader_new(&lim);
+    size_t body_bytes = 99;
+    assert_false(sl_http_reader_in_body(r, &body_bytes));
+    sl_http_reader_feed(r, head, strlen(head), &rc, msg, sizeof(msg));
+    assert_int_equal(rc, SL_HTTP_MORE);
+    assert_true(sl_http_reader_in_body(r, &body_bytes));
+    assert_int_equal(body_bytes, 10);
+    sl_http_reader_free(r);
+}
+
 static void test_targets_split_into_path_and_query(void **state)
 {
     (void)state;
@@ -228,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_malformed_and_ambiguous_requests_are_refused),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_expect_continue_is_told_once_before_the_body),
+        cmocka_unit_test(test_a_request_body_limit_is_decided_from_its_head),
         cmocka_unit_test(test_targets_split_into_path_and_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

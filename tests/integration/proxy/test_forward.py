@@ -43,6 +43,17 @@ class Forwarding(unittest.TestCase):
         self.assertEqual(len(settled), 1)
         self.assertEqual(settled[0]["output_tokens"], body["usage"]["output_tokens"])
 
+    def test_a_proxied_body_keeps_the_proxys_limit_above_the_lease_apis(self):
+        # 100 KiB: over the lease API's 64 KiB, under the proxy's 32 MiB (a pool is proxied).
+        s = self.sluiced
+        text = "word " * (100 * 1024 // 5)
+        status, _, payload = s.anthropic(message(text), agent="big-body-1")
+        self.assertEqual(status, 200, payload[:300])
+        status, _, payload = s.request("POST", "/v1/leases", raw=json.dumps(
+            {"agent": "a1", "input_tokens": 1, "output_tokens": 1, "note": text}).encode(),
+            headers={"content-type": "application/json"})
+        self.assertEqual(status, 413, payload[:300])
+
     def test_anthropic_stream_is_passed_through_and_settled_from_the_stream(self):
         s = self.sluiced
         status, h, payload = s.anthropic(message("Stream to me", stream=True), agent="stream-1")
@@ -111,9 +122,19 @@ class Forwarding(unittest.TestCase):
         self.assertEqual(status, 404)
         self.assertEqual(json.loads(payload)["error"]["type"], "not_found_error")
         status, _, payload = s.request("POST", "/anthropic/v1/messages", raw=b"{not json",
-                                       headers={"x-sluice-agent": "x"})
+                                       headers={"x-sluice-agent": "x",
+                                                "content-type": "application/json"})
         self.assertEqual(status, 400)
         self.assertEqual(json.loads(payload)["error"]["type"], "invalid_request_error")
+        # What a web page can send without a preflight is refused before anything is spent.
+        status, _, payload = s.request("POST", "/anthropic/v1/messages",
+                                       raw=json.dumps(message()).encode(),
+                                       headers={"x-sluice-agent": "x",
+                                                "content-type": "text/plain"})
+        self.assertEqual(status, 415)
+        err = json.loads(payload)["error"]
+        self.assertEqual(err["type"], "invalid_request_error")
+        self.assertIn("Content-Type: 'text/plain'", err["message"])
         status, _, payload = s.openai(chat(), extra={"x-sluice-pool": "nope"})
         self.assertEqual(status, 404)
         self.assertIn("error", json.loads(payload))
@@ -242,7 +263,7 @@ class SlowClient(unittest.TestCase):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
             sock.connect(("127.0.0.1", s.port))
             body = json.dumps(message(max_tokens=tokens, stream=True)).encode()
-            sock.sendall(b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: x\r\n"
+            sock.sendall(b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"content-type: application/json\r\nanthropic-version: 2023-06-01\r\n"
                          b"x-api-key: agent-token\r\nx-sluice-agent: slow\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(body) + body)

@@ -6,6 +6,7 @@ these tests is bounded in time.
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -30,7 +31,7 @@ SMALL_POOL = """
 class Sluiced:
     """One sluiced process. Use as a context manager; stop() is idempotent."""
 
-    def __init__(self, config_text="", extra_args=(), preexec_fn=None):
+    def __init__(self, config_text="", extra_args=(), preexec_fn=None, listen="127.0.0.1:0"):
         self.dir = tempfile.TemporaryDirectory(prefix="sluiced-test-")
         self.config_path = os.path.join(self.dir.name, "sluice.yaml")
         self.event_log = os.path.join(self.dir.name, "events.jsonl")
@@ -38,11 +39,11 @@ class Sluiced:
             config_text = "event_log: %s\n%s" % (self.event_log, config_text)
         self.write_config(config_text)
         self.proc = subprocess.Popen(
-            [SLUICED, "--config", self.config_path, "--listen", "127.0.0.1:0", *extra_args],
+            [SLUICED, "--config", self.config_path, "--listen", listen, *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
         line = self._read_banner(timeout_s=10)
-        # "sluiced: listening on http://127.0.0.1:PORT (...)"
-        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        # "sluiced: listening on http://HOST:PORT (...)"; every listener takes 127.0.0.1
+        self.port = int(re.search(r"http://(\[[^]]*\]|[^:/ ]+):(\d+)", line).group(2))
         self.token = None
 
     def write_config(self, text):
@@ -79,7 +80,7 @@ class Sluiced:
         if tok:
             h["Authorization"] = "Bearer " + tok
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        if data is not None:
+        if data is not None or method in ("POST", "PUT"):
             h.setdefault("Content-Type", "application/json")
         c.request(method, path, body=data, headers=h)
         r = c.getresponse()
@@ -111,9 +112,12 @@ class Sluiced:
 def raw_request(port, method, path, body=b"", headers=None):
     """Sends one request on a fresh socket and returns the socket without reading."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    h = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items())
-    s.sendall(("%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n"
-               % (method, path, len(body), h)).encode() + body)
+    headers = dict(headers or {})
+    if method in ("POST", "PUT") and not any(k.lower() == "content-type" for k in headers):
+        headers["Content-Type"] = "application/json"
+    h = "".join("%s: %s\r\n" % kv for kv in headers.items())
+    s.sendall(("%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %d\r\n%s\r\n"
+               % (method, path, port, len(body), h)).encode() + body)
     return s
 
 

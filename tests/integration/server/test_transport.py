@@ -77,7 +77,7 @@ LEASE = b'{"agent":"a1","input_tokens":100,"output_tokens":10}'
 
 
 def post(path, body, extra=""):
-    return (("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    return (("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
              "Content-Length: %d\r\n%s\r\n" % (path, len(body), extra)).encode() + body)
 
 
@@ -97,8 +97,8 @@ class Transport(unittest.TestCase):
 
     def test_pipelined_requests_are_answered_in_order(self):
         c = self.conn()
-        c.send(post("/v1/leases", LEASE) + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" +
-               b"GET /v1/pools/nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.send(post("/v1/leases", LEASE) + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
+               b"GET /v1/pools/nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         s1, _, b1 = c.response()
         s2, _, b2 = c.response()
         s3, _, b3 = c.response()
@@ -117,7 +117,7 @@ class Transport(unittest.TestCase):
 
     def test_a_chunked_body_is_decoded(self):
         c = self.conn()
-        c.send(b"POST /v1/leases HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        c.send(b"POST /v1/leases HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
                b"Content-Type: application/json\r\n\r\n")
         for i in range(0, len(LEASE), 7):
             part = LEASE[i:i + 7]
@@ -140,12 +140,12 @@ class Transport(unittest.TestCase):
     def test_keep_alive_and_close(self):
         c = self.conn()
         for _ in range(3):  # one connection, several requests
-            c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             status, h, _ = c.response()
             self.assertEqual(status, 200)
             self.assertNotIn("connection", h)
             self.assertIn("date", h)
-        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         status, h, _ = c.response()
         self.assertEqual((status, h.get("connection")), (200, "close"))
         self.assertTrue(c.closed_by_server())
@@ -163,16 +163,16 @@ class Transport(unittest.TestCase):
 
     def test_head_answers_without_a_body(self):
         c = self.conn()
-        c.send(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.send(b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         status, h, _ = c.response(head_only=True)
         self.assertEqual(status, 200)
         self.assertGreater(int(h["content-length"]), 0)
-        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # nothing stray in between
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # nothing stray in between
         self.assertEqual(c.response()[2], b'{"status":"ok"}\n')
 
     def test_a_method_the_path_does_not_allow_is_405_with_allow(self):
         c = self.conn()
-        c.send(b"PATCH /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.send(b"PATCH /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         status, h, body = c.response()
         self.assertEqual((status, h["allow"]), (405, "GET"))
         self.assertEqual(json.loads(body)["error"]["type"], "method_not_allowed")
@@ -215,7 +215,7 @@ class Transport(unittest.TestCase):
         # 300 seeded blobs: random bytes, valid requests cut or corrupted at random, some
         # pipelined; each on its own connection, closed at once or after reading a bit.
         rng = random.Random(3)
-        valid = [post("/v1/leases", LEASE), b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        valid = [post("/v1/leases", LEASE), b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
                  b"POST /v1/leases HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n"]
         for i in range(300):
             kind = rng.randrange(4)
@@ -242,7 +242,7 @@ class Transport(unittest.TestCase):
             finally:
                 s.close()
         c = self.conn()
-        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         self.assertEqual(c.response()[0], 200)
         self.assertIsNone(self.d.proc.poll(), "sluiced exited")
 
@@ -254,7 +254,7 @@ class Transport(unittest.TestCase):
         self.assertEqual(c.response()[0], 200)
         idle.close()
         time.sleep(0.05)
-        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         self.assertEqual(c.response()[0], 200)
 
 
