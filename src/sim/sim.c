@@ -180,7 +180,11 @@ static void want_call(sim_run_t *run, sim_agent_t *a, bool fresh)
 {
     a->phase = PH_WANT;
     set_waiting(run, +1);
-    if (fresh) a->want_since = run->now_s;
+    if (fresh) {
+        a->want_since = run->now_s;
+        /* A turn's first call: the work's rhythm, which sluice overlay sets the 429s against. */
+        if (run->events) sim_log(run, "turn", a->name, NULL);
+    }
     if (run->strat->remote_wait && !run->strat->checkpoint && !a->recovering &&
         run->sc->harness_timeout_s > 0)
         schedule(run, a, run->now_s + run->sc->harness_timeout_s, EV_TIMEOUT);
@@ -562,30 +566,15 @@ static double percentile(const double *sorted, int n, double q)
     return sorted[rank - 1];
 }
 
-/* The dominant period of the 429 series: the lag (>= 2 bins, at most a third of
- * the series) where the autocorrelation peaks, reported when that peak is at least
- * 0.25, the series holds at least 3 periods and 10 429s. Below that, no waves. */
+/* The dominant period of the 429 series (sl_sim_dominant_period, period.c). */
 static double wave_period(const sl_sim_bin_t *bins, size_t n)
 {
-    int64_t total = 0;
-    for (size_t i = 0; i < n; i++) total += bins[i].http_429;
-    if (total < 10 || n < 12) return -1;
-    double mean = (double)total / (double)n, var = 0;
-    for (size_t i = 0; i < n; i++) var += ((double)bins[i].http_429 - mean) * ((double)bins[i].http_429 - mean);
-    if (var <= 0) return -1;
-    double best = 0;
-    size_t best_lag = 0;
-    for (size_t lag = 2; lag <= n / 3; lag++) {
-        double s = 0;
-        for (size_t i = 0; i + lag < n; i++)
-            s += ((double)bins[i].http_429 - mean) * ((double)bins[i + lag].http_429 - mean);
-        double r = s / var;
-        if (r > best) {
-            best = r;
-            best_lag = lag;
-        }
-    }
-    return best >= 0.25 ? (double)best_lag * SL_SIM_BIN_S : -1;
+    double *counts = malloc((n ? n : 1) * sizeof *counts);
+    if (!counts) return -1;
+    for (size_t i = 0; i < n; i++) counts[i] = (double)bins[i].http_429;
+    double period_s = sl_sim_dominant_period(counts, n, SL_SIM_BIN_S).period_s;
+    free(counts);
+    return period_s;
 }
 
 static void finish_result(sim_run_t *run)

@@ -78,6 +78,20 @@ const char *sl_sim_strategy_name(size_t i);
 
 #define SL_SIM_BIN_S 5.0
 
+/* The dominant period of a binned series, from sl_sim_dominant_period(). */
+typedef struct sl_sim_period {
+    double period_s;   /* lag of the autocorrelation peak, in seconds; < 0 = no period */
+    double peak;       /* the autocorrelation there (0 when nothing was searched) */
+    double bin_s;      /* the bin width the series was counted in */
+    double min_lag_s, max_lag_s; /* the lags searched: 2 bins to a third of the series */
+    double events;     /* the series' total */
+} sl_sim_period_t;
+
+/* The lag (2 bins to n/3 bins) where the autocorrelation of counts[0..n) peaks,
+ * reported when the peak is at least 0.25, the series has at least 12 bins and 10
+ * events in all; otherwise period_s < 0. Pure: no allocation, no state. */
+sl_sim_period_t sl_sim_dominant_period(const double *counts, size_t n, double bin_s);
+
 /* One 5-second bin of a run's time series. */
 typedef struct sl_sim_bin {
     int64_t requests;             /* calls sent to the provider */

@@ -200,6 +200,24 @@ static void test_seed_fleet_backoff_has_429s_and_sluice_queues_instead(void **st
     sl_sim_scenario_free(&sc);
 }
 
+/* Bursts every 6 bins of 5 s: period 30 s; the same count spread flat, or too few
+ * events, report none. */
+static void test_dominant_period_finds_the_burst_spacing(void **state)
+{
+    (void)state;
+    double wave[60] = {0}, flat[60], sparse[60] = {0};
+    for (size_t i = 0; i < 60; i += 6) wave[i] = 5, wave[i + 1] = 2;
+    for (size_t i = 0; i < 60; i++) flat[i] = 2;
+    sparse[3] = sparse[33] = 4;
+    sl_sim_period_t p = sl_sim_dominant_period(wave, 60, 5.0);
+    assert_true(p.period_s == 30.0);
+    assert_true(p.peak >= 0.25 && p.peak <= 1.0);
+    assert_true(p.min_lag_s == 10.0 && p.max_lag_s == 100.0 && p.events == 70);
+    assert_true(sl_sim_dominant_period(flat, 60, 5.0).period_s < 0);
+    assert_true(sl_sim_dominant_period(sparse, 60, 5.0).period_s < 0);
+    assert_true(sl_sim_dominant_period(wave, 11, 5.0).period_s < 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +228,7 @@ int main(void)
         cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
         cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
         cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
+        cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
