@@ -67,7 +67,7 @@ static void tb_commit(const sl__limit_t *l, sl__kstate_t *s, int64_t units, int6
 
 static bool tb_at_rest(const sl__limit_t *l, const sl__kstate_t *s, int64_t now_us)
 {
-    return level_at(l, s, now_us) >= (double)l->burst_units;
+    return level_at(l, s, now_us) >= (double)l->burst_units - EPS;
 }
 
 static void tb_rescale(const sl__limit_t *l, sl__kstate_t *s, double old_rate, int64_t now_us)
