@@ -176,7 +176,11 @@ int sl_limits_add_json(sl_limits_t *ls, const char *name, const json_t *obj)
         if (strcmp(k, "algorithm") == 0) continue;
         if (strcmp(k, "rate") == 0) rc = num_field(&c, k, v, &cfg.rate), have_rate = true;
         else if (strcmp(k, "period_s") == 0 && !conc) rc = num_field(&c, k, v, &cfg.period_s);
-        else if (strcmp(k, "burst") == 0) rc = num_field(&c, k, v, &cfg.burst);
+        else if (strcmp(k, "burst") == 0) {
+            /* 0 is the struct's "default"; written out it is a mistake. */
+            if (!(rc = num_field(&c, k, v, &cfg.burst)) && cfg.burst == 0)
+                rc = fail(ls, SL_EINVAL, "limits.%s.burst: 0, not a whole number in 1..1e+09", c.name);
+        }
         else if (strcmp(k, "ttl_s") == 0 && conc) rc = num_field(&c, k, v, &cfg.ttl_s);
         else if (strcmp(k, "max_keys") == 0) rc = int_field(&c, k, v, &cfg.max_keys);
         else if (strcmp(k, "per") == 0) {

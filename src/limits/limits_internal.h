@@ -33,8 +33,10 @@ typedef struct sl__kstate {
     double level;   /* token_bucket: tokens */
     int64_t cur, prev; /* fixed_window: count; approx: this and the previous window */
     sl__ring_t ring;   /* sliding_window, concurrency */
-    double rate;       /* the current rate (adaptive), else the configured one */
+    double rate;       /* the current rate (adaptive), else 0: the configured one */
     sl__outcomes_t outcomes;
+    int64_t seen_us;   /* the latest time a commit, release or report saw: earlier
+                          times are treated as this one */
 } sl__kstate_t;
 
 typedef struct sl__limit sl__limit_t;

@@ -198,6 +198,7 @@ typedef struct level {
     sl__limit_t *l;
     const char *key;
     sl__knode_t *node;
+    int64_t now_us; /* the call's time, or the later one the key already saw */
     int64_t units;
     bool inserted;
     sl__answer_t a;
@@ -286,8 +287,18 @@ static bool has_room(sl__limit_t *l, int64_t now_us)
     return (int64_t)l->keys.n < l->cfg.max_keys;
 }
 
+static int64_t effective_now(const sl__knode_t *node, int64_t now_us)
+{
+    return node && node->state.seen_us > now_us ? node->state.seen_us : now_us;
+}
+
+static void saw(sl__kstate_t *s, int64_t now_us)
+{
+    if (now_us > s->seen_us) s->seen_us = now_us;
+}
+
 static int resolve(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
-                   level_t *lv, size_t *n)
+                   int64_t now_us, level_t *lv, size_t *n)
 {
     ls->err[0] = '\0';
     if (!ls->linked) return fail(ls, SL_EINVAL, "limits: not linked (sl_limits_link)");
@@ -307,6 +318,7 @@ static int resolve(sl_limits_t *ls, const char *name, const sl_limit_request_t *
         int rc = key_of(ls, lv[i].l, req, &lv[i].key);
         if (rc) return rc;
         lv[i].node = sl__kmap_find(&lv[i].l->keys, lv[i].key);
+        lv[i].now_us = effective_now(lv[i].node, now_us);
         lv[i].units = req->hits * cost_of(lv[i].l, req->action);
     }
     return SL_OK;
@@ -363,11 +375,12 @@ static void assemble(level_t *lv, size_t n, sl_limit_result_t *out)
 }
 
 /* Probes every level; `taking` (a check with hits > 0) also needs room for new keys. */
-static void probe_levels(level_t *lv, size_t n, int64_t now_us, bool taking)
+static void probe_levels(level_t *lv, size_t n, bool taking)
 {
     for (size_t i = 0; i < n; i++) {
         sl__limit_t *l = lv[i].l;
         const sl__kstate_t *s = lv[i].node ? &lv[i].node->state : &FRESH;
+        int64_t now_us = lv[i].now_us;
         l->algo->probe(l, s, lv[i].units, now_us, &lv[i].a);
         if (taking && !lv[i].node && lv[i].units > 0 && lv[i].a.reason == SL_LIMIT_ALLOWED &&
             !has_room(l, now_us)) {
@@ -389,7 +402,7 @@ static void undo_inserts(level_t *lv, size_t n)
 }
 
 /* Inserts missing keys and grows logs; undoes the inserts when one step fails. */
-static int reserve_levels(sl_limits_t *ls, level_t *lv, size_t n, int64_t now_us)
+static int reserve_levels(sl_limits_t *ls, level_t *lv, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (lv[i].units == 0) continue;
@@ -399,7 +412,7 @@ static int reserve_levels(sl_limits_t *ls, level_t *lv, size_t n, int64_t now_us
             if (!lv[i].node) goto nomem;
             lv[i].inserted = true;
         }
-        if (l->algo->reserve(l, &lv[i].node->state, now_us) != SL_OK) goto nomem;
+        if (l->algo->reserve(l, &lv[i].node->state, lv[i].now_us) != SL_OK) goto nomem;
     }
     return SL_OK;
 nomem:
@@ -412,16 +425,19 @@ static int run_check(sl_limits_t *ls, const char *name, const sl_limit_request_t
 {
     level_t lv[SL_LIMITS_MAX_LEVELS];
     size_t n = 0;
-    int rc = resolve(ls, name, req, lv, &n);
+    int rc = resolve(ls, name, req, now_us, lv, &n);
     if (rc) return rc;
     bool taking = commit && req->hits > 0;
-    probe_levels(lv, n, now_us, taking);
+    probe_levels(lv, n, taking);
     assemble(lv, n, out);
     if (!out->allowed || !taking) return SL_OK;
-    rc = reserve_levels(ls, lv, n, now_us);
+    rc = reserve_levels(ls, lv, n);
     if (rc) return rc;
-    for (size_t i = 0; i < n; i++)
-        if (lv[i].units > 0) lv[i].l->algo->commit(lv[i].l, &lv[i].node->state, lv[i].units, now_us);
+    for (size_t i = 0; i < n; i++) {
+        if (lv[i].units == 0) continue;
+        lv[i].l->algo->commit(lv[i].l, &lv[i].node->state, lv[i].units, lv[i].now_us);
+        saw(&lv[i].node->state, lv[i].now_us);
+    }
     return SL_OK;
 }
 
@@ -457,7 +473,8 @@ int sl_limits_when(sl_limits_t *ls, const char *name, const sl_limit_request_t *
 }
 
 /* The limit `name` alone, at the request's key. */
-static int one_level(sl_limits_t *ls, const char *name, const sl_limit_request_t *req, level_t *lv)
+static int one_level(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
+                     int64_t now_us, level_t *lv)
 {
     ls->err[0] = '\0';
     memset(lv, 0, sizeof *lv);
@@ -466,6 +483,7 @@ static int one_level(sl_limits_t *ls, const char *name, const sl_limit_request_t
     int rc = key_of(ls, lv->l, req, &lv->key);
     if (rc) return rc;
     lv->node = sl__kmap_find(&lv->l->keys, lv->key);
+    lv->now_us = effective_now(lv->node, now_us);
     return SL_OK;
 }
 
@@ -473,13 +491,14 @@ int sl_limits_release(sl_limits_t *ls, const char *name, const sl_limit_request_
                       int64_t now_us)
 {
     level_t lv;
-    int rc = one_level(ls, name, req, &lv);
+    int rc = one_level(ls, name, req, now_us, &lv);
     if (rc) return rc;
     if (lv.l->cfg.algorithm != SL_LIMIT_CONCURRENCY)
         return fail(ls, SL_EINVAL, "limit \"%s\": algorithm %s has nothing to release", name,
                     sl_limit_algorithm_name(lv.l->cfg.algorithm));
-    if (!lv.node || sl__concurrency_release(&lv.node->state, now_us) != SL_OK)
+    if (!lv.node || sl__concurrency_release(&lv.node->state, lv.now_us) != SL_OK)
         return fail(ls, SL_ENOTFOUND, "limit \"%s\" key \"%s\": no live hold", name, lv.key);
+    saw(&lv.node->state, lv.now_us);
     return SL_OK;
 }
 
@@ -487,7 +506,7 @@ int sl_limits_report(sl_limits_t *ls, const char *name, const sl_limit_request_t
                      int64_t successes, int64_t errors, int64_t now_us, double *rate_out)
 {
     level_t lv;
-    int rc = one_level(ls, name, req, &lv);
+    int rc = one_level(ls, name, req, now_us, &lv);
     if (rc) return rc;
     sl__limit_t *l = lv.l;
     if (!l->cfg.adaptive.enabled) return fail(ls, SL_EINVAL, "limit \"%s\": not adaptive", name);
@@ -517,7 +536,7 @@ int sl_limits_report(sl_limits_t *ls, const char *name, const sl_limit_request_t
     double new_rate = sl__adaptive_report(l, s, successes, errors, &er);
     if (new_rate != old_rate) {
         s->rate = new_rate;
-        l->algo->rescale(l, s, old_rate, now_us);
+        l->algo->rescale(l, s, old_rate, lv.now_us);
         if (ls->adapt_cb) {
             sl_limit_adapt_event_t ev = {.limit = l->name, .key = lv.key, .old_rate = old_rate,
                                          .new_rate = new_rate, .error_rate = er,
@@ -527,6 +546,7 @@ int sl_limits_report(sl_limits_t *ls, const char *name, const sl_limit_request_t
     } else if (s->rate <= 0) {
         s->rate = old_rate;
     }
+    saw(s, lv.now_us);
     if (rate_out) *rate_out = new_rate;
     return SL_OK;
 }
@@ -535,14 +555,14 @@ int sl_limits_key_info(sl_limits_t *ls, const char *name, const sl_limit_request
                        int64_t now_us, sl_limit_key_info_t *info)
 {
     level_t lv;
-    int rc = one_level(ls, name, req, &lv);
+    int rc = one_level(ls, name, req, now_us, &lv);
     if (rc) return rc;
     const sl__kstate_t *s = lv.node ? &lv.node->state : &FRESH;
-    lv.l->algo->probe(lv.l, s, 0, now_us, &lv.a);
+    lv.l->algo->probe(lv.l, s, 0, lv.now_us, &lv.a);
     memset(info, 0, sizeof *info);
     info->tracked = lv.node != NULL;
     fill_level(&lv, &info->level);
-    if (lv.l->cfg.algorithm == SL_LIMIT_CONCURRENCY) info->held = sl__concurrency_held(s, now_us);
+    if (lv.l->cfg.algorithm == SL_LIMIT_CONCURRENCY) info->held = sl__concurrency_held(s, lv.now_us);
     return SL_OK;
 }
 

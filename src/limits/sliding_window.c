@@ -2,8 +2,9 @@
  *
  * An entry (time, units) counts while now < time + period. The log is pruned when a
  * check commits, so after every commit it holds only live entries: at most `rate`
- * of them (each at least one unit; hits at one µs merge), 16 bytes each, so a key
- * costs at most 16 x rate bytes (rate <= SL_LIMITS_LOG_MAX_RATE). There is no
+ * of them (each at least one unit; hits at one µs merge), 16 bytes each, in a ring
+ * whose capacity is a power of two: under 32 x rate bytes per key (rate <=
+ * SL_LIMITS_LOG_MAX_RATE). There is no
  * boundary to game: any period-long interval holds at most rate units. A denied
  * hit's retry time is when enough of the oldest entries have left the window. */
 #include "limits_internal.h"

@@ -61,6 +61,18 @@ static void test_fixed_window_lets_twice_the_rate_through_across_a_boundary(void
     sl_limits_free(ls);
 }
 
+static void test_an_earlier_time_counts_as_the_latest_one_seen(void **state)
+{
+    (void)state;
+    sl_limits_t *ls = harness_set(ONE("fixed_window", ", \"rate\": 3, \"period_s\": 1"));
+    assert_true(harness_check(ls, "x", "a", 3, 1.5).allowed);
+    /* A clock that stepped back into the previous window does not find it empty. */
+    sl_limit_result_t r = harness_check(ls, "x", "a", 1, 0.5);
+    assert_false(r.allowed);
+    assert_int_equal(r.retry_after_us, US(0.5));
+    sl_limits_free(ls);
+}
+
 /* ---- sliding window (exact) ---- */
 
 static void test_sliding_window_has_no_boundary_burst(void **state)
@@ -250,6 +262,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_token_bucket_allows_the_burst_then_refills_continuously),
         cmocka_unit_test(test_fixed_window_lets_twice_the_rate_through_across_a_boundary),
+        cmocka_unit_test(test_an_earlier_time_counts_as_the_latest_one_seen),
         cmocka_unit_test(test_sliding_window_has_no_boundary_burst),
         cmocka_unit_test(test_sliding_window_retry_waits_for_the_oldest_entries_needed),
         cmocka_unit_test(test_sliding_window_approx_weights_the_previous_window),

@@ -66,6 +66,8 @@ static void test_bad_fields_are_refused_naming_field_and_value(void **state)
             "limits.x.period_s: 0, not in [0.000001, 3.16224e+07]");
     refused("{\"x\": {\"rate\": 5, \"burst\": 0.5}}", SL_EINVAL,
             "limits.x.burst: 0.5, not a whole number in 1..1e+09");
+    refused("{\"x\": {\"rate\": 5, \"burst\": 0}}", SL_EINVAL,
+            "limits.x.burst: 0, not a whole number in 1..1e+09");
     refused("{\"x\": {\"algorithm\": \"fixed_window\", \"rate\": 5, \"burst\": 2}}", SL_EINVAL,
             "limits.x.burst: 2, not used by fixed_window");
     refused("{\"x\": {\"algorithm\": \"fixed_window\", \"rate\": 2.5}}", SL_EINVAL,
