@@ -229,6 +229,7 @@ int sl_limits_release(sl_limits_t *ls, const char *name, const sl_limit_request_
  * high_error, by `increase` when below low_error, clamped to [min_rate, max_rate]; a
  * change calls the adapt callback. `rate_out` (may be NULL) gets the rate after.
  * Returns 0; SL_ENOTFOUND, SL_EINVAL (not adaptive, counts out of range, key fields),
+ * SL_ECAPACITY (a new key, and the limit holds max_keys keys none of which is at rest),
  * SL_ENOMEM. */
 int sl_limits_report(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
                      int64_t successes, int64_t errors, int64_t now_us, double *rate_out);
