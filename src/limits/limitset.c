@@ -374,7 +374,7 @@ static void assemble(level_t *lv, size_t n, sl_limit_result_t *out)
     if (!out->allowed) out->delay_us = 0; /* nothing will run */
 }
 
-/* Probes every level; `taking` (a check with hits > 0) also needs room for new keys. */
+/* Probes every level; `taking` (hits > 0) also needs room for new keys. */
 static void probe_levels(level_t *lv, size_t n, bool taking)
 {
     for (size_t i = 0; i < n; i++) {
@@ -427,10 +427,11 @@ static int run_check(sl_limits_t *ls, const char *name, const sl_limit_request_t
     size_t n = 0;
     int rc = resolve(ls, name, req, now_us, lv, &n);
     if (rc) return rc;
-    bool taking = commit && req->hits > 0;
-    probe_levels(lv, n, taking);
+    /* A probe asks for room too (a sweep forgets only keys that answer as fresh ones),
+     * so it answers what the check would. */
+    probe_levels(lv, n, req->hits > 0);
     assemble(lv, n, out);
-    if (!out->allowed || !taking) return SL_OK;
+    if (!out->allowed || !commit || req->hits == 0) return SL_OK;
     rc = reserve_levels(ls, lv, n);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++) {

@@ -203,6 +203,9 @@ static void test_keys_at_rest_are_forgotten_and_a_full_limit_denies_new_keys(voi
     assert_false(r.allowed);
     assert_int_equal(r.checked[0].reason, SL_LIMIT_MAX_KEYS);
     assert_int_equal(r.retry_after_us, US(0.4));
+    sl_limit_request_t req = harness_req("c", 1);
+    assert_int_equal(sl_limits_probe(ls, "x", &req, AT(0.6), &r), SL_OK);
+    assert_int_equal(r.checked[0].reason, SL_LIMIT_MAX_KEYS);
     /* Peeks of a new key still answer, as a fresh key, and change nothing. */
     r = harness_check(ls, "x", "c", 0, 0.6);
     assert_true(r.allowed);
