@@ -382,6 +382,11 @@ static void probe_levels(level_t *lv, size_t n, bool taking)
         const sl__kstate_t *s = lv[i].node ? &lv[i].node->state : &FRESH;
         int64_t now_us = lv[i].now_us;
         l->algo->probe(l, s, lv[i].units, now_us, &lv[i].a);
+        if (lv[i].units == 0 && lv[i].a.reason != SL_LIMIT_ALLOWED) {
+            /* Nothing asked, nothing to refuse: a level above a rate that adapted down. */
+            lv[i].a.reason = SL_LIMIT_ALLOWED;
+            lv[i].a.retry_after_us = 0;
+        }
         if (taking && !lv[i].node && lv[i].units > 0 && lv[i].a.reason == SL_LIMIT_ALLOWED &&
             !has_room(l, now_us)) {
             lv[i].a.reason = SL_LIMIT_MAX_KEYS;

@@ -439,6 +439,77 @@ static void run_property(uint64_t seed)
     sl_limits_free(ls);
 }
 
+/* Adaptive levels of every algorithm under random reports: the rate stays in its bounds,
+ * and denies, peeks and probes keep their promises whatever the rate did. */
+static void run_adaptive_property(uint64_t seed)
+{
+    rng_state = seed;
+    int alg = (int)(rnd() % SL_LIMIT_ALGORITHM_COUNT);
+    bool conc = alg == SL_LIMIT_CONCURRENCY;
+    bool burst = alg == SL_LIMIT_TOKEN_BUCKET || alg == SL_LIMIT_LEAKY_BUCKET || alg == SL_LIMIT_GCRA;
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"leaf\": {\"algorithm\": \"%s\", \"rate\": 8%s%s, \"parents\": [\"top\"],"
+             " \"adaptive\": {\"min_rate\": 2, \"max_rate\": 40, \"window\": 20}},"
+             " \"top\": {\"algorithm\": \"gcra\", \"rate\": 30, \"burst\": 6, \"per\": \"global\","
+             " \"adaptive\": {\"min_rate\": 5, \"max_rate\": 60, \"window\": 50}}}",
+             ALG[alg], conc ? ", \"ttl_s\": 2" : ", \"period_s\": 2", burst ? ", \"burst\": 4" : "");
+    sl_limits_t *ls = harness_set(json);
+    static const char *agents[3] = {"a0", "a1", "a2"};
+    int64_t now = T0_US;
+    for (int step = 0; step < 3000; step++) {
+        now += (int64_t)(rnd() % 300000);
+        sl_limit_request_t req = {.agent = agents[rnd() % 3], .hits = (int64_t)(rnd() % 3)};
+        int op = (int)(rnd() % 10);
+        if (op < 3) {
+            const char *name = op == 0 ? "top" : "leaf";
+            int64_t ok = (int64_t)(rnd() % 20), err = (int64_t)(rnd() % 6);
+            double rate = 0;
+            int rc = sl_limits_report(ls, name, &req, ok, err, now, &rate);
+            if (ok + err == 0) {
+                assert_int_equal(rc, SL_EINVAL);
+                continue;
+            }
+            assert_int_equal(rc, SL_OK);
+            assert_true(rate >= (op == 0 ? 5 : 2) && rate <= (op == 0 ? 60 : 40));
+            continue;
+        }
+        if (op == 3 && conc) {
+            int rc = sl_limits_release(ls, "leaf", &req, now);
+            assert_true(rc == SL_OK || rc == SL_ENOTFOUND);
+            continue;
+        }
+        sl_limit_result_t before, probed, r, after;
+        sl_limit_request_t peek = req;
+        peek.hits = 0;
+        assert_int_equal(sl_limits_check(ls, "leaf", &peek, now, &before), SL_OK);
+        assert_true(before.allowed);
+        assert_int_equal(sl_limits_probe(ls, "leaf", &req, now, &probed), SL_OK);
+        assert_int_equal(sl_limits_check(ls, "leaf", &req, now, &r), SL_OK);
+        assert_int_equal(probed.allowed, r.allowed);
+        assert_true(same_levels(&probed, &r));
+        assert_int_equal(sl_limits_check(ls, "leaf", &peek, now, &after), SL_OK);
+        for (size_t i = 0; i < r.n_checked; i++) assert_true(r.checked[i].remaining >= 0);
+        if (r.allowed && req.hits > 0) continue;
+        if (!same_levels(&before, &after)) fail_msg("seed %llx step %d: a deny or peek changed state",
+                                                    (unsigned long long)seed, step);
+        if (!r.allowed && r.retry_after_us >= 0) {
+            sl_limit_result_t later;
+            assert_int_equal(sl_limits_probe(ls, "leaf", &req, now + r.retry_after_us, &later), SL_OK);
+            if (!later.allowed)
+                fail_msg("seed %llx step %d (%s): still denied after retry_after", (unsigned long long)seed,
+                         step, ALG[alg]);
+        }
+    }
+    sl_limits_free(ls);
+}
+
+static void test_adaptive_levels_keep_the_promises_under_random_reports(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 35; seed++) run_adaptive_property(seed * 0xD1B54A32D192ED03ULL);
+}
+
 static void test_random_checks_never_overdraw_and_denies_change_nothing(void **state)
 {
     (void)state;
@@ -458,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_keys_at_rest_are_forgotten_and_a_full_limit_denies_new_keys),
         cmocka_unit_test(test_many_keys_stay_findable_through_growth_and_sweeps),
         cmocka_unit_test(test_random_checks_never_overdraw_and_denies_change_nothing),
+        cmocka_unit_test(test_adaptive_levels_keep_the_promises_under_random_reports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
