@@ -23,6 +23,7 @@ ALLOWED = {
     "engine": (set(), {"engine.h"}),
     "tokenizer": (set(), {"tokenizer.h"}),
     "provider": (set(), set()),
+    "limits": (set(), set()),
     "backend": (set(), {"engine.h"}),
     "backend/redis": ({"backend"}, {"engine.h"}),
     "client": (set(), {"client.h"}),

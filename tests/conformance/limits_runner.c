@@ -1,0 +1,424 @@
+/* limits_runner.c - runs the action-limit conformance scenarios (tests/conformance/limits/NAME.scn) and checks every expectation.
+ *
+ * Usage: limits_conformance_runner [-v] FILE.scn...
+ * The format (docs/limits.md, "Conformance scenarios"): `limit NAME field=value...`
+ * lines configure the set (all of them, in order, before the first operation), and
+ * `T OP NAME args... -> field=value...` lines run an operation at T seconds after a
+ * fixed epoch and check fields of its answer. Each backend answers through the same
+ * neutral record of named fields, so the Redis Lua port will add a backend here and
+ * run the same files. Exit status 0 when every expectation held.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "limits/limits.h"
+#include "limits/limits_json.h"
+
+#define T0_S 1800000000LL /* aligned to every window the scenarios use */
+#define MAX_FIELDS 64
+#define MAX_TOKENS 48
+#define MAX_OPS 4096
+
+typedef struct field {
+    char name[72];
+    bool is_num;
+    double num;
+    char str[96];
+} field_t;
+
+typedef struct result {
+    int rc;
+    int n;
+    field_t f[MAX_FIELDS];
+} result_t;
+
+static void put_num(result_t *r, const char *name, double v)
+{
+    if (r->n == MAX_FIELDS) return;
+    field_t *f = &r->f[r->n++];
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->is_num = true;
+    f->num = v;
+}
+
+static void put_str(result_t *r, const char *name, const char *v)
+{
+    if (r->n == MAX_FIELDS) return;
+    field_t *f = &r->f[r->n++];
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->is_num = false;
+    snprintf(f->str, sizeof f->str, "%s", v ? v : "");
+}
+
+static const field_t *get_field(const result_t *r, const char *name)
+{
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->f[i].name, name) == 0) return &r->f[i];
+    return NULL;
+}
+
+/* ---- scenario files ---- */
+
+typedef struct op {
+    int line;
+    double t_s;
+    char *tok[MAX_TOKENS];
+    int ntok;
+    char *expect[MAX_TOKENS];
+    int nexpect;
+} op_t;
+
+typedef struct scenario {
+    const char *path;
+    json_t *limits; /* name -> object, in file order */
+    op_t ops[MAX_OPS];
+    int n;
+    char *lines[MAX_OPS];
+    int n_lines;
+} scenario_t;
+
+static int split(char *s, char **out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        while (isspace((unsigned char)*s)) s++;
+        if (!*s) break;
+        if (*s == '"') {
+            out[n++] = ++s;
+            while (*s && *s != '"') s++;
+        } else {
+            out[n++] = s;
+            while (*s && !isspace((unsigned char)*s)) s++;
+        }
+        if (*s) *s++ = '\0';
+    }
+    return n;
+}
+
+static json_t *scalar(const char *v)
+{
+    char *end;
+    double d = strtod(v, &end);
+    if (*v && *end == '\0') return d == floor(d) && fabs(d) < 1e15 ? json_integer((json_int_t)d) : json_real(d);
+    return json_string(v);
+}
+
+/* `limit NAME k=v...`: costs=a:1,b:5  parents=x,y  adaptive.min_rate=10 */
+static int limit_line(scenario_t *sc, char **tok, int n, int lineno)
+{
+    if (n < 2) {
+        fprintf(stderr, "%s:%d: limit needs a name\n", sc->path, lineno);
+        return -1;
+    }
+    json_t *obj = json_object();
+    for (int i = 2; i < n; i++) {
+        char *eq = strchr(tok[i], '=');
+        if (!eq) {
+            fprintf(stderr, "%s:%d: %s is not field=value\n", sc->path, lineno, tok[i]);
+            json_decref(obj);
+            return -1;
+        }
+        *eq = '\0';
+        const char *k = tok[i], *v = eq + 1;
+        if (strcmp(k, "costs") == 0) {
+            json_t *costs = json_object();
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *p = strtok(buf, ","); p; p = strtok(NULL, ",")) {
+                char *colon = strchr(p, ':');
+                if (!colon) continue;
+                *colon = '\0';
+                json_object_set_new(costs, p, scalar(colon + 1));
+            }
+            json_object_set_new(obj, "costs", costs);
+        } else if (strcmp(k, "parents") == 0) {
+            json_t *arr = json_array();
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *p = strtok(buf, ","); p; p = strtok(NULL, ",")) json_array_append_new(arr, json_string(p));
+            json_object_set_new(obj, "parents", arr);
+        } else if (strncmp(k, "adaptive.", 9) == 0) {
+            json_t *ad = json_object_get(obj, "adaptive");
+            if (!ad) json_object_set_new(obj, "adaptive", ad = json_object());
+            json_object_set_new(ad, k + 9, scalar(v));
+        } else {
+            json_object_set_new(obj, k, scalar(v));
+        }
+    }
+    json_object_set_new(sc->limits, tok[1], obj);
+    return 0;
+}
+
+static int load(const char *path, scenario_t *sc)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open\n", path);
+        return -1;
+    }
+    memset(sc, 0, sizeof *sc);
+    sc->path = path;
+    sc->limits = json_object();
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char *copy = strdup(line), *tok[MAX_TOKENS * 2];
+        int n = split(copy, tok, MAX_TOKENS * 2);
+        if (n == 0 || strcmp(tok[0], "limit") == 0) {
+            if (n) rc = limit_line(sc, tok, n, lineno);
+            free(copy);
+            continue;
+        }
+        if (sc->n == MAX_OPS) {
+            free(copy);
+            break;
+        }
+        sc->lines[sc->n_lines++] = copy;
+        op_t *op = &sc->ops[sc->n++];
+        op->line = lineno;
+        op->t_s = strtod(tok[0], NULL);
+        bool after = false;
+        for (int i = 1; i < n; i++) {
+            if (strcmp(tok[i], "->") == 0) after = true;
+            else if (after) op->expect[op->nexpect++] = tok[i];
+            else op->tok[op->ntok++] = tok[i];
+        }
+        if (op->ntok == 0) {
+            fprintf(stderr, "%s:%d: no operation\n", path, lineno);
+            rc = -1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static void free_scenario(scenario_t *sc)
+{
+    for (int i = 0; i < sc->n_lines; i++) free(sc->lines[i]);
+    json_decref(sc->limits);
+}
+
+static const char *arg(const op_t *op, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 1; i < op->ntok; i++)
+        if (strncmp(op->tok[i], name, n) == 0 && op->tok[i][n] == '=') return op->tok[i] + n + 1;
+    return NULL;
+}
+
+static double arg_num(const op_t *op, const char *name, double dflt)
+{
+    const char *v = arg(op, name);
+    return v ? strtod(v, NULL) : dflt;
+}
+
+static double secs(int64_t us)
+{
+    return us < 0 ? -1 : (double)us / 1e6;
+}
+
+/* ---- the C library backend ---- */
+
+static void level_fields(result_t *r, const char *prefix, const sl_limit_level_t *lv)
+{
+    char name[72];
+#define NUM(f, v) (snprintf(name, sizeof name, "%s%s", prefix, f), put_num(r, name, v))
+    NUM("limit", (double)lv->limit);
+    NUM("remaining", (double)lv->remaining);
+    NUM("retry_after", secs(lv->retry_after_us));
+    NUM("reset_after", secs(lv->reset_after_us));
+    NUM("delay", secs(lv->delay_us));
+    NUM("cost", (double)lv->cost);
+    NUM("rate", lv->rate);
+#undef NUM
+    snprintf(name, sizeof name, "%sreason", prefix);
+    put_str(r, name, sl_limit_reason_name(lv->reason));
+    snprintf(name, sizeof name, "%skey", prefix);
+    put_str(r, name, lv->key);
+}
+
+static void lib_op(sl_limits_t *ls, const op_t *op, result_t *r)
+{
+    int64_t now = (T0_S * 1000000) + (int64_t)llround(op->t_s * 1e6);
+    const char *what = op->tok[0], *name = op->ntok > 1 ? op->tok[1] : "";
+    sl_limit_request_t req = {.agent = arg(op, "agent"), .team = arg(op, "team"),
+                              .key = arg(op, "key"), .action = arg(op, "action"),
+                              .hits = (int64_t)arg_num(op, "hits", 1)};
+    if (strcmp(what, "check") == 0 || strcmp(what, "peek") == 0 || strcmp(what, "probe") == 0) {
+        sl_limit_result_t res;
+        if (strcmp(what, "peek") == 0) req.hits = 0;
+        r->rc = strcmp(what, "probe") == 0 ? sl_limits_probe(ls, name, &req, now, &res)
+                                           : sl_limits_check(ls, name, &req, now, &res);
+        if (r->rc) return;
+        put_num(r, "allowed", res.allowed);
+        put_num(r, "limit", (double)res.limit);
+        put_num(r, "remaining", (double)res.remaining);
+        put_num(r, "retry_after", secs(res.retry_after_us));
+        put_num(r, "reset_after", secs(res.reset_after_us));
+        put_num(r, "delay", secs(res.delay_us));
+        put_num(r, "levels", (double)res.n_checked);
+        put_str(r, "denied_by", res.denied_by >= 0 ? res.checked[res.denied_by].limit_name : "");
+        put_str(r, "denied_key", res.denied_by >= 0 ? res.checked[res.denied_by].key : "");
+        for (size_t i = 0; i < res.n_checked; i++) {
+            char prefix[300];
+            snprintf(prefix, sizeof prefix, "@%s.", res.checked[i].limit_name);
+            level_fields(r, prefix, &res.checked[i]);
+        }
+    } else if (strcmp(what, "when") == 0) {
+        int64_t at = 0;
+        r->rc = sl_limits_when(ls, name, &req, now, &at);
+        if (!r->rc) put_num(r, "at", (double)(at - T0_S * 1000000) / 1e6);
+    } else if (strcmp(what, "release") == 0) {
+        r->rc = sl_limits_release(ls, name, &req, now);
+    } else if (strcmp(what, "report") == 0) {
+        double rate = 0;
+        r->rc = sl_limits_report(ls, name, &req, (int64_t)arg_num(op, "successes", 0),
+                                 (int64_t)arg_num(op, "errors", 0), now, &rate);
+        if (!r->rc) put_num(r, "rate", rate);
+    } else if (strcmp(what, "info") == 0) {
+        sl_limit_key_info_t info;
+        r->rc = sl_limits_key_info(ls, name, &req, now, &info);
+        if (r->rc) return;
+        put_num(r, "tracked", info.tracked);
+        put_num(r, "held", (double)info.held);
+        level_fields(r, "", &info.level);
+    } else if (strcmp(what, "keys") == 0) {
+        size_t keys = 0;
+        r->rc = sl_limits_config(ls, name, NULL, &keys);
+        if (!r->rc) put_num(r, "keys", (double)keys);
+    } else if (strcmp(what, "sweep") == 0) {
+        r->rc = SL_OK;
+        put_num(r, "freed", (double)sl_limits_sweep(ls, now));
+    } else {
+        r->rc = SL_EINVAL;
+        put_str(r, "error", "unknown operation");
+    }
+}
+
+/* ---- expectations ---- */
+
+static const char *code_name(int rc)
+{
+    switch (rc) {
+    case SL_OK:
+        return "ok";
+    case SL_EINVAL:
+        return "invalid_request";
+    case SL_ENOTFOUND:
+        return "not_found";
+    case SL_ECAPACITY:
+        return "exceeds_capacity";
+    case SL_ENOMEM:
+        return "out_of_memory";
+    default:
+        return "other_error";
+    }
+}
+
+static bool check_expect(const char *exp, const result_t *r, char *why, size_t n)
+{
+    const char *eq = strchr(exp, '=');
+    if (!eq) {
+        snprintf(why, n, "bad expectation %s", exp);
+        return false;
+    }
+    char name[80];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - exp), exp);
+    const char *want = eq + 1;
+    if (strcmp(name, "error") == 0) {
+        if (strcmp(code_name(r->rc), want) == 0) return true;
+        snprintf(why, n, "error: want %s, got %s", want, code_name(r->rc));
+        return false;
+    }
+    const field_t *f = get_field(r, name);
+    if (!f) {
+        snprintf(why, n, "%s: missing (%s)", name, code_name(r->rc));
+        return false;
+    }
+    if (f->is_num) {
+        double w = strtod(want, NULL), tol = 1e-9;
+        const char *dot = strchr(want, '.');
+        if (dot) tol = 0.5 * pow(10, -(double)strspn(dot + 1, "0123456789")) + 1e-9;
+        if (fabs(f->num - w) <= tol) return true;
+        snprintf(why, n, "%s: want %s, got %.9g", name, want, f->num);
+        return false;
+    }
+    if (strcmp(f->str, want) == 0) return true;
+    snprintf(why, n, "%s: want %s, got %s", name, want, f->str);
+    return false;
+}
+
+static void print_result(FILE *out, const result_t *r)
+{
+    fprintf(out, " rc=%s", code_name(r->rc));
+    for (int i = 0; i < r->n; i++) {
+        if (r->f[i].is_num) fprintf(out, " %s=%.9g", r->f[i].name, r->f[i].num);
+        else fprintf(out, " %s=%s", r->f[i].name, r->f[i].str);
+    }
+}
+
+static int run_file(const char *path, bool verbose)
+{
+    static scenario_t sc;
+    if (load(path, &sc) != 0) {
+        free_scenario(&sc);
+        return 1;
+    }
+    int failures = 0;
+    sl_limits_t *ls = sl_limits_new();
+    bool configured = ls && sl_limits_add_all_json(ls, sc.limits) == SL_OK;
+    if (!configured) {
+        fprintf(stderr, "%s: configuration refused: %s\n", path, ls ? sl_limits_errmsg(ls) : "no memory");
+        failures++;
+    }
+    for (int i = 0; configured && i < sc.n; i++) {
+        static result_t r;
+        memset(&r, 0, sizeof r);
+        lib_op(ls, &sc.ops[i], &r);
+        char why[256];
+        for (int j = 0; j < sc.ops[i].nexpect; j++) {
+            if (check_expect(sc.ops[i].expect[j], &r, why, sizeof why)) continue;
+            fprintf(stderr, "%s:%d: library: %s\n  got:", path, sc.ops[i].line, why);
+            print_result(stderr, &r);
+            fprintf(stderr, "\n");
+            failures++;
+        }
+        if (verbose) {
+            printf("%s:%d:", path, sc.ops[i].line);
+            print_result(stdout, &r);
+            printf("\n");
+        }
+    }
+    sl_limits_free(ls);
+    printf("%s %s (%d operations, library)\n", failures ? "FAIL" : "ok  ", path, sc.n);
+    free_scenario(&sc);
+    return failures;
+}
+
+int main(int argc, char **argv)
+{
+    bool verbose = false;
+    int failures = 0, files = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-v") == 0) {
+            verbose = true;
+            continue;
+        }
+        files++;
+        failures += run_file(argv[i], verbose);
+    }
+    if (!files) {
+        fprintf(stderr, "usage: limits_conformance_runner [-v] FILE.scn...\n");
+        return 2;
+    }
+    return failures ? 1 : 0;
+}
