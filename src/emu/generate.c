@@ -68,6 +68,7 @@ void sl__emu_call_free(sl_emu_call_t *c)
         free(c->parts[i].name);
     }
     json_decref(c->echo);
+    json_decref(c->history);
     free(c);
 }
 

@@ -29,7 +29,7 @@
 
 #include <event2/buffer.h>
 
-#define MAX_STORED 1000
+#define MAX_STORED 256
 
 /* ---- wire shapes -------------------------------------------------------------------- */
 
