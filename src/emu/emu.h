@@ -202,6 +202,7 @@ struct sl_emu_call {
     double start_s;     /* provider clock at admission */
     int64_t emitted;    /* output tokens sent so far (streams) */
     int64_t seq;        /* Responses: the next sequence_number */
+    size_t parts_begun; /* streams: parts whose opening events went out */
     bool role_sent;     /* Chat Completions stream: the role went out */
     bool begun;
     double last_event_s;

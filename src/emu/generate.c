@@ -175,6 +175,14 @@ static size_t part_offset(const sl_emu_part_t *p, int64_t k)
     return at;
 }
 
+/* Begins part i (once). */
+static void begin_part(sl_emu_call_t *c, size_t i, struct evbuffer *out)
+{
+    if (i < c->parts_begun) return;
+    c->parts_begun = i + 1;
+    c->shape->part_begin(c, i, out);
+}
+
 /* Emits output tokens [from, to) of the answer: the parts they fall in are begun,
  * written and ended through the shape. */
 static void emit_tokens(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuffer *out)
@@ -186,7 +194,7 @@ static void emit_tokens(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuf
         base = hi;
         if (from >= hi) continue;
         int64_t a = (from > lo ? from : lo) - lo, b = (to < hi ? to : hi) - lo;
-        if (a == 0) c->shape->part_begin(c, i, out);
+        begin_part(c, i, out);
         size_t x = part_offset(p, a), y = part_offset(p, b);
         if (y > x) c->shape->part_delta(c, i, p->text + x, y - x, out);
         if (b == p->tokens) c->shape->part_end(c, i, out);
@@ -205,6 +213,9 @@ static void on_stream_tick(sl_emu_call_t *c)
     if (!c->begun && t >= c->result.ttft_s) {
         c->begun = true;
         c->shape->begin(c, out);
+        /* The first part opens with the first token (a stream broken off before any
+         * token still shows where its answer began). */
+        if (c->n_parts > 0) begin_part(c, 0, out);
     }
     if (c->begun) {
         int64_t due = tokens_due(c, t);
@@ -408,12 +419,11 @@ bool sl__emu_call_has_tool(const sl_emu_call_t *c)
 }
 
 /* Writes filler of part p's tokens into its text (a filler part). */
-static bool fill_part(sl_emu_call_t *c, sl_emu_part_t *p, uint64_t seed)
+static bool fill_part(sl_emu_part_t *p, uint64_t seed)
 {
     p->text = sl__filler_text(seed, p->tokens);
     if (!p->text) return false;
     p->text_len = strlen(p->text);
-    (void)c;
     return true;
 }
 
@@ -430,7 +440,7 @@ static bool lay_out(sl_emu_call_t *c, int64_t total)
         sl_emu_part_t *p = add_part(c, SL_EMU_PART_TEXT);
         if (!p) return false;
         p->tokens = total - think;
-        if ((t && !fill_part(c, t, ~c->filler_seed)) || !fill_part(c, p, c->filler_seed))
+        if ((t && !fill_part(t, ~c->filler_seed)) || !fill_part(p, c->filler_seed))
             return false;
         return true;
     }
@@ -469,7 +479,7 @@ static bool prepend_thinking(sl_emu_call_t *c, int64_t n)
     memset(&c->parts[0], 0, sizeof c->parts[0]);
     c->parts[0].kind = SL_EMU_PART_THINKING;
     c->parts[0].tokens = n;
-    return fill_part(c, &c->parts[0], ~c->filler_seed);
+    return fill_part(&c->parts[0], ~c->filler_seed);
 }
 
 void sl__emu_call_admit(sl_emu_call_t *c, sl_provider_call_t *call, bool ok,
