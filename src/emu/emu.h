@@ -198,6 +198,7 @@ struct sl_emu_call {
     uint64_t filler_seed;
     json_t *echo;            /* Responses: request fields the response object repeats */
     json_t *history;         /* Responses: the input items, kept with the output when stored */
+    bool encrypted_reasoning; /* Responses: include asks for reasoning.encrypted_content */
     /* Pacing. */
     double start_s;     /* provider clock at admission */
     int64_t emitted;    /* output tokens sent so far (streams) */

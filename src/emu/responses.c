@@ -8,7 +8,7 @@
  * counted as the equivalent Chat Completions request (counting.c). The answer is a
  * Response whose `output` holds, in order: a reasoning item when `reasoning.effort`
  * asks for reasoning (summary empty; its tokens are output_tokens_details.
- * reasoning_tokens), then a message with one output_text part, function_call items
+ * reasoning_tokens; an opaque encrypted_content when include asks for it), then a message with one output_text part, function_call items
  * (tool_choice "required" or a named function, or a scripted turn), or text that is
  * JSON matching text.format's schema. A stream sends response.created,
  * response.in_progress, then per item response.output_item.added, (message)
@@ -77,8 +77,17 @@ static json_t *item_json(sl_emu_call_t *c, size_t i, bool whole)
     sl_emu_part_t *p = &c->parts[i];
     const char *status = whole ? "completed" : "in_progress";
     if (whole && c->cut && i + 1 == c->n_parts) status = "incomplete";
-    if (p->kind == SL_EMU_PART_THINKING)
-        return json_pack("{s:s, s:s, s:[]}", "id", p->id, "type", "reasoning", "summary");
+    if (p->kind == SL_EMU_PART_THINKING) {
+        json_t *r = json_pack("{s:s, s:s, s:[]}", "id", p->id, "type", "reasoning", "summary");
+        /* include ["reasoning.encrypted_content"] (what store: false clients send back):
+         * an opaque token derived from the item id, never checked when it returns. */
+        if (r && c->encrypted_reasoning) {
+            char enc[80];
+            snprintf(enc, sizeof enc, "gAAAAB%s%s", p->id, c->id);
+            json_object_set_new(r, "encrypted_content", json_string(enc));
+        }
+        return r;
+    }
     if (p->kind == SL_EMU_PART_TEXT)
         return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", p->id, "type", "message", "status",
                          status, "role", "assistant", "content",
@@ -530,6 +539,13 @@ void sl__openai_responses(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
     c->stream = stream;
     c->model = strdup(json_string_value(json_object_get(body, "model")));
     c->echo = echo_fields(body, max_tokens);
+    size_t k;
+    json_t *inc;
+    json_array_foreach(json_object_get(body, "include"), k, inc)
+    {
+        if (json_is_string(inc) && !strcmp(json_string_value(inc), "reasoning.encrypted_content"))
+            c->encrypted_reasoning = true;
+    }
     size_t turn = tool_outputs(items);
     if (!json_is_false(json_object_get(body, "store")))
         c->history = items;

@@ -193,6 +193,15 @@ class Responses(unittest.TestCase):
         u = r["usage"]
         self.assertEqual(u["output_tokens"], 24)
         self.assertEqual(u["output_tokens_details"]["reasoning_tokens"], 6)
+        self.assertNotIn("encrypted_content", r["output"][0])
+        # store: false clients (Codex) ask for the reasoning to come back encrypted.
+        _, payload = self.ok(req(reasoning={"effort": "low", "summary": "auto"}, store=False,
+                                 include=["reasoning.encrypted_content"]))
+        r = json.loads(payload)
+        self.assertTrue(r["output"][0]["encrypted_content"])
+        history = [{"role": "user", "content": "Say hello"}] + r["output"] + [
+            {"role": "user", "content": "again"}]
+        self.ok(req(history, store=False, include=["reasoning.encrypted_content"]))
         _, payload = self.ok(req(reasoning={"effort": "medium"}, stream=True))
         types = [e["type"] for e in events(payload)]
         self.assertEqual(types[2:4], ["response.output_item.added", "response.output_item.done"])
