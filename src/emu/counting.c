@@ -7,7 +7,8 @@
  * than refuse what the providers accept, the emulator hands the estimator an
  * equivalent body: a system message is counted as a user message with the same
  * content, a block of a known newer type as a text block holding its JSON (its
- * cache_control kept, so breakpoints stay where they were), and a Responses request
+ * cache_control kept, so breakpoints stay where they were), a PDF document as one
+ * page (an image of unknown size), inside tool results too, and a Responses request
  * as the Chat Completions request with the same instructions, items and tools. */
 #include "emu.h"
 
@@ -54,6 +55,24 @@ static json_t *as_text_block(json_t *block)
     return t;
 }
 
+/* A document the estimator cannot read (a PDF: base64, url or file source). */
+static bool is_binary_document(json_t *block)
+{
+    const char *t = json_string_value(json_object_get(block, "type"));
+    const char *st = json_string_value(json_object_get(json_object_get(block, "source"), "type"));
+    return t && !strcmp(t, "document") && st && strcmp(st, "text") && strcmp(st, "content");
+}
+
+static bool block_needs_rewrite(json_t *block)
+{
+    if (is_binary_document(block) || is_newer_block(block)) return true;
+    size_t k;
+    json_t *b;
+    json_array_foreach(json_object_get(block, "content"), k, b)
+        if (json_is_object(b) && block_needs_rewrite(b)) return true;
+    return false;
+}
+
 static bool needs_rewrite(json_t *messages)
 {
     size_t i, k;
@@ -63,9 +82,42 @@ static bool needs_rewrite(json_t *messages)
         const char *role = json_string_value(json_object_get(m, "role"));
         if (role && !strcmp(role, "system")) return true;
         json_array_foreach(json_object_get(m, "content"), k, b)
-            if (is_newer_block(b)) return true;
+            if (block_needs_rewrite(b)) return true;
     }
     return false;
+}
+
+static json_t *rewrite_blocks(json_t *content);
+
+/* The block as the estimator counts it (a new reference). A PDF is counted as one
+ * page: an image of unknown size (the estimator's largest), since the emulator does
+ * not read PDFs. */
+static json_t *rewrite_block(json_t *b)
+{
+    if (is_newer_block(b)) return as_text_block(b);
+    json_t *out;
+    if (is_binary_document(b)) {
+        out = json_pack("{s:s, s:{s:s, s:s}}", "type", "image", "source", "type", "url", "url",
+                        "document");
+        json_t *marker = json_object_get(b, "cache_control");
+        if (out && marker) json_object_set(out, "cache_control", marker);
+        return out;
+    }
+    json_t *content = json_object_get(b, "content");
+    if (!json_is_array(content) || !block_needs_rewrite(b)) return json_incref(b);
+    out = json_copy(b);
+    if (out) json_object_set_new(out, "content", rewrite_blocks(content));
+    return out;
+}
+
+static json_t *rewrite_blocks(json_t *content)
+{
+    json_t *nc = json_array();
+    size_t k;
+    json_t *b;
+    json_array_foreach(content, k, b)
+        json_array_append_new(nc, json_is_object(b) ? rewrite_block(b) : json_incref(b));
+    return nc;
 }
 
 json_t *sl__count_anthropic_body(json_t *body)
@@ -79,8 +131,8 @@ json_t *sl__count_anthropic_body(json_t *body)
         json_decref(out);
         return NULL;
     }
-    size_t i, k;
-    json_t *m, *b;
+    size_t i;
+    json_t *m;
     json_array_foreach(messages, i, m)
     {
         json_t *nm = json_copy(m);
@@ -88,12 +140,7 @@ json_t *sl__count_anthropic_body(json_t *body)
         if (nm && role && !strcmp(role, "system"))
             json_object_set_new(nm, "role", json_string("user"));
         json_t *content = json_object_get(m, "content");
-        if (nm && json_is_array(content)) {
-            json_t *nc = json_array();
-            json_array_foreach(content, k, b)
-                json_array_append_new(nc, is_newer_block(b) ? as_text_block(b) : json_incref(b));
-            json_object_set_new(nm, "content", nc);
-        }
+        if (nm && json_is_array(content)) json_object_set_new(nm, "content", rewrite_blocks(content));
         json_array_append_new(out, nm ? nm : json_null());
     }
     json_object_set_new(copy, "messages", out);

@@ -241,6 +241,17 @@ class AnthropicNow(unittest.TestCase):
             {"role": "user", "content": [{"type": "search_result", "source": "s", "title": "t",
                                           "content": [{"type": "text", "text": "found"}]}]}]
         self.ok(body)
+        # PDFs (base64, url, file sources), also inside a tool result, are valid too.
+        pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                               "data": "JVBERi0xLjQK"}}
+        body["messages"] = [{"role": "user", "content": [
+            pdf, {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}},
+            {"type": "text", "text": "summarise"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read",
+                                               "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                          "content": [pdf]}]}]
+        self.ok(body)
         status, _, payload = self.emu.anthropic(
             dict(body, messages=[{"role": "user", "content": [{"type": "foo"}]}]))
         self.assertEqual(status, 400)
