@@ -120,8 +120,7 @@ static void a_part_begin(sl_emu_call_t *c, size_t i, struct evbuffer *out)
     if (i == 0) sse(out, "ping", json_pack("{s:s}", "type", "ping"));
 }
 
-static void a_part_delta(sl_emu_call_t *c, size_t i, const char *s, size_t n,
-                         struct evbuffer *out)
+static void a_part_delta(sl_emu_call_t *c, size_t i, const char *s, size_t n, struct evbuffer *out)
 {
     json_t *delta;
     switch (c->parts[i].kind) {
@@ -239,7 +238,8 @@ static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, bo
     {
         const char *role = json_string_value(json_object_get(m, "role"));
         char msg[200];
-        if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system"))) {
+        if (!role ||
+            (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system"))) {
             snprintf(msg, sizeof msg,
                      "messages.%zu.role: Input should be 'user', 'assistant' or 'system'", i);
             return bad_request(emu, req, msg), false;
@@ -351,8 +351,8 @@ static bool estimate(sl_emu_t *emu, struct evhttp_request *req, sl_api_t api, js
                      sl_estimate_t *est)
 {
     char err[512] = "";
-    int rc = counted ? sl_estimate_json(emu->tok, api, counted, est, err, sizeof err)
-                     : SL_TOK_ENOMEM;
+    int rc =
+        counted ? sl_estimate_json(emu->tok, api, counted, est, err, sizeof err) : SL_TOK_ENOMEM;
     if (rc == 0) return true;
     sl_emu_api_t eapi = api == SL_API_OPENAI ? SL_EMU_OPENAI : SL_EMU_ANTHROPIC;
     if (rc == SL_TOK_EREQUEST)

@@ -68,8 +68,8 @@ static bool block_needs_rewrite(json_t *block)
     if (is_binary_document(block) || is_newer_block(block)) return true;
     size_t k;
     json_t *b;
-    json_array_foreach(json_object_get(block, "content"), k, b)
-        if (json_is_object(b) && block_needs_rewrite(b)) return true;
+    json_array_foreach(json_object_get(block, "content"), k,
+                       b) if (json_is_object(b) && block_needs_rewrite(b)) return true;
     return false;
 }
 
@@ -81,8 +81,8 @@ static bool needs_rewrite(json_t *messages)
     {
         const char *role = json_string_value(json_object_get(m, "role"));
         if (role && !strcmp(role, "system")) return true;
-        json_array_foreach(json_object_get(m, "content"), k, b)
-            if (block_needs_rewrite(b)) return true;
+        json_array_foreach(json_object_get(m, "content"), k,
+                           b) if (block_needs_rewrite(b)) return true;
     }
     return false;
 }
@@ -140,7 +140,8 @@ json_t *sl__count_anthropic_body(json_t *body)
         if (nm && role && !strcmp(role, "system"))
             json_object_set_new(nm, "role", json_string("user"));
         json_t *content = json_object_get(m, "content");
-        if (nm && json_is_array(content)) json_object_set_new(nm, "content", rewrite_blocks(content));
+        if (nm && json_is_array(content))
+            json_object_set_new(nm, "content", rewrite_blocks(content));
         json_array_append_new(out, nm ? nm : json_null());
     }
     json_object_set_new(copy, "messages", out);
@@ -230,10 +231,9 @@ json_t *sl__count_responses_body(json_t *body, json_t *items)
         }
         json_array_append_new(messages, m);
     }
-    json_t *out = json_pack("{s:O, s:o}", "model", json_object_get(body, "model"), "messages",
-                            messages);
+    json_t *out =
+        json_pack("{s:O, s:o}", "model", json_object_get(body, "model"), "messages", messages);
     json_t *tools = json_object_get(body, "tools");
-    if (out && json_is_array(tools) && json_array_size(tools))
-        json_object_set(out, "tools", tools);
+    if (out && json_is_array(tools) && json_array_size(tools)) json_object_set(out, "tools", tools);
     return out;
 }

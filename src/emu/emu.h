@@ -1,7 +1,7 @@
 /* emu.h - sluice-emu's internals shared between its files (sl__ names are not a public API).
  *
- * sluice-emu answers the Anthropic Messages API and the OpenAI Chat Completions API
- * on one libevent loop. Every decision a provider makes (admit or 429, usage, cache,
+ * sluice-emu answers the Anthropic Messages API, the OpenAI Chat Completions and
+ * Responses APIs and both providers' model lists on one libevent loop. Every decision a provider makes (admit or 429, usage, cache,
  * latency, rate-limit headers, error bodies) comes from src/provider; this program
  * only turns HTTP requests into sl_provider_call_t and results back into the wire
  * shapes, paced in real time. */
@@ -148,12 +148,12 @@ typedef enum sl_emu_part_kind {
 
 typedef struct sl_emu_part {
     sl_emu_part_kind_t kind;
-    int64_t tokens;  /* output tokens billed for this part (>= 1 once laid out) */
-    char *text;      /* malloc'ed: the text, or the tool's arguments as compact JSON;
-                        NULL (before layout) for filler of `tokens` tokens */
-    size_t text_len; /* bytes of `text` the answer carries (shorter when cut at max_tokens) */
-    char *name;      /* tool name, malloc'ed */
-    char id[64];     /* block / item id, given when the part starts */
+    int64_t tokens;   /* output tokens billed for this part (>= 1 once laid out) */
+    char *text;       /* malloc'ed: the text, or the tool's arguments as compact JSON;
+                         NULL (before layout) for filler of `tokens` tokens */
+    size_t text_len;  /* bytes of `text` the answer carries (shorter when cut at max_tokens) */
+    char *name;       /* tool name, malloc'ed */
+    char id[64];      /* block / item id, given when the part starts */
     char call_id[64]; /* OpenAI tool call id */
 } sl_emu_part_t;
 
@@ -170,7 +170,7 @@ typedef struct sl_emu_shape {
     void (*part_end)(sl_emu_call_t *c, size_t i, struct evbuffer *out);
     void (*finish)(sl_emu_call_t *c, struct evbuffer *out);
     json_t *(*complete)(sl_emu_call_t *c);
-    void (*ping)(sl_emu_call_t *c, struct evbuffer *out); /* NULL: no keep-alive events */
+    void (*ping)(sl_emu_call_t *c, struct evbuffer *out);  /* NULL: no keep-alive events */
     void (*error)(sl_emu_call_t *c, struct evbuffer *out); /* NULL: never breaks off */
 } sl_emu_shape_t;
 
@@ -186,7 +186,7 @@ struct sl_emu_call {
     char *model;          /* as requested, malloc'ed */
     int64_t created_unix; /* OpenAI "created" */
     sl_provider_result_t result;
-    bool ended;           /* sl_provider_end done */
+    bool ended; /* sl_provider_end done */
     /* The answer: fixed parts set before admission (sl__emu_call_add_*), laid out
      * over the billed output after it (filler text fills what is not fixed). */
     sl_emu_part_t parts[SL_EMU_MAX_PARTS];
@@ -196,8 +196,8 @@ struct sl_emu_call {
     bool tool_named;         /* OpenAI: tool_choice named the function (finish_reason "stop") */
     bool cut;                /* the answer was cut at max_tokens */
     uint64_t filler_seed;
-    json_t *echo;            /* Responses: request fields the response object repeats */
-    json_t *history;         /* Responses: the input items, kept with the output when stored */
+    json_t *echo;             /* Responses: request fields the response object repeats */
+    json_t *history;          /* Responses: the input items, kept with the output when stored */
     bool encrypted_reasoning; /* Responses: include asks for reasoning.encrypted_content */
     /* Pacing. */
     double start_s;     /* provider clock at admission */
@@ -255,8 +255,8 @@ const char *sl__emu_part_text(const sl_emu_part_t *p, size_t *len);
  * the parts (and thinking), asks the provider to admit `call`, adds its rate-limit
  * headers, and either answers its refusal or lays the answer out over the billed
  * output, names the call `id_prefix`... and starts it (sl__emu_call_start). */
-void sl__emu_call_admit(sl_emu_call_t *c, sl_provider_call_t *call, bool ok,
-                        const char *id_prefix, const char *oom_type);
+void sl__emu_call_admit(sl_emu_call_t *c, sl_provider_call_t *call, bool ok, const char *id_prefix,
+                        const char *oom_type);
 
 /* Output tokens of the parts of `kind` as laid out. */
 int64_t sl__emu_call_tokens_of(const sl_emu_call_t *c, sl_emu_part_kind_t kind);

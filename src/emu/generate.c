@@ -244,8 +244,7 @@ static void on_stream_tick(sl_emu_call_t *c)
     send_chunk(c, out);
     evbuffer_free(out);
     double next = TICK_S;
-    if (!c->begun)
-        next = c->result.ttft_s - t;
+    if (!c->begun) next = c->result.ttft_s - t;
     if (next > c->emu->opt.ping_interval_s) next = c->emu->opt.ping_interval_s;
     schedule(c, next);
 }
@@ -440,8 +439,7 @@ static bool lay_out(sl_emu_call_t *c, int64_t total)
         sl_emu_part_t *p = add_part(c, SL_EMU_PART_TEXT);
         if (!p) return false;
         p->tokens = total - think;
-        if ((t && !fill_part(t, ~c->filler_seed)) || !fill_part(p, c->filler_seed))
-            return false;
+        if ((t && !fill_part(t, ~c->filler_seed)) || !fill_part(p, c->filler_seed)) return false;
         return true;
     }
     int64_t left = total;
@@ -482,8 +480,8 @@ static bool prepend_thinking(sl_emu_call_t *c, int64_t n)
     return fill_part(&c->parts[0], ~c->filler_seed);
 }
 
-void sl__emu_call_admit(sl_emu_call_t *c, sl_provider_call_t *call, bool ok,
-                        const char *id_prefix, const char *oom_type)
+void sl__emu_call_admit(sl_emu_call_t *c, sl_provider_call_t *call, bool ok, const char *id_prefix,
+                        const char *oom_type)
 {
     sl_emu_t *emu = c->emu;
     struct evhttp_request *req = c->req;

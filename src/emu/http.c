@@ -7,8 +7,9 @@
  * proxy replaced the agent's key with the pool's.
  *
  * Answers carry the provider's rate-limit headers (anthropic-ratelimit-* on the
- * Anthropic endpoints, x-ratelimit-* on the OpenAI one) and a request id header
- * (request-id / x-request-id). */
+ * Anthropic endpoints, x-ratelimit-* on the OpenAI ones) and a request id header
+ * (request-id / x-request-id). /v1/models is both providers' path: a request with
+ * anthropic-version is answered in Anthropic's shape, any other in OpenAI's. */
 #include "emu.h"
 
 #include <errno.h>

@@ -35,7 +35,8 @@ static int run(sl_emu_t *emu)
         fprintf(stderr, "sluice-emu: %s\n", err);
         goto done;
     }
-    if (emu->opt.script[0] && sl__script_load(emu->opt.script, &emu->script, err, sizeof err) != 0) {
+    if (emu->opt.script[0] &&
+        sl__script_load(emu->opt.script, &emu->script, err, sizeof err) != 0) {
         fprintf(stderr, "sluice-emu: %s\n", err);
         rc = 2;
         goto done;

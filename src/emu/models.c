@@ -28,20 +28,19 @@ static const struct {
     const char *id;
     int64_t created;
 } openai_models[] = {
-    {"gpt-5", 1754425777}, {"gpt-5-mini", 1754425928}, {"gpt-5-codex", 1757527818},
-    {"gpt-4.1", 1744316542}, {"gpt-4.1-mini", 1744318173}, {"gpt-4o", 1715367049},
+    {"gpt-5", 1754425777},       {"gpt-5-mini", 1754425928},   {"gpt-5-codex", 1757527818},
+    {"gpt-4.1", 1744316542},     {"gpt-4.1-mini", 1744318173}, {"gpt-4o", 1715367049},
     {"gpt-4o-mini", 1721172741}, {"o4-mini", 1744225351},
 };
 
 #define N_ANTHROPIC (sizeof anthropic_models / sizeof anthropic_models[0])
-#define N_OPENAI (sizeof openai_models / sizeof openai_models[0])
+#define N_OPENAI    (sizeof openai_models / sizeof openai_models[0])
 
 static json_t *anthropic_entry(const char *id, const char *name, const char *created)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:n, s:s, s:n, s:n, s:n, s:n}", "type", "model", "id",
-                     id, "display_name", name, "created_at", created, "deprecated_at",
-                     "lifecycle", "active", "capabilities", "line", "max_input_tokens",
-                     "max_tokens");
+                     id, "display_name", name, "created_at", created, "deprecated_at", "lifecycle",
+                     "active", "capabilities", "line", "max_input_tokens", "max_tokens");
 }
 
 static json_t *openai_entry(const char *id, int64_t created)
@@ -86,8 +85,10 @@ static json_t *anthropic_list(sl_emu_t *emu, struct evhttp_request *req, int *st
                                                     anthropic_models[i].display_name,
                                                     anthropic_models[i].created_at));
     size_t n = json_array_size(data);
-    json_t *first_id = n ? json_incref(json_object_get(json_array_get(data, 0), "id")) : json_null();
-    json_t *last_id = n ? json_incref(json_object_get(json_array_get(data, n - 1), "id")) : json_null();
+    json_t *first_id =
+        n ? json_incref(json_object_get(json_array_get(data, 0), "id")) : json_null();
+    json_t *last_id =
+        n ? json_incref(json_object_get(json_array_get(data, n - 1), "id")) : json_null();
     bool more = before && !after ? from > 0 : last < to;
     return json_pack("{s:o, s:b, s:o, s:o}", "data", data, "has_more", more, "first_id", first_id,
                      "last_id", last_id);
@@ -110,7 +111,8 @@ void sl__emu_models(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api,
     } else if (!id) {
         json_t *data = json_array();
         for (size_t i = 0; i < N_OPENAI; i++)
-            json_array_append_new(data, openai_entry(openai_models[i].id, openai_models[i].created));
+            json_array_append_new(data,
+                                  openai_entry(openai_models[i].id, openai_models[i].created));
         body = json_pack("{s:s, s:o}", "object", "list", "data", data);
     } else {
         int64_t created = 1735689600;

@@ -18,7 +18,6 @@
 
 #include <event2/buffer.h>
 
-
 static const char *finish_reason(const sl_emu_call_t *c)
 {
     if (c->cut) return "length";
@@ -32,14 +31,13 @@ static json_t *usage_json(const sl_emu_call_t *c)
 {
     const sl_provider_result_t *r = &c->result;
     int64_t prompt = r->input_tokens + r->cache_creation_input_tokens + r->cache_read_input_tokens;
-    return json_pack("{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:I, s:i, s:i, s:i}}", "prompt_tokens",
-                     (json_int_t)prompt, "completion_tokens", (json_int_t)r->output_tokens,
-                     "total_tokens", (json_int_t)(prompt + r->output_tokens),
-                     "prompt_tokens_details", "cached_tokens",
-                     (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0,
-                     "completion_tokens_details", "reasoning_tokens",
-                     (json_int_t)sl__emu_call_tokens_of(c, SL_EMU_PART_THINKING), "audio_tokens", 0,
-                     "accepted_prediction_tokens", 0, "rejected_prediction_tokens", 0);
+    return json_pack(
+        "{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:I, s:i, s:i, s:i}}", "prompt_tokens",
+        (json_int_t)prompt, "completion_tokens", (json_int_t)r->output_tokens, "total_tokens",
+        (json_int_t)(prompt + r->output_tokens), "prompt_tokens_details", "cached_tokens",
+        (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0, "completion_tokens_details",
+        "reasoning_tokens", (json_int_t)sl__emu_call_tokens_of(c, SL_EMU_PART_THINKING),
+        "audio_tokens", 0, "accepted_prediction_tokens", 0, "rejected_prediction_tokens", 0);
 }
 
 /* The position of tool part i among the answer's tool calls. */
@@ -111,7 +109,8 @@ static void o_part_begin(sl_emu_call_t *c, size_t i, struct evbuffer *out)
         return;
     }
     if (kind == SL_EMU_PART_TOOL)
-        json_object_set_new(delta, "tool_calls", json_pack("[o]", tool_call_json(c, i, true, false)));
+        json_object_set_new(delta, "tool_calls",
+                            json_pack("[o]", tool_call_json(c, i, true, false)));
     data_line(out, chunk(c, delta, NULL));
 }
 
@@ -160,11 +159,12 @@ static json_t *o_complete(sl_emu_call_t *c)
             json_array_append_new(calls, tool_call_json(c, i, false, true));
         }
     }
-    json_t *message = json_pack("{s:s, s:o, s:n, s:[]}", "role", "assistant", "content",
-                                any_text && text ? json_stringn((const char *)evbuffer_pullup(text, -1),
-                                                                evbuffer_get_length(text))
-                                                 : json_null(),
-                                "refusal", "annotations");
+    json_t *message =
+        json_pack("{s:s, s:o, s:n, s:[]}", "role", "assistant", "content",
+                  any_text && text ? json_stringn((const char *)evbuffer_pullup(text, -1),
+                                                  evbuffer_get_length(text))
+                                   : json_null(),
+                  "refusal", "annotations");
     if (message && json_array_size(calls)) json_object_set(message, "tool_calls", calls);
     json_decref(calls);
     if (text) evbuffer_free(text);
@@ -286,13 +286,16 @@ static bool read_format(sl_emu_t *emu, struct evhttp_request *req, json_t *body,
     if (t && !strcmp(t, "json_schema")) {
         json_t *js = json_object_get(rf, "json_schema");
         if (!json_is_string(json_object_get(js, "name")))
-            return bad_request(emu, req, "Missing required parameter: 'response_format.json_schema.name'.",
+            return bad_request(emu, req,
+                               "Missing required parameter: 'response_format.json_schema.name'.",
                                "response_format.json_schema.name"),
                    false;
         json_t *sc = json_object_get(js, "schema");
         if (sc && !json_is_object(sc))
-            return bad_request(emu, req, "Invalid type for 'response_format.json_schema.schema': "
-                               "expected an object.", "response_format.json_schema.schema"),
+            return bad_request(emu, req,
+                               "Invalid type for 'response_format.json_schema.schema': "
+                               "expected an object.",
+                               "response_format.json_schema.schema"),
                    false;
         *json = true;
         *schema = sc;

@@ -8,9 +8,9 @@
  * counted as the equivalent Chat Completions request (counting.c). The answer is a
  * Response whose `output` holds, in order: a reasoning item when `reasoning.effort`
  * asks for reasoning (summary empty; its tokens are output_tokens_details.
- * reasoning_tokens; an opaque encrypted_content when include asks for it), then a message with one output_text part, function_call items
- * (tool_choice "required" or a named function, or a scripted turn), or text that is
- * JSON matching text.format's schema. A stream sends response.created,
+ * reasoning_tokens; an opaque encrypted_content when include asks for it), then a message with one
+ * output_text part, function_call items (tool_choice "required" or a named function, or a scripted
+ * turn), or text that is JSON matching text.format's schema. A stream sends response.created,
  * response.in_progress, then per item response.output_item.added, (message)
  * response.content_part.added, response.output_text.delta..., response.output_text.done,
  * response.content_part.done, (function call) response.function_call_arguments.delta...,
@@ -190,9 +190,9 @@ static void r_part_delta(sl_emu_call_t *c, size_t i, const char *s, size_t n, st
               json_pack("{s:s, s:i, s:i, s:s%, s:[]}", "item_id", p->id, "output_index", (int)i,
                         "content_index", 0, "delta", s, n, "logprobs"));
     else if (p->kind == SL_EMU_PART_TOOL)
-        event(c, out, "response.function_call_arguments.delta",
-              json_pack("{s:s, s:i, s:s%}", "item_id", p->id, "output_index", (int)i, "delta", s,
-                        n));
+        event(
+            c, out, "response.function_call_arguments.delta",
+            json_pack("{s:s, s:i, s:s%}", "item_id", p->id, "output_index", (int)i, "delta", s, n));
 }
 
 static void r_part_end(sl_emu_call_t *c, size_t i, struct evbuffer *out)
@@ -318,8 +318,8 @@ static json_t *resolve_input(sl_emu_t *emu, struct evhttp_request *req, json_t *
     json_t *items = json_array();
     if (!items) return NULL;
     if (prev && !json_is_null(prev)) {
-        json_t *stored = json_is_string(prev) ? json_object_get(emu->stored, json_string_value(prev))
-                                              : NULL;
+        json_t *stored =
+            json_is_string(prev) ? json_object_get(emu->stored, json_string_value(prev)) : NULL;
         if (!stored) {
             json_decref(items);
             char msg[200];
@@ -332,8 +332,8 @@ static json_t *resolve_input(sl_emu_t *emu, struct evhttp_request *req, json_t *
         json_array_extend(items, stored);
     }
     if (json_is_string(input)) {
-        json_array_append_new(items, json_pack("{s:s, s:s, s:O}", "type", "message", "role",
-                                               "user", "content", input));
+        json_array_append_new(items, json_pack("{s:s, s:s, s:O}", "type", "message", "role", "user",
+                                               "content", input));
     } else if (json_is_array(input)) {
         size_t i;
         json_t *item;
@@ -419,8 +419,7 @@ static json_t *forced_tool(sl_emu_t *emu, struct evhttp_request *req, json_t *bo
     const char *want = NULL;
     if (json_is_string(choice) && !strcmp(json_string_value(choice), "required")) {
         want = NULL;
-    } else if (json_is_object(choice) &&
-               json_is_string(json_object_get(choice, "type")) &&
+    } else if (json_is_object(choice) && json_is_string(json_object_get(choice, "type")) &&
                !strcmp(json_string_value(json_object_get(choice, "type")), "function")) {
         want = json_string_value(json_object_get(choice, "name"));
         *named = true;
@@ -436,7 +435,8 @@ static json_t *forced_tool(sl_emu_t *emu, struct evhttp_request *req, json_t *bo
         if (type && !strcmp(type, "function") && name && (!want || !strcmp(name, want))) return t;
     }
     bad(emu, req, "tool_choice",
-        "Invalid value for 'tool_choice': no function named '%.100s' in 'tools'.", want ? want : "");
+        "Invalid value for 'tool_choice': no function named '%.100s' in 'tools'.",
+        want ? want : "");
     *failed = true;
     return NULL;
 }
@@ -459,9 +459,10 @@ static json_t *echo_fields(json_t *body, int64_t max_tokens)
     json_object_set_new(e, "max_output_tokens", max ? json_incref(max) : json_null());
     json_object_set_new(e, "max_tool_calls", json_null());
     json_t *v;
-    json_object_set_new(e, "metadata", (v = json_object_get(body, "metadata")) && json_is_object(v)
-                                           ? json_incref(v)
-                                           : json_object());
+    json_object_set_new(e, "metadata",
+                        (v = json_object_get(body, "metadata")) && json_is_object(v)
+                            ? json_incref(v)
+                            : json_object());
     json_object_set_new(e, "parallel_tool_calls",
                         json_boolean(!json_is_false(json_object_get(body, "parallel_tool_calls"))));
     json_object_set_new(e, "reasoning",
@@ -469,24 +470,24 @@ static json_t *echo_fields(json_t *body, int64_t max_tokens)
                                   "summary", json_object_get(reasoning, "summary")));
     json_object_set_new(e, "service_tier", json_string("default"));
     json_object_set_new(e, "store", json_boolean(!json_is_false(json_object_get(body, "store"))));
-    json_object_set_new(e, "temperature", (v = json_object_get(body, "temperature")) ? json_incref(v)
-                                                                                     : json_real(1));
-    json_object_set_new(e, "text", json_pack("{s:o, s:s}", "format",
-                                             format ? json_incref(format)
-                                                    : json_pack("{s:s}", "type", "text"),
-                                             "verbosity", "medium"));
-    json_object_set_new(e, "tool_choice", (v = json_object_get(body, "tool_choice"))
-                                              ? json_incref(v)
-                                              : json_string("auto"));
-    json_object_set_new(e, "tools", (v = json_object_get(body, "tools")) && json_is_array(v)
-                                        ? json_incref(v)
-                                        : json_array());
+    json_object_set_new(e, "temperature",
+                        (v = json_object_get(body, "temperature")) ? json_incref(v) : json_real(1));
+    json_object_set_new(e, "text",
+                        json_pack("{s:o, s:s}", "format",
+                                  format ? json_incref(format) : json_pack("{s:s}", "type", "text"),
+                                  "verbosity", "medium"));
+    json_object_set_new(e, "tool_choice",
+                        (v = json_object_get(body, "tool_choice")) ? json_incref(v)
+                                                                   : json_string("auto"));
+    json_object_set_new(e, "tools",
+                        (v = json_object_get(body, "tools")) && json_is_array(v) ? json_incref(v)
+                                                                                 : json_array());
     json_object_set_new(e, "top_logprobs", json_integer(0));
-    json_object_set_new(e, "top_p", (v = json_object_get(body, "top_p")) ? json_incref(v)
-                                                                          : json_real(1));
-    json_object_set_new(e, "truncation", (v = json_object_get(body, "truncation"))
-                                             ? json_incref(v)
-                                             : json_string("disabled"));
+    json_object_set_new(e, "top_p",
+                        (v = json_object_get(body, "top_p")) ? json_incref(v) : json_real(1));
+    json_object_set_new(e, "truncation",
+                        (v = json_object_get(body, "truncation")) ? json_incref(v)
+                                                                  : json_string("disabled"));
     return e;
 }
 

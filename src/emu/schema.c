@@ -62,7 +62,8 @@ static json_t *string_for(json_t *schema)
         for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++)
             if (!strcmp(format, examples[i].format)) return json_string(examples[i].value);
     }
-    json_t *minl = json_object_get(schema, "minLength"), *maxl = json_object_get(schema, "maxLength");
+    json_t *minl = json_object_get(schema, "minLength"),
+           *maxl = json_object_get(schema, "maxLength");
     size_t len = 6;
     if (json_is_integer(minl) && json_integer_value(minl) > (json_int_t)len)
         len = (size_t)json_integer_value(minl);
@@ -80,8 +81,10 @@ static json_t *string_for(json_t *schema)
 static double number_for(json_t *schema, bool integer)
 {
     double x = integer ? 1 : 1.5;
-    json_t *min = json_object_get(schema, "minimum"), *xmin = json_object_get(schema, "exclusiveMinimum");
-    json_t *max = json_object_get(schema, "maximum"), *xmax = json_object_get(schema, "exclusiveMaximum");
+    json_t *min = json_object_get(schema, "minimum"),
+           *xmin = json_object_get(schema, "exclusiveMinimum");
+    json_t *max = json_object_get(schema, "maximum"),
+           *xmax = json_object_get(schema, "exclusiveMaximum");
     json_t *mult = json_object_get(schema, "multipleOf");
     if (json_is_number(min)) x = json_number_value(min);
     if (json_is_number(xmin)) x = json_number_value(xmin) + (integer ? 1 : 0.5);
@@ -107,7 +110,8 @@ static json_t *object_for(json_t *schema, json_t *root, int depth)
         json_array_foreach(req, i, name)
         {
             const char *k = json_string_value(name);
-            if (k) json_object_set_new(obj, k, value_for(json_object_get(props, k), root, depth + 1));
+            if (k)
+                json_object_set_new(obj, k, value_for(json_object_get(props, k), root, depth + 1));
         }
     } else if (json_is_false(json_object_get(schema, "additionalProperties"))) {
         const char *k;
@@ -181,7 +185,8 @@ static json_t *value_for(json_t *schema, json_t *root, int depth)
             /* A nullable field is anyOf [X, null]: answer X. */
             json_t *pick = json_array_get(alt, 0);
             const char *t0 = json_string_value(json_object_get(pick, "type"));
-            if (t0 && !strcmp(t0, "null") && json_array_size(alt) > 1) pick = json_array_get(alt, 1);
+            if (t0 && !strcmp(t0, "null") && json_array_size(alt) > 1)
+                pick = json_array_get(alt, 1);
             return value_for(pick, root, depth + 1);
         }
     }

@@ -54,8 +54,7 @@ static int check_turn(json_t *turn, size_t i, const char *path, char *err, size_
                 json_object_foreach(tc, k2, v2)
                 {
                     if (strcmp(k2, "name") && strcmp(k2, "input")) {
-                        snprintf(field, sizeof field, "turns[%zu].tool_calls[%zu].%.40s", i, k,
-                                 k2);
+                        snprintf(field, sizeof field, "turns[%zu].tool_calls[%zu].%.40s", i, k, k2);
                         return fail(err, errlen, path, field,
                                     "unknown key (a tool call has name and input)");
                     }
