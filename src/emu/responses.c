@@ -18,6 +18,9 @@
  * response.completed (response.incomplete when max_output_tokens cut it). Every event
  * carries `type` (also the SSE event name) and a sequence_number counting from 0.
  *
+ * The turn of a scripted conversation is the number of assistant turns in the input:
+ * maximal runs of items the model wrote (see assistant_turns).
+ *
  * previous_response_id: a stored response (store is not false) keeps its input and
  * output items (the last MAX_STORED responses, in memory); a request naming one is
  * answered as if those items came first in its input. An unknown id is a 400. */
@@ -491,14 +494,31 @@ static json_t *echo_fields(json_t *body, int64_t max_tokens)
     return e;
 }
 
-static size_t tool_outputs(json_t *items)
+/* Whether an input item is something the model wrote: an assistant message, a
+ * reasoning item, or a call (function_call, custom_tool_call, web_search_call, ...). */
+static bool model_item(json_t *item)
+{
+    const char *t = json_string_value(json_object_get(item, "type"));
+    const char *role = json_string_value(json_object_get(item, "role"));
+    if (!t || !strcmp(t, "message")) return role && !strcmp(role, "assistant");
+    size_t n = strlen(t);
+    return !strcmp(t, "reasoning") || (n > 5 && !strcmp(t + n - 5, "_call"));
+}
+
+/* The assistant turns already in the conversation: maximal runs of model items. A
+ * turn of several calls is one run (its calls come together, then their outputs), so
+ * a scripted turn with k calls is one turn here as it is in the other APIs; with one
+ * call per turn this is the number of function_call_output items. */
+static size_t assistant_turns(json_t *items)
 {
     size_t i, n = 0;
     json_t *it;
+    bool in_run = false;
     json_array_foreach(items, i, it)
     {
-        const char *t = json_string_value(json_object_get(it, "type"));
-        if (t && !strcmp(t, "function_call_output")) n++;
+        bool m = model_item(it);
+        if (m && !in_run) n++;
+        in_run = m;
     }
     return n;
 }
@@ -547,7 +567,7 @@ void sl__openai_responses(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
         if (json_is_string(inc) && !strcmp(json_string_value(inc), "reasoning.encrypted_content"))
             c->encrypted_reasoning = true;
     }
-    size_t turn = tool_outputs(items);
+    size_t turn = assistant_turns(items);
     if (!json_is_false(json_object_get(body, "store")))
         c->history = items;
     else

@@ -3,8 +3,9 @@
  * A real harness (an agent loop that runs tools) needs a model that asks for the same
  * tools in the same order every run. The script is a JSON file of turns; the turn a
  * request is answered with is the number of assistant turns already in it (Anthropic
- * and Chat Completions: messages with role "assistant"; Responses: function_call_output
- * items in the input, after previous_response_id is resolved). Each turn gives text,
+ * and Chat Completions: messages with role "assistant"; Responses: runs of items the
+ * model wrote (assistant messages, reasoning, calls) in the input, after
+ * previous_response_id is resolved). Each turn gives text,
  * tool calls, and the output tokens billed; the format is in docs/emu.md. The file is
  * checked whole at start-up, every error naming the file, the field and the value. */
 #include "emu.h"

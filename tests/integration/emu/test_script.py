@@ -221,6 +221,29 @@ class ScriptedLoop(unittest.TestCase):
         self.assertTrue("All done: the tests pass.".startswith(m["content"][0]["text"]))
 
 
+class TwoCallTurn(unittest.TestCase):
+    """A turn of two calls is one turn on every API: the next request gets turns[1]."""
+
+    def test_two_calls_then_text_on_each_api(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme = os.path.join(d, "README.md")
+            with open(readme, "w") as f:
+                f.write("x\n")
+            path = os.path.join(d, "s.json")
+            with open(path, "w") as f:
+                json.dump({"turns": [
+                    {"tool_calls": [{"name": "read_file", "input": {"path": readme}},
+                                    {"name": "run_command", "input": {"command": "echo a"}}]},
+                    {"text": "finished"}]}, f)
+            with Emu(FAST + ["--script", path]) as emu:
+                for turn_fn in (anthropic_turn, chat_turn, responses_turn):
+                    for stream in (False, True):
+                        seen = drive(emu, turn_fn, stream)
+                        self.assertEqual([c for _, c, _ in seen],
+                                         [["read_file", "run_command"], []], turn_fn.__name__)
+                        self.assertEqual(seen[1][0], "finished")
+
+
 class ScriptFile(unittest.TestCase):
     def run_emu(self, content):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
