@@ -3,12 +3,21 @@
  * A request is validated (the fields the API requires), estimated with sluice's
  * tokenizer (input after the last cache_control breakpoint, the prefix up to it),
  * and handed to the provider model, which admits it or refuses it. An admitted call
- * answers with a Message whose content is filler text, or a tool_use block when
- * tool_choice forces a tool ("any" or "tool"). Streams follow the documented event
- * flow: message_start (a Message with empty content and the input usage, including
- * the cache fields), content_block_start, ping, content_block_delta..., content_block_stop,
- * message_delta (stop_reason and the cumulative usage, output_tokens final),
- * message_stop; a ping also goes out after ping_interval without other events. */
+ * answers with a Message whose content is, in order: a thinking block (with a
+ * signature) when `thinking` is on; then filler text, a tool_use block when
+ * tool_choice forces a tool ("any" or "tool"), JSON text matching the schema of
+ * output_config.format (or the older output_format), or a scripted turn (--script).
+ * Streams follow the documented event flow: message_start (a Message with empty
+ * content and the input usage, including the cache fields), then per block
+ * content_block_start, content_block_delta... (text_delta, thinking_delta then one
+ * signature_delta, input_json_delta), content_block_stop, with a ping after the first
+ * block's start; message_delta (stop_reason and the cumulative usage, output_tokens
+ * final), message_stop; a ping also goes out after ping_interval without other events.
+ *
+ * Current clients send more than the first Messages API did: role "system" messages
+ * inside `messages`, context_management, metadata, output_config.effort, betas in
+ * anthropic-beta headers and ?beta=true. Those are accepted (fields it does not model
+ * are ignored, as the API ignores what a beta does not enable). */
 #include "emu.h"
 
 #include <stdlib.h>
@@ -32,8 +41,10 @@ static json_t *usage_json(const sl_emu_call_t *c, int64_t output_tokens)
 
 static const char *stop_reason(const sl_emu_call_t *c)
 {
-    if (c->tool.name) return "tool_use";
-    if (c->result.output_tokens >= c->result.reserved_output_tokens) return "max_tokens";
+    if (c->cut) return "max_tokens";
+    if (sl__emu_call_has_tool(c)) return "tool_use";
+    if (c->filler_answer && c->result.output_tokens >= c->result.reserved_output_tokens)
+        return "max_tokens";
     return "end_turn";
 }
 
@@ -54,59 +65,95 @@ static void sse(struct evbuffer *out, const char *event, json_t *data)
     free(s);
 }
 
+/* A thinking block's signature: opaque base64, as the API's are (clients send it back
+ * unchanged; the emulator never checks it). Derived from the message id and the
+ * block's index, so a stream and its reassembled message agree. */
+static void signature(const sl_emu_call_t *c, size_t i, char *buf, size_t cap)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint64_t x = 0xcbf29ce484222325ULL ^ i;
+    for (const char *p = c->id; *p; p++)
+        x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
+    size_t n = cap > 97 ? 96 : cap - 1;
+    for (size_t k = 0; k < n; k++) {
+        x ^= x >> 29;
+        x *= 0xbf58476d1ce4e5b9ULL;
+        x ^= x >> 32;
+        buf[k] = b64[x % 64];
+    }
+    buf[n] = '\0';
+}
+
+/* A content block of part i: whole (`whole`) or as content_block_start has it. */
+static json_t *block_json(sl_emu_call_t *c, size_t i, bool whole)
+{
+    sl_emu_part_t *p = &c->parts[i];
+    size_t n;
+    const char *text = sl__emu_part_text(p, &n);
+    if (!whole) n = 0;
+    if (p->kind == SL_EMU_PART_THINKING) {
+        char sig[128] = "";
+        if (whole) signature(c, i, sig, sizeof sig);
+        return json_pack("{s:s, s:s%, s:s}", "type", "thinking", "thinking", text, n, "signature",
+                         sig);
+    }
+    if (p->kind == SL_EMU_PART_TEXT)
+        return json_pack("{s:s, s:s%}", "type", "text", "text", text, n);
+    if (!p->id[0]) sl__emu_new_id(c->emu, "toolu_", p->id, sizeof p->id);
+    json_t *input = whole ? json_loadb(text, n, 0, NULL) : json_object();
+    return json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", p->id, "name", p->name,
+                     "input", input ? input : json_object());
+}
+
 static void a_begin(sl_emu_call_t *c, struct evbuffer *out)
 {
     sse(out, "message_start",
         json_pack("{s:s, s:o}", "type", "message_start", "message",
                   message_json(c, json_array(), false)));
-    json_t *block;
-    if (c->tool.name) {
-        char tid[48];
-        sl__emu_new_id(c->emu, "toolu_", tid, sizeof tid);
-        block = json_pack("{s:s, s:s, s:s, s:{}}", "type", "tool_use", "id", tid, "name",
-                          c->tool.name, "input");
-    } else {
-        block = json_pack("{s:s, s:s}", "type", "text", "text", "");
-    }
-    sse(out, "content_block_start",
-        json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", 0, "content_block",
-                  block));
-    sse(out, "ping", json_pack("{s:s}", "type", "ping"));
 }
 
-/* Tool input is streamed as partial JSON: output token k of n ends at character
- * len * k / n of the input's JSON text. */
-static size_t tool_chars_at(const sl_emu_call_t *c, int64_t k)
+static void a_part_begin(sl_emu_call_t *c, size_t i, struct evbuffer *out)
 {
-    size_t len = strlen(c->tool.input_json);
-    int64_t n = c->result.output_tokens;
-    if (n <= 0 || k >= n) return len;
-    return (size_t)((double)len * (double)k / (double)n);
+    sse(out, "content_block_start",
+        json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", (int)i,
+                  "content_block", block_json(c, i, false)));
+    if (i == 0) sse(out, "ping", json_pack("{s:s}", "type", "ping"));
 }
 
-static void a_tokens(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuffer *out)
+static void a_part_delta(sl_emu_call_t *c, size_t i, const char *s, size_t n, struct evbuffer *out)
 {
     json_t *delta;
-    if (c->tool.name) {
-        size_t a = tool_chars_at(c, from), b = tool_chars_at(c, to);
-        delta = json_pack("{s:s, s:s%}", "type", "input_json_delta", "partial_json",
-                          c->tool.input_json + a, b - a);
-    } else {
-        struct evbuffer *text = evbuffer_new();
-        if (!text) return;
-        sl__filler_append(c->filler_seed, from, to, text);
-        delta = json_pack("{s:s, s:s%}", "type", "text_delta", "text",
-                          (const char *)evbuffer_pullup(text, -1), evbuffer_get_length(text));
-        evbuffer_free(text);
+    switch (c->parts[i].kind) {
+    case SL_EMU_PART_THINKING:
+        delta = json_pack("{s:s, s:s%}", "type", "thinking_delta", "thinking", s, n);
+        break;
+    case SL_EMU_PART_TOOL:
+        delta = json_pack("{s:s, s:s%}", "type", "input_json_delta", "partial_json", s, n);
+        break;
+    default:
+        delta = json_pack("{s:s, s:s%}", "type", "text_delta", "text", s, n);
+        break;
     }
     sse(out, "content_block_delta",
-        json_pack("{s:s, s:i, s:o}", "type", "content_block_delta", "index", 0, "delta", delta));
+        json_pack("{s:s, s:i, s:o}", "type", "content_block_delta", "index", (int)i, "delta",
+                  delta));
+}
+
+static void a_part_end(sl_emu_call_t *c, size_t i, struct evbuffer *out)
+{
+    if (c->parts[i].kind == SL_EMU_PART_THINKING) {
+        char sig[128];
+        signature(c, i, sig, sizeof sig);
+        sse(out, "content_block_delta",
+            json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", (int)i,
+                      "delta", "type", "signature_delta", "signature", sig));
+    }
+    sse(out, "content_block_stop",
+        json_pack("{s:s, s:i}", "type", "content_block_stop", "index", (int)i));
 }
 
 static void a_finish(sl_emu_call_t *c, struct evbuffer *out)
 {
-    sse(out, "content_block_stop",
-        json_pack("{s:s, s:i}", "type", "content_block_stop", "index", 0));
     const sl_provider_result_t *r = &c->result;
     sse(out, "message_delta",
         json_pack("{s:s, s:{s:s, s:n}, s:{s:I, s:I, s:I, s:I}}", "type", "message_delta", "delta",
@@ -137,23 +184,17 @@ static void a_error(sl_emu_call_t *c, struct evbuffer *out)
 
 static json_t *a_complete(sl_emu_call_t *c)
 {
-    json_t *block;
-    if (c->tool.name) {
-        char tid[48];
-        sl__emu_new_id(c->emu, "toolu_", tid, sizeof tid);
-        block = json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", tid, "name",
-                          c->tool.name, "input", json_loads(c->tool.input_json, 0, NULL));
-    } else {
-        char *text = sl__filler_text(c->filler_seed, c->result.output_tokens);
-        block = json_pack("{s:s, s:s}", "type", "text", "text", text ? text : "");
-        free(text);
-    }
-    return message_json(c, json_pack("[o]", block), true);
+    json_t *content = json_array();
+    for (size_t i = 0; content && i < c->n_parts; i++)
+        json_array_append_new(content, block_json(c, i, true));
+    return message_json(c, content, true);
 }
 
 static const sl_emu_shape_t anthropic_shape = {
     .begin = a_begin,
-    .tokens = a_tokens,
+    .part_begin = a_part_begin,
+    .part_delta = a_part_delta,
+    .part_end = a_part_end,
     .finish = a_finish,
     .complete = a_complete,
     .ping = a_ping,
@@ -191,6 +232,84 @@ static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, bo
                false;
     if (stream && !json_is_boolean(stream))
         return bad_request(emu, req, "stream: Input should be a valid boolean"), false;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+    {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        char msg[200];
+        if (!role ||
+            (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system"))) {
+            snprintf(msg, sizeof msg,
+                     "messages.%zu.role: Input should be 'user', 'assistant' or 'system'", i);
+            return bad_request(emu, req, msg), false;
+        }
+    }
+    return true;
+}
+
+/* Reads `thinking` and output_config (effort, format) or the older output_format.
+ * Sets c->thinking_budget and *format (borrowed; NULL: plain text). Answers 400 and
+ * returns false on a bad value. */
+static bool read_options(sl_emu_t *emu, struct evhttp_request *req, json_t *body, sl_emu_call_t *c,
+                         json_t **format)
+{
+    char msg[256];
+    *format = NULL;
+    json_t *thinking = json_object_get(body, "thinking");
+    int64_t max_tokens = json_integer_value(json_object_get(body, "max_tokens"));
+    if (thinking && !json_is_null(thinking)) {
+        const char *t = json_string_value(json_object_get(thinking, "type"));
+        json_t *budget = json_object_get(thinking, "budget_tokens");
+        if (!t || (strcmp(t, "enabled") && strcmp(t, "disabled") && strcmp(t, "adaptive")))
+            return bad_request(emu, req,
+                               "thinking.type: Input should be 'enabled', 'disabled' or "
+                               "'adaptive'"),
+                   false;
+        if (!strcmp(t, "enabled")) {
+            if (!json_is_integer(budget) || json_integer_value(budget) < 1024)
+                return bad_request(emu, req,
+                                   "thinking.enabled.budget_tokens: Input should be an integer "
+                                   "greater than or equal to 1024"),
+                       false;
+            c->thinking_budget = json_integer_value(budget);
+        } else if (!strcmp(t, "adaptive")) {
+            c->thinking_budget = max_tokens;
+        }
+    }
+    json_t *cfg = json_object_get(body, "output_config");
+    if (cfg && !json_is_null(cfg) && !json_is_object(cfg))
+        return bad_request(emu, req, "output_config: Input should be an object"), false;
+    json_t *effort = json_object_get(cfg, "effort");
+    if (effort && !json_is_null(effort)) {
+        static const char *const efforts[] = {"low", "medium", "high", "xhigh", "max"};
+        bool known = false;
+        for (size_t k = 0; json_is_string(effort) && k < 5; k++)
+            known |= !strcmp(json_string_value(effort), efforts[k]);
+        if (!known)
+            return bad_request(emu, req,
+                               "output_config.effort: Input should be 'low', 'medium', 'high', "
+                               "'xhigh' or 'max'"),
+                   false;
+    }
+    const char *where = "output_config.format";
+    json_t *f = json_object_get(cfg, "format");
+    if (!f || json_is_null(f)) {
+        f = json_object_get(body, "output_format");
+        where = "output_format";
+    }
+    if (f && !json_is_null(f)) {
+        const char *t = json_string_value(json_object_get(f, "type"));
+        if (!t || strcmp(t, "json_schema")) {
+            snprintf(msg, sizeof msg, "%s.type: Input should be 'json_schema'", where);
+            return bad_request(emu, req, msg), false;
+        }
+        if (!json_is_object(json_object_get(f, "schema"))) {
+            snprintf(msg, sizeof msg, "%s.schema: Field required (a JSON Schema object)", where);
+            return bad_request(emu, req, msg), false;
+        }
+        *format = json_object_get(f, "schema");
+    }
     return true;
 }
 
@@ -228,11 +347,12 @@ static json_t *forced_tool(sl_emu_t *emu, struct evhttp_request *req, json_t *bo
 
 /* Estimates the body with the tokenizer. Answers 400 and returns false on a body
  * the estimator refuses (its message names the field and the value). */
-static bool estimate(sl_emu_t *emu, struct evhttp_request *req, sl_api_t api, const char *raw,
-                     size_t raw_len, sl_estimate_t *est)
+static bool estimate(sl_emu_t *emu, struct evhttp_request *req, sl_api_t api, json_t *counted,
+                     sl_estimate_t *est)
 {
     char err[512] = "";
-    int rc = sl_estimate_request(emu->tok, api, raw, raw_len, est, err, sizeof err);
+    int rc =
+        counted ? sl_estimate_json(emu->tok, api, counted, est, err, sizeof err) : SL_TOK_ENOMEM;
     if (rc == 0) return true;
     sl_emu_api_t eapi = api == SL_API_OPENAI ? SL_EMU_OPENAI : SL_EMU_ANTHROPIC;
     if (rc == SL_TOK_EREQUEST)
@@ -284,9 +404,24 @@ static void earlier_breakpoints(sl_emu_t *emu, json_t *body, sl_provider_call_t 
     if (ok) *call = tmp;
 }
 
+/* The assistant turns already in the conversation: the scripted turn to answer. */
+static size_t assistant_turns(json_t *body)
+{
+    size_t i, n = 0;
+    json_t *m;
+    json_array_foreach(json_object_get(body, "messages"), i, m)
+    {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && !strcmp(role, "assistant")) n++;
+    }
+    return n;
+}
+
 void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *body,
                             const char *raw, size_t raw_len)
 {
+    (void)raw;
+    (void)raw_len;
     emu->n.messages++;
     if (!validate(emu, req, body, true)) return;
     bool stream = json_is_true(json_object_get(body, "stream"));
@@ -294,13 +429,29 @@ void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *b
     bool failed;
     json_t *tool = forced_tool(emu, req, body, &failed);
     if (failed) return;
-    sl_estimate_t est;
-    if (!estimate(emu, req, SL_API_ANTHROPIC, raw, raw_len, &est)) return;
-
     sl_emu_call_t *c = sl__emu_call_new(emu, req, SL_EMU_ANTHROPIC, &anthropic_shape);
     if (!c) {
         sl__emu_send_error(emu, req, SL_EMU_ANTHROPIC, 500, "api_error", "out of memory", NULL,
                            NULL);
+        return;
+    }
+    json_t *format;
+    if (!read_options(emu, req, body, c, &format)) {
+        sl__emu_call_free(c);
+        return;
+    }
+    if (tool && c->thinking_budget > 0) {
+        sl__emu_call_free(c);
+        bad_request(emu, req,
+                    "Thinking may not be enabled when tool_choice forces tool use (tool_choice "
+                    "type \"any\" or \"tool\").");
+        return;
+    }
+    json_t *counted = sl__count_anthropic_body(body);
+    sl_estimate_t est;
+    if (!estimate(emu, req, SL_API_ANTHROPIC, counted, &est)) {
+        json_decref(counted);
+        sl__emu_call_free(c);
         return;
     }
     c->stream = stream;
@@ -312,15 +463,23 @@ void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *b
         .output_tokens = -1,
         .stream = stream,
     };
-    if (est.cached_tokens > 0 && !sl__prefix_cache_key(body, &call.cache_key)) {
+    if (est.cached_tokens > 0 && !sl__prefix_cache_key(counted, &call.cache_key)) {
         /* The tokenizer saw a breakpoint the key walk did not: cache nothing. */
         call.input_tokens += call.cached_prefix_tokens;
         call.cached_prefix_tokens = 0;
     }
     if (call.cached_prefix_tokens > 0 && emu->opt.cache_breakpoints > 1)
-        earlier_breakpoints(emu, body, &call);
-    if (tool) sl__emu_call_use_tool(c, tool, "input_schema", &call);
-    sl__emu_call_admit(c, &call, tool != NULL, "msg_", "api_error");
+        earlier_breakpoints(emu, counted, &call);
+    json_decref(counted);
+    json_t *turn = sl__script_turn(emu, assistant_turns(body));
+    bool ok = true;
+    if (turn)
+        ok = sl__script_answer(c, turn);
+    else if (tool)
+        ok = sl__emu_call_use_tool(c, tool, "input_schema");
+    else if (format)
+        ok = sl__emu_call_use_schema(c, format);
+    sl__emu_call_admit(c, &call, ok, "msg_", "api_error");
 }
 
 void sl__anthropic_count_tokens(sl_emu_t *emu, struct evhttp_request *req, json_t *body,
@@ -328,8 +487,13 @@ void sl__anthropic_count_tokens(sl_emu_t *emu, struct evhttp_request *req, json_
 {
     emu->n.count_tokens++;
     if (!validate(emu, req, body, false)) return;
+    (void)raw;
+    (void)raw_len;
     sl_estimate_t est;
-    if (!estimate(emu, req, SL_API_ANTHROPIC, raw, raw_len, &est)) return;
+    json_t *counted = sl__count_anthropic_body(body);
+    bool ok = estimate(emu, req, SL_API_ANTHROPIC, counted, &est);
+    json_decref(counted);
+    if (!ok) return;
     /* Its own requests-per-minute bucket, after validation as for a model call. */
     double now = sl__emu_now();
     sl_provider_result_t r;

@@ -1,7 +1,7 @@
 /* emu.h - sluice-emu's internals shared between its files (sl__ names are not a public API).
  *
- * sluice-emu answers the Anthropic Messages API and the OpenAI Chat Completions API
- * on one libevent loop. Every decision a provider makes (admit or 429, usage, cache,
+ * sluice-emu answers the Anthropic Messages API, the OpenAI Chat Completions and
+ * Responses APIs and both providers' model lists on one libevent loop. Every decision a provider makes (admit or 429, usage, cache,
  * latency, rate-limit headers, error bodies) comes from src/provider; this program
  * only turns HTTP requests into sl_provider_call_t and results back into the wire
  * shapes, paced in real time. */
@@ -35,6 +35,7 @@ typedef struct sl_emu_options {
     int64_t max_body_bytes;
     int cache_breakpoints; /* 1..4: breakpoints, counted back from the last, that the prompt
                               cache reads and writes (1: the last one only) */
+    char script[1024];     /* --script FILE: scripted turns ("" = none) */
 } sl_emu_options_t;
 
 /* Parses argv into `o` (defaults first). Returns 0 to run, 1 when --help or --version
@@ -55,6 +56,9 @@ typedef struct sl_emu_counters {
     uint64_t count_tokens;     /* POST /v1/messages/count_tokens */
     uint64_t chat_completions; /* POST /v1/chat/completions */
     uint64_t chat_stream;      /* ... with stream: true */
+    uint64_t responses;        /* POST /v1/responses */
+    uint64_t responses_stream; /* ... with stream: true */
+    uint64_t models;           /* GET /v1/models[/{id}] */
     uint64_t http_400;
     uint64_t http_401;
     uint64_t http_404;
@@ -78,6 +82,9 @@ typedef struct sl_emu {
     sl_emu_counters_t n;
     struct sl_emu_call *calls; /* calls being generated (freed on shutdown) */
     bool spend_capped;         /* spend-cap mode switched on by flag or endpoint */
+    json_t *script;            /* --script: the checked file ({"turns": [...]}), or NULL */
+    json_t *stored;            /* Responses kept for previous_response_id: id -> items */
+    json_t *stored_order;      /* their ids, oldest first (evicted beyond a cap) */
     struct event *sig_term, *sig_int;
 } sl_emu_t;
 
@@ -128,25 +135,44 @@ void sl__emu_new_id(sl_emu_t *emu, const char *prefix, char *buf, size_t cap);
 
 typedef struct sl_emu_call sl_emu_call_t;
 
+/* What an answer is made of, in order. Every API writes the same parts in its own
+ * shapes: Anthropic content blocks, Chat Completions content and tool_calls (thinking
+ * hidden, counted as reasoning tokens), Responses output items. */
+typedef enum sl_emu_part_kind {
+    SL_EMU_PART_THINKING = 0, /* reasoning: an Anthropic thinking block, an OpenAI reasoning item */
+    SL_EMU_PART_TEXT,         /* answer text */
+    SL_EMU_PART_TOOL,         /* a function / tool call: name and arguments JSON */
+} sl_emu_part_kind_t;
+
+#define SL_EMU_MAX_PARTS 10
+
+typedef struct sl_emu_part {
+    sl_emu_part_kind_t kind;
+    int64_t tokens;   /* output tokens billed for this part (>= 1 once laid out) */
+    char *text;       /* malloc'ed: the text, or the tool's arguments as compact JSON;
+                         NULL (before layout) for filler of `tokens` tokens */
+    size_t text_len;  /* bytes of `text` the answer carries (shorter when cut at max_tokens) */
+    char *name;       /* tool name, malloc'ed */
+    char id[64];      /* block / item id, given when the part starts */
+    char call_id[64]; /* OpenAI tool call id */
+} sl_emu_part_t;
+
 /* What an API does at each step of an answer. The generator calls them in order:
- * begin (streams only: headers are out), tokens (streams: emitted tokens [from, to)
- * of the output, in order, any number of times), finish (streams: the closing
+ * begin (streams only: headers are out), for each part part_begin, part_delta with
+ * consecutive pieces of its text (never empty), part_end; then finish (the closing
  * events) or, for a stream the provider breaks off (result.stream_error), error
- * instead of finish; or complete (non-streaming: the whole body once). */
+ * instead of finish (the part being written is not ended); or complete
+ * (non-streaming: the whole body once). */
 typedef struct sl_emu_shape {
     void (*begin)(sl_emu_call_t *c, struct evbuffer *out);
-    void (*tokens)(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuffer *out);
+    void (*part_begin)(sl_emu_call_t *c, size_t i, struct evbuffer *out);
+    void (*part_delta)(sl_emu_call_t *c, size_t i, const char *s, size_t n, struct evbuffer *out);
+    void (*part_end)(sl_emu_call_t *c, size_t i, struct evbuffer *out);
     void (*finish)(sl_emu_call_t *c, struct evbuffer *out);
     json_t *(*complete)(sl_emu_call_t *c);
-    void (*ping)(sl_emu_call_t *c, struct evbuffer *out); /* NULL: no keep-alive events */
+    void (*ping)(sl_emu_call_t *c, struct evbuffer *out);  /* NULL: no keep-alive events */
     void (*error)(sl_emu_call_t *c, struct evbuffer *out); /* NULL: never breaks off */
 } sl_emu_shape_t;
-
-/* A tool call the model makes instead of writing text (forced by tool_choice). */
-typedef struct sl_emu_tool_call {
-    char *name;       /* malloc'ed */
-    char *input_json; /* compact JSON object, malloc'ed */
-} sl_emu_tool_call_t;
 
 struct sl_emu_call {
     sl_emu_t *emu;
@@ -156,18 +182,29 @@ struct sl_emu_call {
     sl_emu_api_t api;
     bool stream;
     bool include_usage;   /* OpenAI stream_options.include_usage */
-    char id[64];          /* msg_... / chatcmpl-... */
+    char id[64];          /* msg_... / chatcmpl-... / resp_... */
     char *model;          /* as requested, malloc'ed */
     int64_t created_unix; /* OpenAI "created" */
     sl_provider_result_t result;
-    bool ended;              /* sl_provider_end done */
-    sl_emu_tool_call_t tool; /* name NULL: the answer is text */
+    bool ended; /* sl_provider_end done */
+    /* The answer: fixed parts set before admission (sl__emu_call_add_*), laid out
+     * over the billed output after it (filler text fills what is not fixed). */
+    sl_emu_part_t parts[SL_EMU_MAX_PARTS];
+    size_t n_parts;
+    bool filler_answer;      /* no fixed text or tool: the provider picks the length */
+    int64_t thinking_budget; /* > 0: a thinking part leads the answer, at most this long */
     bool tool_named;         /* OpenAI: tool_choice named the function (finish_reason "stop") */
+    bool cut;                /* the answer was cut at max_tokens */
     uint64_t filler_seed;
+    json_t *echo;             /* Responses: request fields the response object repeats */
+    json_t *history;          /* Responses: the input items, kept with the output when stored */
+    bool encrypted_reasoning; /* Responses: include asks for reasoning.encrypted_content */
     /* Pacing. */
     double start_s;     /* provider clock at admission */
     int64_t emitted;    /* output tokens sent so far (streams) */
-    int64_t text_chars; /* tool input: characters of input_json sent so far */
+    int64_t seq;        /* Responses: the next sequence_number */
+    size_t parts_begun; /* streams: parts whose opening events went out */
+    bool role_sent;     /* Chat Completions stream: the role went out */
     bool begun;
     double last_event_s;
     struct event *timer;
@@ -186,20 +223,46 @@ sl_emu_call_t *sl__emu_call_new(sl_emu_t *emu, struct evhttp_request *req, sl_em
 /* Frees a call that was never started (e.g. refused by the provider). */
 void sl__emu_call_free(sl_emu_call_t *c);
 
-/* Makes the answer to `c` a call of `tool` (forced by tool_choice): c->tool gets the
- * tool's name and an input generated from its schema, found under `schema_key`
- * (Anthropic "input_schema", OpenAI "parameters"), and call->output_tokens what that
- * answer costs: name + input + 1 tokens. Out of memory leaves a c->tool field NULL,
- * which sl__emu_call_admit answers. */
-void sl__emu_call_use_tool(sl_emu_call_t *c, json_t *tool, const char *schema_key,
-                           sl_provider_call_t *call);
+/* Appends a fixed part to the answer: text (`text`, copied; `pad_tokens` filler tokens
+ * follow it), or a tool call `name` with `input` (a JSON value, dumped compact).
+ * Returns false when out of memory or out of parts (the call is then answered 500). */
+bool sl__emu_call_add_text(sl_emu_call_t *c, const char *text, int64_t pad_tokens);
+bool sl__emu_call_add_tool(sl_emu_call_t *c, const char *name, json_t *input);
 
-/* The common end of a model call: takes ownership of `c`. When c->model, or (with
- * `with_tool`) c->tool, could not be allocated, answers 500 of type `oom_type`; else
- * asks the provider to admit `call`, adds its rate-limit headers, and either answers
- * its refusal or names the call `id_prefix`... and starts it (sl__emu_call_start). */
-void sl__emu_call_admit(sl_emu_call_t *c, const sl_provider_call_t *call, bool with_tool,
-                        const char *id_prefix, const char *oom_type);
+/* Makes the answer to `c` a call of `tool` (forced by tool_choice): its name (under
+ * "name") and an input generated from its schema, found under `schema_key`
+ * (Anthropic "input_schema", OpenAI "parameters"). */
+bool sl__emu_call_use_tool(sl_emu_call_t *c, json_t *tool, const char *schema_key);
+
+/* Makes the answer to `c` a text that is JSON matching `schema` (structured output;
+ * NULL schema: any JSON object). */
+bool sl__emu_call_use_schema(sl_emu_call_t *c, json_t *schema);
+
+/* Output tokens of the fixed parts (what call->output_tokens should be), or -1 for a
+ * filler answer. Thinking is added by sl__emu_call_admit. */
+int64_t sl__emu_call_fixed_tokens(const sl_emu_call_t *c);
+
+/* Output tokens of the thinking part of an answer of `answer_tokens` (filler) or of
+ * a fixed answer (answer_tokens < 0): a quarter of it (of --output-tokens for a fixed
+ * answer), at most thinking_budget; 0 without thinking. */
+int64_t sl__emu_call_thinking_tokens(const sl_emu_call_t *c, int64_t answer_tokens);
+
+/* The whole text a part carries (its first text_len bytes). */
+const char *sl__emu_part_text(const sl_emu_part_t *p, size_t *len);
+
+/* The common end of a model call: takes ownership of `c`. `ok` false (something could
+ * not be allocated) answers 500 of type `oom_type`; else sets call->output_tokens from
+ * the parts (and thinking), asks the provider to admit `call`, adds its rate-limit
+ * headers, and either answers its refusal or lays the answer out over the billed
+ * output, names the call `id_prefix`... and starts it (sl__emu_call_start). */
+void sl__emu_call_admit(sl_emu_call_t *c, sl_provider_call_t *call, bool ok, const char *id_prefix,
+                        const char *oom_type);
+
+/* Output tokens of the parts of `kind` as laid out. */
+int64_t sl__emu_call_tokens_of(const sl_emu_call_t *c, sl_emu_part_kind_t kind);
+
+/* Whether the answer holds a tool call (as laid out). */
+bool sl__emu_call_has_tool(const sl_emu_call_t *c);
 
 /* Frees every call (shutdown): the provider is told they ended. */
 void sl__emu_calls_shutdown(sl_emu_t *emu);
@@ -218,9 +281,40 @@ void sl__filler_append(uint64_t seed, int64_t from, int64_t to, struct evbuffer 
 /* The whole filler text of n tokens as a malloc'ed string (NULL: out of memory). */
 char *sl__filler_text(uint64_t seed, int64_t n);
 
-/* A value that satisfies `schema` (a JSON Schema object; required properties only,
- * first enum value, placeholder strings). Returns a new reference. */
-json_t *sl__filler_tool_input(json_t *schema);
+/* ---- JSON Schema values (schema.c) --------------------------------------------------- */
+
+/* A value that satisfies `schema` (rules atop schema.c). Returns a new reference
+ * (NULL only when out of memory). */
+json_t *sl__schema_value(json_t *schema);
+
+/* sl__schema_value, but always an object (a tool's input): {} when the schema does not
+ * describe one. */
+json_t *sl__schema_object(json_t *schema);
+
+/* ---- bodies for the estimator (counting.c) --------------------------------------------- */
+
+/* An Anthropic body the estimator counts: `body` itself (a new reference) or a copy
+ * with role "system" messages as user messages and newer block types as text of
+ * their JSON. NULL when out of memory. */
+json_t *sl__count_anthropic_body(json_t *body);
+
+/* The Chat Completions body equivalent to a Responses request `body` whose input
+ * items (previous_response_id resolved) are `items`. New reference; NULL when out of
+ * memory. */
+json_t *sl__count_responses_body(json_t *body, json_t *items);
+
+/* ---- scripted conversations (script.c) ------------------------------------------------ */
+
+/* Loads and checks a script file (format in docs/emu.md). Returns 0 with *out set, or
+ * -1 with `err` naming the file, the field and the value. */
+int sl__script_load(const char *path, json_t **out, char *err, size_t errlen);
+
+/* The script's turn number `turn` (borrowed), or NULL: no script, or past its end
+ * without "after_last": "repeat". */
+json_t *sl__script_turn(sl_emu_t *emu, size_t turn);
+
+/* Makes the answer to `c` the scripted `turn`. Returns false when out of memory. */
+bool sl__script_answer(sl_emu_call_t *c, json_t *turn);
 
 /* ---- the prompt cache key (prefix.c) ------------------------------------------------- */
 
@@ -254,6 +348,19 @@ void sl__anthropic_count_tokens(sl_emu_t *emu, struct evhttp_request *req, json_
 /* openai.c */
 void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, const char *raw,
                      size_t raw_len);
+
+/* max_tokens charged when an OpenAI request gives no output limit. */
+#define SL_EMU_OPENAI_DEFAULT_MAX_TOKENS 4096
+
+/* The thinking budget an OpenAI reasoning effort asks for: 0 for none, "none" and
+ * "minimal", else max_tokens. */
+int64_t sl__openai_reasoning_budget(json_t *effort, int64_t max_tokens);
+
+/* responses.c: POST /v1/responses. */
+void sl__openai_responses(sl_emu_t *emu, struct evhttp_request *req, json_t *body);
+
+/* models.c: GET /v1/models (id NULL) and GET /v1/models/{id} in `api`'s shape. */
+void sl__emu_models(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, const char *id);
 
 /* stats.c: GET /stats, GET /health, POST /emu/spend-cap. */
 void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req);

@@ -1,4 +1,4 @@
-/* filler.c - deterministic output text whose token count is known, and tool inputs.
+/* filler.c - deterministic output text whose token count is known.
  *
  * The emulated model writes prose-like filler: words from a fixed list, a full stop
  * now and then. Every word (with its leading space, and without it as the first
@@ -111,46 +111,4 @@ char *sl__filler_text(uint64_t seed, int64_t n)
     }
     evbuffer_free(b);
     return s;
-}
-
-static json_t *value_for(json_t *schema, int depth)
-{
-    if (!json_is_object(schema) || depth > 8) return json_null();
-    json_t *en = json_object_get(schema, "enum");
-    if (json_is_array(en) && json_array_size(en) > 0) return json_deep_copy(json_array_get(en, 0));
-    json_t *c = json_object_get(schema, "const");
-    if (c) return json_deep_copy(c);
-    json_t *type = json_object_get(schema, "type");
-    if (json_is_array(type)) type = json_array_get(type, 0);
-    const char *t = json_string_value(type);
-    if (!t) t = json_object_get(schema, "properties") ? "object" : "string";
-    if (!strcmp(t, "object")) {
-        json_t *obj = json_object();
-        json_t *props = json_object_get(schema, "properties");
-        json_t *req = json_object_get(schema, "required");
-        size_t i;
-        json_t *name;
-        json_array_foreach(req, i, name)
-        {
-            const char *k = json_string_value(name);
-            if (k) json_object_set_new(obj, k, value_for(json_object_get(props, k), depth + 1));
-        }
-        return obj;
-    }
-    if (!strcmp(t, "array")) return json_array();
-    if (!strcmp(t, "integer")) return json_integer(1);
-    if (!strcmp(t, "number")) return json_real(1.5);
-    if (!strcmp(t, "boolean")) return json_true();
-    if (!strcmp(t, "null")) return json_null();
-    return json_string("filler");
-}
-
-json_t *sl__filler_tool_input(json_t *schema)
-{
-    json_t *v = value_for(schema, 0);
-    if (!json_is_object(v)) {
-        json_decref(v);
-        return json_object();
-    }
-    return v;
 }

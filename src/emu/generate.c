@@ -10,6 +10,14 @@
  * A stream the provider breaks off (result.stream_error) sends its tokens the same
  * way and then the API's error event where the closing events would be.
  *
+ * An answer is a list of parts (thinking, text, tool calls). Fixed parts (a forced
+ * tool call, structured output, a scripted turn) are known before admission and
+ * decide the output billed; a filler answer gets the length the provider picks.
+ * After admission the parts are laid out over the billed output, in order: a part
+ * the output runs out in is cut (text at the same share of its bytes), later ones
+ * are dropped. A stream's deltas split a part's text in proportion to its tokens
+ * (at UTF-8 character boundaries), so the pieces add up to the whole text.
+ *
  * A call is owned by the emulator's list from sl__emu_call_start until its answer is
  * complete or its client went away; sl_provider_end is called exactly once for it,
  * with the output actually produced. */
@@ -55,8 +63,12 @@ void sl__emu_call_free(sl_emu_call_t *c)
     if (!c) return;
     if (c->timer) event_free(c->timer);
     free(c->model);
-    free(c->tool.name);
-    free(c->tool.input_json);
+    for (size_t i = 0; i < c->n_parts; i++) {
+        free(c->parts[i].text);
+        free(c->parts[i].name);
+    }
+    json_decref(c->echo);
+    json_decref(c->history);
     free(c);
 }
 
@@ -152,6 +164,43 @@ static void on_last_chunk_written(struct evhttp_connection *evcon, void *arg)
     evhttp_send_reply_end(req);
 }
 
+/* Byte offset in part `p` where its output token k ends: text_len * k / tokens,
+ * moved back to the start of a UTF-8 character. */
+static size_t part_offset(const sl_emu_part_t *p, int64_t k)
+{
+    if (k >= p->tokens || p->tokens <= 0) return p->text_len;
+    size_t at = (size_t)((double)p->text_len * (double)k / (double)p->tokens);
+    while (at > 0 && at < p->text_len && ((unsigned char)p->text[at] & 0xC0) == 0x80)
+        at--;
+    return at;
+}
+
+/* Begins part i (once). */
+static void begin_part(sl_emu_call_t *c, size_t i, struct evbuffer *out)
+{
+    if (i < c->parts_begun) return;
+    c->parts_begun = i + 1;
+    c->shape->part_begin(c, i, out);
+}
+
+/* Emits output tokens [from, to) of the answer: the parts they fall in are begun,
+ * written and ended through the shape. */
+static void emit_tokens(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuffer *out)
+{
+    int64_t base = 0;
+    for (size_t i = 0; i < c->n_parts && base < to; i++) {
+        const sl_emu_part_t *p = &c->parts[i];
+        int64_t lo = base, hi = base + p->tokens;
+        base = hi;
+        if (from >= hi) continue;
+        int64_t a = (from > lo ? from : lo) - lo, b = (to < hi ? to : hi) - lo;
+        begin_part(c, i, out);
+        size_t x = part_offset(p, a), y = part_offset(p, b);
+        if (y > x) c->shape->part_delta(c, i, p->text + x, y - x, out);
+        if (b == p->tokens) c->shape->part_end(c, i, out);
+    }
+}
+
 static void on_stream_tick(sl_emu_call_t *c)
 {
     double now = sl__emu_now();
@@ -164,11 +213,14 @@ static void on_stream_tick(sl_emu_call_t *c)
     if (!c->begun && t >= c->result.ttft_s) {
         c->begun = true;
         c->shape->begin(c, out);
+        /* The first part opens with the first token (a stream broken off before any
+         * token still shows where its answer began). */
+        if (c->n_parts > 0) begin_part(c, 0, out);
     }
     if (c->begun) {
         int64_t due = tokens_due(c, t);
         if (due > c->emitted) {
-            c->shape->tokens(c, c->emitted, due, out);
+            emit_tokens(c, c->emitted, due, out);
             c->emitted = due;
         }
     }
@@ -192,8 +244,7 @@ static void on_stream_tick(sl_emu_call_t *c)
     send_chunk(c, out);
     evbuffer_free(out);
     double next = TICK_S;
-    if (!c->begun)
-        next = c->result.ttft_s - t;
+    if (!c->begun) next = c->result.ttft_s - t;
     if (next > c->emu->opt.ping_interval_s) next = c->emu->opt.ping_interval_s;
     schedule(c, next);
 }
@@ -253,33 +304,197 @@ void sl__emu_call_start(sl_emu_call_t *c)
     }
 }
 
-void sl__emu_call_use_tool(sl_emu_call_t *c, json_t *tool, const char *schema_key,
-                           sl_provider_call_t *call)
+/* ---- the answer's parts ------------------------------------------------------------ */
+
+static sl_emu_part_t *add_part(sl_emu_call_t *c, sl_emu_part_kind_t kind)
 {
-    json_t *input = sl__filler_tool_input(json_object_get(tool, schema_key));
-    c->tool.name = strdup(json_string_value(json_object_get(tool, "name")));
-    c->tool.input_json = json_dumps(input, JSON_COMPACT);
-    json_decref(input);
-    int64_t n_name = 0, n_input = 0;
-    if (c->tool.name && c->tool.input_json) {
-        sl_tokenizer_count(c->emu->tok, c->tool.name, strlen(c->tool.name), &n_name);
-        sl_tokenizer_count(c->emu->tok, c->tool.input_json, strlen(c->tool.input_json),
-                           &n_input);
-    }
-    call->output_tokens = n_name + n_input + 1;
+    if (c->n_parts >= SL_EMU_MAX_PARTS) return NULL;
+    sl_emu_part_t *p = &c->parts[c->n_parts++];
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    return p;
 }
 
-void sl__emu_call_admit(sl_emu_call_t *c, const sl_provider_call_t *call, bool with_tool,
-                        const char *id_prefix, const char *oom_type)
+static int64_t count_tokens(sl_emu_t *emu, const char *s, size_t n)
+{
+    int64_t k = 0;
+    if (n && sl_tokenizer_count(emu->tok, s, n, &k) != 0) k = 0;
+    return k;
+}
+
+bool sl__emu_call_add_text(sl_emu_call_t *c, const char *text, int64_t pad_tokens)
+{
+    sl_emu_part_t *p = add_part(c, SL_EMU_PART_TEXT);
+    if (!p) return false;
+    size_t n = strlen(text);
+    struct evbuffer *b = evbuffer_new();
+    if (!b) return false;
+    evbuffer_add(b, text, n);
+    /* Filler after literal text starts at its token 1, which has its leading space. */
+    if (pad_tokens > 0) sl__filler_append(c->filler_seed, n ? 1 : 0, pad_tokens + (n ? 1 : 0), b);
+    p->text_len = evbuffer_get_length(b);
+    p->text = malloc(p->text_len + 1);
+    if (p->text) {
+        evbuffer_copyout(b, p->text, p->text_len);
+        p->text[p->text_len] = '\0';
+    }
+    evbuffer_free(b);
+    if (!p->text) return false;
+    p->tokens = count_tokens(c->emu, p->text, p->text_len);
+    if (p->tokens < 1) p->tokens = 1;
+    return true;
+}
+
+bool sl__emu_call_add_tool(sl_emu_call_t *c, const char *name, json_t *input)
+{
+    sl_emu_part_t *p = add_part(c, SL_EMU_PART_TOOL);
+    if (!p) return false;
+    p->name = strdup(name);
+    p->text = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!p->name || !p->text) return false;
+    p->text_len = strlen(p->text);
+    /* What the call costs: its name and its input, and one token to open it. */
+    p->tokens = count_tokens(c->emu, p->name, strlen(p->name)) +
+                count_tokens(c->emu, p->text, p->text_len) + 1;
+    return true;
+}
+
+bool sl__emu_call_use_tool(sl_emu_call_t *c, json_t *tool, const char *schema_key)
+{
+    const char *name = json_string_value(json_object_get(tool, "name"));
+    json_t *input = sl__schema_object(json_object_get(tool, schema_key));
+    bool ok = name && input && sl__emu_call_add_tool(c, name, input);
+    json_decref(input);
+    return ok;
+}
+
+bool sl__emu_call_use_schema(sl_emu_call_t *c, json_t *schema)
+{
+    json_t *v = schema ? sl__schema_value(schema) : json_pack("{s:s}", "answer", "filler");
+    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(v);
+    bool ok = s && sl__emu_call_add_text(c, s, 0);
+    free(s);
+    return ok;
+}
+
+int64_t sl__emu_call_fixed_tokens(const sl_emu_call_t *c)
+{
+    if (c->n_parts == 0) return -1;
+    int64_t n = 0;
+    for (size_t i = 0; i < c->n_parts; i++)
+        n += c->parts[i].tokens;
+    return n;
+}
+
+int64_t sl__emu_call_thinking_tokens(const sl_emu_call_t *c, int64_t answer_tokens)
+{
+    if (c->thinking_budget <= 0) return 0;
+    int64_t base = answer_tokens >= 0 ? answer_tokens : c->emu->opt.provider.default_output_tokens;
+    int64_t n = base / 4;
+    if (n < 1) n = 1;
+    return n < c->thinking_budget ? n : c->thinking_budget;
+}
+
+const char *sl__emu_part_text(const sl_emu_part_t *p, size_t *len)
+{
+    *len = p->text_len;
+    return p->text ? p->text : "";
+}
+
+int64_t sl__emu_call_tokens_of(const sl_emu_call_t *c, sl_emu_part_kind_t kind)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < c->n_parts; i++)
+        if (c->parts[i].kind == kind) n += c->parts[i].tokens;
+    return n;
+}
+
+bool sl__emu_call_has_tool(const sl_emu_call_t *c)
+{
+    for (size_t i = 0; i < c->n_parts; i++)
+        if (c->parts[i].kind == SL_EMU_PART_TOOL) return true;
+    return false;
+}
+
+/* Writes filler of part p's tokens into its text (a filler part). */
+static bool fill_part(sl_emu_part_t *p, uint64_t seed)
+{
+    p->text = sl__filler_text(seed, p->tokens);
+    if (!p->text) return false;
+    p->text_len = strlen(p->text);
+    return true;
+}
+
+/* Lays the answer out over `total` output tokens (see the top of this file). A
+ * filler answer is one text part of what thinking leaves. Returns false when out of
+ * memory. */
+static bool lay_out(sl_emu_call_t *c, int64_t total)
+{
+    if (c->filler_answer) {
+        int64_t think = sl__emu_call_thinking_tokens(c, total);
+        if (think >= total) think = total > 1 ? total - 1 : 0;
+        sl_emu_part_t *t = think > 0 ? add_part(c, SL_EMU_PART_THINKING) : NULL;
+        if (t) t->tokens = think;
+        sl_emu_part_t *p = add_part(c, SL_EMU_PART_TEXT);
+        if (!p) return false;
+        p->tokens = total - think;
+        if ((t && !fill_part(t, ~c->filler_seed)) || !fill_part(p, c->filler_seed)) return false;
+        return true;
+    }
+    int64_t left = total;
+    size_t kept = 0;
+    for (size_t i = 0; i < c->n_parts; i++) {
+        sl_emu_part_t *p = &c->parts[i];
+        if (left <= 0) {
+            free(p->text);
+            free(p->name);
+            c->cut = true;
+            continue;
+        }
+        if (p->tokens > left) {
+            c->cut = true;
+            if (p->kind != SL_EMU_PART_TOOL) /* tool input stays whole JSON */
+                p->text_len = (size_t)((double)p->text_len * (double)left / (double)p->tokens);
+            while (p->text_len > 0 && ((unsigned char)p->text[p->text_len] & 0xC0) == 0x80)
+                p->text_len--;
+            p->tokens = left;
+        }
+        left -= p->tokens;
+        c->parts[kept++] = *p;
+    }
+    c->n_parts = kept;
+    return true;
+}
+
+/* Puts a thinking part of `n` tokens in front of the fixed parts. */
+static bool prepend_thinking(sl_emu_call_t *c, int64_t n)
+{
+    if (n <= 0) return true;
+    if (c->n_parts >= SL_EMU_MAX_PARTS) return false;
+    memmove(&c->parts[1], &c->parts[0], c->n_parts * sizeof c->parts[0]);
+    c->n_parts++;
+    memset(&c->parts[0], 0, sizeof c->parts[0]);
+    c->parts[0].kind = SL_EMU_PART_THINKING;
+    c->parts[0].tokens = n;
+    return fill_part(&c->parts[0], ~c->filler_seed);
+}
+
+void sl__emu_call_admit(sl_emu_call_t *c, sl_provider_call_t *call, bool ok, const char *id_prefix,
+                        const char *oom_type)
 {
     sl_emu_t *emu = c->emu;
     struct evhttp_request *req = c->req;
     sl_emu_api_t api = c->api;
-    if (!c->model || (with_tool && (!c->tool.name || !c->tool.input_json))) {
+    c->filler_answer = c->n_parts == 0;
+    if (ok && c->model && !c->filler_answer)
+        ok = prepend_thinking(c, sl__emu_call_thinking_tokens(c, -1));
+    if (!ok || !c->model) {
         sl__emu_call_free(c);
         sl__emu_send_error(emu, req, api, 500, oom_type, "out of memory", NULL, NULL);
         return;
     }
+    call->output_tokens = sl__emu_call_fixed_tokens(c);
     double now = sl__emu_now();
     sl_provider_begin(emu->provider, call, now, &c->result);
     sl__emu_add_ratelimit_headers(emu, req, api, &c->result, now);
@@ -287,6 +502,17 @@ void sl__emu_call_admit(sl_emu_call_t *c, const sl_provider_call_t *call, bool w
         sl_provider_result_t r = c->result;
         sl__emu_call_free(c);
         sl__emu_send_refusal(emu, req, api, &r);
+        return;
+    }
+    /* A stream that breaks off stops inside its answer: lay out the whole answer (a
+     * filler one a token longer than what is sent) so the part it stops in stays open. */
+    int64_t total = c->result.output_tokens;
+    if (c->result.stream_error)
+        total = call->output_tokens > total ? call->output_tokens : total + 1;
+    if (!lay_out(c, total)) {
+        sl_provider_end(emu->provider, &c->result, now);
+        sl__emu_call_free(c);
+        sl__emu_send_error(emu, req, api, 500, oom_type, "out of memory", NULL, NULL);
         return;
     }
     sl__emu_new_id(emu, id_prefix, c->id, sizeof c->id);

@@ -7,8 +7,9 @@
  * proxy replaced the agent's key with the pool's.
  *
  * Answers carry the provider's rate-limit headers (anthropic-ratelimit-* on the
- * Anthropic endpoints, x-ratelimit-* on the OpenAI one) and a request id header
- * (request-id / x-request-id). */
+ * Anthropic endpoints, x-ratelimit-* on the OpenAI ones) and a request id header
+ * (request-id / x-request-id). /v1/models is both providers' path: a request with
+ * anthropic-version is answered in Anthropic's shape, any other in OpenAI's. */
 #include "emu.h"
 
 #include <errno.h>
@@ -288,6 +289,9 @@ typedef enum route {
     ROUTE_MESSAGES,
     ROUTE_COUNT_TOKENS,
     ROUTE_CHAT,
+    ROUTE_RESPONSES,
+    ROUTE_MODELS,
+    ROUTE_MODEL,
     ROUTE_STATS,
     ROUTE_HEALTH,
     ROUTE_SPEND_CAP,
@@ -303,6 +307,8 @@ static route_t find_route(const char *path, enum evhttp_cmd_type *method)
         {"/v1/messages", ROUTE_MESSAGES, EVHTTP_REQ_POST},
         {"/v1/messages/count_tokens", ROUTE_COUNT_TOKENS, EVHTTP_REQ_POST},
         {"/v1/chat/completions", ROUTE_CHAT, EVHTTP_REQ_POST},
+        {"/v1/responses", ROUTE_RESPONSES, EVHTTP_REQ_POST},
+        {"/v1/models", ROUTE_MODELS, EVHTTP_REQ_GET},
         {"/stats", ROUTE_STATS, EVHTTP_REQ_GET},
         {"/health", ROUTE_HEALTH, EVHTTP_REQ_GET},
         {"/emu/spend-cap", ROUTE_SPEND_CAP, EVHTTP_REQ_POST},
@@ -312,6 +318,10 @@ static route_t find_route(const char *path, enum evhttp_cmd_type *method)
             *method = routes[i].method;
             return routes[i].route;
         }
+    }
+    if (strncmp(path, "/v1/models/", 11) == 0 && path[11] && !strchr(path + 11, '/')) {
+        *method = EVHTTP_REQ_GET;
+        return ROUTE_MODEL;
     }
     return ROUTE_NONE;
 }
@@ -325,8 +335,15 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (!path || !*path) path = "/";
     enum evhttp_cmd_type want = EVHTTP_REQ_GET;
     route_t route = find_route(path, &want);
-    sl_emu_api_t api =
-        route == ROUTE_CHAT || strncmp(path, "/v1/chat", 8) == 0 ? SL_EMU_OPENAI : SL_EMU_ANTHROPIC;
+    sl_emu_api_t api = route == ROUTE_CHAT || route == ROUTE_RESPONSES ||
+                               strncmp(path, "/v1/chat", 8) == 0 ||
+                               strncmp(path, "/v1/responses", 13) == 0
+                           ? SL_EMU_OPENAI
+                           : SL_EMU_ANTHROPIC;
+    /* /v1/models is both providers' path: Anthropic's SDKs send anthropic-version. */
+    if ((route == ROUTE_MODELS || route == ROUTE_MODEL) &&
+        !evhttp_find_header(evhttp_request_get_input_headers(req), "anthropic-version"))
+        api = SL_EMU_OPENAI;
     char rid[48];
     sl__emu_new_id(emu, "req_", rid, sizeof rid);
     evhttp_add_header(evhttp_request_get_output_headers(req),
@@ -358,6 +375,12 @@ static void on_request(struct evhttp_request *req, void *arg)
         return;
     }
     if (route != ROUTE_SPEND_CAP && !check_key(emu, req, api)) return;
+    if (route == ROUTE_MODELS || route == ROUTE_MODEL) {
+        char *id = route == ROUTE_MODEL ? evhttp_uridecode(path + 11, 0, NULL) : NULL;
+        sl__emu_models(emu, req, api, id);
+        free(id);
+        return;
+    }
     if (api == SL_EMU_ANTHROPIC && route != ROUTE_SPEND_CAP &&
         !evhttp_find_header(evhttp_request_get_input_headers(req), "anthropic-version")) {
         sl__emu_send_error(emu, req, api, 400, "invalid_request_error",
@@ -377,6 +400,9 @@ static void on_request(struct evhttp_request *req, void *arg)
         break;
     case ROUTE_CHAT:
         sl__openai_chat(emu, req, body, raw, raw_len);
+        break;
+    case ROUTE_RESPONSES:
+        sl__openai_responses(emu, req, body);
         break;
     case ROUTE_SPEND_CAP:
         sl__emu_spend_cap(emu, req, body);

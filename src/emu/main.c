@@ -35,6 +35,12 @@ static int run(sl_emu_t *emu)
         fprintf(stderr, "sluice-emu: %s\n", err);
         goto done;
     }
+    if (emu->opt.script[0] &&
+        sl__script_load(emu->opt.script, &emu->script, err, sizeof err) != 0) {
+        fprintf(stderr, "sluice-emu: %s\n", err);
+        rc = 2;
+        goto done;
+    }
     /* Pacing runs on timers: libevent's default clock (CLOCK_MONOTONIC_COARSE, one tick per
      * jiffy, 4 ms here) would end a 1 ms answer up to 4 ms late. */
     struct event_config *ecfg = event_config_new();
@@ -74,6 +80,9 @@ done:
     if (emu->sig_int) event_free(emu->sig_int);
     if (emu->base) event_base_free(emu->base);
     sl_tokenizer_free(emu->tok);
+    json_decref(emu->script);
+    json_decref(emu->stored);
+    json_decref(emu->stored_order);
     sl_provider_free(emu->provider);
     return rc;
 }

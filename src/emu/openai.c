@@ -7,6 +7,9 @@
  * with empty choices carries the usage, as documented. tool_choice "required" or a
  * named function makes the answer a tool call; OpenAI reports finish_reason
  * "tool_calls" for "required" and "stop" for a named function, and so does this.
+ * response_format json_schema / json_object answers JSON text (matching the schema);
+ * reasoning_effort (other than none / minimal) adds hidden reasoning tokens to the
+ * output, reported as completion_tokens_details.reasoning_tokens.
  * No prompt caching is modelled for OpenAI (cached_tokens is always 0). */
 #include "emu.h"
 
@@ -15,13 +18,12 @@
 
 #include <event2/buffer.h>
 
-/* max_tokens charged when a request gives neither max_completion_tokens nor max_tokens. */
-#define OPENAI_DEFAULT_MAX_TOKENS 4096
-
 static const char *finish_reason(const sl_emu_call_t *c)
 {
-    if (c->tool.name) return c->tool_named ? "stop" : "tool_calls";
-    if (c->result.output_tokens >= c->result.reserved_output_tokens) return "length";
+    if (c->cut) return "length";
+    if (sl__emu_call_has_tool(c)) return c->tool_named ? "stop" : "tool_calls";
+    if (c->filler_answer && c->result.output_tokens >= c->result.reserved_output_tokens)
+        return "length";
     return "stop";
 }
 
@@ -29,22 +31,33 @@ static json_t *usage_json(const sl_emu_call_t *c)
 {
     const sl_provider_result_t *r = &c->result;
     int64_t prompt = r->input_tokens + r->cache_creation_input_tokens + r->cache_read_input_tokens;
-    return json_pack("{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:i, s:i, s:i, s:i}}", "prompt_tokens",
-                     (json_int_t)prompt, "completion_tokens", (json_int_t)r->output_tokens,
-                     "total_tokens", (json_int_t)(prompt + r->output_tokens),
-                     "prompt_tokens_details", "cached_tokens",
-                     (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0,
-                     "completion_tokens_details", "reasoning_tokens", 0, "audio_tokens", 0,
-                     "accepted_prediction_tokens", 0, "rejected_prediction_tokens", 0);
+    return json_pack(
+        "{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:I, s:i, s:i, s:i}}", "prompt_tokens",
+        (json_int_t)prompt, "completion_tokens", (json_int_t)r->output_tokens, "total_tokens",
+        (json_int_t)(prompt + r->output_tokens), "prompt_tokens_details", "cached_tokens",
+        (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0, "completion_tokens_details",
+        "reasoning_tokens", (json_int_t)sl__emu_call_tokens_of(c, SL_EMU_PART_THINKING),
+        "audio_tokens", 0, "accepted_prediction_tokens", 0, "rejected_prediction_tokens", 0);
 }
 
-static json_t *tool_call_json(sl_emu_call_t *c, bool with_index, const char *args)
+/* The position of tool part i among the answer's tool calls. */
+static int tool_index(const sl_emu_call_t *c, size_t i)
 {
-    char cid[48];
-    sl__emu_new_id(c->emu, "call_", cid, sizeof cid);
-    json_t *tc = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type", "function", "function",
-                           "name", c->tool.name, "arguments", args);
-    if (tc && with_index) json_object_set_new(tc, "index", json_integer(0));
+    int k = 0;
+    for (size_t j = 0; j < i; j++)
+        k += c->parts[j].kind == SL_EMU_PART_TOOL;
+    return k;
+}
+
+static json_t *tool_call_json(sl_emu_call_t *c, size_t i, bool with_index, bool whole)
+{
+    sl_emu_part_t *p = &c->parts[i];
+    if (!p->call_id[0]) sl__emu_new_id(c->emu, "call_", p->call_id, sizeof p->call_id);
+    size_t n;
+    const char *args = sl__emu_part_text(p, &n);
+    json_t *tc = json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", p->call_id, "type", "function",
+                           "function", "name", p->name, "arguments", args, whole ? n : 0);
+    if (tc && with_index) json_object_set_new(tc, "index", json_integer(tool_index(c, i)));
     return tc;
 }
 
@@ -73,34 +86,51 @@ static void data_line(struct evbuffer *out, json_t *data)
 
 static void o_begin(sl_emu_call_t *c, struct evbuffer *out)
 {
-    json_t *delta;
-    if (c->tool.name)
-        delta = json_pack("{s:s, s:n, s:n, s:[o]}", "role", "assistant", "content", "refusal",
-                          "tool_calls", tool_call_json(c, true, ""));
-    else
-        delta = json_pack("{s:s, s:s, s:n}", "role", "assistant", "content", "", "refusal");
+    (void)c;
+    (void)out;
+}
+
+/* The first visible delta carries the role (text: content ""; a tool call: content
+ * null), as OpenAI's first chunk does. Reasoning is not shown in Chat Completions. */
+static void o_part_begin(sl_emu_call_t *c, size_t i, struct evbuffer *out)
+{
+    sl_emu_part_kind_t kind = c->parts[i].kind;
+    if (kind == SL_EMU_PART_THINKING) return;
+    json_t *delta = json_object();
+    if (!delta) return;
+    if (!c->role_sent) {
+        c->role_sent = true;
+        json_object_set_new(delta, "role", json_string("assistant"));
+        json_object_set_new(delta, "content",
+                            kind == SL_EMU_PART_TEXT ? json_string("") : json_null());
+        json_object_set_new(delta, "refusal", json_null());
+    } else if (kind == SL_EMU_PART_TEXT) {
+        json_decref(delta);
+        return;
+    }
+    if (kind == SL_EMU_PART_TOOL)
+        json_object_set_new(delta, "tool_calls",
+                            json_pack("[o]", tool_call_json(c, i, true, false)));
     data_line(out, chunk(c, delta, NULL));
 }
 
-static void o_tokens(sl_emu_call_t *c, int64_t from, int64_t to, struct evbuffer *out)
+static void o_part_delta(sl_emu_call_t *c, size_t i, const char *s, size_t n, struct evbuffer *out)
 {
     json_t *delta;
-    if (c->tool.name) {
-        size_t len = strlen(c->tool.input_json);
-        int64_t n = c->result.output_tokens;
-        size_t a = from >= n ? len : (size_t)((double)len * (double)from / (double)n);
-        size_t b = to >= n ? len : (size_t)((double)len * (double)to / (double)n);
-        delta = json_pack("{s:[{s:i, s:{s:s%}}]}", "tool_calls", "index", 0, "function",
-                          "arguments", c->tool.input_json + a, b - a);
-    } else {
-        struct evbuffer *text = evbuffer_new();
-        if (!text) return;
-        sl__filler_append(c->filler_seed, from, to, text);
-        delta = json_pack("{s:s%}", "content", (const char *)evbuffer_pullup(text, -1),
-                          evbuffer_get_length(text));
-        evbuffer_free(text);
-    }
+    if (c->parts[i].kind == SL_EMU_PART_THINKING) return;
+    if (c->parts[i].kind == SL_EMU_PART_TOOL)
+        delta = json_pack("{s:[{s:i, s:{s:s%}}]}", "tool_calls", "index", tool_index(c, i),
+                          "function", "arguments", s, n);
+    else
+        delta = json_pack("{s:s%}", "content", s, n);
     data_line(out, chunk(c, delta, NULL));
+}
+
+static void o_part_end(sl_emu_call_t *c, size_t i, struct evbuffer *out)
+{
+    (void)c;
+    (void)i;
+    (void)out;
 }
 
 static void o_finish(sl_emu_call_t *c, struct evbuffer *out)
@@ -116,17 +146,28 @@ static void o_finish(sl_emu_call_t *c, struct evbuffer *out)
 
 static json_t *o_complete(sl_emu_call_t *c)
 {
-    json_t *message;
-    if (c->tool.name) {
-        message =
-            json_pack("{s:s, s:n, s:n, s:[], s:[o]}", "role", "assistant", "content", "refusal",
-                      "annotations", "tool_calls", tool_call_json(c, false, c->tool.input_json));
-    } else {
-        char *text = sl__filler_text(c->filler_seed, c->result.output_tokens);
-        message = json_pack("{s:s, s:s, s:n, s:[]}", "role", "assistant", "content",
-                            text ? text : "", "refusal", "annotations");
-        free(text);
+    struct evbuffer *text = evbuffer_new();
+    json_t *calls = json_array();
+    bool any_text = false;
+    for (size_t i = 0; text && calls && i < c->n_parts; i++) {
+        size_t n;
+        const char *s = sl__emu_part_text(&c->parts[i], &n);
+        if (c->parts[i].kind == SL_EMU_PART_TEXT) {
+            evbuffer_add(text, s, n);
+            any_text = true;
+        } else if (c->parts[i].kind == SL_EMU_PART_TOOL) {
+            json_array_append_new(calls, tool_call_json(c, i, false, true));
+        }
     }
+    json_t *message =
+        json_pack("{s:s, s:o, s:n, s:[]}", "role", "assistant", "content",
+                  any_text && text ? json_stringn((const char *)evbuffer_pullup(text, -1),
+                                                  evbuffer_get_length(text))
+                                   : json_null(),
+                  "refusal", "annotations");
+    if (message && json_array_size(calls)) json_object_set(message, "tool_calls", calls);
+    json_decref(calls);
+    if (text) evbuffer_free(text);
     return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:s, s:n}", "id", c->id,
                      "object", "chat.completion", "created", (json_int_t)c->created_unix, "model",
                      c->model, "choices", "index", 0, "message", message, "logprobs",
@@ -136,7 +177,9 @@ static json_t *o_complete(sl_emu_call_t *c)
 
 static const sl_emu_shape_t openai_shape = {
     .begin = o_begin,
-    .tokens = o_tokens,
+    .part_begin = o_part_begin,
+    .part_delta = o_part_delta,
+    .part_end = o_part_end,
     .finish = o_finish,
     .complete = o_complete,
     .ping = NULL,
@@ -174,7 +217,7 @@ static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, in
     if (n && !json_is_null(n) && (!json_is_integer(n) || json_integer_value(n) != 1))
         return bad_request(emu, req, "n: sluice-emu answers one choice only (n = 1)", "n"), false;
     const char *fields[] = {"max_completion_tokens", "max_tokens"};
-    *max_tokens = OPENAI_DEFAULT_MAX_TOKENS;
+    *max_tokens = SL_EMU_OPENAI_DEFAULT_MAX_TOKENS;
     for (int i = 0; i < 2; i++) {
         json_t *v = json_object_get(body, fields[i]);
         if (!v || json_is_null(v)) continue;
@@ -228,6 +271,65 @@ static json_t *forced_tool(sl_emu_t *emu, struct evhttp_request *req, json_t *bo
     return NULL;
 }
 
+/* response_format: json_schema (its schema in *schema) or json_object (*schema NULL,
+ * *json true); text or absent: plain text. Answers 400 and returns false otherwise. */
+static bool read_format(sl_emu_t *emu, struct evhttp_request *req, json_t *body, bool *json,
+                        json_t **schema)
+{
+    *json = false;
+    *schema = NULL;
+    json_t *rf = json_object_get(body, "response_format");
+    if (!rf || json_is_null(rf)) return true;
+    const char *t = json_string_value(json_object_get(rf, "type"));
+    if (t && !strcmp(t, "text")) return true;
+    if (t && !strcmp(t, "json_object")) return *json = true;
+    if (t && !strcmp(t, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_string(json_object_get(js, "name")))
+            return bad_request(emu, req,
+                               "Missing required parameter: 'response_format.json_schema.name'.",
+                               "response_format.json_schema.name"),
+                   false;
+        json_t *sc = json_object_get(js, "schema");
+        if (sc && !json_is_object(sc))
+            return bad_request(emu, req,
+                               "Invalid type for 'response_format.json_schema.schema': "
+                               "expected an object.",
+                               "response_format.json_schema.schema"),
+                   false;
+        *json = true;
+        *schema = sc;
+        return true;
+    }
+    return bad_request(emu, req,
+                       "Invalid value for 'response_format.type': expected one of 'text', "
+                       "'json_object' or 'json_schema'.",
+                       "response_format.type"),
+           false;
+}
+
+/* reasoning_effort other than "none" and "minimal" makes the answer reason first
+ * (hidden; counted as completion_tokens_details.reasoning_tokens). */
+int64_t sl__openai_reasoning_budget(json_t *effort, int64_t max_tokens)
+{
+    const char *e = json_string_value(effort);
+    if (!e || !strcmp(e, "none") || !strcmp(e, "minimal")) return 0;
+    return max_tokens;
+}
+
+/* The assistant turns already in the conversation: the scripted turn to answer. */
+static size_t assistant_turns(json_t *body)
+{
+    size_t i, n = 0;
+    json_t *m;
+    json_array_foreach(json_object_get(body, "messages"), i, m)
+    {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && !strcmp(role, "assistant")) n++;
+    }
+    return n;
+}
+
 void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, const char *raw,
                      size_t raw_len)
 {
@@ -236,9 +338,11 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
     if (!validate(emu, req, body, &max_tokens)) return;
     bool stream = json_is_true(json_object_get(body, "stream"));
     if (stream) emu->n.chat_stream++;
-    bool named, failed;
+    bool named, failed, json;
     json_t *tool = forced_tool(emu, req, body, &named, &failed);
     if (failed) return;
+    json_t *schema;
+    if (!read_format(emu, req, body, &json, &schema)) return;
     sl_estimate_t est;
     char err[512] = "";
     int rc = sl_estimate_request(emu->tok, SL_API_OPENAI, raw, raw_len, &est, err, sizeof err);
@@ -262,6 +366,8 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
         stream &&
         json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
     c->model = strdup(json_string_value(json_object_get(body, "model")));
+    c->thinking_budget =
+        sl__openai_reasoning_budget(json_object_get(body, "reasoning_effort"), max_tokens);
     sl_provider_call_t call = {
         .input_tokens = est.input_tokens + est.cached_tokens,
         .cached_prefix_tokens = 0,
@@ -270,9 +376,15 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
         /* .stream stays false: OpenAI does not document how a stream breaks off with an
          * error, so --stream-error-rate does not apply here (docs/emu.md). */
     };
-    if (tool) {
-        sl__emu_call_use_tool(c, tool, "parameters", &call);
+    json_t *turn = sl__script_turn(emu, assistant_turns(body));
+    bool ok = true;
+    if (turn) {
+        ok = sl__script_answer(c, turn);
+    } else if (tool) {
+        ok = sl__emu_call_use_tool(c, tool, "parameters");
         c->tool_named = named;
+    } else if (json) {
+        ok = sl__emu_call_use_schema(c, schema);
     }
-    sl__emu_call_admit(c, &call, tool != NULL, "chatcmpl-", "server_error");
+    sl__emu_call_admit(c, &call, ok, "chatcmpl-", "server_error");
 }

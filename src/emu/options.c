@@ -13,15 +13,17 @@ void sl__emu_usage(FILE *out)
     fputs(
         "usage: sluice-emu --listen ADDR:PORT --input-tpm N --output-tpm N --rpm N [options]\n"
         "\n"
-        "A provider emulator: the Anthropic Messages API and the OpenAI Chat Completions API\n"
-        "on one port, enforcing token-bucket rate limits like the real providers. Prints\n"
-        "\"sluice-emu: listening on http(s)://ADDR:PORT\" once it accepts connections (with\n"
-        "port 0 the kernel picks the port). Stops on SIGTERM or SIGINT.\n"
+        "A provider emulator: the Anthropic Messages API and the OpenAI Chat Completions and\n"
+        "Responses APIs on one port, enforcing token-bucket rate limits like the real\n"
+        "providers. Prints \"sluice-emu: listening on http(s)://ADDR:PORT\" once it accepts\n"
+        "connections (with port 0 the kernel picks the port). Stops on SIGTERM or SIGINT.\n"
         "\n"
         "endpoints:\n"
         "  POST /v1/messages                Anthropic Messages (stream: true for SSE)\n"
         "  POST /v1/messages/count_tokens   Anthropic token counting (--count-tokens-rpm)\n"
         "  POST /v1/chat/completions        OpenAI Chat Completions (stream, include_usage)\n"
+        "  POST /v1/responses               OpenAI Responses (stream: true for SSE)\n"
+        "  GET  /v1/models[/ID]             models, Anthropic's shape with anthropic-version\n"
         "  GET  /stats                      counters (requests, 429s, billed tokens) as JSON\n"
         "  GET  /health                     {\"status\":\"ok\"}\n"
         "  POST /emu/spend-cap              {\"capped\": true|false}: switch spend-cap mode\n"
@@ -66,6 +68,8 @@ void sl__emu_usage(FILE *out)
         "  --seed N               seeds latency spread, output length, outside traffic,\n"
         "                         overloads, broken streams, ids and filler text (default 1)\n"
         "  --ping-interval-ms N   streams: a ping event after N ms without one (default 5000)\n"
+        "  --script FILE          scripted conversation (JSON): turn k of a conversation is\n"
+        "                         answered with the file's turns[k] (docs/emu.md)\n"
         "\n",
         out);
     /* Two pieces: C11 compilers need only take string literals of 4095 bytes. */
@@ -280,6 +284,8 @@ int sl__emu_parse_options(int argc, char **argv, sl_emu_options_t *o, char *err,
             rc = copy_str(flag, val, o->tls_cert, sizeof o->tls_cert, err, errlen);
         } else if (!strcmp(flag, "--tls-key")) {
             rc = copy_str(flag, val, o->tls_key, sizeof o->tls_key, err, errlen);
+        } else if (!strcmp(flag, "--script")) {
+            rc = copy_str(flag, val, o->script, sizeof o->script, err, errlen);
         } else if (!strcmp(flag, "--vocab")) {
             rc = copy_str(flag, val, o->vocab, sizeof o->vocab, err, errlen);
         } else {

@@ -60,6 +60,10 @@ void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req)
         json_t *http = json_object_get(body, "http");
         json_object_set_new(http, "status_503", json_integer((json_int_t)n->http_503));
         json_object_set_new(http, "status_529", json_integer((json_int_t)n->http_529));
+        json_object_set_new(http, "responses", json_integer((json_int_t)n->responses));
+        json_object_set_new(http, "responses_stream",
+                            json_integer((json_int_t)n->responses_stream));
+        json_object_set_new(http, "models", json_integer((json_int_t)n->models));
     }
     sl__emu_send_json(req, 200, body);
 }

@@ -1,11 +1,16 @@
 // emu.test.mjs - the official SDKs (@anthropic-ai/sdk, openai; pinned in package-lock.json)
 // against the real sluice-emu on 127.0.0.1: create, stream, count_tokens, tool use,
-// errors, and the SDK's own retry honouring retry-after.
+// errors, the SDK's own retry honouring retry-after; the Responses API (responses.create,
+// responses.stream, stream: true, function calls), thinking, structured outputs,
+// models.list(), and a scripted three-turn agent loop (--script) that runs its tools.
 //
 // Run: SLUICE_EMU=build/src/emu/sluice-emu node tests/e2e/emu.test.mjs
 // Fails when node_modules is missing: `make test` installs it (scripts/setup.d).
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
 
@@ -184,6 +189,122 @@ test('openai: a wrong key is an AuthenticationError', async ({ port }) => {
   (e) => { assert.ok(e instanceof OpenAI.AuthenticationError, String(e)); return true; });
 });
 
+const textOf = (r) => r.output.filter((o) => o.type === 'message')
+  .flatMap((o) => o.content).map((p) => p.text).join('');
+const SCHEMA = { type: 'object', additionalProperties: false, required: ['city', 'days', 'tags'],
+                 properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 2 },
+                               tags: { type: 'array', items: { type: 'string' } } } };
+
+test('openai: responses.create returns a Response; output_text and usage', async ({ port }) => {
+  const r = await openai(port).responses.create({ model: 'gpt-emu', instructions: 'Be brief.',
+                                                   input: 'Hi', max_output_tokens: 100 });
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'completed');
+  assert.ok(r.output_text.length > 0);
+  assert.equal(r.output[0].type, 'message');
+  assert.equal(r.usage.output_tokens, 40);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + 40);
+  assert.equal(r.usage.input_tokens_details.cached_tokens, 0);
+  assert.equal(r.usage.output_tokens_details.reasoning_tokens, 0);
+});
+
+test('openai: responses.stream accumulates deltas into the final response', async ({ port }) => {
+  const stream = openai(port).responses.stream({ model: 'gpt-emu', input: 'Hi',
+                                                 reasoning: { effort: 'low' } });
+  let text = '';
+  const types = [];
+  stream.on('event', (e) => types.push(e.type));
+  stream.on('response.output_text.delta', (e) => { text += e.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(types[0], 'response.created');
+  assert.equal(types.at(-1), 'response.completed');
+  // (This SDK adds output_text to a streamed final response only for parseable formats.)
+  assert.equal(textOf(final), text);
+  assert.deepEqual(final.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.equal(final.usage.output_tokens_details.reasoning_tokens, 10);
+});
+
+test('openai: responses.create stream: true yields numbered events', async ({ port }) => {
+  const events = await openai(port).responses.create({ model: 'gpt-emu', input: 'Hi', stream: true });
+  const seqs = [];
+  let last = null;
+  for await (const e of events) { seqs.push(e.sequence_number); last = e; }
+  assert.deepEqual(seqs, seqs.map((_, i) => i));
+  assert.equal(last.type, 'response.completed');
+  assert.equal(last.response.usage.output_tokens, 40);
+});
+
+test('openai: responses function call, then function_call_output', async ({ port }) => {
+  const client = openai(port);
+  const tools = [{ type: 'function', name: 'open_gate', strict: true, parameters: {
+    type: 'object', properties: { gate: { type: 'integer' } }, required: ['gate'],
+    additionalProperties: false } }];
+  const r = await client.responses.create({ model: 'gpt-emu', input: 'Open gate 1', tools,
+                                            tool_choice: 'required' });
+  const call = r.output[0];
+  assert.equal(call.type, 'function_call');
+  assert.deepEqual(JSON.parse(call.arguments), { gate: 1 });
+  const next = await client.responses.create({
+    model: 'gpt-emu', previous_response_id: r.id, tools,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: 'opened' }] });
+  assert.equal(next.status, 'completed');
+  assert.ok(next.usage.input_tokens > r.usage.input_tokens);
+  await assert.rejects(client.responses.create({ model: 'gpt-emu', input: 'x',
+                                                 previous_response_id: 'resp_unknown' }),
+    (e) => { assert.ok(e instanceof OpenAI.BadRequestError, String(e)); return true; });
+});
+
+test('openai: json_schema formats answer matching JSON (responses and chat)', async ({ port }) => {
+  const client = openai(port);
+  const r = await client.responses.create({ model: 'gpt-emu', input: 'Plan',
+    text: { format: { type: 'json_schema', name: 'trip', schema: SCHEMA, strict: true } } });
+  assert.deepEqual(JSON.parse(r.output_text), { city: 'filler', days: 2, tags: ['filler'] });
+  const c = await client.chat.completions.create({ model: 'gpt-emu',
+    messages: [{ role: 'user', content: 'Plan' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'trip', schema: SCHEMA, strict: true } } });
+  assert.deepEqual(JSON.parse(c.choices[0].message.content), { city: 'filler', days: 2, tags: ['filler'] });
+  const o = await client.chat.completions.create({ model: 'gpt-emu',
+    messages: [{ role: 'user', content: 'Plan' }], response_format: { type: 'json_object' } });
+  assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+});
+
+test('openai and anthropic: models.list()', async ({ port }) => {
+  const ids = [];
+  for await (const m of openai(port).models.list()) ids.push(m.id);
+  assert.ok(ids.includes('gpt-5'), ids.join());
+  const claude = [];
+  for await (const m of anthropic(port).models.list()) claude.push(m);
+  assert.ok(claude.some((m) => m.id === 'claude-sonnet-4-5-20250929'));
+  assert.ok(claude.every((m) => m.type === 'model' && m.display_name));
+  const one = await anthropic(port).models.retrieve('claude-sonnet-4-5-20250929');
+  assert.equal(one.display_name, 'Claude Sonnet 4.5');
+});
+
+test('anthropic: thinking blocks with signatures (create and stream)', async ({ port }) => {
+  const body = { ...ask, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 } };
+  const msg = await anthropic(port).messages.create(body);
+  assert.deepEqual(msg.content.map((b) => b.type), ['thinking', 'text']);
+  assert.ok(msg.content[0].thinking.length > 0 && msg.content[0].signature.length >= 40);
+  let thinking = '', sig = '';
+  const stream = anthropic(port).messages.stream(body);
+  stream.on('thinking', (delta) => { thinking += delta; });
+  stream.on('signature', (s) => { sig = s; });
+  const final = await stream.finalMessage();
+  assert.equal(final.content[0].thinking, thinking);
+  assert.equal(final.content[0].signature, sig);
+  assert.ok(sig.length >= 40);
+  assert.equal(final.usage.output_tokens, 40);
+});
+
+test('anthropic: role system in messages, output_config format and effort', async ({ port }) => {
+  const msg = await anthropic(port).messages.create({ model: 'claude-emu-1', max_tokens: 500,
+    messages: [{ role: 'system', content: 'Answer in JSON.' }, { role: 'user', content: 'Plan' }],
+    output_config: { effort: 'medium', format: { type: 'json_schema', schema: SCHEMA } },
+    context_management: { edits: [] }, metadata: { user_id: 'u1' } },
+    { headers: { 'anthropic-beta': 'context-management-2025-06-27' } });
+  assert.deepEqual(JSON.parse(msg.content[0].text), { city: 'filler', days: 2, tags: ['filler'] });
+});
+
 // Separate emulators with tight limits.
 const limited = [];
 const testLimited = (name, args, fn) => limited.push({ name, args, fn });
@@ -222,6 +343,61 @@ testLimited('openai: 429 is a RateLimitError; spend cap is insufficient_quota',
       assert.equal(e.headers.get('retry-after'), null);
       return true;
     });
+  });
+
+// A scripted conversation: the loop runs the tools the script asks for and sends the results.
+const dir = mkdtempSync(join(tmpdir(), 'emu-e2e-'));
+const readme = join(dir, 'README.md');
+writeFileSync(readme, 'sluice owns the quota\n');
+const scriptPath = join(dir, 'script.json');
+writeFileSync(scriptPath, JSON.stringify({ turns: [
+  { tool_calls: [{ name: 'read_file', input: { path: readme } }], output_tokens: 60 },
+  { text: 'Running the tests.', tool_calls: [{ name: 'run_command', input: { argv: ['echo', 'tests-ok'] } }] },
+  { text: 'Done: tests-ok.', output_tokens: 30 }] }));
+const runTool = (name, input) => name === 'read_file' ? readFileSync(input.path, 'utf8')
+  : execFileSync(input.argv[0], input.argv.slice(1), { timeout: 10000 }).toString();
+
+testLimited('anthropic: a scripted 3-turn agent loop runs its tools', [...FAST, '--script', scriptPath],
+  async ({ port }) => {
+    const client = anthropic(port);
+    const tools = ['read_file', 'run_command'].map((name) => ({ name, input_schema: { type: 'object' } }));
+    const messages = [{ role: 'user', content: 'fix the build' }];
+    const seen = [];
+    for (let step = 0; step < 6; step++) { // bounded
+      const msg = await client.messages.stream({ model: 'claude-emu-1', max_tokens: 1000, tools, messages })
+        .finalMessage();
+      messages.push({ role: 'assistant', content: msg.content });
+      const calls = msg.content.filter((b) => b.type === 'tool_use');
+      seen.push([calls.map((c) => c.name).join(), msg.usage.output_tokens]);
+      if (!calls.length) break;
+      messages.push({ role: 'user', content: calls.map((c) => (
+        { type: 'tool_result', tool_use_id: c.id, content: runTool(c.name, c.input) })) });
+    }
+    assert.deepEqual(seen.map((s) => s[0]), ['read_file', 'run_command', '']);
+    assert.equal(seen[0][1], 60);
+    assert.equal(seen[2][1], 30);
+    assert.ok(messages.at(-1).content.at(-1).text.startsWith('Done: tests-ok.'));
+    assert.equal(messages[2].content[0].content, 'sluice owns the quota\n');
+  });
+
+testLimited('openai: a scripted 3-turn Responses loop runs its tools', [...FAST, '--script', scriptPath],
+  async ({ port }) => {
+    const client = openai(port);
+    const tools = ['read_file', 'run_command'].map((name) => ({ type: 'function', name,
+                                                                parameters: { type: 'object' } }));
+    const input = [{ role: 'user', content: 'fix the build' }];
+    const seen = [];
+    for (let step = 0; step < 6; step++) { // bounded
+      const r = await client.responses.stream({ model: 'gpt-emu', tools, input }).finalResponse();
+      input.push(...r.output);
+      const calls = r.output.filter((o) => o.type === 'function_call');
+      seen.push(calls.map((c) => c.name).join());
+      if (!calls.length) { assert.ok(textOf(r).startsWith('Done: tests-ok.'), textOf(r)); break; }
+      for (const c of calls)
+        input.push({ type: 'function_call_output', call_id: c.call_id,
+                     output: runTool(c.name, JSON.parse(c.arguments)) });
+    }
+    assert.deepEqual(seen, ['read_file', 'run_command', '']);
   });
 
 async function main() {

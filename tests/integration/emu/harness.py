@@ -86,6 +86,12 @@ class Emu:
             headers["authorization"] = "Bearer " + key
         return self.request("POST", "/v1/chat/completions", body, headers)
 
+    def responses(self, body, key=KEY):
+        headers = {"content-type": "application/json"}
+        if key is not None:
+            headers["authorization"] = "Bearer " + key
+        return self.request("POST", "/v1/responses", body, headers)
+
     def stats(self):
         status, _, payload = self.request("GET", "/stats")
         assert status == 200, payload
