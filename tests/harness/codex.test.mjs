@@ -1,0 +1,67 @@
+// codex.test.mjs - Codex CLI (`codex exec`, the native linux binary @openai/codex ships)
+// pinned in package-lock.json, run offline with a custom model provider whose base_url is
+// the recording stub. Codex speaks only the Responses API (POST {base_url}/responses),
+// which sluice-emu does not serve yet (404): docs/harnesses.md.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ANSWER, BIN, KEY, cleanEnv, describe, requireInstalled, runHarness, saveFixture,
+         startRecorder, tempDir } from './lib.mjs';
+
+requireInstalled();
+
+/** $CODEX_HOME/config.toml: the provider, and every switch that reaches beyond it off
+ *  (update check, analytics, feedback, OpenTelemetry, and the plugins feature, which
+ *  otherwise clones github.com/openai/plugins.git and asks api.github.com, chatgpt.com). */
+function codexConfig(baseUrl) {
+  return `model = "gpt-5.4"
+model_provider = "sluice"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[otel]
+exporter = "none"
+
+[features]
+plugins = false
+
+[model_providers.sluice]
+name = "sluice"
+base_url = "${baseUrl}"
+env_key = "SLUICE_API_KEY"
+wire_api = "responses"
+`;
+}
+
+test('codex exec with a custom responses provider answers from the recorder', async () => {
+  const rec = await startRecorder();
+  const t = tempDir('codex');
+  try {
+    const home = join(t.dir, 'codex-home');
+    mkdirSync(home);
+    writeFileSync(join(home, 'config.toml'), codexConfig(`${rec.origin}/v1`));
+    const env = cleanEnv(t.dir, { CODEX_HOME: home, SLUICE_API_KEY: KEY });
+    const run = await runHarness(join(BIN, 'codex'),
+      ['exec', '--strict-config', '--skip-git-repo-check', 'Reply with the word the system under test answers.'],
+      { env, cwd: t.dir });
+    const requests = rec.requests();
+    console.log(`codex: exit ${run.code} in ${run.ms} ms, ${requests.length} request(s):\n${describe(requests)}`);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout.trim(), ANSWER);
+    assert.deepEqual(run.outside, [], 'tried to reach beyond loopback');
+    assert.ok(requests.length >= 1);
+    for (const r of requests) {
+      assert.equal(`${r.method} ${r.path}`, 'POST /v1/responses');
+      assert.equal(r.body.stream, true);
+      assert.equal(r.headers.authorization, `<redacted ${`Bearer ${KEY}`.length} chars>`);
+      assert.match(r.headers['user-agent'], /^codex_exec\/0\.171\.0 /);
+    }
+    saveFixture('codex-0.171.0-responses', requests[requests.length - 1]);
+  } finally { await rec.stop(); t.remove(); }
+});
