@@ -139,13 +139,12 @@ const SANITIZE = [
   [/\/tmp\/sluice-harness-[A-Za-z0-9_-]+/g, '/tmp/sluice-harness-WORK'],
   [/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, '00000000-0000-0000-0000-000000000000'],
   [/\b[0-9a-f]{64}\b/g, '0'.repeat(64)],
-  [/\b\d{4}-\d{2}-\d{2}\b/g, '2026-01-01'],
   [/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT'],
 ];
 
 /** With HARNESS_WRITE_FIXTURES=1, writes the request as fixtures/<name>.json: method,
  *  path, query, the headers (secrets were redacted by the recorder; ports, temporary
- *  paths, ids and dates replaced by fixed values) and the body. */
+ *  paths and ids replaced by fixed values) and the body. */
 export function saveFixture(name, request) {
   if (process.env.HARNESS_WRITE_FIXTURES !== '1') return;
   const { method, path, query, headers, body } = request;

@@ -28,7 +28,9 @@ const TASKS = {
   'langchain-openai': ['POST /v1/chat/completions', true],
   'langchain-openai-stream': ['POST /v1/chat/completions', true],
 };
-const VERSIONS = { 'openai-agents': '0.20.0', vercel: 'ai-7.0.173', langchain: '1.6.0' };
+const VERSIONS = { 'openai-agents': '0.20.0', 'vercel-anthropic': 'ai-7.0.173-anthropic-4.0.105',
+                   'vercel-openai': 'ai-7.0.173-openai-4.0.118', 'langchain-anthropic': '1.5.11',
+                   'langchain-openai': '1.6.0' };
 
 /** Runs one sdk_task.mjs task against `origin`. */
 async function runTask(task, origin) {
