@@ -2,7 +2,8 @@
 // Agent SDK's query(), pinned in package-lock.json, run offline: against the recording
 // stub with the default model, and against the real sluice-emu with claude-sonnet-4-5
 // (the default model's request puts a role "system" message inside messages, which the
-// emulator refuses today: docs/harnesses.md).
+// emulator refuses today: docs/harnesses.md; HARNESS_EMU_ALL=1 runs it against the
+// emulator too).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -67,10 +68,13 @@ for (const format of ['json', 'stream-json']) {
   });
 }
 
-test('claude code -p --model claude-sonnet-4-5 finishes against sluice-emu', async () => {
+/** HARNESS_EMU_ALL=1 also runs the default model against sluice-emu (refused today). */
+const EMU_MODELS = process.env.HARNESS_EMU_ALL === '1' ? ['claude-sonnet-4-5', null] : ['claude-sonnet-4-5'];
+
+for (const model of EMU_MODELS) test(`claude code -p --model ${model ?? '(default)'} finishes against sluice-emu`, async () => {
   const emu = await startEmu();
   try {
-    const run = await claude(emu.origin, ['--output-format', 'json', '--model', 'claude-sonnet-4-5']);
+    const run = await claude(emu.origin, ['--output-format', 'json', ...(model ? ['--model', model] : [])]);
     const stats = await emu.stats();
     console.log(`claude vs emu: exit ${run.code} in ${run.ms} ms; emu http ${JSON.stringify(stats.http)}`);
     assert.equal(run.code, 0, run.stderr + run.stdout.slice(0, 500));
@@ -108,10 +112,10 @@ test('claude agent sdk query(), default model, answers from the recorder', async
   } finally { await rec.stop(); }
 });
 
-test('claude agent sdk query() with claude-sonnet-4-5 finishes against sluice-emu', async () => {
+for (const model of EMU_MODELS) test(`claude agent sdk query() with ${model ?? 'the default model'} finishes against sluice-emu`, async () => {
   const emu = await startEmu();
   try {
-    const run = await agentSdk(emu.origin, 'claude-sonnet-4-5');
+    const run = await agentSdk(emu.origin, model);
     const stats = await emu.stats();
     assert.equal(run.code, 0, run.stderr);
     assert.ok(JSON.parse(run.stdout).text.length > 0);

@@ -1,13 +1,14 @@
 // codex.test.mjs - Codex CLI (`codex exec`, the native linux binary @openai/codex ships)
 // pinned in package-lock.json, run offline with a custom model provider whose base_url is
 // the recording stub. Codex speaks only the Responses API (POST {base_url}/responses),
-// which sluice-emu does not serve yet (404): docs/harnesses.md.
+// which sluice-emu does not serve yet (404): docs/harnesses.md; HARNESS_EMU_ALL=1 runs it
+// against the emulator too.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ANSWER, BIN, KEY, cleanEnv, describe, requireInstalled, runHarness, saveFixture,
-         startRecorder, tempDir } from './lib.mjs';
+         startEmu, startRecorder, tempDir } from './lib.mjs';
 
 requireInstalled();
 
@@ -39,17 +40,24 @@ wire_api = "responses"
 `;
 }
 
-test('codex exec with a custom responses provider answers from the recorder', async () => {
-  const rec = await startRecorder();
+/** Runs `codex exec` with its provider at `origin`/v1. */
+async function codex(origin) {
   const t = tempDir('codex');
   try {
     const home = join(t.dir, 'codex-home');
     mkdirSync(home);
-    writeFileSync(join(home, 'config.toml'), codexConfig(`${rec.origin}/v1`));
+    writeFileSync(join(home, 'config.toml'), codexConfig(`${origin}/v1`));
     const env = cleanEnv(t.dir, { CODEX_HOME: home, SLUICE_API_KEY: KEY });
-    const run = await runHarness(join(BIN, 'codex'),
+    return await runHarness(join(BIN, 'codex'),
       ['exec', '--strict-config', '--skip-git-repo-check', 'Reply with the word the system under test answers.'],
       { env, cwd: t.dir });
+  } finally { t.remove(); }
+}
+
+test('codex exec with a custom responses provider answers from the recorder', async () => {
+  const rec = await startRecorder();
+  try {
+    const run = await codex(rec.origin);
     const requests = rec.requests();
     console.log(`codex: exit ${run.code} in ${run.ms} ms, ${requests.length} request(s):\n${describe(requests)}`);
     assert.equal(run.code, 0, run.stderr);
@@ -63,5 +71,17 @@ test('codex exec with a custom responses provider answers from the recorder', as
       assert.match(r.headers['user-agent'], /^codex_exec\/0\.171\.0 /);
     }
     saveFixture('codex-0.171.0-responses', requests[requests.length - 1]);
-  } finally { await rec.stop(); t.remove(); }
+  } finally { await rec.stop(); }
+});
+
+if (process.env.HARNESS_EMU_ALL === '1') test('codex exec finishes against sluice-emu (HARNESS_EMU_ALL)', async () => {
+  const emu = await startEmu();
+  try {
+    const run = await codex(emu.origin);
+    const stats = await emu.stats();
+    assert.equal(run.code, 0, run.stderr);
+    assert.ok(run.stdout.trim().length > 0);
+    assert.deepEqual(run.outside, []);
+    assert.ok(stats.admitted >= 1);
+  } finally { await emu.stop(); }
 });

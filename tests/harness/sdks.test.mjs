@@ -3,7 +3,8 @@
 // Vercel AI SDK (@ai-sdk/anthropic and @ai-sdk/openai defaults: generateText, streamText,
 // generateObject) and LangChain JS (ChatAnthropic, ChatOpenAI). Every task answers from
 // the recording stub; those sluice-emu serves today also finish against it (the others
-// need the Responses API or json-schema output: docs/harnesses.md).
+// need the Responses API or json-schema output: docs/harnesses.md; HARNESS_EMU_ALL=1
+// runs them against sluice-emu too, for the engineers adding those).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -41,6 +42,8 @@ async function runTask(task, origin) {
   } finally { t.remove(); }
 }
 
+/** HARNESS_EMU_ALL=1 also runs, against sluice-emu, the tasks it does not serve yet. */
+const EMU_ALL = process.env.HARNESS_EMU_ALL === '1';
 const rec = await startRecorder();
 const emu = await startEmu();
 test.after(async () => { await rec.stop(); await emu.stop(); });
@@ -59,8 +62,8 @@ for (const [task, [call, emuServes]] of Object.entries(TASKS)) {
     const family = Object.keys(VERSIONS).find((k) => task.startsWith(k));
     saveFixture(`${task}-${VERSIONS[family]}`, requests[0]);
   });
-  if (!emuServes) continue;
-  test(`${task} finishes against sluice-emu`, async () => {
+  if (!emuServes && !EMU_ALL) continue;
+  test(`${task} finishes against sluice-emu${emuServes ? '' : ' (HARNESS_EMU_ALL)'}`, async () => {
     const before = await emu.stats();
     const run = await runTask(task, emu.origin);
     const after = await emu.stats();
