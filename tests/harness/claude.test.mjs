@@ -6,6 +6,7 @@
 // emulator too).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ANSWER, BIN, HERE, KEY, cleanEnv, describe, requireInstalled, runHarness, saveFixture,
          startEmu, startRecorder, tempDir } from './lib.mjs';
@@ -67,6 +68,35 @@ for (const format of ['json', 'stream-json']) {
     } finally { await rec.stop(); }
   });
 }
+
+test('claude code -p runs a scripted Read tool call and sends its result back', async () => {
+  const marker = 'harness-marker-4217';
+  const notes = tempDir('notes');
+  const file = join(notes.dir, 'notes.txt');
+  writeFileSync(file, `${marker}\n`);
+  const rec = await startRecorder([{ tool: 'Read', input: { file_path: file } }]);
+  try {
+    const run = await claude(rec.origin, ['--output-format', 'json', '--allowedTools', 'Read']);
+    const requests = rec.requests();
+    console.log(`claude tool loop: exit ${run.code} in ${run.ms} ms, ${requests.length} request(s):\n${describe(requests)}`);
+    assert.equal(run.code, 0, run.stderr + run.stdout.slice(0, 500));
+    const { result } = resultOf(run.stdout);
+    assert.equal(result.result, ANSWER);
+    assert.equal(result.num_turns, 2);
+    assert.deepEqual(run.outside, []);
+    assertClaudeCodeRequests(requests, '2.1.332');
+    assert.equal(requests.length, 2, 'one call for the tool, one after its result');
+    const second = requests[1].body.messages;
+    const toolUse = second.flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+      .find((b) => b.type === 'tool_use');
+    const toolResult = second.flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+      .find((b) => b.type === 'tool_result');
+    assert.equal(toolUse.name, 'Read');
+    assert.equal(toolResult.tool_use_id, toolUse.id);
+    assert.match(JSON.stringify(toolResult.content), new RegExp(marker));
+    saveFixture('claude-code-2.1.332-tool-result', requests[1]);
+  } finally { await rec.stop(); notes.remove(); }
+});
 
 /** HARNESS_EMU_ALL=1 also runs the default model against sluice-emu (refused today). */
 const EMU_MODELS = process.env.HARNESS_EMU_ALL === '1' ? ['claude-sonnet-4-5', null] : ['claude-sonnet-4-5'];

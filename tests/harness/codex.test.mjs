@@ -40,10 +40,12 @@ wire_api = "responses"
 `;
 }
 
-/** Runs `codex exec` with its provider at `origin`/v1. */
-async function codex(origin) {
+/** Runs `codex exec` with its provider at `origin`/v1 in a fresh directory holding
+ *  `files` ({name: text}). */
+async function codex(origin, files = {}) {
   const t = tempDir('codex');
   try {
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(t.dir, name), text);
     const home = join(t.dir, 'codex-home');
     mkdirSync(home);
     writeFileSync(join(home, 'config.toml'), codexConfig(`${origin}/v1`));
@@ -71,6 +73,27 @@ test('codex exec with a custom responses provider answers from the recorder', as
       assert.match(r.headers['user-agent'], /^codex_exec\/0\.171\.0 /);
     }
     saveFixture('codex-0.171.0-responses', requests[requests.length - 1]);
+  } finally { await rec.stop(); }
+});
+
+test('codex exec runs a scripted exec_command call and sends its output back', async () => {
+  const marker = 'harness-marker-5309';
+  const rec = await startRecorder([{ tool: 'exec_command', input: { cmd: 'cat notes.txt' } }]);
+  try {
+    const run = await codex(rec.origin, { 'notes.txt': `${marker}\n` });
+    const requests = rec.requests();
+    console.log(`codex tool loop: exit ${run.code} in ${run.ms} ms, ${requests.length} request(s):\n${describe(requests)}`);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout.trim(), ANSWER);
+    assert.deepEqual(run.outside, []);
+    assert.equal(requests.length, 2, 'one call for the command, one after its output');
+    const input = requests[1].body.input;
+    const call = input.find((i) => i.type === 'function_call');
+    const output = input.find((i) => i.type === 'function_call_output');
+    assert.equal(call.name, 'exec_command');
+    assert.equal(output.call_id, call.call_id);
+    assert.match(JSON.stringify(output.output), new RegExp(marker));
+    saveFixture('codex-0.171.0-function-call-output', requests[1]);
   } finally { await rec.stop(); }
 });
 

@@ -57,11 +57,18 @@ function startServer(what, cmd, args) {
   });
 }
 
-/** The recording stub on a free port: requests() returns what it logged so far. */
-export async function startRecorder() {
+/** The recording stub on a free port: requests() returns what it logged so far. `turns`
+ *  (recorder.py --turns) scripts the first model calls' answers, e.g.
+ *  [{tool: 'Read', input: {file_path: '/tmp/x'}}]; ANSWER follows them. */
+export async function startRecorder(turns = []) {
   const t = tempDir('rec');
   const log = join(t.dir, 'requests.jsonl');
-  const srv = await startServer('recorder', PYTHON, [join(HERE, 'recorder.py'), '--log', log, '--answer', ANSWER]);
+  const args = [join(HERE, 'recorder.py'), '--log', log, '--answer', ANSWER];
+  if (turns.length) {
+    writeFileSync(join(t.dir, 'turns.json'), JSON.stringify(turns));
+    args.push('--turns', join(t.dir, 'turns.json'));
+  }
+  const srv = await startServer('recorder', PYTHON, args);
   return {
     origin: srv.origin,
     requests: () => existsSync(log)
@@ -136,15 +143,19 @@ export function describe(requests) {
 }
 
 const SANITIZE = [
-  [/\/tmp\/sluice-harness-[A-Za-z0-9_-]+/g, '/tmp/sluice-harness-WORK'],
-  [/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, '00000000-0000-0000-0000-000000000000'],
-  [/\b[0-9a-f]{64}\b/g, '0'.repeat(64)],
+  [/([/-])tmp([/-])sluice-harness-[A-Za-z-]+-[A-Za-z0-9]{6}(?![A-Za-z0-9])/g, '$1tmp$2sluice-harness-WORK'],
+  [/Chunk ID: [0-9a-f]+\\nWall time: [0-9.]+ seconds/g, 'Chunk ID: 000000\\nWall time: 0.0000 seconds'],
+  [/(?<![0-9a-f])[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![0-9a-f])/g,
+   '00000000-0000-0000-0000-000000000000'],
+  [/(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])/g, '0'.repeat(64)],
+  [/(unix_ms\\?"?:)\d+/g, '$10'],
   [/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT'],
-];
+]
 
 /** With HARNESS_WRITE_FIXTURES=1, writes the request as fixtures/<name>.json: method,
  *  path, query, the headers (secrets were redacted by the recorder; ports, temporary
- *  paths and ids replaced by fixed values) and the body. */
+ *  paths, UUIDs, 64-hex ids, timestamps and Codex's command timings replaced by fixed
+ *  values, so that a second run writes the same files) and the body. */
 export function saveFixture(name, request) {
   if (process.env.HARNESS_WRITE_FIXTURES !== '1') return;
   const { method, path, query, headers, body } = request;

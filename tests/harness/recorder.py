@@ -3,11 +3,13 @@
 harness makes (method, path, query, headers, body) as one JSON line each, and answers
 minimally valid Anthropic Messages, OpenAI Chat Completions and OpenAI Responses API
 replies (JSON, or SSE when the body says "stream": true), model lists, count_tokens and
-HEAD probes. Anything else gets a 404 in OpenAI's error shape, and is logged too.
+HEAD probes. Anything else gets a 404 in OpenAI's error shape, and is logged too. With
+--turns, the first model calls answer with the scripted tool calls or texts, so that a
+harness runs a multi-turn loop (call a tool, send its result back, answer).
 
 Standard library only. Listens on 127.0.0.1 only.
 
-  python3 recorder.py --log requests.jsonl --answer "sluice-harness-ok" [--port 0]
+  python3 recorder.py --log requests.jsonl --answer "sluice-harness-ok" [--port 0] [--turns F]
 
 prints "recorder: listening on http://127.0.0.1:PORT" on stdout once it accepts
 connections; SIGTERM or SIGINT stops it (exit 0). Secrets never reach the log: the
@@ -30,11 +32,18 @@ OUTPUT_TOKENS = 5
 class Recorder:
     """The log file and the answer text, shared by every handler thread."""
 
-    def __init__(self, log_path, answer):
+    def __init__(self, log_path, answer, turns):
         self.log = open(log_path, "a", encoding="utf-8")
         self.lock = threading.Lock()
         self.answer = answer
+        self.turns = list(turns)
         self.seq = 0
+
+    def next_turn(self):
+        """The next scripted turn ({"tool": NAME, "input": OBJECT} or {"text": T}), taken
+        off the script, or None once it is used up."""
+        with self.lock:
+            return self.turns.pop(0) if self.turns else None
 
     def record(self, entry):
         with self.lock:
@@ -189,45 +198,53 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         path, body = self._record(self._body())
-        self.text = self.rec.answer
-        schema = requested_schema(body)
-        if schema is not None:
-            self.text = json.dumps(value_for(schema, self.rec.answer))
         if path.endswith("/messages/count_tokens"):
             return self._send(200, {"input_tokens": INPUT_TOKENS})
-        if path.endswith("/messages"):
-            return self._anthropic(body)
-        if path.endswith("/chat/completions"):
-            return self._chat(body)
-        if path.endswith("/responses"):
-            return self._responses(body)
+        for suffix, answer in (("/messages", self._anthropic), ("/chat/completions", self._chat),
+                               ("/responses", self._responses)):
+            if path.endswith(suffix):
+                return answer(body, self._reply(body))
         self._not_found(path)
+
+    def _reply(self, body):
+        """What the model answers this call: the next scripted turn while any is left, a
+        call of the tool the request forces, or the answer text (as JSON matching the
+        schema when the request asks for one). Returns {"text": T} or {"tool": NAME,
+        "input": OBJECT}."""
+        turn = self.rec.next_turn()
+        if turn is not None:
+            return turn
+        schema = requested_schema(body)
+        text = self.rec.answer if schema is None else json.dumps(value_for(schema, self.rec.answer))
+        tool = forced_tool(body)
+        return {"tool": tool, "input": tool_input(text)} if tool else {"text": text}
 
     def _not_found(self, path):
         self._send(404, {"error": {"message": "recorder: no route for %s %s" % (self.command, path),
                                    "type": "invalid_request_error", "code": "not_found"}})
 
     # Anthropic Messages
-    def _anthropic(self, body):
+    def _anthropic(self, body, reply):
         model = body.get("model", "claude-recorder")
-        tool = forced_tool(body)
-        if tool:
-            block = {"type": "tool_use", "id": "toolu_recorder_1", "name": tool,
-                     "input": tool_input(self.text)}
+        n = self.rec.seq
+        if "tool" in reply:
+            block = {"type": "tool_use", "id": "toolu_recorder_%d" % n, "name": reply["tool"],
+                     "input": reply["input"]}
+            start = dict(block, input={})
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(reply["input"])}
             stop = "tool_use"
         else:
-            block = {"type": "text", "text": self.text}
+            block = {"type": "text", "text": reply["text"]}
+            start = dict(block, text="")
+            delta = {"type": "text_delta", "text": reply["text"]}
             stop = "end_turn"
         usage = {"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS,
                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-        msg_id = "msg_recorder_%d" % self.rec.seq
+        msg_id = "msg_recorder_%d" % n
         if not body.get("stream"):
             return self._send(200, {"id": msg_id, "type": "message", "role": "assistant",
                                     "model": model, "content": [block], "stop_reason": stop,
                                     "stop_sequence": None, "usage": usage})
-        start = dict(block, input={}) if tool else dict(block, text="")
-        delta = ({"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-                 if tool else {"type": "text_delta", "text": self.text})
         self._sse([
             ("message_start", {"type": "message_start", "message": {
                 "id": msg_id, "type": "message", "role": "assistant", "model": model,
@@ -244,19 +261,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ])
 
     # OpenAI Chat Completions
-    def _chat(self, body):
+    def _chat(self, body, reply):
         model = body.get("model", "gpt-recorder")
-        tool = forced_tool(body)
-        cid = "chatcmpl-recorder-%d" % self.rec.seq
+        n = self.rec.seq
+        cid = "chatcmpl-recorder-%d" % n
         usage = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
                  "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}
-        message = {"role": "assistant", "content": self.text}
-        finish = "stop"
-        if tool:
-            message = {"role": "assistant", "content": None, "tool_calls": [{
-                "id": "call_recorder_1", "type": "function",
-                "function": {"name": tool, "arguments": json.dumps(tool_input(self.text))}}]}
+        if "tool" in reply:
+            call = {"id": "call_recorder_%d" % n, "type": "function",
+                    "function": {"name": reply["tool"], "arguments": json.dumps(reply["input"])}}
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            delta = {"role": "assistant", "content": None, "tool_calls": [dict(call, index=0)]}
             finish = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": reply["text"]}
+            delta = message
+            finish = "stop"
         if not body.get("stream"):
             return self._send(200, {"id": cid, "object": "chat.completion", "created": int(time.time()),
                                     "model": model, "choices": [{"index": 0, "message": message,
@@ -264,23 +284,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                     "usage": usage})
         base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
                 "model": model}
-        events = [(None, dict(base, choices=[{"index": 0, "delta": dict(message),
-                                              "finish_reason": None}])),
+        events = [(None, dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}])),
                   (None, dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))]
-        if tool:
-            events[0][1]["choices"][0]["delta"]["tool_calls"][0]["index"] = 0
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append((None, dict(base, choices=[], usage=usage)))
         events.append((None, "[DONE]"))
         self._sse(events)
 
     # OpenAI Responses API
-    def _responses(self, body):
+    def _responses(self, body, reply):
         model = body.get("model", "gpt-recorder")
-        rid = "resp_recorder_%d" % self.rec.seq
-        item = {"id": "msg_recorder_%d" % self.rec.seq, "type": "message", "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": self.text, "annotations": []}]}
+        n = self.rec.seq
+        rid = "resp_recorder_%d" % n
+        if "tool" in reply:
+            args = json.dumps(reply["input"])
+            item = {"id": "fc_recorder_%d" % n, "type": "function_call", "status": "completed",
+                    "call_id": "call_recorder_%d" % n, "name": reply["tool"], "arguments": args}
+        else:
+            item = {"id": "msg_recorder_%d" % n, "type": "message", "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": reply["text"], "annotations": []}]}
         usage = {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}
@@ -291,25 +314,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not body.get("stream"):
             return self._send(200, done)
         pending = dict(done, status="in_progress", output=[], usage=None)
-        part = {"type": "output_text", "text": "", "annotations": []}
         seq = iter(range(1000))
         ev = lambda name, **kw: (name, dict(type=name, sequence_number=next(seq), **kw))
-        self._sse([
-            ev("response.created", response=pending),
-            ev("response.in_progress", response=pending),
-            ev("response.output_item.added", output_index=0,
-               item=dict(item, status="in_progress", content=[])),
-            ev("response.content_part.added", item_id=item["id"], output_index=0,
-               content_index=0, part=part),
-            ev("response.output_text.delta", item_id=item["id"], output_index=0,
-               content_index=0, delta=self.text),
-            ev("response.output_text.done", item_id=item["id"], output_index=0,
-               content_index=0, text=self.text),
-            ev("response.content_part.done", item_id=item["id"], output_index=0,
-               content_index=0, part=item["content"][0]),
-            ev("response.output_item.done", output_index=0, item=item),
-            ev("response.completed", response=done),
-        ])
+        at = {"item_id": item["id"], "output_index": 0}
+        if "tool" in reply:
+            middle = [
+                ev("response.output_item.added", output_index=0,
+                   item=dict(item, status="in_progress", arguments="")),
+                ev("response.function_call_arguments.delta", delta=args, **at),
+                ev("response.function_call_arguments.done", arguments=args, **at),
+            ]
+        else:
+            text = reply["text"]
+            part = {"type": "output_text", "text": "", "annotations": []}
+            middle = [
+                ev("response.output_item.added", output_index=0,
+                   item=dict(item, status="in_progress", content=[])),
+                ev("response.content_part.added", content_index=0, part=part, **at),
+                ev("response.output_text.delta", content_index=0, delta=text, **at),
+                ev("response.output_text.done", content_index=0, text=text, **at),
+                ev("response.content_part.done", content_index=0, part=item["content"][0], **at),
+            ]
+        self._sse([ev("response.created", response=pending),
+                   ev("response.in_progress", response=pending)] + middle +
+                  [ev("response.output_item.done", output_index=0, item=item),
+                   ev("response.completed", response=done)])
 
 
 def main():
@@ -317,8 +346,19 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log", required=True, help="JSON-lines file of the requests (appended)")
     ap.add_argument("--answer", default="sluice-harness-ok", help="the model's answer text")
+    ap.add_argument("--turns", help='JSON file: a list of the first model calls\' answers, each '
+                    '{"tool": NAME, "input": {...}} or {"text": T}; the answer text after them')
     args = ap.parse_args()
-    Handler.rec = Recorder(args.log, args.answer)
+    turns = []
+    if args.turns:
+        with open(args.turns, encoding="utf-8") as f:
+            turns = json.load(f)
+        bad = [t for t in turns if not isinstance(t, dict) or not ("text" in t or "tool" in t)]
+        if not isinstance(turns, list) or bad:
+            print("recorder: --turns %s: each turn is {\"tool\": NAME, \"input\": {...}} or "
+                  "{\"text\": T}, not %s" % (args.turns, json.dumps(bad[:1])), file=sys.stderr)
+            return 2
+    Handler.rec = Recorder(args.log, args.answer, turns)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     stop = lambda *_: threading.Thread(target=server.shutdown, daemon=True).start()
