@@ -69,6 +69,23 @@ for (const format of ['json', 'stream-json']) {
   });
 }
 
+test('claude code -p --model claude-sonnet-4-5 answers from the recorder, without role system', async () => {
+  const rec = await startRecorder();
+  try {
+    const run = await claude(rec.origin, ['--output-format', 'json', '--model', 'claude-sonnet-4-5']);
+    const requests = rec.requests();
+    console.log(`claude sonnet: exit ${run.code} in ${run.ms} ms, ${requests.length} request(s):\n${describe(requests)}`);
+    assert.equal(run.code, 0, run.stderr + run.stdout.slice(0, 500));
+    assert.equal(resultOf(run.stdout).result.result, ANSWER);
+    assert.deepEqual(run.outside, []);
+    assertClaudeCodeRequests(requests, '2.1.332');
+    const body = requests[requests.length - 1].body;
+    assert.equal(body.model, 'claude-sonnet-4-5');
+    assert.ok(body.messages.every((m) => m.role !== 'system'));
+    saveFixture('claude-code-2.1.332-sonnet-4-5', requests[requests.length - 1]);
+  } finally { await rec.stop(); }
+});
+
 test('claude code -p runs a scripted Read tool call and sends its result back', async () => {
   const marker = 'harness-marker-4217';
   const notes = tempDir('notes');

@@ -147,7 +147,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 entry["body"] = body
             except ValueError:
                 entry["body_text"] = raw[:2000].decode("utf-8", "replace")
-        self.rec.record(entry)
+        self.seq = self.rec.record(entry)
         return url.path, body if isinstance(body, dict) else {}
 
     def _send(self, status, obj, extra=None):
@@ -155,8 +155,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", "req_recorder_%d" % self.rec.seq)
-        self.send_header("x-request-id", "req_recorder_%d" % self.rec.seq)
+        self.send_header("request-id", "req_recorder_%d" % self.seq)
+        self.send_header("x-request-id", "req_recorder_%d" % self.seq)
         for k, v in (extra or {}).items():
             self.send_header(k, v)
         self.end_headers()
@@ -170,7 +170,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("connection", "close")
-        self.send_header("request-id", "req_recorder_%d" % self.rec.seq)
+        self.send_header("request-id", "req_recorder_%d" % self.seq)
         self.end_headers()
         for name, data in events:
             text = data if isinstance(data, str) else json.dumps(data)
@@ -226,7 +226,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # Anthropic Messages
     def _anthropic(self, body, reply):
         model = body.get("model", "claude-recorder")
-        n = self.rec.seq
+        n = self.seq
         if "tool" in reply:
             block = {"type": "tool_use", "id": "toolu_recorder_%d" % n, "name": reply["tool"],
                      "input": reply["input"]}
@@ -263,7 +263,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # OpenAI Chat Completions
     def _chat(self, body, reply):
         model = body.get("model", "gpt-recorder")
-        n = self.rec.seq
+        n = self.seq
         cid = "chatcmpl-recorder-%d" % n
         usage = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
                  "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}
@@ -294,7 +294,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # OpenAI Responses API
     def _responses(self, body, reply):
         model = body.get("model", "gpt-recorder")
-        n = self.rec.seq
+        n = self.seq
         rid = "resp_recorder_%d" % n
         if "tool" in reply:
             args = json.dumps(reply["input"])
