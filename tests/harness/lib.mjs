@@ -32,10 +32,14 @@ export function tempDir(prefix) {
 
 /** Starts `cmd args` and resolves {origin, proc, stop} once its stdout says
  *  "listening on http://127.0.0.1:PORT". Bounded: 15 s. stop() sends SIGTERM and
- *  rejects on a non-zero exit. */
+ *  rejects on a non-zero exit. A server still running when this process exits (a test
+ *  that threw before stop()) is killed then. */
 function startServer(what, cmd, args) {
   return new Promise((resolve, reject) => {
     const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const orphan = () => proc.kill('SIGKILL');
+    process.on('exit', orphan);
+    proc.on('exit', () => process.off('exit', orphan));
     let out = '', err = '';
     const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`${what} did not start: ${err}`)); }, 15000);
     proc.stderr.on('data', (d) => { err += d; });
@@ -68,12 +72,13 @@ export async function startRecorder(turns = []) {
     writeFileSync(join(t.dir, 'turns.json'), JSON.stringify(turns));
     args.push('--turns', join(t.dir, 'turns.json'));
   }
+  process.on('exit', t.remove);
   const srv = await startServer('recorder', PYTHON, args);
   return {
     origin: srv.origin,
     requests: () => existsSync(log)
       ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [],
-    stop: async () => { await srv.stop(); t.remove(); },
+    stop: async () => { await srv.stop(); t.remove(); process.off('exit', t.remove); },
   };
 }
 
