@@ -1,6 +1,7 @@
 // claude.test.mjs - Claude Code CLI headless (-p, json and stream-json) and the Claude
 // Agent SDK's query(), pinned in package-lock.json, run offline: against the recording
-// stub with the default model, and against the real sluice-emu with claude-sonnet-4-5
+// stub (default model, claude-sonnet-4-5, and a scripted Read tool loop), and against the
+// real sluice-emu with claude-sonnet-4-5
 // (the default model's request puts a role "system" message inside messages, which the
 // emulator refuses today: docs/harnesses.md; HARNESS_EMU_ALL=1 runs it against the
 // emulator too).

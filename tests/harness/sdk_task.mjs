@@ -1,5 +1,5 @@
-// sdk_task.mjs - one task of one in-process harness (OpenAI Agents SDK, Vercel AI SDK,
-// LangChain JS) against a base URL, run as its own process so that the test can watch
+// sdk_task.mjs - one task of one library harness (the Claude Agent SDK's query(), the
+// OpenAI Agents SDK, the Vercel AI SDK, LangChain JS) against a base URL, run as its own process so that the test can watch
 // every connection it opens (strace) and nothing of one SDK leaks into another.
 //
 //   node sdk_task.mjs <task> <origin>      e.g. node sdk_task.mjs vercel-anthropic-text http://127.0.0.1:4100
