@@ -1,0 +1,17 @@
+# The real agent harnesses (tests/harness, node, label harness): Claude Code, the Claude
+# Agent SDK, Codex CLI, the OpenAI Agents SDK, the Vercel AI SDK and LangChain JS, pinned
+# in tests/harness/package-lock.json (installed by `make setup`), each run offline against
+# a recording stub and against sluice-emu, in a network namespace of their own with only
+# loopback (offline.sh) and under strace, so that any connection beyond loopback fails
+# the test. docs/harnesses.md says what each sends.
+find_program(SL_NODE node)
+find_program(SL_PYTHON3 python3 REQUIRED)
+if(SL_NODE)
+  foreach(name claude codex sdks)
+    add_test(NAME harness_${name}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/offline.sh ${SL_NODE} --test --test-reporter=spec ${CMAKE_CURRENT_SOURCE_DIR}/harness/${name}.test.mjs
+             WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/harness)
+    set_tests_properties(harness_${name} PROPERTIES LABELS harness TIMEOUT 240
+                         ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;PYTHON3=${SL_PYTHON3}")
+  endforeach()
+endif()
