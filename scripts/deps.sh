@@ -25,6 +25,9 @@ PKGS=(
   libhiredis-dev         # the redis backend
   wrk                    # make bench: HTTP load generator
   nginx-light            # make bench: the reference server sluiced is compared with
+  strace                 # harness tests: every connection a harness tries is traced
+  iproute2               # harness tests: a network namespace with only loopback up
+  util-linux             # harness tests: unshare, to enter that namespace
 )
 
 missing=()
