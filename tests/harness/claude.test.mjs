@@ -1,10 +1,8 @@
 // claude.test.mjs - Claude Code CLI headless (-p, json and stream-json) and the Claude
 // Agent SDK's query(), pinned in package-lock.json, run offline: against the recording
 // stub (default model, claude-sonnet-4-5, and a scripted Read tool loop), and against the
-// real sluice-emu with claude-sonnet-4-5
-// (the default model's request puts a role "system" message inside messages, which the
-// emulator refuses today: docs/harnesses.md; HARNESS_EMU_ALL=1 runs it against the
-// emulator too).
+// real sluice-emu with claude-sonnet-4-5 and with the default model (whose request puts a
+// role "system" message inside messages: docs/harnesses.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -116,8 +114,8 @@ test('claude code -p runs a scripted Read tool call and sends its result back', 
   } finally { await rec.stop(); notes.remove(); }
 });
 
-/** HARNESS_EMU_ALL=1 also runs the default model against sluice-emu (refused today). */
-const EMU_MODELS = process.env.HARNESS_EMU_ALL === '1' ? ['claude-sonnet-4-5', null] : ['claude-sonnet-4-5'];
+/** Both the default model (it sends `role: "system"` inside messages) and sonnet. */
+const EMU_MODELS = ['claude-sonnet-4-5', null];
 
 for (const model of EMU_MODELS) test(`claude code -p --model ${model ?? '(default)'} finishes against sluice-emu`, async () => {
   const emu = await startEmu();

@@ -1,8 +1,7 @@
 // codex.test.mjs - Codex CLI (`codex exec`, the native linux binary @openai/codex ships)
 // pinned in package-lock.json, run offline with a custom model provider whose base_url is
-// the recording stub. Codex speaks only the Responses API (POST {base_url}/responses),
-// which sluice-emu does not serve yet (404): docs/harnesses.md; HARNESS_EMU_ALL=1 runs it
-// against the emulator too.
+// the recording stub, then the real sluice-emu. Codex speaks only the Responses API
+// (POST {base_url}/responses): docs/harnesses.md.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -97,7 +96,7 @@ test('codex exec runs a scripted exec_command call and sends its output back', a
   } finally { await rec.stop(); }
 });
 
-if (process.env.HARNESS_EMU_ALL === '1') test('codex exec finishes against sluice-emu (HARNESS_EMU_ALL)', async () => {
+test('codex exec finishes against sluice-emu', async () => {
   const emu = await startEmu();
   try {
     const run = await codex(emu.origin);
