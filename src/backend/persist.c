@@ -2,17 +2,21 @@
  *
  * Why a journal and not SQLite: sluiced answers ~50,000 lease API requests a second on
  * one core, and every grant and settle must be durable against kill -9 before it is
- * answered. Appending one framed record with one write(2) costs a few microseconds and
- * survives kill -9 (the kernel holds the page); SQLite would add a transaction per
- * operation on the event loop for the same guarantee. Power failure is bounded by an
- * fdatasync every `fsync_interval_s`.
+ * answered. The journal is the file's preallocated tail mapped MAP_SHARED: appending a
+ * record is a memcpy into the kernel's page cache, which survives kill -9 (the pages
+ * belong to the file, not to the process), with no system call per operation. SQLite
+ * would add a transaction per operation on the event loop for the same guarantee.
+ * Power failure is bounded by an fdatasync every `fsync_interval_s`, made by a thread so
+ * the event loop never waits for the disk. The space is reserved with posix_fallocate
+ * (a full disk is an error at snapshot time, never a SIGBUS on a store).
  *
  * The file: the magic "SLSTATE1", then records. A record is a u32 length, a u64
  * FNV-1a checksum of its body, and the body: a type byte and fields in this machine's
  * byte order (the file is not moved between architectures). A snapshot is an 'I'
  * record, every 'P', 'L' and 'C' record of the state, and an 'S' record; the journal
- * follows it. Reading stops at the first record that is cut short or fails its
- * checksum (a write torn by a power failure): everything before it is kept.
+ * follows it, then zeros up to the end of the preallocated room. Reading stops at a zero
+ * length or the first record that is cut short or fails its checksum (a write torn by
+ * a power failure): everything before it is kept.
  *
  *   I  u64 reserved      ids up to this may have been issued
  *   P  pool state        str pool, f64 level[4], at, margin, clean_since, floor_since,
@@ -36,6 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,7 +54,7 @@
 #define HEAD_LEN       12 /* u32 length + u64 checksum */
 #define RECORD_MAX     (1u << 20)
 #define ID_RESERVE     ((uint64_t)1 << 20)
-#define JOURNAL_MIN    ((size_t)16 << 20) /* a snapshot after at least this much journal */
+#define JOURNAL_MIN    ((size_t)32 << 20) /* journal room after a snapshot, at least */
 #define STR_NULL       0xffffu
 #define RETRY_EVERY_S  1.0
 
@@ -228,14 +235,19 @@ typedef struct loaded_calib {
 struct sl_persist {
     char *path;
     char *tmp_path;
-    int fd; /* the journal, O_APPEND; -1 before the first snapshot */
+    int fd;             /* the state file; -1 before the first snapshot */
+    unsigned char *map; /* the whole file, MAP_SHARED */
+    size_t map_len;
+    size_t map_off; /* where the next record goes */
     double fsync_interval_s;
-    struct event *fsync_timer;
+    pthread_t sync_thread; /* fdatasync every fsync_interval_s */
+    bool sync_started;
+    pthread_mutex_t sync_mu; /* guards fd against the thread's fdatasync, and stop */
+    pthread_cond_t sync_cv;
+    bool sync_stop;
+    atomic_bool dirty; /* records written since the thread's last fdatasync */
     sl_persist_found_t found;
     buf_t out;             /* records not yet written */
-    size_t journal_bytes;  /* written since the last snapshot */
-    size_t snapshot_bytes; /* size of the last snapshot */
-    size_t unsynced_bytes;
     uint64_t reserved; /* ids up to this may be issued */
     uint64_t id_floor;
     double latest_s;
@@ -252,7 +264,7 @@ struct sl_persist {
     size_t n_calibs;
 };
 
-static void on_fsync_timer(evutil_socket_t fd, short what, void *ud);
+static void *sync_main(void *arg);
 
 static double mono_s(void)
 {
@@ -578,14 +590,14 @@ sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double
     }
     free(data);
     if (fsync_interval_s > 0) {
-        p->fsync_timer = event_new(base, -1, EV_PERSIST, on_fsync_timer, p);
-        struct timeval tv = {.tv_sec = (time_t)fsync_interval_s,
-                             .tv_usec = (suseconds_t)(fmod(fsync_interval_s, 1.0) * 1e6)};
-        if (!p->fsync_timer || event_add(p->fsync_timer, &tv) != 0) {
-            snprintf(err, errlen, "state_file: out of memory");
+        if (pthread_mutex_init(&p->sync_mu, NULL) != 0 || pthread_cond_init(&p->sync_cv, NULL) != 0 ||
+            pthread_create(&p->sync_thread, NULL, sync_main, p) != 0) {
+            snprintf(err, errlen, "state_file: cannot start the fsync thread");
             goto fail;
         }
+        p->sync_started = true;
     }
+    (void)base;
     return p;
 fail:
     sl__persist_free(p);
@@ -755,12 +767,33 @@ static int write_all(int fd, const unsigned char *data, size_t n)
     return 0;
 }
 
-static void on_fsync_timer(evutil_socket_t fd, short what, void *ud)
+/* The fsync thread: every fsync_interval_s, fdatasync the file if records were written.
+ * It holds sync_mu while it syncs, so the loop never closes the fd under it. */
+static void *sync_main(void *arg)
 {
-    sl_persist_t *p = ud;
-    (void)fd;
-    (void)what;
-    if (p->fd >= 0 && p->unsynced_bytes > 0 && fdatasync(p->fd) == 0) p->unsynced_bytes = 0;
+    sl_persist_t *p = arg;
+    pthread_mutex_lock(&p->sync_mu);
+    while (!p->sync_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        double ns = (double)until.tv_nsec + fmod(p->fsync_interval_s, 1.0) * 1e9;
+        until.tv_sec += (time_t)p->fsync_interval_s + (time_t)(ns / 1e9);
+        until.tv_nsec = (long)fmod(ns, 1e9);
+        pthread_cond_timedwait(&p->sync_cv, &p->sync_mu, &until);
+        if (p->fd >= 0 && atomic_exchange(&p->dirty, false)) fdatasync(p->fd);
+    }
+    pthread_mutex_unlock(&p->sync_mu);
+    return NULL;
+}
+
+static void sync_lock(sl_persist_t *p)
+{
+    if (p->sync_started) pthread_mutex_lock(&p->sync_mu);
+}
+
+static void sync_unlock(sl_persist_t *p)
+{
+    if (p->sync_started) pthread_mutex_unlock(&p->sync_mu);
 }
 
 typedef struct snap_ctx {
@@ -819,23 +852,35 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
     sl_engine_lease_foreach(e, snap_lease, &ctx);
     size_t at = rec_begin(&b, 'S');
     rec_end(&b, at);
-    int fd = -1;
+    int fd = -1, rc;
+    unsigned char *map = MAP_FAILED;
+    size_t room = b.n * 4 > JOURNAL_MIN ? b.n * 4 : JOURNAL_MIN;
+    size_t len = b.n + room;
     if (b.failed) {
         errno = ENOMEM;
         goto fail;
     }
-    fd = open(p->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || write_all(fd, b.p, b.n) < 0 || fdatasync(fd) < 0) goto fail;
-    if (rename(p->tmp_path, p->path) < 0) goto fail;
+    fd = open(p->tmp_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write_all(fd, b.p, b.n) < 0) goto fail;
+    /* The journal's room is allocated now: a full disk fails here, not in a store. */
+    if ((rc = posix_fallocate(fd, 0, (off_t)len)) != 0) {
+        errno = rc;
+        goto fail;
+    }
+    if (fdatasync(fd) < 0 || rename(p->tmp_path, p->path) < 0) goto fail;
     sync_dir(p->path);
-    /* The renamed file is the journal from now on (same inode, opened for append). */
-    if (fcntl(fd, F_SETFL, O_APPEND) < 0) goto fail;
+    map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) goto fail;
+    sync_lock(p);
+    if (p->map) munmap(p->map, p->map_len);
     if (p->fd >= 0) close(p->fd);
     p->fd = fd;
+    p->map = map;
+    p->map_len = len;
+    p->map_off = b.n;
+    atomic_store(&p->dirty, false);
+    sync_unlock(p);
     p->reserved = reserved;
-    p->snapshot_bytes = b.n;
-    p->journal_bytes = 0;
-    p->unsynced_bytes = 0;
     p->out.n = 0; /* the snapshot holds everything buffered */
     p->out.failed = false;
     p->lost = false;
@@ -851,24 +896,28 @@ fail:;
     return -1;
 }
 
-void sl__persist_flush(sl_persist_t *p, sl_engine_t *e)
+/* A failed snapshot: said once, retried at most once a second; what is buffered is
+ * dropped (the next snapshot holds it). */
+static void snapshot_or_wait(sl_persist_t *p, sl_engine_t *e)
 {
     char err[512];
-    if (p->broken || p->lost || p->out.failed) {
-        if (p->broken && mono_s() < p->retry_at) {
-            p->out.n = 0; /* the next snapshot will hold it */
-            p->out.failed = false;
-            return;
-        }
-        if (sl__persist_snapshot(p, e, err, sizeof err) < 0) {
-            if (!p->broken) fprintf(stderr, "sluiced: %s (retrying every second)\n", err);
-            p->broken = true;
-            p->retry_at = mono_s() + RETRY_EVERY_S;
-            p->out.n = 0;
-            p->out.failed = false;
-        } else {
-            fprintf(stderr, "sluiced: state_file: %s written again\n", p->path);
-        }
+    p->out.n = 0;
+    p->out.failed = false;
+    if (p->broken && mono_s() < p->retry_at) return;
+    bool was_broken = p->broken;
+    if (sl__persist_snapshot(p, e, err, sizeof err) < 0) {
+        if (!was_broken) fprintf(stderr, "sluiced: %s (retrying every second)\n", err);
+        p->broken = true;
+        p->retry_at = mono_s() + RETRY_EVERY_S;
+    } else if (was_broken) {
+        fprintf(stderr, "sluiced: state_file: %s written again\n", p->path);
+    }
+}
+
+void sl__persist_flush(sl_persist_t *p, sl_engine_t *e)
+{
+    if (p->broken || p->lost || p->out.failed || !p->map) {
+        snapshot_or_wait(p, e);
         return;
     }
     uint64_t next = sl_engine_next_id(e);
@@ -878,38 +927,41 @@ void sl__persist_flush(sl_persist_t *p, sl_engine_t *e)
         write_reserve(&p->out, p->reserved);
     }
     if (p->out.n == 0) return;
-    if (p->out.failed || write_all(p->fd, p->out.p, p->out.n) < 0) {
-        fprintf(stderr, "sluiced: state_file: cannot write %s: %s (retrying every second)\n",
-                p->path, p->out.failed ? "out of memory" : strerror(errno));
-        p->broken = true;
-        p->retry_at = mono_s() + RETRY_EVERY_S;
-        p->out.n = 0;
-        p->out.failed = false;
+    if (p->out.failed || p->out.n > p->map_len - p->map_off) {
+        /* The journal's room is used up: a new snapshot, with fresh room, replaces it. */
+        snapshot_or_wait(p, e);
         return;
     }
-    p->journal_bytes += p->out.n;
-    p->unsynced_bytes += p->out.n;
+    memcpy(p->map + p->map_off, p->out.p, p->out.n);
+    p->map_off += p->out.n;
     p->out.n = 0;
     /* A reservation must reach the disk before its ids are used; so must every record
      * when the interval is 0. */
-    if ((reserve || p->fsync_interval_s <= 0) && fdatasync(p->fd) == 0) p->unsynced_bytes = 0;
-    size_t limit = p->snapshot_bytes * 4 > JOURNAL_MIN ? p->snapshot_bytes * 4 : JOURNAL_MIN;
-    if (p->journal_bytes > limit && sl__persist_snapshot(p, e, err, sizeof err) < 0) {
-        /* The journal still holds everything: keep appending, try again later. */
-        fprintf(stderr, "sluiced: %s (the journal keeps growing)\n", err);
-        p->journal_bytes = 0;
-    }
+    if (reserve || p->fsync_interval_s <= 0)
+        fdatasync(p->fd);
+    else
+        atomic_store(&p->dirty, true);
 }
 
 void sl__persist_free(sl_persist_t *p)
 {
     if (!p) return;
-    if (p->fd >= 0) {
-        if (p->out.n && !p->out.failed) write_all(p->fd, p->out.p, p->out.n);
-        fdatasync(p->fd);
-        close(p->fd);
+    if (p->sync_started) {
+        pthread_mutex_lock(&p->sync_mu);
+        p->sync_stop = true;
+        pthread_cond_signal(&p->sync_cv);
+        pthread_mutex_unlock(&p->sync_mu);
+        pthread_join(p->sync_thread, NULL);
+        pthread_mutex_destroy(&p->sync_mu);
+        pthread_cond_destroy(&p->sync_cv);
     }
-    if (p->fsync_timer) event_free(p->fsync_timer);
+    if (p->map && p->out.n && !p->out.failed && p->out.n <= p->map_len - p->map_off) {
+        memcpy(p->map + p->map_off, p->out.p, p->out.n);
+        p->map_off += p->out.n;
+    }
+    if (p->fd >= 0) fdatasync(p->fd);
+    if (p->map) munmap(p->map, p->map_len);
+    if (p->fd >= 0) close(p->fd);
     loaded_free(p);
     free(p->out.p);
     free(p->path);
