@@ -222,6 +222,15 @@ class Restart(unittest.TestCase):
         d.start()  # the new file is good
         self.assertEqual(d.pool()["leases_in_flight"], 1)
 
+    def test_a_state_file_that_cannot_be_written_refuses_to_start(self):
+        path = os.path.join(self.tmp.name, "no-such-dir", "state")
+        d = Daemon(self.tmp.name, "state_file: %s\n%s" % (path, POOL))
+        p = subprocess.run([SLUICED, "--config", d.config_path, "--listen", "127.0.0.1:0"],
+                           capture_output=True, text=True, timeout=10)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("state_file", p.stderr)
+        self.assertIn(path, p.stderr)
+
     def test_state_file_needs_the_memory_backend(self):
         path = os.path.join(self.tmp.name, "bad.yaml")
         with open(path, "w") as f:
