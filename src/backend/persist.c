@@ -455,8 +455,9 @@ static int slurp(const char *path, unsigned char **data, size_t *len)
     if (fd < 0) return errno == ENOENT ? 0 : -1;
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        if (errno == 0) errno = EISDIR;
+        int saved = fstat(fd, &sb) != 0 ? errno : EISDIR; /* not a regular file */
         close(fd);
+        errno = saved;
         return -1;
     }
     size_t cap = (size_t)sb.st_size + 1;
