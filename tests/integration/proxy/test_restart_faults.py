@@ -118,9 +118,12 @@ class Run:
             time.sleep(max(0.0, deadline - time.monotonic()))
         finally:
             self.stop.set()
+            # SIGTERM answers the calls still queued (503), so the agents return at once.
+            with self.lock:
+                self.sluiced = None
+            self.runs[-1].stop()
             for t in threads:
                 t.join(timeout=30)
-        self.runs[-1].stop()
         for s in self.runs[:-1]:
             s.proc.stdout.close()
             s.proc.stderr.close()
@@ -140,8 +143,9 @@ class Run:
 
     def report(self):
         st = self.emu.stats()
-        granted, ids = 0, []
+        granted, ids, per_run = 0, [], []
         for s in self.runs:
+            per_run.append(0)
             with open(s.event_log) as f:
                 for line in f:
                     if not line.strip():
@@ -149,6 +153,7 @@ class Run:
                     ev = json.loads(line)
                     if ev.get("event") == "granted" and ev.get("lease"):
                         granted += 1
+                        per_run[-1] += 1
                         ids.append(ev["lease"])
         reused = len(ids) - len(set(ids))
         for s in self.runs:
@@ -156,7 +161,7 @@ class Run:
         worst, length = self.worst_window()
         return {"granted": granted, "answered_200": self.ok, "refused": self.refused,
                 "cut_by_kill": self.failed, "refused_by_status": self.statuses, "emu_admitted": st["admitted"],
-                "emu_429": st["http_429"], "worst_window_tokens": worst,
+                "emu_429": st["http_429"], "granted_per_run": per_run, "worst_window_tokens": worst,
                 "worst_window_s": length, "ids_reused": reused}
 
 
@@ -177,10 +182,11 @@ class RestartFaults(unittest.TestCase):
             r = Run(self, emu, first, second).go(kills_at)
         w = min(60.0, r["worst_window_s"])
         allowed = LIMIT + LIMIT / 60.0 * w  # the emulator's bucket: full, plus its refill
-        print("\n%s (%.0f s, kill -9 at %s s): %d grants, %d answered, %d emulator 429s, "
+        print("\n%s (%.0f s, kill -9 at %s s): %d grants (per run %s), %d answered, %d emulator 429s, "
               "worst %.0f s window %d input tokens = %.2fx the limit %d (the emulator's bucket "
               "allows %.0f in it), %d lease ids reused, %d calls cut by the kill"
-              % (name, RUN_S, kills_at, r["granted"], r["answered_200"], r["emu_429"], w,
+              % (name, RUN_S, kills_at, r["granted"], r["granted_per_run"], r["answered_200"],
+                 r["emu_429"], w,
                  r["worst_window_tokens"], r["worst_window_tokens"] / LIMIT, LIMIT, allowed,
                  r["ids_reused"], r["cut_by_kill"]))
         r["allowed"] = allowed
