@@ -50,7 +50,8 @@ RUN_LISTEN ?= 127.0.0.1:8750
 run: setup build
 	@echo "== sluiced on http://$(RUN_LISTEN) (memory backend, examples/sluice.yaml); Ctrl-C stops"
 	@echo "== first call to try, in another terminal:"
-	@echo "   curl -s -X POST http://$(RUN_LISTEN)/v1/leases -H 'content-type: application/json' -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500}'"
+	@echo "   curl -s -X POST http://$(RUN_LISTEN)/v1/leases -H 'content-type: application/json' -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500,\"wait\":10}'"
+	@echo "   (a cold start: the buckets fill over the first minute, so it may wait a moment)"
 	@echo "== more in docs/server.md"
 	exec $(BUILD)/src/server/sluiced --config examples/sluice.yaml --listen $(RUN_LISTEN)
 

@@ -76,7 +76,8 @@ def main():
     tmp = tempfile.TemporaryDirectory(prefix="sluice-bench-proxy-")
     cfg = os.path.join(tmp.name, "sluice.yaml")
     with open(cfg, "w") as f:
-        f.write("pools:\n  default:\n    input_tpm: 1000000000\n    output_tpm: 1000000000\n"
+        f.write("cold_start: full\npools:\n  default:\n    input_tpm: 1000000000\n"
+                "    output_tpm: 1000000000\n"
                 "    rpm: 100000000\n    upstream_url: http://127.0.0.1:%d\n"
                 "    provider: anthropic\n    api_key_env: BENCH_KEY\n" % emu_port)
     env = dict(os.environ, BENCH_KEY=KEY)

@@ -26,3 +26,15 @@ if(SL_NODE)
                          ENVIRONMENT "${_proxy_env}")
   endforeach()
 endif()
+
+# The long variant of the kill -9 fault test: 75 s per variant, two kills, whole 60 s
+# windows. Label `slow`, built only with -DSL_SLOW_TESTS=ON (the short one is in the
+# default suite as proxy_test_restart_faults).
+option(SL_SLOW_TESTS "register the slow fault tests (label slow)" OFF)
+if(SL_SLOW_TESTS)
+  add_test(NAME proxy_test_restart_faults_long
+           COMMAND ${SL_PYTHON3} -m unittest -v test_restart_faults
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/proxy)
+  set_tests_properties(proxy_test_restart_faults_long PROPERTIES LABELS slow TIMEOUT 900
+                       ENVIRONMENT "${_proxy_env};SLUICE_FAULT_SECONDS=75")
+endif()

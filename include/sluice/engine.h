@@ -305,8 +305,9 @@ double sl_engine_next_wakeup(const sl_engine_t *e);
 
 /* Resyncs pool `pool` from provider rate-limit headers (Anthropic
  * anthropic-ratelimit-* or OpenAI x-ratelimit-*; names lower-case). Headers never
- * raise a level; a limit that disagrees with the configuration is adopted. Unknown
- * headers are ignored; a malformed value of a known header is SL_EINVAL with
+ * raise a level, except once per bucket in a cold-start window
+ * (sl_engine_pool_cold_start); a limit that disagrees with the configuration is
+ * adopted. Unknown headers are ignored; a malformed value of a known header is SL_EINVAL with
  * nothing changed. `changed` (may be NULL) receives the number of levels or limits
  * changed. */
 int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
@@ -379,6 +380,7 @@ typedef struct sl_pool_info {
     uint64_t upstream_429_total;
     sl_calibration_info_t calibration[SL_POOL_INFO_MODELS]; /* the first models calibrated */
     int n_calibration;
+    double cold_until; /* end of the cold-start window (sl_engine_pool_cold_start), 0 when none */
 } sl_pool_info_t;
 
 /* Fills `out` for pool `name` as of the engine's last time (call sl_engine_advance
@@ -421,6 +423,124 @@ int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_
  * SL_EINVAL with a description in sl_engine_errmsg(). For tests and debug builds;
  * cost is linear in the state's size. */
 int sl_engine_check(sl_engine_t *e);
+
+/* ---- Restarts: ids, cold start and the durable state ----------------------------------
+ *
+ * The engine does no I/O; a daemon that must survive a restart exports what a restart
+ * must not forget (each pool's levels with their time, its margin and the margin's
+ * clocks, every lease in flight, the calibrations) with the *_state functions, stores
+ * it, and on the next start restores it with the *_restore functions into a fresh
+ * engine whose pools are configured, after moving the id base above every id the
+ * earlier run issued. Tickets, agents' statistics, caches, caps' buckets and the task
+ * graph are not part of it: queued requests are answered again by their clients'
+ * retries, and the rest only tunes weights. */
+
+/* Lease and ticket ids share one increasing sequence: 1, 2, 3, ... by default. After
+ * sl_engine_set_id_base(e, base) the next ids are base + 1, base + 2, ... (contiguous).
+ * A restarted daemon gives a base above every id an earlier run issued, so an id from
+ * that run can never name a lease of this one; replicas give disjoint ranges. Ids
+ * below the base that this engine issued or restored stay valid. Errors: SL_EINVAL when
+ * base + 1 is below the next id (ids would repeat) or base is above SL_ID_BASE_MAX. */
+#define SL_ID_BASE_MAX ((uint64_t)1 << 59)
+int sl_engine_set_id_base(sl_engine_t *e, uint64_t base);
+
+/* The id the next lease or ticket will get. */
+uint64_t sl_engine_next_id(const sl_engine_t *e);
+
+/* A cold start of pool `pool` at `now_s`, for a daemon that cannot know what was spent
+ * in the last minute (a first start, a lost state file): every bucket is emptied (no
+ * debt) and refills from there, and a cold-start window opens until now_s + window_s.
+ * While it is open, the first provider headers that report a bucket's remaining may
+ * RAISE that bucket's level up to what they report (less the margin's reserve and
+ * Anthropic's rounding); later headers, and all headers after the window, only lower.
+ * Errors: SL_ENOTFOUND, SL_EINVAL (window_s negative, NaN or above 1e9), SL_ETIME. */
+int sl_engine_pool_cold_start(sl_engine_t *e, const char *pool, double window_s, double now_s);
+
+/* What a restart must not forget of a pool. */
+typedef struct sl_pool_state {
+    double level[SL_BUCKET_COUNT]; /* tokens (requests) at time `at` */
+    double at;                     /* the time of the levels (the last refill) */
+    double margin;                 /* 0.85 ... */
+    double clean_since;            /* the margin's recovery clock (last 429 or step) */
+    double floor_since;            /* when the margin reached its floor, or -1 */
+    double blocked_until;          /* a provider retry-after holds grants until then */
+    double cold_until;             /* end of a cold-start window, 0 when none */
+    unsigned cold_raised;          /* bit b: bucket b was raised by headers in the window */
+} sl_pool_state_t;
+
+/* Fills `out` with pool `pool`'s durable state. Errors: SL_ENOTFOUND. */
+int sl_engine_pool_state(const sl_engine_t *e, const char *pool, sl_pool_state_t *out);
+
+/* Restores pool `pool` (configured already) to `st` at `now_s`: the margin is clamped
+ * to the pool's configured [floor, start], levels to the capacity, times later than
+ * now_s to now_s; then time advances to now_s, so the buckets refill (and the margin
+ * recovers) for the time the daemon was down. Errors: SL_ENOTFOUND, SL_EINVAL (a NaN),
+ * SL_ETIME. Leases are restored separately and take nothing from the levels, which
+ * already account for them. */
+int sl_engine_pool_restore(sl_engine_t *e, const char *pool, const sl_pool_state_t *st,
+                           double now_s);
+
+/* A lease in flight, as exported and restored. Strings are borrowed. */
+typedef struct sl_lease_state {
+    uint64_t id;
+    uint64_t ticket; /* 0 when granted directly */
+    const char *pool;
+    const char *agent;
+    const char *cache_key; /* the cache its settle warms (the agent's own when NULL) */
+    const char *model;     /* NULL: the request named none (no calibration) */
+    int64_t need[SL_BUCKET_COUNT]; /* reserved per bucket: input, output, requests, tokens */
+    int64_t cached_tokens;
+    bool cache_penalty;
+    int64_t est_prompt_tokens; /* input + cached as the client estimated them */
+    double weight;
+    double granted_at;
+    double waited_s;
+    double ttl_s;
+    double expires_at;
+    bool claimed; /* the client knows about the grant (false: granted from the queue, unfetched) */
+} sl_lease_state_t;
+
+/* Fills `out` for live lease `lease`; its strings live as long as the lease and its
+ * pool. Errors: SL_ENOTFOUND (unknown or ended). */
+int sl_engine_lease_state(const sl_engine_t *e, uint64_t lease, sl_lease_state_t *out);
+
+/* Calls `fn` for every lease in flight (pools in creation order, no order within). */
+void sl_engine_lease_foreach(const sl_engine_t *e, void (*fn)(const sl_lease_state_t *l, void *ud),
+                             void *ud);
+
+/* Puts lease `l` back in flight at `now_s`, without an event and without taking from the
+ * pool's levels (sl_engine_pool_restore restored them with the lease charged): settle,
+ * cancel and extend work on it as before, and it is reaped without refund at
+ * expires_at, which may already be past (then at the next advance). Errors:
+ * SL_ENOTFOUND (pool), SL_EINVAL (a bad field, or an id not below sl_engine_next_id(),
+ * which a later grant could issue again: set the id base first), SL_EEXIST (the id is
+ * live), SL_ENOMEM, SL_ETIME. */
+int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double now_s);
+
+/* A model's calibration, as exported and restored. */
+#define SL_CALIBRATION_WINDOW 64
+typedef struct sl_calibration_state {
+    const char *model;
+    double sample[SL_CALIBRATION_WINDOW]; /* ratios, a ring */
+    int n;                                /* samples held (0..64) */
+    int pos;                              /* the next slot written */
+    int64_t total;                        /* samples taken in total */
+} sl_calibration_state_t;
+
+/* Fills `out` for `model` in `pool`. Errors: SL_ENOTFOUND (pool or model). */
+int sl_engine_calibration_state(const sl_engine_t *e, const char *pool, const char *model,
+                                sl_calibration_state_t *out);
+
+/* Calls `fn` for every model calibrated in `pool`. Errors: SL_ENOTFOUND. */
+int sl_engine_calibration_state_foreach(const sl_engine_t *e, const char *pool,
+                                        void (*fn)(const sl_calibration_state_t *c, void *ud),
+                                        void *ud);
+
+/* Restores a calibration (the ratio is recomputed from the samples). Errors:
+ * SL_ENOTFOUND (pool), SL_EINVAL (n or pos out of range, a sample outside [0.2, 5]),
+ * SL_ENOMEM. */
+int sl_engine_calibration_restore(sl_engine_t *e, const char *pool,
+                                  const sl_calibration_state_t *c);
 
 /* Parses an RFC 3339 timestamp ("2026-11-30T03:39:42Z", fractions and offsets
  * allowed) into Unix seconds. Returns SL_OK or SL_EINVAL. */

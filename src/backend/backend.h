@@ -130,9 +130,40 @@ void sl_backend_clock_init(sl_backend_clock_t *c);
 /* Unix seconds now, never less than the previous answer. */
 double sl_backend_clock_now(sl_backend_clock_t *c);
 
+/* What a pool whose last minute is unknown starts with (a first start, no or a lost
+ * state file, a pool added by a reload). */
+typedef enum sl_cold_start {
+    SL_COLD_START_EMPTY = 0, /* empty buckets that refill; for one refill period the first
+                                provider headers may raise a level (never overbooks) */
+    SL_COLD_START_FULL,      /* full buckets (what was spent before the start is ignored) */
+} sl_cold_start_t;
+
+/* The cold-start window: one refill period of a bucket. */
+#define SL_COLD_START_WINDOW_S 60.0
+
+/* How the memory backend keeps its state across restarts. */
+typedef struct sl_memory_options {
+    const char *state_file;     /* NULL: nothing survives a restart (borrowed for the call) */
+    double fsync_interval_s;    /* 1: what a power failure may lose; 0: fsync every write */
+    sl_cold_start_t cold_start; /* SL_COLD_START_EMPTY */
+} sl_memory_options_t;
+
+/* Fills `o` with the defaults above. */
+void sl_memory_options_init(sl_memory_options_t *o);
+
 /* Creates the memory backend: the engine in-process, driven by one timer on `base`
- * set to sl_engine_next_wakeup(). `cfg` may be NULL for the engine defaults. Returns
- * NULL when out of memory. Free with sl_backend_free(). */
+ * set to sl_engine_next_wakeup(). `cfg` may be NULL for the engine defaults. With a
+ * state file, what it holds is read now and restored into the pools of the first
+ * configure, which then writes a fresh snapshot (and fails if it cannot). Lease and
+ * ticket ids start above the start time in milliseconds x 1000, and with a state file
+ * also above every id the file's runs may have issued, so no id of an earlier run is
+ * issued again. Returns NULL with `err` set (out of memory, a state file that cannot be
+ * read). Free with sl_backend_free(). */
+sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_config_t *cfg,
+                                     const sl_memory_options_t *opt, char *err, size_t errlen);
+
+/* sl_backend_memory_open() without a state file and with full buckets at start (for
+ * benchmarks and embedders that want no restart semantics). NULL when out of memory. */
 sl_backend_t *sl_backend_memory_new(struct event_base *base, const sl_engine_config_t *cfg);
 
 /* Frees a backend; NULL is allowed. No callbacks run afterwards. */

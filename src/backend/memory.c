@@ -9,8 +9,17 @@
  *
  * Time: CLOCK_MONOTONIC offset onto the realtime clock read once at start, so the
  * engine sees Unix seconds that never go backwards even when the wall clock is set.
+ *
+ * Restarts (persist.h): with a state file, every operation's changes are journaled
+ * with one write before its completion callback runs, from the events the engine
+ * emitted during it (grants, ends, pool changes) and what the operation itself knows
+ * (an extend, a claimed grant, the calibration a settle fed). A pool nothing is known
+ * about starts cold (empty) unless `cold_start: full`.
  */
 #include "backend.h"
+#include "persist.h"
+
+#include <stdio.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,6 +49,10 @@ typedef struct memory_backend {
     sl_backend_settings_t applied; /* caps and team members of the last configure */
     int depth;     /* operations running (nested when a callback starts another) */
     bool flushing; /* delivering events */
+    sl_persist_t *persist;      /* NULL without a state file */
+    size_t n_journaled;         /* pending events already journaled */
+    sl_cold_start_t cold_start; /* for pools whose state is not known */
+    bool configured;            /* the first configure (the restore) has run */
 } memory_backend_t;
 
 static double mem_now(sl_backend_t *b)
@@ -89,7 +102,10 @@ static void on_engine_event(const sl_event_t *ev, void *ud)
     if (m->n_pending == m->cap_pending) {
         size_t cap = m->cap_pending ? m->cap_pending * 2 : 64;
         sl_event_t *p = realloc(m->pending, cap * sizeof(*p));
-        if (!p) return;
+        if (!p) {
+            if (m->persist) sl__persist_mark_lost(m->persist);
+            return;
+        }
         m->pending = p;
         m->cap_pending = cap;
     }
@@ -100,6 +116,54 @@ static void on_engine_event(const sl_event_t *ev, void *ud)
     copy->reason = dup_or_null(m, ev->reason);
     copy->alert = dup_or_null(m, ev->alert);
     m->n_pending++;
+}
+
+/* Does an event of this kind change a pool's durable state (levels, margin, clocks)? */
+static bool changes_pool(sl_event_kind_t kind)
+{
+    return kind != SL_EV_QUEUED && kind != SL_EV_REJECTED && kind != SL_EV_TICKET_CANCELLED &&
+           kind != SL_EV_TICKET_EXPIRED && kind != SL_EV_TICKET_REJECTED;
+}
+
+static void journal_pool(const sl_pool_info_t *p, void *ud)
+{
+    memory_backend_t *m = ud;
+    sl__persist_pool(m->persist, m->engine, p->name);
+}
+
+/* Journals the events not journaled yet (one record per lease granted or ended, one per
+ * pool changed) and writes them: called after every engine call, before its answer. */
+static void journal(memory_backend_t *m)
+{
+    if (!m->persist) return;
+    const char *dirty[8];
+    size_t n_dirty = 0;
+    bool all = false;
+    for (size_t i = m->n_journaled; i < m->n_pending; i++) {
+        const sl_event_t *ev = &m->pending[i];
+        if (ev->kind == SL_EV_GRANTED)
+            sl__persist_lease(m->persist, m->engine, ev->lease);
+        else if (ev->kind == SL_EV_SETTLED || ev->kind == SL_EV_CANCELLED ||
+                 ev->kind == SL_EV_REAPED || ev->kind == SL_EV_UNCLAIMED)
+            sl__persist_lease_end(m->persist, ev->lease);
+        if (!ev->pool || !changes_pool(ev->kind) || all) continue;
+        size_t j = 0;
+        while (j < n_dirty && strcmp(dirty[j], ev->pool) != 0)
+            j++;
+        if (j < n_dirty) continue;
+        if (n_dirty == sizeof dirty / sizeof dirty[0])
+            all = true;
+        else
+            dirty[n_dirty++] = ev->pool;
+    }
+    m->n_journaled = m->n_pending;
+    if (all) {
+        sl_engine_pool_foreach(m->engine, journal_pool, m);
+    } else {
+        for (size_t j = 0; j < n_dirty; j++)
+            sl__persist_pool(m->persist, m->engine, dirty[j]);
+    }
+    sl__persist_flush(m->persist, m->engine);
 }
 
 static void timer_rearm(memory_backend_t *m)
@@ -123,6 +187,7 @@ static void timer_rearm(memory_backend_t *m)
 /* Delivers queued events (only from the outermost operation), then re-arms the timer. */
 static void op_end(memory_backend_t *m)
 {
+    journal(m);
     m->depth--;
     if (m->depth == 0 && !m->flushing) {
         m->flushing = true;
@@ -132,6 +197,7 @@ static void op_end(memory_backend_t *m)
             if (m->base.event_cb) m->base.event_cb(&ev, m->base.event_ud);
         }
         m->n_pending = 0;
+        m->n_journaled = 0;
         strings_reset(m);
         m->flushing = false;
     }
@@ -141,6 +207,11 @@ static void op_end(memory_backend_t *m)
 static void op_begin(memory_backend_t *m)
 {
     m->depth++;
+}
+
+static double floor_ms(double now_s)
+{
+    return floor(now_s * 1000.0);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *ud)
@@ -156,6 +227,7 @@ static void on_timer(evutil_socket_t fd, short what, void *ud)
 static void mem_free(sl_backend_t *b)
 {
     memory_backend_t *m = (memory_backend_t *)b;
+    sl__persist_free(m->persist);
     while (m->strings) {
         str_block_t *next = m->strings->next;
         free(m->strings);
@@ -187,6 +259,14 @@ static void remember_applied(memory_backend_t *m, const sl_backend_settings_t *s
     }
 }
 
+/* A pool just created: restored from the state file, or started cold. */
+static int start_pool(memory_backend_t *m, const char *name, double now)
+{
+    if (m->persist && sl__persist_restore_pool(m->persist, m->engine, name, now)) return SL_OK;
+    if (m->cold_start == SL_COLD_START_FULL) return SL_OK;
+    return sl_engine_pool_cold_start(m->engine, name, SL_COLD_START_WINDOW_S, now);
+}
+
 static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backend_done_cb cb,
                           void *ud)
 {
@@ -214,10 +294,28 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
             rc = sl_engine_set_agent_team(m->engine, s->members[i].agent, s->members[i].team);
         if (rc == SL_OK) remember_applied(m, s);
         double now = mem_now(b);
-        for (size_t i = 0; rc == SL_OK && i < s->n_pools; i++)
+        for (size_t i = 0; rc == SL_OK && i < s->n_pools; i++) {
+            sl_pool_info_t info;
+            bool known = sl_engine_pool_info(m->engine, s->pools[i].name, &info) == SL_OK;
             rc = sl_engine_configure_pool(m->engine, s->pools[i].name, &s->pools[i].config, now);
+            if (rc == SL_OK && !known) rc = start_pool(m, s->pools[i].name, now);
+        }
         if (rc != SL_OK) snprintf(err, sizeof(err), "%s", sl_engine_errmsg(m->engine));
+        if (rc == SL_OK && m->persist && !m->configured) {
+            /* The first configure: what the file held comes back, then a fresh snapshot
+             * (with the new id reservation) must be on disk before anything is answered. */
+            size_t restored = 0, dropped = 0;
+            sl__persist_restore_rest(m->persist, m->engine, now, &restored, &dropped);
+            if (restored || dropped)
+                fprintf(stderr, "sluiced: state_file: %zu leases in flight restored%s\n",
+                        restored, dropped ? " (some named pools no longer configured: dropped)" : "");
+            if (sl__persist_snapshot(m->persist, m->engine, err, sizeof(err)) < 0) rc = SL_EINVAL;
+        } else if (rc == SL_OK && m->persist) {
+            sl_engine_pool_foreach(m->engine, journal_pool, m); /* levels were clamped */
+        }
+        if (rc == SL_OK) m->configured = true;
     }
+    journal(m);
     cb(rc, 0, rc == SL_OK ? NULL : err, ud);
     op_end(m);
 }
@@ -229,6 +327,7 @@ static void mem_request(sl_backend_t *b, const sl_request_t *req, sl_backend_dec
     sl_decision_t d;
     op_begin(m);
     int rc = sl_engine_request(m->engine, req, mem_now(b), &d);
+    journal(m);
     cb(rc, rc == SL_OK ? &d : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(m->engine), ud);
     op_end(m);
 }
@@ -239,12 +338,16 @@ static void mem_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decisio
     sl_decision_t d;
     op_begin(m);
     int rc = sl_engine_ticket(m->engine, ticket, mem_now(b), &d);
+    if (rc == SL_OK && d.status == SL_GRANTED && m->persist)
+        sl__persist_lease(m->persist, m->engine, d.lease); /* claimed: its TTL started */
+    journal(m);
     cb(rc, rc == SL_OK ? &d : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(m->engine), ud);
     op_end(m);
 }
 
 static void finish_done(memory_backend_t *m, int rc, double value, sl_backend_done_cb cb, void *ud)
 {
+    journal(m);
     if (cb) cb(rc, value, rc == SL_OK ? NULL : sl_engine_errmsg(m->engine), ud);
     op_end(m);
 }
@@ -270,7 +373,14 @@ static void mem_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
     memory_backend_t *m = (memory_backend_t *)b;
     sl_settle_result_t r;
     op_begin(m);
+    /* The lease's pool and model outlive it (the pool owns both strings). */
+    sl_lease_state_t before;
+    bool calibrated = m->persist && sl_engine_lease_state(m->engine, lease, &before) == SL_OK &&
+                      before.model;
     int rc = sl_engine_settle(m->engine, lease, s, mem_now(b), &r);
+    if (rc == SL_OK && calibrated)
+        sl__persist_calibration(m->persist, m->engine, before.pool, before.model);
+    journal(m);
     cb(rc, rc == SL_OK ? &r : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(m->engine), ud);
     op_end(m);
 }
@@ -289,6 +399,7 @@ static void mem_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend
     double expires_at = 0;
     op_begin(m);
     int rc = sl_engine_extend(m->engine, lease, ttl_s, mem_now(b), &expires_at);
+    if (rc == SL_OK && m->persist) sl__persist_lease(m->persist, m->engine, lease);
     finish_done(m, rc, expires_at, cb, ud);
 }
 
@@ -419,19 +530,73 @@ static const sl_backend_ops_t memory_ops = {
     .ping = mem_ping,
 };
 
-sl_backend_t *sl_backend_memory_new(struct event_base *base, const sl_engine_config_t *cfg)
+void sl_memory_options_init(sl_memory_options_t *o)
 {
+    o->state_file = NULL;
+    o->fsync_interval_s = 1.0;
+    o->cold_start = SL_COLD_START_EMPTY;
+}
+
+/* The id base of a run: above the start time in milliseconds x 1000 (a run would have to
+ * issue 1,000 ids per millisecond on average to reach the next run's base), and above
+ * every id the state file's runs reserved. */
+static uint64_t id_base(double now_s, uint64_t floor)
+{
+    uint64_t base = (uint64_t)floor_ms(now_s) * 1000;
+    if (floor > base) base = floor;
+    return base > SL_ID_BASE_MAX ? SL_ID_BASE_MAX : base;
+}
+
+sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_config_t *cfg,
+                                     const sl_memory_options_t *opt, char *err, size_t errlen)
+{
+    sl_memory_options_t defaults;
+    sl_memory_options_init(&defaults);
+    if (!opt) opt = &defaults;
     memory_backend_t *m = calloc(1, sizeof(*m));
-    if (!m) return NULL;
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     m->base.ops = &memory_ops;
     m->evbase = base;
+    m->cold_start = opt->cold_start;
     sl_backend_clock_init(&m->clock);
     m->engine = sl_engine_new(cfg);
     m->timer = evtimer_new(base, on_timer, m);
     if (!m->engine || !m->timer) {
+        snprintf(err, errlen, "out of memory");
         mem_free(&m->base);
         return NULL;
     }
     sl_engine_set_event_cb(m->engine, on_engine_event, m);
+    uint64_t floor = 0;
+    if (opt->state_file) {
+        m->persist = sl__persist_open(base, opt->state_file, opt->fsync_interval_s, err, errlen);
+        if (!m->persist) {
+            mem_free(&m->base);
+            return NULL;
+        }
+        floor = sl__persist_id_floor(m->persist);
+        if (sl__persist_found(m->persist) == SL_PERSIST_UNREADABLE)
+            fprintf(stderr,
+                    "sluiced: state_file: %s was not a readable sluice state file (moved to "
+                    "%s.bad): cold start\n",
+                    opt->state_file, opt->state_file);
+        /* Times in the file are never in the future of this run's clock. */
+        double latest_s = sl__persist_latest_s(m->persist);
+        double now_s = sl_backend_clock_now(&m->clock);
+        if (latest_s > now_s) m->clock.start_real_s += latest_s - now_s;
+    }
+    sl_engine_set_id_base(m->engine, id_base(sl_backend_clock_now(&m->clock), floor));
     return &m->base;
+}
+
+sl_backend_t *sl_backend_memory_new(struct event_base *base, const sl_engine_config_t *cfg)
+{
+    sl_memory_options_t opt;
+    sl_memory_options_init(&opt);
+    opt.cold_start = SL_COLD_START_FULL;
+    char err[256];
+    return sl_backend_memory_open(base, cfg, &opt, err, sizeof err);
 }

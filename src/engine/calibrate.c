@@ -51,7 +51,15 @@ void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_t
     c->pos = (c->pos + 1) % SL__CALIB_WINDOW;
     if (c->n < SL__CALIB_WINDOW) c->n++;
     c->total++;
-    if (c->n < SL__CALIB_MIN_SAMPLES) return;
+    sl__calib_update_ratio(c);
+}
+
+void sl__calib_update_ratio(sl__calib_t *c)
+{
+    if (c->n < SL__CALIB_MIN_SAMPLES) {
+        c->ratio = 1.0;
+        return;
+    }
     double sorted[SL__CALIB_WINDOW];
     memcpy(sorted, c->sample, (size_t)c->n * sizeof *sorted);
     qsort(sorted, (size_t)c->n, sizeof *sorted, cmp_double);

@@ -82,6 +82,7 @@ void sl_engine_free(sl_engine_t *e)
         free(l);
     }
     sl__u64map_free(&e->tickets);
+    sl__u64map_free(&e->ended_old);
     free(e->tombs);
     free(e->ended);
     for (sl__idem_t *d = e->idem_head, *next; d; d = next) {
@@ -163,16 +164,17 @@ sl__pool_t *sl__pool_find(const sl_engine_t *e, const char *name)
     return sl__strmap_get(&e->pool_map, name);
 }
 
-/* Ticket tombstones: an ended ticket stays in the ticket map as a tagged state for
- * tombstone_ttl_s, in a ring buffer ordered by end time, then is forgotten. */
-int sl__tomb_add(sl_engine_t *e, uint64_t ticket, uint64_t value)
+/* Tombstones: an ended ticket stays in the ticket map as a tagged state (and an ended
+ * lease from below the id base in `ended_old`) for tombstone_ttl_s, in a ring buffer
+ * ordered by end time, then is forgotten. */
+static int tomb_push(sl_engine_t *e, sl__u64map_t *map, uint64_t id, uint64_t value, bool lease)
 {
     if (e->tomb_len == e->tomb_cap) {
         size_t cap = e->tomb_cap ? e->tomb_cap * 2 : 64;
         sl__tomb_t *tombs = malloc(cap * sizeof *tombs);
         if (!tombs) {
             /* Cannot remember it: forget it, so it reads as unknown, never as live. */
-            sl__u64map_del(&e->tickets, ticket);
+            sl__u64map_del(map, id);
             return -1;
         }
         for (size_t i = 0; i < e->tomb_len; i++)
@@ -182,24 +184,33 @@ int sl__tomb_add(sl_engine_t *e, uint64_t ticket, uint64_t value)
         e->tomb_cap = cap;
         e->tomb_head = 0;
     }
-    sl__u64map_put(&e->tickets, ticket, value); /* replaces the live entry: cannot fail */
+    if (sl__u64map_put(map, id, value) != 0) return -1;
     sl__tomb_t *t = &e->tombs[(e->tomb_head + e->tomb_len) % e->tomb_cap];
-    t->id = ticket;
+    t->id = id;
     t->at = e->now;
+    t->lease = lease;
     e->tomb_len++;
     return 0;
 }
 
+int sl__tomb_add(sl_engine_t *e, uint64_t ticket, uint64_t value)
+{
+    return tomb_push(e, &e->tickets, ticket, value, false); /* replaces the live entry */
+}
+
 /* Ids are issued in order, so the states of ended leases live in a ring indexed by
- * id: issuing an id clears the slot it reuses. The ring doubles up to SL__ENDED_MAX. */
+ * id: issuing an id clears the slot it reuses. The ring doubles up to SL__ENDED_MAX as
+ * ids are issued above the id base. Leases below the base (restored from an earlier
+ * run) are remembered in `ended_old` instead, with a tombstone. */
 uint64_t sl__new_id(sl_engine_t *e)
 {
     uint64_t id = e->next_id++;
-    if (id >= e->ended_cap && e->ended_cap < SL__ENDED_MAX) {
+    uint64_t issued = id - e->id_base; /* 1 for the first id above the base */
+    if (issued >= e->ended_cap && e->ended_cap < SL__ENDED_MAX) {
         size_t cap = e->ended_cap ? e->ended_cap * 2 : SL__ENDED_MIN;
         uint8_t *ring = calloc(cap, 1);
         if (ring) {
-            uint64_t from = id > e->ended_cap ? id - e->ended_cap : 1;
+            uint64_t from = issued > e->ended_cap ? id - e->ended_cap : e->id_base + 1;
             for (uint64_t j = from; j < id && e->ended; j++)
                 ring[j & (cap - 1)] = e->ended[j & (e->ended_cap - 1)];
             free(e->ended);
@@ -213,18 +224,23 @@ uint64_t sl__new_id(sl_engine_t *e)
 
 static bool in_ring(const sl_engine_t *e, uint64_t id)
 {
-    return e->ended_cap && id >= 1 && id < e->next_id && e->next_id - id <= e->ended_cap;
+    return e->ended_cap && id > e->id_base && id < e->next_id && e->next_id - id <= e->ended_cap;
 }
 
 void sl__lease_forget(sl_engine_t *e, uint64_t lease, int end_state)
 {
     sl__u64map_del(&e->leases, lease);
-    if (in_ring(e, lease)) e->ended[lease & (e->ended_cap - 1)] = (uint8_t)end_state;
+    if (in_ring(e, lease))
+        e->ended[lease & (e->ended_cap - 1)] = (uint8_t)end_state;
+    else if (lease <= e->id_base)
+        tomb_push(e, &e->ended_old, lease, (uint64_t)end_state, true);
 }
 
 int sl__lease_ended_state(const sl_engine_t *e, uint64_t lease)
 {
-    return in_ring(e, lease) ? e->ended[lease & (e->ended_cap - 1)] : 0;
+    if (in_ring(e, lease)) return e->ended[lease & (e->ended_cap - 1)];
+    uint64_t v;
+    return lease <= e->id_base && sl__u64map_get(&e->ended_old, lease, &v) ? (int)v : 0;
 }
 
 static void purge_old(sl_engine_t *e, double now)
@@ -232,7 +248,7 @@ static void purge_old(sl_engine_t *e, double now)
     while (e->tomb_len) {
         sl__tomb_t *t = &e->tombs[e->tomb_head];
         if (t->at + e->cfg.tombstone_ttl_s > now) break;
-        sl__u64map_del(&e->tickets, t->id);
+        sl__u64map_del(t->lease ? &e->ended_old : &e->tickets, t->id);
         e->tomb_head = (e->tomb_head + 1) % e->tomb_cap;
         e->tomb_len--;
     }

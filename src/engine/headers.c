@@ -12,6 +12,10 @@
  *     allowing +500 for Anthropic's rounding of token counts. Calls in flight were
  *     charged to our level when granted and the provider counts a call's input when
  *     it arrives, so both sides already include them;
+ *   - except in a cold-start window (sl_engine_pool_cold_start: the daemon could not
+ *     know what was spent, so its buckets started empty): there the first remaining
+ *     value of each bucket may also raise the level, to R - rounding - reserve, the
+ *     room the provider vouches for; later values only lower again;
  *   - reset values are validated but only informative: refill is continuous.
  * Anthropic's tokens-* headers describe whichever token limit is most restrictive,
  * not a combined limit, so they are validated and otherwise ignored; OpenAI's
@@ -135,7 +139,9 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
                 parse_count(values[i], &v);
                 if (v == 0 || v == p->limit[h.bucket]) continue;
                 set_limit(p, h.bucket, v);
-                if (p->level[h.bucket] == 0 && p->reserved[h.bucket] == 0)
+                /* A bucket limited only now starts full, unless the pool is cold. */
+                if (p->level[h.bucket] == 0 && p->reserved[h.bucket] == 0 &&
+                    !(now < p->cold_until))
                     p->level[h.bucket] = sl__capacity(p, (sl_bucket_t)h.bucket);
                 sl__clamp_levels(p);
                 adopted = true;
@@ -150,7 +156,17 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
                 double allowance = h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 0;
                 double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
                 double implied = (double)v + allowance - reserve;
-                if (implied >= p->level[h.bucket]) continue;
+                unsigned bit = 1u << h.bucket;
+                bool raise = false;
+                if (now < p->cold_until && !(p->cold_raised & bit)) {
+                    p->cold_raised |= bit;
+                    double vouched = (double)v - allowance - reserve;
+                    double cap = sl__capacity(p, h.bucket);
+                    if (vouched > cap) vouched = cap;
+                    raise = vouched > p->level[h.bucket];
+                    if (raise) implied = vouched;
+                }
+                if (!raise && implied >= p->level[h.bucket]) continue;
                 p->level[h.bucket] = implied;
                 n_changed++;
                 sl_event_t ev;

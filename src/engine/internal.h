@@ -149,6 +149,8 @@ typedef struct sl__pool {
     bool alert_floor;
     bool alert_spend_cap;
     double blocked_until; /* a provider retry-after holds grants until then */
+    double cold_until;    /* end of the cold-start window; 0 when none */
+    unsigned cold_raised; /* bit b: bucket b was already raised by headers in the window */
     int64_t in_flight;
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
     double vtime;                     /* V: finish tag of the most recent grant */
@@ -168,10 +170,12 @@ typedef struct sl__class {
     double value;
 } sl__class_t;
 
-/* An ended ticket, remembered for tombstone_ttl_s. */
+/* An ended ticket, or an ended lease outside the `ended` ring (one restored from an
+ * earlier run), remembered for tombstone_ttl_s. */
 typedef struct sl__tomb {
     uint64_t id;
     double at;
+    bool lease; /* in `ended_old`, not in `tickets` */
 } sl__tomb_t;
 
 /* Ended leases are remembered in a byte ring indexed by id: the last SL__ENDED_MAX
@@ -210,6 +214,7 @@ struct sl_engine {
     sl_engine_config_t cfg;
     double now; /* the latest time seen */
     uint64_t next_id;
+    uint64_t id_base; /* ids issued by this engine are above it (sl_engine_set_id_base) */
     uint64_t rng;
     sl__pool_t **pools;
     size_t n_pools;
@@ -220,6 +225,7 @@ struct sl_engine {
     size_t n_spare_leases;
     uint8_t *ended;      /* id & (ended_cap - 1) -> SL__END_* of an ended lease */
     size_t ended_cap;
+    sl__u64map_t ended_old; /* id -> SL__END_* of ended leases below the id base */
     sl__u64map_t tickets; /* id -> sl__ticket_t * or an ended state */
     sl__tomb_t *tombs;    /* ticket tombstones, ring buffer, oldest first */
     size_t tomb_head, tomb_len, tomb_cap;
@@ -317,6 +323,7 @@ void sl__caps_free_engine(sl_engine_t *e);
 void sl__caps_free_pool(sl__pool_t *p);
 
 /* calibrate.c */
+void sl__calib_update_ratio(sl__calib_t *c);
 sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
 double sl__calib_ratio(const sl__calib_t *c);
 void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);

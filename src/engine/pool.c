@@ -327,6 +327,7 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
     out->alert_margin_at_floor = p->alert_floor;
     out->alert_spend_cap = p->alert_spend_cap;
     out->blocked_until = p->blocked_until;
+    out->cold_until = p->cold_until;
     out->granted_total = p->granted_total;
     out->queued_total = p->queued_total;
     out->rejected_total = p->rejected_total;

@@ -823,6 +823,26 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
                 free(c->event_log);
                 c->event_log = NULL;
             }
+        } else if (!strcmp(kname, "state_file")) {
+            rc = get_string(p, v, "state_file", &c->state_file);
+            if (rc == 0 && !*c->state_file) {
+                free(c->state_file);
+                c->state_file = NULL;
+            }
+        } else if (!strcmp(kname, "state_fsync_interval_s")) {
+            rc = get_double(p, v, "state_fsync_interval_s", &c->state_fsync_interval_s);
+            if (rc == 0 && c->state_fsync_interval_s > 3600)
+                rc = fail(p, v, "state_fsync_interval_s", "'%s' must be between 0 and 3600",
+                          scalar(v));
+        } else if (!strcmp(kname, "cold_start")) {
+            const char *s;
+            rc = want_scalar(p, v, "cold_start", &s);
+            if (rc == 0 && !strcmp(s, "empty"))
+                c->cold_start = SL_COLD_START_EMPTY;
+            else if (rc == 0 && !strcmp(s, "full"))
+                c->cold_start = SL_COLD_START_FULL;
+            else if (rc == 0)
+                rc = fail(p, v, "cold_start", "'%s' must be empty or full", s);
         } else if (!strcmp(kname, "engine")) {
             rc = parse_engine(p, v, c);
         } else if (!strcmp(kname, "pools")) {
@@ -893,6 +913,11 @@ int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
     have_doc = true;
     if (parse_root(&p, yaml_document_get_root_node(&doc), c) < 0) goto done;
     if (apply_backend_fail(&p, c) < 0) goto done;
+    if (c->state_file && c->redis) {
+        snprintf(err, errlen, "%s: state_file: '%s' needs the memory backend (backend is '%s'; "
+                 "Redis keeps its own state)", path, c->state_file, c->backend);
+        goto done;
+    }
     if (check_with_engine(&p, c) < 0) goto done;
     rc = 0;
 done:
@@ -943,6 +968,8 @@ int sl_config_defaults(sl_config_t *c)
     c->backend_fail = -1;
     c->body_limit_bytes = 64 * 1024;
     c->max_wait_s = 300;
+    c->state_fsync_interval_s = 1.0;
+    c->cold_start = SL_COLD_START_EMPTY;
     sl_engine_config_init(&c->engine);
     c->proxy.body_limit_bytes = 32u * 1024 * 1024;
     c->proxy.max_headers = 100;
@@ -987,6 +1014,7 @@ void sl_config_clear(sl_config_t *c)
     free(c->listen_host);
     free(c->backend);
     free(c->event_log);
+    free(c->state_file);
     free(c->admin_token);
     free(c->pool_lines);
     for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)

@@ -75,6 +75,9 @@ typedef struct sl_config {
     size_t body_limit_bytes; /* 65536 */
     double max_wait_s;       /* longest a long-poll is held: 300 */
     char *event_log;         /* JSON-lines event log path, or NULL */
+    char *state_file;        /* memory backend: where its state survives restarts, or NULL */
+    double state_fsync_interval_s; /* 1: a power failure loses at most this much; 0: every write */
+    sl_cold_start_t cold_start;    /* SL_COLD_START_EMPTY: unknown pools start empty */
     sl_engine_config_t engine;
     sl_backend_settings_t settings; /* pools, roles, priorities */
     int *pool_lines;                /* line of each pool in the file (0 = built in) */

@@ -145,11 +145,18 @@ static int run(sl_server_t *srv)
         }
         err[0] = '\0';
     } else {
-        srv->backend = sl_backend_memory_new(srv->base, &srv->config.engine);
+        sl_memory_options_t mopt;
+        sl_memory_options_init(&mopt);
+        mopt.state_file = srv->config.state_file;
+        mopt.fsync_interval_s = srv->config.state_fsync_interval_s;
+        mopt.cold_start = srv->config.cold_start;
+        srv->backend =
+            sl_backend_memory_open(srv->base, &srv->config.engine, &mopt, err, sizeof(err));
         if (!srv->backend) {
-            fprintf(stderr, "sluiced: backend: out of memory\n");
+            fprintf(stderr, "sluiced: backend: %s\n", err);
             goto done;
         }
+        err[0] = '\0';
     }
     sl_backend_set_event_cb(srv->backend, sl__events_on_backend_event, srv);
     sl_backend_configure(srv->backend, &srv->config.settings, on_configured, err);

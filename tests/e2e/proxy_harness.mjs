@@ -65,7 +65,9 @@ export function startEmu(args) {
 export async function startSluiced(configText) {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-e2e-'));
   const path = join(dir, 'sluice.yaml');
-  writeFileSync(path, `event_log: ${join(dir, 'events.jsonl')}\n${configText}`);
+  // Full buckets at start unless the test says otherwise (a cold start is tested in C/Python).
+  const cold = configText.includes('cold_start:') ? '' : 'cold_start: full\n';
+  writeFileSync(path, `event_log: ${join(dir, 'events.jsonl')}\n${cold}${configText}`);
   const env = { ...process.env, SLUICE_TEST_KEY: REAL_KEY };
   const s = await start('sluiced', [SLUICED, '--config', path, '--listen', '127.0.0.1:0'], env,
                         /listening on http:\/\/127\.0\.0\.1:(\d+)/);

@@ -34,8 +34,10 @@ class Sluiced:
         self.dir = tempfile.TemporaryDirectory(prefix="sluice-client-test-")
         self.config_path = os.path.join(self.dir.name, "sluice.yaml")
         with open(self.config_path, "w") as f:
-            f.write("event_log: %s\n%s" % (os.path.join(self.dir.name, "events.jsonl"),
-                                           config_text))
+            # Full buckets at start unless the config says otherwise (the example does).
+            cold = "" if "cold_start:" in config_text else "cold_start: full\n"
+            f.write("event_log: %s\n%s%s" % (os.path.join(self.dir.name, "events.jsonl"),
+                                             cold, config_text))
         self.port = port or free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.proc = None

@@ -87,7 +87,9 @@ class Sluiced:
         self.config_path = os.path.join(self.dir.name, "sluice.yaml")
         self.event_log = os.path.join(self.dir.name, "events.jsonl")
         with open(self.config_path, "w") as f:
-            f.write("event_log: %s\n%s" % (self.event_log, config_text))
+            # Full buckets at start unless the test says otherwise (test_restart.py does).
+            cold = "" if "cold_start:" in config_text else "cold_start: full\n"
+            f.write("event_log: %s\n%s%s" % (self.event_log, cold, config_text))
         env = dict(os.environ)
         env["SLUICE_TEST_KEY"] = key
         self.proc = subprocess.Popen(

@@ -28,6 +28,14 @@ SMALL_POOL = """
 """
 
 
+def full_at_start(config_text):
+    """These tests start from full buckets (`cold_start: full`) unless their config says
+    otherwise; test_restart.py covers the default, a cold start with empty buckets."""
+    if "cold_start:" in config_text:
+        return config_text
+    return "cold_start: full\n" + config_text
+
+
 class Sluiced:
     """One sluiced process. Use as a context manager; stop() is idempotent."""
 
@@ -37,6 +45,7 @@ class Sluiced:
         self.event_log = os.path.join(self.dir.name, "events.jsonl")
         if "event_log" not in config_text:
             config_text = "event_log: %s\n%s" % (self.event_log, config_text)
+        config_text = full_at_start(config_text)
         self.write_config(config_text)
         self.proc = subprocess.Popen(
             [SLUICED, "--config", self.config_path, "--listen", listen, *extra_args],
@@ -48,7 +57,7 @@ class Sluiced:
 
     def write_config(self, text):
         with open(self.config_path, "w") as f:
-            f.write(text)
+            f.write(full_at_start(text))
 
     def _read_banner(self, timeout_s):
         return procs.read_banner(self.proc, "sluiced", timeout_s)

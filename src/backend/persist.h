@@ -1,0 +1,84 @@
+/* persist.h - the memory backend's state file: a snapshot followed by a journal of changes.
+ *
+ * What a restart must not forget (DESIGN.md "Backends", README "What survives what"):
+ * each pool's levels with their time, margin and the margin's clocks, every lease in
+ * flight, the calibrations, and how far ids were handed out. The file is a snapshot of
+ * all of it followed by journal records, one write(2) per backend operation made before
+ * the operation is answered: a kill -9 loses nothing (the page cache has it), a power
+ * failure loses what was not yet fsynced (at most `fsync_interval_s`). When the journal
+ * outgrows the snapshot a new snapshot is written beside it and renamed over it.
+ *
+ * Borrowed pointers: the engine passed to every call must be the one the state belongs
+ * to; strings are copied.
+ */
+#ifndef SL_PERSIST_H
+#define SL_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sluice/engine.h>
+
+struct event_base;
+
+typedef struct sl_persist sl_persist_t;
+
+/* What opening the file found. */
+typedef enum sl_persist_found {
+    SL_PERSIST_NONE = 0,   /* no file: a first start */
+    SL_PERSIST_LOADED,     /* a snapshot (and journal) was read */
+    SL_PERSIST_UNREADABLE, /* a file that is not a sluice state file, or is damaged
+                              before its snapshot ended: moved aside to PATH.bad */
+} sl_persist_found_t;
+
+/* Opens the state file `path` and reads what it holds (nothing is written yet). The
+ * fsync timer runs on `base`: every `fsync_interval_s` (0: after every write) the
+ * journal is flushed to the disk. Returns NULL with `err` set when the file cannot be
+ * read or moved aside (permissions, a directory), naming the path. */
+sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double fsync_interval_s,
+                               char *err, size_t errlen);
+
+/* Frees `p` after flushing and fsyncing what is buffered. NULL is allowed. */
+void sl__persist_free(sl_persist_t *p);
+
+/* What the file held (see sl_persist_found_t). */
+sl_persist_found_t sl__persist_found(const sl_persist_t *p);
+
+/* The lowest id base that cannot repeat an id the file's runs may have issued (every id
+ * is at most the last reservation written); 0 when the file held none. */
+uint64_t sl__persist_id_floor(const sl_persist_t *p);
+
+/* The latest time the file's records mention (Unix seconds), or 0. */
+double sl__persist_latest_s(const sl_persist_t *p);
+
+/* Restores pool `name` (configured in `e` already) from the file at `now_s`. Returns
+ * true when the file held it and it was restored. */
+bool sl__persist_restore_pool(sl_persist_t *p, sl_engine_t *e, const char *name, double now_s);
+
+/* Restores the leases in flight and the calibrations the file held for pools that
+ * exist in `e`; `dropped` (may be NULL) receives how many leases named a pool that is
+ * no longer configured or could not be restored. Frees what was read. */
+void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, size_t *restored,
+                              size_t *dropped);
+
+/* Writes a complete snapshot of `e` to PATH.tmp, fsyncs it, renames it over PATH and
+ * continues the journal there. Returns 0, or -1 with `err` naming the path and cause. */
+int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errlen);
+
+/* Journal records, buffered until sl__persist_flush(). */
+void sl__persist_pool(sl_persist_t *p, const sl_engine_t *e, const char *pool);
+void sl__persist_lease(sl_persist_t *p, const sl_engine_t *e, uint64_t lease);
+void sl__persist_lease_end(sl_persist_t *p, uint64_t lease);
+void sl__persist_calibration(sl_persist_t *p, const sl_engine_t *e, const char *pool,
+                             const char *model);
+
+/* A record could not be made (out of memory): the next flush writes a snapshot. */
+void sl__persist_mark_lost(sl_persist_t *p);
+
+/* Writes the buffered records (one write), reserves ids ahead of sl_engine_next_id(),
+ * and writes a new snapshot when the journal has outgrown the last one. A failed write
+ * is reported on stderr once and retried as a snapshot at most once a second. */
+void sl__persist_flush(sl_persist_t *p, sl_engine_t *e);
+
+#endif /* SL_PERSIST_H */
