@@ -50,10 +50,14 @@ def stop(proc, what, timeout_s=10):
 
 def request(conn, method, path, body=None, headers=None, raw=None):
     """One request on `conn` (an http.client connection, closed after): returns (status,
-    headers with lower-case names, body bytes). `body` is sent as JSON, `raw` as is."""
+    headers with lower-case names, body bytes). `body` is sent as JSON (with its
+    Content-Type unless `headers` names one), `raw` as is."""
     try:
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        conn.request(method, path, body=data, headers=headers or {})
+        headers = dict(headers or {})
+        if body is not None and raw is None and not any(k.lower() == "content-type" for k in headers):
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
         resp = conn.getresponse()
         payload = resp.read()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
