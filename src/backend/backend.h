@@ -108,11 +108,27 @@ typedef struct sl_backend_ops {
     void (*ping)(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
 } sl_backend_ops_t;
 
+/* Who calls a lease or ticket operation. A backend shared by several replicas checks it
+ * against the owner it keeps (the replica that granted may not be the one asked) and
+ * answers SL_BACKEND_EFORBIDDEN, changing nothing, when the caller may not act as the
+ * owner. `agent` set: exactly that agent; `agent_prefix` set: agents with that prefix;
+ * neither: anyone (an admin token, auth off, or the server's own calls). */
+typedef struct sl_backend_actor {
+    const char *agent;
+    const char *agent_prefix;
+} sl_backend_actor_t;
+
+/* The lease or ticket belongs to an agent the caller may not act as (HTTP 403). */
+#define SL_BACKEND_EFORBIDDEN (-40)
+
 /* The common head of every backend; implementations embed it first. */
 struct sl_backend {
     const sl_backend_ops_t *ops;
     sl_backend_event_cb event_cb;
     void *event_ud;
+    /* The caller of the operation being dispatched (see sl_backend_set_actor); read only
+     * while an operation is being started, never kept. */
+    sl_backend_actor_t actor;
 };
 
 /* The backends' clock: CLOCK_MONOTONIC offset onto the realtime clock read once at
@@ -140,6 +156,11 @@ void sl_backend_free(sl_backend_t *b);
 
 /* Sets the receiver of engine events (NULL to stop). */
 void sl_backend_set_event_cb(sl_backend_t *b, sl_backend_event_cb cb, void *ud);
+
+/* Sets the caller of the operations dispatched next (NULL: anyone) until set again. The
+ * strings are borrowed until then. A backend with one replica may ignore it (the server
+ * checks owners it learnt from events). */
+void sl_backend_set_actor(sl_backend_t *b, const sl_backend_actor_t *actor);
 
 /* The backend's clock: Unix seconds that never go backwards. */
 double sl_backend_now(sl_backend_t *b);

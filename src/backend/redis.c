@@ -960,6 +960,13 @@ static void on_ticket_reply(rb_t *rb, rcall_t *c, redisReply *r)
     rop_free(op);
 }
 
+/* Names the caller (sl_backend_set_actor) so the library checks the owner it keeps. */
+static void add_actor(rb_t *rb, sl__rcmd_t *cmd)
+{
+    sl__rcmd_str(cmd, "actor", rb->base.actor.agent);
+    sl__rcmd_str(cmd, "actor_prefix", rb->base.actor.agent_prefix);
+}
+
 static const char *not_found_msg(const char *what, uint64_t id)
 {
     static char msg[96];
@@ -997,6 +1004,7 @@ static void rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, "sluice_ticket", p->name, NAN, rb->opt.replica_id);
     sl__rcmd_u64(&cmd, "ticket", ticket);
+    add_actor(rb, &cmd);
     send_cmd(rb, &cmd, on_ticket_reply, op, 0, false);
 }
 
@@ -1046,11 +1054,13 @@ static void id_op(rb_t *rb, const char *fn, const char *id_name, uint64_t id, in
     sl__rcmd_u64(&cmd, id_name, id);
     if (held >= 0) sl__rcmd_num(&cmd, "held", held);
     if (ttl_s > 0) sl__rcmd_num(&cmd, "ttl", ttl_s);
+    add_actor(rb, &cmd);
     if (deferrable) {
         /* keep a copy to replay if Redis turns out to be down */
         sl__rcmd_begin(&op->cmd, fn, p->name, NAN, rb->opt.replica_id);
         sl__rcmd_u64(&op->cmd, id_name, id);
         if (ttl_s > 0) sl__rcmd_num(&op->cmd, "ttl", ttl_s);
+        add_actor(rb, &op->cmd);
     }
     send_cmd(rb, &cmd, on_done_reply, op, 0, false);
 }
@@ -1175,6 +1185,8 @@ static void rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
         rop_free(op);
         return;
     }
+    add_actor(rb, &cmd);
+    add_actor(rb, &op->cmd);
     send_cmd(rb, &cmd, on_settle_reply, op, 0, false);
 }
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+
 /* ---- commands ---- */
 
 static void push(sl__rcmd_t *c, const char *s, size_t n)
@@ -296,6 +298,7 @@ int sl__rcode(const char *name)
                                 SL_ECAPACITY, SL_ETIME,   SL_ENOMEM,    SL_EEXIST};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (strcmp(name, sl_strerror(codes[i])) == 0) return codes[i];
+    if (strcmp(name, "forbidden") == 0) return SL_BACKEND_EFORBIDDEN;
     return SL__RPROTO;
 }
 

@@ -95,7 +95,8 @@ bool sl__rreply_event(const sl__rreply_t *rep, size_t i, sl_event_t *out);
 /* Decodes one published event ("name\x1fvalue\x1f..."), splitting `msg` in place. */
 bool sl__wire_event(char *msg, sl_event_t *out);
 
-/* The SL_E* code of an error name of sl_strerror(), or SL__RPROTO. */
+/* The SL_E* code of an error name of sl_strerror() ("forbidden": SL_BACKEND_EFORBIDDEN),
+ * or SL__RPROTO. */
 int sl__rcode(const char *name);
 
 /* The pool number of an id, and an id from a number and a counter. */

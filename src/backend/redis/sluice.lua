@@ -1008,9 +1008,22 @@ local function reject_decision(p, weight, retry_after, now)
           retry_at = now + retry_after, reason = QUEUE_WAIT}
 end
 
-local function ticket_state(p, id, now)
+-- The caller the replica names (args.actor: exactly that agent; args.actor_prefix: the
+-- agents with that prefix; neither: anyone) may act only on its own leases and tickets,
+-- whichever replica granted them. Checked before anything changes.
+local function check_actor(args, owner, what, id)
+  if not args then return end
+  local a, pre = args.actor, args.actor_prefix
+  if (a and a ~= owner) or (pre and string.sub(owner, 1, #pre) ~= pre) then
+    fail('forbidden', '%s %s belongs to another agent', what, F(id))
+  end
+end
+
+-- `args` nil: the library's own look-up (a replay), not checked against a caller.
+local function ticket_state(p, id, now, args)
   local t = load_ticket(id)
   if t then
+    check_actor(args, t.agent, 'ticket', id)
     if t.held == 0 then
       local old = t.idle_at
       t.idle_at = now + p.ticket_idle_s
@@ -1028,6 +1041,7 @@ local function ticket_state(p, id, now)
   if state == END_GRANTED then
     local l = load_lease(lease)
     if l then
+      check_actor(args, l.agent, 'ticket', id)
       if l.claimed == 0 then
         local old = l.exp
         l.claimed = 1
@@ -1224,7 +1238,7 @@ end
 
 local function ticket_poll(p, args, now)
   pool_advance(p, now)
-  return ticket_state(p, id_arg(args, 'ticket'), now)
+  return ticket_state(p, id_arg(args, 'ticket'), now, args)
 end
 
 local function ticket_hold(p, args, now)
@@ -1236,6 +1250,7 @@ local function ticket_hold(p, args, now)
     end
     fail('not_found', 'ticket %s not found', F(id))
   end
+  check_actor(args, t.agent, 'ticket', id)
   local held = num(args, 'held', 0) ~= 0 and 1 or 0
   if held == t.held then return {} end
   t.held = held
@@ -1254,6 +1269,7 @@ local function ticket_cancel(p, args, now)
   local id = id_arg(args, 'ticket')
   local t = load_ticket(id)
   if t then
+    check_actor(args, t.agent, 'ticket', id)
     queue_remove(p, t)
     ticket_end(p, t, END_CANCELLED, 0, now)
     drain(p, now)
@@ -1265,6 +1281,7 @@ local function ticket_cancel(p, args, now)
   if tonumber(state) == END_GRANTED then
     local l = load_lease(tonumber(lease))
     if l then
+      check_actor(args, l.agent, 'ticket', id)
       -- A grant whose client is gone is refunded, never leaked.
       l.claimed = 1
       lease_end(p, l, END_CANCELLED, true, now)
@@ -1277,9 +1294,9 @@ end
 
 -- ---- settle, cancel, extend ----
 
-local function live_lease(p, id)
+local function live_lease(p, id, args)
   local l = load_lease(id)
-  if l then return l end
+  if l then check_actor(args, l.agent, 'lease', id); return l end
   local state = lease_ended_state(p, id)
   if state == 0 then fail('not_found', 'lease %s not found', F(id)) end
   if state == END_REAPED then
@@ -1334,7 +1351,7 @@ local function settle(p, args, now)
   local sig = args.failure_signature or ''
   pool_advance(p, now)
   local id = id_arg(args, 'lease')
-  local l = live_lease(p, id)
+  local l = live_lease(p, id, args)
   local a = agent_get(l.agent, true)
   agent_record_signature(a, sig)
   local actual_in = input + cc
@@ -1388,7 +1405,7 @@ end
 
 local function cancel(p, args, now)
   pool_advance(p, now)
-  local l = live_lease(p, id_arg(args, 'lease'))
+  local l = live_lease(p, id_arg(args, 'lease'), args)
   l.claimed = 1
   lease_end(p, l, END_CANCELLED, true, now)
   drain(p, now)
@@ -1401,7 +1418,7 @@ local function extend(p, args, now)
     fail('invalid_request', 'ttl %s must be a finite number of seconds > 0', F(ttl))
   end
   pool_advance(p, now)
-  local l = live_lease(p, id_arg(args, 'lease'))
+  local l = live_lease(p, id_arg(args, 'lease'), args)
   if ttl > p.max_lease_ttl_s then ttl = p.max_lease_ttl_s end
   local old = l.exp
   l.claimed = 1
