@@ -67,6 +67,11 @@ typedef struct rpool {
     char *name;
     int no;          /* registry number; 0 until registered */
     double wake_s;   /* next wake-up, Redis time */
+    /* The pool's history as last seen (sluice.lua, "epochs"); 0 until the first reply. */
+    double epoch;        /* the epoch this replica knows */
+    double next_n;       /* the highest id counter seen: a copy below it lost writes */
+    double lost_until_s; /* backend_state_lost is raised until then (Redis time) */
+    bool lost_alert;     /* ... and this replica has raised it */
 } rpool_t;
 
 /* A queued event with its strings copied. */
@@ -103,6 +108,7 @@ struct rb {
     char roles[2048], prios[2048];
     int replicas;
     double offset_s; /* Redis time - local time */
+    double max_next_n; /* the highest id counter seen in any pool: seeds a lost pool's */
     sl_engine_t *local;  /* fail-open decisions */
     int local_replicas;  /* the share the local engine was configured with */
     sl_engine_t *check;  /* validates task graph writes */
@@ -238,11 +244,61 @@ static void arm_wake(rb_t *rb)
     evtimer_add(rb->wake, &tv);
 }
 
+/* The alert window during which the buckets refill from a cold start (sluice.lua's COLD_S). */
+#define COLD_S 60.0
+
+static void update_lost_alert(rb_t *rb, rpool_t *p, double redis_now)
+{
+    bool active = p->lost_until_s > redis_now;
+    if (active == p->lost_alert) return;
+    p->lost_alert = active;
+    sl_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = SL_EV_ALERT;
+    ev.now_s = rb_now(&rb->base);
+    ev.pool = p->name;
+    ev.alert = "backend_state_lost";
+    ev.active = active;
+    queue_event(rb, &ev);
+}
+
+/* Follows the pool's epoch: an epoch other than the one this replica knew means Redis
+ * lost the pool's state (restarted empty, flushed, failed over to a copy that missed
+ * writes). The library then starts cold and sets the alert window; a change this
+ * replica sees first raises the alert here for as long. */
+static void note_state(rb_t *rb, rpool_t *p, const sl__rreply_t *rep)
+{
+    if (!p || !(rep->epoch > 0)) return;
+    double redis_now = rb_now(&rb->base) + rb->offset_s;
+    if (rep->lost_until_s > p->lost_until_s) p->lost_until_s = rep->lost_until_s;
+    if (p->epoch > 0 && rep->epoch != p->epoch) {
+        fprintf(stderr,
+                "sluiced: redis: pool %s lost its state (epoch %.0f, now %.0f): cold start, "
+                "alert backend_state_lost\n",
+                p->name, p->epoch, rep->epoch);
+        if (p->lost_until_s < redis_now + COLD_S) p->lost_until_s = redis_now + COLD_S;
+    }
+    p->epoch = rep->epoch;
+    if (rep->next_n > p->next_n) p->next_n = rep->next_n;
+    if (p->next_n > rb->max_next_n) rb->max_next_n = p->next_n;
+    update_lost_alert(rb, p, redis_now);
+}
+
+/* What the pool's history looked like to this replica, for the library to compare:
+ * `ep` (a pool gone from Redis is then `state_lost`, not unknown) and `hw`. */
+static void add_history(sl__rcmd_t *cmd, const rpool_t *p)
+{
+    if (!p || !(p->epoch > 0)) return;
+    sl__rcmd_num(cmd, "ep", p->epoch);
+    sl__rcmd_num(cmd, "hw", p->next_n);
+}
+
 static void note_wake(rb_t *rb, const char *pool, const sl__rreply_t *rep)
 {
     rpool_t *p = pool ? pool_by_name(rb, pool) : NULL;
     if (!p) return;
     p->wake_s = rep->wake_s;
+    note_state(rb, p, rep);
     arm_wake(rb);
 }
 
@@ -269,6 +325,14 @@ static void unlink_call(rb_t *rb, rcall_t *c)
     c->prev = c->next = NULL;
 }
 
+static void recover_lost_state(rb_t *rb);
+
+static bool is_state_lost(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+           r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "state_lost") == 0;
+}
+
 static void on_call_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     rcall_t *c = priv;
@@ -276,6 +340,7 @@ static void on_call_reply(redisAsyncContext *ac, void *r, void *priv)
     (void)ac;
     unlink_call(rb, c);
     if (!rb->freeing) arm_deadline(rb);
+    if (!rb->freeing && is_state_lost(r)) recover_lost_state(rb);
     c->fn(rb, c, rb->freeing ? NULL : r);
     free(c);
 }
@@ -570,6 +635,7 @@ static void finish_connect_step(rb_t *rb)
         const char *pool = rb->doubts[i].pool;
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_forget", pool, NAN, rb->opt.replica_id);
+        add_history(&cmd, pool_by_name(rb, pool));
         int n = 0;
         size_t j = i;
         char name[16];
@@ -607,6 +673,32 @@ static void on_configured(rb_t *rb, rcall_t *c, redisReply *r)
     finish_connect_step(rb);
 }
 
+/* How a configure may have to create the pool: cold or full, its id counter above every
+ * one this replica saw, and whether this replica knew an earlier epoch (a loss). */
+static void add_configure_history(rb_t *rb, sl__rcmd_t *cmd, const rpool_t *p)
+{
+    sl__rcmd_str(cmd, "cold_start", rb->opt.cold_start_full ? "full" : "empty");
+    if (rb->max_next_n > 0) sl__rcmd_num(cmd, "seed_n", rb->max_next_n);
+    if (p->epoch > 0) sl__rcmd_num(cmd, "lost", 1);
+    add_history(cmd, p);
+}
+
+/* "FCALL sluice_register 1 <registry> name [number known]". */
+static void register_cmd(sl__rcmd_t *cmd, const rpool_t *p)
+{
+    char no[16];
+    memset(cmd, 0, sizeof *cmd);
+    sl__rcmd_raw(cmd, "FCALL");
+    sl__rcmd_raw(cmd, "sluice_register");
+    sl__rcmd_raw(cmd, "1");
+    sl__rcmd_raw(cmd, "sluice:{registry}:pools");
+    sl__rcmd_raw(cmd, p->name);
+    if (p->no > 0) {
+        snprintf(no, sizeof no, "%d", p->no);
+        sl__rcmd_raw(cmd, no);
+    }
+}
+
 static void on_registered(rb_t *rb, rcall_t *c, redisReply *r)
 {
     if (!r || r->type != REDIS_REPLY_STRING) {
@@ -623,6 +715,7 @@ static void on_registered(rb_t *rb, rcall_t *c, redisReply *r)
     sl__rcmd_t cmd;
     sl__rcmd_configure(&cmd, np->name, &np->config, &rb->ecfg, rb->roles, rb->prios,
                        rb->pools[i].no, NAN, rb->opt.replica_id);
+    add_configure_history(rb, &cmd, &rb->pools[i]);
     send_cmd(rb, &cmd, on_configured, NULL, i, true);
 }
 
@@ -631,15 +724,23 @@ static void send_configure_all(rb_t *rb)
 {
     rb->connect_pending = 1 + rb->n_pools;
     for (int i = 0; i < rb->n_pools; i++) {
-        sl__rcmd_t cmd = {0};
-        sl__rcmd_raw(&cmd, "FCALL");
-        sl__rcmd_raw(&cmd, "sluice_register");
-        sl__rcmd_raw(&cmd, "1");
-        sl__rcmd_raw(&cmd, "sluice:{registry}:pools");
-        sl__rcmd_raw(&cmd, rb->pools[i].name);
+        sl__rcmd_t cmd;
+        register_cmd(&cmd, &rb->pools[i]);
         send_cmd(rb, &cmd, on_registered, NULL, i, true);
     }
     finish_connect_step(rb);
+}
+
+/* A pool this replica knew is gone from Redis (FLUSHALL, or a restart the connection
+ * survived): not up until every pool is registered and configured again, which
+ * creates them cold (the library's epochs). */
+static void recover_lost_state(rb_t *rb)
+{
+    if (!rb->up) return;
+    fprintf(stderr, "sluiced: redis %s:%d lost sluice's state: configuring again\n",
+            rb->opt.host, rb->opt.port);
+    rb->up = false;
+    send_configure_all(rb);
 }
 
 static void on_library_loaded(rb_t *rb, rcall_t *c, redisReply *r)
@@ -727,6 +828,7 @@ static void on_advanced(rb_t *rb, rcall_t *c, redisReply *r)
     queue_reply_events(rb, &rep);
     if (c->idx < rb->n_pools) {
         rb->pools[c->idx].wake_s = rep.wake_s;
+        note_state(rb, &rb->pools[c->idx], &rep);
         arm_wake(rb);
     }
 }
@@ -735,6 +837,7 @@ static void advance_pool(rb_t *rb, int i)
 {
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, "sluice_advance", rb->pools[i].name, NAN, rb->opt.replica_id);
+    add_history(&cmd, &rb->pools[i]);
     rb->pools[i].wake_s = INFINITY; /* until the answer says otherwise */
     send_cmd(rb, &cmd, on_advanced, NULL, i, false);
 }
@@ -758,6 +861,8 @@ static void on_tick(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     local_advance(rb);
+    double redis_now = rb_now(&rb->base) + rb->offset_s;
+    for (int i = 0; i < rb->n_pools; i++) update_lost_alert(rb, &rb->pools[i], redis_now);
     if (!rb->ac) {
         connect_redis(rb);
         return;
@@ -876,6 +981,7 @@ static void send_request(rb_t *rb, rop_t *op, int64_t graph_unblocks)
 {
     sl__rcmd_t cmd;
     sl__rcmd_request(&cmd, &op->req, graph_unblocks, NAN, rb->opt.replica_id);
+    add_history(&cmd, pool_by_name(rb, op->pool));
     op->waiting = 0;
     send_cmd(rb, &cmd, on_request_reply, op, 0, false);
 }
@@ -1005,6 +1111,7 @@ static void rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision
     sl__rcmd_begin(&cmd, "sluice_ticket", p->name, NAN, rb->opt.replica_id);
     sl__rcmd_u64(&cmd, "ticket", ticket);
     add_actor(rb, &cmd);
+    add_history(&cmd, p);
     send_cmd(rb, &cmd, on_ticket_reply, op, 0, false);
 }
 
@@ -1055,6 +1162,7 @@ static void id_op(rb_t *rb, const char *fn, const char *id_name, uint64_t id, in
     if (held >= 0) sl__rcmd_num(&cmd, "held", held);
     if (ttl_s > 0) sl__rcmd_num(&cmd, "ttl", ttl_s);
     add_actor(rb, &cmd);
+    add_history(&cmd, p);
     if (deferrable) {
         /* keep a copy to replay if Redis turns out to be down */
         sl__rcmd_begin(&op->cmd, fn, p->name, NAN, rb->opt.replica_id);
@@ -1187,6 +1295,8 @@ static void rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
     }
     add_actor(rb, &cmd);
     add_actor(rb, &op->cmd);
+    add_history(&cmd, p);
+    add_history(&op->cmd, p);
     send_cmd(rb, &cmd, on_settle_reply, op, 0, false);
 }
 
@@ -1273,6 +1383,7 @@ static void on_user_registered(rb_t *rb, rcall_t *c, redisReply *r)
             sl__rcmd_t cmd;
             sl__rcmd_configure(&cmd, np->name, &np->config, &rb->ecfg, rb->roles, rb->prios,
                                rb->pools[i].no, NAN, rb->opt.replica_id);
+            add_configure_history(rb, &cmd, &rb->pools[i]);
             send_cmd(rb, &cmd, on_user_configured, op, i, false);
             return;
         }
@@ -1326,12 +1437,8 @@ static void rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_bac
     op->waiting = (int)s->n_pools;
     for (size_t i = 0; i < s->n_pools; i++) {
         rpool_t *p = pool_by_name(rb, s->pools[i].name);
-        sl__rcmd_t cmd = {0};
-        sl__rcmd_raw(&cmd, "FCALL");
-        sl__rcmd_raw(&cmd, "sluice_register");
-        sl__rcmd_raw(&cmd, "1");
-        sl__rcmd_raw(&cmd, "sluice:{registry}:pools");
-        sl__rcmd_raw(&cmd, p->name);
+        sl__rcmd_t cmd;
+        register_cmd(&cmd, p);
         send_cmd(rb, &cmd, on_user_registered, op, (int)(p - rb->pools), false);
     }
 }
@@ -1552,6 +1659,7 @@ static void rb_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, 
         if (pool && strcmp(pool, rb->pools[i].name) != 0) continue;
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_pool", rb->pools[i].name, NAN, rb->opt.replica_id);
+        add_history(&cmd, &rb->pools[i]);
         send_cmd(rb, &cmd, on_pool_info, op, i, false);
     }
 }
@@ -1652,6 +1760,7 @@ static void rb_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud)
     for (int i = 0; i < rb->n_pools; i++) {
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_agents", rb->pools[i].name, NAN, rb->opt.replica_id);
+        add_history(&cmd, &rb->pools[i]);
         send_cmd(rb, &cmd, on_agents, op, i, false);
     }
 }
@@ -1732,6 +1841,13 @@ static const sl_backend_ops_t redis_ops = {
     .ping = rb_ping,
 };
 
+bool sl_backend_redis_state_lost(sl_backend_t *b, const char *pool)
+{
+    if (!b || b->ops != &redis_ops || !pool) return false;
+    rpool_t *p = pool_by_name((rb_t *)b, pool);
+    return p && p->lost_alert;
+}
+
 bool sl_backend_redis_available(sl_backend_t *b)
 {
     return b && b->ops == &redis_ops && ((rb_t *)b)->up;
@@ -1803,6 +1919,8 @@ int sl_redis_options_parse_url(sl_redis_options_t *o, const char *url, char *err
         else if (strncmp(kv, "timeout_ms=", 11) == 0 && atof(kv + 11) > 0) o->timeout_s = atof(kv + 11) / 1000;
         else if (strncmp(kv, "tick_ms=", 8) == 0 && atof(kv + 8) > 0) o->tick_s = atof(kv + 8) / 1000;
         else if (strcmp(kv, "replace=1") == 0) o->replace_library = true;
+        else if (strcmp(kv, "cold_start=empty") == 0) o->cold_start_full = false;
+        else if (strcmp(kv, "cold_start=full") == 0) o->cold_start_full = true;
         else if (strncmp(kv, "replica=", 8) == 0) snprintf(o->replica_id, sizeof o->replica_id, "%s", kv + 8);
         else {
             snprintf(err, errlen, "backend \"%s\": unknown option \"%s\"", url, kv);

@@ -36,13 +36,17 @@ typedef struct sl_redis_options {
     double timeout_s;      /* 0.5: a command unanswered this long marks Redis down */
     double tick_s;         /* 1.0: heartbeat, reconnect and advance period */
     bool replace_library;  /* load this build's library over another version */
+    bool cold_start_full;  /* false: a pool created without known history starts with
+                            * empty buckets that refill (?cold_start=empty, the default);
+                            * true: full (?cold_start=full) */
     char replica_id[64];   /* "" = hostname-pid */
 } sl_redis_options_t;
 
 /* Fills the defaults above (host 127.0.0.1). */
 void sl_redis_options_init(sl_redis_options_t *o);
 
-/* Parses "redis://[:password@]host[:port][/db][?fail=open|closed&timeout_ms=N&replace=1]"
+/* Parses "redis://[:password@]host[:port][/db][?fail=open|closed&timeout_ms=N&replace=1&
+ * cold_start=empty|full]"
  * into `o` (fields not named keep their values). Returns 0, or -1 with `err` set. */
 int sl_redis_options_parse_url(sl_redis_options_t *o, const char *url, char *err, size_t errlen);
 
@@ -56,6 +60,11 @@ sl_backend_t *sl_backend_redis_new(struct event_base *base, const sl_redis_optio
 
 /* True while Redis answers and the library is loaded and configured. */
 bool sl_backend_redis_available(sl_backend_t *b);
+
+/* True while the alert backend_state_lost is raised for `pool`: Redis lost the pool's
+ * state (restarted empty, flushed, failed over to a copy that missed writes) less than
+ * a cold-start window (60 s) ago. False for other backends. */
+bool sl_backend_redis_state_lost(sl_backend_t *b, const char *pool);
 
 /* Replicas seen alive by the last heartbeat (at least 1). */
 int sl_backend_redis_replicas(sl_backend_t *b);

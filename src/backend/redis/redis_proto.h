@@ -22,7 +22,7 @@
 #include <sluice/engine.h>
 
 /* The Functions library version this build speaks (sluice.lua's VERSION). */
-#define SL__REDIS_LIB_VERSION "4"
+#define SL__REDIS_LIB_VERSION "5"
 
 #define SL__RID_SHIFT 40
 #define SL__RPOOL_MAX 8190   /* registry numbers 1..8190 */
@@ -77,6 +77,11 @@ typedef struct sl__rreply {
     const redisReply *fields; /* name/value array */
     const redisReply *events; /* array of name/value arrays */
     double wake_s;           /* the pool's next wake-up; INFINITY when none */
+    /* The pool's history (sluice.lua, "epochs"), 0 when the reply names no pool: */
+    double epoch;            /* the first id counter of the pool's current epoch */
+    double next_n;           /* the next id counter it will issue */
+    double lost_until_s;     /* the alert backend_state_lost is up until (Redis time) */
+    bool state_lost;         /* "state_lost": a pool the caller knew is gone (rc SL__RPROTO) */
 } sl__rreply_t;
 
 #define SL__RPROTO (-100) /* the reply is not what sluice.lua sends */

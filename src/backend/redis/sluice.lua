@@ -37,7 +37,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '4'
+local VERSION = '5'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -304,6 +304,46 @@ local function new_id(p)
 end
 
 local function id_n(p, id) return id - p.pool_no * ID_SHIFT end
+
+-- ---- epochs: the pool's state as one unbroken history ----
+--
+-- Redis can lose what it held (restarted without persistence, FLUSHALL, a failover to a
+-- copy that missed writes). Each such loss starts a new *epoch*: its number is the first
+-- id counter it issues (p.first_n, = p.epoch), and the counter of a new epoch starts
+-- above every counter the old one can have issued: above the highest a replica tells
+-- us it saw (`hw`, `seed_n`), and above ID_FLOOR_PER_S per second since ID_FLOOR_T0, a
+-- clock the old epoch's counter could outrun only by issuing more than 1,000 ids per
+-- second on average over its whole life. So an id issued before a loss never names a
+-- lease or ticket issued after it; an unknown id below p.first_n is "from an earlier
+-- epoch". A new epoch starts cold (buckets empty, unless configured `cold_start:
+-- full`), for the spending of its last minute is not known, and raises the alert
+-- backend_state_lost for COLD_S on every replica (p.lost_until).
+local ID_FLOOR_T0, ID_FLOOR_PER_S, COLD_S = 1735689600, 1000, 60
+
+local function id_floor(now)
+  local n = math.floor((now - ID_FLOOR_T0) * ID_FLOOR_PER_S)
+  return n > 1 and n or 1
+end
+
+-- Starts a new epoch at `now` whose counter is above `seed`; `lost` raises the alert.
+local function epoch_start(p, now, seed, lost)
+  local n = id_floor(now)
+  if seed > n then n = seed end
+  if p.next_n and p.next_n > n then n = p.next_n end
+  p.next_n, p.first_n, p.epoch = n, n, n
+  p.last_refill = now
+  p.cold_until = p.cold_empty == 1 and now + COLD_S or -math.huge
+  p.lost_until = lost and now + COLD_S or -math.huge
+  for b = 0, NB - 1 do
+    local cap = p['lim' .. b] > 0 and p['lim' .. b] * p.margin_bp / 10000.0 or 0
+    p['lv' .. b] = p.cold_empty == 1 and 0 or cap
+  end
+end
+
+local function earlier_epoch(p, id)
+  local n = id_n(p, id)
+  return n >= 0 and n < p.first_n
+end
 
 local function in_ring(p, n) return n >= 1 and n < p.next_n and p.next_n - n <= RING end
 
@@ -772,7 +812,7 @@ local CFG
 do
   local numbers = {}
   for i = 1, #CONFIG_FIELDS do numbers[i] = CONFIG_FIELDS[i] end
-  local derived = {'start_bp', 'floor_bp', 'up_bp', 'down_bp', 'pool_no'}
+  local derived = {'start_bp', 'floor_bp', 'up_bp', 'down_bp', 'pool_no', 'cold_empty'}
   for i = 1, #derived do numbers[#numbers + 1] = derived[i] end
   CFG = codec({'roles', 'prios'}, numbers)
 end
@@ -783,7 +823,7 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'qs0', 'qs1', 'qs2', 'qs3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
-  'lx_at', 'ti_at', 'purge_at'})
+  'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'lost_until'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -853,11 +893,21 @@ local function pool_call(keys, argv, fn, opts)
     local p
     local raw = redis.call('HMGET', pool_key, 'cfg', 'st')
     if raw[1] and raw[2] then
-      p = setmetatable(decode(ST, raw[2]), config_mt(raw[1]))
-      S.p = p
+      -- A pool written by another layout (an older library) does not decode: it is
+      -- treated as gone and starts over at the next configure.
+      local ok, st = pcall(decode, ST, raw[2])
+      local okc, mt = pcall(config_mt, raw[1])
+      if ok and okc then
+        p = setmetatable(st, mt)
+        S.p = p
+      end
     end
-    if not p and not opts.create then fail('not_found', 'pool "%s" not found', S.pool) end
     local args = args_table(argv, 3)
+    if not p and not opts.create then
+      -- A replica that knew this pool's epoch finds it gone: Redis lost its state.
+      if args.ep then fail('state_lost', 'pool "%s" is gone from Redis', S.pool) end
+      fail('not_found', 'pool "%s" not found', S.pool)
+    end
     if opts.validate then opts.validate(args) end
     local now
     if argv[1] ~= '' then
@@ -874,10 +924,13 @@ local function pool_call(keys, argv, fn, opts)
     end
     S.now = now
     if p then p.now = now end
+    -- A replica saw ids this copy of the pool never issued: writes were lost.
+    local hw = num(args, 'hw', 0)
+    if p and hw > p.next_n then epoch_start(p, now, hw, true) end
     local fields = fn(p, args, now) or {}
     p = S.p
     flush()
-    return {fields, p and next_wakeup(p) or math.huge}
+    return {fields, p and next_wakeup(p) or math.huge, p}
   end)
   if not ok then
     if type(res) == 'table' and res.code then return {res.code, res.msg, {}, {}, 'inf'} end
@@ -896,7 +949,9 @@ local function pool_call(keys, argv, fn, opts)
     for i, e in ipairs(evs) do wire[i] = table.concat(e, '\31') end
     redis.call('PUBLISH', 'sluice:events', argv[2] .. '\30' .. table.concat(wire, '\30'))
   end
-  return {'ok', '', flat, evs, F(res[2])}
+  local p = res[3]
+  local epoch = p and {F(p.epoch), F(p.next_n), F(p.lost_until)} or {}
+  return {'ok', '', flat, evs, F(res[2]), epoch}
 end
 
 -- ---- configure ----
@@ -932,6 +987,11 @@ local function configure(p, args, now)
   cfg.floor_bp = lround(cfg.margin_floor * 10000.0)
   cfg.up_bp = lround(cfg.margin_step_up * 10000.0)
   cfg.down_bp = lround(cfg.margin_step_down * 10000.0)
+  local cold = args.cold_start or 'full'
+  if cold ~= 'empty' and cold ~= 'full' then
+    fail('invalid_request', 'pool "%s": cold_start "%s" must be empty or full', S.pool, cold)
+  end
+  cfg.cold_empty = cold == 'empty' and 1 or 0
   if p then
     pool_advance(p, now)
     cfg.pool_no = p.pool_no
@@ -953,15 +1013,17 @@ local function configure(p, args, now)
   S.cfg_new = encode(CFG, cfg)
   p = setmetatable({now = now, last_refill = now, margin_bp = cfg.start_bp, clean_since = now,
     floor_since = -1, alert_floor = 0, alert_spend_cap = 0, blocked_until = -math.huge,
-    in_flight = 0, vtime = 0, seq = 0, next_n = 1, granted_total = 0, queued_total = 0,
+    in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
     purge_at = math.huge}, config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
-    p['lv' .. b] = limited(p, b) and capacity(p, b) or 0
     p['rs' .. b] = 0
     p['qs' .. b] = 0
   end
+  -- `lost`: the calling replica knew an earlier epoch of this pool, so this creation
+  -- is a loss, not a first start; `seed_n`: the highest id counter it saw in any pool.
+  epoch_start(p, now, num(args, 'seed_n', 0), num(args, 'lost', 0) ~= 0)
   S.p = p
   return {created = 1, pool_no = p.pool_no}
 end
@@ -1019,6 +1081,14 @@ local function check_actor(args, owner, what, id)
   end
 end
 
+local function ticket_unknown(p, id)
+  if earlier_epoch(p, id) then
+    fail('not_found', 'ticket %s is from an earlier epoch of pool "%s" (Redis lost that state)',
+         F(id), S.pool)
+  end
+  fail('not_found', 'ticket %s not found', F(id))
+end
+
 -- `args` nil: the library's own look-up (a replay), not checked against a caller.
 local function ticket_state(p, id, now, args)
   local t = load_ticket(id)
@@ -1034,7 +1104,7 @@ local function ticket_state(p, id, now, args)
     return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight}
   end
   local tomb = redis.call('HGET', K('tend'), F(id))
-  if not tomb then fail('not_found', 'ticket %s not found', F(id)) end
+  if not tomb then ticket_unknown(p, id) end
   local state, lease = string.match(tomb, '^(%d+):(.*)$')
   state = tonumber(state)
   lease = tonumber(lease)
@@ -1248,7 +1318,7 @@ local function ticket_hold(p, args, now)
     if redis.call('HEXISTS', K('tend'), F(id)) == 1 then
       fail('already_settled', 'ticket %s is no longer queued', F(id))
     end
-    fail('not_found', 'ticket %s not found', F(id))
+    ticket_unknown(p, id)
   end
   check_actor(args, t.agent, 'ticket', id)
   local held = num(args, 'held', 0) ~= 0 and 1 or 0
@@ -1276,7 +1346,7 @@ local function ticket_cancel(p, args, now)
     return {}
   end
   local tomb = redis.call('HGET', K('tend'), F(id))
-  if not tomb then fail('not_found', 'ticket %s not found', F(id)) end
+  if not tomb then ticket_unknown(p, id) end
   local state, lease = string.match(tomb, '^(%d+):(.*)$')
   if tonumber(state) == END_GRANTED then
     local l = load_lease(tonumber(lease))
@@ -1298,6 +1368,10 @@ local function live_lease(p, id, args)
   local l = load_lease(id)
   if l then check_actor(args, l.agent, 'lease', id); return l end
   local state = lease_ended_state(p, id)
+  if state == 0 and earlier_epoch(p, id) then
+    fail('not_found', 'lease %s is from an earlier epoch of pool "%s" (Redis lost that state)',
+         F(id), S.pool)
+  end
   if state == 0 then fail('not_found', 'lease %s not found', F(id)) end
   if state == END_REAPED then
     fail('lease_expired', 'lease %s expired and was reaped (no refund)', F(id))
@@ -1331,7 +1405,13 @@ local function resync_apply(p, args, now)
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
       local reserve = p['lim' .. h.b] - capacity(p, h.b)
       local implied = h.v + allowance - reserve
-      if implied < p['lv' .. h.b] then
+      if implied > p['lv' .. h.b] and S.now < p.cold_until then
+        -- Cold start: the provider knows what the lost minute spent; up to capacity.
+        local cap = capacity(p, h.b)
+        p['lv' .. h.b] = implied < cap and implied or cap
+        changed = changed + 1
+        emit('resync', {bucket = h.b, value = p['lv' .. h.b]})
+      elseif implied < p['lv' .. h.b] then
         p['lv' .. h.b] = implied
         changed = changed + 1
         emit('resync', {bucket = h.b, value = implied})
@@ -1534,11 +1614,25 @@ redis.register_function('sluice_agents', wrap(agents))
 
 -- KEYS[1] = sluice:{registry}:pools; ARGV[1] = pool name. Returns the pool's number
 -- (1..8190; 8191 marks a replica's local fail-open ids), assigning the next free one on first sight.
+-- ARGV[2], optional: the number the caller knew the pool by. A registry that lost its
+-- state gives it back when still free, so ids of other pools are not routed to it.
+-- '#no:<n>' remembers which name holds a number.
 redis.register_function('sluice_register', function(keys, argv)
   local no = redis.call('HGET', keys[1], argv[1])
   if no then return no end
-  local n = redis.call('HINCRBY', keys[1], '#next', 1)
-  if n > 8190 then return redis.error_reply('sluice: more than 8190 pools') end
+  local want = tonumber(argv[2] or '')
+  local next_no = tonumber(redis.call('HGET', keys[1], '#next') or '0')
+  local n
+  if want and want >= 1 and want <= 8190 and want > next_no and
+      redis.call('HSETNX', keys[1], '#no:' .. want, argv[1]) == 1 then
+    n = want
+    redis.call('HSET', keys[1], '#next', n)
+  else
+    repeat
+      n = redis.call('HINCRBY', keys[1], '#next', 1)
+      if n > 8190 then return redis.error_reply('sluice: more than 8190 pools') end
+    until redis.call('HSETNX', keys[1], '#no:' .. n, argv[1]) == 1
+  end
   redis.call('HSET', keys[1], argv[1], n)
   return tostring(n)
 end)

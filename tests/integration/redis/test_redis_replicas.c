@@ -56,6 +56,7 @@ static sl_backend_t *replica(const char *id, sl_redis_fail_t fail)
     sl_redis_options_init(&o);
     o.port = atoi(getenv("SLUICE_REDIS_PORT"));
     o.fail = fail;
+    o.cold_start_full = true; /* these tests count grants from a full bucket */
     o.tick_s = 0.2;
     o.timeout_s = 2.0;
     snprintf(o.replica_id, sizeof o.replica_id, "%s", id);

@@ -28,8 +28,9 @@ BOB = "bob-token-1"
 class OwnershipAcrossReplicas(unittest.TestCase):
     def setUp(self):
         self.redis = Redis()
-        self.a = replica(self.redis, POOLS, fail="closed")
-        self.b = replica(self.redis, POOLS, fail="closed")
+        # Full buckets from the start (the default cold start is tested in test_state_loss).
+        self.a = replica(self.redis, POOLS, fail="closed", cold_start="full")
+        self.b = replica(self.redis, POOLS, fail="closed", cold_start="full")
         for r in (self.a, self.b):
             self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
 

@@ -45,6 +45,8 @@ class Replicas(unittest.TestCase):
         self.redis.close()
 
     def start(self, n, pools=SMALL, **opts):
+        # Full buckets from the start (the default cold start is tested in test_state_loss).
+        opts.setdefault("cold_start", "full")
         for _ in range(n):
             self.replicas.append(replica(self.redis, pools, **opts))
         for r in self.replicas:
@@ -223,7 +225,7 @@ class RedisStops(unittest.TestCase):
 
     def start(self, n, fail):
         for _ in range(n):
-            self.replicas.append(replica(self.redis, SMALL, fail=fail))
+            self.replicas.append(replica(self.redis, SMALL, fail=fail, cold_start="full"))
         for r in self.replicas:
             self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
         # Each replica's heartbeat has counted the others (the fail-open share).
