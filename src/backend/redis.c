@@ -72,6 +72,15 @@ typedef struct rpool {
     double next_n;       /* the highest id counter seen: a copy below it lost writes */
     double lost_until_s; /* backend_state_lost is raised until then (Redis time) */
     bool lost_alert;     /* ... and this replica has raised it */
+    double margin;       /* Redis's margin as last seen in events; 0 unknown */
+    /* Fail-open spending not yet charged to Redis (input, output, requests, tokens):
+     * `spent` accumulates the local engine's grants less its refunds; `charge` is what
+     * was taken from it for the charge `charge_seq`, resent under the same key until
+     * Redis acknowledges it (so it is applied once). */
+    double spent[SL_BUCKET_COUNT];
+    double charge[SL_BUCKET_COUNT];
+    uint64_t charge_seq;  /* 0: no charge pending */
+    bool charge_in_flight;
 } rpool_t;
 
 /* A queued event with its strings copied. */
@@ -109,6 +118,11 @@ struct rb {
     int replicas;
     double offset_s; /* Redis time - local time */
     double max_next_n; /* the highest id counter seen in any pool: seeds a lost pool's */
+    int local_no;        /* this replica's pool number for local ids (4096..8191) */
+    bool local_no_known; /* ... given by the registry (else a hash of the replica id) */
+    uint64_t local_base; /* local ids count from here (ms since 2025 at start) */
+    bool outage_start;   /* up until now: the local share starts cold when next used */
+    uint64_t charge_seq;
     sl_engine_t *local;  /* fail-open decisions */
     int local_replicas;  /* the share the local engine was configured with */
     sl_engine_t *check;  /* validates task graph writes */
@@ -187,16 +201,54 @@ static void on_flush(evutil_socket_t fd, short what, void *ud)
     rb->n_events = 0;
 }
 
+static rpool_t *pool_by_name(rb_t *rb, const char *name);
+
+/* What the local engine spends is charged to Redis when it returns: grants less refunds. */
+static void account_local(rb_t *rb, const sl_event_t *ev)
+{
+    rpool_t *p = ev->pool ? pool_by_name(rb, ev->pool) : NULL;
+    if (!p) return;
+    double in = 0, out = 0, req = 0;
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        in = (double)ev->input_tokens, out = (double)ev->output_tokens, req = 1;
+        break;
+    case SL_EV_SETTLED:
+        in = -(double)ev->adjust_input_tokens, out = -(double)ev->adjust_output_tokens;
+        break;
+    case SL_EV_CANCELLED:
+    case SL_EV_UNCLAIMED:
+        in = -(double)ev->input_tokens, out = -(double)ev->output_tokens, req = -1;
+        break;
+    default:
+        return;
+    }
+    p->spent[SL_BUCKET_INPUT] += in;
+    p->spent[SL_BUCKET_OUTPUT] += out;
+    p->spent[SL_BUCKET_REQUESTS] += req;
+    p->spent[SL_BUCKET_TOKENS] += in + out;
+}
+
 static void on_local_event(const sl_event_t *ev, void *ud)
 {
+    account_local(ud, ev);
     queue_event(ud, ev);
+}
+
+static void note_margin(rb_t *rb, const sl_event_t *ev)
+{
+    rpool_t *p = ev->kind == SL_EV_MARGIN && ev->pool ? pool_by_name(rb, ev->pool) : NULL;
+    if (p) p->margin = ev->margin;
 }
 
 static void queue_reply_events(rb_t *rb, const sl__rreply_t *rep)
 {
     sl_event_t ev;
-    for (size_t i = 0; rep->events && i < rep->events->elements; i++)
-        if (sl__rreply_event(rep, i, &ev)) queue_event(rb, &ev);
+    for (size_t i = 0; rep->events && i < rep->events->elements; i++) {
+        if (!sl__rreply_event(rep, i, &ev)) continue;
+        note_margin(rb, &ev);
+        queue_event(rb, &ev);
+    }
 }
 
 static void set_alert(rb_t *rb, bool active)
@@ -404,8 +456,23 @@ static int64_t share(int64_t limit, int replicas)
     return s > 0 ? s : 1;
 }
 
-/* (Re)configures the local engine with 1/replicas of every limit. */
-static void local_configure(rb_t *rb)
+/* The margin of the local share: the pool's configured start, or lower when Redis's
+ * margin was seen lower (429s cut it). */
+static double local_margin(const rb_t *rb, const char *pool, const sl_pool_config_t *cfg)
+{
+    for (int i = 0; i < rb->n_pools; i++)
+        if (strcmp(rb->pools[i].name, pool) == 0 && rb->pools[i].margin > 0 &&
+            rb->pools[i].margin < cfg->margin_start)
+            return rb->pools[i].margin > cfg->margin_floor ? rb->pools[i].margin : cfg->margin_floor;
+    return cfg->margin_start;
+}
+
+/* (Re)configures the local engine with 1/replicas of every limit. `cold`: every pool's
+ * buckets are emptied too and refill from now - what the replicas spent just before
+ * Redis went away is not known here, and a full share on top of it would overbook.
+ * (Configuring every limited bucket down to a limit of 1 first leaves its level at
+ * most 1 token: a reconfigure only clamps levels, never raises them.) */
+static void local_configure(rb_t *rb, bool cold)
 {
     if (!rb->have_settings) return;
     int n = rb->replicas > 0 ? rb->replicas : 1;
@@ -413,7 +480,8 @@ static void local_configure(rb_t *rb)
         rb->local = sl_engine_new(&rb->ecfg);
         if (!rb->local) return;
         sl_engine_set_event_cb(rb->local, on_local_event, rb);
-    } else if (rb->local_replicas == n) {
+        cold = true;
+    } else if (rb->local_replicas == n && !cold) {
         return;
     }
     const sl_backend_settings_t *s = &rb->settings;
@@ -424,43 +492,64 @@ static void local_configure(rb_t *rb)
     double now = rb_now(&rb->base);
     for (size_t i = 0; i < s->n_pools; i++) {
         sl_pool_config_t cfg = s->pools[i].config;
+        cfg.margin_start = local_margin(rb, s->pools[i].name, &cfg);
         cfg.input_tpm = share(cfg.input_tpm, n);
         cfg.output_tpm = share(cfg.output_tpm, n);
         cfg.rpm = share(cfg.rpm, n);
         cfg.tokens_tpm = share(cfg.tokens_tpm, n);
         cfg.concurrency = share(cfg.concurrency, n);
+        if (cold) {
+            sl_pool_config_t drained = cfg;
+            drained.input_tpm = cfg.input_tpm > 0;
+            drained.output_tpm = cfg.output_tpm > 0;
+            drained.rpm = cfg.rpm > 0;
+            drained.tokens_tpm = cfg.tokens_tpm > 0;
+            if (sl_engine_pool_info(rb->local, s->pools[i].name, &(sl_pool_info_t){0}) != SL_OK)
+                sl_engine_configure_pool(rb->local, s->pools[i].name, &cfg, now);
+            sl_engine_configure_pool(rb->local, s->pools[i].name, &drained, now);
+        }
         sl_engine_configure_pool(rb->local, s->pools[i].name, &cfg, now);
     }
     rb->local_replicas = n;
 }
 
+/* Local ids: (local_no << 40) | (local_base + engine id). local_no (4096..8191) is this
+ * replica's own, so no two replicas issue one id; local_base is the milliseconds since
+ * 2025 when the process started, so a restarted replica issues ids above its earlier
+ * ones (unless it issued more than 1,000 local ids per second on average). */
 static bool is_local(uint64_t id)
 {
-    return sl__rid_pool(id) == SL__RPOOL_LOCAL;
+    return sl__rid_pool(id) >= SL__RPOOL_LOCAL_MIN;
 }
 
-static uint64_t local_id(uint64_t engine_id)
+static bool is_mine(const rb_t *rb, uint64_t id)
 {
-    return engine_id ? ((uint64_t)SL__RPOOL_LOCAL << SL__RID_SHIFT) | engine_id : 0;
+    return sl__rid_pool(id) == rb->local_no && rb->local;
 }
 
-static uint64_t engine_id(uint64_t id)
+static uint64_t local_id(const rb_t *rb, uint64_t engine_id)
 {
-    return id & (((uint64_t)1 << SL__RID_SHIFT) - 1);
+    return engine_id ? ((uint64_t)rb->local_no << SL__RID_SHIFT) | (rb->local_base + engine_id) : 0;
 }
 
-static void local_decision_ids(sl_decision_t *d)
+static uint64_t engine_id(const rb_t *rb, uint64_t id)
 {
-    d->lease = local_id(d->lease);
-    d->ticket = local_id(d->ticket);
+    uint64_t n = id & (((uint64_t)1 << SL__RID_SHIFT) - 1);
+    return n > rb->local_base ? n - rb->local_base : 0;
+}
+
+static void local_decision_ids(const rb_t *rb, sl_decision_t *d)
+{
+    d->lease = local_id(rb, d->lease);
+    d->ticket = local_id(rb, d->ticket);
 }
 
 /* Local engine events carry engine ids; rewrite them to wire ids before delivery. */
 static void fix_local_events(rb_t *rb, size_t from)
 {
     for (size_t i = from; i < rb->n_events; i++) {
-        rb->events[i].ev.lease = local_id(rb->events[i].ev.lease);
-        rb->events[i].ev.ticket = local_id(rb->events[i].ev.ticket);
+        rb->events[i].ev.lease = local_id(rb, rb->events[i].ev.lease);
+        rb->events[i].ev.ticket = local_id(rb, rb->events[i].ev.ticket);
     }
 }
 
@@ -521,12 +610,26 @@ static void add_doubt(rb_t *rb, const char *pool, const char *agent, const char 
 static void connect_redis(rb_t *rb);
 static void send_configure_all(rb_t *rb);
 
+/* Redis stops deciding: the next local decision starts the local share cold. */
+static void note_outage(rb_t *rb)
+{
+    if (rb->up) rb->outage_start = true;
+}
+
+static bool take_outage_start(rb_t *rb)
+{
+    bool was = rb->outage_start;
+    rb->outage_start = false;
+    return was;
+}
+
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     rb_t *rb = ac->data;
     (void)status;
     if (!rb) return;
     if (ac == rb->ac) {
+        note_outage(rb);
         rb->ac = NULL;
         rb->connected = false;
         rb->up = false;
@@ -550,6 +653,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 
 static void drop_connections(rb_t *rb)
 {
+    note_outage(rb);
     if (rb->ac) {
         redisAsyncContext *ac = rb->ac;
         rb->up = false;
@@ -569,7 +673,7 @@ static void go_down(rb_t *rb)
     drop_connections(rb);
     rb->up = false;
     set_alert(rb, true);
-    if (rb->opt.fail == SL_REDIS_FAIL_OPEN) local_configure(rb);
+    if (rb->opt.fail == SL_REDIS_FAIL_OPEN) local_configure(rb, take_outage_start(rb));
 }
 
 static void on_published(redisAsyncContext *ac, void *r, void *priv)
@@ -588,8 +692,10 @@ static void on_published(redisAsyncContext *ac, void *r, void *priv)
         char *next = strchr(part, '\x1e');
         if (next) *next++ = '\0';
         sl_event_t ev;
+        bool ok = sl__wire_event(part, &ev);
+        if (ok) note_margin(rb, &ev);
         /* Only what a waiting request needs: the holder answers it. */
-        if (sl__wire_event(part, &ev) &&
+        if (ok &&
             ((ev.kind == SL_EV_GRANTED && ev.ticket) || ev.kind == SL_EV_TICKET_CANCELLED ||
              ev.kind == SL_EV_TICKET_EXPIRED || ev.kind == SL_EV_TICKET_REJECTED))
             queue_event(rb, &ev);
@@ -627,6 +733,82 @@ static void connect_failed(rb_t *rb, const char *what, const char *why)
     drop_connections(rb);
 }
 
+/* ---- fail-open spending charged to Redis ---- */
+
+static void on_charged(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (c->idx >= rb->n_pools) return;
+    rpool_t *p = &rb->pools[c->idx];
+    p->charge_in_flight = false;
+    if (rc == SL_OK) {
+        memset(p->charge, 0, sizeof p->charge);
+        p->charge_seq = 0;
+        queue_reply_events(rb, &rep);
+        note_state(rb, p, &rep);
+    } else if (rc != SL__RPROTO) {
+        /* A charge the library refuses is dropped, not retried forever. */
+        fprintf(stderr, "sluiced: redis: charging pool %s for its fail-open grants failed: %s\n",
+                p->name, rep.msg);
+        memset(p->charge, 0, sizeof p->charge);
+        p->charge_seq = 0;
+    }
+}
+
+/* Sends what each pool's local share spent (or refunded) since the last charge. A
+ * pending charge keeps its key until acknowledged: the library applies a key once. */
+static void send_charges(rb_t *rb)
+{
+    for (int i = 0; i < rb->n_pools && rb->up; i++) {
+        rpool_t *p = &rb->pools[i];
+        if (p->charge_in_flight) continue;
+        if (!p->charge_seq) {
+            bool any = false;
+            for (int b = 0; b < SL_BUCKET_COUNT; b++) any |= p->spent[b] != 0;
+            if (!any) continue;
+            memcpy(p->charge, p->spent, sizeof p->charge);
+            memset(p->spent, 0, sizeof p->spent);
+            p->charge_seq = ++rb->charge_seq;
+        }
+        char key[128];
+        snprintf(key, sizeof key, "~charge:%.63s:%llu:%llu", rb->opt.replica_id,
+                 (unsigned long long)rb->local_base, (unsigned long long)p->charge_seq);
+        sl__rcmd_t cmd;
+        sl__rcmd_begin(&cmd, "sluice_charge", p->name, NAN, rb->opt.replica_id);
+        sl__rcmd_str(&cmd, "key", key);
+        static const char *const names[SL_BUCKET_COUNT] = {"c0", "c1", "c2", "c3"};
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) sl__rcmd_num(&cmd, names[b], p->charge[b]);
+        add_history(&cmd, p);
+        p->charge_in_flight = true;
+        send_cmd(rb, &cmd, on_charged, NULL, i, true);
+    }
+}
+
+/* The registry's number for this replica's local ids, taken only while none was issued. */
+static void on_replica_no(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    (void)c;
+    if (!r || r->type != REDIS_REPLY_STRING || rb->local) return;
+    int no = atoi(r->str);
+    if (no >= SL__RPOOL_LOCAL_MIN && no <= SL__RPOOL_LOCAL_MAX) {
+        rb->local_no = no;
+        rb->local_no_known = true;
+    }
+}
+
+static void send_replica_no(rb_t *rb)
+{
+    if (rb->local_no_known || rb->local) return;
+    sl__rcmd_t cmd = {0};
+    sl__rcmd_raw(&cmd, "FCALL");
+    sl__rcmd_raw(&cmd, "sluice_replica_no");
+    sl__rcmd_raw(&cmd, "1");
+    sl__rcmd_raw(&cmd, "sluice:{registry}:pools");
+    sl__rcmd_raw(&cmd, rb->opt.replica_id);
+    send_cmd(rb, &cmd, on_replica_no, NULL, 0, true);
+}
+
 static void finish_connect_step(rb_t *rb)
 {
     if (--rb->connect_pending > 0) return;
@@ -656,6 +838,8 @@ static void finish_connect_step(rb_t *rb)
         send_cmd(rb, &rb->deferred[i].cmd, on_internal_reply, NULL, 0, true);
     rb->n_deferred = 0;
     rb->up = true;
+    send_charges(rb);
+    send_replica_no(rb);
     set_alert(rb, false);
     subscribe(rb);
 }
@@ -739,6 +923,7 @@ static void recover_lost_state(rb_t *rb)
     if (!rb->up) return;
     fprintf(stderr, "sluiced: redis %s:%d lost sluice's state: configuring again\n",
             rb->opt.host, rb->opt.port);
+    note_outage(rb);
     rb->up = false;
     send_configure_all(rb);
 }
@@ -883,6 +1068,7 @@ static void on_tick(evutil_socket_t fd, short what, void *ud)
         send_cmd(rb, &cmd, on_heartbeat, sent, 0, false);
     }
     for (int i = 0; i < rb->n_pools; i++) advance_pool(rb, i);
+    send_charges(rb);
     subscribe(rb);
 }
 
@@ -941,12 +1127,12 @@ static rop_t *rop_new(void *ud)
 
 static void answer_decision_local(rb_t *rb, rop_t *op)
 {
-    local_configure(rb);
+    local_configure(rb, take_outage_start(rb));
     sl_decision_t d;
     size_t from = rb->n_events;
     int rc = rb->local ? sl_engine_request(rb->local, &op->req, rb_now(&rb->base), &d) : SL_ENOMEM;
     fix_local_events(rb, from);
-    if (rc == SL_OK) local_decision_ids(&d);
+    if (rc == SL_OK) local_decision_ids(rb, &d);
     op->cb.decision(rc, rc == SL_OK ? &d : NULL,
                     rc == SL_OK ? NULL : rb->local ? sl_engine_errmsg(rb->local) : "out of memory",
                     op->ud);
@@ -1073,6 +1259,16 @@ static void add_actor(rb_t *rb, sl__rcmd_t *cmd)
     sl__rcmd_str(cmd, "actor_prefix", rb->base.actor.agent_prefix);
 }
 
+/* A local id of another replica (or of this one's earlier run): only it could settle it. */
+static const char *foreign_msg(const char *what, uint64_t id)
+{
+    static char msg[160];
+    snprintf(msg, sizeof msg,
+             "%s %llu was decided by another replica while Redis was away; only that replica "
+             "knows it", what, (unsigned long long)id);
+    return msg;
+}
+
 static const char *not_found_msg(const char *what, uint64_t id)
 {
     static char msg[96];
@@ -1083,13 +1279,17 @@ static const char *not_found_msg(const char *what, uint64_t id)
 static void rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
+    if (is_local(ticket) && !is_mine(rb, ticket)) {
+        cb(SL_ENOTFOUND, NULL, foreign_msg("ticket", ticket), ud);
+        return;
+    }
     if (is_local(ticket)) {
         sl_decision_t d;
         size_t from = rb->n_events;
-        int rc = rb->local ? sl_engine_ticket(rb->local, engine_id(ticket), rb_now(b), &d)
+        int rc = rb->local ? sl_engine_ticket(rb->local, engine_id(rb, ticket), rb_now(b), &d)
                            : SL_ENOTFOUND;
         fix_local_events(rb, from);
-        if (rc == SL_OK) local_decision_ids(&d);
+        if (rc == SL_OK) local_decision_ids(rb, &d);
         cb(rc, rc == SL_OK ? &d : NULL,
            rc == SL_OK ? NULL : rb->local ? sl_engine_errmsg(rb->local) : not_found_msg("ticket", ticket),
            ud);
@@ -1182,8 +1382,12 @@ static void rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backe
                            void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(ticket) && rb->local) {
-        local_done(rb, sl_engine_ticket_hold(rb->local, engine_id(ticket), held, rb_now(b)), 0, cb, ud);
+    if (is_local(ticket) && !is_mine(rb, ticket)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("ticket", ticket), ud);
+        return;
+    }
+    if (is_local(ticket)) {
+        local_done(rb, sl_engine_ticket_hold(rb->local, engine_id(rb, ticket), held, rb_now(b)), 0, cb, ud);
         return;
     }
     id_op(rb, "sluice_ticket_hold", "ticket", ticket, held ? 1 : 0, 0, false, cb, ud);
@@ -1192,9 +1396,13 @@ static void rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backe
 static void rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(ticket) && rb->local) {
+    if (is_local(ticket) && !is_mine(rb, ticket)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("ticket", ticket), ud);
+        return;
+    }
+    if (is_local(ticket)) {
         size_t from = rb->n_events;
-        int rc = sl_engine_ticket_cancel(rb->local, engine_id(ticket), rb_now(b));
+        int rc = sl_engine_ticket_cancel(rb->local, engine_id(rb, ticket), rb_now(b));
         fix_local_events(rb, from);
         local_done(rb, rc, 0, cb, ud);
         return;
@@ -1205,9 +1413,13 @@ static void rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_c
 static void rb_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(lease) && rb->local) {
+    if (is_local(lease) && !is_mine(rb, lease)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("lease", lease), ud);
+        return;
+    }
+    if (is_local(lease)) {
         size_t from = rb->n_events;
-        int rc = sl_engine_cancel(rb->local, engine_id(lease), rb_now(b));
+        int rc = sl_engine_cancel(rb->local, engine_id(rb, lease), rb_now(b));
         fix_local_events(rb, from);
         local_done(rb, rc, 0, cb, ud);
         return;
@@ -1219,9 +1431,13 @@ static void rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_
                       void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(lease) && rb->local) {
+    if (is_local(lease) && !is_mine(rb, lease)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("lease", lease), ud);
+        return;
+    }
+    if (is_local(lease)) {
         double at = 0;
-        int rc = sl_engine_extend(rb->local, engine_id(lease), ttl_s, rb_now(b), &at);
+        int rc = sl_engine_extend(rb->local, engine_id(rb, lease), ttl_s, rb_now(b), &at);
         local_done(rb, rc, at, cb, ud);
         return;
     }
@@ -1264,10 +1480,14 @@ static void rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
 {
     rb_t *rb = (rb_t *)b;
     char err[256];
-    if (is_local(lease) && rb->local) {
+    if (is_local(lease) && !is_mine(rb, lease)) {
+        cb(SL_ENOTFOUND, NULL, foreign_msg("lease", lease), ud);
+        return;
+    }
+    if (is_local(lease)) {
         sl_settle_result_t res;
         size_t from = rb->n_events;
-        int rc = sl_engine_settle(rb->local, engine_id(lease), s, rb_now(b), &res);
+        int rc = sl_engine_settle(rb->local, engine_id(rb, lease), s, rb_now(b), &res);
         fix_local_events(rb, from);
         cb(rc, rc == SL_OK ? &res : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(rb->local), ud);
         return;
@@ -1423,7 +1643,7 @@ static void rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_bac
         rb->n_pools++;
     }
     rb->local_replicas = 0; /* the local engine follows the new settings when next used */
-    if (rb->local) local_configure(rb);
+    if (rb->local) local_configure(rb, false);
     if (!rb->up || s->n_pools == 0) {
         if (cb) cb(SL_OK, 0, NULL, ud);
         return;
@@ -1989,6 +2209,11 @@ sl_backend_t *sl_backend_redis_new(struct event_base *base, const sl_redis_optio
     else sl_engine_config_init(&rb->ecfg);
     sl_backend_clock_init(&rb->clock);
     rb->replicas = 1;
+    uint32_t h = 2166136261u; /* FNV-1a of the replica id: the number until the registry's */
+    for (const char *q = rb->opt.replica_id; *q; q++) h = (h ^ (unsigned char)*q) * 16777619u;
+    rb->local_no = SL__RPOOL_LOCAL_MIN + (int)(h % (SL__RPOOL_LOCAL_MAX - SL__RPOOL_LOCAL_MIN + 1));
+    double since_2025_ms = (rb->clock.start_real_s - 1735689600.0) * 1000.0;
+    rb->local_base = since_2025_ms > 0 ? (uint64_t)since_2025_ms : 0;
     rb->check = sl_engine_new(NULL);
     rb->tick = event_new(base, -1, EV_PERSIST, on_tick, rb);
     rb->wake = evtimer_new(base, on_wake, rb);

@@ -7,8 +7,8 @@
  * hiredis reply, valid as long as that reply is.
  *
  * Ids: lease and ticket ids are pool_no * 2^40 + n (see sluice.lua); pool numbers
- * come from the registry and SL__RPOOL_LOCAL marks ids decided by a replica's local
- * fail-open engine.
+ * 1..4095 come from the registry, and each replica has a number of 4096..8191 for the
+ * ids its local fail-open engine decides.
  */
 #ifndef SL_REDIS_PROTO_H
 #define SL_REDIS_PROTO_H
@@ -25,8 +25,9 @@
 #define SL__REDIS_LIB_VERSION "5"
 
 #define SL__RID_SHIFT 40
-#define SL__RPOOL_MAX 8190   /* registry numbers 1..8190 */
-#define SL__RPOOL_LOCAL 8191 /* fail-open local decisions */
+#define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */
+#define SL__RPOOL_LOCAL_MIN 4096 /* 4096..8191: a replica's fail-open local decisions */
+#define SL__RPOOL_LOCAL_MAX 8191
 #define SL__RCMD_MAX_ARGS 200
 
 /* An FCALL being built. */

@@ -1591,6 +1591,26 @@ local function agents(p, args, now)
   return out
 end
 
+-- What a replica's local share granted while Redis was away (less what it refunded),
+-- charged to the shared buckets now: c0..c3 per bucket (negative: a refund, up to
+-- capacity). `key` names the charge; a key already applied is not applied again, so a
+-- charge whose answer was lost can be sent again.
+local function charge(p, args, now)
+  local key = args.key
+  if not key or key == '' then fail('invalid_request', 'key is required') end
+  pool_advance(p, now)
+  if redis.call('HSETNX', K('idem'), key, '1') == 0 then return {applied = 0} end
+  redis.call('ZADD', K('idemz'), F(now), key)
+  local due = now + p.idempotency_ttl_s
+  if due < p.purge_at then p.purge_at = due end
+  for b = 0, NB - 1 do
+    local c = num(args, 'c' .. b, 0)
+    if limited(p, b) and c ~= 0 then adjust(p, b, -c) end
+  end
+  drain(p, now)
+  return {applied = 1}
+end
+
 local function wrap(fn, opts)
   return function(keys, argv) return pool_call(keys, argv, fn, opts) end
 end
@@ -1609,11 +1629,13 @@ redis.register_function('sluice_resync', wrap(resync))
 redis.register_function('sluice_forget', wrap(forget))
 redis.register_function('sluice_pool', wrap(pool_info))
 redis.register_function('sluice_agents', wrap(agents))
+redis.register_function('sluice_charge', wrap(charge))
 
 -- ---- registry, heartbeats, task graph (keys that span pools) ----
 
 -- KEYS[1] = sluice:{registry}:pools; ARGV[1] = pool name. Returns the pool's number
--- (1..8190; 8191 marks a replica's local fail-open ids), assigning the next free one on first sight.
+-- (1..4095; 4096..8191 number the replicas' local fail-open ids), assigning the next free
+-- one on first sight.
 -- ARGV[2], optional: the number the caller knew the pool by. A registry that lost its
 -- state gives it back when still free, so ids of other pools are not routed to it.
 -- '#no:<n>' remembers which name holds a number.
@@ -1623,18 +1645,30 @@ redis.register_function('sluice_register', function(keys, argv)
   local want = tonumber(argv[2] or '')
   local next_no = tonumber(redis.call('HGET', keys[1], '#next') or '0')
   local n
-  if want and want >= 1 and want <= 8190 and want > next_no and
+  if want and want >= 1 and want <= 4095 and want > next_no and
       redis.call('HSETNX', keys[1], '#no:' .. want, argv[1]) == 1 then
     n = want
     redis.call('HSET', keys[1], '#next', n)
   else
     repeat
       n = redis.call('HINCRBY', keys[1], '#next', 1)
-      if n > 8190 then return redis.error_reply('sluice: more than 8190 pools') end
+      if n > 4095 then return redis.error_reply('sluice: more than 4095 pools') end
     until redis.call('HSETNX', keys[1], '#no:' .. n, argv[1]) == 1
   end
   redis.call('HSET', keys[1], argv[1], n)
   return tostring(n)
+end)
+
+-- KEYS[1] = sluice:{registry}:pools; ARGV[1] = replica id. The replica's number for the
+-- ids of its local fail-open decisions, 4096..8191, a new one for each replica id
+-- (after 4096 ids they repeat; the replica's ids also count from its start time).
+redis.register_function('sluice_replica_no', function(keys, argv)
+  local no = redis.call('HGET', keys[1], '~r:' .. argv[1])
+  if no then return no end
+  local n = redis.call('HINCRBY', keys[1], '#rnext', 1)
+  no = tostring(4096 + (n - 1) % 4096)
+  redis.call('HSET', keys[1], '~r:' .. argv[1], no)
+  return no
 end)
 
 -- KEYS[1] = sluice:{registry}:replicas; ARGV = replica id, window_s ("" time = TIME).
