@@ -7,9 +7,11 @@
  *    configured, settles accepted while down are replayed and requests whose answer
  *    was lost are forgotten (refunded) - only then is the backend *up*.
  *  - Every operation is one FCALL (a request naming a task first asks the graph for
- *    `unblocks`). Each command carries a deadline; the oldest pending deadline is
- *    watched by one timer, and a command that misses it marks Redis down: the
- *    connection is dropped, which fails every pending command at once.
+ *    `unblocks`). Each command carries a deadline, counted from when Redis could start
+ *    it (its sending, or the answer to the command before it, whichever is later: a
+ *    backlog in the pipeline is not an outage); the oldest pending deadline is watched
+ *    by one timer, and a command that misses it marks Redis down: the connection is
+ *    dropped, which fails every pending command at once.
  *  - Down, `fail: open`: requests are decided by an in-process engine configured with
  *    1/replicas of each limit (replicas = the last heartbeat's count); its ids carry
  *    pool number SL__RPOOL_LOCAL so they are settled locally whatever happens later.
@@ -391,6 +393,12 @@ static void on_call_reply(redisAsyncContext *ac, void *r, void *priv)
     rb_t *rb = c->rb;
     (void)ac;
     unlink_call(rb, c);
+    /* Redis answers in order: the next command starts only now, and its timeout measures
+     * it, not the backlog of the pipeline ahead of it (a burst is not an outage). */
+    if (rb->head && !rb->freeing) {
+        double starts = rb_now(&rb->base) + rb->opt.timeout_s;
+        if (rb->head->deadline < starts) rb->head->deadline = starts;
+    }
     if (!rb->freeing) arm_deadline(rb);
     if (!rb->freeing && is_state_lost(r)) recover_lost_state(rb);
     c->fn(rb, c, rb->freeing ? NULL : r);

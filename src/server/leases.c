@@ -110,8 +110,9 @@ static void reply_grant(sl_call_t *call, const sl_decision_t *d)
 
 static void answer_decision(sl_call_t *call, const sl_decision_t *d)
 {
-    if (!call->req && d->status == SL_GRANTED && d->ticket && !d->replayed) {
-        /* The waiter left between its grant and this answer: the lease goes back. */
+    if (!call->req && d->status == SL_GRANTED && !d->replayed) {
+        /* The client left before this answer (a waiter between its grant and now, or a
+         * request closed while a networked backend decided): the lease goes back. */
         sl_backend_cancel(call->srv->backend, d->lease, NULL, NULL);
         sl__call_free(call);
         return;
@@ -255,6 +256,12 @@ static void on_lease_decision(int rc, const sl_decision_t *d, const char *errmsg
     sl_call_t *call = ud;
     if (rc != SL_OK) {
         sl__reply_engine_error(call, rc, errmsg);
+        return;
+    }
+    if (!call->req && d->status == SL_QUEUED && !d->replayed) {
+        /* Closed while a networked backend decided: nobody will wait on the place. */
+        sl_backend_ticket_cancel(call->srv->backend, d->ticket, NULL, NULL);
+        sl__call_free(call);
         return;
     }
     if (d->status == SL_QUEUED && call->wait_s > 0 && !call->srv->shutting_down) {

@@ -576,38 +576,49 @@ local function queue_head(p)
   return S.qid, S.qfinish
 end
 
--- Requests ahead of (finish, seq): their count and summed needs. Walks whichever
--- side of the key is shorter and uses the queue's running sums for the other.
-local function queue_prefix(p, finish, seq)
+-- Requests ahead of a ticket: their count and summed needs, at a cost that does not grow
+-- with the queue. `member` names a queued ticket (its rank is the count ahead); nil
+-- means a new request with tag `finish`, which goes after every request of an equal
+-- tag (its sequence number is the highest), so the count is ZCOUNT up to `finish`. A
+-- synchronised burst gives thousands of equal tags: nothing here walks them.
+-- The sums walk whichever side of the position is shorter and use the queue's running
+-- sums for the other; a position more than WALK_MAX from both ends takes the queue's
+-- mean need for the requests ahead (the ETA is advisory; every queue of up to
+-- 2 x WALK_MAX is exact, as the engine's).
+local WALK_MAX = 128
+
+local function walk_sums(q, from, to, sign, sums)
+  for _, m in ipairs(redis.call('ZRANGE', q, from, to)) do
+    local _, n = parse_member(m)
+    for b = 0, NB - 1 do sums[b] = sums[b] + sign * n[b] end
+  end
+end
+
+local function queue_prefix(p, finish, member)
   local q = K('q')
   local depth = p.qn
-  local ahead = redis.call('ZCOUNT', q, '-inf', '(' .. F(finish))
-  local ties = redis.call('ZRANGEBYSCORE', q, F(finish), F(finish))
-  for _, m in ipairs(ties) do
-    local _, _, s = parse_member(m)
-    if s < seq then ahead = ahead + 1 end
+  local ahead
+  if member then
+    ahead = redis.call('ZRANK', q, member) or depth
+  else
+    ahead = redis.call('ZCOUNT', q, '-inf', F(finish))
   end
   local sums = {[0] = 0, 0, 0, 0}
   if ahead == 0 then return 0, sums end
-  if ahead <= depth - ahead then
-    for _, m in ipairs(redis.call('ZRANGE', q, 0, ahead - 1)) do
-      local _, n = parse_member(m)
-      for b = 0, NB - 1 do sums[b] = sums[b] + n[b] end
-    end
-  else
+  local rest = depth - ahead
+  if ahead <= rest and ahead <= WALK_MAX then
+    walk_sums(q, 0, ahead - 1, 1, sums)
+  elseif rest < ahead and rest <= WALK_MAX then
     for b = 0, NB - 1 do sums[b] = p['qs' .. b] end
-    if ahead < depth then
-      for _, m in ipairs(redis.call('ZRANGE', q, ahead, -1)) do
-        local _, n = parse_member(m)
-        for b = 0, NB - 1 do sums[b] = sums[b] - n[b] end
-      end
-    end
+    if rest > 0 then walk_sums(q, ahead, -1, -1, sums) end
+  else
+    for b = 0, NB - 1 do sums[b] = p['qs' .. b] * ahead / depth end
   end
   return ahead, sums
 end
 
-local function queue_eta(p, need, finish, seq, now)
-  local ahead, sums = queue_prefix(p, finish, seq)
+local function queue_eta(p, need, finish, member, now)
+  local ahead, sums = queue_prefix(p, finish, member)
   for b = 0, NB - 1 do sums[b] = sums[b] + need[b] end
   return eta_for(p, sums, ahead, now), ahead
 end
@@ -1100,7 +1111,7 @@ local function ticket_state(p, id, now, args)
       zput(p, 'ti', 'ti_at', id, old, t.idle_at)
       touch(ticket_key(id))
     end
-    local eta, ahead = queue_eta(p, need_of(t), t.finish, t.seq, now)
+    local eta, ahead = queue_eta(p, need_of(t), t.finish, qmember(t), now)
     return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight}
   end
   local tomb = redis.call('HGET', K('tend'), F(id))
@@ -1158,7 +1169,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
     if fits(p, need, now) and (head_finish == nil or finish < head_finish) then
       return fill_grant(grant(p, a, t, weight, finish, ttl, 0, 0, now))
     end
-    eta, ahead = queue_eta(p, need, finish, p.seq + 1, now)
+    eta, ahead = queue_eta(p, need, finish, nil, now)
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
     if t.cached > cache_tokens then cache_tokens = t.cached end
