@@ -333,6 +333,7 @@ local function epoch_start(p, now, seed, lost)
   p.next_n, p.first_n, p.epoch = n, n, n
   p.last_refill = now
   p.cold_until = p.cold_empty == 1 and now + COLD_S or -math.huge
+  p.cold_raised = 0  -- buckets whose first provider report came in the window (bits)
   p.lost_until = lost and now + COLD_S or -math.huge
   for b = 0, NB - 1 do
     local cap = p['lim' .. b] > 0 and p['lim' .. b] * p.margin_bp / 10000.0 or 0
@@ -834,7 +835,7 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'qs0', 'qs1', 'qs2', 'qs3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
-  'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'lost_until'})
+  'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -1404,7 +1405,10 @@ local function resync_apply(p, args, now)
   for _, h in ipairs(entries) do
     if h.field == 'limit' and h.v ~= 0 and h.v ~= p['lim' .. h.b] then
       p['lim' .. h.b] = h.v
-      if p['lv' .. h.b] == 0 and p['rs' .. h.b] == 0 then p['lv' .. h.b] = capacity(p, h.b) end
+      -- A bucket limited only now starts full, unless the pool is cold.
+      if p['lv' .. h.b] == 0 and p['rs' .. h.b] == 0 and not (S.now < p.cold_until) then
+        p['lv' .. h.b] = capacity(p, h.b)
+      end
       clamp_levels(p)
       adopted = true
       changed = changed + 1
@@ -1416,12 +1420,23 @@ local function resync_apply(p, args, now)
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
       local reserve = p['lim' .. h.b] - capacity(p, h.b)
       local implied = h.v + allowance - reserve
-      if implied > p['lv' .. h.b] and S.now < p.cold_until then
-        -- Cold start: the provider knows what the lost minute spent; up to capacity.
+      local bit = 2 ^ h.b
+      local raise = false
+      if S.now < p.cold_until and math.floor(p.cold_raised / bit) % 2 == 0 then
+        -- Cold start: the provider knows what the unknown minute spent. Its first
+        -- report of each bucket may raise the level to the room it vouches for (less
+        -- its rounding and the margin's reserve, up to capacity); later ones only lower
+        -- (calls granted since that report are not in it). As the engine does.
+        p.cold_raised = p.cold_raised + bit
+        local vouched = h.v - allowance - reserve
         local cap = capacity(p, h.b)
-        p['lv' .. h.b] = implied < cap and implied or cap
+        if vouched > cap then vouched = cap end
+        if vouched > p['lv' .. h.b] then raise = true; implied = vouched end
+      end
+      if raise then
+        p['lv' .. h.b] = implied
         changed = changed + 1
-        emit('resync', {bucket = h.b, value = p['lv' .. h.b]})
+        emit('resync', {bucket = h.b, value = implied})
       elseif implied < p['lv' .. h.b] then
         p['lv' .. h.b] = implied
         changed = changed + 1

@@ -97,6 +97,21 @@ class StateLoss(unittest.TestCase):
         self.assertNotIn("backend_state_lost", a.pool()["alerts"])
         self.assertEqual(self.metric_alert(a, "backend_state_lost", "default"), 0)
 
+    def test_in_the_cold_window_the_first_provider_report_may_raise_a_level(self):
+        a, = self.start(1)
+        lease = self.lease_when_possible(a, 10)
+        h = "anthropic-ratelimit-input-tokens-remaining"
+        st, s, _ = a.call("POST", "/v1/leases/%s/settle" % lease,
+                          {"input_tokens": 10, "output_tokens": 1, "headers": {h: "3000"}})
+        self.assertEqual(st, 200, s)
+        # 3000 reported, less Anthropic's rounding (500) and the reserve (6000 - 5100).
+        self.assertAlmostEqual(self.level(a), 1600, delta=60)
+        lease = self.lease_when_possible(a, 10)
+        st, s, _ = a.call("POST", "/v1/leases/%s/settle" % lease,
+                          {"input_tokens": 10, "output_tokens": 1, "headers": {h: "5000"}})
+        self.assertEqual(st, 200, s)
+        self.assertLess(self.level(a), 1700)  # later reports only lower
+
     def test_cold_start_full_keeps_the_old_behaviour(self):
         a, = self.start(1, cold_start="full")
         self.assertGreater(self.level(a), 5000)
