@@ -18,3 +18,16 @@ if(TARGET sluiced)
       ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;REDIS_SERVER=${SL_REDIS_SERVER};PYTHONDONTWRITEBYTECODE=1")
   endforeach()
 endif()
+
+# Fault scenarios judged by sluice-emu (tests/integration/redis_daemon/fault_emu.py): about
+# 35 s each, so behind the label `slow` (ctest -L slow; ctest -LE slow leaves them out).
+if(TARGET sluiced AND TARGET sluice-emu)
+  add_test(NAME redis_faults_emu
+           COMMAND ${SL_PYTHON3} -m unittest -v fault_emu
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon)
+  set_tests_properties(redis_faults_emu PROPERTIES
+    LABELS slow
+    TIMEOUT 600
+    RUN_SERIAL TRUE
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;REDIS_SERVER=${SL_REDIS_SERVER};PYTHONDONTWRITEBYTECODE=1")
+endif()

@@ -124,6 +124,14 @@ struct rb {
     bool local_no_known; /* ... given by the registry (else a hash of the replica id) */
     uint64_t local_base; /* local ids count from here (ms since 2025 at start) */
     bool outage_start;   /* up until now: the local share starts cold when next used */
+    /* Tickets this replica queued that have not ended as far as it saw: when Redis loses
+     * a pool's state they end (TICKET_EXPIRED), so their waiters do not wait for a grant
+     * that cannot come. */
+    struct queued_ticket {
+        uint64_t id;
+        int pool;
+    } *queued;
+    size_t n_queued, cap_queued;
     uint64_t charge_seq;
     sl_engine_t *local;  /* fail-open decisions */
     int local_replicas;  /* the share the local engine was configured with */
@@ -166,8 +174,34 @@ static char *dup_or_null(const char *s)
 
 /* ---- events ---- */
 
+static void forget_queued(rb_t *rb, uint64_t ticket)
+{
+    for (size_t i = 0; i < rb->n_queued; i++)
+        if (rb->queued[i].id == ticket) {
+            rb->queued[i] = rb->queued[--rb->n_queued];
+            return;
+        }
+}
+
+static void remember_queued(rb_t *rb, uint64_t ticket, int pool)
+{
+    if (rb->n_queued == rb->cap_queued) {
+        size_t cap = rb->cap_queued ? rb->cap_queued * 2 : 64;
+        struct queued_ticket *q = realloc(rb->queued, cap * sizeof *q);
+        if (!q) return; /* its waiter then waits out its time, as before */
+        rb->queued = q;
+        rb->cap_queued = cap;
+    }
+    rb->queued[rb->n_queued].id = ticket;
+    rb->queued[rb->n_queued].pool = pool;
+    rb->n_queued++;
+}
+
 static void queue_event(rb_t *rb, const sl_event_t *ev)
 {
+    if (ev->ticket && (ev->kind == SL_EV_GRANTED || ev->kind == SL_EV_TICKET_CANCELLED ||
+                       ev->kind == SL_EV_TICKET_EXPIRED || ev->kind == SL_EV_TICKET_REJECTED))
+        forget_queued(rb, ev->ticket);
     if (rb->n_events == rb->cap_events) {
         size_t cap = rb->cap_events ? rb->cap_events * 2 : 64;
         qevent_t *p = realloc(rb->events, cap * sizeof *p);
@@ -331,6 +365,18 @@ static void note_state(rb_t *rb, rpool_t *p, const sl__rreply_t *rep)
                 "alert backend_state_lost\n",
                 p->name, p->epoch, rep->epoch);
         if (p->lost_until_s < redis_now + COLD_S) p->lost_until_s = redis_now + COLD_S;
+        /* Its queue went with it: every ticket queued here before now has ended. */
+        int idx = (int)(p - rb->pools);
+        for (size_t i = rb->n_queued; i-- > 0;) {
+            if (rb->queued[i].pool != idx) continue;
+            sl_event_t ev;
+            memset(&ev, 0, sizeof ev);
+            ev.kind = SL_EV_TICKET_EXPIRED;
+            ev.now_s = rb_now(&rb->base);
+            ev.pool = p->name;
+            ev.ticket = rb->queued[i].id;
+            queue_event(rb, &ev); /* and forgets it */
+        }
     }
     p->epoch = rep->epoch;
     if (rep->next_n > p->next_n) p->next_n = rep->next_n;
@@ -1166,6 +1212,8 @@ static void on_request_reply(rb_t *rb, rcall_t *c, redisReply *r)
         note_wake(rb, op->pool, &rep);
         /* An internal request id is ours, not the client's: it never replays. */
         if (op->rid[0]) d.replayed = false;
+        rpool_t *p = pool_by_name(rb, op->pool);
+        if (d.status == SL_QUEUED && p) remember_queued(rb, d.ticket, (int)(p - rb->pools));
         op->cb.decision(SL_OK, &d, NULL, op->ud);
     }
     rop_free(op);
@@ -2043,6 +2091,7 @@ static void rb_free(sl_backend_t *b)
         free(rb->events[i].alert);
     }
     free(rb->events);
+    free(rb->queued);
     sl_backend_settings_clear(&rb->settings);
     sl_engine_free(rb->local);
     sl_engine_free(rb->check);

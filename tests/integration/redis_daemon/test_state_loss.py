@@ -1,6 +1,8 @@
 """test_state_loss.py - Redis losing the quota's state (restarted empty, FLUSHALL, a
 failover to a copy that missed writes) is detected: alert backend_state_lost, a cold
 start with empty buckets, and lease ids that never name an earlier lease."""
+import threading
+import time
 import unittest
 
 from redis_harness import Redis, replica, wait_until
@@ -123,6 +125,24 @@ class StateLoss(unittest.TestCase):
         for r in reps:
             self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
         self.assert_lost_and_cold(reps, before)
+
+    def test_a_request_waiting_when_redis_restarts_empty_is_answered_at_once(self):
+        a, = self.start(1, cold_start="full")
+        st, hog, _ = a.lease("hog", 5000, output_tokens=1)
+        self.assertEqual(st, 200, hog)
+        answer = []
+        t = threading.Thread(target=lambda: answer.append(
+            a.call("POST", "/v1/leases", {"agent": "w", "input_tokens": 3000,
+                                          "output_tokens": 1, "wait": 30}, timeout_s=40)))
+        t.start()
+        self.assertTrue(wait_until(lambda: a.pool()["queue"]["depth"] == 1, 5))
+        t0 = time.monotonic()
+        self.redis.restart_empty()
+        t.join(40)
+        # Its ticket went with Redis's state: told so, not left waiting its 30 s.
+        self.assertLess(time.monotonic() - t0, 15)
+        st, body, _ = answer[0]
+        self.assertEqual(st, 404, body)
 
     def test_flushall_is_detected_on_the_next_call(self):
         reps = self.start(2)
