@@ -787,6 +787,54 @@ static void connect_failed(rb_t *rb, const char *what, const char *why)
     drop_connections(rb);
 }
 
+/* ---- tickets whose events may have been missed ---- */
+
+/* The answer to a peek at a ticket queued here: a grant or an end that happened while
+ * this replica was not subscribed (Redis away) is delivered now as its event. */
+static void on_peeked(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    uint64_t ticket = *(uint64_t *)c->ctx;
+    free(c->ctx);
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (rc == SL__RPROTO || c->idx >= rb->n_pools) return; /* still unknown: asked again */
+    sl_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.now_s = rb_now(&rb->base);
+    ev.pool = rb->pools[c->idx].name;
+    ev.ticket = ticket;
+    if (rc == SL_OK) {
+        sl_decision_t d;
+        sl__rreply_decision(&rep, &d);
+        if (d.status == SL_QUEUED) return;
+        ev.kind = d.status == SL_GRANTED ? SL_EV_GRANTED : SL_EV_TICKET_EXPIRED;
+        ev.lease = d.lease;
+    } else {
+        ev.kind = rc == SL_EALREADY ? SL_EV_TICKET_CANCELLED : SL_EV_TICKET_EXPIRED;
+    }
+    queue_event(rb, &ev);
+}
+
+/* After reconnecting: published events of the outage were not received. */
+static void peek_queued(rb_t *rb)
+{
+    for (size_t i = 0; i < rb->n_queued; i++) {
+        int idx = rb->queued[i].pool;
+        uint64_t *id = malloc(sizeof *id);
+        if (!id || idx >= rb->n_pools) {
+            free(id);
+            continue;
+        }
+        *id = rb->queued[i].id;
+        sl__rcmd_t cmd;
+        sl__rcmd_begin(&cmd, "sluice_ticket", rb->pools[idx].name, NAN, rb->opt.replica_id);
+        sl__rcmd_u64(&cmd, "ticket", *id);
+        sl__rcmd_num(&cmd, "peek", 1);
+        add_history(&cmd, &rb->pools[idx]);
+        send_cmd(rb, &cmd, on_peeked, id, idx, true);
+    }
+}
+
 /* ---- fail-open spending charged to Redis ---- */
 
 static void on_charged(rb_t *rb, rcall_t *c, redisReply *r)
@@ -894,6 +942,7 @@ static void finish_connect_step(rb_t *rb)
     rb->up = true;
     send_charges(rb);
     send_replica_no(rb);
+    peek_queued(rb);
     set_alert(rb, false);
     subscribe(rb);
 }

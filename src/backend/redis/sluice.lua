@@ -1124,7 +1124,8 @@ local function ticket_state(p, id, now, args)
     local l = load_lease(lease)
     if l then
       check_actor(args, l.agent, 'ticket', id)
-      if l.claimed == 0 then
+      -- `peek`: a replica asking after a grant it may have missed, not its holder.
+      if l.claimed == 0 and not (args and args.peek) then
         local old = l.exp
         l.claimed = 1
         l.exp = now + l.ttl
