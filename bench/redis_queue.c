@@ -4,8 +4,9 @@
  * library loaded, as bench/redis.sh provides; depths default to 0 1000 10000).
  * For each depth: a pool whose bucket is spent, DEPTH requests queued by as many agents
  * arriving together (equal finish tags: the synchronised burst), then CALLS more
- * requests (each queued), CALLS polls of queued tickets and CALLS cancels, each timed by
- * Redis itself (INFO commandstats: usec_per_call of FCALL).
+ * requests (each queued), CALLS polls of queued tickets, CALLS cancels, and one settle
+ * reporting a 429 (a margin cut), each timed by Redis itself (INFO commandstats:
+ * usec_per_call of FCALL).
  */
 #include <math.h>
 #include <stdio.h>
@@ -144,7 +145,8 @@ int main(int argc, char **argv)
     int n = argc > 2 ? argc - 2 : 3;
     printf("Redis CPU per call of sluice.lua with DEPTH requests queued (synchronised: equal finish tags), %d calls each:\n",
            CALLS);
-    printf("%8s %16s %16s %16s\n", "depth", "request (us)", "ticket poll (us)", "cancel (us)");
+    printf("%8s %16s %16s %16s %16s\n", "depth", "request (us)", "ticket poll (us)", "cancel (us)",
+           "429 settle (us)");
     uint64_t *tickets = malloc(sizeof(uint64_t) * CALLS);
     for (int k = 0; k < n; k++) {
         int depth = argc > 2 ? atoi(argv[k + 2]) : defaults[k];
@@ -156,6 +158,10 @@ int main(int argc, char **argv)
         request_cmd(&cmd, pool, "hog", 51000);
         redisReply *r = command_argv(&cmd);
         expect_ok(r, "hog");
+        sl__rreply_t rep;
+        sl_decision_t hog;
+        sl__rreply_parse(r, &rep);
+        sl__rreply_decision(&rep, &hog);
         freeReplyObject(r);
         fill(pool, "q", depth, NULL);
         reset_stats();
@@ -165,7 +171,20 @@ int main(int argc, char **argv)
         double req_us = usec_per_fcall();
         double poll_us = time_calls(pool, "sluice_ticket", tickets);
         double cancel_us = time_calls(pool, "sluice_ticket_cancel", tickets);
-        printf("%8d %16.2f %16.2f %16.2f\n", depth, req_us, poll_us, cancel_us);
+        /* a settle reporting a 429: the margin is cut, and the queue checked for what
+         * no longer fits */
+        reset_stats();
+        sl_settle_t s429 = {.input_tokens = 51000, .got_429 = true, .retry_after_s = -1};
+        char err[256];
+        if (sl__rcmd_settle(&cmd, pool, hog.lease, &s429, NAN, "", err, sizeof err) != SL_OK) {
+            fprintf(stderr, "bench_redis_queue: %s\n", err);
+            return 1;
+        }
+        r = command_argv(&cmd);
+        expect_ok(r, "settle");
+        freeReplyObject(r);
+        double cut_us = usec_per_fcall();
+        printf("%8d %16.2f %16.2f %16.2f %16.2f\n", depth, req_us, poll_us, cancel_us, cut_us);
     }
     free(tickets);
     redisFree(conn);

@@ -1262,7 +1262,8 @@ static void on_request_reply(rb_t *rb, rcall_t *c, redisReply *r)
         /* An internal request id is ours, not the client's: it never replays. */
         if (op->rid[0]) d.replayed = false;
         rpool_t *p = pool_by_name(rb, op->pool);
-        if (d.status == SL_QUEUED && p) remember_queued(rb, d.ticket, (int)(p - rb->pools));
+        if (d.status == SL_QUEUED && !d.replayed && p)
+            remember_queued(rb, d.ticket, (int)(p - rb->pools));
         op->cb.decision(SL_OK, &d, NULL, op->ud);
     }
     rop_free(op);

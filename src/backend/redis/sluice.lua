@@ -554,7 +554,10 @@ end
 -- head is looked up once per call until the queue changes (S.qid, S.qfinish).
 local function queue_insert(p, t)
   redis.call('ZADD', K('q'), F(t.finish), qmember(t))
-  for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] + t['n' .. b] end
+  for b = 0, NB - 1 do
+    p['qs' .. b] = p['qs' .. b] + t['n' .. b]
+    if t['n' .. b] > p['qm' .. b] then p['qm' .. b] = t['n' .. b] end
+  end
   p.qn = p.qn + 1
   S.qid = nil
 end
@@ -563,6 +566,7 @@ local function queue_remove(p, t)
   redis.call('ZREM', K('q'), qmember(t))
   for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] - t['n' .. b] end
   p.qn = p.qn - 1
+  if p.qn == 0 then for b = 0, NB - 1 do p['qm' .. b] = 0 end end
   S.qid = nil
 end
 
@@ -720,6 +724,11 @@ end
 
 local function reject_unfit(p, now)
   if p.qn == 0 then return end
+  -- qm0..qm3 bound the largest need queued since the queue was last empty: when every
+  -- one fits, nothing is read (a margin cut with a deep queue stays one cheap call).
+  local any = false
+  for b = 0, NB - 1 do any = any or (limited(p, b) and p['qm' .. b] > capacity(p, b)) end
+  if not any then return end
   local unfit = {}
   for _, m in ipairs(redis.call('ZRANGE', K('q'), 0, -1)) do
     local id, n = parse_member(m)
@@ -832,7 +841,7 @@ end
 -- lx_at, ti_at: the lowest scores of lx and ti (math.huge: empty); qn: the queue's
 -- length; purge_at: when the oldest tombstone or idempotency entry falls due.
 ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 'rs2', 'rs3',
-  'qs0', 'qs1', 'qs2', 'qs3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
+  'qs0', 'qs1', 'qs2', 'qs3', 'qm0', 'qm1', 'qm2', 'qm3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until'})
@@ -1032,6 +1041,7 @@ local function configure(p, args, now)
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
     p['rs' .. b] = 0
     p['qs' .. b] = 0
+    p['qm' .. b] = 0
   end
   -- `lost`: the calling replica knew an earlier epoch of this pool, so this creation
   -- is a loss, not a first start; `seed_n`: the highest id counter it saw in any pool.
