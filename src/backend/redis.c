@@ -493,6 +493,9 @@ static void on_deadline(evutil_socket_t fd, short what, void *ud)
     rb_t *rb = ud;
     (void)fd;
     (void)what;
+    /* The answer may be waiting unread (this loop was busy, not Redis): read it first. */
+    if (rb->head && rb->head->deadline <= rb_now(&rb->base) && rb->ac && rb->connected)
+        redisAsyncHandleRead(rb->ac);
     if (rb->head && rb->head->deadline <= rb_now(&rb->base)) {
         fprintf(stderr, "sluiced: redis did not answer within %.3f s\n", rb->opt.timeout_s);
         go_down(rb);
