@@ -100,6 +100,20 @@ class FailOpen(unittest.TestCase):
                                          {"input_tokens": 20, "output_tokens": 1})
         self.assertEqual(st, 200, s)
 
+    def test_local_share_applies_the_margin_last_seen(self):
+        a, b = self.replicas
+        st, g, _ = a.lease("w", 100, output_tokens=1)
+        self.assertEqual(st, 200, g)
+        st, s, _ = a.call("POST", "/v1/leases/%s/settle" % g["lease"],
+                          {"input_tokens": 100, "output_tokens": 1, "got_429": True})
+        self.assertEqual(st, 200, s)
+        self.assertAlmostEqual(a.pool()["margin"], 0.80)
+        self.stop_redis()
+        local = a.pool()  # the local share while Redis is away
+        self.assertAlmostEqual(local["margin"], 0.80)
+        self.assertEqual(local["buckets"]["input_tokens"]["limit"], 3000)
+        self.assertAlmostEqual(local["buckets"]["input_tokens"]["capacity"], 2400)
+
     def test_local_grants_are_charged_to_redis_once_when_it_returns(self):
         a, b = self.replicas
         st, hog, _ = a.lease("hog", 5000, output_tokens=1)
