@@ -122,6 +122,7 @@ struct rb {
     double max_next_n; /* the highest id counter seen in any pool: seeds a lost pool's */
     int local_no;        /* this replica's pool number for local ids (4096..8191) */
     bool local_no_known; /* ... given by the registry (else a hash of the replica id) */
+    bool local_issued;   /* a local id was issued: local_no is fixed from then on */
     uint64_t local_base; /* local ids count from here (ms since 2025 at start) */
     bool outage_start;   /* up until now: the local share starts cold when next used */
     /* Tickets this replica queued that have not ended as far as it saw: when Redis loses
@@ -570,8 +571,9 @@ static void local_configure(rb_t *rb, bool cold)
     rb->local_replicas = n;
 }
 
-/* Local ids: (local_no << 40) | (local_base + engine id). local_no (4096..8191) is this
- * replica's own, so no two replicas issue one id; local_base is the milliseconds since
+/* Local ids: (local_no << 40) | (local_base + engine id). local_no is this replica's own
+ * (4096..6143 from the registry; 6144..8191 a hash of its id when Redis was away at its
+ * start), so no two replicas issue one id; local_base is the milliseconds since
  * 2025 when the process started, so a restarted replica issues ids above its earlier
  * ones (unless it issued more than 1,000 local ids per second on average). */
 static bool is_local(uint64_t id)
@@ -894,9 +896,9 @@ static void send_charges(rb_t *rb)
 static void on_replica_no(rb_t *rb, rcall_t *c, redisReply *r)
 {
     (void)c;
-    if (!r || r->type != REDIS_REPLY_STRING || rb->local) return;
+    if (!r || r->type != REDIS_REPLY_STRING || rb->local_issued) return;
     int no = atoi(r->str);
-    if (no >= SL__RPOOL_LOCAL_MIN && no <= SL__RPOOL_LOCAL_MAX) {
+    if (no >= SL__RPOOL_LOCAL_MIN && no < SL__RPOOL_LOCAL_HASHED) {
         rb->local_no = no;
         rb->local_no_known = true;
     }
@@ -904,7 +906,7 @@ static void on_replica_no(rb_t *rb, rcall_t *c, redisReply *r)
 
 static void send_replica_no(rb_t *rb)
 {
-    if (rb->local_no_known || rb->local) return;
+    if (rb->local_no_known || rb->local_issued) return;
     sl__rcmd_t cmd = {0};
     sl__rcmd_raw(&cmd, "FCALL");
     sl__rcmd_raw(&cmd, "sluice_replica_no");
@@ -1237,6 +1239,7 @@ static void answer_decision_local(rb_t *rb, rop_t *op)
     sl_decision_t d;
     size_t from = rb->n_events;
     int rc = rb->local ? sl_engine_request(rb->local, &op->req, rb_now(&rb->base), &d) : SL_ENOMEM;
+    rb->local_issued = true; /* (events carry the ids too, rewritten just below) */
     fix_local_events(rb, from);
     if (rc == SL_OK) local_decision_ids(rb, &d);
     op->cb.decision(rc, rc == SL_OK ? &d : NULL,
@@ -2321,7 +2324,7 @@ sl_backend_t *sl_backend_redis_new(struct event_base *base, const sl_redis_optio
     rb->replicas = 1;
     uint32_t h = 2166136261u; /* FNV-1a of the replica id: the number until the registry's */
     for (const char *q = rb->opt.replica_id; *q; q++) h = (h ^ (unsigned char)*q) * 16777619u;
-    rb->local_no = SL__RPOOL_LOCAL_MIN + (int)(h % (SL__RPOOL_LOCAL_MAX - SL__RPOOL_LOCAL_MIN + 1));
+    rb->local_no = SL__RPOOL_LOCAL_HASHED + (int)(h % (SL__RPOOL_LOCAL_MAX - SL__RPOOL_LOCAL_HASHED + 1));
     double since_2025_ms = (rb->clock.start_real_s - 1735689600.0) * 1000.0;
     rb->local_base = since_2025_ms > 0 ? (uint64_t)since_2025_ms : 0;
     rb->check = sl_engine_new(NULL);

@@ -26,7 +26,8 @@
 
 #define SL__RID_SHIFT 40
 #define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */
-#define SL__RPOOL_LOCAL_MIN 4096 /* 4096..8191: a replica's fail-open local decisions */
+#define SL__RPOOL_LOCAL_MIN 4096 /* 4096..8191: a replica's fail-open local decisions, */
+#define SL__RPOOL_LOCAL_HASHED 6144 /* 4096..6143 given by the registry, 6144.. hashed */
 #define SL__RPOOL_LOCAL_MAX 8191
 #define SL__RCMD_MAX_ARGS 200
 

@@ -1697,13 +1697,14 @@ redis.register_function('sluice_register', function(keys, argv)
 end)
 
 -- KEYS[1] = sluice:{registry}:pools; ARGV[1] = replica id. The replica's number for the
--- ids of its local fail-open decisions, 4096..8191, a new one for each replica id
--- (after 4096 ids they repeat; the replica's ids also count from its start time).
+-- ids of its local fail-open decisions, 4096..6143, a new one for each replica id
+-- (after 2048 ids they repeat; the replica's ids also count from its start time;
+-- 6144..8191 are for replicas that hash their id, Redis being away when they started).
 redis.register_function('sluice_replica_no', function(keys, argv)
   local no = redis.call('HGET', keys[1], '~r:' .. argv[1])
   if no then return no end
   local n = redis.call('HINCRBY', keys[1], '#rnext', 1)
-  no = tostring(4096 + (n - 1) % 4096)
+  no = tostring(4096 + (n - 1) % 2048)
   redis.call('HSET', keys[1], '~r:' .. argv[1], no)
   return no
 end)

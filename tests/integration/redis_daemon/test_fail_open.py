@@ -100,6 +100,36 @@ class FailOpen(unittest.TestCase):
                                          {"input_tokens": 20, "output_tokens": 1})
         self.assertEqual(st, 200, s)
 
+    def test_a_restarted_replica_issues_local_ids_above_its_earlier_ones(self):
+        named = replica(self.redis, SMALL, fail="open", cold_start="full", replica="fo-named")
+        self.replicas.append(named)
+        self.assertTrue(wait_until(lambda: named.call("GET", "/readyz")[0] == 200, 10))
+        self.stop_redis()
+        self.assertTrue(wait_until(lambda: self.alert(named) == 1, 5))
+        first = []
+        self.assertTrue(wait_until(lambda: self.grant_into(named, first), 10, step_s=0.2))
+        named.stop()
+        self.replicas.remove(named)
+        time.sleep(0.01)
+        again = replica(self.redis, SMALL, fail="open", cold_start="full", replica="fo-named")
+        self.replicas.append(again)
+        self.assertTrue(wait_until(lambda: self.alert(again) == 1, 10))
+        second = []
+        self.assertTrue(wait_until(lambda: self.grant_into(again, second), 10, step_s=0.2))
+        self.assertNotEqual(first[0], second[0])
+        # The same number when both came from the same source (the registry's, or the
+        # hash of the name when Redis was away at the start): then above the first.
+        if pool_no(first[0]) == pool_no(second[0]):
+            self.assertGreater(int(second[0].split("_")[1]), int(first[0].split("_")[1]))
+
+    def grant_into(self, r, out):
+        st, d, _ = r.lease("w", 20, output_tokens=1)
+        if st == 202:
+            r.call("DELETE", "/v1/tickets/%s" % d["ticket"])
+        if st == 200:
+            out.append(d["lease"])
+        return st == 200
+
     def test_local_share_applies_the_margin_last_seen(self):
         a, b = self.replicas
         st, g, _ = a.lease("w", 100, output_tokens=1)
