@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/redis.sh - the Redis backend's figures: bench_redis (round trips, memory vs redis, one and two
 # replicas) and redis-benchmark on the raw acquire function (FCALL sluice_request) on a private server,
-# each with the Redis CPU time per FCALL (INFO commandstats, usec_per_call).
+# each with the Redis CPU time per FCALL (INFO commandstats, usec_per_call), and the Redis CPU per
+# request, ticket poll and cancel with 0, 1,000 and 10,000 requests queued (bench_redis_queue).
 # Usage: bench/redis.sh BUILD_DIR
 set -eu
 build=${1:-build}
@@ -26,4 +27,6 @@ done
 echo "baseline, FCALL sluice_version (no state):"
 redis-benchmark -p "$p" -n 20000 -c 16 -q FCALL sluice_version 0 | tr "\r" "\n" | tail -1
 cpu
+echo
+"$0/bench/bench_redis_queue" "$p" 0 1000 10000
 ' "$build"

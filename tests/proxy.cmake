@@ -30,7 +30,6 @@ endif()
 # The long variant of the kill -9 fault test: 75 s per variant, two kills, whole 60 s
 # windows. Label `slow`, built only with -DSL_SLOW_TESTS=ON (the short one is in the
 # default suite as proxy_test_restart_faults).
-option(SL_SLOW_TESTS "register the slow fault tests (label slow)" OFF)
 if(SL_SLOW_TESTS)
   add_test(NAME proxy_test_restart_faults_long
            COMMAND ${SL_PYTHON3} -m unittest -v test_restart_faults

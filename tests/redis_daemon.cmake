@@ -16,3 +16,16 @@ foreach(t ${SL_REDIS_DAEMON_TESTS})
     RUN_SERIAL TRUE
     ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;REDIS_SERVER=${SL_REDIS_SERVER};PYTHONDONTWRITEBYTECODE=1")
 endforeach()
+
+# Fault scenarios judged by sluice-emu (tests/integration/redis_daemon/fault_emu.py): about
+# 35 s each, so registered only with -DSL_SLOW_TESTS=ON, label `slow` (ctest -L slow).
+if(SL_SLOW_TESTS)
+  add_test(NAME redis_faults_emu
+           COMMAND ${SL_PYTHON3} -m unittest -v fault_emu
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon)
+  set_tests_properties(redis_faults_emu PROPERTIES
+    LABELS slow
+    TIMEOUT 600
+    RUN_SERIAL TRUE
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;REDIS_SERVER=${SL_REDIS_SERVER};PYTHONDONTWRITEBYTECODE=1")
+endif()

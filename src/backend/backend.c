@@ -17,6 +17,11 @@ void sl_backend_set_event_cb(sl_backend_t *b, sl_backend_event_cb cb, void *ud)
     b->event_ud = ud;
 }
 
+void sl_backend_set_actor(sl_backend_t *b, const sl_backend_actor_t *actor)
+{
+    b->actor = actor ? *actor : (sl_backend_actor_t){NULL, NULL};
+}
+
 double sl_backend_now(sl_backend_t *b)
 {
     return b->ops->now(b);

@@ -108,11 +108,27 @@ typedef struct sl_backend_ops {
     void (*ping)(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
 } sl_backend_ops_t;
 
+/* Who calls a lease or ticket operation. A backend shared by several replicas checks it
+ * against the owner it keeps (the replica that granted may not be the one asked) and
+ * answers SL_BACKEND_EFORBIDDEN, changing nothing, when the caller may not act as the
+ * owner. `agent` set: exactly that agent; `agent_prefix` set: agents with that prefix;
+ * neither: anyone (an admin token, auth off, or the server's own calls). */
+typedef struct sl_backend_actor {
+    const char *agent;
+    const char *agent_prefix;
+} sl_backend_actor_t;
+
+/* The lease or ticket belongs to an agent the caller may not act as (HTTP 403). */
+#define SL_BACKEND_EFORBIDDEN (-40)
+
 /* The common head of every backend; implementations embed it first. */
 struct sl_backend {
     const sl_backend_ops_t *ops;
     sl_backend_event_cb event_cb;
     void *event_ud;
+    /* The caller of the operation being dispatched (see sl_backend_set_actor); read only
+     * while an operation is being started, never kept. */
+    sl_backend_actor_t actor;
 };
 
 /* The backends' clock: CLOCK_MONOTONIC offset onto the realtime clock read once at
@@ -172,6 +188,11 @@ void sl_backend_free(sl_backend_t *b);
 /* Sets the receiver of engine events (NULL to stop). */
 void sl_backend_set_event_cb(sl_backend_t *b, sl_backend_event_cb cb, void *ud);
 
+/* Sets the caller of the operations dispatched next (NULL: anyone) until set again. The
+ * strings are borrowed until then. A backend with one replica may ignore it (the server
+ * checks owners it learnt from events). */
+void sl_backend_set_actor(sl_backend_t *b, const sl_backend_actor_t *actor);
+
 /* The backend's clock: Unix seconds that never go backwards. */
 double sl_backend_now(sl_backend_t *b);
 
@@ -227,13 +248,17 @@ typedef struct sl_redis_options {
     double timeout_s;      /* 0.5: a command unanswered this long marks Redis down */
     double tick_s;         /* 1.0: heartbeat, reconnect and advance period */
     bool replace_library;  /* load this build's library over another version */
+    bool cold_start_full;  /* false: a pool created without known history starts with
+                            * empty buckets that refill (?cold_start=empty, the default);
+                            * true: full (?cold_start=full) */
     char replica_id[64];   /* "" = hostname-pid */
 } sl_redis_options_t;
 
 /* Fills the defaults above (host 127.0.0.1). */
 void sl_redis_options_init(sl_redis_options_t *o);
 
-/* Parses "redis://[:password@]host[:port][/db][?fail=open|closed&timeout_ms=N&replace=1]"
+/* Parses "redis://[:password@]host[:port][/db][?fail=open|closed&timeout_ms=N&replace=1&
+ * cold_start=empty|full]"
  * into `o` (fields not named keep their values). Returns 0, or -1 with `err` set. */
 int sl_redis_options_parse_url(sl_redis_options_t *o, const char *url, char *err, size_t errlen);
 

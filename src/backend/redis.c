@@ -7,9 +7,11 @@
  *    configured, settles accepted while down are replayed and requests whose answer
  *    was lost are forgotten (refunded) - only then is the backend *up*.
  *  - Every operation is one FCALL (a request naming a task first asks the graph for
- *    `unblocks`). Each command carries a deadline; the oldest pending deadline is
- *    watched by one timer, and a command that misses it marks Redis down: the
- *    connection is dropped, which fails every pending command at once.
+ *    `unblocks`). Each command carries a deadline, counted from when Redis could start
+ *    it (its sending, or the answer to the command before it, whichever is later: a
+ *    backlog in the pipeline is not an outage); the oldest pending deadline is watched
+ *    by one timer, and a command that misses it marks Redis down: the connection is
+ *    dropped, which fails every pending command at once.
  *  - Down, `fail: open`: requests are decided by an in-process engine configured with
  *    1/replicas of each limit (replicas = the last heartbeat's count); its ids carry
  *    pool number SL__RPOOL_LOCAL so they are settled locally whatever happens later.
@@ -67,6 +69,20 @@ typedef struct rpool {
     char *name;
     int no;          /* registry number; 0 until registered */
     double wake_s;   /* next wake-up, Redis time */
+    /* The pool's history as last seen (sluice.lua, "epochs"); 0 until the first reply. */
+    double epoch;        /* the epoch this replica knows */
+    double next_n;       /* the highest id counter seen: a copy below it lost writes */
+    double lost_until_s; /* backend_state_lost is raised until then (Redis time) */
+    bool lost_alert;     /* ... and this replica has raised it */
+    double margin;       /* Redis's margin as last seen in events; 0 unknown */
+    /* Fail-open spending not yet charged to Redis (input, output, requests, tokens):
+     * `spent` accumulates the local engine's grants less its refunds; `charge` is what
+     * was taken from it for the charge `charge_seq`, resent under the same key until
+     * Redis acknowledges it (so it is applied once). */
+    double spent[SL_BUCKET_COUNT];
+    double charge[SL_BUCKET_COUNT];
+    uint64_t charge_seq;  /* 0: no charge pending */
+    bool charge_in_flight;
 } rpool_t;
 
 /* A queued event with its strings copied. */
@@ -103,6 +119,21 @@ struct rb {
     char roles[2048], prios[2048];
     int replicas;
     double offset_s; /* Redis time - local time */
+    double max_next_n; /* the highest id counter seen in any pool: seeds a lost pool's */
+    int local_no;        /* this replica's pool number for local ids (4096..8191) */
+    bool local_no_known; /* ... given by the registry (else a hash of the replica id) */
+    bool local_issued;   /* a local id was issued: local_no is fixed from then on */
+    uint64_t local_base; /* local ids count from here (ms since 2025 at start) */
+    bool outage_start;   /* up until now: the local share starts cold when next used */
+    /* Tickets this replica queued that have not ended as far as it saw: when Redis loses
+     * a pool's state they end (TICKET_EXPIRED), so their waiters do not wait for a grant
+     * that cannot come. */
+    struct queued_ticket {
+        uint64_t id;
+        int pool;
+    } *queued;
+    size_t n_queued, cap_queued;
+    uint64_t charge_seq;
     sl_engine_t *local;  /* fail-open decisions */
     int local_replicas;  /* the share the local engine was configured with */
     sl_engine_t *check;  /* validates task graph writes */
@@ -144,8 +175,34 @@ static char *dup_or_null(const char *s)
 
 /* ---- events ---- */
 
+static void forget_queued(rb_t *rb, uint64_t ticket)
+{
+    for (size_t i = 0; i < rb->n_queued; i++)
+        if (rb->queued[i].id == ticket) {
+            rb->queued[i] = rb->queued[--rb->n_queued];
+            return;
+        }
+}
+
+static void remember_queued(rb_t *rb, uint64_t ticket, int pool)
+{
+    if (rb->n_queued == rb->cap_queued) {
+        size_t cap = rb->cap_queued ? rb->cap_queued * 2 : 64;
+        struct queued_ticket *q = realloc(rb->queued, cap * sizeof *q);
+        if (!q) return; /* its waiter then waits out its time, as before */
+        rb->queued = q;
+        rb->cap_queued = cap;
+    }
+    rb->queued[rb->n_queued].id = ticket;
+    rb->queued[rb->n_queued].pool = pool;
+    rb->n_queued++;
+}
+
 static void queue_event(rb_t *rb, const sl_event_t *ev)
 {
+    if (ev->ticket && (ev->kind == SL_EV_GRANTED || ev->kind == SL_EV_TICKET_CANCELLED ||
+                       ev->kind == SL_EV_TICKET_EXPIRED || ev->kind == SL_EV_TICKET_REJECTED))
+        forget_queued(rb, ev->ticket);
     if (rb->n_events == rb->cap_events) {
         size_t cap = rb->cap_events ? rb->cap_events * 2 : 64;
         qevent_t *p = realloc(rb->events, cap * sizeof *p);
@@ -181,16 +238,54 @@ static void on_flush(evutil_socket_t fd, short what, void *ud)
     rb->n_events = 0;
 }
 
+static rpool_t *pool_by_name(rb_t *rb, const char *name);
+
+/* What the local engine spends is charged to Redis when it returns: grants less refunds. */
+static void account_local(rb_t *rb, const sl_event_t *ev)
+{
+    rpool_t *p = ev->pool ? pool_by_name(rb, ev->pool) : NULL;
+    if (!p) return;
+    double in = 0, out = 0, req = 0;
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        in = (double)ev->input_tokens, out = (double)ev->output_tokens, req = 1;
+        break;
+    case SL_EV_SETTLED:
+        in = -(double)ev->adjust_input_tokens, out = -(double)ev->adjust_output_tokens;
+        break;
+    case SL_EV_CANCELLED:
+    case SL_EV_UNCLAIMED:
+        in = -(double)ev->input_tokens, out = -(double)ev->output_tokens, req = -1;
+        break;
+    default:
+        return;
+    }
+    p->spent[SL_BUCKET_INPUT] += in;
+    p->spent[SL_BUCKET_OUTPUT] += out;
+    p->spent[SL_BUCKET_REQUESTS] += req;
+    p->spent[SL_BUCKET_TOKENS] += in + out;
+}
+
 static void on_local_event(const sl_event_t *ev, void *ud)
 {
+    account_local(ud, ev);
     queue_event(ud, ev);
+}
+
+static void note_margin(rb_t *rb, const sl_event_t *ev)
+{
+    rpool_t *p = ev->kind == SL_EV_MARGIN && ev->pool ? pool_by_name(rb, ev->pool) : NULL;
+    if (p) p->margin = ev->margin;
 }
 
 static void queue_reply_events(rb_t *rb, const sl__rreply_t *rep)
 {
     sl_event_t ev;
-    for (size_t i = 0; rep->events && i < rep->events->elements; i++)
-        if (sl__rreply_event(rep, i, &ev)) queue_event(rb, &ev);
+    for (size_t i = 0; rep->events && i < rep->events->elements; i++) {
+        if (!sl__rreply_event(rep, i, &ev)) continue;
+        note_margin(rb, &ev);
+        queue_event(rb, &ev);
+    }
 }
 
 static void set_alert(rb_t *rb, bool active)
@@ -238,11 +333,73 @@ static void arm_wake(rb_t *rb)
     evtimer_add(rb->wake, &tv);
 }
 
+/* The alert window during which the buckets refill from a cold start (sluice.lua's COLD_S). */
+#define COLD_S 60.0
+
+static void update_lost_alert(rb_t *rb, rpool_t *p, double redis_now)
+{
+    bool active = p->lost_until_s > redis_now;
+    if (active == p->lost_alert) return;
+    p->lost_alert = active;
+    sl_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = SL_EV_ALERT;
+    ev.now_s = rb_now(&rb->base);
+    ev.pool = p->name;
+    ev.alert = "backend_state_lost";
+    ev.active = active;
+    queue_event(rb, &ev);
+}
+
+/* Follows the pool's epoch: an epoch other than the one this replica knew means Redis
+ * lost the pool's state (restarted empty, flushed, failed over to a copy that missed
+ * writes). The library then starts cold and sets the alert window; a change this
+ * replica sees first raises the alert here for as long. */
+static void note_state(rb_t *rb, rpool_t *p, const sl__rreply_t *rep)
+{
+    if (!p || !(rep->epoch > 0)) return;
+    double redis_now = rb_now(&rb->base) + rb->offset_s;
+    if (rep->lost_until_s > p->lost_until_s) p->lost_until_s = rep->lost_until_s;
+    if (p->epoch > 0 && rep->epoch != p->epoch) {
+        fprintf(stderr,
+                "sluiced: redis: pool %s lost its state (epoch %.0f, now %.0f): cold start, "
+                "alert backend_state_lost\n",
+                p->name, p->epoch, rep->epoch);
+        if (p->lost_until_s < redis_now + COLD_S) p->lost_until_s = redis_now + COLD_S;
+        /* Its queue went with it: every ticket queued here before now has ended. */
+        int idx = (int)(p - rb->pools);
+        for (size_t i = rb->n_queued; i-- > 0;) {
+            if (rb->queued[i].pool != idx) continue;
+            sl_event_t ev;
+            memset(&ev, 0, sizeof ev);
+            ev.kind = SL_EV_TICKET_EXPIRED;
+            ev.now_s = rb_now(&rb->base);
+            ev.pool = p->name;
+            ev.ticket = rb->queued[i].id;
+            queue_event(rb, &ev); /* and forgets it */
+        }
+    }
+    p->epoch = rep->epoch;
+    if (rep->next_n > p->next_n) p->next_n = rep->next_n;
+    if (p->next_n > rb->max_next_n) rb->max_next_n = p->next_n;
+    update_lost_alert(rb, p, redis_now);
+}
+
+/* What the pool's history looked like to this replica, for the library to compare:
+ * `ep` (a pool gone from Redis is then `state_lost`, not unknown) and `hw`. */
+static void add_history(sl__rcmd_t *cmd, const rpool_t *p)
+{
+    if (!p || !(p->epoch > 0)) return;
+    sl__rcmd_num(cmd, "ep", p->epoch);
+    sl__rcmd_num(cmd, "hw", p->next_n);
+}
+
 static void note_wake(rb_t *rb, const char *pool, const sl__rreply_t *rep)
 {
     rpool_t *p = pool ? pool_by_name(rb, pool) : NULL;
     if (!p) return;
     p->wake_s = rep->wake_s;
+    note_state(rb, p, rep);
     arm_wake(rb);
 }
 
@@ -269,13 +426,28 @@ static void unlink_call(rb_t *rb, rcall_t *c)
     c->prev = c->next = NULL;
 }
 
+static void recover_lost_state(rb_t *rb);
+
+static bool is_state_lost(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+           r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "state_lost") == 0;
+}
+
 static void on_call_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     rcall_t *c = priv;
     rb_t *rb = c->rb;
     (void)ac;
     unlink_call(rb, c);
+    /* Redis answers in order: the next command starts only now, and its timeout measures
+     * it, not the backlog of the pipeline ahead of it (a burst is not an outage). */
+    if (rb->head && !rb->freeing) {
+        double starts = rb_now(&rb->base) + rb->opt.timeout_s;
+        if (rb->head->deadline < starts) rb->head->deadline = starts;
+    }
     if (!rb->freeing) arm_deadline(rb);
+    if (!rb->freeing && is_state_lost(r)) recover_lost_state(rb);
     c->fn(rb, c, rb->freeing ? NULL : r);
     free(c);
 }
@@ -322,6 +494,9 @@ static void on_deadline(evutil_socket_t fd, short what, void *ud)
     rb_t *rb = ud;
     (void)fd;
     (void)what;
+    /* The answer may be waiting unread (this loop was busy, not Redis): read it first. */
+    if (rb->head && rb->head->deadline <= rb_now(&rb->base) && rb->ac && rb->connected)
+        redisAsyncHandleRead(rb->ac);
     if (rb->head && rb->head->deadline <= rb_now(&rb->base)) {
         fprintf(stderr, "sluiced: redis did not answer within %.3f s\n", rb->opt.timeout_s);
         go_down(rb);
@@ -339,8 +514,21 @@ static int64_t share(int64_t limit, int replicas)
     return s > 0 ? s : 1;
 }
 
-/* (Re)configures the local engine with 1/replicas of every limit. */
-static void local_configure(rb_t *rb)
+/* The margin of the local share: the pool's configured start, or lower when Redis's
+ * margin was seen lower (429s cut it). */
+static double local_margin(const rb_t *rb, const char *pool, const sl_pool_config_t *cfg)
+{
+    for (int i = 0; i < rb->n_pools; i++)
+        if (strcmp(rb->pools[i].name, pool) == 0 && rb->pools[i].margin > 0 &&
+            rb->pools[i].margin < cfg->margin_start)
+            return rb->pools[i].margin > cfg->margin_floor ? rb->pools[i].margin : cfg->margin_floor;
+    return cfg->margin_start;
+}
+
+/* (Re)configures the local engine with 1/replicas of every limit. `cold`: every pool's
+ * buckets are emptied too and refill from now - what the replicas spent just before
+ * Redis went away is not known here, and a full share on top of it would overbook. */
+static void local_configure(rb_t *rb, bool cold)
 {
     if (!rb->have_settings) return;
     int n = rb->replicas > 0 ? rb->replicas : 1;
@@ -348,7 +536,8 @@ static void local_configure(rb_t *rb)
         rb->local = sl_engine_new(&rb->ecfg);
         if (!rb->local) return;
         sl_engine_set_event_cb(rb->local, on_local_event, rb);
-    } else if (rb->local_replicas == n) {
+        cold = true;
+    } else if (rb->local_replicas == n && !cold) {
         return;
     }
     const sl_backend_settings_t *s = &rb->settings;
@@ -359,43 +548,57 @@ static void local_configure(rb_t *rb)
     double now = rb_now(&rb->base);
     for (size_t i = 0; i < s->n_pools; i++) {
         sl_pool_config_t cfg = s->pools[i].config;
+        cfg.margin_start = local_margin(rb, s->pools[i].name, &cfg);
         cfg.input_tpm = share(cfg.input_tpm, n);
         cfg.output_tpm = share(cfg.output_tpm, n);
         cfg.rpm = share(cfg.rpm, n);
         cfg.tokens_tpm = share(cfg.tokens_tpm, n);
         cfg.concurrency = share(cfg.concurrency, n);
         sl_engine_configure_pool(rb->local, s->pools[i].name, &cfg, now);
+        /* No cold-start window: headers seen during an outage only lower the share. */
+        if (cold) sl_engine_pool_cold_start(rb->local, s->pools[i].name, 0, now);
     }
     rb->local_replicas = n;
 }
 
+/* Local ids: (local_no << 40) | (local_base + engine id). local_no is this replica's own
+ * (4096..6143 from the registry; 6144..8191 a hash of its id when Redis was away at its
+ * start), so no two replicas issue one id; local_base is the milliseconds since
+ * 2025 when the process started, so a restarted replica issues ids above its earlier
+ * ones (unless it issued more than 1,000 local ids per second on average). */
 static bool is_local(uint64_t id)
 {
-    return sl__rid_pool(id) == SL__RPOOL_LOCAL;
+    return sl__rid_pool(id) >= SL__RPOOL_LOCAL_MIN;
 }
 
-static uint64_t local_id(uint64_t engine_id)
+static bool is_mine(const rb_t *rb, uint64_t id)
 {
-    return engine_id ? ((uint64_t)SL__RPOOL_LOCAL << SL__RID_SHIFT) | engine_id : 0;
+    return sl__rid_pool(id) == rb->local_no && rb->local;
 }
 
-static uint64_t engine_id(uint64_t id)
+static uint64_t local_id(const rb_t *rb, uint64_t engine_id)
 {
-    return id & (((uint64_t)1 << SL__RID_SHIFT) - 1);
+    return engine_id ? ((uint64_t)rb->local_no << SL__RID_SHIFT) | (rb->local_base + engine_id) : 0;
 }
 
-static void local_decision_ids(sl_decision_t *d)
+static uint64_t engine_id(const rb_t *rb, uint64_t id)
 {
-    d->lease = local_id(d->lease);
-    d->ticket = local_id(d->ticket);
+    uint64_t n = id & (((uint64_t)1 << SL__RID_SHIFT) - 1);
+    return n > rb->local_base ? n - rb->local_base : 0;
+}
+
+static void local_decision_ids(const rb_t *rb, sl_decision_t *d)
+{
+    d->lease = local_id(rb, d->lease);
+    d->ticket = local_id(rb, d->ticket);
 }
 
 /* Local engine events carry engine ids; rewrite them to wire ids before delivery. */
 static void fix_local_events(rb_t *rb, size_t from)
 {
     for (size_t i = from; i < rb->n_events; i++) {
-        rb->events[i].ev.lease = local_id(rb->events[i].ev.lease);
-        rb->events[i].ev.ticket = local_id(rb->events[i].ev.ticket);
+        rb->events[i].ev.lease = local_id(rb, rb->events[i].ev.lease);
+        rb->events[i].ev.ticket = local_id(rb, rb->events[i].ev.ticket);
     }
 }
 
@@ -456,12 +659,26 @@ static void add_doubt(rb_t *rb, const char *pool, const char *agent, const char 
 static void connect_redis(rb_t *rb);
 static void send_configure_all(rb_t *rb);
 
+/* Redis stops deciding: the next local decision starts the local share cold. */
+static void note_outage(rb_t *rb)
+{
+    if (rb->up) rb->outage_start = true;
+}
+
+static bool take_outage_start(rb_t *rb)
+{
+    bool was = rb->outage_start;
+    rb->outage_start = false;
+    return was;
+}
+
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     rb_t *rb = ac->data;
     (void)status;
     if (!rb) return;
     if (ac == rb->ac) {
+        note_outage(rb);
         rb->ac = NULL;
         rb->connected = false;
         rb->up = false;
@@ -485,6 +702,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 
 static void drop_connections(rb_t *rb)
 {
+    note_outage(rb);
     if (rb->ac) {
         redisAsyncContext *ac = rb->ac;
         rb->up = false;
@@ -504,7 +722,7 @@ static void go_down(rb_t *rb)
     drop_connections(rb);
     rb->up = false;
     set_alert(rb, true);
-    if (rb->opt.fail == SL_REDIS_FAIL_OPEN) local_configure(rb);
+    if (rb->opt.fail == SL_REDIS_FAIL_OPEN) local_configure(rb, take_outage_start(rb));
 }
 
 static void on_published(redisAsyncContext *ac, void *r, void *priv)
@@ -523,8 +741,10 @@ static void on_published(redisAsyncContext *ac, void *r, void *priv)
         char *next = strchr(part, '\x1e');
         if (next) *next++ = '\0';
         sl_event_t ev;
+        bool ok = sl__wire_event(part, &ev);
+        if (ok) note_margin(rb, &ev);
         /* Only what a waiting request needs: the holder answers it. */
-        if (sl__wire_event(part, &ev) &&
+        if (ok &&
             ((ev.kind == SL_EV_GRANTED && ev.ticket) || ev.kind == SL_EV_TICKET_CANCELLED ||
              ev.kind == SL_EV_TICKET_EXPIRED || ev.kind == SL_EV_TICKET_REJECTED))
             queue_event(rb, &ev);
@@ -562,6 +782,130 @@ static void connect_failed(rb_t *rb, const char *what, const char *why)
     drop_connections(rb);
 }
 
+/* ---- tickets whose events may have been missed ---- */
+
+/* The answer to a peek at a ticket queued here: a grant or an end that happened while
+ * this replica was not subscribed (Redis away) is delivered now as its event. */
+static void on_peeked(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    uint64_t ticket = *(uint64_t *)c->ctx;
+    free(c->ctx);
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (rc == SL__RPROTO || c->idx >= rb->n_pools) return; /* still unknown: asked again */
+    sl_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.now_s = rb_now(&rb->base);
+    ev.pool = rb->pools[c->idx].name;
+    ev.ticket = ticket;
+    if (rc == SL_OK) {
+        sl_decision_t d;
+        sl__rreply_decision(&rep, &d);
+        if (d.status == SL_QUEUED) return;
+        ev.kind = d.status == SL_GRANTED ? SL_EV_GRANTED : SL_EV_TICKET_EXPIRED;
+        ev.lease = d.lease;
+    } else {
+        ev.kind = rc == SL_EALREADY ? SL_EV_TICKET_CANCELLED : SL_EV_TICKET_EXPIRED;
+    }
+    queue_event(rb, &ev);
+}
+
+/* After reconnecting: published events of the outage were not received. */
+static void peek_queued(rb_t *rb)
+{
+    for (size_t i = 0; i < rb->n_queued; i++) {
+        int idx = rb->queued[i].pool;
+        uint64_t *id = malloc(sizeof *id);
+        if (!id || idx >= rb->n_pools) {
+            free(id);
+            continue;
+        }
+        *id = rb->queued[i].id;
+        sl__rcmd_t cmd;
+        sl__rcmd_begin(&cmd, "sluice_ticket", rb->pools[idx].name, NAN, rb->opt.replica_id);
+        sl__rcmd_u64(&cmd, "ticket", *id);
+        sl__rcmd_num(&cmd, "peek", 1);
+        add_history(&cmd, &rb->pools[idx]);
+        send_cmd(rb, &cmd, on_peeked, id, idx, true);
+    }
+}
+
+/* ---- fail-open spending charged to Redis ---- */
+
+static void on_charged(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (c->idx >= rb->n_pools) return;
+    rpool_t *p = &rb->pools[c->idx];
+    p->charge_in_flight = false;
+    if (rc == SL_OK) {
+        memset(p->charge, 0, sizeof p->charge);
+        p->charge_seq = 0;
+        queue_reply_events(rb, &rep);
+        note_state(rb, p, &rep);
+    } else if (rc != SL__RPROTO) {
+        /* A charge the library refuses is dropped, not retried forever. */
+        fprintf(stderr, "sluiced: redis: charging pool %s for its fail-open grants failed: %s\n",
+                p->name, rep.msg);
+        memset(p->charge, 0, sizeof p->charge);
+        p->charge_seq = 0;
+    }
+}
+
+/* Sends what each pool's local share spent (or refunded) since the last charge. A
+ * pending charge keeps its key until acknowledged: the library applies a key once. */
+static void send_charges(rb_t *rb)
+{
+    for (int i = 0; i < rb->n_pools && rb->up; i++) {
+        rpool_t *p = &rb->pools[i];
+        if (p->charge_in_flight) continue;
+        if (!p->charge_seq) {
+            bool any = false;
+            for (int b = 0; b < SL_BUCKET_COUNT; b++) any |= p->spent[b] != 0;
+            if (!any) continue;
+            memcpy(p->charge, p->spent, sizeof p->charge);
+            memset(p->spent, 0, sizeof p->spent);
+            p->charge_seq = ++rb->charge_seq;
+        }
+        char key[128];
+        snprintf(key, sizeof key, "~charge:%.63s:%llu:%llu", rb->opt.replica_id,
+                 (unsigned long long)rb->local_base, (unsigned long long)p->charge_seq);
+        sl__rcmd_t cmd;
+        sl__rcmd_begin(&cmd, "sluice_charge", p->name, NAN, rb->opt.replica_id);
+        sl__rcmd_str(&cmd, "key", key);
+        static const char *const names[SL_BUCKET_COUNT] = {"c0", "c1", "c2", "c3"};
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) sl__rcmd_num(&cmd, names[b], p->charge[b]);
+        add_history(&cmd, p);
+        p->charge_in_flight = true;
+        send_cmd(rb, &cmd, on_charged, NULL, i, true);
+    }
+}
+
+/* The registry's number for this replica's local ids, taken only while none was issued. */
+static void on_replica_no(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    (void)c;
+    if (!r || r->type != REDIS_REPLY_STRING || rb->local_issued) return;
+    int no = atoi(r->str);
+    if (no >= SL__RPOOL_LOCAL_MIN && no < SL__RPOOL_LOCAL_HASHED) {
+        rb->local_no = no;
+        rb->local_no_known = true;
+    }
+}
+
+static void send_replica_no(rb_t *rb)
+{
+    if (rb->local_no_known || rb->local_issued) return;
+    sl__rcmd_t cmd = {0};
+    sl__rcmd_raw(&cmd, "FCALL");
+    sl__rcmd_raw(&cmd, "sluice_replica_no");
+    sl__rcmd_raw(&cmd, "1");
+    sl__rcmd_raw(&cmd, "sluice:{registry}:pools");
+    sl__rcmd_raw(&cmd, rb->opt.replica_id);
+    send_cmd(rb, &cmd, on_replica_no, NULL, 0, true);
+}
+
 static void finish_connect_step(rb_t *rb)
 {
     if (--rb->connect_pending > 0) return;
@@ -570,6 +914,7 @@ static void finish_connect_step(rb_t *rb)
         const char *pool = rb->doubts[i].pool;
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_forget", pool, NAN, rb->opt.replica_id);
+        add_history(&cmd, pool_by_name(rb, pool));
         int n = 0;
         size_t j = i;
         char name[16];
@@ -590,6 +935,9 @@ static void finish_connect_step(rb_t *rb)
         send_cmd(rb, &rb->deferred[i].cmd, on_internal_reply, NULL, 0, true);
     rb->n_deferred = 0;
     rb->up = true;
+    send_charges(rb);
+    send_replica_no(rb);
+    peek_queued(rb);
     set_alert(rb, false);
     subscribe(rb);
 }
@@ -605,6 +953,32 @@ static void on_configured(rb_t *rb, rcall_t *c, redisReply *r)
     queue_reply_events(rb, &rep);
     note_wake(rb, sl__rreply_get(&rep, "name"), &rep);
     finish_connect_step(rb);
+}
+
+/* How a configure may have to create the pool: cold or full, its id counter above every
+ * one this replica saw, and whether this replica knew an earlier epoch (a loss). */
+static void add_configure_history(rb_t *rb, sl__rcmd_t *cmd, const rpool_t *p)
+{
+    sl__rcmd_str(cmd, "cold_start", rb->opt.cold_start_full ? "full" : "empty");
+    if (rb->max_next_n > 0) sl__rcmd_num(cmd, "seed_n", rb->max_next_n);
+    if (p->epoch > 0) sl__rcmd_num(cmd, "lost", 1);
+    add_history(cmd, p);
+}
+
+/* "FCALL sluice_register 1 <registry> name [number known]". */
+static void register_cmd(sl__rcmd_t *cmd, const rpool_t *p)
+{
+    char no[16];
+    memset(cmd, 0, sizeof *cmd);
+    sl__rcmd_raw(cmd, "FCALL");
+    sl__rcmd_raw(cmd, "sluice_register");
+    sl__rcmd_raw(cmd, "1");
+    sl__rcmd_raw(cmd, "sluice:{registry}:pools");
+    sl__rcmd_raw(cmd, p->name);
+    if (p->no > 0) {
+        snprintf(no, sizeof no, "%d", p->no);
+        sl__rcmd_raw(cmd, no);
+    }
 }
 
 static void on_registered(rb_t *rb, rcall_t *c, redisReply *r)
@@ -623,6 +997,7 @@ static void on_registered(rb_t *rb, rcall_t *c, redisReply *r)
     sl__rcmd_t cmd;
     sl__rcmd_configure(&cmd, np->name, &np->config, &rb->ecfg, rb->roles, rb->prios,
                        rb->pools[i].no, NAN, rb->opt.replica_id);
+    add_configure_history(rb, &cmd, &rb->pools[i]);
     send_cmd(rb, &cmd, on_configured, NULL, i, true);
 }
 
@@ -631,15 +1006,24 @@ static void send_configure_all(rb_t *rb)
 {
     rb->connect_pending = 1 + rb->n_pools;
     for (int i = 0; i < rb->n_pools; i++) {
-        sl__rcmd_t cmd = {0};
-        sl__rcmd_raw(&cmd, "FCALL");
-        sl__rcmd_raw(&cmd, "sluice_register");
-        sl__rcmd_raw(&cmd, "1");
-        sl__rcmd_raw(&cmd, "sluice:{registry}:pools");
-        sl__rcmd_raw(&cmd, rb->pools[i].name);
+        sl__rcmd_t cmd;
+        register_cmd(&cmd, &rb->pools[i]);
         send_cmd(rb, &cmd, on_registered, NULL, i, true);
     }
     finish_connect_step(rb);
+}
+
+/* A pool this replica knew is gone from Redis (FLUSHALL, or a restart the connection
+ * survived): not up until every pool is registered and configured again, which
+ * creates them cold (the library's epochs). */
+static void recover_lost_state(rb_t *rb)
+{
+    if (!rb->up) return;
+    fprintf(stderr, "sluiced: redis %s:%d lost sluice's state: configuring again\n",
+            rb->opt.host, rb->opt.port);
+    note_outage(rb);
+    rb->up = false;
+    send_configure_all(rb);
 }
 
 static void on_library_loaded(rb_t *rb, rcall_t *c, redisReply *r)
@@ -727,6 +1111,7 @@ static void on_advanced(rb_t *rb, rcall_t *c, redisReply *r)
     queue_reply_events(rb, &rep);
     if (c->idx < rb->n_pools) {
         rb->pools[c->idx].wake_s = rep.wake_s;
+        note_state(rb, &rb->pools[c->idx], &rep);
         arm_wake(rb);
     }
 }
@@ -735,6 +1120,7 @@ static void advance_pool(rb_t *rb, int i)
 {
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, "sluice_advance", rb->pools[i].name, NAN, rb->opt.replica_id);
+    add_history(&cmd, &rb->pools[i]);
     rb->pools[i].wake_s = INFINITY; /* until the answer says otherwise */
     send_cmd(rb, &cmd, on_advanced, NULL, i, false);
 }
@@ -758,6 +1144,8 @@ static void on_tick(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     local_advance(rb);
+    double redis_now = rb_now(&rb->base) + rb->offset_s;
+    for (int i = 0; i < rb->n_pools; i++) update_lost_alert(rb, &rb->pools[i], redis_now);
     if (!rb->ac) {
         connect_redis(rb);
         return;
@@ -778,6 +1166,7 @@ static void on_tick(evutil_socket_t fd, short what, void *ud)
         send_cmd(rb, &cmd, on_heartbeat, sent, 0, false);
     }
     for (int i = 0; i < rb->n_pools; i++) advance_pool(rb, i);
+    send_charges(rb);
     subscribe(rb);
 }
 
@@ -836,12 +1225,13 @@ static rop_t *rop_new(void *ud)
 
 static void answer_decision_local(rb_t *rb, rop_t *op)
 {
-    local_configure(rb);
+    local_configure(rb, take_outage_start(rb));
     sl_decision_t d;
     size_t from = rb->n_events;
     int rc = rb->local ? sl_engine_request(rb->local, &op->req, rb_now(&rb->base), &d) : SL_ENOMEM;
+    rb->local_issued = true; /* (events carry the ids too, rewritten just below) */
     fix_local_events(rb, from);
-    if (rc == SL_OK) local_decision_ids(&d);
+    if (rc == SL_OK) local_decision_ids(rb, &d);
     op->cb.decision(rc, rc == SL_OK ? &d : NULL,
                     rc == SL_OK ? NULL : rb->local ? sl_engine_errmsg(rb->local) : "out of memory",
                     op->ud);
@@ -867,6 +1257,9 @@ static void on_request_reply(rb_t *rb, rcall_t *c, redisReply *r)
         note_wake(rb, op->pool, &rep);
         /* An internal request id is ours, not the client's: it never replays. */
         if (op->rid[0]) d.replayed = false;
+        rpool_t *p = pool_by_name(rb, op->pool);
+        if (d.status == SL_QUEUED && !d.replayed && p)
+            remember_queued(rb, d.ticket, (int)(p - rb->pools));
         op->cb.decision(SL_OK, &d, NULL, op->ud);
     }
     rop_free(op);
@@ -876,6 +1269,7 @@ static void send_request(rb_t *rb, rop_t *op, int64_t graph_unblocks)
 {
     sl__rcmd_t cmd;
     sl__rcmd_request(&cmd, &op->req, graph_unblocks, NAN, rb->opt.replica_id);
+    add_history(&cmd, pool_by_name(rb, op->pool));
     op->waiting = 0;
     send_cmd(rb, &cmd, on_request_reply, op, 0, false);
 }
@@ -960,6 +1354,23 @@ static void on_ticket_reply(rb_t *rb, rcall_t *c, redisReply *r)
     rop_free(op);
 }
 
+/* Names the caller (sl_backend_set_actor) so the library checks the owner it keeps. */
+static void add_actor(rb_t *rb, sl__rcmd_t *cmd)
+{
+    sl__rcmd_str(cmd, "actor", rb->base.actor.agent);
+    sl__rcmd_str(cmd, "actor_prefix", rb->base.actor.agent_prefix);
+}
+
+/* A local id of another replica (or of this one's earlier run): only it could settle it. */
+static const char *foreign_msg(const char *what, uint64_t id)
+{
+    static char msg[160];
+    snprintf(msg, sizeof msg,
+             "%s %llu was decided by another replica while Redis was away; only that replica "
+             "knows it", what, (unsigned long long)id);
+    return msg;
+}
+
 static const char *not_found_msg(const char *what, uint64_t id)
 {
     static char msg[96];
@@ -970,13 +1381,17 @@ static const char *not_found_msg(const char *what, uint64_t id)
 static void rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
+    if (is_local(ticket) && !is_mine(rb, ticket)) {
+        cb(SL_ENOTFOUND, NULL, foreign_msg("ticket", ticket), ud);
+        return;
+    }
     if (is_local(ticket)) {
         sl_decision_t d;
         size_t from = rb->n_events;
-        int rc = rb->local ? sl_engine_ticket(rb->local, engine_id(ticket), rb_now(b), &d)
+        int rc = rb->local ? sl_engine_ticket(rb->local, engine_id(rb, ticket), rb_now(b), &d)
                            : SL_ENOTFOUND;
         fix_local_events(rb, from);
-        if (rc == SL_OK) local_decision_ids(&d);
+        if (rc == SL_OK) local_decision_ids(rb, &d);
         cb(rc, rc == SL_OK ? &d : NULL,
            rc == SL_OK ? NULL : rb->local ? sl_engine_errmsg(rb->local) : not_found_msg("ticket", ticket),
            ud);
@@ -997,6 +1412,8 @@ static void rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, "sluice_ticket", p->name, NAN, rb->opt.replica_id);
     sl__rcmd_u64(&cmd, "ticket", ticket);
+    add_actor(rb, &cmd);
+    add_history(&cmd, p);
     send_cmd(rb, &cmd, on_ticket_reply, op, 0, false);
 }
 
@@ -1046,11 +1463,14 @@ static void id_op(rb_t *rb, const char *fn, const char *id_name, uint64_t id, in
     sl__rcmd_u64(&cmd, id_name, id);
     if (held >= 0) sl__rcmd_num(&cmd, "held", held);
     if (ttl_s > 0) sl__rcmd_num(&cmd, "ttl", ttl_s);
+    add_actor(rb, &cmd);
+    add_history(&cmd, p);
     if (deferrable) {
         /* keep a copy to replay if Redis turns out to be down */
         sl__rcmd_begin(&op->cmd, fn, p->name, NAN, rb->opt.replica_id);
         sl__rcmd_u64(&op->cmd, id_name, id);
         if (ttl_s > 0) sl__rcmd_num(&op->cmd, "ttl", ttl_s);
+        add_actor(rb, &op->cmd);
     }
     send_cmd(rb, &cmd, on_done_reply, op, 0, false);
 }
@@ -1064,8 +1484,12 @@ static void rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backe
                            void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(ticket) && rb->local) {
-        local_done(rb, sl_engine_ticket_hold(rb->local, engine_id(ticket), held, rb_now(b)), 0, cb, ud);
+    if (is_local(ticket) && !is_mine(rb, ticket)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("ticket", ticket), ud);
+        return;
+    }
+    if (is_local(ticket)) {
+        local_done(rb, sl_engine_ticket_hold(rb->local, engine_id(rb, ticket), held, rb_now(b)), 0, cb, ud);
         return;
     }
     id_op(rb, "sluice_ticket_hold", "ticket", ticket, held ? 1 : 0, 0, false, cb, ud);
@@ -1074,9 +1498,13 @@ static void rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backe
 static void rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(ticket) && rb->local) {
+    if (is_local(ticket) && !is_mine(rb, ticket)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("ticket", ticket), ud);
+        return;
+    }
+    if (is_local(ticket)) {
         size_t from = rb->n_events;
-        int rc = sl_engine_ticket_cancel(rb->local, engine_id(ticket), rb_now(b));
+        int rc = sl_engine_ticket_cancel(rb->local, engine_id(rb, ticket), rb_now(b));
         fix_local_events(rb, from);
         local_done(rb, rc, 0, cb, ud);
         return;
@@ -1087,9 +1515,13 @@ static void rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_c
 static void rb_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(lease) && rb->local) {
+    if (is_local(lease) && !is_mine(rb, lease)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("lease", lease), ud);
+        return;
+    }
+    if (is_local(lease)) {
         size_t from = rb->n_events;
-        int rc = sl_engine_cancel(rb->local, engine_id(lease), rb_now(b));
+        int rc = sl_engine_cancel(rb->local, engine_id(rb, lease), rb_now(b));
         fix_local_events(rb, from);
         local_done(rb, rc, 0, cb, ud);
         return;
@@ -1101,9 +1533,13 @@ static void rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_
                       void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (is_local(lease) && rb->local) {
+    if (is_local(lease) && !is_mine(rb, lease)) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("lease", lease), ud);
+        return;
+    }
+    if (is_local(lease)) {
         double at = 0;
-        int rc = sl_engine_extend(rb->local, engine_id(lease), ttl_s, rb_now(b), &at);
+        int rc = sl_engine_extend(rb->local, engine_id(rb, lease), ttl_s, rb_now(b), &at);
         local_done(rb, rc, at, cb, ud);
         return;
     }
@@ -1146,10 +1582,14 @@ static void rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
 {
     rb_t *rb = (rb_t *)b;
     char err[256];
-    if (is_local(lease) && rb->local) {
+    if (is_local(lease) && !is_mine(rb, lease)) {
+        cb(SL_ENOTFOUND, NULL, foreign_msg("lease", lease), ud);
+        return;
+    }
+    if (is_local(lease)) {
         sl_settle_result_t res;
         size_t from = rb->n_events;
-        int rc = sl_engine_settle(rb->local, engine_id(lease), s, rb_now(b), &res);
+        int rc = sl_engine_settle(rb->local, engine_id(rb, lease), s, rb_now(b), &res);
         fix_local_events(rb, from);
         cb(rc, rc == SL_OK ? &res : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(rb->local), ud);
         return;
@@ -1175,6 +1615,10 @@ static void rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
         rop_free(op);
         return;
     }
+    add_actor(rb, &cmd);
+    add_actor(rb, &op->cmd);
+    add_history(&cmd, p);
+    add_history(&op->cmd, p);
     send_cmd(rb, &cmd, on_settle_reply, op, 0, false);
 }
 
@@ -1261,6 +1705,7 @@ static void on_user_registered(rb_t *rb, rcall_t *c, redisReply *r)
             sl__rcmd_t cmd;
             sl__rcmd_configure(&cmd, np->name, &np->config, &rb->ecfg, rb->roles, rb->prios,
                                rb->pools[i].no, NAN, rb->opt.replica_id);
+            add_configure_history(rb, &cmd, &rb->pools[i]);
             send_cmd(rb, &cmd, on_user_configured, op, i, false);
             return;
         }
@@ -1300,7 +1745,7 @@ static void rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_bac
         rb->n_pools++;
     }
     rb->local_replicas = 0; /* the local engine follows the new settings when next used */
-    if (rb->local) local_configure(rb);
+    if (rb->local) local_configure(rb, false);
     if (!rb->up || s->n_pools == 0) {
         if (cb) cb(SL_OK, 0, NULL, ud);
         return;
@@ -1314,12 +1759,8 @@ static void rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_bac
     op->waiting = (int)s->n_pools;
     for (size_t i = 0; i < s->n_pools; i++) {
         rpool_t *p = pool_by_name(rb, s->pools[i].name);
-        sl__rcmd_t cmd = {0};
-        sl__rcmd_raw(&cmd, "FCALL");
-        sl__rcmd_raw(&cmd, "sluice_register");
-        sl__rcmd_raw(&cmd, "1");
-        sl__rcmd_raw(&cmd, "sluice:{registry}:pools");
-        sl__rcmd_raw(&cmd, p->name);
+        sl__rcmd_t cmd;
+        register_cmd(&cmd, p);
         send_cmd(rb, &cmd, on_user_registered, op, (int)(p - rb->pools), false);
     }
 }
@@ -1540,6 +1981,7 @@ static void rb_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, 
         if (pool && strcmp(pool, rb->pools[i].name) != 0) continue;
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_pool", rb->pools[i].name, NAN, rb->opt.replica_id);
+        add_history(&cmd, &rb->pools[i]);
         send_cmd(rb, &cmd, on_pool_info, op, i, false);
     }
 }
@@ -1640,6 +2082,7 @@ static void rb_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud)
     for (int i = 0; i < rb->n_pools; i++) {
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_agents", rb->pools[i].name, NAN, rb->opt.replica_id);
+        add_history(&cmd, &rb->pools[i]);
         send_cmd(rb, &cmd, on_agents, op, i, false);
     }
 }
@@ -1694,6 +2137,7 @@ static void rb_free(sl_backend_t *b)
         free(rb->events[i].alert);
     }
     free(rb->events);
+    free(rb->queued);
     sl_backend_settings_clear(&rb->settings);
     sl_engine_free(rb->local);
     sl_engine_free(rb->check);
@@ -1719,6 +2163,13 @@ static const sl_backend_ops_t redis_ops = {
     .agents = rb_agents,
     .ping = rb_ping,
 };
+
+bool sl_backend_redis_state_lost(sl_backend_t *b, const char *pool)
+{
+    if (!b || b->ops != &redis_ops || !pool) return false;
+    rpool_t *p = pool_by_name((rb_t *)b, pool);
+    return p && p->lost_alert;
+}
 
 bool sl_backend_redis_available(sl_backend_t *b)
 {
@@ -1791,6 +2242,8 @@ int sl_redis_options_parse_url(sl_redis_options_t *o, const char *url, char *err
         else if (strncmp(kv, "timeout_ms=", 11) == 0 && atof(kv + 11) > 0) o->timeout_s = atof(kv + 11) / 1000;
         else if (strncmp(kv, "tick_ms=", 8) == 0 && atof(kv + 8) > 0) o->tick_s = atof(kv + 8) / 1000;
         else if (strcmp(kv, "replace=1") == 0) o->replace_library = true;
+        else if (strcmp(kv, "cold_start=empty") == 0) o->cold_start_full = false;
+        else if (strcmp(kv, "cold_start=full") == 0) o->cold_start_full = true;
         else if (strncmp(kv, "replica=", 8) == 0) snprintf(o->replica_id, sizeof o->replica_id, "%s", kv + 8);
         else {
             snprintf(err, errlen, "backend \"%s\": unknown option \"%s\"", url, kv);
@@ -1859,6 +2312,11 @@ sl_backend_t *sl_backend_redis_new(struct event_base *base, const sl_redis_optio
     else sl_engine_config_init(&rb->ecfg);
     sl_backend_clock_init(&rb->clock);
     rb->replicas = 1;
+    uint32_t h = 2166136261u; /* FNV-1a of the replica id: the number until the registry's */
+    for (const char *q = rb->opt.replica_id; *q; q++) h = (h ^ (unsigned char)*q) * 16777619u;
+    rb->local_no = SL__RPOOL_LOCAL_HASHED + (int)(h % (SL__RPOOL_LOCAL_MAX - SL__RPOOL_LOCAL_HASHED + 1));
+    double since_2025_ms = (rb->clock.start_real_s - 1735689600.0) * 1000.0;
+    rb->local_base = since_2025_ms > 0 ? (uint64_t)since_2025_ms : 0;
     rb->check = sl_engine_new(NULL);
     rb->tick = event_new(base, -1, EV_PERSIST, on_tick, rb);
     rb->wake = evtimer_new(base, on_wake, rb);

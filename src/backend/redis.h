@@ -35,6 +35,11 @@ sl_backend_t *sl_backend_redis_new(struct event_base *base, const sl_redis_optio
 /* True while Redis answers and the library is loaded and configured. */
 bool sl_backend_redis_available(sl_backend_t *b);
 
+/* True while the alert backend_state_lost is raised for `pool`: Redis lost the pool's
+ * state (restarted empty, flushed, failed over to a copy that missed writes) less than
+ * a cold-start window (60 s) ago. False for other backends. */
+bool sl_backend_redis_state_lost(sl_backend_t *b, const char *pool);
+
 /* Replicas seen alive by the last heartbeat (at least 1). */
 int sl_backend_redis_replicas(sl_backend_t *b);
 

@@ -778,6 +778,16 @@ static int apply_backend_fail(parse_t *p, sl_config_t *c)
     return 0;
 }
 
+/* The top-level `cold_start` reaches a redis:// backend unless its URL names its own
+ * ?cold_start=, which wins. */
+static void apply_cold_start(sl_config_t *c)
+{
+    if (!c->redis) return;
+    const char *q = strchr(c->backend, '?');
+    if (q && strstr(q, "cold_start=")) return;
+    c->redis_opt.cold_start_full = c->cold_start == SL_COLD_START_FULL;
+}
+
 static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
 {
     if (!root) return 0; /* an empty file: the defaults */
@@ -913,6 +923,7 @@ int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
     have_doc = true;
     if (parse_root(&p, yaml_document_get_root_node(&doc), c) < 0) goto done;
     if (apply_backend_fail(&p, c) < 0) goto done;
+    apply_cold_start(c);
     if (c->state_file && c->redis) {
         snprintf(err, errlen, "%s: state_file: '%s' needs the memory backend (backend is '%s'; "
                  "Redis keeps its own state)", path, c->state_file, c->backend);

@@ -110,8 +110,9 @@ static void reply_grant(sl_call_t *call, const sl_decision_t *d)
 
 static void answer_decision(sl_call_t *call, const sl_decision_t *d)
 {
-    if (!call->req && d->status == SL_GRANTED && d->ticket && !d->replayed) {
-        /* The waiter left between its grant and this answer: the lease goes back. */
+    if (!call->req && d->status == SL_GRANTED && !d->replayed) {
+        /* The client left before this answer (a waiter between its grant and now, or a
+         * request closed while a networked backend decided): the lease goes back. */
         sl_backend_cancel(call->srv->backend, d->lease, NULL, NULL);
         sl__call_free(call);
         return;
@@ -257,6 +258,12 @@ static void on_lease_decision(int rc, const sl_decision_t *d, const char *errmsg
         sl__reply_engine_error(call, rc, errmsg);
         return;
     }
+    if (!call->req && d->status == SL_QUEUED && !d->replayed) {
+        /* Closed while a networked backend decided: nobody will wait on the place. */
+        sl_backend_ticket_cancel(call->srv->backend, d->ticket, NULL, NULL);
+        sl__call_free(call);
+        return;
+    }
     if (d->status == SL_QUEUED && call->wait_s > 0 && !call->srv->shutting_down) {
         start_wait(call, d->ticket, call->wait_s);
         return;
@@ -350,18 +357,34 @@ static int query_wait(sl_call_t *call, const char *query, double *wait_s)
     return rc;
 }
 
-/* Answers 403 when a non-admin token touches another agent's lease or ticket. */
+/* Answers 403 when a non-admin token touches another agent's lease or ticket. The owner
+ * known here (from this replica's events) is checked now; the caller is also passed to
+ * the backend, which checks it against the owner in the shared state (another replica's
+ * grant). */
 static int check_owner(sl_call_t *call, const sl_owner_t *o, const char *what, const char *id)
 {
-    if (!o || sl__token_may_act_as(call, o->agent)) return 0;
+    if (!o || sl__token_may_act_as(call, o->agent)) {
+        const sl_token_rule_t *t = call->admin ? NULL : call->token;
+        sl_backend_actor_t a = {t ? t->agent : NULL, t ? t->agent_prefix : NULL};
+        sl_backend_set_actor(call->srv->backend, &a);
+        return 0;
+    }
     sl__reply_error(call, 403, "forbidden", "%s: %s belongs to another agent", what, id);
     return -1;
+}
+
+static void reply_forbidden(sl_call_t *call, char prefix, uint64_t id)
+{
+    sl__reply_error(call, 403, "forbidden", "%s: %c_%" PRIu64 " belongs to another agent",
+                    prefix == 'l' ? "lease" : "ticket", prefix, id);
 }
 
 /* Ticket errors in wire ids ("t_7"); other codes keep the engine's message. */
 static void reply_ticket_error(sl_call_t *call, int rc, const char *errmsg)
 {
-    if (rc == SL_ENOTFOUND)
+    if (rc == SL_BACKEND_EFORBIDDEN)
+        reply_forbidden(call, 't', call->ticket);
+    else if (rc == SL_ENOTFOUND)
         sl__reply_error(call, 404, "not_found", "ticket: t_%" PRIu64 " is not known", call->ticket);
     else if (rc == SL_EALREADY)
         sl__reply_error(call, 409, "already_settled",
@@ -416,15 +439,16 @@ void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *
         return;
     }
     const sl_owner_t *o = sl__idmap_get(&call->srv->ticket_owner, ticket);
+    sl_backend_t *backend = call->srv->backend; /* the call may be freed by its answer */
     if (check_owner(call, o, "ticket", id) < 0) return;
     call->ticket = ticket;
     if (o) snprintf(call->pool, sizeof(call->pool), "%s", o->pool);
     if (method == SL_HTTP_DELETE) {
         sl_backend_ticket_cancel(call->srv->backend, ticket, on_ticket_cancel, call);
-        return;
+    } else if (query_wait(call, query, &call->wait_s) == 0) {
+        sl_backend_ticket_poll(call->srv->backend, ticket, on_ticket_poll, call);
     }
-    if (query_wait(call, query, &call->wait_s) < 0) return;
-    sl_backend_ticket_poll(call->srv->backend, ticket, on_ticket_poll, call);
+    sl_backend_set_actor(backend, NULL);
 }
 
 /* ---- settle / extend / cancel ----------------------------------------------------- */
@@ -434,6 +458,9 @@ static void reply_lease_error(sl_call_t *call, int rc, const char *errmsg)
 {
     uint64_t id = call->lease;
     switch (rc) {
+    case SL_BACKEND_EFORBIDDEN:
+        reply_forbidden(call, 'l', id);
+        return;
     case SL_ENOTFOUND:
         sl__reply_error(call, 404, "not_found", "lease: l_%" PRIu64 " is not known", id);
         return;
@@ -582,6 +609,7 @@ void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action
         sl__reply_error(call, 404, "not_found", "lease: '%.64s' is not a lease id", id);
         return;
     }
+    sl_backend_t *backend = call->srv->backend; /* the call may be freed by its answer */
     if (check_owner(call, sl__idmap_get(&call->srv->lease_owner, lease), "lease", id) < 0) return;
     call->lease = lease;
     if (!action) {
@@ -593,9 +621,11 @@ void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action
         double ttl_s = 0;
         if (sl__json_check_fields(call->body, extend_fields, msg, sizeof(msg)) < 0 ||
             sl__json_get_number(call->body, "ttl", true, 0, true, &ttl_s, msg, sizeof(msg)) < 0) {
+            sl_backend_set_actor(backend, NULL);
             sl__reply_error(call, 400, "invalid_request", "%s", msg);
             return;
         }
         sl_backend_extend(call->srv->backend, lease, ttl_s, on_extended, call);
     }
+    sl_backend_set_actor(backend, NULL);
 }

@@ -33,6 +33,7 @@ typedef struct pool_metrics {
     histogram_t wait;
     histogram_t error;
     uint64_t margin_changes;
+    bool state_lost; /* alert backend_state_lost raised (the backend lost the pool's state) */
 } pool_metrics_t;
 
 struct sl_metrics {
@@ -90,6 +91,8 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
     if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "backend_unavailable"))
         m->backend_unavailable = ev->active;
     if (!p) return;
+    if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "backend_state_lost"))
+        p->state_lost = ev->active;
     switch (ev->kind) {
     case SL_EV_GRANTED:
         observe(&p->wait, wait_bounds_s, N_WAIT, ev->waited_s > 0 ? ev->waited_s : 0);
@@ -263,6 +266,12 @@ void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size
         evbuffer_add_printf(out, "sluice_alert{name=\"spend_cap\",pool=\"");
         label(out, pools[i].name);
         evbuffer_add_printf(out, "\"} %d\n", pools[i].alert_spend_cap ? 1 : 0);
+        bool lost = false;
+        for (size_t j = 0; j < m->n_pools; j++)
+            if (!strcmp(m->pools[j].name, pools[i].name)) lost = m->pools[j].state_lost;
+        evbuffer_add_printf(out, "sluice_alert{name=\"backend_state_lost\",pool=\"");
+        label(out, pools[i].name);
+        evbuffer_add_printf(out, "\"} %d\n", lost ? 1 : 0);
     }
     evbuffer_add_printf(out, "sluice_alert{name=\"estimate_error\",pool=\"\"} %d\n",
                         m->estimate_error_alerts > 0 ? 1 : 0);

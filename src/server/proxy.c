@@ -625,7 +625,9 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
         return;
     }
     if (rc != SL_OK) {
-        int status = rc == SL_ENOTFOUND ? 404 : rc == SL_ENOMEM ? 503 : 400;
+        int status = rc == SL_ENOTFOUND                      ? 404
+                     : rc == SL_ENOMEM || rc == SL_EUNAVAILABLE ? 503 /* Redis away, fail: closed */
+                                                                : 400;
         px_error(px, status, "sluice: %s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
         return;
     }

@@ -31,7 +31,7 @@ static json_t *pool_config_json(const sl_pool_config_t *c)
                      c->price_output_per_mtok);
 }
 
-static json_t *pool_json(const sl_pool_info_t *p)
+static json_t *pool_json(sl_backend_t *backend, const sl_pool_info_t *p)
 {
     json_t *buckets = json_object();
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
@@ -44,6 +44,8 @@ static json_t *pool_json(const sl_pool_info_t *p)
     json_t *alerts = json_array();
     if (p->alert_margin_at_floor) json_array_append_new(alerts, json_string("margin_at_floor"));
     if (p->alert_spend_cap) json_array_append_new(alerts, json_string("spend_cap"));
+    if (sl_backend_redis_state_lost(backend, p->name))
+        json_array_append_new(alerts, json_string("backend_state_lost"));
     json_t *calibration = json_array();
     for (int i = 0; i < p->n_calibration; i++)
         json_array_append_new(calibration,
@@ -76,12 +78,12 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
         return;
     }
     if (call->pool[0]) {
-        sl__reply_json(call, 200, pool_json(&pools[0]));
+        sl__reply_json(call, 200, pool_json(call->srv->backend, &pools[0]));
         return;
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, pool_json(&pools[i]));
+        json_array_append_new(arr, pool_json(call->srv->backend, &pools[i]));
     sl__reply_json(call, 200, json_pack("{s:o}", "pools", arr));
 }
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+
 /* ---- commands ---- */
 
 static void push(sl__rcmd_t *c, const char *s, size_t n)
@@ -296,6 +298,7 @@ int sl__rcode(const char *name)
                                 SL_ECAPACITY, SL_ETIME,   SL_ENOMEM,    SL_EEXIST};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (strcmp(name, sl_strerror(codes[i])) == 0) return codes[i];
+    if (strcmp(name, "forbidden") == 0) return SL_BACKEND_EFORBIDDEN;
     return SL__RPROTO;
 }
 
@@ -309,6 +312,8 @@ int sl__rreply_parse(const redisReply *r, sl__rreply_t *out)
     memset(out, 0, sizeof *out);
     out->rc = SL__RPROTO;
     out->wake_s = INFINITY;
+    out->epoch = out->next_n = 0;
+    out->lost_until_s = -INFINITY;
     out->msg = "the connection to Redis was lost";
     if (!r) return out->rc;
     if (r->type == REDIS_REPLY_ERROR) {
@@ -316,10 +321,19 @@ int sl__rreply_parse(const redisReply *r, sl__rreply_t *out)
         return out->rc;
     }
     out->msg = "unexpected reply from the sluice library";
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 || !is_str(r->element[0]) ||
-        !is_str(r->element[1]) || r->element[2]->type != REDIS_REPLY_ARRAY ||
-        r->element[3]->type != REDIS_REPLY_ARRAY || !is_str(r->element[4]))
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 5 && r->elements != 6) ||
+        !is_str(r->element[0]) || !is_str(r->element[1]) ||
+        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[3]->type != REDIS_REPLY_ARRAY ||
+        !is_str(r->element[4]))
         return out->rc;
+    if (r->elements == 6 && r->element[5]->type == REDIS_REPLY_ARRAY &&
+        r->element[5]->elements == 3) {
+        const redisReply *e = r->element[5];
+        if (is_str(e->element[0])) out->epoch = strtod(e->element[0]->str, NULL);
+        if (is_str(e->element[1])) out->next_n = strtod(e->element[1]->str, NULL);
+        if (is_str(e->element[2])) out->lost_until_s = strtod(e->element[2]->str, NULL);
+    }
+    out->state_lost = strcmp(r->element[0]->str, "state_lost") == 0;
     out->rc = sl__rcode(r->element[0]->str);
     out->msg = r->element[1]->str;
     out->fields = r->element[2];

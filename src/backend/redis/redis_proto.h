@@ -7,8 +7,8 @@
  * hiredis reply, valid as long as that reply is.
  *
  * Ids: lease and ticket ids are pool_no * 2^40 + n (see sluice.lua); pool numbers
- * come from the registry and SL__RPOOL_LOCAL marks ids decided by a replica's local
- * fail-open engine.
+ * 1..4095 come from the registry, and each replica has a number of 4096..8191 for the
+ * ids its local fail-open engine decides.
  */
 #ifndef SL_REDIS_PROTO_H
 #define SL_REDIS_PROTO_H
@@ -22,11 +22,13 @@
 #include <sluice/engine.h>
 
 /* The Functions library version this build speaks (sluice.lua's VERSION). */
-#define SL__REDIS_LIB_VERSION "4"
+#define SL__REDIS_LIB_VERSION "5"
 
 #define SL__RID_SHIFT 40
-#define SL__RPOOL_MAX 8190   /* registry numbers 1..8190 */
-#define SL__RPOOL_LOCAL 8191 /* fail-open local decisions */
+#define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */
+#define SL__RPOOL_LOCAL_MIN 4096 /* 4096..8191: a replica's fail-open local decisions, */
+#define SL__RPOOL_LOCAL_HASHED 6144 /* 4096..6143 given by the registry, 6144.. hashed */
+#define SL__RPOOL_LOCAL_MAX 8191
 #define SL__RCMD_MAX_ARGS 200
 
 /* An FCALL being built. */
@@ -77,6 +79,11 @@ typedef struct sl__rreply {
     const redisReply *fields; /* name/value array */
     const redisReply *events; /* array of name/value arrays */
     double wake_s;           /* the pool's next wake-up; INFINITY when none */
+    /* The pool's history (sluice.lua, "epochs"), 0 when the reply names no pool: */
+    double epoch;            /* the first id counter of the pool's current epoch */
+    double next_n;           /* the next id counter it will issue */
+    double lost_until_s;     /* the alert backend_state_lost is up until (Redis time) */
+    bool state_lost;         /* "state_lost": a pool the caller knew is gone (rc SL__RPROTO) */
 } sl__rreply_t;
 
 #define SL__RPROTO (-100) /* the reply is not what sluice.lua sends */
@@ -95,7 +102,8 @@ bool sl__rreply_event(const sl__rreply_t *rep, size_t i, sl_event_t *out);
 /* Decodes one published event ("name\x1fvalue\x1f..."), splitting `msg` in place. */
 bool sl__wire_event(char *msg, sl_event_t *out);
 
-/* The SL_E* code of an error name of sl_strerror(), or SL__RPROTO. */
+/* The SL_E* code of an error name of sl_strerror() ("forbidden": SL_BACKEND_EFORBIDDEN),
+ * or SL__RPROTO. */
 int sl__rcode(const char *name);
 
 /* The pool number of an id, and an id from a number and a counter. */

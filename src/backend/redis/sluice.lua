@@ -37,7 +37,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '4'
+local VERSION = '5'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -305,6 +305,47 @@ end
 
 local function id_n(p, id) return id - p.pool_no * ID_SHIFT end
 
+-- ---- epochs: the pool's state as one unbroken history ----
+--
+-- Redis can lose what it held (restarted without persistence, FLUSHALL, a failover to a
+-- copy that missed writes). Each such loss starts a new *epoch*: its number is the first
+-- id counter it issues (p.first_n, = p.epoch), and the counter of a new epoch starts
+-- above every counter the old one can have issued: above the highest a replica tells
+-- us it saw (`hw`, `seed_n`), and above ID_FLOOR_PER_S per second since ID_FLOOR_T0, a
+-- clock the old epoch's counter could outrun only by issuing more than 1,000 ids per
+-- second on average over its whole life. So an id issued before a loss never names a
+-- lease or ticket issued after it; an unknown id below p.first_n is "from an earlier
+-- epoch". A new epoch starts cold (buckets empty, unless configured `cold_start:
+-- full`), for the spending of its last minute is not known, and raises the alert
+-- backend_state_lost for COLD_S on every replica (p.lost_until).
+local ID_FLOOR_T0, ID_FLOOR_PER_S, COLD_S = 1735689600, 1000, 60
+
+local function id_floor(now)
+  local n = math.floor((now - ID_FLOOR_T0) * ID_FLOOR_PER_S)
+  return n > 1 and n or 1
+end
+
+-- Starts a new epoch at `now` whose counter is above `seed`; `lost` raises the alert.
+local function epoch_start(p, now, seed, lost)
+  local n = id_floor(now)
+  if seed > n then n = seed end
+  if p.next_n and p.next_n > n then n = p.next_n end
+  p.next_n, p.first_n, p.epoch = n, n, n
+  p.last_refill = now
+  p.cold_until = p.cold_empty == 1 and now + COLD_S or -math.huge
+  p.cold_raised = 0  -- buckets whose first provider report came in the window (bits)
+  p.lost_until = lost and now + COLD_S or -math.huge
+  for b = 0, NB - 1 do
+    local cap = p['lim' .. b] > 0 and p['lim' .. b] * p.margin_bp / 10000.0 or 0
+    p['lv' .. b] = p.cold_empty == 1 and 0 or cap
+  end
+end
+
+local function earlier_epoch(p, id)
+  local n = id_n(p, id)
+  return n >= 0 and n < p.first_n
+end
+
 local function in_ring(p, n) return n >= 1 and n < p.next_n and p.next_n - n <= RING end
 
 local function lease_key(id) return S.prefix .. 'L:' .. F(id) end
@@ -513,7 +554,10 @@ end
 -- head is looked up once per call until the queue changes (S.qid, S.qfinish).
 local function queue_insert(p, t)
   redis.call('ZADD', K('q'), F(t.finish), qmember(t))
-  for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] + t['n' .. b] end
+  for b = 0, NB - 1 do
+    p['qs' .. b] = p['qs' .. b] + t['n' .. b]
+    if t['n' .. b] > p['qm' .. b] then p['qm' .. b] = t['n' .. b] end
+  end
   p.qn = p.qn + 1
   S.qid = nil
 end
@@ -522,6 +566,7 @@ local function queue_remove(p, t)
   redis.call('ZREM', K('q'), qmember(t))
   for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] - t['n' .. b] end
   p.qn = p.qn - 1
+  if p.qn == 0 then for b = 0, NB - 1 do p['qm' .. b] = 0 end end
   S.qid = nil
 end
 
@@ -536,38 +581,49 @@ local function queue_head(p)
   return S.qid, S.qfinish
 end
 
--- Requests ahead of (finish, seq): their count and summed needs. Walks whichever
--- side of the key is shorter and uses the queue's running sums for the other.
-local function queue_prefix(p, finish, seq)
+-- Requests ahead of a ticket: their count and summed needs, at a cost that does not grow
+-- with the queue. `member` names a queued ticket (its rank is the count ahead); nil
+-- means a new request with tag `finish`, which goes after every request of an equal
+-- tag (its sequence number is the highest), so the count is ZCOUNT up to `finish`. A
+-- synchronised burst gives thousands of equal tags: nothing here walks them.
+-- The sums walk whichever side of the position is shorter and use the queue's running
+-- sums for the other; a position more than WALK_MAX from both ends takes the queue's
+-- mean need for the requests ahead (the ETA is advisory; every queue of up to
+-- 2 x WALK_MAX is exact, as the engine's).
+local WALK_MAX = 128
+
+local function walk_sums(q, from, to, sign, sums)
+  for _, m in ipairs(redis.call('ZRANGE', q, from, to)) do
+    local _, n = parse_member(m)
+    for b = 0, NB - 1 do sums[b] = sums[b] + sign * n[b] end
+  end
+end
+
+local function queue_prefix(p, finish, member)
   local q = K('q')
   local depth = p.qn
-  local ahead = redis.call('ZCOUNT', q, '-inf', '(' .. F(finish))
-  local ties = redis.call('ZRANGEBYSCORE', q, F(finish), F(finish))
-  for _, m in ipairs(ties) do
-    local _, _, s = parse_member(m)
-    if s < seq then ahead = ahead + 1 end
+  local ahead
+  if member then
+    ahead = redis.call('ZRANK', q, member) or depth
+  else
+    ahead = redis.call('ZCOUNT', q, '-inf', F(finish))
   end
   local sums = {[0] = 0, 0, 0, 0}
   if ahead == 0 then return 0, sums end
-  if ahead <= depth - ahead then
-    for _, m in ipairs(redis.call('ZRANGE', q, 0, ahead - 1)) do
-      local _, n = parse_member(m)
-      for b = 0, NB - 1 do sums[b] = sums[b] + n[b] end
-    end
-  else
+  local rest = depth - ahead
+  if ahead <= rest and ahead <= WALK_MAX then
+    walk_sums(q, 0, ahead - 1, 1, sums)
+  elseif rest < ahead and rest <= WALK_MAX then
     for b = 0, NB - 1 do sums[b] = p['qs' .. b] end
-    if ahead < depth then
-      for _, m in ipairs(redis.call('ZRANGE', q, ahead, -1)) do
-        local _, n = parse_member(m)
-        for b = 0, NB - 1 do sums[b] = sums[b] - n[b] end
-      end
-    end
+    if rest > 0 then walk_sums(q, ahead, -1, -1, sums) end
+  else
+    for b = 0, NB - 1 do sums[b] = p['qs' .. b] * ahead / depth end
   end
   return ahead, sums
 end
 
-local function queue_eta(p, need, finish, seq, now)
-  local ahead, sums = queue_prefix(p, finish, seq)
+local function queue_eta(p, need, finish, member, now)
+  local ahead, sums = queue_prefix(p, finish, member)
   for b = 0, NB - 1 do sums[b] = sums[b] + need[b] end
   return eta_for(p, sums, ahead, now), ahead
 end
@@ -668,6 +724,11 @@ end
 
 local function reject_unfit(p, now)
   if p.qn == 0 then return end
+  -- qm0..qm3 bound the largest need queued since the queue was last empty: when every
+  -- one fits, nothing is read (a margin cut with a deep queue stays one cheap call).
+  local any = false
+  for b = 0, NB - 1 do any = any or (limited(p, b) and p['qm' .. b] > capacity(p, b)) end
+  if not any then return end
   local unfit = {}
   for _, m in ipairs(redis.call('ZRANGE', K('q'), 0, -1)) do
     local id, n = parse_member(m)
@@ -772,7 +833,7 @@ local CFG
 do
   local numbers = {}
   for i = 1, #CONFIG_FIELDS do numbers[i] = CONFIG_FIELDS[i] end
-  local derived = {'start_bp', 'floor_bp', 'up_bp', 'down_bp', 'pool_no'}
+  local derived = {'start_bp', 'floor_bp', 'up_bp', 'down_bp', 'pool_no', 'cold_empty'}
   for i = 1, #derived do numbers[#numbers + 1] = derived[i] end
   CFG = codec({'roles', 'prios'}, numbers)
 end
@@ -780,10 +841,10 @@ end
 -- lx_at, ti_at: the lowest scores of lx and ti (math.huge: empty); qn: the queue's
 -- length; purge_at: when the oldest tombstone or idempotency entry falls due.
 ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 'rs2', 'rs3',
-  'qs0', 'qs1', 'qs2', 'qs3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
+  'qs0', 'qs1', 'qs2', 'qs3', 'qm0', 'qm1', 'qm2', 'qm3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
-  'lx_at', 'ti_at', 'purge_at'})
+  'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -853,11 +914,21 @@ local function pool_call(keys, argv, fn, opts)
     local p
     local raw = redis.call('HMGET', pool_key, 'cfg', 'st')
     if raw[1] and raw[2] then
-      p = setmetatable(decode(ST, raw[2]), config_mt(raw[1]))
-      S.p = p
+      -- A pool written by another layout (an older library) does not decode: it is
+      -- treated as gone and starts over at the next configure.
+      local ok, st = pcall(decode, ST, raw[2])
+      local okc, mt = pcall(config_mt, raw[1])
+      if ok and okc then
+        p = setmetatable(st, mt)
+        S.p = p
+      end
     end
-    if not p and not opts.create then fail('not_found', 'pool "%s" not found', S.pool) end
     local args = args_table(argv, 3)
+    if not p and not opts.create then
+      -- A replica that knew this pool's epoch finds it gone: Redis lost its state.
+      if args.ep then fail('state_lost', 'pool "%s" is gone from Redis', S.pool) end
+      fail('not_found', 'pool "%s" not found', S.pool)
+    end
     if opts.validate then opts.validate(args) end
     local now
     if argv[1] ~= '' then
@@ -874,10 +945,13 @@ local function pool_call(keys, argv, fn, opts)
     end
     S.now = now
     if p then p.now = now end
+    -- A replica saw ids this copy of the pool never issued: writes were lost.
+    local hw = num(args, 'hw', 0)
+    if p and hw > p.next_n then epoch_start(p, now, hw, true) end
     local fields = fn(p, args, now) or {}
     p = S.p
     flush()
-    return {fields, p and next_wakeup(p) or math.huge}
+    return {fields, p and next_wakeup(p) or math.huge, p}
   end)
   if not ok then
     if type(res) == 'table' and res.code then return {res.code, res.msg, {}, {}, 'inf'} end
@@ -896,7 +970,9 @@ local function pool_call(keys, argv, fn, opts)
     for i, e in ipairs(evs) do wire[i] = table.concat(e, '\31') end
     redis.call('PUBLISH', 'sluice:events', argv[2] .. '\30' .. table.concat(wire, '\30'))
   end
-  return {'ok', '', flat, evs, F(res[2])}
+  local p = res[3]
+  local epoch = p and {F(p.epoch), F(p.next_n), F(p.lost_until)} or {}
+  return {'ok', '', flat, evs, F(res[2]), epoch}
 end
 
 -- ---- configure ----
@@ -932,6 +1008,11 @@ local function configure(p, args, now)
   cfg.floor_bp = lround(cfg.margin_floor * 10000.0)
   cfg.up_bp = lround(cfg.margin_step_up * 10000.0)
   cfg.down_bp = lround(cfg.margin_step_down * 10000.0)
+  local cold = args.cold_start or 'full'
+  if cold ~= 'empty' and cold ~= 'full' then
+    fail('invalid_request', 'pool "%s": cold_start "%s" must be empty or full', S.pool, cold)
+  end
+  cfg.cold_empty = cold == 'empty' and 1 or 0
   if p then
     pool_advance(p, now)
     cfg.pool_no = p.pool_no
@@ -953,15 +1034,18 @@ local function configure(p, args, now)
   S.cfg_new = encode(CFG, cfg)
   p = setmetatable({now = now, last_refill = now, margin_bp = cfg.start_bp, clean_since = now,
     floor_since = -1, alert_floor = 0, alert_spend_cap = 0, blocked_until = -math.huge,
-    in_flight = 0, vtime = 0, seq = 0, next_n = 1, granted_total = 0, queued_total = 0,
+    in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
     purge_at = math.huge}, config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
-    p['lv' .. b] = limited(p, b) and capacity(p, b) or 0
     p['rs' .. b] = 0
     p['qs' .. b] = 0
+    p['qm' .. b] = 0
   end
+  -- `lost`: the calling replica knew an earlier epoch of this pool, so this creation
+  -- is a loss, not a first start; `seed_n`: the highest id counter it saw in any pool.
+  epoch_start(p, now, num(args, 'seed_n', 0), num(args, 'lost', 0) ~= 0)
   S.p = p
   return {created = 1, pool_no = p.pool_no}
 end
@@ -1008,27 +1092,50 @@ local function reject_decision(p, weight, retry_after, now)
           retry_at = now + retry_after, reason = QUEUE_WAIT}
 end
 
-local function ticket_state(p, id, now)
+-- The caller the replica names (args.actor: exactly that agent; args.actor_prefix: the
+-- agents with that prefix; neither: anyone) may act only on its own leases and tickets,
+-- whichever replica granted them. Checked before anything changes.
+local function check_actor(args, owner, what, id)
+  if not args then return end
+  local a, pre = args.actor, args.actor_prefix
+  if (a and a ~= owner) or (pre and string.sub(owner, 1, #pre) ~= pre) then
+    fail('forbidden', '%s %s belongs to another agent', what, F(id))
+  end
+end
+
+local function ticket_unknown(p, id)
+  if earlier_epoch(p, id) then
+    fail('not_found', 'ticket %s is from an earlier epoch of pool "%s" (Redis lost that state)',
+         F(id), S.pool)
+  end
+  fail('not_found', 'ticket %s not found', F(id))
+end
+
+-- `args` nil: the library's own look-up (a replay), not checked against a caller.
+local function ticket_state(p, id, now, args)
   local t = load_ticket(id)
   if t then
+    check_actor(args, t.agent, 'ticket', id)
     if t.held == 0 then
       local old = t.idle_at
       t.idle_at = now + p.ticket_idle_s
       zput(p, 'ti', 'ti_at', id, old, t.idle_at)
       touch(ticket_key(id))
     end
-    local eta, ahead = queue_eta(p, need_of(t), t.finish, t.seq, now)
+    local eta, ahead = queue_eta(p, need_of(t), t.finish, qmember(t), now)
     return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight}
   end
   local tomb = redis.call('HGET', K('tend'), F(id))
-  if not tomb then fail('not_found', 'ticket %s not found', F(id)) end
+  if not tomb then ticket_unknown(p, id) end
   local state, lease = string.match(tomb, '^(%d+):(.*)$')
   state = tonumber(state)
   lease = tonumber(lease)
   if state == END_GRANTED then
     local l = load_lease(lease)
     if l then
-      if l.claimed == 0 then
+      check_actor(args, l.agent, 'ticket', id)
+      -- `peek`: a replica asking after a grant it may have missed, not its holder.
+      if l.claimed == 0 and not (args and args.peek) then
         local old = l.exp
         l.claimed = 1
         l.exp = now + l.ttl
@@ -1074,7 +1181,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
     if fits(p, need, now) and (head_finish == nil or finish < head_finish) then
       return fill_grant(grant(p, a, t, weight, finish, ttl, 0, 0, now))
     end
-    eta, ahead = queue_eta(p, need, finish, p.seq + 1, now)
+    eta, ahead = queue_eta(p, need, finish, nil, now)
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
     if t.cached > cache_tokens then cache_tokens = t.cached end
@@ -1224,7 +1331,7 @@ end
 
 local function ticket_poll(p, args, now)
   pool_advance(p, now)
-  return ticket_state(p, id_arg(args, 'ticket'), now)
+  return ticket_state(p, id_arg(args, 'ticket'), now, args)
 end
 
 local function ticket_hold(p, args, now)
@@ -1234,8 +1341,9 @@ local function ticket_hold(p, args, now)
     if redis.call('HEXISTS', K('tend'), F(id)) == 1 then
       fail('already_settled', 'ticket %s is no longer queued', F(id))
     end
-    fail('not_found', 'ticket %s not found', F(id))
+    ticket_unknown(p, id)
   end
+  check_actor(args, t.agent, 'ticket', id)
   local held = num(args, 'held', 0) ~= 0 and 1 or 0
   if held == t.held then return {} end
   t.held = held
@@ -1254,17 +1362,19 @@ local function ticket_cancel(p, args, now)
   local id = id_arg(args, 'ticket')
   local t = load_ticket(id)
   if t then
+    check_actor(args, t.agent, 'ticket', id)
     queue_remove(p, t)
     ticket_end(p, t, END_CANCELLED, 0, now)
     drain(p, now)
     return {}
   end
   local tomb = redis.call('HGET', K('tend'), F(id))
-  if not tomb then fail('not_found', 'ticket %s not found', F(id)) end
+  if not tomb then ticket_unknown(p, id) end
   local state, lease = string.match(tomb, '^(%d+):(.*)$')
   if tonumber(state) == END_GRANTED then
     local l = load_lease(tonumber(lease))
     if l then
+      check_actor(args, l.agent, 'ticket', id)
       -- A grant whose client is gone is refunded, never leaked.
       l.claimed = 1
       lease_end(p, l, END_CANCELLED, true, now)
@@ -1277,10 +1387,14 @@ end
 
 -- ---- settle, cancel, extend ----
 
-local function live_lease(p, id)
+local function live_lease(p, id, args)
   local l = load_lease(id)
-  if l then return l end
+  if l then check_actor(args, l.agent, 'lease', id); return l end
   local state = lease_ended_state(p, id)
+  if state == 0 and earlier_epoch(p, id) then
+    fail('not_found', 'lease %s is from an earlier epoch of pool "%s" (Redis lost that state)',
+         F(id), S.pool)
+  end
   if state == 0 then fail('not_found', 'lease %s not found', F(id)) end
   if state == END_REAPED then
     fail('lease_expired', 'lease %s expired and was reaped (no refund)', F(id))
@@ -1302,7 +1416,10 @@ local function resync_apply(p, args, now)
   for _, h in ipairs(entries) do
     if h.field == 'limit' and h.v ~= 0 and h.v ~= p['lim' .. h.b] then
       p['lim' .. h.b] = h.v
-      if p['lv' .. h.b] == 0 and p['rs' .. h.b] == 0 then p['lv' .. h.b] = capacity(p, h.b) end
+      -- A bucket limited only now starts full, unless the pool is cold.
+      if p['lv' .. h.b] == 0 and p['rs' .. h.b] == 0 and not (S.now < p.cold_until) then
+        p['lv' .. h.b] = capacity(p, h.b)
+      end
       clamp_levels(p)
       adopted = true
       changed = changed + 1
@@ -1314,7 +1431,24 @@ local function resync_apply(p, args, now)
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
       local reserve = p['lim' .. h.b] - capacity(p, h.b)
       local implied = h.v + allowance - reserve
-      if implied < p['lv' .. h.b] then
+      local bit = 2 ^ h.b
+      local raise = false
+      if S.now < p.cold_until and math.floor(p.cold_raised / bit) % 2 == 0 then
+        -- Cold start: the provider knows what the unknown minute spent. Its first
+        -- report of each bucket may raise the level to the room it vouches for (less
+        -- its rounding and the margin's reserve, up to capacity); later ones only lower
+        -- (calls granted since that report are not in it). As the engine does.
+        p.cold_raised = p.cold_raised + bit
+        local vouched = h.v - allowance - reserve
+        local cap = capacity(p, h.b)
+        if vouched > cap then vouched = cap end
+        if vouched > p['lv' .. h.b] then raise = true; implied = vouched end
+      end
+      if raise then
+        p['lv' .. h.b] = implied
+        changed = changed + 1
+        emit('resync', {bucket = h.b, value = implied})
+      elseif implied < p['lv' .. h.b] then
         p['lv' .. h.b] = implied
         changed = changed + 1
         emit('resync', {bucket = h.b, value = implied})
@@ -1334,7 +1468,7 @@ local function settle(p, args, now)
   local sig = args.failure_signature or ''
   pool_advance(p, now)
   local id = id_arg(args, 'lease')
-  local l = live_lease(p, id)
+  local l = live_lease(p, id, args)
   local a = agent_get(l.agent, true)
   agent_record_signature(a, sig)
   local actual_in = input + cc
@@ -1388,7 +1522,7 @@ end
 
 local function cancel(p, args, now)
   pool_advance(p, now)
-  local l = live_lease(p, id_arg(args, 'lease'))
+  local l = live_lease(p, id_arg(args, 'lease'), args)
   l.claimed = 1
   lease_end(p, l, END_CANCELLED, true, now)
   drain(p, now)
@@ -1401,7 +1535,7 @@ local function extend(p, args, now)
     fail('invalid_request', 'ttl %s must be a finite number of seconds > 0', F(ttl))
   end
   pool_advance(p, now)
-  local l = live_lease(p, id_arg(args, 'lease'))
+  local l = live_lease(p, id_arg(args, 'lease'), args)
   if ttl > p.max_lease_ttl_s then ttl = p.max_lease_ttl_s end
   local old = l.exp
   l.claimed = 1
@@ -1494,6 +1628,26 @@ local function agents(p, args, now)
   return out
 end
 
+-- What a replica's local share granted while Redis was away (less what it refunded),
+-- charged to the shared buckets now: c0..c3 per bucket (negative: a refund, up to
+-- capacity). `key` names the charge; a key already applied is not applied again, so a
+-- charge whose answer was lost can be sent again.
+local function charge(p, args, now)
+  local key = args.key
+  if not key or key == '' then fail('invalid_request', 'key is required') end
+  pool_advance(p, now)
+  if redis.call('HSETNX', K('idem'), key, '1') == 0 then return {applied = 0} end
+  redis.call('ZADD', K('idemz'), F(now), key)
+  local due = now + p.idempotency_ttl_s
+  if due < p.purge_at then p.purge_at = due end
+  for b = 0, NB - 1 do
+    local c = num(args, 'c' .. b, 0)
+    if limited(p, b) and c ~= 0 then adjust(p, b, -c) end
+  end
+  drain(p, now)
+  return {applied = 1}
+end
+
 local function wrap(fn, opts)
   return function(keys, argv) return pool_call(keys, argv, fn, opts) end
 end
@@ -1512,18 +1666,47 @@ redis.register_function('sluice_resync', wrap(resync))
 redis.register_function('sluice_forget', wrap(forget))
 redis.register_function('sluice_pool', wrap(pool_info))
 redis.register_function('sluice_agents', wrap(agents))
+redis.register_function('sluice_charge', wrap(charge))
 
 -- ---- registry, heartbeats, task graph (keys that span pools) ----
 
 -- KEYS[1] = sluice:{registry}:pools; ARGV[1] = pool name. Returns the pool's number
--- (1..8190; 8191 marks a replica's local fail-open ids), assigning the next free one on first sight.
+-- (1..4095; 4096..8191 number the replicas' local fail-open ids), assigning the next free
+-- one on first sight.
+-- ARGV[2], optional: the number the caller knew the pool by. A registry that lost its
+-- state gives it back when still free, so ids of other pools are not routed to it.
+-- '#no:<n>' remembers which name holds a number.
 redis.register_function('sluice_register', function(keys, argv)
   local no = redis.call('HGET', keys[1], argv[1])
   if no then return no end
-  local n = redis.call('HINCRBY', keys[1], '#next', 1)
-  if n > 8190 then return redis.error_reply('sluice: more than 8190 pools') end
+  local want = tonumber(argv[2] or '')
+  local next_no = tonumber(redis.call('HGET', keys[1], '#next') or '0')
+  local n
+  if want and want >= 1 and want <= 4095 and want > next_no and
+      redis.call('HSETNX', keys[1], '#no:' .. want, argv[1]) == 1 then
+    n = want
+    redis.call('HSET', keys[1], '#next', n)
+  else
+    repeat
+      n = redis.call('HINCRBY', keys[1], '#next', 1)
+      if n > 4095 then return redis.error_reply('sluice: more than 4095 pools') end
+    until redis.call('HSETNX', keys[1], '#no:' .. n, argv[1]) == 1
+  end
   redis.call('HSET', keys[1], argv[1], n)
   return tostring(n)
+end)
+
+-- KEYS[1] = sluice:{registry}:pools; ARGV[1] = replica id. The replica's number for the
+-- ids of its local fail-open decisions, 4096..6143, a new one for each replica id
+-- (after 2048 ids they repeat; the replica's ids also count from its start time;
+-- 6144..8191 are for replicas that hash their id, Redis being away when they started).
+redis.register_function('sluice_replica_no', function(keys, argv)
+  local no = redis.call('HGET', keys[1], '~r:' .. argv[1])
+  if no then return no end
+  local n = redis.call('HINCRBY', keys[1], '#rnext', 1)
+  no = tostring(4096 + (n - 1) % 2048)
+  redis.call('HSET', keys[1], '~r:' .. argv[1], no)
+  return no
 end)
 
 -- KEYS[1] = sluice:{registry}:replicas; ARGV = replica id, window_s ("" time = TIME).
