@@ -685,30 +685,38 @@ void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out)
                              "room (on_limit: queue).\n# TYPE sluice_limit_held gauge\n"
                              "sluice_limit_held %zu\n",
                         api->n_held);
-    bool header = false;
-    for (size_t i = 0; i < api->n_stats; i++) {
-        const limit_stats_t *st = &api->stats[i];
-        const sl_limit_config_t *cfg;
-        if (sl_limits_config(api->set, st->name, &cfg, NULL) != SL_OK || !cfg->adaptive.enabled)
-            continue;
-        if (!header)
-            evbuffer_add_printf(
-                out, "# HELP sluice_limit_adaptive_rate An adaptive limit's rate after its "
-                     "latest change (any key; the configured rate before one).\n"
-                     "# TYPE sluice_limit_adaptive_rate gauge\n"
-                     "# HELP sluice_limit_adaptive_changes_total Rate changes of adaptive "
-                     "limits, by direction (up, down).\n"
-                     "# TYPE sluice_limit_adaptive_changes_total counter\n");
-        header = true;
-        evbuffer_add_printf(out, "sluice_limit_adaptive_rate{limit=\"");
-        label(out, st->name);
-        evbuffer_add_printf(out, "\"} %.15g\n", isnan(st->adaptive_rate) ? cfg->rate
-                                                                         : st->adaptive_rate);
-        for (int k = 0; k < 2; k++) {
-            evbuffer_add_printf(out, "sluice_limit_adaptive_changes_total{limit=\"");
-            label(out, st->name);
-            evbuffer_add_printf(out, "\",direction=\"%s\"} %llu\n", k ? "down" : "up",
-                                (unsigned long long)(k ? st->adapt_down : st->adapt_up));
+    /* Each family's samples together, as the text format wants. */
+    for (int family = 0; family < 2; family++) {
+        bool header = false;
+        for (size_t i = 0; i < api->n_stats; i++) {
+            const limit_stats_t *st = &api->stats[i];
+            const sl_limit_config_t *cfg;
+            if (sl_limits_config(api->set, st->name, &cfg, NULL) != SL_OK ||
+                !cfg->adaptive.enabled)
+                continue;
+            if (!header && family == 0)
+                evbuffer_add_printf(out,
+                                    "# HELP sluice_limit_adaptive_rate An adaptive limit's rate "
+                                    "after its latest change (any key; the configured rate "
+                                    "before one).\n# TYPE sluice_limit_adaptive_rate gauge\n");
+            if (!header && family == 1)
+                evbuffer_add_printf(out, "# HELP sluice_limit_adaptive_changes_total Rate "
+                                         "changes of adaptive limits, by direction (up, down).\n"
+                                         "# TYPE sluice_limit_adaptive_changes_total counter\n");
+            header = true;
+            if (family == 0) {
+                evbuffer_add_printf(out, "sluice_limit_adaptive_rate{limit=\"");
+                label(out, st->name);
+                evbuffer_add_printf(out, "\"} %.15g\n",
+                                    isnan(st->adaptive_rate) ? cfg->rate : st->adaptive_rate);
+                continue;
+            }
+            for (int k = 0; k < 2; k++) {
+                evbuffer_add_printf(out, "sluice_limit_adaptive_changes_total{limit=\"");
+                label(out, st->name);
+                evbuffer_add_printf(out, "\",direction=\"%s\"} %llu\n", k ? "down" : "up",
+                                    (unsigned long long)(k ? st->adapt_down : st->adapt_up));
+            }
         }
     }
 }

@@ -197,6 +197,9 @@ class Routes(unittest.TestCase):
         self.assertIn('sluice_limit_adaptive_rate{limit="api"} 90', text)
         self.assertIn('sluice_limit_adaptive_changes_total{limit="api",direction="down"} 1', text)
         self.assertRegex(text, r'sluice_limit_checks_total\{limit="tool.call",result="allowed"\} \d+')
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout.strip() + p.stderr.strip()), (0, ""))
 
     def test_views(self):
         s = self.s
