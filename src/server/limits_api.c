@@ -269,17 +269,93 @@ static json_t *level_json(const sl_limit_level_t *lv)
                      sl_limit_reason_name(lv->reason));
 }
 
-/* Answers a check's result: 200 when allowed, 429 (Retry-After unless never) when not. */
-static void reply_result(sl_call_t *call, const char *name, const sl_limit_result_t *r,
-                         double waited_s)
+/* A JSON string: `"` and `\\` escaped, control bytes as \\u00XX (the rest is UTF-8 that
+ * jansson or the config already validated). */
+static void jb_str(sl_jbuf_t *b, const char *s)
 {
-    limit_stats_t *st = stats_of(call->srv->limits, name);
-    if (st) {
-        if (r->allowed)
-            st->allowed++;
-        else
-            st->denied++;
+    static const char hex[] = "0123456789abcdef";
+    sl__jb_lit(b, "\"");
+    for (; *s && !b->overflow; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[7] = {'\\', (char)c, 0};
+        if (c < 0x20) {
+            esc[1] = 'u', esc[2] = '0', esc[3] = '0', esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
+            esc[6] = 0;
+            sl__jb_lit(b, esc);
+        } else if (c == '"' || c == '\\') {
+            sl__jb_lit(b, esc);
+        } else {
+            char one[2] = {(char)c, 0};
+            sl__jb_lit(b, one);
+        }
     }
+    sl__jb_lit(b, "\"");
+}
+
+static void jb_seconds_us(sl_jbuf_t *b, int64_t us)
+{
+    sl__jb_seconds(b, (double)us / 1e6);
+}
+
+/* The check answer written straight into `b` (the hot path); b->overflow when it does
+ * not fit (many levels, long names): the caller falls back to jansson. */
+static void format_result(sl_jbuf_t *b, const sl_limit_result_t *r, double waited_s)
+{
+    sl__jb_lit(b, r->allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
+    sl__jb_i64(b, r->limit);
+    sl__jb_lit(b, ",\"remaining\":");
+    sl__jb_i64(b, r->remaining);
+    sl__jb_lit(b, ",\"reset_after\":");
+    jb_seconds_us(b, r->reset_after_us);
+    sl__jb_lit(b, ",\"retry_after\":");
+    jb_seconds_us(b, r->retry_after_us);
+    sl__jb_lit(b, ",\"delay\":");
+    jb_seconds_us(b, r->delay_us);
+    sl__jb_lit(b, ",\"checked\":[");
+    for (size_t i = 0; i < r->n_checked; i++) {
+        const sl_limit_level_t *lv = &r->checked[i];
+        sl__jb_lit(b, i ? ",{\"limit\":" : "{\"limit\":");
+        jb_str(b, lv->limit_name);
+        sl__jb_lit(b, ",\"key\":");
+        jb_str(b, lv->key);
+        sl__jb_lit(b, ",\"remaining\":");
+        sl__jb_i64(b, lv->remaining);
+        sl__jb_lit(b, ",\"max\":");
+        sl__jb_i64(b, lv->limit);
+        sl__jb_lit(b, ",\"retry_after\":");
+        jb_seconds_us(b, lv->retry_after_us);
+        sl__jb_lit(b, ",\"reset_after\":");
+        jb_seconds_us(b, lv->reset_after_us);
+        sl__jb_lit(b, ",\"delay\":");
+        jb_seconds_us(b, lv->delay_us);
+        sl__jb_lit(b, ",\"cost\":");
+        sl__jb_i64(b, lv->cost);
+        sl__jb_lit(b, ",\"rate\":");
+        sl__jb_num(b, lv->rate);
+        sl__jb_lit(b, ",\"reason\":\"");
+        sl__jb_lit(b, sl_limit_reason_name(lv->reason));
+        sl__jb_lit(b, "\"}");
+    }
+    sl__jb_lit(b, "]");
+    if (waited_s > 0) {
+        sl__jb_lit(b, ",\"waited\":");
+        sl__jb_seconds(b, waited_s);
+    }
+    if (!r->allowed && r->denied_by >= 0) {
+        const sl_limit_level_t *d = &r->checked[r->denied_by];
+        sl__jb_lit(b, ",\"denied_by\":{\"limit\":");
+        jb_str(b, d->limit_name);
+        sl__jb_lit(b, ",\"key\":");
+        jb_str(b, d->key);
+        sl__jb_lit(b, ",\"reason\":\"");
+        sl__jb_lit(b, sl_limit_reason_name(d->reason));
+        sl__jb_lit(b, "\"}");
+    }
+    sl__jb_lit(b, "}\n");
+}
+
+static json_t *result_json(const sl_limit_result_t *r, double waited_s)
+{
     json_t *checked = json_array();
     for (size_t i = 0; checked && i < r->n_checked; i++)
         json_array_append_new(checked, level_json(&r->checked[i]));
@@ -295,6 +371,20 @@ static void reply_result(sl_call_t *call, const char *name, const sl_limit_resul
                             json_pack("{s:s,s:s,s:s}", "limit", d->limit_name, "key", d->key,
                                       "reason", sl_limit_reason_name(d->reason)));
     }
+    return j;
+}
+
+/* Answers a check's result: 200 when allowed, 429 (Retry-After unless never) when not. */
+static void reply_result(sl_call_t *call, const char *name, const sl_limit_result_t *r,
+                         double waited_s)
+{
+    limit_stats_t *st = stats_of(call->srv->limits, name);
+    if (st) {
+        if (r->allowed)
+            st->allowed++;
+        else
+            st->denied++;
+    }
     if (call->req) {
         add_ratelimit_headers(call, &r->checked[r->top]);
         if (!r->allowed && r->retry_after_us >= 0) {
@@ -303,7 +393,15 @@ static void reply_result(sl_call_t *call, const char *name, const sl_limit_resul
             sl_hreq_add_header(call->req, "Retry-After", h);
         }
     }
-    sl__reply_json(call, r->allowed ? 200 : 429, j);
+    int status = r->allowed ? 200 : 429;
+    sl_jbuf_t b;
+    b.len = 0;
+    b.overflow = false;
+    format_result(&b, r, waited_s);
+    if (!b.overflow)
+        sl__reply_text(call, status, b.buf, b.len);
+    else
+        sl__reply_json(call, status, result_json(r, waited_s));
 }
 
 /* A library error as an answer; a per: team level of an agent in no team says so. */

@@ -136,6 +136,20 @@ class Routes(unittest.TestCase):
         self.assertEqual(status, 400, body)
         self.assertIn("key: 'k'", body["error"]["message"])
 
+    def test_keys_are_escaped_in_short_and_long_answers(self):
+        s = self.s
+        for key in ('a"b\\c\nd\u00e9', '"' * 200 + "x" * 50):  # the second overflows the fast path
+            for _ in range(2):
+                status, body, _ = check(s, "db.query", {"agent": "e", "key": key})
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["checked"][0]["key"], key)
+            status, body, _ = check(s, "db.query", {"agent": "e", "key": key, "action": "write"})
+            self.assertEqual((status, body["remaining"]), (200, 3), body)
+            status, body, _ = check(s, "db.query", {"agent": "e", "key": key, "action": "write"})
+            self.assertEqual(status, 429, body)
+            self.assertEqual(body["denied_by"], {"limit": "db.query", "key": key, "reason": "rate"})
+            self.assertEqual(body["remaining"], 3)
+
     def test_bad_fields_name_field_and_value(self):
         s = self.s
         cases = [({"agent": "a", "hits": -1}, "hits"), ({"agent": "a", "hits": "x"}, "hits"),
