@@ -93,8 +93,9 @@ int sl_cli_limit(int argc, char **argv)
                                   "retry_after", ans.retry_after_s, "reset_after",
                                   ans.reset_after_s, "waited", ans.waited_s);
             if (j && !ans.allowed)
-                json_object_set_new(j, "denied_by", json_pack("{s:s,s:s}", "limit", ans.denied_by,
-                                                              "key", ans.denied_key));
+                json_object_set_new(
+                    j, "denied_by",
+                    json_pack("{s:s,s:s}", "limit", ans.denied_by, "key", ans.denied_key));
             sl_cli_print_json(j);
             json_decref(j);
         } else if (ans.allowed) {

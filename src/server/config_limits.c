@@ -1,4 +1,4 @@
-/* config_limits.c - the `limits:` section of sluiced's YAML, mapped onto the limits library's JSON reader.
+/* config_limits.c - the `limits:` YAML section, mapped onto the limits library's JSON reader.
  *
  * YAML scalars carry no types, so a plain scalar becomes a JSON integer, a number, a
  * boolean or null when it reads as one, and a string otherwise; a quoted scalar is always a
@@ -56,8 +56,8 @@ static json_t *to_json(yaml_document_t *doc, yaml_node_t *n)
     }
     case YAML_MAPPING_NODE: {
         json_t *o = json_object();
-        for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-             o && p < n->data.mapping.pairs.top; p++) {
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; o && p < n->data.mapping.pairs.top;
+             p++) {
             yaml_node_t *k = yaml_document_get_node(doc, p->key);
             json_t *v = k && k->type == YAML_SCALAR_NODE
                             ? to_json(doc, yaml_document_get_node(doc, p->value))

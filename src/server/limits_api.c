@@ -1,4 +1,4 @@
-/* limits_api.c - the /v1/limits routes: checks (held for on_limit: queue), releases, reports, views; their headers, events and metrics.
+/* limits_api.c - /v1/limits: checks (held for queue limits), releases, reports, views, metrics.
  *
  * The limit set (src/limits) lives in the server and is used from the event loop only,
  * so every check of all its levels is atomic by construction: the memory backend's
@@ -262,10 +262,10 @@ static void add_ratelimit_headers(sl_call_t *call, const sl_limit_level_t *lv)
 static json_t *level_json(const sl_limit_level_t *lv)
 {
     return json_pack("{s:s,s:s,s:I,s:I,s:o,s:o,s:o,s:I,s:f,s:s}", "limit", lv->limit_name, "key",
-                     lv->key, "remaining", (json_int_t)lv->remaining, "max",
-                     (json_int_t)lv->limit, "retry_after", seconds(lv->retry_after_us),
-                     "reset_after", seconds(lv->reset_after_us), "delay", seconds(lv->delay_us),
-                     "cost", (json_int_t)lv->cost, "rate", lv->rate, "reason",
+                     lv->key, "remaining", (json_int_t)lv->remaining, "max", (json_int_t)lv->limit,
+                     "retry_after", seconds(lv->retry_after_us), "reset_after",
+                     seconds(lv->reset_after_us), "delay", seconds(lv->delay_us), "cost",
+                     (json_int_t)lv->cost, "rate", lv->rate, "reason",
                      sl_limit_reason_name(lv->reason));
 }
 
@@ -359,11 +359,11 @@ static json_t *result_json(const sl_limit_result_t *r, double waited_s)
     json_t *checked = json_array();
     for (size_t i = 0; checked && i < r->n_checked; i++)
         json_array_append_new(checked, level_json(&r->checked[i]));
-    json_t *j = json_pack("{s:b,s:I,s:I,s:o,s:o,s:o,s:o*}", "allowed", r->allowed, "limit",
-                          (json_int_t)r->limit, "remaining", (json_int_t)r->remaining,
-                          "reset_after", seconds(r->reset_after_us), "retry_after",
-                          seconds(r->retry_after_us), "delay", seconds(r->delay_us), "checked",
-                          checked);
+    json_t *j =
+        json_pack("{s:b,s:I,s:I,s:o,s:o,s:o,s:o*}", "allowed", r->allowed, "limit",
+                  (json_int_t)r->limit, "remaining", (json_int_t)r->remaining, "reset_after",
+                  seconds(r->reset_after_us), "retry_after", seconds(r->retry_after_us), "delay",
+                  seconds(r->delay_us), "checked", checked);
     if (j && waited_s > 0) json_object_set_new(j, "waited", json_real(waited_s));
     if (j && !r->allowed && r->denied_by >= 0) {
         const sl_limit_level_t *d = &r->checked[r->denied_by];
@@ -654,9 +654,9 @@ static json_t *limit_json(sl_limits_api_t *api, const char *name)
     const sl_limit_config_t *cfg;
     size_t keys = 0;
     if (sl_limits_config(api->set, name, &cfg, &keys) != SL_OK) return NULL;
-    json_t *j = json_pack("{s:s,s:O,s:I,s:f}", "name", name, "config",
-                          json_object_get(api->config, name), "keys", (json_int_t)keys, "rate",
-                          cfg->rate);
+    json_t *j =
+        json_pack("{s:s,s:O,s:I,s:f}", "name", name, "config", json_object_get(api->config, name),
+                  "keys", (json_int_t)keys, "rate", cfg->rate);
     limit_stats_t *st = stats_of(api, name);
     if (j && cfg->adaptive.enabled && st && !isnan(st->adaptive_rate))
         json_object_set_new(j, "adaptive_rate", json_real(st->adaptive_rate));
@@ -692,8 +692,7 @@ static void handle_view(sl_call_t *call, const char *name, const char *query)
             own = t && !strcmp(t, key);
         }
         sl_limit_key_info_t info;
-        int rc = own ? sl_limits_key_info(api->set, name, &req, now_us(call->srv), &info)
-                     : SL_OK;
+        int rc = own ? sl_limits_key_info(api->set, name, &req, now_us(call->srv), &info) : SL_OK;
         if (!own) {
             sl__reply_error(call, 403, "forbidden", "key: this token may not read '%s' of '%s'",
                             key, name);
@@ -779,9 +778,10 @@ void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out)
                                 (unsigned long long)(k ? st->denied : st->allowed));
         }
     }
-    evbuffer_add_printf(out, "# HELP sluice_limit_held Checks held until their limit has "
-                             "room (on_limit: queue).\n# TYPE sluice_limit_held gauge\n"
-                             "sluice_limit_held %zu\n",
+    evbuffer_add_printf(out,
+                        "# HELP sluice_limit_held Checks held until their limit has "
+                        "room (on_limit: queue).\n# TYPE sluice_limit_held gauge\n"
+                        "sluice_limit_held %zu\n",
                         api->n_held);
     /* Each family's samples together, as the text format wants. */
     for (int family = 0; family < 2; family++) {
@@ -789,8 +789,7 @@ void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out)
         for (size_t i = 0; i < api->n_stats; i++) {
             const limit_stats_t *st = &api->stats[i];
             const sl_limit_config_t *cfg;
-            if (sl_limits_config(api->set, st->name, &cfg, NULL) != SL_OK ||
-                !cfg->adaptive.enabled)
+            if (sl_limits_config(api->set, st->name, &cfg, NULL) != SL_OK || !cfg->adaptive.enabled)
                 continue;
             if (!header && family == 0)
                 evbuffer_add_printf(out,
