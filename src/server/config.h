@@ -85,7 +85,7 @@ typedef struct sl_config {
     sl_pool_upstream_t *upstreams; /* one per pool, in settings.pools' order */
     sl_proxy_config_t proxy;
     sl_listener_config_t server;
-    json_t *limits; /* the `limits:` section (name -> fields, docs/limits.md), validated; NULL: none */
+    json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
