@@ -199,6 +199,11 @@ void sl__limits_shutdown(sl_server_t *srv)
     }
 }
 
+void sl__limits_sweep(sl_server_t *srv)
+{
+    if (srv->limits && srv->limits->set) sl_limits_sweep(srv->limits->set, now_us(srv));
+}
+
 void sl__limits_free(sl_server_t *srv)
 {
     sl_limits_api_t *api = srv->limits;

@@ -172,6 +172,8 @@ void sl__events_publish(sl_server_t *srv, const char *event, json_t *j);
  * removed one is gone (checks held on it are answered 404 when they re-check). Returns 0,
  * or -1 with `err` (out of memory; the running set stays). */
 int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen);
+/* Forgets every action-limit key at rest (it would answer as a fresh key): housekeeping. */
+void sl__limits_sweep(sl_server_t *srv);
 /* Answers every check still held (503) and stops their timers. */
 void sl__limits_shutdown(sl_server_t *srv);
 void sl__limits_free(sl_server_t *srv);

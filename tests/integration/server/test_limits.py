@@ -229,6 +229,20 @@ class Routes(unittest.TestCase):
         self.assertEqual(body["state"]["remaining"], 10)
 
 
+class Sweep(unittest.TestCase):
+    def test_keys_at_rest_are_forgotten_by_housekeeping(self):
+        with Sluiced("limits:\n  quick:\n    algorithm: token_bucket\n    rate: 1000\n") as s:
+            for i in range(5):
+                check(s, "quick", {"agent": "k%d" % i})
+            self.assertEqual(s.call("GET", "/v1/limits/quick")[1]["keys"], 5)
+            deadline = time.monotonic() + 15  # the sweep runs every 10 s
+            while time.monotonic() < deadline and s.call("GET", "/v1/limits/quick")[1]["keys"]:
+                time.sleep(0.5)
+            self.assertEqual(s.call("GET", "/v1/limits/quick")[1]["keys"], 0)
+            status, body, _ = check(s, "quick", {"agent": "k1"})  # a forgotten key is fresh
+            self.assertEqual((status, body["remaining"]), (200, 999), body)
+
+
 class Queue(unittest.TestCase):
     def test_queue_holds_until_room_within_wait_and_rejects_beyond(self):
         with Sluiced(CONFIG) as s:
