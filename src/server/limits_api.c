@@ -144,12 +144,16 @@ int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
                 stats[i].adapt_up = old->adapt_up;
                 stats[i].adapt_down = old->adapt_down;
             }
-            /* Unchanged: the running keys go on; their adapted rates too. */
+        }
+        /* Only now that nothing can fail: an unchanged limit's running keys go on, their
+         * adapted rates too. */
+        for (size_t i = 0; i < n; i++) {
+            const char *name = stats[i].name;
             json_t *was = api->config ? json_object_get(api->config, name) : NULL;
-            if (was && api->set && json_equal(was, json_object_get(cfg, name))) {
-                sl_limits_move_state(set, api->set, name);
-                if (old) stats[i].adaptive_rate = old->adaptive_rate;
-            }
+            if (!was || !api->set || !json_equal(was, json_object_get(cfg, name))) continue;
+            sl_limits_move_state(set, api->set, name);
+            limit_stats_t *old = stats_of(api, name);
+            if (old) stats[i].adaptive_rate = old->adaptive_rate;
         }
         sl_limits_set_adapt_cb(set, on_adapt, api);
     }
