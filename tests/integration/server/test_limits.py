@@ -2,6 +2,7 @@
 nothing across parents under concurrent checks, queueing with wait, RateLimit headers,
 token scoping, adaptive events and metrics, reload, config errors."""
 import json
+import signal
 import subprocess
 import tempfile
 import threading
@@ -376,6 +377,33 @@ class Reload(unittest.TestCase):
             self.assertIn("limits.x.algorithm", body["error"]["message"])
             status, body, _ = check(s, "fresh", {"agent": "r"})
             self.assertEqual(status, 200, body)  # the refused reload changed nothing
+
+
+    def test_sighup_applies_new_limits_and_a_held_check_on_a_removed_one_answers_404(self):
+        slow = CONFIG.replace("rate: 5\n    period_s: 1", "rate: 1\n    period_s: 2")
+        with Sluiced(slow) as s:
+            check(s, "slow", {"agent": "h"})
+            out = {}
+
+            def held():
+                out["answer"] = check(s, "slow", {"agent": "h", "wait": 10}, timeout_s=20)
+
+            t = threading.Thread(target=held)
+            t.start()
+            time.sleep(0.3)
+            s.write_config("event_log: %s\nlimits:\n  other:\n    rate: 1\n" % s.event_log)
+            s.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                names = [l["name"] for l in s.call("GET", "/v1/limits")[1]["limits"]]
+                if names == ["other"]:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(names, ["other"])
+            t.join(15)
+            status, body, _ = out["answer"]
+            self.assertEqual(status, 404, body)
+            self.assertIn("slow", body["error"]["message"])
 
 
 class ConfigErrors(unittest.TestCase):
