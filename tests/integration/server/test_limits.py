@@ -201,7 +201,7 @@ class Routes(unittest.TestCase):
         self.assertEqual(status, 400, body)
         status, body, _ = s.call("POST", "/v1/limits/api/report", {"agent": "r"})
         self.assertEqual(status, 400, body)
-        ev = [e for e in s.events() if e.get("event") == "limit_adapted"]
+        ev = [e for e in s.events() if e.get("event") == "limit_adapted" and e["key"] == "r"]
         self.assertTrue(ev)
         self.assertEqual((ev[-1]["limit"], ev[-1]["key"], ev[-1]["new_rate"]), ("api", "r", 90))
         status, body, _ = s.call("GET", "/v1/limits/api?key=r")
@@ -210,11 +210,30 @@ class Routes(unittest.TestCase):
         self.assertAlmostEqual(body["adaptive_rate"], 90)
         _, text, _ = s.call("GET", "/metrics")
         self.assertIn('sluice_limit_adaptive_rate{limit="api"} 90', text)
-        self.assertIn('sluice_limit_adaptive_changes_total{limit="api",direction="down"} 1', text)
+        self.assertRegex(text, r'sluice_limit_adaptive_changes_total\{limit="api",direction="down"\} [1-9]')
         self.assertRegex(text, r'sluice_limit_checks_total\{limit="tool.call",result="allowed"\} \d+')
         p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                            text=True, timeout=30)
         self.assertEqual((p.returncode, p.stdout.strip() + p.stderr.strip()), (0, ""))
+
+    def test_adaptive_change_is_an_sse_event(self):
+        s = self.s
+        sock = raw_request(s.port, "GET", "/v1/events")
+        sock.settimeout(5)
+        time.sleep(0.2)
+        status, body, _ = s.call("POST", "/v1/limits/api/report",
+                                 {"agent": "sse", "successes": 0, "errors": 5})
+        self.assertEqual(status, 200, body)
+        data = b""
+        deadline = time.monotonic() + 5
+        while b'"key":"sse"' not in data and time.monotonic() < deadline:
+            data += sock.recv(65536)
+        sock.close()
+        self.assertIn(b"event: limit_adapted", data)
+        line = [x for x in data.split(b"\n") if x.startswith(b"data: ") and b'"sse"' in x][0]
+        ev = json.loads(line[6:])
+        self.assertEqual((ev["limit"], ev["old_rate"], ev["new_rate"]), ("api", 100, 90))
+        self.assertEqual((ev["error_rate"], ev["window_outcomes"]), (1, 5))
 
     def test_views(self):
         s = self.s
