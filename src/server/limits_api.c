@@ -8,8 +8,10 @@
  * A held check (on_limit: queue, `wait` > 0) asks sl_limits_when() for the earliest time
  * the check could pass; when that is within its wait it sleeps on a timer until then and
  * checks again (another caller may have taken the room: it then sleeps again, up to the
- * same deadline), else it is answered 429 at once. A client that leaves cancels its
- * timer; nothing was taken for it.
+ * same deadline), else it is answered 429 at once. Held checks of one queue (limit, agent,
+ * key) go in arrival order: a newcomer with a wait queues behind them, only the oldest
+ * re-checks, and answering it wakes the next. A client that leaves cancels its timer;
+ * nothing was taken for it.
  *
  * Reload: a limit whose configuration is unchanged (the same JSON) keeps its keys'
  * state (sl_limits_move_state); a changed one starts with fresh keys; counters of the
@@ -46,7 +48,7 @@ struct sl_limits_api {
     json_t *config;   /* the section `set` was built from */
     limit_stats_t *stats;
     size_t n_stats;
-    held_t *held; /* checks waiting for room */
+    held_t *held, *held_tail; /* checks waiting for room, oldest first */
     size_t n_held;
     sl_server_t *srv;
 };
@@ -172,14 +174,50 @@ oom:
 
 /* ---- held checks ------------------------------------------------------------------ */
 
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+/* Held checks of one queue: the same limit, agent and key (so the same keys at every
+ * level). Within a queue they are served in arrival order. */
+static bool same_queue(const held_t *a, const held_t *b)
+{
+    return !strcmp(a->name, b->name) && same_str(a->req.agent, b->req.agent) &&
+           same_str(a->req.key, b->req.key);
+}
+
+/* The oldest held check of `h`'s queue that arrived before it, or NULL. */
+static held_t *ahead_of(const held_t *h)
+{
+    for (held_t *o = h->call->srv->limits->held; o && o != h; o = o->next)
+        if (same_queue(o, h)) return o;
+    return NULL;
+}
+
+/* Wakes the next held check of `h`'s queue (after `h`) at once: it may be the head now. */
+static void wake_next(const held_t *h)
+{
+    static const struct timeval now_tv = {0, 0};
+    for (held_t *o = h->next; o; o = o->next)
+        if (same_queue(o, h)) {
+            evtimer_add(o->call->wait_timer, &now_tv);
+            return;
+        }
+}
+
 static void held_unlink(held_t *h)
 {
     sl_limits_api_t *api = h->call->srv->limits;
+    wake_next(h);
     if (h->prev)
         h->prev->next = h->next;
     else
         api->held = h->next;
-    if (h->next) h->next->prev = h->prev;
+    if (h->next)
+        h->next->prev = h->prev;
+    else
+        api->held_tail = h->prev;
     api->n_held--;
     h->call->owner = NULL;
     h->call->gone = NULL;
@@ -504,9 +542,13 @@ static void on_held_timer(evutil_socket_t fd, short what, void *ud)
     sl_limits_api_t *api = call->srv->limits;
     (void)fd, (void)what;
     int64_t now = now_us(call->srv);
+    if (ahead_of(h) && now < h->deadline_us) { /* the check ahead is woken first */
+        held_arm(h, h->deadline_us, now);
+        return;
+    }
     sl_limit_result_t r;
     int rc = api->set ? sl_limits_check(api->set, h->name, &h->req, now, &r) : SL_ENOTFOUND;
-    if (rc == SL_OK && !r.allowed) {
+    if (rc == SL_OK && !r.allowed && now < h->deadline_us) {
         int64_t at;
         int wrc = sl_limits_when(api->set, h->name, &h->req, now, &at);
         if (wrc == SL_OK && at <= h->deadline_us) {
@@ -556,9 +598,12 @@ static int hold(sl_call_t *call, const char *name, const sl_limit_request_t *req
     }
     h->started_us = now;
     h->deadline_us = deadline_us;
-    h->next = api->held;
-    if (api->held) api->held->prev = h;
-    api->held = h;
+    h->prev = api->held_tail;
+    if (api->held_tail)
+        api->held_tail->next = h;
+    else
+        api->held = h;
+    api->held_tail = h;
     api->n_held++;
     call->owner = h;
     sl__call_watch_close(call, on_held_gone);
@@ -589,16 +634,27 @@ static void handle_check(sl_call_t *call, const char *name)
     req.hits = hits;
     wait_s = fmin(wait_s, call->srv->config.max_wait_s);
     int64_t now = now_us(call->srv);
+    const sl_limit_config_t *cfg;
+    sl_limits_config(api->set, name, &cfg, NULL);
+    bool queues = cfg->on_limit == SL_LIMIT_QUEUE && wait_s > 0 && hits > 0;
+    int64_t deadline = now + (int64_t)llround(wait_s * 1e6);
+    if (queues) { /* behind the checks of its queue already waiting, in arrival order */
+        held_t probe = {.call = call, .req = req};
+        snprintf(probe.name, sizeof(probe.name), "%s", name);
+        for (held_t *o = api->held; o; o = o->next)
+            if (same_queue(o, &probe)) {
+                if (hold(call, name, &req, now, deadline, deadline) == 0) return;
+                break;
+            }
+    }
     sl_limit_result_t r;
     int rc = sl_limits_check(api->set, name, &req, now, &r);
     if (rc != SL_OK) {
         reply_limits_error(call, rc, &req);
         return;
     }
-    const sl_limit_config_t *cfg;
-    sl_limits_config(api->set, name, &cfg, NULL);
-    if (!r.allowed && cfg->on_limit == SL_LIMIT_QUEUE && wait_s > 0 && hits > 0) {
-        int64_t at, deadline = now + (int64_t)llround(wait_s * 1e6);
+    if (!r.allowed && queues) {
+        int64_t at;
         if (sl_limits_when(api->set, name, &req, now, &at) == SL_OK && at <= deadline &&
             hold(call, name, &req, now, at, deadline) == 0)
             return;

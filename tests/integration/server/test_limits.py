@@ -281,6 +281,31 @@ class Queue(unittest.TestCase):
             self.assertEqual(status, 429, body)
             self.assertLess(time.monotonic() - t0, 5)
 
+    def test_held_checks_of_one_queue_are_served_in_arrival_order(self):
+        fifo = "limits:\n  bucket:\n    rate: 10\n    period_s: 1\n    on_limit: queue\n"
+        with Sluiced(fifo) as s:
+            status, body, _ = check(s, "bucket", {"agent": "f", "hits": 10})
+            self.assertEqual(status, 200, body)
+            done = []
+
+            def waiter(tag, hits):
+                status, body, _ = check(s, "bucket", {"agent": "f", "hits": hits, "wait": 5},
+                                        timeout_s=20)
+                done.append((tag, status, time.monotonic()))
+
+            big = threading.Thread(target=waiter, args=("big", 10))
+            big.start()
+            time.sleep(0.2)
+            small = threading.Thread(target=waiter, args=("small", 1))
+            small.start()
+            big.join(15)
+            small.join(15)
+            # the small check, which the refill could serve at once, waits behind the big one
+            self.assertEqual([(t, st) for t, st, _ in done], [("big", 200), ("small", 200)])
+            # another agent is another queue: not held behind them
+            status, body, _ = check(s, "bucket", {"agent": "g"})
+            self.assertEqual(status, 200, body)
+
     def test_a_client_leaving_cancels_its_held_check(self):
         with Sluiced(CONFIG.replace("rate: 5\n    period_s: 1", "rate: 1\n    period_s: 3")) as s:
             check(s, "slow", {"agent": "g"})
