@@ -340,6 +340,46 @@ int sl_extend(sl_client_t *c, sl_lease_t *lease, double ttl_s);
 double sl_backoff_delay_s(unsigned attempt, double base_s, double cap_s, double retry_after_s,
                           double u01);
 
+/* ---------------------------------------------------------------- action limits */
+
+/*
+ * An action limit (sluiced's `limits:`, docs/limits.md) is checked before any action:
+ * a tool call, a database query, an outbound request. sl_limit_check() asks sluiced
+ * once and, while denied, waits: sluiced holds the check for a limit with
+ * `on_limit: queue`; for the others the client sleeps the answer's retry_after and asks
+ * again; both only while `wait_s` lasts. Limits are never decided locally: when sluiced
+ * cannot be reached the call returns SL_EUNREACHABLE whatever fail_closed says.
+ */
+typedef struct sl_limit_check_req {
+    const char *limit;  /* required: the limit's name */
+    const char *agent;  /* NULL: the client's agent */
+    const char *key;    /* the caller-named key of a per: key limit, else NULL */
+    const char *action; /* the action type for costs; NULL: cost 1 */
+    int64_t hits;       /* 0..1e9, default 1; 0 peeks (changes nothing) */
+    double wait_s;      /* how long a denied check may wait for room; default 0 */
+} sl_limit_check_req_t;
+
+/* Fills `req` with the defaults above (hits 1, wait 0, every pointer NULL). */
+void sl_limit_check_req_init(sl_limit_check_req_t *req);
+
+typedef struct sl_limit_answer {
+    int allowed;          /* 1: every level took its cost */
+    int64_t limit;        /* the most restrictive level's limit (units) */
+    int64_t remaining;    /* its units left */
+    double retry_after_s; /* 0 when allowed; -1: no wait helps (the cost exceeds a level) */
+    double reset_after_s; /* until that level is full again */
+    double waited_s;      /* how long this call waited in all */
+    char denied_by[257];  /* denied: the level that denied ("" when allowed) */
+    char denied_key[257]; /* and its key */
+} sl_limit_answer_t;
+
+/* Checks `req` against sluiced and fills `answer`. Returns 0 for an answer (allowed or
+ * denied: see answer->allowed); SL_EARG (no client, req, answer or limit; hits < 0;
+ * wait_s < 0), SL_EINVAL (sluiced refused a field, e.g. a key the limit does not take),
+ * SL_ENOTFOUND (no such limit), SL_EAUTH (the token may not act as the agent),
+ * SL_EUNREACHABLE, SL_EPROTO, SL_ENOMEM. */
+int sl_limit_check(sl_client_t *c, const sl_limit_check_req_t *req, sl_limit_answer_t *answer);
+
 #ifdef __cplusplus
 }
 #endif

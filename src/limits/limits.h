@@ -246,6 +246,12 @@ typedef struct sl_limit_key_info {
 int sl_limits_key_info(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
                        int64_t now_us, sl_limit_key_info_t *info);
 
+/* Moves the per-key state of limit `name` from `src` to `dst` (both hold `name`), leaving
+ * `src`'s limit with no keys and `dst`'s previous keys freed. For a reload: the caller
+ * only moves a limit whose configuration is the same in both sets, so every key answers
+ * on as before. Returns 0 or SL_ENOTFOUND (either set lacks `name`; nothing moved). */
+int sl_limits_move_state(sl_limits_t *dst, sl_limits_t *src, const char *name);
+
 /* The number of limits, and the i-th one's name (add order) or NULL. */
 size_t sl_limits_count(const sl_limits_t *ls);
 const char *sl_limits_name_at(const sl_limits_t *ls, size_t i);

@@ -172,6 +172,18 @@ void sl_limits_set_adapt_cb(sl_limits_t *ls, sl_limit_adapt_cb cb, void *user)
     ls->adapt_user = user;
 }
 
+int sl_limits_move_state(sl_limits_t *dst, sl_limits_t *src, const char *name)
+{
+    sl__limit_t *to = find(dst, name), *from = find(src, name);
+    if (!to || !from) return SL_ENOTFOUND;
+    sl__kmap_free(&to->keys);
+    to->keys = from->keys;
+    to->no_rest_until_us = from->no_rest_until_us;
+    memset(&from->keys, 0, sizeof from->keys);
+    from->no_rest_until_us = 0;
+    return SL_OK;
+}
+
 size_t sl_limits_count(const sl_limits_t *ls)
 {
     return ls->n;

@@ -870,6 +870,8 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = parse_proxy(p, v, c);
         } else if (!strcmp(kname, "server")) {
             rc = parse_server(p, v, c);
+        } else if (!strcmp(kname, "limits")) {
+            rc = sl__config_parse_limits(p->doc, v, p->path, &c->limits, p->err, p->errlen);
         } else {
             rc = fail(p, k, kname, "unknown key '%s'", kname);
         }
@@ -1041,5 +1043,6 @@ void sl_config_clear(sl_config_t *c)
     }
     free(c->tokens);
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
+    json_decref(c->limits);
     memset(c, 0, sizeof(*c));
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
 #include <sluice/engine.h>
 
 #include "backend.h"
@@ -87,6 +88,7 @@ typedef struct sl_config {
     sl_pool_upstream_t *upstreams; /* one per pool, in settings.pools' order */
     sl_proxy_config_t proxy;
     sl_listener_config_t server;
+    json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
@@ -108,6 +110,14 @@ const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const ch
 
 /* True when auth is on: an admin token or any agent token is configured. */
 bool sl_config_auth_enabled(const sl_config_t *c);
+
+/* config_limits.c: reads the `limits:` mapping `section` of `doc` into `*out` (replacing
+ * it) as the limits library's JSON, validated and linked on a scratch set. Returns 0, or
+ * -1 with `err` holding "FILE:LINE: limits.NAME.FIELD: ..." (the field's line). */
+struct yaml_document_s;
+struct yaml_node_s;
+int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, json_t **out, char *err, size_t errlen);
 
 /* Frees everything inside `c` and zeroes it. */
 void sl_config_clear(sl_config_t *c);

@@ -307,3 +307,28 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
     }
     sl__waiters_on_event(srv, ev);
 }
+
+void sl__events_publish(sl_server_t *srv, const char *event, json_t *j)
+{
+    if (j && (srv->event_log || srv->streams)) {
+        char *line = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        if (line && srv->event_log) {
+            fputs(line, srv->event_log);
+            fputc('\n', srv->event_log);
+            srv->event_log_dirty = true;
+        }
+        struct evbuffer *msg = line && srv->streams ? evbuffer_new() : NULL;
+        if (msg) {
+            evbuffer_add_printf(msg, "event: %s\ndata: %s\n\n", event, line);
+            size_t len = evbuffer_get_length(msg);
+            const char *data = (const char *)evbuffer_pullup(msg, -1);
+            for (sl_call_t *c = srv->streams, *next; c; c = next) {
+                next = c->next;
+                stream_send(c, data, len);
+            }
+            evbuffer_free(msg);
+        }
+        free(line);
+    }
+    json_decref(j);
+}

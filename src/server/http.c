@@ -533,6 +533,12 @@ static void r_reload(sl_call_t *c, char **seg, int m, const char *q)
     sl__handle_reload(c);
 }
 
+static void r_limits(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)m;
+    sl__handle_limits(c, seg[2], seg[2] ? seg[3] : NULL, q);
+}
+
 /* The endpoints: path segments ("*" matches any one), the methods allowed, the handler. */
 static const struct route {
     int n;
@@ -555,6 +561,11 @@ static const struct route {
     {2, {"v1", "agents"}, "GET", r_agents},
     {2, {"v1", "events"}, "GET", r_events},
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
+    {2, {"v1", "limits"}, "GET", r_limits},
+    {3, {"v1", "limits", "*"}, "GET", r_limits},
+    {4, {"v1", "limits", "*", "check"}, "POST", r_limits},
+    {4, {"v1", "limits", "*", "release"}, "POST", r_limits},
+    {4, {"v1", "limits", "*", "report"}, "POST", r_limits},
 };
 
 static const char *method_name(sl_http_method_t m)
@@ -719,6 +730,7 @@ int sl__server_start(sl_server_t *srv, char *err, size_t errlen)
         .on_request = on_request,
         .ud = srv,
     };
+    if (sl__limits_apply(srv, err, errlen) < 0) return -1;
     srv->http = sl_httpd_new(srv->base, &o, err, errlen);
     if (!srv->http) return -1;
     return sl__proxy_init(srv, err, errlen);
@@ -730,6 +742,7 @@ void sl__server_shutdown(sl_server_t *srv)
     srv->shutting_down = true;
     if (srv->http) sl_httpd_stop_accepting(srv->http);
     sl__waiters_shutdown(srv);
+    sl__limits_shutdown(srv);
     sl__proxy_shutdown(srv, true);
     sl__events_close_streams(srv);
     sl__events_flush(srv);
@@ -740,5 +753,6 @@ void sl__server_stop(sl_server_t *srv)
     sl__proxy_shutdown(srv, false);
     sl_httpd_free(srv->http);
     sl__proxy_free(srv);
+    sl__limits_free(srv);
     srv->http = NULL;
 }

@@ -49,8 +49,10 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
     (void)what;
     ticks++;
     sl__events_flush(srv);
-    if (ticks % 40 == 0) /* 10 s */
+    if (ticks % 40 == 0) { /* 10 s */
         sl__owners_forget_old(srv);
+        sl__limits_sweep(srv);
+    }
     if (ticks % 60 == 0) /* 15 s */
         sl__events_ping_streams(srv);
 }

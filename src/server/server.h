@@ -21,6 +21,7 @@ typedef struct sl_server sl_server_t;
 typedef struct sl_call sl_call_t;
 typedef struct sl_metrics sl_metrics_t;
 typedef struct sl_proxy sl_proxy_t;
+typedef struct sl_limits_api sl_limits_api_t;
 
 /* What a call is doing while it has not been answered. */
 typedef enum sl_call_mode {
@@ -81,6 +82,7 @@ struct sl_server {
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
     double shutdown_started_s; /* monotonic, when SIGTERM/SIGINT arrived */
     sl_proxy_t *proxy; /* the provider proxy (proxy.c) */
+    sl_limits_api_t *limits; /* action limits (limits_api.c) */
 };
 
 /* http.c */
@@ -160,6 +162,25 @@ void sl__events_subscribe(sl_call_t *call);
 void sl__events_close_streams(sl_server_t *srv);
 void sl__events_ping_streams(sl_server_t *srv);
 void sl__owners_forget_old(sl_server_t *srv);
+/* Writes `j` (stolen; NULL is ignored) to the event log and to every /v1/events subscriber
+ * as an event named `event` (events that do not come from the backend, e.g. limit_adapted). */
+void sl__events_publish(sl_server_t *srv, const char *event, json_t *j);
+
+/* limits_api.c: the /v1/limits routes over the action-limits library (docs/limits.md). */
+/* (Re)builds the limit set from srv->config.limits. A limit whose configuration is the
+ * same as the running one keeps its per-key state; a new or changed one starts fresh; a
+ * removed one is gone (checks held on it are answered 404 when they re-check). Returns 0,
+ * or -1 with `err` (out of memory; the running set stays). */
+int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen);
+/* Forgets every action-limit key at rest (it would answer as a fresh key): housekeeping. */
+void sl__limits_sweep(sl_server_t *srv);
+/* Answers every check still held (503) and stops their timers. */
+void sl__limits_shutdown(sl_server_t *srv);
+void sl__limits_free(sl_server_t *srv);
+/* GET /v1/limits (name NULL), GET /v1/limits/NAME, POST /v1/limits/NAME/{check,release,report}. */
+void sl__handle_limits(sl_call_t *call, const char *name, const char *action, const char *query);
+/* Appends the limits' Prometheus lines to `out`. */
+void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 
 /* json_in.c: request validation; each returns 0, or -1 with `msg` naming field and value. */
 int sl__json_check_fields(const json_t *obj, const char *const *allowed, char *msg, size_t n);

@@ -314,6 +314,7 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
         return;
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
+    sl__limits_metrics_render(call->srv, out);
     if (call->req)
         sl_hreq_reply(call->req, 200, "text/plain; version=0.0.4; charset=utf-8",
                       evbuffer_pullup(out, -1), evbuffer_get_length(out));
@@ -416,6 +417,8 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     srv->config.listen_host = NULL;
     sl_config_clear(&srv->config);
     srv->config = next;
+    if (sl__limits_apply(srv, err, errlen) < 0) /* memory only: the running limits stay */
+        fprintf(stderr, "sluiced: reload: keeping the running limits: %s\n", err);
     sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));
     sl_httpd_limits_t limits = sl__listener_limits(&srv->config);
     sl_httpd_set_limits(srv->http, &limits);

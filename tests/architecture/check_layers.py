@@ -28,7 +28,7 @@ ALLOWED = {
     "backend/redis": ({"backend"}, {"engine.h"}),
     "client": (set(), {"client.h"}),
     "sim": ({"provider"}, {"engine.h"}),
-    "server": ({"backend", "backend/redis"}, {"engine.h", "tokenizer.h"}),
+    "server": ({"backend", "backend/redis", "limits"}, {"engine.h", "tokenizer.h"}),
     "emu": ({"provider"}, {"tokenizer.h"}),
     "cli": ({"sim"}, {"client.h", "tokenizer.h"}),
 }

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# limits_http.sh - action-limit check decisions per second through sluiced (memory, one core)
+# against nginx's limit_req (a leaky bucket in shared memory) answering the same requests,
+# both pinned to one core, measured with wrk over keep-alive connections. Prints decisions/s,
+# p50/p99 and the ratio (goal: sluiced >= 1x nginx), and how many sluiced allowed and denied.
+# Prints, never gates.
+#
+# Both limit 100 agents to 100 per second each with a burst of 100 (sluiced: token_bucket;
+# nginx: limit_req rate=100r/s burst=100 nodelay), so at these request rates most checks
+# are denied by both: 200 when allowed, 429 when not.
+#
+# usage: bench/limits_http.sh [BUILD_DIR]   (env: BENCH_SECONDS=10, BENCH_CONNECTIONS=50)
+# needs: wrk, nginx, taskset (Debian: wrk nginx-light util-linux)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+SECONDS_RUN=${BENCH_SECONDS:-10}
+CONNS=${BENCH_CONNECTIONS:-50}
+SLUICED=$BUILD/src/server/sluiced
+for tool in wrk nginx taskset; do
+  command -v "$tool" >/dev/null || { echo "limits_http.sh: $tool is not installed" >&2; exit 1; }
+done
+[ -x "$SLUICED" ] || { echo "limits_http.sh: build sluiced first ($SLUICED)" >&2; exit 1; }
+
+SERVER_CPU=0
+CLIENT_CPU=$(( $(nproc) > 1 ? 1 : 0 ))
+TMP=$(mktemp -d /tmp/sluice-bench-limits.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() { # port
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "limits_http.sh: nothing listening on port $1" >&2
+  exit 1
+}
+
+summarize() { # wrk output -> "rps p50_ms p99_ms non2xx"
+  awk '
+    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
+    /Requests\/sec:/ { rps = $2 }
+    /^ +50%/ { p50 = ms($2) }
+    /^ +99%/ { p99 = ms($2) }
+    /Non-2xx or 3xx responses:/ { non = $5 }
+    END { printf "%s %.3f %.3f %d\n", rps, p50, p99, non }'
+}
+
+cat > "$TMP/sluice.yaml" <<YAML
+limits:
+  tool.call:
+    algorithm: token_bucket
+    rate: 100
+    period_s: 1
+    burst: 100
+YAML
+SPORT=$(free_port)
+taskset -c $SERVER_CPU "$SLUICED" --config "$TMP/sluice.yaml" --listen "127.0.0.1:$SPORT" \
+  >"$TMP/sluiced.log" 2>&1 &
+PIDS+=($!)
+wait_port "$SPORT"
+
+NPORT=$(free_port)
+mkdir -p "$TMP/nginx/logs"
+# limit_req runs in the preaccess phase, after `return` (rewrite phase) would have answered,
+# so the location falls through try_files to a named location that answers.
+cat > "$TMP/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/nginx/body;
+  proxy_temp_path $TMP/nginx/proxy;
+  fastcgi_temp_path $TMP/nginx/fastcgi;
+  uwsgi_temp_path $TMP/nginx/uwsgi;
+  scgi_temp_path $TMP/nginx/scgi;
+  limit_req_zone \$http_x_agent zone=agents:10m rate=100r/s;
+  limit_req_status 429;
+  server {
+    listen 127.0.0.1:$NPORT;
+    root $TMP/nginx/www;
+    location / {
+      limit_req zone=agents burst=100 nodelay;
+      try_files /nonexistent @ok;
+    }
+    location @ok {
+      default_type application/json;
+      return 200 '{"allowed":true,"limit":100,"remaining":57,"reset_after":0.43,"retry_after":0,"delay":0,"checked":[{"limit":"tool.call","key":"a1","remaining":57}]}\n';
+    }
+  }
+}
+NGINX
+mkdir -p "$TMP/nginx/www"
+taskset -c $SERVER_CPU nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" &
+PIDS+=($!)
+wait_port "$NPORT"
+
+echo "== wrk: $CONNS connections, ${SECONDS_RUN}s each; servers on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU"
+taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d1s -s bench/http_limit.lua "http://127.0.0.1:$SPORT" >/dev/null
+read -r s_rps s_p50 s_p99 s_non < <(taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d"${SECONDS_RUN}s" \
+  --latency -s bench/http_limit.lua "http://127.0.0.1:$SPORT" | tee "$TMP/wrk-sluiced.txt" | summarize)
+read -r n_rps n_p50 n_p99 n_non < <(taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d"${SECONDS_RUN}s" \
+  --latency -s bench/http_limit.lua "http://127.0.0.1:$NPORT" | tee "$TMP/wrk-nginx.txt" | summarize)
+
+printf "%-34s %12s %10s %10s %14s\n" "server" "decisions/s" "p50 ms" "p99 ms" "denied (429)"
+printf "%-34s %12.0f %10.3f %10.3f %14d\n" "sluiced (token_bucket per agent)" "$s_rps" "$s_p50" "$s_p99" "$s_non"
+printf "%-34s %12.0f %10.3f %10.3f %14d\n" "nginx (limit_req per X-Agent)" "$n_rps" "$n_p50" "$n_p99" "$n_non"
+awk -v s="$s_rps" -v n="$n_rps" 'BEGIN { printf "ratio sluiced/nginx: %.2f (goal >= 1.0)\n", s/n }'
+curl -s "http://127.0.0.1:$SPORT/metrics" | grep -E '^sluice_limit_checks_total' || true

@@ -1,0 +1,221 @@
+"""test_client.py - the sluice Python package against a real sluiced on a free port: leases
+(grant, queue with checkpoint-before-wait, settle), limit checks (allowed, denied, waits),
+the context manager and decorator, errors, and the asyncio twin."""
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import sluice  # noqa: E402
+
+SLUICED = os.environ.get("SLUICED", "sluiced")
+
+CONFIG = """
+pools:
+  default:
+    input_tpm: 6000
+    output_tpm: 600000
+    max_queue_wait_s: 600
+    ticket_idle_s: 600
+limits:
+  tool.call:
+    algorithm: token_bucket
+    rate: 2
+    period_s: 600
+  db.query:
+    algorithm: fixed_window
+    rate: 5
+    period_s: 600
+    per: key
+    costs: {write: 5}
+  paced:
+    algorithm: gcra
+    rate: 5
+    period_s: 1
+    burst: 1
+    on_limit: queue
+  sem:
+    algorithm: concurrency
+    rate: 1
+    ttl_s: 600
+  api:
+    algorithm: token_bucket
+    rate: 100
+    adaptive: {min_rate: 10, max_rate: 200, window: 10}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="sluice-py-test-")
+        path = os.path.join(self.dir.name, "sluice.yaml")
+        with open(path, "w") as f:
+            f.write(CONFIG)
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.proc = subprocess.Popen([SLUICED, "--config", path, "--listen",
+                                      "127.0.0.1:%d" % self.port],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/healthz", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("sluiced did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        rc = self.proc.wait(10)
+        self.dir.cleanup()
+        if rc != 0:
+            raise RuntimeError("sluiced exited %d" % rc)
+
+
+class PythonClient(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def client(self, agent):
+        return sluice.Client(url=self.d.url, agent=agent)
+
+    def test_lease_granted_then_settled(self):
+        c = self.client("py-lease")
+        lease = c.acquire(input_tokens=100, output_tokens=10)
+        self.assertTrue(lease.id.startswith("l"))
+        ans = c.settle(lease, input_tokens=90, output_tokens=5)
+        self.assertEqual(ans["status"], "settled")
+
+    def test_queued_lease_saves_the_checkpoint_before_waiting(self):
+        c = self.client("py-queue")
+        big = c.acquire(input_tokens=5000, output_tokens=10)  # empties the small pool
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "w.checkpoint")
+            waits = []
+
+            def on_wait(kind, eta, answer):
+                waits.append(kind)
+                self.assertTrue(os.path.exists(path))  # saved before the first wait
+                with open(path) as f:
+                    self.assertEqual(json.load(f)["goal"], "fix it")
+                return True  # give up at once
+
+            with self.assertRaises(sluice.MaxWaitExceeded):
+                c.acquire(input_tokens=2000, output_tokens=10, checkpoint={"goal": "fix it"},
+                          checkpoint_path=path, on_wait=on_wait)
+            self.assertEqual(waits, ["queued"])
+            with open(path) as f:
+                cp = json.load(f)
+            self.assertEqual(cp["sluice_checkpoint"], 1)
+            self.assertEqual(len(cp["request_id"]), 32)
+        c.cancel(big)
+
+    def test_check_allowed_denied_and_peek(self):
+        c = self.client("py-check")
+        a = c.check("tool.call")
+        self.assertTrue(a.allowed)
+        self.assertEqual((a.limit, a.remaining), (2, 1))
+        self.assertEqual(c.check("tool.call", hits=0).remaining, 1)
+        self.assertTrue(c.check("tool.call"))
+        a = c.check("tool.call")
+        self.assertFalse(a)
+        self.assertEqual(a.denied_by["limit"], "tool.call")
+        self.assertIn("retry-after", a.headers)
+        self.assertIn("ratelimit", a.headers)
+
+    def test_waits_on_queue_and_reject_limits(self):
+        c = self.client("py-wait")
+        self.assertTrue(c.check("paced"))
+        a = c.check("paced", wait=5)
+        self.assertTrue(a.allowed)
+        self.assertGreater(a.waited, 0.05)
+        self.assertFalse(c.check("paced"))
+
+    def test_context_manager_and_decorator(self):
+        c = self.client("py-ctx")
+        with c.limit("sem") as a:  # a concurrency hold, released on exit
+            self.assertTrue(a.allowed)
+            self.assertFalse(c.check("sem", hits=1))
+        self.assertTrue(c.check("sem"))
+        c.release("sem")
+        calls = []
+
+        @c.limited("db.query", key="orders", action="write")
+        def write():
+            calls.append(1)
+
+        write()
+        with self.assertRaises(sluice.LimitExceeded):
+            write()
+        self.assertEqual(calls, [1])
+
+    def test_module_level_limit_uses_the_environment(self):
+        os.environ["SLUICE_URL"] = self.d.url
+        os.environ["SLUICE_AGENT"] = "py-env"
+        sluice.client._default = None
+        try:
+            with sluice.limit("db.query", key="env"):
+                pass
+            self.assertEqual(sluice.default_client().agent, "py-env")
+        finally:
+            del os.environ["SLUICE_URL"], os.environ["SLUICE_AGENT"]
+            sluice.client._default = None
+
+    def test_errors(self):
+        c = self.client("py-err")
+        with self.assertRaises(sluice.Error) as e:
+            c.check("nope")
+        self.assertEqual(e.exception.status, 404)
+        with self.assertRaises(sluice.Error) as e:
+            c.check("db.query")  # per: key needs a key
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("key", e.exception.message)
+        dead = sluice.Client(url="http://127.0.0.1:%d" % free_port(), agent="x")
+        with self.assertRaises(sluice.Unreachable):
+            dead.check("tool.call")
+
+    def test_report_adapts(self):
+        c = self.client("py-rep")
+        self.assertAlmostEqual(c.report("api", successes=1, errors=9)["rate"], 90)
+
+    def test_asyncio(self):
+        async def main():
+            ac = sluice.AsyncClient(url=self.d.url, agent="py-async")
+            answers = await asyncio.gather(*(ac.check("tool.call") for _ in range(3)))
+            self.assertEqual(sorted(a.allowed for a in answers), [False, True, True])
+            async with ac.limit("db.query", key="async") as a:
+                self.assertTrue(a.allowed)
+
+            @ac.limited("sem")
+            async def hold():
+                return "ran"
+
+            self.assertEqual(await hold(), "ran")
+            self.assertEqual(await hold(), "ran")  # the first released its hold
+            lease = await ac.acquire(input_tokens=10, output_tokens=10)
+            await ac.settle(lease, input_tokens=10, output_tokens=1)
+
+        asyncio.run(main())
+
+
+if __name__ == "__main__":
+    unittest.main()
