@@ -1,0 +1,85 @@
+/* proxy_responses.c - what an OpenAI Responses answer says it used: the body and the stream.
+ *
+ * A Response reports `usage.input_tokens` (the whole prompt, cached included, broken
+ * out in input_tokens_details.cached_tokens) and `usage.output_tokens` (reasoning
+ * included, broken out in output_tokens_details.reasoning_tokens: billed as output, so
+ * settled as output). A stream carries the Response only in its lifecycle events;
+ * `response.created` and `response.in_progress` have `usage: null`, and the usage comes
+ * in the last one, `response.completed`, `response.incomplete` (cut at
+ * max_output_tokens) or `response.failed`. Every delta event adds one token to the
+ * rough count of output seen, used when a stream breaks before its usage arrives.
+ *
+ * Only lifecycle events are parsed as JSON, and of those only the `response` member's
+ * `usage` (sl__usage_member); the deltas are recognised by their event name.
+ */
+#include "server.h"
+
+#include <string.h>
+
+static int64_t count_of(const json_t *o, const char *k, bool *have)
+{
+    const json_t *v = json_object_get(o, k);
+    if (!json_is_integer(v) || json_integer_value(v) < 0) return 0;
+    if (have) *have = true;
+    return (int64_t)json_integer_value(v);
+}
+
+/* A Response's `usage` object into `u`; anything else (null, absent) leaves it alone. */
+static void responses_usage(const json_t *usage, sl_usage_t *u)
+{
+    if (!json_is_object(usage)) return;
+    bool have_in = false, have_out = false;
+    int64_t in = count_of(usage, "input_tokens", &have_in);
+    int64_t out = count_of(usage, "output_tokens", &have_out);
+    int64_t cached = count_of(json_object_get(usage, "input_tokens_details"), "cached_tokens", NULL);
+    if (cached > in) cached = in;
+    if (have_in) {
+        u->input_tokens = in - cached;
+        u->cache_read_input_tokens = cached;
+        u->cache_creation_input_tokens = 0;
+        u->have_input = true;
+    }
+    if (have_out) {
+        u->output_tokens = out;
+        u->have_output = true;
+    }
+}
+
+void sl__responses_usage_from_body(const char *body, size_t len, sl_usage_t *u)
+{
+    json_t *usage = sl__usage_member(body, len, "usage");
+    responses_usage(usage, u);
+    json_decref(usage);
+}
+
+static bool name_is(const char *name, size_t n, const char *want)
+{
+    size_t k = strlen(want);
+    return n == k && !memcmp(name, want, k);
+}
+
+static bool name_ends(const char *name, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    return n >= k && !memcmp(name + n - k, suffix, k);
+}
+
+void sl__responses_usage_from_event(const char *ev, size_t len, sl_usage_t *u)
+{
+    size_t nlen = 0, dlen = 0;
+    const char *name = sl__sse_field(ev, len, "event:", &nlen);
+    const char *data = sl__sse_field(ev, len, "data:", &dlen);
+    if (!name || !data) return;
+    if (name_ends(name, nlen, ".delta")) {
+        u->output_seen_tokens += 1;
+        return;
+    }
+    if (!name_is(name, nlen, "response.completed") && !name_is(name, nlen, "response.incomplete") &&
+        !name_is(name, nlen, "response.failed"))
+        return;
+    const char *resp = sl__usage_member_at(data, dlen, "response");
+    if (!resp) return;
+    json_t *usage = sl__usage_member(resp, dlen - (size_t)(resp - data), "usage");
+    responses_usage(usage, u);
+    json_decref(usage);
+}

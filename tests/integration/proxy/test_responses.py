@@ -1,0 +1,208 @@
+"""test_responses.py - the OpenAI Responses API through the proxy: estimated from instructions, items
+and tools, streamed event by event, settled from the Response's usage, refused in OpenAI's shape."""
+import http.client
+import json
+import unittest
+
+from harness import (EMU_FAST, REAL_KEY, Emu, Sluiced, parse_sse, pool_yaml, read_until,
+                     wait_for)
+import procs  # noqa: E402  (tests/integration/procs.py, on the path once harness is in)
+
+LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
+
+TOOLS = [{"type": "function", "name": "read_file", "description": "Reads a file",
+          "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                         "required": ["path"]}},
+         {"type": "function", "name": "shell", "description": "Runs a command",
+          "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
+
+# What Codex sends on its second turn: instructions, developer and user messages, its
+# reasoning, a function call and its output, tools, include and store: false.
+CODEX_TURN = {
+    "model": "gpt-emu-1", "instructions": "You are Codex, a coding agent. " * 20,
+    "input": [
+        {"type": "message", "role": "developer",
+         "content": [{"type": "input_text", "text": "<permissions>workspace-write</permissions>"}]},
+        {"type": "message", "role": "user",
+         "content": [{"type": "input_text", "text": "Fix the failing test in src/a.c"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [
+            {"type": "summary_text", "text": "I should read the file first."}],
+         "encrypted_content": "gAAAAopaque"},
+        {"type": "function_call", "call_id": "call_1", "name": "read_file",
+         "arguments": json.dumps({"path": "src/a.c"})},
+        {"type": "function_call_output", "call_id": "call_1",
+         "output": "int main(void) { return 1; }\n" * 30},
+    ],
+    "tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": False,
+    "reasoning": {"effort": "medium", "summary": "auto"}, "store": False,
+    "include": ["reasoning.encrypted_content"], "prompt_cache_key": "sess-1",
+    "max_output_tokens": 200,
+}
+
+
+def config(emu):
+    return "pools:\n%s" % pool_yaml("gpt", emu.url, "openai", LIMITS)
+
+
+def grant_for(events, agent):
+    return [e for e in events if e["event"] == "granted" and e["agent"] == agent][-1]
+
+
+class Responses(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.emu = Emu()
+        cls.sluiced = Sluiced(config(cls.emu))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sluiced.stop()
+        cls.emu.stop()
+
+    def post(self, body, agent, path="/openai/v1/responses", key="agent-token"):
+        headers = {"content-type": "application/json", "x-sluice-agent": agent,
+                   "authorization": "Bearer " + key}
+        return self.sluiced.request("POST", path, body, headers)
+
+    def direct(self, body):
+        """The same request straight to the emulator."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.emu.port, timeout=30)
+        return procs.request(conn, "POST", "/v1/responses", body,
+                             {"content-type": "application/json",
+                              "authorization": "Bearer " + REAL_KEY})
+
+    def test_plain_response_is_estimated_like_the_provider_and_settled_from_its_usage(self):
+        s = self.sluiced
+        status, h, payload = self.post(CODEX_TURN, "codex-1")
+        self.assertEqual(status, 200, payload)
+        body = json.loads(payload)
+        self.assertEqual(body["object"], "response")
+        self.assertNotIn("x-sluice-estimate", h)
+        self.assertIn("x-ratelimit-remaining-tokens", h)
+        usage = body["usage"]
+        a = s.agent("codex-1")
+        self.assertEqual(a["leases"], 0)
+        self.assertEqual(a["tokens_in"], usage["input_tokens"])
+        self.assertEqual(a["tokens_out"], usage["output_tokens"])
+        grant = grant_for(s.events(), "codex-1")
+        # The emulator bills this request by OpenAI's counting of the equivalent chat
+        # request; sluice's estimate is within 5% of it (here: equal).
+        self.assertLessEqual(abs(grant["input_tokens"] - usage["input_tokens"]),
+                             0.05 * usage["input_tokens"], (grant, usage))
+        self.assertEqual(grant["output_tokens"], 200)
+
+    def test_string_input_and_the_no_v1_base_url(self):
+        s = self.sluiced
+        status, _, payload = self.post({"model": "gpt-emu-1", "input": "Hello there"}, "codex-2",
+                                       path="/openai/responses")
+        self.assertEqual(status, 200, payload)
+        usage = json.loads(payload)["usage"]
+        grant = grant_for(s.events(), "codex-2")
+        self.assertEqual(grant["input_tokens"], usage["input_tokens"])
+        self.assertEqual(grant["output_tokens"], 4096)  # none named: OpenAI's charge
+
+    def test_stream_passes_every_response_event_and_is_settled_from_response_completed(self):
+        s = self.sluiced
+        body = dict(CODEX_TURN, stream=True)
+        status, h, payload = self.post(body, "codex-3")
+        self.assertEqual(status, 200, payload)
+        self.assertTrue(h["content-type"].startswith("text/event-stream"))
+        events = [(n, json.loads(d)) for n, d in parse_sse(payload) if n != ":"]
+        names = [n for n, _ in events]
+        _, _, direct = self.direct(body)
+
+        def kinds(seq):  # the sequence, with each run of deltas as one
+            return [n for i, n in enumerate(seq) if not (n.endswith(".delta") and seq[i - 1] == n)]
+        self.assertEqual(kinds(names), kinds([n for n, _ in parse_sse(direct)]))
+        self.assertEqual(names[:2], ["response.created", "response.in_progress"])
+        self.assertIn(names[-1], ("response.completed", "response.incomplete"))
+        self.assertEqual([d["sequence_number"] for _, d in events], list(range(len(events))))
+        usage = events[-1][1]["response"]["usage"]
+        self.assertIn("reasoning_tokens", usage["output_tokens_details"])
+        a = wait_for(lambda: s.agent("codex-3")["leases"] == 0 and s.agent("codex-3"), 10,
+                     "the stream to be settled")
+        self.assertEqual(a["tokens_in"], usage["input_tokens"])
+        self.assertEqual(a["tokens_out"], usage["output_tokens"])
+
+    def test_a_stream_cut_at_max_output_tokens_is_settled_from_response_incomplete(self):
+        s = self.sluiced
+        body = {"model": "gpt-emu-1", "input": "Write a lot", "max_output_tokens": 16,
+                "stream": True}
+        status, _, payload = self.post(body, "codex-4")
+        self.assertEqual(status, 200, payload)
+        events = [(n, json.loads(d)) for n, d in parse_sse(payload) if n != ":"]
+        self.assertEqual(events[-1][0], "response.incomplete")
+        usage = events[-1][1]["response"]["usage"]
+        a = wait_for(lambda: s.agent("codex-4")["leases"] == 0 and s.agent("codex-4"), 10,
+                     "the stream to be settled")
+        self.assertEqual(a["tokens_out"], usage["output_tokens"])
+        self.assertEqual(a["tokens_out"], 16)
+
+    def test_the_provider_error_shape_is_openais(self):
+        body = {"model": "gpt-emu-1", "input": "x", "previous_response_id": "resp_nope"}
+        status, _, payload = self.post(body, "codex-6")
+        self.assertEqual(status, 400, payload)
+        self.assertEqual(json.loads(payload)["error"]["code"], "previous_response_not_found")
+        self.assertEqual(self.sluiced.agent("codex-6")["tokens_in"], 0)
+
+
+class Refusals(unittest.TestCase):
+    def test_a_body_the_estimator_cannot_read_is_reserved_by_size_and_says_so(self):
+        emu = Emu()
+        with emu, Sluiced(config(emu)) as s:
+            body = {"model": "gpt-emu-1", "input": [{"role": "robot", "content": "x"}]}
+            headers = {"content-type": "application/json", "x-sluice-agent": "codex-5",
+                       "authorization": "Bearer t"}
+            status, h, payload = s.request("POST", "/openai/v1/responses", body, headers)
+            self.assertEqual(status, 400, payload)  # the provider judges it
+            self.assertEqual(h.get("x-sluice-estimate"), "fallback")
+            grant = grant_for(s.events(), "codex-5")
+            self.assertEqual(grant["input_tokens"], len(json.dumps(body)) // 4)
+            self.assertIn('input[0].role: unknown role "robot"', s.stop()[1])
+
+    def test_reject_is_429_in_openais_shape_with_retry_after(self):
+        emu = Emu()
+        with emu, Sluiced("pools:\n" + pool_yaml(
+                "gpt", emu.url, "openai", "input_tpm: 1000\noutput_tpm: 1000\nrpm: 100",
+                "max_queue_wait_s: 1")) as s:
+            headers = {"content-type": "application/json", "x-sluice-agent": "big",
+                       "authorization": "Bearer t"}
+            body = {"model": "gpt-emu-1", "input": "word " * 500, "max_output_tokens": 100}
+            status, _, payload = s.request("POST", "/openai/v1/responses", body, headers)
+            self.assertEqual(status, 200, payload)  # spends most of the minute's input
+            before = emu.stats()["requests"]
+            status, h, payload = s.request("POST", "/openai/v1/responses", body, headers)
+            self.assertEqual(status, 429, payload)
+            err = json.loads(payload)["error"]
+            self.assertEqual(err["code"], "rate_limit_exceeded")
+            self.assertIn("retry-after", h)
+            self.assertEqual(emu.stats()["requests"], before)
+            # Streamed, refused before the stream starts: the same plain 429.
+            status, h, payload = s.request("POST", "/openai/v1/responses",
+                                           dict(body, stream=True), headers)
+            self.assertEqual(status, 429, payload)
+            self.assertEqual(json.loads(payload)["error"]["type"], "requests")
+
+    def test_a_broken_stream_is_settled_with_what_it_wrote(self):
+        fast = list(EMU_FAST)
+        fast[fast.index("--output-tokens") + 1] = "4000"
+        fast[fast.index("--tokens-per-s") + 1] = "2000"
+        emu = Emu(fast)
+        with emu, Sluiced("pools:\n" + pool_yaml("gpt", emu.url, "openai", LIMITS)) as s:
+            sock = s.open_stream("/openai/v1/responses",
+                                 {"model": "gpt-emu-1", "input": "go", "stream": True,
+                                  "max_output_tokens": 4000},
+                                 {"content-type": "application/json", "x-sluice-agent": "cut",
+                                  "authorization": "Bearer t"})
+            got = read_until(sock, b"response.output_text.delta", 20)
+            got += read_until(sock, b"\n\n", 5)
+            sock.close()  # the client leaves mid-stream
+            a = wait_for(lambda: s.agent("cut")["leases"] == 0 and s.agent("cut"), 10,
+                         "the cut stream to be settled")
+            self.assertGreater(a["tokens_out"], 0)
+            self.assertLess(a["tokens_out"], 4000)
+            self.assertGreater(a["tokens_in"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
