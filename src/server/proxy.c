@@ -79,6 +79,7 @@ typedef struct px {
     bool unleased;     /* count_tokens, models: passed through without a lease */
     bool responses;    /* the OpenAI Responses API */
     bool estimate_fallback; /* the body was reserved at bytes / 4 */
+    bool chained;      /* Responses with previous_response_id: the provider adds input */
     const char *method; /* "POST", or "GET" for the model list */
     bool stream;       /* the client asked for an event stream */
     bool client_usage; /* OpenAI: the client itself asked for include_usage */
@@ -981,6 +982,7 @@ static json_t *read_body(px_t *px)
     px->stream = json_is_true(json_object_get(j, "stream"));
     const char *model = json_string_value(json_object_get(j, "model"));
     if (model && strlen(model) <= 128) snprintf(px->model, sizeof(px->model), "%s", model);
+    px->chained = px->responses && json_is_string(json_object_get(j, "previous_response_id"));
     if (px->api == SL_UPSTREAM_OPENAI && !px->responses && px->stream) {
         json_t *so = json_object_get(j, "stream_options");
         px->client_usage = json_is_true(json_object_get(so, "include_usage"));
@@ -1099,7 +1101,9 @@ static void start_call(px_t *px, const char *path, const char *query)
         .unblocks = id.unblocks,
         .priority = id.priority,
         .ttl_s = LEASE_TTL_S,
-        .model = px->model[0] ? px->model : NULL,
+        /* A chained Response is billed for stored items the estimate cannot see: no
+         * model, so calibration does not learn that gap as the tokenizer's error. */
+        .model = px->model[0] && !px->chained ? px->model : NULL,
     };
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);

@@ -138,6 +138,22 @@ class Responses(unittest.TestCase):
         self.assertEqual(a["tokens_out"], usage["output_tokens"])
         self.assertEqual(a["tokens_out"], 16)
 
+    def test_a_chained_response_does_not_teach_the_models_calibration(self):
+        s = self.sluiced
+        status, _, payload = self.post({"model": "gpt-emu-1", "input": "First"}, "chain-1")
+        self.assertEqual(status, 200, payload)
+        first = json.loads(payload)
+        body = {"model": "gpt-chained-only", "input": "And then?",
+                "previous_response_id": first["id"]}
+        status, _, payload = self.post(body, "chain-1")
+        self.assertEqual(status, 200, payload)
+        usage = json.loads(payload)["usage"]
+        self.assertGreater(usage["input_tokens"], grant_for(s.events(), "chain-1")["input_tokens"],
+                           "the stored items were billed on top of the input sent")
+        models = [c["model"] for c in s.pool("gpt").get("calibration", [])]
+        self.assertNotIn("gpt-chained-only", models)
+        self.assertIn("gpt-emu-1", models)
+
     def test_the_provider_error_shape_is_openais(self):
         body = {"model": "gpt-emu-1", "input": "x", "previous_response_id": "resp_nope"}
         status, _, payload = self.post(body, "codex-6")
