@@ -272,9 +272,15 @@ static void px_end_stream(px_t *px)
  * a provider-shaped error object's JSON text. */
 static void px_stream_error(px_t *px, const char *body, size_t len)
 {
+    char *event = px->responses ? sl__responses_error_event(body, len) : NULL;
+    if (event) {
+        body = event;
+        len = strlen(event);
+    }
     struct evbuffer *buf = evbuffer_new();
     if (buf) {
-        if (px->api == SL_UPSTREAM_ANTHROPIC) evbuffer_add_printf(buf, "event: error\n");
+        if (px->api == SL_UPSTREAM_ANTHROPIC || px->responses)
+            evbuffer_add_printf(buf, "event: error\n");
         evbuffer_add_printf(buf, "data: ");
         /* One line: JSON text has no raw newlines outside strings, but be sure. */
         for (size_t i = 0; i < len; i++)
@@ -283,6 +289,7 @@ static void px_stream_error(px_t *px, const char *body, size_t len)
         send_chunk(px, buf);
         evbuffer_free(buf);
     }
+    free(event);
     px_end_stream(px);
 }
 

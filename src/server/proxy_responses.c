@@ -83,3 +83,22 @@ void sl__responses_usage_from_event(const char *ev, size_t len, sl_usage_t *u)
     responses_usage(usage, u);
     json_decref(usage);
 }
+
+char *sl__responses_error_event(const char *body, size_t len)
+{
+    json_t *j = json_loadb(body, len, 0, NULL);
+    json_t *err = json_object_get(j, "error");
+    json_t *ev;
+    if (json_is_object(err)) {
+        ev = json_pack("{s:s,s:O?,s:O?,s:O?,s:O}", "type", "error", "code",
+                       json_object_get(err, "code"), "message", json_object_get(err, "message"),
+                       "param", json_object_get(err, "param"), "error", err);
+    } else { /* not OpenAI's shape: its text is the message */
+        ev = json_pack("{s:s,s:n,s:s%,s:n,s:{s:s%,s:s}}", "type", "error", "code", "message",
+                       body, len, "param", "error", "message", body, len, "type", "server_error");
+    }
+    char *s = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    json_decref(j);
+    return s;
+}

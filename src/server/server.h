@@ -225,6 +225,11 @@ void sl__responses_usage_from_body(const char *body, size_t len, sl_usage_t *u);
  * .incomplete or .failed; every *.delta counts toward output_seen_tokens). Every event
  * goes on to the client. */
 void sl__responses_usage_from_event(const char *ev, size_t len, sl_usage_t *u);
+/* The data of a Responses stream's `error` event for an error body (OpenAI's shape
+ * `{"error":{...}}`, or any text): `{"type":"error","code","message","param","error"}` —
+ * the documented event's fields, and `error`, from which the SDKs raise an APIError.
+ * The caller frees; NULL when out of memory. */
+char *sl__responses_error_event(const char *body, size_t len);
 
 /* proxy_routes.c: what a proxied path is. */
 typedef enum sl_proxy_kind {

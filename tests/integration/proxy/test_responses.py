@@ -199,6 +199,43 @@ class Refusals(unittest.TestCase):
             self.assertEqual(status, 429, payload)
             self.assertEqual(json.loads(payload)["error"]["type"], "requests")
 
+    def test_a_held_stream_gets_pings_then_a_providers_error_as_an_error_event(self):
+        # One call of 1000 output tokens fills the pool's output bucket; a second waits
+        # for its refund in an open stream (pings), then the provider refuses it.
+        slow = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "1000000",
+                "--ttft-ms", "0", "--tokens-per-s", "12", "--latency-spread", "0",
+                "--output-tokens", "24"]
+        emu = Emu(slow)
+        with emu, Sluiced("proxy:\n  ping_interval_s: 0.2\npools:\n" + pool_yaml(
+                "gpt", emu.url, "openai", "input_tpm: 1000000\noutput_tpm: 1200\nrpm: 10000",
+                "max_queue_wait_s: 120")) as s:
+            headers = {"content-type": "application/json", "authorization": "Bearer t"}
+            first = s.open_stream("/openai/v1/responses",
+                                  {"model": "gpt-emu-1", "input": "go", "stream": True,
+                                   "max_output_tokens": 1000},
+                                  dict(headers, **{"x-sluice-agent": "r-first"}))
+            read_until(first, b"response.created", 10)
+            second = s.open_stream("/openai/v1/responses",
+                                   {"model": "gpt-emu-1", "input": "go", "stream": True,
+                                    "max_output_tokens": 1000,
+                                    "previous_response_id": "resp_unknown"},
+                                   dict(headers, **{"x-sluice-agent": "r-second"}))
+            got = read_until(second, b": ping", 5)
+            got += read_until(second, b"previous_response_not_found", 30)
+            first.close()
+            second.close()
+            # One event, sent in one piece: "event: error" and its data line.
+            line = [l for l in got.split(b"\n") if b"previous_response_not_found" in l][0]
+            before = got[:got.index(line)]
+            self.assertTrue(before.endswith(b"event: error\n"), got[-400:])
+            self.assertTrue(line.startswith(b"data: "), line)
+            data = line[len(b"data: "):]
+            ev = json.loads(data)
+            self.assertEqual((ev["type"], ev["code"]), ("error", "previous_response_not_found"))
+            self.assertEqual(ev["error"]["param"], "previous_response_id")
+            wait_for(lambda: s.agent("r-second")["leases"] == 0, 10, "the refused call settled")
+            self.assertEqual(s.agent("r-second")["tokens_in"], 0)
+
     def test_a_broken_stream_is_settled_with_what_it_wrote(self):
         fast = list(EMU_FAST)
         fast[fast.index("--output-tokens") + 1] = "4000"
