@@ -80,6 +80,7 @@ typedef struct px {
     bool responses;    /* the OpenAI Responses API */
     bool estimate_fallback; /* the body was reserved at bytes / 4 */
     bool chained;      /* Responses with previous_response_id: the provider adds input */
+    bool sse_through;  /* Responses: an event is being passed on part-way */
     const char *method; /* "POST", or "GET" for the model list */
     bool stream;       /* the client asked for an event stream */
     bool client_usage; /* OpenAI: the client itself asked for include_usage */
@@ -447,6 +448,10 @@ static size_t client_backlog(px_t *px)
 /* Moves every complete event from px->sse to `out`, reading usage on the way. */
 static void take_events(px_t *px, struct evbuffer *out)
 {
+    if (px->responses) {
+        sl__responses_take_events(px->sse, out, &px->sse_through, &px->usage);
+        return;
+    }
     for (;;) {
         struct evbuffer_ptr end = evbuffer_search(px->sse, "\n\n", 2, NULL);
         if (end.pos < 0) {
@@ -456,11 +461,8 @@ static void take_events(px_t *px, struct evbuffer *out)
         }
         size_t len = (size_t)end.pos + 2;
         const char *ev = (const char *)evbuffer_pullup(px->sse, (ev_ssize_t)len);
-        bool drop = px->api == SL_UPSTREAM_OPENAI && !px->responses && !px->client_usage;
-        if (px->responses) {
-            sl__responses_usage_from_event(ev, len - 2, &px->usage);
-            evbuffer_remove_buffer(px->sse, out, len);
-        } else if (sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage))
+        bool drop = px->api == SL_UPSTREAM_OPENAI && !px->client_usage;
+        if (sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage))
             evbuffer_remove_buffer(px->sse, out, len);
         else
             evbuffer_drain(px->sse, len);

@@ -11,10 +11,21 @@
  *
  * Only lifecycle events are parsed as JSON, and of those only the `response` member's
  * `usage` (sl__usage_member); the deltas are recognised by their event name.
+ *
+ * Events are not all small: `response.output_text.done`, `response.content_part.done`
+ * and `response.output_item.done` repeat the whole text written, so for a long answer
+ * each is as big as the answer. Holding every event whole before passing it on would
+ * make sluiced hold those while the client is slow, so an event that carries no usage
+ * is passed on as its bytes arrive once its `event:` line has been read; only the last
+ * event (the Response with its usage) is held whole to be parsed.
  */
 #include "server.h"
 
 #include <string.h>
+
+#include <event2/buffer.h>
+
+#define HELD_EVENT_LIMIT_BYTES (64u * 1024 * 1024) /* a longer last event is passed on unread */
 
 static int64_t count_of(const json_t *o, const char *k, bool *have)
 {
@@ -101,4 +112,56 @@ char *sl__responses_error_event(const char *body, size_t len)
     json_decref(ev);
     json_decref(j);
     return s;
+}
+
+/* The event that ends a stream with the usage: held whole to be read. */
+static bool carries_usage(const char *name, size_t n)
+{
+    return name_is(name, n, "response.completed") || name_is(name, n, "response.incomplete") ||
+           name_is(name, n, "response.failed");
+}
+
+void sl__responses_take_events(struct evbuffer *in, struct evbuffer *out, bool *through,
+                               sl_usage_t *u)
+{
+    for (;;) {
+        size_t have = evbuffer_get_length(in);
+        if (have == 0) return;
+        struct evbuffer_ptr end = evbuffer_search(in, "\n\n", 2, NULL);
+        if (*through) { /* the rest of an event being passed on as it comes */
+            if (end.pos >= 0) {
+                evbuffer_remove_buffer(in, out, (size_t)end.pos + 2);
+                *through = false;
+                continue;
+            }
+            /* A last '\n' may be the first half of the event's end: it stays. */
+            unsigned char last = 0;
+            struct evbuffer_ptr at;
+            evbuffer_ptr_set(in, &at, have - 1, EVBUFFER_PTR_SET);
+            evbuffer_copyout_from(in, &at, &last, 1);
+            evbuffer_remove_buffer(in, out, have - (last == '\n'));
+            return;
+        }
+        if (end.pos >= 0) {
+            size_t len = (size_t)end.pos + 2;
+            const char *ev = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+            sl__responses_usage_from_event(ev, len - 2, u);
+            evbuffer_remove_buffer(in, out, len);
+            continue;
+        }
+        struct evbuffer_ptr nl = evbuffer_search(in, "\n", 1, NULL);
+        if (nl.pos < 0) { /* the event's first line is not complete yet */
+            if (have > HELD_EVENT_LIMIT_BYTES) evbuffer_add_buffer(out, in);
+            return;
+        }
+        const char *head = (const char *)evbuffer_pullup(in, nl.pos + 1);
+        size_t nlen = 0;
+        const char *name = sl__sse_field(head, (size_t)nl.pos, "event:", &nlen);
+        if (!name || carries_usage(name, nlen)) { /* held until whole */
+            if (have > HELD_EVENT_LIMIT_BYTES) evbuffer_add_buffer(out, in);
+            return;
+        }
+        if (name_ends(name, nlen, ".delta")) u->output_seen_tokens += 1;
+        *through = true;
+    }
 }

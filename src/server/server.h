@@ -230,6 +230,13 @@ void sl__responses_usage_from_event(const char *ev, size_t len, sl_usage_t *u);
  * the documented event's fields, and `error`, from which the SDKs raise an APIError.
  * The caller frees; NULL when out of memory. */
 char *sl__responses_error_event(const char *body, size_t len);
+struct evbuffer;
+/* Moves a Responses stream's bytes from `in` to `out`: events that carry no usage as
+ * their bytes arrive (once their `event:` line is in; `*through` is true while one is
+ * part-way, starting false), the usage-carrying last event once whole, read into `u`.
+ * Bytes that cannot be placed yet stay in `in`. */
+void sl__responses_take_events(struct evbuffer *in, struct evbuffer *out, bool *through,
+                               sl_usage_t *u);
 
 /* proxy_routes.c: what a proxied path is. */
 typedef enum sl_proxy_kind {

@@ -2,6 +2,10 @@
 and tools, streamed event by event, settled from the Response's usage, refused in OpenAI's shape."""
 import http.client
 import json
+import os
+import socket
+import sys
+import time
 import unittest
 
 from harness import (EMU_FAST, REAL_KEY, Emu, Sluiced, parse_sse, pool_yaml, read_until,
@@ -259,3 +263,60 @@ class Refusals(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SlowClient(unittest.TestCase):
+    """A client that stops reading a long Responses stream: the provider is paused, sluiced
+    does not hold the stream, and nothing is lost when the client reads on."""
+
+    def test_a_client_that_stops_reading_a_response_stream_pauses_the_provider(self):
+        tokens = 400000  # about 9 MB of events
+        fast = list(EMU_FAST)
+        fast[fast.index("--output-tokens") + 1] = str(tokens)
+        fast[fast.index("--tokens-per-s") + 1] = "400000"
+        asan = os.environ.get("ASAN_OPTIONS")  # freed memory in a quarantine is no growth
+        if asan is not None:
+            os.environ["ASAN_OPTIONS"] = asan + ":quarantine_size_mb=0"
+        emu = Emu(fast)
+        try:
+            s = Sluiced("pools:\n" + pool_yaml("gpt", emu.url, "openai",
+                                               "input_tpm: 100000000\noutput_tpm: 100000000\n"
+                                               "rpm: 100000"))
+        except Exception:
+            emu.stop()
+            raise
+        finally:
+            if asan is not None:
+                os.environ["ASAN_OPTIONS"] = asan
+        with emu, s:
+            def rss_kb():
+                with open("/proc/%d/status" % s.proc.pid) as f:
+                    return int([l for l in f if l.startswith("VmRSS:")][0].split()[1])
+
+            before = rss_kb()
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            sock.connect(("127.0.0.1", s.port))
+            body = json.dumps({"model": "gpt-emu-1", "input": "go", "stream": True,
+                               "max_output_tokens": tokens}).encode()
+            sock.sendall(b"POST /openai/v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"content-type: application/json\r\nauthorization: Bearer t\r\n"
+                         b"x-sluice-agent: slow\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(3.0)  # not reading while the provider sends
+            peak = rss_kb()
+            got = b""
+            sock.settimeout(30)
+            while b"event: response.incomplete" not in got or not got.endswith(b"\r\n0\r\n\r\n"):
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    break
+                got += chunk
+            sock.close()
+            self.assertIn(b"event: response.incomplete", got)
+            self.assertIn(b'"output_tokens":%d' % tokens, got.replace(b" ", b""))
+            print("\n  sluiced grew by %d KiB while its client left a Responses stream of %d "
+                  "bytes unread" % (peak - before, len(got)), file=sys.stderr)
+            self.assertGreater(len(got), 6 << 20)
+            self.assertLess(peak - before, 3 * 1024)
+            wait_for(lambda: s.agent("slow")["leases"] == 0, 10, "the stream to be settled")
+            self.assertEqual(s.agent("slow")["tokens_out"], tokens)
