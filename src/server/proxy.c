@@ -78,7 +78,6 @@ typedef struct px {
     sl_upstream_api_t api;
     bool unleased;     /* count_tokens, models: passed through without a lease */
     bool responses;    /* the OpenAI Responses API */
-    bool estimate_fallback; /* the body was reserved at bytes / 4 */
     bool chained;      /* Responses with previous_response_id: the provider adds input */
     bool sse_through;  /* Responses: an event is being passed on part-way */
     const char *method; /* "POST", or "GET" for the model list */
@@ -1025,7 +1024,6 @@ static void estimate(px_t *px, const json_t *j)
     if (!tok || sl_estimate_json(tok, api, j, &px->est, err, sizeof(err)) != 0) {
         /* Let the provider judge the body; reserve by size, and say so: the answer
          * carries x-sluice-estimate: fallback, stderr the reason. */
-        px->estimate_fallback = true;
         if (tok)
             fprintf(stderr, "sluiced: proxy: agent '%s': %s body estimated as bytes / 4: %s\n",
                     px->agent, px->responses ? "responses" : px->api == SL_UPSTREAM_OPENAI
@@ -1067,7 +1065,7 @@ static void start_call(px_t *px, const char *path, const char *query)
         return;
     }
     if (!strcmp(px->method, "GET")) { /* the model list: no body, no lease */
-        if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {
+        if (build_upstream(px, up, path, query) < 0) {
             px_error(px, 503, "sluice: out of memory");
             return;
         }
@@ -1143,7 +1141,7 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     srv->proxy->calls = px;
     char path[320];
     sl_proxy_kind_t kind = sl__proxy_resolve(api, n, seg, path, sizeof(path));
-    const char *want = kind == SL_PROXY_MODELS || kind == SL_PROXY_HELLO ? "GET" : "POST";
+    bool get = kind == SL_PROXY_MODELS || kind == SL_PROXY_HELLO; /* HEAD is a GET here */
     if (kind == SL_PROXY_NONE) {
         px_error(px, 404,
                  "sluice: %.256s is not an endpoint sluice proxies (it proxies %s; see "
@@ -1156,10 +1154,10 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
                                              "/anthropic/v1/models");
         return true;
     }
-    if (call->method != (want[0] == 'G' ? SL_HTTP_GET : SL_HTTP_POST)) {
-        sl_hreq_add_header(call->req, "Allow", want[0] == 'G' ? "GET, HEAD" : "POST");
-        px_error(px, 405, "sluice: %s allows %s only", sl_hreq_target(call->req),
-                 want[0] == 'G' ? "GET and HEAD" : "POST");
+    if (call->method != (get ? SL_HTTP_GET : SL_HTTP_POST)) {
+        sl_hreq_add_header(call->req, "Allow", get ? "GET, HEAD" : "POST");
+        px_error(px, 405, "sluice: %.256s allows %s only", sl_hreq_target(call->req),
+                 get ? "GET and HEAD" : "POST");
         return true;
     }
     if (kind == SL_PROXY_HELLO) { /* Claude Code's connectivity check: sluice is up */
@@ -1167,7 +1165,7 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
         px_reply(px, 200, "application/json", hello, sizeof(hello) - 1, false);
         return true;
     }
-    px->method = want;
+    px->method = get ? "GET" : "POST";
     px->unleased = kind == SL_PROXY_COUNT_TOKENS || kind == SL_PROXY_MODELS;
     px->responses = kind == SL_PROXY_RESPONSES;
     start_call(px, path, query);

@@ -42,7 +42,8 @@ static void responses_usage(const json_t *usage, sl_usage_t *u)
     bool have_in = false, have_out = false;
     int64_t in = count_of(usage, "input_tokens", &have_in);
     int64_t out = count_of(usage, "output_tokens", &have_out);
-    int64_t cached = count_of(json_object_get(usage, "input_tokens_details"), "cached_tokens", NULL);
+    int64_t cached =
+        count_of(json_object_get(usage, "input_tokens_details"), "cached_tokens", NULL);
     if (cached > in) cached = in;
     if (have_in) {
         u->input_tokens = in - cached;
@@ -105,8 +106,8 @@ char *sl__responses_error_event(const char *body, size_t len)
                        json_object_get(err, "code"), "message", json_object_get(err, "message"),
                        "param", json_object_get(err, "param"), "error", err);
     } else { /* not OpenAI's shape: its text is the message */
-        ev = json_pack("{s:s,s:n,s:s%,s:n,s:{s:s%,s:s}}", "type", "error", "code", "message",
-                       body, len, "param", "error", "message", body, len, "type", "server_error");
+        ev = json_pack("{s:s,s:n,s:s%,s:n,s:{s:s%,s:s}}", "type", "error", "code", "message", body,
+                       len, "param", "error", "message", body, len, "type", "server_error");
     }
     char *s = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
     json_decref(ev);

@@ -72,8 +72,8 @@ sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, int n, char **seg, char
             return r->kind;
         }
         /* /models/{id} */
-        if (r->kind == SL_PROXY_MODELS && n == from + 2 && segments_are(n - 1, seg, from, r->path) &&
-            model_id_ok(seg[n - 1])) {
+        if (r->kind == SL_PROXY_MODELS && n == from + 2 &&
+            segments_are(n - 1, seg, from, r->path) && model_id_ok(seg[n - 1])) {
             snprintf(upstream, upstream_size, "%s/%s", r->upstream, seg[n - 1]);
             return r->kind;
         }
