@@ -88,7 +88,13 @@ class Responses(unittest.TestCase):
         self.assertEqual(a["leases"], 0)
         self.assertEqual(a["tokens_in"], usage["input_tokens"])
         self.assertEqual(a["tokens_out"], usage["output_tokens"])
-        grant = grant_for(s.events(), "codex-1")
+        events = s.events()
+        # The emulator's x-ratelimit-* headers (limits of 100M tokens a minute) resynced the
+        # pool, configured at 1M: its limits were adopted.
+        adopted = {e["bucket"]: e["value"] for e in events
+                   if e["event"] == "limit_adopted" and e["pool"] == "gpt"}
+        self.assertEqual(adopted.get("requests"), 1000000, adopted)
+        grant = grant_for(events, "codex-1")
         # The emulator bills this request by OpenAI's counting of the equivalent chat
         # request; sluice's estimate is within 5% of it (here: equal).
         self.assertLessEqual(abs(grant["input_tokens"] - usage["input_tokens"]),
