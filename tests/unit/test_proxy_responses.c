@@ -124,9 +124,9 @@ static void test_paths_with_and_without_v1_resolve_to_the_providers_path(void **
     assert_int_equal(resolve(SL_UPSTREAM_ANTHROPIC, "/anthropic/messages", up, sizeof(up)),
                      SL_PROXY_CALL);
     assert_string_equal(up, "/v1/messages");
-    assert_int_equal(resolve(SL_UPSTREAM_ANTHROPIC, "/anthropic/v1/messages/count_tokens", up,
-                             sizeof(up)),
-                     SL_PROXY_COUNT_TOKENS);
+    assert_int_equal(
+        resolve(SL_UPSTREAM_ANTHROPIC, "/anthropic/v1/messages/count_tokens", up, sizeof(up)),
+        SL_PROXY_COUNT_TOKENS);
     assert_int_equal(resolve(SL_UPSTREAM_OPENAI, "/openai/responses", up, sizeof(up)),
                      SL_PROXY_RESPONSES);
     assert_string_equal(up, "/v1/responses");
@@ -139,9 +139,9 @@ static void test_paths_with_and_without_v1_resolve_to_the_providers_path(void **
                      SL_PROXY_NONE);
     assert_int_equal(resolve(SL_UPSTREAM_OPENAI, "/openai/v1/models/a b", up, sizeof(up)),
                      SL_PROXY_NONE);
-    assert_int_equal(resolve(SL_UPSTREAM_ANTHROPIC, "/anthropic/v1/chat/completions", up,
-                             sizeof(up)),
-                     SL_PROXY_NONE);
+    assert_int_equal(
+        resolve(SL_UPSTREAM_ANTHROPIC, "/anthropic/v1/chat/completions", up, sizeof(up)),
+        SL_PROXY_NONE);
     assert_int_equal(resolve(SL_UPSTREAM_OPENAI, "/openai/v1/v1/responses", up, sizeof(up)),
                      SL_PROXY_NONE);
 }
