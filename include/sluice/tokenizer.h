@@ -61,7 +61,8 @@ const char *sl_tokenizer_special_at(const sl_tokenizer_t *tok, size_t i);
 typedef enum {
     SL_API_AUTO = 0,  /* decide from the body (see sl_estimate_request) */
     SL_API_ANTHROPIC, /* Anthropic Messages: POST /v1/messages */
-    SL_API_OPENAI     /* OpenAI Chat Completions: POST /v1/chat/completions */
+    SL_API_OPENAI,    /* OpenAI Chat Completions: POST /v1/chat/completions */
+    SL_API_OPENAI_RESPONSES /* OpenAI Responses: POST /v1/responses (never auto-detected) */
 } sl_api_t;
 
 /* What a request will cost, in tokens. input_tokens excludes cached_tokens; the
@@ -70,7 +71,8 @@ typedef struct {
     int64_t input_tokens;  /* prompt tokens after the last cache breakpoint */
     int64_t cached_tokens; /* prompt tokens up to and including the last block with
                               cache_control (Anthropic only; 0 for OpenAI) */
-    int64_t output_tokens; /* max_tokens (or max_completion_tokens); 0 when absent */
+    int64_t output_tokens; /* max_tokens (max_completion_tokens, Responses
+                              max_output_tokens); 0 when absent */
 } sl_estimate_t;
 
 /* Estimates a request body (JSON, body_len bytes). With SL_API_AUTO the body is

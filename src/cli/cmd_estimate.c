@@ -10,12 +10,13 @@
 static void estimate_usage(FILE *out)
 {
     fprintf(out,
-            "usage: sluice estimate [--api anthropic|openai] [FILE|-]\n\n"
+            "usage: sluice estimate [--api anthropic|openai|responses] [FILE|-]\n\n"
             "Reads a request body (JSON) from FILE (default: standard input) and prints\n"
             "  {\"input_tokens\":N,\"cached_tokens\":N,\"output_tokens\":N}\n"
             "input_tokens: prompt tokens after the last cache_control breakpoint;\n"
             "cached_tokens: prompt tokens up to and including it (Anthropic only);\n"
-            "output_tokens: max_tokens (OpenAI: max_completion_tokens or max_tokens).\n"
+            "output_tokens: max_tokens (OpenAI: max_completion_tokens or max_tokens;\n"
+            "responses: max_output_tokens).\n"
             "Without --api the body's shape decides (see docs/tokenizer.md).\n\n"
             "exit codes: 0 ok, 1 invalid or unreadable body, 2 usage error,\n"
             "            3 vocabulary missing or invalid\n");
@@ -37,6 +38,8 @@ int sl_cli_estimate(int argc, char **argv)
                 api = SL_API_ANTHROPIC;
             } else if (strcmp(v, "openai") == 0) {
                 api = SL_API_OPENAI;
+            } else if (strcmp(v, "responses") == 0) {
+                api = SL_API_OPENAI_RESPONSES;
             } else {
                 fprintf(stderr, "sluice estimate: --api: unknown API \"%s\"\n", v);
                 return SL_EXIT_USAGE;

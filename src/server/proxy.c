@@ -19,7 +19,10 @@
  *             provider never saw is cancelled (full refund); a client that leaves
  *             mid-stream stops the upstream transfer and settles what was seen.
  *
- * count_tokens is passed through without a lease (the provider does not rate-limit it).
+ * count_tokens and the model list are passed through without a lease (the provider does
+ * not rate-limit them); Anthropic's /api/hello is answered here. The Responses API is a
+ * call like the others, with its own estimate and usage (proxy_responses.c). Which
+ * paths are served: proxy_routes.c.
  *
  * The transport watches the client's socket in every phase, so a client that leaves is
  * noticed whether an answer is being written to it or not. The real key is only ever in the upstream
@@ -73,7 +76,11 @@ typedef struct px {
     sl_server_t *srv;
     sl_call_t *call; /* call->req: NULL once the client is gone or answered */
     sl_upstream_api_t api;
-    bool count_tokens;
+    bool unleased;     /* count_tokens, models: passed through without a lease */
+    bool responses;    /* the OpenAI Responses API */
+    bool chained;      /* Responses with previous_response_id: the provider adds input */
+    bool sse_through;  /* Responses: an event is being passed on part-way */
+    const char *method; /* "POST", or "GET" for the model list */
     bool stream;       /* the client asked for an event stream */
     bool client_usage; /* OpenAI: the client itself asked for include_usage */
     bool gone;         /* the client left while the backend was deciding */
@@ -265,9 +272,15 @@ static void px_end_stream(px_t *px)
  * a provider-shaped error object's JSON text. */
 static void px_stream_error(px_t *px, const char *body, size_t len)
 {
+    char *event = px->responses ? sl__responses_error_event(body, len) : NULL;
+    if (event) {
+        body = event;
+        len = strlen(event);
+    }
     struct evbuffer *buf = evbuffer_new();
     if (buf) {
-        if (px->api == SL_UPSTREAM_ANTHROPIC) evbuffer_add_printf(buf, "event: error\n");
+        if (px->api == SL_UPSTREAM_ANTHROPIC || px->responses)
+            evbuffer_add_printf(buf, "event: error\n");
         evbuffer_add_printf(buf, "data: ");
         /* One line: JSON text has no raw newlines outside strings, but be sure. */
         for (size_t i = 0; i < len; i++)
@@ -276,6 +289,7 @@ static void px_stream_error(px_t *px, const char *body, size_t len)
         send_chunk(px, buf);
         evbuffer_free(buf);
     }
+    free(event);
     px_end_stream(px);
 }
 
@@ -416,7 +430,7 @@ static void on_up_headers(void *ud, int status, const char *const *names,
         }
     }
     if (px->ping) event_del(px->ping);
-    if (!px->stream || status != 200 || px->count_tokens) return; /* buffered */
+    if (!px->stream || status != 200 || px->unleased) return; /* buffered */
     px->streaming = true;
     if (px->sse_started || !px->call->req) return;
     add_pass_headers(px);
@@ -433,6 +447,10 @@ static size_t client_backlog(px_t *px)
 /* Moves every complete event from px->sse to `out`, reading usage on the way. */
 static void take_events(px_t *px, struct evbuffer *out)
 {
+    if (px->responses) {
+        sl__responses_take_events(px->sse, out, &px->sse_through, &px->usage);
+        return;
+    }
     for (;;) {
         struct evbuffer_ptr end = evbuffer_search(px->sse, "\n\n", 2, NULL);
         if (end.pos < 0) {
@@ -477,7 +495,11 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
 {
     px_t *px = ud;
     px->xfer = NULL;
-    if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200)
+    if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200 &&
+        px->responses)
+        sl__responses_usage_from_body((const char *)evbuffer_pullup(px->resp, -1),
+                                      evbuffer_get_length(px->resp), &px->usage);
+    else if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200)
         sl__usage_from_body(px->api, (const char *)evbuffer_pullup(px->resp, -1),
                             evbuffer_get_length(px->resp), &px->usage);
     settle(px, request_sent || px->status != 0);
@@ -527,7 +549,7 @@ static void px_forward(px_t *px)
     px->phase = PX_UPSTREAM;
     if (px->wait_timer) event_del(px->wait_timer);
     sl_upstream_request_t rq = {
-        .method = "POST",
+        .method = px->method,
         .url = px->url,
         .headers = (const char *const *)px->up_headers,
         .n_headers = px->n_up_headers,
@@ -970,7 +992,8 @@ static json_t *read_body(px_t *px)
     px->stream = json_is_true(json_object_get(j, "stream"));
     const char *model = json_string_value(json_object_get(j, "model"));
     if (model && strlen(model) <= 128) snprintf(px->model, sizeof(px->model), "%s", model);
-    if (px->api == SL_UPSTREAM_OPENAI && px->stream) {
+    px->chained = px->responses && json_is_string(json_object_get(j, "previous_response_id"));
+    if (px->api == SL_UPSTREAM_OPENAI && !px->responses && px->stream) {
         json_t *so = json_object_get(j, "stream_options");
         px->client_usage = json_is_true(json_object_get(so, "include_usage"));
         if (!px->client_usage) {
@@ -997,12 +1020,23 @@ static void estimate(px_t *px, const json_t *j)
 {
     char err[256];
     sl_tokenizer_t *tok = tokenizer(px->proxy);
-    sl_api_t api = px->api == SL_UPSTREAM_OPENAI ? SL_API_OPENAI : SL_API_ANTHROPIC;
+    sl_api_t api = px->responses               ? SL_API_OPENAI_RESPONSES
+                   : px->api == SL_UPSTREAM_OPENAI ? SL_API_OPENAI
+                                                   : SL_API_ANTHROPIC;
     if (!tok || sl_estimate_json(tok, api, j, &px->est, err, sizeof(err)) != 0) {
-        /* Let the provider judge the body; reserve by size. */
+        /* Let the provider judge the body; reserve by size, and say so: the answer
+         * carries x-sluice-estimate: fallback, stderr the reason. */
+        if (tok)
+            fprintf(stderr, "sluiced: proxy: agent '%s': %s body estimated as bytes / 4: %s\n",
+                    px->agent, px->responses ? "responses" : px->api == SL_UPSTREAM_OPENAI
+                                                                 ? "chat completions"
+                                                                 : "messages",
+                    err);
+        if (px->call->req) sl_hreq_add_header(px->call->req, "x-sluice-estimate", "fallback");
         px->est.input_tokens = (int64_t)(px->body_len / 4);
         px->est.cached_tokens = 0;
         const json_t *m = json_object_get(j, "max_completion_tokens");
+        if (!json_is_integer(m)) m = json_object_get(j, "max_output_tokens");
         if (!json_is_integer(m)) m = json_object_get(j, "max_tokens");
         px->est.output_tokens = json_is_integer(m) && json_integer_value(m) > 0
                                     ? (int64_t)json_integer_value(m)
@@ -1032,6 +1066,15 @@ static void start_call(px_t *px, const char *path, const char *query)
                  px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
         return;
     }
+    if (!strcmp(px->method, "GET")) { /* the model list: no body, no lease */
+        if (build_upstream(px, up, path, query) < 0) {
+            px_error(px, 503, "sluice: out of memory");
+            return;
+        }
+        watch_client(px);
+        px_forward(px);
+        return;
+    }
     /* What the SDKs send; a web page can only send it after a CORS preflight, so no page
      * spends the pool's key with a text/plain POST. */
     const char *ctype = sl_hreq_header(px->call->req, "Content-Type");
@@ -1048,7 +1091,7 @@ static void start_call(px_t *px, const char *path, const char *query)
         return;
     }
     watch_client(px);
-    if (px->count_tokens) { /* no lease: the provider does not rate-limit counting */
+    if (px->unleased) { /* no lease: the provider does not rate-limit counting */
         json_decref(j);
         px->stream = false;
         px_forward(px);
@@ -1067,7 +1110,9 @@ static void start_call(px_t *px, const char *path, const char *query)
         .unblocks = id.unblocks,
         .priority = id.priority,
         .ttl_s = LEASE_TTL_S,
-        .model = px->model[0] ? px->model : NULL,
+        /* A chained Response is billed for stored items the estimate cannot see: no
+         * model, so calibration does not learn that gap as the tokenizer's error. */
+        .model = px->model[0] && !px->chained ? px->model : NULL,
     };
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);
@@ -1096,28 +1141,35 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     px->next = srv->proxy->calls;
     if (px->next) px->next->prev = px;
     srv->proxy->calls = px;
-    const char *path = NULL;
-    if (api == SL_UPSTREAM_ANTHROPIC && n == 3 && !strcmp(seg[1], "v1") &&
-        !strcmp(seg[2], "messages")) {
-        path = "/v1/messages";
-    } else if (api == SL_UPSTREAM_ANTHROPIC && n == 4 && !strcmp(seg[1], "v1") &&
-               !strcmp(seg[2], "messages") && !strcmp(seg[3], "count_tokens")) {
-        path = "/v1/messages/count_tokens";
-        px->count_tokens = true;
-    } else if (api == SL_UPSTREAM_OPENAI && n == 4 && !strcmp(seg[1], "v1") &&
-               !strcmp(seg[2], "chat") && !strcmp(seg[3], "completions")) {
-        path = "/v1/chat/completions";
-    }
-    if (!path) {
-        px_error(px, 404, "sluice: %s is not a proxied endpoint (see docs/proxy.md)",
-                 sl_hreq_target(call->req));
+    char path[320];
+    sl_proxy_kind_t kind = sl__proxy_resolve(api, n, seg, path, sizeof(path));
+    bool get = kind == SL_PROXY_MODELS || kind == SL_PROXY_HELLO; /* HEAD is a GET here */
+    if (kind == SL_PROXY_NONE) {
+        px_error(px, 404,
+                 "sluice: %.256s is not an endpoint sluice proxies (it proxies %s; see "
+                 "docs/proxy.md)",
+                 sl_hreq_target(call->req),
+                 api == SL_UPSTREAM_OPENAI ? "POST /openai/v1/chat/completions, POST "
+                                             "/openai/v1/responses and GET /openai/v1/models"
+                                           : "POST /anthropic/v1/messages, POST "
+                                             "/anthropic/v1/messages/count_tokens and GET "
+                                             "/anthropic/v1/models");
         return true;
     }
-    if (call->method != SL_HTTP_POST) {
-        sl_hreq_add_header(call->req, "Allow", "POST");
-        px_error(px, 405, "sluice: %s allows POST only", path);
+    if (call->method != (get ? SL_HTTP_GET : SL_HTTP_POST)) {
+        sl_hreq_add_header(call->req, "Allow", get ? "GET, HEAD" : "POST");
+        px_error(px, 405, "sluice: %.256s allows %s only", sl_hreq_target(call->req),
+                 get ? "GET and HEAD" : "POST");
         return true;
     }
+    if (kind == SL_PROXY_HELLO) { /* Claude Code's connectivity check: sluice is up */
+        static const char hello[] = "{\"message\":\"hello\",\"server\":\"sluiced\"}";
+        px_reply(px, 200, "application/json", hello, sizeof(hello) - 1, false);
+        return true;
+    }
+    px->method = get ? "GET" : "POST";
+    px->unleased = kind == SL_PROXY_COUNT_TOKENS || kind == SL_PROXY_MODELS;
+    px->responses = kind == SL_PROXY_RESPONSES;
     start_call(px, path, query);
     return true;
 }

@@ -244,3 +244,20 @@ bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,
     json_decref(j);
     return cap;
 }
+
+/* ---- shared with proxy_responses.c ---- */
+
+const char *sl__usage_member_at(const char *s, size_t n, const char *key)
+{
+    return member_value(s, n, key);
+}
+
+json_t *sl__usage_member(const char *s, size_t n, const char *key)
+{
+    return member_json(s, n, key);
+}
+
+const char *sl__sse_field(const char *ev, size_t len, const char *field, size_t *vlen)
+{
+    return line_value(ev, len, field, vlen);
+}

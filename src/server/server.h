@@ -229,6 +229,50 @@ void sl__usage_from_body(sl_upstream_api_t api, const char *body, size_t len, sl
  * chunk when `drop_usage_chunk` (sluice asked for it, the client did not). */
 bool sl__usage_from_event(sl_upstream_api_t api, const char *ev, size_t len,
                           bool drop_usage_chunk, sl_usage_t *u);
+/* The top-level member `key` of the JSON object whose text is `s`: a pointer to its
+ * value's first byte (not validated), or NULL. */
+const char *sl__usage_member_at(const char *s, size_t n, const char *key);
+/* That member parsed (the caller decrefs), or NULL when absent or not JSON. */
+json_t *sl__usage_member(const char *s, size_t n, const char *key);
+/* The value of an SSE event's first line starting with `field` ("event:", "data:"),
+ * blanks and a trailing CR cut; NULL when there is none. */
+const char *sl__sse_field(const char *ev, size_t len, const char *field, size_t *vlen);
+
+/* proxy_responses.c: the OpenAI Responses API's usage (pure functions, no I/O). */
+/* Reads a whole Response body's `usage` into `u`; input is settled net of cached_tokens,
+ * which are cache reads; output includes reasoning tokens. */
+void sl__responses_usage_from_body(const char *body, size_t len, sl_usage_t *u);
+/* Reads one SSE event of a Responses stream into `u` (the usage of response.completed,
+ * .incomplete or .failed; every *.delta counts toward output_seen_tokens). Every event
+ * goes on to the client. */
+void sl__responses_usage_from_event(const char *ev, size_t len, sl_usage_t *u);
+/* The data of a Responses stream's `error` event for an error body (OpenAI's shape
+ * `{"error":{...}}`, or any text): `{"type":"error","code","message","param","error"}` —
+ * the documented event's fields, and `error`, from which the SDKs raise an APIError.
+ * The caller frees; NULL when out of memory. */
+char *sl__responses_error_event(const char *body, size_t len);
+struct evbuffer;
+/* Moves a Responses stream's bytes from `in` to `out`: events that carry no usage as
+ * their bytes arrive (once their `event:` line is in; `*through` is true while one is
+ * part-way, starting false), the usage-carrying last event once whole, read into `u`.
+ * Bytes that cannot be placed yet stay in `in`. */
+void sl__responses_take_events(struct evbuffer *in, struct evbuffer *out, bool *through,
+                               sl_usage_t *u);
+
+/* proxy_routes.c: what a proxied path is. */
+typedef enum sl_proxy_kind {
+    SL_PROXY_NONE = 0,     /* not an endpoint the proxy serves: refused naming the path */
+    SL_PROXY_CALL,         /* Messages or Chat Completions: leased and settled */
+    SL_PROXY_RESPONSES,    /* OpenAI Responses: leased and settled */
+    SL_PROXY_COUNT_TOKENS, /* passed through without a lease */
+    SL_PROXY_MODELS,       /* GET, passed through without a lease */
+    SL_PROXY_HELLO,        /* Anthropic's /api/hello connectivity check: answered here */
+} sl_proxy_kind_t;
+/* Resolves seg[0..n) (seg[0] is "anthropic" or "openai", as `api`) with or without a
+ * "v1" segment after it; writes the provider's path into `upstream`. */
+sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, int n, char **seg, char *upstream,
+                                  size_t upstream_size);
+
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
  * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */
 bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,

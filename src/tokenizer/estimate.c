@@ -1,12 +1,18 @@
-/* Request estimation: the input, cached and output tokens of an Anthropic Messages or
- * OpenAI Chat Completions body, from local token counts plus documented overheads.
+/* Request estimation: the input, cached and output tokens of an Anthropic Messages,
+ * OpenAI Chat Completions or OpenAI Responses body, from local token counts plus
+ * documented overheads.
  *
  * Text is counted exactly with the Claude tokenizer; what the provider adds around it
  * (role markers, the tool-use system prompt, image encodings) is modelled by the
  * constants below, whose sources and limits are in docs/tokenizer.md. The engine's
  * calibration corrects the remaining error per model from actual usage. For Anthropic
  * the prompt is counted in cache order (tools, then system, then messages) so the
- * running total at the last block carrying cache_control is the cached prefix. */
+ * running total at the last block carrying cache_control is the cached prefix.
+ *
+ * Every shape the providers accept is counted, so that a caller's fallback (the proxy
+ * reserves body bytes / 4) is left for bodies that are not what the API takes: block
+ * types of server tools are counted as their JSON text, a PDF as pages of the largest
+ * image, a Responses request as the Chat Completions request it amounts to. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,6 +35,9 @@
 #define ANTHROPIC_IMAGE_PX_PER_TOKEN 750
 #define ANTHROPIC_IMAGE_MAX_EDGE_PX 1568
 #define ANTHROPIC_IMAGE_MAX_TOKENS 1600
+/* PDFs: each page is sent as its text and an image of the page. The text is not read
+ * here; a page costs the largest image (docs/tokenizer.md gives the range). */
+#define ANTHROPIC_PDF_PAGE_TOKENS ANTHROPIC_IMAGE_MAX_TOKENS
 /* OpenAI (their cookbook's count for chat models): 3 per message, 1 per name, and
  * the reply is primed with 3. */
 #define OPENAI_MESSAGE_OVERHEAD_TOKENS 3
@@ -105,6 +114,23 @@ static int add_text(est_t *e, const char *s, size_t n)
 static int add_json(est_t *e, const json_t *v)
 {
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!s)
+        return fail(e, SL_TOK_ENOMEM, "out of memory");
+    int rc = add_text(e, s, strlen(s));
+    free(s);
+    return rc;
+}
+
+/* A block counted as its JSON text (keys sorted, cache_control left out: the marker is
+ * not part of the prompt). */
+static int add_block_json(est_t *e, const json_t *block)
+{
+    json_t *copy = json_copy((json_t *)block);
+    if (!copy)
+        return fail(e, SL_TOK_ENOMEM, "out of memory");
+    json_object_del(copy, "cache_control");
+    char *s = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(copy);
     if (!s)
         return fail(e, SL_TOK_ENOMEM, "out of memory");
     int rc = add_text(e, s, strlen(s));
@@ -218,6 +244,75 @@ static int anthropic_image(est_t *e, const json_t *block, const char *path)
     return bad_value(e, p, "unknown image source type", type);
 }
 
+/* Pages of a PDF: its "/Type /Page" objects (not "/Pages"); at least one. */
+static int64_t pdf_pages(const unsigned char *pdf, size_t n)
+{
+    int64_t pages = 0;
+    for (size_t i = 0; i + 5 <= n; i++) {
+        if (memcmp(pdf + i, "/Type", 5) != 0)
+            continue;
+        size_t k = i + 5;
+        while (k < n && (pdf[k] == ' ' || pdf[k] == '\r' || pdf[k] == '\n' || pdf[k] == '\t'))
+            k++;
+        if (k + 5 <= n && memcmp(pdf + k, "/Page", 5) == 0 && (k + 5 == n || pdf[k + 5] != 's'))
+            pages++;
+    }
+    return pages > 0 ? pages : 1;
+}
+
+/* A document whose bytes are not text: a base64 PDF is decoded to count its pages; a
+ * url or file source costs one page (its size is unknown without fetching). */
+static int anthropic_pdf(est_t *e, const json_t *src, const char *path)
+{
+    const char *st = json_string_value(json_object_get(src, "type"));
+    if (!st || strcmp(st, "base64") != 0) {
+        e->total += ANTHROPIC_PDF_PAGE_TOKENS;
+        return 0;
+    }
+    char p[PATH_MAX_BYTES];
+    json_t *data = json_object_get(src, "data");
+    path_fmt(p, sizeof(p), "%s.data", path);
+    if (!json_is_string(data))
+        return bad_value(e, p, "not a string:", data);
+    size_t len = json_string_length(data);
+    size_t max = len / 4 * 3 + 3;
+    unsigned char *raw = malloc(max);
+    if (!raw)
+        return fail(e, SL_TOK_ENOMEM, "out of memory");
+    long n = sl__base64_decode(json_string_value(data), len, raw, max);
+    if (n < 0) {
+        free(raw);
+        return fail(e, SL_TOK_EREQUEST, "%s: invalid base64", p);
+    }
+    e->total += pdf_pages(raw, (size_t)n) * ANTHROPIC_PDF_PAGE_TOKENS;
+    free(raw);
+    return 0;
+}
+
+/* Block types of server tools, search results and MCP, which the API accepts back in
+ * the history; counted as their JSON text. */
+static int is_json_counted_block(const char *t)
+{
+    static const char *const types[] = {
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "container_upload",
+        "search_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "tool_reference",
+    };
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (strcmp(t, types[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static int anthropic_blocks(est_t *e, const json_t *content, const char *path, int nested);
 
 static int anthropic_block(est_t *e, const json_t *block, const char *path, int nested)
@@ -258,9 +353,14 @@ static int anthropic_block(est_t *e, const json_t *block, const char *path, int 
             add_string_field(e, src, "data", p, 1);
         else if (st && strcmp(st, "content") == 0)
             anthropic_blocks(e, json_object_get(src, "content"), p, 1);
+        else if (st && (strcmp(st, "base64") == 0 || strcmp(st, "url") == 0 ||
+                        strcmp(st, "file") == 0))
+            anthropic_pdf(e, src, p);
         else
-            return bad_value(e, p, "unsupported document source (only text and content):",
+            return bad_value(e, p, "unknown document source type",
                              src ? json_object_get(src, "type") : NULL);
+    } else if (is_json_counted_block(t)) {
+        add_block_json(e, block);
     } else {
         return fail(e, SL_TOK_EREQUEST, "%s.type: unknown block type \"%.60s\"", path, t);
     }
@@ -353,7 +453,9 @@ static int estimate_anthropic(est_t *e, const json_t *root, sl_estimate_t *out)
             return bad_value(e, p, "not an object:", m);
         json_t *role = json_object_get(m, "role");
         const char *r = json_string_value(role);
-        if (!r || (strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0)) {
+        /* "system" inside messages: accepted by the API, counted like a user turn. */
+        if (!r || (strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 &&
+                   strcmp(r, "system") != 0)) {
             path_fmt(p, sizeof(p), "messages[%zu].role", i);
             return bad_value(e, p, "unknown role", role);
         }
@@ -500,6 +602,137 @@ static int estimate_openai(est_t *e, const json_t *root, sl_estimate_t *out)
     return 0;
 }
 
+/* ---- OpenAI Responses: counted as the Chat Completions request it amounts to ---- */
+
+/* One message's overhead and its role's text. */
+static int responses_turn(est_t *e, const char *role)
+{
+    e->total += OPENAI_MESSAGE_OVERHEAD_TOKENS;
+    return add_text(e, role, strlen(role));
+}
+
+/* Content of a message or a function_call_output: a string, or parts with text
+ * (input_text, output_text, refusal, summary_text, ...) or input_image; any other part
+ * is counted as its JSON text. */
+static int responses_content(est_t *e, const json_t *content, const char *path)
+{
+    if (!content || json_is_null(content))
+        return 0;
+    if (json_is_string(content))
+        return add_text(e, json_string_value(content), json_string_length(content));
+    if (!json_is_array(content))
+        return bad_value(e, path, "not a string or an array of parts:", content);
+    size_t i;
+    json_t *part;
+    json_array_foreach(content, i, part)
+    {
+        char p[PATH_MAX_BYTES];
+        path_fmt(p, sizeof(p), "%s[%zu]", path, i);
+        if (!json_is_object(part))
+            return bad_value(e, p, "not an object:", part);
+        const char *t = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (t && strcmp(t, "input_image") == 0 && json_is_string(json_object_get(part, "image_url")))
+            openai_image(e, part, p);
+        else if (json_is_string(text) && !(t && strcmp(t, "input_image") == 0))
+            add_text(e, json_string_value(text), json_string_length(text));
+        else
+            add_block_json(e, part);
+        if (e->rc)
+            return e->rc;
+    }
+    return 0;
+}
+
+static int responses_item(est_t *e, const json_t *item, size_t i)
+{
+    char p[PATH_MAX_BYTES], cp[PATH_MAX_BYTES];
+    path_fmt(p, sizeof(p), "input[%zu]", i);
+    if (!json_is_object(item))
+        return bad_value(e, p, "not an object:", item);
+    json_t *type = json_object_get(item, "type");
+    const char *t = json_string_value(type);
+    if (type && !t) {
+        path_fmt(cp, sizeof(cp), "%s.type", p);
+        return bad_value(e, cp, "not a string:", type);
+    }
+    if (!t || strcmp(t, "message") == 0) {
+        json_t *role = json_object_get(item, "role");
+        const char *r = json_string_value(role);
+        static const char *const roles[] = {"user", "assistant", "system", "developer"};
+        int known = 0;
+        for (size_t k = 0; r && k < sizeof(roles) / sizeof(roles[0]); k++)
+            known |= strcmp(r, roles[k]) == 0;
+        if (!known) {
+            path_fmt(cp, sizeof(cp), "%s.role", p);
+            return bad_value(e, cp, "unknown role", role);
+        }
+        responses_turn(e, r);
+        path_fmt(cp, sizeof(cp), "%s.content", p);
+        return responses_content(e, json_object_get(item, "content"), cp);
+    }
+    if (strcmp(t, "function_call") == 0) {
+        responses_turn(e, "assistant");
+        add_string_field(e, item, "name", p, 1);
+        add_string_field(e, item, "arguments", p, 0);
+        return e->rc;
+    }
+    if (strcmp(t, "function_call_output") == 0) {
+        responses_turn(e, "tool");
+        path_fmt(cp, sizeof(cp), "%s.output", p);
+        return responses_content(e, json_object_get(item, "output"), cp);
+    }
+    if (strcmp(t, "reasoning") == 0) {
+        /* What the model reads back of its reasoning: the summary texts. */
+        responses_turn(e, "assistant");
+        path_fmt(cp, sizeof(cp), "%s.summary", p);
+        json_t *summary = json_object_get(item, "summary");
+        return json_is_array(summary) ? responses_content(e, summary, cp) : 0;
+    }
+    /* Item types of built-in tools (web_search_call, computer_call, ...): their JSON. */
+    responses_turn(e, "user");
+    return add_block_json(e, item);
+}
+
+static int estimate_responses(est_t *e, const json_t *root, sl_estimate_t *out)
+{
+    if (read_count(e, root, "max_output_tokens", &out->output_tokens))
+        return e->rc;
+    json_t *tools = json_object_get(root, "tools");
+    if (tools && !json_is_array(tools))
+        return bad_value(e, "tools", "not an array:", tools);
+    if (tools && json_array_size(tools) && add_json(e, tools))
+        return e->rc;
+    json_t *instructions = json_object_get(root, "instructions");
+    if (json_is_string(instructions)) {
+        responses_turn(e, "system");
+        add_text(e, json_string_value(instructions), json_string_length(instructions));
+    } else if (instructions && !json_is_null(instructions)) {
+        return bad_value(e, "instructions", "not a string:", instructions);
+    }
+    json_t *input = json_object_get(root, "input");
+    if (json_is_string(input)) {
+        responses_turn(e, "user");
+        add_text(e, json_string_value(input), json_string_length(input));
+    } else if (json_is_array(input)) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(input, i, item)
+        {
+            if (responses_item(e, item, i) != 0)
+                return e->rc;
+        }
+    } else if (input && !json_is_null(input)) {
+        return bad_value(e, "input", "not a string or an array of items:", input);
+    }
+    if (e->rc)
+        return e->rc;
+    e->total += OPENAI_REPLY_OVERHEAD_TOKENS;
+    out->input_tokens = e->total;
+    out->cached_tokens = 0;
+    return 0;
+}
+
 /* The rules of SL_API_AUTO, documented in the header. */
 static sl_api_t detect_api(const json_t *root)
 {
@@ -556,6 +789,8 @@ int sl_estimate_json(sl_tokenizer_t *tok, sl_api_t api, const json_t *root, sl_e
             api = detect_api(root);
         if (api == SL_API_OPENAI)
             estimate_openai(&e, root, out);
+        else if (api == SL_API_OPENAI_RESPONSES)
+            estimate_responses(&e, root, out);
         else
             estimate_anthropic(&e, root, out);
     }

@@ -155,6 +155,68 @@ test('openai: tool calls, and errors in OpenAI\'s shape', async (ctx) => {
   (e) => e instanceof OpenAI.AuthenticationError);
 });
 
+const respond = (ctx, agentName) => openai(ctx, { defaultHeaders: { 'x-sluice-agent': agentName } });
+const READ_FILE = { type: 'function', name: 'read_file', description: 'Reads a file', strict: false,
+                    parameters: { type: 'object', properties: { path: { type: 'string' } },
+                                  required: ['path'] } };
+
+test('openai: responses.create through sluice, a tool-call turn and its follow-up, settled', async (ctx) => {
+  const client = respond(ctx, 'worker-resp-1');
+  const first = await client.responses.create({
+    model: 'gpt-emu', instructions: 'You are a coding agent.', input: 'Read a.c',
+    tools: [READ_FILE], tool_choice: 'required', max_output_tokens: 300 });
+  assert.equal(first.object, 'response');
+  const call = first.output.find((i) => i.type === 'function_call');
+  assert.ok(call, JSON.stringify(first.output));
+  const second = await client.responses.create({
+    model: 'gpt-emu', instructions: 'You are a coding agent.', tools: [READ_FILE],
+    input: [{ role: 'user', content: 'Read a.c' }, ...first.output,
+            { type: 'function_call_output', call_id: call.call_id, output: 'int main;' }] });
+  assert.ok(second.output_text.length > 0);
+  const a = await agent(ctx, 'worker-resp-1');
+  assert.equal(a.leases, 0);
+  assert.equal(a.tokens_in, first.usage.input_tokens + second.usage.input_tokens);
+  assert.equal(a.tokens_out, first.usage.output_tokens + second.usage.output_tokens);
+});
+
+test('openai: responses.stream gives the response.* events and the final usage', async (ctx) => {
+  const stream = respond(ctx, 'worker-resp-2').responses.stream({
+    model: 'gpt-emu', input: [{ role: 'user', content: 'Hi' }], max_output_tokens: 100 });
+  const kinds = new Set();
+  let text = '';
+  stream.on('event', (e) => kinds.add(e.type));
+  stream.on('response.output_text.delta', (e) => { text += e.delta; });
+  const final = await stream.finalResponse();
+  assert.ok(text.length > 0);
+  const message = final.output.find((i) => i.type === 'message');
+  assert.equal(message.content[0].text, text);
+  for (const k of ['response.created', 'response.in_progress', 'response.output_item.added',
+                   'response.output_text.done', 'response.completed'])
+    assert.ok(kinds.has(k), `no ${k} in ${[...kinds]}`);
+  const a = await agent(ctx, 'worker-resp-2');
+  assert.equal(a.tokens_out, final.usage.output_tokens);
+  assert.equal(a.tokens_in, final.usage.input_tokens);
+});
+
+test('openai: responses errors keep their SDK classes', async (ctx) => {
+  await assert.rejects(respond(ctx, 'worker-resp-3').responses.create({
+    model: 'gpt-emu', input: 'x', previous_response_id: 'resp_unknown' }),
+  (e) => e instanceof OpenAI.BadRequestError && e.code === 'previous_response_not_found');
+  await assert.rejects(openai(ctx, { apiKey: 'nope-nope-nope' }).responses.create({
+    model: 'gpt-emu', input: 'x' }), (e) => e instanceof OpenAI.AuthenticationError);
+});
+
+test('both SDKs list and get models through sluice', async (ctx) => {
+  const claude = [];
+  for await (const m of anthropic(ctx).models.list()) claude.push(m.id);
+  assert.ok(claude.length > 0);
+  assert.equal((await anthropic(ctx).models.retrieve(claude[0])).id, claude[0]);
+  const gpt = [];
+  for await (const m of openai(ctx).models.list()) gpt.push(m.id);
+  assert.ok(gpt.length > 0);
+  assert.equal((await openai(ctx).models.retrieve(gpt[0])).id, gpt[0]);
+});
+
 test('the pool key never reached a client or the event log', async (ctx) => {
   const log = readFileSync(ctx.sluiced.eventLog, 'utf8');
   assert.ok(!log.includes(REAL_KEY));

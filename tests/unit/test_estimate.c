@@ -195,6 +195,78 @@ static void test_errors_name_the_field_and_the_value(void **state)
     sl_tokenizer_free(tok);
 }
 
+/* What current clients send (Claude Code and friends) is counted, never refused. */
+static void test_current_anthropic_shapes_are_counted_without_error(void **state)
+{
+    (void)state;
+    sl_tokenizer_t *tok = bytes_vocab();
+    sl_estimate_t e = estimate(tok, SL_API_ANTHROPIC,
+                               "{\"max_tokens\": 1, \"output_config\": {\"effort\": \"high\"},"
+                               " \"context_management\": {\"edits\": []}, \"messages\": ["
+                               "{\"role\": \"system\", \"content\": \"ab\"},"
+                               "{\"role\": \"user\", \"content\": \"c\"}]}");
+    assert_int_equal(e.input_tokens, 3 + 2 + 3 + 1 + 4);
+    /* thinking with its signature: the thinking text counts, the signature does not */
+    e = estimate(tok, SL_API_ANTHROPIC,
+                 "{\"max_tokens\": 1, \"messages\": [{\"role\": \"assistant\", \"content\": ["
+                 "{\"type\": \"thinking\", \"thinking\": \"hmm\", \"signature\": \"c2lnbmF0dXJl\"}]}]}");
+    assert_int_equal(e.input_tokens, 3 + 3 + 4);
+    /* server tool blocks: their JSON, keys sorted, cache_control left out */
+    const char *json = "{\"id\":\"s\",\"input\":{},\"name\":\"w\",\"type\":\"server_tool_use\"}";
+    e = estimate(tok, SL_API_ANTHROPIC,
+                 "{\"max_tokens\": 1, \"messages\": [{\"role\": \"assistant\", \"content\": ["
+                 "{\"type\": \"server_tool_use\", \"name\": \"w\", \"id\": \"s\", \"input\": {},"
+                 " \"cache_control\": {\"type\": \"ephemeral\"}}]}]}");
+    assert_int_equal(e.cached_tokens, 3 + (int64_t)strlen(json));
+    assert_int_equal(e.input_tokens, 4);
+    /* PDFs: pages of the largest image; url sources one page; inside tool results too */
+    static const char pdf[] = "%PDF-1.4 1 0 obj << /Type /Pages >> 2 0 obj << /Type /Page >>"
+                              " 3 0 obj <</Type/Page>>";
+    char data[256], body[1024];
+    b64((const unsigned char *)pdf, strlen(pdf), data);
+    snprintf(body, sizeof(body),
+             "{\"max_tokens\": 1, \"messages\": [{\"role\": \"user\", \"content\": ["
+             "{\"type\": \"document\", \"source\": {\"type\": \"base64\", \"media_type\":"
+             " \"application/pdf\", \"data\": \"%s\"}},"
+             "{\"type\": \"document\", \"source\": {\"type\": \"url\", \"url\": \"https://x/a.pdf\"}},"
+             "{\"type\": \"tool_result\", \"tool_use_id\": \"t\", \"content\": ["
+             "{\"type\": \"image\", \"source\": {\"type\": \"url\", \"url\": \"https://x/a.png\"}}]}]}]}",
+             data);
+    e = estimate(tok, SL_API_ANTHROPIC, body);
+    assert_int_equal(e.input_tokens, 3 + 2 * 1600 + 1600 + 1600 + 4);
+    sl_tokenizer_free(tok);
+}
+
+static void test_responses_count_instructions_items_and_tools_as_chat(void **state)
+{
+    (void)state;
+    sl_tokenizer_t *tok = bytes_vocab();
+    sl_estimate_t e = estimate(tok, SL_API_OPENAI_RESPONSES,
+                               "{\"max_output_tokens\": 50, \"instructions\": \"be\", \"input\": \"hi\"}");
+    assert_int_equal(e.input_tokens, (3 + 6 + 2) + (3 + 4 + 2) + 3);
+    assert_int_equal(e.output_tokens, 50);
+    e = estimate(tok, SL_API_OPENAI_RESPONSES,
+                 "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"abc\"}]},"
+                 "{\"type\": \"function_call\", \"call_id\": \"c\", \"name\": \"ls\", \"arguments\": \"{}\"},"
+                 "{\"type\": \"function_call_output\", \"call_id\": \"c\", \"output\": \"ok\"},"
+                 "{\"type\": \"reasoning\", \"summary\": [{\"type\": \"summary_text\", \"text\": \"hm\"}]}]}");
+    assert_int_equal(e.input_tokens, (3 + 4 + 3) + (3 + 9 + 2 + 2) + (3 + 4 + 2) + (3 + 9 + 2) + 3);
+    assert_int_equal(e.output_tokens, 0);
+    const char *tools = "[{\"type\":\"function\",\"name\":\"f\"}]";
+    char body[256];
+    snprintf(body, sizeof(body), "{\"tools\": %s, \"input\": \"x\"}", tools);
+    e = estimate(tok, SL_API_OPENAI_RESPONSES, body);
+    assert_int_equal(e.input_tokens, (int64_t)strlen(tools) + (3 + 4 + 1) + 3);
+    sl_estimate_t out;
+    char err[256] = "";
+    const char *bad = "{\"input\": [{\"role\": \"robot\", \"content\": \"x\"}]}";
+    assert_int_equal(sl_estimate_request(tok, SL_API_OPENAI_RESPONSES, bad, strlen(bad), &out, err,
+                                         sizeof(err)),
+                     SL_TOK_EREQUEST);
+    assert_string_equal(err, "input[0].role: unknown role \"robot\"");
+    sl_tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +276,8 @@ int main(void)
         cmocka_unit_test(test_image_headers_give_width_times_height_over_750),
         cmocka_unit_test(test_openai_counts_roles_names_and_reply_without_cache),
         cmocka_unit_test(test_errors_name_the_field_and_the_value),
+        cmocka_unit_test(test_current_anthropic_shapes_are_counted_without_error),
+        cmocka_unit_test(test_responses_count_instructions_items_and_tools_as_chat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
