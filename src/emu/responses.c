@@ -85,7 +85,7 @@ static json_t *item_json(sl_emu_call_t *c, size_t i, bool whole)
         /* include ["reasoning.encrypted_content"] (what store: false clients send back):
          * an opaque token derived from the item id, never checked when it returns. */
         if (r && c->encrypted_reasoning) {
-            char enc[80];
+            char enc[8 + sizeof p->id + sizeof c->id];
             snprintf(enc, sizeof enc, "gAAAAB%s%s", p->id, c->id);
             json_object_set_new(r, "encrypted_content", json_string(enc));
         }
