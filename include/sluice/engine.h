@@ -71,6 +71,8 @@ typedef struct sl_pool_config {
                                       this long expires */
     double price_input_per_mtok;   /* USD per million input tokens (budgets); 0 = unknown */
     double price_output_per_mtok;  /* USD per million output tokens */
+    double spend_cap_reset_s;      /* 3600: the spend_cap alert clears this long after the
+                                      last spend-cap 429 (0 = only when a call succeeds) */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
@@ -130,6 +132,7 @@ typedef struct sl_event {
     bool active;        /* alert raised (true) or cleared (false) */
     sl_bucket_t bucket; /* resync / limit adopted */
     double value;       /* resync: new level; limit adopted: new limit */
+    bool not_counted;   /* settled: a failed call, not an estimate-error sample */
 } sl_event_t;
 
 typedef void (*sl_event_cb)(const sl_event_t *ev, void *userdata);
@@ -267,6 +270,10 @@ typedef struct sl_settle {
     bool got_429;                    /* the call with this lease came back 429 */
     double retry_after_s;            /* < 0 when the provider sent none */
     bool spend_cap;                  /* the 429's error was a spend/budget cap */
+    bool failed;                     /* the provider refused or failed the call (any 4xx or
+                                        5xx, a stream that broke off): the tokens given are
+                                        charged, but the call teaches nothing (no calibration,
+                                        estimate-error or cache sample). got_429 implies it. */
     const char *failure_signature;   /* NULL or "" = none */
     const char *const *header_names; /* provider rate-limit headers, lower-case */
     const char *const *header_values;
@@ -277,6 +284,7 @@ typedef struct sl_settle_result {
     int64_t adjust_input_tokens; /* what went back into the bucket: + refund, - charge */
     int64_t adjust_output_tokens;
     double estimate_error; /* |actual_in - est_in| / max(actual_in, 1) */
+    bool not_counted;      /* a failed call: no calibration, estimate-error or cache sample */
 } sl_settle_result_t;
 
 /* Settles a lease (docs/design.md "Settle"). Errors: SL_EINVAL, SL_ENOTFOUND,

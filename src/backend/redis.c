@@ -1122,7 +1122,7 @@ static void on_settle_reply(rb_t *rb, rcall_t *c, redisReply *r)
     if (rc == SL__RPROTO && rb->opt.fail == SL_REDIS_FAIL_OPEN) {
         /* What the call used is a fact: keep it and apply it when Redis returns. */
         defer_cmd(rb, &op->cmd);
-        sl_settle_result_t res = {0, 0, 0};
+        sl_settle_result_t res = {0, 0, 0, false};
         op->cb.settle(SL_OK, &res, NULL, op->ud);
     } else if (rc == SL__RPROTO) {
         op->cb.settle(SL_REDIS_EUNAVAILABLE, NULL, unavailable_msg(rb), op->ud);

@@ -148,6 +148,7 @@ typedef struct sl__pool {
     double floor_since;                     /* when the margin reached the floor, or -1 */
     bool alert_floor;
     bool alert_spend_cap;
+    double spend_cap_at;  /* the last spend-cap 429 */
     double blocked_until; /* a provider retry-after holds grants until then */
     int64_t in_flight;
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
@@ -328,6 +329,8 @@ void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now);
 void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now);
 double sl__pool_next_wakeup(const sl__pool_t *p);
 void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
+/* Raises or clears the pool's spend_cap alert (an ALERT event when it changes). */
+void sl__spend_cap_alert(sl_engine_t *e, sl__pool_t *p, bool active, double now);
 
 /* lease.c */
 int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,

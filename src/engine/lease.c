@@ -713,16 +713,25 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                       l->caps.cost_usd - sl__caps_cost_usd(p, actual_in, actual_out), now_s);
     }
 
+    /* Only calls the provider answered teach: a refused or broken call's zero or
+     * partial usage says nothing about the estimate or the cache. */
+    bool counted = !s->failed && !s->got_429;
     double err = fabs((double)(actual_in - l->need.n[SL_BUCKET_INPUT])) /
                  (double)(actual_in > 1 ? actual_in : 1);
-    sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert, err);
-    sl__calib_record(l->calib, l->est_prompt_tokens,
-                     s->input_tokens + s->cache_creation_input_tokens + s->cache_read_input_tokens);
+    if (counted) {
+        sl__agent_record_error(e, p, a, p->cfg.estimate_error_window,
+                               p->cfg.estimate_error_alert, err);
+        sl__calib_record(l->calib, l->est_prompt_tokens,
+                         s->input_tokens + s->cache_creation_input_tokens +
+                             s->cache_read_input_tokens);
+        int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
+        l->cache->last_settle_at = now_s;
+        l->cache->tokens =
+            cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
+        sl__spend_cap_alert(e, p, false, now_s); /* a call went through: no longer capped */
+    }
     a->tokens_in = sat_add(a->tokens_in, actual_in);
     a->tokens_out = sat_add(a->tokens_out, actual_out);
-    int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
-    l->cache->last_settle_at = now_s;
-    l->cache->tokens = cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
 
     sl_event_t ev;
     if (e->cb) {
@@ -734,6 +743,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         ev.adjust_input_tokens = adj_in;
         ev.adjust_output_tokens = adj_out;
         ev.estimate_error = err;
+        ev.not_counted = !counted;
         ev.weight = l->weight;
         sl__emit(e, &ev);
     }
@@ -752,13 +762,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         sl__emit(e, &ev);
         if (spend_cap) {
             /* A budget stop, not a rate limit: the margin is not the problem. */
-            if (!p->alert_spend_cap) {
-                p->alert_spend_cap = true;
-                sl__event_init(&ev, SL_EV_ALERT, now_s, p);
-                ev.alert = "spend_cap";
-                ev.active = true;
-                sl__emit(e, &ev);
-            }
+            p->spend_cap_at = now_s;
+            sl__spend_cap_alert(e, p, true, now_s);
         } else {
             sl__margin_cut(e, p, now_s);
             if (s->retry_after_s >= 0 && now_s + s->retry_after_s > p->blocked_until)
@@ -772,6 +777,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         out->adjust_input_tokens = adj_in;
         out->adjust_output_tokens = adj_out;
         out->estimate_error = err;
+        out->not_counted = !counted;
     }
     return SL_OK;
 }

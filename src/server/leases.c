@@ -465,7 +465,7 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
     sl__jb_i64(&b, r->adjust_output_tokens);
     sl__jb_lit(&b, "},\"estimate_error\":");
     sl__jb_num(&b, r->estimate_error);
-    sl__jb_lit(&b, "}\n");
+    sl__jb_lit(&b, r->not_counted ? ",\"counted\":false}\n" : ",\"counted\":true}\n");
     sl__reply_text(call, 200, b.buf, b.len);
 }
 
@@ -500,6 +500,7 @@ static const char *const settle_fields[] = {"input_tokens",
                                             "headers",
                                             "failure_signature",
                                             "spend_cap",
+                                            "failed",
                                             NULL};
 
 #define MAX_HEADERS 64
@@ -520,6 +521,7 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
                          sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "got_429", &s.got_429, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "spend_cap", &s.spend_cap, msg, sizeof(msg)) < 0 ||
+        sl__json_get_bool(b, "failed", &s.failed, msg, sizeof(msg)) < 0 ||
         sl__json_get_number(b, "retry_after", false, 0, false, &s.retry_after_s, msg, sizeof(msg)) <
             0 ||
         sl__json_get_string(b, "failure_signature", false, 256, false, &s.failure_signature, msg,

@@ -367,10 +367,14 @@ static void settle(px_t *px, bool provider_saw_it)
         size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
         const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
         s.spend_cap = sl__usage_is_spend_cap(px->api, body, len, px->retry_after_s >= 0);
+        s.failed = true;
     } else if (px->status >= 400) {
-        /* Refused or failed by the provider: nothing billed. */
+        /* Refused or failed by the provider: nothing billed, nothing to learn. */
+        s.failed = true;
     } else {
         const sl_usage_t *u = &px->usage;
+        /* A call that broke off is charged what it used, but its usage is partial. */
+        s.failed = !u->have_input || !u->have_output;
         if (u->have_input) {
             s.input_tokens = u->input_tokens;
             s.cache_creation_input_tokens = u->cache_creation_input_tokens;

@@ -1,0 +1,91 @@
+"""test_accounting.py - what the proxy's settles teach the engine: only calls the provider answered."""
+import json
+import unittest
+
+from harness import EMU_FAST, Emu, Sluiced, message, pool_yaml, wait_for
+
+ROOMY = "input_tpm: 10000000\noutput_tpm: 10000000\nrpm: 100000"
+PROMPT = "Please review the following change to the scheduler and explain each risk. " * 12
+
+
+def calibration(s, pool, model):
+    for c in s.pool(pool)["calibration"]:
+        if c["model"] == model:
+            return c
+    return None
+
+
+def refused(text=PROMPT, **extra):
+    """A call the provider refuses with 400: a role the Messages API does not know."""
+    body = message(text, **extra)
+    body["messages"][0]["role"] = "tool"
+    return body
+
+
+class FailedCallsTeachNothing(unittest.TestCase):
+    def test_six_refused_calls_leave_the_calibration_ratio_where_it_was(self):
+        with Emu(EMU_FAST + ["--drift", "1.5"]) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", ROOMY)) as s:
+            for _ in range(5):
+                status, _, payload = s.anthropic(message(PROMPT), agent="a")
+                self.assertEqual(status, 200, payload)
+            before = wait_for(lambda: (calibration(s, "claude", "claude-emu-1") or {})
+                              .get("samples") == 5 and calibration(s, "claude", "claude-emu-1"),
+                              10, "five calibration samples")
+            self.assertGreater(before["ratio"], 1.3)
+            err_before = s.agent("a")["estimate_error"]
+            for _ in range(6):
+                status, _, payload = s.anthropic(refused(), agent="a")
+                self.assertEqual(status, 400, payload)
+            wait_for(lambda: s.agent("a")["leases"] == 0, 10, "the refused calls to be settled")
+            after = calibration(s, "claude", "claude-emu-1")
+            self.assertEqual(after["samples"], 5)
+            self.assertAlmostEqual(after["ratio"], before["ratio"], places=6)
+            self.assertAlmostEqual(s.agent("a")["estimate_error"], err_before, places=6)
+            settled = [e for e in s.events() if e["event"] == "settled"]
+            self.assertEqual([e["counted"] for e in settled], [True] * 5 + [False] * 6)
+            # The reservation went back: a refused call bills nothing.
+            self.assertTrue(all(e["input_tokens"] == 0 for e in settled[5:]))
+
+    def test_a_refused_call_does_not_warm_the_cache(self):
+        system = [{"type": "text", "text": "You are a careful reviewer. " * 200,
+                   "cache_control": {"type": "ephemeral"}}]
+        with Emu(EMU_FAST) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", ROOMY)) as s:
+            status, _, payload = s.anthropic(refused("hi", system=system), agent="c")
+            self.assertEqual(status, 400, payload)
+            status, _, payload = s.anthropic(message("hi", system=system), agent="c")
+            self.assertEqual(status, 200, payload)
+            usage = json.loads(payload)["usage"]
+            self.assertGreater(usage["cache_creation_input_tokens"], 1000)
+            granted = [e for e in s.events() if e["event"] == "granted"]
+            # Charged cold: the cached prefix counted as input, as the provider billed it.
+            self.assertGreater(granted[1]["input_tokens"], 1000)
+
+    def test_the_spend_cap_alert_clears_when_a_call_succeeds_again(self):
+        with Emu(EMU_FAST + ["--spend-cap"]) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", ROOMY)) as s:
+            status, _, _ = s.anthropic(message(), agent="spender")
+            self.assertEqual(status, 429)
+            wait_for(lambda: "spend_cap" in s.pool("claude")["alerts"], 10, "the spend_cap alert")
+            self.assertEqual(emu_post(emu, "/emu/spend-cap", {"capped": False}), 200)
+            status, _, payload = s.anthropic(message(), agent="spender")
+            self.assertEqual(status, 200, payload)
+            wait_for(lambda: "spend_cap" not in s.pool("claude")["alerts"], 10,
+                     "the spend_cap alert to clear")
+
+
+def emu_post(emu, path, body):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=10)
+    try:
+        conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+        r = conn.getresponse()
+        r.read()
+        return r.status
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,55 @@
+"""test_accounting.py - the lease API: failed calls teach nothing, answers name the binding bucket."""
+import unittest
+
+from harness import Sluiced
+
+CONFIG = """
+pools:
+  default:
+    input_tpm: 1000000
+    output_tpm: 100000
+    rpm: 10000
+"""
+
+
+def calibration(s, model):
+    for c in s.pool()["calibration"]:
+        if c["model"] == model:
+            return c
+    return None
+
+
+class FailedCalls(unittest.TestCase):
+    def test_failed_settles_are_not_counted_and_leave_the_calibration_alone(self):
+        with Sluiced(CONFIG) as s:
+            for _ in range(5):
+                status, body, _ = s.lease("a", 1000, model="m1")
+                self.assertEqual(status, 200, body)
+                status, body, _ = s.call("POST", "/v1/leases/%s/settle" % body["lease"],
+                                         {"input_tokens": 1200, "output_tokens": 10})
+                self.assertEqual(status, 200, body)
+                self.assertIs(body["counted"], True)
+            ratio = calibration(s, "m1")["ratio"]
+            self.assertAlmostEqual(ratio, 1.2)
+            for failure in ({"failed": True}, {"got_429": True}, {"failed": True},
+                            {"got_429": True, "spend_cap": True}, {"failed": True},
+                            {"failed": True}):
+                status, body, _ = s.lease("a", 1000, model="m1")
+                self.assertEqual(status, 200, body)
+                settle = {"input_tokens": 0, "output_tokens": 0}
+                settle.update(failure)
+                status, body, _ = s.call("POST", "/v1/leases/%s/settle" % body["lease"], settle)
+                self.assertEqual(status, 200, body)
+                self.assertIs(body["counted"], False)
+                self.assertEqual(body["adjust"]["input_tokens"], 1200)
+            c = calibration(s, "m1")
+            self.assertEqual(c["samples"], 5)
+            self.assertAlmostEqual(c["ratio"], ratio)
+            status, body, _ = s.call("POST", "/v1/leases/l_1/settle",
+                                     {"input_tokens": 0, "output_tokens": 0, "failed": 1})
+            self.assertEqual(status, 400, body)
+            self.assertIn("failed", body["error"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
