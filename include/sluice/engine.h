@@ -209,6 +209,8 @@ typedef struct sl_request {
                                local tokenizer: the engine corrects input_tokens and
                                cached_tokens by the ratio it learned for this pool and
                                model, and learns from the settle (calibration). */
+    double max_wait_s;      /* 0 = the pool's max_queue_wait_s: the longest ETA that is
+                               queued rather than rejected (the proxy holds calls longer) */
 } sl_request_t;
 
 typedef enum sl_status {
@@ -237,6 +239,11 @@ typedef struct sl_decision {
     const char *reason;   /* rejected: "queue_wait_exceeds_max", "agent_cap", "team_cap"
                              or "budget_exhausted" (static strings) */
     bool replayed;        /* the answer is for an earlier request with the same id */
+    const char *limited_by; /* queued, rejected: what binds (static strings): a bucket name
+                               ("input_tokens", "output_tokens", "requests", "tokens"),
+                               "concurrency", "retry_after" (a provider hold), or for
+                               caps "agent_cap", "team_cap", "budget_exhausted"; NULL when
+                               not known */
 } sl_decision_t;
 
 /* Decides a request at `now_s`: GRANT, QUEUED or REJECT (docs/design.md "Decision").

@@ -56,22 +56,30 @@ void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT])
 }
 
 double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], int64_t ahead,
-                   double now)
+                   double now, const char **limited_by)
 {
     double eta_s = p->blocked_until > now ? p->blocked_until - now : 0;
+    const char *why = eta_s > 0 ? "retry_after" : NULL;
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(p, (sl_bucket_t)b)) continue;
         double deficit = prefix[b] - p->level[b];
         if (deficit <= 0) continue;
         double rate_per_s = sl__capacity(p, (sl_bucket_t)b) / 60.0;
         double t_s = deficit / rate_per_s;
-        if (t_s > eta_s) eta_s = t_s;
+        if (t_s > eta_s) {
+            eta_s = t_s;
+            why = sl_bucket_name((sl_bucket_t)b);
+        }
     }
     if (p->cfg.concurrency > 0 && ahead + 1 > p->cfg.concurrency - p->in_flight) {
         /* Slots free when leases end; the earliest expiry bounds the first one. */
         const sl__hnode_t *top = sl__heap_top(&p->lease_heap);
-        if (top && top->at - now > eta_s) eta_s = top->at - now;
+        if (top && top->at - now >= eta_s) {
+            eta_s = top->at - now > 0 ? top->at - now : 0;
+            why = "concurrency";
+        }
     }
+    if (limited_by) *limited_by = why;
     return eta_s;
 }
 

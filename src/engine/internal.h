@@ -259,8 +259,10 @@ bool sl__limited(const sl__pool_t *p, sl_bucket_t b);
 void sl__refill(sl__pool_t *p, double now);
 void sl__clamp_levels(sl__pool_t *p);
 bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now);
+/* The ETA of a request whose need plus the needs ahead of it are `prefix`, `ahead`
+ * requests ahead; `limited_by` (may be NULL) receives what binds, or NULL. */
 double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], int64_t ahead,
-                   double now);
+                   double now, const char **limited_by);
 void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT]);
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
 

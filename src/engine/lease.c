@@ -216,6 +216,9 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
                         r->request_id);
     if (!isfinite(r->ttl_s) || r->ttl_s < 0)
         return sl__fail(e, SL_EINVAL, "ttl %g must be a finite number of seconds > 0", r->ttl_s);
+    if (!isfinite(r->max_wait_s) || r->max_wait_s < 0 || r->max_wait_s > 86400)
+        return sl__fail(e, SL_EINVAL, "max_wait %g must be a number of seconds in [0, 86400]",
+                        r->max_wait_s);
     return SL_OK;
 }
 
@@ -255,9 +258,10 @@ static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t 
 }
 
 static void reject(sl__pool_t *p, double weight, double retry_after_s, double now,
-                   sl_decision_t *out, const char *reason)
+                   sl_decision_t *out, const char *reason, const char *limited_by)
 {
     memset(out, 0, sizeof *out);
+    out->limited_by = limited_by;
     out->status = SL_REJECTED;
     out->weight = weight;
     out->retry_after_s = retry_after_s;
@@ -268,13 +272,13 @@ static void reject(sl__pool_t *p, double weight, double retry_after_s, double no
 
 /* Computes the finish tag, position and ETA the request would have if queued now. */
 static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double finish, uint64_t seq,
-                        double now, int64_t *ahead)
+                        double now, int64_t *ahead, const char **limited_by)
 {
     double sums[SL_BUCKET_COUNT];
     sl__queue_prefix(p, finish, seq, ahead, sums);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         sums[b] += (double)need->n[b];
-    return sl__eta_for(p, sums, *ahead, now);
+    return sl__eta_for(p, sums, *ahead, now, limited_by);
 }
 
 typedef struct decide_args {
@@ -287,6 +291,7 @@ typedef struct decide_args {
     sl__need_t need;
     double weight;
     double ttl_s;
+    double max_wait_s; /* the longest ETA that is queued */
 } decide_args_t;
 
 static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *out)
@@ -296,7 +301,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sl__limited(p, (sl_bucket_t)b) &&
             (double)a->need.n[b] > sl__capacity(p, (sl_bucket_t)b)) {
-            reject(p, a->weight, sl__margin_wait_for(p, &a->need, now), now, out, NULL);
+            reject(p, a->weight, sl__margin_wait_for(p, &a->need, now), now, out, NULL,
+                   sl_bucket_name((sl_bucket_t)b));
             return SL_OK;
         }
     }
@@ -305,6 +311,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     const sl__ticket_t *head = sl__queue_head(p);
     int64_t ahead = 0;
     double finish = 0, eta_s = 0;
+    const char *limited_by = NULL;
     for (int pass = 0; pass < 2; pass++) {
         finish = start + cost / a->weight;
         if (sl__fits(p, &a->need, now) && (!head || finish < head->finish)) {
@@ -316,7 +323,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             sl__fill_grant(l, out);
             return SL_OK;
         }
-        eta_s = queue_eta(p, &a->need, finish, p->seq + 1, now, &ahead);
+        eta_s = queue_eta(p, &a->need, finish, p->seq + 1, now, &ahead, &limited_by);
         /* A large warm cache about to lapse costs the bucket more than serving it now. */
         const sl__cache_t *c = a->cache;
         int64_t cache_tokens = c ? c->tokens : 0;
@@ -327,8 +334,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         if (!bump) break;
         a->weight *= p->cfg.cache_bump;
     }
-    if (eta_s > p->cfg.max_queue_wait_s) {
-        reject(p, a->weight, eta_s, now, out, NULL);
+    if (eta_s > a->max_wait_s) {
+        reject(p, a->weight, eta_s, now, out, NULL, limited_by);
         return SL_OK;
     }
     if (sl__heap_reserve(&p->ticket_heap) != 0 || sl__u64map_reserve(&e->tickets, 1) != 0)
@@ -364,6 +371,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     out->eta_s = eta_s;
     out->position = ahead + 1;
     out->weight = a->weight;
+    out->limited_by = limited_by;
     sl_event_t ev;
     sl__event_init(&ev, SL_EV_QUEUED, now, p);
     ev.agent = a->pa->agent->name;
@@ -506,8 +514,9 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     double ttl_s = req->ttl_s > 0 ? req->ttl_s : p->cfg.lease_ttl_s;
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
 
+    args.max_wait_s = req->max_wait_s > 0 ? req->max_wait_s : p->cfg.max_queue_wait_s;
     if (cap_reason)
-        reject(p, args.weight, cap_wait_s, now_s, out, cap_reason);
+        reject(p, args.weight, cap_wait_s, now_s, out, cap_reason, cap_reason);
     else
         rc = decide(e, &args, now_s, out);
     if (rc) {
@@ -549,7 +558,7 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         memset(out, 0, sizeof *out);
         out->status = SL_QUEUED;
         out->ticket = t->id;
-        out->eta_s = queue_eta(p, &t->need, t->finish, t->seq, now, &ahead);
+        out->eta_s = queue_eta(p, &t->need, t->finish, t->seq, now, &ahead, &out->limited_by);
         out->position = ahead + 1;
         out->weight = t->weight;
         return SL_OK;

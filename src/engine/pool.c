@@ -274,7 +274,7 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
         /* A microsecond late, so rounding never leaves the head a hair short. */
         double need[SL_BUCKET_COUNT];
         sl__need_as_sums(&head->need, need);
-        double eta_at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill) + 1e-6;
+        double eta_at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill, NULL) + 1e-6;
         if (eta_at < at) at = eta_at;
     }
     return at;
@@ -345,7 +345,7 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
     if (head) {
         double need[SL_BUCKET_COUNT];
         sl__need_as_sums(&head->need, need);
-        out->head_eta_s = sl__eta_for(p, need, 0, p->last_refill);
+        out->head_eta_s = sl__eta_for(p, need, 0, p->last_refill, NULL);
     }
     out->leases_in_flight = p->in_flight;
     out->alert_margin_at_floor = p->alert_floor;

@@ -235,7 +235,7 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
 }
 
 /* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
- * ping_interval_s, allow_unauthenticated} */
+ * ping_interval_s, max_hold_s, allow_unauthenticated} */
 static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
 {
     if (want_mapping(p, map, "proxy") < 0) return -1;
@@ -271,12 +271,17 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
                 c->proxy.connect_timeout_s = d;
             else
                 c->proxy.ping_interval_s = d;
+        } else if (!strcmp(kname, "max_hold_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 1 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
+            c->proxy.max_hold_s = d;
         } else if (!strcmp(kname, "allow_unauthenticated")) {
             rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
         } else {
             rc = fail(p, k, "proxy",
                       "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
-                      "connect_timeout_s, ping_interval_s, allow_unauthenticated)",
+                      "connect_timeout_s, ping_interval_s, max_hold_s, allow_unauthenticated)",
                       kname);
         }
         if (rc < 0) return -1;
@@ -950,6 +955,7 @@ int sl_config_defaults(sl_config_t *c)
     c->proxy.idle_timeout_s = 300;
     c->proxy.connect_timeout_s = 10;
     c->proxy.ping_interval_s = 5;
+    c->proxy.max_hold_s = 540;
     c->server.max_connections = 4096;
     c->server.max_pending_output_bytes = 64 * 1024;
     c->server.write_timeout_s = 30;

@@ -45,6 +45,8 @@ typedef struct sl_proxy_config {
     double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
     double connect_timeout_s;   /* 10 */
     double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
+    double max_hold_s;          /* 540: a proxied call waits in the queue this long (under the
+                                   SDKs' 10-minute timeouts) before it is refused */
     bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
                                    identify an agent (with auth off they always do) */
 } sl_proxy_config_t;

@@ -61,6 +61,7 @@ static json_t *queued_json(const sl_decision_t *d, const char *pool)
     json_t *j = json_pack("{s:s,s:o,s:f,s:I,s:f,s:s}", "status", "queued", "ticket",
                           id_json('t', d->ticket), "eta", d->eta_s, "position",
                           (json_int_t)d->position, "weight", d->weight, "pool", pool ? pool : "");
+    if (j && d->limited_by) json_object_set_new(j, "limited_by", json_string(d->limited_by));
     if (j && d->replayed) json_object_set_new(j, "replayed", json_true());
     return j;
 }
@@ -124,7 +125,7 @@ static void answer_decision(sl_call_t *call, const sl_decision_t *d)
         sl__reply_json(call, 202, queued_json(d, call->pool));
         return;
     case SL_REJECTED:
-        sl__reply_rejected(call, d->reason, d->retry_after_s, d->retry_at);
+        sl__reply_rejected_by(call, d->reason, d->limited_by, d->retry_after_s, d->retry_at);
         return;
     }
     sl__reply_error(call, 500, "internal", "backend: unknown decision status %d", (int)d->status);

@@ -80,6 +80,7 @@ typedef struct px {
     char agent[129];
     char pool[129];
     char model[129];
+    const char *limited_by; /* static: what bound the call when it was queued */
     char *body; /* what goes upstream (owned) */
     size_t body_len;
     char *url;
@@ -311,14 +312,16 @@ static void set_retry_headers(px_t *px, double retry_after_s)
     sl_hreq_add_header(px->call->req, "retry-after-ms", v);
 }
 
-/* A REJECT: 429 in the provider's shape with retry-after. */
-static void px_reject(px_t *px, const char *reason, double retry_after_s)
+/* A REJECT: 429 in the provider's shape with retry-after, naming what binds. */
+static void px_reject(px_t *px, const char *reason, const char *limited_by, double retry_after_s)
 {
     set_retry_headers(px, retry_after_s);
     px_error(px, 429,
-             "sluice: pool '%s' has no capacity for agent '%s' now (%s); retry after %.1f s",
-             px->pool, px->agent, reason ? reason : "queue_wait_exceeds_max",
-             retry_after_s > 0 ? retry_after_s : 0.0);
+             "sluice: pool '%s' has no capacity for agent '%s' within proxy.max_hold_s %.0f s "
+             "(%s; limited by %s, which frees in %.1f s); retry after %.1f s",
+             px->pool, px->agent, px->srv->config.proxy.max_hold_s,
+             reason ? reason : "queue_wait_exceeds_max", limited_by ? limited_by : "the pool",
+             retry_after_s > 0 ? retry_after_s : 0.0, retry_after_s > 0 ? retry_after_s : 0.0);
 }
 
 /* ---- settling --------------------------------------------------------------------------- */
@@ -592,7 +595,7 @@ static void on_wait_timeout(evutil_socket_t fd, short what, void *ud)
     uint64_t ticket = px->ticket;
     stop_waiting(px);
     sl_backend_ticket_cancel(px->srv->backend, ticket, NULL, NULL);
-    px_reject(px, "queue_wait_exceeds_max", 1);
+    px_reject(px, "queue_wait_exceeds_max", px->limited_by, 1);
 }
 
 static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud);
@@ -607,7 +610,7 @@ static void queue_call(px_t *px, uint64_t ticket)
     }
     px->phase = PX_QUEUED;
     px->ticket = ticket;
-    double s = srv->config.max_wait_s;
+    double s = srv->config.proxy.max_hold_s;
     struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
     if (!px->wait_timer) px->wait_timer = evtimer_new(srv->base, on_wait_timeout, px);
     if (px->wait_timer) evtimer_add(px->wait_timer, &tv);
@@ -639,10 +642,11 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
         px_forward(px);
         return;
     case SL_QUEUED:
+        px->limited_by = d->limited_by;
         queue_call(px, d->ticket);
         return;
     case SL_REJECTED:
-        px_reject(px, d->reason, d->retry_after_s);
+        px_reject(px, d->reason, d->limited_by, d->retry_after_s);
         return;
     }
     px_error(px, 500, "sluice: unknown decision %d", (int)d->status);
@@ -661,7 +665,7 @@ static void on_ticket_event(sl_proxy_t *proxy, const sl_event_t *ev)
         break;
     case SL_EV_TICKET_REJECTED:
         stop_waiting(px);
-        px_reject(px, ev->reason, ev->retry_at - ev->now_s);
+        px_reject(px, ev->reason, px->limited_by, ev->retry_at - ev->now_s);
         break;
     case SL_EV_TICKET_CANCELLED:
     case SL_EV_TICKET_EXPIRED:
@@ -1070,6 +1074,7 @@ static void start_call(px_t *px, const char *path, const char *query)
         .priority = id.priority,
         .ttl_s = LEASE_TTL_S,
         .model = px->model[0] ? px->model : NULL,
+        .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
     };
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);

@@ -100,6 +100,9 @@ void sl__reply_error(sl_call_t *call, int status, const char *type, const char *
     __attribute__((format(printf, 4, 5)));
 void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg);
 void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_s, double retry_at);
+/* As sl__reply_rejected, naming what binds (`limited_by`, omitted when NULL). */
+void sl__reply_rejected_by(sl_call_t *call, const char *reason, const char *limited_by,
+                           double retry_after_s, double retry_at);
 /* `gone` runs once if the client closes its connection before the call is answered
  * (call->req is NULL by then). */
 void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));

@@ -410,6 +410,29 @@ static void test_estimate_error_above_20_percent_over_20_leases_alerts(void **st
     sl_engine_free(e);
 }
 
+static void test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 1200, 10000); /* output capacity 1020 */
+    harness_grant(e, "a", 10, 1000, T0);
+    sl_request_t r = harness_req("b", 10, 1000);
+    r.max_wait_s = 30; /* shorter than the ETA (about 57 s): rejected */
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_REJECTED);
+    assert_string_equal(d.limited_by, "output_tokens");
+    r.max_wait_s = 540; /* the proxy's hold */
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    assert_string_equal(d.limited_by, "output_tokens");
+    assert_true(d.eta_s > 50 && d.eta_s < 60);
+    r.max_wait_s = -1;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "max_wait"));
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -430,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_an_idle_ticket_expires_and_a_held_one_does_not),
         cmocka_unit_test(test_cancelling_a_granted_ticket_refunds_the_lease),
         cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
+        cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

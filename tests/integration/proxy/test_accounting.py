@@ -1,8 +1,19 @@
 """test_accounting.py - what the proxy's settles teach the engine: only calls the provider answered."""
 import json
+import time
 import unittest
 
-from harness import EMU_FAST, Emu, Sluiced, message, pool_yaml, wait_for
+from harness import EMU_FAST, Emu, Sluiced, message, pool_yaml, read_until, wait_for
+
+# One call of max_tokens 1000 takes nearly all of the output bucket (1020, refilled at
+# 17 tokens/s): a second one queued behind it has an ETA of about 57 s.
+TIGHT = "input_tpm: 1000000\noutput_tpm: 1200\nrpm: 10000"
+# Answers that take about 2 s (24 tokens at 12 tokens/s).
+EMU_SLOW = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "1000000",
+            "--ttft-ms", "0", "--tokens-per-s", "12", "--latency-spread", "0",
+            "--output-tokens", "24", "--ping-interval-ms", "100000"]
+STREAM_HEADERS = {"content-type": "application/json", "anthropic-version": "2023-06-01",
+                  "x-api-key": "agent-token", "x-sluice-agent": "first"}
 
 ROOMY = "input_tpm: 10000000\noutput_tpm: 10000000\nrpm: 100000"
 PROMPT = "Please review the following change to the scheduler and explain each risk. " * 12
@@ -73,6 +84,44 @@ class FailedCallsTeachNothing(unittest.TestCase):
             self.assertEqual(status, 200, payload)
             wait_for(lambda: "spend_cap" not in s.pool("claude")["alerts"], 10,
                      "the spend_cap alert to clear")
+
+
+class HoldDontRefuse(unittest.TestCase):
+    def test_a_call_queued_longer_than_max_queue_wait_s_is_held_and_succeeds(self):
+        # max_queue_wait_s 1 would refuse the second call (ETA about 57 s); the proxy holds
+        # it up to proxy.max_hold_s (540 by default) and it is served once the first call's
+        # refund frees the output bucket, about 2 s later.
+        with Emu(EMU_SLOW) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", TIGHT,
+                                       "max_queue_wait_s: 1")) as s:
+            first = s.open_stream("/anthropic/v1/messages",
+                                  message(max_tokens=1000, stream=True), STREAM_HEADERS)
+            read_until(first, b"message_start", 10)
+            t0 = time.monotonic()
+            status, _, payload = s.anthropic(message(max_tokens=1000), agent="second")
+            held_s = time.monotonic() - t0
+            first.close()
+            self.assertEqual(status, 200, payload)
+            self.assertGreater(held_s, 1.0)
+            queued = [e for e in s.events() if e["event"] == "queued"]
+            self.assertEqual(len(queued), 1)
+            self.assertGreater(queued[0]["eta"], 1.0)
+            self.assertEqual(emu.stats()["http_429"], 0)
+
+    def test_beyond_max_hold_s_the_429_names_the_binding_bucket_and_when_it_frees(self):
+        with Emu(EMU_SLOW) as emu, Sluiced(
+                "proxy:\n  max_hold_s: 5\npools:\n" +
+                pool_yaml("claude", emu.url, "anthropic", TIGHT)) as s:
+            first = s.open_stream("/anthropic/v1/messages",
+                                  message(max_tokens=1000, stream=True), STREAM_HEADERS)
+            read_until(first, b"message_start", 10)
+            status, h, payload = s.anthropic(message(max_tokens=1000), agent="second")
+            first.close()
+            self.assertEqual(status, 429, payload)
+            text = json.loads(payload)["error"]["message"]
+            self.assertIn("output_tokens", text)
+            self.assertIn("max_hold_s", text)
+            self.assertGreater(int(h["retry-after"]), 5)
 
 
 def emu_post(emu, path, body):

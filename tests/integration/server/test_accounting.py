@@ -51,5 +51,21 @@ class FailedCalls(unittest.TestCase):
             self.assertIn("failed", body["error"]["message"])
 
 
+class LimitedBy(unittest.TestCase):
+    def test_queued_and_rejected_answers_name_the_binding_bucket(self):
+        with Sluiced(CONFIG + "  tight:\n    input_tpm: 1000000\n    output_tpm: 1200\n") as s:
+            status, body, _ = s.lease("a", 10, 1000, pool="tight")
+            self.assertEqual(status, 200, body)
+            status, body, _ = s.lease("b", 10, 1000, pool="tight")
+            self.assertEqual(status, 202, body)
+            self.assertEqual(body["limited_by"], "output_tokens")
+            status, body, _ = s.call("GET", "/v1/tickets/" + body["ticket"])
+            self.assertEqual(body["limited_by"], "output_tokens")
+            status, body, _ = s.lease("c", 10, 1000, pool="tight")
+            self.assertEqual(status, 429, body)
+            self.assertEqual(body["limited_by"], "output_tokens")
+            self.assertEqual(body["reason"], "queue_wait_exceeds_max")
+
+
 if __name__ == "__main__":
     unittest.main()
