@@ -241,6 +241,24 @@ static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
     return c && now - c->last_settle_at < p->cfg.cache_ttl_s;
 }
 
+/* max_tokens is a loose upper bound the provider does not reserve: a call whose
+ * max_tokens is above what the output (or combined) bucket can ever hold is still
+ * served, so it reserves what fits, today's capacity, and its settle charges any
+ * excess as debt, like any underestimate. */
+static int64_t output_that_fits(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens)
+{
+    if (sl__limited(p, SL_BUCKET_OUTPUT)) {
+        int64_t fit = (int64_t)floor(sl__capacity(p, SL_BUCKET_OUTPUT) + 1e-6);
+        if (out_tokens > fit) out_tokens = fit;
+    }
+    if (sl__limited(p, SL_BUCKET_TOKENS)) {
+        int64_t fit = (int64_t)floor(sl__capacity(p, SL_BUCKET_TOKENS) + 1e-6) - in_tokens;
+        if (fit < 0) fit = 0; /* the input alone can never fit: check_capacity says so */
+        if (out_tokens > fit) out_tokens = fit;
+    }
+    return out_tokens;
+}
+
 static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need)
 {
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
@@ -473,10 +491,11 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.need.penalty = !warm && cached > 0;
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
+    int64_t out_tokens = output_that_fits(p, in, req->output_tokens);
     args.need.n[SL_BUCKET_INPUT] = in;
-    args.need.n[SL_BUCKET_OUTPUT] = req->output_tokens;
+    args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
-    args.need.n[SL_BUCKET_TOKENS] = in + req->output_tokens;
+    args.need.n[SL_BUCKET_TOKENS] = in + out_tokens;
     rc = check_capacity(e, p, &args.need);
     const char *cap_reason = NULL;
     double cap_wait_s = 0;
