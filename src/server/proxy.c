@@ -29,6 +29,7 @@
 #include "upstream.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -774,18 +775,68 @@ static const char *presented_key(px_t *px)
     return NULL;
 }
 
-/* The pool for this call: x-sluice-pool, the token's only pool, or the first pool
- * whose provider speaks this endpoint's API. */
+/* True when some pool of this endpoint's API lists the models it serves: the pool is
+ * then picked from the request's model (route_by_model). */
+static bool routes_by_model(const px_t *px)
+{
+    const sl_config_t *c = &px->srv->config;
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
+        if (c->upstreams[i].api == px->api && c->upstreams[i].n_models > 0) return true;
+    return false;
+}
+
+/* The pool for this call: x-sluice-pool, the token's only pool, "" when it is to be
+ * picked from the model once the body is read, or the first pool whose provider speaks
+ * this endpoint's API. */
 static const char *choose_pool(px_t *px)
 {
     const char *h = in_header(px, "x-sluice-pool");
     if (h) return h;
     const sl_token_rule_t *t = px->call->token;
     if (t && t->n_pools == 1) return t->pools[0];
+    if (routes_by_model(px)) return "";
     const sl_config_t *c = &px->srv->config;
     for (size_t i = 0; i < c->settings.n_pools; i++)
         if (c->upstreams && c->upstreams[i].api == px->api) return c->settings.pools[i].name;
     return NULL;
+}
+
+/* Picks px->pool from px->model: the first pool of this API (in the file's order) one
+ * of whose `models` patterns matches and which the token may use, else
+ * proxy.default_pool. Returns 0, or -1 after answering 400 or 403. */
+static int route_by_model(px_t *px)
+{
+    const sl_config_t *c = &px->srv->config;
+    const char *forbidden = NULL;
+    for (size_t i = 0; i < c->settings.n_pools; i++) {
+        const sl_pool_upstream_t *up = &c->upstreams[i];
+        if (up->api != px->api) continue;
+        for (size_t k = 0; k < up->n_models; k++) {
+            if (fnmatch(up->models[k], px->model, 0) != 0) continue;
+            const char *name = c->settings.pools[i].name;
+            if (!sl__token_may_use(px->call, NULL, name)) {
+                if (!forbidden) forbidden = name;
+                break;
+            }
+            snprintf(px->pool, sizeof(px->pool), "%s", name);
+            return 0;
+        }
+    }
+    if (forbidden) {
+        px_error(px, 403, "sluice: model '%s' is served by pool '%s', which this token may not use",
+                 px->model, forbidden);
+        return -1;
+    }
+    const char *def = c->proxy.default_pool;
+    if (def && sl__token_may_use(px->call, NULL, def)) {
+        snprintf(px->pool, sizeof(px->pool), "%s", def);
+        return 0;
+    }
+    px_error(px, 400,
+             "sluice: model '%s' is served by no pool: no pool's `models` matches it and "
+             "proxy.default_pool is %s (or name a pool with x-sluice-pool)",
+             px->model[0] ? px->model : "(none)", def ? "not allowed for this token" : "not set");
+    return -1;
 }
 
 typedef struct identity {
@@ -868,7 +919,7 @@ static int identify(px_t *px, identity_t *id)
         px_error(px, 400, "sluice: x-sluice-pool: the name is longer than 128 characters");
         return -1;
     }
-    if (!sl__token_may_use(call, NULL, pool)) {
+    if (*pool && !sl__token_may_use(call, NULL, pool)) {
         px_error(px, 403, "sluice: this token may not use pool '%s'", pool);
         return -1;
     }
@@ -1017,6 +1068,22 @@ static void estimate(px_t *px, const json_t *j)
     if (px->est.output_tokens == 0) px->est.output_tokens = DEFAULT_OUTPUT_TOKENS;
 }
 
+/* The upstream of px->pool, or NULL after answering 404 or 400. */
+static const sl_pool_upstream_t *pool_upstream(px_t *px)
+{
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->pool);
+    if (!up) {
+        px_error(px, 404, "sluice: pool '%s' is not configured", px->pool);
+        return NULL;
+    }
+    if (up->api != px->api || !up->url) {
+        px_error(px, 400, "sluice: pool '%s' has no %s upstream", px->pool,
+                 px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
+        return NULL;
+    }
+    return up;
+}
+
 static void start_call(px_t *px, const char *path, const char *query)
 {
     const sl_config_t *c = &px->srv->config;
@@ -1028,16 +1095,8 @@ static void start_call(px_t *px, const char *path, const char *query)
     }
     identity_t id;
     if (identify(px, &id) < 0) return;
-    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, px->pool);
-    if (!up) {
-        px_error(px, 404, "sluice: pool '%s' is not configured", px->pool);
-        return;
-    }
-    if (up->api != px->api || !up->url) {
-        px_error(px, 400, "sluice: pool '%s' has no %s upstream", px->pool,
-                 px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
-        return;
-    }
+    const sl_pool_upstream_t *up = NULL;
+    if (px->pool[0] && !(up = pool_upstream(px))) return;
     /* What the SDKs send; a web page can only send it after a CORS preflight, so no page
      * spends the pool's key with a text/plain POST. */
     const char *ctype = sl_hreq_header(px->call->req, "Content-Type");
@@ -1048,6 +1107,10 @@ static void start_call(px_t *px, const char *path, const char *query)
     }
     json_t *j = read_body(px);
     if (!j) return;
+    if (!up && (route_by_model(px) < 0 || !(up = pool_upstream(px)))) {
+        json_decref(j);
+        return;
+    }
     if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {
         json_decref(j);
         px_error(px, 503, "sluice: out of memory");
