@@ -203,6 +203,10 @@ typedef struct sl_request {
     int64_t unblocks;       /* >= 0, used when `task` is not in the task graph */
     const char *priority;   /* NULL = "normal" */
     const char *cache_key;  /* NULL = agent */
+    const char *cache_prefix_hash; /* NULL = none. A hash of the cached prefix (1-128
+                               printable bytes): the cache is identified by (cache_key,
+                               model, cache_prefix_hash), so another prefix or another
+                               model is cold, as the provider's cache is */
     double ttl_s;           /* 0 = the pool's lease_ttl_s; at most max_lease_ttl_s */
     const char *request_id; /* NULL = no idempotency */
     const char *model;      /* NULL = none. The model the input was counted for with a

@@ -912,6 +912,8 @@ static void rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_deci
     op->req.cache_key = op->strs[5];
     op->req.request_id = op->strs[6];
     op->req.model = op->strs[7];
+    op->strs[8] = dup_or_null(req->cache_prefix_hash); /* borrowed by the caller: copied */
+    op->req.cache_prefix_hash = op->strs[8];
     op->pool = dup_or_null(req->pool ? req->pool : "default");
     if (!req->request_id && req->agent) {
         snprintf(op->rid, sizeof op->rid, "~%.63s.%llu", rb->opt.replica_id,

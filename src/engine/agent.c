@@ -67,6 +67,30 @@ sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_ke
     return c;
 }
 
+#define CACHES_SWEEP_MIN 1024
+
+void sl__cache_sweep(sl__pool_t *p, double now)
+{
+    if (p->caches.len < p->caches_sweep_at || p->caches.len < CACHES_SWEEP_MIN) return;
+    size_t n = 0;
+    sl__cache_t **cold = malloc(p->caches.len * sizeof *cold);
+    if (cold) {
+        for (size_t i = 0; i < p->caches.cap; i++) {
+            sl__cache_t *c = p->caches.slots[i].hash ? p->caches.slots[i].val : NULL;
+            if (c && c->refs == 0 && !(now - c->last_settle_at < p->cfg.cache_ttl_s))
+                cold[n++] = c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            sl__strmap_del(&p->caches, cold[i]->key);
+            free(cold[i]->key);
+            free(cold[i]);
+        }
+        free(cold);
+    }
+    /* Out of memory sweeps nothing now; the doubling still bounds how often we try. */
+    p->caches_sweep_at = 2 * p->caches.len;
+}
+
 double sl__agent_mean_error(const sl__agent_t *a)
 {
     if (a->err_n == 0) return 0;

@@ -21,6 +21,7 @@ typedef struct sl__cache {
     char *key;
     double last_settle_at; /* -INFINITY: never settled, so cold */
     int64_t tokens;        /* size of the cached prefix last seen */
+    int64_t refs;          /* leases and tickets that point here: never swept while > 0 */
 } sl__cache_t;
 
 /* Caps of an agent, of every agent ("*"), or of a team (caps.c). Never freed while
@@ -90,6 +91,8 @@ typedef struct sl__agent {
 typedef struct sl__need {
     int64_t n[SL_BUCKET_COUNT]; /* input, output, requests, tokens */
     int64_t cached_tokens;      /* the prefix the call expects from the cache */
+    int64_t prompt_tokens;      /* input + cached as estimated (corrected), warm or cold:
+                                   what the estimate error compares the billed prompt with */
     bool penalty;               /* the cached prefix is charged as uncached input */
 } sl__need_t;
 
@@ -158,7 +161,8 @@ typedef struct sl__pool {
     sl__heap_t lease_heap;  /* leases by expires_at */
     sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
     sl__strmap_t pagents;   /* agent name -> sl__pagent_t */
-    sl__strmap_t caches;    /* cache_key (other than the agent) -> sl__cache_t */
+    sl__strmap_t caches;    /* cache identity (other than the bare agent) -> sl__cache_t */
+    size_t caches_sweep_at; /* sweep cold, unreferenced caches when this many exist */
     sl__strmap_t calibs;    /* model -> sl__calib_t */
     sl__strmap_t capstates; /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
@@ -298,6 +302,9 @@ double sl__cost(const sl__pool_t *p, const sl__need_t *need);
 sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create);
 sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create);
 sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create);
+/* Drops caches that are cold at `now` and that no lease or ticket points at, once the
+ * pool holds caches_sweep_at of them (amortised O(1) per new cache). */
+void sl__cache_sweep(sl__pool_t *p, double now);
 double sl__agent_record_error(sl_engine_t *e, sl__pool_t *p, sl__agent_t *a, int window,
                               double limit, double err);
 int sl__agent_record_signature(sl__agent_t *a, const char *sig);

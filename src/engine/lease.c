@@ -54,6 +54,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     l->pool = p;
     l->pa = pa;
     l->cache = cache;
+    cache->refs++;
     l->need = *need;
     l->caps = capref;
     sl__caps_take(p, &l->caps, need, now);
@@ -123,6 +124,7 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
     }
     if (refund) sl__caps_give(p, &l->caps, l->need.n, l->caps.cost_usd, now);
     sl__caps_end(&l->caps);
+    l->cache->refs--;
     p->in_flight--;
     l->pa->agent->leases--;
     sl__lease_forget(e, l->id, end_state);
@@ -148,6 +150,7 @@ void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lea
         sl__emit(e, &ev);
     }
     sl__heap_remove(&t->pool->ticket_heap, &t->idle);
+    t->cache->refs--;
     t->pa->agent->queued--;
     sl__tomb_add(e, t->id, (lease << 4) | ((uint64_t)end_state << 1) | 1);
     free(t);
@@ -209,6 +212,9 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
     if (r->cache_key && !printable(r->cache_key, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "cache_key \"%.140s\" must be 1-128 printable bytes",
                         r->cache_key);
+    if (r->cache_prefix_hash && !printable(r->cache_prefix_hash, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "cache_prefix_hash \"%.140s\" must be 1-128 printable bytes",
+                        r->cache_prefix_hash);
     if (r->model && !printable(r->model, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "model \"%.140s\" must be 1-128 printable bytes", r->model);
     if (r->request_id && !printable(r->request_id, SL__NAME_MAX))
@@ -364,6 +370,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->pool = p;
     t->pa = a->pa;
     t->cache = a->cache;
+    t->cache->refs++;
     t->calib = a->calib;
     t->caps = a->caps;
     t->est_prompt_tokens = a->est_prompt_tokens;
@@ -477,6 +484,14 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     sl__agent_t *a = sl__agent_get(e, req->agent, false);
     sl__pagent_t *pa = a ? sl__pagent_get(p, a, false) : NULL;
     const char *cache_key = req->cache_key ? req->cache_key : req->agent;
+    /* The provider caches a prefix per model: (cache_key, model, prefix hash) is one
+     * cache, so a call of another model or another prefix finds it cold. */
+    char identity[3 * SL__NAME_MAX + 8];
+    if (req->model || req->cache_prefix_hash) {
+        snprintf(identity, sizeof identity, "%s\x1f%s\x1f%s", cache_key,
+                 req->model ? req->model : "", req->cache_prefix_hash ? req->cache_prefix_hash : "");
+        cache_key = identity;
+    }
     sl__cache_t *cache = pa ? sl__cache_get(p, pa, cache_key, false)
                             : (sl__cache_t *)sl__strmap_get(&p->caches, cache_key);
     decide_args_t args = {.p = p};
@@ -488,6 +503,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     int64_t cached = corrected(req->cached_tokens, ratio);
     args.est_prompt_tokens = req->input_tokens + req->cached_tokens;
     args.need.cached_tokens = cached;
+    args.need.prompt_tokens = input + cached;
     args.need.penalty = !warm && cached > 0;
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
@@ -517,6 +533,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     if (!a) a = sl__agent_get(e, req->agent, true);
     if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;
+    if (!cache) sl__cache_sweep(p, now_s);
     args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
     if (req->model) args.calib = calib ? calib : sl__calib_get(p, req->model, true);
     if (!args.cache || (req->model && !args.calib)) {
@@ -744,8 +761,14 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     /* Only calls the provider answered teach: a refused or broken call's zero or
      * partial usage says nothing about the estimate or the cache. */
     bool counted = !s->failed && !s->got_429;
-    double err = fabs((double)(actual_in - l->need.n[SL_BUCKET_INPUT])) /
-                 (double)(actual_in > 1 ? actual_in : 1);
+    /* Like with like: the prompt the provider billed (uncached, written and read)
+     * against the prompt estimated for it, whether the cache turned out warm or cold, so
+     * a correctly predicted cache write, or a read sluice charged as a write, is no
+     * estimator error. */
+    int64_t billed_prompt =
+        sat_add(sat_add(s->input_tokens, s->cache_creation_input_tokens), s->cache_read_input_tokens);
+    double err = fabs((double)billed_prompt - (double)l->need.prompt_tokens) /
+                 (double)(billed_prompt > 1 ? billed_prompt : 1);
     if (counted) {
         sl__agent_record_error(e, p, a, p->cfg.estimate_error_window,
                                p->cfg.estimate_error_alert, err);

@@ -81,6 +81,7 @@ typedef struct px {
     char agent[129];
     char pool[129];
     char model[129];
+    char prefix_hash[65]; /* "" when the call has no cached prefix */
     const char *limited_by; /* static: what bound the call when it was queued */
     char *body; /* what goes upstream (owned) */
     size_t body_len;
@@ -1124,6 +1125,7 @@ static void start_call(px_t *px, const char *path, const char *query)
         return;
     }
     estimate(px, j);
+    if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
     json_decref(j);
     sl_request_t r = {
         .agent = px->agent,
@@ -1137,6 +1139,7 @@ static void start_call(px_t *px, const char *path, const char *query)
         .priority = id.priority,
         .ttl_s = LEASE_TTL_S,
         .model = px->model[0] ? px->model : NULL,
+        .cache_prefix_hash = px->prefix_hash[0] ? px->prefix_hash : NULL,
         .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
     };
     px->phase = PX_START;

@@ -216,4 +216,10 @@ bool sl__usage_from_event(sl_upstream_api_t api, const char *ev, size_t len,
 bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,
                             bool have_retry_after);
 
+/* proxy_prefix.c: the SHA-256 (64 hex digits and a NUL in `out`) of the prompt prefix
+ * a call of `api` expects from the provider's cache: Anthropic's blocks up to the last
+ * cache_control, OpenAI's tools and messages before the newest. Returns 1 when there
+ * is such a prefix, 0 when there is none (`out` untouched), -1 when out of memory. */
+int sl__prefix_hash(sl_upstream_api_t api, const json_t *body, char out[65]);
+
 #endif /* SL_SERVER_H */

@@ -463,6 +463,83 @@ static void test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds
     sl_engine_free(e);
 }
 
+static sl_decision_t request_prefix(sl_engine_t *e, const char *model, const char *hash,
+                                    double now)
+{
+    sl_request_t r = harness_req("cc", 10, 100);
+    r.cached_tokens = 5000;
+    r.model = model;
+    r.cache_prefix_hash = hash;
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    return d;
+}
+
+static void test_the_cache_is_one_per_model_and_prefix(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000000, 10000000, 100000);
+    double t = T0;
+    sl_decision_t d = request_prefix(e, "sonnet", "p1", t);
+    assert_true(d.cache_penalty);
+    sl_settle_t s = harness_settle(10, 100);
+    s.cache_creation_input_tokens = 5000;
+    sl_settle_result_t res;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, &res), SL_OK);
+    /* A correctly predicted cache write is no estimate error. */
+    assert_true(res.estimate_error < 1e-9);
+    d = request_prefix(e, "sonnet", "p1", t);
+    assert_false(d.cache_penalty);
+    s.cache_creation_input_tokens = 0;
+    s.cache_read_input_tokens = 5000;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, &res), SL_OK);
+    assert_true(res.estimate_error < 1e-9);
+    assert_true(request_prefix(e, "haiku", "p1", t).cache_penalty);  /* another model */
+    assert_true(request_prefix(e, "sonnet", "p2", t).cache_penalty); /* another prefix */
+    /* Charged cold but served from the cache: a cache-state miss, not an estimator one. */
+    d = request_prefix(e, "sonnet", "p3", t);
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, &res), SL_OK);
+    assert_true(res.estimate_error < 1e-9);
+    sl_request_t r = harness_req("cc", 10, 100);
+    r.cache_prefix_hash = "";
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "cache_prefix_hash"));
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000000, 100000000, 10000000);
+    double t = T0;
+    sl_request_t r = harness_req("cc", 10, 100);
+    r.cached_tokens = 5000;
+    r.model = "m";
+    r.cache_prefix_hash = "held";
+    r.ttl_s = 600;
+    sl_decision_t held; /* in flight throughout: its cache must survive every sweep */
+    assert_int_equal(sl_engine_request(e, &r, t, &held), SL_OK);
+    char hash[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(hash, sizeof hash, "p%d", i);
+        sl_decision_t d = request_prefix(e, "m", hash, t);
+        sl_settle_t s = harness_settle(10, 100);
+        assert_int_equal(sl_engine_settle(e, d.lease, &s, t, NULL), SL_OK);
+        t += 0.1; /* each goes cold 300 s later and may then be swept (the first 1,000) */
+    }
+    harness_check(e);
+    sl_settle_t s = harness_settle(10, 100);
+    s.cache_creation_input_tokens = 5000;
+    assert_int_equal(sl_engine_settle(e, held.lease, &s, t, NULL), SL_OK);
+    assert_false(request_prefix(e, "m", "held", t).cache_penalty);
+    assert_false(request_prefix(e, "m", "p4999", t).cache_penalty); /* still warm */
+    assert_true(request_prefix(e, "m", "p0", t).cache_penalty);     /* cold (swept or not) */
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -485,6 +562,8 @@ int main(void)
         cmocka_unit_test(test_cancelling_a_granted_ticket_refunds_the_lease),
         cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
         cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
+        cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
+        cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

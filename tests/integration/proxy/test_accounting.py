@@ -86,6 +86,60 @@ class FailedCallsTeachNothing(unittest.TestCase):
                      "the spend_cap alert to clear")
 
 
+SONNET, HAIKU = "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"
+SYSTEM = [{"type": "text", "text": "You are a coding agent working in a large repository. " * 300,
+           "cache_control": {"type": "ephemeral"}}]
+
+
+def granted_input(s):
+    return [e["input_tokens"] for e in s.events() if e["event"] == "granted"]
+
+
+class CachePerPrefixAndModel(unittest.TestCase):
+    def test_a_haiku_call_after_a_sonnet_call_is_charged_cold(self):
+        with Emu(EMU_FAST) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", ROOMY)) as s:
+            status, _, payload = s.anthropic(message("hi", model=SONNET, system=SYSTEM),
+                                             agent="cc")
+            self.assertEqual(status, 200, payload)
+            status, _, payload = s.anthropic(message("hi", model=SONNET, system=SYSTEM),
+                                             agent="cc")
+            self.assertGreater(json.loads(payload)["usage"]["cache_read_input_tokens"], 2000)
+            status, _, payload = s.anthropic(message("hi", model=HAIKU, system=SYSTEM),
+                                             agent="cc")
+            self.assertEqual(status, 200, payload)
+            # Another system prompt is another prefix: cold too.
+            other = [dict(SYSTEM[0], text="You review pull requests carefully. " * 300)]
+            status, _, payload = s.anthropic(message("hi", model=SONNET, system=other),
+                                             agent="cc")
+            self.assertEqual(status, 200, payload)
+            charged = granted_input(s)
+            self.assertGreater(charged[0], 2000)  # cold: the prefix charged as input
+            self.assertLess(charged[1], 100)      # the same prefix and model: warm
+            self.assertGreater(charged[2], 2000)  # Haiku after Sonnet: cold
+            self.assertGreater(charged[3], 1500)  # another prefix (1,800 tokens): cold
+
+    def test_a_claude_code_sized_agent_keeps_its_estimate_error_under_20_percent(self):
+        # 20 turns of a growing conversation behind a 3,900-token cached system prompt,
+        # the last breakpoint moving to the newest message each turn, as Claude Code does.
+        with Emu(EMU_FAST) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", ROOMY)) as s:
+            messages = []
+            for turn in range(20):
+                messages.append({"role": "user", "content": [
+                    {"type": "text", "text": "Step %d: run the tests and fix what fails. " % turn
+                     * 20, "cache_control": {"type": "ephemeral"}}]})
+                body = message("x", model=SONNET, system=SYSTEM)
+                body["messages"] = messages
+                status, _, payload = s.anthropic(body, agent="cc")
+                self.assertEqual(status, 200, payload)
+                del messages[-1]["content"][0]["cache_control"]
+                messages.append({"role": "assistant", "content": json.loads(payload)["content"]})
+            a = s.agent("cc")
+            self.assertLess(a["estimate_error"], 0.20, a)
+            self.assertFalse(a["estimate_error_alert"])
+
+
 class HoldDontRefuse(unittest.TestCase):
     def test_a_call_queued_longer_than_max_queue_wait_s_is_held_and_succeeds(self):
         # max_queue_wait_s 1 would refuse the second call (ETA about 57 s); the proxy holds

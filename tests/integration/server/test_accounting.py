@@ -51,6 +51,29 @@ class FailedCalls(unittest.TestCase):
             self.assertIn("failed", body["error"]["message"])
 
 
+class CacheIdentity(unittest.TestCase):
+    def test_the_cache_is_per_model_and_prefix_hash(self):
+        with Sluiced(CONFIG) as s:
+            def lease(model, prefix):
+                status, body, _ = s.lease("cc", 10, 10, cached_tokens=5000, model=model,
+                                          cache_prefix_hash=prefix)
+                self.assertEqual(status, 200, body)
+                return body
+            first = lease("sonnet", "abc")
+            self.assertIs(first["cache_penalty"], True)
+            status, body, _ = s.call("POST", "/v1/leases/%s/settle" % first["lease"],
+                                     {"input_tokens": 10, "output_tokens": 10,
+                                      "cache_creation_input_tokens": 5000})
+            self.assertEqual(status, 200, body)
+            self.assertLess(body["estimate_error"], 1e-9)  # a predicted cache write
+            self.assertIs(lease("sonnet", "abc")["cache_penalty"], False)
+            self.assertIs(lease("haiku", "abc")["cache_penalty"], True)
+            self.assertIs(lease("sonnet", "xyz")["cache_penalty"], True)
+            status, body, _ = s.lease("cc", 10, 10, cache_prefix_hash=7)
+            self.assertEqual(status, 400, body)
+            self.assertIn("cache_prefix_hash", body["error"]["message"])
+
+
 class LimitedBy(unittest.TestCase):
     def test_queued_and_rejected_answers_name_the_binding_bucket(self):
         with Sluiced(CONFIG + "  tight:\n    input_tpm: 1000000\n    output_tpm: 1200\n") as s:
