@@ -206,15 +206,17 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
             }
         }
         if (h->caps.max_concurrent > 0 && st && st->in_flight >= h->caps.max_concurrent) {
-            /* A slot frees at a settle; the holder's earliest expiry bounds it. */
-            double t = p->cfg.lease_ttl_s;
+            /* A slot frees at a settle: expected from the pool's observed lease
+             * durations, bounded by the holder's earliest expiry. */
+            double earliest = now + p->cfg.lease_ttl_s;
             for (size_t k = 0; k < p->lease_heap.len; k++) {
                 const sl__lease_t *l =
                     sl__container_of(p->lease_heap.items[k], sl__lease_t, expiry);
-                if ((l->caps.h[0] == h || l->caps.h[1] == h) && l->expiry.at - now < t)
-                    t = l->expiry.at - now;
+                if ((l->caps.h[0] == h || l->caps.h[1] == h) && l->expiry.at < earliest)
+                    earliest = l->expiry.at;
             }
-            if (t < 0) t = 0;
+            double t = sl__release_eta(p, st->in_flight - h->caps.max_concurrent + 1,
+                                       h->caps.max_concurrent, earliest, now);
             if (t >= wait_s) wait_s = t, why = cap_reason;
         }
         if (cost > 0 && (h->caps.budget_usd_per_hour > 0 || h->caps.budget_usd_per_day > 0)) {

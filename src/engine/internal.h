@@ -154,6 +154,8 @@ typedef struct sl__pool {
     double spend_cap_at;  /* the last spend-cap 429 */
     double blocked_until; /* a provider retry-after holds grants until then */
     int64_t in_flight;
+    double lease_mean_s;   /* moving average of settled leases' durations (concurrency ETA) */
+    int64_t lease_samples; /* settles averaged so far */
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
     double vtime;                     /* V: finish tag of the most recent grant */
     sl__ticket_t *queue;              /* treap root ordered by (finish, seq) */
@@ -269,6 +271,13 @@ double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], in
                    double now, const char **limited_by);
 void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT]);
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
+/* Seconds until `releases` of `slots` leases in flight have ended, from the settled
+ * leases' mean duration; when none was seen yet, the earliest of `expiries` (absolute
+ * times, may be +INFINITY) bounds it. */
+double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, double earliest_expiry,
+                       double now);
+/* Records a settled lease's duration in the pool's moving average. */
+void sl__record_lease_duration(sl__pool_t *p, double duration_s);
 
 /* margin.c */
 /* The pool's margin as a fraction (inline: every fit and cost asks for it). */

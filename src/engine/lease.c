@@ -798,6 +798,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         ev.weight = l->weight;
         sl__emit(e, &ev);
     }
+    /* How long a slot stays taken: from the grant (or its claim) to the settle. */
+    sl__record_lease_duration(p, now_s - l->granted_at);
     sl__lease_end(e, l, SL__END_SETTLED, false, now_s);
 
     if (s->got_429) {

@@ -540,6 +540,55 @@ static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
     sl_engine_free(e);
 }
 
+static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations(void **state)
+{
+    (void)state;
+    sl_engine_t *e = sl_engine_new(NULL);
+    assert_non_null(e);
+    sl_pool_config_t cfg;
+    sl_pool_config_init(&cfg);
+    cfg.input_tpm = 10000000;
+    cfg.concurrency = 2;
+    cfg.claim_timeout_s = 1e6;
+    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    double t = T0;
+    /* Before any settle only the earliest expiry is known: 120 s, rejected. */
+    uint64_t a = harness_grant(e, "a", 10, 0, t), b = harness_grant(e, "b", 10, 0, t);
+    sl_request_t r = harness_req("c", 10, 0);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_REJECTED);
+    assert_string_equal(d.limited_by, "concurrency");
+    sl_settle_t s = harness_settle(10, 0);
+    assert_int_equal(sl_engine_settle(e, a, &s, t += 10, NULL), SL_OK); /* lasted 10 s */
+    assert_int_equal(sl_engine_settle(e, b, &s, t, NULL), SL_OK);       /* lasted 10 s */
+    a = harness_grant(e, "a", 10, 0, t);
+    b = harness_grant(e, "b", 10, 0, t);
+    /* Two more wait for one release each: 1 x 10 / 2 and 2 x 10 / 2 seconds. */
+    sl_decision_t q1, q2;
+    r = harness_req("c", 10, 0);
+    assert_int_equal(sl_engine_request(e, &r, t, &q1), SL_OK);
+    r = harness_req("d", 10, 0);
+    assert_int_equal(sl_engine_request(e, &r, t, &q2), SL_OK);
+    assert_int_equal(q1.status, SL_QUEUED);
+    assert_int_equal(q2.status, SL_QUEUED);
+    assert_string_equal(q1.limited_by, "concurrency");
+    assert_true(fabs(q1.eta_s - 5) < 1e-9);
+    assert_true(fabs(q2.eta_s - 10) < 1e-9);
+    harness_check(e);
+    /* Each release grants the next. */
+    assert_int_equal(sl_engine_settle(e, a, &s, t += 4, NULL), SL_OK);
+    assert_int_equal(sl_engine_ticket(e, q1.ticket, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    assert_int_equal(sl_engine_settle(e, b, &s, t += 4, NULL), SL_OK);
+    assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
         cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
         cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
+        cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
         cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 """test_accounting.py - what the proxy's settles teach the engine: only calls the provider answered."""
 import json
+import threading
 import time
 import unittest
 
@@ -176,6 +177,36 @@ class HoldDontRefuse(unittest.TestCase):
             self.assertIn("output_tokens", text)
             self.assertIn("max_hold_s", text)
             self.assertGreater(int(h["retry-after"]), 5)
+
+
+class SemaphoreQueues(unittest.TestCase):
+    def test_two_concurrency_bound_calls_queue_and_are_granted_on_release(self):
+        with Emu(EMU_SLOW) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic",
+                                       ROOMY + "\nconcurrency: 1")) as s:
+            status, _, payload = s.anthropic(message(), agent="warmup")  # one 2 s lease seen
+            self.assertEqual(status, 200, payload)
+            first = s.open_stream("/anthropic/v1/messages", message(stream=True), STREAM_HEADERS)
+            read_until(first, b"message_start", 10)
+            answers = {}
+
+            def call(agent):
+                answers[agent] = s.anthropic(message(), agent=agent)
+
+            threads = [threading.Thread(target=call, args=(a,)) for a in ("b", "c")]
+            for t in threads:
+                t.start()
+            wait_for(lambda: s.pool("claude")["queue"]["depth"] == 2, 10, "two queued calls")
+            read_until(first, b"message_stop", 10)
+            first.close()
+            for t in threads:
+                t.join(30)
+            self.assertEqual([answers[a][0] for a in ("b", "c")], [200, 200],
+                             [answers[a][2][:200] for a in ("b", "c")])
+            queued = [e for e in s.events() if e["event"] == "queued"]
+            self.assertEqual(len(queued), 2)
+            self.assertTrue(all(0 < e["eta"] < 60 for e in queued), queued)
+            self.assertEqual(emu.stats()["http_429"], 0)
 
 
 class OutputThatFits(unittest.TestCase):
