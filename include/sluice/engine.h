@@ -417,7 +417,8 @@ typedef struct sl_agent_info {
     const char *name;
     const char *role; /* role of its last request */
     const char *team; /* NULL: no team */
-    double weight;    /* weight of its last request */
+    double weight;    /* current weight: its last request's role, unblocks and priority
+                         with the repeats as they are now (floored) */
     int64_t repeats;
     double estimate_error; /* mean over the last window; 0 when no settles */
     bool alert_estimate_error;

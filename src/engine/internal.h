@@ -76,7 +76,8 @@ typedef struct sl__agent {
     char *team; /* NULL: no team */
     char role[SL__CLASS_MAX];
     const struct sl__class *role_class; /* the class `role` was last copied from, or NULL */
-    double weight;
+    double weight;      /* weight of its last request */
+    double weight_base; /* that request's role x unblocks x priority, before repeats */
     int64_t repeats;
     char *last_sig; /* NULL: the last settle had no failure signature */
     double err[SL__ERR_WINDOW_MAX];

@@ -564,6 +564,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
         a->role_class = role_c;
     }
     a->weight = out->weight;
+    a->weight_base = role_c->value * (1 + 0.5 * (double)unblocks) * prio_c->value;
     if (out->status == SL_REJECTED) {
         sl_event_t ev;
         sl__event_init(&ev, SL_EV_REJECTED, now_s, p);

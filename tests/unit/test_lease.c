@@ -589,6 +589,24 @@ static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_duratio
     sl_engine_free(e);
 }
 
+static void test_agent_info_shows_the_current_weight_after_repeats(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000000, 1000000, 10000);
+    double t = T0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t l = harness_grant(e, "looper", 10, 10, t);
+        sl_settle_t s = harness_settle(10, 10);
+        s.failure_signature = "test_foo:abc123";
+        assert_int_equal(sl_engine_settle(e, l, &s, t += 1, NULL), SL_OK);
+    }
+    sl_agent_info_t info;
+    assert_int_equal(sl_engine_agent_info(e, "looper", &info), SL_OK);
+    assert_int_equal(info.repeats, 3);
+    assert_true(fabs(info.weight - 0.125) < 1e-12); /* its last request had 0.25 */
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
         cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
         cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
+        cmocka_unit_test(test_agent_info_shows_the_current_weight_after_repeats),
         cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
         cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use),
     };

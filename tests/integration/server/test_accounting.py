@@ -74,6 +74,21 @@ class CacheIdentity(unittest.TestCase):
             self.assertIn("cache_prefix_hash", body["error"]["message"])
 
 
+class Agents(unittest.TestCase):
+    def test_v1_agents_shows_the_current_weight(self):
+        with Sluiced(CONFIG) as s:
+            for _ in range(4):
+                status, body, _ = s.lease("looper", 10)
+                self.assertEqual(status, 200, body)
+                s.call("POST", "/v1/leases/%s/settle" % body["lease"],
+                       {"input_tokens": 10, "output_tokens": 10,
+                        "failure_signature": "test_foo:abc"})
+            _, agents, _ = s.call("GET", "/v1/agents")
+            a = [x for x in agents["agents"] if x["name"] == "looper"][0]
+            self.assertEqual(a["repeats"], 3)
+            self.assertAlmostEqual(a["weight"], 0.125)
+
+
 class LimitedBy(unittest.TestCase):
     def test_queued_and_rejected_answers_name_the_binding_bucket(self):
         with Sluiced(CONFIG + "  tight:\n    input_tpm: 1000000\n    output_tpm: 1200\n") as s:
