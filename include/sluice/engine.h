@@ -71,6 +71,10 @@ typedef struct sl_pool_config {
                                       this long expires */
     double price_input_per_mtok;   /* USD per million input tokens (budgets); 0 = unknown */
     double price_output_per_mtok;  /* USD per million output tokens */
+    bool output_reserve_learned;   /* false: reserve max_tokens (output_tokens); true: for a
+                                      request naming a model, the 95th percentile of the
+                                      outputs of the model's last 64 counted settles (once
+                                      20 are known) when that is lower */
     double spend_cap_reset_s;      /* 3600: the spend_cap alert clears this long after the
                                       last spend-cap 429 (0 = only when a call succeeds) */
 } sl_pool_config_t;

@@ -56,12 +56,16 @@ typedef struct sl__capref {
 #define SL__CALIB_WINDOW      64
 #define SL__CALIB_MIN_SAMPLES 5
 #define SL__CALIB_MIN_TOKENS  100
+#define SL__OUTPUT_MIN_SAMPLES 20 /* output_reserve_learned: samples before it applies */
 typedef struct sl__calib {
     char *model;
     double sample[SL__CALIB_WINDOW];
     int n, pos;
     int64_t total;
     double ratio;
+    int64_t out_sample[SL__CALIB_WINDOW]; /* output tokens of the last counted settles */
+    int out_n, out_pos;
+    int64_t out_p95; /* their 95th percentile; 0 until SL__OUTPUT_MIN_SAMPLES */
 } sl__calib_t;
 
 /* An agent's state within one pool. */
@@ -341,6 +345,8 @@ sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
 double sl__calib_ratio(const sl__calib_t *c);
 void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);
 void sl__calib_free_all(sl__pool_t *p);
+/* Records the output of a counted settle of a lease that named this model. */
+void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens);
 
 /* pool.c */
 void sl__pool_free(sl__pool_t *p);

@@ -507,7 +507,11 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.need.penalty = !warm && cached > 0;
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
-    int64_t out_tokens = output_that_fits(p, in, req->output_tokens);
+    int64_t out_tokens = req->output_tokens;
+    if (p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 &&
+        calib->out_p95 < out_tokens)
+        out_tokens = calib->out_p95;
+    out_tokens = output_that_fits(p, in, out_tokens);
     args.need.n[SL_BUCKET_INPUT] = in;
     args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
@@ -780,6 +784,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         l->cache->last_settle_at = now_s;
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
+        sl__calib_record_output(l->calib, s->output_tokens);
         sl__spend_cap_alert(e, p, false, now_s); /* a call went through: no longer capped */
     }
     a->tokens_in = sat_add(a->tokens_in, actual_in);

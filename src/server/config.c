@@ -286,8 +286,8 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
                 c->proxy.ping_interval_s = d;
         } else if (!strcmp(kname, "max_hold_s")) {
             rc = get_double(p, v, key, &d);
-            if (rc == 0 && (d < 1 || d > 86400))
-                rc = fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
+            if (rc == 0 && (d < 0.1 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
             c->proxy.max_hold_s = d;
         } else if (!strcmp(kname, "default_pool")) {
             free(c->proxy.default_pool);
@@ -459,6 +459,14 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
             if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
         bool handled = false;
+        if (!f && kname && !strcmp(kname, "output_reserve")) {
+            const char *sv;
+            if (want_scalar(p, v, key, &sv) < 0) return -1;
+            if (strcmp(sv, "max_tokens") != 0 && strcmp(sv, "learned") != 0)
+                return fail(p, v, key, "'%s' must be max_tokens or learned", sv);
+            cfg->output_reserve_learned = !strcmp(sv, "learned");
+            continue;
+        }
         if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
         if (handled) continue;
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");

@@ -177,6 +177,57 @@ static void test_the_spend_cap_alert_clears_on_success_or_at_the_reset(void **st
     sl_engine_free(e);
 }
 
+static void test_learned_output_reserves_the_95th_percentile_of_real_outputs(void **state)
+{
+    (void)state;
+    sl_engine_t *e = sl_engine_new(NULL);
+    assert_non_null(e);
+    sl_pool_config_t cfg;
+    sl_pool_config_init(&cfg);
+    cfg.input_tpm = 10000000;
+    cfg.output_tpm = 1000000;
+    cfg.output_reserve_learned = true;
+    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    double t = T0;
+    for (int i = 0; i < 20; i++) {
+        sl_request_t r = harness_req("agent", 1000, 32000);
+        r.model = "claude-x";
+        sl_decision_t d;
+        assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
+        /* Until 20 outputs are known: max_tokens. */
+        assert_int_equal(d.charged_output_tokens, 32000);
+        sl_settle_t s = harness_settle(1000, 100 * (i + 1)); /* 100 .. 2000 */
+        if (i == 19) { /* a failed call teaches nothing */
+            sl_decision_t f;
+            assert_int_equal(sl_engine_request(e, &r, t, &f), SL_OK);
+            sl_settle_t fs = harness_settle(0, 0);
+            fs.failed = true;
+            assert_int_equal(sl_engine_settle(e, f.lease, &fs, t, NULL), SL_OK);
+        }
+        assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, NULL), SL_OK);
+    }
+    sl_request_t r = harness_req("agent", 1000, 32000);
+    r.model = "claude-x";
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
+    assert_int_equal(d.charged_output_tokens, 1900); /* nearest rank 19 of 20 */
+    /* A longer answer is charged as debt at the settle. */
+    sl_settle_t s = harness_settle(1000, 5000);
+    sl_settle_result_t res;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, &res), SL_OK);
+    assert_int_equal(res.adjust_output_tokens, -3100);
+    /* A smaller max_tokens stays; another model is not learned yet. */
+    r.output_tokens = 500;
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
+    assert_int_equal(d.charged_output_tokens, 500);
+    r.output_tokens = 32000;
+    r.model = "claude-y";
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
+    assert_int_equal(d.charged_output_tokens, 32000);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_failed_calls_are_not_samples_but_give_the_reservation_back),
         cmocka_unit_test(test_a_failed_call_leaves_the_cache_cold),
         cmocka_unit_test(test_the_spend_cap_alert_clears_on_success_or_at_the_reset),
+        cmocka_unit_test(test_learned_output_reserves_the_95th_percentile_of_real_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

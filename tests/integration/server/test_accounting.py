@@ -89,6 +89,32 @@ class Agents(unittest.TestCase):
             self.assertAlmostEqual(a["weight"], 0.125)
 
 
+class LearnedOutput(unittest.TestCase):
+    def test_output_reserve_learned_reserves_the_95th_percentile(self):
+        with Sluiced(CONFIG + "    output_reserve: learned\n") as s:
+            self.assertEqual(s.pool()["config"]["output_reserve"], "learned")
+            for i in range(20):
+                status, body, _ = s.lease("a", 100, 32000, model="m")
+                self.assertEqual(body["charged"]["output_tokens"], 32000)
+                s.call("POST", "/v1/leases/%s/settle" % body["lease"],
+                       {"input_tokens": 100, "output_tokens": 100 * (i + 1)})
+            status, body, _ = s.lease("a", 100, 32000, model="m")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["charged"]["output_tokens"], 1900)
+
+    def test_a_bad_output_reserve_names_the_key(self):
+        import subprocess, tempfile
+        from harness import SLUICED
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write("pools:\n  default:\n    rpm: 10\n    output_reserve: guess\n")
+            f.flush()
+            p = subprocess.run([SLUICED, "--config", f.name, "--check-config"],
+                               capture_output=True, text=True, timeout=10)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("pools.default.output_reserve", p.stderr + p.stdout)
+        self.assertIn("guess", p.stderr + p.stdout)
+
+
 class LimitedBy(unittest.TestCase):
     def test_queued_and_rejected_answers_name_the_binding_bucket(self):
         with Sluiced(CONFIG + "  tight:\n    input_tpm: 1000000\n    output_tpm: 1200\n") as s:
