@@ -197,20 +197,20 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
 
 /* A request for capacity (POST /v1/leases). Strings are borrowed for the call. */
 typedef struct sl_request {
-    const char *agent;      /* required, 1-128 of [A-Za-z0-9._:-] */
-    const char *pool;       /* NULL = "default" */
-    int64_t input_tokens;   /* >= 0, uncached prompt tokens */
-    int64_t cached_tokens;  /* >= 0, prefix expected from the provider's cache */
-    int64_t output_tokens;  /* >= 0, max_tokens */
-    const char *role;       /* NULL = "worker" */
-    const char *task;       /* NULL = none */
-    int64_t unblocks;       /* >= 0, used when `task` is not in the task graph */
-    const char *priority;   /* NULL = "normal" */
-    const char *cache_key;  /* NULL = agent */
-    const char *cache_prefix_hash; /* NULL = none. A hash of the cached prefix (1-128
-                               printable bytes): the cache is identified by (cache_key,
-                               model, cache_prefix_hash), so another prefix or another
-                               model is cold, as the provider's cache is */
+    const char *agent;     /* required, 1-128 of [A-Za-z0-9._:-] */
+    const char *pool;      /* NULL = "default" */
+    int64_t input_tokens;  /* >= 0, uncached prompt tokens */
+    int64_t cached_tokens; /* >= 0, prefix expected from the provider's cache */
+    int64_t output_tokens; /* >= 0, max_tokens */
+    const char *role;      /* NULL = "worker" */
+    const char *task;      /* NULL = none */
+    int64_t unblocks;      /* >= 0, used when `task` is not in the task graph */
+    const char *priority;  /* NULL = "normal" */
+    const char *cache_key; /* NULL = agent */
+    /* NULL = none. A hash of the cached prefix (1-128 printable bytes): the cache is
+     * identified by (cache_key, model, cache_prefix_hash), so another prefix or another
+     * model is cold, as the provider's cache is. */
+    const char *cache_prefix_hash;
     double ttl_s;           /* 0 = the pool's lease_ttl_s; at most max_lease_ttl_s */
     const char *request_id; /* NULL = no idempotency */
     const char *model;      /* NULL = none. The model the input was counted for with a
@@ -247,11 +247,10 @@ typedef struct sl_decision {
     const char *reason;   /* rejected: "queue_wait_exceeds_max", "agent_cap", "team_cap"
                              or "budget_exhausted" (static strings) */
     bool replayed;        /* the answer is for an earlier request with the same id */
-    const char *limited_by; /* queued, rejected: what binds (static strings): a bucket name
-                               ("input_tokens", "output_tokens", "requests", "tokens"),
-                               "concurrency", "retry_after" (a provider hold), or for
-                               caps "agent_cap", "team_cap", "budget_exhausted"; NULL when
-                               not known */
+    /* queued, rejected: what binds (static strings): a bucket name ("input_tokens",
+     * "output_tokens", "requests", "tokens"), "concurrency", "retry_after" (a provider
+     * hold), or for caps "agent_cap", "team_cap", "budget_exhausted"; NULL: not known. */
+    const char *limited_by;
 } sl_decision_t;
 
 /* Decides a request at `now_s`: GRANT, QUEUED or REJECT (docs/design.md "Decision").

@@ -74,8 +74,8 @@ double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], in
     int64_t releases = ahead + 1 - (p->cfg.concurrency - p->in_flight);
     if (p->cfg.concurrency > 0 && releases > 0) {
         const sl__hnode_t *top = sl__heap_top(&p->lease_heap);
-        double t_s = sl__release_eta(p, releases, p->cfg.concurrency, top ? top->at : INFINITY,
-                                     now);
+        double t_s =
+            sl__release_eta(p, releases, p->cfg.concurrency, top ? top->at : INFINITY, now);
         if (isfinite(t_s) && t_s >= eta_s) {
             eta_s = t_s;
             why = "concurrency";
@@ -102,9 +102,9 @@ double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, dou
 void sl__record_lease_duration(sl__pool_t *p, double duration_s)
 {
     if (!(duration_s >= 0) || !isfinite(duration_s)) return;
-    p->lease_mean_s = p->lease_samples == 0 ? duration_s
-                                            : p->lease_mean_s +
-                                                  LEASE_MEAN_ALPHA * (duration_s - p->lease_mean_s);
+    p->lease_mean_s = p->lease_samples == 0
+                          ? duration_s
+                          : p->lease_mean_s + LEASE_MEAN_ALPHA * (duration_s - p->lease_mean_s);
     p->lease_samples++;
 }
 

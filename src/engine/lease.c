@@ -489,7 +489,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     char identity[3 * SL__NAME_MAX + 8];
     if (req->model || req->cache_prefix_hash) {
         snprintf(identity, sizeof identity, "%s\x1f%s\x1f%s", cache_key,
-                 req->model ? req->model : "", req->cache_prefix_hash ? req->cache_prefix_hash : "");
+                 req->model ? req->model : "",
+                 req->cache_prefix_hash ? req->cache_prefix_hash : "");
         cache_key = identity;
     }
     sl__cache_t *cache = pa ? sl__cache_get(p, pa, cache_key, false)
@@ -508,8 +509,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
     int64_t out_tokens = req->output_tokens;
-    if (p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 &&
-        calib->out_p95 < out_tokens)
+    if (p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 && calib->out_p95 < out_tokens)
         out_tokens = calib->out_p95;
     out_tokens = output_that_fits(p, in, out_tokens);
     args.need.n[SL_BUCKET_INPUT] = in;
@@ -770,13 +770,13 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
      * against the prompt estimated for it, whether the cache turned out warm or cold, so
      * a correctly predicted cache write, or a read sluice charged as a write, is no
      * estimator error. */
-    int64_t billed_prompt =
-        sat_add(sat_add(s->input_tokens, s->cache_creation_input_tokens), s->cache_read_input_tokens);
+    int64_t billed_prompt = sat_add(sat_add(s->input_tokens, s->cache_creation_input_tokens),
+                                    s->cache_read_input_tokens);
     double err = fabs((double)billed_prompt - (double)l->need.prompt_tokens) /
                  (double)(billed_prompt > 1 ? billed_prompt : 1);
     if (counted) {
-        sl__agent_record_error(e, p, a, p->cfg.estimate_error_window,
-                               p->cfg.estimate_error_alert, err);
+        sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert,
+                               err);
         sl__calib_record(l->calib, l->est_prompt_tokens,
                          s->input_tokens + s->cache_creation_input_tokens +
                              s->cache_read_input_tokens);

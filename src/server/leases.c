@@ -268,7 +268,8 @@ static void on_lease_decision(int rc, const sl_decision_t *d, const char *errmsg
 static const char *const lease_fields[] = {
     "agent", "pool", "input_tokens", "cached_tokens", "output_tokens",
     "role",  "task", "unblocks",     "priority",      "cache_key",
-    "wait",  "ttl",  "request_id",   "model",         "cache_prefix_hash", NULL};
+    "wait",  "ttl",  "request_id",   "model",         "cache_prefix_hash",
+    NULL};
 
 /* Fills `r` and `wait_s` from the body. Returns 0, or -1 with `msg` naming the field. */
 static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s, char *msg,

@@ -1,4 +1,5 @@
-/* proxy_prefix.c - the identity of the prompt prefix a proxied call expects from the provider's cache.
+/* proxy_prefix.c - the identity of the prompt prefix a proxied call expects from the provider's
+ * cache.
  *
  * The provider caches a prefix per model and per exact content: a Haiku call right after
  * a Sonnet call of the same agent, or a call whose system prompt changed, finds its cache
@@ -101,8 +102,8 @@ static size_t openai_parts(const json_t *body, prefix_t *h)
 
 int sl__prefix_hash(sl_upstream_api_t api, const json_t *body, char out[65])
 {
-    size_t upto = api == SL_UPSTREAM_ANTHROPIC ? anthropic_parts(body, NULL, 0)
-                                               : openai_parts(body, NULL);
+    size_t upto =
+        api == SL_UPSTREAM_ANTHROPIC ? anthropic_parts(body, NULL, 0) : openai_parts(body, NULL);
     if (upto == 0) return 0;
     prefix_t h = {.md = EVP_MD_CTX_new()};
     if (!h.md || EVP_DigestInit_ex(h.md, EVP_sha256(), NULL) != 1) {

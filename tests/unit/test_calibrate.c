@@ -113,7 +113,7 @@ static void test_failed_calls_are_not_samples_but_give_the_reservation_back(void
     for (int i = 0; i < 6; i++) {
         sl_decision_t d = request_model(e, "claude-x", 1000, 0, t);
         sl_settle_t s = harness_settle(0, 0);
-        s.failed = true; /* a 400 */
+        s.failed = true;                                /* a 400 */
         if (i == 5) s.got_429 = true, s.failed = false; /* a 429 implies it */
         sl_settle_result_t r;
         assert_int_equal(sl_engine_settle(e, d.lease, &s, t, &r), SL_OK);
@@ -197,7 +197,7 @@ static void test_learned_output_reserves_the_95th_percentile_of_real_outputs(voi
         /* Until 20 outputs are known: max_tokens. */
         assert_int_equal(d.charged_output_tokens, 32000);
         sl_settle_t s = harness_settle(1000, 100 * (i + 1)); /* 100 .. 2000 */
-        if (i == 19) { /* a failed call teaches nothing */
+        if (i == 19) {                                       /* a failed call teaches nothing */
             sl_decision_t f;
             assert_int_equal(sl_engine_request(e, &r, t, &f), SL_OK);
             sl_settle_t fs = harness_settle(0, 0);

@@ -463,8 +463,7 @@ static void test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds
     sl_engine_free(e);
 }
 
-static sl_decision_t request_prefix(sl_engine_t *e, const char *model, const char *hash,
-                                    double now)
+static sl_decision_t request_prefix(sl_engine_t *e, const char *model, const char *hash, double now)
 {
     sl_request_t r = harness_req("cc", 10, 100);
     r.cached_tokens = 5000;
