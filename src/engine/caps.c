@@ -160,6 +160,26 @@ static double cap_capacity(const sl__pool_t *p, const sl_caps_t *c, int b)
     return 0;
 }
 
+int64_t sl__caps_output_fit(const sl__pool_t *p, const sl__capref_t *c, int64_t in_tokens)
+{
+    int64_t fit = -1;
+    for (int i = 0; i < 2; i++) {
+        if (!c->h[i]) continue;
+        double out_cap = cap_capacity(p, &c->h[i]->caps, SL_BUCKET_OUTPUT);
+        double tok_cap = cap_capacity(p, &c->h[i]->caps, SL_BUCKET_TOKENS);
+        if (out_cap > 0) {
+            int64_t f = (int64_t)floor(out_cap + 1e-6);
+            if (fit < 0 || f < fit) fit = f;
+        }
+        if (tok_cap > 0) {
+            int64_t f = (int64_t)floor(tok_cap + 1e-6) - in_tokens;
+            if (f < 0) f = 0; /* the input alone never passes: the check says so */
+            if (fit < 0 || f < fit) fit = f;
+        }
+    }
+    return fit;
+}
+
 static double level_now(const sl__pool_t *p, const sl__holder_t *h, const sl__capstate_t *st, int b,
                         double now)
 {

@@ -332,6 +332,9 @@ void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_na
 int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
                    const sl__need_t *need, double now, const char **reason, double *retry_after_s);
 double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens);
+/* The most output tokens the share caps of `c` let a request with `in_tokens` of input
+ * reserve (output and combined buckets), or -1 when no share cap limits output. */
+int64_t sl__caps_output_fit(const sl__pool_t *p, const sl__capref_t *c, int64_t in_tokens);
 int sl__caps_reserve(sl__pool_t *p, sl__capref_t *c);
 void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, double now);
 void sl__caps_give(sl__pool_t *p, sl__capref_t *c, const int64_t delta[SL_BUCKET_COUNT],

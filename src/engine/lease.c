@@ -521,6 +521,13 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     double cap_wait_s = 0;
     if (rc == SL_OK) {
         sl__caps_resolve(e, a, req->agent, &args.caps);
+        /* A share cap is the operator's limit, not the provider's: the output reserved
+         * fits it too, and the settle charges the rest to the cap as debt. */
+        int64_t fit = sl__caps_output_fit(p, &args.caps, args.need.n[SL_BUCKET_INPUT]);
+        if (fit >= 0 && args.need.n[SL_BUCKET_OUTPUT] > fit) {
+            args.need.n[SL_BUCKET_OUTPUT] = fit;
+            args.need.n[SL_BUCKET_TOKENS] = args.need.n[SL_BUCKET_INPUT] + fit;
+        }
         rc = sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s);
         if (rc == 1)
             rc = SL_OK;
