@@ -297,7 +297,9 @@ typedef struct sl_settle {
 typedef struct sl_settle_result {
     int64_t adjust_input_tokens; /* what went back into the bucket: + refund, - charge */
     int64_t adjust_output_tokens;
-    double estimate_error; /* |actual_in - est_in| / max(actual_in, 1) */
+    double estimate_error; /* |billed - estimated prompt| / max(billed, 1); billed = input +
+                              cache creation + cache reads, estimated = input_tokens +
+                              cached_tokens after calibration */
     bool not_counted;      /* a failed call: no calibration, estimate-error or cache sample */
 } sl_settle_result_t;
 
