@@ -71,6 +71,12 @@ typedef struct sl_pool_config {
                                       this long expires */
     double price_input_per_mtok;   /* USD per million input tokens (budgets); 0 = unknown */
     double price_output_per_mtok;  /* USD per million output tokens */
+    bool output_reserve_learned;   /* false: reserve max_tokens (output_tokens); true: for a
+                                      request naming a model, the 95th percentile of the
+                                      outputs of the model's last 64 counted settles (once
+                                      20 are known) when that is lower */
+    double spend_cap_reset_s;      /* 3600: the spend_cap alert clears this long after the
+                                      last spend-cap 429 (0 = only when a call succeeds) */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
@@ -130,6 +136,7 @@ typedef struct sl_event {
     bool active;        /* alert raised (true) or cleared (false) */
     sl_bucket_t bucket; /* resync / limit adopted */
     double value;       /* resync: new level; limit adopted: new limit */
+    bool not_counted;   /* settled: a failed call, not an estimate-error sample */
 } sl_event_t;
 
 typedef void (*sl_event_cb)(const sl_event_t *ev, void *userdata);
@@ -190,22 +197,28 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
 
 /* A request for capacity (POST /v1/leases). Strings are borrowed for the call. */
 typedef struct sl_request {
-    const char *agent;      /* required, 1-128 of [A-Za-z0-9._:-] */
-    const char *pool;       /* NULL = "default" */
-    int64_t input_tokens;   /* >= 0, uncached prompt tokens */
-    int64_t cached_tokens;  /* >= 0, prefix expected from the provider's cache */
-    int64_t output_tokens;  /* >= 0, max_tokens */
-    const char *role;       /* NULL = "worker" */
-    const char *task;       /* NULL = none */
-    int64_t unblocks;       /* >= 0, used when `task` is not in the task graph */
-    const char *priority;   /* NULL = "normal" */
-    const char *cache_key;  /* NULL = agent */
+    const char *agent;     /* required, 1-128 of [A-Za-z0-9._:-] */
+    const char *pool;      /* NULL = "default" */
+    int64_t input_tokens;  /* >= 0, uncached prompt tokens */
+    int64_t cached_tokens; /* >= 0, prefix expected from the provider's cache */
+    int64_t output_tokens; /* >= 0, max_tokens */
+    const char *role;      /* NULL = "worker" */
+    const char *task;      /* NULL = none */
+    int64_t unblocks;      /* >= 0, used when `task` is not in the task graph */
+    const char *priority;  /* NULL = "normal" */
+    const char *cache_key; /* NULL = agent */
+    /* NULL = none. A hash of the cached prefix (1-128 printable bytes): the cache is
+     * identified by (cache_key, model, cache_prefix_hash), so another prefix or another
+     * model is cold, as the provider's cache is. */
+    const char *cache_prefix_hash;
     double ttl_s;           /* 0 = the pool's lease_ttl_s; at most max_lease_ttl_s */
     const char *request_id; /* NULL = no idempotency */
     const char *model;      /* NULL = none. The model the input was counted for with a
                                local tokenizer: the engine corrects input_tokens and
                                cached_tokens by the ratio it learned for this pool and
                                model, and learns from the settle (calibration). */
+    double max_wait_s;      /* 0 = the pool's max_queue_wait_s: the longest ETA that is
+                               queued rather than rejected (the proxy holds calls longer) */
 } sl_request_t;
 
 typedef enum sl_status {
@@ -234,6 +247,10 @@ typedef struct sl_decision {
     const char *reason;   /* rejected: "queue_wait_exceeds_max", "agent_cap", "team_cap"
                              or "budget_exhausted" (static strings) */
     bool replayed;        /* the answer is for an earlier request with the same id */
+    /* queued, rejected: what binds (static strings): a bucket name ("input_tokens",
+     * "output_tokens", "requests", "tokens"), "concurrency", "retry_after" (a provider
+     * hold), or for caps "agent_cap", "team_cap", "budget_exhausted"; NULL: not known. */
+    const char *limited_by;
 } sl_decision_t;
 
 /* Decides a request at `now_s`: GRANT, QUEUED or REJECT (docs/design.md "Decision").
@@ -267,6 +284,10 @@ typedef struct sl_settle {
     bool got_429;                    /* the call with this lease came back 429 */
     double retry_after_s;            /* < 0 when the provider sent none */
     bool spend_cap;                  /* the 429's error was a spend/budget cap */
+    bool failed;                     /* the provider refused or failed the call (any 4xx or
+                                        5xx, a stream that broke off): the tokens given are
+                                        charged, but the call teaches nothing (no calibration,
+                                        estimate-error or cache sample). got_429 implies it. */
     const char *failure_signature;   /* NULL or "" = none */
     const char *const *header_names; /* provider rate-limit headers, lower-case */
     const char *const *header_values;
@@ -276,7 +297,10 @@ typedef struct sl_settle {
 typedef struct sl_settle_result {
     int64_t adjust_input_tokens; /* what went back into the bucket: + refund, - charge */
     int64_t adjust_output_tokens;
-    double estimate_error; /* |actual_in - est_in| / max(actual_in, 1) */
+    double estimate_error; /* |billed - estimated prompt| / max(billed, 1); billed = input +
+                              cache creation + cache reads, estimated = input_tokens +
+                              cached_tokens after calibration */
+    bool not_counted;      /* a failed call: no calibration, estimate-error or cache sample */
 } sl_settle_result_t;
 
 /* Settles a lease (docs/design.md "Settle"). Errors: SL_EINVAL, SL_ENOTFOUND,
@@ -400,7 +424,8 @@ typedef struct sl_agent_info {
     const char *name;
     const char *role; /* role of its last request */
     const char *team; /* NULL: no team */
-    double weight;    /* weight of its last request */
+    double weight;    /* current weight: its last request's role, unblocks and priority
+                         with the repeats as they are now (floored) */
     int64_t repeats;
     double estimate_error; /* mean over the last window; 0 when no settles */
     bool alert_estimate_error;

@@ -1306,6 +1306,8 @@ static void rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_deci
     op->req.cache_key = op->strs[5];
     op->req.request_id = op->strs[6];
     op->req.model = op->strs[7];
+    op->strs[8] = dup_or_null(req->cache_prefix_hash); /* borrowed by the caller: copied */
+    op->req.cache_prefix_hash = op->strs[8];
     op->pool = dup_or_null(req->pool ? req->pool : "default");
     if (!req->request_id && req->agent) {
         snprintf(op->rid, sizeof op->rid, "~%.63s.%llu", rb->opt.replica_id,
@@ -1558,7 +1560,7 @@ static void on_settle_reply(rb_t *rb, rcall_t *c, redisReply *r)
     if (rc == SL__RPROTO && rb->opt.fail == SL_REDIS_FAIL_OPEN) {
         /* What the call used is a fact: keep it and apply it when Redis returns. */
         defer_cmd(rb, &op->cmd);
-        sl_settle_result_t res = {0, 0, 0};
+        sl_settle_result_t res = {0, 0, 0, false};
         op->cb.settle(SL_OK, &res, NULL, op->ud);
     } else if (rc == SL__RPROTO) {
         op->cb.settle(SL_REDIS_EUNAVAILABLE, NULL, unavailable_msg(rb), op->ud);

@@ -30,6 +30,7 @@ sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create)
     }
     memcpy(a->role, "worker", sizeof "worker");
     a->weight = 1.0;
+    a->weight_base = 1.0;
     sl__strmap_put(&e->agents, a->name, a);
     return a;
 }
@@ -65,6 +66,30 @@ sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_ke
     c->last_settle_at = -INFINITY;
     sl__strmap_put(&p->caches, c->key, c);
     return c;
+}
+
+#define CACHES_SWEEP_MIN 1024
+
+void sl__cache_sweep(sl__pool_t *p, double now)
+{
+    if (p->caches.len < p->caches_sweep_at || p->caches.len < CACHES_SWEEP_MIN) return;
+    size_t n = 0;
+    sl__cache_t **cold = malloc(p->caches.len * sizeof *cold);
+    if (cold) {
+        for (size_t i = 0; i < p->caches.cap; i++) {
+            sl__cache_t *c = p->caches.slots[i].hash ? p->caches.slots[i].val : NULL;
+            if (c && c->refs == 0 && !(now - c->last_settle_at < p->cfg.cache_ttl_s))
+                cold[n++] = c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            sl__strmap_del(&p->caches, cold[i]->key);
+            free(cold[i]->key);
+            free(cold[i]);
+        }
+        free(cold);
+    }
+    /* Out of memory sweeps nothing now; the doubling still bounds how often we try. */
+    p->caches_sweep_at = 2 * p->caches.len;
 }
 
 double sl__agent_mean_error(const sl__agent_t *a)
@@ -138,13 +163,16 @@ void sl__agent_free(sl__agent_t *a)
     free(a);
 }
 
-static void fill_info(const sl__agent_t *a, sl_agent_info_t *out)
+/* The weight the agent's next request of the same kind would get: its last request's
+ * base with the repeats as they are now (a settle may have changed them since). */
+static void fill_info(const sl__agent_t *a, double weight_floor, sl_agent_info_t *out)
 {
     memset(out, 0, sizeof *out);
     out->name = a->name;
     out->role = a->role;
     out->team = a->team;
-    out->weight = a->weight;
+    double w = a->weight_base * pow(0.5, (double)a->repeats);
+    out->weight = w > weight_floor ? w : weight_floor;
     out->repeats = a->repeats;
     out->estimate_error = sl__agent_mean_error(a);
     out->alert_estimate_error = a->alert_estimate_error;
@@ -160,7 +188,7 @@ int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_
 {
     const sl__agent_t *a = agent ? sl__strmap_get(&e->agents, agent) : NULL;
     if (!a) return SL_ENOTFOUND;
-    fill_info(a, out);
+    fill_info(a, e->cfg.weight_floor, out);
     return SL_OK;
 }
 
@@ -170,7 +198,7 @@ void sl_engine_agent_foreach(const sl_engine_t *e, void (*fn)(const sl_agent_inf
     for (size_t i = 0; i < e->agents.cap; i++) {
         if (!e->agents.slots[i].hash) continue;
         sl_agent_info_t info;
-        fill_info(e->agents.slots[i].val, &info);
+        fill_info(e->agents.slots[i].val, e->cfg.weight_floor, &info);
         fn(&info, ud);
     }
 }

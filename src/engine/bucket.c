@@ -56,23 +56,56 @@ void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT])
 }
 
 double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], int64_t ahead,
-                   double now)
+                   double now, const char **limited_by)
 {
     double eta_s = p->blocked_until > now ? p->blocked_until - now : 0;
+    const char *why = eta_s > 0 ? "retry_after" : NULL;
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(p, (sl_bucket_t)b)) continue;
         double deficit = prefix[b] - p->level[b];
         if (deficit <= 0) continue;
         double rate_per_s = sl__capacity(p, (sl_bucket_t)b) / 60.0;
         double t_s = deficit / rate_per_s;
-        if (t_s > eta_s) eta_s = t_s;
+        if (t_s > eta_s) {
+            eta_s = t_s;
+            why = sl_bucket_name((sl_bucket_t)b);
+        }
     }
-    if (p->cfg.concurrency > 0 && ahead + 1 > p->cfg.concurrency - p->in_flight) {
-        /* Slots free when leases end; the earliest expiry bounds the first one. */
+    int64_t releases = ahead + 1 - (p->cfg.concurrency - p->in_flight);
+    if (p->cfg.concurrency > 0 && releases > 0) {
         const sl__hnode_t *top = sl__heap_top(&p->lease_heap);
-        if (top && top->at - now > eta_s) eta_s = top->at - now;
+        double t_s =
+            sl__release_eta(p, releases, p->cfg.concurrency, top ? top->at : INFINITY, now);
+        if (isfinite(t_s) && t_s >= eta_s) {
+            eta_s = t_s;
+            why = "concurrency";
+        }
     }
+    if (limited_by) *limited_by = why;
     return eta_s;
+}
+
+/* Leases end at a rate of slots / mean duration while the slots are busy, so the k-th
+ * release is expected k x mean / slots from now. Before any lease was settled, only the
+ * earliest expiry is known: the first slot frees by then at the latest. */
+double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, double earliest_expiry,
+                       double now)
+{
+    double bound_s = earliest_expiry - now > 0 ? earliest_expiry - now : 0;
+    if (p->lease_samples == 0 || slots <= 0) return bound_s;
+    double eta_s = (double)releases * p->lease_mean_s / (double)slots;
+    return releases == 1 && bound_s < eta_s ? bound_s : eta_s;
+}
+
+#define LEASE_MEAN_ALPHA 0.2 /* weight of the newest duration in the moving average */
+
+void sl__record_lease_duration(sl__pool_t *p, double duration_s)
+{
+    if (!(duration_s >= 0) || !isfinite(duration_s)) return;
+    p->lease_mean_s = p->lease_samples == 0
+                          ? duration_s
+                          : p->lease_mean_s + LEASE_MEAN_ALPHA * (duration_s - p->lease_mean_s);
+    p->lease_samples++;
 }
 
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens)

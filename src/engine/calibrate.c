@@ -66,6 +66,30 @@ void sl__calib_update_ratio(sl__calib_t *c)
     c->ratio = c->n % 2 ? sorted[c->n / 2] : (sorted[c->n / 2 - 1] + sorted[c->n / 2]) / 2;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* max_tokens is a loose upper bound: most calls end far below it. With
+ * output_reserve_learned the pool reserves the 95th percentile of what this model's
+ * calls really produced (nearest rank over the last 64), and the settle charges a
+ * longer answer as debt, like any underestimate. */
+void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens)
+{
+    if (!c) return;
+    c->out_sample[c->out_pos] = output_tokens;
+    c->out_pos = (c->out_pos + 1) % SL__CALIB_WINDOW;
+    if (c->out_n < SL__CALIB_WINDOW) c->out_n++;
+    if (c->out_n < SL__OUTPUT_MIN_SAMPLES) return;
+    int64_t sorted[SL__CALIB_WINDOW];
+    memcpy(sorted, c->out_sample, (size_t)c->out_n * sizeof *sorted);
+    qsort(sorted, (size_t)c->out_n, sizeof *sorted, cmp_i64);
+    int rank = (95 * c->out_n + 99) / 100; /* ceil(0.95 n), 1-based */
+    c->out_p95 = sorted[rank - 1] > 1 ? sorted[rank - 1] : 1;
+}
+
 void sl__calib_free_all(sl__pool_t *p)
 {
     for (size_t i = 0; i < p->calibs.cap; i++) {

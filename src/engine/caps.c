@@ -160,6 +160,26 @@ static double cap_capacity(const sl__pool_t *p, const sl_caps_t *c, int b)
     return 0;
 }
 
+int64_t sl__caps_output_fit(const sl__pool_t *p, const sl__capref_t *c, int64_t in_tokens)
+{
+    int64_t fit = -1;
+    for (int i = 0; i < 2; i++) {
+        if (!c->h[i]) continue;
+        double out_cap = cap_capacity(p, &c->h[i]->caps, SL_BUCKET_OUTPUT);
+        double tok_cap = cap_capacity(p, &c->h[i]->caps, SL_BUCKET_TOKENS);
+        if (out_cap > 0) {
+            int64_t f = (int64_t)floor(out_cap + 1e-6);
+            if (fit < 0 || f < fit) fit = f;
+        }
+        if (tok_cap > 0) {
+            int64_t f = (int64_t)floor(tok_cap + 1e-6) - in_tokens;
+            if (f < 0) f = 0; /* the input alone never passes: the check says so */
+            if (fit < 0 || f < fit) fit = f;
+        }
+    }
+    return fit;
+}
+
 static double level_now(const sl__pool_t *p, const sl__holder_t *h, const sl__capstate_t *st, int b,
                         double now)
 {
@@ -206,15 +226,17 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
             }
         }
         if (h->caps.max_concurrent > 0 && st && st->in_flight >= h->caps.max_concurrent) {
-            /* A slot frees at a settle; the holder's earliest expiry bounds it. */
-            double t = p->cfg.lease_ttl_s;
+            /* A slot frees at a settle: expected from the pool's observed lease
+             * durations, bounded by the holder's earliest expiry. */
+            double earliest = now + p->cfg.lease_ttl_s;
             for (size_t k = 0; k < p->lease_heap.len; k++) {
                 const sl__lease_t *l =
                     sl__container_of(p->lease_heap.items[k], sl__lease_t, expiry);
-                if ((l->caps.h[0] == h || l->caps.h[1] == h) && l->expiry.at - now < t)
-                    t = l->expiry.at - now;
+                if ((l->caps.h[0] == h || l->caps.h[1] == h) && l->expiry.at < earliest)
+                    earliest = l->expiry.at;
             }
-            if (t < 0) t = 0;
+            double t = sl__release_eta(p, st->in_flight - h->caps.max_concurrent + 1,
+                                       h->caps.max_concurrent, earliest, now);
             if (t >= wait_s) wait_s = t, why = cap_reason;
         }
         if (cost > 0 && (h->caps.budget_usd_per_hour > 0 || h->caps.budget_usd_per_day > 0)) {

@@ -21,6 +21,7 @@ typedef struct sl__cache {
     char *key;
     double last_settle_at; /* -INFINITY: never settled, so cold */
     int64_t tokens;        /* size of the cached prefix last seen */
+    int64_t refs;          /* leases and tickets that point here: never swept while > 0 */
 } sl__cache_t;
 
 /* Caps of an agent, of every agent ("*"), or of a team (caps.c). Never freed while
@@ -55,12 +56,16 @@ typedef struct sl__capref {
 #define SL__CALIB_WINDOW      64
 #define SL__CALIB_MIN_SAMPLES 5
 #define SL__CALIB_MIN_TOKENS  100
+#define SL__OUTPUT_MIN_SAMPLES 20 /* output_reserve_learned: samples before it applies */
 typedef struct sl__calib {
     char *model;
     double sample[SL__CALIB_WINDOW];
     int n, pos;
     int64_t total;
     double ratio;
+    int64_t out_sample[SL__CALIB_WINDOW]; /* output tokens of the last counted settles */
+    int out_n, out_pos;
+    int64_t out_p95; /* their 95th percentile; 0 until SL__OUTPUT_MIN_SAMPLES */
 } sl__calib_t;
 
 /* An agent's state within one pool. */
@@ -75,7 +80,8 @@ typedef struct sl__agent {
     char *team; /* NULL: no team */
     char role[SL__CLASS_MAX];
     const struct sl__class *role_class; /* the class `role` was last copied from, or NULL */
-    double weight;
+    double weight;      /* weight of its last request */
+    double weight_base; /* that request's role x unblocks x priority, before repeats */
     int64_t repeats;
     char *last_sig; /* NULL: the last settle had no failure signature */
     double err[SL__ERR_WINDOW_MAX];
@@ -90,6 +96,8 @@ typedef struct sl__agent {
 typedef struct sl__need {
     int64_t n[SL_BUCKET_COUNT]; /* input, output, requests, tokens */
     int64_t cached_tokens;      /* the prefix the call expects from the cache */
+    int64_t prompt_tokens;      /* input + cached as estimated (corrected), warm or cold:
+                                   what the estimate error compares the billed prompt with */
     bool penalty;               /* the cached prefix is charged as uncached input */
 } sl__need_t;
 
@@ -148,10 +156,13 @@ typedef struct sl__pool {
     double floor_since;                     /* when the margin reached the floor, or -1 */
     bool alert_floor;
     bool alert_spend_cap;
+    double spend_cap_at;  /* the last spend-cap 429 */
     double blocked_until; /* a provider retry-after holds grants until then */
     double cold_until;    /* end of the cold-start window; 0 when none */
     unsigned cold_raised; /* bit b: bucket b was already raised by headers in the window */
     int64_t in_flight;
+    double lease_mean_s;   /* moving average of settled leases' durations (concurrency ETA) */
+    int64_t lease_samples; /* settles averaged so far */
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
     double vtime;                     /* V: finish tag of the most recent grant */
     sl__ticket_t *queue;              /* treap root ordered by (finish, seq) */
@@ -159,7 +170,8 @@ typedef struct sl__pool {
     sl__heap_t lease_heap;  /* leases by expires_at */
     sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
     sl__strmap_t pagents;   /* agent name -> sl__pagent_t */
-    sl__strmap_t caches;    /* cache_key (other than the agent) -> sl__cache_t */
+    sl__strmap_t caches;    /* cache identity (other than the bare agent) -> sl__cache_t */
+    size_t caches_sweep_at; /* sweep cold, unreferenced caches when this many exist */
     sl__strmap_t calibs;    /* model -> sl__calib_t */
     sl__strmap_t capstates; /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
@@ -264,10 +276,19 @@ bool sl__limited(const sl__pool_t *p, sl_bucket_t b);
 void sl__refill(sl__pool_t *p, double now);
 void sl__clamp_levels(sl__pool_t *p);
 bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now);
+/* The ETA of a request whose need plus the needs ahead of it are `prefix`, `ahead`
+ * requests ahead; `limited_by` (may be NULL) receives what binds, or NULL. */
 double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], int64_t ahead,
-                   double now);
+                   double now, const char **limited_by);
 void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT]);
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
+/* Seconds until `releases` of `slots` leases in flight have ended, from the settled
+ * leases' mean duration; when none was seen yet, the earliest of `expiries` (absolute
+ * times, may be +INFINITY) bounds it. */
+double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, double earliest_expiry,
+                       double now);
+/* Records a settled lease's duration in the pool's moving average. */
+void sl__record_lease_duration(sl__pool_t *p, double duration_s);
 
 /* margin.c */
 /* The pool's margin as a fraction (inline: every fit and cost asks for it). */
@@ -301,6 +322,9 @@ double sl__cost(const sl__pool_t *p, const sl__need_t *need);
 sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create);
 sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create);
 sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create);
+/* Drops caches that are cold at `now` and that no lease or ticket points at, once the
+ * pool holds caches_sweep_at of them (amortised O(1) per new cache). */
+void sl__cache_sweep(sl__pool_t *p, double now);
 double sl__agent_record_error(sl_engine_t *e, sl__pool_t *p, sl__agent_t *a, int window,
                               double limit, double err);
 int sl__agent_record_signature(sl__agent_t *a, const char *sig);
@@ -314,6 +338,9 @@ void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_na
 int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
                    const sl__need_t *need, double now, const char **reason, double *retry_after_s);
 double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens);
+/* The most output tokens the share caps of `c` let a request with `in_tokens` of input
+ * reserve (output and combined buckets), or -1 when no share cap limits output. */
+int64_t sl__caps_output_fit(const sl__pool_t *p, const sl__capref_t *c, int64_t in_tokens);
 int sl__caps_reserve(sl__pool_t *p, sl__capref_t *c);
 void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, double now);
 void sl__caps_give(sl__pool_t *p, sl__capref_t *c, const int64_t delta[SL_BUCKET_COUNT],
@@ -328,6 +355,8 @@ sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
 double sl__calib_ratio(const sl__calib_t *c);
 void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);
 void sl__calib_free_all(sl__pool_t *p);
+/* Records the output of a counted settle of a lease that named this model. */
+void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens);
 
 /* pool.c */
 void sl__pool_free(sl__pool_t *p);
@@ -335,6 +364,8 @@ void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now);
 void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now);
 double sl__pool_next_wakeup(const sl__pool_t *p);
 void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
+/* Raises or clears the pool's spend_cap alert (an ALERT event when it changes). */
+void sl__spend_cap_alert(sl_engine_t *e, sl__pool_t *p, bool active, double now);
 
 /* lease.c */
 int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,

@@ -54,6 +54,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     l->pool = p;
     l->pa = pa;
     l->cache = cache;
+    cache->refs++;
     l->need = *need;
     l->caps = capref;
     sl__caps_take(p, &l->caps, need, now);
@@ -123,6 +124,7 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
     }
     if (refund) sl__caps_give(p, &l->caps, l->need.n, l->caps.cost_usd, now);
     sl__caps_end(&l->caps);
+    l->cache->refs--;
     p->in_flight--;
     l->pa->agent->leases--;
     sl__lease_forget(e, l->id, end_state);
@@ -148,6 +150,7 @@ void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lea
         sl__emit(e, &ev);
     }
     sl__heap_remove(&t->pool->ticket_heap, &t->idle);
+    t->cache->refs--;
     t->pa->agent->queued--;
     sl__tomb_add(e, t->id, (lease << 4) | ((uint64_t)end_state << 1) | 1);
     free(t);
@@ -209,6 +212,9 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
     if (r->cache_key && !printable(r->cache_key, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "cache_key \"%.140s\" must be 1-128 printable bytes",
                         r->cache_key);
+    if (r->cache_prefix_hash && !printable(r->cache_prefix_hash, SL__NAME_MAX))
+        return sl__fail(e, SL_EINVAL, "cache_prefix_hash \"%.140s\" must be 1-128 printable bytes",
+                        r->cache_prefix_hash);
     if (r->model && !printable(r->model, SL__NAME_MAX))
         return sl__fail(e, SL_EINVAL, "model \"%.140s\" must be 1-128 printable bytes", r->model);
     if (r->request_id && !printable(r->request_id, SL__NAME_MAX))
@@ -216,6 +222,9 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
                         r->request_id);
     if (!isfinite(r->ttl_s) || r->ttl_s < 0)
         return sl__fail(e, SL_EINVAL, "ttl %g must be a finite number of seconds > 0", r->ttl_s);
+    if (!isfinite(r->max_wait_s) || r->max_wait_s < 0 || r->max_wait_s > 86400)
+        return sl__fail(e, SL_EINVAL, "max_wait %g must be a number of seconds in [0, 86400]",
+                        r->max_wait_s);
     return SL_OK;
 }
 
@@ -238,6 +247,24 @@ static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
     return c && now - c->last_settle_at < p->cfg.cache_ttl_s;
 }
 
+/* max_tokens is a loose upper bound the provider does not reserve: a call whose
+ * max_tokens is above what the output (or combined) bucket can ever hold is still
+ * served, so it reserves what fits, today's capacity, and its settle charges any
+ * excess as debt, like any underestimate. */
+static int64_t output_that_fits(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens)
+{
+    if (sl__limited(p, SL_BUCKET_OUTPUT)) {
+        int64_t fit = (int64_t)floor(sl__capacity(p, SL_BUCKET_OUTPUT) + 1e-6);
+        if (out_tokens > fit) out_tokens = fit;
+    }
+    if (sl__limited(p, SL_BUCKET_TOKENS)) {
+        int64_t fit = (int64_t)floor(sl__capacity(p, SL_BUCKET_TOKENS) + 1e-6) - in_tokens;
+        if (fit < 0) fit = 0; /* the input alone can never fit: check_capacity says so */
+        if (out_tokens > fit) out_tokens = fit;
+    }
+    return out_tokens;
+}
+
 static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need)
 {
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
@@ -255,9 +282,10 @@ static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t 
 }
 
 static void reject(sl__pool_t *p, double weight, double retry_after_s, double now,
-                   sl_decision_t *out, const char *reason)
+                   sl_decision_t *out, const char *reason, const char *limited_by)
 {
     memset(out, 0, sizeof *out);
+    out->limited_by = limited_by;
     out->status = SL_REJECTED;
     out->weight = weight;
     out->retry_after_s = retry_after_s;
@@ -268,13 +296,13 @@ static void reject(sl__pool_t *p, double weight, double retry_after_s, double no
 
 /* Computes the finish tag, position and ETA the request would have if queued now. */
 static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double finish, uint64_t seq,
-                        double now, int64_t *ahead)
+                        double now, int64_t *ahead, const char **limited_by)
 {
     double sums[SL_BUCKET_COUNT];
     sl__queue_prefix(p, finish, seq, ahead, sums);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         sums[b] += (double)need->n[b];
-    return sl__eta_for(p, sums, *ahead, now);
+    return sl__eta_for(p, sums, *ahead, now, limited_by);
 }
 
 typedef struct decide_args {
@@ -287,6 +315,7 @@ typedef struct decide_args {
     sl__need_t need;
     double weight;
     double ttl_s;
+    double max_wait_s; /* the longest ETA that is queued */
 } decide_args_t;
 
 static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *out)
@@ -296,7 +325,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sl__limited(p, (sl_bucket_t)b) &&
             (double)a->need.n[b] > sl__capacity(p, (sl_bucket_t)b)) {
-            reject(p, a->weight, sl__margin_wait_for(p, &a->need, now), now, out, NULL);
+            reject(p, a->weight, sl__margin_wait_for(p, &a->need, now), now, out, NULL,
+                   sl_bucket_name((sl_bucket_t)b));
             return SL_OK;
         }
     }
@@ -305,6 +335,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     const sl__ticket_t *head = sl__queue_head(p);
     int64_t ahead = 0;
     double finish = 0, eta_s = 0;
+    const char *limited_by = NULL;
     for (int pass = 0; pass < 2; pass++) {
         finish = start + cost / a->weight;
         if (sl__fits(p, &a->need, now) && (!head || finish < head->finish)) {
@@ -316,7 +347,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             sl__fill_grant(l, out);
             return SL_OK;
         }
-        eta_s = queue_eta(p, &a->need, finish, p->seq + 1, now, &ahead);
+        eta_s = queue_eta(p, &a->need, finish, p->seq + 1, now, &ahead, &limited_by);
         /* A large warm cache about to lapse costs the bucket more than serving it now. */
         const sl__cache_t *c = a->cache;
         int64_t cache_tokens = c ? c->tokens : 0;
@@ -327,8 +358,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         if (!bump) break;
         a->weight *= p->cfg.cache_bump;
     }
-    if (eta_s > p->cfg.max_queue_wait_s) {
-        reject(p, a->weight, eta_s, now, out, NULL);
+    if (eta_s > a->max_wait_s) {
+        reject(p, a->weight, eta_s, now, out, NULL, limited_by);
         return SL_OK;
     }
     if (sl__heap_reserve(&p->ticket_heap) != 0 || sl__u64map_reserve(&e->tickets, 1) != 0)
@@ -339,6 +370,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->pool = p;
     t->pa = a->pa;
     t->cache = a->cache;
+    t->cache->refs++;
     t->calib = a->calib;
     t->caps = a->caps;
     t->est_prompt_tokens = a->est_prompt_tokens;
@@ -364,6 +396,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     out->eta_s = eta_s;
     out->position = ahead + 1;
     out->weight = a->weight;
+    out->limited_by = limited_by;
     sl_event_t ev;
     sl__event_init(&ev, SL_EV_QUEUED, now, p);
     ev.agent = a->pa->agent->name;
@@ -451,6 +484,15 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     sl__agent_t *a = sl__agent_get(e, req->agent, false);
     sl__pagent_t *pa = a ? sl__pagent_get(p, a, false) : NULL;
     const char *cache_key = req->cache_key ? req->cache_key : req->agent;
+    /* The provider caches a prefix per model: (cache_key, model, prefix hash) is one
+     * cache, so a call of another model or another prefix finds it cold. */
+    char identity[3 * SL__NAME_MAX + 8];
+    if (req->model || req->cache_prefix_hash) {
+        snprintf(identity, sizeof identity, "%s\x1f%s\x1f%s", cache_key,
+                 req->model ? req->model : "",
+                 req->cache_prefix_hash ? req->cache_prefix_hash : "");
+        cache_key = identity;
+    }
     sl__cache_t *cache = pa ? sl__cache_get(p, pa, cache_key, false)
                             : (sl__cache_t *)sl__strmap_get(&p->caches, cache_key);
     decide_args_t args = {.p = p};
@@ -462,18 +504,30 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     int64_t cached = corrected(req->cached_tokens, ratio);
     args.est_prompt_tokens = req->input_tokens + req->cached_tokens;
     args.need.cached_tokens = cached;
+    args.need.prompt_tokens = input + cached;
     args.need.penalty = !warm && cached > 0;
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
+    int64_t out_tokens = req->output_tokens;
+    if (p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 && calib->out_p95 < out_tokens)
+        out_tokens = calib->out_p95;
+    out_tokens = output_that_fits(p, in, out_tokens);
     args.need.n[SL_BUCKET_INPUT] = in;
-    args.need.n[SL_BUCKET_OUTPUT] = req->output_tokens;
+    args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
-    args.need.n[SL_BUCKET_TOKENS] = in + req->output_tokens;
+    args.need.n[SL_BUCKET_TOKENS] = in + out_tokens;
     rc = check_capacity(e, p, &args.need);
     const char *cap_reason = NULL;
     double cap_wait_s = 0;
     if (rc == SL_OK) {
         sl__caps_resolve(e, a, req->agent, &args.caps);
+        /* A share cap is the operator's limit, not the provider's: the output reserved
+         * fits it too, and the settle charges the rest to the cap as debt. */
+        int64_t fit = sl__caps_output_fit(p, &args.caps, args.need.n[SL_BUCKET_INPUT]);
+        if (fit >= 0 && args.need.n[SL_BUCKET_OUTPUT] > fit) {
+            args.need.n[SL_BUCKET_OUTPUT] = fit;
+            args.need.n[SL_BUCKET_TOKENS] = args.need.n[SL_BUCKET_INPUT] + fit;
+        }
         rc = sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s);
         if (rc == 1)
             rc = SL_OK;
@@ -490,6 +544,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     if (!a) a = sl__agent_get(e, req->agent, true);
     if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;
+    if (!cache) sl__cache_sweep(p, now_s);
     args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
     if (req->model) args.calib = calib ? calib : sl__calib_get(p, req->model, true);
     if (!args.cache || (req->model && !args.calib)) {
@@ -506,8 +561,9 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     double ttl_s = req->ttl_s > 0 ? req->ttl_s : p->cfg.lease_ttl_s;
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
 
+    args.max_wait_s = req->max_wait_s > 0 ? req->max_wait_s : p->cfg.max_queue_wait_s;
     if (cap_reason)
-        reject(p, args.weight, cap_wait_s, now_s, out, cap_reason);
+        reject(p, args.weight, cap_wait_s, now_s, out, cap_reason, cap_reason);
     else
         rc = decide(e, &args, now_s, out);
     if (rc) {
@@ -519,6 +575,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
         a->role_class = role_c;
     }
     a->weight = out->weight;
+    a->weight_base = role_c->value * (1 + 0.5 * (double)unblocks) * prio_c->value;
     if (out->status == SL_REJECTED) {
         sl_event_t ev;
         sl__event_init(&ev, SL_EV_REJECTED, now_s, p);
@@ -549,7 +606,7 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         memset(out, 0, sizeof *out);
         out->status = SL_QUEUED;
         out->ticket = t->id;
-        out->eta_s = queue_eta(p, &t->need, t->finish, t->seq, now, &ahead);
+        out->eta_s = queue_eta(p, &t->need, t->finish, t->seq, now, &ahead, &out->limited_by);
         out->position = ahead + 1;
         out->weight = t->weight;
         return SL_OK;
@@ -713,16 +770,32 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                       l->caps.cost_usd - sl__caps_cost_usd(p, actual_in, actual_out), now_s);
     }
 
-    double err = fabs((double)(actual_in - l->need.n[SL_BUCKET_INPUT])) /
-                 (double)(actual_in > 1 ? actual_in : 1);
-    sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert, err);
-    sl__calib_record(l->calib, l->est_prompt_tokens,
-                     s->input_tokens + s->cache_creation_input_tokens + s->cache_read_input_tokens);
+    /* Only calls the provider answered teach: a refused or broken call's zero or
+     * partial usage says nothing about the estimate or the cache. */
+    bool counted = !s->failed && !s->got_429;
+    /* Like with like: the prompt the provider billed (uncached, written and read)
+     * against the prompt estimated for it, whether the cache turned out warm or cold, so
+     * a correctly predicted cache write, or a read sluice charged as a write, is no
+     * estimator error. */
+    int64_t billed_prompt = sat_add(sat_add(s->input_tokens, s->cache_creation_input_tokens),
+                                    s->cache_read_input_tokens);
+    double err = fabs((double)billed_prompt - (double)l->need.prompt_tokens) /
+                 (double)(billed_prompt > 1 ? billed_prompt : 1);
+    if (counted) {
+        sl__agent_record_error(e, p, a, p->cfg.estimate_error_window, p->cfg.estimate_error_alert,
+                               err);
+        sl__calib_record(l->calib, l->est_prompt_tokens,
+                         s->input_tokens + s->cache_creation_input_tokens +
+                             s->cache_read_input_tokens);
+        int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
+        l->cache->last_settle_at = now_s;
+        l->cache->tokens =
+            cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
+        sl__calib_record_output(l->calib, s->output_tokens);
+        sl__spend_cap_alert(e, p, false, now_s); /* a call went through: no longer capped */
+    }
     a->tokens_in = sat_add(a->tokens_in, actual_in);
     a->tokens_out = sat_add(a->tokens_out, actual_out);
-    int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
-    l->cache->last_settle_at = now_s;
-    l->cache->tokens = cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
 
     sl_event_t ev;
     if (e->cb) {
@@ -734,9 +807,12 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         ev.adjust_input_tokens = adj_in;
         ev.adjust_output_tokens = adj_out;
         ev.estimate_error = err;
+        ev.not_counted = !counted;
         ev.weight = l->weight;
         sl__emit(e, &ev);
     }
+    /* How long a slot stays taken: from the grant (or its claim) to the settle. */
+    sl__record_lease_duration(p, now_s - l->granted_at);
     sl__lease_end(e, l, SL__END_SETTLED, false, now_s);
 
     if (s->got_429) {
@@ -752,13 +828,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         sl__emit(e, &ev);
         if (spend_cap) {
             /* A budget stop, not a rate limit: the margin is not the problem. */
-            if (!p->alert_spend_cap) {
-                p->alert_spend_cap = true;
-                sl__event_init(&ev, SL_EV_ALERT, now_s, p);
-                ev.alert = "spend_cap";
-                ev.active = true;
-                sl__emit(e, &ev);
-            }
+            p->spend_cap_at = now_s;
+            sl__spend_cap_alert(e, p, true, now_s);
         } else {
             sl__margin_cut(e, p, now_s);
             if (s->retry_after_s >= 0 && now_s + s->retry_after_s > p->blocked_until)
@@ -772,6 +843,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         out->adjust_input_tokens = adj_in;
         out->adjust_output_tokens = adj_out;
         out->estimate_error = err;
+        out->not_counted = !counted;
     }
     return SL_OK;
 }

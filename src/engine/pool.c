@@ -31,6 +31,7 @@ void sl_pool_config_init(sl_pool_config_t *cfg)
     cfg->estimate_error_window = 20;
     cfg->claim_timeout_s = 30;
     cfg->ticket_idle_s = 120;
+    cfg->spend_cap_reset_s = 3600;
 }
 
 static int check_limit(sl_engine_t *e, const char *pool, const char *field, int64_t v)
@@ -77,6 +78,7 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         (rc = check_time(e, name, "max_queue_wait_s", c->max_queue_wait_s, true)) ||
         (rc = check_time(e, name, "cache_ttl_s", c->cache_ttl_s, true)) ||
         (rc = check_time(e, name, "claim_timeout_s", c->claim_timeout_s, false)) ||
+        (rc = check_time(e, name, "spend_cap_reset_s", c->spend_cap_reset_s, true)) ||
         (rc = check_time(e, name, "ticket_idle_s", c->ticket_idle_s, false)))
         return rc;
     if (c->max_lease_ttl_s < c->lease_ttl_s)
@@ -219,8 +221,28 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
     }
 }
 
+void sl__spend_cap_alert(sl_engine_t *e, sl__pool_t *p, bool active, double now)
+{
+    if (p->alert_spend_cap == active) return;
+    p->alert_spend_cap = active;
+    sl_event_t ev;
+    sl__event_init(&ev, SL_EV_ALERT, now, p);
+    ev.alert = "spend_cap";
+    ev.active = active;
+    sl__emit(e, &ev);
+}
+
+/* When the configured reset clears the spend_cap alert; +INFINITY when it never does. */
+static double spend_cap_reset_at(const sl__pool_t *p)
+{
+    if (!p->alert_spend_cap || p->cfg.spend_cap_reset_s <= 0) return INFINITY;
+    return p->spend_cap_at + p->cfg.spend_cap_reset_s;
+}
+
 void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now)
 {
+    double reset_at = spend_cap_reset_at(p);
+    if (reset_at <= now) sl__spend_cap_alert(e, p, false, reset_at);
     sl__margin_advance(e, p, now);
     sl__refill(p, now);
     for (sl__hnode_t *n = sl__heap_top(&p->lease_heap); n && n->at <= now;
@@ -241,6 +263,8 @@ void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now)
 double sl__pool_next_wakeup(const sl__pool_t *p)
 {
     double at = sl__margin_next_step_at(p);
+    double reset_at = spend_cap_reset_at(p);
+    if (reset_at < at) at = reset_at;
     const sl__hnode_t *n = sl__heap_top(&p->lease_heap);
     if (n && n->at < at) at = n->at;
     n = sl__heap_top(&p->ticket_heap);
@@ -250,7 +274,7 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
         /* A microsecond late, so rounding never leaves the head a hair short. */
         double need[SL_BUCKET_COUNT];
         sl__need_as_sums(&head->need, need);
-        double eta_at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill) + 1e-6;
+        double eta_at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill, NULL) + 1e-6;
         if (eta_at < at) at = eta_at;
     }
     return at;
@@ -321,7 +345,7 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
     if (head) {
         double need[SL_BUCKET_COUNT];
         sl__need_as_sums(&head->need, need);
-        out->head_eta_s = sl__eta_for(p, need, 0, p->last_refill);
+        out->head_eta_s = sl__eta_for(p, need, 0, p->last_refill, NULL);
     }
     out->leases_in_flight = p->in_flight;
     out->alert_margin_at_floor = p->alert_floor;

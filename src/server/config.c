@@ -122,8 +122,14 @@ static void upstream_clear(sl_pool_upstream_t *up)
     free(up->api_key_env);
     free(up->api_key_file);
     free(up->ca_file);
+    for (size_t i = 0; i < up->n_models; i++)
+        free(up->models[i]);
+    free(up->models);
     memset(up, 0, sizeof(*up));
 }
+
+static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
+                             size_t *n_out);
 
 /* Pool keys that describe the provider behind the pool. Sets *handled when `kname`
  * is one of them. */
@@ -157,6 +163,13 @@ static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, con
     if (!strcmp(kname, "api_key_env")) return get_string(p, v, key, &up->api_key_env);
     if (!strcmp(kname, "api_key_file")) return get_string(p, v, key, &up->api_key_file);
     if (!strcmp(kname, "ca_file")) return get_string(p, v, key, &up->ca_file);
+    if (!strcmp(kname, "models")) {
+        if (parse_string_list(p, v, key, &up->models, &up->n_models) < 0) return -1;
+        for (size_t i = 0; i < up->n_models; i++)
+            if (!*up->models[i] || strlen(up->models[i]) > 128)
+                return fail(p, v, key, "pattern '%s' must be 1-128 characters", up->models[i]);
+        return 0;
+    }
     if (!strcmp(kname, "api_key"))
         return fail(p, v, key,
                     "keys are not written in the configuration%s; use api_key_env (a variable "
@@ -235,7 +248,7 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
 }
 
 /* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
- * ping_interval_s, allow_unauthenticated} */
+ * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated} */
 static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
 {
     if (want_mapping(p, map, "proxy") < 0) return -1;
@@ -271,12 +284,22 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
                 c->proxy.connect_timeout_s = d;
             else
                 c->proxy.ping_interval_s = d;
+        } else if (!strcmp(kname, "max_hold_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 0.1 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
+            c->proxy.max_hold_s = d;
+        } else if (!strcmp(kname, "default_pool")) {
+            free(c->proxy.default_pool);
+            c->proxy.default_pool = NULL;
+            rc = get_string(p, v, key, &c->proxy.default_pool);
         } else if (!strcmp(kname, "allow_unauthenticated")) {
             rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
         } else {
             rc = fail(p, k, "proxy",
                       "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
-                      "connect_timeout_s, ping_interval_s, allow_unauthenticated)",
+                      "connect_timeout_s, ping_interval_s, max_hold_s, default_pool, "
+                      "allow_unauthenticated)",
                       kname);
         }
         if (rc < 0) return -1;
@@ -411,6 +434,7 @@ static const struct pool_field {
     PF(ticket_idle_s, F_DOUBLE),
     PF(price_input_per_mtok, F_DOUBLE),
     PF(price_output_per_mtok, F_DOUBLE),
+    PF(spend_cap_reset_s, F_DOUBLE),
 #undef PF
 };
 
@@ -435,6 +459,14 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
             if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
         bool handled = false;
+        if (!f && kname && !strcmp(kname, "output_reserve")) {
+            const char *sv;
+            if (want_scalar(p, v, key, &sv) < 0) return -1;
+            if (strcmp(sv, "max_tokens") != 0 && strcmp(sv, "learned") != 0)
+                return fail(p, v, key, "'%s' must be max_tokens or learned", sv);
+            cfg->output_reserve_learned = !strcmp(sv, "learned");
+            continue;
+        }
         if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
         if (handled) continue;
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
@@ -890,6 +922,15 @@ static int check_with_engine(parse_t *p, sl_config_t *c)
         snprintf(p->err, p->errlen, "%s:%d: %s", p->path, line, msg);
         return -1;
     }
+    if (c->proxy.default_pool) {
+        const sl_pool_upstream_t *up = sl_config_pool_upstream(c, c->proxy.default_pool);
+        if (!up || !up->url) {
+            snprintf(p->err, p->errlen,
+                     "%s: proxy.default_pool: '%.128s' is not a pool with an upstream_url",
+                     p->path, c->proxy.default_pool);
+            return -1;
+        }
+    }
     if (c->engine.weight_floor <= 0 || c->engine.tombstone_ttl_s <= 0 ||
         c->engine.idempotency_ttl_s <= 0) {
         snprintf(p->err, p->errlen, "%s: engine: every value must be above 0", p->path);
@@ -989,6 +1030,7 @@ int sl_config_defaults(sl_config_t *c)
     c->proxy.idle_timeout_s = 300;
     c->proxy.connect_timeout_s = 10;
     c->proxy.ping_interval_s = 5;
+    c->proxy.max_hold_s = 540;
     c->server.max_connections = 4096;
     c->server.max_pending_output_bytes = 64 * 1024;
     c->server.write_timeout_s = 30;
@@ -1044,5 +1086,6 @@ void sl_config_clear(sl_config_t *c)
     free(c->tokens);
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
     json_decref(c->limits);
+    free(c->proxy.default_pool);
     memset(c, 0, sizeof(*c));
 }

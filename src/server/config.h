@@ -37,6 +37,8 @@ typedef struct sl_pool_upstream {
     char *api_key_env;  /* the variable it came from, or NULL */
     char *api_key_file; /* or the file, or NULL */
     char *ca_file;      /* PEM bundle that verifies the provider; NULL = system CAs */
+    char **models;      /* glob patterns (fnmatch) of the models the proxy routes here */
+    size_t n_models;    /* 0: the pool takes no part in routing by model */
 } sl_pool_upstream_t;
 
 /* The proxy's limits (the `proxy:` section). */
@@ -46,6 +48,10 @@ typedef struct sl_proxy_config {
     double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
     double connect_timeout_s;   /* 10 */
     double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
+    double max_hold_s;          /* 540: a proxied call waits in the queue this long (under the
+                                   SDKs' 10-minute timeouts) before it is refused */
+    char *default_pool;         /* NULL: a model no pool's `models` matches is a 400; else
+                                   such calls go to this pool */
     bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
                                    identify an agent (with auth off they always do) */
 } sl_proxy_config_t;

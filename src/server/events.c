@@ -97,6 +97,7 @@ static json_t *event_json(const sl_event_t *ev)
         json_object_set_new(j, "adjust_input_tokens", json_integer(ev->adjust_input_tokens));
         json_object_set_new(j, "adjust_output_tokens", json_integer(ev->adjust_output_tokens));
         json_object_set_new(j, "estimate_error", json_real(ev->estimate_error));
+        json_object_set_new(j, "counted", json_boolean(!ev->not_counted));
         break;
     case SL_EV_CANCELLED:
     case SL_EV_REAPED:

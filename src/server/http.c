@@ -159,6 +159,12 @@ void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg)
 
 void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_s, double retry_at)
 {
+    sl__reply_rejected_by(call, reason, NULL, retry_after_s, retry_at);
+}
+
+void sl__reply_rejected_by(sl_call_t *call, const char *reason, const char *limited_by,
+                           double retry_after_s, double retry_at)
+{
     if (retry_after_s < 0) retry_after_s = 0;
     if (call->req) {
         char h[32];
@@ -168,10 +174,11 @@ void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_
         snprintf(h, sizeof(h), "%lld", whole);
         sl_hreq_add_header(call->req, "Retry-After", h);
     }
-    sl__reply_json(call, 429,
-                   json_pack("{s:s,s:s,s:f,s:f}", "status", "rejected", "reason",
-                             reason ? reason : "queue_wait_exceeds_max", "retry_after",
-                             retry_after_s, "retry_at", retry_at));
+    json_t *j = json_pack("{s:s,s:s,s:f,s:f}", "status", "rejected", "reason",
+                          reason ? reason : "queue_wait_exceeds_max", "retry_after",
+                          retry_after_s, "retry_at", retry_at);
+    if (j && limited_by) json_object_set_new(j, "limited_by", json_string(limited_by));
+    sl__reply_json(call, 429, j);
 }
 
 /* ---- auth ------------------------------------------------------------------------- */

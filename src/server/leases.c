@@ -61,6 +61,7 @@ static json_t *queued_json(const sl_decision_t *d, const char *pool)
     json_t *j = json_pack("{s:s,s:o,s:f,s:I,s:f,s:s}", "status", "queued", "ticket",
                           id_json('t', d->ticket), "eta", d->eta_s, "position",
                           (json_int_t)d->position, "weight", d->weight, "pool", pool ? pool : "");
+    if (j && d->limited_by) json_object_set_new(j, "limited_by", json_string(d->limited_by));
     if (j && d->replayed) json_object_set_new(j, "replayed", json_true());
     return j;
 }
@@ -125,7 +126,7 @@ static void answer_decision(sl_call_t *call, const sl_decision_t *d)
         sl__reply_json(call, 202, queued_json(d, call->pool));
         return;
     case SL_REJECTED:
-        sl__reply_rejected(call, d->reason, d->retry_after_s, d->retry_at);
+        sl__reply_rejected_by(call, d->reason, d->limited_by, d->retry_after_s, d->retry_at);
         return;
     }
     sl__reply_error(call, 500, "internal", "backend: unknown decision status %d", (int)d->status);
@@ -274,7 +275,8 @@ static void on_lease_decision(int rc, const sl_decision_t *d, const char *errmsg
 static const char *const lease_fields[] = {
     "agent", "pool", "input_tokens", "cached_tokens", "output_tokens",
     "role",  "task", "unblocks",     "priority",      "cache_key",
-    "wait",  "ttl",  "request_id",   "model",         NULL};
+    "wait",  "ttl",  "request_id",   "model",         "cache_prefix_hash",
+    NULL};
 
 /* Fills `r` and `wait_s` from the body. Returns 0, or -1 with `msg` naming the field. */
 static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s, char *msg,
@@ -294,7 +296,9 @@ static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s,
         sl__json_get_number(b, "wait", false, 0, false, wait_s, msg, n) < 0 ||
         sl__json_get_number(b, "ttl", false, 0, true, &r->ttl_s, msg, n) < 0 ||
         sl__json_get_string(b, "request_id", false, 128, false, &r->request_id, msg, n) < 0 ||
-        sl__json_get_string(b, "model", false, 128, false, &r->model, msg, n) < 0)
+        sl__json_get_string(b, "model", false, 128, false, &r->model, msg, n) < 0 ||
+        sl__json_get_string(b, "cache_prefix_hash", false, 128, false, &r->cache_prefix_hash, msg,
+                            n) < 0)
         return -1;
     return 0;
 }
@@ -492,7 +496,7 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
     sl__jb_i64(&b, r->adjust_output_tokens);
     sl__jb_lit(&b, "},\"estimate_error\":");
     sl__jb_num(&b, r->estimate_error);
-    sl__jb_lit(&b, "}\n");
+    sl__jb_lit(&b, r->not_counted ? ",\"counted\":false}\n" : ",\"counted\":true}\n");
     sl__reply_text(call, 200, b.buf, b.len);
 }
 
@@ -527,6 +531,7 @@ static const char *const settle_fields[] = {"input_tokens",
                                             "headers",
                                             "failure_signature",
                                             "spend_cap",
+                                            "failed",
                                             NULL};
 
 #define MAX_HEADERS 64
@@ -547,6 +552,7 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
                          sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "got_429", &s.got_429, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "spend_cap", &s.spend_cap, msg, sizeof(msg)) < 0 ||
+        sl__json_get_bool(b, "failed", &s.failed, msg, sizeof(msg)) < 0 ||
         sl__json_get_number(b, "retry_after", false, 0, false, &s.retry_after_s, msg, sizeof(msg)) <
             0 ||
         sl__json_get_string(b, "failure_signature", false, 256, false, &s.failure_signature, msg,

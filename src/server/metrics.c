@@ -99,7 +99,7 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
         break;
     case SL_EV_SETTLED:
         p->outcomes[OUT_SETTLED]++;
-        observe(&p->error, error_bounds, N_ERR, ev->estimate_error);
+        if (!ev->not_counted) observe(&p->error, error_bounds, N_ERR, ev->estimate_error);
         break;
     case SL_EV_CANCELLED:
         p->outcomes[OUT_CANCELLED]++;

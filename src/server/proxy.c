@@ -32,6 +32,7 @@
 #include "upstream.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -87,6 +88,8 @@ typedef struct px {
     char agent[129];
     char pool[129];
     char model[129];
+    char prefix_hash[65]; /* "" when the call has no cached prefix */
+    const char *limited_by; /* static: what bound the call when it was queued */
     char *body; /* what goes upstream (owned) */
     size_t body_len;
     char *url;
@@ -325,14 +328,16 @@ static void set_retry_headers(px_t *px, double retry_after_s)
     sl_hreq_add_header(px->call->req, "retry-after-ms", v);
 }
 
-/* A REJECT: 429 in the provider's shape with retry-after. */
-static void px_reject(px_t *px, const char *reason, double retry_after_s)
+/* A REJECT: 429 in the provider's shape with retry-after, naming what binds. */
+static void px_reject(px_t *px, const char *reason, const char *limited_by, double retry_after_s)
 {
     set_retry_headers(px, retry_after_s);
     px_error(px, 429,
-             "sluice: pool '%s' has no capacity for agent '%s' now (%s); retry after %.1f s",
-             px->pool, px->agent, reason ? reason : "queue_wait_exceeds_max",
-             retry_after_s > 0 ? retry_after_s : 0.0);
+             "sluice: pool '%s' has no capacity for agent '%s' within proxy.max_hold_s %.0f s "
+             "(%s; limited by %s, which frees in %.1f s); retry after %.1f s",
+             px->pool, px->agent, px->srv->config.proxy.max_hold_s,
+             reason ? reason : "queue_wait_exceeds_max", limited_by ? limited_by : "the pool",
+             retry_after_s > 0 ? retry_after_s : 0.0, retry_after_s > 0 ? retry_after_s : 0.0);
 }
 
 /* ---- settling --------------------------------------------------------------------------- */
@@ -381,10 +386,14 @@ static void settle(px_t *px, bool provider_saw_it)
         size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
         const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
         s.spend_cap = sl__usage_is_spend_cap(px->api, body, len, px->retry_after_s >= 0);
+        s.failed = true;
     } else if (px->status >= 400) {
-        /* Refused or failed by the provider: nothing billed. */
+        /* Refused or failed by the provider: nothing billed, nothing to learn. */
+        s.failed = true;
     } else {
         const sl_usage_t *u = &px->usage;
+        /* A call that broke off is charged what it used, but its usage is partial. */
+        s.failed = !u->have_input || !u->have_output;
         if (u->have_input) {
             s.input_tokens = u->input_tokens;
             s.cache_creation_input_tokens = u->cache_creation_input_tokens;
@@ -610,7 +619,7 @@ static void on_wait_timeout(evutil_socket_t fd, short what, void *ud)
     uint64_t ticket = px->ticket;
     stop_waiting(px);
     sl_backend_ticket_cancel(px->srv->backend, ticket, NULL, NULL);
-    px_reject(px, "queue_wait_exceeds_max", 1);
+    px_reject(px, "queue_wait_exceeds_max", px->limited_by, 1);
 }
 
 static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud);
@@ -625,7 +634,7 @@ static void queue_call(px_t *px, uint64_t ticket)
     }
     px->phase = PX_QUEUED;
     px->ticket = ticket;
-    double s = srv->config.max_wait_s;
+    double s = srv->config.proxy.max_hold_s;
     struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
     if (!px->wait_timer) px->wait_timer = evtimer_new(srv->base, on_wait_timeout, px);
     if (px->wait_timer) evtimer_add(px->wait_timer, &tv);
@@ -659,10 +668,11 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
         px_forward(px);
         return;
     case SL_QUEUED:
+        px->limited_by = d->limited_by;
         queue_call(px, d->ticket);
         return;
     case SL_REJECTED:
-        px_reject(px, d->reason, d->retry_after_s);
+        px_reject(px, d->reason, d->limited_by, d->retry_after_s);
         return;
     }
     px_error(px, 500, "sluice: unknown decision %d", (int)d->status);
@@ -681,7 +691,7 @@ static void on_ticket_event(sl_proxy_t *proxy, const sl_event_t *ev)
         break;
     case SL_EV_TICKET_REJECTED:
         stop_waiting(px);
-        px_reject(px, ev->reason, ev->retry_at - ev->now_s);
+        px_reject(px, ev->reason, px->limited_by, ev->retry_at - ev->now_s);
         break;
     case SL_EV_TICKET_CANCELLED:
     case SL_EV_TICKET_EXPIRED:
@@ -790,18 +800,68 @@ static const char *presented_key(px_t *px)
     return NULL;
 }
 
-/* The pool for this call: x-sluice-pool, the token's only pool, or the first pool
- * whose provider speaks this endpoint's API. */
+/* True when some pool of this endpoint's API lists the models it serves: the pool is
+ * then picked from the request's model (route_by_model). */
+static bool routes_by_model(const px_t *px)
+{
+    const sl_config_t *c = &px->srv->config;
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
+        if (c->upstreams[i].api == px->api && c->upstreams[i].n_models > 0) return true;
+    return false;
+}
+
+/* The pool for this call: x-sluice-pool, the token's only pool, "" when it is to be
+ * picked from the model once the body is read, or the first pool whose provider speaks
+ * this endpoint's API. */
 static const char *choose_pool(px_t *px)
 {
     const char *h = in_header(px, "x-sluice-pool");
     if (h) return h;
     const sl_token_rule_t *t = px->call->token;
     if (t && t->n_pools == 1) return t->pools[0];
+    if (routes_by_model(px)) return "";
     const sl_config_t *c = &px->srv->config;
     for (size_t i = 0; i < c->settings.n_pools; i++)
         if (c->upstreams && c->upstreams[i].api == px->api) return c->settings.pools[i].name;
     return NULL;
+}
+
+/* Picks px->pool from px->model: the first pool of this API (in the file's order) one
+ * of whose `models` patterns matches and which the token may use, else
+ * proxy.default_pool. Returns 0, or -1 after answering 400 or 403. */
+static int route_by_model(px_t *px)
+{
+    const sl_config_t *c = &px->srv->config;
+    const char *forbidden = NULL;
+    for (size_t i = 0; i < c->settings.n_pools; i++) {
+        const sl_pool_upstream_t *up = &c->upstreams[i];
+        if (up->api != px->api) continue;
+        for (size_t k = 0; k < up->n_models; k++) {
+            if (fnmatch(up->models[k], px->model, 0) != 0) continue;
+            const char *name = c->settings.pools[i].name;
+            if (!sl__token_may_use(px->call, NULL, name)) {
+                if (!forbidden) forbidden = name;
+                break;
+            }
+            snprintf(px->pool, sizeof(px->pool), "%s", name);
+            return 0;
+        }
+    }
+    if (forbidden) {
+        px_error(px, 403, "sluice: model '%s' is served by pool '%s', which this token may not use",
+                 px->model, forbidden);
+        return -1;
+    }
+    const char *def = c->proxy.default_pool;
+    if (def && sl__token_may_use(px->call, NULL, def)) {
+        snprintf(px->pool, sizeof(px->pool), "%s", def);
+        return 0;
+    }
+    px_error(px, 400,
+             "sluice: model '%s' is served by no pool: no pool's `models` matches it and "
+             "proxy.default_pool is %s (or name a pool with x-sluice-pool)",
+             px->model[0] ? px->model : "(none)", def ? "not allowed for this token" : "not set");
+    return -1;
 }
 
 typedef struct identity {
@@ -884,7 +944,7 @@ static int identify(px_t *px, identity_t *id)
         px_error(px, 400, "sluice: x-sluice-pool: the name is longer than 128 characters");
         return -1;
     }
-    if (!sl__token_may_use(call, NULL, pool)) {
+    if (*pool && !sl__token_may_use(call, NULL, pool)) {
         px_error(px, 403, "sluice: this token may not use pool '%s'", pool);
         return -1;
     }
@@ -1045,6 +1105,22 @@ static void estimate(px_t *px, const json_t *j)
     if (px->est.output_tokens == 0) px->est.output_tokens = DEFAULT_OUTPUT_TOKENS;
 }
 
+/* The upstream of px->pool, or NULL after answering 404 or 400. */
+static const sl_pool_upstream_t *pool_upstream(px_t *px)
+{
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->pool);
+    if (!up) {
+        px_error(px, 404, "sluice: pool '%s' is not configured", px->pool);
+        return NULL;
+    }
+    if (up->api != px->api || !up->url) {
+        px_error(px, 400, "sluice: pool '%s' has no %s upstream", px->pool,
+                 px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
+        return NULL;
+    }
+    return up;
+}
+
 static void start_call(px_t *px, const char *path, const char *query)
 {
     const sl_config_t *c = &px->srv->config;
@@ -1056,17 +1132,15 @@ static void start_call(px_t *px, const char *path, const char *query)
     }
     identity_t id;
     if (identify(px, &id) < 0) return;
-    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, px->pool);
-    if (!up) {
-        px_error(px, 404, "sluice: pool '%s' is not configured", px->pool);
-        return;
-    }
-    if (up->api != px->api || !up->url) {
-        px_error(px, 400, "sluice: pool '%s' has no %s upstream", px->pool,
-                 px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
-        return;
-    }
+    const sl_pool_upstream_t *up = NULL;
+    if (px->pool[0] && !(up = pool_upstream(px))) return;
     if (!strcmp(px->method, "GET")) { /* the model list: no body, no lease */
+        if (!up) { /* routed by model, and a list names none: the first pool of this API */
+            for (size_t i = 0; i < c->settings.n_pools && !px->pool[0]; i++)
+                if (c->upstreams && c->upstreams[i].api == px->api)
+                    snprintf(px->pool, sizeof(px->pool), "%s", c->settings.pools[i].name);
+            if (!(up = pool_upstream(px))) return;
+        }
         if (build_upstream(px, up, path, query) < 0) {
             px_error(px, 503, "sluice: out of memory");
             return;
@@ -1085,6 +1159,10 @@ static void start_call(px_t *px, const char *path, const char *query)
     }
     json_t *j = read_body(px);
     if (!j) return;
+    if (!up && (route_by_model(px) < 0 || !(up = pool_upstream(px)))) {
+        json_decref(j);
+        return;
+    }
     if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {
         json_decref(j);
         px_error(px, 503, "sluice: out of memory");
@@ -1098,6 +1176,7 @@ static void start_call(px_t *px, const char *path, const char *query)
         return;
     }
     estimate(px, j);
+    if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
     json_decref(j);
     sl_request_t r = {
         .agent = px->agent,
@@ -1113,6 +1192,8 @@ static void start_call(px_t *px, const char *path, const char *query)
         /* A chained Response is billed for stored items the estimate cannot see: no
          * model, so calibration does not learn that gap as the tokenizer's error. */
         .model = px->model[0] && !px->chained ? px->model : NULL,
+        .cache_prefix_hash = px->prefix_hash[0] ? px->prefix_hash : NULL,
+        .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
     };
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);

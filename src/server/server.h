@@ -102,6 +102,9 @@ void sl__reply_error(sl_call_t *call, int status, const char *type, const char *
     __attribute__((format(printf, 4, 5)));
 void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg);
 void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_s, double retry_at);
+/* As sl__reply_rejected, naming what binds (`limited_by`, omitted when NULL). */
+void sl__reply_rejected_by(sl_call_t *call, const char *reason, const char *limited_by,
+                           double retry_after_s, double retry_at);
 /* `gone` runs once if the client closes its connection before the call is answered
  * (call->req is NULL by then). */
 void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));
@@ -277,5 +280,11 @@ sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, int n, char **seg, char
  * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */
 bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,
                             bool have_retry_after);
+
+/* proxy_prefix.c: the SHA-256 (64 hex digits and a NUL in `out`) of the prompt prefix
+ * a call of `api` expects from the provider's cache: Anthropic's blocks up to the last
+ * cache_control, OpenAI's tools and messages before the newest. Returns 1 when there
+ * is such a prefix, 0 when there is none (`out` untouched), -1 when out of memory. */
+int sl__prefix_hash(sl_upstream_api_t api, const json_t *body, char out[65]);
 
 #endif /* SL_SERVER_H */

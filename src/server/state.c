@@ -13,7 +13,7 @@
 
 static json_t *pool_config_json(const sl_pool_config_t *c)
 {
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:f,"
+    json_t *j = json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:f,"
                      "s:f,s:i,s:f,s:f,s:f,s:f}",
                      "input_tpm", (json_int_t)c->input_tpm, "output_tpm", (json_int_t)c->output_tpm,
                      "rpm", (json_int_t)c->rpm, "tokens_tpm", (json_int_t)c->tokens_tpm,
@@ -29,6 +29,12 @@ static json_t *pool_config_json(const sl_pool_config_t *c)
                      c->claim_timeout_s, "ticket_idle_s", c->ticket_idle_s,
                      "price_input_per_mtok", c->price_input_per_mtok, "price_output_per_mtok",
                      c->price_output_per_mtok);
+    if (j) {
+        json_object_set_new(j, "spend_cap_reset_s", json_real(c->spend_cap_reset_s));
+        json_object_set_new(j, "output_reserve",
+                            json_string(c->output_reserve_learned ? "learned" : "max_tokens"));
+    }
+    return j;
 }
 
 static json_t *pool_json(sl_backend_t *backend, const sl_pool_info_t *p)

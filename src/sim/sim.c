@@ -28,7 +28,7 @@ enum {
 
 static const sim_strategy_t *const strategies[] = {
     &sl__sim_naive, &sl__sim_backoff, &sl__sim_semaphore, &sl__sim_rpm,
-    &sl__sim_sluice_equal, &sl__sim_sluice,
+    &sl__sim_sluice_equal, &sl__sim_sluice, &sl__sim_sluice_learned,
 };
 
 size_t sl_sim_strategy_count(void)

@@ -143,6 +143,6 @@ double sim_full_jitter(sim_agent_t *a, double base_s, double cap_s);
 void sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra);
 
 extern const sim_strategy_t sl__sim_naive, sl__sim_backoff, sl__sim_semaphore, sl__sim_rpm,
-    sl__sim_sluice_equal, sl__sim_sluice;
+    sl__sim_sluice_equal, sl__sim_sluice, sl__sim_sluice_learned;
 
 #endif

@@ -28,6 +28,7 @@ typedef struct pending {
 typedef struct sluice_state {
     sl_engine_t *e;
     bool equal;
+    bool learned; /* "sluice-learned": output_reserve learned, calls name their group */
     pending_t *pending;
     size_t n_pending, cap_pending;
     bool draining;
@@ -181,11 +182,12 @@ static int put_task(sim_run_t *run, int ti, sl_task_state_t state)
     return sl_engine_task_put(s->e, t->id, run->agents[t->agent].g->role, deps, n, state);
 }
 
-static int sluice_init_common(sim_run_t *run, bool equal, char *err, size_t errlen)
+static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *err, size_t errlen)
 {
     sluice_state_t *s = calloc(1, sizeof *s);
     if (!s) goto oom;
     s->equal = equal;
+    s->learned = learned;
     s->run = run;
     s->e = sl_engine_new(NULL);
     if (!s->e) goto oom;
@@ -201,6 +203,7 @@ static int sluice_init_common(sim_run_t *run, bool equal, char *err, size_t errl
     cfg.cache_ttl_s = pc->cache_ttl_s;
     cfg.cache_reads_count = pc->cache_reads_count;
     if (equal) cfg.cache_bump = 1.0;
+    cfg.output_reserve_learned = learned;
     int rc = sl_engine_configure_pool(s->e, "default", &cfg, 0);
     if (rc == SL_OK && equal) {
         rc = sl_engine_set_role(s->e, "planner", 1.0);
@@ -224,12 +227,17 @@ oom:
 
 static int sluice_init(sim_run_t *run, char *err, size_t errlen)
 {
-    return sluice_init_common(run, false, err, errlen);
+    return sluice_init_common(run, false, false, err, errlen);
+}
+
+static int sluice_learned_init(sim_run_t *run, char *err, size_t errlen)
+{
+    return sluice_init_common(run, false, true, err, errlen);
 }
 
 static int sluice_equal_init(sim_run_t *run, char *err, size_t errlen)
 {
-    return sluice_init_common(run, true, err, errlen);
+    return sluice_init_common(run, true, false, err, errlen);
 }
 
 static void sluice_fini(sim_run_t *run)
@@ -269,6 +277,8 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         .task = s->equal ? NULL : run->tasks[a->task0 + a->task_k].id,
         .cache_key = cache_key,
         .ttl_s = 300,
+        /* One "model" per agent group: the output distribution learned is the group's. */
+        .model = s->learned ? a->g->name : NULL,
     };
     sl_decision_t d;
     int rc = sl_engine_request(s->e, &req, run->now_s, &d);
@@ -382,6 +392,24 @@ const sim_strategy_t sl__sim_sluice_equal = {
     .checkpoint = false,
     .remote_wait = true,
     .init = sluice_equal_init,
+    .fini = sluice_fini,
+    .want = sluice_want,
+    .timer = sluice_timer,
+    .give_up = sluice_give_up,
+    .result = sluice_result,
+    .retry_delay = sluice_retry_delay,
+    .next_wakeup = sluice_next_wakeup,
+    .wakeup = sluice_wakeup,
+    .task_state = sluice_task_state,
+};
+
+/* "sluice" with output_reserve: learned (docs/sim.md): the p95 of each group's real
+ * outputs is reserved instead of max_tokens once 20 are known. */
+const sim_strategy_t sl__sim_sluice_learned = {
+    .name = "sluice-learned",
+    .checkpoint = true,
+    .remote_wait = true,
+    .init = sluice_learned_init,
     .fini = sluice_fini,
     .want = sluice_want,
     .timer = sluice_timer,

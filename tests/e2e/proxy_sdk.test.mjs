@@ -14,7 +14,7 @@ const FAST = ['--input-tpm', '10000000', '--output-tpm', '10000000', '--rpm', '1
               '--output-tokens', '40', '--cache-min-tokens', '0'];
 const ROOMY = { input_tpm: 10000000, output_tpm: 10000000, rpm: 100000 };
 // 51 requests in the bucket, one more a second; a request that cannot be granted within
-// 0.2 s is rejected with a retry-after.
+// 0.2 s is rejected with a retry-after (proxy.max_hold_s 0.2: the proxy's own hold).
 const TIGHT = { input_tpm: 10000000, output_tpm: 10000000, rpm: 60, max_queue_wait_s: 0.2 };
 
 const TOKENS = {
@@ -25,7 +25,7 @@ const TOKENS = {
 // The tight pool has its own provider with the same limits (sluice adopts the limits
 // the provider's headers announce).
 function config(emuPort, tightPort) {
-  return 'pools:\n' + pool('claude', emuPort, 'anthropic', ROOMY) +
+  return 'proxy:\n  max_hold_s: 0.2\npools:\n' + pool('claude', emuPort, 'anthropic', ROOMY) +
     pool('gpt', emuPort, 'openai', ROOMY) + pool('tight', tightPort, 'anthropic', TIGHT) +
     'auth:\n  admin_token: sluice-admin-token-1\n  tokens:\n' +
     `    - token: ${TOKENS.planner}\n      agent: planner-1\n` +

@@ -148,9 +148,6 @@ static void test_a_need_that_can_never_fit_is_exceeds_capacity(void **state)
     sl_decision_t d;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
     assert_non_null(strstr(sl_engine_errmsg(e), "input_tokens 85001"));
-    r = harness_req("huge", 85000, 6801);
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
-    assert_non_null(strstr(sl_engine_errmsg(e), "output_tokens"));
     /* The cold-cache prefix counts. */
     r = harness_req("huge", 50000, 10);
     r.cached_tokens = 40000;
@@ -158,6 +155,39 @@ static void test_a_need_that_can_never_fit_is_exceeds_capacity(void **state)
     assert_string_equal(before.text, harness_snapshot(e).text);
     /* Exactly at capacity fits. */
     harness_grant(e, "ok", 85000, 6800, T0);
+    sl_engine_free(e);
+}
+
+static void test_max_tokens_above_the_output_capacity_reserves_what_fits(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 80000, 100); /* output capacity 68000 */
+    sl_request_t r = harness_req("big", 1000, 128000);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    assert_int_equal(d.charged_output_tokens, 68000);
+    harness_check(e);
+    /* The settle charges what was used above the reservation as debt. */
+    sl_settle_t s = harness_settle(1000, 70000);
+    sl_settle_result_t res;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 1, &res), SL_OK);
+    assert_int_equal(res.adjust_output_tokens, -2000);
+    assert_true(harness_level(e, SL_BUCKET_OUTPUT) < 0);
+    harness_check(e);
+    sl_engine_free(e);
+    /* A combined bucket: the output reserves what is left after the input. */
+    e = sl_engine_new(NULL);
+    assert_non_null(e);
+    sl_pool_config_t cfg;
+    sl_pool_config_init(&cfg);
+    cfg.tokens_tpm = 100000; /* capacity 85000 */
+    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    r = harness_req("big", 5000, 128000);
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    assert_int_equal(d.charged_output_tokens, 80000);
+    harness_check(e);
     sl_engine_free(e);
 }
 
@@ -410,6 +440,172 @@ static void test_estimate_error_above_20_percent_over_20_leases_alerts(void **st
     sl_engine_free(e);
 }
 
+static void test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 1200, 10000); /* output capacity 1020 */
+    harness_grant(e, "a", 10, 1000, T0);
+    sl_request_t r = harness_req("b", 10, 1000);
+    r.max_wait_s = 30; /* shorter than the ETA (about 57 s): rejected */
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_REJECTED);
+    assert_string_equal(d.limited_by, "output_tokens");
+    r.max_wait_s = 540; /* the proxy's hold */
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    assert_string_equal(d.limited_by, "output_tokens");
+    assert_true(d.eta_s > 50 && d.eta_s < 60);
+    r.max_wait_s = -1;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "max_wait"));
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static sl_decision_t request_prefix(sl_engine_t *e, const char *model, const char *hash, double now)
+{
+    sl_request_t r = harness_req("cc", 10, 100);
+    r.cached_tokens = 5000;
+    r.model = model;
+    r.cache_prefix_hash = hash;
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    return d;
+}
+
+static void test_the_cache_is_one_per_model_and_prefix(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000000, 10000000, 100000);
+    double t = T0;
+    sl_decision_t d = request_prefix(e, "sonnet", "p1", t);
+    assert_true(d.cache_penalty);
+    sl_settle_t s = harness_settle(10, 100);
+    s.cache_creation_input_tokens = 5000;
+    sl_settle_result_t res;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, &res), SL_OK);
+    /* A correctly predicted cache write is no estimate error. */
+    assert_true(res.estimate_error < 1e-9);
+    d = request_prefix(e, "sonnet", "p1", t);
+    assert_false(d.cache_penalty);
+    s.cache_creation_input_tokens = 0;
+    s.cache_read_input_tokens = 5000;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, &res), SL_OK);
+    assert_true(res.estimate_error < 1e-9);
+    assert_true(request_prefix(e, "haiku", "p1", t).cache_penalty);  /* another model */
+    assert_true(request_prefix(e, "sonnet", "p2", t).cache_penalty); /* another prefix */
+    /* Charged cold but served from the cache: a cache-state miss, not an estimator one. */
+    d = request_prefix(e, "sonnet", "p3", t);
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, t += 1, &res), SL_OK);
+    assert_true(res.estimate_error < 1e-9);
+    sl_request_t r = harness_req("cc", 10, 100);
+    r.cache_prefix_hash = "";
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "cache_prefix_hash"));
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000000, 100000000, 10000000);
+    double t = T0;
+    sl_request_t r = harness_req("cc", 10, 100);
+    r.cached_tokens = 5000;
+    r.model = "m";
+    r.cache_prefix_hash = "held";
+    r.ttl_s = 600;
+    sl_decision_t held; /* in flight throughout: its cache must survive every sweep */
+    assert_int_equal(sl_engine_request(e, &r, t, &held), SL_OK);
+    char hash[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(hash, sizeof hash, "p%d", i);
+        sl_decision_t d = request_prefix(e, "m", hash, t);
+        sl_settle_t s = harness_settle(10, 100);
+        assert_int_equal(sl_engine_settle(e, d.lease, &s, t, NULL), SL_OK);
+        t += 0.1; /* each goes cold 300 s later and may then be swept (the first 1,000) */
+    }
+    harness_check(e);
+    sl_settle_t s = harness_settle(10, 100);
+    s.cache_creation_input_tokens = 5000;
+    assert_int_equal(sl_engine_settle(e, held.lease, &s, t, NULL), SL_OK);
+    assert_false(request_prefix(e, "m", "held", t).cache_penalty);
+    assert_false(request_prefix(e, "m", "p4999", t).cache_penalty); /* still warm */
+    assert_true(request_prefix(e, "m", "p0", t).cache_penalty);     /* cold (swept or not) */
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations(void **state)
+{
+    (void)state;
+    sl_engine_t *e = sl_engine_new(NULL);
+    assert_non_null(e);
+    sl_pool_config_t cfg;
+    sl_pool_config_init(&cfg);
+    cfg.input_tpm = 10000000;
+    cfg.concurrency = 2;
+    cfg.claim_timeout_s = 1e6;
+    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    double t = T0;
+    /* Before any settle only the earliest expiry is known: 120 s, rejected. */
+    uint64_t a = harness_grant(e, "a", 10, 0, t), b = harness_grant(e, "b", 10, 0, t);
+    sl_request_t r = harness_req("c", 10, 0);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_REJECTED);
+    assert_string_equal(d.limited_by, "concurrency");
+    sl_settle_t s = harness_settle(10, 0);
+    assert_int_equal(sl_engine_settle(e, a, &s, t += 10, NULL), SL_OK); /* lasted 10 s */
+    assert_int_equal(sl_engine_settle(e, b, &s, t, NULL), SL_OK);       /* lasted 10 s */
+    a = harness_grant(e, "a", 10, 0, t);
+    b = harness_grant(e, "b", 10, 0, t);
+    /* Two more wait for one release each: 1 x 10 / 2 and 2 x 10 / 2 seconds. */
+    sl_decision_t q1, q2;
+    r = harness_req("c", 10, 0);
+    assert_int_equal(sl_engine_request(e, &r, t, &q1), SL_OK);
+    r = harness_req("d", 10, 0);
+    assert_int_equal(sl_engine_request(e, &r, t, &q2), SL_OK);
+    assert_int_equal(q1.status, SL_QUEUED);
+    assert_int_equal(q2.status, SL_QUEUED);
+    assert_string_equal(q1.limited_by, "concurrency");
+    assert_true(fabs(q1.eta_s - 5) < 1e-9);
+    assert_true(fabs(q2.eta_s - 10) < 1e-9);
+    harness_check(e);
+    /* Each release grants the next. */
+    assert_int_equal(sl_engine_settle(e, a, &s, t += 4, NULL), SL_OK);
+    assert_int_equal(sl_engine_ticket(e, q1.ticket, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    assert_int_equal(sl_engine_settle(e, b, &s, t += 4, NULL), SL_OK);
+    assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_agent_info_shows_the_current_weight_after_repeats(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000000, 1000000, 10000);
+    double t = T0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t l = harness_grant(e, "looper", 10, 10, t);
+        sl_settle_t s = harness_settle(10, 10);
+        s.failure_signature = "test_foo:abc123";
+        assert_int_equal(sl_engine_settle(e, l, &s, t += 1, NULL), SL_OK);
+    }
+    sl_agent_info_t info;
+    assert_int_equal(sl_engine_agent_info(e, "looper", &info), SL_OK);
+    assert_int_equal(info.repeats, 3);
+    assert_true(fabs(info.weight - 0.125) < 1e-12); /* its last request had 0.25 */
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_cache_reads_count_when_the_pool_says_so),
         cmocka_unit_test(test_warm_cache_about_to_lapse_gets_the_bump),
         cmocka_unit_test(test_a_need_that_can_never_fit_is_exceeds_capacity),
+        cmocka_unit_test(test_max_tokens_above_the_output_capacity_reserves_what_fits),
         cmocka_unit_test(test_a_need_above_todays_margin_is_rejected_until_it_recovers),
         cmocka_unit_test(test_cancel_returns_the_whole_reservation),
         cmocka_unit_test(test_settle_twice_is_already_settled_and_changes_nothing),
@@ -430,6 +627,11 @@ int main(void)
         cmocka_unit_test(test_an_idle_ticket_expires_and_a_held_one_does_not),
         cmocka_unit_test(test_cancelling_a_granted_ticket_refunds_the_lease),
         cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
+        cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
+        cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
+        cmocka_unit_test(test_agent_info_shows_the_current_weight_after_repeats),
+        cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
+        cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

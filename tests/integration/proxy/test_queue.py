@@ -71,7 +71,7 @@ class Queued(unittest.TestCase):
 class Rejected(unittest.TestCase):
     def test_a_reject_is_a_429_in_the_providers_shape_with_retry_after(self):
         with Emu(EMU_SLOW) as emu, Sluiced(
-                "pools:\n" +
+                "proxy:\n  max_hold_s: 1\npools:\n" +
                 pool_yaml("claude", emu.url, "anthropic", TIGHT, "max_queue_wait_s: 1") +
                 pool_yaml("gpt", emu.url, "openai", TIGHT, "max_queue_wait_s: 1")) as s:
             first = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),

@@ -11,7 +11,7 @@ fail() { echo "sim_cli: $*" >&2; exit 1; }
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy all >"$tmp/t1"
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy all >"$tmp/t2"
 cmp -s "$tmp/t1" "$tmp/t2" || fail "two runs with the same seed differ"
-for s in naive backoff semaphore rpm-counter sluice-equal sluice; do
+for s in naive backoff semaphore rpm-counter sluice-equal sluice sluice-learned; do
   grep -q "^$s " "$tmp/t1" || fail "table has no row for $s"
 done
 
