@@ -188,7 +188,8 @@ class Refusals(unittest.TestCase):
 
     def test_reject_is_429_in_openais_shape_with_retry_after(self):
         emu = Emu()
-        with emu, Sluiced("pools:\n" + pool_yaml(
+        # proxy.max_hold_s 1: the proxy holds a call up to that long, then refuses.
+        with emu, Sluiced("proxy:\n  max_hold_s: 1\npools:\n" + pool_yaml(
                 "gpt", emu.url, "openai", "input_tpm: 1000\noutput_tpm: 1000\nrpm: 100",
                 "max_queue_wait_s: 1")) as s:
             headers = {"content-type": "application/json", "x-sluice-agent": "big",
