@@ -1,0 +1,12 @@
+# The dashboard in a real browser (tests/dashboard, label integration): Debian's headless
+# Chromium driven by playwright-core, both installed by `make setup`
+# (scripts/setup.d/40-dashboard-browser.sh). The screenshots go to the build directory;
+# the test prints their paths.
+find_program(SL_NODE_DASHBOARD node REQUIRED)
+add_test(NAME server_test_dashboard
+         COMMAND ${SL_NODE_DASHBOARD} --test ${CMAKE_CURRENT_SOURCE_DIR}/dashboard/dashboard.test.mjs
+         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/dashboard)
+set_tests_properties(server_test_dashboard PROPERTIES
+  LABELS integration
+  TIMEOUT 180
+  ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;DASHBOARD_OUT=${CMAKE_BINARY_DIR}/tests/dashboard")
