@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX    ?= /usr/local
 CMAKE_ARGS ?=
 
-.PHONY: all deps setup build test bench run fuzz install clean format
+.PHONY: all deps setup build test bench run demo fuzz install clean format
 
 all: build
 
@@ -53,6 +53,11 @@ run: setup build
 	@echo "   curl -s -X POST http://$(RUN_LISTEN)/v1/leases -H 'content-type: application/json' -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500}'"
 	@echo "== more in docs/server.md"
 	exec $(BUILD)/src/server/sluiced --config examples/sluice.yaml --listen $(RUN_LISTEN)
+
+# sluice-emu, sluiced proxying a pool to it and a small fleet of curl agents; prints the
+# dashboard's URL (DEMO_LISTEN, default 127.0.0.1:8750); Ctrl-C stops everything.
+demo: setup build
+	@bash scripts/demo.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -10,3 +10,11 @@ set_tests_properties(server_test_dashboard PROPERTIES
   LABELS integration
   TIMEOUT 180
   ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;DASHBOARD_OUT=${CMAKE_BINARY_DIR}/tests/dashboard")
+
+# `make demo`'s script: the URL it prints answers, the fleet shows, Ctrl-C stops it all.
+add_test(NAME demo_smoke COMMAND ${SL_PYTHON3} -m unittest -v test_demo
+         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/demo)
+set_tests_properties(demo_smoke PROPERTIES
+  LABELS integration
+  TIMEOUT 120
+  ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;PYTHONDONTWRITEBYTECODE=1")
