@@ -169,7 +169,7 @@ static void serve(sl_call_t *call, const sl_dashboard_asset_t *a, int status)
         sl_hreq_add_header(req, "ETag", a->etag);
         const char *inm = sl_hreq_header(req, "If-None-Match");
         if (inm && strstr(inm, a->etag))
-            sl_hreq_reply(req, 304, NULL, NULL, 0);
+            sl_hreq_reply(req, 304, NULL, "", 0);
         else
             sl_hreq_reply(req, 200, a->content_type, a->data, a->len);
     }
@@ -192,7 +192,7 @@ static void login_redirect(sl_call_t *call)
     sl_hreq_add_header(req, "Cache-Control", "no-store");
     sl_hreq_add_header(req, "Set-Cookie", cookie);
     sl_hreq_add_header(req, "Location", "/");
-    sl_hreq_reply(req, 303, NULL, NULL, 0);
+    sl_hreq_reply(req, 303, NULL, "", 0);
     call->req = NULL;
     sl__call_free(call);
 }

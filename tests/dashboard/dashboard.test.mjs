@@ -137,6 +137,13 @@ test('the dashboard shows a grant, a queued ticket and an upstream 429 live, wit
   assert.match(csp, /script-src 'self'/);
   assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
   await waitText(page, '#stream', 'live');
+  // The files carry an ETag: the same one again is a 304 without a body.
+  const js = await fetch(s.base + '/dashboard/app.js');
+  assert.match(js.headers.get('content-type'), /^text\/javascript/);
+  const etag = js.headers.get('etag');
+  const again = await fetch(s.base + '/dashboard/app.js', {headers: {'if-none-match': etag}});
+  assert.equal(again.status, 304);
+  assert.equal((await again.text()).length, 0);
 
   const first = await api(s.base, 'POST', '/v1/leases', {agent: 'dash-alice', input_tokens: 1200, output_tokens: 300});
   assert.equal(first.status, 200, JSON.stringify(first.body));
