@@ -26,6 +26,8 @@ PKGS=(
   wrk                    # make bench: HTTP load generator
   nginx-light            # make bench: the reference server sluiced is compared with
 )
+# chromium (the dashboard's browser test) is large: scripts/setup.d/40-dashboard-browser.sh
+# installs it in the setup step, with the test's npm packages.
 
 missing=()
 for p in "${PKGS[@]}"; do
