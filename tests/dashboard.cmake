@@ -2,10 +2,18 @@
 # Chromium driven by playwright-core, both installed by `make setup`
 # (scripts/setup.d/40-dashboard-browser.sh). The screenshots go to the build directory;
 # the test prints their paths.
-find_program(SL_NODE_DASHBOARD node REQUIRED)
-add_test(NAME server_test_dashboard
-         COMMAND ${SL_NODE_DASHBOARD} --test ${CMAKE_CURRENT_SOURCE_DIR}/dashboard/dashboard.test.mjs
-         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/dashboard)
+# Without node the build still configures (`make` installs nothing) and the test fails
+# saying what is missing.
+find_program(SL_NODE_DASHBOARD node)
+if(SL_NODE_DASHBOARD)
+  add_test(NAME server_test_dashboard
+           COMMAND ${SL_NODE_DASHBOARD} --test ${CMAKE_CURRENT_SOURCE_DIR}/dashboard/dashboard.test.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/dashboard)
+else()
+  add_test(NAME server_test_dashboard
+           COMMAND ${CMAKE_COMMAND} -E echo "server_test_dashboard: node is not installed (make setup)")
+  set_tests_properties(server_test_dashboard PROPERTIES WILL_FAIL TRUE)
+endif()
 set_tests_properties(server_test_dashboard PROPERTIES
   LABELS integration
   TIMEOUT 180
