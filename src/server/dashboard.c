@@ -29,9 +29,9 @@
 
 #include <event2/http.h>
 
-#define COOKIE_NAME    "sluice_dashboard"
-#define SESSION_BYTES  32
-#define SESSION_HEX    (2 * SESSION_BYTES)
+#define COOKIE_NAME     "sluice_dashboard"
+#define SESSION_BYTES   32
+#define SESSION_HEX     (2 * SESSION_BYTES)
 #define TOKEN_MAX_BYTES 4096
 
 /* The page may load from and connect to its own origin only; nothing inline, no frames,
@@ -201,8 +201,8 @@ static void handle(sl_call_t *call, const char *file, const char *query)
 {
     const sl_dashboard_asset_t *a = asset(file);
     if (!a || !strcmp(file, "login.html")) {
-        sl__reply_error(call, 404, "not_found", "path: /dashboard/%.128s is not a file of the dashboard",
-                        file);
+        sl__reply_error(call, 404, "not_found",
+                        "path: /dashboard/%.128s is not a file of the dashboard", file);
         return;
     }
     if (call->method != SL_HTTP_GET) {
@@ -246,9 +246,8 @@ static const struct {
     int n;
     const char *seg[3];
 } readable[] = {
-    {2, {"v1", "pools"}},  {3, {"v1", "pools", "*"}},  {2, {"v1", "agents"}},
-    {2, {"v1", "events"}}, {2, {"v1", "limits"}},      {3, {"v1", "limits", "*"}},
-    {2, {"v1", "tasks"}},  {2, {"v1", "fleet"}},
+    {2, {"v1", "pools"}},  {3, {"v1", "pools", "*"}},  {2, {"v1", "agents"}}, {2, {"v1", "events"}},
+    {2, {"v1", "limits"}}, {3, {"v1", "limits", "*"}}, {2, {"v1", "tasks"}},  {2, {"v1", "fleet"}},
 };
 
 bool sl__dashboard_authenticate(sl_call_t *call, int n, char **seg)
