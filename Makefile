@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX    ?= /usr/local
 CMAKE_ARGS ?=
 
-.PHONY: all deps setup build test bench run fuzz install clean format
+.PHONY: all deps setup build test bench run demo fuzz install clean format
 
 all: build
 
@@ -54,6 +54,11 @@ run: setup build
 	@echo "   (a cold start: the buckets fill over the first minute, so it may wait a moment)"
 	@echo "== more in docs/server.md"
 	exec $(BUILD)/src/server/sluiced --config examples/sluice.yaml --listen $(RUN_LISTEN)
+
+# sluice-emu, sluiced proxying a pool to it and a small fleet of curl agents; prints the
+# dashboard's URL (DEMO_LISTEN, default 127.0.0.1:8750); Ctrl-C stops everything.
+demo: setup build
+	@bash scripts/demo.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -29,6 +29,8 @@ PKGS=(
   iproute2               # harness tests: a network namespace with only loopback up
   util-linux             # harness tests: unshare, to enter that namespace
 )
+# chromium (the dashboard's browser test) is large: scripts/setup.d/40-dashboard-browser.sh
+# installs it in the setup step, with the test's npm packages.
 
 missing=()
 for p in "${PKGS[@]}"; do

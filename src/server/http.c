@@ -192,6 +192,11 @@ static bool token_equal(const char *a, const char *b)
     return diff == 0;
 }
 
+bool sl__token_equal(const char *a, const char *b)
+{
+    return token_equal(a, b);
+}
+
 /* Returns 0 when the call may go on; otherwise it has been answered. */
 static int authenticate(sl_call_t *call)
 {
@@ -651,7 +656,10 @@ static void on_request(sl_hreq_t *req, void *arg)
                         sl_hreq_target(req));
     } else if (n > 0 && sl__proxy_route(call, n, seg, query)) {
         /* the proxy authenticates and reads bodies itself */
-    } else if (!needs_auth(n, seg) || authenticate(call) == 0) {
+    } else if (sl__dashboard_route(call, n, seg, query)) {
+        /* the dashboard's page and files: it authenticates itself */
+    } else if (!needs_auth(n, seg) || sl__dashboard_authenticate(call, n, seg) ||
+               authenticate(call) == 0) {
         /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
         bool body_optional = n == 3 && !strcmp(seg[1], "admin");
         bool api = n > 0 && !strcmp(seg[0], "v1");

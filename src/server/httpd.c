@@ -361,7 +361,7 @@ static int put_head(conn_t *c, sl_hreq_t *r, int status, const char *ctype, int6
              hbuf_add(o, date, dlen);
     if (ctype && !(r && sl_hreq_has_header(r, "Content-Type")))
         rc |= hbuf_add(o, "Content-Type: ", 14) | hbuf_adds(o, ctype) | hbuf_add(o, "\r\n", 2);
-    if (len >= 0) {
+    if (len >= 0 && status != 304 && status != 204) { /* those have no content */
         rc |= hbuf_add(o, "Content-Length: ", 16) | hbuf_add(o, num, fmt_u64(num, (uint64_t)len)) |
               hbuf_add(o, "\r\n", 2);
     } else if (chunked) {

@@ -212,6 +212,7 @@ done:
     sl__waiters_shutdown(srv);
     sl__events_close_streams(srv);
     sl__server_stop(srv);
+    sl__dashboard_free(srv);
     sl__events_flush(srv);
     if (srv->event_log) fclose(srv->event_log);
     struct event *evs[] = {srv->housekeeping, srv->exit_timer, srv->sig_hup, srv->sig_term,

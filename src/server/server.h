@@ -22,6 +22,7 @@ typedef struct sl_call sl_call_t;
 typedef struct sl_metrics sl_metrics_t;
 typedef struct sl_proxy sl_proxy_t;
 typedef struct sl_limits_api sl_limits_api_t;
+typedef struct sl_dashboard sl_dashboard_t;
 
 /* What a call is doing while it has not been answered. */
 typedef enum sl_call_mode {
@@ -83,6 +84,7 @@ struct sl_server {
     double shutdown_started_s; /* monotonic, when SIGTERM/SIGINT arrived */
     sl_proxy_t *proxy; /* the provider proxy (proxy.c) */
     sl_limits_api_t *limits; /* action limits (limits_api.c) */
+    sl_dashboard_t *dashboard; /* the dashboard's login session (dashboard.c), NULL until one */
 };
 
 /* http.c */
@@ -113,6 +115,8 @@ void sl__call_drop(sl_call_t *call);
 /* True when the Content-Type value `v` is application/json, any case, with or without
  * parameters (charset). */
 bool sl__is_json_media_type(const char *v);
+/* Compares two tokens in time that depends on their lengths only. */
+bool sl__token_equal(const char *a, const char *b);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 
@@ -195,6 +199,18 @@ int sl__json_get_string(const json_t *obj, const char *field, bool required, siz
                         bool name_chars, const char **out, char *msg, size_t n);
 int sl__json_get_bool(const json_t *obj, const char *field, bool *out, char *msg, size_t n);
 bool sl__name_ok(const char *s, size_t max_len);
+
+/* dashboard.c: the live dashboard (GET /, /dashboard/<file>), built into the binary. */
+/* Handles `call` when its path is the dashboard's (`/` or segment 0 "dashboard") and
+ * returns true; false leaves the call alone. Auth is checked here (the admin token, or
+ * the session cookie `GET /?token=ADMIN` sets). */
+bool sl__dashboard_route(sl_call_t *call, int n, char **seg, const char *query);
+/* With auth on, true (and call->admin set) when `call` is a GET of a read endpoint the
+ * page uses (pools, agents, events, limits, tasks, fleet), has no Authorization header
+ * and carries the dashboard's session cookie; false changes nothing. */
+bool sl__dashboard_authenticate(sl_call_t *call, int n, char **seg);
+/* Forgets the login session (at exit). */
+void sl__dashboard_free(sl_server_t *srv);
 
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
 /* Sets up the proxy on srv->base: the upstream client, the tokenizer (when a pool has

@@ -19,7 +19,7 @@ const PYTHON = process.env.PYTHON3 || 'python3';
 /** Throws, naming what is missing, unless `make setup` installed the pinned packages. */
 export function requireInstalled() {
   if (!existsSync(join(HERE, 'node_modules', '@anthropic-ai', 'claude-code')))
-    throw new Error('tests/harness/node_modules missing: run make setup (scripts/setup.d/40-harness-node.sh)');
+    throw new Error('tests/harness/node_modules missing: run make setup (scripts/setup.d/50-harness-node.sh)');
   if (spawnSync('strace', ['-V']).status !== 0)
     throw new Error('strace is required: the tests watch every connection a harness opens');
 }

@@ -8,6 +8,6 @@ dir="$(cd "$(dirname "$0")/../../tests/harness" && pwd)"
 nm="$dir/node_modules"
 [ -x "$nm/.bin/claude" ] && [ -x "$nm/.bin/codex" ] && [ -d "$nm/@anthropic-ai/claude-agent-sdk" ] &&
   [ -d "$nm/@openai/agents" ] && [ -d "$nm/ai" ] && [ -d "$nm/@langchain/openai" ] && exit 0
-command -v npm >/dev/null || { echo "40-harness-node.sh: npm is required" >&2; exit 1; }
-echo "40-harness-node.sh: npm ci in $dir"
+command -v npm >/dev/null || { echo "50-harness-node.sh: npm is required" >&2; exit 1; }
+echo "50-harness-node.sh: npm ci in $dir"
 (cd "$dir" && npm ci --silent --no-audit --no-fund)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Setup step: what the dashboard's browser test (server_test_dashboard) drives: Debian's
+# `chromium` (/usr/lib/chromium is about 350 MB, so here for the tests rather than in deps.sh's build
+# packages) and the pinned `playwright-core` (tests/dashboard/node_modules, from
+# package-lock.json with npm ci; it never downloads a browser of its own).
+set -euo pipefail
+if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q 'install ok installed'; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "40-dashboard-browser.sh: installing chromium"
+  if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
+    $SUDO apt-get update -qq
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium
+fi
+dir="$(cd "$(dirname "$0")/../../tests/dashboard" && pwd)"
+[ -d "$dir/node_modules/playwright-core" ] && exit 0
+command -v npm >/dev/null || { echo "40-dashboard-browser.sh: npm is required" >&2; exit 1; }
+echo "40-dashboard-browser.sh: npm ci in $dir"
+(cd "$dir" && npm ci --silent --no-audit --no-fund)
