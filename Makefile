@@ -1,21 +1,27 @@
 # The front door: `make` builds (it never installs anything), `make setup` installs what
 # is missing (Debian packages, fetched data, npm packages), `make test` and `make run`
-# set up, build, and run every test or start sluiced, `make bench` runs the benchmarks.
+# set up what each needs, build, and run every test or start sluiced, `make bench` runs the benchmarks.
 BUILD     ?= build
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX    ?= /usr/local
 CMAKE_ARGS ?=
 
-.PHONY: all deps setup build test bench run demo fuzz install clean format
+.PHONY: all deps setup setup-run build test bench run demo fuzz install clean format
 
 all: build
 
 deps:
 	@bash scripts/deps.sh
 
-# Everything a test or `make run` needs beyond Debian packages (fetched data, npm packages).
+# Everything a test needs beyond Debian packages (fetched data, npm packages, the
+# browser and the harnesses the tests drive).
 setup: deps
 	@for s in scripts/setup.d/*.sh; do [ -f "$$s" ] && bash "$$s" || exit 1; done; true
+
+# What sluiced itself needs to run: the Debian packages and the tokenizer vocabulary
+# (none of the tests' npm packages, browser or harnesses).
+setup-run: deps
+	@bash scripts/setup.d/10-vocab.sh
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS)
@@ -47,7 +53,7 @@ fuzz: setup
 
 # Installs what is missing, builds, and serves the lease API on 127.0.0.1:8750 (Ctrl-C stops).
 RUN_LISTEN ?= 127.0.0.1:8750
-run: setup build
+run: setup-run build
 	@echo "== sluiced on http://$(RUN_LISTEN) (memory backend, examples/sluice.yaml); Ctrl-C stops"
 	@echo "== first call to try, in another terminal:"
 	@echo "   curl -s -X POST http://$(RUN_LISTEN)/v1/leases -H 'content-type: application/json' -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500,\"wait\":10}'"
@@ -57,7 +63,7 @@ run: setup build
 
 # sluice-emu, sluiced proxying a pool to it and a small fleet of curl agents; prints the
 # dashboard's URL (DEMO_LISTEN, default 127.0.0.1:8750); Ctrl-C stops everything.
-demo: setup build
+demo: setup-run build
 	@bash scripts/demo.sh $(BUILD)
 
 install: build
