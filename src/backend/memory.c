@@ -367,11 +367,29 @@ static void mem_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_
     finish_done(m, sl_engine_ticket_cancel(m->engine, ticket, mem_now(b)), 0, cb, ud);
 }
 
+/* Whether the caller of the operation being started (b->actor) may act on live lease
+ * `lease`. The server checks the owners it saw granted; this catches the leases it did
+ * not see: those restored from the state file after a restart. An unknown or ended
+ * lease is left to the engine's own answer (404, 409, 410). */
+static bool actor_owns(memory_backend_t *m, uint64_t lease)
+{
+    const sl_backend_actor_t *a = &m->base.actor;
+    if (!a->agent && !a->agent_prefix) return true; /* admin, or auth off */
+    sl_lease_state_t l;
+    if (sl_engine_lease_state(m->engine, lease, &l) != SL_OK || !l.agent) return true;
+    if (a->agent && strcmp(a->agent, l.agent) == 0) return true;
+    return a->agent_prefix && strncmp(a->agent_prefix, l.agent, strlen(a->agent_prefix)) == 0;
+}
+
 static void mem_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
                        sl_backend_settle_cb cb, void *ud)
 {
     memory_backend_t *m = (memory_backend_t *)b;
     sl_settle_result_t r;
+    if (!actor_owns(m, lease)) {
+        cb(SL_BACKEND_EFORBIDDEN, NULL, "the lease belongs to another agent", ud);
+        return;
+    }
     op_begin(m);
     /* The lease's pool and model outlive it (the pool owns both strings). */
     sl_lease_state_t before;
@@ -388,6 +406,10 @@ static void mem_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
 static void mem_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
 {
     memory_backend_t *m = (memory_backend_t *)b;
+    if (!actor_owns(m, lease)) {
+        if (cb) cb(SL_BACKEND_EFORBIDDEN, 0, "the lease belongs to another agent", ud);
+        return;
+    }
     op_begin(m);
     finish_done(m, sl_engine_cancel(m->engine, lease, mem_now(b)), 0, cb, ud);
 }
@@ -397,6 +419,10 @@ static void mem_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend
 {
     memory_backend_t *m = (memory_backend_t *)b;
     double expires_at = 0;
+    if (!actor_owns(m, lease)) {
+        if (cb) cb(SL_BACKEND_EFORBIDDEN, 0, "the lease belongs to another agent", ud);
+        return;
+    }
     op_begin(m);
     int rc = sl_engine_extend(m->engine, lease, ttl_s, mem_now(b), &expires_at);
     if (rc == SL_OK && m->persist) sl__persist_lease(m->persist, m->engine, lease);

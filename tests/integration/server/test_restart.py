@@ -62,9 +62,10 @@ class Daemon:
             return procs.stop(self.proc, "sluiced")
         return None
 
-    def call(self, method, path, body=None):
+    def call(self, method, path, body=None, token=None):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        status, _, payload = procs.request(c, method, path, body=body)
+        headers = {"Authorization": "Bearer " + token} if token else None
+        status, _, payload = procs.request(c, method, path, body=body, headers=headers)
         return status, json.loads(payload) if payload else None
 
     def lease(self, agent, input_tokens, **kw):
@@ -142,6 +143,39 @@ class Restart(unittest.TestCase):
                                 headers={"anthropic-ratelimit-input-tokens-remaining": "600000"})
         self.assertEqual(status, 200, body)
         self.assertLess(d.input_level(), 309500 + 8500 * 3)  # no second raise
+
+    def test_a_restored_lease_is_still_its_owners_alone(self):
+        # The owner of a lease granted before a kill -9 is known after it: another
+        # agent's token gets 403 for settle, extend and cancel, and nothing changes.
+        state = os.path.join(self.tmp.name, "state")
+        auth = ("auth:\n  admin_token: admin-token-0001\n  tokens:\n"
+                "    - token: alice-token-0001\n      agent: alice\n"
+                "    - token: bob-token-0001\n      agent: bob\n")
+        d = self.start("cold_start: full\nstate_file: %s\n%s%s" % (state, auth, POOL))
+        status, a = d.call("POST", "/v1/leases",
+                           {"agent": "alice", "input_tokens": 50000, "output_tokens": 1,
+                            "ttl": 300}, token="alice-token-0001")
+        self.assertEqual(status, 200, a)
+        d.kill9()
+        d.start()
+        lease = a["lease"]
+        before = d.call("GET", "/v1/pools/default", token="admin-token-0001")[1]
+        for method, path, body in (
+                ("POST", "/v1/leases/%s/settle" % lease, {"input_tokens": 1, "output_tokens": 1}),
+                ("POST", "/v1/leases/%s/extend" % lease, {"ttl": 60}),
+                ("DELETE", "/v1/leases/%s" % lease, None)):
+            status, body = d.call(method, path, body, token="bob-token-0001")
+            self.assertEqual(status, 403, (path, body))
+            self.assertEqual(body["error"]["type"], "forbidden")
+        after = d.call("GET", "/v1/pools/default", token="admin-token-0001")[1]
+        self.assertEqual(after["leases_in_flight"], before["leases_in_flight"])
+        self.assertLessEqual(after["buckets"]["input_tokens"]["level"],
+                             before["buckets"]["input_tokens"]["level"] + 8500 * 2)
+        status, body = d.call("POST", "/v1/leases/%s/settle" % lease,
+                              {"input_tokens": 40000, "output_tokens": 1},
+                              token="alice-token-0001")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["adjust"]["input_tokens"], 10000)
 
     def test_state_file_keeps_levels_and_leases_across_kill9(self):
         state = os.path.join(self.tmp.name, "state")
