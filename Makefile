@@ -34,6 +34,9 @@ FUZZ_CC    = clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,a
 FUZZ_TOK   = -DSL_DEFAULT_VOCAB_PATH=\"$(CURDIR)/data/claude.json\" -Iinclude -Isrc/tokenizer \
              src/tokenizer/*.c $$(pkg-config --cflags --libs jansson libpcre2-8 libutf8proc)
 FUZZ_ENG   = -Iinclude src/engine/*.c -lm
+FUZZ_API   = $(addprefix src/server/,http.c leases.c report_bounds.c state.c events.c json_in.c \
+             jsonfmt.c config.c metrics.c idmap.c) src/backend/backend.c src/backend/memory.c \
+             -Isrc/server -Isrc/backend $(FUZZ_ENG) $$(pkg-config --cflags --libs jansson libevent yaml-0.1)
 fuzz: setup
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) fuzz/tokenizer/fuzz_tokenizer.c $(FUZZ_TOK) -o build-fuzz/fuzz_tokenizer
@@ -44,7 +47,8 @@ fuzz: setup
 	  $(FUZZ_ENG) $$(pkg-config --cflags --libs jansson libevent) -o build-fuzz/fuzz_usage
 	$(FUZZ_CC) fuzz/http/fuzz_http.c src/server/http_parse.c -Isrc/server -lhttp_parser \
 	  -o build-fuzz/fuzz_http
-	@for t in tokenizer estimate timefmt resync usage http; do \
+	$(FUZZ_CC) fuzz/api/fuzz_api.c $(FUZZ_API) -o build-fuzz/fuzz_api
+	@for t in tokenizer estimate timefmt resync usage http api; do \
 	  mkdir -p build-fuzz/corpus-$$t; \
 	  build-fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -artifact_prefix=fuzz/$$t/ \
 	    build-fuzz/corpus-$$t fuzz/$$t/corpus || exit 1; \

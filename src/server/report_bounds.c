@@ -67,6 +67,17 @@ static bool parse_count(const char *s, int64_t *out)
     return true;
 }
 
+/* Clamps are logged at most once per 10 s: reports come at the agents' rate, and a
+ * flood of them must not become a flood of log lines. */
+static bool warn_now(const sl_call_t *call)
+{
+    static double last_s = -1e300;
+    double now = sl_backend_now(call->srv->backend);
+    if (now - last_s < 10) return false;
+    last_s = now;
+    return true;
+}
+
 static int check_counts(const sl_call_t *call, const char *pool, const sl_settle_t *s,
                         char *msg, size_t n)
 {
@@ -139,10 +150,12 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s,
             if (lo < 1) lo = 1;
             if (v < lo || v > hi) {
                 snprintf(scratch[kept], sizeof(scratch[kept]), "%" PRId64, v < lo ? lo : hi);
-                fprintf(stderr,
-                        "sluiced: settle: %s %s for pool '%s' clamped to %s (configured %s "
-                        "%" PRId64 ", max_resync_factor %g)\n",
-                        names[i], values[i], pool, scratch[kept], what, *configured, f);
+                if (warn_now(call))
+                    fprintf(stderr,
+                            "sluiced: settle: %s %.32s for pool '%s' clamped to %s (configured "
+                            "%s %" PRId64 ", max_resync_factor %g; further clamps for 10 s "
+                            "are not logged)\n",
+                            names[i], values[i], pool, scratch[kept], what, *configured, f);
                 names[kept] = names[i];
                 values[kept] = scratch[kept];
                 kept++;
