@@ -29,6 +29,7 @@ pools:
   resync:%s
   blocky:%s
   ceiling:%s
+  margin:%s
   tasks:%s
     rpm: 0
 auth:
@@ -48,7 +49,7 @@ auth:
       agent: alice
     - token: bob-token-1
       agent: bob
-""" % (POOL, POOL, POOL, POOL, POOL)
+""" % (POOL, POOL, POOL, POOL, POOL, POOL)
 
 ADMIN = "admin-secret-1"
 WORKER = "workers-token-1"
@@ -156,6 +157,23 @@ class Reports(Case):
         blocked = self.s.pool("blocky")["blocked_until"]
         self.assertIsNotNone(blocked)
         self.assertLessEqual(blocked - t0, 300 + 5)  # max_retry_after_s, not a day
+
+    def test_one_agent_cuts_the_margin_once_per_lease_granted_after_its_last_cut(self):
+        held = [self.granted(WORKER, "w-8", "margin")["lease"] for _ in range(4)]
+        other = self.granted(WORKER, "w-9", "margin")["lease"]
+        self.assertEqual(self.s.pool("margin")["margin"], 0.85)
+        for lease in held:
+            status, body, _ = self.settle(WORKER, lease, got_429=True)
+            self.assertEqual(status, 200, body)
+        # Four 429s of one burst (leases granted before the first cut) are one step, not four.
+        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.80)
+        # Another agent's lease is its own report.
+        self.assertEqual(self.settle(WORKER, other, got_429=True)[0], 200)
+        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.75)
+        # A lease granted after the cut may cut again: one step per granted lease.
+        lease = self.granted(WORKER, "w-8", "margin")["lease"]
+        self.assertEqual(self.settle(WORKER, lease, got_429=True)[0], 200)
+        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.70)
 
     # ---- defect 2: weight inputs ----
 
