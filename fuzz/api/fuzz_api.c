@@ -1,4 +1,5 @@
-/* fuzz_api.c - libFuzzer target for the lease API's JSON handlers (lease, settle, extend, tasks, tickets).
+/* fuzz_api.c - libFuzzer target for the lease API's JSON handlers (lease, settle, extend, tasks,
+ * tickets).
  *
  * The input is a script, one request per line: `TOKEN METHOD PATH BODY`, where TOKEN is
  * `a` (admin), `w` (a worker token for agents "w-*", role worker only), `r` (agent r1,
@@ -33,30 +34,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Weight ceiling: planner 3 x (1 + 0.5 x (max_unblocks + tasks)) x high 4 x bump 1.5. */
 #define MAX_TASKS 64
 
-static const char config_text[] =
-    "pools:\n"
-    "  default:\n"
-    "    input_tpm: 60000\n"
-    "    output_tpm: 20000\n"
-    "    rpm: 100\n"
-    "    max_queue_wait_s: 600\n"
-    "  small:\n"
-    "    input_tpm: 3000\n"
-    "    tokens_tpm: 5000\n"
-    "    concurrency: 2\n"
-    "    max_settle_tokens: 4000\n"
-    "    max_resync_factor: 1.5\n"
-    "    max_retry_after_s: 30\n"
-    "auth:\n"
-    "  admin_token: admin-token-1\n"
-    "  tokens:\n"
-    "    - token: worker-token-1\n"
-    "      agent_prefix: w-\n"
-    "      roles: [worker]\n"
-    "    - token: resync-token-1\n"
-    "      agent: r1\n"
-    "      resync: true\n"
-    "      priorities: [high, normal, low]\n";
+static const char config_text[] = "pools:\n"
+                                  "  default:\n"
+                                  "    input_tpm: 60000\n"
+                                  "    output_tpm: 20000\n"
+                                  "    rpm: 100\n"
+                                  "    max_queue_wait_s: 600\n"
+                                  "  small:\n"
+                                  "    input_tpm: 3000\n"
+                                  "    tokens_tpm: 5000\n"
+                                  "    concurrency: 2\n"
+                                  "    max_settle_tokens: 4000\n"
+                                  "    max_resync_factor: 1.5\n"
+                                  "    max_retry_after_s: 30\n"
+                                  "auth:\n"
+                                  "  admin_token: admin-token-1\n"
+                                  "  tokens:\n"
+                                  "    - token: worker-token-1\n"
+                                  "      agent_prefix: w-\n"
+                                  "      roles: [worker]\n"
+                                  "    - token: resync-token-1\n"
+                                  "      agent: r1\n"
+                                  "      resync: true\n"
+                                  "      priorities: [high, normal, low]\n";
 
 static sl_config_t config; /* loaded once; every input's server borrows it */
 static struct event_base *base;
@@ -204,8 +204,7 @@ static void check_answer(int status, const char *body, size_t len)
     json_decref(j);
 }
 
-void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const void *body,
-                   size_t len)
+void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const void *body, size_t len)
 {
     (void)content_type;
     check_answer(status, body, len);
@@ -307,8 +306,7 @@ typedef struct snapshot {
     double margin[8];
 } snapshot_t;
 
-static void on_snapshot(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg,
-                        void *ud)
+static void on_snapshot(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg, void *ud)
 {
     snapshot_t *s = ud;
     (void)errmsg;
@@ -323,7 +321,8 @@ static void on_snapshot(int rc, const sl_pool_info_t *pools, size_t n, const cha
         const int64_t configured[SL_BUCKET_COUNT] = {pc->input_tpm, pc->output_tpm, pc->rpm,
                                                      pc->tokens_tpm};
         for (int k = 0; k < SL_BUCKET_COUNT; k++) {
-            double lo = configured[k] / b->max_resync_factor, hi = configured[k] * b->max_resync_factor;
+            double lo = configured[k] / b->max_resync_factor,
+                   hi = configured[k] * b->max_resync_factor;
             if (pools[i].limit[k] < floor(lo) || pools[i].limit[k] > ceil(hi)) {
                 fprintf(stderr, "pool %s: %s limit %lld outside [%g, %g]\n", pools[i].name,
                         sl_bucket_name((sl_bucket_t)k), (long long)pools[i].limit[k], lo, hi);
@@ -359,9 +358,8 @@ static sl_http_method_t parse_method(const char *m)
     static const struct {
         const char *name;
         sl_http_method_t m;
-    } ms[] = {{"GET", SL_HTTP_GET},       {"HEAD", SL_HTTP_HEAD}, {"POST", SL_HTTP_POST},
-              {"PUT", SL_HTTP_PUT},       {"DELETE", SL_HTTP_DELETE},
-              {"PATCH", SL_HTTP_PATCH}};
+    } ms[] = {{"GET", SL_HTTP_GET}, {"HEAD", SL_HTTP_HEAD},     {"POST", SL_HTTP_POST},
+              {"PUT", SL_HTTP_PUT}, {"DELETE", SL_HTTP_DELETE}, {"PATCH", SL_HTTP_PATCH}};
     for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++)
         if (!strcmp(m, ms[i].name)) return ms[i].m;
     return SL_HTTP_OTHER;

@@ -311,8 +311,7 @@ bool sl__token_may_use_priority(const sl_call_t *call, const char *priority)
 
 int64_t sl__max_unblocks(const sl_call_t *call)
 {
-    return call->token && !call->admin ? call->token->max_unblocks
-                                       : call->srv->config.max_unblocks;
+    return call->token && !call->admin ? call->token->max_unblocks : call->srv->config.max_unblocks;
 }
 
 /* The weight inputs a request claims, against what its token may claim. Returns 0, or

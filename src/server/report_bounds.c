@@ -78,8 +78,8 @@ static bool warn_now(const sl_call_t *call)
     return true;
 }
 
-static int check_counts(const sl_call_t *call, const char *pool, const sl_settle_t *s,
-                        char *msg, size_t n)
+static int check_counts(const sl_call_t *call, const char *pool, const sl_settle_t *s, char *msg,
+                        size_t n)
 {
     int64_t ceiling = sl_config_settle_ceiling(&call->srv->config, pool);
     const struct {
@@ -107,9 +107,8 @@ static int check_counts(const sl_call_t *call, const char *pool, const sl_settle
     return 0;
 }
 
-int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s,
-                     const char **names, const char **values, char (*scratch)[24], int *status,
-                     char *msg, size_t n)
+int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, const char **names,
+                     const char **values, char (*scratch)[24], int *status, char *msg, size_t n)
 {
     const sl_config_t *c = &call->srv->config;
     *status = 400;
