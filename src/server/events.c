@@ -239,10 +239,12 @@ static void stream_send(sl_call_t *call, const char *data, size_t len)
 }
 
 /* True when subscriber `c` may see `ev`: pool-wide events (margin, alerts, resync) are
- * what GET /v1/pools shows every caller; an agent's events only its own token sees. */
+ * what GET /v1/pools shows every caller; an agent's events only its own token sees (an
+ * event about a lease or ticket whose agent a backend did not say counts as someone's). */
 static bool stream_sees(const sl_call_t *c, const sl_event_t *ev)
 {
-    if (c->stream_all || !ev->agent) return true;
+    if (c->stream_all) return true;
+    if (!ev->agent) return !ev->lease && !ev->ticket;
     if (c->stream_prefix) return !strncmp(ev->agent, c->stream_agent, strlen(c->stream_agent));
     return !strcmp(ev->agent, c->stream_agent);
 }
