@@ -128,7 +128,9 @@ int sl__json_get_int(const json_t *obj, const char *field, bool required, int64_
     }
     if (json_is_real(v)) {
         double d = json_real_value(v);
-        if (d == floor(d) && fabs(d) > (double)SL_TOKENS_MAX)
+        if (d == floor(d) && d < 0)
+            snprintf(msg, n, "%s must be >= 0, not %s", field, show(v, shown, sizeof(shown)));
+        else if (d == floor(d) && d > (double)SL_TOKENS_MAX)
             snprintf(msg, n, "%s: %s is above the largest accepted value 2^53", field,
                      show(v, shown, sizeof(shown)));
         else
