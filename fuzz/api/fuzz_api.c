@@ -206,8 +206,13 @@ static void check_answer(int status, const char *body, size_t len)
 
 void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const void *body, size_t len)
 {
-    (void)content_type;
-    check_answer(status, body, len);
+    /* /metrics answers Prometheus text; every other answer is JSON. */
+    if (content_type && strstr(content_type, "json")) {
+        check_answer(status, body, len);
+    } else if (status != 200) {
+        fprintf(stderr, "non-JSON answer with status %d\n", status);
+        abort();
+    }
     r->status = status;
     r->finished = true;
 }
