@@ -30,6 +30,7 @@ pools:
   blocky:%s
   ceiling:%s
   margin:%s
+  levels:%s
   tasks:%s
     rpm: 0
 auth:
@@ -49,7 +50,7 @@ auth:
       agent: alice
     - token: bob-token-1
       agent: bob
-""" % (POOL, POOL, POOL, POOL, POOL, POOL)
+""" % ((POOL,) * 7)
 
 ADMIN = "admin-secret-1"
 WORKER = "workers-token-1"
@@ -131,6 +132,15 @@ class Reports(Case):
         # A limit of "1" would have made this request 422 (exceeds_capacity) for ever.
         status, body, _ = self.lease(RESYNC, "reporter", "resync", input_tokens=20000)
         self.assertIn(status, (200, 202), body)
+
+    def test_an_allowed_reporter_still_resyncs_levels(self):
+        g = self.granted(ADMIN, "admin-agent", "levels")
+        status, body, _ = self.settle(
+            ADMIN, g["lease"], headers={"anthropic-ratelimit-output-tokens-remaining": "0"})
+        self.assertEqual(status, 200, body)
+        # Room 0 (+500 rounding) less the 15% reserve: the level drops well below capacity.
+        level = self.s.pool("levels")["buckets"]["output_tokens"]["level"]
+        self.assertLess(level, 1000)
 
     def test_settle_counts_above_the_pool_ceiling_are_400(self):
         g = self.granted(WORKER, "w-2", "ceiling")
@@ -262,17 +272,27 @@ class Events(Case):
             admin = open_stream(s.port, ADMIN)
             read_until(alice, b"sluice events")
             read_until(admin, b"sluice events")
-            for token, agent in (("bob-token-1", "bob"), ("alice-token-1", "alice")):
-                status, g, _ = s.call("POST", "/v1/leases", {"agent": agent, "input_tokens": 5,
-                                                             "output_tokens": 1}, token=token)
-                self.assertEqual(status, 200, g)
+            status, g, _ = s.call("POST", "/v1/leases", {"agent": "bob", "input_tokens": 5,
+                                                         "output_tokens": 1}, token="bob-token-1")
+            self.assertEqual(status, 200, g)
+            # Bob's 429 is his (hidden from alice); the margin it cuts is the pool's (shown).
+            status, body, _ = s.call("POST", "/v1/leases/%s/settle" % g["lease"],
+                                     {"input_tokens": 5, "output_tokens": 1, "got_429": True},
+                                     token="bob-token-1")
+            self.assertEqual(status, 200, body)
+            status, g, _ = s.call("POST", "/v1/leases", {"agent": "alice", "input_tokens": 5,
+                                                         "output_tokens": 1}, token="alice-token-1")
+            self.assertEqual(status, 200, g)
             seen_alice = read_until(alice, b'"agent":"alice"')
             seen_admin = read_until(admin, b'"agent":"alice"')
             alice.close()
             admin.close()
             self.assertIn('"agent":"alice"', seen_alice)
+            self.assertIn("event: margin", seen_alice)
             self.assertNotIn("bob", seen_alice)
+            self.assertNotIn("upstream_429", seen_alice)
             self.assertIn('"agent":"bob"', seen_admin)
+            self.assertIn("upstream_429", seen_admin)
 
 
 class Smaller(Case):
