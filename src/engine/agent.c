@@ -187,7 +187,8 @@ static void fill_info(const sl__agent_t *a, double weight_floor, sl_agent_info_t
 int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_t *out)
 {
     const sl__agent_t *a = agent ? sl__strmap_get(&e->agents, agent) : NULL;
-    if (!a) return SL_ENOTFOUND;
+    if (!a)
+        return sl__fail(e, SL_ENOTFOUND, "agent \"%.140s\" not found", agent ? agent : "(null)");
     fill_info(a, e->cfg.weight_floor, out);
     return SL_OK;
 }

@@ -105,7 +105,7 @@ int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
                                   void (*fn)(const sl_calibration_info_t *c, void *ud), void *ud)
 {
     const sl__pool_t *p = pool ? sl__pool_find(e, pool) : NULL;
-    if (!p) return SL_ENOTFOUND;
+    if (!p) return sl__fail(e, SL_ENOTFOUND, "pool \"%.140s\" not found", pool ? pool : "(null)");
     for (size_t i = 0; i < p->calibs.cap; i++) {
         if (!p->calibs.slots[i].hash) continue;
         const sl__calib_t *c = p->calibs.slots[i].val;

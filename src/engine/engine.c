@@ -45,8 +45,9 @@ const char *sl_task_state_name(sl_task_state_t s)
 
 sl_engine_t *sl_engine_new(const sl_engine_config_t *cfg)
 {
-    sl_engine_t *e = calloc(1, sizeof *e);
+    sl_engine_t *e = calloc(1, sizeof *e + SL__ERRMSG_LEN);
     if (!e) return NULL;
+    e->errmsg = (char *)(e + 1);
     if (cfg) {
         e->cfg = *cfg;
     } else {
@@ -116,11 +117,11 @@ const char *sl_engine_errmsg(const sl_engine_t *e)
     return e->errmsg;
 }
 
-int sl__fail(sl_engine_t *e, int code, const char *fmt, ...)
+int sl__fail(const sl_engine_t *e, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->errmsg, sizeof e->errmsg, fmt, ap);
+    vsnprintf(e->errmsg, SL__ERRMSG_LEN, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -251,11 +251,15 @@ struct sl_engine {
     size_t n_prios;
     sl_event_cb cb;
     void *cb_ud;
-    char errmsg[512];
+    /* The last error's message. A buffer of its own (allocated with the engine) so that
+     * queries taking a const engine can still say why they failed. */
+    char *errmsg;
 };
 
+#define SL__ERRMSG_LEN 512
+
 /* engine.c */
-int sl__fail(sl_engine_t *e, int code, const char *fmt, ...)
+int sl__fail(const sl_engine_t *e, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif

@@ -327,7 +327,7 @@ void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now)
 int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *out)
 {
     const sl__pool_t *p = name ? sl__pool_find(e, name) : NULL;
-    if (!p) return SL_ENOTFOUND;
+    if (!p) return sl__fail(e, SL_ENOTFOUND, "pool \"%.140s\" not found", name ? name : "(null)");
     memset(out, 0, sizeof *out);
     out->name = p->name;
     out->config = p->cfg;

@@ -443,13 +443,50 @@ static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, con
 static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
                            sl_pool_upstream_t *up);
 
+/* Pool keys that bound what a settle report may do (sl_pool_bounds_t). Sets *handled
+ * when `kname` is one of them. */
+static int parse_bounds_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
+                            sl_pool_bounds_t *b, bool *handled)
+{
+    *handled = true;
+    if (!strcmp(kname, "max_settle_tokens")) {
+        if (get_i64(p, v, key, &b->max_settle_tokens) < 0) return -1;
+        if (b->max_settle_tokens < 1)
+            return fail(p, v, key, "'%s' must be at least 1 (leave it out for the default)",
+                        scalar(v));
+        return 0;
+    }
+    if (!strcmp(kname, "max_retry_after_s")) {
+        if (get_double(p, v, key, &b->max_retry_after_s) < 0) return -1;
+        if (b->max_retry_after_s < 1 || b->max_retry_after_s > 86400)
+            return fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
+        return 0;
+    }
+    if (!strcmp(kname, "max_resync_factor")) {
+        if (get_double(p, v, key, &b->max_resync_factor) < 0) return -1;
+        if (b->max_resync_factor < 1 || b->max_resync_factor > 1000)
+            return fail(p, v, key, "'%s' must be between 1 and 1000", scalar(v));
+        return 0;
+    }
+    *handled = false;
+    return 0;
+}
+
+static void bounds_init(sl_pool_bounds_t *b)
+{
+    b->max_settle_tokens = 0;
+    b->max_retry_after_s = 300;
+    b->max_resync_factor = 2;
+}
+
 static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,
-                      sl_pool_upstream_t *up)
+                      sl_pool_upstream_t *up, sl_pool_bounds_t *bounds)
 {
     char key[320];
     snprintf(key, sizeof(key), "pools.%s", name);
     if (want_mapping(p, map, key) < 0) return -1;
     sl_pool_config_init(cfg);
+    bounds_init(bounds);
     for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
          pr++) {
         yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
@@ -468,6 +505,8 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
             continue;
         }
         if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
+        if (!f && kname && !handled && parse_bounds_key(p, kname, v, key, bounds, &handled) < 0)
+            return -1;
         if (handled) continue;
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
         char *dst = (char *)cfg + f->offset;
@@ -507,11 +546,13 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
     for (size_t i = 0; i < c->settings.n_pools; i++)
         upstream_clear(&c->upstreams[i]);
     free(c->upstreams);
+    free(c->bounds);
     c->settings.n_pools = 0;
     c->settings.pools = calloc(n, sizeof(*c->settings.pools));
     c->pool_lines = calloc(n, sizeof(*c->pool_lines));
     c->upstreams = calloc(n, sizeof(*c->upstreams));
-    if (!c->settings.pools || !c->pool_lines || !c->upstreams)
+    c->bounds = calloc(n, sizeof(*c->bounds));
+    if (!c->settings.pools || !c->pool_lines || !c->upstreams || !c->bounds)
         return fail(p, map, "pools", "out of memory%s", "");
     for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
          pr++) {
@@ -528,7 +569,8 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
         c->pool_lines[c->settings.n_pools] = (int)k->start_mark.line + 1;
         c->settings.n_pools++; /* counted first, so a failure below frees what was parsed */
         if (parse_pool(p, name, node(p, pr->value), &np->config,
-                       &c->upstreams[c->settings.n_pools - 1]) < 0)
+                       &c->upstreams[c->settings.n_pools - 1],
+                       &c->bounds[c->settings.n_pools - 1]) < 0)
             return -1;
     }
     return 0;
@@ -702,6 +744,16 @@ static int parse_token(parse_t *p, yaml_node_t *map, sl_token_rule_t *t)
             rc = parse_string_list(p, v, "auth.tokens[].roles", &t->roles, &t->n_roles);
         else if (!strcmp(kname, "pools"))
             rc = parse_string_list(p, v, "auth.tokens[].pools", &t->pools, &t->n_pools);
+        else if (!strcmp(kname, "priorities"))
+            rc = parse_string_list(p, v, "auth.tokens[].priorities", &t->priorities,
+                                   &t->n_priorities);
+        else if (!strcmp(kname, "max_unblocks")) {
+            rc = get_i64(p, v, "auth.tokens[].max_unblocks", &t->max_unblocks);
+            if (rc == 0 && t->max_unblocks > 1000000)
+                rc = fail(p, v, "auth.tokens[].max_unblocks", "'%s' must be at most 1000000",
+                          scalar(v));
+        } else if (!strcmp(kname, "resync"))
+            rc = get_bool(p, v, "auth.tokens[].resync", &t->resync);
         else
             rc = fail(p, k, "auth.tokens[]", "unknown key '%s'", kname);
         if (rc < 0) return -1;
@@ -734,6 +786,7 @@ static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
             for (yaml_node_item_t *it = v->data.sequence.items.start;
                  it < v->data.sequence.items.top; it++) {
                 sl_token_rule_t *t = &c->tokens[c->n_tokens++];
+                t->max_unblocks = 8;
                 if (parse_token(p, node(p, *it), t) < 0) return -1;
                 for (size_t j = 0; j + 1 < c->n_tokens; j++)
                     if (!strcmp(c->tokens[j].token, t->token))
@@ -855,6 +908,10 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
                 rc = fail(p, v, "body_limit_bytes", "'%s' must be between 1024 and 67108864",
                           scalar(v));
             if (rc == 0) c->body_limit_bytes = (size_t)n;
+        } else if (!strcmp(kname, "max_unblocks")) {
+            rc = get_i64(p, v, "max_unblocks", &c->max_unblocks);
+            if (rc == 0 && c->max_unblocks > 1000000)
+                rc = fail(p, v, "max_unblocks", "'%s' must be at most 1000000", scalar(v));
         } else if (!strcmp(kname, "max_wait_s")) {
             rc = get_double(p, v, "max_wait_s", &c->max_wait_s);
             if (rc == 0 && (c->max_wait_s < 1 || c->max_wait_s > 3600))
@@ -1040,8 +1097,12 @@ int sl_config_defaults(sl_config_t *c)
     c->settings.pools = calloc(1, sizeof(*c->settings.pools));
     c->pool_lines = calloc(1, sizeof(*c->pool_lines));
     c->upstreams = calloc(1, sizeof(*c->upstreams));
-    if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines || !c->upstreams)
+    c->bounds = calloc(1, sizeof(*c->bounds));
+    c->max_unblocks = 1000;
+    if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines || !c->upstreams ||
+        !c->bounds)
         goto fail;
+    bounds_init(&c->bounds[0]);
     c->settings.pools[0].name = strdup("default");
     if (!c->settings.pools[0].name) goto fail;
     sl_pool_config_init(&c->settings.pools[0].config);
@@ -1049,6 +1110,60 @@ int sl_config_defaults(sl_config_t *c)
     return 0;
 fail:
     sl_config_clear(c);
+    return -1;
+}
+
+static long pool_index(const sl_config_t *c, const char *name)
+{
+    for (size_t i = 0; name && i < c->settings.n_pools; i++)
+        if (!strcmp(c->settings.pools[i].name, name)) return (long)i;
+    return -1;
+}
+
+const sl_pool_bounds_t *sl_config_pool_bounds(const sl_config_t *c, const char *name)
+{
+    long i = pool_index(c, name);
+    return i >= 0 && c->bounds ? &c->bounds[i] : NULL;
+}
+
+const sl_pool_config_t *sl_config_pool(const sl_config_t *c, const char *name)
+{
+    long i = pool_index(c, name);
+    return i >= 0 ? &c->settings.pools[i].config : NULL;
+}
+
+#define DEFAULT_SETTLE_CEILING_TOKENS 10000000
+
+static int64_t settle_ceiling(const sl_pool_config_t *pc, const sl_pool_bounds_t *b)
+{
+    if (b->max_settle_tokens > 0) return b->max_settle_tokens;
+    int64_t largest = pc->input_tpm;
+    if (pc->output_tpm > largest) largest = pc->output_tpm;
+    if (pc->tokens_tpm > largest) largest = pc->tokens_tpm;
+    if (largest == 0) return DEFAULT_SETTLE_CEILING_TOKENS;
+    double derived = (double)largest * b->max_resync_factor;
+    return derived >= (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)derived;
+}
+
+int64_t sl_config_settle_ceiling(const sl_config_t *c, const char *name)
+{
+    long i = pool_index(c, name);
+    if (i >= 0 && c->bounds) return settle_ceiling(&c->settings.pools[i].config, &c->bounds[i]);
+    int64_t most = 0;
+    for (size_t k = 0; c->bounds && k < c->settings.n_pools; k++) {
+        int64_t v = settle_ceiling(&c->settings.pools[k].config, &c->bounds[k]);
+        if (v > most) most = v;
+    }
+    return most ? most : DEFAULT_SETTLE_CEILING_TOKENS;
+}
+
+double sl_config_priority_factor(const sl_config_t *c, const char *name)
+{
+    for (size_t i = 0; i < c->settings.n_priorities; i++)
+        if (!strcmp(c->settings.priorities[i].name, name)) return c->settings.priorities[i].value;
+    if (!strcmp(name, "high")) return 4;
+    if (!strcmp(name, "normal")) return 1;
+    if (!strcmp(name, "low")) return 0.25;
     return -1;
 }
 
@@ -1075,6 +1190,7 @@ void sl_config_clear(sl_config_t *c)
     for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
         upstream_clear(&c->upstreams[i]);
     free(c->upstreams);
+    free(c->bounds);
     sl_backend_settings_clear(&c->settings);
     for (size_t i = 0; i < c->n_tokens; i++) {
         free(c->tokens[i].token);
@@ -1082,6 +1198,7 @@ void sl_config_clear(sl_config_t *c)
         free(c->tokens[i].agent_prefix);
         free_list(c->tokens[i].roles, c->tokens[i].n_roles);
         free_list(c->tokens[i].pools, c->tokens[i].n_pools);
+        free_list(c->tokens[i].priorities, c->tokens[i].n_priorities);
     }
     free(c->tokens);
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);

@@ -19,7 +19,23 @@ typedef struct sl_token_rule {
     size_t n_roles;
     char **pools; /* pools it may use; n_pools 0 = any */
     size_t n_pools;
+    char **priorities;    /* priorities it may ask for; n_priorities 0 = every priority whose
+                             factor is at most 1 (normal, low: no boost without saying so) */
+    size_t n_priorities;
+    int64_t max_unblocks; /* the largest `unblocks` it may claim: 8 */
+    bool resync;          /* its settle `headers` may resync pools: false */
 } sl_token_rule_t;
+
+/* What one settle report may do to a pool, enforced by sluiced before any backend sees
+ * the report (so memory and Redis alike). The `pools.<name>.*` keys of the same names. */
+typedef struct sl_pool_bounds {
+    int64_t max_settle_tokens; /* a settle count above this is refused; 0 = derived:
+                                  max_resync_factor x the pool's largest token limit,
+                                  or 10,000,000 when no token limit is set */
+    double max_retry_after_s;  /* 300: a reported retry_after is capped to this */
+    double max_resync_factor;  /* 2: an adopted limit stays within [configured / f,
+                                  configured x f] (values outside are clamped) */
+} sl_pool_bounds_t;
 
 /* Which wire format a pool's provider speaks (the proxy endpoints it serves). */
 typedef enum sl_upstream_api {
@@ -92,6 +108,9 @@ typedef struct sl_config {
     sl_token_rule_t *tokens;
     size_t n_tokens;
     sl_pool_upstream_t *upstreams; /* one per pool, in settings.pools' order */
+    sl_pool_bounds_t *bounds;      /* one per pool, in settings.pools' order */
+    int64_t max_unblocks;          /* 1000: the largest `unblocks` of a call without an agent
+                                      token (admin, auth off); tokens have their own */
     sl_proxy_config_t proxy;
     sl_listener_config_t server;
     json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
@@ -113,6 +132,20 @@ int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t err
 
 /* The upstream of pool `name`, or NULL when the pool is unknown. */
 const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name);
+
+/* The bounds of pool `name`, or NULL when the pool is unknown. */
+const sl_pool_bounds_t *sl_config_pool_bounds(const sl_config_t *c, const char *name);
+
+/* The configuration of pool `name`, or NULL when the pool is unknown. */
+const sl_pool_config_t *sl_config_pool(const sl_config_t *c, const char *name);
+
+/* The largest settle count pool `name` accepts (max_settle_tokens, or its derived
+ * default). `name` NULL or unknown: the largest over every pool. */
+int64_t sl_config_settle_ceiling(const sl_config_t *c, const char *name);
+
+/* The factor of priority `name` (the configured one, else the engine's built-in high
+ * 4, normal 1, low 0.25), or -1 when no such priority exists. */
+double sl_config_priority_factor(const sl_config_t *c, const char *name);
 
 /* True when auth is on: an admin token or any agent token is configured. */
 bool sl_config_auth_enabled(const sl_config_t *c);

@@ -156,8 +156,8 @@ static void track_owners(sl_server_t *srv, const sl_event_t *ev)
 {
     switch (ev->kind) {
     case SL_EV_GRANTED:
-        /* Lease owners only serve auth checks: not kept (nor paid for) without auth. */
-        if (sl_config_auth_enabled(&srv->config)) owner_set(&srv->lease_owner, ev->lease, ev);
+        /* Kept with auth off too: a settle is bounded by its lease's pool. */
+        owner_set(&srv->lease_owner, ev->lease, ev);
         if (ev->ticket) ticket_ended(srv, ev, false);
         break;
     case SL_EV_QUEUED:
@@ -239,9 +239,28 @@ static void stream_send(sl_call_t *call, const char *data, size_t len)
     sl_hreq_send(call->req, data, len);
 }
 
+/* True when subscriber `c` may see `ev`: pool-wide events (margin, alerts, resync) are
+ * what GET /v1/pools shows every caller; an agent's events only its own token sees (an
+ * event about a lease or ticket whose agent a backend did not say counts as someone's). */
+static bool stream_sees(const sl_call_t *c, const sl_event_t *ev)
+{
+    if (c->stream_all) return true;
+    if (!ev->agent) return !ev->lease && !ev->ticket;
+    if (c->stream_prefix) return !strncmp(ev->agent, c->stream_agent, strlen(c->stream_agent));
+    return !strcmp(ev->agent, c->stream_agent);
+}
+
 void sl__events_subscribe(sl_call_t *call)
 {
     sl_server_t *srv = call->srv;
+    const sl_token_rule_t *t = call->token;
+    const char *who = t ? (t->agent ? t->agent : t->agent_prefix) : "";
+    call->stream_all = call->admin || (t && t->agent_prefix && !t->agent_prefix[0]);
+    call->stream_prefix = t && !t->agent;
+    /* A name longer than any agent's matches none: it is left empty rather than cut. */
+    if (strlen(who) < sizeof(call->stream_agent))
+        snprintf(call->stream_agent, sizeof(call->stream_agent), "%s", who);
+    if (call->stream_prefix && !call->stream_agent[0]) call->stream_prefix = false;
     sl_hreq_add_header(call->req, "Cache-Control", "no-cache");
     sl_hreq_start(call->req, 200, "text/event-stream");
     call->mode = SL_CALL_STREAM;
@@ -298,7 +317,7 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
                 const char *data = (const char *)evbuffer_pullup(msg, -1);
                 for (sl_call_t *c = srv->streams, *next; c; c = next) {
                     next = c->next;
-                    stream_send(c, data, len);
+                    if (stream_sees(c, ev)) stream_send(c, data, len);
                 }
                 evbuffer_free(msg);
             }

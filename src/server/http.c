@@ -18,6 +18,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -109,6 +110,7 @@ void sl__reply_error(sl_call_t *call, int status, const char *type, const char *
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    sl__utf8_scrub(msg); /* echoed bytes may be invalid UTF-8, which JSON cannot carry */
     sl__reply_json(call, status, json_pack("{s:{s:s,s:s}}", "error", "type", type, "message", msg));
 }
 
@@ -269,8 +271,8 @@ static void ints_back(json_t *v)
         {
             if (json_is_real(x)) {
                 double d = json_real_value(x);
-                if (d == (double)(json_int_t)d && d >= -(double)SL_TOKENS_MAX &&
-                    d <= (double)SL_TOKENS_MAX)
+                /* Range first: casting a double outside json_int_t is undefined. */
+                if (d >= -(double)SL_TOKENS_MAX && d <= (double)SL_TOKENS_MAX && d == floor(d))
                     json_object_set_new(v, k, json_integer((json_int_t)d));
             } else {
                 ints_back(x);

@@ -21,6 +21,46 @@ bool sl__name_ok(const char *s, size_t max_len)
     return true;
 }
 
+/* Length of the valid UTF-8 sequence at `p` (RFC 3629: no overlongs, no surrogates,
+ * nothing above U+10FFFF), or 0 when the bytes there are not one. */
+static size_t utf8_seq_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    if (c < 0x80) return 1;
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+    return n;
+}
+
+void sl__utf8_scrub(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t n = utf8_seq_len(p);
+        if (n == 0) {
+            *p++ = '?';
+        } else {
+            p += n;
+        }
+    }
+}
+
 /* Writes a JSON value into `buf` for a message, shortened to fit. */
 static const char *show(const json_t *v, char *buf, size_t n)
 {
@@ -88,7 +128,9 @@ int sl__json_get_int(const json_t *obj, const char *field, bool required, int64_
     }
     if (json_is_real(v)) {
         double d = json_real_value(v);
-        if (d == floor(d) && fabs(d) > (double)SL_TOKENS_MAX)
+        if (d == floor(d) && d < 0)
+            snprintf(msg, n, "%s must be >= 0, not %s", field, show(v, shown, sizeof(shown)));
+        else if (d == floor(d) && d > (double)SL_TOKENS_MAX)
             snprintf(msg, n, "%s: %s is above the largest accepted value 2^53", field,
                      show(v, shown, sizeof(shown)));
         else

@@ -21,6 +21,10 @@
 
 #define MSG_LEN 320
 
+/* The shortest lease or extension: a lease must outlive the call that asked for it
+ * (`"ttl": 1e-300` was reaped before its agent could use it). */
+#define MIN_LEASE_TTL_S 1.0
+
 int sl__parse_id(const char *s, char prefix, uint64_t *out)
 {
     if (s[0] != prefix || s[1] != '_' || s[2] < '1' || s[2] > '9') return -1;
@@ -294,13 +298,107 @@ static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s,
         sl__json_get_string(b, "priority", false, 64, false, &r->priority, msg, n) < 0 ||
         sl__json_get_string(b, "cache_key", false, 256, false, &r->cache_key, msg, n) < 0 ||
         sl__json_get_number(b, "wait", false, 0, false, wait_s, msg, n) < 0 ||
-        sl__json_get_number(b, "ttl", false, 0, true, &r->ttl_s, msg, n) < 0 ||
+        sl__json_get_number(b, "ttl", false, MIN_LEASE_TTL_S, false, &r->ttl_s, msg, n) < 0 ||
         sl__json_get_string(b, "request_id", false, 128, false, &r->request_id, msg, n) < 0 ||
         sl__json_get_string(b, "model", false, 128, false, &r->model, msg, n) < 0 ||
         sl__json_get_string(b, "cache_prefix_hash", false, 128, false, &r->cache_prefix_hash, msg,
                             n) < 0)
         return -1;
     return 0;
+}
+
+bool sl__token_may_use_priority(const sl_call_t *call, const char *priority)
+{
+    const sl_token_rule_t *t = call->token;
+    if (call->admin || !t) return call->admin;
+    if (t->n_priorities) {
+        for (size_t i = 0; i < t->n_priorities; i++)
+            if (!strcmp(t->priorities[i], priority)) return true;
+        return false;
+    }
+    double factor = sl_config_priority_factor(&call->srv->config, priority);
+    return factor >= 0 && factor <= 1;
+}
+
+int64_t sl__max_unblocks(const sl_call_t *call)
+{
+    return call->token && !call->admin ? call->token->max_unblocks : call->srv->config.max_unblocks;
+}
+
+/* The weight inputs a request claims, against what its token may claim. Returns 0, or
+ * -1 after answering 400 or 403. */
+static int check_weight_inputs(sl_call_t *call, const sl_request_t *r)
+{
+    int64_t max_unblocks = sl__max_unblocks(call);
+    if (r->unblocks > max_unblocks) {
+        if (call->token && !call->admin)
+            sl__reply_error(call, 403, "forbidden",
+                            "unblocks: %" PRId64 " is more than this token may claim "
+                            "(max_unblocks %" PRId64 ")",
+                            r->unblocks, max_unblocks);
+        else
+            sl__reply_error(call, 400, "invalid_request",
+                            "unblocks: %" PRId64 " is above max_unblocks %" PRId64, r->unblocks,
+                            max_unblocks);
+        return -1;
+    }
+    const char *priority = r->priority ? r->priority : "normal";
+    if (sl_config_priority_factor(&call->srv->config, priority) >= 0 &&
+        !sl__token_may_use_priority(call, priority)) {
+        sl__reply_error(call, 403, "forbidden", "priority: this token may not use priority '%s'",
+                        priority);
+        return -1;
+    }
+    return 0;
+}
+
+/* The request goes to the backend once its role is settled (the body's, or the task's).
+ * `task_role` is the task's registered role, or NULL when the request names no known task. */
+static void request_with_role(sl_call_t *call, const char *task_role)
+{
+    char msg[MSG_LEN];
+    sl_request_t r = {0};
+    double wait_s = 0;
+    if (parse_lease_request(call->body, &r, &wait_s, msg, sizeof(msg)) < 0) {
+        sl__reply_error(call, 400, "invalid_request", "%s", msg);
+        return;
+    }
+    if (task_role) {
+        if (r.role && strcmp(r.role, task_role) != 0) {
+            sl__reply_error(call, 400, "invalid_request",
+                            "role: '%s' is not the role '%s' task '%s' is registered with", r.role,
+                            task_role, r.task);
+            return;
+        }
+        r.role = task_role;
+    }
+    const char *role = r.role ? r.role : "worker";
+    if (!sl__token_may_use(call, role, NULL)) {
+        sl__reply_error(call, 403, "forbidden", "role: this token may not use role '%s'%s%s%s",
+                        role, task_role ? " (the role of task '" : "", task_role ? r.task : "",
+                        task_role ? "')" : "");
+        return;
+    }
+    call->wait_s = fmin(wait_s, call->srv->config.max_wait_s);
+    sl_backend_request(call->srv->backend, &r, on_lease_decision, call);
+}
+
+static void on_task_graph(int rc, const sl_task_info_t *tasks, size_t n, void *ud)
+{
+    sl_call_t *call = ud;
+    if (rc != SL_OK) {
+        sl__reply_engine_error(call, rc, "tasks: the task graph cannot be read");
+        return;
+    }
+    const char *task = json_string_value(json_object_get(call->body, "task"));
+    char role[65]; /* role names are 1-64 bytes */
+    for (size_t i = 0; task && i < n; i++) {
+        if (strcmp(tasks[i].id, task) != 0) continue;
+        snprintf(role, sizeof(role), "%s", tasks[i].role ? tasks[i].role : "worker");
+        request_with_role(call, role);
+        return;
+    }
+    request_with_role(call, NULL);
 }
 
 void sl__handle_lease_post(sl_call_t *call)
@@ -313,23 +411,23 @@ void sl__handle_lease_post(sl_call_t *call)
         return;
     }
     const char *pool = r.pool ? r.pool : "default";
-    const char *role = r.role ? r.role : "worker";
     if (!sl__token_may_act_as(call, r.agent)) {
         sl__reply_error(call, 403, "forbidden", "agent: this token may not act as agent '%s'",
                         r.agent);
-        return;
-    }
-    if (!sl__token_may_use(call, role, NULL)) {
-        sl__reply_error(call, 403, "forbidden", "role: this token may not use role '%s'", role);
         return;
     }
     if (!sl__token_may_use(call, NULL, pool)) {
         sl__reply_error(call, 403, "forbidden", "pool: this token may not use pool '%s'", pool);
         return;
     }
+    if (check_weight_inputs(call, &r) < 0) return;
     snprintf(call->pool, sizeof(call->pool), "%s", pool);
-    call->wait_s = fmin(wait_s, call->srv->config.max_wait_s);
-    sl_backend_request(call->srv->backend, &r, on_lease_decision, call);
+    if (r.task) {
+        /* A task in the graph decides the role (and unblocks): look it up first. */
+        sl_backend_tasks(call->srv->backend, on_task_graph, call);
+        return;
+    }
+    request_with_role(call, NULL);
 }
 
 /* ---- tickets ---------------------------------------------------------------------- */
@@ -481,6 +579,28 @@ static void reply_lease_error(sl_call_t *call, int rc, const char *errmsg)
     }
 }
 
+typedef struct cut_ctx {
+    const char *agent;
+} cut_ctx_t;
+
+static void mark_no_cut(uint64_t id, void *val, void *ud)
+{
+    sl_owner_t *o = val;
+    const cut_ctx_t *c = ud;
+    (void)id;
+    if (!strcmp(o->agent, c->agent)) o->no_margin_cut = true;
+}
+
+/* AIMD cuts once per congestion signal: after an agent's 429 report cut the margin, its
+ * leases granted before that cut were decided at the old margin, and their 429s (the
+ * same burst) do not cut again. So an agent's reports lower the margin by at most one
+ * step per lease granted after its last cut, however many leases it holds at once. */
+static void after_margin_report(sl_call_t *call)
+{
+    cut_ctx_t c = {call->settle_agent};
+    sl__idmap_foreach(&call->srv->lease_owner, mark_no_cut, &c);
+}
+
 static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
@@ -488,6 +608,7 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
         reply_lease_error(call, rc, errmsg);
         return;
     }
+    if (call->margin_report) after_margin_report(call);
 
     sl_jbuf_t b = {.len = 0};
     sl__jb_lit(&b, "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":");
@@ -542,6 +663,8 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
     const json_t *b = call->body;
     sl_settle_t s = {.retry_after_s = -1};
     const char *names[MAX_HEADERS], *values[MAX_HEADERS];
+    char clamped[MAX_HEADERS][24];
+    int status = 400;
     char *lower = NULL;
     if (sl__json_check_fields(b, settle_fields, msg, sizeof(msg)) < 0 ||
         sl__json_get_int(b, "input_tokens", true, &s.input_tokens, msg, sizeof(msg)) < 0 ||
@@ -598,12 +721,24 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
         s.header_names = names;
         s.header_values = values;
     }
+    const sl_owner_t *o = sl__idmap_get(&call->srv->lease_owner, lease);
+    if (sl__bound_settle(call, o && o->pool[0] ? o->pool : NULL, &s, names, values, clamped,
+                         &status, msg, sizeof(msg)) < 0)
+        goto invalid;
+    if (s.got_429 && !(s.spend_cap && s.retry_after_s < 0) && o) {
+        if (o->no_margin_cut) {
+            s.got_429 = false; /* the burst this lease belongs to was counted already */
+        } else {
+            call->margin_report = true;
+            snprintf(call->settle_agent, sizeof(call->settle_agent), "%s", o->agent);
+        }
+    }
     sl_backend_settle(call->srv->backend, lease, &s, on_settled, call);
     free(lower);
     return;
 invalid:
     free(lower);
-    sl__reply_error(call, 400, "invalid_request", "%s", msg);
+    sl__reply_error(call, status, status == 403 ? "forbidden" : "invalid_request", "%s", msg);
 }
 
 void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action, int method)
@@ -626,7 +761,8 @@ void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action
         static const char *const extend_fields[] = {"ttl", NULL};
         double ttl_s = 0;
         if (sl__json_check_fields(call->body, extend_fields, msg, sizeof(msg)) < 0 ||
-            sl__json_get_number(call->body, "ttl", true, 0, true, &ttl_s, msg, sizeof(msg)) < 0) {
+            sl__json_get_number(call->body, "ttl", true, MIN_LEASE_TTL_S, false, &ttl_s, msg,
+                                sizeof(msg)) < 0) {
             sl_backend_set_actor(backend, NULL);
             sl__reply_error(call, 400, "invalid_request", "%s", msg);
             return;

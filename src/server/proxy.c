@@ -922,9 +922,12 @@ static int identify(px_t *px, identity_t *id)
         char *end;
         errno = 0;
         long long v = strtoll(ub, &end, 10);
-        if (errno || end == ub || *end || v < 0 || v > 1000000) {
-            px_error(px, 400, "sluice: x-sluice-unblocks: '%.32s' is not an integer 0-1000000",
-                     ub);
+        int64_t max = sl__max_unblocks(call);
+        if (errno || end == ub || *end || v < 0 || v > max) {
+            bool token_bound = call->token && !call->admin && !errno && end != ub && !*end && v > max;
+            px_error(px, token_bound ? 403 : 400,
+                     "sluice: x-sluice-unblocks: '%.32s' is not an integer 0-%" PRId64 "%s", ub,
+                     max, token_bound ? " (this token's max_unblocks)" : " (max_unblocks)");
             return -1;
         }
         id->unblocks = v;

@@ -50,9 +50,19 @@ struct sl_call {
     void (*gone)(sl_call_t *call); /* called once when the client went away */
     void *owner;                   /* the proxy's state for a proxied call */
     sl_call_t *prev, *next;        /* in srv->streams (SL_CALL_STREAM) */
+    /* SL_CALL_STREAM: whose events it sees, copied from the token when it subscribed (a
+     * reload may free the token): every event (admin, auth off), or pool-wide events and
+     * those of agent `stream_agent` (or of agents starting with it, `stream_prefix`). */
+    bool stream_all;
+    bool stream_prefix;
+    char stream_agent[129];
+    /* Settles: the lease's agent, when its got_429 report cuts the margin (see leases.c). */
+    bool margin_report;
+    char settle_agent[129];
 };
 
-/* Who owns a lease or a ticket, learnt from engine events (the engine API has no lookup). */
+/* Who owns a lease or a ticket and in which pool, learnt from engine events (the engine
+ * API has no lookup): for owner checks and for bounding a settle by its pool. */
 typedef struct sl_owner {
     char agent[129];
     char pool[129];
@@ -60,6 +70,7 @@ typedef struct sl_owner {
     bool rejected;     /* tickets: rejected after queueing (margin cut) */
     double retry_at;   /* when rejected */
     double ended_at_s; /* forgotten a while after this */
+    bool no_margin_cut; /* leases: granted before a 429 report of its agent cut the margin */
 } sl_owner_t;
 
 struct sl_server {
@@ -127,7 +138,22 @@ void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *
 void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev);
 void sl__waiters_shutdown(sl_server_t *srv);
 json_t *sl__grant_json(const sl_decision_t *d, const char *pool);
+/* True when the call's token may ask for `priority` (its `priorities` list; without
+ * one, priorities whose factor is at most 1). Admin and auth off: any. */
+bool sl__token_may_use_priority(const sl_call_t *call, const char *priority);
+/* The largest `unblocks` the call may claim: its token's max_unblocks, or the
+ * configuration's max_unblocks without an agent token (admin, auth off). */
+int64_t sl__max_unblocks(const sl_call_t *call);
 int sl__parse_id(const char *s, char prefix, uint64_t *out);
+
+/* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
+ * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;
+ * clamped values are written to `scratch`, one slot per header) for a lease of `pool`
+ * (NULL: not known here). Returns 0, or -1 with `status` 400 or 403 and `msg` naming
+ * the field, the value and the bound. */
+int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s,
+                     const char **names, const char **values, char (*scratch)[24], int *status,
+                     char *msg, size_t n);
 
 /* state.c */
 void sl__handle_pools(sl_call_t *call, const char *pool);
@@ -199,6 +225,9 @@ int sl__json_get_string(const json_t *obj, const char *field, bool required, siz
                         bool name_chars, const char **out, char *msg, size_t n);
 int sl__json_get_bool(const json_t *obj, const char *field, bool *out, char *msg, size_t n);
 bool sl__name_ok(const char *s, size_t max_len);
+/* Replaces every byte of `s` that is not part of a valid UTF-8 sequence with '?', so
+ * text that echoes a client's bytes can always be sent as a JSON string. */
+void sl__utf8_scrub(char *s);
 
 /* dashboard.c: the live dashboard (GET /, /dashboard/<file>), built into the binary. */
 /* Handles `call` when its path is the dashboard's (`/` or segment 0 "dashboard") and

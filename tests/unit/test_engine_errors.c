@@ -186,6 +186,27 @@ static void test_bad_pool_configuration_is_refused(void **state)
     sl_engine_free(e);
 }
 
+/* Every lookup says what it did not find, never the previous call's message. */
+static void test_lookups_set_their_own_message(void **state)
+{
+    (void)state;
+    uint64_t l, t;
+    sl_engine_t *e = busy_engine(&l, &t);
+    sl_decision_t d;
+    sl_request_t r = harness_req("c", 10, 10);
+    r.pool = "secret-x";
+    EXPECT_REFUSED(e, sl_engine_request(e, &r, T0, &d), SL_ENOTFOUND, "secret-x");
+    sl_pool_info_t pi;
+    EXPECT_REFUSED(e, sl_engine_pool_info(e, "nope", &pi), SL_ENOTFOUND, "nope");
+    sl_engine_request(e, &r, T0, &d);
+    sl_agent_info_t ai;
+    EXPECT_REFUSED(e, sl_engine_agent_info(e, "nobody", &ai), SL_ENOTFOUND, "nobody");
+    sl_engine_request(e, &r, T0, &d);
+    EXPECT_REFUSED(e, sl_engine_calibration_foreach(e, "nowhere", NULL, NULL), SL_ENOTFOUND,
+                   "nowhere");
+    sl_engine_free(e);
+}
+
 static void test_reload_keeps_leases_and_tickets(void **state)
 {
     (void)state;
@@ -216,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_time_going_backwards_is_refused),
         cmocka_unit_test(test_bad_pool_configuration_is_refused),
         cmocka_unit_test(test_reload_keeps_leases_and_tickets),
+        cmocka_unit_test(test_lookups_set_their_own_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

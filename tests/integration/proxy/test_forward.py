@@ -215,6 +215,26 @@ class Keys(unittest.TestCase):
                 a = s.agent("guest-3")
                 self.assertEqual(a["role"], "reviewer")
 
+    def test_x_sluice_unblocks_is_bound_to_the_token(self):
+        with Emu() as emu:
+            cfg = config(emu) + (
+                "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
+                "    - token: agent-token-workers\n      agent_prefix: worker-\n")
+            with Sluiced(cfg) as s:
+                s.bearer = "admin-token-0001"
+                status, _, payload = s.anthropic(message(), agent="worker-1",
+                                                 key="agent-token-workers",
+                                                 extra={"x-sluice-unblocks": "9007199254740992"})
+                self.assertEqual(status, 403, payload)
+                self.assertIn(b"x-sluice-unblocks", payload)
+                self.assertIn(b"max_unblocks", payload)
+                self.assertIsNone(s.agent("worker-1"))  # refused before any lease
+                status, _, payload = s.anthropic(message(), agent="worker-1",
+                                                 key="agent-token-workers",
+                                                 extra={"x-sluice-unblocks": "8"})
+                self.assertEqual(status, 200, payload)
+                self.assertEqual(s.agent("worker-1")["weight"], 5)  # 1 x (1 + 0.5 x 8)
+
     def test_a_missing_key_variable_is_a_config_error_naming_it(self):
         with Emu() as emu:
             with self.assertRaises(RuntimeError) as ctx:

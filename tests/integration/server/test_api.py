@@ -260,7 +260,7 @@ class Endpoints(unittest.TestCase):
 class Expiry(unittest.TestCase):
     def test_expired_lease_is_reaped_within_100ms_and_settle_says_410(self):
         with Sluiced(CONFIG) as s:
-            status, g, _ = s.lease("short", 100, ttl=0.5)
+            status, g, _ = s.lease("short", 100, ttl=1)
             self.assertEqual(status, 200, g)
             time.sleep(max(0.0, g["expires_at"] - time.time()) + 0.1)
             self.assertEqual(s.pool()["leases_in_flight"], 0)

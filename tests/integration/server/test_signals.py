@@ -133,6 +133,17 @@ class CheckConfig(unittest.TestCase):
             ("roles:\n  planner: 0\n", ":2:", "roles.planner"),
             ("auth:\n  tokens:\n    - token: short\n      agent: a\n", ":3:", "token"),
             ("bogus: 1\n", ":1:", "bogus"),
+            ("pools:\n  default:\n    max_resync_factor: 0.5\n", ":3:",
+             "pools.default.max_resync_factor"),
+            ("pools:\n  default:\n    max_settle_tokens: 0\n", ":3:",
+             "pools.default.max_settle_tokens"),
+            ("pools:\n  default:\n    max_retry_after_s: 100000\n", ":3:",
+             "pools.default.max_retry_after_s"),
+            ("max_unblocks: 2000000\n", ":1:", "max_unblocks"),
+            ("auth:\n  tokens:\n    - token: long-enough-1\n      agent: a\n      resync: maybe\n",
+             ":5:", "auth.tokens[].resync"),
+            ("auth:\n  tokens:\n    - token: long-enough-1\n      agent: a\n"
+             "      max_unblocks: -1\n", ":5:", "auth.tokens[].max_unblocks"),
             ("pools: [\n", ":", "YAML"),
         ]
         for text, line, key in cases:

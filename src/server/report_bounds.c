@@ -1,0 +1,170 @@
+/* report_bounds.c - what one settle report may do to a pool, checked before any backend sees it.
+ *
+ * An agent's settle is a report, and a report can lie: counts of 2^53 tokens, a
+ * provider limit of 10^12 or of 1, a retry-after of a day. The engine (and the Redis
+ * library that mirrors it) trusts what it is given, so the bounds live here, where
+ * every backend's reports pass, and are written against the configuration:
+ *   - counts above the pool's settle ceiling are refused (400, naming field and ceiling);
+ *   - rate-limit headers resync a pool only from callers allowed to (admin, tokens with
+ *     `resync: true`, every caller with auth off); others get 403;
+ *   - a reported limit is clamped to [configured / max_resync_factor, configured x
+ *     max_resync_factor]; a bucket configured as unlimited takes no limit from a
+ *     report; a lease whose pool this replica does not know has its limit headers
+ *     dropped (they cannot be bounded), its other headers kept (they only lower levels);
+ *   - a reported retry_after is capped at max_retry_after_s.
+ */
+#include "server.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_ratelimit_header(const char *name)
+{
+    return !strncmp(name, "anthropic-ratelimit-", 20) || !strncmp(name, "x-ratelimit-", 12);
+}
+
+/* The configured limit a `*-limit` header would replace, or NULL for other headers
+ * (anthropic-ratelimit-tokens-limit describes whichever limit binds and is never
+ * adopted). `what` names the configuration key for messages. */
+static const int64_t *limit_of_header(const sl_pool_config_t *pc, const char *name,
+                                      const char **what)
+{
+    static const struct {
+        const char *header;
+        const char *key;
+        size_t offset;
+    } map[] = {
+        {"anthropic-ratelimit-requests-limit", "rpm", offsetof(sl_pool_config_t, rpm)},
+        {"anthropic-ratelimit-input-tokens-limit", "input_tpm",
+         offsetof(sl_pool_config_t, input_tpm)},
+        {"anthropic-ratelimit-output-tokens-limit", "output_tpm",
+         offsetof(sl_pool_config_t, output_tpm)},
+        {"x-ratelimit-limit-requests", "rpm", offsetof(sl_pool_config_t, rpm)},
+        {"x-ratelimit-limit-tokens", "tokens_tpm", offsetof(sl_pool_config_t, tokens_tpm)},
+    };
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (strcmp(name, map[i].header) != 0) continue;
+        *what = map[i].key;
+        return (const int64_t *)(const void *)((const char *)pc + map[i].offset);
+    }
+    return NULL;
+}
+
+/* A header count as the engine reads it: digits only, at most 2^53. */
+static bool parse_count(const char *s, int64_t *out)
+{
+    int64_t v = 0;
+    if (!*s) return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        v = v * 10 + (*s - '0');
+        if (v > SL_TOKENS_MAX) return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Clamps are logged at most once per 10 s: reports come at the agents' rate, and a
+ * flood of them must not become a flood of log lines. */
+static bool warn_now(const sl_call_t *call)
+{
+    static double last_s = -1e300;
+    double now = sl_backend_now(call->srv->backend);
+    if (now - last_s < 10) return false;
+    last_s = now;
+    return true;
+}
+
+static int check_counts(const sl_call_t *call, const char *pool, const sl_settle_t *s, char *msg,
+                        size_t n)
+{
+    int64_t ceiling = sl_config_settle_ceiling(&call->srv->config, pool);
+    const struct {
+        const char *field;
+        int64_t value;
+    } counts[] = {
+        {"input_tokens", s->input_tokens},
+        {"output_tokens", s->output_tokens},
+        {"cache_creation_input_tokens", s->cache_creation_input_tokens},
+        {"cache_read_input_tokens", s->cache_read_input_tokens},
+    };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        if (counts[i].value <= ceiling) continue;
+        if (pool)
+            snprintf(msg, n,
+                     "%s: %" PRId64 " is above pool '%s''s settle ceiling "
+                     "max_settle_tokens %" PRId64,
+                     counts[i].field, counts[i].value, pool, ceiling);
+        else
+            snprintf(msg, n,
+                     "%s: %" PRId64 " is above the settle ceiling max_settle_tokens %" PRId64,
+                     counts[i].field, counts[i].value, ceiling);
+        return -1;
+    }
+    return 0;
+}
+
+int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, const char **names,
+                     const char **values, char (*scratch)[24], int *status, char *msg, size_t n)
+{
+    const sl_config_t *c = &call->srv->config;
+    *status = 400;
+    if (check_counts(call, pool, s, msg, n) < 0) return -1;
+
+    const sl_pool_bounds_t *b = pool ? sl_config_pool_bounds(c, pool) : NULL;
+    double max_retry_after_s = b ? b->max_retry_after_s : 300;
+    if (!b)
+        for (size_t i = 0; c->bounds && i < c->settings.n_pools; i++)
+            if (c->bounds[i].max_retry_after_s > max_retry_after_s)
+                max_retry_after_s = c->bounds[i].max_retry_after_s;
+    if (s->retry_after_s > max_retry_after_s) s->retry_after_s = max_retry_after_s;
+
+    bool may_resync = call->admin || (call->token && call->token->resync);
+    const sl_pool_config_t *pc = b ? sl_config_pool(c, pool) : NULL;
+    size_t kept = 0;
+    for (size_t i = 0; i < s->header_count; i++) {
+        if (is_ratelimit_header(names[i]) && !may_resync) {
+            *status = 403;
+            snprintf(msg, n,
+                     "headers: %.64s: this token may not resync pools from reported headers "
+                     "(needs `resync: true` on the token, or the admin token)",
+                     names[i]);
+            return -1;
+        }
+        const char *what = NULL;
+        const int64_t *configured = pc ? limit_of_header(pc, names[i], &what) : NULL;
+        bool is_limit = pc ? configured != NULL
+                           : strstr(names[i], "-limit") != NULL && is_ratelimit_header(names[i]) &&
+                                 strcmp(names[i], "anthropic-ratelimit-tokens-limit") != 0;
+        int64_t v;
+        if (is_limit && (!configured || *configured == 0)) continue; /* cannot be bounded */
+        if (is_limit && parse_count(values[i], &v) && v != 0) {
+            double f = b->max_resync_factor;
+            int64_t lo = (int64_t)ceil((double)*configured / f);
+            double hi_d = floor((double)*configured * f);
+            int64_t hi = hi_d >= (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)hi_d;
+            if (lo < 1) lo = 1;
+            if (v < lo || v > hi) {
+                snprintf(scratch[kept], sizeof(scratch[kept]), "%" PRId64, v < lo ? lo : hi);
+                if (warn_now(call))
+                    fprintf(stderr,
+                            "sluiced: settle: %s %.32s for pool '%s' clamped to %s (configured "
+                            "%s %" PRId64 ", max_resync_factor %g; further clamps for 10 s "
+                            "are not logged)\n",
+                            names[i], values[i], pool, scratch[kept], what, *configured, f);
+                names[kept] = names[i];
+                values[kept] = scratch[kept];
+                kept++;
+                continue;
+            }
+        }
+        names[kept] = names[i];
+        values[kept] = values[i];
+        kept++;
+    }
+    s->header_count = kept;
+    return 0;
+}

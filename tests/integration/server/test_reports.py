@@ -1,0 +1,344 @@
+"""test_reports.py - what an agent reports and claims is bounded and bound to its token (issue 12).
+
+Each case was first an attack that worked from outside: settle headers raising a pool's
+limit to 10^12 or cutting it to 1, a settle of 2^53 tokens, a retry-after of a day,
+`unblocks` of 2^53, `priority: high` and a planner's task from a worker token, every
+agent's events on /v1/events, and the smaller ones (a stale error message, a 500 for bad
+bytes, a lease reaped at once). Every refusal is checked for status, type, a message
+naming the field and the bound, and a pool left as it was.
+"""
+import json
+import os
+import socket
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Sluiced  # noqa: E402
+
+POOL = """
+    input_tpm: 60000
+    output_tpm: 60000
+    max_queue_wait_s: 600
+"""
+
+CONFIG = """
+pools:
+  default:%s
+  resync:%s
+  blocky:%s
+  ceiling:%s
+  margin:%s
+  levels:%s
+  tasks:%s
+    rpm: 0
+auth:
+  admin_token: admin-secret-1
+  tokens:
+    - token: workers-token-1
+      agent_prefix: "w-"
+      roles: [worker]
+    - token: resync-token-1
+      agent: reporter
+      resync: true
+    - token: planner-token-1
+      agent: p1
+      roles: [worker, planner]
+      priorities: [high, normal]
+    - token: alice-token-1
+      agent: alice
+    - token: bob-token-1
+      agent: bob
+""" % ((POOL,) * 7)
+
+ADMIN = "admin-secret-1"
+WORKER = "workers-token-1"
+RESYNC = "resync-token-1"
+PLANNER = "planner-token-1"
+
+
+def steady(pool):
+    """A pool's state without what moves on its own (levels refill, ETAs shrink)."""
+    pool = json.loads(json.dumps(pool))
+    for b in pool["buckets"].values():
+        b.pop("level")
+    pool["queue"].pop("eta")
+    return pool
+
+
+class Case(unittest.TestCase):
+    def refused(self, got, status, err_type, *texts):
+        code, body, _ = got
+        self.assertEqual(code, status, body)
+        self.assertEqual(body["error"]["type"], err_type, body)
+        for t in texts:
+            self.assertIn(t, body["error"]["message"])
+
+
+class Reports(Case):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Sluiced(CONFIG)
+        cls.s.token = ADMIN
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+
+    def lease(self, token, agent, pool="default", **kw):
+        body = {"agent": agent, "pool": pool, "input_tokens": 100, "output_tokens": 10}
+        body.update(kw)
+        return self.s.call("POST", "/v1/leases", body, token=token)
+
+    def granted(self, token, agent, pool="default", **kw):
+        status, g, _ = self.lease(token, agent, pool, **kw)
+        self.assertEqual(status, 200, g)
+        return g
+
+    def settle(self, token, lease, **kw):
+        body = {"input_tokens": 100, "output_tokens": 10}
+        body.update(kw)
+        return self.s.call("POST", "/v1/leases/%s/settle" % lease, body, token=token)
+
+    # ---- defect 1: settle reports ----
+
+    def test_worker_token_may_not_resync_a_pool_from_headers(self):
+        g = self.granted(WORKER, "w-1")
+        before = steady(self.s.pool())
+        got = self.settle(WORKER, g["lease"],
+                          headers={"anthropic-ratelimit-input-tokens-limit": "1000000000000"})
+        self.refused(got, 403, "forbidden", "headers", "anthropic-ratelimit-input-tokens-limit",
+                     "resync")
+        self.assertEqual(steady(self.s.pool()), before)
+        self.assertEqual(self.s.pool()["limits"]["input_tpm"], 60000)
+        # The lease is untouched: its honest settle goes through.
+        self.assertEqual(self.settle(WORKER, g["lease"])[0], 200)
+
+    def test_reported_limits_move_at_most_the_resync_factor(self):
+        g = self.granted(RESYNC, "reporter", "resync")
+        status, body, _ = self.settle(
+            RESYNC, g["lease"], headers={"anthropic-ratelimit-input-tokens-limit": "1000000000000",
+                                         "anthropic-ratelimit-requests-limit": "1"})
+        self.assertEqual(status, 200, body)
+        p = self.s.pool("resync")
+        self.assertEqual(p["limits"]["input_tpm"], 120000)  # 2 x 60000, not 10^12
+        self.assertEqual(p["limits"]["rpm"], 0)  # configured unlimited: no limit from a report
+        g = self.granted(RESYNC, "reporter", "resync")
+        status, body, _ = self.settle(RESYNC, g["lease"],
+                                      headers={"anthropic-ratelimit-input-tokens-limit": "1"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(self.s.pool("resync")["limits"]["input_tpm"], 30000)  # 60000 / 2
+        # A limit of "1" would have made this request 422 (exceeds_capacity) for ever.
+        status, body, _ = self.lease(RESYNC, "reporter", "resync", input_tokens=20000)
+        self.assertIn(status, (200, 202), body)
+
+    def test_an_allowed_reporter_still_resyncs_levels(self):
+        g = self.granted(ADMIN, "admin-agent", "levels")
+        status, body, _ = self.settle(
+            ADMIN, g["lease"], headers={"anthropic-ratelimit-output-tokens-remaining": "0"})
+        self.assertEqual(status, 200, body)
+        # Room 0 (+500 rounding) less the 15% reserve: the level drops well below capacity.
+        level = self.s.pool("levels")["buckets"]["output_tokens"]["level"]
+        self.assertLess(level, 1000)
+
+    def test_settle_counts_above_the_pool_ceiling_are_400(self):
+        g = self.granted(WORKER, "w-2", "ceiling")
+        before = steady(self.s.pool("ceiling"))
+        for field in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                      "cache_read_input_tokens"):
+            with self.subTest(field):
+                got = self.settle(WORKER, g["lease"], **{field: 9007199254740992})
+                self.refused(got, 400, "invalid_request", field, "9007199254740992",
+                             "max_settle_tokens 120000")
+                self.assertEqual(steady(self.s.pool("ceiling")), before)
+        got = self.settle(WORKER, g["lease"], input_tokens=120001)
+        self.refused(got, 400, "invalid_request", "input_tokens", "120001")
+        status, body, _ = self.settle(WORKER, g["lease"], input_tokens=120000)
+        self.assertEqual(status, 200, body)
+        level = self.s.pool("ceiling")["buckets"]["input_tokens"]["level"]
+        self.assertGreater(level, -120000)  # never 9e15 in debt
+
+    def test_reported_retry_after_is_capped(self):
+        g = self.granted(WORKER, "w-3", "blocky")
+        t0 = time.time()
+        status, body, _ = self.settle(WORKER, g["lease"], got_429=True, retry_after=86400)
+        self.assertEqual(status, 200, body)
+        blocked = self.s.pool("blocky")["blocked_until"]
+        self.assertIsNotNone(blocked)
+        self.assertLessEqual(blocked - t0, 300 + 5)  # max_retry_after_s, not a day
+
+    def test_one_agent_cuts_the_margin_once_per_lease_granted_after_its_last_cut(self):
+        held = [self.granted(WORKER, "w-8", "margin")["lease"] for _ in range(4)]
+        other = self.granted(WORKER, "w-9", "margin")["lease"]
+        self.assertEqual(self.s.pool("margin")["margin"], 0.85)
+        for lease in held:
+            status, body, _ = self.settle(WORKER, lease, got_429=True)
+            self.assertEqual(status, 200, body)
+        # Four 429s of one burst (leases granted before the first cut) are one step, not four.
+        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.80)
+        # Another agent's lease is its own report.
+        self.assertEqual(self.settle(WORKER, other, got_429=True)[0], 200)
+        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.75)
+        # A lease granted after the cut may cut again: one step per granted lease.
+        lease = self.granted(WORKER, "w-8", "margin")["lease"]
+        self.assertEqual(self.settle(WORKER, lease, got_429=True)[0], 200)
+        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.70)
+
+    # ---- defect 2: weight inputs ----
+
+    def test_unblocks_is_bound_to_the_token(self):
+        before = steady(self.s.pool())
+        for n in (9007199254740992, 9):
+            with self.subTest(n):
+                got = self.lease(WORKER, "w-4", unblocks=n)
+                self.refused(got, 403, "forbidden", "unblocks", str(n), "max_unblocks 8")
+                self.assertEqual(steady(self.s.pool()), before)
+        g = self.granted(WORKER, "w-4", unblocks=8)
+        self.assertEqual(g["weight"], 5)  # 1 x (1 + 0.5 x 8)
+        self.assertEqual(self.settle(WORKER, g["lease"])[0], 200)
+
+    def test_priority_is_bound_to_the_token(self):
+        before = steady(self.s.pool())
+        got = self.lease(WORKER, "w-5", priority="high")
+        self.refused(got, 403, "forbidden", "priority", "high")
+        self.assertEqual(steady(self.s.pool()), before)
+        g = self.granted(WORKER, "w-5", priority="low")
+        self.assertEqual(self.settle(WORKER, g["lease"])[0], 200)
+        g = self.granted(PLANNER, "p1", priority="high")
+        self.assertEqual(g["weight"], 4)
+        self.assertEqual(self.settle(PLANNER, g["lease"])[0], 200)
+
+    def test_a_task_lease_takes_the_task_role_and_needs_it(self):
+        for task, body in (("plan-1", {"role": "planner", "state": "running"}),
+                           ("after-plan", {"depends_on": ["plan-1"], "state": "waiting"})):
+            status, got, _ = self.s.call("PUT", "/v1/tasks/" + task, body)
+            self.assertEqual(status, 200, got)
+        before = steady(self.s.pool("tasks"))
+        # A worker token naming a planner's task asked for the planner's count and its own
+        # role; now the task's role is the lease's, and the token may not use it.
+        got = self.lease(WORKER, "w-6", "tasks", task="plan-1")
+        self.refused(got, 403, "forbidden", "role", "planner", "plan-1")
+        got = self.lease(PLANNER, "p1", "tasks", task="plan-1", role="worker")
+        self.refused(got, 400, "invalid_request", "role", "worker", "planner", "plan-1")
+        self.assertEqual(steady(self.s.pool("tasks")), before)
+        g = self.granted(PLANNER, "p1", "tasks", task="plan-1")
+        self.assertEqual(g["weight"], 4.5)  # planner 3 x (1 + 0.5 x 1 waiting dependent)
+        self.assertEqual(self.settle(PLANNER, g["lease"])[0], 200)
+
+
+class AuthOff(Case):
+    def test_without_auth_unblocks_has_a_ceiling_and_headers_still_are_bounded(self):
+        with Sluiced("pools:\n  default:" + POOL) as s:
+            before = steady(s.pool())
+            got = s.lease("dev", 10, unblocks=1001)
+            self.refused(got, 400, "invalid_request", "unblocks", "1001", "max_unblocks 1000")
+            self.assertEqual(steady(s.pool()), before)
+            status, g, _ = s.lease("dev", 10)
+            self.assertEqual(status, 200, g)
+            status, body, _ = s.call("POST", "/v1/leases/%s/settle" % g["lease"],
+                                     {"input_tokens": 10, "output_tokens": 1, "headers":
+                                      {"anthropic-ratelimit-input-tokens-limit": "10"}})
+            self.assertEqual(status, 200, body)
+            self.assertEqual(s.pool()["limits"]["input_tpm"], 30000)
+
+
+def open_stream(port, token):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(("GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+                  % token).encode())
+    return sock
+
+
+def read_until(sock, marker, timeout_s=5):
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while marker not in data and time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace")
+
+
+class Events(Case):
+    def test_events_show_a_token_only_its_own_agents(self):
+        with Sluiced(CONFIG) as s:
+            alice = open_stream(s.port, "alice-token-1")
+            admin = open_stream(s.port, ADMIN)
+            read_until(alice, b"sluice events")
+            read_until(admin, b"sluice events")
+            status, g, _ = s.call("POST", "/v1/leases", {"agent": "bob", "input_tokens": 5,
+                                                         "output_tokens": 1}, token="bob-token-1")
+            self.assertEqual(status, 200, g)
+            # Bob's 429 is his (hidden from alice); the margin it cuts is the pool's (shown).
+            status, body, _ = s.call("POST", "/v1/leases/%s/settle" % g["lease"],
+                                     {"input_tokens": 5, "output_tokens": 1, "got_429": True},
+                                     token="bob-token-1")
+            self.assertEqual(status, 200, body)
+            status, g, _ = s.call("POST", "/v1/leases", {"agent": "alice", "input_tokens": 5,
+                                                         "output_tokens": 1}, token="alice-token-1")
+            self.assertEqual(status, 200, g)
+            seen_alice = read_until(alice, b'"agent":"alice"')
+            seen_admin = read_until(admin, b'"agent":"alice"')
+            alice.close()
+            admin.close()
+            self.assertIn('"agent":"alice"', seen_alice)
+            self.assertIn("event: margin", seen_alice)
+            self.assertNotIn("bob", seen_alice)
+            self.assertNotIn("upstream_429", seen_alice)
+            self.assertIn('"agent":"bob"', seen_admin)
+            self.assertIn("upstream_429", seen_admin)
+
+
+class Smaller(Case):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Sluiced("pools:\n  default:" + POOL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+
+    def test_unknown_pool_answers_with_its_own_message(self):
+        self.refused(self.s.lease("a", 1, pool="secret-x"), 404, "not_found", "secret-x")
+        got = self.s.call("GET", "/v1/pools/nope")
+        self.refused(got, 404, "not_found", "nope")
+        self.assertNotIn("secret-x", got[1]["error"]["message"])
+
+    def test_bad_escape_before_invalid_utf8_is_400(self):
+        before = steady(self.s.pool())
+        raw = b'{"agent": "a", "input_tokens": 1, "output_tokens": 1, "ttl": "\\u0\xdd\x979"}'
+        self.refused(self.s.call("POST", "/v1/leases", raw=raw), 400, "invalid_request", "JSON")
+        self.assertEqual(steady(self.s.pool()), before)
+
+    def test_counts_beyond_int64_are_400_naming_the_field(self):
+        before = steady(self.s.pool())
+        for big, says in (("9223372036854775808", "2^53"), ("1e300", "2^53"),
+                          ("-9223372036854775809", ">= 0")):
+            with self.subTest(big):
+                raw = '{"agent": "a", "input_tokens": %s, "output_tokens": 1}' % big
+                self.refused(self.s.call("POST", "/v1/leases", raw=raw), 400, "invalid_request",
+                             "input_tokens", says)
+                self.assertEqual(steady(self.s.pool()), before)
+
+    def test_a_ttl_below_one_second_is_400(self):
+        before = steady(self.s.pool())
+        got = self.s.lease("a", 1, ttl=1e-300)
+        self.refused(got, 400, "invalid_request", "ttl", ">= 1")
+        self.assertEqual(steady(self.s.pool()), before)
+        status, g, _ = self.s.lease("a", 1, ttl=1)
+        self.assertEqual(status, 200, g)
+        got = self.s.call("POST", "/v1/leases/%s/extend" % g["lease"], {"ttl": 1e-300})
+        self.refused(got, 400, "invalid_request", "ttl", ">= 1")
+        status, body, _ = self.s.call("POST", "/v1/leases/%s/settle" % g["lease"],
+                                      {"input_tokens": 1, "output_tokens": 1})
+        self.assertEqual(status, 200, body)
+
+
+if __name__ == "__main__":
+    unittest.main()
