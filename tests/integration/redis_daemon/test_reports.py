@@ -32,8 +32,8 @@ class RedisReports(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.redis = Redis()
-        cls.a = replica(cls.redis, POOLS)
-        cls.b = replica(cls.redis, POOLS)
+        cls.a = replica(cls.redis, POOLS, cold_start="full")
+        cls.b = replica(cls.redis, POOLS, cold_start="full")
         for r in (cls.a, cls.b):
             r.token = "admin-secret-1"
             assert wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10)
