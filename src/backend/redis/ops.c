@@ -168,6 +168,14 @@ static const char *foreign_msg(const char *what, uint64_t id)
     return msg;
 }
 
+/* The opening every operation on an id shares: the message of its SL_ENOTFOUND when `id`
+ * is a local id of another replica, NULL when it is this replica's to act on (locally when
+ * sl__rb_is_local(id), else through Redis). */
+static const char *foreign_id(const rb_t *rb, const char *what, uint64_t id)
+{
+    return sl__rb_is_local(id) && !sl__rb_is_mine(rb, id) ? foreign_msg(what, id) : NULL;
+}
+
 static const char *not_found_msg(const char *what, uint64_t id)
 {
     static char msg[96];
@@ -178,8 +186,9 @@ static const char *not_found_msg(const char *what, uint64_t id)
 void sl__rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (sl__rb_is_local(ticket) && !sl__rb_is_mine(rb, ticket)) {
-        cb(SL_ENOTFOUND, NULL, foreign_msg("ticket", ticket), ud);
+    const char *foreign = foreign_id(rb, "ticket", ticket);
+    if (foreign) {
+        cb(SL_ENOTFOUND, NULL, foreign, ud);
         return;
     }
     if (sl__rb_is_local(ticket)) {
@@ -281,8 +290,9 @@ void sl__rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_
                         void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (sl__rb_is_local(ticket) && !sl__rb_is_mine(rb, ticket)) {
-        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("ticket", ticket), ud);
+    const char *foreign = foreign_id(rb, "ticket", ticket);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
         return;
     }
     if (sl__rb_is_local(ticket)) {
@@ -295,8 +305,9 @@ void sl__rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_
 void sl__rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (sl__rb_is_local(ticket) && !sl__rb_is_mine(rb, ticket)) {
-        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("ticket", ticket), ud);
+    const char *foreign = foreign_id(rb, "ticket", ticket);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
         return;
     }
     if (sl__rb_is_local(ticket)) {
@@ -312,8 +323,9 @@ void sl__rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb c
 void sl__rb_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (sl__rb_is_local(lease) && !sl__rb_is_mine(rb, lease)) {
-        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("lease", lease), ud);
+    const char *foreign = foreign_id(rb, "lease", lease);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
         return;
     }
     if (sl__rb_is_local(lease)) {
@@ -330,8 +342,9 @@ void sl__rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_don
                    void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    if (sl__rb_is_local(lease) && !sl__rb_is_mine(rb, lease)) {
-        if (cb) cb(SL_ENOTFOUND, 0, foreign_msg("lease", lease), ud);
+    const char *foreign = foreign_id(rb, "lease", lease);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
         return;
     }
     if (sl__rb_is_local(lease)) {
@@ -379,8 +392,9 @@ void sl__rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
 {
     rb_t *rb = (rb_t *)b;
     char err[256];
-    if (sl__rb_is_local(lease) && !sl__rb_is_mine(rb, lease)) {
-        cb(SL_ENOTFOUND, NULL, foreign_msg("lease", lease), ud);
+    const char *foreign = foreign_id(rb, "lease", lease);
+    if (foreign) {
+        cb(SL_ENOTFOUND, NULL, foreign, ud);
         return;
     }
     if (sl__rb_is_local(lease)) {
