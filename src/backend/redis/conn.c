@@ -252,6 +252,8 @@ static void peek_queued(rb_t *rb)
     }
 }
 
+/* ---- recovery: the registry, configuring every pool, the library ---- */
+
 /* The registry's number for this replica's local ids, taken only while none was issued. */
 static void on_replica_no(rb_t *rb, rcall_t *c, redisReply *r)
 {

@@ -466,7 +466,7 @@ void sl__rb_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud)
     }
 }
 
-/* ---- ping, lifetime ---- */
+/* ---- ping ---- */
 
 static void on_ping(rb_t *rb, rcall_t *c, redisReply *r)
 {
