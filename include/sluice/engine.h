@@ -575,6 +575,33 @@ int sl_parse_rfc3339(const char *s, double *unix_s);
  * seconds. A bare number is seconds. Returns SL_OK or SL_EINVAL. */
 int sl_parse_duration(const char *s, double *seconds);
 
+/* ---- provider rate-limit headers (docs/design.md "Resync") ---- */
+
+/* The value a rate-limit header carries. */
+typedef enum sl_header_field {
+    SL_HEADER_LIMIT,
+    SL_HEADER_REMAINING,
+    SL_HEADER_RESET
+} sl_header_field_t;
+
+/* A response header name as sl_engine_resync() reads it. */
+typedef struct sl_header_kind {
+    bool known;     /* anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-FIELD
+                       or x-ratelimit-FIELD-{requests,tokens}, FIELD limit|remaining|reset */
+    bool anthropic; /* an anthropic-ratelimit-* header */
+    int bucket;     /* the sl_bucket_t it drives; -1: validated, not applied (Anthropic's
+                       tokens-*, which describe the most restrictive token limit) */
+    sl_header_field_t field;
+} sl_header_kind_t;
+
+/* Classifies header `name` (lower-case). A name sluice does not read is
+ * {.known = false, .bucket = -1}. */
+sl_header_kind_t sl_header_classify(const char *name);
+
+/* Parses a count header's value: decimal digits only, at most SL_TOKENS_MAX. Returns
+ * false, *out untouched, for anything else (the empty string, a sign, a fraction). */
+bool sl_header_parse_count(const char *value, int64_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -232,7 +232,7 @@ void sl_backend_settings_clear(sl_backend_settings_t *s);
  * The `redis` backend's options, parsed from the `backend: redis://...` URL. They are
  * declared here, with the interface, so the daemon's configuration can hold them
  * without including one backend's header; sl_backend_redis_new() (redis.h) takes them.
- * Defined in redis.c. */
+ * Defined in redis/options.c. */
 
 typedef enum sl_redis_fail {
     SL_REDIS_FAIL_CLOSED = 0, /* reject with backend_unavailable */

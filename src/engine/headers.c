@@ -24,18 +24,9 @@
 
 #include <string.h>
 
-typedef enum hdr_field { HDR_LIMIT, HDR_REMAINING, HDR_RESET } hdr_field_t;
-
-typedef struct hdr {
-    bool known;
-    bool anthropic;
-    int bucket; /* -1: validated, not applied */
-    hdr_field_t field;
-} hdr_t;
-
-static hdr_t classify(const char *name)
+sl_header_kind_t sl_header_classify(const char *name)
 {
-    hdr_t h = {.known = false, .bucket = -1};
+    sl_header_kind_t h = {.known = false, .bucket = -1};
     static const char *const a_buckets[] = {"requests", "input-tokens", "output-tokens", "tokens"};
     static const int a_map[] = {SL_BUCKET_REQUESTS, SL_BUCKET_INPUT, SL_BUCKET_OUTPUT, -1};
     static const char *const fields[] = {"limit", "remaining", "reset"};
@@ -50,7 +41,7 @@ static hdr_t classify(const char *name)
                     h.known = true;
                     h.anthropic = true;
                     h.bucket = a_map[i];
-                    h.field = (hdr_field_t)f;
+                    h.field = (sl_header_field_t)f;
                     return h;
                 }
             }
@@ -70,14 +61,14 @@ static hdr_t classify(const char *name)
             else
                 return h;
             h.known = true;
-            h.field = (hdr_field_t)f;
+            h.field = (sl_header_field_t)f;
             return h;
         }
     }
     return h;
 }
 
-static bool parse_count(const char *s, int64_t *out)
+bool sl_header_parse_count(const char *s, int64_t *out)
 {
     int64_t v = 0;
     if (!*s) return false;
@@ -115,28 +106,29 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     int n_changed = 0;
     /* Validate everything first: a malformed header changes nothing. */
     for (size_t i = 0; i < count; i++) {
-        hdr_t h = classify(names[i]);
+        sl_header_kind_t h = sl_header_classify(names[i]);
         if (!h.known) continue;
         int64_t v = 0;
         double t;
-        bool ok = h.field == HDR_RESET ? (h.anthropic ? sl_parse_rfc3339(values[i], &t)
-                                                      : sl_parse_duration(values[i], &t)) == SL_OK
-                                       : parse_count(values[i], &v);
+        bool reset = h.field == SL_HEADER_RESET;
+        bool ok = reset ? (h.anthropic ? sl_parse_rfc3339(values[i], &t)
+                                       : sl_parse_duration(values[i], &t)) == SL_OK
+                        : sl_header_parse_count(values[i], &v);
         if (!ok)
             return sl__fail(e, SL_EINVAL, "header %s: \"%.64s\" is not a valid %s", names[i],
                             values[i],
-                            h.field == HDR_RESET ? (h.anthropic ? "RFC 3339 time" : "duration")
-                                                 : "non-negative integer");
+                            reset ? (h.anthropic ? "RFC 3339 time" : "duration")
+                                  : "non-negative integer");
     }
     if (!apply) return SL_OK;
     bool adopted = false;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < count; i++) {
-            hdr_t h = classify(names[i]);
+            sl_header_kind_t h = sl_header_classify(names[i]);
             if (!h.known || h.bucket < 0) continue;
             int64_t v = 0;
-            if (pass == 0 && h.field == HDR_LIMIT) {
-                parse_count(values[i], &v);
+            if (pass == 0 && h.field == SL_HEADER_LIMIT) {
+                sl_header_parse_count(values[i], &v);
                 if (v == 0 || v == p->limit[h.bucket]) continue;
                 set_limit(p, h.bucket, v);
                 /* A bucket limited only now starts full, unless the pool is cold. */
@@ -151,8 +143,8 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
                 ev.bucket = (sl_bucket_t)h.bucket;
                 ev.value = (double)v;
                 sl__emit(e, &ev);
-            } else if (pass == 1 && h.field == HDR_REMAINING && sl__limited(p, h.bucket)) {
-                parse_count(values[i], &v);
+            } else if (pass == 1 && h.field == SL_HEADER_REMAINING && sl__limited(p, h.bucket)) {
+                sl_header_parse_count(values[i], &v);
                 double allowance = h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 0;
                 double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
                 double implied = (double)v + allowance - reserve;

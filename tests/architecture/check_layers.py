@@ -3,7 +3,7 @@
 
 usage: check_layers.py SOURCE_DIR
 
-Each file under src/ belongs to a module (its directory; src/backend/redis.[ch] belong
+Each file under src/ belongs to a module (its directory; src/backend/redis.h belongs
 to the redis backend, with src/backend/redis/). A quoted include, or <sluice/...>, is
 resolved the way the build resolves it (the including file's directory first, then
 include/ and the modules' directories) and must name a header of the same module, a
@@ -38,7 +38,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<(sluice/[^>]+)>)', re.M)
 
 def module_of(root, path):
     rel = os.path.relpath(path, os.path.join(root, "src")).replace(os.sep, "/")
-    if rel.startswith("backend/redis/") or rel in ("backend/redis.c", "backend/redis.h"):
+    if rel.startswith("backend/redis/") or rel == "backend/redis.h":
         return "backend/redis"
     return rel.rsplit("/", 1)[0] if "/" in rel else ""
 

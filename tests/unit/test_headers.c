@@ -124,6 +124,50 @@ static void test_settle_resyncs_from_headers_after_the_refund(void **state)
     sl_engine_free(e);
 }
 
+/* The classifier the engine and the Redis backend share: every name it reads, and the
+ * near misses it must not. */
+static void test_header_classify_names_bucket_and_field(void **state)
+{
+    (void)state;
+    sl_header_kind_t h = sl_header_classify("anthropic-ratelimit-input-tokens-remaining");
+    assert_true(h.known && h.anthropic);
+    assert_int_equal(h.bucket, SL_BUCKET_INPUT);
+    assert_int_equal(h.field, SL_HEADER_REMAINING);
+    h = sl_header_classify("anthropic-ratelimit-tokens-reset");
+    assert_true(h.known && h.anthropic);
+    assert_int_equal(h.bucket, -1); /* validated, not applied */
+    assert_int_equal(h.field, SL_HEADER_RESET);
+    h = sl_header_classify("x-ratelimit-limit-tokens");
+    assert_true(h.known && !h.anthropic);
+    assert_int_equal(h.bucket, SL_BUCKET_TOKENS);
+    assert_int_equal(h.field, SL_HEADER_LIMIT);
+    h = sl_header_classify("x-ratelimit-remaining-requests");
+    assert_true(h.known);
+    assert_int_equal(h.bucket, SL_BUCKET_REQUESTS);
+    const char *const unknown[] = {"x-ratelimit-limit-images", "anthropic-ratelimit-requests-used",
+                                   "anthropic-ratelimit-requests", "retry-after", ""};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        h = sl_header_classify(unknown[i]);
+        assert_false(h.known);
+        assert_int_equal(h.bucket, -1);
+    }
+}
+
+static void test_header_parse_count_takes_digits_up_to_the_token_maximum(void **state)
+{
+    (void)state;
+    int64_t v = -1;
+    assert_true(sl_header_parse_count("0", &v));
+    assert_int_equal(v, 0);
+    assert_true(sl_header_parse_count("9007199254740992", &v)); /* SL_TOKENS_MAX */
+    assert_int_equal(v, SL_TOKENS_MAX);
+    v = 7;
+    const char *const bad[] = {"", "-1", "+1", "1.5", "12 ", "9007199254740993"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_false(sl_header_parse_count(bad[i], &v));
+    assert_int_equal(v, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -133,6 +177,8 @@ int main(void)
         cmocka_unit_test(test_openai_headers_drive_the_requests_and_tokens_buckets),
         cmocka_unit_test(test_malformed_header_is_rejected_and_changes_nothing),
         cmocka_unit_test(test_settle_resyncs_from_headers_after_the_refund),
+        cmocka_unit_test(test_header_classify_names_bucket_and_field),
+        cmocka_unit_test(test_header_parse_count_takes_digits_up_to_the_token_maximum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,62 +138,9 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unbl
     sl__rcmd_str(c, "model", req->model);
 }
 
-/* ---- provider headers (docs/design.md "Resync; the engine's headers.c rules) ---- */
-
-typedef struct hdr {
-    bool known, anthropic;
-    int bucket; /* -1: validated, not applied */
-    int field;  /* 0 limit, 1 remaining, 2 reset */
-} hdr_t;
+/* ---- provider headers (docs/design.md "Resync"; classified by the engine's headers.c) ---- */
 
 static const char *const FIELD_NAMES[] = {"limit", "remaining", "reset"};
-
-static hdr_t classify(const char *name)
-{
-    hdr_t h = {.known = false, .bucket = -1};
-    static const char *const a_buckets[] = {"requests", "input-tokens", "output-tokens", "tokens"};
-    static const int a_map[] = {SL_BUCKET_REQUESTS, SL_BUCKET_INPUT, SL_BUCKET_OUTPUT, -1};
-    const char *ap = "anthropic-ratelimit-", *op = "x-ratelimit-";
-    if (strncmp(name, ap, strlen(ap)) == 0) {
-        const char *rest = name + strlen(ap);
-        for (int i = 0; i < 4; i++) {
-            size_t n = strlen(a_buckets[i]);
-            if (strncmp(rest, a_buckets[i], n) != 0 || rest[n] != '-') continue;
-            for (int f = 0; f < 3; f++) {
-                if (strcmp(rest + n + 1, FIELD_NAMES[f]) == 0) {
-                    h = (hdr_t){.known = true, .anthropic = true, .bucket = a_map[i], .field = f};
-                    return h;
-                }
-            }
-        }
-    } else if (strncmp(name, op, strlen(op)) == 0) {
-        const char *rest = name + strlen(op);
-        for (int f = 0; f < 3; f++) {
-            size_t n = strlen(FIELD_NAMES[f]);
-            if (strncmp(rest, FIELD_NAMES[f], n) != 0 || rest[n] != '-') continue;
-            if (strcmp(rest + n + 1, "requests") == 0) h.bucket = SL_BUCKET_REQUESTS;
-            else if (strcmp(rest + n + 1, "tokens") == 0) h.bucket = SL_BUCKET_TOKENS;
-            else return h;
-            h.known = true;
-            h.field = f;
-            return h;
-        }
-    }
-    return h;
-}
-
-static bool parse_count(const char *s, int64_t *out)
-{
-    int64_t v = 0;
-    if (!*s) return false;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return false;
-        v = v * 10 + (*s - '0');
-        if (v > SL_TOKENS_MAX) return false;
-    }
-    *out = v;
-    return true;
-}
 
 /* Validates every known header, then appends "hn" and the applied entries. */
 static int add_headers(sl__rcmd_t *c, const char *const *names, const char *const *values,
@@ -204,26 +151,28 @@ static int add_headers(sl__rcmd_t *c, const char *const *names, const char *cons
             snprintf(err, errlen, "headers: entry %zu is missing", i);
             return SL_EINVAL;
         }
-        hdr_t h = classify(names[i]);
+        sl_header_kind_t h = sl_header_classify(names[i]);
         if (!h.known) continue;
         int64_t v;
         double t;
-        bool ok = h.field == 2 ? (h.anthropic ? sl_parse_rfc3339(values[i], &t)
-                                              : sl_parse_duration(values[i], &t)) == SL_OK
-                               : parse_count(values[i], &v);
+        bool reset = h.field == SL_HEADER_RESET;
+        bool ok = reset ? (h.anthropic ? sl_parse_rfc3339(values[i], &t)
+                                       : sl_parse_duration(values[i], &t)) == SL_OK
+                        : sl_header_parse_count(values[i], &v);
         if (!ok) {
             snprintf(err, errlen, "header %s: \"%.64s\" is not a valid %s", names[i], values[i],
-                     h.field == 2 ? (h.anthropic ? "RFC 3339 time" : "duration")
-                                  : "non-negative integer");
+                     reset ? (h.anthropic ? "RFC 3339 time" : "duration") : "non-negative integer");
             return SL_EINVAL;
         }
     }
     int n = 0;
     char name[16], entry[96];
     for (size_t i = 0; i < count; i++) {
-        hdr_t h = classify(names[i]);
+        sl_header_kind_t h = sl_header_classify(names[i]);
         int64_t v;
-        if (!h.known || h.bucket < 0 || h.field == 2 || !parse_count(values[i], &v)) continue;
+        if (!h.known || h.bucket < 0 || h.field == SL_HEADER_RESET ||
+            !sl_header_parse_count(values[i], &v))
+            continue;
         if (c->argc + 4 >= SL__RCMD_MAX_ARGS) break;
         snprintf(name, sizeof name, "h%d", ++n);
         snprintf(entry, sizeof entry, "%d:%d:%s:%lld", h.anthropic ? 1 : 0, h.bucket,

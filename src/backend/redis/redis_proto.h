@@ -1,9 +1,9 @@
 /* redis_proto.h - FCALL argument vectors for sluice.lua and decoding of its replies.
  *
- * Shared by the asynchronous backend (redis.c) and the conformance runner, so both
- * speak to the Functions library the same way. A command is built into an
- * sl__rcmd_t (owned copies of every argument) and sent with the argv form of
- * hiredis; a reply is decoded into an sl__rreply_t whose strings point into the
+ * Shared by the asynchronous backend (the other files of this directory) and the
+ * conformance runner, so both speak to the Functions library the same way. A command
+ * is built into an sl__rcmd_t (owned copies of every argument) and sent with the argv
+ * form of hiredis; a reply is decoded into an sl__rreply_t whose strings point into the
  * hiredis reply, valid as long as that reply is.
  *
  * Ids: lease and ticket ids are pool_no * 2^40 + n (see sluice.lua); pool numbers

@@ -75,6 +75,7 @@ local function fail(code, fmt, ...)
 end
 
 -- ---- records: packed strings loaded once per call, written back at the end ----
+-- Ports: Redis-only storage (the C engine keeps these records as structs).
 --
 -- Why packed strings: in Redis's Lua every fresh string or table a call creates costs
 -- about as much as a small Redis command (malloc, then the collector), and reading a
@@ -194,6 +195,7 @@ local function K(suffix)
 end
 
 -- ---- events ----
+-- Ports: src/engine/engine.c (sl__emit); decoded by src/backend/redis/redis_proto.c.
 
 local function emit(kind, fields)
   fields.kind = kind
@@ -203,6 +205,7 @@ local function emit(kind, fields)
 end
 
 -- ---- buckets ----
+-- Ports: src/engine/bucket.c, and the dominant-share cost of src/engine/weight.c.
 
 local function margin(p) return p.margin_bp / 10000.0 end
 local function limited(p, b) return p['lim' .. b] > 0 end
@@ -295,6 +298,7 @@ local function cost(p, need)
 end
 
 -- ---- ids and ends ----
+-- Ports: src/engine/engine.c (ids, tombstones); wire ids in src/backend/redis/failopen.c.
 
 local function new_id(p)
   local n = p.next_n
@@ -306,6 +310,7 @@ end
 local function id_n(p, id) return id - p.pool_no * ID_SHIFT end
 
 -- ---- epochs: the pool's state as one unbroken history ----
+-- Ports: Redis-only (a lost copy); its C side is src/backend/redis/events.c.
 --
 -- Redis can lose what it held (restarted without persistence, FLUSHALL, a failover to a
 -- copy that missed writes). Each such loss starts a new *epoch*: its number is the first
@@ -368,6 +373,7 @@ local function lease_ended_state(p, id)
 end
 
 -- ---- margin (AIMD) ----
+-- Ports: src/engine/margin.c.
 
 local function emit_floor_alert(p, at, active)
   p.alert_floor = active and 1 or 0
@@ -431,6 +437,7 @@ local function margin_wait_for(p, need, now)
 end
 
 -- ---- agents, caches, calibration ----
+-- Ports: src/engine/agent.c, src/engine/calibrate.c (caches: src/engine/lease.c).
 
 local AGENT = codec({'agent', 'role', 'sig'}, {'lf', 'cls', 'ctok', 'weight', 'repeats', 'err_n',
   'err_pos', 'alert', 'leases', 'queued', 'tin', 'tout', 'g429'}, 'errs')
@@ -539,6 +546,7 @@ local function agent_record_signature(a, sig)
 end
 
 -- ---- the queue ----
+-- Ports: src/engine/queue.c, src/engine/weight.c.
 
 local function qmember(t)
   return string.format('%020d:%s:%s:%s:%s:%s', t.seq, F(t.id), F(t.n0), F(t.n1), F(t.n2),
@@ -631,6 +639,7 @@ end
 local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 -- ---- leases and tickets ----
+-- Ports: src/engine/lease.c, src/engine/caps.c.
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp'})
@@ -819,6 +828,7 @@ local function next_wakeup(p)
 end
 
 -- ---- the pool: configuration and hot state ----
+-- Ports: src/engine/pool.c.
 
 local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurrency',
   'margin_start', 'margin_floor', 'margin_step_down', 'margin_step_up', 'recover_every_s',
@@ -878,6 +888,7 @@ end
 local function lround(x) return math.floor(x + 0.5) end
 
 -- ---- call frame ----
+-- Ports: Redis-only: one call per decision (the C engine's entry points in src/engine/engine.c).
 
 local function args_table(argv, from)
   local t = {}
@@ -976,6 +987,7 @@ local function pool_call(keys, argv, fn, opts)
 end
 
 -- ---- configure ----
+-- Ports: src/engine/pool.c (sl_engine_configure).
 
 -- A pool key in the layout of library version 3 or older (a hash of fields): its state
 -- is dropped and the pool starts over, as after a Redis restart. The old per-record
@@ -1051,6 +1063,7 @@ local function configure(p, args, now)
 end
 
 -- ---- request ----
+-- Ports: src/engine/lease.c (sl_engine_request).
 
 local function class_names(list)
   local names = {}
@@ -1322,6 +1335,7 @@ local function request(p, args, now)
 end
 
 -- ---- tickets ----
+-- Ports: src/engine/lease.c (sl_engine_ticket, _hold, _cancel).
 
 local function id_arg(args, name)
   local id = num(args, name, nil)
@@ -1386,6 +1400,9 @@ local function ticket_cancel(p, args, now)
 end
 
 -- ---- settle, cancel, extend ----
+-- Ports: src/engine/lease.c (settle, cancel, extend), src/engine/headers.c (resync),
+--  src/engine/engine.c and pool.c (advance, pool_info), src/engine/agent.c (agents); forget
+--  and charge are Redis-only (sent by src/backend/redis/conn.c and failopen.c).
 
 local function live_lease(p, id, args)
   local l = load_lease(id)
@@ -1669,6 +1686,8 @@ redis.register_function('sluice_agents', wrap(agents))
 redis.register_function('sluice_charge', wrap(charge))
 
 -- ---- registry, heartbeats, task graph (keys that span pools) ----
+-- Ports: src/engine/graph.c (the task graph); registry and heartbeats are Redis-only (read by
+--  src/backend/redis/conn.c).
 
 -- KEYS[1] = sluice:{registry}:pools; ARGV[1] = pool name. Returns the pool's number
 -- (1..4095; 4096..8191 number the replicas' local fail-open ids), assigning the next free

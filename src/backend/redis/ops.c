@@ -1,0 +1,436 @@
+/* ops.c - the redis backend's lease and ticket operations: request, tickets, settle, cancel. */
+#include "redis_internal.h"
+
+/* ---- operations ---- */
+
+void sl__rb_rop_free(rop_t *op)
+{
+    if (!op) return;
+    for (size_t i = 0; i < sizeof op->strs / sizeof op->strs[0]; i++) free(op->strs[i]);
+    free(op->pool);
+    sl__rcmd_free(&op->cmd);
+    free(op->items);
+    free(op);
+}
+
+rop_t *sl__rb_rop_new(void *ud)
+{
+    rop_t *op = calloc(1, sizeof *op);
+    if (op) op->ud = ud;
+    return op;
+}
+
+static void answer_decision_local(rb_t *rb, rop_t *op)
+{
+    sl__rb_local_configure(rb, sl__rb_take_outage_start(rb));
+    sl_decision_t d;
+    size_t from = rb->n_events;
+    int rc = rb->local ? sl_engine_request(rb->local, &op->req, sl__rb_now(&rb->base), &d) : SL_ENOMEM;
+    rb->local_issued = true; /* (events carry the ids too, rewritten just below) */
+    sl__rb_fix_local_events(rb, from);
+    if (rc == SL_OK) sl__rb_local_decision_ids(rb, &d);
+    op->cb.decision(rc, rc == SL_OK ? &d : NULL,
+                    rc == SL_OK ? NULL : rb->local ? sl_engine_errmsg(rb->local) : "out of memory",
+                    op->ud);
+}
+
+static void on_request_reply(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    rop_t *op = c->ctx;
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (rc == SL__RPROTO) {
+        /* Redis may have decided before the connection broke: forget it on recovery. */
+        if (r == NULL && op->req.request_id && !op->waiting)
+            sl__rb_add_doubt(rb, op->pool, op->req.agent, op->req.request_id);
+        if (rb->opt.fail == SL_REDIS_FAIL_OPEN) answer_decision_local(rb, op);
+        else op->cb.decision(SL_REDIS_EUNAVAILABLE, NULL, sl__rb_unavailable_msg(rb), op->ud);
+    } else if (rc != SL_OK) {
+        op->cb.decision(rc, NULL, rep.msg, op->ud);
+    } else {
+        sl_decision_t d;
+        sl__rreply_decision(&rep, &d);
+        sl__rb_queue_reply_events(rb, &rep);
+        sl__rb_note_wake(rb, op->pool, &rep);
+        /* An internal request id is ours, not the client's: it never replays. */
+        if (op->rid[0]) d.replayed = false;
+        rpool_t *p = sl__rb_pool_by_name(rb, op->pool);
+        if (d.status == SL_QUEUED && !d.replayed && p)
+            sl__rb_remember_queued(rb, d.ticket, (int)(p - rb->pools));
+        op->cb.decision(SL_OK, &d, NULL, op->ud);
+    }
+    sl__rb_rop_free(op);
+}
+
+static void send_request(rb_t *rb, rop_t *op, int64_t graph_unblocks)
+{
+    sl__rcmd_t cmd;
+    sl__rcmd_request(&cmd, &op->req, graph_unblocks, NAN, rb->opt.replica_id);
+    sl__rb_add_history(&cmd, sl__rb_pool_by_name(rb, op->pool));
+    op->waiting = 0;
+    sl__rb_send_cmd(rb, &cmd, on_request_reply, op, 0, false);
+}
+
+static void on_graph_unblocks(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    rop_t *op = c->ctx;
+    if (!r) {
+        op->waiting = 1; /* nothing was decided: no doubt to record */
+        on_request_reply(rb, c, NULL);
+        return;
+    }
+    send_request(rb, op, r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
+}
+
+void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decision_cb cb, void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    rop_t *op = sl__rb_rop_new(ud);
+    if (!op) {
+        cb(SL_ENOMEM, NULL, "out of memory", ud);
+        return;
+    }
+    op->cb.decision = cb;
+    op->req = *req;
+    const char *const src[] = {req->agent, req->pool,      req->role,       req->task,
+                               req->priority, req->cache_key, req->request_id, req->model};
+    for (size_t i = 0; i < 8; i++) op->strs[i] = sl__rb_dup_or_null(src[i]);
+    op->req.agent = op->strs[0];
+    op->req.pool = op->strs[1];
+    op->req.role = op->strs[2];
+    op->req.task = op->strs[3];
+    op->req.priority = op->strs[4];
+    op->req.cache_key = op->strs[5];
+    op->req.request_id = op->strs[6];
+    op->req.model = op->strs[7];
+    op->strs[8] = sl__rb_dup_or_null(req->cache_prefix_hash); /* borrowed by the caller: copied */
+    op->req.cache_prefix_hash = op->strs[8];
+    op->pool = sl__rb_dup_or_null(req->pool ? req->pool : "default");
+    if (!req->request_id && req->agent) {
+        snprintf(op->rid, sizeof op->rid, "~%.63s.%llu", rb->opt.replica_id,
+                 (unsigned long long)++rb->seq);
+        op->req.request_id = op->rid;
+    }
+    if (!rb->up) {
+        if (rb->opt.fail == SL_REDIS_FAIL_OPEN) {
+            op->req.request_id = op->strs[6];
+            answer_decision_local(rb, op);
+        } else {
+            cb(SL_REDIS_EUNAVAILABLE, NULL, sl__rb_unavailable_msg(rb), ud);
+        }
+        sl__rb_rop_free(op);
+        return;
+    }
+    if (req->task) {
+        sl__rcmd_t cmd = {0};
+        sl__rcmd_raw(&cmd, "FCALL");
+        sl__rcmd_raw(&cmd, "sluice_task_unblocks");
+        sl__rcmd_raw(&cmd, "1");
+        sl__rcmd_raw(&cmd, "sluice:{graph}:tasks");
+        sl__rcmd_raw(&cmd, req->task);
+        sl__rb_send_cmd(rb, &cmd, on_graph_unblocks, op, 0, false);
+        return;
+    }
+    send_request(rb, op, -1);
+}
+
+static void on_ticket_reply(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    rop_t *op = c->ctx;
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (rc == SL__RPROTO) {
+        op->cb.decision(SL_REDIS_EUNAVAILABLE, NULL, sl__rb_unavailable_msg(rb), op->ud);
+    } else if (rc != SL_OK) {
+        op->cb.decision(rc, NULL, rep.msg, op->ud);
+    } else {
+        sl_decision_t d;
+        sl__rreply_decision(&rep, &d);
+        sl__rb_queue_reply_events(rb, &rep);
+        sl__rb_note_wake(rb, op->pool, &rep);
+        op->cb.decision(SL_OK, &d, NULL, op->ud);
+    }
+    sl__rb_rop_free(op);
+}
+
+/* Names the caller (sl_backend_set_actor) so the library checks the owner it keeps. */
+static void add_actor(rb_t *rb, sl__rcmd_t *cmd)
+{
+    sl__rcmd_str(cmd, "actor", rb->base.actor.agent);
+    sl__rcmd_str(cmd, "actor_prefix", rb->base.actor.agent_prefix);
+}
+
+/* A local id of another replica (or of this one's earlier run): only it could settle it. */
+static const char *foreign_msg(const char *what, uint64_t id)
+{
+    static char msg[160];
+    snprintf(msg, sizeof msg,
+             "%s %llu was decided by another replica while Redis was away; only that replica "
+             "knows it", what, (unsigned long long)id);
+    return msg;
+}
+
+/* The opening every operation on an id shares: the message of its SL_ENOTFOUND when `id`
+ * is a local id of another replica, NULL when it is this replica's to act on (locally when
+ * sl__rb_is_local(id), else through Redis). */
+static const char *foreign_id(const rb_t *rb, const char *what, uint64_t id)
+{
+    return sl__rb_is_local(id) && !sl__rb_is_mine(rb, id) ? foreign_msg(what, id) : NULL;
+}
+
+static const char *not_found_msg(const char *what, uint64_t id)
+{
+    static char msg[96];
+    snprintf(msg, sizeof msg, "%s %llu not found", what, (unsigned long long)id);
+    return msg;
+}
+
+void sl__rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    const char *foreign = foreign_id(rb, "ticket", ticket);
+    if (foreign) {
+        cb(SL_ENOTFOUND, NULL, foreign, ud);
+        return;
+    }
+    if (sl__rb_is_local(ticket)) {
+        sl_decision_t d;
+        size_t from = rb->n_events;
+        int rc = rb->local ? sl_engine_ticket(rb->local, sl__rb_engine_id(rb, ticket), sl__rb_now(b), &d)
+                           : SL_ENOTFOUND;
+        sl__rb_fix_local_events(rb, from);
+        if (rc == SL_OK) sl__rb_local_decision_ids(rb, &d);
+        cb(rc, rc == SL_OK ? &d : NULL,
+           rc == SL_OK ? NULL : rb->local ? sl_engine_errmsg(rb->local) : not_found_msg("ticket", ticket),
+           ud);
+        return;
+    }
+    rpool_t *p = sl__rb_pool_by_id(rb, ticket);
+    if (!p) {
+        cb(SL_ENOTFOUND, NULL, not_found_msg("ticket", ticket), ud);
+        return;
+    }
+    rop_t *op = sl__rb_rop_new(ud);
+    if (!op) {
+        cb(SL_ENOMEM, NULL, "out of memory", ud);
+        return;
+    }
+    op->cb.decision = cb;
+    op->pool = sl__rb_dup_or_null(p->name);
+    sl__rcmd_t cmd;
+    sl__rcmd_begin(&cmd, "sluice_ticket", p->name, NAN, rb->opt.replica_id);
+    sl__rcmd_u64(&cmd, "ticket", ticket);
+    add_actor(rb, &cmd);
+    sl__rb_add_history(&cmd, p);
+    sl__rb_send_cmd(rb, &cmd, on_ticket_reply, op, 0, false);
+}
+
+/* Done-style operations: ticket hold/cancel, lease cancel/extend, task writes. */
+void sl__rb_on_done_reply(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    rop_t *op = c->ctx;
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (rc == SL__RPROTO && op->cmd.argc && rb->opt.fail == SL_REDIS_FAIL_OPEN) {
+        /* A cancel or extend of a Redis lease while down: accepted, replayed later. */
+        sl__rb_defer_cmd(rb, &op->cmd);
+        if (op->cb.done) op->cb.done(SL_OK, op->ttl_s > 0 ? sl__rb_now(&rb->base) + op->ttl_s : 0, NULL, op->ud);
+    } else if (rc == SL__RPROTO) {
+        if (op->cb.done) op->cb.done(SL_REDIS_EUNAVAILABLE, 0, sl__rb_unavailable_msg(rb), op->ud);
+    } else {
+        if (rc == SL_OK) {
+            sl__rb_queue_reply_events(rb, &rep);
+            sl__rb_note_wake(rb, op->pool, &rep);
+        }
+        if (op->cb.done)
+            op->cb.done(rc, rc == SL_OK ? sl__rreply_num(&rep, "expires_at", 0) : 0,
+                        rc == SL_OK ? NULL : rep.msg, op->ud);
+    }
+    sl__rb_rop_free(op);
+}
+
+/* Runs `fn` of the library on the pool of `id` with id_name=id (and more args). */
+static void id_op(rb_t *rb, const char *fn, const char *id_name, uint64_t id, int held,
+                  double ttl_s, bool deferrable, sl_backend_done_cb cb, void *ud)
+{
+    rpool_t *p = sl__rb_pool_by_id(rb, id);
+    if (!p) {
+        if (cb) cb(SL_ENOTFOUND, 0, not_found_msg(id_name, id), ud);
+        return;
+    }
+    rop_t *op = sl__rb_rop_new(ud);
+    if (!op) {
+        if (cb) cb(SL_ENOMEM, 0, "out of memory", ud);
+        return;
+    }
+    op->cb.done = cb;
+    op->pool = sl__rb_dup_or_null(p->name);
+    op->ttl_s = ttl_s;
+    sl__rcmd_t cmd;
+    sl__rcmd_begin(&cmd, fn, p->name, NAN, rb->opt.replica_id);
+    sl__rcmd_u64(&cmd, id_name, id);
+    if (held >= 0) sl__rcmd_num(&cmd, "held", held);
+    if (ttl_s > 0) sl__rcmd_num(&cmd, "ttl", ttl_s);
+    add_actor(rb, &cmd);
+    sl__rb_add_history(&cmd, p);
+    if (deferrable) {
+        /* keep a copy to replay if Redis turns out to be down */
+        sl__rcmd_begin(&op->cmd, fn, p->name, NAN, rb->opt.replica_id);
+        sl__rcmd_u64(&op->cmd, id_name, id);
+        if (ttl_s > 0) sl__rcmd_num(&op->cmd, "ttl", ttl_s);
+        add_actor(rb, &op->cmd);
+    }
+    sl__rb_send_cmd(rb, &cmd, sl__rb_on_done_reply, op, 0, false);
+}
+
+static void local_done(rb_t *rb, int rc, double value, sl_backend_done_cb cb, void *ud)
+{
+    if (cb) cb(rc, value, rc == SL_OK ? NULL : sl_engine_errmsg(rb->local), ud);
+}
+
+void sl__rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_done_cb cb,
+                        void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    const char *foreign = foreign_id(rb, "ticket", ticket);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
+        return;
+    }
+    if (sl__rb_is_local(ticket)) {
+        local_done(rb, sl_engine_ticket_hold(rb->local, sl__rb_engine_id(rb, ticket), held, sl__rb_now(b)), 0, cb, ud);
+        return;
+    }
+    id_op(rb, "sluice_ticket_hold", "ticket", ticket, held ? 1 : 0, 0, false, cb, ud);
+}
+
+void sl__rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    const char *foreign = foreign_id(rb, "ticket", ticket);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
+        return;
+    }
+    if (sl__rb_is_local(ticket)) {
+        size_t from = rb->n_events;
+        int rc = sl_engine_ticket_cancel(rb->local, sl__rb_engine_id(rb, ticket), sl__rb_now(b));
+        sl__rb_fix_local_events(rb, from);
+        local_done(rb, rc, 0, cb, ud);
+        return;
+    }
+    id_op(rb, "sluice_ticket_cancel", "ticket", ticket, -1, 0, false, cb, ud);
+}
+
+void sl__rb_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    const char *foreign = foreign_id(rb, "lease", lease);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
+        return;
+    }
+    if (sl__rb_is_local(lease)) {
+        size_t from = rb->n_events;
+        int rc = sl_engine_cancel(rb->local, sl__rb_engine_id(rb, lease), sl__rb_now(b));
+        sl__rb_fix_local_events(rb, from);
+        local_done(rb, rc, 0, cb, ud);
+        return;
+    }
+    id_op(rb, "sluice_cancel", "lease", lease, -1, 0, true, cb, ud);
+}
+
+void sl__rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_done_cb cb,
+                   void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    const char *foreign = foreign_id(rb, "lease", lease);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
+        return;
+    }
+    if (sl__rb_is_local(lease)) {
+        double at = 0;
+        int rc = sl_engine_extend(rb->local, sl__rb_engine_id(rb, lease), ttl_s, sl__rb_now(b), &at);
+        local_done(rb, rc, at, cb, ud);
+        return;
+    }
+    if (!(ttl_s > 0) || !isfinite(ttl_s)) {
+        if (cb) cb(SL_EINVAL, 0, "ttl must be a finite number of seconds > 0", ud);
+        return;
+    }
+    id_op(rb, "sluice_extend", "lease", lease, -1, ttl_s, true, cb, ud);
+}
+
+static void on_settle_reply(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    rop_t *op = c->ctx;
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (rc == SL__RPROTO && rb->opt.fail == SL_REDIS_FAIL_OPEN) {
+        /* What the call used is a fact: keep it and apply it when Redis returns. */
+        sl__rb_defer_cmd(rb, &op->cmd);
+        sl_settle_result_t res = {0, 0, 0, false};
+        op->cb.settle(SL_OK, &res, NULL, op->ud);
+    } else if (rc == SL__RPROTO) {
+        op->cb.settle(SL_REDIS_EUNAVAILABLE, NULL, sl__rb_unavailable_msg(rb), op->ud);
+    } else if (rc != SL_OK) {
+        op->cb.settle(rc, NULL, rep.msg, op->ud);
+    } else {
+        sl_settle_result_t res = {
+            .adjust_input_tokens = (int64_t)sl__rreply_num(&rep, "adjust_input_tokens", 0),
+            .adjust_output_tokens = (int64_t)sl__rreply_num(&rep, "adjust_output_tokens", 0),
+            .estimate_error = sl__rreply_num(&rep, "estimate_error", 0),
+        };
+        sl__rb_queue_reply_events(rb, &rep);
+        sl__rb_note_wake(rb, op->pool, &rep);
+        op->cb.settle(SL_OK, &res, NULL, op->ud);
+    }
+    sl__rb_rop_free(op);
+}
+
+void sl__rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
+                   sl_backend_settle_cb cb, void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    char err[256];
+    const char *foreign = foreign_id(rb, "lease", lease);
+    if (foreign) {
+        cb(SL_ENOTFOUND, NULL, foreign, ud);
+        return;
+    }
+    if (sl__rb_is_local(lease)) {
+        sl_settle_result_t res;
+        size_t from = rb->n_events;
+        int rc = sl_engine_settle(rb->local, sl__rb_engine_id(rb, lease), s, sl__rb_now(b), &res);
+        sl__rb_fix_local_events(rb, from);
+        cb(rc, rc == SL_OK ? &res : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(rb->local), ud);
+        return;
+    }
+    rpool_t *p = sl__rb_pool_by_id(rb, lease);
+    if (!p) {
+        cb(SL_ENOTFOUND, NULL, not_found_msg("lease", lease), ud);
+        return;
+    }
+    rop_t *op = sl__rb_rop_new(ud);
+    if (!op) {
+        cb(SL_ENOMEM, NULL, "out of memory", ud);
+        return;
+    }
+    op->cb.settle = cb;
+    op->pool = sl__rb_dup_or_null(p->name);
+    sl__rcmd_t cmd;
+    int rc = sl__rcmd_settle(&cmd, p->name, lease, s, NAN, rb->opt.replica_id, err, sizeof err);
+    if (rc == SL_OK)
+        rc = sl__rcmd_settle(&op->cmd, p->name, lease, s, NAN, rb->opt.replica_id, err, sizeof err);
+    if (rc != SL_OK) {
+        cb(rc, NULL, err, ud);
+        sl__rb_rop_free(op);
+        return;
+    }
+    add_actor(rb, &cmd);
+    add_actor(rb, &op->cmd);
+    sl__rb_add_history(&cmd, p);
+    sl__rb_add_history(&op->cmd, p);
+    sl__rb_send_cmd(rb, &cmd, on_settle_reply, op, 0, false);
+}
