@@ -1,8 +1,11 @@
 /* httpd.c - sluiced's HTTP/1.1 transport: listener, connections, requests, answers (httpd.h).
  *
- * A connection is one socket with two events: reading (always on, level-triggered, so
- * the close of a client whose request is waiting is seen at once) and writing (on only
- * while an answer is backed up). A read takes everything the socket has; the requests in
+ * A connection is one socket with two events: reading (on until the input ends,
+ * level-triggered, so the reset of a client whose request is waiting is seen at once) and
+ * writing (on only while an answer is backed up). An end of input after whole requests is
+ * a half-close, not a departure: what was read is answered, then the connection closes; a
+ * request that waits is probed with an interim 100 so that a client that closed
+ * altogether (its FIN looks the same) is still noticed (watch_half_closed). A read takes everything the socket has; the requests in
  * it are parsed (http_parse.c, on http-parser) and handed to `on_request` one at a time.
  * Answers given during the reads of one loop turn are sent after all of them, one send
  * per connection, back to back (on_flush: a client process on another core woken by the
