@@ -2,6 +2,7 @@
 (shutdown(SHUT_WR)), and reads every answer until the server closes (HTTP/1.1 allows it)."""
 import json
 import socket
+import sys
 import time
 
 from harness import wait_until
@@ -122,7 +123,10 @@ class HalfClosedCases:
         s.sendall(lease_request("leaver", 3000, wait_s=20))
         self.assertTrue(wait_until(lambda: self.s.pool()["queue"]["depth"] == 1, 5))
         s.close()
+        t0 = time.monotonic()
         self.assertTrue(wait_until(lambda: self.s.pool()["queue"]["depth"] == 0, 1.0))
+        print("\n  a closed long-poll left the queue after %.3f s (%s)"
+              % (time.monotonic() - t0, type(self).__name__), file=sys.stderr)
         before = self.in_flight()
         self.s.call("DELETE", "/v1/leases/" + hold["lease"])
         time.sleep(0.3)
