@@ -72,6 +72,7 @@ void sl__call_drop(sl_call_t *call)
 void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call))
 {
     call->gone = gone;
+    if (gone && call->req) sl_hreq_watch(call->req);
 }
 
 /* ---- answers ---------------------------------------------------------------------- */

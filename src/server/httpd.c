@@ -1,8 +1,11 @@
 /* httpd.c - sluiced's HTTP/1.1 transport: listener, connections, requests, answers (httpd.h).
  *
- * A connection is one socket with two events: reading (always on, level-triggered, so
- * the close of a client whose request is waiting is seen at once) and writing (on only
- * while an answer is backed up). A read takes everything the socket has; the requests in
+ * A connection is one socket with two events: reading (on until the input ends,
+ * level-triggered, so the reset of a client whose request is waiting is seen at once) and
+ * writing (on only while an answer is backed up). An end of input after whole requests is
+ * a half-close, not a departure: what was read is answered, then the connection closes; a
+ * request that waits is probed with an interim 100 so that a client that closed
+ * altogether (its FIN looks the same) is still noticed (watch_half_closed). A read takes everything the socket has; the requests in
  * it are parsed (http_parse.c, on http-parser) and handed to `on_request` one at a time.
  * Answers given during the reads of one loop turn are sent after all of them, one send
  * per connection, back to back (on_flush: a client process on another core woken by the
@@ -36,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,12 +87,16 @@ struct sl_hreq {
     void *gone_ud;
     void (*drained)(void *ud);
     void *drained_ud;
+    bool watched; /* the request waits: a client that closes must be noticed (probe) */
 };
 
 struct conn {
     sl_httpd_t *d;
     evutil_socket_t fd;
     struct event *rev, *wev, *resume;
+    struct event *reset_watch; /* half-closed: edge-triggered, wakes on the client's reset */
+    bool reset_watch_added;
+    bool probed;               /* half-closed: the interim 100 was sent */
     hbuf_t in, out;             /* in: bytes not yet given to the reader */
     sl_http_reader_t *reader;   /* the request being received */
     sl_hreq_t *cur;             /* the request being served */
@@ -103,7 +111,7 @@ struct conn {
     bool close_after;   /* close once the answers are written */
     bool linger;        /* ... lingering (request bytes may be left unread) */
     bool lingering;     /* write side shut; discarding input */
-    bool eof;           /* the client closed its side */
+    bool eof;           /* the client shut its write side: no more requests */
     bool dead;          /* close at the next loop turn, writing nothing more */
     bool read_paused;   /* too much input queued behind what may be parsed */
     bool output_full;   /* max_pending_output_bytes reached: requests wait unparsed */
@@ -261,6 +269,7 @@ static void conn_free(conn_t *c, bool call_gone)
     event_free(c->rev);
     event_free(c->wev);
     if (c->resume) event_free(c->resume);
+    if (c->reset_watch) event_free(c->reset_watch);
     sl_http_reader_free(c->reader);
     evutil_closesocket(c->fd);
     hbuf_free(&c->in);
@@ -292,6 +301,12 @@ static void conn_flush(conn_t *c, bool from_write_cb)
             if (!c->backlogged) c->write_progress_s = now_s(c->d);
             c->backlogged = true;
             if (!c->wev_added) {
+                /* One registration per descriptor is edge- or level-triggered: while the
+                 * write event watches, a reset shows as its send's error. */
+                if (c->reset_watch_added) {
+                    event_del(c->reset_watch);
+                    c->reset_watch_added = false;
+                }
                 event_add(c->wev, NULL);
                 c->wev_added = true;
             }
@@ -304,6 +319,7 @@ static void conn_flush(conn_t *c, bool from_write_cb)
     if (c->wev_added) {
         event_del(c->wev);
         c->wev_added = false;
+        if (c->reset_watch && event_add(c->reset_watch, NULL) == 0) c->reset_watch_added = true;
     }
     if (!from_write_cb && (c->backlogged || (c->close_after && !c->cur)))
         event_active(c->wev, EV_WRITE, 0);
@@ -492,7 +508,50 @@ static void process_input(conn_t *c)
     c->reading = false;
 }
 
-/* After input was processed: send the answers, close or pause as they say. */
+/* True when the client's end of `c` is gone altogether: its socket answered our bytes with
+ * a reset. A client that only shut its write side (a FIN, the same as a close's) still reads. */
+static bool peer_reset(const conn_t *c)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
+static void on_reset_watch(evutil_socket_t fd, short what, void *ud)
+{
+    conn_t *c = ud;
+    (void)fd;
+    (void)what;
+    if (c->dead) return; /* the write callback frees it */
+    if (peer_reset(c)) conn_free(c, true);
+}
+
+/* `c` is half-closed while its request waits (sl_hreq_watch): the client may still read, or
+ * may have closed altogether, which looks the same until sluiced writes. So an interim
+ * "100 Continue" is written (RFC 9110 15.2: a client parses 1xx answers it did not ask for);
+ * a closed socket answers it with a reset, which an edge-triggered watch sees at once (the
+ * sweep, once a second, where the event backend has no edge triggering). A streamed answer
+ * already under way is its own probe. HTTP/1.0 has no 1xx: its client counts as gone.
+ * Returns 0, or -1 when the client is to be taken for gone. */
+static int watch_half_closed(conn_t *c)
+{
+    sl_hreq_t *r = c->cur;
+    if (!c->reset_watch && (event_base_get_features(c->d->base) & EV_FEATURE_ET)) {
+        c->reset_watch =
+            event_new(c->d->base, c->fd, EV_READ | EV_ET | EV_PERSIST, on_reset_watch, c);
+        if (c->reset_watch && !c->wev_added && event_add(c->reset_watch, NULL) == 0)
+            c->reset_watch_added = true;
+    }
+    if (c->probed || r->streaming) return 0;
+    if (r->http10) return -1;
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (hbuf_add(&c->out, cont, sizeof(cont) - 1) < 0) return -1;
+    c->probed = true;
+    return 0;
+}
+
+/* After input was processed: send the answers, close or pause as they say. An end of input
+ * after whole requests means "no more requests": those read are answered, then the
+ * connection closes; in the middle of one, nothing is left to answer. */
 static void after_input(conn_t *c)
 {
     if (c->dead) {
@@ -500,11 +559,14 @@ static void after_input(conn_t *c)
         return;
     }
     if (c->eof) {
-        if (c->cur) { /* a client that closed does not hear its answer */
-            conn_free(c, true);
-            return;
+        if (c->cur) {
+            if (c->cur->watched && watch_half_closed(c) < 0) {
+                conn_free(c, true);
+                return;
+            }
+        } else if (!c->output_full) {
+            c->close_after = true; /* what is left of the input is an unfinished request */
         }
-        c->close_after = true;
     }
     if (hbuf_pending(&c->out) > 0 || (c->close_after && !c->cur)) {
         if (!c->flush_queued) {
@@ -518,7 +580,8 @@ static void after_input(conn_t *c)
         }
         if (c->close_after && !c->cur) return;
     }
-    if ((c->cur || c->output_full) && !c->read_paused && hbuf_pending(&c->in) > READ_AHEAD_BYTES) {
+    if ((c->cur || c->output_full) && !c->read_paused && !c->eof &&
+        hbuf_pending(&c->in) > READ_AHEAD_BYTES) {
         event_del(c->rev);
         c->read_paused = true;
     }
@@ -537,7 +600,8 @@ static void conn_resume(conn_t *c)
         event_add(c->rev, NULL);
         c->read_paused = false;
     }
-    if (hbuf_pending(&c->in) > 0) { /* pipelined requests: at the next loop turn */
+    /* Pipelined requests, or the close of a half-closed one: at the next loop turn. */
+    if (hbuf_pending(&c->in) > 0 || c->eof) {
         if (!c->resume) c->resume = event_new(c->d->base, -1, 0, on_resume, c);
         if (c->resume)
             event_active(c->resume, EV_READ, 0);
@@ -770,6 +834,10 @@ static void on_sweep(evutil_socket_t fd, short what, void *ud)
             continue;
         }
         if (c->dead) continue;
+        if (c->eof && c->cur && c->cur->watched && peer_reset(c)) {
+            conn_free(c, true); /* without edge triggering, or while backlogged */
+            continue;
+        }
         if (hbuf_pending(&c->out) > 0) { /* answers not yet sent, or a backlog */
             if (c->backlogged && now - c->write_progress_s > lim->write_timeout_s)
                 conn_free(c, true);
@@ -967,6 +1035,18 @@ void sl_hreq_on_gone(sl_hreq_t *r, void (*gone)(void *ud), void *ud)
     r->gone_ud = ud;
 }
 
+void sl_hreq_watch(sl_hreq_t *r)
+{
+    conn_t *c = r->conn;
+    r->watched = true;
+    if (!c->eof || c->cur != r) return;
+    if (watch_half_closed(c) < 0) {
+        conn_kill(c);
+        return;
+    }
+    if (!c->reading) conn_flush(c, false);
+}
+
 void sl_hreq_on_drained(sl_hreq_t *r, void (*drained)(void *ud), void *ud)
 {
     r->drained = drained;
@@ -1010,7 +1090,8 @@ void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const voi
                    size_t len)
 {
     conn_t *c = r->conn;
-    bool close = !r->keep_alive || c->eof || c->d->draining;
+    /* Half-closed: the last request read is the last one answered. */
+    bool close = !r->keep_alive || (c->eof && hbuf_pending(&c->in) == 0) || c->d->draining;
     if (put_head(c, r, status, content_type, (int64_t)len, false, close) < 0 ||
         (r->method != SL_HTTP_HEAD && hbuf_add(&c->out, body, len) < 0))
         conn_kill(c);

@@ -95,6 +95,14 @@ const char *sl_hreq_body(const sl_hreq_t *r, size_t *len);
  * freed when it returns and must not be used from then on. */
 void sl_hreq_on_gone(sl_hreq_t *r, void (*gone)(void *ud), void *ud);
 
+/* `r` waits (a long-poll, a queued call, a stream): a client that shuts only its write side
+ * is still answered, but one that closed altogether must be noticed while `r` waits, so once
+ * the connection is half-closed an interim "100 Continue" is written before the answer (a
+ * closed socket answers it with a reset, and `gone` runs). Unwatched requests of a
+ * half-closed connection are simply answered. May close the connection (HTTP/1.0 has no
+ * 1xx: its half-close counts as gone), never inside this call. */
+void sl_hreq_watch(sl_hreq_t *r);
+
 /* ---- answering ------------------------------------------------------------------------ */
 
 /* Adds a header to the answer. Names must be tokens and values free of CR, LF and NUL:
