@@ -2,13 +2,15 @@
 // Claude Code processes (`claude -p`, claude-sonnet-4-5) started together on one key, each
 // running the same scripted loop through sluice-emu's --script (Read a file → model → Bash
 // `sleep 2` → model → Bash `sleep 2` → model → a text answer), with emulator limits tight
-// enough that the fleet hits 429 waves when it goes straight to the emulator. Run twice in
-// one test: straight to the emulator, then through sluiced (same limits on its pool).
+// enough that the fleet hits 429 waves when it goes straight to the emulator. Run three
+// times in one test: straight to the emulator; through sluiced with the pool's defaults
+// (same limits), where max_queue_wait_s (60 s) rejects what would queue longer; and
+// through sluiced with max_queue_wait_s: 600, where every call waits its turn.
 // Prints for both: upstream 429s, the seconds with at least 3 of them, tokens billed,
 // failed runs, retried calls (calls the emulator refused, each one sent again or lost),
-// and the time until the last process finished. Asserts only what must hold: every run
-// through sluice finishes its task, every call the emulator admitted was settled with
-// what it billed. Slow (label slow, -DSL_SLOW_TESTS=ON); every process is bounded.
+// and the time until the last process finished. Asserts what must hold: in the last run
+// every process finishes its task with no upstream 429, and in both runs through sluiced
+// every call the emulator admitted was settled with what it billed. Slow (label slow, -DSL_SLOW_TESTS=ON); every process is bounded.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -110,20 +112,28 @@ test(`${AGENTS} Claude Code processes on one key: straight to the emulator, then
       await measure('direct', direct, () => direct.origin, () => 'sk-harness-test-key');
     } finally { await direct.stop(); }
 
-    const emu = await startEmuWith(emuArgs);
     const names = Array.from({ length: AGENTS }, (_, i) => `fleet-${i}`);
-    const sluiced = await startSluiced(emu.origin, names, LIMITS);
-    try {
-      const { m, runs } = await measure('through sluice', emu, () => `${sluiced.origin}/anthropic`,
-                                        (i) => agentToken(names[i]));
-      await new Promise((r) => setTimeout(r, 400)); // the event log is flushed every 250 ms
-      const settled = sluiced.events().filter((e) => e.event === 'settled');
-      console.log(`  sluice settled ${settled.length} leases, ` +
-                  `${settled.reduce((n, e) => n + e.input_tokens + e.output_tokens, 0)} tokens`);
-      assert.deepEqual(runs.filter((r) => !r.ok).map((r) => r.stderr.slice(0, 300)), [], 'every run finished its task');
-      assert.equal(settled.length, m.admitted, 'settled leases = calls the emulator admitted');
-      assert.equal(settled.reduce((n, e) => n + e.input_tokens + e.output_tokens, 0), m.tokens_billed,
-                   'settled tokens = tokens the emulator billed');
-    } finally { await sluiced.stop(); await emu.stop(); }
+    for (const [what, pool] of [['through sluice, max_queue_wait_s 60 (default)', LIMITS],
+                                ['through sluice, max_queue_wait_s 600', { ...LIMITS, max_queue_wait_s: 600 }]]) {
+      const emu = await startEmuWith(emuArgs);
+      const sluiced = await startSluiced(emu.origin, names, pool);
+      try {
+        const { m, runs } = await measure(what, emu, () => `${sluiced.origin}/anthropic`, (i) => agentToken(names[i]));
+        await new Promise((r) => setTimeout(r, 400)); // the event log is flushed every 250 ms
+        const settled = sluiced.events().filter((e) => e.event === 'settled');
+        const rejected = sluiced.events().filter((e) => e.event === 'rejected');
+        const settledTokens = settled.reduce((n, e) => n + e.input_tokens + e.output_tokens, 0);
+        console.log(`  sluice settled ${settled.length} leases, ${settledTokens} tokens; rejected ${rejected.length} ` +
+                    `(${[...new Set(rejected.map((e) => e.reason))].join(', ')})`);
+        assert.equal(settled.length, m.admitted, 'settled leases = calls the emulator admitted');
+        assert.equal(settledTokens, m.tokens.input + m.tokens.cache_creation_input + m.tokens.output,
+                     'settled tokens = tokens the emulator billed (cache reads are free)');
+        if (pool.max_queue_wait_s) {
+          assert.deepEqual(runs.filter((r) => !r.ok).map((r) => r.result?.result ?? r.stderr.slice(0, 300)), [],
+                           'every run finished its task');
+          assert.equal(m.upstream_429, 0, 'no upstream 429 through sluice');
+        }
+      } finally { await sluiced.stop(); await emu.stop(); }
+    }
   } finally { t.remove(); }
 });
