@@ -14,4 +14,19 @@ if(SL_NODE)
     set_tests_properties(harness_${name} PROPERTIES LABELS harness TIMEOUT 240
                          ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;PYTHON3=${SL_PYTHON3}")
   endforeach()
+  # Every harness task above through a real sluiced proxying to sluice-emu (proxy.test.mjs).
+  add_test(NAME proxy_test_harnesses
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/offline.sh ${SL_NODE} --test --test-reporter=spec ${CMAKE_CURRENT_SOURCE_DIR}/harness/proxy.test.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/harness)
+  set_tests_properties(proxy_test_harnesses PROPERTIES LABELS harness TIMEOUT 300
+                       ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;SLUICED=$<TARGET_FILE:sluiced>;PYTHON3=${SL_PYTHON3}")
+  # The fleet proof (fleet.test.mjs): ten Claude Code processes on one key, straight to
+  # sluice-emu and then through sluiced. Minutes long: label slow, -DSL_SLOW_TESTS=ON.
+  if(SL_SLOW_TESTS)
+    add_test(NAME proxy_test_harness_fleet
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/offline.sh ${SL_NODE} --test --test-reporter=spec ${CMAKE_CURRENT_SOURCE_DIR}/harness/fleet.test.mjs
+             WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/harness)
+    set_tests_properties(proxy_test_harness_fleet PROPERTIES LABELS "slow;harness" TIMEOUT 900
+                         ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;SLUICED=$<TARGET_FILE:sluiced>;PYTHON3=${SL_PYTHON3}")
+  endif()
 endif()

@@ -6,38 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ANSWER, BIN, KEY, cleanEnv, describe, requireInstalled, runHarness, saveFixture,
+import { ANSWER, BIN, KEY, cleanEnv, codexConfig, describe, requireInstalled, runHarness, saveFixture,
          startEmu, startRecorder, tempDir } from './lib.mjs';
 
 requireInstalled();
-
-/** $CODEX_HOME/config.toml: the provider, and every switch that reaches beyond it off
- *  (update check, analytics, feedback, OpenTelemetry, and the plugins feature, which
- *  otherwise clones github.com/openai/plugins.git and asks api.github.com, chatgpt.com). */
-function codexConfig(baseUrl) {
-  return `model = "gpt-5.4"
-model_provider = "sluice"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[otel]
-exporter = "none"
-
-[features]
-plugins = false
-
-[model_providers.sluice]
-name = "sluice"
-base_url = "${baseUrl}"
-env_key = "SLUICE_API_KEY"
-wire_api = "responses"
-`;
-}
 
 /** Runs `codex exec` with its provider at `origin`/v1 in a fresh directory holding
  *  `files` ({name: text}). */

@@ -171,3 +171,80 @@ export function saveFixture(name, request) {
   mkdirSync(join(HERE, 'fixtures'), { recursive: true });
   writeFileSync(join(HERE, 'fixtures', `${name}.json`), text);
 }
+
+const SLUICED = process.env.SLUICED || 'sluiced';
+/** sluiced's admin token in startSluiced's configs: GET /v1/agents, /metrics with it. */
+export const ADMIN_TOKEN = 'harness-admin-token-0001';
+
+/** The sluice token startSluiced gives `agent` (auth.tokens: exactly that agent). */
+export function agentToken(agent) { return `harness-token-${agent}`; }
+
+/** A real sluiced on a free port proxying to `upstream` (sluice-emu's origin, which takes
+ *  KEY): pools `anthropic` and `openai` (provider as named), both on that one key, with
+ *  `limits` ({input_tpm, output_tpm, rpm}; 0 = none given) and full buckets at start, and
+ *  one sluice token per name in `agents` (agentToken). The key reaches sluiced through
+ *  its environment (api_key_env). agents() fetches GET /v1/agents as {name: entry}
+ *  (admin token); metrics() the /metrics text; events() the event log's lines. */
+export async function startSluiced(upstream, agents, limits = {}) {
+  const t = tempDir('sluiced');
+  const eventLog = join(t.dir, 'events.jsonl');
+  const lim = Object.entries(limits).map(([k, v]) => `    ${k}: ${v}\n`).join('');
+  const pool = (name) => `  ${name}:\n    upstream_url: ${upstream}\n    provider: ${name}\n` +
+                         `    api_key_env: SLUICE_HARNESS_KEY\n${lim}`;
+  const tokens = agents.map((a) => `    - token: ${agentToken(a)}\n      agent: ${a}\n`).join('');
+  const config = `event_log: ${eventLog}\ncold_start: full\npools:\n${pool('anthropic')}${pool('openai')}` +
+                 `auth:\n  admin_token: ${ADMIN_TOKEN}\n  tokens:\n${tokens}`;
+  const path = join(t.dir, 'sluice.yaml');
+  writeFileSync(path, config);
+  process.on('exit', t.remove);
+  process.env.SLUICE_HARNESS_KEY = KEY;
+  const srv = await startServer('sluiced', SLUICED, ['--config', path, '--listen', '127.0.0.1:0']);
+  const get = async (p) => {
+    const r = await fetch(`${srv.origin}${p}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    if (!r.ok) throw new Error(`GET ${p}: ${r.status} ${await r.text()}`);
+    return r;
+  };
+  return {
+    origin: srv.origin,
+    agents: async () => Object.fromEntries(((await (await get('/v1/agents')).json()).agents)
+      .map((a) => [a.agent ?? a.name, a])),
+    metrics: async () => (await get('/metrics')).text(),
+    events: () => existsSync(eventLog)
+      ? readFileSync(eventLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [],
+    stop: async () => { await srv.stop(); t.remove(); process.off('exit', t.remove); },
+  };
+}
+
+/** startEmu with limits and script: extra sluice-emu flags. */
+export async function startEmuWith(args) {
+  const srv = await startServer('sluice-emu', EMU, ['--listen', '127.0.0.1:0', '--api-key', KEY, ...args]);
+  return { ...srv, stats: async () => (await fetch(`${srv.origin}/stats`)).json() };
+}
+
+/** $CODEX_HOME/config.toml: the provider, and every switch that reaches beyond it off
+ *  (update check, analytics, feedback, OpenTelemetry, and the plugins feature, which
+ *  otherwise clones github.com/openai/plugins.git and asks api.github.com, chatgpt.com). */
+export function codexConfig(baseUrl) {
+  return `model = "gpt-5.4"
+model_provider = "sluice"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[otel]
+exporter = "none"
+
+[features]
+plugins = false
+
+[model_providers.sluice]
+name = "sluice"
+base_url = "${baseUrl}"
+env_key = "SLUICE_API_KEY"
+wire_api = "responses"
+`;
+}
