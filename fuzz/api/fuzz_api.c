@@ -246,6 +246,10 @@ void sl_hreq_abort(sl_hreq_t *r)
     r->finished = true;
 }
 
+void sl_hreq_watch(sl_hreq_t *r)
+{
+    (void)r;
+}
 bool sl_httpd_is_loopback(const sl_httpd_t *d)
 {
     (void)d;
