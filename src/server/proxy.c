@@ -937,6 +937,13 @@ static int identify(px_t *px, identity_t *id)
                  id->role ? id->role : "worker");
         return -1;
     }
+    /* As the lease API's `priority`: an unknown name is left to the engine (400). */
+    if (id->priority && sl_config_priority_factor(c, id->priority) >= 0 &&
+        !sl__token_may_use_priority(call, id->priority)) {
+        px_error(px, 403, "sluice: x-sluice-priority: this token may not use priority '%.32s'",
+                 id->priority);
+        return -1;
+    }
     const char *pool = choose_pool(px);
     if (!pool) {
         px_error(px, 404, "sluice: no pool has an upstream with provider %s",

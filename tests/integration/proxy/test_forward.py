@@ -235,6 +235,27 @@ class Keys(unittest.TestCase):
                 self.assertEqual(status, 200, payload)
                 self.assertEqual(s.agent("worker-1")["weight"], 5)  # 1 x (1 + 0.5 x 8)
 
+    def test_x_sluice_priority_is_bound_to_the_token(self):
+        # A worker token may not ask for "high" through the proxy either (its default
+        # priorities are those with a factor <= 1), and nothing is leased.
+        with Emu() as emu:
+            cfg = config(emu) + (
+                "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
+                "    - token: agent-token-workers\n      agent_prefix: worker-\n")
+            with Sluiced(cfg) as s:
+                s.bearer = "admin-token-0001"
+                status, _, payload = s.anthropic(message(), agent="worker-1",
+                                                 key="agent-token-workers",
+                                                 extra={"x-sluice-priority": "high"})
+                self.assertEqual(status, 403, payload)
+                self.assertIn(b"x-sluice-priority", payload)
+                self.assertIn(b"high", payload)
+                self.assertIsNone(s.agent("worker-1"))  # refused before any lease
+                status, _, payload = s.anthropic(message(), agent="worker-1",
+                                                 key="agent-token-workers",
+                                                 extra={"x-sluice-priority": "low"})
+                self.assertEqual(status, 200, payload)
+
     def test_a_missing_key_variable_is_a_config_error_naming_it(self):
         with Emu() as emu:
             with self.assertRaises(RuntimeError) as ctx:
