@@ -321,7 +321,7 @@ static void on_pool_info(rb_t *rb, rcall_t *c, redisReply *r)
             sl_pool_info_t info;
             int lrc = sl_engine_pool_info(rb->local, op->pool, &info);
             op->cb.pools(lrc, lrc == SL_OK ? &info : NULL, lrc == SL_OK ? 1 : 0,
-                         lrc == SL_OK ? NULL : "pool not found", op->ud);
+                         lrc == SL_OK ? NULL : sl_engine_errmsg(rb->local), op->ud);
         } else {
             sl_engine_pool_foreach(rb->local, collect_local_pool, op);
             op->cb.pools(SL_OK, op->items, op->n, NULL, op->ud);
@@ -337,7 +337,9 @@ void sl__rb_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, voi
 {
     rb_t *rb = (rb_t *)b;
     if (pool && !sl__rb_pool_by_name(rb, pool)) {
-        cb(SL_ENOTFOUND, NULL, 0, "pool not found", ud);
+        char msg[192]; /* the engine's wording, naming the pool */
+        snprintf(msg, sizeof msg, "pool \"%.140s\" not found", pool);
+        cb(SL_ENOTFOUND, NULL, 0, msg, ud);
         return;
     }
     rop_t *op = sl__rb_rop_new(ud);

@@ -62,6 +62,9 @@ class RedisReports(unittest.TestCase):
         for t in texts:
             self.assertIn(t, body["error"]["message"])
 
+    def test_unknown_pool_is_named_in_its_own_message(self):
+        self.refused(self.a.call("GET", "/v1/pools/nope-pool"), 404, "not_found", "nope-pool")
+
     def test_settle_ceiling_holds_on_either_replica(self):
         st, g = self.lease(self.a, WORKER, "w-1")
         self.assertEqual(st, 200, g)
