@@ -13,8 +13,5 @@ if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q 'install ok ins
   fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium
 fi
-dir="$(cd "$(dirname "$0")/../../tests/dashboard" && pwd)"
-[ -d "$dir/node_modules/playwright-core" ] && exit 0
-command -v npm >/dev/null || { echo "40-dashboard-browser.sh: npm is required" >&2; exit 1; }
-echo "40-dashboard-browser.sh: npm ci in $dir"
-(cd "$dir" && npm ci --silent --no-audit --no-fund)
+. "$(dirname "$0")/../npm-ci.sh"
+sl_npm_ci 40-dashboard-browser.sh "$(cd "$(dirname "$0")/../../tests/dashboard" && pwd)"
