@@ -391,6 +391,8 @@ void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_t
 void sl__calib_free_all(sl__pool_t *p);
 /* Records the output of a counted settle of a lease that named this model. */
 void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens);
+/* Recomputes the output 95th percentile from the samples held (after a restore). */
+void sl__calib_update_output(sl__calib_t *c);
 
 /* pool.c */
 void sl__pool_free(sl__pool_t *p);
