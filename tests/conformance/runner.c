@@ -275,6 +275,7 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(estimate_error_window);
     N(claim_timeout_s);
     N(ticket_idle_s);
+    N(output_reserve_learned);
     N(spend_cap_reset_s);
 #undef N
     cfg->cache_reads_count = arg_num(op, "cache_reads_count", 0) != 0;

@@ -538,6 +538,39 @@ local function calib_record(model, est, actual)
   else c.ratio = (sorted[n / 2] + sorted[n / 2 + 1]) / 2 end
 end
 
+-- Per model, the outputs of the last 64 counted settles and their 95th percentile
+-- (nearest rank) once 20 are known: what `output_reserve: learned` reserves instead of
+-- max_tokens when lower (calibrate.c). A record of its own, P.."O:"..model, so the
+-- calibration's layout is unchanged; 64 numbers per model: bounded.
+local OUTS = codec({}, {'n', 'pos', 'p95'}, 'samples')
+local OUTPUT_MIN_SAMPLES = 20
+
+local function outputs_key(model) return S.prefix .. 'O:' .. model end
+
+local function output_p95(model)
+  local o = load(outputs_key(model), OUTS)
+  return o and o.p95 or 0
+end
+
+local function output_record(model, tokens)
+  if model == nil or model == '' then return end
+  local key = outputs_key(model)
+  local o = load(key, OUTS) or create(key, OUTS, {n = 0, pos = 0, p95 = 0, samples = {}})
+  local sample = o.samples
+  sample[o.pos + 1] = tokens
+  o.pos = (o.pos + 1) % CALIB_WINDOW
+  if o.n < CALIB_WINDOW then o.n = o.n + 1 end
+  fill_to(sample, o.n)
+  touch(key)
+  o.p95 = 0
+  if o.n < OUTPUT_MIN_SAMPLES then return end
+  local sorted = {}
+  for i = 1, o.n do sorted[i] = sample[i] end
+  table.sort(sorted)
+  local v = sorted[math.floor((95 * o.n + 99) / 100)]
+  o.p95 = v > 1 and v or 1
+end
+
 local function agent_mean_error(a)
   if a.err_n == 0 then return 0 end
   local errs = a.errs
@@ -1368,6 +1401,10 @@ local function request(p, args, now)
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or ''}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
+  if p.output_reserve_learned ~= 0 and calib then
+    local p95 = output_p95(args.model)
+    if p95 > 0 and p95 < output_tokens then output_tokens = p95 end
+  end
   output_tokens = output_that_fits(p, inn, output_tokens)
   t.n0, t.n1, t.n2, t.n3 = inn, output_tokens, 1, inn + output_tokens
   local max_wait = num(args, 'max_wait_s', 0)
@@ -1589,6 +1626,7 @@ local function settle(p, args, now)
   if counted then
     agent_record_error(p, a, err)
     calib_record(l.model, l.est, billed)
+    output_record(l.model, output)
     local cache_tokens = cr + cc
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)
