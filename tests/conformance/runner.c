@@ -500,6 +500,8 @@ static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, re
         r->rc = sl_engine_advance(e, now);
         if (!r->rc) r->rc = sl_engine_pool_info(e, a1 ? a1 : "default", &info);
         if (!r->rc) pool_result(&info, r);
+    } else if (strcmp(name, "member") == 0) {
+        r->rc = sl_engine_set_agent_team(e, a1, op->ntok > 2 ? op->tok[2] : NULL);
     } else if (strcmp(name, "caps") == 0) {
         sl_caps_t caps = {.max_concurrent = (int64_t)arg_num(op, "max_concurrent", 0),
                           .max_rpm = (int64_t)arg_num(op, "max_rpm", 0)};
