@@ -391,7 +391,9 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
     CFG(estimate_error_window, int);
     CFG(claim_timeout_s, double);
     CFG(ticket_idle_s, double);
+    CFG(spend_cap_reset_s, double);
 #undef CFG
+    c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;
     c->cache_reads_count = sl__rreply_num(rep, "cfg_cache_reads_count", 0) != 0;
     out->margin = sl__rreply_num(rep, "margin", 0);
     char name[32];

@@ -1745,6 +1745,7 @@ local function pool_info(p, args, now)
     rejected_total = p.rejected_total, upstream_429_total = p.upstream_429_total,
     pool_no = p.pool_no, head_eta = -1}
   for _, f in ipairs(CONFIG_FIELDS) do out['cfg_' .. f] = p[f] end
+  for _, f in ipairs(CONFIG_LATER) do out['cfg_' .. f[1]] = p[f[1]] end
   for b = 0, NB - 1 do
     out['cfg_' .. LIMIT_FIELD[b + 1]] = p['lim' .. b]  -- as adopted from headers
     out['limit' .. b] = p['lim' .. b]

@@ -11,6 +11,8 @@ POOLS = """  default:
     rpm: 10000
     max_queue_wait_s: 600
     ticket_idle_s: 600
+    spend_cap_reset_s: 900
+    output_reserve: learned
 """
 
 
@@ -65,6 +67,13 @@ class AccountingOnRedis(unittest.TestCase):
                                  "output_tokens": 1})
         st, g, _ = self.lease("c", 100, out=10, cached_tokens=5000, model="haiku")
         self.assertEqual(g["charged"]["input_tokens"], 5100)  # another model: cold
+
+    def test_the_pool_shows_the_accounting_settings_it_was_given(self):
+        st, p, _ = self.r.call("GET", "/v1/pools/default")
+        self.assertEqual(st, 200, p)
+        cfg = p["config"]
+        self.assertEqual(cfg["spend_cap_reset_s"], 900)
+        self.assertEqual(cfg["output_reserve"], "learned")
 
     def test_queued_answer_names_the_binding_bucket(self):
         st, g, _ = self.lease("d", 100, out=8500)
