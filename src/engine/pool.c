@@ -221,9 +221,13 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
         sl__capstate_t *st = sl__caps_at_concurrency(p, &t->caps);
         if (st) { /* its holder has no free slot: it waits for the holder's release */
-            if (t->woken_by) t->woken_by->n_woken--;
+            sl__capstate_t *woken_by = t->woken_by;
             t->woken_by = NULL;
             sl__caps_park(p, st, t, true);
+            if (woken_by) { /* the slot it was woken for (another holder's) is free again */
+                woken_by->n_woken--;
+                sl__caps_wake(p, woken_by);
+            }
             continue;
         }
         sl__lease_t *l = NULL;
@@ -326,9 +330,15 @@ void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now)
 {
     unfit_ctx_t c = {.p = p};
     sl__queue_foreach(p, collect_unfit, &c);
+    for (size_t i = 0; p->n_parked && i < p->capstates.cap; i++) { /* and the parked ones */
+        if (!p->capstates.slots[i].hash) continue;
+        const sl__capstate_t *st = p->capstates.slots[i].val;
+        for (sl__ticket_t *t = st->park_head; t; t = t->park_next)
+            collect_unfit(t, &c);
+    }
     for (size_t i = 0; i < c.n; i++) {
         sl__ticket_t *t = c.list[i];
-        sl__queue_remove(p, t);
+        sl__ticket_detach(p, t);
         sl_event_t ev;
         sl__event_init(&ev, SL_EV_TICKET_REJECTED, now, p);
         ev.agent = t->pa->agent->name;

@@ -176,6 +176,32 @@ static void test_a_queued_ticket_never_passes_its_agents_concurrency_cap(void **
     sl_engine_free(e);
 }
 
+static void test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000, 100000, 1000); /* input capacity 8,500 */
+    sl_caps_t caps = {.max_concurrent = 1};
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
+    sl_decision_t d = ask(e, "solo", 10, 10, T0);
+    sl_decision_t o = ask(e, "other", 10, 10, T0);
+    sl_request_t r = harness_req("solo", 8200, 10);
+    r.max_wait_s = 300;
+    sl_decision_t q;
+    assert_int_equal(sl_engine_request(e, &r, T0, &q), SL_OK);
+    assert_int_equal(q.status, SL_QUEUED); /* parked: only the cap holds it back */
+    sl_settle_t s = harness_settle(10, 10);
+    s.got_429 = true; /* the margin falls to 0.80: capacity 8,000 < 8,200 */
+    assert_int_equal(sl_engine_settle(e, o.lease, &s, T0 + 1, NULL), SL_OK);
+    harness_check(e);
+    sl_decision_t g;
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 1, &g), SL_EALREADY);
+    assert_non_null(strstr(sl_engine_errmsg(e), "rejected"));
+    s = harness_settle(10, 10);
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 2, NULL), SL_OK);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 static void test_team_cap_is_shared_by_its_agents(void **state)
 {
     (void)state;
@@ -268,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
         cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),
         cmocka_unit_test(test_a_queued_ticket_never_passes_its_agents_concurrency_cap),
+        cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
         cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
         cmocka_unit_test(test_budget_is_priced_and_refilled),
         cmocka_unit_test(test_bad_caps_are_refused),
