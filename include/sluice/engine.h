@@ -491,6 +491,8 @@ typedef struct sl_pool_state {
     double blocked_until;          /* a provider retry-after holds grants until then */
     double cold_until;             /* end of a cold-start window, 0 when none */
     unsigned cold_raised;          /* bit b: bucket b was raised by headers in the window */
+    double lease_mean_s;           /* D: moving average of settled leases' durations */
+    int64_t lease_samples;         /* settles averaged into D (0: none, D unknown) */
 } sl_pool_state_t;
 
 /* Fills `out` with pool `pool`'s durable state. Errors: SL_ENOTFOUND. */
@@ -550,6 +552,8 @@ typedef struct sl_calibration_state {
     int n;                                /* samples held (0..64) */
     int pos;                              /* the next slot written */
     int64_t total;                        /* samples taken in total */
+    int64_t out_sample[SL_CALIBRATION_WINDOW]; /* output tokens of counted settles, a ring */
+    int out_n, out_pos;                        /* as n and pos (output_reserve: learned) */
 } sl_calibration_state_t;
 
 /* Fills `out` for `model` in `pool`. Errors: SL_ENOTFOUND (pool or model). */

@@ -20,12 +20,19 @@
  *
  *   I  u64 reserved      ids up to this may have been issued
  *   P  pool state        str pool, f64 level[4], at, margin, clean_since, floor_since,
- *                        blocked_until, cold_until, u32 cold_raised
+ *                        blocked_until, cold_until, u32 cold_raised; since record
+ *                        version 2: f64 lease_mean_s, i64 lease_samples
  *   L  lease in flight   u64 id, ticket, str pool, agent, cache_key, model, i64 need[4],
  *                        cached, est, f64 weight, granted_at, waited_s, ttl_s,
  *                        expires_at, u8 penalty, claimed (written again when it changes)
  *   E  lease ended       u64 id
- *   C  calibration       str pool, model, f64 sample[64], i32 n, pos, i64 total
+ *   C  calibration       str pool, model, f64 sample[64], i32 n, pos, i64 total; since
+ *                        version 2: i64 out_sample[64], i32 out_n, out_pos
+ *
+ * Record version 2 appends fields to P and C: a reader takes them when the record holds
+ * them, so a file of version 1 (no appended fields) restores as before, with the
+ * concurrency ETA's D and the learned output samples unknown. Prompt caches are not
+ * kept (a restart finds them cold: the conservative side).
  *   S  end of snapshot
  *
  * Ids: the reservation is written (and fsynced) before ids reach it, 2^20 at a time,
@@ -195,6 +202,11 @@ static double get_f64(rd_t *r)
     get(r, &v, sizeof v);
     return v;
 }
+/* Does the record hold more fields (appended by a later record version)? */
+static bool has_more(const rd_t *r)
+{
+    return !r->bad && r->off < r->n;
+}
 /* A copy of the string (NULL for the null string, or on error with r->bad set). */
 static char *get_str(rd_t *r)
 {
@@ -326,6 +338,10 @@ static int load_pool(sl_persist_t *p, rd_t *r)
     st.blocked_until = get_f64(r);
     st.cold_until = get_f64(r);
     st.cold_raised = get_u32(r);
+    if (has_more(r)) { /* record version 2 */
+        st.lease_mean_s = get_f64(r);
+        st.lease_samples = get_i64(r);
+    }
     if (r->bad || !name) {
         free(name);
         return -1;
@@ -419,6 +435,12 @@ static int load_calib(sl_persist_t *p, rd_t *r)
     c.n = (int)get_u32(r);
     c.pos = (int)get_u32(r);
     c.total = get_i64(r);
+    if (has_more(r)) { /* record version 2 */
+        for (int i = 0; i < SL_CALIBRATION_WINDOW; i++)
+            c.out_sample[i] = get_i64(r);
+        c.out_n = (int)get_u32(r);
+        c.out_pos = (int)get_u32(r);
+    }
     if (r->bad || !pool || !c.model) {
         free(pool);
         free((char *)c.model);
@@ -679,6 +701,8 @@ static void write_pool(buf_t *b, const char *name, const sl_pool_state_t *st)
     put_f64(b, st->blocked_until);
     put_f64(b, st->cold_until);
     put_u32(b, st->cold_raised);
+    put_f64(b, st->lease_mean_s);
+    put_i64(b, st->lease_samples);
     rec_end(b, at);
 }
 
@@ -715,6 +739,10 @@ static void write_calib(buf_t *b, const char *pool, const sl_calibration_state_t
     put_u32(b, (uint32_t)c->n);
     put_u32(b, (uint32_t)c->pos);
     put_i64(b, c->total);
+    for (int i = 0; i < SL_CALIBRATION_WINDOW; i++)
+        put_i64(b, c->out_sample[i]);
+    put_u32(b, (uint32_t)c->out_n);
+    put_u32(b, (uint32_t)c->out_pos);
     rec_end(b, at);
 }
 

@@ -82,6 +82,12 @@ void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens)
     c->out_sample[c->out_pos] = output_tokens;
     c->out_pos = (c->out_pos + 1) % SL__CALIB_WINDOW;
     if (c->out_n < SL__CALIB_WINDOW) c->out_n++;
+    sl__calib_update_output(c);
+}
+
+void sl__calib_update_output(sl__calib_t *c)
+{
+    c->out_p95 = 0;
     if (c->out_n < SL__OUTPUT_MIN_SAMPLES) return;
     int64_t sorted[SL__CALIB_WINDOW];
     memcpy(sorted, c->out_sample, (size_t)c->out_n * sizeof *sorted);

@@ -199,12 +199,33 @@ static void budget_now(const sl__holder_t *h, double now, double *hour, double *
     if (*day > h->caps.budget_usd_per_day) *day = h->caps.budget_usd_per_day;
 }
 
+double sl__caps_release_eta(const sl__pool_t *p, const sl__capstate_t *st, int64_t ahead,
+                            double now, const char **reason)
+{
+    const sl__holder_t *h = st->holder;
+    if (reason) *reason = h->team ? REASON_TEAM : REASON_AGENT;
+    double earliest = now + p->cfg.lease_ttl_s;
+    for (size_t k = 0; k < p->lease_heap.len; k++) {
+        const sl__lease_t *l = sl__container_of(p->lease_heap.items[k], sl__lease_t, expiry);
+        if ((l->caps.st[0] == st || l->caps.st[1] == st) && l->expiry.at < earliest)
+            earliest = l->expiry.at;
+    }
+    int64_t max = h->caps.max_concurrent > 0 ? h->caps.max_concurrent : 1;
+    if (st->in_flight < max) return 0; /* a slot is free: as soon as the queue lets it */
+    /* A slot frees at a settle: expected from the pool's observed lease durations,
+     * bounded by the holder's earliest expiry for the first release. */
+    return sl__release_eta(p, st->in_flight - max + 1 + ahead, max, earliest, now);
+}
+
 int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
-                   const sl__need_t *need, double now, const char **reason, double *retry_after_s)
+                   const sl__need_t *need, double now, const char **reason, double *retry_after_s,
+                   sl__capstate_t **park_on)
 {
     double cost = sl__caps_cost_usd(p, need->n[SL_BUCKET_INPUT], need->n[SL_BUCKET_OUTPUT]);
     double wait_s = 0;
     const char *why = NULL;
+    bool other = false; /* something besides max_concurrent holds it back */
+    sl__capstate_t *conc = NULL;
     for (int i = 0; i < 2; i++) {
         const sl__holder_t *h = c->h[i];
         if (!h) continue;
@@ -222,21 +243,13 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
             double level = level_now(p, h, st, b, now);
             if (level < (double)need->n[b]) {
                 double t = ((double)need->n[b] - level) / (cap / 60.0);
+                other = true;
                 if (t > wait_s) wait_s = t, why = cap_reason;
             }
         }
         if (h->caps.max_concurrent > 0 && st && st->in_flight >= h->caps.max_concurrent) {
-            /* A slot frees at a settle: expected from the pool's observed lease
-             * durations, bounded by the holder's earliest expiry. */
-            double earliest = now + p->cfg.lease_ttl_s;
-            for (size_t k = 0; k < p->lease_heap.len; k++) {
-                const sl__lease_t *l =
-                    sl__container_of(p->lease_heap.items[k], sl__lease_t, expiry);
-                if ((l->caps.h[0] == h || l->caps.h[1] == h) && l->expiry.at < earliest)
-                    earliest = l->expiry.at;
-            }
-            double t = sl__release_eta(p, st->in_flight - h->caps.max_concurrent + 1,
-                                       h->caps.max_concurrent, earliest, now);
+            double t = sl__caps_release_eta(p, st, st->n_parked, now, NULL);
+            if (!conc) conc = (sl__capstate_t *)st;
             if (t >= wait_s) wait_s = t, why = cap_reason;
         }
         if (cost > 0 && (h->caps.budget_usd_per_hour > 0 || h->caps.budget_usd_per_day > 0)) {
@@ -248,6 +261,8 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
                                 "a call costing $%.4f can never pass the "
                                 "budget of %s \"%s\"",
                                 cost, h->team ? "team" : "agent", h->name);
+            if (h->caps.budget_usd_per_hour > 0 && hour < cost) other = true;
+            if (h->caps.budget_usd_per_day > 0 && day < cost) other = true;
             if (h->caps.budget_usd_per_hour > 0 && hour < cost) {
                 double t = (cost - hour) / (h->caps.budget_usd_per_hour / 3600.0);
                 if (t >= wait_s) wait_s = t, why = REASON_BUDGET;
@@ -261,7 +276,85 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
     if (!why) return 0;
     *reason = why;
     *retry_after_s = wait_s;
+    if (park_on) *park_on = other ? NULL : conc;
     return 1;
+}
+
+sl__capstate_t *sl__caps_at_concurrency(sl__pool_t *p, const sl__capref_t *c)
+{
+    for (int i = 0; i < 2; i++) {
+        const sl__holder_t *h = c->h[i];
+        if (!h || h->caps.max_concurrent <= 0) continue;
+        sl__capstate_t *st = c->st[i] ? c->st[i] : sl__strmap_get(&p->capstates, h->key);
+        if (st && st->in_flight >= h->caps.max_concurrent) return st;
+    }
+    return NULL;
+}
+
+/* ---- the park: tickets waiting for their holder's release ----
+ *
+ * A request held back only by max_concurrent is queued, like one held back by the
+ * pool's concurrency, but not in the pool's queue: its head would wait for one agent's
+ * release and block everyone behind it. It waits on its holder's list instead, in
+ * arrival order, keeping the finish tag it was given; when a lease of the holder ends,
+ * the oldest parked ticket goes back to the queue at that tag (so it keeps its fair
+ * place) for each free slot. The drain checks the cap again before a grant, so a ticket
+ * that finds its holder full at the head (a slot taken meanwhile, or a cap lowered by a
+ * reload) is parked again, at the front. */
+
+void sl__caps_park(sl__pool_t *p, sl__capstate_t *st, sl__ticket_t *t, bool front)
+{
+    t->parked_on = st;
+    t->park_prev = front ? NULL : st->park_tail;
+    t->park_next = front ? st->park_head : NULL;
+    if (t->park_prev) t->park_prev->park_next = t;
+    else st->park_head = t;
+    if (t->park_next) t->park_next->park_prev = t;
+    else st->park_tail = t;
+    st->n_parked++;
+    p->n_parked++;
+}
+
+void sl__caps_unpark(sl__pool_t *p, sl__ticket_t *t)
+{
+    sl__capstate_t *st = t->parked_on;
+    if (t->park_prev) t->park_prev->park_next = t->park_next;
+    else st->park_head = t->park_next;
+    if (t->park_next) t->park_next->park_prev = t->park_prev;
+    else st->park_tail = t->park_prev;
+    t->park_prev = t->park_next = NULL;
+    t->parked_on = NULL;
+    st->n_parked--;
+    p->n_parked--;
+}
+
+void sl__caps_wake(sl__pool_t *p, sl__capstate_t *st)
+{
+    while (st->park_head) {
+        int64_t max = st->holder->caps.max_concurrent;
+        if (max > 0 && st->in_flight + st->n_woken >= max) break;
+        sl__ticket_t *t = st->park_head;
+        sl__caps_unpark(p, t);
+        t->woken_by = st;
+        st->n_woken++;
+        sl__queue_insert(p, t);
+    }
+}
+
+int64_t sl__caps_parked_ahead(const sl__ticket_t *t)
+{
+    int64_t n = 0;
+    for (const sl__ticket_t *o = t->park_prev; o; o = o->park_prev)
+        n++;
+    return n;
+}
+
+void sl__ticket_detach(sl__pool_t *p, sl__ticket_t *t)
+{
+    if (t->parked_on)
+        sl__caps_unpark(p, t);
+    else
+        sl__queue_remove(p, t);
 }
 
 static sl__capstate_t *capstate_get(sl__pool_t *p, const sl__holder_t *h, double now)
@@ -277,6 +370,7 @@ static sl__capstate_t *capstate_get(sl__pool_t *p, const sl__holder_t *h, double
         return NULL;
     }
     memcpy(st->key, h->key, strlen(h->key) + 1);
+    st->holder = h;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         st->level[b] = cap_capacity(p, &h->caps, b);
     st->last = now;

@@ -353,13 +353,30 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
             return sl__fail(e, SL_EINVAL, "pool %s: lease %llu is not in the lease map", p->name,
                             (unsigned long long)l->id);
     }
+    int64_t parked = 0;
     for (size_t i = 0; i < p->capstates.cap; i++) {
         if (!p->capstates.slots[i].hash) continue;
         const sl__capstate_t *st = p->capstates.slots[i].val;
+        int64_t n = 0;
+        for (const sl__ticket_t *t = st->park_head; t; t = t->park_next, n++) {
+            uint64_t v;
+            if (t->parked_on != st || t->woken_by || (t->park_next && t->park_next->park_prev != t) ||
+                !sl__u64map_get(&e->tickets, t->id, &v) || v != (uint64_t)(uintptr_t)t)
+                return sl__fail(e, SL_EINVAL, "pool %s: ticket %llu parked on %s is inconsistent",
+                                p->name, (unsigned long long)t->id, st->key);
+        }
+        if (n != st->n_parked || st->n_woken < 0)
+            return sl__fail(e, SL_EINVAL, "pool %s: %s counts %lld parked (%lld woken), %lld listed",
+                            p->name, st->key, (long long)st->n_parked, (long long)st->n_woken,
+                            (long long)n);
+        parked += n;
         if (st->check_count != st->in_flight)
             return sl__fail(e, SL_EINVAL, "pool %s: caps of %s count %lld leases, %lld live",
                             p->name, st->key, (long long)st->in_flight, (long long)st->check_count);
     }
+    if (parked != p->n_parked)
+        return sl__fail(e, SL_EINVAL, "pool %s: %lld tickets parked, %lld on the holders' lists",
+                        p->name, (long long)p->n_parked, (long long)parked);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         if (fabs(reserved[b] - p->reserved[b]) > 1e-9 * (1 + fabs(reserved[b])))
             return sl__fail(e, SL_EINVAL, "pool %s: reserved %s %.0f but leases hold %.0f", p->name,
@@ -374,7 +391,7 @@ int sl_engine_check(sl_engine_t *e)
         int rc = check_pool(e, e->pools[i]);
         if (rc) return rc;
         live_leases += e->pools[i]->in_flight;
-        queued += sl__queue_depth(e->pools[i]);
+        queued += sl__queue_depth(e->pools[i]) + e->pools[i]->n_parked;
     }
     for (size_t i = 0; i < e->tickets.cap; i++)
         if (e->tickets.keys[i] && !(e->tickets.vals[i] & 1)) live_tickets++;

@@ -37,13 +37,20 @@ typedef struct sl__holder {
 } sl__holder_t;
 
 /* A holder's share, rpm and concurrency state within one pool. */
-typedef struct sl__capstate {
+typedef struct sl__capstate sl__capstate_t;
+struct sl__capstate {
     char *key;
+    const sl__holder_t *holder; /* whose caps these are */
     double level[SL_BUCKET_COUNT]; /* share buckets; REQUESTS is the rpm cap */
     double last;
     int64_t in_flight;
     int64_t check_count; /* scratch for sl_engine_check() */
-} sl__capstate_t;
+    /* Tickets waiting only for this holder's max_concurrent, oldest first: out of the
+     * pool's queue so that they never block its head (caps.c, "parked"). */
+    struct sl__ticket *park_head, *park_tail;
+    int64_t n_parked;
+    int64_t n_woken; /* tickets moved from the park back to the queue, not ended yet */
+};
 
 /* The caps a request answers to: its agent's (own or "*") and its team's. */
 typedef struct sl__capref {
@@ -136,6 +143,9 @@ typedef struct sl__ticket {
     double ttl_s;
     bool held;
     sl__hnode_t idle; /* deadline for idleness; not in the heap while held */
+    struct sl__capstate *parked_on; /* waiting for this holder's release, not in the queue */
+    struct sl__capstate *woken_by;  /* moved back to the queue by that holder's release */
+    struct sl__ticket *park_prev, *park_next;
     /* treap */
     struct sl__ticket *left, *right;
     uint32_t prio;
@@ -161,6 +171,7 @@ typedef struct sl__pool {
     double cold_until;    /* end of the cold-start window; 0 when none */
     unsigned cold_raised; /* bit b: bucket b was already raised by headers in the window */
     int64_t in_flight;
+    int64_t n_parked;      /* tickets parked on a holder's max_concurrent (caps.c) */
     double lease_mean_s;   /* moving average of settled leases' durations (concurrency ETA) */
     int64_t lease_samples; /* settles averaged so far */
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
@@ -338,9 +349,28 @@ void sl__agent_free(sl__agent_t *a);
 /* caps.c */
 void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_name,
                       sl__capref_t *out);
-/* 0: allowed; 1: rejected (reason, retry_after_s set); SL_ECAPACITY: never allowed. */
+/* 0: allowed; 1: rejected (reason, retry_after_s set); SL_ECAPACITY: never allowed. When
+ * it is 1 and `park_on` is not NULL, *park_on is the holder state whose max_concurrent
+ * alone holds the request back (nothing else does), or NULL. */
 int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
-                   const sl__need_t *need, double now, const char **reason, double *retry_after_s);
+                   const sl__need_t *need, double now, const char **reason, double *retry_after_s,
+                   sl__capstate_t **park_on);
+/* The holder state of `c` whose max_concurrent is reached in p, or NULL. */
+sl__capstate_t *sl__caps_at_concurrency(sl__pool_t *p, const sl__capref_t *c);
+/* Seconds until a slot of st's holder frees for a request behind `ahead` others waiting
+ * for it (the pool's release formula); *reason receives agent_cap or team_cap. */
+double sl__caps_release_eta(const sl__pool_t *p, const sl__capstate_t *st, int64_t ahead,
+                            double now, const char **reason);
+/* Parks t on st (at the front when it was already woken once), out of the queue. */
+void sl__caps_park(sl__pool_t *p, sl__capstate_t *st, sl__ticket_t *t, bool front);
+/* Takes a parked ticket off its holder's list; the caller ends or queues it. */
+void sl__caps_unpark(sl__pool_t *p, sl__ticket_t *t);
+/* Moves st's parked tickets back to the queue while its holder has free slots. */
+void sl__caps_wake(sl__pool_t *p, sl__capstate_t *st);
+/* Number of tickets parked on st ahead of t. */
+int64_t sl__caps_parked_ahead(const sl__ticket_t *t);
+/* Removes a ticket from wherever it waits (the queue or a park). */
+void sl__ticket_detach(sl__pool_t *p, sl__ticket_t *t);
 double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens);
 /* The most output tokens the share caps of `c` let a request with `in_tokens` of input
  * reserve (output and combined buckets), or -1 when no share cap limits output. */
@@ -361,6 +391,8 @@ void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_t
 void sl__calib_free_all(sl__pool_t *p);
 /* Records the output of a counted settle of a lease that named this model. */
 void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens);
+/* Recomputes the output 95th percentile from the samples held (after a restore). */
+void sl__calib_update_output(sl__calib_t *c);
 
 /* pool.c */
 void sl__pool_free(sl__pool_t *p);

@@ -124,6 +124,8 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
     }
     if (refund) sl__caps_give(p, &l->caps, l->need.n, l->caps.cost_usd, now);
     sl__caps_end(&l->caps);
+    for (int i = 0; i < 2; i++) /* a slot freed: its holder's parked tickets may go on */
+        if (l->caps.st[i] && l->caps.st[i]->park_head) sl__caps_wake(p, l->caps.st[i]);
     l->cache->refs--;
     p->in_flight--;
     l->pa->agent->leases--;
@@ -150,6 +152,10 @@ void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lea
         sl__emit(e, &ev);
     }
     sl__heap_remove(&t->pool->ticket_heap, &t->idle);
+    if (t->woken_by) { /* the slot it was woken for is free again unless it took it */
+        t->woken_by->n_woken--;
+        sl__caps_wake(t->pool, t->woken_by);
+    }
     t->cache->refs--;
     t->pa->agent->queued--;
     sl__tomb_add(e, t->id, (lease << 4) | ((uint64_t)end_state << 1) | 1);
@@ -316,6 +322,9 @@ typedef struct decide_args {
     double weight;
     double ttl_s;
     double max_wait_s; /* the longest ETA that is queued */
+    sl__capstate_t *park_on; /* held back only by this holder's max_concurrent */
+    double cap_wait_s;       /* then: when it frees a slot */
+    const char *cap_reason;
 } decide_args_t;
 
 static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *out)
@@ -338,7 +347,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     const char *limited_by = NULL;
     for (int pass = 0; pass < 2; pass++) {
         finish = start + cost / a->weight;
-        if (sl__fits(p, &a->need, now) && (!head || finish < head->finish)) {
+        if (!a->park_on && sl__fits(p, &a->need, now) && (!head || finish < head->finish)) {
             sl__lease_t *l;
             int rc = sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, finish,
                                a->ttl_s, 0, 0, now, &l);
@@ -348,6 +357,10 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             return SL_OK;
         }
         eta_s = queue_eta(p, &a->need, finish, p->seq + 1, now, &ahead, &limited_by);
+        if (a->park_on && a->cap_wait_s >= eta_s) {
+            eta_s = a->cap_wait_s;
+            limited_by = a->cap_reason;
+        }
         /* A large warm cache about to lapse costs the bucket more than serving it now. */
         const sl__cache_t *c = a->cache;
         int64_t cache_tokens = c ? c->tokens : 0;
@@ -359,7 +372,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         a->weight *= p->cfg.cache_bump;
     }
     if (eta_s > a->max_wait_s) {
-        reject(p, a->weight, eta_s, now, out, NULL, limited_by);
+        reject(p, a->weight, eta_s, now, out, a->park_on ? a->cap_reason : NULL, limited_by);
         return SL_OK;
     }
     if (sl__heap_reserve(&p->ticket_heap) != 0 || sl__u64map_reserve(&e->tickets, 1) != 0)
@@ -383,7 +396,10 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->prio = sl__rand32(e);
     t->idle.idx = SL__HEAP_NONE;
     t->idle.at = now + p->cfg.ticket_idle_s;
-    sl__queue_insert(p, t);
+    if (a->park_on)
+        sl__caps_park(p, a->park_on, t, false);
+    else
+        sl__queue_insert(p, t);
     sl__heap_push(&p->ticket_heap, &t->idle);
     sl__u64map_put(&e->tickets, t->id, (uint64_t)(uintptr_t)t);
     a->pa->last_finish = finish;
@@ -528,7 +544,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
             args.need.n[SL_BUCKET_OUTPUT] = fit;
             args.need.n[SL_BUCKET_TOKENS] = args.need.n[SL_BUCKET_INPUT] + fit;
         }
-        rc = sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s);
+        rc = sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s,
+                            &args.park_on);
         if (rc == 1)
             rc = SL_OK;
         else
@@ -562,7 +579,12 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
 
     args.max_wait_s = req->max_wait_s > 0 ? req->max_wait_s : p->cfg.max_queue_wait_s;
-    if (cap_reason)
+    if (args.park_on) {
+        /* Held back only by its own max_concurrent: queued for its holder's release. */
+        args.cap_wait_s = cap_wait_s;
+        args.cap_reason = cap_reason;
+        rc = decide(e, &args, now_s, out);
+    } else if (cap_reason)
         reject(p, args.weight, cap_wait_s, now_s, out, cap_reason, cap_reason);
     else
         rc = decide(e, &args, now_s, out);
@@ -607,6 +629,11 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         out->status = SL_QUEUED;
         out->ticket = t->id;
         out->eta_s = queue_eta(p, &t->need, t->finish, t->seq, now, &ahead, &out->limited_by);
+        if (t->parked_on) {
+            const char *why;
+            double cap_s = sl__caps_release_eta(p, t->parked_on, sl__caps_parked_ahead(t), now, &why);
+            if (cap_s >= out->eta_s) out->eta_s = cap_s, out->limited_by = why;
+        }
         out->position = ahead + 1;
         out->weight = t->weight;
         return SL_OK;
@@ -675,7 +702,7 @@ int sl_engine_ticket_cancel(sl_engine_t *e, uint64_t ticket, double now_s)
     if (!(v & 1)) {
         sl__ticket_t *t = (sl__ticket_t *)(uintptr_t)v;
         sl__pool_t *p = t->pool;
-        sl__queue_remove(p, t);
+        sl__ticket_detach(p, t);
         sl__ticket_end(e, t, SL__END_CANCELLED, 0, now_s);
         sl__pool_drain(e, p, now_s); /* the head may have changed */
         return SL_OK;

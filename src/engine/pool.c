@@ -188,6 +188,14 @@ void sl__pool_free(sl__pool_t *p)
     sl__heap_free(&p->lease_heap);
     sl__heap_free(&p->ticket_heap);
     free_ticket_rec(p->queue);
+    for (size_t i = 0; i < p->capstates.cap; i++) {
+        if (!p->capstates.slots[i].hash) continue;
+        sl__capstate_t *st = p->capstates.slots[i].val;
+        for (sl__ticket_t *t = st->park_head, *next; t; t = next) {
+            next = t->park_next;
+            free(t);
+        }
+    }
     for (size_t i = 0; i < p->pagents.cap; i++)
         if (p->pagents.slots[i].hash) free(p->pagents.slots[i].val);
     for (size_t i = 0; i < p->caches.cap; i++) {
@@ -209,6 +217,19 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
         if (!sl__fits(p, &t->need, now)) break;
         sl__queue_remove(p, t);
+        /* The caps as they are now (a reload may have changed them since it queued). */
+        if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
+        sl__capstate_t *st = sl__caps_at_concurrency(p, &t->caps);
+        if (st) { /* its holder has no free slot: it waits for the holder's release */
+            sl__capstate_t *woken_by = t->woken_by;
+            t->woken_by = NULL;
+            sl__caps_park(p, st, t, true);
+            if (woken_by) { /* the slot it was woken for (another holder's) is free again */
+                woken_by->n_woken--;
+                sl__caps_wake(p, woken_by);
+            }
+            continue;
+        }
         sl__lease_t *l = NULL;
         if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, t->finish, t->ttl_s,
                       t->id, now - t->enqueued_at, now, &l) != SL_OK) {
@@ -254,7 +275,7 @@ void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now)
     for (sl__hnode_t *n = sl__heap_top(&p->ticket_heap); n && n->at <= now;
          n = sl__heap_top(&p->ticket_heap)) {
         sl__ticket_t *t = sl__container_of(n, sl__ticket_t, idle);
-        sl__queue_remove(p, t);
+        sl__ticket_detach(p, t);
         sl__ticket_end(e, t, SL__END_EXPIRED, 0, now);
     }
     sl__pool_drain(e, p, now);
@@ -309,9 +330,15 @@ void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now)
 {
     unfit_ctx_t c = {.p = p};
     sl__queue_foreach(p, collect_unfit, &c);
+    for (size_t i = 0; p->n_parked && i < p->capstates.cap; i++) { /* and the parked ones */
+        if (!p->capstates.slots[i].hash) continue;
+        const sl__capstate_t *st = p->capstates.slots[i].val;
+        for (sl__ticket_t *t = st->park_head; t; t = t->park_next)
+            collect_unfit(t, &c);
+    }
     for (size_t i = 0; i < c.n; i++) {
         sl__ticket_t *t = c.list[i];
-        sl__queue_remove(p, t);
+        sl__ticket_detach(p, t);
         sl_event_t ev;
         sl__event_init(&ev, SL_EV_TICKET_REJECTED, now, p);
         ev.agent = t->pa->agent->name;
@@ -339,7 +366,7 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
         out->capacity[b] = sl__capacity(p, (sl_bucket_t)b);
         out->refill_per_s[b] = out->capacity[b] / 60.0;
     }
-    out->queue_depth = sl__queue_depth(p);
+    out->queue_depth = sl__queue_depth(p) + p->n_parked;
     const sl__ticket_t *head = sl__queue_head(p);
     out->head_eta_s = -1;
     if (head) {

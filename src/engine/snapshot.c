@@ -83,6 +83,8 @@ int sl_engine_pool_state(const sl_engine_t *e, const char *pool, sl_pool_state_t
     out->blocked_until = p->blocked_until;
     out->cold_until = p->cold_until;
     out->cold_raised = p->cold_raised;
+    out->lease_mean_s = p->lease_mean_s;
+    out->lease_samples = p->lease_samples;
     return SL_OK;
 }
 
@@ -117,6 +119,10 @@ int sl_engine_pool_restore(sl_engine_t *e, const char *pool, const sl_pool_state
     p->blocked_until = st->blocked_until;
     p->cold_until = st->cold_until;
     p->cold_raised = st->cold_raised;
+    if (st->lease_samples > 0 && st->lease_mean_s >= 0 && isfinite(st->lease_mean_s)) {
+        p->lease_mean_s = st->lease_mean_s; /* D, for the concurrency ETA */
+        p->lease_samples = st->lease_samples;
+    }
     p->last_refill = at_most(st->at, now_s);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         p->level[b] = sl__limited(p, (sl_bucket_t)b) ? st->level[b] : 0;
@@ -264,6 +270,9 @@ static void fill_calib_state(const sl__calib_t *c, sl_calibration_state_t *out)
     out->n = c->n;
     out->pos = c->pos;
     out->total = c->total;
+    memcpy(out->out_sample, c->out_sample, sizeof out->out_sample);
+    out->out_n = c->out_n;
+    out->out_pos = c->out_pos;
 }
 
 int sl_engine_calibration_state(const sl_engine_t *e, const char *pool, const char *model,
@@ -308,12 +317,26 @@ int sl_engine_calibration_restore(sl_engine_t *e, const char *pool,
         if (!(c->sample[i] >= 0.2 && c->sample[i] <= 5))
             return sl__fail(e, SL_EINVAL, "calibration of \"%.140s\": sample %g outside [0.2, 5]",
                             c->model, c->sample[i]);
+    if (c->out_n < 0 || c->out_n > SL__CALIB_WINDOW || c->out_pos < 0 ||
+        c->out_pos >= SL__CALIB_WINDOW)
+        return sl__fail(e, SL_EINVAL, "calibration of \"%.140s\": out_n %d or out_pos %d out of "
+                                      "range",
+                        c->model, c->out_n, c->out_pos);
+    for (int i = 0; i < c->out_n; i++)
+        if (c->out_sample[i] < 0 || c->out_sample[i] > SL_TOKENS_MAX)
+            return sl__fail(e, SL_EINVAL, "calibration of \"%.140s\": output sample %lld out of "
+                                          "range",
+                            c->model, (long long)c->out_sample[i]);
     sl__calib_t *k = sl__calib_get(p, c->model, true);
     if (!k) return sl__fail(e, SL_ENOMEM, "out of memory restoring calibration");
     memcpy(k->sample, c->sample, sizeof k->sample);
     k->n = c->n;
     k->pos = c->pos;
     k->total = c->total;
+    memcpy(k->out_sample, c->out_sample, sizeof k->out_sample);
+    k->out_n = c->out_n;
+    k->out_pos = c->out_pos;
     sl__calib_update_ratio(k);
+    sl__calib_update_output(k);
     return SL_OK;
 }

@@ -126,6 +126,7 @@ typedef struct scenario {
     char roles[512], prios[512];
     char *lines[MAX_OPS]; /* the split copies the ops point into */
     int n_lines;
+    bool engine_only; /* "engine_only": what the Redis library does not port (caps) */
 } scenario_t;
 
 static void free_scenario(scenario_t *sc)
@@ -183,6 +184,11 @@ static int load_scenario(const char *path, scenario_t *sc)
         char *copy = dupstr(line);
         int n = split(copy, tok, MAX_TOKENS * 2);
         if (n == 0) {
+            free(copy);
+            continue;
+        }
+        if (strcmp(tok[0], "engine_only") == 0) {
+            sc->engine_only = true;
             free(copy);
             continue;
         }
@@ -269,6 +275,8 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(estimate_error_window);
     N(claim_timeout_s);
     N(ticket_idle_s);
+    N(output_reserve_learned);
+    N(spend_cap_reset_s);
 #undef N
     cfg->cache_reads_count = arg_num(op, "cache_reads_count", 0) != 0;
 }
@@ -289,6 +297,8 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->ttl_s = arg_num(op, "ttl", 0);
     r->request_id = arg(op, "rid");
     r->model = arg(op, "model");
+    r->cache_prefix_hash = arg(op, "prefix");
+    r->max_wait_s = arg_num(op, "max_wait", 0);
 }
 
 /* Headers are h.NAME=VALUE arguments. */
@@ -323,6 +333,7 @@ static void settle_from(const op_t *op, sl_settle_t *s, headers_t *h)
     s->got_429 = arg_num(op, "got_429", 0) != 0;
     s->retry_after_s = arg_num(op, "retry_after", -1);
     s->spend_cap = arg_num(op, "spend_cap", 0) != 0;
+    s->failed = arg_num(op, "failed", 0) != 0;
     s->failure_signature = arg(op, "sig");
     headers_from(op, h);
     s->header_names = h->names;
@@ -351,7 +362,9 @@ static void decision_result(const sl_decision_t *d, ids_t *ids, result_t *r)
         put_num(r, "ticket", id_symbol(ids, d->ticket));
         put_num(r, "eta", d->eta_s);
         put_num(r, "position", (double)d->position);
+        put_str(r, "limited_by", d->limited_by);
     } else {
+        put_str(r, "limited_by", d->limited_by);
         put_num(r, "retry_after", d->retry_after_s);
         put_num(r, "retry_at", d->retry_at - T0);
         put_str(r, "reason", d->reason);
@@ -453,6 +466,7 @@ static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, re
             put_num(r, "adjust_in", (double)res.adjust_input_tokens);
             put_num(r, "adjust_out", (double)res.adjust_output_tokens);
             put_num(r, "estimate_error", res.estimate_error);
+            put_num(r, "counted", !res.not_counted);
         }
     } else if (strcmp(name, "cancel") == 0) {
         r->rc = sl_engine_cancel(e, id_ref(&er->ids, a1), now);
@@ -486,6 +500,12 @@ static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, re
         r->rc = sl_engine_advance(e, now);
         if (!r->rc) r->rc = sl_engine_pool_info(e, a1 ? a1 : "default", &info);
         if (!r->rc) pool_result(&info, r);
+    } else if (strcmp(name, "member") == 0) {
+        r->rc = sl_engine_set_agent_team(e, a1, op->ntok > 2 ? op->tok[2] : NULL);
+    } else if (strcmp(name, "caps") == 0) {
+        sl_caps_t caps = {.max_concurrent = (int64_t)arg_num(op, "max_concurrent", 0),
+                          .max_rpm = (int64_t)arg_num(op, "max_rpm", 0)};
+        r->rc = sl_engine_set_caps(e, a1, arg_num(op, "team", 0) != 0, &caps);
     } else if (strcmp(name, "agent") == 0) {
         sl_agent_info_t info;
         r->rc = sl_engine_agent_info(e, a1, &info);
@@ -646,6 +666,7 @@ static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, resu
             put_num(r, "adjust_in", sl__rreply_num(&rep, "adjust_input_tokens", 0));
             put_num(r, "adjust_out", sl__rreply_num(&rep, "adjust_output_tokens", 0));
             put_num(r, "estimate_error", sl__rreply_num(&rep, "estimate_error", 0));
+            put_num(r, "counted", sl__rreply_num(&rep, "counted", 1));
         }
     } else if (strcmp(name, "advance") == 0) {
         r->rc = SL_OK;
@@ -886,6 +907,10 @@ static int run_file(const char *path, redis_run_t *rr, bool verbose)
         }
     }
     sl_engine_free(er.e);
+    if (rr && sc.engine_only) {
+        printf("%s: engine only (the Redis library has no caps)\n", path);
+        rr = NULL;
+    }
     if (rr) {
         if (redis_reset(rr) != 0) {
             free_scenario(&sc);

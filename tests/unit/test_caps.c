@@ -79,7 +79,7 @@ static void test_default_caps_give_every_agent_its_own_buckets(void **state)
     sl_engine_free(e);
 }
 
-static void test_concurrency_cap_frees_at_settle(void **state)
+static void test_concurrency_cap_queues_and_grants_on_release(void **state)
 {
     (void)state;
     sl_engine_t *e = harness_engine(1000000, 100000, 1000);
@@ -87,11 +87,118 @@ static void test_concurrency_cap_frees_at_settle(void **state)
     assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
     sl_decision_t d = ask(e, "solo", 10, 10, T0);
     assert_int_equal(d.status, SL_GRANTED);
-    sl_decision_t r = ask(e, "solo", 10, 10, T0 + 1);
-    assert_int_equal(r.status, SL_REJECTED);
-    assert_true(r.retry_after_s <= 119 + 1e-6);
-    assert_int_equal(sl_engine_cancel(e, d.lease, T0 + 2), SL_OK);
-    assert_int_equal(ask(e, "solo", 10, 10, T0 + 2).status, SL_GRANTED);
+    /* Blocked only by its own max_concurrent: queued, not rejected; before any settle
+     * the ETA is the holder's earliest expiry (120 s TTL, 1 s later), so it waits for
+     * up to 300 s (what the proxy's max_hold_s does). */
+    sl_request_t r = harness_req("solo", 10, 10);
+    r.max_wait_s = 300;
+    sl_decision_t q;
+    assert_int_equal(sl_engine_request(e, &r, T0 + 1, &q), SL_OK);
+    harness_check(e);
+    assert_int_equal(q.status, SL_QUEUED);
+    assert_string_equal(q.limited_by, "agent_cap");
+    assert_true(fabs(q.eta_s - 119) < 1e-6);
+    assert_int_equal(ask(e, "other", 10, 10, T0 + 1).status, SL_GRANTED); /* others pass */
+    sl_pool_info_t info;
+    assert_int_equal(sl_engine_pool_info(e, "default", &info), SL_OK);
+    assert_int_equal(info.queue_depth, 1);
+    sl_settle_t s = harness_settle(10, 10);
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 5, NULL), SL_OK);
+    harness_check(e);
+    sl_decision_t g;
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 5, &g), SL_OK);
+    assert_int_equal(g.status, SL_GRANTED);
+    assert_true(fabs(g.waited_s - 4) < 1e-6);
+    /* The next one waits for that lease: k x D / max = 1 x 5 s (one settle of 5 s). */
+    sl_decision_t q2 = ask(e, "solo", 10, 10, T0 + 6);
+    assert_int_equal(q2.status, SL_QUEUED);
+    assert_true(fabs(q2.eta_s - 5) < 1e-6);
+    /* A third waits for two releases: 2 x 5 s. */
+    sl_decision_t q3 = ask(e, "solo", 10, 10, T0 + 6);
+    assert_int_equal(q3.status, SL_QUEUED);
+    assert_true(fabs(q3.eta_s - 10) < 1e-6);
+    assert_int_equal(sl_engine_cancel(e, g.lease, T0 + 7), SL_OK);
+    harness_check(e);
+    assert_int_equal(sl_engine_ticket(e, q2.ticket, T0 + 7, &g), SL_OK);
+    assert_int_equal(g.status, SL_GRANTED);
+    assert_int_equal(sl_engine_ticket(e, q3.ticket, T0 + 7, &g), SL_OK);
+    assert_int_equal(g.status, SL_QUEUED); /* still one at a time */
+    assert_int_equal(sl_engine_ticket_cancel(e, q3.ticket, T0 + 8), SL_OK);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(1000000, 100000, 1000);
+    sl_caps_t caps = {.max_concurrent = 1};
+    assert_int_equal(sl_engine_set_caps(e, "slow", false, &caps), SL_OK);
+    sl_decision_t d = ask(e, "slow", 10, 10, T0);
+    sl_settle_t s = harness_settle(10, 10);
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 100, NULL), SL_OK); /* D = 100 s */
+    d = ask(e, "slow", 10, 10, T0 + 100);
+    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t r = ask(e, "slow", 10, 10, T0 + 100);
+    assert_int_equal(r.status, SL_REJECTED); /* 100 s > max_queue_wait_s 60 */
+    assert_string_equal(r.reason, "agent_cap");
+    assert_true(fabs(r.retry_after_s - 100) < 1e-6);
+    sl_engine_free(e);
+}
+
+static void test_a_queued_ticket_never_passes_its_agents_concurrency_cap(void **state)
+{
+    (void)state;
+    /* Queued for the pool (rpm), not for its cap of 2; a reload then lowers the cap to
+     * one lease in flight, which it holds: when the ticket reaches the head it waits for
+     * the agent's release instead of being granted past the cap. */
+    sl_engine_t *e = harness_engine(1000000, 100000, 2);
+    sl_caps_t caps = {.max_concurrent = 2};
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
+    sl_decision_t a = ask(e, "solo", 10, 10, T0);
+    assert_int_equal(a.status, SL_GRANTED);
+    sl_decision_t q = ask(e, "solo", 10, 10, T0); /* rpm 2 x 0.85: 1.7 requests */
+    assert_int_equal(q.status, SL_QUEUED);
+    assert_string_equal(q.limited_by, "requests");
+    caps.max_concurrent = 1;
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
+    assert_int_equal(sl_engine_advance(e, T0 + 100), SL_OK); /* rpm refilled */
+    harness_check(e);
+    sl_decision_t g;
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 100, &g), SL_OK);
+    assert_int_equal(g.status, SL_QUEUED);
+    assert_string_equal(g.limited_by, "agent_cap");
+    sl_settle_t s = harness_settle(10, 10);
+    assert_int_equal(sl_engine_settle(e, a.lease, &s, T0 + 100, NULL), SL_OK);
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 100, &g), SL_OK);
+    assert_int_equal(g.status, SL_GRANTED);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(10000, 100000, 1000); /* input capacity 8,500 */
+    sl_caps_t caps = {.max_concurrent = 1};
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
+    sl_decision_t d = ask(e, "solo", 10, 10, T0);
+    sl_decision_t o = ask(e, "other", 10, 10, T0);
+    sl_request_t r = harness_req("solo", 8200, 10);
+    r.max_wait_s = 300;
+    sl_decision_t q;
+    assert_int_equal(sl_engine_request(e, &r, T0, &q), SL_OK);
+    assert_int_equal(q.status, SL_QUEUED); /* parked: only the cap holds it back */
+    sl_settle_t s = harness_settle(10, 10);
+    s.got_429 = true; /* the margin falls to 0.80: capacity 8,000 < 8,200 */
+    assert_int_equal(sl_engine_settle(e, o.lease, &s, T0 + 1, NULL), SL_OK);
+    harness_check(e);
+    sl_decision_t g;
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 1, &g), SL_EALREADY);
+    assert_non_null(strstr(sl_engine_errmsg(e), "rejected"));
+    s = harness_settle(10, 10);
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 2, NULL), SL_OK);
+    harness_check(e);
     sl_engine_free(e);
 }
 
@@ -184,7 +291,10 @@ int main(void)
         cmocka_unit_test(test_share_cap_is_refunded_by_settle),
         cmocka_unit_test(test_a_max_tokens_above_a_share_cap_reserves_what_the_cap_holds),
         cmocka_unit_test(test_default_caps_give_every_agent_its_own_buckets),
-        cmocka_unit_test(test_concurrency_cap_frees_at_settle),
+        cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
+        cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),
+        cmocka_unit_test(test_a_queued_ticket_never_passes_its_agents_concurrency_cap),
+        cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
         cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
         cmocka_unit_test(test_budget_is_priced_and_refilled),
         cmocka_unit_test(test_bad_caps_are_refused),

@@ -206,6 +206,138 @@ static void test_a_file_that_is_not_ours_is_moved_aside(void **state)
     assert_int_not_equal(stat(f->path, &sb), 0);
 }
 
+/* ---- a file written by record version 1 (before D and the output samples) ---- */
+
+typedef struct rec {
+    unsigned char b[1024];
+    size_t n;
+} rec_t;
+
+static void rec_put(rec_t *r, const void *v, size_t n)
+{
+    memcpy(r->b + r->n, v, n);
+    r->n += n;
+}
+
+static void rec_f64(rec_t *r, double v)
+{
+    rec_put(r, &v, sizeof v);
+}
+
+static void rec_str(rec_t *r, const char *s)
+{
+    uint16_t n = (uint16_t)strlen(s);
+    rec_put(r, &n, sizeof n);
+    rec_put(r, s, n);
+}
+
+/* Appends the record (u32 length, u64 FNV-1a of the body, the body) to fp. */
+static void rec_write(FILE *fp, const rec_t *r)
+{
+    uint32_t len = (uint32_t)r->n;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < r->n; i++) {
+        h ^= r->b[i];
+        h *= 0x100000001b3ULL;
+    }
+    fwrite(&len, sizeof len, 1, fp);
+    fwrite(&h, sizeof h, 1, fp);
+    fwrite(r->b, 1, r->n, fp);
+}
+
+static void test_a_version_1_file_still_loads(void **state)
+{
+    fixture_t *f = *state;
+    FILE *fp = fopen(f->path, "wb");
+    assert_non_null(fp);
+    fputs("SLSTATE1", fp);
+    rec_t r = {.n = 0};
+    rec_put(&r, "I", 1);
+    uint64_t reserved = 1 << 20;
+    rec_put(&r, &reserved, sizeof reserved);
+    rec_write(fp, &r);
+    r.n = 0; /* P without lease_mean_s and lease_samples */
+    rec_put(&r, "P", 1);
+    rec_str(&r, "default");
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        rec_f64(&r, b == SL_BUCKET_INPUT ? 1000 : 0);
+    rec_f64(&r, T0);         /* at */
+    rec_f64(&r, 0.80);       /* margin */
+    rec_f64(&r, T0);         /* clean_since */
+    rec_f64(&r, -1);         /* floor_since */
+    rec_f64(&r, -INFINITY);  /* blocked_until */
+    rec_f64(&r, 0);          /* cold_until */
+    uint32_t zero = 0;
+    rec_put(&r, &zero, sizeof zero);
+    rec_write(fp, &r);
+    r.n = 0; /* C without the output samples */
+    rec_put(&r, "C", 1);
+    rec_str(&r, "default");
+    rec_str(&r, "m");
+    for (int i = 0; i < SL_CALIBRATION_WINDOW; i++)
+        rec_f64(&r, i < 5 ? 2.0 : 0);
+    uint32_t n = 5, pos = 5;
+    int64_t total = 5;
+    rec_put(&r, &n, sizeof n);
+    rec_put(&r, &pos, sizeof pos);
+    rec_put(&r, &total, sizeof total);
+    rec_write(fp, &r);
+    r.n = 0;
+    rec_put(&r, "S", 1);
+    rec_write(fp, &r);
+    fclose(fp);
+
+    size_t restored = 0;
+    sl_engine_t *e = read_state(f, &restored);
+    assert_true(fabs(level(e) - 1000) < 1e-6);
+    sl_pool_state_t st;
+    assert_int_equal(sl_engine_pool_state(e, "default", &st), SL_OK);
+    assert_true(fabs(st.margin - 0.80) < 1e-9);
+    assert_int_equal(st.lease_samples, 0); /* D unknown */
+    sl_calibration_state_t c;
+    assert_int_equal(sl_engine_calibration_state(e, "default", "m", &c), SL_OK);
+    assert_int_equal(c.n, 5);
+    assert_int_equal(c.out_n, 0);
+    sl_engine_free(e);
+}
+
+static void test_lease_durations_and_output_samples_come_back(void **state)
+{
+    fixture_t *f = *state;
+    sl_persist_t *p = open_ok(f);
+    sl_engine_t *e = engine();
+    sl_request_t r;
+    memset(&r, 0, sizeof r);
+    r.agent = "a";
+    r.input_tokens = 100;
+    r.output_tokens = 50;
+    r.model = "m";
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_settle_t s;
+    memset(&s, 0, sizeof s);
+    s.input_tokens = 100;
+    s.output_tokens = 42;
+    s.retry_after_s = -1;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 7, NULL), SL_OK);
+    char err[512];
+    assert_int_equal(sl__persist_snapshot(p, e, err, sizeof err), 0);
+    sl__persist_free(p);
+    sl_engine_free(e);
+
+    size_t restored = 0;
+    e = read_state(f, &restored);
+    sl_pool_state_t st;
+    assert_int_equal(sl_engine_pool_state(e, "default", &st), SL_OK);
+    assert_int_equal(st.lease_samples, 1);
+    assert_true(fabs(st.lease_mean_s - 7) < 1e-9);
+    sl_calibration_state_t c;
+    assert_int_equal(sl_engine_calibration_state(e, "default", "m", &c), SL_OK);
+    assert_int_equal(c.out_n, 1);
+    assert_int_equal(c.out_sample[0], 42);
+    sl_engine_free(e);
+}
+
 static void test_ids_are_reserved_ahead_of_use(void **state)
 {
     fixture_t *f = *state;
@@ -243,6 +375,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_file_that_is_not_ours_is_moved_aside, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ids_are_reserved_ahead_of_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_version_1_file_still_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_durations_and_output_samples_come_back, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_an_unreadable_path_is_an_error_naming_it, setup,
                                         teardown),
     };

@@ -381,6 +381,7 @@ static void on_settle_reply(rb_t *rb, rcall_t *c, redisReply *r)
             .adjust_input_tokens = (int64_t)sl__rreply_num(&rep, "adjust_input_tokens", 0),
             .adjust_output_tokens = (int64_t)sl__rreply_num(&rep, "adjust_output_tokens", 0),
             .estimate_error = sl__rreply_num(&rep, "estimate_error", 0),
+            .not_counted = sl__rreply_num(&rep, "counted", 1) == 0,
         };
         sl__rb_queue_reply_events(rb, &rep);
         sl__rb_note_wake(rb, op->pool, &rep);

@@ -110,6 +110,8 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_num(c, "estimate_error_window", cfg->estimate_error_window);
     sl__rcmd_num(c, "claim_timeout_s", cfg->claim_timeout_s);
     sl__rcmd_num(c, "ticket_idle_s", cfg->ticket_idle_s);
+    sl__rcmd_num(c, "spend_cap_reset_s", cfg->spend_cap_reset_s);
+    sl__rcmd_num(c, "output_reserve_learned", cfg->output_reserve_learned ? 1 : 0);
     sl__rcmd_num(c, "tombstone_ttl_s", ecfg->tombstone_ttl_s);
     sl__rcmd_num(c, "idempotency_ttl_s", ecfg->idempotency_ttl_s);
     sl__rcmd_num(c, "weight_floor",
@@ -136,6 +138,8 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unbl
     if (req->ttl_s != 0) sl__rcmd_num(c, "ttl", req->ttl_s);
     sl__rcmd_str(c, "request_id", req->request_id);
     sl__rcmd_str(c, "model", req->model);
+    sl__rcmd_str(c, "cache_prefix_hash", req->cache_prefix_hash);
+    if (req->max_wait_s != 0) sl__rcmd_num(c, "max_wait_s", req->max_wait_s);
 }
 
 /* ---- provider headers (docs/design.md "Resync"; classified by the engine's headers.c) ---- */
@@ -222,6 +226,7 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
     sl__rcmd_num(c, "got_429", s->got_429 ? 1 : 0);
     sl__rcmd_num(c, "retry_after", s->retry_after_s < 0 ? -1 : s->retry_after_s);
     sl__rcmd_num(c, "spend_cap", s->spend_cap ? 1 : 0);
+    sl__rcmd_num(c, "failed", s->failed ? 1 : 0);
     if (s->failure_signature && s->failure_signature[0])
         sl__rcmd_str(c, "failure_signature", s->failure_signature);
     rc = add_headers(c, s->header_names, s->header_values, s->header_count, err, errlen);
@@ -322,6 +327,15 @@ static int64_t to_i64(const char *v)
     return v ? (int64_t)strtod(v, NULL) : 0;
 }
 
+const char *sl__rreply_limited_by(const char *v)
+{
+    static const char *const KNOWN[] = {"input_tokens", "output_tokens", "requests", "tokens",
+                                        "concurrency",  "retry_after"};
+    for (size_t i = 0; v && i < sizeof KNOWN / sizeof KNOWN[0]; i++)
+        if (strcmp(v, KNOWN[i]) == 0) return KNOWN[i];
+    return NULL;
+}
+
 void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -345,6 +359,7 @@ void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out)
     out->retry_after_s = sl__rreply_num(rep, "retry_after", 0);
     out->retry_at = sl__rreply_num(rep, "retry_at", 0);
     if (out->status == SL_REJECTED) out->reason = "queue_wait_exceeds_max";
+    out->limited_by = sl__rreply_limited_by(sl__rreply_get(rep, "limited_by"));
     out->replayed = sl__rreply_num(rep, "replayed", 0) != 0;
 }
 
@@ -376,7 +391,9 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
     CFG(estimate_error_window, int);
     CFG(claim_timeout_s, double);
     CFG(ticket_idle_s, double);
+    CFG(spend_cap_reset_s, double);
 #undef CFG
+    c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;
     c->cache_reads_count = sl__rreply_num(rep, "cfg_cache_reads_count", 0) != 0;
     out->margin = sl__rreply_num(rep, "margin", 0);
     char name[32];
@@ -450,6 +467,7 @@ static bool fill_event(const char *const *kv, size_t n, sl_event_t *out)
         else if (strcmp(k, "retry_at") == 0) out->retry_at = d;
         else if (strcmp(k, "waited") == 0) out->waited_s = d;
         else if (strcmp(k, "estimate_error") == 0) out->estimate_error = d;
+        else if (strcmp(k, "not_counted") == 0) out->not_counted = d != 0;
         else if (strcmp(k, "margin") == 0) out->margin = d;
         else if (strcmp(k, "reason") == 0) out->reason = v;
         else if (strcmp(k, "alert") == 0) out->alert = v;

@@ -22,7 +22,7 @@
 #include <sluice/engine.h>
 
 /* The Functions library version this build speaks (sluice.lua's VERSION). */
-#define SL__REDIS_LIB_VERSION "5"
+#define SL__REDIS_LIB_VERSION "6"
 
 #define SL__RID_SHIFT 40
 #define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */
@@ -93,6 +93,9 @@ int sl__rreply_parse(const redisReply *r, sl__rreply_t *out);
 const char *sl__rreply_get(const sl__rreply_t *rep, const char *name);
 double sl__rreply_num(const sl__rreply_t *rep, const char *name, double dflt);
 /* Fills a decision from a request / ticket reply. */
+/* The library's limited_by as one of the engine's static names (the decision outlives
+ * the reply), or NULL. */
+const char *sl__rreply_limited_by(const char *v);
 void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out);
 /* Fills pool info; strings point into the reply. */
 void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out);

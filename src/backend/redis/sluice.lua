@@ -37,7 +37,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '5'
+local VERSION = '6'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -114,12 +114,18 @@ local function dfmt(n)
 end
 
 local function decode(c, s)
-  local v = {struct.unpack(fmt_of(c), s)}
+  local v = {pcall(struct.unpack, fmt_of(c), s)}
+  if not v[1] then
+    -- Written by a library before number fields were appended to this record: the
+    -- missing ones read as 0 (every appended field's neutral value).
+    if c.tail then error(v[2]) end
+    v = {true, struct.unpack(fmt_of(c), s .. string.rep('\0', 8 * (c.n - c.ns)))}
+  end
   local r = {}
   local names = c.names
-  for i = 1, c.n do r[names[i]] = v[i] end
+  for i = 1, c.n do r[names[i]] = v[i + 1] end
   if c.tail then
-    local pos = v[c.n + 1]
+    local pos = v[c.n + 2]
     local k = (#s - pos + 1) / 8
     local t = {}
     if k > 0 then
@@ -268,22 +274,45 @@ local function zdel(p, set, field, id, old)
   if old == p[field] then p[field] = zmin(K(set)) end
 end
 
+-- Leases end at a rate of slots / D while the slots are busy (D: the moving average of
+-- settled leases' durations), so the k-th release is expected k x D / slots from now;
+-- before any settle only the earliest expiry bounds the first (bucket.c).
+local function release_eta(p, releases, slots, earliest, now)
+  local bound = earliest - now > 0 and earliest - now or 0
+  if p.lease_samples == 0 or slots <= 0 then return bound end
+  local eta = releases * p.lease_mean_s / slots
+  if releases == 1 and bound < eta then return bound end
+  return eta
+end
+
+local LEASE_MEAN_ALPHA = 0.2  -- weight of the newest duration in the moving average
+
+local function record_lease_duration(p, d)
+  if not (d >= 0) or d == math.huge then return end
+  if p.lease_samples == 0 then p.lease_mean_s = d
+  else p.lease_mean_s = p.lease_mean_s + LEASE_MEAN_ALPHA * (d - p.lease_mean_s) end
+  p.lease_samples = p.lease_samples + 1
+end
+
+-- Returns the ETA and what binds (limited_by: a bucket, retry_after, concurrency or nil).
 local function eta_for(p, sums, ahead, now)
   local eta = p.blocked_until > now and p.blocked_until - now or 0
+  local why = eta > 0 and 'retry_after' or nil
   for b = 0, NB - 1 do
     if limited(p, b) then
       local deficit = sums[b] - p['lv' .. b]
       if deficit > 0 then
         local t = deficit / (capacity(p, b) / 60.0)
-        if t > eta then eta = t end
+        if t > eta then eta = t; why = BUCKET[b + 1] end
       end
     end
   end
-  if p.concurrency > 0 and ahead + 1 > p.concurrency - p.in_flight then
-    local at = p.lx_at
-    if at < math.huge and at - now > eta then eta = at - now end
+  local releases = ahead + 1 - (p.concurrency - p.in_flight)
+  if p.concurrency > 0 and releases > 0 then
+    local t = release_eta(p, releases, p.concurrency, p.lx_at, now)
+    if t < math.huge and t >= eta then eta = t; why = 'concurrency' end
   end
-  return eta
+  return eta, why
 end
 
 local function cost(p, need)
@@ -509,6 +538,39 @@ local function calib_record(model, est, actual)
   else c.ratio = (sorted[n / 2] + sorted[n / 2 + 1]) / 2 end
 end
 
+-- Per model, the outputs of the last 64 counted settles and their 95th percentile
+-- (nearest rank) once 20 are known: what `output_reserve: learned` reserves instead of
+-- max_tokens when lower (calibrate.c). A record of its own, P.."O:"..model, so the
+-- calibration's layout is unchanged; 64 numbers per model: bounded.
+local OUTS = codec({}, {'n', 'pos', 'p95'}, 'samples')
+local OUTPUT_MIN_SAMPLES = 20
+
+local function outputs_key(model) return S.prefix .. 'O:' .. model end
+
+local function output_p95(model)
+  local o = load(outputs_key(model), OUTS)
+  return o and o.p95 or 0
+end
+
+local function output_record(model, tokens)
+  if model == nil or model == '' then return end
+  local key = outputs_key(model)
+  local o = load(key, OUTS) or create(key, OUTS, {n = 0, pos = 0, p95 = 0, samples = {}})
+  local sample = o.samples
+  sample[o.pos + 1] = tokens
+  o.pos = (o.pos + 1) % CALIB_WINDOW
+  if o.n < CALIB_WINDOW then o.n = o.n + 1 end
+  fill_to(sample, o.n)
+  touch(key)
+  o.p95 = 0
+  if o.n < OUTPUT_MIN_SAMPLES then return end
+  local sorted = {}
+  for i = 1, o.n do sorted[i] = sample[i] end
+  table.sort(sorted)
+  local v = sorted[math.floor((95 * o.n + 99) / 100)]
+  o.p95 = v > 1 and v or 1
+end
+
 local function agent_mean_error(a)
   if a.err_n == 0 then return 0 end
   local errs = a.errs
@@ -633,7 +695,8 @@ end
 local function queue_eta(p, need, finish, member, now)
   local ahead, sums = queue_prefix(p, finish, member)
   for b = 0, NB - 1 do sums[b] = sums[b] + need[b] end
-  return eta_for(p, sums, ahead, now), ahead
+  local eta, why = eta_for(p, sums, ahead, now)
+  return eta, ahead, why
 end
 
 local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
@@ -642,9 +705,9 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 -- Ports: src/engine/lease.c, src/engine/caps.c.
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
-  'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp'})
+  'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt'})
 local TICKET = codec({'agent', 'ck', 'model'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3', 'cached',
-  'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at'})
+  'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'pt'})
 
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
@@ -659,7 +722,7 @@ local function grant(p, a, t, weight, finish, ttl, ticket, waited, now)
   local claimed = ticket == 0
   local l = {id = id, agent = a.agent, ticket = ticket, own = t.own, ck = t.ck,
     model = t.model, est = t.est, n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3,
-    cached = t.cached, pen = t.pen, weight = weight, granted_at = now, waited = waited,
+    cached = t.cached, pen = t.pen, pt = t.pt, weight = weight, granted_at = now, waited = waited,
     ttl = ttl, claimed = claimed and 1 or 0,
     exp = now + (claimed and ttl or p.claim_timeout_s)}
   for b = 0, NB - 1 do
@@ -793,7 +856,21 @@ local function purge_old(p, now)
   p.purge_at = tomb < idem and tomb or idem
 end
 
+-- When the configured reset clears the spend_cap alert (math.huge: never).
+local function spend_cap_reset_at(p)
+  if p.alert_spend_cap == 0 or p.spend_cap_reset_s <= 0 then return math.huge end
+  return p.spend_cap_at + p.spend_cap_reset_s
+end
+
+local function spend_cap_alert(p, active)
+  local v = active and 1 or 0
+  if p.alert_spend_cap == v then return end
+  p.alert_spend_cap = v
+  emit('alert', {alert = 'spend_cap', active = v})
+end
+
 local function pool_advance(p, now)
+  if spend_cap_reset_at(p) <= now then spend_cap_alert(p, false) end
   margin_advance(p, now)
   refill(p, now)
   while p.lx_at <= now do
@@ -816,6 +893,8 @@ end
 
 local function next_wakeup(p)
   local at = margin_next_step_at(p)
+  local reset_at = spend_cap_reset_at(p)
+  if reset_at < at then at = reset_at end
   if p.lx_at < at then at = p.lx_at end
   if p.ti_at < at then at = p.ti_at end
   local id = queue_head(p)
@@ -837,6 +916,10 @@ local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurre
   'estimate_error_window', 'claim_timeout_s', 'ticket_idle_s', 'tombstone_ttl_s',
   'idempotency_ttl_s', 'weight_floor'}
 
+-- Optional fields, after the derived ones, with configure's default for a caller that
+-- does not send them.
+local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0}}
+
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
 local CFG
@@ -845,6 +928,8 @@ do
   for i = 1, #CONFIG_FIELDS do numbers[i] = CONFIG_FIELDS[i] end
   local derived = {'start_bp', 'floor_bp', 'up_bp', 'down_bp', 'pool_no', 'cold_empty'}
   for i = 1, #derived do numbers[#numbers + 1] = derived[i] end
+  -- Appended later, optional in configure (an older caller's pool reads them as 0).
+  for i = 1, #CONFIG_LATER do numbers[#numbers + 1] = CONFIG_LATER[i][1] end
   CFG = codec({'roles', 'prios'}, numbers)
 end
 
@@ -854,7 +939,8 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'qs0', 'qs1', 'qs2', 'qs3', 'qm0', 'qm1', 'qm2', 'qm3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
-  'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until'})
+  'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
+  'lease_mean_s', 'lease_samples', 'spend_cap_at'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -1014,6 +1100,7 @@ local function configure(p, args, now)
     cfg[f] = num(args, f, nil)
     if cfg[f] == nil then fail('invalid_request', 'pool "%s": %s missing', S.pool, f) end
   end
+  for _, f in ipairs(CONFIG_LATER) do cfg[f[1]] = num(args, f[1], f[2]) end
   cfg.roles = args.roles or ''
   cfg.prios = args.prios or ''
   cfg.start_bp = lround(cfg.margin_start * 10000.0)
@@ -1048,7 +1135,8 @@ local function configure(p, args, now)
     floor_since = -1, alert_floor = 0, alert_spend_cap = 0, blocked_until = -math.huge,
     in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
-    purge_at = math.huge}, config_mt(S.cfg_new))
+    purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0},
+    config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
     p['rs' .. b] = 0
@@ -1099,10 +1187,10 @@ end
 local function encode_decision(d) return cmsgpack.pack(d) end
 local function decode_decision(s) return cmsgpack.unpack(s) end
 
-local function reject_decision(p, weight, retry_after, now)
+local function reject_decision(p, weight, retry_after, now, limited_by)
   p.rejected_total = p.rejected_total + 1
   return {status = 'rejected', weight = weight, retry_after = retry_after,
-          retry_at = now + retry_after, reason = QUEUE_WAIT}
+          retry_at = now + retry_after, reason = QUEUE_WAIT, limited_by = limited_by}
 end
 
 -- The caller the replica names (args.actor: exactly that agent; args.actor_prefix: the
@@ -1135,8 +1223,9 @@ local function ticket_state(p, id, now, args)
       zput(p, 'ti', 'ti_at', id, old, t.idle_at)
       touch(ticket_key(id))
     end
-    local eta, ahead = queue_eta(p, need_of(t), t.finish, qmember(t), now)
-    return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight}
+    local eta, ahead, why = queue_eta(p, need_of(t), t.finish, qmember(t), now)
+    return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight,
+            limited_by = why}
   end
   local tomb = redis.call('HGET', K('tend'), F(id))
   if not tomb then ticket_unknown(p, id) end
@@ -1182,19 +1271,19 @@ local function decide(p, a, t, weight, ttl, cache, now)
   local need = need_of(t)
   for b = 0, NB - 1 do
     if limited(p, b) and need[b] > capacity(p, b) then
-      return reject_decision(p, weight, margin_wait_for(p, need, now), now)
+      return reject_decision(p, weight, margin_wait_for(p, need, now), now, BUCKET[b + 1])
     end
   end
   local c = cost(p, need)
   local start = p.vtime > a.lf and p.vtime or a.lf
   local _, head_finish = queue_head(p)
-  local finish, eta, ahead = 0, 0, 0
+  local finish, eta, ahead, why = 0, 0, 0, nil
   for pass = 0, 1 do
     finish = start + c / weight
     if fits(p, need, now) and (head_finish == nil or finish < head_finish) then
       return fill_grant(grant(p, a, t, weight, finish, ttl, 0, 0, now))
     end
-    eta, ahead = queue_eta(p, need, finish, nil, now)
+    eta, ahead, why = queue_eta(p, need, finish, nil, now)
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
     if t.cached > cache_tokens then cache_tokens = t.cached end
@@ -1204,11 +1293,11 @@ local function decide(p, a, t, weight, ttl, cache, now)
     if not bump then break end
     weight = weight * p.cache_bump
   end
-  if eta > p.max_queue_wait_s then return reject_decision(p, weight, eta, now) end
+  if eta > t.max_wait then return reject_decision(p, weight, eta, now, why) end
   local id = new_id(p)
   p.seq = p.seq + 1
   local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
-    n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen,
+    n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
     idle_at = now + p.ticket_idle_s}
   create(ticket_key(id), TICKET, tk)
@@ -1219,7 +1308,8 @@ local function decide(p, a, t, weight, ttl, cache, now)
   p.queued_total = p.queued_total + 1
   emit('queued', {agent = a.agent, ticket = id, input_tokens = t.n0, output_tokens = t.n1,
                   weight = weight, eta = eta})
-  return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = weight}
+  return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = weight,
+          limited_by = why}
 end
 
 local function validate_request(args)
@@ -1234,7 +1324,7 @@ local function validate_request(args)
   if args.task and not valid_name(args.task) then
     fail('invalid_request', 'task "%s" must be 1-128 of [A-Za-z0-9._:-]', args.task)
   end
-  for _, f in ipairs({'cache_key', 'model', 'request_id'}) do
+  for _, f in ipairs({'cache_key', 'cache_prefix_hash', 'model', 'request_id'}) do
     if args[f] and not printable(args[f]) then
       fail('invalid_request', '%s "%s" must be 1-128 printable bytes', f, args[f])
     end
@@ -1243,6 +1333,26 @@ local function validate_request(args)
   if ttl < 0 or ttl == math.huge then
     fail('invalid_request', 'ttl %s must be a finite number of seconds > 0', F(ttl))
   end
+  local max_wait = num(args, 'max_wait_s', 0)
+  if not (max_wait >= 0 and max_wait <= 86400) then
+    fail('invalid_request', 'max_wait %s must be a number of seconds in [0, 86400]', F(max_wait))
+  end
+end
+
+-- max_tokens is a loose upper bound the provider does not reserve: a call whose
+-- max_tokens is above what the output (or combined) bucket can ever hold is still
+-- served, so it reserves today's capacity and the settle charges any excess as debt.
+local function output_that_fits(p, inn, out)
+  if limited(p, 1) then
+    local fit = math.floor(capacity(p, 1) + 1e-6)
+    if out > fit then out = fit end
+  end
+  if limited(p, 3) then
+    local fit = math.floor(capacity(p, 3) + 1e-6) - inn
+    if fit < 0 then fit = 0 end
+    if out > fit then out = fit end
+  end
+  return out
 end
 
 local function request(p, args, now)
@@ -1273,6 +1383,10 @@ local function request(p, args, now)
   end
   local a = agent_get(agent, false)
   local ck = args.cache_key or agent
+  -- The provider caches a prefix per model: (cache_key, model, prefix hash) is one cache.
+  if args.model or args.cache_prefix_hash then
+    ck = ck .. '\31' .. (args.model or '') .. '\31' .. (args.cache_prefix_hash or '')
+  end
   local cache
   if a then cache = cache_view(a, ck == agent, ck) else cache = cache_view(nil, false, ck) end
   local warm = cache_warm(p, cache, now)
@@ -1283,11 +1397,18 @@ local function request(p, args, now)
   local output_tokens = check_tokens(args, 'output_tokens')
   local input = corrected(input_tokens, ratio)
   local cached = corrected(cached_tokens, ratio)
-  local t = {est = input_tokens + cached_tokens, cached = cached,
+  local t = {est = input_tokens + cached_tokens, cached = cached, pt = input + cached,
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or ''}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
+  if p.output_reserve_learned ~= 0 and calib then
+    local p95 = output_p95(args.model)
+    if p95 > 0 and p95 < output_tokens then output_tokens = p95 end
+  end
+  output_tokens = output_that_fits(p, inn, output_tokens)
   t.n0, t.n1, t.n2, t.n3 = inn, output_tokens, 1, inn + output_tokens
+  local max_wait = num(args, 'max_wait_s', 0)
+  t.max_wait = max_wait > 0 and max_wait or p.max_queue_wait_s
   for b = 0, NB - 1 do
     if limited(p, b) then
       local start_cap = p['lim' .. b] * p.margin_start
@@ -1496,21 +1617,32 @@ local function settle(p, args, now)
   adjust(p, 0, adj_in)
   adjust(p, 1, adj_out)
   adjust(p, 3, adj_in + adj_out)
-  local err = math.abs(actual_in - l.n0) / (actual_in > 1 and actual_in or 1)
-  agent_record_error(p, a, err)
-  calib_record(l.model, l.est, input + cc + cr)
+  -- Only calls the provider answered teach: a refused or broken call's zero or partial
+  -- usage says nothing about the estimate or the cache.
+  local counted = num(args, 'failed', 0) == 0 and num(args, 'got_429', 0) == 0
+  -- Like with like: the prompt the provider billed against the prompt estimated for it.
+  local billed = input + cc + cr
+  local err = math.abs(billed - l.pt) / (billed > 1 and billed or 1)
+  if counted then
+    agent_record_error(p, a, err)
+    calib_record(l.model, l.est, billed)
+    output_record(l.model, output)
+    local cache_tokens = cr + cc
+    local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
+        or cache_make(l.ck)
+    c.rec[c.ls] = now
+    c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
+    touch(c.key)
+    spend_cap_alert(p, false)  -- a call went through: no longer capped
+  end
   a.tin = a.tin + actual_in
   a.tout = a.tout + actual_out
-  local cache_tokens = cr + cc
-  local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
-      or cache_make(l.ck)
-  c.rec[c.ls] = now
-  c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
-  touch(c.key)
   touch(agent_key(a.agent))
   emit('settled', {agent = a.agent, lease = l.id, input_tokens = actual_in,
                    output_tokens = actual_out, adjust_input_tokens = adj_in,
-                   adjust_output_tokens = adj_out, estimate_error = err, weight = l.weight})
+                   adjust_output_tokens = adj_out, estimate_error = err, weight = l.weight,
+                   not_counted = counted and 0 or 1})
+  record_lease_duration(p, now - l.granted_at)
   lease_end(p, l, END_SETTLED, false, now)
   if num(args, 'got_429', 0) ~= 0 then
     a.g429 = a.g429 + 1
@@ -1521,10 +1653,8 @@ local function settle(p, args, now)
                           margin = margin(p)})
     if spend_cap then
       -- A budget stop, not a rate limit: the margin is not the problem.
-      if p.alert_spend_cap == 0 then
-        p.alert_spend_cap = 1
-        emit('alert', {alert = 'spend_cap', active = 1})
-      end
+      p.spend_cap_at = now
+      spend_cap_alert(p, true)
     else
       margin_cut(p, now)
       if retry_after >= 0 and now + retry_after > p.blocked_until then
@@ -1534,7 +1664,8 @@ local function settle(p, args, now)
   end
   resync_apply(p, args, now)
   drain(p, now)
-  return {adjust_input_tokens = adj_in, adjust_output_tokens = adj_out, estimate_error = err}
+  return {adjust_input_tokens = adj_in, adjust_output_tokens = adj_out, estimate_error = err,
+          counted = counted and 1 or 0}
 end
 
 local function cancel(p, args, now)
@@ -1614,6 +1745,7 @@ local function pool_info(p, args, now)
     rejected_total = p.rejected_total, upstream_429_total = p.upstream_429_total,
     pool_no = p.pool_no, head_eta = -1}
   for _, f in ipairs(CONFIG_FIELDS) do out['cfg_' .. f] = p[f] end
+  for _, f in ipairs(CONFIG_LATER) do out['cfg_' .. f[1]] = p[f[1]] end
   for b = 0, NB - 1 do
     out['cfg_' .. LIMIT_FIELD[b + 1]] = p['lim' .. b]  -- as adopted from headers
     out['limit' .. b] = p['lim' .. b]

@@ -209,6 +209,34 @@ class SemaphoreQueues(unittest.TestCase):
             self.assertEqual(emu.stats()["http_429"], 0)
 
 
+    def test_a_call_held_by_its_agents_max_concurrent_is_held_and_sent_on_release(self):
+        caps = "caps:\n  agents:\n    solo:\n      max_concurrent: 1\n"
+        with Emu(EMU_SLOW) as emu, Sluiced(
+                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", ROOMY) + caps) as s:
+            headers = dict(STREAM_HEADERS, **{"x-sluice-agent": "solo"})
+            first = s.open_stream("/anthropic/v1/messages", message(stream=True), headers)
+            read_until(first, b"message_start", 10)
+            answers = {}
+
+            def call():
+                answers["second"] = s.anthropic(message(), agent="solo")
+
+            t = threading.Thread(target=call)
+            t.start()
+            # No lease was settled yet: the ETA is the lease's expiry (120 s), above
+            # max_queue_wait_s (60 s) but within proxy.max_hold_s, so it is held.
+            wait_for(lambda: s.pool("claude")["queue"]["depth"] == 1, 10, "the held call")
+            status, _, payload = s.anthropic(message(), agent="other")  # others pass
+            self.assertEqual(status, 200, payload)
+            read_until(first, b"message_stop", 10)
+            first.close()
+            t.join(30)
+            self.assertEqual(answers["second"][0], 200, answers["second"][2][:200])
+            queued = [e for e in s.events() if e["event"] == "queued"]
+            self.assertEqual(len(queued), 1)
+            self.assertEqual(emu.stats()["http_429"], 0)
+
+
 class OutputThatFits(unittest.TestCase):
     def test_a_max_tokens_128000_call_on_an_80000_output_tpm_pool_is_served(self):
         with Emu(EMU_FAST) as emu, Sluiced(

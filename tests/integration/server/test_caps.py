@@ -69,6 +69,42 @@ class Caps(unittest.TestCase):
             self.assertIn("max_share 1.5", p.stderr + p.stdout)
 
 
+QUEUE_CONFIG = """
+pools:
+  default:
+    input_tpm: 1000000
+    output_tpm: 100000
+    rpm: 10000
+    max_queue_wait_s: 300
+caps:
+  agents:
+    solo:
+      max_concurrent: 1
+"""
+
+
+class ConcurrencyCapQueues(unittest.TestCase):
+    def test_second_lease_of_an_agent_at_max_concurrent_is_queued_and_granted_on_release(self):
+        with Sluiced(QUEUE_CONFIG) as s:
+            status, first, _ = s.lease("solo", 10)
+            self.assertEqual(status, 200, first)
+            status, queued, _ = s.lease("solo", 10)
+            self.assertEqual(status, 202, queued)
+            self.assertEqual(queued["limited_by"], "agent_cap")
+            self.assertLessEqual(queued["eta"], 120)  # the lease's expiry bounds it
+            status, other, _ = s.lease("other", 10)  # the pool's queue is not blocked
+            self.assertEqual(status, 200, other)
+            self.assertEqual(s.pool()["queue"]["depth"], 1)
+            status, body, _ = s.call("GET", "/v1/tickets/%s" % queued["ticket"])
+            self.assertEqual(status, 202, body)
+            status, body, _ = s.call("POST", "/v1/leases/%s/settle" % first["lease"],
+                                     {"input_tokens": 10, "output_tokens": 10})
+            self.assertEqual(status, 200, body)
+            status, body, _ = s.call("GET", "/v1/tickets/%s?wait=5" % queued["ticket"])
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["status"], "granted")
+
+
 class Calibration(unittest.TestCase):
     def test_ratio_is_learned_and_visible_in_pool_and_metrics(self):
         with Sluiced(CONFIG.replace("max_rpm: 2", "max_rpm: 1000")) as s:

@@ -225,6 +225,38 @@ class Restart(unittest.TestCase):
         d.start()
         self.assertAlmostEqual(d.pool()["margin"], 0.80)
 
+    def test_learned_output_and_lease_durations_survive_a_restart(self):
+        state = os.path.join(self.tmp.name, "state")
+        pools = """pools:
+  default:
+    input_tpm: 600000
+    output_tpm: 600000
+    rpm: 100000
+    concurrency: 1
+    output_reserve: learned
+"""
+        d = self.start("cold_start: full\nstate_file: %s\n%s" % (state, pools))
+        for _ in range(20):  # 20 outputs of 100 tokens: the learned p95 is 100
+            status, a = d.lease("a", 1000, output_tokens=4000, model="m")
+            self.assertEqual(status, 200, a)
+            status, body = d.settle(a["lease"], 1000, output_tokens=100)
+            self.assertEqual(status, 200, body)
+        status, a = d.lease("a", 1000, output_tokens=4000, model="m")
+        self.assertEqual(a["charged"]["output_tokens"], 100)
+        status, body = d.settle(a["lease"], 1000, output_tokens=100)
+        d.kill9()
+        d.start()
+        status, a = d.lease("a", 1000, output_tokens=4000, model="m")
+        self.assertEqual(status, 200, a)
+        self.assertEqual(a["charged"]["output_tokens"], 100)  # still learned
+        # The slot is taken: with D (settles within seconds) known, the wait for it is
+        # D, well inside max_queue_wait_s (60 s); unknown, it would be the lease's
+        # expiry (120 s) and rejected.
+        status, q = d.lease("b", 10)
+        self.assertEqual(status, 202, q)
+        self.assertEqual(q["limited_by"], "concurrency")
+        self.assertLess(q["eta"], 60)
+
     def test_ids_never_repeat_across_restarts_without_state_file(self):
         d = self.start("cold_start: full\n" + POOL)
         status, first = d.lease("a", 1000, ttl=300)
