@@ -16,6 +16,16 @@ def config(emu):
                              pool_yaml("gpt", emu.url, "openai", LIMITS))
 
 
+def workers_sluiced(emu):
+    """sluiced with auth: the admin token (its client's bearer) and a token for agents
+    "worker-*"."""
+    s = Sluiced(config(emu) + (
+        "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
+        "    - token: agent-token-workers\n      agent_prefix: worker-\n"))
+    s.bearer = "admin-token-0001"
+    return s
+
+
 class Forwarding(SharedProxy):
     config = staticmethod(config)
 
@@ -208,11 +218,7 @@ class Keys(unittest.TestCase):
 
     def test_x_sluice_unblocks_is_bound_to_the_token(self):
         with Emu() as emu:
-            cfg = config(emu) + (
-                "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
-                "    - token: agent-token-workers\n      agent_prefix: worker-\n")
-            with Sluiced(cfg) as s:
-                s.bearer = "admin-token-0001"
+            with workers_sluiced(emu) as s:
                 status, _, payload = s.anthropic(message(), agent="worker-1",
                                                  key="agent-token-workers",
                                                  extra={"x-sluice-unblocks": "9007199254740992"})
@@ -230,11 +236,7 @@ class Keys(unittest.TestCase):
         # A worker token may not ask for "high" through the proxy either (its default
         # priorities are those with a factor <= 1), and nothing is leased.
         with Emu() as emu:
-            cfg = config(emu) + (
-                "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
-                "    - token: agent-token-workers\n      agent_prefix: worker-\n")
-            with Sluiced(cfg) as s:
-                s.bearer = "admin-token-0001"
+            with workers_sluiced(emu) as s:
                 status, _, payload = s.anthropic(message(), agent="worker-1",
                                                  key="agent-token-workers",
                                                  extra={"x-sluice-priority": "high"})
