@@ -17,7 +17,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>
