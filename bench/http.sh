@@ -11,47 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-SECONDS_RUN=${BENCH_SECONDS:-10}
-CONNS=${BENCH_CONNECTIONS:-50}
-SLUICED=$BUILD/src/server/sluiced
-for tool in wrk nginx taskset; do
-  command -v "$tool" >/dev/null || { echo "http.sh: $tool is not installed" >&2; exit 1; }
-done
-[ -x "$SLUICED" ] || { echo "http.sh: build sluiced first ($SLUICED)" >&2; exit 1; }
-
-SERVER_CPU=0
-CLIENT_CPU=$(( $(nproc) > 1 ? 1 : 0 ))
-TMP=$(mktemp -d /tmp/sluice-bench-http.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() { # port
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "http.sh: nothing listening on port $1" >&2
-  exit 1
-}
-
-# wrk output -> "rps p50_ms p99_ms"
-summarize() {
-  awk '
-    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
-    /Requests\/sec:/ { rps = $2 }
-    /^ +50%/ { p50 = ms($2) }
-    /^ +99%/ { p99 = ms($2) }
-    END { printf "%s %.3f %.3f\n", rps, p50, p99 }'
-}
+BENCH_NAME=http.sh
+. bench/http_common.sh
 
 # sluiced: one pool with limits far above what one core can ask for; full buckets at start.
 # $1: a name, $2: extra top-level configuration; sets STARTED_PORT (no subshell, so the
@@ -87,20 +48,7 @@ cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/
 
 # nginx: one worker answering the same size of JSON with `return 200`.
 NPORT=$(free_port)
-mkdir -p "$TMP/nginx/logs"
-cat > "$TMP/nginx/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/nginx/body;
-  proxy_temp_path $TMP/nginx/proxy;
-  fastcgi_temp_path $TMP/nginx/fastcgi;
-  uwsgi_temp_path $TMP/nginx/uwsgi;
-  scgi_temp_path $TMP/nginx/scgi;
+write_nginx_conf <<NGINX
   server {
     listen 127.0.0.1:$NPORT;
     location / {
@@ -123,12 +71,12 @@ run_wrk() { # port name (SECONDS_RUN from the environment when given)
 taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d1s -s bench/http_lease.lua "http://127.0.0.1:$SPORT" >/dev/null
 taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d1s -s bench/http_lease.lua "http://127.0.0.1:$PPORT" >/dev/null
 c0=$(cpu_s "$SPID")
-read -r s_rps s_p50 s_p99 < <(run_wrk "$SPORT" sluiced)
+read -r s_rps s_p50 s_p99 _ < <(run_wrk "$SPORT" sluiced)
 c1=$(cpu_s "$SPID")
 d0=$(cpu_s "$PPID_")
-read -r p_rps p_p50 p_p99 < <(run_wrk "$PPORT" persisted)
+read -r p_rps p_p50 p_p99 _ < <(run_wrk "$PPORT" persisted)
 d1=$(cpu_s "$PPID_")
-read -r n_rps n_p50 n_p99 < <(run_wrk "$NPORT" nginx)
+read -r n_rps n_p50 n_p99 _ < <(run_wrk "$NPORT" nginx)
 # On a shared machine one pair is noise: BENCH_PAIRS more short runs alternate the two
 # sluiced (without, with the state file) and the median of their ratios is printed too.
 PAIRS=${BENCH_PAIRS:-6}

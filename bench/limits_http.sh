@@ -14,47 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-SECONDS_RUN=${BENCH_SECONDS:-10}
-CONNS=${BENCH_CONNECTIONS:-50}
-SLUICED=$BUILD/src/server/sluiced
-for tool in wrk nginx taskset; do
-  command -v "$tool" >/dev/null || { echo "limits_http.sh: $tool is not installed" >&2; exit 1; }
-done
-[ -x "$SLUICED" ] || { echo "limits_http.sh: build sluiced first ($SLUICED)" >&2; exit 1; }
-
-SERVER_CPU=0
-CLIENT_CPU=$(( $(nproc) > 1 ? 1 : 0 ))
-TMP=$(mktemp -d /tmp/sluice-bench-limits.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() { # port
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "limits_http.sh: nothing listening on port $1" >&2
-  exit 1
-}
-
-summarize() { # wrk output -> "rps p50_ms p99_ms non2xx"
-  awk '
-    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
-    /Requests\/sec:/ { rps = $2 }
-    /^ +50%/ { p50 = ms($2) }
-    /^ +99%/ { p99 = ms($2) }
-    /Non-2xx or 3xx responses:/ { non = $5 }
-    END { printf "%s %.3f %.3f %d\n", rps, p50, p99, non }'
-}
+BENCH_NAME=limits_http.sh
+. bench/http_common.sh
 
 cat > "$TMP/sluice.yaml" <<YAML
 limits:
@@ -71,22 +32,9 @@ PIDS+=($!)
 wait_port "$SPORT"
 
 NPORT=$(free_port)
-mkdir -p "$TMP/nginx/logs"
 # limit_req runs in the preaccess phase, after `return` (rewrite phase) would have answered,
 # so the location falls through try_files to a named location that answers.
-cat > "$TMP/nginx/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/nginx/body;
-  proxy_temp_path $TMP/nginx/proxy;
-  fastcgi_temp_path $TMP/nginx/fastcgi;
-  uwsgi_temp_path $TMP/nginx/uwsgi;
-  scgi_temp_path $TMP/nginx/scgi;
+write_nginx_conf <<NGINX
   limit_req_zone \$http_x_agent zone=agents:10m rate=100r/s;
   limit_req_status 429;
   server {

@@ -5,7 +5,8 @@ foreach(t test_limits_algorithms test_limits_set test_limits_adaptive test_limit
   sl_unit_test(${t} sluice_limits sluice_static)
 endforeach()
 
-add_executable(limits_conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/limits_runner.c)
+add_executable(limits_conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/limits_runner.c
+                                         ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenario.c)
 target_include_directories(limits_conformance_runner PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(limits_conformance_runner PRIVATE sluice_limits)
 file(GLOB SL_LIMIT_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/limits/*.scn)

@@ -37,17 +37,5 @@ if(SL_SLOW_TESTS)
   set_tests_properties(proxy_test_restart_faults_long PROPERTIES LABELS slow TIMEOUT 900
                        ENVIRONMENT "${_proxy_env};SLUICE_FAULT_SECONDS=75")
 endif()
-# The Responses usage, its stream pass-through and the path table, compiled on their own.
-pkg_check_modules(PROXY_JANSSON REQUIRED IMPORTED_TARGET jansson)
-pkg_check_modules(PROXY_LIBEVENT REQUIRED IMPORTED_TARGET libevent)
-add_executable(test_proxy_responses ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_proxy_responses.c
-                                    ${PROJECT_SOURCE_DIR}/src/server/proxy_responses.c
-                                    ${PROJECT_SOURCE_DIR}/src/server/proxy_usage.c
-                                    ${PROJECT_SOURCE_DIR}/src/server/proxy_routes.c)
-target_include_directories(test_proxy_responses PRIVATE ${PROJECT_SOURCE_DIR}/src/server
-                                                        ${PROJECT_SOURCE_DIR}/src/backend
-                                                        ${PROJECT_SOURCE_DIR}/include)
-target_link_libraries(test_proxy_responses PRIVATE PkgConfig::CMOCKA PkgConfig::PROXY_JANSSON
-                      PkgConfig::PROXY_LIBEVENT)
-add_test(NAME test_proxy_responses COMMAND test_proxy_responses)
-set_tests_properties(test_proxy_responses PROPERTIES LABELS unit)
+# The Responses usage, its stream pass-through and the path table (units of sluiced_core).
+sl_unit_test(test_proxy_responses sluiced_core)

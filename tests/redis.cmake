@@ -1,6 +1,7 @@
 # Redis backend tests: conformance scenarios on the engine (unit) and on sluice.lua in a real
 # redis-server (integration); replicas, failure and Cluster tests start their own servers.
-add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c)
+add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c
+                                  ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenario.c)
 target_link_libraries(conformance_runner PRIVATE sluice_backend_redis)
 file(GLOB SL_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/*.scn)
 

@@ -17,21 +17,6 @@ endforeach()
 # The transport's HTTP/1.1 parser, on its own.
 sl_unit_test(test_http_parse sluice_http_parse)
 
-# Loopback from the address, compiled on its own.
-add_executable(test_netaddr ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_netaddr.c
-                            ${PROJECT_SOURCE_DIR}/src/server/netaddr.c)
-target_include_directories(test_netaddr PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(test_netaddr PRIVATE PkgConfig::CMOCKA)
-add_test(NAME test_netaddr COMMAND test_netaddr)
-set_tests_properties(test_netaddr PROPERTIES LABELS unit)
-
-# The hot answers' number writing, compiled on its own.
-pkg_check_modules(SRV_JANSSON REQUIRED IMPORTED_TARGET jansson)
-add_executable(test_jsonfmt ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_jsonfmt.c
-                            ${PROJECT_SOURCE_DIR}/src/server/jsonfmt.c)
-target_include_directories(test_jsonfmt PRIVATE ${PROJECT_SOURCE_DIR}/src/server
-                                                ${PROJECT_SOURCE_DIR}/src/backend
-                                                ${PROJECT_SOURCE_DIR}/include)
-target_link_libraries(test_jsonfmt PRIVATE PkgConfig::CMOCKA PkgConfig::SRV_JANSSON m)
-add_test(NAME test_jsonfmt COMMAND test_jsonfmt)
-set_tests_properties(test_jsonfmt PROPERTIES LABELS unit)
+# Loopback from the address, and the hot answers' number writing: units of sluiced_core.
+sl_unit_test(test_netaddr sluiced_core)
+sl_unit_test(test_jsonfmt sluiced_core)

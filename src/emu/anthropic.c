@@ -404,19 +404,6 @@ static void earlier_breakpoints(sl_emu_t *emu, json_t *body, sl_provider_call_t 
     if (ok) *call = tmp;
 }
 
-/* The assistant turns already in the conversation: the scripted turn to answer. */
-static size_t assistant_turns(json_t *body)
-{
-    size_t i, n = 0;
-    json_t *m;
-    json_array_foreach(json_object_get(body, "messages"), i, m)
-    {
-        const char *role = json_string_value(json_object_get(m, "role"));
-        if (role && !strcmp(role, "assistant")) n++;
-    }
-    return n;
-}
-
 void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *body,
                             const char *raw, size_t raw_len)
 {
@@ -471,7 +458,7 @@ void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *b
     if (call.cached_prefix_tokens > 0 && emu->opt.cache_breakpoints > 1)
         earlier_breakpoints(emu, counted, &call);
     json_decref(counted);
-    json_t *turn = sl__script_turn(emu, assistant_turns(body));
+    json_t *turn = sl__script_turn(emu, sl__script_assistant_turns(body));
     bool ok = true;
     if (turn)
         ok = sl__script_answer(c, turn);

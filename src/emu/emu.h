@@ -313,6 +313,10 @@ int sl__script_load(const char *path, json_t **out, char *err, size_t errlen);
  * without "after_last": "repeat". */
 json_t *sl__script_turn(sl_emu_t *emu, size_t turn);
 
+/* The assistant turns already in a Messages or Chat Completions body's `messages`: the
+ * number of the scripted turn to answer. */
+size_t sl__script_assistant_turns(json_t *body);
+
 /* Makes the answer to `c` the scripted `turn`. Returns false when out of memory. */
 bool sl__script_answer(sl_emu_call_t *c, json_t *turn);
 

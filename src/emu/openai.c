@@ -317,19 +317,6 @@ int64_t sl__openai_reasoning_budget(json_t *effort, int64_t max_tokens)
     return max_tokens;
 }
 
-/* The assistant turns already in the conversation: the scripted turn to answer. */
-static size_t assistant_turns(json_t *body)
-{
-    size_t i, n = 0;
-    json_t *m;
-    json_array_foreach(json_object_get(body, "messages"), i, m)
-    {
-        const char *role = json_string_value(json_object_get(m, "role"));
-        if (role && !strcmp(role, "assistant")) n++;
-    }
-    return n;
-}
-
 void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, const char *raw,
                      size_t raw_len)
 {
@@ -376,7 +363,7 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
         /* .stream stays false: OpenAI does not document how a stream breaks off with an
          * error, so --stream-error-rate does not apply here (docs/emu.md). */
     };
-    json_t *turn = sl__script_turn(emu, assistant_turns(body));
+    json_t *turn = sl__script_turn(emu, sl__script_assistant_turns(body));
     bool ok = true;
     if (turn) {
         ok = sl__script_answer(c, turn);

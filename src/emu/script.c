@@ -112,6 +112,18 @@ int sl__script_load(const char *path, json_t **out, char *err, size_t errlen)
     return 0;
 }
 
+size_t sl__script_assistant_turns(json_t *body)
+{
+    size_t i, n = 0;
+    json_t *m;
+    json_array_foreach(json_object_get(body, "messages"), i, m)
+    {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && !strcmp(role, "assistant")) n++;
+    }
+    return n;
+}
+
 json_t *sl__script_turn(sl_emu_t *emu, size_t turn)
 {
     if (!emu->script) return NULL;

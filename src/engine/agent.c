@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_str(const char *s)
+char *sl__dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
@@ -23,7 +23,7 @@ sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create)
     if (sl__strmap_reserve(&e->agents, 1) != 0) return NULL;
     a = calloc(1, sizeof *a);
     if (!a) return NULL;
-    a->name = dup_str(name);
+    a->name = sl__dup_str(name);
     if (!a->name) {
         free(a);
         return NULL;
@@ -58,7 +58,7 @@ sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_ke
     if (sl__strmap_reserve(&p->caches, 1) != 0) return NULL;
     c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->key = dup_str(cache_key);
+    c->key = sl__dup_str(cache_key);
     if (!c->key) {
         free(c);
         return NULL;
@@ -145,7 +145,7 @@ int sl__agent_record_signature(sl__agent_t *a, const char *sig)
     }
     char *copy = NULL;
     if (sig && sig[0]) {
-        copy = dup_str(sig);
+        copy = sl__dup_str(sig);
         if (!copy) return -1;
     }
     free(a->last_sig);

@@ -8,14 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 static void task_free(sl__task_t *t)
 {
     if (!t) return;
@@ -49,11 +41,11 @@ int sl_engine_task_put(sl_engine_t *e, const char *id, const char *role,
     }
     sl__task_t *t = calloc(1, sizeof *t);
     if (!t) goto nomem;
-    t->id = dup_str(id);
+    t->id = sl__dup_str(id);
     t->deps = n_depends ? calloc(n_depends, sizeof *t->deps) : NULL;
     if (!t->id || (n_depends && !t->deps)) goto nomem;
     for (size_t i = 0; i < n_depends; i++) {
-        t->deps[i] = dup_str(depends_on[i]);
+        t->deps[i] = sl__dup_str(depends_on[i]);
         if (!t->deps[i]) goto nomem;
         t->n_deps = i + 1;
     }

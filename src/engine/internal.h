@@ -318,7 +318,9 @@ double sl__margin_next_step_at(const sl__pool_t *p);
 double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now);
 
 /* queue.c */
+/* Queues `t` by (finish, seq), a key no queued ticket of `p` has. */
 void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t);
+/* Takes `t` out of p's queue; `t` must be in it (asserted in debug builds). */
 void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t);
 sl__ticket_t *sl__queue_head(const sl__pool_t *p);
 int64_t sl__queue_depth(const sl__pool_t *p);
@@ -334,6 +336,8 @@ const sl__class_t *sl__prio_find(const sl_engine_t *e, const char *name);
 double sl__cost(const sl__pool_t *p, const sl__need_t *need);
 
 /* agent.c */
+/* A malloc'd copy of `s` (ISO C has no strdup); NULL when out of memory. */
+char *sl__dup_str(const char *s);
 sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create);
 sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create);
 sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create);

@@ -19,6 +19,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 
 static bool key_less(double f1, uint64_t s1, double f2, uint64_t s2)
@@ -89,6 +90,8 @@ void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t)
     split(p->queue, t->finish, t->seq, &l, &r);
     /* Keys are unique, so the next key after t is (finish, seq + 1). */
     split(r, t->finish, t->seq + 1, &mid, &r);
+    assert(mid == t && t->count == 1 && "the ticket is in this pool's queue");
+    (void)mid;
     p->queue = merge(l, r);
     t->left = t->right = NULL;
 }

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,11 +24,16 @@ typedef struct parse {
     size_t errlen;
 } parse_t;
 
-static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt,
-                const char *value)
+/* Writes "FILE:LINE: KEY: MESSAGE" (MESSAGE from fmt, printf-style) into p->err; returns -1. */
+static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt, ...)
 {
     char msg[384];
-    snprintf(msg, sizeof(msg), fmt, value ? value : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
     snprintf(p->err, p->errlen, "%s:%lu: %s: %s", p->path,
              n ? (unsigned long)n->start_mark.line + 1 : 0UL, key, msg);
     return -1;
@@ -46,7 +52,7 @@ static yaml_node_t *node(parse_t *p, int index)
 static int want_scalar(parse_t *p, const yaml_node_t *n, const char *key, const char **out)
 {
     *out = scalar(n);
-    if (!*out) return fail(p, n, key, "expected a single value, not a list or a mapping%s", "");
+    if (!*out) return fail(p, n, key, "expected a single value, not a list or a mapping");
     return 0;
 }
 
@@ -55,7 +61,7 @@ static int get_string(parse_t *p, const yaml_node_t *n, const char *key, char **
     const char *s;
     if (want_scalar(p, n, key, &s) < 0) return -1;
     char *copy = strdup(s);
-    if (!copy) return fail(p, n, key, "out of memory%s", "");
+    if (!copy) return fail(p, n, key, "out of memory");
     free(*out);
     *out = copy;
     return 0;
@@ -103,7 +109,7 @@ static int get_bool(parse_t *p, const yaml_node_t *n, const char *key, bool *out
 static int want_mapping(parse_t *p, const yaml_node_t *n, const char *key)
 {
     if (!n || n->type != YAML_MAPPING_NODE)
-        return fail(p, n, key, "expected a mapping of keys to values%s", "");
+        return fail(p, n, key, "expected a mapping of keys to values");
     return 0;
 }
 
@@ -172,9 +178,8 @@ static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, con
     }
     if (!strcmp(kname, "api_key"))
         return fail(p, v, key,
-                    "keys are not written in the configuration%s; use api_key_env (a variable "
-                    "name) or api_key_file (a file holding the key)",
-                    "");
+                    "keys are not written in the configuration; use api_key_env (a variable "
+                    "name) or api_key_file (a file holding the key)");
     *handled = false;
     return 0;
 }
@@ -197,14 +202,13 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
     if (!up->url) {
         if (up->api || up->api_key_env || up->api_key_file || up->ca_file)
             return fail(p, map, key,
-                        "provider, api_key_env, api_key_file and ca_file need upstream_url%s", "");
+                        "provider, api_key_env, api_key_file and ca_file need upstream_url");
         return 0;
     }
     if (!up->api)
-        return fail(p, map, key, "upstream_url needs provider: anthropic or openai%s", "");
+        return fail(p, map, key, "upstream_url needs provider: anthropic or openai");
     if (!up->api_key_env == !up->api_key_file)
-        return fail(p, map, key, "upstream_url needs exactly one of api_key_env or api_key_file%s",
-                    "");
+        return fail(p, map, key, "upstream_url needs exactly one of api_key_env or api_key_file");
     if (up->api_key_env) {
         const char *k = getenv(up->api_key_env);
         snprintf(key, sizeof(key), "pools.%s.api_key_env", name);
@@ -228,12 +232,11 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
         up->api_key = strdup(buf);
         memset(buf, 0, sizeof(buf));
     }
-    if (!up->api_key) return fail(p, map, key, "out of memory%s", "");
+    if (!up->api_key) return fail(p, map, key, "out of memory");
     if (!key_ok(up->api_key))
         return fail(p, map, key,
                     "the key must be one line of printable characters without spaces (at most "
-                    "4096)%s",
-                    "");
+                    "4096)");
     if (up->ca_file) {
         FILE *f = fopen(up->ca_file, "rb");
         snprintf(key, sizeof(key), "pools.%s.ca_file", name);
@@ -262,7 +265,7 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
         double d = 0;
         int rc;
         if (!kname) {
-            rc = fail(p, k, "proxy", "keys must be plain names%s", "");
+            rc = fail(p, k, "proxy", "keys must be plain names");
         } else if (!strcmp(kname, "body_limit_bytes")) {
             rc = get_i64(p, v, key, &n);
             if (rc == 0 && (n < 1024 || n > 1024 * 1024 * 1024))
@@ -307,9 +310,6 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
     return 0;
 }
 
-static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
-                             size_t *n_out);
-
 /* One `server.allowed_hosts` entry: a host name or address as a Host header carries it,
  * optionally with ":port"; kept in lower case. */
 static int parse_allowed_host(parse_t *p, yaml_node_t *v, char *name)
@@ -344,7 +344,7 @@ static int parse_server(parse_t *p, yaml_node_t *map, sl_config_t *c)
         double d = 0;
         int rc;
         if (!kname) {
-            rc = fail(p, k, "server", "keys must be plain names%s", "");
+            rc = fail(p, k, "server", "keys must be plain names");
         } else if (!strcmp(kname, "max_connections")) {
             rc = get_i64(p, v, key, &n);
             if (rc == 0 && (n < 1 || n > 1000000))
@@ -437,11 +437,6 @@ static const struct pool_field {
     PF(spend_cap_reset_s, F_DOUBLE),
 #undef PF
 };
-
-static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
-                              sl_pool_upstream_t *up, bool *handled);
-static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
-                           sl_pool_upstream_t *up);
 
 /* Pool keys that bound what a settle report may do (sl_pool_bounds_t). Sets *handled
  * when `kname` is one of them. */
@@ -537,7 +532,7 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
 {
     if (want_mapping(p, map, "pools") < 0) return -1;
     size_t n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
-    if (n == 0) return fail(p, map, "pools", "at least one pool is needed%s", "");
+    if (n == 0) return fail(p, map, "pools", "at least one pool is needed");
     /* The file's pools replace the built-in default pool. */
     for (size_t i = 0; i < c->settings.n_pools; i++)
         free(c->settings.pools[i].name);
@@ -553,19 +548,19 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
     c->upstreams = calloc(n, sizeof(*c->upstreams));
     c->bounds = calloc(n, sizeof(*c->bounds));
     if (!c->settings.pools || !c->pool_lines || !c->upstreams || !c->bounds)
-        return fail(p, map, "pools", "out of memory%s", "");
+        return fail(p, map, "pools", "out of memory");
     for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
          pr++) {
         yaml_node_t *k = node(p, pr->key);
         const char *name = scalar(k);
         if (!name || !*name || strlen(name) > 128)
-            return fail(p, k, "pools", "a pool name must be 1-128 characters%s", "");
+            return fail(p, k, "pools", "a pool name must be 1-128 characters");
         for (size_t i = 0; i < c->settings.n_pools; i++)
             if (!strcmp(c->settings.pools[i].name, name))
                 return fail(p, k, "pools", "pool '%s' is defined twice", name);
         sl_named_pool_t *np = &c->settings.pools[c->settings.n_pools];
         np->name = strdup(name);
-        if (!np->name) return fail(p, k, "pools", "out of memory%s", "");
+        if (!np->name) return fail(p, k, "pools", "out of memory");
         c->pool_lines[c->settings.n_pools] = (int)k->start_mark.line + 1;
         c->settings.n_pools++; /* counted first, so a failure below frees what was parsed */
         if (parse_pool(p, name, node(p, pr->value), &np->config,
@@ -588,7 +583,7 @@ static int parse_factors(parse_t *p, yaml_node_t *map, const char *what, sl_name
         char key[320];
         snprintf(key, sizeof(key), "%s.%s", what, name ? name : "?");
         if (!name || !*name || strlen(name) > 64)
-            return fail(p, k, what, "a name must be 1-64 characters%s", "");
+            return fail(p, k, what, "a name must be 1-64 characters");
         double value;
         if (get_double(p, node(p, pr->value), key, &value) < 0) return -1;
         if (!(value > 0))
@@ -599,10 +594,10 @@ static int parse_factors(parse_t *p, yaml_node_t *map, const char *what, sl_name
             if (!strcmp((*out)[i].name, name)) break;
         if (i == *n_out) {
             sl_named_factor_t *grown = realloc(*out, (*n_out + 1) * sizeof(**out));
-            if (!grown) return fail(p, k, key, "out of memory%s", "");
+            if (!grown) return fail(p, k, key, "out of memory");
             *out = grown;
             grown[i].name = strdup(name);
-            if (!grown[i].name) return fail(p, k, key, "out of memory%s", "");
+            if (!grown[i].name) return fail(p, k, key, "out of memory");
             (*n_out)++;
         }
         (*out)[i].value = value;
@@ -613,10 +608,10 @@ static int parse_factors(parse_t *p, yaml_node_t *map, const char *what, sl_name
 static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
                              size_t *n_out)
 {
-    if (!seq || seq->type != YAML_SEQUENCE_NODE) return fail(p, seq, key, "expected a list%s", "");
+    if (!seq || seq->type != YAML_SEQUENCE_NODE) return fail(p, seq, key, "expected a list");
     size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
     *out = calloc(n ? n : 1, sizeof(char *));
-    if (!*out) return fail(p, seq, key, "out of memory%s", "");
+    if (!*out) return fail(p, seq, key, "out of memory");
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
          it++) {
         char *s = NULL;
@@ -635,12 +630,12 @@ static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool
     snprintf(key, sizeof(key), "caps.%s.%s", team ? "teams" : "agents", holder);
     if (want_mapping(p, map, key) < 0) return -1;
     sl_named_caps_t *grown = realloc(c->settings.caps, (c->settings.n_caps + 1) * sizeof(*grown));
-    if (!grown) return fail(p, map, key, "out of memory%s", "");
+    if (!grown) return fail(p, map, key, "out of memory");
     c->settings.caps = grown;
     sl_named_caps_t *nc = &grown[c->settings.n_caps];
     memset(nc, 0, sizeof(*nc));
     nc->holder = strdup(holder);
-    if (!nc->holder) return fail(p, map, key, "out of memory%s", "");
+    if (!nc->holder) return fail(p, map, key, "out of memory");
     nc->team = team;
     c->settings.n_caps++;
     for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
@@ -651,7 +646,7 @@ static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool
         snprintf(fkey, sizeof(fkey), "%s.%s", key, kname ? kname : "?");
         int rc;
         if (!kname) {
-            rc = fail(p, k, key, "keys must be plain names%s", "");
+            rc = fail(p, k, key, "keys must be plain names");
         } else if (!strcmp(kname, "max_share")) {
             rc = get_double(p, v, fkey, &nc->caps.max_share);
         } else if (!strcmp(kname, "max_rpm")) {
@@ -670,7 +665,7 @@ static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool
                 sl_team_member_t *m =
                     realloc(c->settings.members, (c->settings.n_members + 1) * sizeof(*m));
                 if (!m) {
-                    rc = fail(p, v, fkey, "out of memory%s", "");
+                    rc = fail(p, v, fkey, "out of memory");
                     free(names[i]);
                     continue;
                 }
@@ -692,7 +687,7 @@ static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool
     }
     /* Checked here so the error names the line; the engine repeats the checks. */
     sl_engine_t *e = sl_engine_new(NULL);
-    if (!e) return fail(p, map, key, "out of memory%s", "");
+    if (!e) return fail(p, map, key, "out of memory");
     int rc = sl_engine_set_caps(e, holder, team, &nc->caps);
     if (rc != SL_OK) rc = fail(p, map, key, "%s", sl_engine_errmsg(e));
     sl_engine_free(e);
@@ -717,7 +712,7 @@ static int parse_caps(parse_t *p, yaml_node_t *map, sl_config_t *c)
             const char *holder = scalar(node(p, h->key));
             if (!holder || !*holder || strlen(holder) > 128)
                 return fail(p, node(p, h->key), team ? "caps.teams" : "caps.agents",
-                            "a name must be 1-128 characters%s", "");
+                            "a name must be 1-128 characters");
             if (parse_one_caps(p, node(p, h->value), holder, team, c) < 0) return -1;
         }
     }
@@ -733,7 +728,7 @@ static int parse_token(parse_t *p, yaml_node_t *map, sl_token_rule_t *t)
         const char *kname = scalar(k);
         int rc;
         if (!kname)
-            rc = fail(p, k, "auth.tokens[]", "keys must be plain names%s", "");
+            rc = fail(p, k, "auth.tokens[]", "keys must be plain names");
         else if (!strcmp(kname, "token"))
             rc = get_string(p, v, "auth.tokens[].token", &t->token);
         else if (!strcmp(kname, "agent"))
@@ -760,9 +755,9 @@ static int parse_token(parse_t *p, yaml_node_t *map, sl_token_rule_t *t)
     }
     if (!t->token || strlen(t->token) < 8)
         return fail(p, map, "auth.tokens[].token",
-                    "every token needs a `token` of at least 8 characters%s", "");
+                    "every token needs a `token` of at least 8 characters");
     if (!t->agent == !t->agent_prefix)
-        return fail(p, map, "auth.tokens[]", "give exactly one of `agent` or `agent_prefix`%s", "");
+        return fail(p, map, "auth.tokens[]", "give exactly one of `agent` or `agent_prefix`");
     return 0;
 }
 
@@ -776,13 +771,13 @@ static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
         if (kname && !strcmp(kname, "admin_token")) {
             if (get_string(p, v, "auth.admin_token", &c->admin_token) < 0) return -1;
             if (strlen(c->admin_token) < 8)
-                return fail(p, v, "auth.admin_token", "must be at least 8 characters%s", "");
+                return fail(p, v, "auth.admin_token", "must be at least 8 characters");
         } else if (kname && !strcmp(kname, "tokens")) {
             if (!v || v->type != YAML_SEQUENCE_NODE)
-                return fail(p, v, "auth.tokens", "expected a list%s", "");
+                return fail(p, v, "auth.tokens", "expected a list");
             size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
             c->tokens = calloc(n ? n : 1, sizeof(*c->tokens));
-            if (!c->tokens) return fail(p, v, "auth.tokens", "out of memory%s", "");
+            if (!c->tokens) return fail(p, v, "auth.tokens", "out of memory");
             for (yaml_node_item_t *it = v->data.sequence.items.start;
                  it < v->data.sequence.items.top; it++) {
                 sl_token_rule_t *t = &c->tokens[c->n_tokens++];
@@ -791,7 +786,7 @@ static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
                 for (size_t j = 0; j + 1 < c->n_tokens; j++)
                     if (!strcmp(c->tokens[j].token, t->token))
                         return fail(p, node(p, *it), "auth.tokens[].token",
-                                    "the same token is listed twice%s", "");
+                                    "the same token is listed twice");
             }
         } else {
             return fail(p, k, "auth", "unknown key '%s'", kname ? kname : "?");
@@ -883,7 +878,7 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
         const char *kname = scalar(k);
         int rc;
         if (!kname) {
-            rc = fail(p, k, "(top level)", "keys must be plain names%s", "");
+            rc = fail(p, k, "(top level)", "keys must be plain names");
         } else if (!strcmp(kname, "listen")) {
             const char *s;
             char err[256];

@@ -1,10 +1,8 @@
-/* http.c - sluiced's HTTP front: routing, auth, body limits, answers, the client-gone hook.
+/* http.c - sluiced's HTTP front: the route table, the checks before a handler runs (Host,
+ * Content-Type, body), body limits, starting and stopping the listener.
  *
- * The transport (httpd.c) hands over every request; it becomes an sl_call_t that lives
- * until it is answered. Handlers answer through the backend's completion callbacks and
- * never touch the call after starting a backend operation (the callback may have
- * answered and freed it already). A client that leaves first only clears call->req (and
- * runs call->gone when one is set); the answer, when it comes, is then dropped.
+ * The transport (httpd.c) hands over every request to on_request(); it becomes an
+ * sl_call_t (reply.c) that lives until it is answered; auth is auth.c's.
  *
  * Body limit: decided per request from its head, before its body is read (body_limit_for):
  * the lease API's `body_limit_bytes`, or the proxy's larger one on the proxy's paths when a
@@ -19,7 +17,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -34,228 +31,6 @@
 #define FD_RESERVE             128 /* descriptors kept for the listener, Redis, logs, curl */
 #define MAX_SEGMENTS           6
 #define PATH_MAX_BYTES         2048
-
-/* ---- call lifetime ---------------------------------------------------------------- */
-
-static void on_req_gone(void *ud)
-{
-    sl_call_t *call = ud;
-    call->req = NULL; /* the transport frees it when this returns */
-    if (call->gone) call->gone(call);
-}
-
-void sl__call_free(sl_call_t *call)
-{
-    sl_server_t *srv = call->srv;
-    if (call->req) sl_hreq_on_gone(call->req, NULL, NULL);
-    if (call->wait_timer) event_free(call->wait_timer);
-    if (call->mode == SL_CALL_STREAM) {
-        if (call->prev)
-            call->prev->next = call->next;
-        else if (srv->streams == call)
-            srv->streams = call->next;
-        if (call->next) call->next->prev = call->prev;
-        srv->n_streams--;
-    }
-    json_decref(call->body);
-    free(call);
-}
-
-void sl__call_drop(sl_call_t *call)
-{
-    sl_hreq_t *req = call->req;
-    call->req = NULL;
-    if (req) sl_hreq_abort(req);
-    sl__call_free(call);
-}
-
-void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call))
-{
-    call->gone = gone;
-    if (gone && call->req) sl_hreq_watch(call->req);
-}
-
-/* ---- answers ---------------------------------------------------------------------- */
-
-void sl__reply_json(sl_call_t *call, int status, json_t *body)
-{
-    if (call->req) {
-        char *s = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-        if (s) {
-            size_t n = strlen(s);
-            s[n] = '\n'; /* overwrite the NUL: the body is sent by length */
-            sl_hreq_reply(call->req, status, "application/json", s, n + 1);
-            free(s);
-        } else {
-            static const char oom[] =
-                "{\"error\":{\"type\":\"internal\",\"message\":\"out of memory\"}}\n";
-            sl_hreq_reply(call->req, 500, "application/json", oom, sizeof(oom) - 1);
-        }
-        call->req = NULL;
-    }
-    json_decref(body);
-    sl__call_free(call);
-}
-
-void sl__reply_text(sl_call_t *call, int status, const char *json, size_t len)
-{
-    if (call->req) sl_hreq_reply(call->req, status, "application/json", json, len);
-    call->req = NULL;
-    sl__call_free(call);
-}
-
-void sl__reply_error(sl_call_t *call, int status, const char *type, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    sl__utf8_scrub(msg); /* echoed bytes may be invalid UTF-8, which JSON cannot carry */
-    sl__reply_json(call, status, json_pack("{s:{s:s,s:s}}", "error", "type", type, "message", msg));
-}
-
-void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg)
-{
-    int status = 500;
-    const char *type = "internal";
-    switch (rc) {
-    case SL_EINVAL:
-        status = 400;
-        type = "invalid_request";
-        break;
-    case SL_ENOTFOUND:
-        status = 404;
-        type = "not_found";
-        break;
-    case SL_EALREADY:
-        status = 409;
-        type = "already_settled";
-        break;
-    case SL_EEXPIRED:
-        status = 410;
-        type = "lease_expired";
-        break;
-    case SL_ECAPACITY:
-        status = 422;
-        type = "exceeds_capacity";
-        break;
-    case SL_EEXIST:
-        status = 409;
-        type = "conflict";
-        break;
-    case SL_ENOMEM:
-        status = 503;
-        type = "out_of_memory";
-        break;
-    case SL_EUNAVAILABLE: /* a networked backend is down and fails closed */
-        status = 503;
-        type = "backend_unavailable";
-        if (call->req) /* the backend reconnects every tick */
-            sl_hreq_add_header(call->req, "Retry-After", "1");
-        break;
-    default:
-        break;
-    }
-    sl__reply_error(call, status, type, "%s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
-}
-
-void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_s, double retry_at)
-{
-    sl__reply_rejected_by(call, reason, NULL, retry_after_s, retry_at);
-}
-
-void sl__reply_rejected_by(sl_call_t *call, const char *reason, const char *limited_by,
-                           double retry_after_s, double retry_at)
-{
-    if (retry_after_s < 0) retry_after_s = 0;
-    if (call->req) {
-        char h[32];
-        double secs = retry_after_s;
-        long long whole = (long long)secs;
-        if ((double)whole < secs) whole++;
-        snprintf(h, sizeof(h), "%lld", whole);
-        sl_hreq_add_header(call->req, "Retry-After", h);
-    }
-    json_t *j = json_pack("{s:s,s:s,s:f,s:f}", "status", "rejected", "reason",
-                          reason ? reason : "queue_wait_exceeds_max", "retry_after",
-                          retry_after_s, "retry_at", retry_at);
-    if (j && limited_by) json_object_set_new(j, "limited_by", json_string(limited_by));
-    sl__reply_json(call, 429, j);
-}
-
-/* ---- auth ------------------------------------------------------------------------- */
-
-static bool token_equal(const char *a, const char *b)
-{
-    size_t na = strlen(a), nb = strlen(b);
-    unsigned char diff = (unsigned char)(na != nb);
-    for (size_t i = 0; i < na && i < nb; i++)
-        diff |= (unsigned char)(a[i] ^ b[i]);
-    return diff == 0;
-}
-
-bool sl__token_equal(const char *a, const char *b)
-{
-    return token_equal(a, b);
-}
-
-/* Returns 0 when the call may go on; otherwise it has been answered. */
-static int authenticate(sl_call_t *call)
-{
-    const sl_config_t *c = &call->srv->config;
-    if (!sl_config_auth_enabled(c)) {
-        call->admin = true;
-        return 0;
-    }
-    const char *h = sl_hreq_header(call->req, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
-        sl__reply_error(
-            call, 401, "unauthorized",
-            "Authorization: a bearer token is required (Authorization: Bearer <token>)");
-        return -1;
-    }
-    const char *tok = h + 7;
-    while (*tok == ' ')
-        tok++;
-    if (c->admin_token && token_equal(tok, c->admin_token)) {
-        call->admin = true;
-        return 0;
-    }
-    for (size_t i = 0; i < c->n_tokens; i++) {
-        if (token_equal(tok, c->tokens[i].token)) {
-            call->token = &c->tokens[i];
-            return 0;
-        }
-    }
-    sl__reply_error(call, 401, "unauthorized", "Authorization: the bearer token is not known");
-    return -1;
-}
-
-bool sl__token_may_act_as(const sl_call_t *call, const char *agent)
-{
-    if (call->admin) return true;
-    const sl_token_rule_t *t = call->token;
-    if (!t || !agent) return false;
-    if (t->agent) return strcmp(t->agent, agent) == 0;
-    return strncmp(t->agent_prefix, agent, strlen(t->agent_prefix)) == 0;
-}
-
-static bool in_list(char **list, size_t n, const char *s)
-{
-    if (n == 0) return true;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(list[i], s)) return true;
-    return false;
-}
-
-bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool)
-{
-    if (call->admin) return true;
-    const sl_token_rule_t *t = call->token;
-    return t && (!role || in_list(t->roles, t->n_roles, role)) &&
-           (!pool || in_list(t->pools, t->n_pools, pool));
-}
 
 /* ---- body ------------------------------------------------------------------------- */
 
@@ -631,17 +406,8 @@ static void on_request(sl_hreq_t *req, void *arg)
     char *seg[MAX_SEGMENTS] = {0};
     bool heap[MAX_SEGMENTS] = {false};
     char segbuf[PATH_MAX_BYTES + MAX_SEGMENTS];
-    sl_call_t *call = calloc(1, sizeof(*call));
-    if (!call) {
-        static const char oom[] =
-            "{\"error\":{\"type\":\"out_of_memory\",\"message\":\"server: out of memory\"}}\n";
-        sl_hreq_reply(req, 503, "application/json", oom, sizeof(oom) - 1);
-        return;
-    }
-    call->srv = srv;
-    call->req = req;
-    call->method = sl_hreq_method(req) == SL_HTTP_HEAD ? SL_HTTP_GET : sl_hreq_method(req);
-    sl_hreq_on_gone(req, on_req_gone, call);
+    sl_call_t *call = sl__call_new(srv, req);
+    if (!call) return; /* answered 503 */
     if (srv->shutting_down) {
         sl__reply_error(call, 503, "shutting_down", "server: sluiced is shutting down");
         return;
@@ -662,7 +428,7 @@ static void on_request(sl_hreq_t *req, void *arg)
     } else if (sl__dashboard_route(call, n, seg, query)) {
         /* the dashboard's page and files: it authenticates itself */
     } else if (!needs_auth(n, seg) || sl__dashboard_authenticate(call, n, seg) ||
-               authenticate(call) == 0) {
+               sl__authenticate(call) == 0) {
         /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
         bool body_optional = n == 3 && !strcmp(seg[1], "admin");
         bool api = n > 0 && !strcmp(seg[0], "v1");

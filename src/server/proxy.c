@@ -776,15 +776,6 @@ static void px_free(px_t *px)
 
 /* ---- identity ----------------------------------------------------------------------------------- */
 
-static bool token_equal(const char *a, const char *b)
-{
-    size_t na = strlen(a), nb = strlen(b);
-    unsigned char diff = (unsigned char)(na != nb);
-    for (size_t i = 0; i < na && i < nb; i++)
-        diff |= (unsigned char)(a[i] ^ b[i]);
-    return diff == 0;
-}
-
 /* The key the SDK sent: x-api-key, else Authorization: Bearer. */
 static const char *presented_key(px_t *px)
 {
@@ -879,9 +870,7 @@ static int identify(px_t *px, identity_t *id)
         call->admin = true;
     } else {
         const char *key = presented_key(px);
-        if (key && c->admin_token && token_equal(key, c->admin_token)) call->admin = true;
-        for (size_t i = 0; key && !call->admin && i < c->n_tokens; i++)
-            if (token_equal(key, c->tokens[i].token)) call->token = &c->tokens[i];
+        if (key) sl__token_identify(call, key);
         if (!call->admin && !call->token) {
             if (c->proxy.allow_unauthenticated && agent) {
                 call->admin = true; /* identified by its headers, as the config allows */

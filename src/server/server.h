@@ -106,6 +106,14 @@ size_t sl__outer_body_limit(const sl_config_t *c);
  * the descriptor limit allows. */
 sl_httpd_limits_t sl__listener_limits(const sl_config_t *c);
 void sl__server_shutdown(sl_server_t *srv);
+/* True when the Content-Type value `v` is application/json, any case, with or without
+ * parameters (charset). */
+bool sl__is_json_media_type(const char *v);
+
+/* reply.c */
+/* A call for `req`, watching for the client to leave; NULL after answering 503 (out of
+ * memory). */
+sl_call_t *sl__call_new(sl_server_t *srv, sl_hreq_t *req);
 void sl__call_free(sl_call_t *call);
 /* Answers `body` (stolen) as JSON and frees the call. */
 void sl__reply_json(sl_call_t *call, int status, json_t *body);
@@ -123,11 +131,17 @@ void sl__reply_rejected_by(sl_call_t *call, const char *reason, const char *limi
 void sl__call_watch_close(sl_call_t *call, void (*gone)(sl_call_t *call));
 /* Frees a call whose client is gone, closing its connection without an answer. */
 void sl__call_drop(sl_call_t *call);
-/* True when the Content-Type value `v` is application/json, any case, with or without
- * parameters (charset). */
-bool sl__is_json_media_type(const char *v);
-/* Compares two tokens in time that depends on their lengths only. */
+
+/* auth.c */
+/* Compares two tokens in time that depends on their lengths only: the one comparison of a
+ * presented secret (lease API, proxy, dashboard). */
 bool sl__token_equal(const char *a, const char *b);
+/* Sets call->admin (the admin token) or call->token (an agent token) from `token`;
+ * false when it is neither. */
+bool sl__token_identify(sl_call_t *call, const char *token);
+/* Sets call->admin or call->token from the bearer token (admin when auth is off).
+ * Returns 0 when the call may go on; otherwise it has been answered 401. */
+int sl__authenticate(sl_call_t *call);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 
@@ -161,7 +175,10 @@ void sl__handle_agents(sl_call_t *call);
 void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
+
+/* reload.c */
 void sl__handle_reload(sl_call_t *call);
+/* Rereads srv->config_path; on -1 (err says why) the running configuration is unchanged. */
 int sl__server_reload(sl_server_t *srv, char *err, size_t errlen);
 
 /* metrics.c */

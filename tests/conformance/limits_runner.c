@@ -19,60 +19,12 @@
 
 #include "limits/limits.h"
 #include "limits/limits_json.h"
+#include "scenario.h"
 
 #define T0_S 1800000000LL /* aligned to every window the scenarios use */
-#define MAX_FIELDS 64
-#define MAX_TOKENS 48
 #define MAX_OPS 4096
 
-typedef struct field {
-    char name[72];
-    bool is_num;
-    double num;
-    char str[96];
-} field_t;
-
-typedef struct result {
-    int rc;
-    int n;
-    field_t f[MAX_FIELDS];
-} result_t;
-
-static void put_num(result_t *r, const char *name, double v)
-{
-    if (r->n == MAX_FIELDS) return;
-    field_t *f = &r->f[r->n++];
-    snprintf(f->name, sizeof f->name, "%s", name);
-    f->is_num = true;
-    f->num = v;
-}
-
-static void put_str(result_t *r, const char *name, const char *v)
-{
-    if (r->n == MAX_FIELDS) return;
-    field_t *f = &r->f[r->n++];
-    snprintf(f->name, sizeof f->name, "%s", name);
-    f->is_num = false;
-    snprintf(f->str, sizeof f->str, "%s", v ? v : "");
-}
-
-static const field_t *get_field(const result_t *r, const char *name)
-{
-    for (int i = 0; i < r->n; i++)
-        if (strcmp(r->f[i].name, name) == 0) return &r->f[i];
-    return NULL;
-}
-
 /* ---- scenario files ---- */
-
-typedef struct op {
-    int line;
-    double t_s;
-    char *tok[MAX_TOKENS];
-    int ntok;
-    char *expect[MAX_TOKENS];
-    int nexpect;
-} op_t;
 
 typedef struct scenario {
     const char *path;
@@ -82,24 +34,6 @@ typedef struct scenario {
     char *lines[MAX_OPS];
     int n_lines;
 } scenario_t;
-
-static int split(char *s, char **out, int max)
-{
-    int n = 0;
-    while (*s && n < max) {
-        while (isspace((unsigned char)*s)) s++;
-        if (!*s) break;
-        if (*s == '"') {
-            out[n++] = ++s;
-            while (*s && *s != '"') s++;
-        } else {
-            out[n++] = s;
-            while (*s && !isspace((unsigned char)*s)) s++;
-        }
-        if (*s) *s++ = '\0';
-    }
-    return n;
-}
 
 static json_t *scalar(const char *v)
 {
@@ -171,8 +105,8 @@ static int load(const char *path, scenario_t *sc)
         lineno++;
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
-        char *copy = strdup(line), *tok[MAX_TOKENS * 2];
-        int n = split(copy, tok, MAX_TOKENS * 2);
+        char *copy = strdup(line), *tok[SCN_MAX_TOKENS * 2];
+        int n = scn_split(copy, tok, SCN_MAX_TOKENS * 2);
         if (n == 0 || strcmp(tok[0], "limit") == 0) {
             if (n) rc = limit_line(sc, tok, n, lineno);
             free(copy);
@@ -184,15 +118,7 @@ static int load(const char *path, scenario_t *sc)
         }
         sc->lines[sc->n_lines++] = copy;
         op_t *op = &sc->ops[sc->n++];
-        op->line = lineno;
-        op->t_s = strtod(tok[0], NULL);
-        bool after = false;
-        for (int i = 1; i < n; i++) {
-            if (strcmp(tok[i], "->") == 0) after = true;
-            else if (after) op->expect[op->nexpect++] = tok[i];
-            else op->tok[op->ntok++] = tok[i];
-        }
-        if (op->ntok == 0) {
+        if (scn_op_parse(op, tok, n, lineno) < 0) {
             fprintf(stderr, "%s:%d: no operation\n", path, lineno);
             rc = -1;
         }
@@ -205,20 +131,6 @@ static void free_scenario(scenario_t *sc)
 {
     for (int i = 0; i < sc->n_lines; i++) free(sc->lines[i]);
     json_decref(sc->limits);
-}
-
-static const char *arg(const op_t *op, const char *name)
-{
-    size_t n = strlen(name);
-    for (int i = 1; i < op->ntok; i++)
-        if (strncmp(op->tok[i], name, n) == 0 && op->tok[i][n] == '=') return op->tok[i] + n + 1;
-    return NULL;
-}
-
-static double arg_num(const op_t *op, const char *name, double dflt)
-{
-    const char *v = arg(op, name);
-    return v ? strtod(v, NULL) : dflt;
 }
 
 static double secs(int64_t us)
@@ -344,26 +256,13 @@ static bool check_expect(const char *exp, const result_t *r, char *why, size_t n
         snprintf(why, n, "%s: missing (%s)", name, code_name(r->rc));
         return false;
     }
-    if (f->is_num) {
-        double w = strtod(want, NULL), tol = 1e-9;
-        const char *dot = strchr(want, '.');
-        if (dot) tol = 0.5 * pow(10, -(double)strspn(dot + 1, "0123456789")) + 1e-9;
-        if (fabs(f->num - w) <= tol) return true;
-        snprintf(why, n, "%s: want %s, got %.9g", name, want, f->num);
-        return false;
-    }
-    if (strcmp(f->str, want) == 0) return true;
-    snprintf(why, n, "%s: want %s, got %s", name, want, f->str);
-    return false;
+    return scn_value_matches(f, name, want, 1e-9, 0, why, n);
 }
 
 static void print_result(FILE *out, const result_t *r)
 {
     fprintf(out, " rc=%s", code_name(r->rc));
-    for (int i = 0; i < r->n; i++) {
-        if (r->f[i].is_num) fprintf(out, " %s=%.9g", r->f[i].name, r->f[i].num);
-        else fprintf(out, " %s=%s", r->f[i].name, r->f[i].str);
-    }
+    scn_print_fields(out, r);
 }
 
 static int run_file(const char *path, bool verbose)

@@ -21,54 +21,13 @@
 #include <sluice/engine.h>
 
 #include "redis_proto.h"
+#include "scenario.h"
 
 #define T0 1796000000.0
-#define MAX_FIELDS 48
-#define MAX_TOKENS 64
 #define MAX_VARS 256
 #define MAX_OPS 2048
 
 extern const char sl__redis_lua_source[];
-
-/* ---- one answer, backend-neutral ---- */
-
-typedef struct field {
-    char name[40];
-    bool is_num;
-    double num;
-    char str[80];
-} field_t;
-
-typedef struct result {
-    int rc;
-    int n;
-    field_t f[MAX_FIELDS];
-} result_t;
-
-static void put_num(result_t *r, const char *name, double v)
-{
-    if (r->n == MAX_FIELDS) return;
-    field_t *f = &r->f[r->n++];
-    snprintf(f->name, sizeof f->name, "%s", name);
-    f->is_num = true;
-    f->num = v;
-}
-
-static void put_str(result_t *r, const char *name, const char *v)
-{
-    if (r->n == MAX_FIELDS) return;
-    field_t *f = &r->f[r->n++];
-    snprintf(f->name, sizeof f->name, "%s", name);
-    f->is_num = false;
-    snprintf(f->str, sizeof f->str, "%s", v ? v : "");
-}
-
-static const field_t *get_field(const result_t *r, const char *name)
-{
-    for (int i = 0; i < r->n; i++)
-        if (strcmp(r->f[i].name, name) == 0) return &r->f[i];
-    return NULL;
-}
 
 /* ---- ids: each backend maps its ids to symbols in order of first sight ---- */
 
@@ -109,15 +68,6 @@ static void var_set(ids_t *m, const char *name, uint64_t id)
 
 /* ---- scenario lines ---- */
 
-typedef struct op {
-    int line;
-    double t;
-    char *tok[MAX_TOKENS]; /* op name, then arguments */
-    int ntok;
-    char *expect[MAX_TOKENS];
-    int nexpect;
-} op_t;
-
 typedef struct scenario {
     const char *path;
     sl_engine_config_t ecfg;
@@ -143,25 +93,6 @@ static char *dupstr(const char *s)
     return d;
 }
 
-/* Splits on blanks; a token may be quoted with double quotes. */
-static int split(char *s, char **out, int max)
-{
-    int n = 0;
-    while (*s && n < max) {
-        while (isspace((unsigned char)*s)) s++;
-        if (!*s) break;
-        if (*s == '"') {
-            out[n++] = ++s;
-            while (*s && *s != '"') s++;
-        } else {
-            out[n++] = s;
-            while (*s && !isspace((unsigned char)*s)) s++;
-        }
-        if (*s) *s++ = '\0';
-    }
-    return n;
-}
-
 static int load_scenario(const char *path, scenario_t *sc)
 {
     FILE *f = fopen(path, "r");
@@ -180,9 +111,9 @@ static int load_scenario(const char *path, scenario_t *sc)
         lineno++;
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
-        char *tok[MAX_TOKENS * 2];
+        char *tok[SCN_MAX_TOKENS * 2];
         char *copy = dupstr(line);
-        int n = split(copy, tok, MAX_TOKENS * 2);
+        int n = scn_split(copy, tok, SCN_MAX_TOKENS * 2);
         if (n == 0) {
             free(copy);
             continue;
@@ -207,18 +138,7 @@ static int load_scenario(const char *path, scenario_t *sc)
         }
         sc->lines[sc->n_lines++] = copy;
         op_t *op = &sc->ops[sc->n++];
-        op->line = lineno;
-        op->t = strtod(tok[0], NULL);
-        bool after = false;
-        for (int i = 1; i < n; i++) {
-            if (strcmp(tok[i], "->") == 0) {
-                after = true;
-                continue;
-            }
-            if (after) op->expect[op->nexpect++] = tok[i];
-            else op->tok[op->ntok++] = tok[i];
-        }
-        if (op->ntok == 0) {
+        if (scn_op_parse(op, tok, n, lineno) < 0) {
             fprintf(stderr, "%s:%d: no operation\n", path, lineno);
             free_scenario(sc);
             fclose(f);
@@ -233,21 +153,6 @@ static int load_scenario(const char *path, scenario_t *sc)
     }
     fclose(f);
     return 0;
-}
-
-/* key=value argument lookup */
-static const char *arg(const op_t *op, const char *name)
-{
-    size_t n = strlen(name);
-    for (int i = 1; i < op->ntok; i++)
-        if (strncmp(op->tok[i], name, n) == 0 && op->tok[i][n] == '=') return op->tok[i] + n + 1;
-    return NULL;
-}
-
-static double arg_num(const op_t *op, const char *name, double dflt)
-{
-    const char *v = arg(op, name);
-    return v ? strtod(v, NULL) : dflt;
 }
 
 static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
@@ -430,7 +335,7 @@ typedef struct engine_run {
 static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, result_t *r)
 {
     sl_engine_t *e = er->e;
-    double now = T0 + op->t;
+    double now = T0 + op->t_s;
     const char *name = op->tok[0];
     const char *a1 = op->ntok > 1 ? op->tok[1] : NULL;
     sl_decision_t d;
@@ -597,7 +502,7 @@ static redisReply *lib_call(redis_run_t *rr, sl__rcmd_t *c, sl__rreply_t *rep, r
 
 static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r)
 {
-    double now = T0 + op->t;
+    double now = T0 + op->t_s;
     const char *name = op->tok[0];
     const char *a1 = op->ntok > 1 ? op->tok[1] : NULL;
     sl__rcmd_t c;
@@ -790,13 +695,6 @@ static bool num_close(double a, double b, double rel)
     return fabs(a - b) <= rel * fmax(1.0, fmax(fabs(a), fabs(b)));
 }
 
-static void print_result(FILE *f, const result_t *r)
-{
-    for (int i = 0; i < r->n; i++) {
-        if (r->f[i].is_num) fprintf(f, " %s=%.9g", r->f[i].name, r->f[i].num);
-        else fprintf(f, " %s=%s", r->f[i].name, r->f[i].str);
-    }
-}
 
 /* Checks one expectation "name=value" ($var binds/compares an id symbol). */
 static bool check_expect(const char *exp, const result_t *r, ids_t *ids, char *why, size_t n)
@@ -835,22 +733,7 @@ static bool check_expect(const char *exp, const result_t *r, ids_t *ids, char *w
         snprintf(why, n, "%s: want %s", name, want);
         return false;
     }
-    if (f->is_num) {
-        double w = strtod(want, NULL);
-        /* Expectations are written with a few decimals. */
-        double tol = 0;
-        const char *dot = strchr(want, '.');
-        if (dot) {
-            size_t decimals = strspn(dot + 1, "0123456789");
-            tol = 0.5 * pow(10, -(double)decimals) + 1e-9;
-        }
-        if (fabs(f->num - w) <= tol + 1e-9 * fabs(w)) return true;
-        snprintf(why, n, "%s: want %s, got %.9g", name, want, f->num);
-        return false;
-    }
-    if (strcmp(f->str, want) == 0) return true;
-    snprintf(why, n, "%s: want %s, got %s", name, want, f->str);
-    return false;
+    return scn_value_matches(f, name, want, 0, 1e-9, why, n);
 }
 
 static bool compare(const result_t *a, const result_t *b, char *why, size_t n)
@@ -895,14 +778,14 @@ static int run_file(const char *path, redis_run_t *rr, bool verbose)
         for (int j = 0; j < sc.ops[i].nexpect; j++) {
             if (!check_expect(sc.ops[i].expect[j], &res_engine[i], &er.ids, why, sizeof why)) {
                 fprintf(stderr, "%s:%d: engine: %s\n  got:", path, sc.ops[i].line, why);
-                print_result(stderr, &res_engine[i]);
+                scn_print_fields(stderr, &res_engine[i]);
                 fprintf(stderr, "\n");
                 failures++;
             }
         }
         if (verbose) {
             printf("%s:%d engine:", path, sc.ops[i].line);
-            print_result(stdout, &res_engine[i]);
+            scn_print_fields(stdout, &res_engine[i]);
             printf("\n");
         }
     }
@@ -923,7 +806,7 @@ static int run_file(const char *path, redis_run_t *rr, bool verbose)
             for (int j = 0; j < sc.ops[i].nexpect; j++) {
                 if (!check_expect(sc.ops[i].expect[j], &res_redis[i], &rr->ids, why, sizeof why)) {
                     fprintf(stderr, "%s:%d: redis: %s\n  got:", path, sc.ops[i].line, why);
-                    print_result(stderr, &res_redis[i]);
+                    scn_print_fields(stderr, &res_redis[i]);
                     fprintf(stderr, "\n");
                     failures++;
                 }
@@ -932,15 +815,15 @@ static int run_file(const char *path, redis_run_t *rr, bool verbose)
                 !compare(&res_redis[i], &res_engine[i], why, sizeof why)) {
                 fprintf(stderr, "%s:%d: engine and redis differ (%s)\n  engine:", path,
                         sc.ops[i].line, why);
-                print_result(stderr, &res_engine[i]);
+                scn_print_fields(stderr, &res_engine[i]);
                 fprintf(stderr, "\n  redis: ");
-                print_result(stderr, &res_redis[i]);
+                scn_print_fields(stderr, &res_redis[i]);
                 fprintf(stderr, "\n");
                 failures++;
             }
             if (verbose) {
                 printf("%s:%d redis: ", path, sc.ops[i].line);
-                print_result(stdout, &res_redis[i]);
+                scn_print_fields(stdout, &res_redis[i]);
                 printf("\n");
             }
         }

@@ -304,40 +304,36 @@ void sl__rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_
     id_op(rb, "sluice_ticket_hold", "ticket", ticket, held ? 1 : 0, 0, false, cb, ud);
 }
 
-void sl__rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
+/* A cancel of a lease or a ticket (`kind`): refused when another replica's, on the local
+ * engine when it was granted there (fail-open), else the Lua function `fn`. */
+static void cancel_op(sl_backend_t *b, const char *kind, uint64_t id,
+                      int (*local_cancel)(sl_engine_t *e, uint64_t id, double now_s),
+                      const char *fn, bool deferrable, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    const char *foreign = foreign_id(rb, "ticket", ticket);
+    const char *foreign = foreign_id(rb, kind, id);
     if (foreign) {
         if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
         return;
     }
-    if (sl__rb_is_local(ticket)) {
+    if (sl__rb_is_local(id)) {
         size_t from = rb->n_events;
-        int rc = sl_engine_ticket_cancel(rb->local, sl__rb_engine_id(rb, ticket), sl__rb_now(b));
+        int rc = local_cancel(rb->local, sl__rb_engine_id(rb, id), sl__rb_now(b));
         sl__rb_fix_local_events(rb, from);
         local_done(rb, rc, 0, cb, ud);
         return;
     }
-    id_op(rb, "sluice_ticket_cancel", "ticket", ticket, -1, 0, false, cb, ud);
+    id_op(rb, fn, kind, id, -1, 0, deferrable, cb, ud);
+}
+
+void sl__rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
+{
+    cancel_op(b, "ticket", ticket, sl_engine_ticket_cancel, "sluice_ticket_cancel", false, cb, ud);
 }
 
 void sl__rb_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
 {
-    rb_t *rb = (rb_t *)b;
-    const char *foreign = foreign_id(rb, "lease", lease);
-    if (foreign) {
-        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
-        return;
-    }
-    if (sl__rb_is_local(lease)) {
-        size_t from = rb->n_events;
-        int rc = sl_engine_cancel(rb->local, sl__rb_engine_id(rb, lease), sl__rb_now(b));
-        sl__rb_fix_local_events(rb, from);
-        local_done(rb, rc, 0, cb, ud);
-        return;
-    }
-    id_op(rb, "sluice_cancel", "lease", lease, -1, 0, true, cb, ud);
+    cancel_op(b, "lease", lease, sl_engine_cancel, "sluice_cancel", true, cb, ud);
 }
 
 void sl__rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_done_cb cb,

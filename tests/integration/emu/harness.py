@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import sys
 import time
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
@@ -96,6 +97,18 @@ class Emu:
         status, _, payload = self.request("GET", "/stats")
         assert status == 200, payload
         return json.loads(payload)
+
+
+class SharedEmu(unittest.TestCase):
+    """A test class whose tests share one emulator with the default options, started once."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.emu = Emu()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.emu.stop()
 
 
 def parse_sse(payload):

@@ -2,7 +2,7 @@
 import json
 import unittest
 
-from harness import Emu, FAST, KEY, message, parse_sse, estimate
+from harness import Emu, SharedEmu, FAST, KEY, message, parse_sse, estimate
 
 MESSAGE_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
 USAGE_KEYS = {"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
@@ -20,15 +20,7 @@ def text_tokens(emu, text):
     return counts[0] - counts[1]
 
 
-class AnthropicMessages(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.emu.stop()
-
+class AnthropicMessages(SharedEmu):
     def test_non_streaming_message_has_the_documented_shape(self):
         status, headers, payload = self.emu.anthropic(message(max_tokens=100))
         self.assertEqual(status, 200, payload)

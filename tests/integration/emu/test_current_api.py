@@ -5,7 +5,7 @@ query strings current clients send."""
 import json
 import unittest
 
-from harness import Emu, KEY, ANTHROPIC_VERSION, estimate, message, parse_sse
+from harness import Emu, SharedEmu, KEY, ANTHROPIC_VERSION, estimate, message, parse_sse
 
 # A schema with what generators produce: nesting, arrays, enums, bounds, $ref, nullable anyOf.
 SCHEMA = {
@@ -104,15 +104,7 @@ def blocks_of_stream(payload):
     return blocks
 
 
-class AnthropicNow(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.emu.stop()
-
+class AnthropicNow(SharedEmu):
     def ok(self, body, **kw):
         status, headers, payload = self.emu.anthropic(body, **kw)
         self.assertEqual(status, 200, payload)
@@ -258,15 +250,7 @@ class AnthropicNow(unittest.TestCase):
         self.assertIn("foo", json.loads(payload)["error"]["message"])
 
 
-class OpenAINow(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.emu.stop()
-
+class OpenAINow(SharedEmu):
     def chat(self, **extra):
         body = {"model": "gpt-emu", "messages": [{"role": "user", "content": "plan it"}]}
         body.update(extra)
@@ -306,15 +290,7 @@ class OpenAINow(unittest.TestCase):
                          ["reasoning_tokens"], 0)
 
 
-class Models(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.emu.stop()
-
+class Models(SharedEmu):
     def get(self, path, anthropic):
         h = ({"x-api-key": KEY, "anthropic-version": ANTHROPIC_VERSION} if anthropic
              else {"authorization": "Bearer " + KEY})

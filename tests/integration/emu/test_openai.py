@@ -2,7 +2,7 @@
 import json
 import unittest
 
-from harness import Emu, parse_sse
+from harness import Emu, SharedEmu, parse_sse
 
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
               "completion_tokens_details"}
@@ -24,15 +24,7 @@ def data_chunks(payload):
     return [json.loads(d) for d in datas[:-1]]
 
 
-class ChatCompletions(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.emu.stop()
-
+class ChatCompletions(SharedEmu):
     def test_non_streaming_completion_has_the_documented_shape(self):
         status, headers, payload = self.emu.openai(chat(max_tokens=100))
         self.assertEqual(status, 200, payload)

@@ -3,7 +3,7 @@ structured output, previous_response_id, limits and errors."""
 import json
 import unittest
 
-from harness import Emu, FAST, KEY, estimate, parse_sse
+from harness import Emu, SharedEmu, FAST, KEY, estimate, parse_sse
 
 USAGE_KEYS = {"input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details",
               "total_tokens"}
@@ -31,15 +31,7 @@ def events(payload):
     return out
 
 
-class Responses(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.emu.stop()
-
+class Responses(SharedEmu):
     def ok(self, body):
         status, headers, payload = self.emu.responses(body)
         self.assertEqual(status, 200, payload)

@@ -1,13 +1,12 @@
 """test_forward.py - calls through the proxy reach the provider with the pool's key and are settled."""
 import json
-import os
 import socket
 import sys
 import time
 import unittest
 
-from harness import (EMU_FAST, REAL_KEY, Emu, Sluiced, chat, message, parse_sse, pool_yaml,
-                     wait_for)
+from harness import (REAL_KEY, Emu, SharedProxy, Sluiced, chat, message, parse_sse, pool_yaml,
+                     rss_kb, streaming_pair, wait_for)
 
 LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
 
@@ -17,16 +16,18 @@ def config(emu):
                              pool_yaml("gpt", emu.url, "openai", LIMITS))
 
 
-class Forwarding(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-        cls.sluiced = Sluiced(config(cls.emu))
+def workers_sluiced(emu):
+    """sluiced with auth: the admin token (its client's bearer) and a token for agents
+    "worker-*"."""
+    s = Sluiced(config(emu) + (
+        "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
+        "    - token: agent-token-workers\n      agent_prefix: worker-\n"))
+    s.bearer = "admin-token-0001"
+    return s
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.sluiced.stop()
-        cls.emu.stop()
+
+class Forwarding(SharedProxy):
+    config = staticmethod(config)
 
     def test_anthropic_call_is_answered_and_settled_with_the_providers_usage(self):
         s = self.sluiced
@@ -217,11 +218,7 @@ class Keys(unittest.TestCase):
 
     def test_x_sluice_unblocks_is_bound_to_the_token(self):
         with Emu() as emu:
-            cfg = config(emu) + (
-                "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
-                "    - token: agent-token-workers\n      agent_prefix: worker-\n")
-            with Sluiced(cfg) as s:
-                s.bearer = "admin-token-0001"
+            with workers_sluiced(emu) as s:
                 status, _, payload = s.anthropic(message(), agent="worker-1",
                                                  key="agent-token-workers",
                                                  extra={"x-sluice-unblocks": "9007199254740992"})
@@ -239,11 +236,7 @@ class Keys(unittest.TestCase):
         # A worker token may not ask for "high" through the proxy either (its default
         # priorities are those with a factor <= 1), and nothing is leased.
         with Emu() as emu:
-            cfg = config(emu) + (
-                "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
-                "    - token: agent-token-workers\n      agent_prefix: worker-\n")
-            with Sluiced(cfg) as s:
-                s.bearer = "admin-token-0001"
+            with workers_sluiced(emu) as s:
                 status, _, payload = s.anthropic(message(), agent="worker-1",
                                                  key="agent-token-workers",
                                                  extra={"x-sluice-priority": "high"})
@@ -275,31 +268,9 @@ class SlowClient(unittest.TestCase):
         # About 12 MB of events of about 80 KB (the emulator sends what is due every 50 ms),
         # well past what the kernel's socket buffers can hold (4 MB here), in about 8 s.
         tokens = 3000000
-        fast = [a for a in EMU_FAST]
-        fast[fast.index("--output-tokens") + 1] = str(tokens)
-        fast[fast.index("--tokens-per-s") + 1] = "400000"
-        # Under AddressSanitizer freed memory sits in a quarantine, which would count as
-        # growth here: this sluiced runs without it (other checks stay on).
-        asan = os.environ.get("ASAN_OPTIONS")
-        if asan is not None:
-            os.environ["ASAN_OPTIONS"] = asan + ":quarantine_size_mb=0"
-        emu = Emu(fast)
-        try:
-            s = Sluiced("pools:\n" + pool_yaml("claude", emu.url, "anthropic",
-                                               "input_tpm: 100000000\noutput_tpm: 100000000\n"
-                                               "rpm: 100000"))
-        except Exception:
-            emu.stop()
-            raise
-        finally:
-            if asan is not None:
-                os.environ["ASAN_OPTIONS"] = asan
+        emu, s = streaming_pair("claude", "anthropic", tokens)
         with emu, s:
-            def rss_kb():
-                with open("/proc/%d/status" % s.proc.pid) as f:
-                    return int([l for l in f if l.startswith("VmRSS:")][0].split()[1])
-
-            before = rss_kb()
+            before = rss_kb(s.proc.pid)
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
             sock.connect(("127.0.0.1", s.port))
@@ -309,7 +280,7 @@ class SlowClient(unittest.TestCase):
                          b"x-api-key: agent-token\r\nx-sluice-agent: slow\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
             time.sleep(4.0)  # not reading while the provider sends 6 MB
-            peak = rss_kb()
+            peak = rss_kb(s.proc.pid)
             got = b""
             sock.settimeout(30)
             while b"event: message_stop" not in got:

@@ -5,7 +5,7 @@ import json
 import sys
 import unittest
 
-from harness import Emu, Sluiced, chat, message, pool_yaml
+from harness import Emu, SharedProxy, Sluiced, chat, message, pool_yaml
 
 LIMITS = "input_tpm: 10000000\noutput_tpm: 10000000\nrpm: 10000"
 
@@ -52,16 +52,8 @@ def config(emu):
                              pool_yaml("gpt", emu.url, "openai", LIMITS))
 
 
-class Paths(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-        cls.sluiced = Sluiced(config(cls.emu))
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sluiced.stop()
-        cls.emu.stop()
+class Paths(SharedProxy):
+    config = staticmethod(config)
 
     def get(self, path, method="GET", anthropic=True):
         headers = {"x-api-key": "t", "anthropic-version": "2023-06-01"} if anthropic else {

@@ -2,14 +2,13 @@
 and tools, streamed event by event, settled from the Response's usage, refused in OpenAI's shape."""
 import http.client
 import json
-import os
 import socket
 import sys
 import time
 import unittest
 
-from harness import (EMU_FAST, REAL_KEY, Emu, Sluiced, parse_sse, pool_yaml, read_until,
-                     wait_for)
+from harness import (EMU_FAST, REAL_KEY, Emu, SharedProxy, Sluiced, parse_sse, pool_yaml, read_until,
+                     rss_kb, streaming_pair, wait_for)
 import procs  # noqa: E402  (tests/integration/procs.py, on the path once harness is in)
 
 LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
@@ -52,16 +51,8 @@ def grant_for(events, agent):
     return [e for e in events if e["event"] == "granted" and e["agent"] == agent][-1]
 
 
-class Responses(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.emu = Emu()
-        cls.sluiced = Sluiced(config(cls.emu))
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sluiced.stop()
-        cls.emu.stop()
+class Responses(SharedProxy):
+    config = staticmethod(config)
 
     def post(self, body, agent, path="/openai/v1/responses", key="agent-token"):
         headers = {"content-type": "application/json", "x-sluice-agent": agent,
@@ -278,29 +269,9 @@ class SlowClient(unittest.TestCase):
 
     def test_a_client_that_stops_reading_a_response_stream_pauses_the_provider(self):
         tokens = 400000  # about 9 MB of events
-        fast = list(EMU_FAST)
-        fast[fast.index("--output-tokens") + 1] = str(tokens)
-        fast[fast.index("--tokens-per-s") + 1] = "400000"
-        asan = os.environ.get("ASAN_OPTIONS")  # freed memory in a quarantine is no growth
-        if asan is not None:
-            os.environ["ASAN_OPTIONS"] = asan + ":quarantine_size_mb=0"
-        emu = Emu(fast)
-        try:
-            s = Sluiced("pools:\n" + pool_yaml("gpt", emu.url, "openai",
-                                               "input_tpm: 100000000\noutput_tpm: 100000000\n"
-                                               "rpm: 100000"))
-        except Exception:
-            emu.stop()
-            raise
-        finally:
-            if asan is not None:
-                os.environ["ASAN_OPTIONS"] = asan
+        emu, s = streaming_pair("gpt", "openai", tokens)
         with emu, s:
-            def rss_kb():
-                with open("/proc/%d/status" % s.proc.pid) as f:
-                    return int([l for l in f if l.startswith("VmRSS:")][0].split()[1])
-
-            before = rss_kb()
+            before = rss_kb(s.proc.pid)
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
             sock.connect(("127.0.0.1", s.port))
@@ -310,7 +281,7 @@ class SlowClient(unittest.TestCase):
                          b"content-type: application/json\r\nauthorization: Bearer t\r\n"
                          b"x-sluice-agent: slow\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
             time.sleep(3.0)  # not reading while the provider sends
-            peak = rss_kb()
+            peak = rss_kb(s.proc.pid)
             got = b""
             sock.settimeout(30)
             while b"event: response.incomplete" not in got or not got.endswith(b"\r\n0\r\n\r\n"):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
@@ -137,3 +138,27 @@ def wait_until(pred, timeout_s, step_s=0.02):
             return True
         time.sleep(step_s)
     return pred()
+
+
+class SharedSluiced(unittest.TestCase):
+    """A test class whose tests share one sluiced (self.s), started once from the class's
+    `config` (YAML text)."""
+    config = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Sluiced(cls.config)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+
+
+def check_config(text):
+    """Runs `sluiced --check-config` on `text`; returns (exit status, stdout + stderr)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(text)
+        f.flush()
+        p = subprocess.run([SLUICED, "--config", f.name, "--check-config"],
+                           capture_output=True, text=True, timeout=10)
+    return p.returncode, p.stdout + p.stderr

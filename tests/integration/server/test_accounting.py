@@ -1,7 +1,7 @@
 """test_accounting.py - the lease API: failed calls teach nothing, answers name the binding bucket."""
 import unittest
 
-from harness import Sluiced
+from harness import Sluiced, check_config
 
 CONFIG = """
 pools:
@@ -103,16 +103,10 @@ class LearnedOutput(unittest.TestCase):
             self.assertEqual(body["charged"]["output_tokens"], 1900)
 
     def test_a_bad_output_reserve_names_the_key(self):
-        import subprocess, tempfile
-        from harness import SLUICED
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-            f.write("pools:\n  default:\n    rpm: 10\n    output_reserve: guess\n")
-            f.flush()
-            p = subprocess.run([SLUICED, "--config", f.name, "--check-config"],
-                               capture_output=True, text=True, timeout=10)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("pools.default.output_reserve", p.stderr + p.stdout)
-        self.assertIn("guess", p.stderr + p.stdout)
+        rc, out = check_config("pools:\n  default:\n    rpm: 10\n    output_reserve: guess\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("pools.default.output_reserve", out)
+        self.assertIn("guess", out)
 
 
 class LimitedBy(unittest.TestCase):

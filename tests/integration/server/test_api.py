@@ -7,19 +7,13 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SMALL_POOL, Sluiced, raw_request, wait_until  # noqa: E402
+from harness import SMALL_POOL, SharedSluiced, Sluiced, raw_request, wait_until  # noqa: E402
 
 CONFIG = "pools:\n  default:" + SMALL_POOL + "  big:\n    input_tpm: 100000000\n    rpm: 1000000\n"
 
 
-class Endpoints(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.s = Sluiced(CONFIG)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.stop()
+class Endpoints(SharedSluiced):
+    config = CONFIG
 
     def test_healthz_and_readyz_answer_200(self):
         self.assertEqual(self.s.call("GET", "/healthz")[0], 200)

@@ -7,7 +7,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SMALL_POOL, Sluiced  # noqa: E402
+from harness import SMALL_POOL, SharedSluiced, Sluiced  # noqa: E402
 
 CONFIG = "pools:\n  default:" + SMALL_POOL + "  other:" + SMALL_POOL
 
@@ -64,14 +64,8 @@ LEASE_CASES = [
 ]
 
 
-class BadInput(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.s = Sluiced(CONFIG)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.stop()
+class BadInput(SharedSluiced):
+    config = CONFIG
 
     def check(self, status, body, want_status, want_type, want_text, name):
         self.assertEqual(status, want_status, "%s: %r" % (name, body))

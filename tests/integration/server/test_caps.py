@@ -1,9 +1,7 @@
 """test_caps.py - caps, teams and budgets from the config, and calibration, through HTTP."""
-import subprocess
-import tempfile
 import unittest
 
-from harness import SLUICED, Sluiced
+from harness import Sluiced, check_config
 
 CONFIG = """
 pools:
@@ -58,15 +56,11 @@ class Caps(unittest.TestCase):
             self.assertEqual(body["reason"], "budget_exhausted")
 
     def test_bad_caps_config_names_the_key_and_line(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-            f.write("caps:\n  agents:\n    a:\n      max_share: 1.5\n")
-            f.flush()
-            p = subprocess.run([SLUICED, "--config", f.name, "--check-config"],
-                               capture_output=True, text=True, timeout=10)
-            self.assertNotEqual(p.returncode, 0)
-            self.assertIn(":4:", p.stderr + p.stdout)
-            self.assertIn("caps.agents.a", p.stderr + p.stdout)
-            self.assertIn("max_share 1.5", p.stderr + p.stdout)
+        rc, out = check_config("caps:\n  agents:\n    a:\n      max_share: 1.5\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn(":4:", out)
+        self.assertIn("caps.agents.a", out)
+        self.assertIn("max_share 1.5", out)
 
 
 QUEUE_CONFIG = """

@@ -4,12 +4,11 @@ token scoping, adaptive events and metrics, reload, config errors."""
 import json
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 
-from harness import SLUICED, Sluiced, raw_request
+from harness import SharedSluiced, Sluiced, check_config, raw_request
 
 CONFIG = """
 caps:
@@ -82,14 +81,8 @@ def check(s, name, body, **kw):
     return s.call("POST", "/v1/limits/%s/check" % name, body, **kw)
 
 
-class Routes(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.s = Sluiced(CONFIG)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.stop()
+class Routes(SharedSluiced):
+    config = CONFIG
 
     def test_check_allows_then_denies_with_the_contract_fields_and_headers(self):
         s = self.s
@@ -452,12 +445,7 @@ class Reload(unittest.TestCase):
 
 class ConfigErrors(unittest.TestCase):
     def run_config(self, text):
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-            f.write(text)
-            f.flush()
-            p = subprocess.run([SLUICED, "--config", f.name, "--check-config"],
-                               capture_output=True, text=True, timeout=10)
-            return p.returncode, p.stdout + p.stderr
+        return check_config(text)
 
     def test_errors_name_file_line_field_and_value(self):
         cases = [
