@@ -637,12 +637,19 @@ static void loop(sim_run_t *run)
 int sl_sim_run(const sl_sim_scenario_t *sc, const char *strategy, uint64_t seed, FILE *events,
                sl_sim_result_t *out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
     const sim_strategy_t *st = find_strategy(strategy);
     if (!st) {
+        memset(out, 0, sizeof *out);
         snprintf(err, errlen, "--strategy: unknown strategy \"%s\"", strategy);
         return -1;
     }
+    return sl__sim_run_with(sc, st, seed, events, out, err, errlen);
+}
+
+int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
+                     FILE *events, sl_sim_result_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
     snprintf(out->strategy, sizeof out->strategy, "%s", st->name);
     sim_run_t run = {.sc = sc, .strat = st, .seed = seed, .events = events, .res = out};
     sl_provider_config_t pc = sc->provider;

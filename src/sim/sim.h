@@ -72,6 +72,15 @@ void sl_sim_scenario_free(sl_sim_scenario_t *sc);
  * divided by the input TPM (per second). 0 when input TPM is not limited. */
 double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc);
 
+/* The makespan no strategy can beat on the task graph alone: the longest
+ * dependency chain with every model call served the moment it is wanted. Exactly:
+ * the makespan of the ideal run (bound.c) - the scenario's fleet with `seed`, so the
+ * same start offsets, test times, output sizes and loops of identical failures that
+ * every strategy meets, on a provider without limits or outside traffic whose every
+ * latency is the shortest it draws (ttft, prefill and streaming x (1 -
+ * latency_spread)). Not cut at duration_s. Returns -1 when out of memory. */
+double sl_sim_path_bound_s(const sl_sim_scenario_t *sc, uint64_t seed);
+
 /* Number of strategies and their names, in report order. */
 size_t sl_sim_strategy_count(void);
 const char *sl_sim_strategy_name(size_t i);

@@ -142,6 +142,11 @@ double sim_full_jitter(sim_agent_t *a, double base_s, double cap_s);
  * `extra` (already formatted ",\"k\":v" pairs, may be NULL). */
 void sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra);
 
+/* sl_sim_run() with a strategy given by its table rather than its name (also the
+ * ones not in the report's list, such as the ideal run of bound.c). Same contract. */
+int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
+                     FILE *events, sl_sim_result_t *out, char *err, size_t errlen);
+
 extern const sim_strategy_t sl__sim_naive, sl__sim_backoff, sl__sim_semaphore, sl__sim_rpm,
     sl__sim_sluice_equal, sl__sim_sluice, sl__sim_sluice_learned;
 
