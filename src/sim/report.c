@@ -98,6 +98,8 @@ void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                 s->tokens_per_task, s->p50_task_s, s->p95_task_s, s->critical_path_wait_s,
                 s->input_tpm_utilization, s->makespan_s, (long long)s->tasks_done);
         json_number(out, s->wave_period_s, "%.1f");
+        fprintf(out, ",\"requests\":%lld,\"tokens_billed\":%lld,\"replans\":%lld",
+                (long long)s->requests, (long long)s->tokens_billed, (long long)s->replans);
         fputs(",\"makespan_ratio\":", out);
         json_number(out, ratio(s->makespan_s, &b), "%.4f");
         fputs(",\"p95_task_ratio\":", out);

@@ -27,7 +27,7 @@ enum {
 };
 
 static const sim_strategy_t *const strategies[] = {
-    &sl__sim_naive, &sl__sim_backoff, &sl__sim_semaphore, &sl__sim_rpm,
+    &sl__sim_naive, &sl__sim_sdk_retry, &sl__sim_backoff, &sl__sim_semaphore, &sl__sim_rpm,
     &sl__sim_sluice_equal, &sl__sim_sluice, &sl__sim_sluice_learned,
 };
 
@@ -427,7 +427,8 @@ static void handle(sim_run_t *run, const sim_event_t *ev)
         break;
     case EV_RETRY:
         if (a->phase != PH_RETRY) break;
-        if (!run->strat->checkpoint && !a->recovering) start_recovery(run, a);
+        if (!run->strat->checkpoint && !a->recovering && a->attempts > run->strat->retries_in_turn)
+            start_recovery(run, a);
         else want_call(run, a, false);
         break;
     case EV_TIMEOUT:
@@ -709,5 +710,9 @@ double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc)
                               : grp->turns * (prefix + tail);
         total += per_task * grp->tasks * grp->count * sc->teams;
     }
-    return total / ((double)sc->provider.input_tpm / 60.0);
+    /* The bucket starts full: a minute's worth is admitted at once, the rest at the
+     * refill rate. */
+    double after_first_bucket = total - (double)sc->provider.input_tpm;
+    return after_first_bucket > 0 ? after_first_bucket / ((double)sc->provider.input_tpm / 60.0)
+                                  : 0;
 }

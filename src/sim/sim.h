@@ -67,9 +67,11 @@ int sl_sim_scenario_load(const char *path, sl_sim_scenario_t *out, char *err, si
 
 void sl_sim_scenario_free(sl_sim_scenario_t *sc);
 
-/* The makespan no strategy can beat on tokens alone: total uncached input tokens
+/* The makespan no strategy can beat on tokens alone: the total uncached input tokens
  * of the ideal run (each task's prefix written once, every tail once, no failures)
- * divided by the input TPM (per second). 0 when input TPM is not limited. */
+ * less the input bucket's capacity (it starts full, so one input TPM is admitted at
+ * once), divided by the refill rate (input TPM / 60 per second); 0 when that is not
+ * positive or input TPM is not limited. */
 double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc);
 
 /* The makespan no strategy can beat on the task graph alone: the longest

@@ -61,7 +61,7 @@ static void test_same_seed_gives_byte_identical_reports(void **state)
     (void)state;
     sl_sim_scenario_t sc;
     load("seed-fleet.yaml", &sc);
-    sl_sim_result_t a[8], b[8], c[8];
+    sl_sim_result_t a[16], b[16], c[16];
     char *x = run_all(&sc, 7, a), *y = run_all(&sc, 7, b), *z = run_all(&sc, 8, c);
     assert_string_equal(x, y);
     assert_string_not_equal(x, z);
@@ -81,7 +81,7 @@ static void test_billed_tokens_equal_the_sum_of_call_usages(void **state)
     for (size_t f = 0; f < 2; f++) {
         sl_sim_scenario_t sc;
         load(files[f], &sc);
-        sl_sim_result_t r[8];
+        sl_sim_result_t r[16];
         free(run_all(&sc, 3, r));
         for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
             assert_true(r[i].tokens_billed > 0);
@@ -103,7 +103,7 @@ static void test_makespan_is_never_below_the_lower_bound(void **state)
         double pb = sl_sim_path_bound_s(&sc, seed);
         /* On this fleet the task chains bind, not the tokens. */
         assert_true(pb > lb);
-        sl_sim_result_t r[8];
+        sl_sim_result_t r[16];
         free(run_all(&sc, seed, r));
         for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
             assert_true(r[i].makespan_s >= lb);
@@ -134,7 +134,7 @@ static void test_limits_far_above_demand_give_no_429s(void **state)
     sl_sim_scenario_t sc;
     char err[256];
     if (sl_sim_scenario_parse(ample, strlen(ample), &sc, err, sizeof err) != 0) fail_msg("%s", err);
-    sl_sim_result_t r[8];
+    sl_sim_result_t r[16];
     free(run_all(&sc, 1, r));
     for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
         assert_int_equal(r[i].http_429, 0);
@@ -169,7 +169,7 @@ static void test_the_plot_is_produced_and_not_empty(void **state)
     /* gnuplot comes from scripts/deps.sh (gnuplot-nox): without it this test fails. */
     sl_sim_scenario_t sc;
     load("seed-fleet.yaml", &sc);
-    sl_sim_result_t r[8];
+    sl_sim_result_t r[16];
     free(run_all(&sc, 1, r));
     char dir[] = "/tmp/sluice-sim-test-XXXXXX";
     assert_non_null(mkdtemp(dir));
@@ -247,7 +247,7 @@ static void test_path_bound_is_exact_on_a_hand_made_chain(void **state)
     if (sl_sim_scenario_parse(chain, strlen(chain), &sc, err, sizeof err) != 0) fail_msg("%s", err);
     assert_near(sl_sim_path_bound_s(&sc, 1), 126.44, 1e-9);
     assert_near(sl_sim_path_bound_s(&sc, 2), 126.44, 1e-9);
-    sl_sim_result_t r[8];
+    sl_sim_result_t r[16];
     free(run_all(&sc, 1, r));
     for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
         assert_int_equal(r[i].tasks_done, 9);
@@ -289,6 +289,50 @@ static void test_json_reports_the_bounds_and_ratios(void **state)
     sl_sim_scenario_free(&sc);
 }
 
+/* The input bucket starts full, so a minute of input TPM is admitted at once: on the
+ * proxy fleet (9 calls of 80,010 tokens and 51 of 2,010: 822,600 uncached, no cache)
+ * the token bound is (822,600 - 500,000) / (500,000 / 60) = 38.712 s, and no strategy
+ * finishes before either bound. */
+static void test_token_bound_counts_the_bucket_full_at_the_start(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("proxy-fleet.yaml", &sc);
+    assert_near(sl_sim_lower_bound_s(&sc), 38.712, 1e-9);
+    double pb = sl_sim_path_bound_s(&sc, 7);
+    assert_true(pb > 0);
+    sl_sim_result_t r[16];
+    free(run_all(&sc, 7, r));
+    for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
+        assert_true(r[i].makespan_s >= 38.712);
+        assert_true(r[i].makespan_s >= pb);
+    }
+    free_all(r);
+    /* A fleet that fits in the first bucket has no token bound at all. */
+    sc.provider.input_tpm = 1000000;
+    assert_near(sl_sim_lower_bound_s(&sc), 0.0, 1e-12);
+    sl_sim_scenario_free(&sc);
+}
+
+/* The SDKs' default (maxRetries 2, honouring retry-after): a turn breaks only when a
+ * call met three 429s in a row, so on the seed fleet 429s outnumber broken turns
+ * three to one or more, where "backoff" breaks a turn at every first 429. */
+static void test_sdk_retry_breaks_a_turn_only_at_the_third_429(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("seed-fleet.yaml", &sc);
+    sl_sim_result_t r;
+    char err[256];
+    assert_int_equal(sl_sim_run(&sc, "sdk-retry", 1, NULL, &r, err, sizeof err), 0);
+    assert_true(r.http_429 > 0);
+    assert_true(r.replans >= 1);
+    assert_true(3 * r.replans <= r.http_429);
+    assert_int_equal(r.tasks_done, r.tasks_total);
+    sl_sim_result_free(&r);
+    sl_sim_scenario_free(&sc);
+}
+
 /* Bursts every 6 bins of 5 s: period 30 s; the same count spread flat, or too few
  * events, report none. */
 static void test_dominant_period_finds_the_burst_spacing(void **state)
@@ -319,6 +363,8 @@ int main(void)
         cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
         cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
         cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),
+        cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
+        cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),
         cmocka_unit_test(test_json_reports_the_bounds_and_ratios),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
