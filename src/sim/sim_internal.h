@@ -149,7 +149,7 @@ void sim_log(sim_run_t *run, const char *event, const char *agent, const char *e
 int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
                      FILE *events, sl_sim_result_t *out, char *err, size_t errlen);
 
-extern const sim_strategy_t sl__sim_naive, sl__sim_sdk_retry, sl__sim_backoff, sl__sim_semaphore, sl__sim_rpm,
-    sl__sim_sluice_equal, sl__sim_sluice, sl__sim_sluice_learned;
+extern const sim_strategy_t sl__sim_naive, sl__sim_sdk_retry, sl__sim_backoff, sl__sim_semaphore,
+    sl__sim_rpm, sl__sim_sluice_equal, sl__sim_sluice, sl__sim_sluice_learned;
 
 #endif
