@@ -307,6 +307,16 @@ static void test_token_bound_counts_the_bucket_full_at_the_start(void **state)
         assert_true(r[i].makespan_s >= 38.712);
         assert_true(r[i].makespan_s >= pb);
     }
+    /* Here the tokens bind: the combined bound is the token bound. */
+    assert_true(pb < 38.712);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sl_sim_report_json(f, &sc, 7, r, 1);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"lower_bound_s\":38.712,"));
+    assert_non_null(strstr(buf, "\"combined_bound_s\":38.712,"));
+    free(buf);
     free_all(r);
     /* A fleet that fits in the first bucket has no token bound at all. */
     sc.provider.input_tpm = 1000000;
