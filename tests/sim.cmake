@@ -7,3 +7,13 @@ target_compile_definitions(test_sim PRIVATE SL_SOURCE_DIR="${PROJECT_SOURCE_DIR}
 add_test(NAME sim_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/sim/run.sh
                               $<TARGET_FILE:sluice> ${PROJECT_SOURCE_DIR})
 set_tests_properties(sim_cli PROPERTIES LABELS integration)
+
+# The simulator checked against the emulator (bench/sim_vs_emu.sh, docs/sim.md): the proxy
+# fleet proof's workload in `sluice sim` and for real through sluice-emu and sluiced, side
+# by side. About two minutes of real time, and it prints rather than asserts: label slow,
+# -DSL_SLOW_TESTS=ON (needs node and tests/e2e/node_modules).
+find_program(SL_NODE node)
+if(SL_SLOW_TESTS AND SL_NODE)
+  add_test(NAME sim_vs_emu COMMAND ${PROJECT_SOURCE_DIR}/bench/sim_vs_emu.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(sim_vs_emu PROPERTIES LABELS slow TIMEOUT 600)
+endif()

@@ -15,31 +15,62 @@ static int64_t total_agents(const sl_sim_scenario_t *sc)
     return n * sc->teams;
 }
 
+/* The two lower bounds and their maximum; path_s < 0 when it could not be computed. */
+typedef struct bounds {
+    double token_s, path_s, combined_s;
+} bounds_t;
+
+static bounds_t bounds_of(const sl_sim_scenario_t *sc, uint64_t seed)
+{
+    bounds_t b = {.token_s = sl_sim_lower_bound_s(sc), .path_s = sl_sim_path_bound_s(sc, seed)};
+    b.combined_s = b.path_s > b.token_s ? b.path_s : b.token_s;
+    return b;
+}
+
+/* x / the combined bound, or -1 (printed as "-" or null) when the bound is 0. */
+static double ratio(double x, const bounds_t *b)
+{
+    return b->combined_s > 0 ? x / b->combined_s : -1;
+}
+
 void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                          const sl_sim_result_t *r, size_t n)
 {
-    fprintf(out, "scenario %s  seed %llu  agents %lld  tasks %lld  lower bound %.1f s\n\n",
-            sc->name, (unsigned long long)seed, (long long)total_agents(sc),
-            (long long)(n ? r[0].tasks_total : 0), sl_sim_lower_bound_s(sc));
-    fprintf(out, "%-13s %6s %7s %11s %9s %9s %10s %6s %9s %11s %8s %8s\n", "strategy", "429s",
-            "429 %", "tokens/task", "p50 task", "p95 task", "crit wait", "ITPM", "makespan",
-            "done", "replans", "waves");
+    bounds_t b = bounds_of(sc, seed);
+    fprintf(out, "scenario %s  seed %llu  agents %lld  tasks %lld\n", sc->name,
+            (unsigned long long)seed, (long long)total_agents(sc),
+            (long long)(n ? r[0].tasks_total : 0));
+    fprintf(out, "lower bounds: tokens %.1f s  critical path %.1f s  combined %.1f s\n\n",
+            b.token_s, b.path_s, b.combined_s);
+    fprintf(out, "%-13s %6s %7s %11s %9s %9s %10s %6s %9s %11s %8s %8s %7s %7s\n", "strategy",
+            "429s", "429 %", "tokens/task", "p50 task", "p95 task", "crit wait", "ITPM",
+            "makespan", "done", "replans", "waves", "mk/bnd", "p95/bnd");
     for (size_t i = 0; i < n; i++) {
         const sl_sim_result_t *s = &r[i];
         char done[32], waves[16];
         snprintf(done, sizeof done, "%lld/%lld", (long long)s->tasks_done, (long long)s->tasks_total);
         if (s->wave_period_s > 0) snprintf(waves, sizeof waves, "%.0f s", s->wave_period_s);
         else snprintf(waves, sizeof waves, "-");
-        fprintf(out, "%-13s %6lld %6.2f%% %11.0f %8.0fs %8.0fs %9.0fs %5.0f%% %8.0fs %11s %8lld %8s\n",
+        char mk[16] = "-", p95[16] = "-";
+        if (b.combined_s > 0) {
+            snprintf(mk, sizeof mk, "%.2f", ratio(s->makespan_s, &b));
+            snprintf(p95, sizeof p95, "%.2f", ratio(s->p95_task_s, &b));
+        }
+        fprintf(out,
+                "%-13s %6lld %6.2f%% %11.0f %8.0fs %8.0fs %9.0fs %5.0f%% %8.0fs %11s %8lld %8s "
+                "%7s %7s\n",
                 s->strategy, (long long)s->http_429, 100.0 * s->rate_429, s->tokens_per_task,
                 s->p50_task_s, s->p95_task_s, s->critical_path_wait_s,
                 100.0 * s->input_tpm_utilization, s->makespan_s, done, (long long)s->replans,
-                waves);
+                waves, mk, p95);
     }
     fprintf(out, "\n429 %%: 429s per request sent. tokens/task: every token billed (input, cache\n"
                  "writes and reads, output) per finished task. crit wait: seconds blocked tasks\n"
                  "spent waiting on an upstream task's model call. ITPM: uncached input billed\n"
-                 "over input TPM x makespan. waves: dominant period of 429s per 5 s.\n");
+                 "over input TPM x makespan. waves: dominant period of 429s per 5 s. bounds:\n"
+                 "tokens = the ideal run's uncached input / input TPM; critical path = the\n"
+                 "longest task chain with every call served at once at its shortest latency;\n"
+                 "combined = the larger. mk/bnd, p95/bnd: makespan and p95 task time over it.\n");
 }
 
 static void json_number(FILE *out, double v, const char *fmt)
@@ -51,8 +82,11 @@ static void json_number(FILE *out, double v, const char *fmt)
 void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                         const sl_sim_result_t *r, size_t n)
 {
-    fprintf(out, "{\"scenario\":\"%s\",\"seed\":%llu,\"lower_bound_s\":%.3f,\"strategies\":[",
-            sc->name, (unsigned long long)seed, sl_sim_lower_bound_s(sc));
+    bounds_t b = bounds_of(sc, seed);
+    fprintf(out, "{\"scenario\":\"%s\",\"seed\":%llu,\"lower_bound_s\":%.3f,\"path_bound_s\":",
+            sc->name, (unsigned long long)seed, b.token_s);
+    json_number(out, b.path_s, "%.3f");
+    fprintf(out, ",\"combined_bound_s\":%.3f,\"strategies\":[", b.combined_s);
     for (size_t i = 0; i < n; i++) {
         const sl_sim_result_t *s = &r[i];
         fprintf(out,
@@ -64,6 +98,12 @@ void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                 s->tokens_per_task, s->p50_task_s, s->p95_task_s, s->critical_path_wait_s,
                 s->input_tpm_utilization, s->makespan_s, (long long)s->tasks_done);
         json_number(out, s->wave_period_s, "%.1f");
+        fprintf(out, ",\"requests\":%lld,\"tokens_billed\":%lld,\"replans\":%lld",
+                (long long)s->requests, (long long)s->tokens_billed, (long long)s->replans);
+        fputs(",\"makespan_ratio\":", out);
+        json_number(out, ratio(s->makespan_s, &b), "%.4f");
+        fputs(",\"p95_task_ratio\":", out);
+        json_number(out, ratio(s->p95_task_s, &b), "%.4f");
         fputc('}', out);
     }
     fputs("]}\n", out);

@@ -27,7 +27,7 @@ enum {
 };
 
 static const sim_strategy_t *const strategies[] = {
-    &sl__sim_naive, &sl__sim_backoff, &sl__sim_semaphore, &sl__sim_rpm,
+    &sl__sim_naive, &sl__sim_sdk_retry, &sl__sim_backoff, &sl__sim_semaphore, &sl__sim_rpm,
     &sl__sim_sluice_equal, &sl__sim_sluice, &sl__sim_sluice_learned,
 };
 
@@ -427,7 +427,8 @@ static void handle(sim_run_t *run, const sim_event_t *ev)
         break;
     case EV_RETRY:
         if (a->phase != PH_RETRY) break;
-        if (!run->strat->checkpoint && !a->recovering) start_recovery(run, a);
+        if (!run->strat->checkpoint && !a->recovering && a->attempts > run->strat->retries_in_turn)
+            start_recovery(run, a);
         else want_call(run, a, false);
         break;
     case EV_TIMEOUT:
@@ -637,12 +638,19 @@ static void loop(sim_run_t *run)
 int sl_sim_run(const sl_sim_scenario_t *sc, const char *strategy, uint64_t seed, FILE *events,
                sl_sim_result_t *out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
     const sim_strategy_t *st = find_strategy(strategy);
     if (!st) {
+        memset(out, 0, sizeof *out);
         snprintf(err, errlen, "--strategy: unknown strategy \"%s\"", strategy);
         return -1;
     }
+    return sl__sim_run_with(sc, st, seed, events, out, err, errlen);
+}
+
+int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
+                     FILE *events, sl_sim_result_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
     snprintf(out->strategy, sizeof out->strategy, "%s", st->name);
     sim_run_t run = {.sc = sc, .strat = st, .seed = seed, .events = events, .res = out};
     sl_provider_config_t pc = sc->provider;
@@ -702,5 +710,9 @@ double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc)
                               : grp->turns * (prefix + tail);
         total += per_task * grp->tasks * grp->count * sc->teams;
     }
-    return total / ((double)sc->provider.input_tpm / 60.0);
+    /* The bucket starts full: a minute's worth is admitted at once, the rest at the
+     * refill rate. */
+    double after_first_bucket = total - (double)sc->provider.input_tpm;
+    return after_first_bucket > 0 ? after_first_bucket / ((double)sc->provider.input_tpm / 60.0)
+                                  : 0;
 }

@@ -67,10 +67,21 @@ int sl_sim_scenario_load(const char *path, sl_sim_scenario_t *out, char *err, si
 
 void sl_sim_scenario_free(sl_sim_scenario_t *sc);
 
-/* The makespan no strategy can beat on tokens alone: total uncached input tokens
+/* The makespan no strategy can beat on tokens alone: the total uncached input tokens
  * of the ideal run (each task's prefix written once, every tail once, no failures)
- * divided by the input TPM (per second). 0 when input TPM is not limited. */
+ * less the input bucket's capacity (it starts full, so one input TPM is admitted at
+ * once), divided by the refill rate (input TPM / 60 per second); 0 when that is not
+ * positive or input TPM is not limited. */
 double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc);
+
+/* The makespan no strategy can beat on the task graph alone: the longest
+ * dependency chain with every model call served the moment it is wanted. Exactly:
+ * the makespan of the ideal run (bound.c) - the scenario's fleet with `seed`, so the
+ * same start offsets, test times, output sizes and loops of identical failures that
+ * every strategy meets, on a provider without limits or outside traffic whose every
+ * latency is the shortest it draws (ttft, prefill and streaming x (1 -
+ * latency_spread)). Not cut at duration_s. Returns -1 when out of memory. */
+double sl_sim_path_bound_s(const sl_sim_scenario_t *sc, uint64_t seed);
 
 /* Number of strategies and their names, in report order. */
 size_t sl_sim_strategy_count(void);

@@ -84,6 +84,8 @@ typedef struct sim_strategy {
     bool remote_wait;     /* waits are answers from a coordinator (QUEUED/REJECT) that the
                              harness times out on; local gates (a semaphore, a counter)
                              wait before the call starts, unseen by its timeout */
+    int retries_in_turn;  /* 429s on one call retried within the turn before it breaks
+                             (the SDKs' maxRetries); 0 = the first 429 breaks it */
     int (*init)(sim_run_t *run, char *err, size_t errlen);
     void (*fini)(sim_run_t *run);
     /* The agent (PH_WANT) wants to send its call: call sim_send() now, or later
@@ -142,7 +144,12 @@ double sim_full_jitter(sim_agent_t *a, double base_s, double cap_s);
  * `extra` (already formatted ",\"k\":v" pairs, may be NULL). */
 void sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra);
 
-extern const sim_strategy_t sl__sim_naive, sl__sim_backoff, sl__sim_semaphore, sl__sim_rpm,
-    sl__sim_sluice_equal, sl__sim_sluice, sl__sim_sluice_learned;
+/* sl_sim_run() with a strategy given by its table rather than its name (also the
+ * ones not in the report's list, such as the ideal run of bound.c). Same contract. */
+int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
+                     FILE *events, sl_sim_result_t *out, char *err, size_t errlen);
+
+extern const sim_strategy_t sl__sim_naive, sl__sim_sdk_retry, sl__sim_backoff, sl__sim_semaphore,
+    sl__sim_rpm, sl__sim_sluice_equal, sl__sim_sluice, sl__sim_sluice_learned;
 
 #endif

@@ -59,7 +59,8 @@ for (const task of ['openai-agents-default', 'openai-agents-chat', 'vercel-anthr
                     'vercel-anthropic-stream', 'vercel-anthropic-object', 'vercel-openai-text',
                     'vercel-openai-stream', 'vercel-openai-object', 'vercel-openai-chat-text',
                     'langchain-anthropic', 'langchain-anthropic-stream', 'langchain-openai',
-                    'langchain-openai-stream']) {
+                    'langchain-openai-stream', 'langchain-anthropic-object', 'langchain-openai-object',
+                    'langchain-openai-responses']) {
   CASES[task] = {
     prefix: task.includes('anthropic') ? 'anthropic' : 'openai',
     run: (base, token, dir) => runHarness(process.execPath, [join(HERE, 'sdk_task.mjs'), task, base],

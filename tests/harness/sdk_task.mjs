@@ -41,6 +41,11 @@ const tasks = {
   'langchain-anthropic-stream': () => langchain('anthropic', true),
   'langchain-openai': () => langchain('openai', false),
   'langchain-openai-stream': () => langchain('openai', true),
+  // ... structured output in json-schema mode (Anthropic output_config.format, OpenAI
+  // response_format json_schema), and ChatOpenAI on the Responses API.
+  'langchain-anthropic-object': () => langchain('anthropic', 'object'),
+  'langchain-openai-object': () => langchain('openai', 'object'),
+  'langchain-openai-responses': () => langchain('openai-responses', false),
 };
 
 async function claudeAgentSdk() {
@@ -97,7 +102,8 @@ async function vercel(provider, mode) {
   return JSON.stringify(object);
 }
 
-async function langchain(provider, stream) {
+/** `mode`: false (invoke), true (stream) or 'object' (withStructuredOutput, json-schema mode). */
+async function langchain(provider, mode) {
   let chat;
   if (provider === 'anthropic') {
     const { ChatAnthropic } = await import('@langchain/anthropic');
@@ -106,9 +112,20 @@ async function langchain(provider, stream) {
   } else {
     const { ChatOpenAI } = await import('@langchain/openai');
     chat = new ChatOpenAI({ apiKey: KEY, configuration: { baseURL: `${origin}/v1` },
-                            model: 'gpt-4o-mini', maxRetries: 0 });
+                            model: 'gpt-4o-mini', maxRetries: 0,
+                            ...(provider === 'openai-responses' ? { useResponsesApi: true } : {}) });
   }
-  if (!stream) return (await chat.invoke(PROMPT)).content;
+  if (mode === 'object') {
+    const { z } = await import('zod');
+    const structured = chat.withStructuredOutput(z.object({ answer: z.string() }),
+                                                 { method: 'jsonSchema', name: 'answer' });
+    return JSON.stringify(await structured.invoke(PROMPT));
+  }
+  if (!mode) {
+    // The Responses API answers a list of content blocks; invoke's text is their text.
+    const message = await chat.invoke(PROMPT);
+    return typeof message.content === 'string' ? message.content : message.text;
+  }
   let text = '';
   for await (const chunk of await chat.stream(PROMPT)) text += chunk.content;
   return text;

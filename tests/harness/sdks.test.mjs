@@ -1,7 +1,8 @@
 // sdks.test.mjs - the in-process harnesses, each task its own process (sdk_task.mjs) run
 // offline: the OpenAI Agents SDK (default Responses API, and chat completions), the
 // Vercel AI SDK (@ai-sdk/anthropic and @ai-sdk/openai defaults: generateText, streamText,
-// generateObject) and LangChain JS (ChatAnthropic, ChatOpenAI). Every task answers from
+// generateObject) and LangChain JS (ChatAnthropic, ChatOpenAI: invoke, stream, structured
+// output in json-schema mode, ChatOpenAI with useResponsesApi). Every task answers from
 // the recording stub, then finishes against the real sluice-emu (docs/harnesses.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -26,6 +27,9 @@ const TASKS = {
   'langchain-anthropic-stream': 'POST /v1/messages',
   'langchain-openai': 'POST /v1/chat/completions',
   'langchain-openai-stream': 'POST /v1/chat/completions',
+  'langchain-anthropic-object': 'POST /v1/messages',
+  'langchain-openai-object': 'POST /v1/chat/completions',
+  'langchain-openai-responses': 'POST /v1/responses',
 };
 const VERSIONS = { 'openai-agents': '0.20.0', 'vercel-anthropic': 'ai-7.0.173-anthropic-4.0.105',
                    'vercel-openai': 'ai-7.0.173-openai-4.0.118', 'langchain-anthropic': '1.5.11',

@@ -17,6 +17,13 @@
 #define SL_SOURCE_DIR "."
 #endif
 
+/* Doubles equal within `eps`; prints both on failure (cmocka's own compares floats). */
+#define assert_near(a, b, eps)                                                            \
+    do {                                                                                  \
+        double a_ = (a), b_ = (b);                                                        \
+        if (!(fabs(a_ - b_) <= (eps))) fail_msg("%s = %.9f, expected %.9f", #a, a_, b_); \
+    } while (0)
+
 static void load(const char *name, sl_sim_scenario_t *sc)
 {
     char path[512], err[512];
@@ -54,7 +61,7 @@ static void test_same_seed_gives_byte_identical_reports(void **state)
     (void)state;
     sl_sim_scenario_t sc;
     load("seed-fleet.yaml", &sc);
-    sl_sim_result_t a[8], b[8], c[8];
+    sl_sim_result_t a[16], b[16], c[16];
     char *x = run_all(&sc, 7, a), *y = run_all(&sc, 7, b), *z = run_all(&sc, 8, c);
     assert_string_equal(x, y);
     assert_string_not_equal(x, z);
@@ -74,7 +81,7 @@ static void test_billed_tokens_equal_the_sum_of_call_usages(void **state)
     for (size_t f = 0; f < 2; f++) {
         sl_sim_scenario_t sc;
         load(files[f], &sc);
-        sl_sim_result_t r[8];
+        sl_sim_result_t r[16];
         free(run_all(&sc, 3, r));
         for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
             assert_true(r[i].tokens_billed > 0);
@@ -93,10 +100,14 @@ static void test_makespan_is_never_below_the_lower_bound(void **state)
     double lb = sl_sim_lower_bound_s(&sc);
     assert_true(lb > 0);
     for (uint64_t seed = 1; seed <= 3; seed++) {
-        sl_sim_result_t r[8];
+        double pb = sl_sim_path_bound_s(&sc, seed);
+        /* On this fleet the task chains bind, not the tokens. */
+        assert_true(pb > lb);
+        sl_sim_result_t r[16];
         free(run_all(&sc, seed, r));
         for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
             assert_true(r[i].makespan_s >= lb);
+            assert_true(r[i].makespan_s >= pb);
             assert_true(r[i].tasks_done <= r[i].tasks_total);
             assert_true(r[i].p50_task_s <= r[i].p95_task_s);
         }
@@ -123,7 +134,7 @@ static void test_limits_far_above_demand_give_no_429s(void **state)
     sl_sim_scenario_t sc;
     char err[256];
     if (sl_sim_scenario_parse(ample, strlen(ample), &sc, err, sizeof err) != 0) fail_msg("%s", err);
-    sl_sim_result_t r[8];
+    sl_sim_result_t r[16];
     free(run_all(&sc, 1, r));
     for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
         assert_int_equal(r[i].http_429, 0);
@@ -158,7 +169,7 @@ static void test_the_plot_is_produced_and_not_empty(void **state)
     /* gnuplot comes from scripts/deps.sh (gnuplot-nox): without it this test fails. */
     sl_sim_scenario_t sc;
     load("seed-fleet.yaml", &sc);
-    sl_sim_result_t r[8];
+    sl_sim_result_t r[16];
     free(run_all(&sc, 1, r));
     char dir[] = "/tmp/sluice-sim-test-XXXXXX";
     assert_non_null(mkdtemp(dir));
@@ -200,6 +211,138 @@ static void test_seed_fleet_backoff_has_429s_and_sluice_queues_instead(void **st
     sl_sim_scenario_free(&sc);
 }
 
+/* A chain: plan -> 3 workers x 2 tasks (and a shorter docs branch) -> review. Every
+ * call's prefix (2000 tokens, cached after the first call of a task) and tail (100)
+ * are prefilled at 1000 tokens/s after a ttft of 0.5 s; one output token streams at
+ * 10/s; tests take exactly 10 s. */
+static const char chain[] =
+    "name: chain\n"
+    "start_window_s: 0\n"
+    "provider: {input_tpm: 100000000, output_tpm: 100000000, ttft_s: 0.5,\n"
+    "           prefill_tokens_per_s: 1000, output_tokens_per_s: 10, latency_spread: 0.2}\n"
+    "agents:\n"
+    "  - {name: plan, role: planner, turns: 2, prefix_tokens: 2000, turn_tokens: 100,\n"
+    "     output_tokens: 1, max_tokens: 1, read_s: 4, edit_s: 1, test_s: 10, test_spread: 0}\n"
+    "  - {name: work, count: 3, tasks: 2, turns: 3, prefix_tokens: 2000, turn_tokens: 100,\n"
+    "     output_tokens: 1, max_tokens: 1, read_s: 4, edit_s: 1, test_s: 10, test_spread: 0,\n"
+    "     after: [plan]}\n"
+    "  - {name: docs, turns: 5, prefix_tokens: 2000, turn_tokens: 100, output_tokens: 1,\n"
+    "     max_tokens: 1, read_s: 4, edit_s: 1, test_s: 10, test_spread: 0, after: [plan]}\n"
+    "  - {name: review, role: reviewer, turns: 1, prefix_tokens: 2000, turn_tokens: 100,\n"
+    "     output_tokens: 1, max_tokens: 1, read_s: 4, edit_s: 1, test_s: 10, test_spread: 0,\n"
+    "     after: [work]}\n";
+
+/* By hand, with every latency at its shortest (x0.8): a task's first call takes
+ * (0.5 + 2100/1000) x 0.8 + 0.1 x 0.8 = 2.16 s, a later one (0.5 + 0.1) x 0.8 + 0.08 =
+ * 0.56 s; each call is followed by edit 1 s and tests 10 s, each task starts with read
+ * 4 s. plan: 4 + 13.16 + 11.56 = 28.72; a worker task: 4 + 13.16 + 2 x 11.56 = 40.28,
+ * two in a row 80.56 (docs: 63.4, off the path); review: 17.16. Path: 126.44 s.
+ * Without spread the latencies are the mean ones: 29.4 + 82.2 + 17.7 = 129.3 s, and a
+ * run with ample limits takes exactly that. */
+static void test_path_bound_is_exact_on_a_hand_made_chain(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    if (sl_sim_scenario_parse(chain, strlen(chain), &sc, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_near(sl_sim_path_bound_s(&sc, 1), 126.44, 1e-9);
+    assert_near(sl_sim_path_bound_s(&sc, 2), 126.44, 1e-9);
+    sl_sim_result_t r[16];
+    free(run_all(&sc, 1, r));
+    for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
+        assert_int_equal(r[i].tasks_done, 9);
+        assert_true(r[i].makespan_s >= 126.44 - 1e-9);
+    }
+    free_all(r);
+    sc.provider.latency_spread = 0;
+    assert_near(sl_sim_path_bound_s(&sc, 1), 129.3, 1e-9);
+    sl_sim_result_t naive;
+    assert_int_equal(sl_sim_run(&sc, "naive", 1, NULL, &naive, err, sizeof err), 0);
+    assert_near(naive.makespan_s, 129.3, 1e-9);
+    sl_sim_result_free(&naive);
+    sl_sim_scenario_free(&sc);
+}
+
+/* The JSON gives both bounds, their maximum, and each strategy's ratios to it. */
+static void test_json_reports_the_bounds_and_ratios(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    if (sl_sim_scenario_parse(chain, strlen(chain), &sc, err, sizeof err) != 0) fail_msg("%s", err);
+    sl_sim_result_t r;
+    assert_int_equal(sl_sim_run(&sc, "naive", 1, NULL, &r, err, sizeof err), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sl_sim_report_json(f, &sc, 1, &r, 1);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"path_bound_s\":126.440,"));
+    assert_non_null(strstr(buf, "\"combined_bound_s\":126.440,"));
+    char want[64];
+    snprintf(want, sizeof want, "\"makespan_ratio\":%.4f,", r.makespan_s / 126.44);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, "\"p95_task_ratio\":%.4f}", r.p95_task_s / 126.44);
+    assert_non_null(strstr(buf, want));
+    free(buf);
+    sl_sim_result_free(&r);
+    sl_sim_scenario_free(&sc);
+}
+
+/* The input bucket starts full, so a minute of input TPM is admitted at once: on the
+ * proxy fleet (9 calls of 80,010 tokens and 51 of 2,010: 822,600 uncached, no cache)
+ * the token bound is (822,600 - 500,000) / (500,000 / 60) = 38.712 s, and no strategy
+ * finishes before either bound. */
+static void test_token_bound_counts_the_bucket_full_at_the_start(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("proxy-fleet.yaml", &sc);
+    assert_near(sl_sim_lower_bound_s(&sc), 38.712, 1e-9);
+    double pb = sl_sim_path_bound_s(&sc, 7);
+    assert_true(pb > 0);
+    sl_sim_result_t r[16];
+    free(run_all(&sc, 7, r));
+    for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
+        assert_true(r[i].makespan_s >= 38.712);
+        assert_true(r[i].makespan_s >= pb);
+    }
+    /* Here the tokens bind: the combined bound is the token bound. */
+    assert_true(pb < 38.712);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sl_sim_report_json(f, &sc, 7, r, 1);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"lower_bound_s\":38.712,"));
+    assert_non_null(strstr(buf, "\"combined_bound_s\":38.712,"));
+    free(buf);
+    free_all(r);
+    /* A fleet that fits in the first bucket has no token bound at all. */
+    sc.provider.input_tpm = 1000000;
+    assert_near(sl_sim_lower_bound_s(&sc), 0.0, 1e-12);
+    sl_sim_scenario_free(&sc);
+}
+
+/* The SDKs' default (maxRetries 2, honouring retry-after): a turn breaks only when a
+ * call met three 429s in a row, so on the seed fleet 429s outnumber broken turns
+ * three to one or more, where "backoff" breaks a turn at every first 429. */
+static void test_sdk_retry_breaks_a_turn_only_at_the_third_429(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("seed-fleet.yaml", &sc);
+    sl_sim_result_t r;
+    char err[256];
+    assert_int_equal(sl_sim_run(&sc, "sdk-retry", 1, NULL, &r, err, sizeof err), 0);
+    assert_true(r.http_429 > 0);
+    assert_true(r.replans >= 1);
+    assert_true(3 * r.replans <= r.http_429);
+    assert_int_equal(r.tasks_done, r.tasks_total);
+    sl_sim_result_free(&r);
+    sl_sim_scenario_free(&sc);
+}
+
 /* Bursts every 6 bins of 5 s: period 30 s; the same count spread flat, or too few
  * events, report none. */
 static void test_dominant_period_finds_the_burst_spacing(void **state)
@@ -229,6 +372,10 @@ int main(void)
         cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
         cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
         cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
+        cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),
+        cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
+        cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),
+        cmocka_unit_test(test_json_reports_the_bounds_and_ratios),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,14 +11,19 @@ fail() { echo "sim_cli: $*" >&2; exit 1; }
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy all >"$tmp/t1"
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy all >"$tmp/t2"
 cmp -s "$tmp/t1" "$tmp/t2" || fail "two runs with the same seed differ"
-for s in naive backoff semaphore rpm-counter sluice-equal sluice sluice-learned; do
+for s in naive sdk-retry backoff semaphore rpm-counter sluice-equal sluice sluice-learned; do
   grep -q "^$s " "$tmp/t1" || fail "table has no row for $s"
 done
+grep -q '^lower bounds: tokens [0-9.]* s  critical path [0-9.]* s  combined [0-9.]* s$' "$tmp/t1" ||
+  fail "table has no bounds line"
+grep -q 'mk/bnd p95/bnd$' "$tmp/t1" || fail "table has no ratio columns"
 
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --json --seed 4 >"$tmp/j"
 for k in '"scenario"' '"seed":4' '"lower_bound_s"' '"strategies"' '"http_429"' '"rate_429"' \
          '"tokens_per_task"' '"p50_task_s"' '"p95_task_s"' '"critical_path_wait_s"' \
-         '"input_tpm_utilization"' '"makespan_s"' '"tasks_done"' '"wave_period_s"'; do
+         '"input_tpm_utilization"' '"makespan_s"' '"tasks_done"' '"wave_period_s"' \
+         '"path_bound_s"' '"combined_bound_s"' '"makespan_ratio"' '"p95_task_ratio"' \
+         '"requests"' '"tokens_billed"' '"replans"'; do
   grep -q "$k" "$tmp/j" || fail "--json lacks $k"
 done
 
