@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,7 @@ class Capture(threading.Thread):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
         self.conn.request("GET", "/v1/events")
         self.resp = self.conn.getresponse()
+        self.sock = self.conn.sock  # kept: the response owns it once the headers are read
         self.path = path
         self.bytes = 0
 
@@ -111,6 +113,10 @@ class Observe(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        # Shut the socket down first: closing the response while the reader thread sits in
+        # read1() would wait for that read to return (the next keep-alive comment, 15 s).
+        cls.cap.sock.shutdown(socket.SHUT_RDWR)
+        cls.cap.join(5)
         cls.cap.conn.close()
         cls.s.stop()
         cls.dir.cleanup()
