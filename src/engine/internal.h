@@ -94,7 +94,6 @@ typedef struct sl__pteam {
 /* An agent's state within one pool. */
 typedef struct sl__pagent {
     struct sl__agent *agent;
-    const sl__pteam_t *team; /* the team last_finish is a tag of (its inner clock) */
     double last_finish; /* WFQ finish tag of its last granted or queued request */
     sl__cache_t cache;  /* the cache of cache_key == agent name */
 } sl__pagent_t;

@@ -335,10 +335,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     }
     double cost = sl__cost(p, &a->need);
     sl__pteam_t *pt = a->team;
-    if (a->pa->team != pt) { /* a tag of another team's clock means nothing here */
-        a->pa->team = pt;
-        a->pa->last_finish = 0;
-    }
+    /* An agent moved to another team keeps its last tag: it waits behind its new team
+     * until that team's clock passes it, never ahead of it. */
     double start = pt->vtime > a->pa->last_finish ? pt->vtime : a->pa->last_finish;
     int64_t ahead = 0;
     double finish = 0, outer = 0, eta_s = 0;
