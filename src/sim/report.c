@@ -40,6 +40,7 @@ void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                  "writes and reads, output) per finished task. crit wait: seconds blocked tasks\n"
                  "spent waiting on an upstream task's model call. ITPM: uncached input billed\n"
                  "over input TPM x makespan. waves: dominant period of 429s per 5 s.\n");
+    sl_sim_report_teams_table(out, sc, r, n);
 }
 
 static void json_number(FILE *out, double v, const char *fmt)
@@ -64,6 +65,7 @@ void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                 s->tokens_per_task, s->p50_task_s, s->p95_task_s, s->critical_path_wait_s,
                 s->input_tpm_utilization, s->makespan_s, (long long)s->tasks_done);
         json_number(out, s->wave_period_s, "%.1f");
+        sl_sim_report_teams_json(out, s);
         fputc('}', out);
     }
     fputs("]}\n", out);
