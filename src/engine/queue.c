@@ -153,23 +153,29 @@ int64_t sl__queue_depth(const sl__pool_t *p)
     return p->queued;
 }
 
+/* Counts t and its whole left subtree as ahead: their number, needs and costs. */
+static void take_ahead(const sl__ticket_t *t, int64_t *count, double sums[SL_BUCKET_COUNT],
+                       double *cost)
+{
+    *count += 1;
+    *cost += t->cost;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        sums[b] += (double)t->need.n[b];
+    if (t->left) {
+        *count += t->left->count;
+        *cost += t->left->cost_sum;
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            sums[b] += t->left->sum[b];
+    }
+}
+
 /* Tickets of one team with inner key < (finish, seq): count, needs and cost. */
 static void inner_prefix(const sl__ticket_t *t, double finish, uint64_t seq, int64_t *count,
                          double sums[SL_BUCKET_COUNT], double *cost)
 {
     while (t) {
         if (key_less(t->finish, t->seq, finish, seq)) {
-            /* t and its whole left subtree are ahead. */
-            *count += 1;
-            *cost += t->cost;
-            for (int b = 0; b < SL_BUCKET_COUNT; b++)
-                sums[b] += (double)t->need.n[b];
-            if (t->left) {
-                *count += t->left->count;
-                *cost += t->left->cost_sum;
-                for (int b = 0; b < SL_BUCKET_COUNT; b++)
-                    sums[b] += t->left->sum[b];
-            }
+            take_ahead(t, count, sums, cost);
             t = t->right;
         } else {
             t = t->left;
@@ -188,15 +194,7 @@ static void outer_prefix(const sl__pteam_t *pt, double outer, bool inclusive, in
         double left_cost = t->left ? t->left->cost_sum : 0;
         double tag = pt->base + (acc + left_cost + t->cost) / w;
         if (tag < outer || (inclusive && tag == outer)) {
-            *count += 1;
-            acc += left_cost + t->cost;
-            for (int b = 0; b < SL_BUCKET_COUNT; b++)
-                sums[b] += (double)t->need.n[b];
-            if (t->left) {
-                *count += t->left->count;
-                for (int b = 0; b < SL_BUCKET_COUNT; b++)
-                    sums[b] += t->left->sum[b];
-            }
+            take_ahead(t, count, sums, &acc);
             t = t->right;
         } else {
             t = t->left;

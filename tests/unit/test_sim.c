@@ -157,13 +157,18 @@ static void test_team_weight_errors_name_the_field_and_value(void **state)
     (void)state;
     sl_sim_scenario_t sc;
     char err[256];
-    const char *bad1 = "teams: 2\nteam_weights: [1, 0]\nagents: [{name: a}]\n";
-    assert_int_equal(sl_sim_scenario_parse(bad1, strlen(bad1), &sc, err, sizeof err), -1);
-    assert_non_null(strstr(err, "team_weights[1]"));
-    assert_non_null(strstr(err, "\"0\""));
-    const char *bad2 = "teams: 2\nteam_weights: [1, 2, 3]\nagents: [{name: a}]\n";
-    assert_int_equal(sl_sim_scenario_parse(bad2, strlen(bad2), &sc, err, sizeof err), -1);
-    assert_non_null(strstr(err, "3 weights for 2 teams"));
+    const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"teams: 2\nteam_weights: [1, 0]\nagents: [{name: a}]\n", "team_weights[1]: \"0\""},
+        {"teams: 2\nteam_weights: [1, 2, 3]\nagents: [{name: a}]\n", "3 weights for 2 teams"},
+        {"teams: 2\nteam_weights: 3\nagents: [{name: a}]\n", "team_weights: expected a list"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(sl_sim_scenario_parse(bad[i].yaml, strlen(bad[i].yaml), &sc, err, sizeof err),
+                         -1);
+        if (!strstr(err, bad[i].want)) fail_msg("\"%s\" does not say \"%s\"", err, bad[i].want);
+    }
     const char *ok = "teams: 3\nteam_weights: [2]\nagents: [{name: a}]\n";
     assert_int_equal(sl_sim_scenario_parse(ok, strlen(ok), &sc, err, sizeof err), 0);
     assert_true(sc.team_weight[0] == 2 && sc.team_weight[1] == 1 && sc.team_weight[2] == 1);

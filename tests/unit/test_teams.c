@@ -102,43 +102,41 @@ static double measure(fleet_t *f)
     return share_ratio(f);
 }
 
+/* 150 agents and 50, each set in a team of its own or in none; the small side weighs
+ * `small_weight` when it is a team. Returns the small side's tokens over the big's. */
+static double big_and_small(bool big_in_team, bool small_in_team, double small_weight)
+{
+    fleet_t *f = fleet_new();
+    add_team(f, 0, big_in_team ? "big" : "loose", 150, big_in_team);
+    add_team(f, 1, "small", 50, small_in_team);
+    if (big_in_team) assert_int_equal(sl_engine_set_team_weight(f->e, "big", 1), SL_OK);
+    if (small_in_team)
+        assert_int_equal(sl_engine_set_team_weight(f->e, "small", small_weight), SL_OK);
+    double ratio = measure(f);
+    sl_engine_free(f->e);
+    free(f);
+    return ratio;
+}
+
 static void test_teams_weighted_1_to_3_are_served_1_to_3_whatever_their_agent_counts(void **state)
 {
     (void)state;
-    fleet_t *f = fleet_new();
-    add_team(f, 0, "big", 150, true);
-    add_team(f, 1, "small", 50, true);
-    assert_int_equal(sl_engine_set_team_weight(f->e, "big", 1), SL_OK);
-    assert_int_equal(sl_engine_set_team_weight(f->e, "small", 3), SL_OK);
-    double ratio = measure(f);
+    double ratio = big_and_small(true, true, 3);
     assert_true(ratio > 3 * 0.95 && ratio < 3 * 1.05);
-    sl_engine_free(f->e);
-    free(f);
 }
 
 static void test_without_teams_per_agent_fair_queueing_gives_the_big_team_3_to_1(void **state)
 {
     (void)state;
-    fleet_t *f = fleet_new();
-    add_team(f, 0, "big", 150, false);
-    add_team(f, 1, "small", 50, false);
-    double ratio = measure(f);
+    double ratio = big_and_small(false, false, 1);
     assert_true(ratio > (1.0 / 3) * 0.95 && ratio < (1.0 / 3) * 1.05);
-    sl_engine_free(f->e);
-    free(f);
 }
 
 static void test_agents_outside_every_team_are_the_default_team(void **state)
 {
     (void)state;
-    fleet_t *f = fleet_new();
-    add_team(f, 0, "loose", 150, false); /* no team: "default", weight 1 */
-    add_team(f, 1, "small", 50, true);
-    assert_int_equal(sl_engine_set_team_weight(f->e, "small", 3), SL_OK);
-    double ratio = measure(f);
+    double ratio = big_and_small(false, true, 3); /* the 150: team "default", weight 1 */
     assert_true(ratio > 3 * 0.95 && ratio < 3 * 1.05);
-    sl_engine_free(f->e);
-    free(f);
 }
 
 static void test_an_idle_teams_share_goes_to_the_others_without_credit(void **state)
