@@ -215,6 +215,51 @@ static void test_within_a_team_the_task_graph_order_holds(void **state)
     sl_engine_free(e);
 }
 
+/* A team's backlog, however many agents it has, does not make another team wait behind
+ * it: a team of one agent gets every other turn against a team of 100 (per-agent fair
+ * queueing would give it one turn in 101). */
+static void test_a_deep_team_backlog_cannot_starve_another_team(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(60000, 0, 0);
+    char name[32];
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof name, "flood.%d", i);
+        assert_int_equal(sl_engine_set_agent_team(e, name, "flood"), SL_OK);
+    }
+    assert_int_equal(sl_engine_set_agent_team(e, "solo", "solo"), SL_OK);
+    harness_grant(e, "filler", 51000, 0, T0);
+    sl_decision_t d;
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < 100; i++) {
+            snprintf(name, sizeof name, "flood.%d", i);
+            sl_request_t r = harness_req(name, 1000, 0);
+            r.max_wait_s = 86400;
+            assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+            assert_int_equal(d.status, SL_QUEUED);
+        }
+    }
+    harness_check(e);
+    uint64_t solo[10];
+    for (int j = 1; j <= 10; j++) {
+        sl_request_t r = harness_req("solo", 1000, 0);
+        r.max_wait_s = 86400;
+        assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+        assert_int_equal(d.status, SL_QUEUED);
+        /* Equal team weights: solo's j-th ties with flood's j-th, flood seen first. */
+        assert_int_equal(d.position, 2 * j);
+        solo[j - 1] = d.ticket;
+    }
+    /* Twenty grants of refill (850 tokens a second) serve all ten of solo's. */
+    assert_int_equal(sl_engine_advance(e, T0 + 24), SL_OK);
+    harness_check(e);
+    for (int j = 0; j < 10; j++) {
+        assert_int_equal(sl_engine_ticket(e, solo[j], T0 + 24, &d), SL_OK);
+        assert_int_equal(d.status, SL_GRANTED);
+    }
+    sl_engine_free(e);
+}
+
 static void test_bad_team_weights_name_the_team_and_value_and_change_nothing(void **state)
 {
     (void)state;
@@ -241,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_agents_outside_every_team_are_the_default_team),
         cmocka_unit_test(test_an_idle_teams_share_goes_to_the_others_without_credit),
         cmocka_unit_test(test_within_a_team_the_task_graph_order_holds),
+        cmocka_unit_test(test_a_deep_team_backlog_cannot_starve_another_team),
         cmocka_unit_test(test_bad_team_weights_name_the_team_and_value_and_change_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
