@@ -343,15 +343,14 @@ void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t);
 /* The next ticket to serve: the head of the team whose head has the lowest outer tag. */
 sl__ticket_t *sl__queue_head(const sl__pool_t *p);
 int64_t sl__queue_depth(const sl__pool_t *p);
-/* The outer tag a request of `cost` with inner key (finish, seq) has in team pt, or
- * would have if inserted (a queued ticket is not ahead of itself). */
-double sl__queue_outer(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
-                       double cost);
-/* Requests ahead of the inner key (finish, seq) of team pt with outer tag `outer`:
- * in its team those of lower inner key, in another team those of lower outer tag.
- * Their count and summed needs. */
-void sl__queue_prefix(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
-                      double outer, int64_t *count, double sums[SL_BUCKET_COUNT]);
+/* The outer tag of the queue's head (sl__queue_head). */
+double sl__queue_head_outer(const sl__ticket_t *head);
+/* Where a request of `cost` with inner key (finish, seq) in team pt stands, queued or
+ * as if inserted (a queued ticket is not ahead of itself): the requests ahead of it,
+ * in its team those of lower inner key, in another team those of lower outer tag
+ * (their count and summed needs), and its outer tag, returned. */
+double sl__queue_place(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
+                       double cost, int64_t *count, double sums[SL_BUCKET_COUNT]);
 /* Records a grant of team pt with inner tag `finish` and outer tag `outer`. */
 void sl__queue_served(sl__pool_t *p, sl__pteam_t *pt, double finish, double outer);
 int sl__queue_check(const sl__pool_t *p, char *msg, size_t msg_len);

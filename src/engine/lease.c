@@ -295,16 +295,13 @@ static void reject(sl__pool_t *p, double weight, double retry_after_s, double no
     p->rejected_total++;
 }
 
-/* Computes the finish tag, position and ETA the request would have if queued now. */
-static double queue_eta(const sl__pool_t *p, const sl__pteam_t *pt, const sl__need_t *need,
-                        double finish, uint64_t seq, double outer, double now, int64_t *ahead,
-                        const char **limited_by)
+/* The ETA of a request of `need` behind `ahead` requests whose needs sum to `sums`. */
+static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double sums[SL_BUCKET_COUNT],
+                        int64_t ahead, double now, const char **limited_by)
 {
-    double sums[SL_BUCKET_COUNT];
-    sl__queue_prefix(p, pt, finish, seq, outer, ahead, sums);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         sums[b] += (double)need->n[b];
-    return sl__eta_for(p, sums, *ahead, now, limited_by);
+    return sl__eta_for(p, sums, ahead, now, limited_by);
 }
 
 typedef struct decide_args {
@@ -343,8 +340,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     const char *limited_by = NULL;
     for (int pass = 0; pass < 2; pass++) {
         finish = start + cost / a->weight;
-        outer = sl__queue_outer(p, pt, finish, p->seq + 1, cost);
-        eta_s = queue_eta(p, pt, &a->need, finish, p->seq + 1, outer, now, &ahead, &limited_by);
+        double sums[SL_BUCKET_COUNT];
+        outer = sl__queue_place(p, pt, finish, p->seq + 1, cost, &ahead, sums);
         /* Granted at once when it fits and would be the queue's head. */
         if (ahead == 0 && sl__fits(p, &a->need, now)) {
             sl__lease_t *l;
@@ -359,6 +356,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             if (pt->root && p->n_teams > 1) sl__pool_drain(e, p, now);
             return SL_OK;
         }
+        eta_s = queue_eta(p, &a->need, sums, ahead, now, &limited_by);
         /* A large warm cache about to lapse costs the bucket more than serving it now. */
         const sl__cache_t *c = a->cache;
         int64_t cache_tokens = c ? c->tokens : 0;
@@ -622,9 +620,9 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         memset(out, 0, sizeof *out);
         out->status = SL_QUEUED;
         out->ticket = t->id;
-        double outer = sl__queue_outer(p, t->team, t->finish, t->seq, t->cost);
-        out->eta_s = queue_eta(p, t->team, &t->need, t->finish, t->seq, outer, now, &ahead,
-                               &out->limited_by);
+        double sums[SL_BUCKET_COUNT];
+        sl__queue_place(p, t->team, t->finish, t->seq, t->cost, &ahead, sums);
+        out->eta_s = queue_eta(p, &t->need, sums, ahead, now, &out->limited_by);
         out->position = ahead + 1;
         out->weight = t->weight;
         return SL_OK;

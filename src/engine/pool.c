@@ -210,8 +210,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
 {
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
         if (!sl__fits(p, &t->need, now)) break;
-        sl__tags_t tags = {t->team, t->finish,
-                           sl__queue_outer(p, t->team, t->finish, t->seq, t->cost)};
+        sl__tags_t tags = {t->team, t->finish, sl__queue_head_outer(t)};
         sl__queue_remove(p, t);
         sl__lease_t *l = NULL;
         if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, &tags, t->ttl_s,

@@ -139,7 +139,7 @@ sl__ticket_t *sl__queue_head(const sl__pool_t *p)
         const sl__pteam_t *pt = p->teams[i];
         sl__ticket_t *h = leftmost(pt->root);
         if (!h) continue;
-        double outer = pt->base + h->cost / team_weight(pt);
+        double outer = sl__queue_head_outer(h);
         if (!best || outer < best_outer) { /* ties: the team created first */
             best = h;
             best_outer = outer;
@@ -202,28 +202,26 @@ static void outer_prefix(const sl__pteam_t *pt, double outer, bool inclusive, in
     }
 }
 
-double sl__queue_outer(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
-                       double cost)
+double sl__queue_head_outer(const sl__ticket_t *head)
 {
-    int64_t n = 0;
-    double sums[SL_BUCKET_COUNT] = {0}, before = 0;
-    inner_prefix(pt->root, finish, seq, &n, sums, &before);
-    double base = pt->root ? pt->base : p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
-    return base + (before + cost) / team_weight(pt);
+    return head->team->base + head->cost / team_weight(head->team);
 }
 
-void sl__queue_prefix(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
-                      double outer, int64_t *count, double sums[SL_BUCKET_COUNT])
+double sl__queue_place(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
+                       double cost, int64_t *count, double sums[SL_BUCKET_COUNT])
 {
     *count = 0;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         sums[b] = 0;
-    double cost = 0;
-    inner_prefix(pt->root, finish, seq, count, sums, &cost);
+    double before = 0;
+    inner_prefix(pt->root, finish, seq, count, sums, &before);
+    double base = pt->root ? pt->base : p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
+    double outer = base + (before + cost) / team_weight(pt);
     for (size_t i = 0; i < p->n_teams; i++) {
         const sl__pteam_t *o = p->teams[i];
         if (o != pt && o->root) outer_prefix(o, outer, o->order < pt->order, count, sums);
     }
+    return outer;
 }
 
 void sl__queue_served(sl__pool_t *p, sl__pteam_t *pt, double finish, double outer)
