@@ -188,6 +188,17 @@ int sl_engine_set_caps(sl_engine_t *e, const char *holder, bool is_team, const s
  * requests. Errors: SL_EINVAL, SL_ENOMEM. */
 int sl_engine_set_agent_team(sl_engine_t *e, const char *agent, const char *team);
 
+/* Sets `team`'s weight in the pools' fair queue (finite, in [0.001, 1000]; a team never
+ * set weighs 1). Backlogged teams are served in proportion to their weights in
+ * dominant share, whatever their numbers of agents; inside a team its agents' own
+ * weights (role, unblocks, priority) order them. An agent outside every team is in
+ * the team "default". Takes effect at once, for queued requests too. Errors:
+ * SL_EINVAL (the message names the team and the value), SL_ENOMEM. */
+int sl_engine_set_team_weight(sl_engine_t *e, const char *team, double weight);
+
+/* The weight of `team` (1 when it was never set). */
+double sl_engine_team_weight(const sl_engine_t *e, const char *team);
+
 /* Creates pool `name` (1-128 bytes) or, when it exists, applies the new
  * configuration keeping every lease and queued ticket: capacities follow the new
  * limits at once (levels clamped), then the queue drains. A new pool starts with

@@ -135,6 +135,12 @@ int sl_backend_settings_validate(const sl_backend_settings_t *s, long *bad_pool,
                      s->caps[i].holder, sl_engine_errmsg(e));
             goto done;
         }
+        if (s->caps[i].team && s->caps[i].weight != 0 &&
+            (rc = sl_engine_set_team_weight(e, s->caps[i].holder, s->caps[i].weight)) != SL_OK) {
+            snprintf(err, errlen, "caps.teams.%s.weight: %s", s->caps[i].holder,
+                     sl_engine_errmsg(e));
+            goto done;
+        }
     }
     for (size_t i = 0; i < s->n_members; i++) {
         rc = sl_engine_set_agent_team(e, s->members[i].agent, s->members[i].team);

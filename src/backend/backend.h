@@ -43,6 +43,7 @@ typedef struct sl_named_caps {
     char *holder;
     bool team;
     sl_caps_t caps;
+    double weight; /* a team's weight in the fair queue; 0 = not set (weighs 1) */
 } sl_named_caps_t;
 
 /* An agent's team. */

@@ -250,6 +250,7 @@ static void remember_applied(memory_backend_t *m, const sl_backend_settings_t *s
     for (size_t i = 0; i < s->n_caps; i++) {
         m->applied.caps[i].holder = strdup(s->caps[i].holder);
         m->applied.caps[i].team = s->caps[i].team;
+        m->applied.caps[i].weight = s->caps[i].weight;
         if (m->applied.caps[i].holder) m->applied.n_caps = i + 1;
     }
     for (size_t i = 0; i < s->n_members; i++) {
@@ -287,9 +288,15 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
                                     NULL);
         for (size_t i = 0; rc == SL_OK && i < m->applied.n_members; i++)
             rc = sl_engine_set_agent_team(m->engine, m->applied.members[i].agent, NULL);
-        for (size_t i = 0; rc == SL_OK && i < s->n_caps; i++)
+        for (size_t i = 0; rc == SL_OK && i < m->applied.n_caps; i++)
+            if (m->applied.caps[i].team)
+                rc = sl_engine_set_team_weight(m->engine, m->applied.caps[i].holder, 1.0);
+        for (size_t i = 0; rc == SL_OK && i < s->n_caps; i++) {
             rc = sl_engine_set_caps(m->engine, s->caps[i].holder, s->caps[i].team,
                                     &s->caps[i].caps);
+            if (rc == SL_OK && s->caps[i].team && s->caps[i].weight != 0)
+                rc = sl_engine_set_team_weight(m->engine, s->caps[i].holder, s->caps[i].weight);
+        }
         for (size_t i = 0; rc == SL_OK && i < s->n_members; i++)
             rc = sl_engine_set_agent_team(m->engine, s->members[i].agent, s->members[i].team);
         if (rc == SL_OK) remember_applied(m, s);

@@ -103,6 +103,7 @@ void sl_engine_free(sl_engine_t *e)
     }
     sl__strmap_free(&e->tasks);
     sl__caps_free_engine(e);
+    sl__teams_free_engine(e);
     free(e);
 }
 

@@ -75,6 +75,29 @@ typedef struct sl__calib {
     int64_t out_p95; /* their 95th percentile; 0 until SL__OUTPUT_MIN_SAMPLES */
 } sl__calib_t;
 
+/* A team's weight (team.c): one per name the engine has heard of, never freed while
+ * the engine lives, so pools' team queues may point at it. */
+#define SL__DEFAULT_TEAM "default" /* the queue team of agents outside every team */
+#define SL__TEAM_WEIGHT_MIN 0.001
+#define SL__TEAM_WEIGHT_MAX 1000.0
+typedef struct sl__team {
+    char *name;
+    double weight;
+} sl__team_t;
+
+/* A team's queue within one pool (queue.c): the outer level of the hierarchical fair
+ * queue. Its tickets are a treap ordered by their agents' (inner) finish tags; the
+ * team's outer tag for its k-th ticket in that order is base + (the costs of tickets
+ * 0..k) / weight, computed from subtree sums when asked, never stored. */
+typedef struct sl__pteam {
+    const sl__team_t *team;
+    uint32_t order;            /* creation order in the pool: ties between teams */
+    double vtime;              /* inner V: the inner finish tag of its latest grant */
+    double last_outer;         /* the outer finish tag of its latest grant */
+    double base;               /* while backlogged: the outer start tag of its head */
+    struct sl__ticket *root;   /* treap ordered by (inner finish, seq) */
+} sl__pteam_t;
+
 /* An agent's state within one pool. */
 typedef struct sl__pagent {
     struct sl__agent *agent;
@@ -137,7 +160,9 @@ typedef struct sl__ticket {
     sl__capref_t caps;
     sl__need_t need;
     double weight;
-    double finish; /* WFQ key: (finish, seq) */
+    sl__pteam_t *team; /* the team queue it is in */
+    double cost;       /* its dominant share (weight.c): what it adds to the team's tag */
+    double finish;     /* WFQ key within its team: (finish, seq) */
     uint64_t seq;
     double enqueued_at;
     double ttl_s;
@@ -151,6 +176,7 @@ typedef struct sl__ticket {
     uint32_t prio;
     int64_t count;
     double sum[SL_BUCKET_COUNT]; /* doubles: sums of 2^53-token needs must not overflow */
+    double cost_sum;             /* summed cost of the subtree */
 } sl__ticket_t;
 
 typedef struct sl__pool {
@@ -175,8 +201,10 @@ typedef struct sl__pool {
     double lease_mean_s;   /* moving average of settled leases' durations (concurrency ETA) */
     int64_t lease_samples; /* settles averaged so far */
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
-    double vtime;                     /* V: finish tag of the most recent grant */
-    sl__ticket_t *queue;              /* treap root ordered by (finish, seq) */
+    double vtime;                     /* outer V: the outer finish tag of the latest grant */
+    sl__pteam_t **teams;              /* team queues, in creation order */
+    size_t n_teams;
+    int64_t queued;                   /* tickets in all team queues */
     uint64_t seq;
     sl__heap_t lease_heap;  /* leases by expires_at */
     sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
@@ -256,6 +284,7 @@ struct sl_engine {
     sl__idem_t *idem_head, *idem_tail;
     sl__strmap_t tasks;
     sl__strmap_t holders; /* holder key -> sl__holder_t */
+    sl__strmap_t teams;   /* team name -> sl__team_t (weights) */
     sl__class_t roles[SL__MAX_CLASSES];
     size_t n_roles;
     sl__class_t prios[SL__MAX_CLASSES];
@@ -318,15 +347,25 @@ double sl__margin_next_step_at(const sl__pool_t *p);
 double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now);
 
 /* queue.c */
-/* Queues `t` by (finish, seq), a key no queued ticket of `p` has. */
+/* Inserts t (t->team, t->finish, t->seq, t->cost set; a key no queued ticket has) into
+ * its team's queue; a team that was idle starts at max(V, its last outer tag): no
+ * credit for idle time. */
 void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t);
 /* Takes `t` out of p's queue; `t` must be in it (asserted in debug builds). */
 void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t);
+/* The next ticket to serve: the head of the team whose head has the lowest outer tag. */
 sl__ticket_t *sl__queue_head(const sl__pool_t *p);
 int64_t sl__queue_depth(const sl__pool_t *p);
-/* Requests ahead of key (finish, seq): their count and summed needs. */
-void sl__queue_prefix(const sl__pool_t *p, double finish, uint64_t seq, int64_t *count,
-                      double sums[SL_BUCKET_COUNT]);
+/* The outer tag of the queue's head (sl__queue_head). */
+double sl__queue_head_outer(const sl__ticket_t *head);
+/* Where a request of `cost` with inner key (finish, seq) in team pt stands, queued or
+ * as if inserted (a queued ticket is not ahead of itself): the requests ahead of it,
+ * in its team those of lower inner key, in another team those of lower outer tag
+ * (their count and summed needs), and its outer tag, returned. */
+double sl__queue_place(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
+                       double cost, int64_t *count, double sums[SL_BUCKET_COUNT]);
+/* Records a grant of team pt with inner tag `finish` and outer tag `outer`. */
+void sl__queue_served(sl__pool_t *p, sl__pteam_t *pt, double finish, double outer);
 int sl__queue_check(const sl__pool_t *p, char *msg, size_t msg_len);
 void sl__queue_foreach(sl__pool_t *p, void (*fn)(sl__ticket_t *t, void *ud), void *ud);
 
@@ -387,6 +426,13 @@ void sl__caps_end(sl__capref_t *c);
 void sl__caps_free_engine(sl_engine_t *e);
 void sl__caps_free_pool(sl__pool_t *p);
 
+/* team.c */
+/* The team queue of `name` in pool p, created (weight 1 unless configured) when
+ * `create`; NULL when out of memory. */
+sl__pteam_t *sl__pteam_get(sl_engine_t *e, sl__pool_t *p, const char *name, bool create);
+void sl__teams_free_engine(sl_engine_t *e);
+void sl__teams_free_pool(sl__pool_t *p);
+
 /* calibrate.c */
 void sl__calib_update_ratio(sl__calib_t *c);
 sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
@@ -408,9 +454,15 @@ void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
 void sl__spend_cap_alert(sl_engine_t *e, sl__pool_t *p, bool active, double now);
 
 /* lease.c */
+/* The fair-queue tags of a grant: its team, inner and outer finish tags. */
+typedef struct sl__tags {
+    sl__pteam_t *team;
+    double finish, outer;
+} sl__tags_t;
 int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,
-              const sl__need_t *need, const sl__capref_t *caps, double weight, double finish,
-              double ttl_s, uint64_t ticket, double waited_s, double now, sl__lease_t **out);
+              const sl__need_t *need, const sl__capref_t *caps, double weight,
+              const sl__tags_t *tags, double ttl_s, uint64_t ticket, double waited_s, double now,
+              sl__lease_t **out);
 /* Lets a grant remember the calibration it came with (called right after sl__grant). */
 void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens);
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);

@@ -34,8 +34,9 @@ void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out)
 }
 
 int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cache,
-              const sl__need_t *need, const sl__capref_t *caps, double weight, double finish,
-              double ttl_s, uint64_t ticket, double waited_s, double now, sl__lease_t **out)
+              const sl__need_t *need, const sl__capref_t *caps, double weight,
+              const sl__tags_t *tags, double ttl_s, uint64_t ticket, double waited_s, double now,
+              sl__lease_t **out)
 {
     sl__capref_t capref = *caps;
     if (sl__heap_reserve(&p->lease_heap) != 0 || sl__u64map_reserve(&e->leases, 1) != 0 ||
@@ -72,8 +73,8 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     }
     p->in_flight++;
     p->granted_total++;
-    if (finish > p->vtime) p->vtime = finish;
-    if (finish > pa->last_finish) pa->last_finish = finish;
+    sl__queue_served(p, tags->team, tags->finish, tags->outer);
+    if (tags->finish > pa->last_finish) pa->last_finish = tags->finish;
     pa->agent->leases++;
     sl__heap_push(&p->lease_heap, &l->expiry);
     sl__u64map_put(&e->leases, l->id, (uint64_t)(uintptr_t)l);
@@ -300,15 +301,13 @@ static void reject(sl__pool_t *p, double weight, double retry_after_s, double no
     p->rejected_total++;
 }
 
-/* Computes the finish tag, position and ETA the request would have if queued now. */
-static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double finish, uint64_t seq,
-                        double now, int64_t *ahead, const char **limited_by)
+/* The ETA of a request of `need` behind `ahead` requests whose needs sum to `sums`. */
+static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double sums[SL_BUCKET_COUNT],
+                        int64_t ahead, double now, const char **limited_by)
 {
-    double sums[SL_BUCKET_COUNT];
-    sl__queue_prefix(p, finish, seq, ahead, sums);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         sums[b] += (double)need->n[b];
-    return sl__eta_for(p, sums, *ahead, now, limited_by);
+    return sl__eta_for(p, sums, ahead, now, limited_by);
 }
 
 typedef struct decide_args {
@@ -319,6 +318,7 @@ typedef struct decide_args {
     sl__calib_t *calib;
     int64_t est_prompt_tokens;
     sl__need_t need;
+    sl__pteam_t *team; /* its agent's team queue in the pool */
     double weight;
     double ttl_s;
     double max_wait_s; /* the longest ETA that is queued */
@@ -340,23 +340,33 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         }
     }
     double cost = sl__cost(p, &a->need);
-    double start = p->vtime > a->pa->last_finish ? p->vtime : a->pa->last_finish;
-    const sl__ticket_t *head = sl__queue_head(p);
+    sl__pteam_t *pt = a->team;
+    /* An agent moved to another team keeps its last tag: it waits behind its new team
+     * until that team's clock passes it, never ahead of it. */
+    double start = pt->vtime > a->pa->last_finish ? pt->vtime : a->pa->last_finish;
     int64_t ahead = 0;
-    double finish = 0, eta_s = 0;
+    double finish = 0, outer = 0, eta_s = 0;
     const char *limited_by = NULL;
     for (int pass = 0; pass < 2; pass++) {
         finish = start + cost / a->weight;
-        if (!a->park_on && sl__fits(p, &a->need, now) && (!head || finish < head->finish)) {
+        double sums[SL_BUCKET_COUNT];
+        outer = sl__queue_place(p, pt, finish, p->seq + 1, cost, &ahead, sums);
+        /* Granted at once when it fits and would be the queue's head (and no holder's
+         * max_concurrent holds it back). */
+        if (!a->park_on && ahead == 0 && sl__fits(p, &a->need, now)) {
             sl__lease_t *l;
-            int rc = sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, finish,
+            sl__tags_t tags = {pt, finish, outer};
+            int rc = sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, &tags,
                                a->ttl_s, 0, 0, now, &l);
             if (rc) return sl__fail(e, rc, "out of memory granting a lease");
             sl__lease_set_calib(l, a->calib, a->est_prompt_tokens);
             sl__fill_grant(l, out);
+            /* Going ahead of its team's head moved that team's outer tags: another
+             * team's head that fits may lead now. */
+            if (pt->root && p->n_teams > 1) sl__pool_drain(e, p, now);
             return SL_OK;
         }
-        eta_s = queue_eta(p, &a->need, finish, p->seq + 1, now, &ahead, &limited_by);
+        eta_s = queue_eta(p, &a->need, sums, ahead, now, &limited_by);
         if (a->park_on && a->cap_wait_s >= eta_s) {
             eta_s = a->cap_wait_s;
             limited_by = a->cap_reason;
@@ -389,6 +399,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->est_prompt_tokens = a->est_prompt_tokens;
     t->need = a->need;
     t->weight = a->weight;
+    t->team = pt;
+    t->cost = cost;
     t->finish = finish;
     t->seq = ++p->seq;
     t->enqueued_at = now;
@@ -422,6 +434,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     ev.weight = a->weight;
     ev.eta_s = eta_s;
     sl__emit(e, &ev);
+    /* Landing ahead of its team's head moved that team's later outer tags (see above). */
+    if (p->n_teams > 1) sl__pool_drain(e, p, now);
     return SL_OK;
 }
 
@@ -564,7 +578,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     if (!cache) sl__cache_sweep(p, now_s);
     args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
     if (req->model) args.calib = calib ? calib : sl__calib_get(p, req->model, true);
-    if (!args.cache || (req->model && !args.calib)) {
+    args.team = a ? sl__pteam_get(e, p, a->team ? a->team : SL__DEFAULT_TEAM, true) : NULL;
+    if (!args.cache || (req->model && !args.calib) || !args.team) {
         free(key);
         return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", req->agent);
     }
@@ -628,7 +643,9 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         memset(out, 0, sizeof *out);
         out->status = SL_QUEUED;
         out->ticket = t->id;
-        out->eta_s = queue_eta(p, &t->need, t->finish, t->seq, now, &ahead, &out->limited_by);
+        double sums[SL_BUCKET_COUNT];
+        sl__queue_place(p, t->team, t->finish, t->seq, t->cost, &ahead, sums);
+        out->eta_s = queue_eta(p, &t->need, sums, ahead, now, &out->limited_by);
         if (t->parked_on) {
             const char *why;
             double cap_s = sl__caps_release_eta(p, t->parked_on, sl__caps_parked_ahead(t), now, &why);

@@ -187,7 +187,8 @@ void sl__pool_free(sl__pool_t *p)
     p->lease_heap.len = 0; /* the leases are gone: sl__heap_free must not touch them */
     sl__heap_free(&p->lease_heap);
     sl__heap_free(&p->ticket_heap);
-    free_ticket_rec(p->queue);
+    for (size_t i = 0; i < p->n_teams; i++)
+        free_ticket_rec(p->teams[i]->root);
     for (size_t i = 0; i < p->capstates.cap; i++) {
         if (!p->capstates.slots[i].hash) continue;
         sl__capstate_t *st = p->capstates.slots[i].val;
@@ -208,6 +209,7 @@ void sl__pool_free(sl__pool_t *p)
     sl__strmap_free(&p->caches);
     sl__calib_free_all(p);
     sl__caps_free_pool(p);
+    sl__teams_free_pool(p);
     free(p->name);
     free(p);
 }
@@ -216,6 +218,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
 {
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
         if (!sl__fits(p, &t->need, now)) break;
+        sl__tags_t tags = {t->team, t->finish, sl__queue_head_outer(t)};
         sl__queue_remove(p, t);
         /* The caps as they are now (a reload may have changed them since it queued). */
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
@@ -231,7 +234,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
             continue;
         }
         sl__lease_t *l = NULL;
-        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, t->finish, t->ttl_s,
+        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, &tags, t->ttl_s,
                       t->id, now - t->enqueued_at, now, &l) != SL_OK) {
             /* Out of memory: put it back and try again on the next advance. */
             sl__queue_insert(p, t);

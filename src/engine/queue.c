@@ -1,4 +1,4 @@
-/* queue.c - the weighted fair queue of a pool: a treap ordered by WFQ finish tags.
+/* queue.c - the hierarchical weighted fair queue of a pool: teams, then agents.
  *
  * Why a fair queue and not strict priority: a planner whose output unblocks six
  * workers should go first, but a busy planner must not starve a leaf agent for
@@ -7,11 +7,28 @@
  * finish)`. Serving requests in finish-tag order gives every backlogged agent a share
  * of the pool proportional to its weight, whatever the sizes of its requests.
  *
+ * Why two levels: per-agent fair queueing gives a team of 150 agents three times the
+ * key of a team of 50, whatever the teams agreed. So the tags above are *inner* tags,
+ * kept per team (each team has its own V, the inner tag of its latest grant), and
+ * the teams are themselves fair-queued: a team's tickets, in inner-tag order, have
+ * the outer tags `base + (c_0 + ... + c_k) / team_weight`, where `base` is the outer
+ * tag of the team's latest grant while it stays backlogged, and max(pool V, that tag)
+ * when it becomes backlogged again (standard virtual-time rule: an idle team lends its
+ * share and gets no credit for the time it lent it). The pool serves the team head of
+ * lowest outer tag (ties: the team seen first). So backlogged teams get dominant shares
+ * in proportion to their weights, and inside a team the task graph's weights order
+ * the agents as before. With one team this is exactly the one-level queue: the outer
+ * tags are monotone in the inner order. docs/engine.md says why not an auction.
+ *
+ * Outer tags are never stored: inserting a ticket ahead of others in its team moves
+ * their outer tags, so they are derived from subtree sums of cost when asked.
+ *
  * Why a treap with subtree sums: a request's ETA depends on the tokens of every
  * request ahead of it, and new requests land anywhere in the order. Keeping, per
- * node, the number of requests and the summed needs of its subtree gives the
- * position and the tokens ahead of any key in O(log n), so the cost of a request
- * hardly grows with the queue (100,000 queued must cost at most 3x 1,000 queued).
+ * node, the number of requests, the summed needs and the summed cost of its subtree
+ * gives the position and the tokens ahead of any key in O(log n) per team, so the
+ * cost of a request hardly grows with the queue (100,000 queued must cost at most
+ * 3x 1,000 queued). Teams are few (tens): the head and the ETA look at each team.
  * Priorities come from the engine's seeded generator, so runs are reproducible.
  *
  * Head-of-line: the pool drains from the head only (pool.c); a head that does not
@@ -30,15 +47,18 @@ static bool key_less(double f1, uint64_t s1, double f2, uint64_t s2)
 static void pull(sl__ticket_t *t)
 {
     t->count = 1;
+    t->cost_sum = t->cost;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         t->sum[b] = (double)t->need.n[b];
     if (t->left) {
         t->count += t->left->count;
+        t->cost_sum += t->left->cost_sum;
         for (int b = 0; b < SL_BUCKET_COUNT; b++)
             t->sum[b] += t->left->sum[b];
     }
     if (t->right) {
         t->count += t->right->count;
+        t->cost_sum += t->right->cost_sum;
         for (int b = 0; b < SL_BUCKET_COUNT; b++)
             t->sum[b] += t->right->sum[b];
     }
@@ -77,61 +97,142 @@ static sl__ticket_t *merge(sl__ticket_t *l, sl__ticket_t *r)
 
 void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t)
 {
+    sl__pteam_t *pt = t->team;
     sl__ticket_t *l, *r;
+    if (!pt->root) pt->base = p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
     t->left = t->right = NULL;
     pull(t);
-    split(p->queue, t->finish, t->seq, &l, &r);
-    p->queue = merge(merge(l, t), r);
+    split(pt->root, t->finish, t->seq, &l, &r);
+    pt->root = merge(merge(l, t), r);
+    p->queued++;
 }
 
 void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t)
 {
+    sl__pteam_t *pt = t->team;
     sl__ticket_t *l, *mid, *r;
-    split(p->queue, t->finish, t->seq, &l, &r);
+    split(pt->root, t->finish, t->seq, &l, &r);
     /* Keys are unique, so the next key after t is (finish, seq + 1). */
     split(r, t->finish, t->seq + 1, &mid, &r);
-    assert(mid == t && t->count == 1 && "the ticket is in this pool's queue");
+    assert(mid == t && t->count == 1 && "the ticket is in its team's queue");
     (void)mid;
-    p->queue = merge(l, r);
+    pt->root = merge(l, r);
     t->left = t->right = NULL;
+    p->queued--;
 }
 
-sl__ticket_t *sl__queue_head(const sl__pool_t *p)
+static sl__ticket_t *leftmost(sl__ticket_t *t)
 {
-    sl__ticket_t *t = p->queue;
     while (t && t->left)
         t = t->left;
     return t;
 }
 
-int64_t sl__queue_depth(const sl__pool_t *p)
+static double team_weight(const sl__pteam_t *pt)
 {
-    return p->queue ? p->queue->count : 0;
+    return pt->team->weight;
 }
 
-void sl__queue_prefix(const sl__pool_t *p, double finish, uint64_t seq, int64_t *count,
-                      double sums[SL_BUCKET_COUNT])
+sl__ticket_t *sl__queue_head(const sl__pool_t *p)
 {
-    *count = 0;
+    if (p->n_teams == 1) return leftmost(p->teams[0]->root);
+    sl__ticket_t *best = NULL;
+    double best_outer = 0;
+    for (size_t i = 0; i < p->n_teams; i++) {
+        const sl__pteam_t *pt = p->teams[i];
+        sl__ticket_t *h = leftmost(pt->root);
+        if (!h) continue;
+        double outer = sl__queue_head_outer(h);
+        if (!best || outer < best_outer) { /* ties: the team created first */
+            best = h;
+            best_outer = outer;
+        }
+    }
+    return best;
+}
+
+int64_t sl__queue_depth(const sl__pool_t *p)
+{
+    return p->queued;
+}
+
+/* Counts t and its whole left subtree as ahead: their number, needs and costs. */
+static void take_ahead(const sl__ticket_t *t, int64_t *count, double sums[SL_BUCKET_COUNT],
+                       double *cost)
+{
+    *count += 1;
+    *cost += t->cost;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        sums[b] = 0;
-    const sl__ticket_t *t = p->queue;
+        sums[b] += (double)t->need.n[b];
+    if (t->left) {
+        *count += t->left->count;
+        *cost += t->left->cost_sum;
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            sums[b] += t->left->sum[b];
+    }
+}
+
+/* Tickets of one team with inner key < (finish, seq): count, needs and cost. */
+static void inner_prefix(const sl__ticket_t *t, double finish, uint64_t seq, int64_t *count,
+                         double sums[SL_BUCKET_COUNT], double *cost)
+{
     while (t) {
         if (key_less(t->finish, t->seq, finish, seq)) {
-            /* t and its whole left subtree are ahead. */
-            *count += 1;
-            for (int b = 0; b < SL_BUCKET_COUNT; b++)
-                sums[b] += (double)t->need.n[b];
-            if (t->left) {
-                *count += t->left->count;
-                for (int b = 0; b < SL_BUCKET_COUNT; b++)
-                    sums[b] += t->left->sum[b];
-            }
+            take_ahead(t, count, sums, cost);
             t = t->right;
         } else {
             t = t->left;
         }
     }
+}
+
+/* Tickets of team pt whose outer tag is below `outer` (at most `outer` when
+ * `inclusive`): a prefix of its inner order, since costs are never negative. */
+static void outer_prefix(const sl__pteam_t *pt, double outer, bool inclusive, int64_t *count,
+                         double sums[SL_BUCKET_COUNT])
+{
+    double w = team_weight(pt), acc = 0;
+    const sl__ticket_t *t = pt->root;
+    while (t) {
+        double left_cost = t->left ? t->left->cost_sum : 0;
+        double tag = pt->base + (acc + left_cost + t->cost) / w;
+        if (tag < outer || (inclusive && tag == outer)) {
+            take_ahead(t, count, sums, &acc);
+            t = t->right;
+        } else {
+            t = t->left;
+        }
+    }
+}
+
+double sl__queue_head_outer(const sl__ticket_t *head)
+{
+    return head->team->base + head->cost / team_weight(head->team);
+}
+
+double sl__queue_place(const sl__pool_t *p, const sl__pteam_t *pt, double finish, uint64_t seq,
+                       double cost, int64_t *count, double sums[SL_BUCKET_COUNT])
+{
+    *count = 0;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        sums[b] = 0;
+    double before = 0;
+    inner_prefix(pt->root, finish, seq, count, sums, &before);
+    double base = pt->root ? pt->base : p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
+    double outer = base + (before + cost) / team_weight(pt);
+    for (size_t i = 0; i < p->n_teams; i++) {
+        const sl__pteam_t *o = p->teams[i];
+        if (o != pt && o->root) outer_prefix(o, outer, o->order < pt->order, count, sums);
+    }
+    return outer;
+}
+
+void sl__queue_served(sl__pool_t *p, sl__pteam_t *pt, double finish, double outer)
+{
+    if (finish > pt->vtime) pt->vtime = finish;
+    pt->last_outer = outer;
+    pt->base = outer;
+    if (outer > p->vtime) p->vtime = outer;
 }
 
 static void foreach_rec(sl__ticket_t *t, void (*fn)(sl__ticket_t *, void *), void *ud)
@@ -145,7 +246,8 @@ static void foreach_rec(sl__ticket_t *t, void (*fn)(sl__ticket_t *, void *), voi
 
 void sl__queue_foreach(sl__pool_t *p, void (*fn)(sl__ticket_t *t, void *ud), void *ud)
 {
-    foreach_rec(p->queue, fn, ud);
+    for (size_t i = 0; i < p->n_teams; i++)
+        foreach_rec(p->teams[i]->root, fn, ud);
 }
 
 /* Checks order, heap priorities and subtree sums. Returns the node count or -1. */
@@ -164,6 +266,13 @@ static int64_t check_rec(const sl__ticket_t *t, const sl__ticket_t **prev, char 
     if (nr < 0) return -1;
     if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio)) {
         snprintf(msg, msg_len, "queue heap order broken at ticket %llu", (unsigned long long)t->id);
+        return -1;
+    }
+    double cost_sum = t->cost;
+    if (t->left) cost_sum += t->left->cost_sum;
+    if (t->right) cost_sum += t->right->cost_sum;
+    if (cost_sum != t->cost_sum || !(t->cost >= 0)) {
+        snprintf(msg, msg_len, "queue cost sum wrong at ticket %llu", (unsigned long long)t->id);
         return -1;
     }
     double sum[SL_BUCKET_COUNT];
@@ -190,6 +299,17 @@ static int64_t check_rec(const sl__ticket_t *t, const sl__ticket_t **prev, char 
 
 int sl__queue_check(const sl__pool_t *p, char *msg, size_t msg_len)
 {
-    const sl__ticket_t *prev = NULL;
-    return check_rec(p->queue, &prev, msg, msg_len) < 0 ? -1 : 0;
+    int64_t total = 0;
+    for (size_t i = 0; i < p->n_teams; i++) {
+        const sl__ticket_t *prev = NULL;
+        int64_t n = check_rec(p->teams[i]->root, &prev, msg, msg_len);
+        if (n < 0) return -1;
+        total += n;
+    }
+    if (total != p->queued) {
+        snprintf(msg, msg_len, "queue holds %lld tickets but counts %lld", (long long)total,
+                 (long long)p->queued);
+        return -1;
+    }
+    return 0;
 }

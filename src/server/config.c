@@ -621,8 +621,23 @@ static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char
     return 0;
 }
 
+/* A team's fair-queue weight, checked with the engine's rules so the error names the
+ * line, the field and the value. */
+static int get_team_weight(parse_t *p, yaml_node_t *v, const char *fkey, const char *team,
+                           double *out)
+{
+    if (get_double(p, v, fkey, out) < 0) return -1;
+    sl_engine_t *e = sl_engine_new(NULL);
+    if (!e) return fail(p, v, fkey, "out of memory%s", "");
+    int rc = sl_engine_set_team_weight(e, team, *out);
+    if (rc != SL_OK) rc = fail(p, v, fkey, "%s", sl_engine_errmsg(e));
+    sl_engine_free(e);
+    return rc;
+}
+
 /* One holder's caps: {max_share, max_rpm, max_concurrent, budget_usd_per_hour,
- * budget_usd_per_day} and, for a team, members: [agent, ...]. */
+ * budget_usd_per_day} and, for a team, weight (in the fair queue) and members:
+ * [agent, ...]. */
 static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool team,
                           sl_config_t *c)
 {
@@ -657,6 +672,8 @@ static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool
             rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_hour);
         } else if (!strcmp(kname, "budget_usd_per_day")) {
             rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_day);
+        } else if (team && !strcmp(kname, "weight")) {
+            rc = get_team_weight(p, v, fkey, holder, &nc->weight);
         } else if (team && !strcmp(kname, "members")) {
             char **names = NULL;
             size_t n = 0;
@@ -678,7 +695,7 @@ static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool
         } else {
             rc = fail(p, k, fkey,
                       team ? "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
-                             "budget_usd_per_hour, budget_usd_per_day, members)"
+                             "budget_usd_per_hour, budget_usd_per_day, weight, members)"
                            : "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
                              "budget_usd_per_hour, budget_usd_per_day)",
                       kname);

@@ -71,6 +71,7 @@ void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                  "tokens = the ideal run's uncached input / input TPM; critical path = the\n"
                  "longest task chain with every call served at once at its shortest latency;\n"
                  "combined = the larger. mk/bnd, p95/bnd: makespan and p95 task time over it.\n");
+    sl_sim_report_teams_table(out, sc, r, n);
 }
 
 static void json_number(FILE *out, double v, const char *fmt)
@@ -104,6 +105,7 @@ void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
         json_number(out, ratio(s->makespan_s, &b), "%.4f");
         fputs(",\"p95_task_ratio\":", out);
         json_number(out, ratio(s->p95_task_s, &b), "%.4f");
+        sl_sim_report_teams_json(out, s);
         fputc('}', out);
     }
     fputs("]}\n", out);

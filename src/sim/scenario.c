@@ -191,6 +191,30 @@ static void parse_agents(ctx_t *c, const yaml_node_t *v, sl_sim_scenario_t *sc)
     }
 }
 
+/* team_weights: [w0, w1, ...], each a team's weight in the engine's fair queue. */
+static void parse_team_weights(ctx_t *c, const yaml_node_t *v, sl_sim_scenario_t *sc)
+{
+    if (v->type != YAML_SEQUENCE_NODE) {
+        fail(c, "team_weights: expected a list of numbers");
+        return;
+    }
+    int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+    free(sc->team_weight);
+    sc->team_weight = calloc((size_t)(n ? n : 1), sizeof *sc->team_weight);
+    if (!sc->team_weight) {
+        fail(c, "out of memory");
+        return;
+    }
+    for (int i = 0; i < n && !c->failed; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "team_weights[%d]", i);
+        /* The engine's bounds (sl_engine_set_team_weight). */
+        sc->team_weight[i] = get_double(
+            c, key, yaml_document_get_node(c->doc, v->data.sequence.items.start[i]), 0.001, 1000);
+    }
+    sc->n_team_weights = n;
+}
+
 static void check_graph(ctx_t *c, sl_sim_scenario_t *sc)
 {
     if (sc->n_groups == 0) fail(c, "agents: the fleet is empty");
@@ -259,6 +283,7 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
             else if (!strcmp(k, "loop_continue")) sc->loop_continue = get_double(&c, k, v, 0, 0.95);
             else if (!strcmp(k, "estimate_noise")) sc->estimate_noise = get_double(&c, k, v, 0, 0.9);
             else if (!strcmp(k, "teams")) sc->teams = (int)get_int(&c, k, v, 1, 10000);
+            else if (!strcmp(k, "team_weights")) parse_team_weights(&c, v, sc);
             else if (!strcmp(k, "provider")) parse_provider(&c, v, &sc->provider);
             else if (!strcmp(k, "agents")) parse_agents(&c, v, sc);
             else fail(&c, "unknown key \"%s\"", k);
@@ -267,6 +292,15 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
     if (!c.failed && sc->replan_max < sc->replan_min)
         fail(&c, "replan_max: %g is below replan_min %g", sc->replan_max, sc->replan_min);
     if (!c.failed) check_graph(&c, sc);
+    if (!c.failed && sc->team_weight && sc->n_team_weights > sc->teams)
+        fail(&c, "team_weights: %d weights for %d teams", sc->n_team_weights, sc->teams);
+    if (!c.failed && sc->team_weight) {
+        /* Teams the list does not name weigh 1. */
+        double *w = realloc(sc->team_weight, (size_t)sc->teams * sizeof *w);
+        if (!w) fail(&c, "out of memory");
+        else sc->team_weight = w;
+        for (int i = sc->n_team_weights; !c.failed && i < sc->teams; i++) w[i] = 1;
+    }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     if (c.failed) {
@@ -320,4 +354,7 @@ void sl_sim_scenario_free(sl_sim_scenario_t *sc)
     free(sc->groups);
     sc->groups = NULL;
     sc->n_groups = 0;
+    free(sc->team_weight);
+    sc->team_weight = NULL;
+    sc->n_team_weights = 0;
 }

@@ -180,6 +180,7 @@ static void want_call(sim_run_t *run, sim_agent_t *a, bool fresh)
 {
     a->phase = PH_WANT;
     set_waiting(run, +1);
+    sim_teams_waiting(run, a, +1);
     if (fresh) {
         a->want_since = run->now_s;
         /* A turn's first call: the work's rhythm, which sluice overlay sets the 429s against. */
@@ -195,6 +196,7 @@ static void leave_want(sim_run_t *run, sim_agent_t *a)
 {
     a->gen++;
     set_waiting(run, -1);
+    sim_teams_waiting(run, a, -1);
 }
 
 static void new_turn_call(sim_agent_t *a)
@@ -344,6 +346,7 @@ static uint64_t cache_key(const sim_agent_t *a)
 void sim_send(sim_run_t *run, sim_agent_t *a)
 {
     if (a->phase != PH_WANT) return;
+    bool all_backlogged = sim_teams_all_backlogged(run); /* counting this agent */
     leave_want(run, a);
     sl_provider_call_t call = {
         .input_tokens = a->call_tail,
@@ -370,11 +373,14 @@ void sim_send(sim_run_t *run, sim_agent_t *a)
         run->strat->result(run, a, r);
         double delay = run->strat->retry_delay(run, a, r);
         a->phase = PH_RETRY;
+        sim_teams_waiting(run, a, +1); /* still wants the call: its team is backlogged */
         schedule(run, a, run->now_s + delay, EV_RETRY);
         return;
     }
     bin->uncached_input_tokens += r->input_tokens + r->cache_creation_input_tokens;
     bin->output_tokens += r->output_tokens;
+    sim_teams_served(run, a, r->input_tokens + r->cache_creation_input_tokens + r->output_tokens,
+                     all_backlogged);
     run->res->uncached_input_tokens += r->input_tokens + r->cache_creation_input_tokens;
     run->res->tokens_usage_sum += r->input_tokens + r->cache_creation_input_tokens +
                                   r->cache_read_input_tokens + r->output_tokens;
@@ -427,6 +433,7 @@ static void handle(sim_run_t *run, const sim_event_t *ev)
         break;
     case EV_RETRY:
         if (a->phase != PH_RETRY) break;
+        sim_teams_waiting(run, a, -1);
         if (!run->strat->checkpoint && !a->recovering && a->attempts > run->strat->retries_in_turn)
             start_recovery(run, a);
         else want_call(run, a, false);
@@ -662,7 +669,7 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
         return -1;
     }
     int rc = -1;
-    if (build_fleet(&run) != 0) {
+    if (build_fleet(&run) != 0 || sim_teams_init(&run) != 0) {
         snprintf(err, errlen, "out of memory building the fleet");
         goto done;
     }
@@ -680,11 +687,13 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
         snprintf(err, errlen, "%s: %s", st->name, run.err);
     } else {
         finish_result(&run);
-        rc = 0;
+        rc = sim_teams_finish(&run);
+        if (rc != 0) snprintf(err, errlen, "out of memory");
     }
     st->fini(&run);
 done:
     sl_provider_free(run.provider);
+    sim_teams_free(&run);
     free_fleet(&run);
     if (rc != 0) sl_sim_result_free(out);
     return rc;
@@ -695,6 +704,9 @@ void sl_sim_result_free(sl_sim_result_t *r)
     free(r->bins);
     r->bins = NULL;
     r->n_bins = 0;
+    free(r->teams);
+    r->teams = NULL;
+    r->n_teams = 0;
 }
 
 double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc)

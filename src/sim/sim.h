@@ -52,6 +52,8 @@ typedef struct sl_sim_scenario {
     double loop_continue;         /* chance a loop of identical failures goes on */
     double estimate_noise;        /* the agents' local count is off by up to +-this */
     int teams;                    /* the groups are repeated per team */
+    double *team_weight;          /* [teams]: team k's weight (team_weights; NULL = all 1) */
+    int n_team_weights;           /* weights the list gave (the rest are 1) */
     sl_provider_config_t provider;
     sl_sim_group_t *groups;
     int n_groups;
@@ -113,6 +115,18 @@ typedef struct sl_sim_bin {
     int64_t waiting;              /* agents waiting to send a call at the bin's end */
 } sl_sim_bin_t;
 
+/* One team of a run (teams.c): its share of what was served while every team was
+ * backlogged (had an agent waiting to send a call), against its weight. */
+typedef struct sl_sim_team_stat {
+    double weight;
+    int64_t tokens_backlogged;    /* uncached input + output of the calls it sent while
+                                     every team was backlogged */
+    double share;                 /* its fraction of those tokens over all teams */
+    double weight_share;          /* its weight over the sum of the weights */
+    double p95_task_s;            /* of its finished tasks */
+    int64_t tasks_done;
+} sl_sim_team_stat_t;
+
 typedef struct sl_sim_result {
     char strategy[24];
     int64_t requests;
@@ -131,6 +145,9 @@ typedef struct sl_sim_result {
     double wave_period_s;         /* dominant period of the 429 series; < 0 = none */
     sl_sim_bin_t *bins;           /* owned; free with sl_sim_result_free() */
     size_t n_bins;
+    sl_sim_team_stat_t *teams;    /* [n_teams] when the scenario has 2 or more teams; owned */
+    int n_teams;
+    double all_backlogged_s;      /* time every team was backlogged at once */
 } sl_sim_result_t;
 
 /* Runs scenario `sc` under `strategy` with `seed`. `events` (may be NULL) receives
@@ -148,6 +165,16 @@ void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
 /* The JSON report: {"scenario","seed","lower_bound_s","strategies":[...]} and a newline. */
 void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                         const sl_sim_result_t *r, size_t n);
+
+/* The teams' table (teams.c): per strategy, each team's share of the tokens served
+ * while every team was backlogged against its weight's share, and the worst team's p95
+ * task time against the other teams'. Prints nothing for a scenario of one team. */
+void sl_sim_report_teams_table(FILE *out, const sl_sim_scenario_t *sc, const sl_sim_result_t *r,
+                               size_t n);
+
+/* The same as JSON fields of one strategy's object: `,"all_backlogged_s":...,"teams":[...],
+ * "worst_team_p95_s":...,"other_teams_p95_s":...`; nothing for one team. */
+void sl_sim_report_teams_json(FILE *out, const sl_sim_result_t *s);
 
 /* Writes the time series of every run as CSV (one row per strategy and bin). */
 void sl_sim_report_csv(FILE *out, const sl_sim_result_t *r, size_t n);

@@ -130,7 +130,23 @@ struct sim_run {
     int64_t waiting;
     double *task_times;
     double crit_wait_s;
+    /* Teams (teams.c). */
+    int *team_waiting;     /* [teams]: its agents waiting to send a call */
+    int teams_backlogged;  /* teams with an agent waiting */
+    double all_since;      /* when every team became backlogged; < 0 = not now */
 };
+
+/* teams.c: the backlog and service of each team, for sl_sim_team_stat_t. */
+int sim_teams_init(sim_run_t *run);
+void sim_teams_free(sim_run_t *run);
+/* Agent `a` starts (+1) or stops (-1) waiting to send a call. */
+void sim_teams_waiting(sim_run_t *run, const sim_agent_t *a, int delta);
+/* Agent `a` sent a call the provider admitted, costing `tokens` (uncached input +
+ * output); `all_backlogged` says whether every team was backlogged as it was sent. */
+void sim_teams_served(sim_run_t *run, const sim_agent_t *a, int64_t tokens, bool all_backlogged);
+bool sim_teams_all_backlogged(const sim_run_t *run);
+/* Fills run->res->teams at the end of the run; 0 or -1 (out of memory). */
+int sim_teams_finish(sim_run_t *run);
 
 /* Sends the agent's current call to the provider now. */
 void sim_send(sim_run_t *run, sim_agent_t *a);

@@ -182,6 +182,25 @@ static int put_task(sim_run_t *run, int ti, sl_task_state_t state)
     return sl_engine_task_put(s->e, t->id, run->agents[t->agent].g->role, deps, n, state);
 }
 
+/* The scenario's teams ("t0", "t1", ...) and their weights, in the engine's fair queue.
+ * One team is the engine's default: nothing to tell it. */
+static int put_teams(sim_run_t *run, sl_engine_t *e)
+{
+    const sl_sim_scenario_t *sc = run->sc;
+    if (sc->teams < 2) return SL_OK;
+    char team[32];
+    int rc = SL_OK;
+    for (int k = 0; rc == SL_OK && k < sc->teams; k++) {
+        snprintf(team, sizeof team, "t%d", k);
+        rc = sl_engine_set_team_weight(e, team, sc->team_weight ? sc->team_weight[k] : 1.0);
+    }
+    for (int i = 0; rc == SL_OK && i < run->n_agents; i++) {
+        snprintf(team, sizeof team, "t%d", run->agents[i].team);
+        rc = sl_engine_set_agent_team(e, run->agents[i].name, team);
+    }
+    return rc;
+}
+
 static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *err, size_t errlen)
 {
     sluice_state_t *s = calloc(1, sizeof *s);
@@ -211,6 +230,7 @@ static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *er
     }
     for (int i = 0; rc == SL_OK && !equal && i < run->n_tasks; i++)
         rc = put_task(run, i, SL_TASK_WAITING);
+    if (rc == SL_OK && !equal) rc = put_teams(run, s->e);
     if (rc != SL_OK) {
         snprintf(err, errlen, "engine: %s", sl_engine_errmsg(s->e));
         sl_engine_free(s->e);

@@ -74,6 +74,7 @@ typedef struct scenario {
     op_t ops[MAX_OPS];
     int n;
     char roles[512], prios[512];
+    char teams[512], members[4096]; /* "team=weight,..." and "agent=team,..." */
     char *lines[MAX_OPS]; /* the split copies the ops point into */
     int n_lines;
     bool engine_only; /* "engine_only": what the Redis library does not port (caps) */
@@ -149,6 +150,17 @@ static int load_scenario(const char *path, scenario_t *sc)
             char *list = strcmp(op->tok[0], "role") == 0 ? sc->roles : sc->prios;
             size_t len = strlen(list);
             snprintf(list + len, 512 - len, ",%s=%s", op->tok[1], op->ntok > 2 ? op->tok[2] : "1");
+        }
+        /* so do teams' weights and members (before the pools, like roles) */
+        if (strcmp(op->tok[0], "team") == 0 && op->ntok > 2) {
+            size_t len = strlen(sc->teams);
+            snprintf(sc->teams + len, sizeof sc->teams - len, "%s%s=%s", len ? "," : "",
+                     op->tok[1], op->tok[2]);
+        }
+        if (strcmp(op->tok[0], "member") == 0 && op->ntok > 2) {
+            size_t len = strlen(sc->members);
+            snprintf(sc->members + len, sizeof sc->members - len, "%s%s=%s", len ? "," : "",
+                     op->tok[1], op->tok[2]);
         }
     }
     fclose(f);
@@ -342,6 +354,10 @@ static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, re
     (void)sc;
     if (strcmp(name, "role") == 0) {
         r->rc = sl_engine_set_role(e, a1, op->ntok > 2 ? strtod(op->tok[2], NULL) : 1);
+    } else if (strcmp(name, "team") == 0) {
+        r->rc = sl_engine_set_team_weight(e, a1, op->ntok > 2 ? strtod(op->tok[2], NULL) : 1);
+    } else if (strcmp(name, "member") == 0) {
+        r->rc = sl_engine_set_agent_team(e, a1, op->ntok > 2 ? op->tok[2] : NULL);
     } else if (strcmp(name, "priority") == 0) {
         r->rc = sl_engine_set_priority(e, a1, op->ntok > 2 ? strtod(op->tok[2], NULL) : 1);
     } else if (strcmp(name, "pool") == 0) {
@@ -405,8 +421,6 @@ static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, re
         r->rc = sl_engine_advance(e, now);
         if (!r->rc) r->rc = sl_engine_pool_info(e, a1 ? a1 : "default", &info);
         if (!r->rc) pool_result(&info, r);
-    } else if (strcmp(name, "member") == 0) {
-        r->rc = sl_engine_set_agent_team(e, a1, op->ntok > 2 ? op->tok[2] : NULL);
     } else if (strcmp(name, "caps") == 0) {
         sl_caps_t caps = {.max_concurrent = (int64_t)arg_num(op, "max_concurrent", 0),
                           .max_rpm = (int64_t)arg_num(op, "max_rpm", 0)};
@@ -510,8 +524,14 @@ static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, resu
     redisReply *raw = NULL;
     char err[256];
     sl_decision_t d;
-    if (strcmp(name, "role") == 0 || strcmp(name, "priority") == 0) {
+    if (strcmp(name, "role") == 0 || strcmp(name, "priority") == 0 ||
+        strcmp(name, "member") == 0) {
         r->rc = SL_OK; /* applied with every pool's configuration */
+    } else if (strcmp(name, "team") == 0) {
+        /* The daemon validates weights with the engine's rules before Redis. */
+        sl_engine_t *scratch = sl_engine_new(NULL);
+        r->rc = sl_engine_set_team_weight(scratch, a1, op->ntok > 2 ? strtod(op->tok[2], NULL) : 1);
+        sl_engine_free(scratch);
     } else if (strcmp(name, "pool") == 0) {
         sl_pool_config_t cfg;
         pool_config_from(op, &cfg);
@@ -522,6 +542,8 @@ static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, resu
         if (!r->rc) {
             int no = register_pool(rr, a1);
             sl__rcmd_configure(&c, a1, &cfg, &sc->ecfg, sc->roles, sc->prios, no, now, NULL);
+            sl__rcmd_str(&c, "teams", sc->teams);
+            sl__rcmd_str(&c, "members", sc->members);
             raw = lib_call(rr, &c, &rep, r);
         }
     } else if (strcmp(name, "request") == 0) {

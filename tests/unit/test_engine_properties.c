@@ -297,6 +297,10 @@ static void run_seed(uint64_t seed, long ops)
     assert_int_equal(sl_engine_set_caps(w->e, "pairs", true, &pair), SL_OK);
     assert_int_equal(sl_engine_set_agent_team(w->e, "w5", "pairs"), SL_OK);
     assert_int_equal(sl_engine_set_agent_team(w->e, "w6", "pairs"), SL_OK);
+    /* Three queue teams (workers, ops, default), weighted: the hierarchical queue too. */
+    assert_int_equal(sl_engine_set_team_weight(w->e, "workers", 2.5), SL_OK);
+    assert_int_equal(sl_engine_set_team_weight(w->e, "ops", 0.5), SL_OK);
+    assert_int_equal(sl_engine_set_agent_team(w->e, "w4", "ops"), SL_OK);
     for (long i = 0; i < ops; i++) {
         int op = (int)(rnd(w) % 10);
         if (op < 4)

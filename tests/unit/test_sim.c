@@ -163,6 +163,88 @@ static void test_scenario_errors_name_the_field_and_value(void **state)
     assert_non_null(strstr(err, "\"b\""));
 }
 
+static void test_team_weight_errors_name_the_field_and_value(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"teams: 2\nteam_weights: [1, 0]\nagents: [{name: a}]\n", "team_weights[1]: \"0\""},
+        {"teams: 2\nteam_weights: [1, 2, 3]\nagents: [{name: a}]\n", "3 weights for 2 teams"},
+        {"teams: 2\nteam_weights: 3\nagents: [{name: a}]\n", "team_weights: expected a list"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(sl_sim_scenario_parse(bad[i].yaml, strlen(bad[i].yaml), &sc, err, sizeof err),
+                         -1);
+        if (!strstr(err, bad[i].want)) fail_msg("\"%s\" does not say \"%s\"", err, bad[i].want);
+    }
+    const char *ok = "teams: 3\nteam_weights: [2]\nagents: [{name: a}]\n";
+    assert_int_equal(sl_sim_scenario_parse(ok, strlen(ok), &sc, err, sizeof err), 0);
+    assert_true(sc.team_weight[0] == 2 && sc.team_weight[1] == 1 && sc.team_weight[2] == 1);
+    sl_sim_scenario_free(&sc);
+}
+
+/* Two identical teams that always have agents waiting, weighted 1:3. */
+static const char two_teams[] = "name: two-teams\nseed: 3\nduration_s: 600\nteams: 2\n"
+                                "team_weights: [1, 3]\nharness_timeout_s: 0\n"
+                                "provider: {input_tpm: 60000, output_tpm: 6000000, rpm: 100000}\n"
+                                "agents:\n  - {name: w, count: 8, turns: 200, prefix_tokens: 0,"
+                                " turn_tokens: 2000, output_tokens: 100, max_tokens: 200,"
+                                " test_s: 1}\n";
+
+static double team1_share(const sl_sim_scenario_t *sc, const char *strategy)
+{
+    sl_sim_result_t r;
+    char err[256];
+    if (sl_sim_run(sc, strategy, 3, NULL, &r, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(r.n_teams, 2);
+    assert_true(r.all_backlogged_s > 500);
+    double share = r.teams[1].share;
+    print_message("%s: team t1 served %.3f of the tokens while both were backlogged\n", strategy,
+                  share);
+    assert_true(fabs(r.teams[0].share + share - 1) < 1e-9);
+    assert_true(fabs(r.teams[1].weight_share - 0.75) < 1e-9);
+    sl_sim_result_free(&r);
+    return share;
+}
+
+static void test_sluice_serves_backlogged_teams_by_their_weights(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    if (sl_sim_scenario_parse(two_teams, strlen(two_teams), &sc, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    double weighted = team1_share(&sc, "sluice");
+    assert_true(weighted > 0.75 * 0.95 && weighted < 0.75 * 1.05);
+    /* Without teams in the engine (every weight 1) the two equal teams split evenly. */
+    double equal = team1_share(&sc, "sluice-equal");
+    assert_true(equal > 0.45 && equal < 0.55);
+    sl_sim_scenario_free(&sc);
+}
+
+static void test_same_seed_gives_byte_identical_team_reports(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("scale-200.yaml", &sc);
+    assert_int_equal(sc.teams, 10);
+    assert_non_null(sc.team_weight);
+    sl_sim_result_t a[8], b[8];
+    char *x = run_all(&sc, 1, a), *y = run_all(&sc, 1, b);
+    assert_string_equal(x, y);
+    assert_non_null(strstr(x, "\"teams\":[{\"team\":\"t0\",\"weight\":3.000"));
+    assert_non_null(strstr(x, "\"worst_team_p95_s\""));
+    assert_non_null(strstr(x, "teams: share of tokens served while all 10 teams"));
+    free(x);
+    free(y);
+    free_all(a);
+    free_all(b);
+    sl_sim_scenario_free(&sc);
+}
+
 static void test_the_plot_is_produced_and_not_empty(void **state)
 {
     (void)state;
@@ -369,6 +451,9 @@ int main(void)
         cmocka_unit_test(test_makespan_is_never_below_the_lower_bound),
         cmocka_unit_test(test_limits_far_above_demand_give_no_429s),
         cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
+        cmocka_unit_test(test_team_weight_errors_name_the_field_and_value),
+        cmocka_unit_test(test_sluice_serves_backlogged_teams_by_their_weights),
+        cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
         cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
         cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
         cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),

@@ -369,6 +369,7 @@ static void on_registered(rb_t *rb, rcall_t *c, redisReply *r)
     sl__rcmd_t cmd;
     sl__rcmd_configure(&cmd, np->name, &np->config, &rb->ecfg, rb->roles, rb->prios,
                        rb->pools[i].no, NAN, rb->opt.replica_id);
+    sl__rb_add_teams(rb, &cmd);
     sl__rb_add_configure_history(rb, &cmd, &rb->pools[i]);
     sl__rb_send_cmd(rb, &cmd, on_configured, NULL, i, true);
 }

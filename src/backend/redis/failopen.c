@@ -55,6 +55,12 @@ void sl__rb_local_configure(rb_t *rb, bool cold)
         sl_engine_set_role(rb->local, s->roles[i].name, s->roles[i].value);
     for (size_t i = 0; i < s->n_priorities; i++)
         sl_engine_set_priority(rb->local, s->priorities[i].name, s->priorities[i].value);
+    for (size_t i = 0; i < s->n_caps; i++)
+        if (s->caps[i].team)
+            sl_engine_set_team_weight(rb->local, s->caps[i].holder,
+                                      s->caps[i].weight != 0 ? s->caps[i].weight : 1.0);
+    for (size_t i = 0; i < s->n_members; i++)
+        sl_engine_set_agent_team(rb->local, s->members[i].agent, s->members[i].team);
     double now = sl__rb_now(&rb->base);
     for (size_t i = 0; i < s->n_pools; i++) {
         sl_pool_config_t cfg = s->pools[i].config;

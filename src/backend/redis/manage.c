@@ -9,7 +9,9 @@ static int copy_settings(rb_t *rb, const sl_backend_settings_t *s)
     c.pools = calloc(s->n_pools ? s->n_pools : 1, sizeof *c.pools);
     c.roles = calloc(s->n_roles ? s->n_roles : 1, sizeof *c.roles);
     c.priorities = calloc(s->n_priorities ? s->n_priorities : 1, sizeof *c.priorities);
-    if (!c.pools || !c.roles || !c.priorities) goto nomem;
+    c.caps = calloc(s->n_caps ? s->n_caps : 1, sizeof *c.caps);
+    c.members = calloc(s->n_members ? s->n_members : 1, sizeof *c.members);
+    if (!c.pools || !c.roles || !c.priorities || !c.caps || !c.members) goto nomem;
     for (size_t i = 0; i < s->n_pools; i++, c.n_pools++) {
         c.pools[i].config = s->pools[i].config;
         if (!(c.pools[i].name = sl__rb_dup_or_null(s->pools[i].name))) goto nomem;
@@ -21,6 +23,16 @@ static int copy_settings(rb_t *rb, const sl_backend_settings_t *s)
     for (size_t i = 0; i < s->n_priorities; i++, c.n_priorities++) {
         c.priorities[i].value = s->priorities[i].value;
         if (!(c.priorities[i].name = sl__rb_dup_or_null(s->priorities[i].name))) goto nomem;
+    }
+    /* Teams' weights and members go to the library's queue (caps are not ported yet). */
+    for (size_t i = 0; i < s->n_caps; i++, c.n_caps++) {
+        c.caps[i] = s->caps[i];
+        if (!(c.caps[i].holder = sl__rb_dup_or_null(s->caps[i].holder))) goto nomem;
+    }
+    for (size_t i = 0; i < s->n_members; i++, c.n_members++) {
+        if (!(c.members[i].agent = sl__rb_dup_or_null(s->members[i].agent)) ||
+            !(c.members[i].team = sl__rb_dup_or_null(s->members[i].team)))
+            goto nomem;
     }
     sl_backend_settings_clear(&rb->settings);
     rb->settings = c;
@@ -51,6 +63,43 @@ static void class_list(char *out, size_t len, const char *const *names, const do
             off += (size_t)snprintf(out + off, off < len ? len - off : 0, "%s%s=%.17g",
                                     off ? "," : "", extra[j].name, extra[j].value);
     }
+}
+
+/* Appends "k=v,..." to a growing string; false when out of memory. */
+static bool list_add(char **buf, size_t *len, size_t *cap, const char *k, const char *v)
+{
+    size_t need = strlen(k) + strlen(v) + 3;
+    if (*len + need > *cap) {
+        size_t ncap = (*cap + need) * 2;
+        char *grown = realloc(*buf, ncap);
+        if (!grown) return false;
+        *buf = grown;
+        *cap = ncap;
+    }
+    *len += (size_t)snprintf(*buf + *len, *cap - *len, "%s%s=%s", *len ? "," : "", k, v);
+    return true;
+}
+
+void sl__rb_add_teams(const rb_t *rb, sl__rcmd_t *cmd)
+{
+    const sl_backend_settings_t *s = &rb->settings;
+    char *teams = calloc(1, 1), *members = calloc(1, 1);
+    size_t tl = 0, tc = 1, ml = 0, mc = 1;
+    bool ok = teams && members;
+    for (size_t i = 0; ok && i < s->n_caps; i++) {
+        if (!s->caps[i].team || s->caps[i].weight == 0) continue;
+        char w[32];
+        snprintf(w, sizeof w, "%.17g", s->caps[i].weight);
+        ok = list_add(&teams, &tl, &tc, s->caps[i].holder, w);
+    }
+    for (size_t i = 0; ok && i < s->n_members; i++)
+        ok = list_add(&members, &ml, &mc, s->members[i].agent, s->members[i].team);
+    if (ok) {
+        sl__rcmd_str(cmd, "teams", teams);
+        sl__rcmd_str(cmd, "members", members);
+    }
+    free(teams);
+    free(members);
 }
 
 static void on_user_configured(rb_t *rb, rcall_t *c, redisReply *r)
@@ -84,6 +133,7 @@ static void on_user_registered(rb_t *rb, rcall_t *c, redisReply *r)
             sl__rcmd_t cmd;
             sl__rcmd_configure(&cmd, np->name, &np->config, &rb->ecfg, rb->roles, rb->prios,
                                rb->pools[i].no, NAN, rb->opt.replica_id);
+            sl__rb_add_teams(rb, &cmd);
             sl__rb_add_configure_history(rb, &cmd, &rb->pools[i]);
             sl__rb_send_cmd(rb, &cmd, on_user_configured, op, i, false);
             return;

@@ -37,7 +37,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '6'
+local VERSION = '7'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -608,7 +608,49 @@ local function agent_record_signature(a, sig)
 end
 
 -- ---- the queue ----
--- Ports: src/engine/queue.c, src/engine/weight.c.
+-- Ports: src/engine/queue.c, src/engine/team.c, src/engine/weight.c.
+--
+-- Hierarchical, as queue.c: each team has its own zset scored by its agents' (inner)
+-- finish tags (team "default", every agent outside a team: P.."q"; team T: P.."q:T"),
+-- and a record P.."G:T": its inner V (vtime), the outer tag of its latest grant (lo),
+-- its head's outer start while backlogged (base), its length (qn), summed costs (cs)
+-- and needs (s0..s3). P.."tl" lists the teams in the order the pool first saw them
+-- (ties between teams). The outer tag of a team's k-th ticket is base + (the costs of
+-- its tickets 0..k) / weight, derived when asked; the ticket record keeps its team and
+-- cost.
+
+local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
+  'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'})
+local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
+local DEFAULT_TEAM = 'default'
+
+local function load_ticket(id) return load(ticket_key(id), TICKET) end
+local function team_key(name) return S.prefix .. 'G:' .. name end
+
+local function team_q(name)
+  if name == DEFAULT_TEAM then return K('q') end
+  return S.prefix .. 'q:' .. name
+end
+
+local function team_list()
+  if not S.tl then S.tl = redis.call('LRANGE', K('tl'), 0, -1) end
+  return S.tl
+end
+
+local function team_get(name, make)
+  local g = load(team_key(name), TEAM)
+  if g or not make then return g end
+  local order = #team_list()
+  redis.call('RPUSH', K('tl'), name)
+  S.tl[order + 1] = name
+  return create(team_key(name), TEAM, {name = name, order = order, vtime = 0, lo = 0, base = 0,
+    qn = 0, cs = 0, s0 = 0, s1 = 0, s2 = 0, s3 = 0})
+end
+
+local function team_weight(p, name) return p.team_w[name] or 1 end
+
+-- The queue team of an agent: its team in caps.teams.NAME.members, else "default".
+local function team_of(p, agent) return p.member_of[agent] or DEFAULT_TEAM end
 
 local function qmember(t)
   return string.format('%020d:%s:%s:%s:%s:%s', t.seq, F(t.id), F(t.n0), F(t.n1), F(t.n2),
@@ -620,83 +662,161 @@ local function parse_member(m)
   return tonumber(id), {[0] = tonumber(a), tonumber(b), tonumber(c), tonumber(d)}, tonumber(seq)
 end
 
--- p.qn is the queue's length: an empty queue (the usual case) costs no query, and the
--- head is looked up once per call until the queue changes (S.qid, S.qfinish).
+-- p.qn is the queue's length over all teams: an empty queue (the usual case) costs no
+-- query, and the head is looked up once per call until the queue changes (S.qid).
+-- A team that was idle starts at max(V, its last outer tag): no credit for idle time.
 local function queue_insert(p, t)
-  redis.call('ZADD', K('q'), F(t.finish), qmember(t))
+  local g = team_get(t.team, true)
+  if g.qn == 0 then g.base = p.vtime > g.lo and p.vtime or g.lo end
+  redis.call('ZADD', team_q(t.team), F(t.finish), qmember(t))
   for b = 0, NB - 1 do
-    p['qs' .. b] = p['qs' .. b] + t['n' .. b]
-    if t['n' .. b] > p['qm' .. b] then p['qm' .. b] = t['n' .. b] end
+    local n = t['n' .. b]
+    p['qs' .. b] = p['qs' .. b] + n
+    g['s' .. b] = g['s' .. b] + n
+    if n > p['qm' .. b] then p['qm' .. b] = n end
   end
+  g.qn = g.qn + 1
+  g.cs = g.cs + t.cost
+  touch(team_key(t.team))
   p.qn = p.qn + 1
   S.qid = nil
 end
 
 local function queue_remove(p, t)
-  redis.call('ZREM', K('q'), qmember(t))
-  for b = 0, NB - 1 do p['qs' .. b] = p['qs' .. b] - t['n' .. b] end
+  local g = team_get(t.team, true)
+  redis.call('ZREM', team_q(t.team), qmember(t))
+  for b = 0, NB - 1 do
+    p['qs' .. b] = p['qs' .. b] - t['n' .. b]
+    g['s' .. b] = g['s' .. b] - t['n' .. b]
+  end
+  g.qn = g.qn - 1
+  g.cs = g.cs - t.cost
+  if g.qn == 0 then g.cs = 0; for b = 0, NB - 1 do g['s' .. b] = 0 end end
+  touch(team_key(t.team))
   p.qn = p.qn - 1
   if p.qn == 0 then for b = 0, NB - 1 do p['qm' .. b] = 0 end end
   S.qid = nil
 end
 
+-- The next ticket to serve: the head of the team whose head has the lowest outer tag.
 local function queue_head(p)
   if p.qn == 0 then return nil end
   if S.qid == nil then
-    local h = redis.call('ZRANGE', K('q'), 0, 0, 'WITHSCORES')
-    if #h == 0 then return nil end
-    S.qid = parse_member(h[1])
-    S.qfinish = tonumber(h[2])
+    local teams = team_list()
+    for i = 1, #teams do
+      local g = team_get(teams[i], false)
+      if g and g.qn > 0 then
+        local h = redis.call('ZRANGE', team_q(g.name), 0, 0)
+        if #h > 0 then
+          local id = parse_member(h[1])
+          local o = 0
+          if #teams > 1 then o = g.base + load_ticket(id).cost / team_weight(p, g.name) end
+          if S.qid == nil or o < S.qouter then S.qid, S.qouter = id, o end
+        end
+      end
+    end
   end
-  return S.qid, S.qfinish
+  return S.qid
 end
 
--- Requests ahead of a ticket: their count and summed needs, at a cost that does not grow
--- with the queue. `member` names a queued ticket (its rank is the count ahead); nil
--- means a new request with tag `finish`, which goes after every request of an equal
--- tag (its sequence number is the highest), so the count is ZCOUNT up to `finish`. A
--- synchronised burst gives thousands of equal tags: nothing here walks them.
--- The sums walk whichever side of the position is shorter and use the queue's running
--- sums for the other; a position more than WALK_MAX from both ends takes the queue's
--- mean need for the requests ahead (the ETA is advisory; every queue of up to
--- 2 x WALK_MAX is exact, as the engine's).
+-- Requests ahead in a team's own zset: their count, summed needs and (when `want_cost`)
+-- summed costs, at a cost that does not grow with the queue. `member` names a queued
+-- ticket (its rank is the count ahead); nil means a new request with tag `finish`,
+-- which goes after every request of an equal tag (its sequence number is the highest),
+-- so the count is ZCOUNT up to `finish`. A synchronised burst gives thousands of equal
+-- tags: nothing here walks them. The sums walk whichever side of the position is
+-- shorter and use the team's running sums for the other; a position more than
+-- WALK_MAX from both ends takes the team's mean need for the requests ahead (the ETA
+-- is advisory; every queue of up to 2 x WALK_MAX is exact, as the engine's).
 local WALK_MAX = 128
 
-local function walk_sums(q, from, to, sign, sums)
+local function walk_sums(q, from, to, sign, sums, want_cost)
+  local c = 0
   for _, m in ipairs(redis.call('ZRANGE', q, from, to)) do
-    local _, n = parse_member(m)
+    local id, n = parse_member(m)
     for b = 0, NB - 1 do sums[b] = sums[b] + sign * n[b] end
+    if want_cost then c = c + load_ticket(id).cost end
   end
+  return c
 end
 
-local function queue_prefix(p, finish, member)
-  local q = K('q')
-  local depth = p.qn
+local function inner_prefix(g, finish, member, want_cost)
+  local q = team_q(g.name)
+  local depth = g.qn
+  local sums = {[0] = 0, 0, 0, 0}
+  if depth == 0 then return 0, sums, 0 end
   local ahead
   if member then
     ahead = redis.call('ZRANK', q, member) or depth
   else
     ahead = redis.call('ZCOUNT', q, '-inf', F(finish))
   end
-  local sums = {[0] = 0, 0, 0, 0}
-  if ahead == 0 then return 0, sums end
+  if ahead == 0 then return 0, sums, 0 end
   local rest = depth - ahead
+  local c
   if ahead <= rest and ahead <= WALK_MAX then
-    walk_sums(q, 0, ahead - 1, 1, sums)
+    c = walk_sums(q, 0, ahead - 1, 1, sums, want_cost)
   elseif rest < ahead and rest <= WALK_MAX then
-    for b = 0, NB - 1 do sums[b] = p['qs' .. b] end
-    if rest > 0 then walk_sums(q, ahead, -1, -1, sums) end
+    for b = 0, NB - 1 do sums[b] = g['s' .. b] end
+    c = g.cs
+    if rest > 0 then c = c - walk_sums(q, ahead, -1, -1, sums, want_cost) end
   else
-    for b = 0, NB - 1 do sums[b] = p['qs' .. b] * ahead / depth end
+    for b = 0, NB - 1 do sums[b] = g['s' .. b] * ahead / depth end
+    c = g.cs * ahead / depth
   end
-  return ahead, sums
+  return ahead, sums, c
 end
 
-local function queue_eta(p, need, finish, member, now)
-  local ahead, sums = queue_prefix(p, finish, member)
+-- Tickets of team o whose outer tag is below `outer` (at most `outer` when `inclusive`):
+-- a prefix of its order, walked from its head; past WALK_MAX, its mean cost and need.
+local function outer_prefix(p, o, outer, inclusive, sums)
+  local w = team_weight(p, o.name)
+  local count, acc = 0, 0
+  for _, m in ipairs(redis.call('ZRANGE', team_q(o.name), 0, WALK_MAX - 1)) do
+    local id, n = parse_member(m)
+    local c = load_ticket(id).cost
+    local tag = o.base + (acc + c) / w
+    if not (tag < outer or (inclusive and tag == outer)) then return count end
+    acc = acc + c
+    count = count + 1
+    for b = 0, NB - 1 do sums[b] = sums[b] + n[b] end
+  end
+  local left = o.qn - count
+  if left > 0 then
+    local mean = o.cs / o.qn
+    local more = left
+    if mean > 0 then more = math.floor(((outer - o.base) * w - acc) / mean) end
+    if more > left then more = left end
+    if more > 0 then
+      count = count + more
+      for b = 0, NB - 1 do sums[b] = sums[b] + o['s' .. b] / o.qn * more end
+    end
+  end
+  return count
+end
+
+-- Where a request of cost `c` with inner key (finish, member) stands in team g: the
+-- requests ahead of it over all teams (count, summed needs) and its outer tag.
+local function queue_place(p, g, finish, member, c)
+  local others = g.qn < p.qn
+  local ahead, sums, before = inner_prefix(g, finish, member, others)
+  local base = g.qn > 0 and g.base or (p.vtime > g.lo and p.vtime or g.lo)
+  local outer = base + (before + c) / team_weight(p, g.name)
+  if others then
+    local teams = team_list()
+    for i = 1, #teams do
+      local o = teams[i] ~= g.name and team_get(teams[i], false)
+      if o and o.qn > 0 then ahead = ahead + outer_prefix(p, o, outer, o.order < g.order, sums) end
+    end
+  end
+  return ahead, sums, outer
+end
+
+local function queue_eta(p, g, need, finish, member, c, now)
+  local ahead, sums, outer = queue_place(p, g, finish, member, c)
   for b = 0, NB - 1 do sums[b] = sums[b] + need[b] end
   local eta, why = eta_for(p, sums, ahead, now)
-  return eta, ahead, why
+  return eta, ahead, outer, why
 end
 
 local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
@@ -706,8 +826,6 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt'})
-local TICKET = codec({'agent', 'ck', 'model'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3', 'cached',
-  'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'pt'})
 
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
@@ -716,8 +834,9 @@ local function fill_grant(l)
           waited = l.waited}
 end
 
--- t: {agent, own, ck, model, est, n0..n3, cached, pen}; returns the lease record.
-local function grant(p, a, t, weight, finish, ttl, ticket, waited, now)
+-- t: {agent, own, ck, model, est, n0..n3, cached, pen}; g its team's record, `finish`
+-- and `outer` its inner and outer tags; returns the lease record.
+local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now)
   local id = new_id(p)
   local claimed = ticket == 0
   local l = {id = id, agent = a.agent, ticket = ticket, own = t.own, ck = t.ck,
@@ -731,7 +850,11 @@ local function grant(p, a, t, weight, finish, ttl, ticket, waited, now)
   end
   p.in_flight = p.in_flight + 1
   p.granted_total = p.granted_total + 1
-  if finish > p.vtime then p.vtime = finish end
+  if finish > g.vtime then g.vtime = finish end
+  g.lo = outer
+  g.base = outer
+  touch(team_key(g.name))
+  if outer > p.vtime then p.vtime = outer end
   if finish > a.lf then a.lf = finish end
   a.leases = a.leases + 1
   touch(agent_key(a.agent))
@@ -778,7 +901,6 @@ local function ticket_end(p, t, state, lease, now)
   drop(ticket_key(t.id))
 end
 
-local function load_ticket(id) return load(ticket_key(id), TICKET) end
 local function load_lease(id) return load(lease_key(id), LEASE) end
 
 local function drain(p, now)
@@ -787,9 +909,11 @@ local function drain(p, now)
     if not id then return end
     local t = load_ticket(id)
     if not fits(p, need_of(t), now) then return end
+    local g = team_get(t.team, true)
+    local outer = g.base + t.cost / team_weight(p, t.team)
     queue_remove(p, t)
     local a = agent_get(t.agent, true)
-    local l = grant(p, a, t, t.weight, t.finish, t.ttl, t.id, now - t.enq, now)
+    local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now)
     ticket_end(p, t, END_GRANTED, l.id, now)
   end
 end
@@ -802,10 +926,13 @@ local function reject_unfit(p, now)
   for b = 0, NB - 1 do any = any or (limited(p, b) and p['qm' .. b] > capacity(p, b)) end
   if not any then return end
   local unfit = {}
-  for _, m in ipairs(redis.call('ZRANGE', K('q'), 0, -1)) do
-    local id, n = parse_member(m)
-    for b = 0, NB - 1 do
-      if limited(p, b) and n[b] > capacity(p, b) then unfit[#unfit + 1] = id; break end
+  local teams = team_list()
+  for i = 1, #teams do
+    for _, m in ipairs(redis.call('ZRANGE', team_q(teams[i]), 0, -1)) do
+      local id, n = parse_member(m)
+      for b = 0, NB - 1 do
+        if limited(p, b) and n[b] > capacity(p, b) then unfit[#unfit + 1] = id; break end
+      end
     end
   end
   for _, id in ipairs(unfit) do
@@ -930,7 +1057,7 @@ do
   for i = 1, #derived do numbers[#numbers + 1] = derived[i] end
   -- Appended later, optional in configure (an older caller's pool reads them as 0).
   for i = 1, #CONFIG_LATER do numbers[#numbers + 1] = CONFIG_LATER[i][1] end
-  CFG = codec({'roles', 'prios'}, numbers)
+  CFG = codec({'roles', 'prios', 'teams', 'members'}, numbers)
 end
 
 -- lx_at, ti_at: the lowest scores of lx and ti (math.huge: empty); qn: the queue's
@@ -965,6 +1092,12 @@ local function config_mt(s)
   local cfg = decode(CFG, s)
   cfg.role_v = class_map(cfg.roles)
   cfg.prio_v = class_map(cfg.prios)
+  cfg.team_w = class_map(cfg.teams)
+  cfg.member_of = {}
+  for entry in string.gmatch(cfg.members, '[^,]+') do
+    local agent, team = string.match(entry, '^(.-)=(.*)$')
+    if agent ~= nil then cfg.member_of[agent] = team end
+  end
   mt = {__index = cfg}
   CFGS[s] = mt
   N_CFGS = N_CFGS + 1
@@ -1103,6 +1236,8 @@ local function configure(p, args, now)
   for _, f in ipairs(CONFIG_LATER) do cfg[f[1]] = num(args, f[1], f[2]) end
   cfg.roles = args.roles or ''
   cfg.prios = args.prios or ''
+  cfg.teams = args.teams or ''     -- "team=weight,...", validated by the caller
+  cfg.members = args.members or '' -- "agent=team,..."
   cfg.start_bp = lround(cfg.margin_start * 10000.0)
   cfg.floor_bp = lround(cfg.margin_floor * 10000.0)
   cfg.up_bp = lround(cfg.margin_step_up * 10000.0)
@@ -1223,7 +1358,8 @@ local function ticket_state(p, id, now, args)
       zput(p, 'ti', 'ti_at', id, old, t.idle_at)
       touch(ticket_key(id))
     end
-    local eta, ahead, why = queue_eta(p, need_of(t), t.finish, qmember(t), now)
+    local eta, ahead, _, why = queue_eta(p, team_get(t.team, true), need_of(t), t.finish,
+                                         qmember(t), t.cost, now)
     return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight,
             limited_by = why}
   end
@@ -1269,21 +1405,26 @@ end
 
 local function decide(p, a, t, weight, ttl, cache, now)
   local need = need_of(t)
+  local g = team_get(team_of(p, a.agent), true) -- before any answer, as the engine
   for b = 0, NB - 1 do
     if limited(p, b) and need[b] > capacity(p, b) then
       return reject_decision(p, weight, margin_wait_for(p, need, now), now, BUCKET[b + 1])
     end
   end
   local c = cost(p, need)
-  local start = p.vtime > a.lf and p.vtime or a.lf
-  local _, head_finish = queue_head(p)
-  local finish, eta, ahead, why = 0, 0, 0, nil
+  -- An agent moved to another team keeps its last tag (as the engine).
+  local start = g.vtime > a.lf and g.vtime or a.lf
+  local finish, eta, ahead, outer, why = 0, 0, 0, 0, nil
   for pass = 0, 1 do
     finish = start + c / weight
-    if fits(p, need, now) and (head_finish == nil or finish < head_finish) then
-      return fill_grant(grant(p, a, t, weight, finish, ttl, 0, 0, now))
+    eta, ahead, outer, why = queue_eta(p, g, need, finish, nil, c, now)
+    -- Granted at once when it fits and would be the queue's head.
+    if ahead == 0 and fits(p, need, now) then
+      local l = grant(p, a, t, weight, g, finish, outer, ttl, 0, 0, now)
+      -- Going ahead of its team's head moved that team's outer tags.
+      if g.qn > 0 and #team_list() > 1 then drain(p, now) end
+      return fill_grant(l)
     end
-    eta, ahead, why = queue_eta(p, need, finish, nil, now)
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
     if t.cached > cache_tokens then cache_tokens = t.cached end
@@ -1299,7 +1440,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
   local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
-    idle_at = now + p.ticket_idle_s}
+    idle_at = now + p.ticket_idle_s, team = g.name, cost = c}
   create(ticket_key(id), TICKET, tk)
   queue_insert(p, tk)
   zput(p, 'ti', 'ti_at', id, nil, tk.idle_at)
@@ -1308,6 +1449,8 @@ local function decide(p, a, t, weight, ttl, cache, now)
   p.queued_total = p.queued_total + 1
   emit('queued', {agent = a.agent, ticket = id, input_tokens = t.n0, output_tokens = t.n1,
                   weight = weight, eta = eta})
+  -- Landing ahead of its team's head moved that team's later outer tags.
+  if #team_list() > 1 then drain(p, now) end
   return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = weight,
           limited_by = why}
 end

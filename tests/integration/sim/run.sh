@@ -18,6 +18,18 @@ grep -q '^lower bounds: tokens [0-9.]* s  critical path [0-9.]* s  combined [0-9
   fail "table has no bounds line"
 grep -q 'mk/bnd p95/bnd$' "$tmp/t1" || fail "table has no ratio columns"
 
+# teams: scale-200's team weights, byte-identical too, with the teams' table and JSON
+"$SLUICE" sim --scenario "$SRC/scenarios/scale-200.yaml" >"$tmp/s1"
+"$SLUICE" sim --scenario "$SRC/scenarios/scale-200.yaml" >"$tmp/s2"
+cmp -s "$tmp/s1" "$tmp/s2" || fail "two scale-200 runs with the same seed differ"
+grep -q "^teams: share of tokens served while all 10 teams were backlogged" "$tmp/s1" ||
+  fail "scale-200 table has no teams section"
+"$SLUICE" sim --scenario "$SRC/scenarios/scale-200.yaml" --strategy sluice --json >"$tmp/sj"
+for k in '"all_backlogged_s"' '"teams":[{"team":"t0","weight":3.000' '"weight_share"' \
+         '"tokens_backlogged"' '"share"' '"worst_team"' '"worst_team_p95_s"' '"other_teams_p95_s"'; do
+  grep -qF "$k" "$tmp/sj" || fail "scale-200 --json lacks $k"
+done
+
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --json --seed 4 >"$tmp/j"
 for k in '"scenario"' '"seed":4' '"lower_bound_s"' '"strategies"' '"http_429"' '"rate_429"' \
          '"tokens_per_task"' '"p50_task_s"' '"p95_task_s"' '"critical_path_wait_s"' \
