@@ -1,0 +1,584 @@
+#!lua name=sluice_limits
+-- limits.lua - the action limits of src/limits/ as a Redis 7 Functions library: one atomic FCALL per check, all levels.
+--
+-- A port of src/limits/ (token_bucket.c ... concurrency.c, adaptive.c, limitset.c):
+-- the same integers in, the same answers out (docs/limits.md, "On Redis"). The caller
+-- (src/backend/redis/limits_fcall.c) resolves the levels of a check from its own
+-- configuration (which limits, which key of each, how many units) and passes, per
+-- level, the two keys of its state and its parameters; this library keeps no
+-- configuration of its own. All keys of one check share one hash tag, that of the
+-- limit tree (the limits connected by `parents`), so a check is one atomic call in one
+-- Cluster slot.
+--
+-- Keys of one (limit, key) state:
+--   S  string: the record, 9 little-endian doubles packed with Redis's `struct`:
+--      t (token: last refill; gcra: TAT; leaky: drain free; windows: window index;
+--      sliding: newest entry's time; concurrency: newest hold's end), level (tokens),
+--      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
+--      seen), sum (units in the log), aux (sliding: newest entry's units; concurrency:
+--      hold counter), fresh (1: the algorithm state is a fresh key's).
+--   G  zset: sliding_window's log (score = time, member "t:units"; hits at one us
+--      merge) and concurrency's holds (score = end, member "end:n:units"). At most
+--      `rate` members live (every member has at least one unit); dead ones go at the
+--      next commit. Adaptive limits keep their last `window` outcomes in G as a string
+--      of '0'/'1' (oldest first) instead: adaptive never runs on a log algorithm's
+--      state? It may: then the outcomes live in the third key of report (O).
+-- Every key gets a PEXPIRE of the time until its state is at rest (it would answer as
+-- a fresh key) plus a second, and a day at least for adaptive limits (whose adapted
+-- rate the memory engine keeps until it is back at the start).
+--
+-- Time: ARGV[1] is the time in us ("" = Redis TIME; a number pins it, for the
+-- conformance runner only). Integers (us, units) stay below 2^53 and are computed
+-- with the C library's operations in the same order, so doubles give the same results.
+
+local VERSION = '1'
+local EPS = 1e-9
+local RFMT = '<ddddddddd'
+local TOKEN, LEAKY, FIXED, SLIDING, APPROX, GCRA, CONC = 0, 1, 2, 3, 4, 5, 6
+local ALLOWED, RATE, NEVER = 0, 1, 2
+local ADAPTIVE_TTL_MS = 86400000
+local WALK = 64 -- log entries fetched at once when a deny looks for its retry time
+
+local function trunc(x)
+  if x >= 0 then return math.floor(x) end
+  return math.ceil(x)
+end
+
+local function ceil_us(us)
+  if not (us > 0) then return 0 end
+  local c = math.ceil(us - 1e-6)
+  if c < 0 then return 0 end
+  return c
+end
+
+local function now_of(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function load(key)
+  local raw = redis.call('GET', key)
+  if not raw then return nil end
+  local t, level, cur, prev, rate, seen, sum, aux, fresh = struct.unpack(RFMT, raw)
+  return {t = t, level = level, cur = cur, prev = prev, rate = rate, seen = seen, sum = sum,
+          aux = aux, fresh = fresh == 1}
+end
+
+local function new_state()
+  return {t = 0, level = 0, cur = 0, prev = 0, rate = 0, seen = 0, sum = 0, aux = 0, fresh = true}
+end
+
+local function store(key, s, ttl_ms)
+  redis.call('SET', key, struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum,
+                                     s.aux, s.fresh and 1 or 0), 'PX', ttl_ms)
+end
+
+-- ---- parameters of one level: L = {algo, rate, period, burst, ttl, units, adaptive} ----
+
+local function rate_of(L, s)
+  if s and s.rate > 0 then return s.rate end
+  return L.rate
+end
+
+local function whole_rate(L, s)
+  local r = math.floor(rate_of(L, s))
+  if r < 1 then return 1 end
+  return r
+end
+
+local function interval(L, s)
+  local t = trunc(L.period / rate_of(L, s))
+  if t < 1 then return 1 end
+  return t
+end
+
+local function is_fresh(s) return s == nil or s.fresh end
+
+-- ---- the log (sliding_window, concurrency) ----
+
+local function units_of(member)
+  return tonumber(string.match(member, '(%d+)$'))
+end
+
+-- Units and count of the entries with score <= cutoff (dead at now).
+local function dead(L, cutoff)
+  local m = redis.call('ZRANGEBYSCORE', L.gkey, '-inf', cutoff)
+  local u = 0
+  for i = 1, #m do u = u + units_of(m[i]) end
+  return u, #m
+end
+
+local function prune(L, s, cutoff)
+  if L.dead_n == nil then L.dead_u, L.dead_n = dead(L, cutoff) end
+  if L.dead_n > 0 then
+    redis.call('ZREMRANGEBYSCORE', L.gkey, '-inf', cutoff)
+    s.sum = s.sum - L.dead_u
+  end
+  L.dead_u, L.dead_n = 0, 0
+end
+
+-- The time (score) of the first live entry after which `units` more fit, walking the
+-- oldest live entries: count - (units of entries up to it) + units <= limit.
+local function walk(L, cutoff, count, units, limit)
+  local left, off = count, 0
+  while true do
+    local m = redis.call('ZRANGEBYSCORE', L.gkey, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', off, WALK)
+    if #m == 0 then return nil end
+    for i = 1, #m, 2 do
+      left = left - units_of(m[i])
+      if left + units <= limit then return tonumber(m[i + 1]) end
+    end
+    off = off + WALK
+  end
+end
+
+-- ---- the algorithms: probe (no change) and commit, as src/limits/*.c ----
+
+local A = {}
+
+-- token_bucket.c
+local function tb_level(L, s, now)
+  local cap = L.burst
+  if is_fresh(s) then return cap end
+  local dt = 0
+  if now > s.t then dt = now - s.t end
+  local level = s.level + dt * (rate_of(L, s) / L.period)
+  if level > cap then return cap end
+  return level
+end
+
+A[TOKEN] = {
+  probe = function(L, s, units, now, a)
+    local level, per_us, cap = tb_level(L, s, now), rate_of(L, s) / L.period, L.burst
+    a.limit, a.delay = L.burst, 0
+    if units <= level + EPS then
+      local after = level - units
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = math.floor(after + EPS)
+      a.reset = ceil_us((cap - after) / per_us)
+      return
+    end
+    a.remaining = math.floor(level + EPS)
+    a.reset = ceil_us((cap - level) / per_us)
+    if units > L.burst then a.reason, a.retry = NEVER, -1; return end
+    a.reason, a.retry = RATE, ceil_us((units - level) / per_us)
+  end,
+  commit = function(L, s, units, now)
+    local level = tb_level(L, s, now) - units
+    if level < 0 then level = 0 end
+    s.level = level
+    if now > s.t or s.fresh then s.t = now end
+    s.fresh = false
+  end,
+  rescale = function(L, s, old_rate, now)
+    local rate = s.rate
+    s.rate = old_rate
+    local level = tb_level(L, s, now)
+    s.rate = rate
+    if not s.fresh then
+      s.level = level
+      if now > s.t then s.t = now end
+    end
+  end,
+}
+
+-- gcra.c
+local function tat_of(s, now)
+  if is_fresh(s) or s.t < now then return now end
+  return s.t
+end
+
+A[GCRA] = {
+  probe = function(L, s, units, now, a)
+    local t = interval(L, s)
+    local tau = t * L.burst
+    local tat, increment = tat_of(s, now), t * units
+    local new_tat = tat + increment
+    local allow_at = new_tat - tau
+    local ttl
+    a.limit, a.delay = L.burst, 0
+    if now < allow_at then
+      if increment <= tau then a.reason, a.retry = RATE, allow_at - now
+      else a.reason, a.retry = NEVER, -1 end
+      ttl = tat - now
+    else
+      a.reason, a.retry = ALLOWED, 0
+      ttl = new_tat - now
+    end
+    local next = tau - ttl
+    if next > -t then a.remaining = trunc(next / t) else a.remaining = 0 end
+    a.reset = ttl
+  end,
+  commit = function(L, s, units, now)
+    s.t = tat_of(s, now) + interval(L, s) * units
+    s.fresh = false
+  end,
+  rescale = function(L, s, old_rate, now)
+    if s.fresh or s.t <= now then return end
+    local rate = s.rate
+    s.rate = old_rate
+    local t_old = interval(L, s)
+    s.rate = rate
+    local owed = (s.t - now) / t_old
+    s.t = now + trunc(owed * interval(L, s))
+  end,
+}
+
+-- leaky_bucket.c
+local function backlog(s, now)
+  if is_fresh(s) or s.t <= now then return 0 end
+  return s.t - now
+end
+
+A[LEAKY] = {
+  probe = function(L, s, units, now, a)
+    local t = interval(L, s)
+    local room, bl, need = t * L.burst, backlog(s, now), t * units
+    a.limit = L.burst
+    if bl + need <= room then
+      a.reason, a.retry = ALLOWED, 0
+      if units > 0 then a.delay = bl else a.delay = 0 end
+      a.reset = bl + need
+      a.remaining = trunc((room - bl - need) / t)
+      return
+    end
+    a.delay, a.reset = 0, bl
+    a.remaining = trunc((room - bl) / t)
+    if need > room then a.reason, a.retry = NEVER, -1; return end
+    a.reason, a.retry = RATE, bl + need - room
+  end,
+  commit = function(L, s, units, now)
+    s.t = now + backlog(s, now) + interval(L, s) * units
+    s.fresh = false
+  end,
+  rescale = function(L, s, old_rate, now)
+    local bl = backlog(s, now)
+    if bl == 0 then return end
+    local rate = s.rate
+    s.rate = old_rate
+    local t_old = interval(L, s)
+    s.rate = rate
+    s.t = now + trunc((bl / t_old) * interval(L, s))
+  end,
+}
+
+-- fixed_window.c
+local function fw_count(L, s, now)
+  if not is_fresh(s) and s.t == math.floor(now / L.period) then return s.cur end
+  return 0
+end
+
+A[FIXED] = {
+  probe = function(L, s, units, now, a)
+    local limit, count = whole_rate(L, s), fw_count(L, s, now)
+    local to_end = (math.floor(now / L.period) + 1) * L.period - now
+    a.limit, a.delay = limit, 0
+    if count + units <= limit then
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = limit - count - units
+      if count + units > 0 then a.reset = to_end else a.reset = 0 end
+      return
+    end
+    if limit > count then a.remaining = limit - count else a.remaining = 0 end
+    if count > 0 then a.reset = to_end else a.reset = 0 end
+    if units > limit then a.reason, a.retry = NEVER, -1 else a.reason, a.retry = RATE, to_end end
+  end,
+  commit = function(L, s, units, now)
+    local k = math.floor(now / L.period)
+    if s.fresh or s.t < k then s.t, s.cur = k, 0 end
+    s.cur = s.cur + units
+    s.fresh = false
+  end,
+}
+
+-- sliding_window_approx.c
+local function swa_counts(L, s, now)
+  local k = math.floor(now / L.period)
+  local c = {k = k, cur = 0, prev = 0, off = now - k * L.period}
+  if is_fresh(s) then return c end
+  if s.t == k then c.cur, c.prev = s.cur, s.prev
+  elseif s.t == k - 1 then c.prev = s.cur end
+  return c
+end
+
+local function swa_offset(L, prev, room)
+  if prev <= 0 or prev <= room then return 0 end
+  return ceil_us(L.period - room * L.period / prev)
+end
+
+A[APPROX] = {
+  probe = function(L, s, units, now, a)
+    local limit, c = whole_rate(L, s), swa_counts(L, s, now)
+    local p = L.period
+    local est = c.prev * (p - c.off) / p + c.cur
+    local next_start = (c.k + 1) * p
+    a.limit, a.delay = limit, 0
+    local function reset_for(cur)
+      if cur > 0 then return next_start + p - now end
+      if c.prev > 0 then return next_start - now end
+      return 0
+    end
+    if est + units <= limit + EPS then
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = math.floor(limit - est - units + EPS)
+      a.reset = reset_for(c.cur + units)
+      return
+    end
+    local left = limit - est
+    if left > 0 then a.remaining = math.floor(left + EPS) else a.remaining = 0 end
+    a.reset = reset_for(c.cur)
+    if units > limit then a.reason, a.retry = NEVER, -1; return end
+    a.reason = RATE
+    if c.cur + units <= limit then
+      local at = c.k * p + swa_offset(L, c.prev, limit - c.cur - units)
+      if at > now then a.retry = at - now else a.retry = 1 end
+    else
+      a.retry = next_start + swa_offset(L, c.cur, limit - units) - now
+    end
+  end,
+  commit = function(L, s, units, now)
+    local c = swa_counts(L, s, now)
+    s.t, s.prev, s.cur = c.k, c.prev, c.cur + units
+    s.fresh = false
+  end,
+}
+
+-- sliding_window.c and concurrency.c: the log. `cutoff` is the score at or below
+-- which an entry is dead at now; `span` what a live entry's score adds to its end.
+local function log_probe(L, s, units, now, a, cutoff, span, fresh_reset)
+  local limit = whole_rate(L, s)
+  local count = 0
+  if not is_fresh(s) then
+    if L.dead_n == nil then L.dead_u, L.dead_n = dead(L, cutoff) end
+    count = s.sum - L.dead_u
+  end
+  local live = count > 0
+  a.limit, a.delay = limit, 0
+  if count + units <= limit then
+    a.reason, a.retry = ALLOWED, 0
+    a.remaining = limit - count - units
+    if units > 0 then a.reset = fresh_reset
+    elseif live then a.reset = s.t + span - now
+    else a.reset = 0 end
+    return
+  end
+  if limit > count then a.remaining = limit - count else a.remaining = 0 end
+  if live then a.reset = s.t + span - now else a.reset = 0 end
+  if units > limit then a.reason, a.retry = NEVER, -1; return end
+  a.reason = RATE
+  local at = walk(L, cutoff, count, units, limit)
+  if at then a.retry = at + span - now else a.retry = fresh_reset end
+end
+
+A[SLIDING] = {
+  probe = function(L, s, units, now, a)
+    log_probe(L, s, units, now, a, now - L.period, L.period, L.period)
+  end,
+  commit = function(L, s, units, now)
+    prune(L, s, now - L.period)
+    local t = now
+    if s.sum > 0 and s.t > now then t = s.t end -- a clock that went back
+    if units > 0 then
+      if s.sum > 0 and s.t == t then
+        redis.call('ZREM', L.gkey, string.format('%d:%d', t, s.aux))
+        s.aux = s.aux + units
+      else
+        s.aux = units
+      end
+      redis.call('ZADD', L.gkey, t, string.format('%d:%d', t, s.aux))
+      s.t = t
+      s.sum = s.sum + units
+    end
+    s.fresh = false
+  end,
+}
+
+A[CONC] = {
+  probe = function(L, s, units, now, a)
+    log_probe(L, s, units, now, a, now, 0, L.ttl)
+  end,
+  commit = function(L, s, units, now)
+    prune(L, s, now)
+    local e = now + L.ttl
+    if s.sum > 0 and s.t > e then e = s.t end -- a clock that went back
+    if units > 0 then
+      s.aux = s.aux + 1
+      redis.call('ZADD', L.gkey, e, string.format('%d:%d:%d', e, s.aux, units))
+      s.t = e
+      s.sum = s.sum + units
+    end
+    s.fresh = false
+  end,
+}
+
+-- ---- a check: every level probed, then all commit or none (limitset.c) ----
+
+-- ARGV after the time and mode: per level algo, rate, period_us, burst_units, ttl_us,
+-- units, adaptive (0/1); KEYS: per level S, G.
+local NPARAM = 7
+
+local function levels_of(keys, argv, from)
+  local n = tonumber(argv[from])
+  local lv = {}
+  for i = 1, n do
+    local b = from + (i - 1) * NPARAM
+    lv[i] = {algo = tonumber(argv[b + 1]), rate = tonumber(argv[b + 2]),
+             period = tonumber(argv[b + 3]), burst = tonumber(argv[b + 4]),
+             ttl = tonumber(argv[b + 5]), units = tonumber(argv[b + 6]),
+             adaptive = argv[b + 7] == '1', skey = keys[2 * i - 1], gkey = keys[2 * i]}
+  end
+  return lv
+end
+
+local function tighter(a, b, denied)
+  if denied then
+    if b.retry < 0 then return false end
+    return a.retry < 0 or a.retry > b.retry
+  end
+  return a.remaining < b.remaining
+end
+
+-- What the key expires after: its rest time and a second; a day at least when adaptive.
+local function ttl_ms(L, rest_us)
+  local ms = math.ceil(rest_us / 1000) + 1000
+  if L.adaptive and ms < ADAPTIVE_TTL_MS then ms = ADAPTIVE_TTL_MS end
+  return ms
+end
+
+local function check(keys, argv)
+  local now = now_of(argv[1])
+  local mode = argv[2] -- 'check', 'probe' or 'info' (one level, no units)
+  local lv = levels_of(keys, argv, 3)
+  local n = #lv
+  local allowed = true
+  for i = 1, n do
+    local L = lv[i]
+    L.s = load(L.skey)
+    L.now = now
+    if L.s and L.s.seen > now then L.now = L.s.seen end
+    local a = {}
+    A[L.algo].probe(L, L.s, L.units, L.now, a)
+    if L.units == 0 and a.reason ~= ALLOWED then a.reason, a.retry = ALLOWED, 0 end
+    L.a = a
+    if a.reason ~= ALLOWED then allowed = false end
+  end
+  local top = nil
+  for i = 1, n do
+    if allowed or lv[i].a.reason ~= ALLOWED then
+      if top == nil or tighter(lv[i].a, lv[top].a, not allowed) then top = i end
+    end
+  end
+  if allowed and mode == 'check' then
+    for i = 1, n do
+      local L = lv[i]
+      if L.units > 0 then
+        local s = L.s or new_state()
+        A[L.algo].commit(L, s, L.units, L.now)
+        if L.now > s.seen then s.seen = L.now end
+        local ms = ttl_ms(L, L.a.reset)
+        store(L.skey, s, ms)
+        if L.algo == SLIDING or L.algo == CONC then redis.call('PEXPIRE', L.gkey, ms) end
+      end
+    end
+  end
+  local out = {allowed and 1 or 0, top, allowed and 0 or top, now}
+  for i = 1, n do
+    local a, L = lv[i].a, lv[i]
+    out[#out + 1] = a.reason
+    out[#out + 1] = a.limit
+    out[#out + 1] = a.remaining
+    out[#out + 1] = a.retry
+    out[#out + 1] = a.reset
+    out[#out + 1] = a.delay
+    out[#out + 1] = string.format('%.17g', rate_of(L, L.s))
+  end
+  if mode == 'info' then
+    local L = lv[1]
+    local held = 0
+    if L.algo == CONC and not is_fresh(L.s) then held = L.s.sum - L.dead_u end
+    out[#out + 1] = L.s and 1 or 0
+    out[#out + 1] = held
+  end
+  return out
+end
+
+-- KEYS S, G; ARGV now, then one level's parameters (units ignored). Ends the oldest
+-- live hold. Reply {1, held, remaining} or {0} when no hold is live.
+local function release(keys, argv)
+  local now = now_of(argv[1])
+  local L = levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', argv[7]}, 1)[1]
+  local s = load(L.skey)
+  if s == nil then return {0} end
+  if s.seen > now then now = s.seen end
+  prune(L, s, now)
+  if s.sum <= 0 then
+    store(L.skey, s, ttl_ms(L, 0))
+    return {0}
+  end
+  local m = redis.call('ZPOPMIN', L.gkey)
+  s.sum = s.sum - units_of(m[1])
+  if now > s.seen then s.seen = now end
+  local rest = 0
+  if s.sum > 0 then rest = s.t - now end
+  store(L.skey, s, ttl_ms(L, rest))
+  redis.call('PEXPIRE', L.gkey, ttl_ms(L, rest))
+  local remaining = whole_rate(L, s) - s.sum
+  if remaining < 0 then remaining = 0 end
+  return {1, s.sum, remaining}
+end
+
+-- KEYS S, G, O (outcomes); ARGV now, the level's parameters (units ignored), successes,
+-- errors, min_rate, max_rate, decrease, increase, high_error, low_error, window.
+-- Reply {old_rate, new_rate, error_rate, outcomes in the window} as strings.
+local function report(keys, argv)
+  local now = now_of(argv[1])
+  local L = levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', '1'}, 1)[1]
+  local okey = keys[3]
+  local successes, errors = tonumber(argv[8]), tonumber(argv[9])
+  local min_rate, max_rate = tonumber(argv[10]), tonumber(argv[11])
+  local decrease, increase = tonumber(argv[12]), tonumber(argv[13])
+  local high, low, w = tonumber(argv[14]), tonumber(argv[15]), tonumber(argv[16])
+  local s = load(L.skey) or new_state()
+  if s.seen > now then now = s.seen end
+  -- adaptive.c: only the last `window` outcomes can matter
+  local total = successes + errors
+  local skip = 0
+  if total > w then skip = total - w end
+  local bits = {}
+  for i = skip, total - 1 do
+    if math.floor((i + 1) * errors / total) > math.floor(i * errors / total) then
+      bits[#bits + 1] = '1'
+    else
+      bits[#bits + 1] = '0'
+    end
+  end
+  local o = (redis.call('GET', okey) or '') .. table.concat(bits)
+  if #o > w then o = string.sub(o, #o - w + 1) end
+  local _, nerr = string.gsub(o, '1', '')
+  local er = nerr / #o
+  local old_rate = rate_of(L, s)
+  local rate = old_rate
+  if er > high then rate = rate * decrease elseif er < low then rate = rate * increase end
+  if rate < min_rate then rate = min_rate end
+  if rate > max_rate then rate = max_rate end
+  if rate ~= old_rate then
+    s.rate = rate
+    local r = A[L.algo].rescale
+    if r then r(L, s, old_rate, now) end
+  elseif s.rate <= 0 then
+    s.rate = old_rate
+  end
+  if now > s.seen then s.seen = now end
+  store(L.skey, s, ADAPTIVE_TTL_MS)
+  redis.call('SET', okey, o, 'PX', ADAPTIVE_TTL_MS)
+  if L.algo == SLIDING or L.algo == CONC then redis.call('PEXPIRE', L.gkey, ADAPTIVE_TTL_MS) end
+  return {string.format('%.17g', old_rate), string.format('%.17g', rate),
+          string.format('%.17g', er), #o}
+end
+
+redis.register_function{function_name = 'sluice_limits_version', callback = function() return VERSION end,
+                        flags = {'no-writes'}}
+redis.register_function('sluice_limit_check', check)
+redis.register_function('sluice_limit_release', release)
+redis.register_function('sluice_limit_report', report)
