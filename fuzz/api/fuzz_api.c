@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "server.h"
+#include "limits_redis.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -276,6 +277,34 @@ bool sl_backend_redis_state_lost(sl_backend_t *b, const char *pool)
 {
     (void)b, (void)pool;
     return false;
+}
+/* limits_redis.c: the backend here is memory, so the limits are always the process's own. */
+bool sl__limits_redis_check(sl_call_t *call, const char *name, const sl_limit_request_t *req,
+                            bool queues, int64_t deadline_us)
+{
+    (void)call, (void)name, (void)req, (void)queues, (void)deadline_us;
+    return false;
+}
+bool sl__limits_redis_release(sl_call_t *call, const char *name, const sl_limit_request_t *req)
+{
+    (void)call, (void)name, (void)req;
+    return false;
+}
+bool sl__limits_redis_report(sl_call_t *call, const char *name, const sl_limit_request_t *req,
+                             int64_t successes, int64_t errors)
+{
+    (void)call, (void)name, (void)req, (void)successes, (void)errors;
+    return false;
+}
+bool sl__limits_redis_view(sl_call_t *call, const char *name, const sl_limit_request_t *req,
+                           json_t *j)
+{
+    (void)call, (void)name, (void)req, (void)j;
+    return false;
+}
+void sl__limits_redis_shutdown(sl_server_t *srv)
+{
+    (void)srv;
 }
 
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)

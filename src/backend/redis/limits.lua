@@ -19,10 +19,10 @@
 --      hold counter), fresh (1: the algorithm state is a fresh key's).
 --   G  zset: sliding_window's log (score = time, member "t:units"; hits at one us
 --      merge) and concurrency's holds (score = end, member "end:n:units"). At most
---      `rate` members live (every member has at least one unit); dead ones go at the
---      next commit. Adaptive limits keep their last `window` outcomes in G as a string
---      of '0'/'1' (oldest first) instead: adaptive never runs on a log algorithm's
---      state? It may: then the outcomes live in the third key of report (O).
+--      `rate` members live (every member has at least one unit): an exact log of at
+--      most rate (<= 10,000) entries, dead ones removed at the next commit.
+--   O  string: an adaptive key's last `window` outcomes, one byte '0'/'1' each,
+--      oldest first (<= 65,536 bytes).
 -- Every key gets a PEXPIRE of the time until its state is at rest (it would answer as
 -- a fresh key) plus a second, and a day at least for adaptive limits (whose adapted
 -- rate the memory engine keeps until it is back at the start).
