@@ -473,6 +473,10 @@ local function check(keys, argv)
     for i = 1, n do
       local L = lv[i]
       if L.units > 0 then
+        if L.s == nil and (L.algo == SLIDING or L.algo == CONC) then
+          redis.call('DEL', L.gkey) -- a log that outlived its record: not this state's
+          L.dead_u, L.dead_n = 0, 0
+        end
         local s = L.s or new_state()
         A[L.algo].commit(L, s, L.units, L.now)
         if L.now > s.seen then s.seen = L.now end

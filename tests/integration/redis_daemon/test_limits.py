@@ -149,6 +149,26 @@ class SharedLimits(unittest.TestCase):
         self.assertEqual(st, 200, body)
         self.assertGreater(body.get("waited", 0), 0.1)
 
+    def test_keys_of_one_tree_share_a_hash_tag_and_every_key_expires(self):
+        self.assertEqual(check(self.a, "tool", "x")[0], 200)
+        self.assertEqual(check(self.b, "calls", "x")[0], 200)
+        self.assertEqual(check(self.b, "sem", "x")[0], 200)
+        keys = [k.decode() if isinstance(k, bytes) else k
+                for k in self.redis.command("KEYS", "sluice:{L*")]
+        tags = {}
+        for k in keys:
+            tag = k[k.index("{"):k.index("}") + 1]
+            # sluice:{L<tree>}:<kind>:<config>:<name length>:<name>:<key>
+            parts = k.split(":", 5)
+            name = parts[5][:int(parts[4])]
+            tags.setdefault(tag, set()).add(name)
+            ttl = self.redis.command("PTTL", k)
+            self.assertGreater(ttl, 0, k)
+            self.assertLessEqual(ttl, 601000, k)
+        self.assertIn({"tool", "tools.all"}, list(tags.values()))  # one tree, one slot
+        self.assertIn({"calls"}, list(tags.values()))
+        self.assertEqual(len(tags), 3)
+
     def test_refusals_are_the_same_as_in_memory(self):
         st, body, _ = check(self.a, "nope", "x")
         self.assertEqual(st, 404)
