@@ -11,16 +11,18 @@
 -- Cluster slot.
 --
 -- Keys of one (limit, key) state:
---   S  string: the record, 9 little-endian doubles packed with Redis's `struct`:
+--   S  string: the record, 10 little-endian doubles packed with Redis's `struct`:
 --      t (token: last refill; gcra: TAT; leaky: drain free; windows: window index;
 --      sliding: newest entry's time; concurrency: newest hold's end), level (tokens),
 --      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
---      seen), sum (units in the log), aux (sliding: newest entry's units; concurrency:
---      hold counter), fresh (1: the algorithm state is a fresh key's).
---   G  zset: sliding_window's log (score = time, member "t:units"; hits at one us
---      merge) and concurrency's holds (score = end, member "end:n:units"). At most
---      `rate` members live (every member has at least one unit): an exact log of at
---      most rate (<= 10,000) entries, dead ones removed at the next commit.
+--      seen), sum (units in the log), aux (the log's member counter), fresh (1: the
+--      algorithm state is a fresh key's), head (sliding: the oldest member's time).
+--   G  zset: sliding_window's log, one member per unit (score = time, member "t:n"),
+--      and concurrency's holds (score = end, member "end:n:units"). At most `rate`
+--      members live: an exact log of at most rate (<= 10,000) members, dead ones
+--      removed at the next commit. One member per unit lets Redis count (ZCOUNT) and
+--      remove (ZREMRANGEBYSCORE) without Lua reading the log; with `head` a check
+--      whose oldest entry is still live reads no log at all.
 --   O  string: an adaptive key's last `window` outcomes, one byte '0'/'1' each,
 --      oldest first (<= 65,536 bytes).
 -- Every key gets a PEXPIRE of the time until its state is at rest (it would answer as
@@ -33,7 +35,7 @@
 
 local VERSION = '1'
 local EPS = 1e-9
-local RFMT = '<ddddddddd'
+local RFMT = '<dddddddddd'
 local TOKEN, LEAKY, FIXED, SLIDING, APPROX, GCRA, CONC = 0, 1, 2, 3, 4, 5, 6
 local ALLOWED, RATE, NEVER = 0, 1, 2
 local ADAPTIVE_TTL_MS = 86400000
@@ -57,21 +59,28 @@ local function now_of(arg)
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local function load(key)
-  local raw = redis.call('GET', key)
-  if not raw then return nil end
-  local t, level, cur, prev, rate, seen, sum, aux, fresh = struct.unpack(RFMT, raw)
-  return {t = t, level = level, cur = cur, prev = prev, rate = rate, seen = seen, sum = sum,
-          aux = aux, fresh = fresh == 1}
+-- Why tables are reused: in Redis's Lua every fresh table costs about as much as a
+-- small command (sluice.lua measured it), so each level's parameters, state and answer
+-- live in tables made once, when the library loads, and refilled by every call.
+local function new_state(s)
+  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, s.fresh = 0, 0, 0, 0, 0, 0, 0, 0, true
+  s.head = 0
+  return s
 end
 
-local function new_state()
-  return {t = 0, level = 0, cur = 0, prev = 0, rate = 0, seen = 0, sum = 0, aux = 0, fresh = true}
+-- The record at `key` into `s`, or nil when there is none.
+local function load(key, s)
+  local raw = redis.call('GET', key)
+  if not raw then return nil end
+  local fresh
+  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head = struct.unpack(RFMT, raw)
+  s.fresh = fresh == 1
+  return s
 end
 
 local function store(key, s, ttl_ms)
   redis.call('SET', key, struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum,
-                                     s.aux, s.fresh and 1 or 0), 'PX', ttl_ms)
+                                     s.aux, s.fresh and 1 or 0, s.head), 'PX', ttl_ms)
 end
 
 -- ---- parameters of one level: L = {algo, rate, period, burst, ttl, units, adaptive} ----
@@ -101,7 +110,7 @@ local function units_of(member)
   return tonumber(string.match(member, '(%d+)$'))
 end
 
--- Units and count of the entries with score <= cutoff (dead at now).
+-- Units and count of the entries with score <= cutoff (dead at now): usually none.
 local function dead(L, cutoff)
   local m = redis.call('ZRANGEBYSCORE', L.gkey, '-inf', cutoff)
   local u = 0
@@ -122,14 +131,18 @@ end
 -- oldest live entries: count - (units of entries up to it) + units <= limit.
 local function walk(L, cutoff, count, units, limit)
   local left, off = count, 0
+  -- Every entry holds a unit at least: the answer is within the first `need` entries.
+  local batch = count + units - limit
+  if batch > WALK then batch = WALK end
   while true do
-    local m = redis.call('ZRANGEBYSCORE', L.gkey, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', off, WALK)
+    local m = redis.call('ZRANGEBYSCORE', L.gkey, string.format('(%d', cutoff), '+inf', 'WITHSCORES', 'LIMIT', off, batch)
     if #m == 0 then return nil end
     for i = 1, #m, 2 do
       left = left - units_of(m[i])
       if left + units <= limit then return tonumber(m[i + 1]) end
     end
-    off = off + WALK
+    off = off + batch
+    batch = WALK
   end
 end
 
@@ -293,13 +306,21 @@ A[FIXED] = {
 }
 
 -- sliding_window_approx.c
+local C = {}
 local function swa_counts(L, s, now)
   local k = math.floor(now / L.period)
-  local c = {k = k, cur = 0, prev = 0, off = now - k * L.period}
+  local c = C
+  c.k, c.cur, c.prev, c.off = k, 0, 0, now - k * L.period
   if is_fresh(s) then return c end
   if s.t == k then c.cur, c.prev = s.cur, s.prev
   elseif s.t == k - 1 then c.prev = s.cur end
   return c
+end
+
+local function swa_reset(c, cur, next_start, p, now)
+  if cur > 0 then return next_start + p - now end
+  if c.prev > 0 then return next_start - now end
+  return 0
 end
 
 local function swa_offset(L, prev, room)
@@ -314,20 +335,15 @@ A[APPROX] = {
     local est = c.prev * (p - c.off) / p + c.cur
     local next_start = (c.k + 1) * p
     a.limit, a.delay = limit, 0
-    local function reset_for(cur)
-      if cur > 0 then return next_start + p - now end
-      if c.prev > 0 then return next_start - now end
-      return 0
-    end
     if est + units <= limit + EPS then
       a.reason, a.retry = ALLOWED, 0
       a.remaining = math.floor(limit - est - units + EPS)
-      a.reset = reset_for(c.cur + units)
+      a.reset = swa_reset(c, c.cur + units, next_start, p, now)
       return
     end
     local left = limit - est
     if left > 0 then a.remaining = math.floor(left + EPS) else a.remaining = 0 end
-    a.reset = reset_for(c.cur)
+    a.reset = swa_reset(c, c.cur, next_start, p, now)
     if units > limit then a.reason, a.retry = NEVER, -1; return end
     a.reason = RATE
     if c.cur + units <= limit then
@@ -371,22 +387,66 @@ local function log_probe(L, s, units, now, a, cutoff, span, fresh_reset)
   if at then a.retry = at + span - now else a.retry = fresh_reset end
 end
 
+-- sliding_window.c, one member per unit: the live count without reading the log.
+local function sw_count(L, s, cutoff)
+  if is_fresh(s) then return 0 end
+  if s.sum == 0 or s.head > cutoff then return s.sum end
+  if L.live == nil then L.live = redis.call('ZCOUNT', L.gkey, string.format('(%d', cutoff), '+inf') end
+  return L.live
+end
+
+local ZADD_BATCH = 512
+
 A[SLIDING] = {
   probe = function(L, s, units, now, a)
-    log_probe(L, s, units, now, a, now - L.period, L.period, L.period)
+    local cutoff, limit = now - L.period, whole_rate(L, s)
+    local count = sw_count(L, s, cutoff)
+    local live = count > 0
+    a.limit, a.delay = limit, 0
+    if count + units <= limit then
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = limit - count - units
+      if units > 0 then a.reset = L.period
+      elseif live then a.reset = s.t + L.period - now
+      else a.reset = 0 end
+      return
+    end
+    if limit > count then a.remaining = limit - count else a.remaining = 0 end
+    if live then a.reset = s.t + L.period - now else a.reset = 0 end
+    if units > limit then a.reason, a.retry = NEVER, -1; return end
+    -- when the (count + units - limit)-th oldest live unit leaves
+    a.reason = RATE
+    local m = redis.call('ZRANGEBYSCORE', L.gkey, string.format('(%d', cutoff), '+inf', 'WITHSCORES', 'LIMIT',
+                         count + units - limit - 1, 1)
+    if m[2] then a.retry = tonumber(m[2]) + L.period - now else a.retry = L.period end
   end,
   commit = function(L, s, units, now)
-    prune(L, s, now - L.period)
+    local cutoff = now - L.period
+    if s.sum > 0 and s.head <= cutoff then
+      s.sum = s.sum - redis.call('ZREMRANGEBYSCORE', L.gkey, '-inf', cutoff)
+      if s.sum > 0 then s.head = tonumber(redis.call('ZRANGE', L.gkey, 0, 0, 'WITHSCORES')[2]) end
+    end
     local t = now
     if s.sum > 0 and s.t > now then t = s.t end -- a clock that went back
     if units > 0 then
-      if s.sum > 0 and s.t == t then
-        redis.call('ZREM', L.gkey, string.format('%d:%d', t, s.aux))
-        s.aux = s.aux + units
+      if s.sum == 0 then s.head = t end
+      if units == 1 then
+        s.aux = s.aux + 1
+        redis.call('ZADD', L.gkey, t, string.format('%d:%d', t, s.aux))
       else
-        s.aux = units
+        local args, left = {}, units
+        while left > 0 do
+          local k = left
+          if k > ZADD_BATCH then k = ZADD_BATCH end
+          for j = 1, k do
+            s.aux = s.aux + 1
+            args[2 * j - 1], args[2 * j] = t, string.format('%d:%d', t, s.aux)
+          end
+          for j = #args, 2 * k + 1, -1 do args[j] = nil end
+          redis.call('ZADD', L.gkey, unpack(args))
+          left = left - k
+        end
       end
-      redis.call('ZADD', L.gkey, t, string.format('%d:%d', t, s.aux))
       s.t = t
       s.sum = s.sum + units
     end
@@ -418,17 +478,29 @@ A[CONC] = {
 -- units, adaptive (0/1); KEYS: per level S, G.
 local NPARAM = 7
 
+local MAX_LEVELS = 8
+local LV = {}
+for i = 1, MAX_LEVELS do LV[i] = {a = {}, st = {}} end
+local OUT = {}
+
+-- Fills LV[1..n] from argv[from] (n) and the parameters after it; returns n.
 local function levels_of(keys, argv, from)
   local n = tonumber(argv[from])
-  local lv = {}
+  if n < 1 or n > MAX_LEVELS then error('levels: ' .. tostring(n) .. ' not in 1..8') end
   for i = 1, n do
-    local b = from + (i - 1) * NPARAM
-    lv[i] = {algo = tonumber(argv[b + 1]), rate = tonumber(argv[b + 2]),
-             period = tonumber(argv[b + 3]), burst = tonumber(argv[b + 4]),
-             ttl = tonumber(argv[b + 5]), units = tonumber(argv[b + 6]),
-             adaptive = argv[b + 7] == '1', skey = keys[2 * i - 1], gkey = keys[2 * i]}
+    local b, L = from + (i - 1) * NPARAM, LV[i]
+    L.algo, L.rate, L.period = tonumber(argv[b + 1]), tonumber(argv[b + 2]), tonumber(argv[b + 3])
+    L.burst, L.ttl, L.units = tonumber(argv[b + 4]), tonumber(argv[b + 5]), tonumber(argv[b + 6])
+    L.adaptive, L.skey, L.gkey = argv[b + 7] == '1', keys[2 * i - 1], keys[2 * i]
+    L.dead_u, L.dead_n, L.live = nil, nil, nil
   end
-  return lv
+  return n
+end
+
+-- A rate for the reply: an integer as itself, else its 17 digits.
+local function rate_reply(r)
+  if r == math.floor(r) and r < 1e15 then return r end
+  return string.format('%.17g', r)
 end
 
 local function tighter(a, b, denied)
@@ -449,18 +521,17 @@ end
 local function check(keys, argv)
   local now = now_of(argv[1])
   local mode = argv[2] -- 'check', 'probe' or 'info' (one level, no units)
-  local lv = levels_of(keys, argv, 3)
-  local n = #lv
+  local n = levels_of(keys, argv, 3)
+  local lv = LV
   local allowed = true
   for i = 1, n do
     local L = lv[i]
-    L.s = load(L.skey)
+    L.s = load(L.skey, L.st)
     L.now = now
     if L.s and L.s.seen > now then L.now = L.s.seen end
-    local a = {}
+    local a = L.a
     A[L.algo].probe(L, L.s, L.units, L.now, a)
     if L.units == 0 and a.reason ~= ALLOWED then a.reason, a.retry = ALLOWED, 0 end
-    L.a = a
     if a.reason ~= ALLOWED then allowed = false end
   end
   local top = nil
@@ -477,7 +548,7 @@ local function check(keys, argv)
           redis.call('DEL', L.gkey) -- a log that outlived its record: not this state's
           L.dead_u, L.dead_n = 0, 0
         end
-        local s = L.s or new_state()
+        local s = L.s or new_state(L.st)
         A[L.algo].commit(L, s, L.units, L.now)
         if L.now > s.seen then s.seen = L.now end
         local ms = ttl_ms(L, L.a.reset)
@@ -486,24 +557,24 @@ local function check(keys, argv)
       end
     end
   end
-  local out = {allowed and 1 or 0, top, allowed and 0 or top, now}
+  local out = OUT
+  out[1], out[2], out[3], out[4] = allowed and 1 or 0, top, allowed and 0 or top, now
+  local m = 4
   for i = 1, n do
-    local a, L = lv[i].a, lv[i]
-    out[#out + 1] = a.reason
-    out[#out + 1] = a.limit
-    out[#out + 1] = a.remaining
-    out[#out + 1] = a.retry
-    out[#out + 1] = a.reset
-    out[#out + 1] = a.delay
-    out[#out + 1] = string.format('%.17g', rate_of(L, L.s))
+    local L = lv[i]
+    local a = L.a
+    out[m + 1], out[m + 2], out[m + 3], out[m + 4] = a.reason, a.limit, a.remaining, a.retry
+    out[m + 5], out[m + 6], out[m + 7] = a.reset, a.delay, rate_reply(rate_of(L, L.s))
+    m = m + 7
   end
   if mode == 'info' then
     local L = lv[1]
     local held = 0
     if L.algo == CONC and not is_fresh(L.s) then held = L.s.sum - L.dead_u end
-    out[#out + 1] = L.s and 1 or 0
-    out[#out + 1] = held
+    out[m + 1], out[m + 2] = L.s and 1 or 0, held
+    m = m + 2
   end
+  for i = #out, m + 1, -1 do out[i] = nil end
   return out
 end
 
@@ -511,8 +582,9 @@ end
 -- live hold. Reply {1, held, remaining} or {0} when no hold is live.
 local function release(keys, argv)
   local now = now_of(argv[1])
-  local L = levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', argv[7]}, 1)[1]
-  local s = load(L.skey)
+  levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', argv[7]}, 1)
+  local L = LV[1]
+  local s = load(L.skey, L.st)
   if s == nil then return {0} end
   if s.seen > now then now = s.seen end
   prune(L, s, now)
@@ -537,13 +609,14 @@ end
 -- Reply {old_rate, new_rate, error_rate, outcomes in the window} as strings.
 local function report(keys, argv)
   local now = now_of(argv[1])
-  local L = levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', '1'}, 1)[1]
+  levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', '1'}, 1)
+  local L = LV[1]
   local okey = keys[3]
   local successes, errors = tonumber(argv[8]), tonumber(argv[9])
   local min_rate, max_rate = tonumber(argv[10]), tonumber(argv[11])
   local decrease, increase = tonumber(argv[12]), tonumber(argv[13])
   local high, low, w = tonumber(argv[14]), tonumber(argv[15]), tonumber(argv[16])
-  local s = load(L.skey) or new_state()
+  local s = load(L.skey, L.st) or new_state(L.st)
   if s.seen > now then now = s.seen end
   -- adaptive.c: only the last `window` outcomes can matter
   local total = successes + errors

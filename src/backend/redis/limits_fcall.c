@@ -123,8 +123,13 @@ static bool int_at(const redisReply *r, size_t i, int64_t *v)
     return true;
 }
 
+/* A number: an integer, or a string of its digits. */
 static bool num_at(const redisReply *r, size_t i, double *v)
 {
+    if (i < r->elements && r->element[i]->type == REDIS_REPLY_INTEGER) {
+        *v = (double)r->element[i]->integer;
+        return true;
+    }
     if (i >= r->elements || r->element[i]->type != REDIS_REPLY_STRING) return false;
     char *end;
     *v = strtod(r->element[i]->str, &end);
