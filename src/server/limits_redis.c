@@ -31,7 +31,8 @@ struct rlcall {
     sl_server_t *srv;
     rl_kind_t kind;
     char name[SL_LIMITS_MAX_NAME + 1];
-    sl_limit_request_t req; /* check: strings in call->body (team: re-resolved locally) */
+    sl_limit_request_t req; /* strings in call->body, but the team: */
+    char team[SL_LIMITS_MAX_NAME + 1]; /* a copy: a reload may free the config's */
     sl_limit_plan_t plan;
     bool queues;
     int64_t started_us, deadline_us;
@@ -123,15 +124,7 @@ static void on_check_reply(const redisReply *reply, void *ud)
     rlcall_t *c = ud;
     sl_limit_result_t r;
     if (sl__rlimits_parse_check(reply, &c->plan, &r, NULL) != SL_OK) {
-        c->req.team = NULL; /* the team's string may be gone with a reload: not in a plan */
-        sl_limits_t *set = sl__limits_set(c->srv);
-        sl_limit_plan_t again;
-        /* re-plan resolves nothing new; only to refuse as the set would now */
-        if (set && sl_limits_plan(set, c->name, &c->req, SL_LIMIT_PLAN_CHECK, 0, 0, &again) == SL_OK)
-            check_locally(c);
-        else
-            sl__reply_error(c->call, 503, "backend_unavailable",
-                            "redis: no answer to the check of limit '%s'", c->name);
+        check_locally(c);
         rl_free(c);
         return;
     }
@@ -172,6 +165,10 @@ static rlcall_t *rl_new(sl_call_t *call, rl_kind_t kind, const char *name,
     c->kind = kind;
     snprintf(c->name, sizeof c->name, "%s", name);
     c->req = *req;
+    if (req->team) {
+        snprintf(c->team, sizeof c->team, "%s", req->team);
+        c->req.team = c->team;
+    }
     return c;
 }
 

@@ -169,6 +169,16 @@ class SharedLimits(unittest.TestCase):
         self.assertIn({"calls"}, list(tags.values()))
         self.assertEqual(len(tags), 3)
 
+    def test_a_check_is_decided_in_the_replicas_own_set_while_redis_is_away(self):
+        self.assertEqual(check(self.a, "sem", "v")[0], 200)  # held in Redis
+        self.redis.stop_signal()
+        try:
+            st, body, _ = check(self.a, "sem", "v")  # the FCALL times out: a's own set
+            self.assertEqual(st, 200, body)
+        finally:
+            self.redis.cont_signal()
+        self.assertTrue(wait_until(lambda: check(self.b, "sem", "v")[0] == 429, 10))
+
     def test_refusals_are_the_same_as_in_memory(self):
         st, body, _ = check(self.a, "nope", "x")
         self.assertEqual(st, 404)
