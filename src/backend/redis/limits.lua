@@ -578,11 +578,11 @@ local function check(keys, argv)
   return out
 end
 
--- KEYS S, G; ARGV now, then one level's parameters (units ignored). Ends the oldest
--- live hold. Reply {1, held, remaining} or {0} when no hold is live.
+-- KEYS S, G; ARGV now, 1, one level's parameters (as check's; units ignored). Ends the
+-- oldest live hold. Reply {1, held, remaining} or {0} when no hold is live.
 local function release(keys, argv)
   local now = now_of(argv[1])
-  levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', argv[7]}, 1)
+  levels_of(keys, argv, 2)
   local L = LV[1]
   local s = load(L.skey, L.st)
   if s == nil then return {0} end
@@ -604,18 +604,19 @@ local function release(keys, argv)
   return {1, s.sum, remaining}
 end
 
--- KEYS S, G, O (outcomes); ARGV now, the level's parameters (units ignored), successes,
--- errors, min_rate, max_rate, decrease, increase, high_error, low_error, window.
--- Reply {old_rate, new_rate, error_rate, outcomes in the window} as strings.
+-- KEYS S, G, O (outcomes); ARGV now, 1, the level's parameters (as check's; units
+-- ignored), successes, errors, min_rate, max_rate, decrease, increase, high_error,
+-- low_error, window. Reply {old_rate, new_rate, error_rate, outcomes in the window}.
 local function report(keys, argv)
   local now = now_of(argv[1])
-  levels_of(keys, {'1', argv[2], argv[3], argv[4], argv[5], argv[6], '0', '1'}, 1)
+  levels_of(keys, argv, 2)
   local L = LV[1]
   local okey = keys[3]
-  local successes, errors = tonumber(argv[8]), tonumber(argv[9])
-  local min_rate, max_rate = tonumber(argv[10]), tonumber(argv[11])
-  local decrease, increase = tonumber(argv[12]), tonumber(argv[13])
-  local high, low, w = tonumber(argv[14]), tonumber(argv[15]), tonumber(argv[16])
+  local b = 2 + NPARAM
+  local successes, errors = tonumber(argv[b + 1]), tonumber(argv[b + 2])
+  local min_rate, max_rate = tonumber(argv[b + 3]), tonumber(argv[b + 4])
+  local decrease, increase = tonumber(argv[b + 5]), tonumber(argv[b + 6])
+  local high, low, w = tonumber(argv[b + 7]), tonumber(argv[b + 8]), tonumber(argv[b + 9])
   local s = load(L.skey, L.st) or new_state(L.st)
   if s.seen > now then now = s.seen end
   -- adaptive.c: only the last `window` outcomes can matter

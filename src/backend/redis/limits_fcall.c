@@ -74,37 +74,30 @@ void sl__rlimits_check_cmd(sl__rcmd_t *c, const sl_limit_plan_t *p, sl__rlimits_
     for (size_t i = 0; i < p->n; i++) level_params(c, &p->lv[i]);
 }
 
-void sl__rlimits_release_cmd(sl__rcmd_t *c, const sl_limit_plan_t *p, int64_t now_us)
+/* "FCALL fn" on level 0 alone: its keys (and its outcomes' with `outcomes`), the time,
+ * one level, its parameters. */
+static void one_level_cmd(sl__rcmd_t *c, const char *fn, const sl_limit_plan_t *p, bool outcomes,
+                          int64_t now_us)
 {
-    begin(c, "sluice_limit_release", 2);
+    begin(c, fn, outcomes ? 3 : 2);
     level_key(c, p, 0, 'S');
     level_key(c, p, 0, 'G');
+    if (outcomes) level_key(c, p, 0, 'O');
     time_arg(c, now_us);
-    const sl_limit_plan_level_t *lv = &p->lv[0];
-    raw_i64(c, lv->algorithm);
-    raw_num(c, lv->rate);
-    raw_i64(c, lv->period_us);
-    raw_i64(c, lv->burst_units);
-    raw_i64(c, lv->ttl_us);
-    sl__rcmd_raw(c, lv->adaptive ? "1" : "0");
+    sl__rcmd_raw(c, "1");
+    level_params(c, &p->lv[0]);
+}
+
+void sl__rlimits_release_cmd(sl__rcmd_t *c, const sl_limit_plan_t *p, int64_t now_us)
+{
+    one_level_cmd(c, "sluice_limit_release", p, false, now_us);
 }
 
 void sl__rlimits_report_cmd(sl__rcmd_t *c, const sl_limit_plan_t *p, int64_t successes,
                             int64_t errors, int64_t now_us)
 {
     const sl_limit_adaptive_t *a = &p->adaptive;
-    begin(c, "sluice_limit_report", 3);
-    level_key(c, p, 0, 'S');
-    level_key(c, p, 0, 'G');
-    level_key(c, p, 0, 'O');
-    time_arg(c, now_us);
-    const sl_limit_plan_level_t *lv = &p->lv[0];
-    raw_i64(c, lv->algorithm);
-    raw_num(c, lv->rate);
-    raw_i64(c, lv->period_us);
-    raw_i64(c, lv->burst_units);
-    raw_i64(c, lv->ttl_us);
-    sl__rcmd_raw(c, "1");
+    one_level_cmd(c, "sluice_limit_report", p, true, now_us);
     raw_i64(c, successes);
     raw_i64(c, errors);
     raw_num(c, a->min_rate);
