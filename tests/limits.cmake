@@ -14,3 +14,7 @@ set_tests_properties(conformance_limits PROPERTIES LABELS unit)
 add_test(NAME conformance_limits_redis
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/with-redis.sh sh -c "exec $<TARGET_FILE:limits_conformance_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT \"$@\"" -- ${SL_LIMIT_SCENARIOS})
 set_tests_properties(conformance_limits_redis PROPERTIES LABELS integration TIMEOUT 120)
+# On a Redis Cluster of three masters: every key of a check is in its limit tree's slot.
+add_test(NAME redis_cluster_limits COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/cluster.sh
+                                           $<TARGET_FILE:limits_conformance_runner> ${SL_LIMIT_SCENARIOS})
+set_tests_properties(redis_cluster_limits PROPERTIES LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)

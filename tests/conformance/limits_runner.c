@@ -1,6 +1,7 @@
 /* limits_runner.c - runs the action-limit conformance scenarios (tests/conformance/limits/NAME.scn) and checks every expectation.
  *
- * Usage: limits_conformance_runner [-v] [--redis HOST:PORT] FILE.scn...
+ * Usage: limits_conformance_runner [-v] [--redis HOST:PORT[,HOST:PORT...]] FILE.scn...
+ * (several nodes: the masters of a Redis Cluster, redirections followed)
  * The format (docs/limits.md, "Conformance scenarios"): `limit NAME field=value...`
  * lines configure the set (all of them, in order, before the first operation), and
  * `T OP NAME args... -> field=value...` lines run an operation at T seconds after a
@@ -323,10 +324,36 @@ static void lib_op(sl_limits_t *ls, const op_t *op, result_t *r)
 /* ---- the Redis backend: limits.lua, planned by the same set ---- */
 
 static redisContext *redis;
+static char redis_nodes[512]; /* HOST:PORT[,HOST:PORT...]: one server, or Cluster masters */
 
+static redisContext *connect_node(char *node)
+{
+    char *colon = strrchr(node, ':');
+    int port = colon ? atoi(colon + 1) : 6379;
+    if (colon) *colon = '\0';
+    redisContext *c = redisConnect(node, port);
+    if (!c || c->err) {
+        fprintf(stderr, "redis %s:%d: %s\n", node, port, c ? c->errstr : "no memory");
+        if (c) redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* On Cluster a MOVED answer names the node of the slot: reconnect there and resend (a
+ * check whose keys spanned slots would fail instead, CROSSSLOT). */
 static redisReply *redis_call(sl__rcmd_t *c)
 {
-    redisReply *x = redisCommandArgv(redis, c->argc, (const char **)c->argv, c->len);
+    redisReply *x = NULL;
+    for (int hop = 0; hop < 4 && redis; hop++) {
+        x = redisCommandArgv(redis, c->argc, (const char **)c->argv, c->len);
+        char node[160];
+        if (!x || x->type != REDIS_REPLY_ERROR || sscanf(x->str, "MOVED %*d %159s", node) != 1) break;
+        freeReplyObject(x);
+        x = NULL;
+        redisFree(redis);
+        redis = connect_node(node);
+    }
     sl__rcmd_free(c);
     if (x && x->type == REDIS_REPLY_ERROR) fprintf(stderr, "redis: %s\n", x->str);
     return x;
@@ -401,17 +428,25 @@ static void redis_op(sl_limits_t *ls, const op_t *op, result_t *r)
     if (x) freeReplyObject(x);
 }
 
+/* FLUSHALL and FUNCTION LOAD REPLACE on every node; leaves `redis` on the last one. */
 static int redis_reset(void)
 {
-    redisReply *x = redisCommand(redis, "FLUSHALL");
-    if (x) freeReplyObject(x);
-    x = redisCommand(redis, "FUNCTION LOAD REPLACE %s", sl__redis_limits_lua_source);
-    if (!x || x->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "FUNCTION LOAD failed: %s\n", x ? x->str : redis->errstr);
+    char nodes[sizeof redis_nodes];
+    snprintf(nodes, sizeof nodes, "%s", redis_nodes);
+    for (char *node = strtok(nodes, ","); node; node = strtok(NULL, ",")) {
+        if (redis) redisFree(redis);
+        redis = connect_node(node);
+        if (!redis) return -1;
+        redisReply *x = redisCommand(redis, "FLUSHALL");
         if (x) freeReplyObject(x);
-        return -1;
+        x = redisCommand(redis, "FUNCTION LOAD REPLACE %s", sl__redis_limits_lua_source);
+        if (!x || x->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "FUNCTION LOAD failed: %s\n", x ? x->str : redis->errstr);
+            if (x) freeReplyObject(x);
+            return -1;
+        }
+        freeReplyObject(x);
     }
-    freeReplyObject(x);
     return 0;
 }
 
@@ -520,10 +555,10 @@ static int run_file(const char *path, bool verbose)
     }
     int failures = run_backend(&sc, lib_op, "library", verbose);
     const char *ran = "library";
-    if (redis && !sc.memory_only) {
+    if (redis_nodes[0] && !sc.memory_only) {
         failures += redis_reset() ? 1 : run_backend(&sc, redis_op, "redis", verbose);
         ran = "library and redis";
-    } else if (redis) {
+    } else if (redis_nodes[0]) {
         ran = "library; memory only";
     }
     printf("%s %s (%d operations, %s)\n", failures ? "FAIL" : "ok  ", path, sc.n, ran);
@@ -541,23 +576,15 @@ int main(int argc, char **argv)
             continue;
         }
         if (strcmp(argv[i], "--redis") == 0 && i + 1 < argc) {
-            char host[256];
-            int port = 6379;
-            snprintf(host, sizeof host, "%s", argv[++i]);
-            char *colon = strrchr(host, ':');
-            if (colon) *colon = '\0', port = atoi(colon + 1);
-            redis = redisConnect(host, port);
-            if (!redis || redis->err) {
-                fprintf(stderr, "redis %s:%d: %s\n", host, port, redis ? redis->errstr : "no memory");
-                return 2;
-            }
+            snprintf(redis_nodes, sizeof redis_nodes, "%s", argv[++i]);
+            if (redis_reset() != 0) return 2;
             continue;
         }
         files++;
         failures += run_file(argv[i], verbose);
     }
     if (!files) {
-        fprintf(stderr, "usage: limits_conformance_runner [-v] [--redis HOST:PORT] FILE.scn...\n");
+        fprintf(stderr, "usage: limits_conformance_runner [-v] [--redis HOST:PORT[,HOST:PORT...]] FILE.scn...\n");
         return 2;
     }
     return failures ? 1 : 0;
