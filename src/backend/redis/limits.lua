@@ -104,7 +104,7 @@ end
 
 local function is_fresh(s) return s == nil or s.fresh end
 
--- ---- the log (sliding_window, concurrency) ----
+-- ---- concurrency's holds: members "end:n:units" ----
 
 local function units_of(member)
   return tonumber(string.match(member, '(%d+)$'))
@@ -360,8 +360,8 @@ A[APPROX] = {
   end,
 }
 
--- sliding_window.c and concurrency.c: the log. `cutoff` is the score at or below
--- which an entry is dead at now; `span` what a live entry's score adds to its end.
+-- concurrency.c: `cutoff` is the score at or below which a hold has ended at now, `span`
+-- what a live entry's score adds to its end (0: the score is the end).
 local function log_probe(L, s, units, now, a, cutoff, span, fresh_reset)
   local limit = whole_rate(L, s)
   local count = 0
