@@ -205,7 +205,9 @@ typedef struct lcall {
 static void on_limits_reply(rb_t *rb, rcall_t *c, redisReply *r)
 {
     lcall_t *l = c->ctx;
-    (void)rb;
+    /* The library went away (FUNCTION FLUSH, or a restart the connection never saw):
+     * this call is decided locally by the caller; the next ones find it loaded again. */
+    if (r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "not found")) sl__rb_limits_connect(rb);
     l->cb(r, l->ud);
     free(l);
 }

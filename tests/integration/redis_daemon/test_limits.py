@@ -179,6 +179,13 @@ class SharedLimits(unittest.TestCase):
             self.redis.cont_signal()
         self.assertTrue(wait_until(lambda: check(self.b, "sem", "v")[0] == 429, 10))
 
+    def test_the_library_is_loaded_again_after_redis_lost_it(self):
+        self.redis.command("FUNCTION", "FLUSH")
+        check(self.a, "calls", "u")  # decided locally; a reloads the library
+        self.assertTrue(wait_until(self.library_loaded, 10))
+        self.assertEqual(check(self.a, "calls", "u")[1]["remaining"], 9)
+        self.assertEqual(check(self.b, "calls", "u")[1]["remaining"], 8)
+
     def test_refusals_are_the_same_as_in_memory(self):
         st, body, _ = check(self.a, "nope", "x")
         self.assertEqual(st, 404)
