@@ -11,13 +11,15 @@
 -- Cluster slot.
 --
 -- Keys of one (limit, key) state:
---   S  string: the record, 10 little-endian doubles packed with Redis's `struct`:
+--   S  string: the record, 11 little-endian doubles packed with Redis's `struct`:
 --      t (token: last refill; gcra: TAT; leaky: drain free; windows: window index;
 --      sliding: newest entry's time; concurrency: newest hold's end), level (tokens),
 --      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
 --      seen), sum (units in the log), aux (the log's member counter), fresh (1: the
---      algorithm state is a fresh key's), head (sliding: the oldest member's time).
---   G  zset: sliding_window's log, one member per unit (score = time, member "t:n"),
+--      algorithm state is a fresh key's), head (sliding: the oldest member's time), gexp
+--      (until when G's TTL is known to last).
+--   G  zset: sliding_window's log, one member per unit (score = time, member: the
+--      counter `aux`),
 --      and concurrency's holds (score = end, member "end:n:units"). At most `rate`
 --      members live: an exact log of at most rate (<= 10,000) members, dead ones
 --      removed at the next commit. One member per unit lets Redis count (ZCOUNT) and
@@ -27,7 +29,9 @@
 --      oldest first (<= 65,536 bytes).
 -- Every key gets a PEXPIRE of the time until its state is at rest (it would answer as
 -- a fresh key) plus a second, and a day at least for adaptive limits (whose adapted
--- rate the memory engine keeps until it is back at the start).
+-- rate the memory engine keeps until it is back at the start). G's is set to twice
+-- that when it would run out sooner, so most checks do not renew it; a G that outlives
+-- its S is dropped by the next commit.
 --
 -- Time: ARGV[1] is the time in us ("" = Redis TIME; a number pins it, for the
 -- conformance runner only). Integers (us, units) stay below 2^53 and are computed
@@ -35,7 +39,7 @@
 
 local VERSION = '1'
 local EPS = 1e-9
-local RFMT = '<dddddddddd'
+local RFMT = '<ddddddddddd'
 local TOKEN, LEAKY, FIXED, SLIDING, APPROX, GCRA, CONC = 0, 1, 2, 3, 4, 5, 6
 local ALLOWED, RATE, NEVER = 0, 1, 2
 local ADAPTIVE_TTL_MS = 86400000
@@ -64,7 +68,7 @@ end
 -- live in tables made once, when the library loads, and refilled by every call.
 local function new_state(s)
   s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, s.fresh = 0, 0, 0, 0, 0, 0, 0, 0, true
-  s.head = 0
+  s.head, s.gexp = 0, 0
   return s
 end
 
@@ -73,14 +77,15 @@ local function load(key, s)
   local raw = redis.call('GET', key)
   if not raw then return nil end
   local fresh
-  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head = struct.unpack(RFMT, raw)
+  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp =
+    struct.unpack(RFMT, raw)
   s.fresh = fresh == 1
   return s
 end
 
 local function store(key, s, ttl_ms)
   redis.call('SET', key, struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum,
-                                     s.aux, s.fresh and 1 or 0, s.head), 'PX', ttl_ms)
+                                     s.aux, s.fresh and 1 or 0, s.head, s.gexp), 'PX', ttl_ms)
 end
 
 -- ---- parameters of one level: L = {algo, rate, period, burst, ttl, units, adaptive} ----
@@ -432,7 +437,7 @@ A[SLIDING] = {
       if s.sum == 0 then s.head = t end
       if units == 1 then
         s.aux = s.aux + 1
-        redis.call('ZADD', L.gkey, t, string.format('%d:%d', t, s.aux))
+        redis.call('ZADD', L.gkey, t, s.aux)
       else
         local args, left = {}, units
         while left > 0 do
@@ -440,7 +445,7 @@ A[SLIDING] = {
           if k > ZADD_BATCH then k = ZADD_BATCH end
           for j = 1, k do
             s.aux = s.aux + 1
-            args[2 * j - 1], args[2 * j] = t, string.format('%d:%d', t, s.aux)
+            args[2 * j - 1], args[2 * j] = t, s.aux
           end
           for j = #args, 2 * k + 1, -1 do args[j] = nil end
           redis.call('ZADD', L.gkey, unpack(args))
@@ -552,8 +557,12 @@ local function check(keys, argv)
         A[L.algo].commit(L, s, L.units, L.now)
         if L.now > s.seen then s.seen = L.now end
         local ms = ttl_ms(L, L.a.reset)
+        if (L.algo == SLIDING or L.algo == CONC) and L.now + ms * 1000 > s.gexp then
+          -- twice as long as needed, so the next checks of this period need not renew it
+          redis.call('PEXPIRE', L.gkey, 2 * ms)
+          s.gexp = L.now + 2 * ms * 1000
+        end
         store(L.skey, s, ms)
-        if L.algo == SLIDING or L.algo == CONC then redis.call('PEXPIRE', L.gkey, ms) end
       end
     end
   end
@@ -597,8 +606,11 @@ local function release(keys, argv)
   if now > s.seen then s.seen = now end
   local rest = 0
   if s.sum > 0 then rest = s.t - now end
+  if now + ttl_ms(L, rest) * 1000 > s.gexp then
+    redis.call('PEXPIRE', L.gkey, ttl_ms(L, rest))
+    s.gexp = now + ttl_ms(L, rest) * 1000
+  end
   store(L.skey, s, ttl_ms(L, rest))
-  redis.call('PEXPIRE', L.gkey, ttl_ms(L, rest))
   local remaining = whole_rate(L, s) - s.sum
   if remaining < 0 then remaining = 0 end
   return {1, s.sum, remaining}
@@ -648,9 +660,12 @@ local function report(keys, argv)
     s.rate = old_rate
   end
   if now > s.seen then s.seen = now end
+  if (L.algo == SLIDING or L.algo == CONC) and now + ADAPTIVE_TTL_MS * 1000 > s.gexp then
+    redis.call('PEXPIRE', L.gkey, ADAPTIVE_TTL_MS)
+    s.gexp = now + ADAPTIVE_TTL_MS * 1000
+  end
   store(L.skey, s, ADAPTIVE_TTL_MS)
   redis.call('SET', okey, o, 'PX', ADAPTIVE_TTL_MS)
-  if L.algo == SLIDING or L.algo == CONC then redis.call('PEXPIRE', L.gkey, ADAPTIVE_TTL_MS) end
   return {string.format('%.17g', old_rate), string.format('%.17g', rate),
           string.format('%.17g', er), #o}
 end
