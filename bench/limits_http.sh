@@ -9,7 +9,11 @@
 # nginx: limit_req rate=100r/s burst=100 nodelay), so at these request rates most checks
 # are denied by both: 200 when allowed, 429 when not.
 #
-# usage: bench/limits_http.sh [BUILD_DIR]   (env: BENCH_SECONDS=10, BENCH_CONNECTIONS=50)
+# With LIMITS_BACKEND=redis://HOST:PORT/0 sluiced runs on that Redis backend, so each check is
+# one FCALL of limits.lua (the same requests, the same nginx): what sharing the limits costs.
+#
+# usage: bench/limits_http.sh [BUILD_DIR]   (env: BENCH_SECONDS=10, BENCH_CONNECTIONS=50,
+#        LIMITS_BACKEND unset = memory)
 # needs: wrk, nginx, taskset (Debian: wrk nginx-light util-linux)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +22,7 @@ BENCH_NAME=limits_http.sh
 . bench/http_common.sh
 
 cat > "$TMP/sluice.yaml" <<YAML
+${LIMITS_BACKEND:+backend: $LIMITS_BACKEND}
 limits:
   tool.call:
     algorithm: token_bucket
@@ -30,6 +35,9 @@ taskset -c $SERVER_CPU "$SLUICED" --config "$TMP/sluice.yaml" --listen "127.0.0.
   >"$TMP/sluiced.log" 2>&1 &
 PIDS+=($!)
 wait_port "$SPORT"
+if [ -n "${LIMITS_BACKEND:-}" ]; then # until Redis is up: before that checks are local
+  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$SPORT/readyz" >/dev/null && break; sleep 0.1; done
+fi
 
 NPORT=$(free_port)
 # limit_req runs in the preaccess phase, after `return` (rewrite phase) would have answered,
@@ -64,7 +72,7 @@ read -r n_rps n_p50 n_p99 n_non < <(taskset -c $CLIENT_CPU wrk -t1 -c"$CONNS" -d
   --latency -s bench/http_limit.lua "http://127.0.0.1:$NPORT" | tee "$TMP/wrk-nginx.txt" | summarize)
 
 printf "%-34s %12s %10s %10s %14s\n" "server" "decisions/s" "p50 ms" "p99 ms" "denied (429)"
-printf "%-34s %12.0f %10.3f %10.3f %14d\n" "sluiced (token_bucket per agent)" "$s_rps" "$s_p50" "$s_p99" "$s_non"
+printf "%-34s %12.0f %10.3f %10.3f %14d\n" "sluiced (token_bucket per agent${LIMITS_BACKEND:+, redis}) " "$s_rps" "$s_p50" "$s_p99" "$s_non"
 printf "%-34s %12.0f %10.3f %10.3f %14d\n" "nginx (limit_req per X-Agent)" "$n_rps" "$n_p50" "$n_p99" "$n_non"
 awk -v s="$s_rps" -v n="$n_rps" 'BEGIN { printf "ratio sluiced/nginx: %.2f (goal >= 1.0)\n", s/n }'
 curl -s "http://127.0.0.1:$SPORT/metrics" | grep -E '^sluice_limit_checks_total' || true

@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "server.h"
+#include "limits_redis.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -96,6 +96,7 @@ struct sl__limit {
     size_t n_levels;
     sl__kmap_t keys;
     int64_t no_rest_until_us; /* a sweep that freed nothing: no key rests before this */
+    uint64_t tree_hash, config_hash; /* plan.c, computed on first use (0: not yet) */
 };
 
 /* config.c: validation (0 or SL_EINVAL with `limits.NAME.FIELD: ...` in err), an owned
@@ -103,6 +104,19 @@ struct sl__limit {
 int sl__limit_validate(const char *name, const sl_limit_config_t *cfg, char *err, size_t n);
 sl__limit_t *sl__limit_new(const char *name, const sl_limit_config_t *cfg);
 void sl__limit_free(sl__limit_t *l);
+
+/* limitset.c for plan.c: the levels of a check of `name` (itself and its ancestors, or
+ * itself alone when `one`), each with its key and units (hits x cost), validated as a
+ * check validates them. Returns 0 or the errors of sl_limits_check. */
+int sl__limits_levels(sl_limits_t *ls, const char *name, const sl_limit_request_t *req, bool one,
+                      sl__limit_t **lim, const char **keys, int64_t *units, size_t *n);
+/* What release and report refuse (SL_EINVAL, the message set): not a concurrency limit;
+ * not adaptive, or counts out of range. */
+int sl__limits_release_ok(sl_limits_t *ls, const sl__limit_t *l);
+int sl__limits_report_ok(sl_limits_t *ls, const sl__limit_t *l, int64_t successes, int64_t errors);
+/* The limits of the set, for plan.c's trees. */
+sl__limit_t *sl__limits_at(const sl_limits_t *ls, size_t i);
+sl__limit_t *sl__limits_find(const sl_limits_t *ls, const char *name);
 
 /* Sets the set's error message; returns rc. */
 int sl__limits_fail(sl_limits_t *ls, int rc, const char *fmt, ...)

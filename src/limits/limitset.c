@@ -492,6 +492,35 @@ int sl_limits_when(sl_limits_t *ls, const char *name, const sl_limit_request_t *
 
 /* The limit `name` alone, at the request's key. */
 static int one_level(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
+                     int64_t now_us, level_t *lv);
+
+int sl__limits_levels(sl_limits_t *ls, const char *name, const sl_limit_request_t *req, bool one,
+                      sl__limit_t **lim, const char **keys, int64_t *units, size_t *n)
+{
+    level_t lv[SL_LIMITS_MAX_LEVELS];
+    int rc = one ? one_level(ls, name, req, 0, lv) : resolve(ls, name, req, 0, lv, n);
+    if (rc) return rc;
+    if (one) *n = 1;
+    for (size_t i = 0; i < *n; i++) {
+        lim[i] = lv[i].l;
+        keys[i] = lv[i].key;
+        units[i] = one ? 0 : lv[i].units;
+    }
+    return SL_OK;
+}
+
+sl__limit_t *sl__limits_at(const sl_limits_t *ls, size_t i)
+{
+    return i < ls->n ? ls->limits[i] : NULL;
+}
+
+sl__limit_t *sl__limits_find(const sl_limits_t *ls, const char *name)
+{
+    return find(ls, name);
+}
+
+/* The limit `name` alone, at the request's key. */
+static int one_level(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
                      int64_t now_us, level_t *lv)
 {
     ls->err[0] = '\0';
@@ -505,15 +534,36 @@ static int one_level(sl_limits_t *ls, const char *name, const sl_limit_request_t
     return SL_OK;
 }
 
+int sl__limits_release_ok(sl_limits_t *ls, const sl__limit_t *l)
+{
+    if (l->cfg.algorithm == SL_LIMIT_CONCURRENCY) return SL_OK;
+    return fail(ls, SL_EINVAL, "limit \"%s\": algorithm %s has nothing to release", l->name,
+                sl_limit_algorithm_name(l->cfg.algorithm));
+}
+
+int sl__limits_report_ok(sl_limits_t *ls, const sl__limit_t *l, int64_t successes, int64_t errors)
+{
+    if (!l->cfg.adaptive.enabled) return fail(ls, SL_EINVAL, "limit \"%s\": not adaptive", l->name);
+    if (successes < 0 || successes > SL_LIMITS_MAX_HITS)
+        return fail(ls, SL_EINVAL, "successes: %lld out of range (0..%lld)", (long long)successes,
+                    (long long)SL_LIMITS_MAX_HITS);
+    if (errors < 0 || errors > SL_LIMITS_MAX_HITS)
+        return fail(ls, SL_EINVAL, "errors: %lld out of range (0..%lld)", (long long)errors,
+                    (long long)SL_LIMITS_MAX_HITS);
+    if (successes + errors == 0 || successes + errors > SL_LIMITS_MAX_HITS)
+        return fail(ls, SL_EINVAL, "successes + errors: %lld, not in 1..%lld",
+                    (long long)(successes + errors), (long long)SL_LIMITS_MAX_HITS);
+    return SL_OK;
+}
+
 int sl_limits_release(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
                       int64_t now_us)
 {
     level_t lv;
     int rc = one_level(ls, name, req, now_us, &lv);
     if (rc) return rc;
-    if (lv.l->cfg.algorithm != SL_LIMIT_CONCURRENCY)
-        return fail(ls, SL_EINVAL, "limit \"%s\": algorithm %s has nothing to release", name,
-                    sl_limit_algorithm_name(lv.l->cfg.algorithm));
+    rc = sl__limits_release_ok(ls, lv.l);
+    if (rc) return rc;
     if (!lv.node || sl__concurrency_release(&lv.node->state, lv.now_us) != SL_OK)
         return fail(ls, SL_ENOTFOUND, "limit \"%s\" key \"%s\": no live hold", name, lv.key);
     saw(&lv.node->state, lv.now_us);
@@ -527,16 +577,8 @@ int sl_limits_report(sl_limits_t *ls, const char *name, const sl_limit_request_t
     int rc = one_level(ls, name, req, now_us, &lv);
     if (rc) return rc;
     sl__limit_t *l = lv.l;
-    if (!l->cfg.adaptive.enabled) return fail(ls, SL_EINVAL, "limit \"%s\": not adaptive", name);
-    if (successes < 0 || successes > SL_LIMITS_MAX_HITS)
-        return fail(ls, SL_EINVAL, "successes: %lld out of range (0..%lld)", (long long)successes,
-                    (long long)SL_LIMITS_MAX_HITS);
-    if (errors < 0 || errors > SL_LIMITS_MAX_HITS)
-        return fail(ls, SL_EINVAL, "errors: %lld out of range (0..%lld)", (long long)errors,
-                    (long long)SL_LIMITS_MAX_HITS);
-    if (successes + errors == 0 || successes + errors > SL_LIMITS_MAX_HITS)
-        return fail(ls, SL_EINVAL, "successes + errors: %lld, not in 1..%lld",
-                    (long long)(successes + errors), (long long)SL_LIMITS_MAX_HITS);
+    rc = sl__limits_report_ok(ls, l, successes, errors);
+    if (rc) return rc;
     if (!lv.node) {
         if (!has_room(l, now_us))
             return fail(ls, SL_ECAPACITY, "limit \"%s\": %lld keys tracked (max_keys), none at rest",

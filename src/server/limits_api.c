@@ -2,8 +2,9 @@
  *
  * The limit set (src/limits) lives in the server and is used from the event loop only,
  * so every check of all its levels is atomic by construction: the memory backend's
- * answers. (The Redis Functions port is a later phase: with a Redis backend the limits
- * are still this process's own, see docs/limits.md.)
+ * answers. With the Redis backend up, checks, releases, reports and key views go to
+ * limits.lua instead (limits_redis.c: one FCALL, shared by every replica); the set here
+ * then only validates and plans them, and answers while Redis is away.
  *
  * A held check (on_limit: queue, `wait` > 0) asks sl_limits_when() for the earliest time
  * the check could pass; when that is within its wait it sleeps on a timer until then and
@@ -30,6 +31,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "limits_json.h"
+#include "limits_redis.h"
 
 #define AGENT_MAX_CHARS  128
 #define ACTION_MAX_CHARS 128
@@ -76,6 +78,13 @@ static limit_stats_t *stats_of(sl_limits_api_t *api, const char *name)
 }
 
 /* ---- building the set ------------------------------------------------------------- */
+
+static void on_adapt(const sl_limit_adapt_event_t *ev, void *user);
+
+void sl__limits_adapted(sl_server_t *srv, const sl_limit_adapt_event_t *ev)
+{
+    on_adapt(ev, srv->limits);
+}
 
 static void on_adapt(const sl_limit_adapt_event_t *ev, void *user)
 {
@@ -231,9 +240,15 @@ static void on_held_gone(sl_call_t *call)
     sl__call_drop(call);
 }
 
+sl_limits_t *sl__limits_set(const sl_server_t *srv)
+{
+    return srv->limits ? srv->limits->set : NULL;
+}
+
 void sl__limits_shutdown(sl_server_t *srv)
 {
     sl_limits_api_t *api = srv->limits;
+    sl__limits_redis_shutdown(srv);
     while (api && api->held) {
         sl_call_t *call = api->held->call;
         held_unlink(api->held);
@@ -306,7 +321,7 @@ static void add_ratelimit_headers(sl_call_t *call, const sl_limit_level_t *lv)
     sl_hreq_add_header(call->req, "RateLimit", h);
 }
 
-static json_t *level_json(const sl_limit_level_t *lv)
+json_t *sl__limits_level_json(const sl_limit_level_t *lv)
 {
     return json_pack("{s:s,s:s,s:I,s:I,s:o,s:o,s:o,s:I,s:f,s:s}", "limit", lv->limit_name, "key",
                      lv->key, "remaining", (json_int_t)lv->remaining, "max", (json_int_t)lv->limit,
@@ -405,7 +420,7 @@ static json_t *result_json(const sl_limit_result_t *r, double waited_s)
 {
     json_t *checked = json_array();
     for (size_t i = 0; checked && i < r->n_checked; i++)
-        json_array_append_new(checked, level_json(&r->checked[i]));
+        json_array_append_new(checked, sl__limits_level_json(&r->checked[i]));
     json_t *j =
         json_pack("{s:b,s:I,s:I,s:o,s:o,s:o,s:o*}", "allowed", r->allowed, "limit",
                   (json_int_t)r->limit, "remaining", (json_int_t)r->remaining, "reset_after",
@@ -422,8 +437,8 @@ static json_t *result_json(const sl_limit_result_t *r, double waited_s)
 }
 
 /* Answers a check's result: 200 when allowed, 429 (Retry-After unless never) when not. */
-static void reply_result(sl_call_t *call, const char *name, const sl_limit_result_t *r,
-                         double waited_s)
+void sl__limits_reply_result(sl_call_t *call, const char *name, const sl_limit_result_t *r,
+                             double waited_s)
 {
     limit_stats_t *st = stats_of(call->srv->limits, name);
     if (st) {
@@ -452,7 +467,7 @@ static void reply_result(sl_call_t *call, const char *name, const sl_limit_resul
 }
 
 /* A library error as an answer; a per: team level of an agent in no team says so. */
-static void reply_limits_error(sl_call_t *call, int rc, const sl_limit_request_t *req)
+void sl__limits_reply_error(sl_call_t *call, int rc, const sl_limit_request_t *req)
 {
     const char *msg = sl_limits_errmsg(call->srv->limits->set);
     if (rc == SL_EINVAL && !strncmp(msg, "team", 4) && !req->team) {
@@ -565,9 +580,9 @@ static void on_held_timer(evutil_socket_t fd, short what, void *ud)
         sl__reply_error(call, 404, "not_found", "limit: '%s' is no longer configured (reload)",
                         name);
     else if (rc != SL_OK)
-        reply_limits_error(call, rc, &req);
+        sl__limits_reply_error(call, rc, &req);
     else
-        reply_result(call, name, &r, waited_s);
+        sl__limits_reply_result(call, name, &r, waited_s);
 }
 
 static void held_arm(held_t *h, int64_t at_us, int64_t now)
@@ -638,6 +653,7 @@ static void handle_check(sl_call_t *call, const char *name)
     sl_limits_config(api->set, name, &cfg, NULL);
     bool queues = cfg->on_limit == SL_LIMIT_QUEUE && wait_s > 0 && hits > 0;
     int64_t deadline = now + (int64_t)llround(wait_s * 1e6);
+    if (sl__limits_redis_check(call, name, &req, queues, deadline)) return;
     if (queues) { /* behind the checks of its queue already waiting, in arrival order */
         held_t probe = {.call = call, .req = req};
         snprintf(probe.name, sizeof(probe.name), "%s", name);
@@ -650,7 +666,7 @@ static void handle_check(sl_call_t *call, const char *name)
     sl_limit_result_t r;
     int rc = sl_limits_check(api->set, name, &req, now, &r);
     if (rc != SL_OK) {
-        reply_limits_error(call, rc, &req);
+        sl__limits_reply_error(call, rc, &req);
         return;
     }
     if (!r.allowed && queues) {
@@ -659,7 +675,7 @@ static void handle_check(sl_call_t *call, const char *name)
             hold(call, name, &req, now, at, deadline) == 0)
             return;
     }
-    reply_result(call, name, &r, 0);
+    sl__limits_reply_result(call, name, &r, 0);
 }
 
 /* ---- release, report -------------------------------------------------------------- */
@@ -670,9 +686,10 @@ static void handle_release(sl_call_t *call, const char *name)
     sl_limits_api_t *api = call->srv->limits;
     sl_limit_request_t req;
     if (read_request(call, name, fields, &req) < 0) return;
+    if (sl__limits_redis_release(call, name, &req)) return;
     int rc = sl_limits_release(api->set, name, &req, now_us(call->srv));
     if (rc != SL_OK) {
-        reply_limits_error(call, rc, &req);
+        sl__limits_reply_error(call, rc, &req);
         return;
     }
     sl_limit_key_info_t info;
@@ -703,10 +720,11 @@ static void handle_report(sl_call_t *call, const char *name)
                         (long long)successes, (long long)errors, (long long)SL_LIMITS_MAX_HITS);
         return;
     }
+    if (sl__limits_redis_report(call, name, &req, successes, errors)) return;
     double rate;
     int rc = sl_limits_report(api->set, name, &req, successes, errors, now_us(call->srv), &rate);
     if (rc != SL_OK) {
-        reply_limits_error(call, rc, &req);
+        sl__limits_reply_error(call, rc, &req);
         return;
     }
     sl__reply_json(call, 200, json_pack("{s:s,s:f}", "status", "reported", "rate", rate));
@@ -757,6 +775,10 @@ static void handle_view(sl_call_t *call, const char *name, const char *query)
             own = t && !strcmp(t, key);
         }
         sl_limit_key_info_t info;
+        if (own && sl__limits_redis_view(call, name, &req, j)) {
+            evhttp_clear_headers(&q);
+            return;
+        }
         int rc = own ? sl_limits_key_info(api->set, name, &req, now_us(call->srv), &info) : SL_OK;
         if (!own) {
             sl__reply_error(call, 403, "forbidden", "key: this token may not read '%s' of '%s'",
@@ -764,7 +786,7 @@ static void handle_view(sl_call_t *call, const char *name, const char *query)
         } else if (rc != SL_OK) {
             sl__reply_engine_error(call, rc, sl_limits_errmsg(api->set));
         } else {
-            json_t *lv = level_json(&info.level);
+            json_t *lv = sl__limits_level_json(&info.level);
             json_object_set_new(lv, "tracked", json_boolean(info.tracked));
             json_object_set_new(lv, "held", json_integer((json_int_t)info.held));
             json_object_set_new(j, "state", lv);

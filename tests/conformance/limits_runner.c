@@ -1,12 +1,16 @@
 /* limits_runner.c - runs the action-limit conformance scenarios (tests/conformance/limits/NAME.scn) and checks every expectation.
  *
- * Usage: limits_conformance_runner [-v] FILE.scn...
+ * Usage: limits_conformance_runner [-v] [--redis HOST:PORT[,HOST:PORT...]] FILE.scn...
+ * (several nodes: the masters of a Redis Cluster, redirections followed)
  * The format (docs/limits.md, "Conformance scenarios"): `limit NAME field=value...`
  * lines configure the set (all of them, in order, before the first operation), and
  * `T OP NAME args... -> field=value...` lines run an operation at T seconds after a
  * fixed epoch and check fields of its answer. Each backend answers through the same
- * neutral record of named fields, so the Redis Lua port will add a backend here and
- * run the same files. Exit status 0 when every expectation held.
+ * neutral record of named fields: with --redis every file also runs on limits.lua in
+ * that Redis (FLUSHALL and FUNCTION LOAD REPLACE first; the time pinned to the
+ * scenario's through the library's test-only time argument, as the lease runner does).
+ * A file with the line `only memory` (max_keys, sweeps: the memory engine's own bound)
+ * runs on the library alone. Exit status 0 when every expectation held.
  */
 #include <ctype.h>
 #include <math.h>
@@ -15,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis.h>
 #include <jansson.h>
 
 #include "limits/limits.h"
 #include "limits/limits_json.h"
 #include "scenario.h"
+#include "limits_fcall.h"
 
 #define T0_S 1800000000LL /* aligned to every window the scenarios use */
 #define MAX_OPS 4096
@@ -33,6 +39,7 @@ typedef struct scenario {
     int n;
     char *lines[MAX_OPS];
     int n_lines;
+    bool memory_only; /* `only memory` */
 } scenario_t;
 
 static json_t *scalar(const char *v)
@@ -107,6 +114,11 @@ static int load(const char *path, scenario_t *sc)
         if (hash) *hash = '\0';
         char *copy = strdup(line), *tok[SCN_MAX_TOKENS * 2];
         int n = scn_split(copy, tok, SCN_MAX_TOKENS * 2);
+        if (n == 2 && strcmp(tok[0], "only") == 0 && strcmp(tok[1], "memory") == 0) {
+            sc->memory_only = true;
+            free(copy);
+            continue;
+        }
         if (n == 0 || strcmp(tok[0], "limit") == 0) {
             if (n) rc = limit_line(sc, tok, n, lineno);
             free(copy);
@@ -158,6 +170,24 @@ static void level_fields(result_t *r, const char *prefix, const sl_limit_level_t
     put_str(r, name, lv->key);
 }
 
+static void result_fields(result_t *r, const sl_limit_result_t *res)
+{
+    put_num(r, "allowed", res->allowed);
+    put_num(r, "limit", (double)res->limit);
+    put_num(r, "remaining", (double)res->remaining);
+    put_num(r, "retry_after", secs(res->retry_after_us));
+    put_num(r, "reset_after", secs(res->reset_after_us));
+    put_num(r, "delay", secs(res->delay_us));
+    put_num(r, "levels", (double)res->n_checked);
+    put_str(r, "denied_by", res->denied_by >= 0 ? res->checked[res->denied_by].limit_name : "");
+    put_str(r, "denied_key", res->denied_by >= 0 ? res->checked[res->denied_by].key : "");
+    for (size_t i = 0; i < res->n_checked; i++) {
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "@%s.", res->checked[i].limit_name);
+        level_fields(r, prefix, &res->checked[i]);
+    }
+}
+
 static void lib_op(sl_limits_t *ls, const op_t *op, result_t *r)
 {
     int64_t now = (T0_S * 1000000) + (int64_t)llround(op->t_s * 1e6);
@@ -171,20 +201,7 @@ static void lib_op(sl_limits_t *ls, const op_t *op, result_t *r)
         r->rc = strcmp(what, "probe") == 0 ? sl_limits_probe(ls, name, &req, now, &res)
                                            : sl_limits_check(ls, name, &req, now, &res);
         if (r->rc) return;
-        put_num(r, "allowed", res.allowed);
-        put_num(r, "limit", (double)res.limit);
-        put_num(r, "remaining", (double)res.remaining);
-        put_num(r, "retry_after", secs(res.retry_after_us));
-        put_num(r, "reset_after", secs(res.reset_after_us));
-        put_num(r, "delay", secs(res.delay_us));
-        put_num(r, "levels", (double)res.n_checked);
-        put_str(r, "denied_by", res.denied_by >= 0 ? res.checked[res.denied_by].limit_name : "");
-        put_str(r, "denied_key", res.denied_by >= 0 ? res.checked[res.denied_by].key : "");
-        for (size_t i = 0; i < res.n_checked; i++) {
-            char prefix[300];
-            snprintf(prefix, sizeof prefix, "@%s.", res.checked[i].limit_name);
-            level_fields(r, prefix, &res.checked[i]);
-        }
+        result_fields(r, &res);
     } else if (strcmp(what, "when") == 0) {
         int64_t at = 0;
         r->rc = sl_limits_when(ls, name, &req, now, &at);
@@ -214,6 +231,135 @@ static void lib_op(sl_limits_t *ls, const op_t *op, result_t *r)
         r->rc = SL_EINVAL;
         put_str(r, "error", "unknown operation");
     }
+}
+
+/* ---- the Redis backend: limits.lua, planned by the same set ---- */
+
+static redisContext *redis;
+static char redis_nodes[512]; /* HOST:PORT[,HOST:PORT...]: one server, or Cluster masters */
+
+static redisContext *connect_node(char *node)
+{
+    char *colon = strrchr(node, ':');
+    int port = colon ? atoi(colon + 1) : 6379;
+    if (colon) *colon = '\0';
+    redisContext *c = redisConnect(node, port);
+    if (!c || c->err) {
+        fprintf(stderr, "redis %s:%d: %s\n", node, port, c ? c->errstr : "no memory");
+        if (c) redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* On Cluster a MOVED answer names the node of the slot: reconnect there and resend (a
+ * check whose keys spanned slots would fail instead, CROSSSLOT). */
+static redisReply *redis_call(sl__rcmd_t *c)
+{
+    redisReply *x = NULL;
+    for (int hop = 0; hop < 4 && redis; hop++) {
+        x = redisCommandArgv(redis, c->argc, (const char **)c->argv, c->len);
+        char node[160];
+        if (!x || x->type != REDIS_REPLY_ERROR || sscanf(x->str, "MOVED %*d %159s", node) != 1) break;
+        freeReplyObject(x);
+        x = NULL;
+        redisFree(redis);
+        redis = connect_node(node);
+    }
+    sl__rcmd_free(c);
+    if (x && x->type == REDIS_REPLY_ERROR) fprintf(stderr, "redis: %s\n", x->str);
+    return x;
+}
+
+/* A check (mode) of `req` on Redis, decoded; r->rc an SL_E code or SL__RPROTO. */
+static redisReply *redis_check(sl_limits_t *ls, const char *name, const sl_limit_request_t *req,
+                               sl__rlimits_mode_t mode, int64_t now, sl_limit_plan_t *plan,
+                               sl_limit_result_t *res, sl_limit_key_info_t *info, result_t *r)
+{
+    r->rc = sl_limits_plan(ls, name, req, mode == SL__RLIMITS_INFO ? SL_LIMIT_PLAN_INFO : SL_LIMIT_PLAN_CHECK,
+                           0, 0, plan);
+    if (r->rc) return NULL;
+    sl__rcmd_t c;
+    sl__rlimits_check_cmd(&c, plan, mode, now);
+    redisReply *x = redis_call(&c);
+    r->rc = sl__rlimits_parse_check(x, plan, res, info);
+    return x;
+}
+
+static void redis_op(sl_limits_t *ls, const op_t *op, result_t *r)
+{
+    static sl_limit_plan_t plan;
+    int64_t now = (T0_S * 1000000) + (int64_t)llround(op->t_s * 1e6);
+    const char *what = op->tok[0], *name = op->ntok > 1 ? op->tok[1] : "";
+    sl_limit_request_t req = {.agent = arg(op, "agent"), .team = arg(op, "team"),
+                              .key = arg(op, "key"), .action = arg(op, "action"),
+                              .hits = (int64_t)arg_num(op, "hits", 1)};
+    sl_limit_result_t res;
+    redisReply *x = NULL;
+    if (strcmp(what, "check") == 0 || strcmp(what, "peek") == 0 || strcmp(what, "probe") == 0) {
+        if (strcmp(what, "peek") == 0) req.hits = 0;
+        x = redis_check(ls, name, &req, strcmp(what, "probe") == 0 ? SL__RLIMITS_PROBE : SL__RLIMITS_CHECK,
+                        now, &plan, &res, NULL, r);
+        if (!r->rc) result_fields(r, &res);
+    } else if (strcmp(what, "when") == 0) {
+        x = redis_check(ls, name, &req, SL__RLIMITS_PROBE, now, &plan, &res, NULL, r);
+        if (!r->rc && !res.allowed && res.retry_after_us < 0) r->rc = SL_ECAPACITY;
+        if (!r->rc)
+            put_num(r, "at", (double)(now + (res.allowed ? 0 : res.retry_after_us) - T0_S * 1000000) / 1e6);
+    } else if (strcmp(what, "release") == 0) {
+        r->rc = sl_limits_plan(ls, name, &req, SL_LIMIT_PLAN_RELEASE, 0, 0, &plan);
+        if (r->rc) return;
+        sl__rcmd_t c;
+        sl__rlimits_release_cmd(&c, &plan, now);
+        x = redis_call(&c);
+        int64_t held, remaining;
+        r->rc = sl__rlimits_parse_release(x, &held, &remaining);
+    } else if (strcmp(what, "report") == 0) {
+        int64_t successes = (int64_t)arg_num(op, "successes", 0), errors = (int64_t)arg_num(op, "errors", 0);
+        r->rc = sl_limits_plan(ls, name, &req, SL_LIMIT_PLAN_REPORT, successes, errors, &plan);
+        if (r->rc) return;
+        sl__rcmd_t c;
+        sl__rlimits_report_cmd(&c, &plan, successes, errors, now);
+        x = redis_call(&c);
+        sl_limit_adapt_event_t ev;
+        r->rc = sl__rlimits_parse_report(x, &ev);
+        if (!r->rc) put_num(r, "rate", ev.new_rate);
+    } else if (strcmp(what, "info") == 0) {
+        sl_limit_key_info_t info;
+        req.hits = 0;
+        x = redis_check(ls, name, &req, SL__RLIMITS_INFO, now, &plan, &res, &info, r);
+        if (!r->rc) {
+            put_num(r, "tracked", info.tracked);
+            put_num(r, "held", (double)info.held);
+            level_fields(r, "", &info.level);
+        }
+    } else {
+        r->rc = SL_EINVAL;
+        put_str(r, "error", "operation not run on redis (a memory-only one: `only memory`)");
+    }
+    if (x) freeReplyObject(x);
+}
+
+/* FLUSHALL and FUNCTION LOAD REPLACE on every node; leaves `redis` on the last one. */
+static int redis_reset(void)
+{
+    char nodes[sizeof redis_nodes];
+    snprintf(nodes, sizeof nodes, "%s", redis_nodes);
+    for (char *node = strtok(nodes, ","); node; node = strtok(NULL, ",")) {
+        if (redis) redisFree(redis);
+        redis = connect_node(node);
+        if (!redis) return -1;
+        redisReply *x = redisCommand(redis, "FLUSHALL");
+        if (x) freeReplyObject(x);
+        x = redisCommand(redis, "FUNCTION LOAD REPLACE %s", sl__redis_limits_lua_source);
+        if (!x || x->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "FUNCTION LOAD failed: %s\n", x ? x->str : redis->errstr);
+            if (x) freeReplyObject(x);
+            return -1;
+        }
+        freeReplyObject(x);
+    }
+    return 0;
 }
 
 /* ---- expectations ---- */
@@ -265,6 +411,40 @@ static void print_result(FILE *out, const result_t *r)
     scn_print_fields(out, r);
 }
 
+typedef void (*op_fn)(sl_limits_t *ls, const op_t *op, result_t *r);
+
+/* Runs every operation of `sc` on a fresh set with `fn`; returns the failures. */
+static int run_backend(scenario_t *sc, op_fn fn, const char *backend, bool verbose)
+{
+    int failures = 0;
+    sl_limits_t *ls = sl_limits_new();
+    bool configured = ls && sl_limits_add_all_json(ls, sc->limits) == SL_OK;
+    if (!configured) {
+        fprintf(stderr, "%s: configuration refused: %s\n", sc->path, ls ? sl_limits_errmsg(ls) : "no memory");
+        failures++;
+    }
+    for (int i = 0; configured && i < sc->n; i++) {
+        static result_t r;
+        memset(&r, 0, sizeof r);
+        fn(ls, &sc->ops[i], &r);
+        char why[256];
+        for (int j = 0; j < sc->ops[i].nexpect; j++) {
+            if (check_expect(sc->ops[i].expect[j], &r, why, sizeof why)) continue;
+            fprintf(stderr, "%s:%d: %s: %s\n  got:", sc->path, sc->ops[i].line, backend, why);
+            print_result(stderr, &r);
+            fprintf(stderr, "\n");
+            failures++;
+        }
+        if (verbose) {
+            printf("%s:%d: %s", sc->path, sc->ops[i].line, backend);
+            print_result(stdout, &r);
+            printf("\n");
+        }
+    }
+    sl_limits_free(ls);
+    return failures;
+}
+
 static int run_file(const char *path, bool verbose)
 {
     static scenario_t sc;
@@ -272,33 +452,15 @@ static int run_file(const char *path, bool verbose)
         free_scenario(&sc);
         return 1;
     }
-    int failures = 0;
-    sl_limits_t *ls = sl_limits_new();
-    bool configured = ls && sl_limits_add_all_json(ls, sc.limits) == SL_OK;
-    if (!configured) {
-        fprintf(stderr, "%s: configuration refused: %s\n", path, ls ? sl_limits_errmsg(ls) : "no memory");
-        failures++;
+    int failures = run_backend(&sc, lib_op, "library", verbose);
+    const char *ran = "library";
+    if (redis_nodes[0] && !sc.memory_only) {
+        failures += redis_reset() ? 1 : run_backend(&sc, redis_op, "redis", verbose);
+        ran = "library and redis";
+    } else if (redis_nodes[0]) {
+        ran = "library; memory only";
     }
-    for (int i = 0; configured && i < sc.n; i++) {
-        static result_t r;
-        memset(&r, 0, sizeof r);
-        lib_op(ls, &sc.ops[i], &r);
-        char why[256];
-        for (int j = 0; j < sc.ops[i].nexpect; j++) {
-            if (check_expect(sc.ops[i].expect[j], &r, why, sizeof why)) continue;
-            fprintf(stderr, "%s:%d: library: %s\n  got:", path, sc.ops[i].line, why);
-            print_result(stderr, &r);
-            fprintf(stderr, "\n");
-            failures++;
-        }
-        if (verbose) {
-            printf("%s:%d:", path, sc.ops[i].line);
-            print_result(stdout, &r);
-            printf("\n");
-        }
-    }
-    sl_limits_free(ls);
-    printf("%s %s (%d operations, library)\n", failures ? "FAIL" : "ok  ", path, sc.n);
+    printf("%s %s (%d operations, %s)\n", failures ? "FAIL" : "ok  ", path, sc.n, ran);
     free_scenario(&sc);
     return failures;
 }
@@ -312,11 +474,16 @@ int main(int argc, char **argv)
             verbose = true;
             continue;
         }
+        if (strcmp(argv[i], "--redis") == 0 && i + 1 < argc) {
+            snprintf(redis_nodes, sizeof redis_nodes, "%s", argv[++i]);
+            if (redis_reset() != 0) return 2;
+            continue;
+        }
         files++;
         failures += run_file(argv[i], verbose);
     }
     if (!files) {
-        fprintf(stderr, "usage: limits_conformance_runner [-v] FILE.scn...\n");
+        fprintf(stderr, "usage: limits_conformance_runner [-v] [--redis HOST:PORT[,HOST:PORT...]] FILE.scn...\n");
         return 2;
     }
     return failures ? 1 : 0;

@@ -473,6 +473,7 @@ void sl__rb_connect_redis(rb_t *rb)
     sl__rcmd_raw(&cmd, "sluice_version");
     sl__rcmd_raw(&cmd, "0");
     sl__rb_send_cmd(rb, &cmd, on_version, NULL, 0, true);
+    sl__rb_limits_connect(rb);
 }
 
 /* ---- the tick: heartbeat, reconnect, advance ---- */

@@ -10,6 +10,7 @@
  *   ops.c        request, tickets, settle, cancel, extend
  *   manage.c     configure, the task graph, pool and agent listings, ping
  *   redis_proto.c  FCALL argument vectors and reply decoding; sluice.lua the library itself
+ *   limits_fcall.c the action limits' FCALLs (limits.lua) and loading that library
  * Every function here is called from a file other than its own; each is defined in the
  * file its group names, and runs on the daemon's libevent thread.
  */
@@ -200,6 +201,10 @@ void sl__rb_register_cmd(sl__rcmd_t *cmd, const rpool_t *p);
 void sl__rb_connect_redis(rb_t *rb);
 void sl__rb_on_tick(evutil_socket_t fd, short what, void *ud);
 void sl__rb_on_wake(evutil_socket_t fd, short what, void *ud);
+
+/* ---- limits_fcall.c ---- */
+/* Loads limits.lua (FUNCTION LOAD REPLACE) when Redis lacks it or holds another version. */
+void sl__rb_limits_connect(rb_t *rb);
 
 /* ---- subscribe.c ---- */
 void sl__rb_subscribe(rb_t *rb);

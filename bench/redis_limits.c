@@ -1,0 +1,203 @@
+/* bench/redis_limits.c - one action-limit check per FCALL of limits.lua against seed 001's DistributedRateLimiter, same Redis, same run.
+ *
+ * Usage: bench_redis_limits PORT [CHECKS]  (a redis-server on 127.0.0.1:PORT; limits.lua
+ * is loaded here; bench/redis_limits.sh provides a private server).
+ *
+ * The seed's limiter (seed 001, DistributedRateLimiter.check_limit) is one pipeline per
+ * check: ZREMRANGEBYSCORE key 0 now-window, ZCARD key, ZADD key now now, EXPIRE key
+ * window; allowed when the count before was below the limit. Written here with hiredis,
+ * one pipeline per round trip, as the seed's redis-py pipeline does. (It adds the hit
+ * even when it denies, so a denied agent's window keeps filling: not exact.)
+ *
+ * Each variant runs CHECKS checks from one client, one round trip at a time, over
+ * AGENTS agents (per-agent limit 100 per 60 s, the seed's example): first with every
+ * check allowed (CHECKS/AGENTS <= 100), then a hot set of 10 agents where most are
+ * denied. Figures per variant: checks/s (wall clock, one client), and Redis CPU per
+ * decision two ways: INFO commandstats (usec of the commands themselves) and INFO cpu
+ * (used_cpu_user + used_cpu_sys of the whole server, network handling included).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis.h>
+
+#include "limits/limits_json.h"
+#include "limits_fcall.h"
+
+static redisContext *conn;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static redisReply *must(redisReply *r, const char *what)
+{
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "bench_redis_limits: %s: %s\n", what, r ? r->str : conn->errstr);
+        exit(1);
+    }
+    return r;
+}
+
+/* Server CPU seconds (user + sys) so far. */
+static double server_cpu_s(void)
+{
+    redisReply *r = must(redisCommand(conn, "INFO cpu"), "INFO cpu");
+    double user = 0, sys = 0;
+    const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
+    if (u) user = strtod(u + 14, NULL);
+    if (s) sys = strtod(s + 13, NULL);
+    freeReplyObject(r);
+    return user + sys;
+}
+
+/* Total usec of the commands named in `cmds` (INFO commandstats). */
+static double commands_usec(const char *const *cmds)
+{
+    redisReply *r = must(redisCommand(conn, "INFO commandstats"), "INFO commandstats");
+    double usec = 0;
+    for (size_t i = 0; cmds[i]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "cmdstat_%s:", cmds[i]);
+        const char *at = strstr(r->str, key);
+        const char *u = at ? strstr(at, "usec=") : NULL;
+        if (u) usec += strtod(u + 5, NULL);
+    }
+    freeReplyObject(r);
+    return usec;
+}
+
+typedef struct variant {
+    const char *name;
+    const char *const *cmds; /* what commandstats counts for it */
+    int (*one)(void *ud, int agent); /* one check; returns 1 allowed, 0 denied */
+    void *ud;
+} variant_t;
+
+/* ---- the seed's pipeline ---- */
+
+static int seed_check(void *ud, int agent)
+{
+    (void)ud;
+    char key[64];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    snprintf(key, sizeof key, "agent_limits:agent:%d", agent);
+    redisAppendCommand(conn, "ZREMRANGEBYSCORE %s 0 %.6f", key, now - 60);
+    redisAppendCommand(conn, "ZCARD %s", key);
+    redisAppendCommand(conn, "ZADD %s %.6f %.6f", key, now, now);
+    redisAppendCommand(conn, "EXPIRE %s 60", key);
+    long long count = 0;
+    for (int i = 0; i < 4; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(conn, (void **)&r) != REDIS_OK) must(NULL, "seed pipeline");
+        if (i == 1) count = r->integer;
+        freeReplyObject(r);
+    }
+    return count < 100;
+}
+
+/* ---- limits.lua: one FCALL ---- */
+
+typedef struct lua_ud {
+    sl_limits_t *set;
+    const char *limit;
+} lua_ud_t;
+
+static int lua_check(void *ud, int agent)
+{
+    lua_ud_t *l = ud;
+    char name[32];
+    snprintf(name, sizeof name, "agent:%d", agent);
+    sl_limit_request_t req = {.agent = name, .team = "team", .hits = 1};
+    static sl_limit_plan_t plan;
+    if (sl_limits_plan(l->set, l->limit, &req, SL_LIMIT_PLAN_CHECK, 0, 0, &plan) != SL_OK) {
+        fprintf(stderr, "bench_redis_limits: %s\n", sl_limits_errmsg(l->set));
+        exit(1);
+    }
+    sl__rcmd_t cmd;
+    sl__rlimits_check_cmd(&cmd, &plan, SL__RLIMITS_CHECK, -1);
+    redisReply *r = must(redisCommandArgv(conn, cmd.argc, (const char **)cmd.argv, cmd.len), "FCALL");
+    sl__rcmd_free(&cmd);
+    sl_limit_result_t res;
+    if (sl__rlimits_parse_check(r, &plan, &res, NULL) != SL_OK) must(NULL, "limits.lua reply");
+    freeReplyObject(r);
+    return res.allowed;
+}
+
+static void run(const variant_t *v, int checks, int agents)
+{
+    freeReplyObject(must(redisCommand(conn, "FLUSHALL"), "FLUSHALL"));
+    freeReplyObject(must(redisCommand(conn, "CONFIG RESETSTAT"), "CONFIG RESETSTAT"));
+    double cpu0 = server_cpu_s(), t0 = now_s();
+    int allowed = 0;
+    for (int i = 0; i < checks; i++) allowed += v->one(v->ud, i % agents);
+    double wall = now_s() - t0, cpu = server_cpu_s() - cpu0;
+    double usec = commands_usec(v->cmds);
+    printf("  %-44s %7.0f checks/s  %5.1f us/decision (commands)  %5.1f us/decision (server CPU)  "
+           "%d/%d allowed\n",
+           v->name, checks / wall, usec / checks, cpu * 1e6 / checks, allowed, checks);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_redis_limits PORT [CHECKS]\n");
+        return 2;
+    }
+    int checks = argc > 2 ? atoi(argv[2]) : 20000;
+    conn = redisConnect("127.0.0.1", atoi(argv[1]));
+    if (!conn || conn->err) {
+        fprintf(stderr, "bench_redis_limits: cannot connect to 127.0.0.1:%s\n", argv[1]);
+        return 1;
+    }
+    freeReplyObject(must(redisCommand(conn, "FUNCTION LOAD REPLACE %s", sl__redis_limits_lua_source),
+                         "FUNCTION LOAD"));
+    json_error_t jerr;
+    json_t *cfg = json_loads(
+        "{\"sw\": {\"algorithm\": \"sliding_window\", \"rate\": 100, \"period_s\": 60},"
+        " \"gcra\": {\"algorithm\": \"gcra\", \"rate\": 100, \"period_s\": 60},"
+        " \"tb\": {\"algorithm\": \"token_bucket\", \"rate\": 100, \"period_s\": 60},"
+        " \"fw\": {\"algorithm\": \"fixed_window\", \"rate\": 100, \"period_s\": 60},"
+        " \"tree\": {\"algorithm\": \"sliding_window\", \"rate\": 100, \"period_s\": 60,"
+        "            \"parents\": [\"tree.team\"]},"
+        " \"tree.team\": {\"algorithm\": \"token_bucket\", \"rate\": 100000, \"period_s\": 60,"
+        "                 \"per\": \"team\", \"parents\": [\"tree.all\"]},"
+        " \"tree.all\": {\"algorithm\": \"fixed_window\", \"rate\": 1000000, \"period_s\": 60,"
+        "                \"per\": \"global\"}}",
+        0, &jerr);
+    sl_limits_t *set = sl_limits_new();
+    if (!cfg || !set || sl_limits_add_all_json(set, cfg) != SL_OK) {
+        fprintf(stderr, "bench_redis_limits: config: %s\n", set ? sl_limits_errmsg(set) : jerr.text);
+        return 1;
+    }
+    static const char *const SEED_CMDS[] = {"zremrangebyscore", "zcard", "zadd", "expire", NULL};
+    static const char *const FCALL_CMDS[] = {"fcall", NULL};
+    lua_ud_t sw = {set, "sw"}, gcra = {set, "gcra"}, tb = {set, "tb"}, fw = {set, "fw"},
+             tree = {set, "tree"};
+    variant_t v[] = {
+        {"seed 001 DistributedRateLimiter (pipeline)", SEED_CMDS, seed_check, NULL},
+        {"limits.lua sliding_window (exact)", FCALL_CMDS, lua_check, &sw},
+        {"limits.lua gcra", FCALL_CMDS, lua_check, &gcra},
+        {"limits.lua token_bucket", FCALL_CMDS, lua_check, &tb},
+        {"limits.lua fixed_window", FCALL_CMDS, lua_check, &fw},
+        {"limits.lua 3 levels (sliding+token+fixed)", FCALL_CMDS, lua_check, &tree},
+    };
+    size_t nv = sizeof v / sizeof v[0];
+    printf("%d checks per variant, one client, one check per round trip, 100 per 60 s per agent\n",
+           checks);
+    printf("1000 agents (every check allowed):\n");
+    for (size_t i = 0; i < nv; i++) run(&v[i], checks, 1000);
+    printf("10 agents (most checks denied):\n");
+    for (size_t i = 0; i < nv; i++) run(&v[i], checks, 10);
+    sl_limits_free(set);
+    json_decref(cfg);
+    redisFree(conn);
+    return 0;
+}

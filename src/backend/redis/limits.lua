@@ -1,0 +1,677 @@
+#!lua name=sluice_limits
+-- limits.lua - the action limits of src/limits/ as a Redis 7 Functions library: one atomic FCALL per check, all levels.
+--
+-- A port of src/limits/ (token_bucket.c ... concurrency.c, adaptive.c, limitset.c):
+-- the same integers in, the same answers out (docs/limits.md, "On Redis"). The caller
+-- (src/backend/redis/limits_fcall.c) resolves the levels of a check from its own
+-- configuration (which limits, which key of each, how many units) and passes, per
+-- level, the two keys of its state and its parameters; this library keeps no
+-- configuration of its own. All keys of one check share one hash tag, that of the
+-- limit tree (the limits connected by `parents`), so a check is one atomic call in one
+-- Cluster slot.
+--
+-- Keys of one (limit, key) state:
+--   S  string: the record, 11 little-endian doubles packed with Redis's `struct`:
+--      t (token: last refill; gcra: TAT; leaky: drain free; windows: window index;
+--      sliding: newest entry's time; concurrency: newest hold's end), level (tokens),
+--      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
+--      seen), sum (units in the log), aux (the log's member counter), fresh (1: the
+--      algorithm state is a fresh key's), head (sliding: the oldest member's time), gexp
+--      (until when G's TTL is known to last).
+--   G  zset: sliding_window's log, one member per unit (score = time, member: the
+--      counter `aux`),
+--      and concurrency's holds (score = end, member "end:n:units"). At most `rate`
+--      members live: an exact log of at most rate (<= 10,000) members, dead ones
+--      removed at the next commit. One member per unit lets Redis count (ZCOUNT) and
+--      remove (ZREMRANGEBYSCORE) without Lua reading the log; with `head` a check
+--      whose oldest entry is still live reads no log at all.
+--   O  string: an adaptive key's last `window` outcomes, one byte '0'/'1' each,
+--      oldest first (<= 65,536 bytes).
+-- Every key gets a PEXPIRE of the time until its state is at rest (it would answer as
+-- a fresh key) plus a second, and a day at least for adaptive limits (whose adapted
+-- rate the memory engine keeps until it is back at the start). G's is set to twice
+-- that when it would run out sooner, so most checks do not renew it; a G that outlives
+-- its S is dropped by the next commit.
+--
+-- Time: ARGV[1] is the time in us ("" = Redis TIME; a number pins it, for the
+-- conformance runner only). Integers (us, units) stay below 2^53 and are computed
+-- with the C library's operations in the same order, so doubles give the same results.
+
+local VERSION = '1'
+local EPS = 1e-9
+local RFMT = '<ddddddddddd'
+local TOKEN, LEAKY, FIXED, SLIDING, APPROX, GCRA, CONC = 0, 1, 2, 3, 4, 5, 6
+local ALLOWED, RATE, NEVER = 0, 1, 2
+local ADAPTIVE_TTL_MS = 86400000
+local WALK = 64 -- log entries fetched at once when a deny looks for its retry time
+
+local function trunc(x)
+  if x >= 0 then return math.floor(x) end
+  return math.ceil(x)
+end
+
+local function ceil_us(us)
+  if not (us > 0) then return 0 end
+  local c = math.ceil(us - 1e-6)
+  if c < 0 then return 0 end
+  return c
+end
+
+local function now_of(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Why tables are reused: in Redis's Lua every fresh table costs about as much as a
+-- small command (sluice.lua measured it), so each level's parameters, state and answer
+-- live in tables made once, when the library loads, and refilled by every call.
+local function new_state(s)
+  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, s.fresh = 0, 0, 0, 0, 0, 0, 0, 0, true
+  s.head, s.gexp = 0, 0
+  return s
+end
+
+-- The record at `key` into `s`, or nil when there is none.
+local function load(key, s)
+  local raw = redis.call('GET', key)
+  if not raw then return nil end
+  local fresh
+  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp =
+    struct.unpack(RFMT, raw)
+  s.fresh = fresh == 1
+  return s
+end
+
+local function store(key, s, ttl_ms)
+  redis.call('SET', key, struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum,
+                                     s.aux, s.fresh and 1 or 0, s.head, s.gexp), 'PX', ttl_ms)
+end
+
+-- ---- parameters of one level: L = {algo, rate, period, burst, ttl, units, adaptive} ----
+
+local function rate_of(L, s)
+  if s and s.rate > 0 then return s.rate end
+  return L.rate
+end
+
+local function whole_rate(L, s)
+  local r = math.floor(rate_of(L, s))
+  if r < 1 then return 1 end
+  return r
+end
+
+local function interval(L, s)
+  local t = trunc(L.period / rate_of(L, s))
+  if t < 1 then return 1 end
+  return t
+end
+
+local function is_fresh(s) return s == nil or s.fresh end
+
+-- ---- concurrency's holds: members "end:n:units" ----
+
+local function units_of(member)
+  return tonumber(string.match(member, '(%d+)$'))
+end
+
+-- Units and count of the entries with score <= cutoff (dead at now): usually none.
+local function dead(L, cutoff)
+  local m = redis.call('ZRANGEBYSCORE', L.gkey, '-inf', cutoff)
+  local u = 0
+  for i = 1, #m do u = u + units_of(m[i]) end
+  return u, #m
+end
+
+local function prune(L, s, cutoff)
+  if L.dead_n == nil then L.dead_u, L.dead_n = dead(L, cutoff) end
+  if L.dead_n > 0 then
+    redis.call('ZREMRANGEBYSCORE', L.gkey, '-inf', cutoff)
+    s.sum = s.sum - L.dead_u
+  end
+  L.dead_u, L.dead_n = 0, 0
+end
+
+-- The time (score) of the first live entry after which `units` more fit, walking the
+-- oldest live entries: count - (units of entries up to it) + units <= limit.
+local function walk(L, cutoff, count, units, limit)
+  local left, off = count, 0
+  -- Every entry holds a unit at least: the answer is within the first `need` entries.
+  local batch = count + units - limit
+  if batch > WALK then batch = WALK end
+  while true do
+    local m = redis.call('ZRANGEBYSCORE', L.gkey, string.format('(%d', cutoff), '+inf', 'WITHSCORES', 'LIMIT', off, batch)
+    if #m == 0 then return nil end
+    for i = 1, #m, 2 do
+      left = left - units_of(m[i])
+      if left + units <= limit then return tonumber(m[i + 1]) end
+    end
+    off = off + batch
+    batch = WALK
+  end
+end
+
+-- ---- the algorithms: probe (no change) and commit, as src/limits/*.c ----
+
+local A = {}
+
+-- token_bucket.c
+local function tb_level(L, s, now)
+  local cap = L.burst
+  if is_fresh(s) then return cap end
+  local dt = 0
+  if now > s.t then dt = now - s.t end
+  local level = s.level + dt * (rate_of(L, s) / L.period)
+  if level > cap then return cap end
+  return level
+end
+
+A[TOKEN] = {
+  probe = function(L, s, units, now, a)
+    local level, per_us, cap = tb_level(L, s, now), rate_of(L, s) / L.period, L.burst
+    a.limit, a.delay = L.burst, 0
+    if units <= level + EPS then
+      local after = level - units
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = math.floor(after + EPS)
+      a.reset = ceil_us((cap - after) / per_us)
+      return
+    end
+    a.remaining = math.floor(level + EPS)
+    a.reset = ceil_us((cap - level) / per_us)
+    if units > L.burst then a.reason, a.retry = NEVER, -1; return end
+    a.reason, a.retry = RATE, ceil_us((units - level) / per_us)
+  end,
+  commit = function(L, s, units, now)
+    local level = tb_level(L, s, now) - units
+    if level < 0 then level = 0 end
+    s.level = level
+    if now > s.t or s.fresh then s.t = now end
+    s.fresh = false
+  end,
+  rescale = function(L, s, old_rate, now)
+    local rate = s.rate
+    s.rate = old_rate
+    local level = tb_level(L, s, now)
+    s.rate = rate
+    if not s.fresh then
+      s.level = level
+      if now > s.t then s.t = now end
+    end
+  end,
+}
+
+-- gcra.c
+local function tat_of(s, now)
+  if is_fresh(s) or s.t < now then return now end
+  return s.t
+end
+
+A[GCRA] = {
+  probe = function(L, s, units, now, a)
+    local t = interval(L, s)
+    local tau = t * L.burst
+    local tat, increment = tat_of(s, now), t * units
+    local new_tat = tat + increment
+    local allow_at = new_tat - tau
+    local ttl
+    a.limit, a.delay = L.burst, 0
+    if now < allow_at then
+      if increment <= tau then a.reason, a.retry = RATE, allow_at - now
+      else a.reason, a.retry = NEVER, -1 end
+      ttl = tat - now
+    else
+      a.reason, a.retry = ALLOWED, 0
+      ttl = new_tat - now
+    end
+    local next = tau - ttl
+    if next > -t then a.remaining = trunc(next / t) else a.remaining = 0 end
+    a.reset = ttl
+  end,
+  commit = function(L, s, units, now)
+    s.t = tat_of(s, now) + interval(L, s) * units
+    s.fresh = false
+  end,
+  rescale = function(L, s, old_rate, now)
+    if s.fresh or s.t <= now then return end
+    local rate = s.rate
+    s.rate = old_rate
+    local t_old = interval(L, s)
+    s.rate = rate
+    local owed = (s.t - now) / t_old
+    s.t = now + trunc(owed * interval(L, s))
+  end,
+}
+
+-- leaky_bucket.c
+local function backlog(s, now)
+  if is_fresh(s) or s.t <= now then return 0 end
+  return s.t - now
+end
+
+A[LEAKY] = {
+  probe = function(L, s, units, now, a)
+    local t = interval(L, s)
+    local room, bl, need = t * L.burst, backlog(s, now), t * units
+    a.limit = L.burst
+    if bl + need <= room then
+      a.reason, a.retry = ALLOWED, 0
+      if units > 0 then a.delay = bl else a.delay = 0 end
+      a.reset = bl + need
+      a.remaining = trunc((room - bl - need) / t)
+      return
+    end
+    a.delay, a.reset = 0, bl
+    a.remaining = trunc((room - bl) / t)
+    if need > room then a.reason, a.retry = NEVER, -1; return end
+    a.reason, a.retry = RATE, bl + need - room
+  end,
+  commit = function(L, s, units, now)
+    s.t = now + backlog(s, now) + interval(L, s) * units
+    s.fresh = false
+  end,
+  rescale = function(L, s, old_rate, now)
+    local bl = backlog(s, now)
+    if bl == 0 then return end
+    local rate = s.rate
+    s.rate = old_rate
+    local t_old = interval(L, s)
+    s.rate = rate
+    s.t = now + trunc((bl / t_old) * interval(L, s))
+  end,
+}
+
+-- fixed_window.c
+local function fw_count(L, s, now)
+  if not is_fresh(s) and s.t == math.floor(now / L.period) then return s.cur end
+  return 0
+end
+
+A[FIXED] = {
+  probe = function(L, s, units, now, a)
+    local limit, count = whole_rate(L, s), fw_count(L, s, now)
+    local to_end = (math.floor(now / L.period) + 1) * L.period - now
+    a.limit, a.delay = limit, 0
+    if count + units <= limit then
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = limit - count - units
+      if count + units > 0 then a.reset = to_end else a.reset = 0 end
+      return
+    end
+    if limit > count then a.remaining = limit - count else a.remaining = 0 end
+    if count > 0 then a.reset = to_end else a.reset = 0 end
+    if units > limit then a.reason, a.retry = NEVER, -1 else a.reason, a.retry = RATE, to_end end
+  end,
+  commit = function(L, s, units, now)
+    local k = math.floor(now / L.period)
+    if s.fresh or s.t < k then s.t, s.cur = k, 0 end
+    s.cur = s.cur + units
+    s.fresh = false
+  end,
+}
+
+-- sliding_window_approx.c
+local C = {}
+local function swa_counts(L, s, now)
+  local k = math.floor(now / L.period)
+  local c = C
+  c.k, c.cur, c.prev, c.off = k, 0, 0, now - k * L.period
+  if is_fresh(s) then return c end
+  if s.t == k then c.cur, c.prev = s.cur, s.prev
+  elseif s.t == k - 1 then c.prev = s.cur end
+  return c
+end
+
+local function swa_reset(c, cur, next_start, p, now)
+  if cur > 0 then return next_start + p - now end
+  if c.prev > 0 then return next_start - now end
+  return 0
+end
+
+local function swa_offset(L, prev, room)
+  if prev <= 0 or prev <= room then return 0 end
+  return ceil_us(L.period - room * L.period / prev)
+end
+
+A[APPROX] = {
+  probe = function(L, s, units, now, a)
+    local limit, c = whole_rate(L, s), swa_counts(L, s, now)
+    local p = L.period
+    local est = c.prev * (p - c.off) / p + c.cur
+    local next_start = (c.k + 1) * p
+    a.limit, a.delay = limit, 0
+    if est + units <= limit + EPS then
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = math.floor(limit - est - units + EPS)
+      a.reset = swa_reset(c, c.cur + units, next_start, p, now)
+      return
+    end
+    local left = limit - est
+    if left > 0 then a.remaining = math.floor(left + EPS) else a.remaining = 0 end
+    a.reset = swa_reset(c, c.cur, next_start, p, now)
+    if units > limit then a.reason, a.retry = NEVER, -1; return end
+    a.reason = RATE
+    if c.cur + units <= limit then
+      local at = c.k * p + swa_offset(L, c.prev, limit - c.cur - units)
+      if at > now then a.retry = at - now else a.retry = 1 end
+    else
+      a.retry = next_start + swa_offset(L, c.cur, limit - units) - now
+    end
+  end,
+  commit = function(L, s, units, now)
+    local c = swa_counts(L, s, now)
+    s.t, s.prev, s.cur = c.k, c.prev, c.cur + units
+    s.fresh = false
+  end,
+}
+
+-- concurrency.c: `cutoff` is the score at or below which a hold has ended at now, `span`
+-- what a live entry's score adds to its end (0: the score is the end).
+local function log_probe(L, s, units, now, a, cutoff, span, fresh_reset)
+  local limit = whole_rate(L, s)
+  local count = 0
+  if not is_fresh(s) then
+    if L.dead_n == nil then L.dead_u, L.dead_n = dead(L, cutoff) end
+    count = s.sum - L.dead_u
+  end
+  local live = count > 0
+  a.limit, a.delay = limit, 0
+  if count + units <= limit then
+    a.reason, a.retry = ALLOWED, 0
+    a.remaining = limit - count - units
+    if units > 0 then a.reset = fresh_reset
+    elseif live then a.reset = s.t + span - now
+    else a.reset = 0 end
+    return
+  end
+  if limit > count then a.remaining = limit - count else a.remaining = 0 end
+  if live then a.reset = s.t + span - now else a.reset = 0 end
+  if units > limit then a.reason, a.retry = NEVER, -1; return end
+  a.reason = RATE
+  local at = walk(L, cutoff, count, units, limit)
+  if at then a.retry = at + span - now else a.retry = fresh_reset end
+end
+
+-- sliding_window.c, one member per unit: the live count without reading the log.
+local function sw_count(L, s, cutoff)
+  if is_fresh(s) then return 0 end
+  if s.sum == 0 or s.head > cutoff then return s.sum end
+  if L.live == nil then L.live = redis.call('ZCOUNT', L.gkey, string.format('(%d', cutoff), '+inf') end
+  return L.live
+end
+
+local ZADD_BATCH = 512
+
+A[SLIDING] = {
+  probe = function(L, s, units, now, a)
+    local cutoff, limit = now - L.period, whole_rate(L, s)
+    local count = sw_count(L, s, cutoff)
+    local live = count > 0
+    a.limit, a.delay = limit, 0
+    if count + units <= limit then
+      a.reason, a.retry = ALLOWED, 0
+      a.remaining = limit - count - units
+      if units > 0 then a.reset = L.period
+      elseif live then a.reset = s.t + L.period - now
+      else a.reset = 0 end
+      return
+    end
+    if limit > count then a.remaining = limit - count else a.remaining = 0 end
+    if live then a.reset = s.t + L.period - now else a.reset = 0 end
+    if units > limit then a.reason, a.retry = NEVER, -1; return end
+    -- when the (count + units - limit)-th oldest live unit leaves
+    a.reason = RATE
+    local m = redis.call('ZRANGEBYSCORE', L.gkey, string.format('(%d', cutoff), '+inf', 'WITHSCORES', 'LIMIT',
+                         count + units - limit - 1, 1)
+    if m[2] then a.retry = tonumber(m[2]) + L.period - now else a.retry = L.period end
+  end,
+  commit = function(L, s, units, now)
+    local cutoff = now - L.period
+    if s.sum > 0 and s.head <= cutoff then
+      s.sum = s.sum - redis.call('ZREMRANGEBYSCORE', L.gkey, '-inf', cutoff)
+      if s.sum > 0 then s.head = tonumber(redis.call('ZRANGE', L.gkey, 0, 0, 'WITHSCORES')[2]) end
+    end
+    local t = now
+    if s.sum > 0 and s.t > now then t = s.t end -- a clock that went back
+    if units > 0 then
+      if s.sum == 0 then s.head = t end
+      if units == 1 then
+        s.aux = s.aux + 1
+        redis.call('ZADD', L.gkey, t, s.aux)
+      else
+        local args, left = {}, units
+        while left > 0 do
+          local k = left
+          if k > ZADD_BATCH then k = ZADD_BATCH end
+          for j = 1, k do
+            s.aux = s.aux + 1
+            args[2 * j - 1], args[2 * j] = t, s.aux
+          end
+          for j = #args, 2 * k + 1, -1 do args[j] = nil end
+          redis.call('ZADD', L.gkey, unpack(args))
+          left = left - k
+        end
+      end
+      s.t = t
+      s.sum = s.sum + units
+    end
+    s.fresh = false
+  end,
+}
+
+A[CONC] = {
+  probe = function(L, s, units, now, a)
+    log_probe(L, s, units, now, a, now, 0, L.ttl)
+  end,
+  commit = function(L, s, units, now)
+    prune(L, s, now)
+    local e = now + L.ttl
+    if s.sum > 0 and s.t > e then e = s.t end -- a clock that went back
+    if units > 0 then
+      s.aux = s.aux + 1
+      redis.call('ZADD', L.gkey, e, string.format('%d:%d:%d', e, s.aux, units))
+      s.t = e
+      s.sum = s.sum + units
+    end
+    s.fresh = false
+  end,
+}
+
+-- ---- a check: every level probed, then all commit or none (limitset.c) ----
+
+-- ARGV after the time and mode: per level algo, rate, period_us, burst_units, ttl_us,
+-- units, adaptive (0/1); KEYS: per level S, G.
+local NPARAM = 7
+
+local MAX_LEVELS = 8
+local LV = {}
+for i = 1, MAX_LEVELS do LV[i] = {a = {}, st = {}} end
+local OUT = {}
+
+-- Fills LV[1..n] from argv[from] (n) and the parameters after it; returns n.
+local function levels_of(keys, argv, from)
+  local n = tonumber(argv[from])
+  if n < 1 or n > MAX_LEVELS then error('levels: ' .. tostring(n) .. ' not in 1..8') end
+  for i = 1, n do
+    local b, L = from + (i - 1) * NPARAM, LV[i]
+    L.algo, L.rate, L.period = tonumber(argv[b + 1]), tonumber(argv[b + 2]), tonumber(argv[b + 3])
+    L.burst, L.ttl, L.units = tonumber(argv[b + 4]), tonumber(argv[b + 5]), tonumber(argv[b + 6])
+    L.adaptive, L.skey, L.gkey = argv[b + 7] == '1', keys[2 * i - 1], keys[2 * i]
+    L.dead_u, L.dead_n, L.live = nil, nil, nil
+  end
+  return n
+end
+
+-- A rate for the reply: an integer as itself, else its 17 digits.
+local function rate_reply(r)
+  if r == math.floor(r) and r < 1e15 then return r end
+  return string.format('%.17g', r)
+end
+
+local function tighter(a, b, denied)
+  if denied then
+    if b.retry < 0 then return false end
+    return a.retry < 0 or a.retry > b.retry
+  end
+  return a.remaining < b.remaining
+end
+
+-- What the key expires after: its rest time and a second; a day at least when adaptive.
+local function ttl_ms(L, rest_us)
+  local ms = math.ceil(rest_us / 1000) + 1000
+  if L.adaptive and ms < ADAPTIVE_TTL_MS then ms = ADAPTIVE_TTL_MS end
+  return ms
+end
+
+local function check(keys, argv)
+  local now = now_of(argv[1])
+  local mode = argv[2] -- 'check', 'probe' or 'info' (one level, no units)
+  local n = levels_of(keys, argv, 3)
+  local lv = LV
+  local allowed = true
+  for i = 1, n do
+    local L = lv[i]
+    L.s = load(L.skey, L.st)
+    L.now = now
+    if L.s and L.s.seen > now then L.now = L.s.seen end
+    local a = L.a
+    A[L.algo].probe(L, L.s, L.units, L.now, a)
+    if L.units == 0 and a.reason ~= ALLOWED then a.reason, a.retry = ALLOWED, 0 end
+    if a.reason ~= ALLOWED then allowed = false end
+  end
+  local top = nil
+  for i = 1, n do
+    if allowed or lv[i].a.reason ~= ALLOWED then
+      if top == nil or tighter(lv[i].a, lv[top].a, not allowed) then top = i end
+    end
+  end
+  if allowed and mode == 'check' then
+    for i = 1, n do
+      local L = lv[i]
+      if L.units > 0 then
+        if L.s == nil and (L.algo == SLIDING or L.algo == CONC) then
+          redis.call('DEL', L.gkey) -- a log that outlived its record: not this state's
+          L.dead_u, L.dead_n = 0, 0
+        end
+        local s = L.s or new_state(L.st)
+        A[L.algo].commit(L, s, L.units, L.now)
+        if L.now > s.seen then s.seen = L.now end
+        local ms = ttl_ms(L, L.a.reset)
+        if (L.algo == SLIDING or L.algo == CONC) and L.now + ms * 1000 > s.gexp then
+          -- twice as long as needed, so the next checks of this period need not renew it
+          redis.call('PEXPIRE', L.gkey, 2 * ms)
+          s.gexp = L.now + 2 * ms * 1000
+        end
+        store(L.skey, s, ms)
+      end
+    end
+  end
+  local out = OUT
+  out[1], out[2], out[3], out[4] = allowed and 1 or 0, top, allowed and 0 or top, now
+  local m = 4
+  for i = 1, n do
+    local L = lv[i]
+    local a = L.a
+    out[m + 1], out[m + 2], out[m + 3], out[m + 4] = a.reason, a.limit, a.remaining, a.retry
+    out[m + 5], out[m + 6], out[m + 7] = a.reset, a.delay, rate_reply(rate_of(L, L.s))
+    m = m + 7
+  end
+  if mode == 'info' then
+    local L = lv[1]
+    local held = 0
+    if L.algo == CONC and not is_fresh(L.s) then held = L.s.sum - L.dead_u end
+    out[m + 1], out[m + 2] = L.s and 1 or 0, held
+    m = m + 2
+  end
+  for i = #out, m + 1, -1 do out[i] = nil end
+  return out
+end
+
+-- KEYS S, G; ARGV now, 1, one level's parameters (as check's; units ignored). Ends the
+-- oldest live hold. Reply {1, held, remaining} or {0} when no hold is live.
+local function release(keys, argv)
+  local now = now_of(argv[1])
+  levels_of(keys, argv, 2)
+  local L = LV[1]
+  local s = load(L.skey, L.st)
+  if s == nil then return {0} end
+  if s.seen > now then now = s.seen end
+  prune(L, s, now)
+  if s.sum <= 0 then
+    store(L.skey, s, ttl_ms(L, 0))
+    return {0}
+  end
+  local m = redis.call('ZPOPMIN', L.gkey)
+  s.sum = s.sum - units_of(m[1])
+  if now > s.seen then s.seen = now end
+  local rest = 0
+  if s.sum > 0 then rest = s.t - now end
+  if now + ttl_ms(L, rest) * 1000 > s.gexp then
+    redis.call('PEXPIRE', L.gkey, ttl_ms(L, rest))
+    s.gexp = now + ttl_ms(L, rest) * 1000
+  end
+  store(L.skey, s, ttl_ms(L, rest))
+  local remaining = whole_rate(L, s) - s.sum
+  if remaining < 0 then remaining = 0 end
+  return {1, s.sum, remaining}
+end
+
+-- KEYS S, G, O (outcomes); ARGV now, 1, the level's parameters (as check's; units
+-- ignored), successes, errors, min_rate, max_rate, decrease, increase, high_error,
+-- low_error, window. Reply {old_rate, new_rate, error_rate, outcomes in the window}.
+local function report(keys, argv)
+  local now = now_of(argv[1])
+  levels_of(keys, argv, 2)
+  local L = LV[1]
+  local okey = keys[3]
+  local b = 2 + NPARAM
+  local successes, errors = tonumber(argv[b + 1]), tonumber(argv[b + 2])
+  local min_rate, max_rate = tonumber(argv[b + 3]), tonumber(argv[b + 4])
+  local decrease, increase = tonumber(argv[b + 5]), tonumber(argv[b + 6])
+  local high, low, w = tonumber(argv[b + 7]), tonumber(argv[b + 8]), tonumber(argv[b + 9])
+  local s = load(L.skey, L.st) or new_state(L.st)
+  if s.seen > now then now = s.seen end
+  -- adaptive.c: only the last `window` outcomes can matter
+  local total = successes + errors
+  local skip = 0
+  if total > w then skip = total - w end
+  local bits = {}
+  for i = skip, total - 1 do
+    if math.floor((i + 1) * errors / total) > math.floor(i * errors / total) then
+      bits[#bits + 1] = '1'
+    else
+      bits[#bits + 1] = '0'
+    end
+  end
+  local o = (redis.call('GET', okey) or '') .. table.concat(bits)
+  if #o > w then o = string.sub(o, #o - w + 1) end
+  local _, nerr = string.gsub(o, '1', '')
+  local er = nerr / #o
+  local old_rate = rate_of(L, s)
+  local rate = old_rate
+  if er > high then rate = rate * decrease elseif er < low then rate = rate * increase end
+  if rate < min_rate then rate = min_rate end
+  if rate > max_rate then rate = max_rate end
+  if rate ~= old_rate then
+    s.rate = rate
+    local r = A[L.algo].rescale
+    if r then r(L, s, old_rate, now) end
+  elseif s.rate <= 0 then
+    s.rate = old_rate
+  end
+  if now > s.seen then s.seen = now end
+  if (L.algo == SLIDING or L.algo == CONC) and now + ADAPTIVE_TTL_MS * 1000 > s.gexp then
+    redis.call('PEXPIRE', L.gkey, ADAPTIVE_TTL_MS)
+    s.gexp = now + ADAPTIVE_TTL_MS * 1000
+  end
+  store(L.skey, s, ADAPTIVE_TTL_MS)
+  redis.call('SET', okey, o, 'PX', ADAPTIVE_TTL_MS)
+  return {string.format('%.17g', old_rate), string.format('%.17g', rate),
+          string.format('%.17g', er), #o}
+end
+
+redis.register_function{function_name = 'sluice_limits_version', callback = function() return VERSION end,
+                        flags = {'no-writes'}}
+redis.register_function('sluice_limit_check', check)
+redis.register_function('sluice_limit_release', release)
+redis.register_function('sluice_limit_report', report)
