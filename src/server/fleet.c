@@ -341,10 +341,15 @@ void sl__fleet_metrics_render(sl_server_t *srv, struct evbuffer *out)
           n.tokens_per_task);
     gauge(out, "sluice_fleet_finished_tasks_total", "counter", "Tasks written done.", "",
           f ? (double)f->finished_total : 0);
-    gauge(out, "sluice_fleet_task_seconds", "gauge",
+    double sum_s = 0;
+    for (size_t i = 0; f && i < f->n_task_s; i++)
+        sum_s += f->task_s[i];
+    gauge(out, "sluice_fleet_task_seconds", "summary",
           "Task time from running to done, latest 1024 finished tasks (NaN: none).",
           "{quantile=\"0.5\"}", n.p50);
-    gauge(out, "sluice_fleet_task_seconds", "gauge", NULL, "{quantile=\"0.95\"}", n.p95);
+    gauge(out, "sluice_fleet_task_seconds", NULL, NULL, "{quantile=\"0.95\"}", n.p95);
+    gauge(out, "sluice_fleet_task_seconds_sum", NULL, NULL, "", sum_s);
+    gauge(out, "sluice_fleet_task_seconds_count", NULL, NULL, "", f ? (double)f->n_task_s : 0);
     gauge(out, "sluice_fleet_critical_path_wait_seconds_total", "counter",
           "Time waiting tasks spent while a task they depend on had a queued lease request.", "",
           f ? f->wait_total_s : 0);
