@@ -162,6 +162,8 @@ test('the dashboard shows a grant, a queued ticket and an upstream 429 live, wit
   assert.equal(settled.status, 200, JSON.stringify(settled.body));
   await waitText(page, '#overlay-summary', '1 upstream 429s');
   await waitText(page, '#events tbody', 'upstream_429');
+  // The four numbers (GET /v1/fleet): one settle in the window, and it came back 429.
+  await waitText(page, '#fleet tbody', '(1 of 1 in 300 s)');
   await page.waitForFunction((tk) => !document.querySelector('div.pool[data-pool="default"]').textContent.includes(tk),
     second.body.ticket, {timeout: WAIT_MS});
   await waitText(page, '#overlay-summary', '2 grants');
