@@ -308,8 +308,15 @@ static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n
 
 static void render_limits(sl_server_t *srv, struct evbuffer *out)
 {
-    sl_watch_t *w = srv->watch;
     double now = sl_backend_now(srv->backend), win = srv->config.fleet.window_s;
+    const char *name;
+    json_t *cfg;
+    json_object_foreach(srv->config.limits, name, cfg) /* every configured limit has rows */
+    {
+        sl_watch_t *w = watch_of(srv);
+        if (w) entry((void **)&w->limits, &w->n_limits, sizeof(limit_watch_t), name);
+    }
+    sl_watch_t *w = srv->watch;
     size_t n = w ? w->n_limits : 0;
     head(out, "sluice_limit_throttle_ratio", "gauge",
          "Action-limit checks denied or held before their answer over all, in the window.");
