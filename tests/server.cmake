@@ -35,3 +35,16 @@ target_include_directories(test_jsonfmt PRIVATE ${PROJECT_SOURCE_DIR}/src/server
 target_link_libraries(test_jsonfmt PRIVATE PkgConfig::CMOCKA PkgConfig::SRV_JANSSON m)
 add_test(NAME test_jsonfmt COMMAND test_jsonfmt)
 set_tests_properties(test_jsonfmt PROPERTIES LABELS unit)
+
+# The fleet watch's helpers (name map, sliding window, top-N series), compiled on their own.
+pkg_check_modules(SRV_LIBEVENT REQUIRED IMPORTED_TARGET libevent)
+add_executable(test_fleet_helpers ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_fleet_helpers.c
+                                  ${PROJECT_SOURCE_DIR}/src/server/namemap.c
+                                  ${PROJECT_SOURCE_DIR}/src/server/slidewin.c
+                                  ${PROJECT_SOURCE_DIR}/src/server/agent_series.c)
+target_include_directories(test_fleet_helpers PRIVATE ${PROJECT_SOURCE_DIR}/src/server
+                                                      ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(test_fleet_helpers PRIVATE PkgConfig::CMOCKA PkgConfig::SRV_JANSSON
+                                                 PkgConfig::SRV_LIBEVENT m)
+add_test(NAME test_fleet_helpers COMMAND test_fleet_helpers)
+set_tests_properties(test_fleet_helpers PROPERTIES LABELS unit)

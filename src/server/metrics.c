@@ -128,16 +128,7 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
 /* Label values are pool names (any bytes but NUL): escape \, " and newline. */
 static void label(struct evbuffer *out, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '\\')
-            evbuffer_add(out, "\\\\", 2);
-        else if (*s == '"')
-            evbuffer_add(out, "\\\"", 2);
-        else if (*s == '\n')
-            evbuffer_add(out, "\\n", 2);
-        else
-            evbuffer_add(out, s, 1);
-    }
+    sl__prom_label(out, s);
 }
 
 static void head(struct evbuffer *out, const char *name, const char *type, const char *help)

@@ -8,7 +8,7 @@ import re
 import time
 import unittest
 
-from harness import Sluiced, wait_until
+from harness import SMALL_POOL, Sluiced, wait_until
 
 CONFIG = """
 fleet:
@@ -19,12 +19,7 @@ limits:
     rate: 2
     period_s: 600
 pools:
-  default:
-    input_tpm: 6000
-    output_tpm: 600000
-    max_queue_wait_s: 600
-    ticket_idle_s: 600
-"""
+  default:""" + SMALL_POOL
 
 
 def fleet(s):
