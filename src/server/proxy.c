@@ -1185,6 +1185,13 @@ static void start_call(px_t *px, const char *path, const char *query)
         px_forward(px);
         return;
     }
+    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker")) {
+        set_retry_headers(px, px->srv->config.fleet.anomaly_window_s);
+        px_error(px, 429, "sluice: agent '%s' is suspended (anomaly, reason suspended) until an "
+                          "admin releases it: POST /v1/agents/%s/release", px->agent, px->agent);
+        json_decref(j);
+        return;
+    }
     estimate(px, j);
     if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
     json_decref(j);
@@ -1205,12 +1212,6 @@ static void start_call(px_t *px, const char *path, const char *query)
         .cache_prefix_hash = px->prefix_hash[0] ? px->prefix_hash : NULL,
         .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
     };
-    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker")) {
-        set_retry_headers(px, px->srv->config.fleet.anomaly_window_s);
-        px_error(px, 429, "sluice: agent '%s' is suspended (anomaly, reason suspended) until an "
-                          "admin releases it: POST /v1/agents/%s/release", px->agent, px->agent);
-        return;
-    }
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);
 }
