@@ -42,7 +42,7 @@ typedef struct agent_watch {
     const char *name; /* the map's key */
     char role[65];
     sl_window_t requests, violations;
-    uint64_t requests_total, violations_total, refused_total;
+    uint64_t requests_total, violations_total;
     bool flagged;
     const char *metric; /* "requests" or "violations" while flagged */
     double z;
@@ -54,7 +54,7 @@ typedef struct agent_watch {
 struct sl_anomaly {
     sl_namemap_t agents; /* name -> agent_watch_t */
     size_t n_flagged, n_suspended;
-    uint64_t suspensions_total, releases_total;
+    uint64_t suspensions_total, releases_total, refusals_total;
 };
 
 static sl_anomaly_t *anomaly_of(sl_server_t *srv)
@@ -89,7 +89,7 @@ bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role
 {
     agent_watch_t *w = srv->anomaly && agent ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
     if (w && w->suspended) {
-        w->refused_total++;
+        srv->anomaly->refusals_total++;
         return true;
     }
     if (role) {
@@ -386,13 +386,15 @@ void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out)
                         "# TYPE sluice_agents_suspended gauge\nsluice_agents_suspended %zu\n"
                         "# HELP sluice_agents_flagged Agents flagged anomalous now.\n"
                         "# TYPE sluice_agents_flagged gauge\nsluice_agents_flagged %zu\n"
-                        "# HELP sluice_agent_suspensions_total Suspensions, and releases.\n"
+                        "# HELP sluice_agent_suspensions_total Suspensions, releases, requests refused.\n"
                         "# TYPE sluice_agent_suspensions_total counter\n"
                         "sluice_agent_suspensions_total{event=\"suspended\"} %llu\n"
-                        "sluice_agent_suspensions_total{event=\"released\"} %llu\n",
+                        "sluice_agent_suspensions_total{event=\"released\"} %llu\n"
+                        "sluice_agent_suspensions_total{event=\"refused\"} %llu\n",
                         a ? a->n_suspended : 0, a ? a->n_flagged : 0,
                         (unsigned long long)(a ? a->suspensions_total : 0),
-                        (unsigned long long)(a ? a->releases_total : 0));
+                        (unsigned long long)(a ? a->releases_total : 0),
+                        (unsigned long long)(a ? a->refusals_total : 0));
 }
 
 static void free_one(const char *key, void *val, void *ud)

@@ -662,6 +662,8 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
         px_error(px, status, "sluice: %s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
         return;
     }
+    if (px->phase == PX_START) /* the request's answer, not a queued ticket's poll */
+        sl__fleet_on_decision(px->srv, in_header(px, "x-sluice-task"), d);
     switch (d->status) {
     case SL_GRANTED:
         px->lease = d->lease;

@@ -1,4 +1,5 @@
-"""test_suspended.py - a suspended agent's proxied calls are refused before any lease or upstream call."""
+"""test_fleet_watch.py - the fleet watch through the proxy: a suspended agent's calls are refused before
+any lease or upstream call; a call naming its task (x-sluice-task) counts toward that task's tokens."""
 import json
 import time
 import unittest
@@ -47,6 +48,29 @@ class Suspended(unittest.TestCase):
             self.assertEqual(after["http"]["requests"], calls_before["http"]["requests"] + 1)
             status, _, payload = s.anthropic(message(max_tokens=10), agent="w1")
             self.assertEqual(status, 200, payload)
+
+
+class Tasks(unittest.TestCase):
+    def test_a_proxied_call_naming_its_task_counts_toward_tokens_per_finished_task(self):
+        with Emu(EMU_FAST) as emu, Sluiced(config(emu)) as s:
+            for state in ("running", None):
+                body = {"state": state} if state else {"depends_on": ["t1"]}
+                status, _, payload = s.request("PUT", "/v1/tasks/" + ("t1" if state else "t2"),
+                                               body, {"content-type": "application/json"})
+                self.assertEqual(status, 200, payload)
+            status, _, payload = s.anthropic(message(max_tokens=10), agent="coder",
+                                             extra={"x-sluice-task": "t1"})
+            self.assertEqual(status, 200, payload)
+            status, _, payload = s.request("PUT", "/v1/tasks/t1", {"state": "done"},
+                                           {"content-type": "application/json"})
+            self.assertEqual(status, 200, payload)
+            a = s.agent("coder")
+            f = s.get("/v1/fleet")
+            self.assertGreater(a["tokens_in"] + a["tokens_out"], 0)
+            self.assertEqual(f["tokens_per_finished_task"],
+                             {"tokens": a["tokens_in"] + a["tokens_out"], "finished_tasks": 1,
+                              "finished_task_tokens": a["tokens_in"] + a["tokens_out"]})
+            self.assertEqual(f["tasks"], {"waiting": 1, "running": 0, "done": 1})
 
 
 if __name__ == "__main__":
