@@ -14,8 +14,11 @@
  *   they depend on had a lease request queued (a ticket in a pool's queue). Each waiting
  *   task counts on its own: two tasks waiting on one queued upstream accrue twice.
  *
- * With several sluiced replicas on one Redis each replica counts the writes and
- * requests it served itself (the settles and 429s of all).
+ * The mirror is also brought in line with the backend's graph every 10 s
+ * (sl__fleet_sync): with several sluiced replicas on one Redis, tasks written through
+ * another replica appear, change state and go within 10 s, and their times are to that
+ * resolution. Which lease works for which task each replica knows only for the requests
+ * it served itself (the settles and 429s are every replica's).
  */
 #include "server.h"
 
@@ -50,6 +53,7 @@ struct sl_fleet {
     int64_t finished_tokens;
     double wait_total_s, accrued_at_s;
     size_t n_blocked;
+    bool synced; /* the backend's graph was read once */
 };
 
 static sl_fleet_t *fleet_of(sl_server_t *srv)
@@ -233,6 +237,64 @@ void sl__fleet_on_task_write(sl_server_t *srv, const char *id, bool put, sl_task
     if (state == SL_TASK_DONE && was != SL_TASK_DONE) finished(f, t, now);
     if (state == SL_TASK_WAITING) t->running_at = 0;
     accrue(f, now, true);
+}
+
+/* ---- the backend's graph ---------------------------------------------------------- */
+
+static bool same_deps(const task_watch_t *w, const sl_task_info_t *t)
+{
+    if (w->n_deps != t->n_depends) return false;
+    for (size_t i = 0; i < w->n_deps; i++)
+        if (strcmp(w->deps[i], t->depends_on[i]) != 0) return false;
+    return true;
+}
+
+typedef struct gone_ctx {
+    const sl_namemap_t *graph;
+    char **names;
+    size_t n;
+} gone_ctx_t;
+
+static void note_gone(const char *key, void *val, void *ud)
+{
+    gone_ctx_t *c = ud;
+    (void)val;
+    if (!sl__namemap_get(c->graph, key) && (c->names[c->n] = strdup(key))) c->n++;
+}
+
+static void on_graph(int rc, const sl_task_info_t *t, size_t n, void *ud)
+{
+    sl_server_t *srv = ud;
+    sl_fleet_t *f = rc == SL_OK ? fleet_of(srv) : NULL;
+    if (!f) return;
+    sl_namemap_t graph = {0};
+    static int present;
+    for (size_t i = 0; i < n; i++) {
+        task_watch_t *w = sl__namemap_get(&f->tasks, t[i].id);
+        sl__namemap_put(&graph, t[i].id, &present);
+        if (w && w->state == t[i].state && same_deps(w, &t[i])) continue;
+        sl__fleet_on_task_write(srv, t[i].id, true, t[i].state,
+                                t[i].depends_on, t[i].n_depends);
+        /* A task first seen running at the first sync was started before this process:
+         * its start is not known, so it gives no task time. */
+        w = sl__namemap_get(&f->tasks, t[i].id);
+        if (w && !f->synced && t[i].state == SL_TASK_RUNNING) w->running_at = 0;
+    }
+    gone_ctx_t c = {&graph, calloc(f->tasks.count + 1, sizeof(char *)), 0};
+    if (c.names) sl__namemap_foreach(&f->tasks, note_gone, &c);
+    for (size_t i = 0; i < c.n; i++) {
+        sl__fleet_on_task_write(srv, c.names[i], false, SL_TASK_WAITING, NULL, 0);
+        free(c.names[i]);
+    }
+    free(c.names);
+    sl__namemap_free(&graph);
+    f->synced = true;
+}
+
+void sl__fleet_sync(sl_server_t *srv)
+{
+    if (!fleet_of(srv) || srv->shutting_down) return;
+    sl_backend_tasks(srv->backend, on_graph, srv);
 }
 
 /* ---- views ------------------------------------------------------------------------ */

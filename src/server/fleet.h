@@ -77,6 +77,9 @@ void sl__fleet_on_decision(struct sl_server *srv, const char *task, const sl_dec
 /* Task `id` was written: put with `state` and `deps` (put true), or deleted. */
 void sl__fleet_on_task_write(struct sl_server *srv, const char *id, bool put,
                              sl_task_state_t state, const char *const *deps, size_t n_deps);
+/* Brings the task mirror in line with the backend's graph (housekeeping, every 10 s):
+ * tasks written through another replica, or there before this process. */
+void sl__fleet_sync(struct sl_server *srv);
 /* GET /v1/fleet. */
 void sl__handle_fleet(struct sl_call *call);
 /* Appends the four numbers' Prometheus lines. */

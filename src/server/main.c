@@ -53,6 +53,8 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
         sl__anomaly_tick(srv);
         sl__watch_tick(srv);
     }
+    if (ticks % 40 == 4) /* 1 s after the start, then every 10 s */
+        sl__fleet_sync(srv);
     if (ticks % 40 == 0) { /* 10 s */
         sl__owners_forget_old(srv);
         sl__limits_sweep(srv);
