@@ -11,7 +11,7 @@ foreach(t ${SL_SERVER_TESTS})
   set_tests_properties(server_${name} PROPERTIES
     LABELS integration
     TIMEOUT 180
-    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;PYTHONDONTWRITEBYTECODE=1")
 endforeach()
 
 # The transport's HTTP/1.1 parser, on its own.

@@ -4,6 +4,8 @@ Agents make lease requests; sluiced judges each agent once a second against the 
 agents of its role (anomaly.c). Every wait is bounded; no timing gates a result.
 """
 import json
+import os
+import subprocess
 import unittest
 
 from harness import Sluiced, wait_until
@@ -111,6 +113,15 @@ class Runaway(unittest.TestCase):
             self.assertGreater(alerts[0]["z"], 3)
             self.assertEqual(metric(s, 'sluice_alert{name="anomaly",pool=""}'), 1)
             self.assertEqual(metric(s, "sluice_agents_suspended"), 1)
+            # `sluice agents` says so on the agent's line.
+            p = subprocess.run([os.environ.get("SLUICE", "sluice"), "agents", "--server",
+                                "http://127.0.0.1:%d" % s.port, "--token", ADMIN],
+                               capture_output=True, text=True, timeout=10)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            line = [l for l in p.stdout.splitlines() if l.startswith("runaway ")][0]
+            self.assertRegex(line, r"\(anomaly: requests z \d+\.\d\) \(suspended\)$")
+            w0 = [l for l in p.stdout.splitlines() if l.startswith("w0 ")][0]
+            self.assertNotIn("anomaly", w0)
 
             # Its leases and its limit checks are refused 429 `suspended`; others pass.
             st, body, hdrs = lease(s, "runaway")
