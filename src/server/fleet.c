@@ -235,6 +235,10 @@ void sl__fleet_on_task_write(sl_server_t *srv, const char *id, bool put, sl_task
     t->state = state;
     if (state == SL_TASK_RUNNING && t->running_at <= 0) t->running_at = now;
     if (state == SL_TASK_DONE && was != SL_TASK_DONE) finished(f, t, now);
+    if (state != SL_TASK_DONE && was == SL_TASK_DONE) { /* reopened: no longer finished */
+        f->finished_total--;
+        f->finished_tokens -= t->tokens;
+    }
     if (state == SL_TASK_WAITING) t->running_at = 0;
     accrue(f, now, true);
 }

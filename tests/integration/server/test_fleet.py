@@ -104,6 +104,12 @@ class FourNumbers(unittest.TestCase):
             self.assertAlmostEqual(value(m, "sluice_fleet_upstream_429_ratio"), 1 / 2)
             self.assertEqual(value(m, "sluice_fleet_tokens_per_finished_task"), 4500)
             self.assertEqual(value(m, 'sluice_fleet_tasks{state="done"}'), 1)
+            # A task written done again counts once; reopened, it is no longer finished.
+            put_task(s, "build", state="done")
+            self.assertEqual(fleet(s)["tokens_per_finished_task"]["finished_tasks"], 1)
+            put_task(s, "build", state="running")
+            self.assertEqual(fleet(s)["tokens_per_finished_task"],
+                             {"tokens": None, "finished_tasks": 0, "finished_task_tokens": 0})
             self.assertAlmostEqual(value(m, 'sluice_fleet_task_seconds{quantile="0.5"}'),
                                    f["task_time_s"]["p50"])
 
