@@ -195,8 +195,9 @@ function onEvent(name, ev) {
       bin(ev.ts).upstream429++;
       break;
     case 'alert': {
-      const key = (ev.pool || '') + '/' + ev.alert;
-      if (ev.active) state.alerts.set(key, {pool: ev.pool, name: ev.alert, since: ev.ts});
+      /* an agent's alert (anomaly) is its own: one per agent */
+      const key = (ev.pool || '') + '/' + ev.alert + (ev.agent ? '/' + ev.agent : '');
+      if (ev.active) state.alerts.set(key, {pool: ev.pool, name: ev.alert, since: ev.ts, agent: ev.agent});
       else state.alerts.delete(key);
       break;
     }
@@ -273,6 +274,7 @@ function renderAlerts() {
   for (const entry of state.pools.values())
     for (const a of entry.info.alerts || []) items.push({pool: entry.info.name, name: a, source: 'pool state'});
   for (const a of state.alerts.values()) {
+    if (a.agent) continue; /* listed from the agents below, with the metric and z */
     if (!items.some((i) => i.pool === a.pool && i.name === a.name))
       items.push({pool: a.pool, name: a.name, source: 'raised ' + fmtTime(a.since)});
   }
