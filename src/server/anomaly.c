@@ -85,6 +85,17 @@ static double now_s(const sl_server_t *srv)
     return sl_backend_now(srv->backend);
 }
 
+/* A role the engine knows (built in, or configured): an unknown one is refused 400 by
+ * the engine, and must not give its agent a baseline of its own. */
+static bool role_known(const sl_server_t *srv, const char *role)
+{
+    if (!strcmp(role, "planner") || !strcmp(role, "reviewer") || !strcmp(role, "worker"))
+        return true;
+    for (size_t i = 0; i < srv->config.settings.n_roles; i++)
+        if (!strcmp(srv->config.settings.roles[i].name, role)) return true;
+    return false;
+}
+
 bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role)
 {
     agent_watch_t *w = srv->anomaly && agent ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
@@ -92,7 +103,7 @@ bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role
         srv->anomaly->refusals_total++;
         return true;
     }
-    if (role) {
+    if (role && role_known(srv, role)) {
         if (!w) w = watch_of(srv, agent);
         if (w) snprintf(w->role, sizeof(w->role), "%s", role);
     }
