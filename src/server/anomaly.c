@@ -200,8 +200,8 @@ static void publish(sl_server_t *srv, agent_watch_t *w, bool active, double t)
         json_object_set_new(j, "suspended", json_boolean(w->suspended));
     }
     sl__events_publish_about(srv, "alert", w->name, j);
-    sl_event_t ev = {.kind = SL_EV_ALERT, .now_s = t, .agent = w->name, .alert = "anomaly",
-                     .active = active};
+    sl_event_t ev = {
+        .kind = SL_EV_ALERT, .now_s = t, .agent = w->name, .alert = "anomaly", .active = active};
     sl__metrics_on_event(srv->metrics, &ev);
 }
 
@@ -267,8 +267,8 @@ void sl__anomaly_tick(sl_server_t *srv)
 {
     sl_anomaly_t *a = srv->anomaly;
     if (!a || !a->agents.count) return;
-    collect_t c = {calloc(a->agents.count, sizeof(sample_t)), 0,
-                   srv->config.fleet.anomaly_window_s, now_s(srv)};
+    collect_t c = {calloc(a->agents.count, sizeof(sample_t)), 0, srv->config.fleet.anomaly_window_s,
+                   now_s(srv)};
     if (!c.s) return;
     sl__namemap_foreach(&a->agents, collect_one, &c);
     qsort(c.s, c.n, sizeof(sample_t), by_role);
@@ -306,8 +306,9 @@ void sl__handle_agent_release(sl_call_t *call, const char *agent)
     sl__window_clear(&w->requests);
     sl__window_clear(&w->violations);
     set_flag(srv, w, -1, 0, 0, t);
-    sl__reply_json(call, 200, json_pack("{s:s,s:s,s:f}", "status", "released", "agent", w->name,
-                                        "suspended_s", t - w->suspended_at));
+    sl__reply_json(call, 200,
+                   json_pack("{s:s,s:s,s:f}", "status", "released", "agent", w->name, "suspended_s",
+                             t - w->suspended_at));
 }
 
 static json_t *flag_json(const agent_watch_t *w)
@@ -392,20 +393,21 @@ void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out)
         sl__agent_series(out, names[k], "", v, c.n, top, k < 2);
     }
     free(v);
-    evbuffer_add_printf(out,
-                        "# HELP sluice_agents_suspended Agents suspended now (anomaly).\n"
-                        "# TYPE sluice_agents_suspended gauge\nsluice_agents_suspended %zu\n"
-                        "# HELP sluice_agents_flagged Agents flagged anomalous now.\n"
-                        "# TYPE sluice_agents_flagged gauge\nsluice_agents_flagged %zu\n"
-                        "# HELP sluice_agent_suspensions_total Suspensions, releases, requests refused.\n"
-                        "# TYPE sluice_agent_suspensions_total counter\n"
-                        "sluice_agent_suspensions_total{event=\"suspended\"} %llu\n"
-                        "sluice_agent_suspensions_total{event=\"released\"} %llu\n"
-                        "sluice_agent_suspensions_total{event=\"refused\"} %llu\n",
-                        a ? a->n_suspended : 0, a ? a->n_flagged : 0,
-                        (unsigned long long)(a ? a->suspensions_total : 0),
-                        (unsigned long long)(a ? a->releases_total : 0),
-                        (unsigned long long)(a ? a->refusals_total : 0));
+    evbuffer_add_printf(
+        out,
+        "# HELP sluice_agents_suspended Agents suspended now (anomaly).\n"
+        "# TYPE sluice_agents_suspended gauge\nsluice_agents_suspended %zu\n"
+        "# HELP sluice_agents_flagged Agents flagged anomalous now.\n"
+        "# TYPE sluice_agents_flagged gauge\nsluice_agents_flagged %zu\n"
+        "# HELP sluice_agent_suspensions_total Suspensions, releases, requests refused.\n"
+        "# TYPE sluice_agent_suspensions_total counter\n"
+        "sluice_agent_suspensions_total{event=\"suspended\"} %llu\n"
+        "sluice_agent_suspensions_total{event=\"released\"} %llu\n"
+        "sluice_agent_suspensions_total{event=\"refused\"} %llu\n",
+        a ? a->n_suspended : 0, a ? a->n_flagged : 0,
+        (unsigned long long)(a ? a->suspensions_total : 0),
+        (unsigned long long)(a ? a->releases_total : 0),
+        (unsigned long long)(a ? a->refusals_total : 0));
 }
 
 static void free_one(const char *key, void *val, void *ud)

@@ -38,8 +38,8 @@ static const struct fleet_number {
 static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *at, const char *key,
                 const char *what)
 {
-    snprintf(err, errlen, "%s:%lu: fleet.%s: %s", path, (unsigned long)at->start_mark.line + 1,
-             key, what);
+    snprintf(err, errlen, "%s:%lu: fleet.%s: %s", path, (unsigned long)at->start_mark.line + 1, key,
+             what);
     return -1;
 }
 
@@ -72,8 +72,8 @@ int sl__config_parse_fleet(yaml_document_t *doc, yaml_node_t *section, const cha
         return -1;
     }
     sl_fleet_config_t f = *out;
-    for (yaml_node_pair_t *p = section->data.mapping.pairs.start; p < section->data.mapping.pairs.top;
-         p++) {
+    for (yaml_node_pair_t *p = section->data.mapping.pairs.start;
+         p < section->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(doc, p->key);
         yaml_node_t *v = yaml_document_get_node(doc, p->value);
         if (!k || !v || k->type != YAML_SCALAR_NODE)

@@ -1,4 +1,5 @@
-/* fleet.c - the four numbers of seed 000, live: 429 rate, tokens per finished task, task time, critical-path wait.
+/* fleet.c - the four numbers of seed 000, live: 429 rate, tokens per finished task, task time,
+ * critical-path wait.
  *
  * sluiced learns the task graph from its writes (PUT/DELETE /v1/tasks/{task}) and which
  * lease or ticket works for which task from the lease requests that name a `task`; the
@@ -42,7 +43,7 @@ typedef struct task_watch {
 } task_watch_t;
 
 struct sl_fleet {
-    sl_namemap_t tasks;    /* id -> task_watch_t */
+    sl_namemap_t tasks;     /* id -> task_watch_t */
     sl_idmap_t ticket_task; /* ticket -> strdup'd task id, while queued */
     sl_idmap_t lease_task;  /* lease -> strdup'd task id, until it ends */
     sl_window_t settled, got_429;
@@ -277,8 +278,7 @@ static void on_graph(int rc, const sl_task_info_t *t, size_t n, void *ud)
         task_watch_t *w = sl__namemap_get(&f->tasks, t[i].id);
         sl__namemap_put(&graph, t[i].id, &present);
         if (w && w->state == t[i].state && same_deps(w, &t[i])) continue;
-        sl__fleet_on_task_write(srv, t[i].id, true, t[i].state,
-                                t[i].depends_on, t[i].n_depends);
+        sl__fleet_on_task_write(srv, t[i].id, true, t[i].state, t[i].depends_on, t[i].n_depends);
         /* A task first seen running at the first sync was started before this process:
          * its start is not known, so it gives no task time. */
         w = sl__namemap_get(&f->tasks, t[i].id);
@@ -334,7 +334,7 @@ static void count_state(const char *key, void *val, void *ud)
 
 typedef struct numbers {
     uint64_t settled, got_429;
-    double rate_429; /* NAN: no settle in the window */
+    double rate_429;        /* NAN: no settle in the window */
     double tokens_per_task; /* NAN: no finished task */
     double p50, p95;
     states_ctx_t states;
@@ -352,7 +352,8 @@ static numbers_t numbers_now(sl_server_t *srv)
     n.settled = sl__window_sum(&f->settled, win, now);
     n.got_429 = sl__window_sum(&f->got_429, win, now);
     if (n.settled) n.rate_429 = (double)n.got_429 / (double)n.settled;
-    if (f->finished_total) n.tokens_per_task = (double)f->finished_tokens / (double)f->finished_total;
+    if (f->finished_total)
+        n.tokens_per_task = (double)f->finished_tokens / (double)f->finished_total;
     sl__namemap_foreach(&f->tasks, count_state, &n.states);
     return n;
 }
@@ -376,11 +377,11 @@ void sl__handle_fleet(sl_call_t *call)
         (json_int_t)(f ? f->settled_total : 0), "tokens_per_finished_task", "tokens",
         num_or_null(n.tokens_per_task), "finished_tasks", (json_int_t)(f ? f->finished_total : 0),
         "finished_task_tokens", (json_int_t)(f ? f->finished_tokens : 0), "task_time_s", "p50",
-        num_or_null(n.p50), "p95", num_or_null(n.p95), "samples",
-        (json_int_t)(f ? f->n_task_s : 0), "critical_path_wait", "total_s",
-        f ? f->wait_total_s : 0.0, "blocked_tasks", (json_int_t)(f ? f->n_blocked : 0), "tasks",
-        "waiting", (json_int_t)n.states.n[SL_TASK_WAITING], "running",
-        (json_int_t)n.states.n[SL_TASK_RUNNING], "done", (json_int_t)n.states.n[SL_TASK_DONE]);
+        num_or_null(n.p50), "p95", num_or_null(n.p95), "samples", (json_int_t)(f ? f->n_task_s : 0),
+        "critical_path_wait", "total_s", f ? f->wait_total_s : 0.0, "blocked_tasks",
+        (json_int_t)(f ? f->n_blocked : 0), "tasks", "waiting",
+        (json_int_t)n.states.n[SL_TASK_WAITING], "running", (json_int_t)n.states.n[SL_TASK_RUNNING],
+        "done", (json_int_t)n.states.n[SL_TASK_DONE]);
     if (j) json_object_set_new(j, "anomalies", sl__anomaly_json(call));
     sl__reply_json(call, 200, j);
 }

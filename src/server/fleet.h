@@ -19,7 +19,7 @@ struct sl_call;
 typedef struct sl_namemap {
     char **keys; /* NULL = empty slot */
     void **vals;
-    size_t cap;  /* a power of two, or 0 */
+    size_t cap; /* a power of two, or 0 */
     size_t count;
 } sl_namemap_t;
 /* The value stored under `key`, or NULL. */
@@ -75,8 +75,8 @@ void sl__fleet_on_event(struct sl_server *srv, const sl_event_t *ev);
 /* A lease request that named `task` (NULL: none) was decided as `d`. */
 void sl__fleet_on_decision(struct sl_server *srv, const char *task, const sl_decision_t *d);
 /* Task `id` was written: put with `state` and `deps` (put true), or deleted. */
-void sl__fleet_on_task_write(struct sl_server *srv, const char *id, bool put,
-                             sl_task_state_t state, const char *const *deps, size_t n_deps);
+void sl__fleet_on_task_write(struct sl_server *srv, const char *id, bool put, sl_task_state_t state,
+                             const char *const *deps, size_t n_deps);
 /* Brings the task mirror in line with the backend's graph (housekeeping, every 10 s):
  * tasks written through another replica, or there before this process. */
 void sl__fleet_sync(struct sl_server *srv);
@@ -119,8 +119,8 @@ typedef struct sl_watch sl_watch_t;
 void sl__watch_on_event(struct sl_server *srv, const sl_event_t *ev);
 /* An action-limit check of `limit` was answered: `delayed` when it was held first;
  * `retry_after_s` on a denial (< 0: never). */
-void sl__watch_on_limit_check(struct sl_server *srv, const char *limit, bool allowed,
-                              bool delayed, double retry_after_s);
+void sl__watch_on_limit_check(struct sl_server *srv, const char *limit, bool allowed, bool delayed,
+                              double retry_after_s);
 /* Samples every pool's bucket levels (housekeeping, once a second). */
 void sl__watch_tick(struct sl_server *srv);
 /* Appends seed 001's Prometheus lines; `pools` is the scrape's snapshot. */

@@ -1,4 +1,5 @@
-/* watch_metrics.c - seed 001's metrics: throttle rate, burst capacity use, time to reset, adjustments, 429s against throttling.
+/* watch_metrics.c - seed 001's metrics: throttle rate, burst capacity use, time to reset,
+ * adjustments, 429s against throttling.
  *
  * Counted per pool from engine events and per action limit from the checks' answers;
  * windows are fleet.window_s long (slidewin.c). Bucket levels are sampled once a second
@@ -15,7 +16,7 @@
 #include <event2/buffer.h>
 
 static const double retry_bounds_s[] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600};
-#define N_RETRY (sizeof(retry_bounds_s) / sizeof(retry_bounds_s[0]))
+#define N_RETRY          (sizeof(retry_bounds_s) / sizeof(retry_bounds_s[0]))
 #define MAX_SAMPLE_GAP_S 5.0
 
 enum band { BAND_LOW, BAND_MID, BAND_HIGH, BAND_COUNT };
@@ -127,8 +128,8 @@ void sl__watch_on_limit_check(sl_server_t *srv, const char *limit, bool allowed,
                               double retry_after_s)
 {
     sl_watch_t *w = watch_of(srv);
-    limit_watch_t *l = w && limit ? entry((void **)&w->limits, &w->n_limits, sizeof(*l), limit)
-                                  : NULL;
+    limit_watch_t *l =
+        w && limit ? entry((void **)&w->limits, &w->n_limits, sizeof(*l), limit) : NULL;
     if (!l) return;
     double now = sl_backend_now(srv->backend), win = srv->config.fleet.window_s;
     sl__window_add(&l->checks, win, now, 1);
@@ -268,10 +269,10 @@ static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n
     head(out, "sluice_margin_adjustments_total", "counter", "Margin changes by direction.");
     for (size_t i = 0; i < n_pools; i++) {
         const pool_watch_t *p = view(w, pools[i].name, &none);
-        sample(out, "sluice_margin_adjustments_total", "pool", pools[i].name,
-               ",direction=\"up\"", (double)p->margin_up);
-        sample(out, "sluice_margin_adjustments_total", "pool", pools[i].name,
-               ",direction=\"down\"", (double)p->margin_down);
+        sample(out, "sluice_margin_adjustments_total", "pool", pools[i].name, ",direction=\"up\"",
+               (double)p->margin_up);
+        sample(out, "sluice_margin_adjustments_total", "pool", pools[i].name, ",direction=\"down\"",
+               (double)p->margin_down);
     }
     head(out, "sluice_bucket_utilisation_ratio", "gauge",
          "Share of a bucket's capacity in use now: 1 - level / capacity (above 1 in debt).");

@@ -1,4 +1,5 @@
-/* test_fleet_helpers.c - unit tests for the fleet watch's helpers: name map, sliding window, bounded per-agent series. */
+/* test_fleet_helpers.c - unit tests for the fleet watch's helpers: name map, sliding window,
+ * bounded per-agent series. */
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,11 +55,11 @@ static void test_a_window_forgets_counts_older_than_its_length(void **state)
     sl__window_add(&w, 60, 1004.0, 2);
     sl__window_add(&w, 60, 1030.0, 1);
     assert_int_equal(sl__window_sum(&w, 60, 1030.0), 6);
-    assert_int_equal(sl__window_sum(&w, 60, 1059.0), 6);  /* slot 1000-1005 still in */
-    assert_int_equal(sl__window_sum(&w, 60, 1060.0), 1);  /* it left */
+    assert_int_equal(sl__window_sum(&w, 60, 1059.0), 6); /* slot 1000-1005 still in */
+    assert_int_equal(sl__window_sum(&w, 60, 1060.0), 1); /* it left */
     assert_int_equal(sl__window_sum(&w, 60, 1090.0), 0);
     assert_int_equal(sl__window_sum(&w, 60, 1030.0), 6); /* reading does not advance */
-    sl__window_add(&w, 60, 5000.0, 4); /* a long gap clears everything */
+    sl__window_add(&w, 60, 5000.0, 4);                   /* a long gap clears everything */
     uint32_t slots[SL_WINDOW_SLOTS];
     sl__window_slots(&w, 60, 5000.0, slots);
     for (int i = 0; i < SL_WINDOW_SLOTS - 1; i++)
@@ -94,8 +95,10 @@ static void test_two_thousand_agents_give_at_most_n_plus_one_series(void **state
         double x = atof(strrchr(line, ' ') + 1);
         sum += x;
         assert_non_null(strstr(line, ",x=\"1\"} "));
-        if (strstr(line, "agent=\"other\"")) other = x;
-        else assert_true(x == 96); /* the top 20 are agents with the largest value */
+        if (strstr(line, "agent=\"other\""))
+            other = x;
+        else
+            assert_true(x == 96); /* the top 20 are agents with the largest value */
     }
     assert_int_equal(lines, TOP + 1);
     assert_true(other > 0);
