@@ -51,8 +51,12 @@ typedef struct agent_watch {
     double suspended_at;
 } agent_watch_t;
 
+typedef struct sample sample_t;
+
 struct sl_anomaly {
     sl_namemap_t agents; /* name -> agent_watch_t */
+    sample_t *scratch;   /* the evaluation's two arrays of samples, kept between ticks */
+    size_t scratch_cap;  /* samples per array */
     size_t n_flagged, n_suspended;
     uint64_t suspensions_total, releases_total, refusals_total;
 };
@@ -162,31 +166,46 @@ void sl__anomaly_on_limit_check(sl_server_t *srv, const char *agent, bool allowe
 
 /* ---- evaluation ------------------------------------------------------------------- */
 
-typedef struct sample {
+#define MAX_ROLES 256 /* distinct roles judged apart; the rest with the last one */
+
+struct sample {
     agent_watch_t *w;
-    double x[2]; /* requests, violations in the window */
-} sample_t;
+    double x[2];   /* requests, violations in the window */
+    unsigned role; /* index into collect_t.roles */
+};
 
 typedef struct collect {
     sample_t *s;
     size_t n;
     double win, now;
+    const char *roles[MAX_ROLES]; /* the distinct roles seen, borrowed from the agents */
+    size_t per_role[MAX_ROLES];
+    unsigned n_roles;
 } collect_t;
 
+static unsigned role_slot(collect_t *c, const char *role)
+{
+    for (unsigned i = 0; i < c->n_roles; i++)
+        if (!strcmp(c->roles[i], role)) return i;
+    if (c->n_roles == MAX_ROLES) return MAX_ROLES - 1;
+    c->roles[c->n_roles] = role;
+    return c->n_roles++;
+}
+
+/* Agents with nothing in the window are left out (nothing to judge) unless flagged (to be
+ * cleared): at 100,000 agents the evaluation is a pass over the map and one counting
+ * sort by role, no comparison sort. */
 static void collect_one(const char *key, void *val, void *ud)
 {
     collect_t *c = ud;
     agent_watch_t *w = val;
     (void)key;
+    double req = (double)sl__window_sum(&w->requests, c->win, c->now);
+    double viol = (double)sl__window_sum(&w->violations, c->win, c->now);
+    if (req <= 0 && viol <= 0 && !w->flagged) return;
     sample_t *s = &c->s[c->n++];
-    s->w = w;
-    s->x[0] = (double)sl__window_sum(&w->requests, c->win, c->now);
-    s->x[1] = (double)sl__window_sum(&w->violations, c->win, c->now);
-}
-
-static int by_role(const void *a, const void *b)
-{
-    return strcmp(((const sample_t *)a)->w->role, ((const sample_t *)b)->w->role);
+    *s = (sample_t){w, {req, viol}, role_slot(c, w->role)};
+    c->per_role[s->role]++;
 }
 
 static void publish(sl_server_t *srv, agent_watch_t *w, bool active, double t)
@@ -267,17 +286,32 @@ void sl__anomaly_tick(sl_server_t *srv)
 {
     sl_anomaly_t *a = srv->anomaly;
     if (!a || !a->agents.count) return;
-    collect_t c = {calloc(a->agents.count, sizeof(sample_t)), 0, srv->config.fleet.anomaly_window_s,
-                   now_s(srv)};
-    if (!c.s) return;
-    sl__namemap_foreach(&a->agents, collect_one, &c);
-    qsort(c.s, c.n, sizeof(sample_t), by_role);
-    for (size_t i = 0, j; i < c.n; i = j) {
-        for (j = i + 1; j < c.n && !strcmp(c.s[j].w->role, c.s[i].w->role); j++)
-            ;
-        judge_role(srv, c.s + i, j - i, c.now);
+    if (a->scratch_cap < a->agents.count) {
+        size_t cap = a->agents.count * 2;
+        sample_t *grown = realloc(a->scratch, 2 * cap * sizeof(sample_t));
+        if (!grown) return;
+        a->scratch = grown;
+        a->scratch_cap = cap;
     }
-    free(c.s);
+    collect_t *c = calloc(1, sizeof(*c));
+    if (!c) return;
+    c->s = a->scratch;
+    sample_t *by_role = a->scratch + a->scratch_cap;
+    c->win = srv->config.fleet.anomaly_window_s;
+    c->now = now_s(srv);
+    sl__namemap_foreach(&a->agents, collect_one, c);
+    size_t start[MAX_ROLES], at = 0;
+    for (unsigned r = 0; r < c->n_roles; r++) {
+        start[r] = at;
+        at += c->per_role[r];
+    }
+    size_t next[MAX_ROLES];
+    memcpy(next, start, sizeof(size_t) * c->n_roles);
+    for (size_t i = 0; i < c->n; i++)
+        by_role[next[c->s[i].role]++] = c->s[i];
+    for (unsigned r = 0; r < c->n_roles; r++)
+        judge_role(srv, by_role + start[r], c->per_role[r], c->now);
+    free(c);
 }
 
 /* ---- release, views --------------------------------------------------------------- */
@@ -421,6 +455,7 @@ void sl__anomaly_free(sl_server_t *srv)
     if (!srv->anomaly) return;
     sl__namemap_foreach(&srv->anomaly->agents, free_one, NULL);
     sl__namemap_free(&srv->anomaly->agents);
+    free(srv->anomaly->scratch);
     free(srv->anomaly);
     srv->anomaly = NULL;
 }

@@ -43,7 +43,9 @@ void sl__window_add(sl_window_t *w, double window_s, double now_s, uint32_t n)
 uint64_t sl__window_sum(const sl_window_t *w, double window_s, double now_s)
 {
     uint32_t c[SL_WINDOW_SLOTS];
-    advanced(w, slot_of(window_s, now_s), c);
+    int64_t now = slot_of(window_s, now_s);
+    if (w->slot <= now - SL_WINDOW_SLOTS) return 0; /* nothing written within the window */
+    advanced(w, now, c);
     uint64_t sum = 0;
     for (int k = 0; k < SL_WINDOW_SLOTS; k++)
         sum += c[k];
