@@ -11,12 +11,14 @@ foreach(t ${SL_SERVER_TESTS})
   set_tests_properties(server_${name} PROPERTIES
     LABELS integration
     TIMEOUT 180
-    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;PYTHONDONTWRITEBYTECODE=1")
 endforeach()
 
 # The transport's HTTP/1.1 parser, on its own.
 sl_unit_test(test_http_parse sluice_http_parse)
 
-# Loopback from the address, and the hot answers' number writing: units of sluiced_core.
+# Loopback from the address, the hot answers' number writing, and the fleet watch's helpers
+# (name map, sliding window, top-N series): units of sluiced_core.
 sl_unit_test(test_netaddr sluiced_core)
 sl_unit_test(test_jsonfmt sluiced_core)
+sl_unit_test(test_fleet_helpers sluiced_core)

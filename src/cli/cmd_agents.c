@@ -54,12 +54,17 @@ int sl_cli_agents(int argc, char **argv)
         json_t *a;
         json_array_foreach(json_object_get(body, "agents"), i, a)
         {
-            printf("%-24s %-9s %7.2f %7.0f %7.2f %6.0f %12.0f %12.0f %5.0f  %s%s\n", str(a, "name"),
+            printf("%-24s %-9s %7.2f %7.0f %7.2f %6.0f %12.0f %12.0f %5.0f  %s%s", str(a, "name"),
                    str(a, "role"), num(a, "weight"), num(a, "repeats"), num(a, "estimate_error"),
                    num(a, "leases"), num(a, "tokens_in"), num(a, "tokens_out"), num(a, "got_429"),
                    str(a, "state"),
                    json_is_true(json_object_get(a, "estimate_error_alert")) ? " (estimate alert)"
                                                                             : "");
+            json_t *anomaly = json_object_get(a, "anomaly");
+            if (json_is_object(anomaly))
+                printf(" (anomaly: %s z %.1f)", str(anomaly, "metric"), num(anomaly, "z"));
+            if (json_is_true(json_object_get(a, "suspended"))) printf(" (suspended)");
+            printf("\n");
         }
     }
     json_decref(body);

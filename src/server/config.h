@@ -88,6 +88,17 @@ typedef struct sl_listener_config {
     size_t n_allowed_hosts;
 } sl_listener_config_t;
 
+/* Watching the fleet (the `fleet:` section, docs/observe.md "Anomalies"). */
+typedef struct sl_fleet_config {
+    double window_s;           /* 300: the 429 rate's and seed 001's sliding window */
+    double anomaly_window_s;   /* 60: the window of per-agent request and violation counts */
+    double anomaly_z;          /* 3: standard deviations above the role's mean that flag */
+    int64_t anomaly_min_agents; /* 5: agents of a role active in the window before any flags */
+    int64_t anomaly_min_count;  /* 20: an agent's own count in the window before it flags */
+    bool suspend_anomalous;     /* false: a flagged agent is refused 429 `suspended` */
+    int64_t metrics_top_agents; /* 20: per-agent series in /metrics (the rest: `other`) */
+} sl_fleet_config_t;
+
 typedef struct sl_config {
     char *listen_host;       /* "127.0.0.1" */
     int listen_port;         /* 8750 */
@@ -114,6 +125,7 @@ typedef struct sl_config {
     sl_proxy_config_t proxy;
     sl_listener_config_t server;
     json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
+    sl_fleet_config_t fleet;
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
@@ -157,6 +169,12 @@ struct yaml_document_s;
 struct yaml_node_s;
 int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, json_t **out, char *err, size_t errlen);
+
+/* config_fleet.c: the `fleet:` section's defaults, and reading it from mapping `section`
+ * (errors as `FILE:LINE: fleet.KEY: ...`). */
+void sl__config_fleet_defaults(sl_fleet_config_t *f);
+int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
+                           const char *path, sl_fleet_config_t *f, char *err, size_t errlen);
 
 /* Frees everything inside `c` and zeroes it. */
 void sl_config_clear(sl_config_t *c);

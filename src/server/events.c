@@ -301,6 +301,9 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
     sl_server_t *srv = ud;
     track_owners(srv, ev);
     sl__metrics_on_event(srv->metrics, ev);
+    sl__fleet_on_event(srv, ev);
+    sl__anomaly_on_event(srv, ev);
+    sl__watch_on_event(srv, ev);
     if (srv->event_log || srv->streams) {
         json_t *j = event_json(ev);
         char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
@@ -330,6 +333,12 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
 
 void sl__events_publish(sl_server_t *srv, const char *event, json_t *j)
 {
+    sl__events_publish_about(srv, event, NULL, j);
+}
+
+void sl__events_publish_about(sl_server_t *srv, const char *event, const char *agent, json_t *j)
+{
+    sl_event_t about = {.agent = agent};
     if (j && (srv->event_log || srv->streams)) {
         char *line = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
         if (line && srv->event_log) {
@@ -344,7 +353,7 @@ void sl__events_publish(sl_server_t *srv, const char *event, json_t *j)
             const char *data = (const char *)evbuffer_pullup(msg, -1);
             for (sl_call_t *c = srv->streams, *next; c; c = next) {
                 next = c->next;
-                stream_send(c, data, len);
+                if (!agent || stream_sees(c, &about)) stream_send(c, data, len);
             }
             evbuffer_free(msg);
         }

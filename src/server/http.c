@@ -317,6 +317,16 @@ static void r_events(sl_call_t *c, char **seg, int m, const char *q)
     (void)seg, (void)m, (void)q;
     sl__events_subscribe(c);
 }
+static void r_fleet(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)seg, (void)m, (void)q;
+    sl__handle_fleet(c);
+}
+static void r_agent_release(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)m, (void)q;
+    sl__handle_agent_release(c, seg[2]);
+}
 static void r_reload(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)seg, (void)m, (void)q;
@@ -349,6 +359,8 @@ static const struct route {
     {2, {"v1", "pools"}, "GET", r_pools},
     {3, {"v1", "pools", "*"}, "GET", r_pool},
     {2, {"v1", "agents"}, "GET", r_agents},
+    {4, {"v1", "agents", "*", "release"}, "POST", r_agent_release},
+    {2, {"v1", "fleet"}, "GET", r_fleet},
     {2, {"v1", "events"}, "GET", r_events},
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
     {2, {"v1", "limits"}, "GET", r_limits},
@@ -430,7 +442,8 @@ static void on_request(sl_hreq_t *req, void *arg)
     } else if (!needs_auth(n, seg) || sl__dashboard_authenticate(call, n, seg) ||
                sl__authenticate(call) == 0) {
         /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
-        bool body_optional = n == 3 && !strcmp(seg[1], "admin");
+        bool body_optional = (n == 3 && !strcmp(seg[1], "admin")) ||
+                             (n == 4 && !strcmp(seg[1], "agents")); /* .../release */
         bool api = n > 0 && !strcmp(seg[0], "v1");
         if (!method_has_body(call->method) ||
             ((!api || check_content_type(call) == 0) && read_body(call, !body_optional) == 0))

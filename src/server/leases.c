@@ -263,6 +263,7 @@ static void on_lease_decision(int rc, const sl_decision_t *d, const char *errmsg
         sl__reply_engine_error(call, rc, errmsg);
         return;
     }
+    sl__fleet_on_decision(call->srv, json_string_value(json_object_get(call->body, "task")), d);
     if (!call->req && d->status == SL_QUEUED && !d->replayed) {
         /* Closed while a networked backend decided: nobody will wait on the place. */
         sl_backend_ticket_cancel(call->srv->backend, d->ticket, NULL, NULL);
@@ -380,6 +381,7 @@ static void request_with_role(sl_call_t *call, const char *task_role)
         return;
     }
     call->wait_s = fmin(wait_s, call->srv->config.max_wait_s);
+    if (sl__anomaly_refuse(call, r.agent, role)) return; /* suspended: refused, nothing asked */
     sl_backend_request(call->srv->backend, &r, on_lease_decision, call);
 }
 

@@ -441,6 +441,10 @@ void sl__limits_reply_result(sl_call_t *call, const char *name, const sl_limit_r
                              double waited_s)
 {
     limit_stats_t *st = stats_of(call->srv->limits, name);
+    const char *agent = json_string_value(json_object_get(call->body, "agent"));
+    sl__anomaly_on_limit_check(call->srv, agent, r->allowed);
+    sl__watch_on_limit_check(call->srv, name, r->allowed, waited_s > 0,
+                             r->retry_after_us >= 0 ? (double)r->retry_after_us / 1e6 : -1);
     if (st) {
         if (r->allowed)
             st->allowed++;
@@ -635,6 +639,7 @@ static void handle_check(sl_call_t *call, const char *name)
     int64_t hits = 1;
     double wait_s = 0;
     if (read_request(call, name, fields, &req) < 0) return;
+    if (sl__anomaly_refuse(call, req.agent, NULL)) return; /* suspended: nothing checked */
     if (sl__json_get_int(call->body, "hits", false, &hits, msg, sizeof(msg)) < 0 ||
         sl__json_get_number(call->body, "wait", false, 0, false, &wait_s, msg, sizeof(msg)) < 0) {
         sl__reply_error(call, 400, "invalid_request", "%s", msg);

@@ -49,6 +49,12 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
     (void)what;
     ticks++;
     sl__events_flush(srv);
+    if (ticks % 4 == 0) { /* 1 s */
+        sl__anomaly_tick(srv);
+        sl__watch_tick(srv);
+    }
+    if (ticks % 40 == 4) /* 1 s after the start, then every 10 s */
+        sl__fleet_sync(srv);
     if (ticks % 40 == 0) { /* 10 s */
         sl__owners_forget_old(srv);
         sl__limits_sweep(srv);
@@ -221,6 +227,9 @@ done:
         if (evs[i]) event_free(evs[i]);
     sl_backend_free(srv->backend);
     sl__metrics_free(srv->metrics);
+    sl__fleet_free(srv);
+    sl__anomaly_free(srv);
+    sl__watch_free(srv);
     if (srv->base) event_base_free(srv->base);
     return rc;
 }

@@ -40,6 +40,7 @@ struct sl_metrics {
     pool_metrics_t *pools;
     size_t n_pools;
     uint64_t estimate_error_alerts; /* agents with the alert raised now */
+    uint64_t anomaly_alerts;        /* agents flagged anomalous now (anomaly.c) */
     bool backend_unavailable;       /* the backend's alert is raised (redis down) */
 };
 
@@ -88,6 +89,12 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
         else if (m->estimate_error_alerts > 0)
             m->estimate_error_alerts--;
     }
+    if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "anomaly")) {
+        if (ev->active)
+            m->anomaly_alerts++;
+        else if (m->anomaly_alerts > 0)
+            m->anomaly_alerts--;
+    }
     if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "backend_unavailable"))
         m->backend_unavailable = ev->active;
     if (!p) return;
@@ -121,16 +128,7 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
 /* Label values are pool names (any bytes but NUL): escape \, " and newline. */
 static void label(struct evbuffer *out, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '\\')
-            evbuffer_add(out, "\\\\", 2);
-        else if (*s == '"')
-            evbuffer_add(out, "\\\"", 2);
-        else if (*s == '\n')
-            evbuffer_add(out, "\\n", 2);
-        else
-            evbuffer_add(out, s, 1);
-    }
+    sl__prom_label(out, s);
 }
 
 static void head(struct evbuffer *out, const char *name, const char *type, const char *help)
@@ -275,6 +273,8 @@ void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size
     }
     evbuffer_add_printf(out, "sluice_alert{name=\"estimate_error\",pool=\"\"} %d\n",
                         m->estimate_error_alerts > 0 ? 1 : 0);
+    evbuffer_add_printf(out, "sluice_alert{name=\"anomaly\",pool=\"\"} %d\n",
+                        m->anomaly_alerts > 0 ? 1 : 0);
     evbuffer_add_printf(out, "sluice_alert{name=\"backend_unavailable\",pool=\"\"} %d\n",
                         m->backend_unavailable ? 1 : 0);
     head(out, "sluice_long_poll_waiters", "gauge", "HTTP requests held open waiting for a grant.");

@@ -662,6 +662,8 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
         px_error(px, status, "sluice: %s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
         return;
     }
+    if (px->phase == PX_START) /* the request's answer, not a queued ticket's poll */
+        sl__fleet_on_decision(px->srv, in_header(px, "x-sluice-task"), d);
     switch (d->status) {
     case SL_GRANTED:
         px->lease = d->lease;
@@ -1172,6 +1174,13 @@ static void start_call(px_t *px, const char *path, const char *query)
         json_decref(j);
         px->stream = false;
         px_forward(px);
+        return;
+    }
+    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker")) {
+        set_retry_headers(px, px->srv->config.fleet.anomaly_window_s);
+        px_error(px, 429, "sluice: agent '%s' is suspended (anomaly, reason suspended) until an "
+                          "admin releases it: POST /v1/agents/%s/release", px->agent, px->agent);
+        json_decref(j);
         return;
     }
     estimate(px, j);

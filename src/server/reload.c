@@ -91,6 +91,14 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
                                    next.listen_port != srv->config.listen_port))
         fprintf(stderr, "sluiced: reload: `listen` changes need a restart; keeping %s:%d\n",
                 srv->config.listen_host, srv->config.listen_port);
+    /* The windows' slots are cut to their length: a new length waits for a restart. */
+    if (next.fleet.window_s != srv->config.fleet.window_s ||
+        next.fleet.anomaly_window_s != srv->config.fleet.anomaly_window_s)
+        fprintf(stderr, "sluiced: reload: fleet.window_s and fleet.anomaly_window_s changes need "
+                        "a restart; keeping %g s and %g s\n",
+                srv->config.fleet.window_s, srv->config.fleet.anomaly_window_s);
+    next.fleet.window_s = srv->config.fleet.window_s;
+    next.fleet.anomaly_window_s = srv->config.fleet.anomaly_window_s;
     free(next.listen_host);
     next.listen_host = srv->config.listen_host;
     next.listen_port = srv->config.listen_port;

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "fleet.h"
 #include "httpd.h"
 #include "idmap.h"
 #include "redis.h"
@@ -96,6 +97,9 @@ struct sl_server {
     sl_proxy_t *proxy; /* the provider proxy (proxy.c) */
     sl_limits_api_t *limits; /* action limits (limits_api.c) */
     sl_dashboard_t *dashboard; /* the dashboard's login session (dashboard.c), NULL until one */
+    sl_fleet_t *fleet;         /* the four numbers (fleet.c), NULL until the first event */
+    sl_anomaly_t *anomaly;     /* per-agent rates and suspensions (anomaly.c), NULL until one */
+    sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
 };
 
 /* http.c */
@@ -215,6 +219,9 @@ void sl__owners_forget_old(sl_server_t *srv);
 /* Writes `j` (stolen; NULL is ignored) to the event log and to every /v1/events subscriber
  * as an event named `event` (events that do not come from the backend, e.g. limit_adapted). */
 void sl__events_publish(sl_server_t *srv, const char *event, json_t *j);
+/* As sl__events_publish, for an event about `agent` (NULL: pool-wide): only subscribers
+ * that see that agent's events get it. */
+void sl__events_publish_about(sl_server_t *srv, const char *event, const char *agent, json_t *j);
 
 /* limits_api.c: the /v1/limits routes over the action-limits library (docs/limits.md). */
 /* (Re)builds the limit set from srv->config.limits. A limit whose configuration is the

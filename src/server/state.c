@@ -126,10 +126,9 @@ static void on_agents(int rc, const sl_agent_info_t *a, size_t n, void *ud)
                       (json_int_t)a[i].leases, "queued", (json_int_t)a[i].queued, "tokens_in",
                       (json_int_t)a[i].tokens_in, "tokens_out", (json_int_t)a[i].tokens_out,
                       "got_429", (json_int_t)a[i].got_429, "state", a[i].state ? a[i].state : ""));
-        if (a[i].team) {
-            json_t *last = json_array_get(arr, json_array_size(arr) - 1);
-            json_object_set_new(last, "team", json_string(a[i].team));
-        }
+        json_t *last = json_array_get(arr, json_array_size(arr) - 1);
+        if (last && a[i].team) json_object_set_new(last, "team", json_string(a[i].team));
+        if (last) sl__anomaly_annotate(call->srv, a[i].name, last);
     }
     sl__reply_json(call, 200, json_pack("{s:o}", "agents", arr));
 }
@@ -177,6 +176,21 @@ static void on_tasks(int rc, const sl_task_info_t *t, size_t n, void *ud)
     sl__reply_json(call, 200, json_pack("{s:o}", "tasks", arr));
 }
 
+/* Tells fleet.c about a task write the backend took (the body was checked by task_put). */
+static void fleet_note_write(sl_call_t *call)
+{
+    const char *deps[256];
+    size_t n = 0;
+    sl_task_state_t state = SL_TASK_WAITING;
+    const char *s = json_string_value(json_object_get(call->body, "state"));
+    if (s && !strcmp(s, "running")) state = SL_TASK_RUNNING;
+    if (s && !strcmp(s, "done")) state = SL_TASK_DONE;
+    json_t *d = json_object_get(call->body, "depends_on");
+    for (size_t i = 0; json_is_array(d) && i < json_array_size(d) && n < 256; i++)
+        deps[n++] = json_string_value(json_array_get(d, i));
+    sl__fleet_on_task_write(call->srv, call->pool, call->method == SL_HTTP_PUT, state, deps, n);
+}
+
 static void on_task_written(int rc, double value, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
@@ -185,6 +199,7 @@ static void on_task_written(int rc, double value, const char *errmsg, void *ud)
         sl__reply_engine_error(call, rc, errmsg);
         return;
     }
+    fleet_note_write(call);
     if (call->method == SL_HTTP_DELETE) {
         sl__reply_json(call, 200, json_pack("{s:s,s:s}", "status", "deleted", "task", call->pool));
         return;
@@ -321,6 +336,9 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
     sl__limits_metrics_render(call->srv, out);
+    sl__fleet_metrics_render(call->srv, out);
+    sl__anomaly_metrics_render(call->srv, out);
+    sl__watch_metrics_render(call->srv, pools, n, out);
     if (call->req)
         sl_hreq_reply(call->req, 200, "text/plain; version=0.0.4; charset=utf-8",
                       evbuffer_pullup(out, -1), evbuffer_get_length(out));

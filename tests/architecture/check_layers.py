@@ -25,7 +25,7 @@ ALLOWED = {
     "provider": (set(), set()),
     "limits": (set(), set()),
     "backend": (set(), {"engine.h"}),
-    "backend/redis": ({"backend"}, {"engine.h"}),
+    "backend/redis": ({"backend", "limits"}, {"engine.h"}),  # limits: the FCALL plans
     "client": (set(), {"client.h"}),
     "sim": ({"provider"}, {"engine.h"}),
     "server": ({"backend", "backend/redis", "limits"}, {"engine.h", "tokenizer.h"}),

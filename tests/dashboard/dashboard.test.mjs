@@ -162,6 +162,8 @@ test('the dashboard shows a grant, a queued ticket and an upstream 429 live, wit
   assert.equal(settled.status, 200, JSON.stringify(settled.body));
   await waitText(page, '#overlay-summary', '1 upstream 429s');
   await waitText(page, '#events tbody', 'upstream_429');
+  // The four numbers (GET /v1/fleet): one settle in the window, and it came back 429.
+  await waitText(page, '#fleet tbody', '(1 of 1 in 300 s)');
   await page.waitForFunction((tk) => !document.querySelector('div.pool[data-pool="default"]').textContent.includes(tk),
     second.body.ticket, {timeout: WAIT_MS});
   await waitText(page, '#overlay-summary', '2 grants');
@@ -176,6 +178,41 @@ test('the dashboard shows a grant, a queued ticket and an upstream 429 live, wit
   await page.screenshot({path: shot, fullPage: true});
   console.log('screenshot: ' + shot);
   assert.deepEqual(unexpected(problems, limitsServed), []);
+});
+
+test('a runaway agent shows as anomalous and suspended in the agents table, the alerts and the fleet row', async (t) => {
+  const s = await startSluiced(`fleet:
+  suspend_anomalous: true
+pools:
+  default:
+    input_tpm: 100000000
+    output_tpm: 100000000
+`);
+  t.after(() => stopSluiced(s));
+  const {page, problems} = await openBrowser(t);
+  await page.goto(s.base + '/');
+  await waitText(page, '#stream', 'live');
+  const ask = (agent) => api(s.base, 'POST', '/v1/leases', {agent, input_tokens: 10, output_tokens: 10});
+  for (let i = 0; i < 6; i++)
+    for (let k = 0; k < 3; k++) assert.equal((await ask('dash-w' + i)).status, 200);
+  let sent = 0;
+  for (; sent < 60; sent++) {
+    const r = await ask('dash-runaway');
+    if (r.status === 429) break; // suspended mid-burst: the judge runs once a second
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  }
+  await waitText(page, '#agents tbody', 'requests z');
+  await waitText(page, '#agents tbody', 'suspended');
+  await waitText(page, '#alerts', 'agent dash-runaway, requests z');
+  await waitText(page, '#fleet tbody', '1 / 1');
+  const row = await page.locator('#agents tbody tr', {hasText: 'dash-runaway'}).textContent();
+  assert.match(row, /requests z \d+(\.\d)?, suspended/);
+  const normal = await page.locator('#agents tbody tr', {hasText: 'dash-w0'}).textContent();
+  assert.doesNotMatch(normal, /requests z/);
+  const shot = screenshotPath('dashboard-anomaly.png');
+  await page.screenshot({path: shot, fullPage: true});
+  console.log('screenshot: ' + shot);
+  assert.deepEqual(unexpected(problems, false), []);
 });
 
 test('with auth on the page needs the admin token, and its cookie opens only the dashboard reads', async (t) => {

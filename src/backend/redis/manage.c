@@ -196,6 +196,23 @@ void sl__rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backen
 
 /* ---- task graph ---- */
 
+/* sluice_task_put answers the status 'ok' (or an error naming the task), not the
+ * key/value reply the lease functions give. */
+static void on_task_put(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    rop_t *op = c->ctx;
+    if (!r) {
+        if (op->cb.done) op->cb.done(SL_REDIS_EUNAVAILABLE, 0, sl__rb_unavailable_msg(rb), op->ud);
+    } else if ((r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) && r->str &&
+               !strcmp(r->str, "ok")) {
+        if (op->cb.done) op->cb.done(SL_OK, 0, NULL, op->ud);
+    } else if (op->cb.done) {
+        op->cb.done(SL_EINVAL, 0, r->type == REDIS_REPLY_ERROR && r->str ? r->str : "task: refused",
+                    op->ud);
+    }
+    sl__rb_rop_free(op);
+}
+
 void sl__rb_task_put(sl_backend_t *b, const char *id, const char *role,
                      const char *const *depends_on, size_t n_depends, sl_task_state_t state,
                      sl_backend_done_cb cb, void *ud)
@@ -224,7 +241,7 @@ void sl__rb_task_put(sl_backend_t *b, const char *id, const char *role,
     sl__rcmd_raw(&cmd, sl_task_state_name(state));
     for (size_t i = 0; i < n_depends && cmd.argc < SL__RCMD_MAX_ARGS - 1; i++)
         sl__rcmd_raw(&cmd, depends_on[i]);
-    sl__rb_send_cmd(rb, &cmd, sl__rb_on_done_reply, op, 0, false);
+    sl__rb_send_cmd(rb, &cmd, on_task_put, op, 0, false);
 }
 
 static void on_task_deleted(rb_t *rb, rcall_t *c, redisReply *r)

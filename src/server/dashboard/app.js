@@ -1,5 +1,5 @@
 /* app.js - the live dashboard: /v1/events (EventSource) plus periodic GETs of /v1/pools,
- * /v1/agents and /v1/limits, drawn as tables and SVG. No library, nothing from elsewhere.
+ * /v1/agents, /v1/fleet and /v1/limits, drawn as tables and SVG. No library, nothing from elsewhere.
  *
  * Every value from the API reaches the page as text (textContent, SVG attributes), never
  * as markup. The queue's tickets with their weight and ETA come from the `queued` events
@@ -21,6 +21,7 @@ const EVENT_NAMES = ['granted', 'queued', 'rejected', 'settled', 'cancelled', 'r
 const state = {
   pools: new Map(),    /* name -> {info, history: [{t, level: {}, capacity: {}, inflight, depth}]} */
   agents: [],
+  fleet: null,         /* GET /v1/fleet */
   tickets: new Map(),  /* ticket -> {pool, agent, weight, eta, at} (from events) */
   bins: new Map(),     /* floor(ts / BIN_S) -> {grants, upstream429, refused} */
   events: [],          /* newest first */
@@ -128,6 +129,16 @@ async function pollAgents() {
   scheduleRender();
 }
 
+async function pollFleet() {
+  try {
+    state.fleet = await getJSON('/v1/fleet');
+    setProblem('fleet', null);
+  } catch (e) {
+    setProblem('fleet', e.message);
+  }
+  scheduleRender();
+}
+
 /* GET /v1/limits: the panel shows only when sluiced serves the route (a 404 hides it). */
 async function pollLimits() {
   const panel = document.getElementById('limits-panel');
@@ -184,8 +195,9 @@ function onEvent(name, ev) {
       bin(ev.ts).upstream429++;
       break;
     case 'alert': {
-      const key = (ev.pool || '') + '/' + ev.alert;
-      if (ev.active) state.alerts.set(key, {pool: ev.pool, name: ev.alert, since: ev.ts});
+      /* an agent's alert (anomaly) is its own: one per agent */
+      const key = (ev.pool || '') + '/' + ev.alert + (ev.agent ? '/' + ev.agent : '');
+      if (ev.active) state.alerts.set(key, {pool: ev.pool, name: ev.alert, since: ev.ts, agent: ev.agent});
       else state.alerts.delete(key);
       break;
     }
@@ -251,6 +263,7 @@ function render() {
   renderOverlay();
   renderPools();
   renderAgents();
+  renderFleet();
   renderEvents();
 }
 
@@ -261,11 +274,14 @@ function renderAlerts() {
   for (const entry of state.pools.values())
     for (const a of entry.info.alerts || []) items.push({pool: entry.info.name, name: a, source: 'pool state'});
   for (const a of state.alerts.values()) {
+    if (a.agent) continue; /* listed from the agents below, with the metric and z */
     if (!items.some((i) => i.pool === a.pool && i.name === a.name))
       items.push({pool: a.pool, name: a.name, source: 'raised ' + fmtTime(a.since)});
   }
   for (const ag of state.agents)
     if (ag.estimate_error_alert) items.push({pool: null, name: 'estimate_error', source: 'agent ' + ag.name});
+  for (const ag of state.agents)
+    if (ag.anomaly) items.push({pool: null, name: 'anomaly', source: 'agent ' + ag.name + ', ' + anomalyText(ag)});
   if (items.length === 0) {
     ul.appendChild(el('li', 'none raised', 'quiet'));
     return;
@@ -426,17 +442,44 @@ function renderPools() {
   }
 }
 
+function anomalyText(a) {
+  if (!a.anomaly) return a.suspended ? 'suspended' : '';
+  return a.anomaly.metric + ' z ' + fmt(a.anomaly.z, 1) + (a.suspended ? ', suspended' : '');
+}
+
+function seconds(v) {
+  return v === null || v === undefined ? '–' : fmt(v, 2) + ' s';
+}
+
+function renderFleet() {
+  const f = state.fleet;
+  if (!f) return;
+  const tbody = document.querySelector('#fleet tbody');
+  const rate = f.upstream_429.rate === null ? '–' : fmt(100 * f.upstream_429.rate, 1) + '% (' +
+    f.upstream_429.count + ' of ' + f.upstream_429.settled + ' in ' + fmt(f.window_s) + ' s)';
+  const tokens = f.tokens_per_finished_task.tokens === null ? '–' :
+    fmt(f.tokens_per_finished_task.tokens, 0) + ' (' + f.tokens_per_finished_task.finished_tasks + ' tasks)';
+  const t = f.tasks;
+  const flagged = f.anomalies.filter((a) => a.anomaly).length;
+  const suspended = f.anomalies.filter((a) => a.suspended).length;
+  tbody.replaceChildren(row([rate, tokens, seconds(f.task_time_s.p50), seconds(f.task_time_s.p95),
+    seconds(f.critical_path_wait.total_s) + ', ' + f.critical_path_wait.blocked_tasks + ' blocked now',
+    t.waiting + ' / ' + t.running + ' / ' + t.done,
+    el('td', flagged + ' / ' + suspended, flagged || suspended ? 'alert-on' : '')]));
+}
+
 function renderAgents() {
   const tbody = document.querySelector('#agents tbody');
   tbody.replaceChildren();
   for (const a of state.agents) {
     const err = el('td', fmt(a.estimate_error, 3), a.estimate_error_alert ? 'alert-on' : '');
     tbody.appendChild(row([a.name, a.role, a.team || '', a.state, fmt(a.weight), fmt(a.leases), fmt(a.queued),
-      fmt(a.repeats), err, fmt(a.tokens_in), fmt(a.tokens_out), fmt(a.got_429)]));
+      fmt(a.repeats), err, fmt(a.tokens_in), fmt(a.tokens_out), fmt(a.got_429),
+      el('td', anomalyText(a), a.anomaly || a.suspended ? 'alert-on' : '')]));
   }
   if (state.agents.length === 0) {
     const td = el('td', 'no agent has asked yet', 'quiet');
-    td.colSpan = 12;
+    td.colSpan = 13;
     tbody.appendChild(row([td]));
   }
 }
@@ -450,7 +493,8 @@ function eventDetail(name, ev) {
     case 'settled': return 'in ' + ev.input_tokens + ', out ' + ev.output_tokens + ', estimate error ' + fmt(ev.estimate_error, 3);
     case 'upstream_429': return ev.kind + ', margin now ' + fmt(ev.margin, 3);
     case 'margin': return 'margin ' + fmt(ev.margin, 3);
-    case 'alert': return ev.alert + (ev.active ? ' raised' : ' cleared');
+    case 'alert': return ev.alert + (ev.active ? ' raised' : ' cleared') +
+      (ev.metric ? ': ' + ev.metric + ' z ' + fmt(ev.z, 1) + (ev.suspended ? ', suspended' : '') : '');
     case 'limit_adopted':
     case 'resync': return ev.bucket + ' ' + fmt(ev.value);
     default: return '';
@@ -488,6 +532,8 @@ connectEvents();
 pollPools();
 pollAgents();
 pollLimits();
+pollFleet();
+setInterval(pollFleet, POLL_MS);
 setInterval(pollPools, POLL_MS);
 setInterval(pollAgents, POLL_MS);
 setInterval(render, 1000); /* the overlay's time axis moves on when nothing happens */

@@ -22,7 +22,9 @@ SRC = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 RULES = os.path.join(SRC, "monitoring", "prometheus", "sluice.rules.yml")
 DASHBOARD = os.path.join(SRC, "monitoring", "grafana", "sluice.json")
 SLUICE = os.environ.get("SLUICE", "sluice")
-CONFIG = "pools:\n  default:" + SMALL_POOL
+# One action limit, so that the per-limit series exist (they are printed per configured limit).
+CONFIG = ("limits:\n  tool.call:\n    algorithm: fixed_window\n    rate: 10\n    period_s: 60\n"
+          "pools:\n  default:" + SMALL_POOL)
 N_CYCLES = 12
 
 
@@ -102,6 +104,9 @@ class Observe(unittest.TestCase):
                                          {"input_tokens": 100, "output_tokens": 5,
                                           "got_429": True})
             assert status == 200, body
+        # One agent past its action limit: the per-agent violation series has a sample.
+        for _ in range(11):
+            cls.s.call("POST", "/v1/limits/tool.call/check", {"agent": "agent0"})
         status, text, _ = cls.s.call("GET", "/metrics")
         assert status == 200, text
         cls.metrics = text
@@ -144,7 +149,7 @@ class Observe(unittest.TestCase):
         text = " ".join(rules_exprs() + dashboard_exprs())
         alerts = set(re.findall(r'sluice_alert\{name="([a-z_]+)"', text))
         self.assertEqual(alerts, {"margin_at_floor", "estimate_error", "backend_unavailable",
-                                  "spend_cap"})
+                                  "spend_cap", "anomaly"})
         for a in alerts:
             self.assertIn('sluice_alert{name="%s"' % a, self.metrics)
         results = set()

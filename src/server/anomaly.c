@@ -1,0 +1,461 @@
+/* anomaly.c - per-agent request and violation rates, the `anomaly` alert, suspension and release.
+ *
+ * Seed 001 asks for rate-limit violations to be early warnings. Every agent has two
+ * sliding-window counts (fleet.anomaly_window_s, slidewin.c): requests (lease requests
+ * answered granted, queued or rejected, and action-limit checks) and violations (lease
+ * rejections, queued tickets rejected, action-limit denials). Once a second each agent is
+ * compared with the other agents *of its own role* that were active in the window (a
+ * request in it):
+ *
+ *     z = (x - mean_others) / max(sd_others, sqrt(mean_others), 1)
+ *
+ * The mean and standard deviation leave the agent out (with it in, one outlier among n
+ * can never be more than sqrt(n - 1) deviations above the mean); the floor sqrt(mean) is
+ * the spread of Poisson counts, so a fleet of identical agents (sd 0) does not flag an
+ * agent that made one more request. An agent is flagged when z > fleet.anomaly_z, its
+ * own count is at least fleet.anomaly_min_count and its role has at least
+ * fleet.anomaly_min_agents active agents; the metric with the larger z is the one named.
+ *
+ * Why per role: a planner legitimately bursts (it fans a task out into many calls at
+ * once) and the weights already say planners are different (base weight 3 to a worker's
+ * 1). Compared with the workers, every planning phase would look like a runaway;
+ * compared with the other planners it does not, and a planner that loops still stands
+ * out among planners. A role with fewer than anomaly_min_agents active agents is never
+ * judged: there is no baseline to be far from.
+ *
+ * With fleet.suspend_anomalous a flagged agent is suspended: its lease requests and
+ * action-limit checks are refused 429 `suspended` before they reach the backend (a
+ * refusal changes nothing else) until an admin releases it, which also empties its
+ * windows so the burst that flagged it does not flag it again at once.
+ */
+#include "server.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#define MAX_TRACKED_AGENTS 100000
+
+typedef struct agent_watch {
+    const char *name; /* the map's key */
+    char role[65];
+    sl_window_t requests, violations;
+    uint64_t requests_total, violations_total;
+    bool flagged;
+    const char *metric; /* "requests" or "violations" while flagged */
+    double z;
+    uint64_t count; /* the flagged metric's count in the window */
+    bool suspended;
+    double suspended_at;
+} agent_watch_t;
+
+typedef struct sample sample_t;
+
+struct sl_anomaly {
+    sl_namemap_t agents; /* name -> agent_watch_t */
+    sample_t *scratch;   /* the evaluation's two arrays of samples, kept between ticks */
+    size_t scratch_cap;  /* samples per array */
+    size_t n_flagged, n_suspended;
+    uint64_t suspensions_total, releases_total, refusals_total;
+};
+
+static sl_anomaly_t *anomaly_of(sl_server_t *srv)
+{
+    if (!srv->anomaly) srv->anomaly = calloc(1, sizeof(sl_anomaly_t));
+    return srv->anomaly;
+}
+
+/* The agent's record, made when new (NULL when out of memory or too many agents). */
+static agent_watch_t *watch_of(sl_server_t *srv, const char *agent)
+{
+    sl_anomaly_t *a = anomaly_of(srv);
+    if (!a || !agent || !*agent) return NULL;
+    agent_watch_t *w = sl__namemap_get(&a->agents, agent);
+    if (w || a->agents.count >= MAX_TRACKED_AGENTS) return w;
+    w = calloc(1, sizeof(*w));
+    if (w) w->name = sl__namemap_put(&a->agents, agent, w);
+    if (!w || !w->name) {
+        free(w);
+        return NULL;
+    }
+    snprintf(w->role, sizeof(w->role), "worker");
+    return w;
+}
+
+static double now_s(const sl_server_t *srv)
+{
+    return sl_backend_now(srv->backend);
+}
+
+/* A role the engine knows (built in, or configured): an unknown one is refused 400 by
+ * the engine, and must not give its agent a baseline of its own. */
+static bool role_known(const sl_server_t *srv, const char *role)
+{
+    if (!strcmp(role, "planner") || !strcmp(role, "reviewer") || !strcmp(role, "worker"))
+        return true;
+    for (size_t i = 0; i < srv->config.settings.n_roles; i++)
+        if (!strcmp(srv->config.settings.roles[i].name, role)) return true;
+    return false;
+}
+
+bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role)
+{
+    agent_watch_t *w = srv->anomaly && agent ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    if (w && w->suspended) {
+        srv->anomaly->refusals_total++;
+        return true;
+    }
+    if (role && role_known(srv, role)) {
+        if (!w) w = watch_of(srv, agent);
+        if (w) snprintf(w->role, sizeof(w->role), "%s", role);
+    }
+    return false;
+}
+
+bool sl__anomaly_refuse(sl_call_t *call, const char *agent, const char *role)
+{
+    sl_server_t *srv = call->srv;
+    if (!sl__anomaly_suspended(srv, agent, role)) return false;
+    double wait_s = srv->config.fleet.anomaly_window_s;
+    sl__reply_rejected(call, "suspended", wait_s, now_s(srv) + wait_s);
+    return true;
+}
+
+static void count(sl_server_t *srv, const char *agent, double t, bool request, bool violation)
+{
+    agent_watch_t *w = watch_of(srv, agent);
+    if (!w) return;
+    double win = srv->config.fleet.anomaly_window_s;
+    if (request) {
+        sl__window_add(&w->requests, win, t, 1);
+        w->requests_total++;
+    }
+    if (violation) {
+        sl__window_add(&w->violations, win, t, 1);
+        w->violations_total++;
+    }
+}
+
+void sl__anomaly_on_event(sl_server_t *srv, const sl_event_t *ev)
+{
+    if (!ev->agent) return;
+    switch (ev->kind) {
+    case SL_EV_GRANTED:
+        if (!ev->ticket) count(srv, ev->agent, ev->now_s, true, false); /* granted at once */
+        break;
+    case SL_EV_QUEUED:
+        count(srv, ev->agent, ev->now_s, true, false);
+        break;
+    case SL_EV_REJECTED:
+        count(srv, ev->agent, ev->now_s, true, true);
+        break;
+    case SL_EV_TICKET_REJECTED:
+        count(srv, ev->agent, ev->now_s, false, true);
+        break;
+    default:
+        break;
+    }
+}
+
+void sl__anomaly_on_limit_check(sl_server_t *srv, const char *agent, bool allowed)
+{
+    count(srv, agent, now_s(srv), true, !allowed);
+}
+
+/* ---- evaluation ------------------------------------------------------------------- */
+
+#define MAX_ROLES 256 /* distinct roles judged apart; the rest with the last one */
+
+struct sample {
+    agent_watch_t *w;
+    double x[2];   /* requests, violations in the window */
+    unsigned role; /* index into collect_t.roles */
+};
+
+typedef struct collect {
+    sample_t *s;
+    size_t n;
+    double win, now;
+    const char *roles[MAX_ROLES]; /* the distinct roles seen, borrowed from the agents */
+    size_t per_role[MAX_ROLES];
+    unsigned n_roles;
+} collect_t;
+
+static unsigned role_slot(collect_t *c, const char *role)
+{
+    for (unsigned i = 0; i < c->n_roles; i++)
+        if (!strcmp(c->roles[i], role)) return i;
+    if (c->n_roles == MAX_ROLES) return MAX_ROLES - 1;
+    c->roles[c->n_roles] = role;
+    return c->n_roles++;
+}
+
+/* Agents with nothing in the window are left out (nothing to judge) unless flagged (to be
+ * cleared): at 100,000 agents the evaluation is a pass over the map and one counting
+ * sort by role, no comparison sort. */
+static void collect_one(const char *key, void *val, void *ud)
+{
+    collect_t *c = ud;
+    agent_watch_t *w = val;
+    (void)key;
+    double req = (double)sl__window_sum(&w->requests, c->win, c->now);
+    double viol = (double)sl__window_sum(&w->violations, c->win, c->now);
+    if (req <= 0 && viol <= 0 && !w->flagged) return;
+    sample_t *s = &c->s[c->n++];
+    *s = (sample_t){w, {req, viol}, role_slot(c, w->role)};
+    c->per_role[s->role]++;
+}
+
+static void publish(sl_server_t *srv, agent_watch_t *w, bool active, double t)
+{
+    json_t *j = json_pack("{s:f,s:s,s:s,s:b,s:s,s:s}", "ts", t, "event", "alert", "alert",
+                          "anomaly", "active", active, "agent", w->name, "role", w->role);
+    if (j && active) {
+        json_object_set_new(j, "metric", json_string(w->metric));
+        json_object_set_new(j, "z", json_real(w->z));
+        json_object_set_new(j, "count", json_integer((json_int_t)w->count));
+        json_object_set_new(j, "suspended", json_boolean(w->suspended));
+    }
+    sl__events_publish_about(srv, "alert", w->name, j);
+    sl_event_t ev = {
+        .kind = SL_EV_ALERT, .now_s = t, .agent = w->name, .alert = "anomaly", .active = active};
+    sl__metrics_on_event(srv->metrics, &ev);
+}
+
+static void set_flag(sl_server_t *srv, agent_watch_t *w, int metric, double z, double x, double t)
+{
+    sl_anomaly_t *a = srv->anomaly;
+    bool was = w->flagged;
+    if (metric < 0) {
+        if (!was) return;
+        w->flagged = false;
+        a->n_flagged--;
+        publish(srv, w, false, t);
+        return;
+    }
+    w->metric = metric == 0 ? "requests" : "violations";
+    w->z = z;
+    w->count = (uint64_t)x;
+    if (was) return;
+    w->flagged = true;
+    a->n_flagged++;
+    if (srv->config.fleet.suspend_anomalous && !w->suspended) {
+        w->suspended = true;
+        w->suspended_at = t;
+        a->n_suspended++;
+        a->suspensions_total++;
+    }
+    publish(srv, w, true, t);
+}
+
+/* Judges the agents s[0..n) of one role. */
+static void judge_role(sl_server_t *srv, sample_t *s, size_t n, double t)
+{
+    const sl_fleet_config_t *f = &srv->config.fleet;
+    size_t active = 0;
+    double sum[2] = {0, 0}, sq[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].x[0] <= 0) continue;
+        active++;
+        for (int m = 0; m < 2; m++) {
+            sum[m] += s[i].x[m];
+            sq[m] += s[i].x[m] * s[i].x[m];
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int best = -1;
+        double best_z = 0;
+        for (int m = 0; active >= (size_t)f->anomaly_min_agents && s[i].x[0] > 0 && m < 2; m++) {
+            double x = s[i].x[m], k = (double)(active - 1);
+            double mean = (sum[m] - x) / k;
+            double var = (sq[m] - x * x) / k - mean * mean;
+            double sd = fmax(fmax(sqrt(var > 0 ? var : 0), sqrt(mean)), 1);
+            double z = (x - mean) / sd;
+            if (x >= (double)f->anomaly_min_count && z > f->anomaly_z && z > best_z) {
+                best = m;
+                best_z = z;
+            }
+        }
+        set_flag(srv, s[i].w, best, best_z, best >= 0 ? s[i].x[best] : 0, t);
+    }
+}
+
+void sl__anomaly_tick(sl_server_t *srv)
+{
+    sl_anomaly_t *a = srv->anomaly;
+    if (!a || !a->agents.count) return;
+    if (a->scratch_cap < a->agents.count) {
+        size_t cap = a->agents.count * 2;
+        sample_t *grown = realloc(a->scratch, 2 * cap * sizeof(sample_t));
+        if (!grown) return;
+        a->scratch = grown;
+        a->scratch_cap = cap;
+    }
+    collect_t *c = calloc(1, sizeof(*c));
+    if (!c) return;
+    c->s = a->scratch;
+    sample_t *by_role = a->scratch + a->scratch_cap;
+    c->win = srv->config.fleet.anomaly_window_s;
+    c->now = now_s(srv);
+    sl__namemap_foreach(&a->agents, collect_one, c);
+    size_t start[MAX_ROLES], at = 0;
+    for (unsigned r = 0; r < c->n_roles; r++) {
+        start[r] = at;
+        at += c->per_role[r];
+    }
+    size_t next[MAX_ROLES];
+    memcpy(next, start, sizeof(size_t) * c->n_roles);
+    for (size_t i = 0; i < c->n; i++)
+        by_role[next[c->s[i].role]++] = c->s[i];
+    for (unsigned r = 0; r < c->n_roles; r++)
+        judge_role(srv, by_role + start[r], c->per_role[r], c->now);
+    free(c);
+}
+
+/* ---- release, views --------------------------------------------------------------- */
+
+void sl__handle_agent_release(sl_call_t *call, const char *agent)
+{
+    sl_server_t *srv = call->srv;
+    if (!call->admin) {
+        sl__reply_error(call, 403, "forbidden", "release: needs the admin token");
+        return;
+    }
+    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    if (!w) {
+        sl__reply_error(call, 404, "not_found", "agent: '%.128s' is not an agent sluiced has seen",
+                        agent);
+        return;
+    }
+    if (!w->suspended) {
+        sl__reply_error(call, 404, "not_found", "agent: '%.128s' is not suspended", agent);
+        return;
+    }
+    double t = now_s(srv);
+    w->suspended = false;
+    srv->anomaly->n_suspended--;
+    srv->anomaly->releases_total++;
+    sl__window_clear(&w->requests);
+    sl__window_clear(&w->violations);
+    set_flag(srv, w, -1, 0, 0, t);
+    sl__reply_json(call, 200,
+                   json_pack("{s:s,s:s,s:f}", "status", "released", "agent", w->name, "suspended_s",
+                             t - w->suspended_at));
+}
+
+static json_t *flag_json(const agent_watch_t *w)
+{
+    if (!w || !w->flagged) return json_null();
+    return json_pack("{s:s,s:f,s:I}", "metric", w->metric, "z", w->z, "count",
+                     (json_int_t)w->count);
+}
+
+void sl__anomaly_annotate(sl_server_t *srv, const char *agent, json_t *obj)
+{
+    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    json_object_set_new(obj, "anomaly", flag_json(w));
+    json_object_set_new(obj, "suspended", json_boolean(w && w->suspended));
+}
+
+typedef struct list_ctx {
+    sl_call_t *call;
+    json_t *arr;
+} list_ctx_t;
+
+static void list_one(const char *key, void *val, void *ud)
+{
+    list_ctx_t *c = ud;
+    agent_watch_t *w = val;
+    if (!w->flagged && !w->suspended) return;
+    if (!c->call->admin && !sl__token_may_act_as(c->call, key)) return;
+    json_array_append_new(c->arr, json_pack("{s:s,s:s,s:o,s:b}", "agent", key, "role", w->role,
+                                            "anomaly", flag_json(w), "suspended", w->suspended));
+}
+
+json_t *sl__anomaly_json(sl_call_t *call)
+{
+    list_ctx_t c = {call, json_array()};
+    if (call->srv->anomaly) sl__namemap_foreach(&call->srv->anomaly->agents, list_one, &c);
+    return c.arr;
+}
+
+bool sl__anomaly_active(const sl_server_t *srv)
+{
+    return srv->anomaly && srv->anomaly->n_flagged > 0;
+}
+
+/* ---- metrics ---------------------------------------------------------------------- */
+
+typedef struct series_ctx {
+    sl_agent_value_t *v;
+    size_t n;
+    int which; /* 0 requests, 1 violations, 2 z of the flagged */
+} series_ctx_t;
+
+static void series_one(const char *key, void *val, void *ud)
+{
+    series_ctx_t *c = ud;
+    const agent_watch_t *w = val;
+    double v = c->which == 0   ? (double)w->requests_total
+               : c->which == 1 ? (double)w->violations_total
+                               : (w->flagged ? w->z : 0);
+    c->v[c->n++] = (sl_agent_value_t){key, v};
+}
+
+void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out)
+{
+    sl_anomaly_t *a = srv->anomaly;
+    size_t top = (size_t)srv->config.fleet.metrics_top_agents;
+    static const char *const names[3] = {"sluice_agent_requests_total",
+                                         "sluice_agent_violations_total", "sluice_agent_anomaly_z"};
+    static const char *const help[3] = {
+        "Lease requests and action-limit checks per agent (the top N agents, the rest as other).",
+        "Lease rejections and action-limit denials per agent (top N, the rest as other).",
+        "z-score of a flagged agent's metric against its role (top N flagged agents)."};
+    static const char *const type[3] = {"counter", "counter", "gauge"};
+    size_t n = a ? a->agents.count : 0;
+    sl_agent_value_t *v = n ? calloc(n, sizeof(*v)) : NULL;
+    for (int k = 0; k < 3; k++) {
+        evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
+                            type[k]);
+        if (!v) continue;
+        series_ctx_t c = {v, 0, k};
+        sl__namemap_foreach(&a->agents, series_one, &c);
+        /* z of flagged agents: a sum of z-scores means nothing, so no `other` */
+        sl__agent_series(out, names[k], "", v, c.n, top, k < 2);
+    }
+    free(v);
+    evbuffer_add_printf(
+        out,
+        "# HELP sluice_agents_suspended Agents suspended now (anomaly).\n"
+        "# TYPE sluice_agents_suspended gauge\nsluice_agents_suspended %zu\n"
+        "# HELP sluice_agents_flagged Agents flagged anomalous now.\n"
+        "# TYPE sluice_agents_flagged gauge\nsluice_agents_flagged %zu\n"
+        "# HELP sluice_agent_suspensions_total Suspensions, releases, requests refused.\n"
+        "# TYPE sluice_agent_suspensions_total counter\n"
+        "sluice_agent_suspensions_total{event=\"suspended\"} %llu\n"
+        "sluice_agent_suspensions_total{event=\"released\"} %llu\n"
+        "sluice_agent_suspensions_total{event=\"refused\"} %llu\n",
+        a ? a->n_suspended : 0, a ? a->n_flagged : 0,
+        (unsigned long long)(a ? a->suspensions_total : 0),
+        (unsigned long long)(a ? a->releases_total : 0),
+        (unsigned long long)(a ? a->refusals_total : 0));
+}
+
+static void free_one(const char *key, void *val, void *ud)
+{
+    (void)key, (void)ud;
+    free(val);
+}
+
+void sl__anomaly_free(sl_server_t *srv)
+{
+    if (!srv->anomaly) return;
+    sl__namemap_foreach(&srv->anomaly->agents, free_one, NULL);
+    sl__namemap_free(&srv->anomaly->agents);
+    free(srv->anomaly->scratch);
+    free(srv->anomaly);
+    srv->anomaly = NULL;
+}

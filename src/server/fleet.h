@@ -1,0 +1,131 @@
+/* fleet.h - watching the fleet: the four numbers (fleet.c), anomaly detection and
+ * suspension (anomaly.c), seed 001's metrics (watch_metrics.c) and their helpers
+ * (namemap.c, slidewin.c, agent_series.c). Internal to sluiced; included by server.h. */
+#ifndef SL_FLEET_H
+#define SL_FLEET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <sluice/engine.h>
+
+struct evbuffer;
+struct sl_server;
+struct sl_call;
+
+/* ---- namemap.c: an open-addressing hash map from names (copied) to pointers -------- */
+typedef struct sl_namemap {
+    char **keys; /* NULL = empty slot */
+    void **vals;
+    size_t cap; /* a power of two, or 0 */
+    size_t count;
+} sl_namemap_t;
+/* The value stored under `key`, or NULL. */
+void *sl__namemap_get(const sl_namemap_t *m, const char *key);
+/* Stores `val` under a copy of `key`, replacing any value. Returns the stored key (valid
+ * until the entry is removed), or NULL when out of memory (the map is unchanged). */
+const char *sl__namemap_put(sl_namemap_t *m, const char *key, void *val);
+/* Removes `key` and returns its value (NULL when absent). */
+void *sl__namemap_del(sl_namemap_t *m, const char *key);
+/* Calls `fn` on every entry; `fn` must not add or remove entries. */
+void sl__namemap_foreach(const sl_namemap_t *m, void (*fn)(const char *key, void *val, void *ud),
+                         void *ud);
+/* Frees the map's keys and arrays (not the values). */
+void sl__namemap_free(sl_namemap_t *m);
+
+/* ---- slidewin.c: a sliding-window counter in SL_WINDOW_SLOTS slots ----------------- */
+/* A window of W seconds is SL_WINDOW_SLOTS slots of W / SL_WINDOW_SLOTS seconds aligned
+ * on multiples of that width; a sum covers the current slot and the ones before it, so
+ * between W - W/12 and W seconds of the past. */
+#define SL_WINDOW_SLOTS 12
+typedef struct sl_window {
+    uint32_t counts[SL_WINDOW_SLOTS];
+    int64_t slot; /* the newest slot written (its number since the epoch) */
+} sl_window_t;
+/* Adds `n` at `now_s` to a window of `window_s` seconds. */
+void sl__window_add(sl_window_t *w, double window_s, double now_s, uint32_t n);
+/* The sum over the window as of `now_s`. */
+uint64_t sl__window_sum(const sl_window_t *w, double window_s, double now_s);
+/* The slots' counts as of `now_s`, oldest first (the current slot last). */
+void sl__window_slots(const sl_window_t *w, double window_s, double now_s,
+                      uint32_t out[SL_WINDOW_SLOTS]);
+/* Empties the window. */
+void sl__window_clear(sl_window_t *w);
+
+/* ---- agent_series.c: per-agent Prometheus series of bounded cardinality ------------ */
+typedef struct sl_agent_value {
+    const char *agent;
+    double value;
+} sl_agent_value_t;
+/* Writes `metric{agent="A"<labels>} v` for the `top_n` largest nonzero of the `n` values
+ * (sorted in place, ties by name) and, with `other` and more agents with a nonzero value,
+ * one `agent="other"` series with the sum of the rest: at most top_n + 1 series. `labels`
+ * is "" or text starting with a comma (`,metric="requests"`). */
+void sl__agent_series(struct evbuffer *out, const char *metric, const char *labels,
+                      sl_agent_value_t *vals, size_t n, size_t top_n, bool other);
+/* Writes `s` escaped as a Prometheus label value (\, " and newline). */
+void sl__prom_label(struct evbuffer *out, const char *s);
+
+/* ---- fleet.c: the four numbers (docs/api.md "GET /v1/fleet") ----------------------- */
+typedef struct sl_fleet sl_fleet_t;
+/* Feeds an engine event (settles, 429s, tickets ending, grants from the queue). */
+void sl__fleet_on_event(struct sl_server *srv, const sl_event_t *ev);
+/* A lease request that named `task` (NULL: none) was decided as `d`. */
+void sl__fleet_on_decision(struct sl_server *srv, const char *task, const sl_decision_t *d);
+/* Task `id` was written: put with `state` and `deps` (put true), or deleted. */
+void sl__fleet_on_task_write(struct sl_server *srv, const char *id, bool put, sl_task_state_t state,
+                             const char *const *deps, size_t n_deps);
+/* Brings the task mirror in line with the backend's graph (housekeeping, every 10 s):
+ * tasks written through another replica, or there before this process. */
+void sl__fleet_sync(struct sl_server *srv);
+/* GET /v1/fleet. */
+void sl__handle_fleet(struct sl_call *call);
+/* Appends the four numbers' Prometheus lines. */
+void sl__fleet_metrics_render(struct sl_server *srv, struct evbuffer *out);
+void sl__fleet_free(struct sl_server *srv);
+
+/* ---- anomaly.c: per-agent rates, the `anomaly` alert, suspension ------------------- */
+typedef struct sl_anomaly sl_anomaly_t;
+/* When `agent` is suspended: answers `call` 429 `suspended` and returns true, changing
+ * nothing but the refusal counter. Else notes the agent's role (NULL: keep the one
+ * known, "worker" for a new agent) and returns false. */
+bool sl__anomaly_refuse(struct sl_call *call, const char *agent, const char *role);
+/* As sl__anomaly_refuse without answering (the proxy answers in the provider's shape). */
+bool sl__anomaly_suspended(struct sl_server *srv, const char *agent, const char *role);
+/* Counts lease requests (granted at once, queued, rejected) and rejections. */
+void sl__anomaly_on_event(struct sl_server *srv, const sl_event_t *ev);
+/* Counts an action-limit check of `agent`, a violation when not `allowed`. */
+void sl__anomaly_on_limit_check(struct sl_server *srv, const char *agent, bool allowed);
+/* Evaluates every agent against its role's baseline (housekeeping, once a second):
+ * raises and clears `anomaly`, suspends when configured. */
+void sl__anomaly_tick(struct sl_server *srv);
+/* POST /v1/agents/{agent}/release. */
+void sl__handle_agent_release(struct sl_call *call, const char *agent);
+/* Adds "anomaly" (null or {metric, z, count}) and "suspended" to an agent's JSON. */
+void sl__anomaly_annotate(struct sl_server *srv, const char *agent, json_t *obj);
+/* The flagged and suspended agents `call` may see, for GET /v1/fleet. */
+json_t *sl__anomaly_json(struct sl_call *call);
+/* True while some agent is flagged (the `anomaly` alert). */
+bool sl__anomaly_active(const struct sl_server *srv);
+/* Appends the per-agent series (top N plus `other`) and the suspension gauges. */
+void sl__anomaly_metrics_render(struct sl_server *srv, struct evbuffer *out);
+void sl__anomaly_free(struct sl_server *srv);
+
+/* ---- watch_metrics.c: seed 001's metrics -------------------------------------------- */
+typedef struct sl_watch sl_watch_t;
+/* Counts lease answers, refusals' retry_after, margin moves and 429s per pool. */
+void sl__watch_on_event(struct sl_server *srv, const sl_event_t *ev);
+/* An action-limit check of `limit` was answered: `delayed` when it was held first;
+ * `retry_after_s` on a denial (< 0: never). */
+void sl__watch_on_limit_check(struct sl_server *srv, const char *limit, bool allowed, bool delayed,
+                              double retry_after_s);
+/* Samples every pool's bucket levels (housekeeping, once a second). */
+void sl__watch_tick(struct sl_server *srv);
+/* Appends seed 001's Prometheus lines; `pools` is the scrape's snapshot. */
+void sl__watch_metrics_render(struct sl_server *srv, const sl_pool_info_t *pools, size_t n_pools,
+                              struct evbuffer *out);
+void sl__watch_free(struct sl_server *srv);
+
+#endif /* SL_FLEET_H */
