@@ -845,8 +845,9 @@ end
 -- Caps of an agent (its own, else "*"'s) and of its team, from configure's `caps`. A
 -- holder's state in this pool is the record P.."H:<a|t>:<name>": its share and rpm
 -- levels (refilled per minute like the pool's), its budget levels, its leases in flight,
--- its tickets parked and woken. P.."hl:<holder>" is the set of its live leases (the
--- earliest expiry bounds the first release), P.."pk:<holder>" the list of its parked
+-- its tickets parked and woken. P.."hl:<holder>" is the set of its live leases when it
+-- has max_concurrent (the earliest expiry bounds the first release; a lease granted
+-- before a reload gave it one is not listed and bounds nothing), P.."pk:<holder>" the list of its parked
 -- tickets (held back only by max_concurrent, out of the queue so they never block its
 -- head), P.."pks" the holders that ever parked one. A lease keeps its holders' keys
 -- (caph) and its cost (cusd); a ticket the holder it is parked on (park) or was woken
@@ -1048,8 +1049,14 @@ function CP.caps_take(p, hs, l, now)
     st.bh = st.bh - l.cusd
     st.bd = st.bd - l.cusd
     touch(CP.holder_key(h.key))
-    redis.call('SADD', S.prefix .. 'hl:' .. h.key, F(l.id))
-    keys[#keys + 1] = h.key
+    -- Only a holder with max_concurrent asks for its leases' expiries; "+" marks the
+    -- lease as listed.
+    if h.c.conc > 0 then
+      redis.call('SADD', S.prefix .. 'hl:' .. h.key, F(l.id))
+      keys[#keys + 1] = '+' .. h.key
+    else
+      keys[#keys + 1] = h.key
+    end
   end
   l.caph = table.concat(keys, ',')
 end
@@ -1058,9 +1065,11 @@ end
 function CP.lease_holders(p, l)
   if l.caph == '' then return nil end
   local hs = {}
-  for key in string.gmatch(l.caph, '[^,]+') do
+  for entry in string.gmatch(l.caph, '[^,]+') do
+    local listed = string.sub(entry, 1, 1) == '+'
+    local key = listed and string.sub(entry, 2) or entry
     local h = {key = key, name = string.sub(key, 3), team = string.sub(key, 1, 1) == 't',
-               c = CP.holder_caps(p, key)}
+               c = CP.holder_caps(p, key), listed = listed}
     h.st = CP.holder_state(p, h, false)
     if h.st then hs[#hs + 1] = h end
   end
@@ -1148,7 +1157,7 @@ function CP.caps_lease_end(p, l, refund, now)
   for _, h in ipairs(hs) do
     h.st.inf = h.st.inf - 1
     touch(CP.holder_key(h.key))
-    redis.call('SREM', S.prefix .. 'hl:' .. h.key, F(l.id))
+    if h.listed then redis.call('SREM', S.prefix .. 'hl:' .. h.key, F(l.id)) end
   end
   for _, h in ipairs(hs) do if h.st.np > 0 then CP.caps_wake(p, h.key) end end
 end
