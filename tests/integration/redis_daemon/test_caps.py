@@ -1,7 +1,9 @@
 """test_caps.py - caps from the config reach sluice.lua and are shared by two sluiced
 replicas on one redis-server: a request held back only by its agent's max_concurrent on
 one replica is queued (202) and granted when the other replica's lease is settled; a
-max_rpm, a team's cap and a budget count the requests of both replicas."""
+max_rpm, a team's cap and a budget count the requests of both replicas. While Redis is
+away (fail: open) each replica's local share keeps the caps, at 1/replicas of each."""
+import time
 import unittest
 
 from redis_harness import Redis, replica, wait_until
@@ -80,6 +82,46 @@ class SharedCaps(unittest.TestCase):
         status, body, _ = self.b.lease("spender", 2000, 100)
         self.assertEqual(status, 429, body)
         self.assertEqual(body["reason"], "budget_exhausted")
+
+
+def backend_unavailable(r):
+    _, text, _ = r.call("GET", "/metrics")
+    return 'sluice_alert{name="backend_unavailable",pool=""} 1' in text
+
+
+class CapsWhileRedisIsAway(unittest.TestCase):
+    def test_the_local_share_keeps_the_caps(self):
+        redis = Redis()
+        replicas = [replica(redis, POOLS, fail="open", cold_start="full") for _ in range(2)]
+        try:
+            for r in replicas:
+                self.assertTrue(wait_until(lambda r=r: r.call("GET", "/readyz")[0] == 200, 10))
+            time.sleep(0.6)  # each heartbeat has counted both replicas: a share of 1/2
+            a = replicas[0]
+            redis.stop_signal()
+            self.assertTrue(wait_until(lambda: backend_unavailable(a), 5))
+            # the local share starts empty and refills: the first grant may take a moment
+            deadline = time.monotonic() + 10
+            status, body = 0, None
+            while time.monotonic() < deadline:
+                status, body, _ = a.lease("chatty", 10)
+                if status == 200:
+                    break
+                self.assertIn(status, (202, 429), body)
+                self.assertNotEqual(body.get("reason"), "agent_cap", body)
+                if status == 202:
+                    a.call("DELETE", "/v1/tickets/%s" % body["ticket"])
+                time.sleep(0.1)
+            self.assertEqual(status, 200, body)
+            # max_rpm 2 over two replicas: 1 a minute in each local share
+            status, body, _ = a.lease("chatty", 10)
+            self.assertEqual(status, 429, body)
+            self.assertEqual(body["reason"], "agent_cap")
+        finally:
+            redis.cont_signal()
+            for r in replicas:
+                r.stop()
+            redis.close()
 
 
 if __name__ == "__main__":
