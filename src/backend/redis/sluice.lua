@@ -1127,7 +1127,13 @@ function CP.caps_wake(p, key)
   local max = CP.holder_caps(p, key).conc
   while st.np > 0 do
     if max > 0 and st.inf + st.nw >= max then break end
-    local t = load_ticket(tonumber(redis.call('LPOP', CP.park_key(key))))
+    local id = redis.call('LPOP', CP.park_key(key))
+    local t = id and load_ticket(tonumber(id))
+    if not t then  -- never: the count and the list agree
+      p.n_parked = p.n_parked - st.np
+      st.np = 0
+      break
+    end
     st.np = st.np - 1
     p.n_parked = p.n_parked - 1
     t.park = ''
