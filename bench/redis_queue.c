@@ -46,6 +46,21 @@ static void expect_ok(redisReply *r, const char *what)
     }
 }
 
+/* Configures `pool` starting full, with the caps and members lists of sluice_configure. */
+static void configure_with(const char *pool, const sl_pool_config_t *cfg, int pool_no,
+                           const char *caps, const char *members)
+{
+    sl__rcmd_t cmd;
+    sl__rcmd_configure(&cmd, pool, cfg, NULL, "planner=3,reviewer=2,worker=1",
+                       "high=4,normal=1,low=0.25", pool_no, NAN, "");
+    sl__rcmd_str(&cmd, "cold_start", "full");
+    sl__rcmd_str(&cmd, "caps", caps);
+    sl__rcmd_str(&cmd, "members", members);
+    redisReply *r = command_argv(&cmd);
+    expect_ok(r, "configure");
+    freeReplyObject(r);
+}
+
 static void configure(const char *pool)
 {
     sl_pool_config_t cfg;
@@ -54,13 +69,7 @@ static void configure(const char *pool)
     cfg.output_tpm = 0;
     cfg.max_queue_wait_s = 1e8;
     cfg.ticket_idle_s = 1e8;
-    sl__rcmd_t cmd;
-    sl__rcmd_configure(&cmd, pool, &cfg, NULL, "planner=3,reviewer=2,worker=1",
-                       "high=4,normal=1,low=0.25", 1, NAN, "");
-    sl__rcmd_str(&cmd, "cold_start", "full");
-    redisReply *r = command_argv(&cmd);
-    expect_ok(r, "configure");
-    freeReplyObject(r);
+    configure_with(pool, &cfg, 1, "", "");
 }
 
 static void request_cmd(sl__rcmd_t *cmd, const char *pool, const char *agent, int64_t tokens)
@@ -126,15 +135,9 @@ static void grant_path(const char *pool, const char *caps, const char *members, 
     cfg.rpm = 1000000;
     cfg.price_input_per_mtok = 3;
     cfg.price_output_per_mtok = 15;
+    configure_with(pool, &cfg, 2, caps, members);
     sl__rcmd_t cmd;
-    sl__rcmd_configure(&cmd, pool, &cfg, NULL, "planner=3,reviewer=2,worker=1",
-                       "high=4,normal=1,low=0.25", 2, NAN, "");
-    sl__rcmd_str(&cmd, "cold_start", "full");
-    sl__rcmd_str(&cmd, "caps", caps);
-    sl__rcmd_str(&cmd, "members", members);
-    redisReply *r = command_argv(&cmd);
-    expect_ok(r, "configure");
-    freeReplyObject(r);
+    redisReply *r;
     uint64_t leases[CALLS];
     reset_stats();
     for (int i = 0; i < CALLS; i++) {
@@ -191,12 +194,14 @@ static void grant_row(int row, const char *label, const char *caps, const char *
 static void grant_paths(void)
 {
     static char caps[4096], members[4096];
-    size_t n = (size_t)snprintf(caps, sizeof caps, "a:*=0.5/1000000/1000/1000000/1000000");
+    static const char every_cap[] = "0.5/1000000/1000/1000000/1000000";
+    size_t n = (size_t)snprintf(caps, sizeof caps, "a:*=%s", every_cap);
     for (int t = 0; t < 10; t++)
-        n += (size_t)snprintf(caps + n, sizeof caps - n, ",t:t%d=0.5/1000000/1000/1000000/1000000", t);
+        n += (size_t)snprintf(caps + n, sizeof caps - n, ",t:t%d=%s", t, every_cap);
     n = 0;
     for (int a = 0; a < 100; a++)
-        n += (size_t)snprintf(members + n, sizeof members - n, "%sg%d=t%d", a ? "," : "", a, a % 10);
+        n += (size_t)snprintf(members + n, sizeof members - n, "%sg%d=t%d", a ? "," : "", a,
+                              a % 10);
     printf("\nRedis CPU per call of the grant path (request granted, then settled), %d calls each, "
            "fastest of %d pools:\n",
            CALLS, GRANT_RUNS);

@@ -847,18 +847,19 @@ end
 -- levels (refilled per minute like the pool's), its budget levels, its leases in flight,
 -- its tickets parked and woken. P.."hl:<holder>" is the set of its live leases when it
 -- has max_concurrent (the earliest expiry bounds the first release; a lease granted
--- before a reload gave it one is not listed and bounds nothing), P.."pk:<holder>" the list of its parked
--- tickets (held back only by max_concurrent, out of the queue so they never block its
--- head), P.."pks" the holders that ever parked one. A lease keeps its holders' keys
--- (caph) and its cost (cusd); a ticket the holder it is parked on (park) or was woken
--- by (woke). A pool without caps reads nothing of this. Budgets are counted per pool
--- (the engine's span pools: a pool is one Cluster slot here).
+-- before a reload gave it one is not listed and bounds nothing), P.."pk:<holder>" the
+-- list of its parked tickets (held back only by max_concurrent, out of the queue so
+-- they never block its head), P.."pks" the holders that ever parked one. A lease keeps
+-- its holders' keys (caph) and its cost (cusd); a ticket the holder it is parked on
+-- (park) or was woken by (woke). A pool without caps reads nothing of this. Budgets are
+-- counted per pool (the engine's span pools: a pool is one Cluster slot here).
 
 -- The section's functions live in one table: the library's main chunk may hold at most
 -- 200 locals.
 local CP = {}
 local REASON_AGENT, REASON_TEAM, REASON_BUDGET = 'agent_cap', 'team_cap', 'budget_exhausted'
-local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd', 'blast'})
+local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
+  'blast'})
 local NO_CAPS = {share = 0, rpm = 0, conc = 0, bh = 0, bd = 0}
 
 function CP.caps_empty(c)
@@ -1618,7 +1619,7 @@ local function configure(p, args, now)
   cfg.prios = args.prios or ''
   cfg.teams = args.teams or ''     -- "team=weight,...", validated by the caller
   cfg.members = args.members or '' -- "agent=team,..."
-  cfg.caps = args.caps or ''       -- "a:agent=share/rpm/conc/usd_hour/usd_day,t:team=...", validated by the caller
+  cfg.caps = args.caps or ''       -- "a:agent=share/rpm/conc/usd_hour/usd_day,t:team=..."
   cfg.start_bp = lround(cfg.margin_start * 10000.0)
   cfg.floor_bp = lround(cfg.margin_floor * 10000.0)
   cfg.up_bp = lround(cfg.margin_step_up * 10000.0)
@@ -1831,8 +1832,11 @@ local function decide(p, a, t, weight, ttl, cache, now)
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
     idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = ''}
   create(ticket_key(id), TICKET, tk)
-  if t.park_on then CP.caps_park(p, t.park_on, t.park_on.st or CP.holder_state(p, t.park_on, true), tk, false)
-  else queue_insert(p, tk) end
+  if t.park_on then
+    CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
+  else
+    queue_insert(p, tk)
+  end
   zput(p, 'ti', 'ti_at', id, nil, tk.idle_at)
   a.lf = finish
   a.queued = a.queued + 1
