@@ -75,9 +75,10 @@ typedef struct scenario {
     int n;
     char roles[512], prios[512];
     char teams[512], members[4096]; /* "team=weight,..." and "agent=team,..." */
+    char caps[4096];                /* configure's `caps` list (sl__rcaps_format) */
     char *lines[MAX_OPS]; /* the split copies the ops point into */
     int n_lines;
-    bool engine_only; /* "engine_only": what the Redis library does not port (caps) */
+    bool engine_only; /* "engine_only": what the Redis library does not port */
 } scenario_t;
 
 static void free_scenario(scenario_t *sc)
@@ -92,6 +93,17 @@ static char *dupstr(const char *s)
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+/* A `caps HOLDER max_share= max_rpm= max_concurrent= budget_usd_per_hour=
+ * budget_usd_per_day= team=0|1` operation's caps. */
+static void caps_from(const op_t *op, sl_caps_t *caps)
+{
+    caps->max_share = arg_num(op, "max_share", 0);
+    caps->max_rpm = (int64_t)arg_num(op, "max_rpm", 0);
+    caps->max_concurrent = (int64_t)arg_num(op, "max_concurrent", 0);
+    caps->budget_usd_per_hour = arg_num(op, "budget_usd_per_hour", 0);
+    caps->budget_usd_per_day = arg_num(op, "budget_usd_per_day", 0);
 }
 
 static int load_scenario(const char *path, scenario_t *sc)
@@ -157,6 +169,16 @@ static int load_scenario(const char *path, scenario_t *sc)
             snprintf(sc->teams + len, sizeof sc->teams - len, "%s%s=%s", len ? "," : "",
                      op->tok[1], op->tok[2]);
         }
+        /* and caps (the Redis side applies them all from the start) */
+        if (strcmp(op->tok[0], "caps") == 0 && op->ntok > 1) {
+            sl_caps_t caps;
+            caps_from(op, &caps);
+            size_t len = strlen(sc->caps);
+            if (len) snprintf(sc->caps + len, sizeof sc->caps - len, ",");
+            len = strlen(sc->caps);
+            sl__rcaps_format(sc->caps + len, sizeof sc->caps - len, arg_num(op, "team", 0) != 0,
+                             op->tok[1], &caps);
+        }
         if (strcmp(op->tok[0], "member") == 0 && op->ntok > 2) {
             size_t len = strlen(sc->members);
             snprintf(sc->members + len, sizeof sc->members - len, "%s%s=%s", len ? "," : "",
@@ -194,6 +216,8 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(ticket_idle_s);
     N(output_reserve_learned);
     N(spend_cap_reset_s);
+    N(price_input_per_mtok);
+    N(price_output_per_mtok);
 #undef N
     cfg->cache_reads_count = arg_num(op, "cache_reads_count", 0) != 0;
 }
@@ -422,8 +446,8 @@ static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, re
         if (!r->rc) r->rc = sl_engine_pool_info(e, a1 ? a1 : "default", &info);
         if (!r->rc) pool_result(&info, r);
     } else if (strcmp(name, "caps") == 0) {
-        sl_caps_t caps = {.max_concurrent = (int64_t)arg_num(op, "max_concurrent", 0),
-                          .max_rpm = (int64_t)arg_num(op, "max_rpm", 0)};
+        sl_caps_t caps;
+        caps_from(op, &caps);
         r->rc = sl_engine_set_caps(e, a1, arg_num(op, "team", 0) != 0, &caps);
     } else if (strcmp(name, "agent") == 0) {
         sl_agent_info_t info;
@@ -527,6 +551,13 @@ static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, resu
     if (strcmp(name, "role") == 0 || strcmp(name, "priority") == 0 ||
         strcmp(name, "member") == 0) {
         r->rc = SL_OK; /* applied with every pool's configuration */
+    } else if (strcmp(name, "caps") == 0) {
+        /* Applied with every pool's configuration; validated with the engine's rules. */
+        sl_caps_t caps;
+        caps_from(op, &caps);
+        sl_engine_t *scratch = sl_engine_new(NULL);
+        r->rc = sl_engine_set_caps(scratch, a1, arg_num(op, "team", 0) != 0, &caps);
+        sl_engine_free(scratch);
     } else if (strcmp(name, "team") == 0) {
         /* The daemon validates weights with the engine's rules before Redis. */
         sl_engine_t *scratch = sl_engine_new(NULL);
@@ -544,6 +575,7 @@ static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, resu
             sl__rcmd_configure(&c, a1, &cfg, &sc->ecfg, sc->roles, sc->prios, no, now, NULL);
             sl__rcmd_str(&c, "teams", sc->teams);
             sl__rcmd_str(&c, "members", sc->members);
+            sl__rcmd_str(&c, "caps", sc->caps);
             raw = lib_call(rr, &c, &rep, r);
         }
     } else if (strcmp(name, "request") == 0) {
@@ -813,7 +845,7 @@ static int run_file(const char *path, redis_run_t *rr, bool verbose)
     }
     sl_engine_free(er.e);
     if (rr && sc.engine_only) {
-        printf("%s: engine only (the Redis library has no caps)\n", path);
+        printf("%s: engine only\n", path);
         rr = NULL;
     }
     if (rr) {

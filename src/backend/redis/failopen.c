@@ -61,6 +61,15 @@ void sl__rb_local_configure(rb_t *rb, bool cold)
                                       s->caps[i].weight != 0 ? s->caps[i].weight : 1.0);
     for (size_t i = 0; i < s->n_members; i++)
         sl_engine_set_agent_team(rb->local, s->members[i].agent, s->members[i].team);
+    /* Caps too, at 1/replicas of each (a share cap already follows the shared limits). */
+    for (size_t i = 0; i < s->n_caps; i++) {
+        sl_caps_t c = s->caps[i].caps;
+        c.max_rpm = sl__rb_share(c.max_rpm, n);
+        c.max_concurrent = sl__rb_share(c.max_concurrent, n);
+        c.budget_usd_per_hour /= n;
+        c.budget_usd_per_day /= n;
+        sl_engine_set_caps(rb->local, s->caps[i].holder, s->caps[i].team, &c);
+    }
     double now = sl__rb_now(&rb->base);
     for (size_t i = 0; i < s->n_pools; i++) {
         sl_pool_config_t cfg = s->pools[i].config;

@@ -24,7 +24,7 @@ static int copy_settings(rb_t *rb, const sl_backend_settings_t *s)
         c.priorities[i].value = s->priorities[i].value;
         if (!(c.priorities[i].name = sl__rb_dup_or_null(s->priorities[i].name))) goto nomem;
     }
-    /* Teams' weights and members go to the library's queue (caps are not ported yet). */
+    /* Caps, teams' weights and members go to the library with every configure. */
     for (size_t i = 0; i < s->n_caps; i++, c.n_caps++) {
         c.caps[i] = s->caps[i];
         if (!(c.caps[i].holder = sl__rb_dup_or_null(s->caps[i].holder))) goto nomem;
@@ -83,11 +83,16 @@ static bool list_add(char **buf, size_t *len, size_t *cap, const char *k, const 
 void sl__rb_add_teams(const rb_t *rb, sl__rcmd_t *cmd)
 {
     const sl_backend_settings_t *s = &rb->settings;
-    char *teams = calloc(1, 1), *members = calloc(1, 1);
-    size_t tl = 0, tc = 1, ml = 0, mc = 1;
-    bool ok = teams && members;
+    char *teams = calloc(1, 1), *members = calloc(1, 1), *caps = calloc(1, 1);
+    size_t tl = 0, tc = 1, ml = 0, mc = 1, cl = 0, ccap = 1;
+    bool ok = teams && members && caps;
     for (size_t i = 0; ok && i < s->n_caps; i++) {
-        if (!s->caps[i].team || s->caps[i].weight == 0) continue;
+        char one[512]; /* a holder name is at most 128 bytes */
+        sl__rcaps_format(one, sizeof one, s->caps[i].team, s->caps[i].holder, &s->caps[i].caps);
+        char *eq = strchr(one, '=');
+        *eq = '\0';
+        ok = list_add(&caps, &cl, &ccap, one, eq + 1);
+        if (!ok || !s->caps[i].team || s->caps[i].weight == 0) continue;
         char w[32];
         snprintf(w, sizeof w, "%.17g", s->caps[i].weight);
         ok = list_add(&teams, &tl, &tc, s->caps[i].holder, w);
@@ -97,9 +102,11 @@ void sl__rb_add_teams(const rb_t *rb, sl__rcmd_t *cmd)
     if (ok) {
         sl__rcmd_str(cmd, "teams", teams);
         sl__rcmd_str(cmd, "members", members);
+        sl__rcmd_str(cmd, "caps", caps);
     }
     free(teams);
     free(members);
+    free(caps);
 }
 
 static void on_user_configured(rb_t *rb, rcall_t *c, redisReply *r)

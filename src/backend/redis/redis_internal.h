@@ -215,8 +215,9 @@ int64_t sl__rb_share(int64_t limit, int replicas);
  * buckets are emptied too and refill from now - what the replicas spent just before
  * Redis went away is not known here, and a full share on top of it would overbook. */
 void sl__rb_local_configure(rb_t *rb, bool cold);
-/* Appends the teams' weights ("teams": "team=weight,...") and members ("members":
- * "agent=team,...") of the current settings to a sluice_configure call (manage.c). */
+/* Appends the teams' weights ("teams": "team=weight,..."), members ("members":
+ * "agent=team,...") and caps ("caps": see sl__rcaps_format) of the current settings to a
+ * sluice_configure call (manage.c). */
 void sl__rb_add_teams(const rb_t *rb, sl__rcmd_t *cmd);
 /* Local ids: (local_no << 40) | (local_base + engine id). local_no is this replica's own
  * (4096..6143 from the registry; 6144..8191 a hash of its id when Redis was away at its

@@ -112,6 +112,8 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_num(c, "ticket_idle_s", cfg->ticket_idle_s);
     sl__rcmd_num(c, "spend_cap_reset_s", cfg->spend_cap_reset_s);
     sl__rcmd_num(c, "output_reserve_learned", cfg->output_reserve_learned ? 1 : 0);
+    sl__rcmd_num(c, "price_input_per_mtok", cfg->price_input_per_mtok);
+    sl__rcmd_num(c, "price_output_per_mtok", cfg->price_output_per_mtok);
     sl__rcmd_num(c, "tombstone_ttl_s", ecfg->tombstone_ttl_s);
     sl__rcmd_num(c, "idempotency_ttl_s", ecfg->idempotency_ttl_s);
     sl__rcmd_num(c, "weight_floor",
@@ -119,6 +121,13 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_str(c, "roles", roles);
     sl__rcmd_str(c, "prios", prios);
     sl__rcmd_num(c, "pool_no", pool_no);
+}
+
+int sl__rcaps_format(char *out, size_t len, bool team, const char *holder, const sl_caps_t *caps)
+{
+    return snprintf(out, len, "%c:%s=%.17g/%lld/%lld/%.17g/%.17g", team ? 't' : 'a', holder,
+                    caps->max_share, (long long)caps->max_rpm, (long long)caps->max_concurrent,
+                    caps->budget_usd_per_hour, caps->budget_usd_per_day);
 }
 
 void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unblocks,
@@ -329,11 +338,21 @@ static int64_t to_i64(const char *v)
 
 const char *sl__rreply_limited_by(const char *v)
 {
-    static const char *const KNOWN[] = {"input_tokens", "output_tokens", "requests", "tokens",
-                                        "concurrency",  "retry_after"};
+    static const char *const KNOWN[] = {"input_tokens", "output_tokens", "requests",
+                                        "tokens",       "concurrency",   "retry_after",
+                                        "agent_cap",    "team_cap",      "budget_exhausted"};
     for (size_t i = 0; v && i < sizeof KNOWN / sizeof KNOWN[0]; i++)
         if (strcmp(v, KNOWN[i]) == 0) return KNOWN[i];
     return NULL;
+}
+
+/* A refusal's reason as a static string: a cap's (caps in sluice.lua), else the queue's. */
+static const char *reject_reason(const char *v)
+{
+    static const char *const CAPS[] = {"agent_cap", "team_cap", "budget_exhausted"};
+    for (size_t i = 0; v && i < sizeof CAPS / sizeof CAPS[0]; i++)
+        if (strcmp(v, CAPS[i]) == 0) return CAPS[i];
+    return "queue_wait_exceeds_max";
 }
 
 void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out)
@@ -358,7 +377,7 @@ void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out)
     out->position = to_i64(sl__rreply_get(rep, "position"));
     out->retry_after_s = sl__rreply_num(rep, "retry_after", 0);
     out->retry_at = sl__rreply_num(rep, "retry_at", 0);
-    if (out->status == SL_REJECTED) out->reason = "queue_wait_exceeds_max";
+    if (out->status == SL_REJECTED) out->reason = reject_reason(sl__rreply_get(rep, "reason"));
     out->limited_by = sl__rreply_limited_by(sl__rreply_get(rep, "limited_by"));
     out->replayed = sl__rreply_num(rep, "replayed", 0) != 0;
 }

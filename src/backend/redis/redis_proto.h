@@ -22,7 +22,7 @@
 #include <sluice/engine.h>
 
 /* The Functions library version this build speaks (sluice.lua's VERSION). */
-#define SL__REDIS_LIB_VERSION "7"
+#define SL__REDIS_LIB_VERSION "8"
 
 #define SL__RID_SHIFT 40
 #define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */
@@ -53,6 +53,11 @@ void sl__rcmd_free(sl__rcmd_t *c);
 
 /* Builds the configure call of pool `name`: `cfg`, the engine-wide settings `ecfg`
  * (NULL = defaults), the roles and priorities ("name=value,..." in `roles`/`prios`). */
+/* Writes one holder's caps as configure's `caps` list wants them,
+ * "a:NAME=share/rpm/concurrent/usd_hour/usd_day" ("t:" for a team), into out (len
+ * bytes, always terminated); returns the length it needed, as snprintf. */
+int sl__rcaps_format(char *out, size_t len, bool team, const char *holder, const sl_caps_t *caps);
+
 void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t *cfg,
                         const sl_engine_config_t *ecfg, const char *roles, const char *prios,
                         int pool_no, double now_s, const char *origin);

@@ -37,7 +37,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '7'
+local VERSION = '8'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -87,20 +87,23 @@ end
 local S = {}  -- per-call state; reset by pool_call()
 
 -- A codec: the record's string fields, then its number fields, then optionally `tail`,
--- an array of numbers filling the rest of the string. Codecs are built while the
--- library loads, where Redis 7.0 offers neither ipairs nor the string library: the
+-- an array of numbers filling the rest of the string, or `later`, string fields
+-- appended after the numbers (read as '' from an older record). Codecs are built while
+-- the library loads, where Redis 7.0 offers neither ipairs nor the string library: the
 -- struct format is made on first use.
-local function codec(strings, numbers, tail)
+local function codec(strings, numbers, tail, later)
   local names = {}
   for i = 1, #strings do names[#names + 1] = strings[i] end
   for i = 1, #numbers do names[#names + 1] = numbers[i] end
-  return {names = names, n = #names, tail = tail, ns = #strings}
+  local nl = later and #later or 0
+  for i = 1, nl do names[#names + 1] = later[i] end
+  return {names = names, n = #names, tail = tail, ns = #strings, nl = nl}
 end
 
 local function fmt_of(c)
   local f = c.fmt
   if not f then
-    f = '<' .. string.rep('s', c.ns) .. string.rep('d', c.n - c.ns)
+    f = '<' .. string.rep('s', c.ns) .. string.rep('d', c.n - c.ns - c.nl) .. string.rep('s', c.nl)
     c.fmt = f
   end
   return f
@@ -119,7 +122,7 @@ local function decode(c, s)
     -- Written by a library before number fields were appended to this record: the
     -- missing ones read as 0 (every appended field's neutral value).
     if c.tail then error(v[2]) end
-    v = {true, struct.unpack(fmt_of(c), s .. string.rep('\0', 8 * (c.n - c.ns)))}
+    v = {true, struct.unpack(fmt_of(c), s .. string.rep('\0', 8 * (c.n - c.ns - c.nl) + c.nl))}
   end
   local r = {}
   local names = c.names
@@ -620,7 +623,8 @@ end
 -- cost.
 
 local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
-  'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'})
+  'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
+  nil, {'park', 'woke'})  -- caps: the holder it is parked on, the holder that woke it
 local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
 local DEFAULT_TEAM = 'default'
 
@@ -825,7 +829,8 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 -- Ports: src/engine/lease.c, src/engine/caps.c.
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
-  'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt'})
+  'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
+  nil, {'caph'})  -- caps: its cost in USD, its holders' keys (caps section)
 
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
@@ -834,16 +839,370 @@ local function fill_grant(l)
           waited = l.waited}
 end
 
+-- ---- caps ----
+-- Ports: src/engine/caps.c.
+--
+-- Caps of an agent (its own, else "*"'s) and of its team, from configure's `caps`. A
+-- holder's state in this pool is the record P.."H:<a|t>:<name>": its share and rpm
+-- levels (refilled per minute like the pool's), its budget levels, its leases in flight,
+-- its tickets parked and woken. P.."hl:<holder>" is the set of its live leases when it
+-- has max_concurrent (the earliest expiry bounds the first release; a lease granted
+-- before a reload gave it one is not listed and bounds nothing), P.."pk:<holder>" the
+-- list of its parked tickets (held back only by max_concurrent, out of the queue so
+-- they never block its head), P.."pks" the holders that ever parked one. A lease keeps
+-- its holders' keys (caph) and its cost (cusd); a ticket the holder it is parked on
+-- (park) or was woken by (woke). A pool without caps reads nothing of this. Budgets are
+-- counted per pool (the engine's span pools: a pool is one Cluster slot here).
+
+-- The section's functions live in one table: the library's main chunk may hold at most
+-- 200 locals.
+local CP = {}
+local REASON_AGENT, REASON_TEAM, REASON_BUDGET = 'agent_cap', 'team_cap', 'budget_exhausted'
+local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
+  'blast'})
+local NO_CAPS = {share = 0, rpm = 0, conc = 0, bh = 0, bd = 0}
+
+function CP.caps_empty(c)
+  return c.share == 0 and c.rpm == 0 and c.conc == 0 and c.bh == 0 and c.bd == 0
+end
+
+-- "a:solo=0/0/1/0/0,t:lint=..." as {["a:solo"] = caps}; nil when no holder has caps.
+function CP.caps_parse(list)
+  local m
+  for key, v in string.gmatch(list, '([^,=]+)=([^,]*)') do
+    local share, rpm, conc, bh, bd = string.match(v, '^([^/]*)/([^/]*)/([^/]*)/([^/]*)/([^/]*)$')
+    local c = {share = tonumber(share) or 0, rpm = tonumber(rpm) or 0, conc = tonumber(conc) or 0,
+               bh = tonumber(bh) or 0, bd = tonumber(bd) or 0}
+    if not CP.caps_empty(c) then m = m or {}; m[key] = c end
+  end
+  return m
+end
+
+-- The caps a holder key answers to now (a reload may have changed them).
+function CP.holder_caps(p, key)
+  local co = p.caps_of
+  if not co then return NO_CAPS end
+  local c = co[key]
+  if not c and string.sub(key, 1, 2) == 'a:' then c = co['a:*'] end
+  return c or NO_CAPS
+end
+
+function CP.cap_capacity(p, c, b)
+  if b == 2 then return c.rpm end
+  local lim = p['lim' .. b]
+  if c.share > 0 and lim > 0 then return lim * c.share end
+  return 0
+end
+
+function CP.holder_key(key) return S.prefix .. 'H:' .. key end
+
+function CP.holder_state(p, h, make)
+  local st = load(CP.holder_key(h.key), HOLDER)
+  if st or not make then return st end
+  st = {inf = 0, np = 0, nw = 0, bh = h.c.bh, bd = h.c.bd, blast = S.now, last = S.now}
+  for b = 0, NB - 1 do st['lv' .. b] = CP.cap_capacity(p, h.c, b) end  -- never used: full
+  return create(CP.holder_key(h.key), HOLDER, st)
+end
+
+-- The holders of a request of `agent`: nil when none has caps (the common case).
+function CP.caps_resolve(p, agent)
+  if not p.caps_of then return nil end
+  local hs = {}
+  local key = 'a:' .. agent
+  local c = CP.holder_caps(p, key)
+  if c ~= NO_CAPS then hs[#hs + 1] = {key = key, name = agent, team = false, c = c} end
+  local team = p.member_of[agent]
+  if team then
+    key = 't:' .. team
+    c = CP.holder_caps(p, key)
+    if c ~= NO_CAPS then hs[#hs + 1] = {key = key, name = team, team = true, c = c} end
+  end
+  if #hs == 0 then return nil end
+  for _, h in ipairs(hs) do h.st = CP.holder_state(p, h, false) end
+  return hs
+end
+
+function CP.cost_usd(p, inn, out)
+  return inn * p.price_input_per_mtok / 1e6 + out * p.price_output_per_mtok / 1e6
+end
+
+-- The most output tokens the share caps let a request with `inn` input tokens reserve
+-- (-1: no share cap).
+function CP.caps_output_fit(p, hs, inn)
+  local fit = -1
+  for _, h in ipairs(hs) do
+    local out_cap, tok_cap = CP.cap_capacity(p, h.c, 1), CP.cap_capacity(p, h.c, 3)
+    if out_cap > 0 then
+      local f = math.floor(out_cap + 1e-6)
+      if fit < 0 or f < fit then fit = f end
+    end
+    if tok_cap > 0 then
+      local f = math.floor(tok_cap + 1e-6) - inn
+      if f < 0 then f = 0 end
+      if fit < 0 or f < fit then fit = f end
+    end
+  end
+  return fit
+end
+
+function CP.level_now(p, h, st, b, now)
+  local cap = CP.cap_capacity(p, h.c, b)
+  if not st then return cap end
+  local level = st['lv' .. b] + cap / 60.0 * (now - st.last)
+  return level > cap and cap or level
+end
+
+function CP.budget_now(c, st, now)
+  if not st then return c.bh, c.bd end
+  local dt = now - st.blast
+  if dt < 0 then dt = 0 end
+  local hour = st.bh + c.bh / 3600.0 * dt
+  if hour > c.bh then hour = c.bh end
+  local day = st.bd + c.bd / 86400.0 * dt
+  if day > c.bd then day = c.bd end
+  return hour, day
+end
+
+-- When the holder frees a slot for a ticket with `ahead` parked before it: expected
+-- from the pool's observed lease durations, bounded by the holder's earliest expiry.
+function CP.caps_release_eta(p, h, st, ahead, now)
+  local earliest = now + p.lease_ttl_s
+  for _, id in ipairs(redis.call('SMEMBERS', S.prefix .. 'hl:' .. h.key)) do
+    local l = load(lease_key(tonumber(id)), LEASE)
+    if l and l.exp < earliest then earliest = l.exp end
+  end
+  local max = h.c.conc > 0 and h.c.conc or 1
+  if st.inf < max then return 0 end
+  return release_eta(p, st.inf - max + 1 + ahead, max, earliest, now)
+end
+
+-- nil when the caps allow `need` now; else the reason, the wait and, when only a
+-- holder's max_concurrent holds it back, that holder (the request is parked on it).
+-- Fails exceeds_capacity for a need no cap can ever pass. Changes nothing.
+function CP.caps_check(p, hs, need, now)
+  local cost = CP.cost_usd(p, need[0], need[1])
+  local wait, why, other, conc = 0, nil, false, nil
+  for _, h in ipairs(hs) do
+    local st, c = h.st, h.c
+    local reason = h.team and REASON_TEAM or REASON_AGENT
+    local kind = h.team and 'team' or 'agent'
+    for b = 0, NB - 1 do
+      local cap = CP.cap_capacity(p, c, b)
+      if cap > 0 then
+        if need[b] > cap then
+          fail('exceeds_capacity', '%s %s can never pass the %s of %s "%s": %.0f per minute',
+               BUCKET[b + 1], F(need[b]), reason, kind, h.name, cap)
+        end
+        local level = CP.level_now(p, h, st, b, now)
+        if level < need[b] then
+          local t = (need[b] - level) / (cap / 60.0)
+          other = true
+          if t > wait then wait, why = t, reason end
+        end
+      end
+    end
+    if c.conc > 0 and st and st.inf >= c.conc then
+      local t = CP.caps_release_eta(p, h, st, st.np, now)
+      conc = conc or h
+      if t >= wait then wait, why = t, reason end
+    end
+    if cost > 0 and (c.bh > 0 or c.bd > 0) then
+      local hour, day = CP.budget_now(c, st, now)
+      if (c.bh > 0 and cost > c.bh) or (c.bd > 0 and cost > c.bd) then
+        fail('exceeds_capacity', 'a call costing $%.4f can never pass the budget of %s "%s"',
+             cost, kind, h.name)
+      end
+      if c.bh > 0 and hour < cost then
+        other = true
+        local t = (cost - hour) / (c.bh / 3600.0)
+        if t >= wait then wait, why = t, REASON_BUDGET end
+      end
+      if c.bd > 0 and day < cost then
+        other = true
+        local t = (cost - day) / (c.bd / 86400.0)
+        if t >= wait then wait, why = t, REASON_BUDGET end
+      end
+    end
+  end
+  if not why then return nil end
+  return why, wait, not other and conc or nil
+end
+
+function CP.refill_state(p, h, st, now)
+  for b = 0, NB - 1 do st['lv' .. b] = CP.level_now(p, h, st, b, now) end
+  if now > st.last then st.last = now end
+  st.bh, st.bd = CP.budget_now(h.c, st, now)
+  if now > st.blast then st.blast = now end
+end
+
+-- Takes lease l's needs from its holders' caps (at grant).
+function CP.caps_take(p, hs, l, now)
+  l.cusd = CP.cost_usd(p, l.n0, l.n1)
+  local keys = {}
+  for _, h in ipairs(hs) do
+    local st = CP.holder_state(p, h, true)
+    h.st = st
+    CP.refill_state(p, h, st, now)
+    for b = 0, NB - 1 do
+      if CP.cap_capacity(p, h.c, b) > 0 then st['lv' .. b] = st['lv' .. b] - l['n' .. b] end
+    end
+    st.inf = st.inf + 1
+    st.bh = st.bh - l.cusd
+    st.bd = st.bd - l.cusd
+    touch(CP.holder_key(h.key))
+    -- Only a holder with max_concurrent asks for its leases' expiries; "+" marks the
+    -- lease as listed.
+    if h.c.conc > 0 then
+      redis.call('SADD', S.prefix .. 'hl:' .. h.key, F(l.id))
+      keys[#keys + 1] = '+' .. h.key
+    else
+      keys[#keys + 1] = h.key
+    end
+  end
+  l.caph = table.concat(keys, ',')
+end
+
+-- A lease's holders as they are now (nil: none).
+function CP.lease_holders(p, l)
+  if l.caph == '' then return nil end
+  local hs = {}
+  for entry in string.gmatch(l.caph, '[^,]+') do
+    local listed = string.sub(entry, 1, 1) == '+'
+    local key = listed and string.sub(entry, 2) or entry
+    local h = {key = key, name = string.sub(key, 3), team = string.sub(key, 1, 1) == 't',
+               c = CP.holder_caps(p, key), listed = listed}
+    h.st = CP.holder_state(p, h, false)
+    if h.st then hs[#hs + 1] = h end
+  end
+  return hs
+end
+
+-- Gives delta[b] tokens and delta_usd dollars back to lease l's holders (a settle's
+-- adjustment, or the whole lease when it is refunded).
+function CP.caps_give(p, hs, delta, delta_usd, now)
+  for _, h in ipairs(hs) do
+    local st = h.st
+    CP.refill_state(p, h, st, now)
+    for b = 0, NB - 1 do
+      local cap = CP.cap_capacity(p, h.c, b)
+      if cap > 0 then
+        local level = st['lv' .. b] + delta[b]
+        st['lv' .. b] = level > cap and cap or level
+      end
+    end
+    st.bh = st.bh + delta_usd
+    if st.bh > h.c.bh then st.bh = h.c.bh end
+    st.bd = st.bd + delta_usd
+    if st.bd > h.c.bd then st.bd = h.c.bd end
+    touch(CP.holder_key(h.key))
+  end
+end
+
+function CP.park_key(key) return S.prefix .. 'pk:' .. key end
+
+-- Parks ticket t on holder h (at the front when it was already woken once).
+function CP.caps_park(p, h, st, t, front)
+  t.park = h.key
+  redis.call(front and 'LPUSH' or 'RPUSH', CP.park_key(h.key), F(t.id))
+  if st.np == 0 then redis.call('SADD', K('pks'), h.key) end
+  st.np = st.np + 1
+  p.n_parked = p.n_parked + 1
+  touch(CP.holder_key(h.key))
+  touch(ticket_key(t.id))
+end
+
+function CP.caps_unpark(p, t)
+  local st = load(CP.holder_key(t.park), HOLDER)
+  redis.call('LREM', CP.park_key(t.park), 1, F(t.id))
+  st.np = st.np - 1
+  p.n_parked = p.n_parked - 1
+  touch(CP.holder_key(t.park))
+  t.park = ''
+end
+
+-- Moves the holder's parked tickets back to the queue, at their finish tags, while it
+-- has free slots.
+function CP.caps_wake(p, key)
+  local st = load(CP.holder_key(key), HOLDER)
+  if not st then return end
+  local max = CP.holder_caps(p, key).conc
+  while st.np > 0 do
+    if max > 0 and st.inf + st.nw >= max then break end
+    local id = redis.call('LPOP', CP.park_key(key))
+    local t = id and load_ticket(tonumber(id))
+    if not t then  -- never: the count and the list agree
+      p.n_parked = p.n_parked - st.np
+      st.np = 0
+      break
+    end
+    st.np = st.np - 1
+    p.n_parked = p.n_parked - 1
+    t.park = ''
+    t.woke = key
+    st.nw = st.nw + 1
+    touch(ticket_key(t.id))
+    queue_insert(p, t)
+  end
+  touch(CP.holder_key(key))
+end
+
+-- A ticket woken for a slot that it did not take: the slot goes to the next parked.
+function CP.caps_unwake(p, t)
+  if t.woke == '' then return end
+  local key = t.woke
+  t.woke = ''
+  local st = load(CP.holder_key(key), HOLDER)
+  if st then st.nw = st.nw - 1; touch(CP.holder_key(key)) end
+  CP.caps_wake(p, key)
+end
+
+-- Lease l ended: its slots are free, its parked tickets may go on.
+function CP.caps_lease_end(p, l, refund, now)
+  local hs = CP.lease_holders(p, l)
+  if not hs then return end
+  if refund then CP.caps_give(p, hs, need_of(l), l.cusd, now) end
+  for _, h in ipairs(hs) do
+    h.st.inf = h.st.inf - 1
+    touch(CP.holder_key(h.key))
+    if h.listed then redis.call('SREM', S.prefix .. 'hl:' .. h.key, F(l.id)) end
+  end
+  for _, h in ipairs(hs) do if h.st.np > 0 then CP.caps_wake(p, h.key) end end
+end
+
+-- The holder of `hs` with max_concurrent whose slots are all taken (nil: none).
+function CP.caps_at_concurrency(hs)
+  for _, h in ipairs(hs) do
+    if h.c.conc > 0 and h.st and h.st.inf >= h.c.conc then return h end
+  end
+  return nil
+end
+
+-- Removes a ticket from wherever it waits (the queue or a park).
+function CP.ticket_detach(p, t)
+  if t.park ~= '' then CP.caps_unpark(p, t) else queue_remove(p, t) end
+end
+
+-- A parked ticket's ETA: its holder's release, with the tickets parked before it.
+function CP.caps_parked_eta(p, t, now)
+  local key = t.park
+  local h = {key = key, name = string.sub(key, 3), team = string.sub(key, 1, 1) == 't',
+             c = CP.holder_caps(p, key)}
+  local st = load(CP.holder_key(key), HOLDER)
+  local ahead = redis.call('LPOS', CP.park_key(key), F(t.id)) or 0
+  return CP.caps_release_eta(p, h, st, ahead, now), h.team and REASON_TEAM or REASON_AGENT
+end
+
 -- t: {agent, own, ck, model, est, n0..n3, cached, pen}; g its team's record, `finish`
 -- and `outer` its inner and outer tags; returns the lease record.
-local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now)
+local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now, hs)
   local id = new_id(p)
   local claimed = ticket == 0
   local l = {id = id, agent = a.agent, ticket = ticket, own = t.own, ck = t.ck,
     model = t.model, est = t.est, n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3,
     cached = t.cached, pen = t.pen, pt = t.pt, weight = weight, granted_at = now, waited = waited,
     ttl = ttl, claimed = claimed and 1 or 0,
-    exp = now + (claimed and ttl or p.claim_timeout_s)}
+    exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = ''}
+  if hs then CP.caps_take(p, hs, l, now) end
   for b = 0, NB - 1 do
     if limited(p, b) then p['lv' .. b] = p['lv' .. b] - l['n' .. b] end
     p['rs' .. b] = p['rs' .. b] + l['n' .. b]
@@ -875,6 +1234,7 @@ local function lease_end(p, l, state, refund, now)
     if refund then adjust(p, b, l['n' .. b]) end
     p['rs' .. b] = p['rs' .. b] - l['n' .. b]
   end
+  CP.caps_lease_end(p, l, refund, now)
   p.in_flight = p.in_flight - 1
   local a = agent_get(l.agent, false)
   if a then a.leases = a.leases - 1; touch(agent_key(l.agent)) end
@@ -895,6 +1255,7 @@ local function ticket_end(p, t, state, lease, now)
          {agent = t.agent, ticket = t.id, waited = now - t.enq})
   end
   zdel(p, 'ti', 'ti_at', t.id, t.held == 0 and t.idle_at or nil)
+  CP.caps_unwake(p, t)
   local a = agent_get(t.agent, false)
   if a then a.queued = a.queued - 1; touch(agent_key(t.agent)) end
   tomb_add(p, t.id, state, lease)
@@ -912,21 +1273,39 @@ local function drain(p, now)
     local g = team_get(t.team, true)
     local outer = g.base + t.cost / team_weight(p, t.team)
     queue_remove(p, t)
-    local a = agent_get(t.agent, true)
-    local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now)
-    ticket_end(p, t, END_GRANTED, l.id, now)
+    -- The caps as they are now (a reload may have changed them since it queued).
+    local hs = CP.caps_resolve(p, t.agent)
+    local full = hs and CP.caps_at_concurrency(hs)
+    if full then  -- its holder has no free slot: it waits for the holder's release
+      local woke = t.woke
+      t.woke = ''
+      CP.caps_park(p, full, full.st, t, true)
+      if woke ~= '' then CP.caps_unwake(p, {woke = woke}) end
+    else
+      local a = agent_get(t.agent, true)
+      local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now, hs)
+      ticket_end(p, t, END_GRANTED, l.id, now)
+    end
   end
 end
 
 local function reject_unfit(p, now)
-  if p.qn == 0 then return end
+  local unfit = {}
+  if p.n_parked > 0 then  -- the parked tickets (caps) are not in the queue's bounds
+    for _, key in ipairs(redis.call('SMEMBERS', K('pks'))) do
+      for _, id in ipairs(redis.call('LRANGE', CP.park_key(key), 0, -1)) do
+        local t = load_ticket(tonumber(id))
+        for b = 0, NB - 1 do
+          if limited(p, b) and t['n' .. b] > capacity(p, b) then unfit[#unfit + 1] = t.id; break end
+        end
+      end
+    end
+  end
   -- qm0..qm3 bound the largest need queued since the queue was last empty: when every
   -- one fits, nothing is read (a margin cut with a deep queue stays one cheap call).
   local any = false
   for b = 0, NB - 1 do any = any or (limited(p, b) and p['qm' .. b] > capacity(p, b)) end
-  if not any then return end
-  local unfit = {}
-  local teams = team_list()
+  local teams = (any and p.qn > 0) and team_list() or {}
   for i = 1, #teams do
     for _, m in ipairs(redis.call('ZRANGE', team_q(teams[i]), 0, -1)) do
       local id, n = parse_member(m)
@@ -937,7 +1316,7 @@ local function reject_unfit(p, now)
   end
   for _, id in ipairs(unfit) do
     local t = load_ticket(id)
-    queue_remove(p, t)
+    CP.ticket_detach(p, t)
     emit('ticket_rejected', {agent = t.agent, ticket = t.id,
                              retry_at = now + margin_wait_for(p, need_of(t), now),
                              reason = QUEUE_WAIT})
@@ -1011,7 +1390,7 @@ local function pool_advance(p, now)
     local due = redis.call('ZRANGEBYSCORE', K('ti'), '-inf', F(now), 'LIMIT', 0, 1)
     if #due == 0 then p.ti_at = zmin(K('ti')); break end
     local t = load_ticket(tonumber(due[1]))
-    queue_remove(p, t)
+    CP.ticket_detach(p, t)
     ticket_end(p, t, END_EXPIRED, 0, now)
   end
   drain(p, now)
@@ -1045,7 +1424,8 @@ local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurre
 
 -- Optional fields, after the derived ones, with configure's default for a caller that
 -- does not send them.
-local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0}}
+local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
+  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}}
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
@@ -1057,7 +1437,7 @@ do
   for i = 1, #derived do numbers[#numbers + 1] = derived[i] end
   -- Appended later, optional in configure (an older caller's pool reads them as 0).
   for i = 1, #CONFIG_LATER do numbers[#numbers + 1] = CONFIG_LATER[i][1] end
-  CFG = codec({'roles', 'prios', 'teams', 'members'}, numbers)
+  CFG = codec({'roles', 'prios', 'teams', 'members'}, numbers, nil, {'caps'})
 end
 
 -- lx_at, ti_at: the lowest scores of lx and ti (math.huge: empty); qn: the queue's
@@ -1067,7 +1447,7 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
-  'lease_mean_s', 'lease_samples', 'spend_cap_at'})
+  'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -1098,6 +1478,7 @@ local function config_mt(s)
     local agent, team = string.match(entry, '^(.-)=(.*)$')
     if agent ~= nil then cfg.member_of[agent] = team end
   end
+  cfg.caps_of = CP.caps_parse(cfg.caps)
   mt = {__index = cfg}
   CFGS[s] = mt
   N_CFGS = N_CFGS + 1
@@ -1238,6 +1619,7 @@ local function configure(p, args, now)
   cfg.prios = args.prios or ''
   cfg.teams = args.teams or ''     -- "team=weight,...", validated by the caller
   cfg.members = args.members or '' -- "agent=team,..."
+  cfg.caps = args.caps or ''       -- "a:agent=share/rpm/conc/usd_hour/usd_day,t:team=..."
   cfg.start_bp = lround(cfg.margin_start * 10000.0)
   cfg.floor_bp = lround(cfg.margin_floor * 10000.0)
   cfg.up_bp = lround(cfg.margin_step_up * 10000.0)
@@ -1270,7 +1652,7 @@ local function configure(p, args, now)
     floor_since = -1, alert_floor = 0, alert_spend_cap = 0, blocked_until = -math.huge,
     in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
-    purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0},
+    purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -1322,10 +1704,10 @@ end
 local function encode_decision(d) return cmsgpack.pack(d) end
 local function decode_decision(s) return cmsgpack.unpack(s) end
 
-local function reject_decision(p, weight, retry_after, now, limited_by)
+local function reject_decision(p, weight, retry_after, now, limited_by, reason)
   p.rejected_total = p.rejected_total + 1
   return {status = 'rejected', weight = weight, retry_after = retry_after,
-          retry_at = now + retry_after, reason = QUEUE_WAIT, limited_by = limited_by}
+          retry_at = now + retry_after, reason = reason or QUEUE_WAIT, limited_by = limited_by}
 end
 
 -- The caller the replica names (args.actor: exactly that agent; args.actor_prefix: the
@@ -1360,6 +1742,10 @@ local function ticket_state(p, id, now, args)
     end
     local eta, ahead, _, why = queue_eta(p, team_get(t.team, true), need_of(t), t.finish,
                                          qmember(t), t.cost, now)
+    if t.park ~= '' then
+      local cap_s, cap_why = CP.caps_parked_eta(p, t, now)
+      if cap_s >= eta then eta, why = cap_s, cap_why end
+    end
     return {status = 'queued', ticket = id, eta = eta, position = ahead + 1, weight = t.weight,
             limited_by = why}
   end
@@ -1418,9 +1804,11 @@ local function decide(p, a, t, weight, ttl, cache, now)
   for pass = 0, 1 do
     finish = start + c / weight
     eta, ahead, outer, why = queue_eta(p, g, need, finish, nil, c, now)
-    -- Granted at once when it fits and would be the queue's head.
-    if ahead == 0 and fits(p, need, now) then
-      local l = grant(p, a, t, weight, g, finish, outer, ttl, 0, 0, now)
+    if t.park_on and t.cap_wait >= eta then eta, why = t.cap_wait, t.cap_reason end
+    -- Granted at once when it fits and would be the queue's head (and no holder's
+    -- max_concurrent holds it back: t.park_on, caps).
+    if not t.park_on and ahead == 0 and fits(p, need, now) then
+      local l = grant(p, a, t, weight, g, finish, outer, ttl, 0, 0, now, t.hs)
       -- Going ahead of its team's head moved that team's outer tags.
       if g.qn > 0 and #team_list() > 1 then drain(p, now) end
       return fill_grant(l)
@@ -1434,15 +1822,21 @@ local function decide(p, a, t, weight, ttl, cache, now)
     if not bump then break end
     weight = weight * p.cache_bump
   end
-  if eta > t.max_wait then return reject_decision(p, weight, eta, now, why) end
+  if eta > t.max_wait then
+    return reject_decision(p, weight, eta, now, why, t.park_on and t.cap_reason or nil)
+  end
   local id = new_id(p)
   p.seq = p.seq + 1
   local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
-    idle_at = now + p.ticket_idle_s, team = g.name, cost = c}
+    idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = ''}
   create(ticket_key(id), TICKET, tk)
-  queue_insert(p, tk)
+  if t.park_on then
+    CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
+  else
+    queue_insert(p, tk)
+  end
   zput(p, 'ti', 'ti_at', id, nil, tk.idle_at)
   a.lf = finish
   a.queued = a.queued + 1
@@ -1563,6 +1957,16 @@ local function request(p, args, now)
       end
     end
   end
+  -- Caps: a share cap is the operator's limit, not the provider's: the output reserved
+  -- fits it too, and the settle charges the rest to the cap as debt.
+  local hs = CP.caps_resolve(p, agent)
+  local cap_reason, cap_wait
+  if hs then
+    local fit = CP.caps_output_fit(p, hs, t.n0)
+    if fit >= 0 and t.n1 > fit then t.n1, t.n3 = fit, t.n0 + fit end
+    cap_reason, cap_wait, t.park_on = CP.caps_check(p, hs, need_of(t), now)
+    t.hs = hs
+  end
   -- From here on the request is valid: time advances and records are created.
   pool_advance(p, now)
   a = a or agent_get(agent, true)
@@ -1581,7 +1985,14 @@ local function request(p, args, now)
   local ttl = num(args, 'ttl', 0)
   if ttl <= 0 then ttl = p.lease_ttl_s end
   if ttl > p.max_lease_ttl_s then ttl = p.max_lease_ttl_s end
-  local out = decide(p, a, t, weight, ttl, cache, now)
+  local out
+  if cap_reason and not t.park_on then
+    out = reject_decision(p, weight, cap_wait, now, cap_reason, cap_reason)
+  else
+    -- Held back only by its own max_concurrent: queued for its holder's release.
+    t.cap_wait, t.cap_reason = cap_wait, cap_reason
+    out = decide(p, a, t, weight, ttl, cache, now)
+  end
   a.role = role
   a.weight = out.weight
   touch(agent_key(agent))
@@ -1641,7 +2052,7 @@ local function ticket_cancel(p, args, now)
   local t = load_ticket(id)
   if t then
     check_actor(args, t.agent, 'ticket', id)
-    queue_remove(p, t)
+    CP.ticket_detach(p, t)
     ticket_end(p, t, END_CANCELLED, 0, now)
     drain(p, now)
     return {}
@@ -1760,6 +2171,11 @@ local function settle(p, args, now)
   adjust(p, 0, adj_in)
   adjust(p, 1, adj_out)
   adjust(p, 3, adj_in + adj_out)
+  local hs = CP.lease_holders(p, l)
+  if hs then
+    CP.caps_give(p, hs, {[0] = adj_in, adj_out, 0, adj_in + adj_out},
+              l.cusd - CP.cost_usd(p, actual_in, actual_out), now)
+  end
   -- Only calls the provider answered teach: a refused or broken call's zero or partial
   -- usage says nothing about the estimate or the cache.
   local counted = num(args, 'failed', 0) == 0 and num(args, 'got_429', 0) == 0
@@ -1865,7 +2281,7 @@ local function forget(p, args, now)
       elseif d.status == 'queued' then
         local t = load_ticket(d.ticket)
         if t then
-          queue_remove(p, t); ticket_end(p, t, END_CANCELLED, 0, now); n = n + 1
+          CP.ticket_detach(p, t); ticket_end(p, t, END_CANCELLED, 0, now); n = n + 1
         else
           local tomb = redis.call('HGET', K('tend'), F(d.ticket))
           local state, lease = string.match(tomb or '', '^(%d+):(.*)$')
@@ -1881,7 +2297,7 @@ end
 
 local function pool_info(p, args, now)
   pool_advance(p, now)
-  local out = {name = S.pool, margin = margin(p), queue_depth = p.qn,
+  local out = {name = S.pool, margin = margin(p), queue_depth = p.qn + p.n_parked,
     leases_in_flight = p.in_flight, alert_margin_at_floor = p.alert_floor,
     alert_spend_cap = p.alert_spend_cap, blocked_until = p.blocked_until,
     granted_total = p.granted_total, queued_total = p.queued_total,
