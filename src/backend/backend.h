@@ -128,7 +128,8 @@ typedef struct sl_backend_ops {
      * record stands); `value` 1 when it was new, 0 when one existed. release: removes the
      * agent's record; SL_ENOTFOUND when there was none. Both are durable when answered
      * SL_OK; a backend that cannot reach its store answers SL_EUNAVAILABLE and changes
-     * nothing. suspensions: every record. */
+     * nothing. suspensions: every record; SL_ENOTFOUND when the store lost its records
+     * (Redis restarted empty or flushed): callers then suspend again what they hold. */
     void (*suspend)(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb, void *ud);
     void (*release)(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
     void (*suspensions)(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud);

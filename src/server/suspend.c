@@ -16,6 +16,10 @@
  *     So a change on one replica holds on every other within 0.25 s plus one Redis round
  *     trip (at most the backend's timeout_ms, 500 ms by default).
  *
+ * Redis losing its state (restarted empty, flushed) is told apart from every agent being
+ * released (redis/suspend.c, the marker): the replicas then write back the suspensions
+ * they hold, so a runaway stays suspended through that too.
+ *
  * Races between a sync and this replica's own writes: a read started before a write
  * landed may not show it. Each sync is numbered; when a write is acknowledged the
  * record notes the number of the last sync started (guard_seq), and syncs up to that
@@ -240,12 +244,27 @@ static void release_unlisted(const char *key, void *val, void *ud)
     if (r->seen_seq != c->seq && r->guard_seq < c->seq) deactivate(c->srv, r);
 }
 
+/* The store lost its records: what this replica holds is written back. */
+static void write_back(const char *key, void *val, void *ud)
+{
+    sl_server_t *srv = ud;
+    susp_t *r = val;
+    (void)key;
+    if (!r->active) return;
+    r->stored = false;
+    if (!r->writing) write_suspension(srv, r, NULL);
+}
+
 static void on_synced(int rc, const sl_suspension_t *list, size_t n, const char *errmsg, void *ud)
 {
     sync_ctx_t *c = ud;
     sl_server_t *srv = c->srv;
-    (void)errmsg;
     srv->suspend->syncing = false;
+    if (rc == SL_ENOTFOUND) {
+        fprintf(stderr, "sluiced: %s: writing back the %zu this replica holds\n", errmsg,
+                srv->suspend->n_active);
+        sl__namemap_foreach(&srv->suspend->agents, write_back, srv);
+    }
     if (rc != SL_OK) { /* the backend is away: keep what is known, retry next tick */
         free(c);
         return;

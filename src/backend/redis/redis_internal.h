@@ -135,6 +135,7 @@ struct rb {
     uint64_t seq;
     sl_backend_clock_t clock;
     int connect_pending; /* configure steps left before up */
+    bool suspended_seen; /* the suspensions hash's marker was read (suspend.c) */
     bool freeing;
 };
 

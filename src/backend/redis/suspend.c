@@ -1,7 +1,11 @@
 /* suspend.c - suspensions in Redis: one hash every replica reads, so a suspension holds fleet-wide.
  *
  * Key `sluice:{agents}:suspended` (its own hash tag: one Cluster slot, apart from the
- * pools'), field = agent, value = `role \x1f reason \x1f metric \x1f z \x1f count \x1f at`.
+ * pools'), field = agent, value = `role \x1f reason \x1f metric \x1f z \x1f count \x1f at`,
+ * and a marker field "" (no agent has an empty name) written with every suspension and
+ * never deleted: a hash read without the marker by a replica that read it before was
+ * lost with Redis's state (restarted empty, flushed), not emptied by releases, and the
+ * listing answers SL_ENOTFOUND so the replicas write back the suspensions they hold.
  * Plain commands on the command connection, no library function: HSETNX (the first
  * record stands), HDEL, HGETALL. They need only the connection, not the pools: a
  * replica whose pools are still being configured can read the list. Redis down: the
@@ -12,6 +16,7 @@
 
 #define SUSPENDED_KEY "sluice:{agents}:suspended"
 #define SEP           '\x1f'
+#define MARKER        "" /* the marker field */
 
 typedef struct sop {
     sl_backend_done_cb done;
@@ -64,8 +69,17 @@ static void send_write(rb_t *rb, sl__rcmd_t *cmd, int is_release, sl_backend_don
     sl__rb_send_cmd(rb, cmd, on_written, op, is_release, true);
 }
 
+static void on_marker(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    (void)rb, (void)c, (void)r; /* the HSETNX after it says whether the write landed */
+}
+
 void sl__rb_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb, void *ud)
 {
+    sl__rcmd_t marker;
+    cmd3(&marker, "HSET", MARKER);
+    sl__rcmd_raw(&marker, "1");
+    sl__rb_send_cmd((rb_t *)b, &marker, on_marker, NULL, 0, true);
     char value[512];
     snprintf(value, sizeof value, "%s%c%s%c%s%c%.17g%c%lld%c%.17g", s->role ? s->role : "", SEP,
              s->reason ? s->reason : "", SEP, s->metric ? s->metric : "", SEP, s->z, SEP,
@@ -112,18 +126,28 @@ static void on_listed(rb_t *rb, rcall_t *c, redisReply *r)
         return;
     }
     size_t n = r->elements / 2, got = 0;
+    bool marked = false;
     sl_suspension_t *v = calloc(n ? n : 1, sizeof *v);
     char **bufs = calloc(n ? n : 1, sizeof *bufs);
     for (size_t i = 0; v && bufs && i < n; i++) {
         const redisReply *k = r->element[2 * i], *val = r->element[2 * i + 1];
         if (k->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING) continue;
+        if (k->len == 0) {
+            marked = true;
+            continue;
+        }
         bufs[got] = strndup(val->str, val->len);
         if (!bufs[got]) continue;
         v[got].agent = k->str;
         parse_value(bufs[got], &v[got]);
         got++;
     }
-    if (v && bufs)
+    bool lost = !marked && rb->suspended_seen;
+    rb->suspended_seen = marked;
+    if (lost)
+        op->list(SL_ENOTFOUND, NULL, 0, "suspensions: Redis lost them (restarted empty or flushed)",
+                 op->ud);
+    else if (v && bufs)
         op->list(SL_OK, v, got, NULL, op->ud);
     else
         op->list(SL_ENOMEM, NULL, 0, "out of memory", op->ud);

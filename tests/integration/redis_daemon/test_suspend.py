@@ -4,7 +4,8 @@ Replica A flags and suspends a runaway (its anomaly detection judges A's traffic
 record is in Redis (`sluice:{agents}:suspended`), so replica B refuses the agent within
 the documented bound (docs/observe.md, "Suspension": B reads the hash every 0.25 s, plus
 one Redis round trip) and lists it as suspended; a release on B lets A serve it again
-and empties A's windows. A replica started afterwards refuses the agent too. Every wait
+and empties A's windows. A replica started afterwards refuses the agent too, and a
+Redis restarted empty gets the suspensions back from the replicas. Every wait
 is bounded; the measured delays are printed, never asserted."""
 import time
 import unittest
@@ -71,6 +72,10 @@ class SuspendAcrossReplicas(unittest.TestCase):
             r.stop()
         self.redis.close()
 
+    def stored(self):
+        """The agents in Redis's hash (without the marker field "")."""
+        return [f for f in self.redis.command("HKEYS", "sluice:{agents}:suspended") if f]
+
     def replica(self):
         r = Sluiced(self.config)
         self.replicas.append(r)
@@ -87,8 +92,7 @@ class SuspendAcrossReplicas(unittest.TestCase):
             if refused(a, "runaway"):
                 break
         self.assertTrue(wait_until(lambda: refused(a, "runaway"), 5), "A never suspended it")
-        fields = self.redis.command("HKEYS", "sluice:{agents}:suspended")
-        self.assertEqual(fields, ["runaway"])
+        self.assertEqual(self.stored(), ["runaway"])
 
         ok, waited_s = delay_until(lambda: refused(b, "runaway"), 10)
         self.assertTrue(ok, "B still serves the runaway")
@@ -111,7 +115,7 @@ class SuspendAcrossReplicas(unittest.TestCase):
         self.assertEqual(st, 403, body)
         st, body, _ = b.call("POST", "/v1/agents/runaway/release", token=ADMIN)
         self.assertEqual((st, body["status"]), (200, "released"), body)
-        self.assertEqual(self.redis.command("HKEYS", "sluice:{agents}:suspended"), [])
+        self.assertEqual(self.stored(), [])
         self.assertTrue(served(b, "runaway"))
         ok, waited_s = delay_until(lambda: served(a, "runaway"), 10)
         self.assertTrue(ok, "A still refuses the released agent")
@@ -137,6 +141,22 @@ class SuspendAcrossReplicas(unittest.TestCase):
         self.assertEqual(st, 200, body)
         self.assertTrue(wait_until(lambda: served(b, "looper"), 10))
 
+    def test_a_suspension_outlives_redis_losing_its_state(self):
+        a, b = self.replica(), self.replica()
+        st, body, _ = a.call("POST", "/v1/agents/looper/suspend", token=ADMIN)
+        self.assertEqual(st, 200, body)
+        self.assertTrue(wait_until(lambda: refused(b, "looper"), 10))
+        self.redis.restart_empty()
+        # The replicas tell a lost hash from released agents and write theirs back.
+        self.assertTrue(wait_until(
+            lambda: "looper" in self.stored(), 10))
+        self.assertTrue(wait_until(lambda: a.call("GET", "/readyz")[0] == 200, 10))
+        self.assertTrue(refused(a, "looper"))
+        self.assertTrue(refused(b, "looper"))
+        st, body, _ = b.call("POST", "/v1/agents/looper/release", token=ADMIN)
+        self.assertEqual(st, 200, body)
+        self.assertTrue(wait_until(lambda: served(a, "looper"), 10))
+
     def test_with_redis_down_a_release_is_refused_and_changes_nothing(self):
         a = self.replica()
         st, body, _ = a.call("POST", "/v1/agents/looper/suspend", token=ADMIN)
@@ -152,7 +172,7 @@ class SuspendAcrossReplicas(unittest.TestCase):
             self.assertTrue(refused(a, "looper"))  # what the replica knew still holds
         finally:
             self.redis.cont_signal()
-        self.assertEqual(self.redis.command("HKEYS", "sluice:{agents}:suspended"), ["looper"])
+        self.assertEqual(self.stored(), ["looper"])
 
 
 if __name__ == "__main__":
