@@ -71,15 +71,13 @@ static agent_watch_t *watch_of(sl_server_t *srv, const char *agent)
 {
     sl_anomaly_t *a = anomaly_of(srv);
     if (!a || !agent || !*agent) return NULL;
-    agent_watch_t *w = sl__namemap_get(&a->agents, agent);
-    if (w || a->agents.count >= MAX_TRACKED_AGENTS) return w;
-    w = calloc(1, sizeof(*w));
-    if (w) w->name = sl__namemap_put(&a->agents, agent, w);
-    if (!w || !w->name) {
-        free(w);
-        return NULL;
+    const char *made = NULL;
+    agent_watch_t *w =
+        sl__namemap_obtain(&a->agents, agent, sizeof(*w), MAX_TRACKED_AGENTS, &made);
+    if (made) { /* new */
+        w->name = made;
+        snprintf(w->role, sizeof(w->role), "worker");
     }
-    snprintf(w->role, sizeof(w->role), "worker");
     return w;
 }
 
@@ -424,17 +422,10 @@ void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out)
     sl__suspend_metrics_render(srv, out);
 }
 
-static void free_one(const char *key, void *val, void *ud)
-{
-    (void)key, (void)ud;
-    free(val);
-}
-
 void sl__anomaly_free(sl_server_t *srv)
 {
     if (!srv->anomaly) return;
-    sl__namemap_foreach(&srv->anomaly->agents, free_one, NULL);
-    sl__namemap_free(&srv->anomaly->agents);
+    sl__namemap_free_all(&srv->anomaly->agents);
     free(srv->anomaly->scratch);
     free(srv->anomaly);
     srv->anomaly = NULL;

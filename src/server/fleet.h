@@ -27,6 +27,11 @@ void *sl__namemap_get(const sl_namemap_t *m, const char *key);
 /* Stores `val` under a copy of `key`, replacing any value. Returns the stored key (valid
  * until the entry is removed), or NULL when out of memory (the map is unchanged). */
 const char *sl__namemap_put(sl_namemap_t *m, const char *key, void *val);
+/* The value under `key`; when absent and the map holds fewer than `max_count` entries, a
+ * new zeroed value of `size` bytes (malloc'd) stored under a copy of `key`, whose stored
+ * key goes to `*stored_key`. NULL when absent and full, or out of memory. */
+void *sl__namemap_obtain(sl_namemap_t *m, const char *key, size_t size, size_t max_count,
+                         const char **stored_key);
 /* Removes `key` and returns its value (NULL when absent). */
 void *sl__namemap_del(sl_namemap_t *m, const char *key);
 /* Calls `fn` on every entry; `fn` must not add or remove entries. */
@@ -34,6 +39,8 @@ void sl__namemap_foreach(const sl_namemap_t *m, void (*fn)(const char *key, void
                          void *ud);
 /* Frees the map's keys and arrays (not the values). */
 void sl__namemap_free(sl_namemap_t *m);
+/* Frees every value with free(), then the map. */
+void sl__namemap_free_all(sl_namemap_t *m);
 
 /* ---- slidewin.c: a sliding-window counter in SL_WINDOW_SLOTS slots ----------------- */
 /* A window of W seconds is SL_WINDOW_SLOTS slots of W / SL_WINDOW_SLOTS seconds aligned

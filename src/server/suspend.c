@@ -76,14 +76,9 @@ static susp_t *record_of(sl_server_t *srv, const char *agent)
 {
     sl_suspend_t *s = state_of(srv);
     if (!s || !agent || !*agent) return NULL;
-    susp_t *r = sl__namemap_get(&s->agents, agent);
-    if (r || s->agents.count >= MAX_RECORDS) return r;
-    r = calloc(1, sizeof(*r));
-    if (r) r->agent = sl__namemap_put(&s->agents, agent, r);
-    if (!r || !r->agent) {
-        free(r);
-        return NULL;
-    }
+    const char *made = NULL;
+    susp_t *r = sl__namemap_obtain(&s->agents, agent, sizeof(*r), MAX_RECORDS, &made);
+    if (made) r->agent = made;
     return r;
 }
 
@@ -394,15 +389,17 @@ void sl__suspend_annotate(sl_server_t *srv, const char *agent, json_t *obj)
     json_object_set_new(obj, "suspension", on ? record_json(r) : json_null());
 }
 
+/* What the listings below append to: a call's answer, and how many agents it held. */
 typedef struct list_ctx {
     sl_call_t *call;
     json_t *arr;
+    size_t n_listed;
 } list_ctx_t;
 
 static void list_one(const char *key, void *val, void *ud)
 {
-    list_ctx_t *c = ud;
     const susp_t *r = val;
+    list_ctx_t *c = ud;
     if (!r->active || sl__anomaly_flagged(c->call->srv, key)) return;
     if (!c->call->admin && !sl__token_may_act_as(c->call, key)) return;
     json_array_append_new(c->arr, json_pack("{s:s,s:s,s:n,s:b,s:o}", "agent", key, "role",
@@ -412,15 +409,9 @@ static void list_one(const char *key, void *val, void *ud)
 
 void sl__suspend_list_unflagged(sl_call_t *call, json_t *arr)
 {
-    list_ctx_t c = {call, arr};
+    list_ctx_t c = {call, arr, 0};
     if (call->srv->suspend) sl__namemap_foreach(&call->srv->suspend->agents, list_one, &c);
 }
-
-typedef struct unlisted_ctx {
-    sl_call_t *call;
-    json_t *arr;
-    size_t n_listed;
-} unlisted_ctx_t;
 
 static bool listed(json_t *arr, size_t n, const char *agent)
 {
@@ -433,7 +424,7 @@ static bool listed(json_t *arr, size_t n, const char *agent)
 
 static void unlisted_one(const char *key, void *val, void *ud)
 {
-    unlisted_ctx_t *c = ud;
+    list_ctx_t *c = ud;
     const susp_t *r = val;
     if (!r->active || listed(c->arr, c->n_listed, key)) return;
     if (!c->call->admin && !sl__token_may_act_as(c->call, key)) return;
@@ -448,7 +439,7 @@ static void unlisted_one(const char *key, void *val, void *ud)
 
 void sl__suspend_add_unlisted(sl_call_t *call, json_t *arr)
 {
-    unlisted_ctx_t c = {call, arr, json_array_size(arr)};
+    list_ctx_t c = {call, arr, json_array_size(arr)};
     if (call->srv->suspend && call->srv->suspend->n_active)
         sl__namemap_foreach(&call->srv->suspend->agents, unlisted_one, &c);
 }
@@ -477,17 +468,10 @@ void sl__suspend_metrics_render(sl_server_t *srv, struct evbuffer *out)
         (unsigned long long)(s ? s->refusals_total : 0));
 }
 
-static void free_one(const char *key, void *val, void *ud)
-{
-    (void)key, (void)ud;
-    free(val);
-}
-
 void sl__suspend_free(sl_server_t *srv)
 {
     if (!srv->suspend) return;
-    sl__namemap_foreach(&srv->suspend->agents, free_one, NULL);
-    sl__namemap_free(&srv->suspend->agents);
+    sl__namemap_free_all(&srv->suspend->agents);
     free(srv->suspend);
     srv->suspend = NULL;
 }

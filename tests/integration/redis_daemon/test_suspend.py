@@ -11,25 +11,10 @@ import time
 import unittest
 
 from redis_harness import Redis, Sluiced, wait_until
+from test_anomaly import ADMIN, AGENT, CONFIG as ANOMALY_CONFIG
 
-ADMIN = "admin-secret-1"
-AGENT = "fleet-token"
-
-CONFIG = """backend: %s
-fleet:
-  anomaly_window_s: 120
-  anomaly_min_agents: 5
-  anomaly_min_count: 20
-  suspend_anomalous: true
-auth:
-  admin_token: admin-secret-1
-  tokens:
-    - {token: fleet-token, agent_prefix: ""}
-pools:
-  default:
-    input_tpm: 100000000
-    output_tpm: 100000000
-"""
+# test_anomaly.py's fleet (its judge, tokens and limit), suspending, on Redis.
+CONFIG = "backend: %s\n" + ANOMALY_CONFIG.replace("%s", "true")
 
 
 def served(r, agent):

@@ -10,32 +10,11 @@ import tempfile
 import unittest
 
 from harness import wait_until
+from test_anomaly import ADMIN, AGENT, CONFIG as ANOMALY_CONFIG
 from test_restart import Daemon
 
-ADMIN = "admin-secret-1"
-AGENT = "fleet-token"
-
-CONFIG = """cold_start: full
-state_file: %s
-fleet:
-  anomaly_window_s: 120
-  anomaly_min_agents: 5
-  anomaly_min_count: 20
-  suspend_anomalous: true
-auth:
-  admin_token: admin-secret-1
-  tokens:
-    - {token: fleet-token, agent_prefix: ""}
-limits:
-  tool.call:
-    algorithm: fixed_window
-    rate: 100000
-    period_s: 600
-pools:
-  default:
-    input_tpm: 100000000
-    output_tpm: 100000000
-"""
+# test_anomaly.py's fleet (its judge, tokens and limit), suspending, on a state file.
+CONFIG = "cold_start: full\nstate_file: %s\n" + ANOMALY_CONFIG.replace("%s", "true")
 
 
 def lease(d, agent):
