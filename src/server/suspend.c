@@ -10,7 +10,7 @@
  *     to the copy and written to the backend. A release and an admin's suspension are
  *     answered when the backend has them (a refused write changes nothing); an anomaly's
  *     suspension applies at once and its write is retried every sync until it lands.
- *   - Every SYNC_EVERY (0.25 s, the housekeeping tick) the backend's set is read and the
+ *   - Every housekeeping tick (0.25 s, main.c) the backend's set is read and the
  *     copy follows it: an agent another replica suspended is suspended here, one another
  *     replica released is released here (its anomaly windows emptied, its flag cleared).
  *     So a change on one replica holds on every other within 0.25 s plus one Redis round
@@ -205,6 +205,7 @@ void sl__suspend_by_anomaly(sl_server_t *srv, const char *agent, const char *rol
 
 bool sl__suspend_refuses(sl_server_t *srv, const char *agent)
 {
+    if (!srv->suspend || !srv->suspend->n_active) return false; /* the hot path's usual case */
     susp_t *r = find(srv, agent);
     if (!r || !r->active) return false;
     srv->suspend->refusals_total++;
