@@ -1,5 +1,5 @@
 /* fuzz_api.c - libFuzzer target for the lease API's JSON handlers (lease, settle, extend, tasks,
- * tickets).
+ * tickets, agents' suspension and release).
  *
  * The input is a script, one request per line: `TOKEN METHOD PATH BODY`, where TOKEN is
  * `a` (admin), `w` (a worker token for agents "w-*", role worker only), `r` (agent r1,
@@ -440,8 +440,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl__server_stop(&srv);
     sl_backend_free(srv.backend);
     sl__metrics_free(srv.metrics);
-    sl__fleet_free(&srv); /* as main.c's teardown: the fleet watch's state */
+    sl__fleet_free(&srv);
     sl__anomaly_free(&srv);
+    sl__suspend_free(&srv);
     sl__watch_free(&srv);
     sl__idmap_foreach(&srv.lease_owner, free_owner, NULL);
     sl__idmap_foreach(&srv.ticket_owner, free_owner, NULL);

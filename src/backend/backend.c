@@ -104,6 +104,22 @@ void sl_backend_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud)
     b->ops->ping(b, cb, ud);
 }
 
+void sl_backend_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb,
+                        void *ud)
+{
+    b->ops->suspend(b, s, cb, ud);
+}
+
+void sl_backend_release(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud)
+{
+    b->ops->release(b, agent, cb, ud);
+}
+
+void sl_backend_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud)
+{
+    b->ops->suspensions(b, cb, ud);
+}
+
 int sl_backend_settings_validate(const sl_backend_settings_t *s, long *bad_pool, char *err,
                                  size_t errlen)
 {

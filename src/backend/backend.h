@@ -81,6 +81,23 @@ typedef void (*sl_backend_agents_cb)(int rc, const sl_agent_info_t *agents, size
 typedef void (*sl_backend_tasks_cb)(int rc, const sl_task_info_t *tasks, size_t n, void *ud);
 typedef void (*sl_backend_event_cb)(const sl_event_t *ev, void *ud);
 
+/* A suspended agent (docs/observe.md, "Suspension"): refused 429 `suspended` by every
+ * replica until an admin releases it. The backend keeps these records where they
+ * survive what its quota state survives: the memory backend in its state file, the
+ * redis backend in Redis (one hash every replica reads). Strings are borrowed. */
+typedef struct sl_suspension {
+    const char *agent;
+    const char *role;   /* the agent's role when suspended ("" unknown) */
+    const char *reason; /* "anomaly" (fleet.suspend_anomalous) or "admin" */
+    const char *metric; /* anomaly: "requests" or "violations"; "" for admin */
+    double z;           /* anomaly: the z-score that flagged it; 0 for admin */
+    int64_t count;      /* anomaly: the metric's count in the window; 0 for admin */
+    double at_s;        /* when it was suspended (Unix seconds) */
+} sl_suspension_t;
+/* Every suspension the backend holds, in no particular order. */
+typedef void (*sl_backend_suspensions_cb)(int rc, const sl_suspension_t *s, size_t n,
+                                          const char *errmsg, void *ud);
+
 /* The operations a backend implements. Every one must call its callback exactly once. */
 typedef struct sl_backend_ops {
     const char *name;
@@ -107,6 +124,15 @@ typedef struct sl_backend_ops {
     void (*agents)(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
     /* Answers SL_OK when the backend can take decisions (readiness). */
     void (*ping)(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
+    /* Suspensions. suspend: keeps `s` unless the agent is suspended already (the first
+     * record stands); `value` 1 when it was new, 0 when one existed. release: removes the
+     * agent's record; SL_ENOTFOUND when there was none. Both are durable when answered
+     * SL_OK; a backend that cannot reach its store answers SL_EUNAVAILABLE and changes
+     * nothing. suspensions: every record; SL_ENOTFOUND when the store lost its records
+     * (Redis restarted empty or flushed): callers then suspend again what they hold. */
+    void (*suspend)(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb, void *ud);
+    void (*release)(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
+    void (*suspensions)(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud);
 } sl_backend_ops_t;
 
 /* Who calls a lease or ticket operation. A backend shared by several replicas checks it
@@ -225,6 +251,10 @@ void sl_backend_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud);
 void sl_backend_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud);
 void sl_backend_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
 void sl_backend_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
+void sl_backend_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb,
+                        void *ud);
+void sl_backend_release(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
+void sl_backend_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud);
 
 /* Frees the strings and arrays inside `s` (not `s` itself). */
 void sl_backend_settings_clear(sl_backend_settings_t *s);

@@ -18,6 +18,7 @@
  */
 #include "backend.h"
 #include "persist.h"
+#include "suspended.h"
 
 #include <stdio.h>
 
@@ -53,6 +54,7 @@ typedef struct memory_backend {
     size_t n_journaled;         /* pending events already journaled */
     sl_cold_start_t cold_start; /* for pools whose state is not known */
     bool configured;            /* the first configure (the restore) has run */
+    sl_suspended_set_t suspended; /* suspensions; journaled with a state file */
 } memory_backend_t;
 
 static double mem_now(sl_backend_t *b)
@@ -228,6 +230,7 @@ static void mem_free(sl_backend_t *b)
 {
     memory_backend_t *m = (memory_backend_t *)b;
     sl__persist_free(m->persist);
+    sl__suspended_clear(&m->suspended);
     while (m->strings) {
         str_block_t *next = m->strings->next;
         free(m->strings);
@@ -543,6 +546,37 @@ static void mem_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud)
     op_end(m);
 }
 
+/* Suspensions are journaled like any operation: durable against kill -9 when answered. */
+static void mem_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb, void *ud)
+{
+    memory_backend_t *m = (memory_backend_t *)b;
+    int added = sl__suspended_put(&m->suspended, s);
+    if (added > 0 && m->persist) {
+        sl__persist_suspended(m->persist, s);
+        sl__persist_flush(m->persist, m->engine);
+    }
+    if (cb)
+        cb(added < 0 ? SL_ENOMEM : SL_OK, added > 0 ? 1 : 0, added < 0 ? "out of memory" : NULL,
+           ud);
+}
+
+static void mem_release(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud)
+{
+    memory_backend_t *m = (memory_backend_t *)b;
+    bool found = sl__suspended_del(&m->suspended, agent);
+    if (found && m->persist) {
+        sl__persist_released(m->persist, agent);
+        sl__persist_flush(m->persist, m->engine);
+    }
+    if (cb) cb(found ? SL_OK : SL_ENOTFOUND, 0, found ? NULL : "agent: not suspended", ud);
+}
+
+static void mem_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud)
+{
+    memory_backend_t *m = (memory_backend_t *)b;
+    cb(SL_OK, m->suspended.items, m->suspended.n, NULL, ud);
+}
+
 static const sl_backend_ops_t memory_ops = {
     .name = "memory",
     .free = mem_free,
@@ -561,6 +595,9 @@ static const sl_backend_ops_t memory_ops = {
     .pools = mem_pools,
     .agents = mem_agents,
     .ping = mem_ping,
+    .suspend = mem_suspend,
+    .release = mem_release,
+    .suspensions = mem_suspensions,
 };
 
 void sl_memory_options_init(sl_memory_options_t *o)
@@ -611,6 +648,7 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
             return NULL;
         }
         floor = sl__persist_id_floor(m->persist);
+        sl__persist_bind_suspended(m->persist, &m->suspended);
         if (sl__persist_found(m->persist) == SL_PERSIST_UNREADABLE)
             fprintf(stderr,
                     "sluiced: state_file: %s was not a readable sluice state file (moved to "

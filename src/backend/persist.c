@@ -13,7 +13,7 @@
  * The file: the magic "SLSTATE1", then records. A record is a u32 length, a u64
  * FNV-1a checksum of its body, and the body: a type byte and fields in this machine's
  * byte order (the file is not moved between architectures). A snapshot is an 'I'
- * record, every 'P', 'L' and 'C' record of the state, and an 'S' record; the journal
+ * record, every 'P', 'L', 'C' and 'U' record of the state, and an 'S' record; the journal
  * follows it, then zeros up to the end of the preallocated room. Reading stops at a zero
  * length or the first record that is cut short or fails its checksum (a write torn by
  * a power failure): everything before it is kept.
@@ -28,6 +28,8 @@
  *   E  lease ended       u64 id
  *   C  calibration       str pool, model, f64 sample[64], i32 n, pos, i64 total; since
  *                        version 2: i64 out_sample[64], i32 out_n, out_pos
+ *   U  agent suspended   str agent, role, reason, metric, f64 z, i64 count, f64 at
+ *   V  agent released    str agent
  *
  * Record version 2 appends fields to P and C: a reader takes them when the record holds
  * them, so a file of version 1 (no appended fields) restores as before, with the
@@ -39,6 +41,7 @@
  * so the next run's base, above the last reservation, repeats no id even after a
  * power failure. */
 #include "persist.h"
+#include "suspended.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -274,6 +277,8 @@ struct sl_persist {
     size_t n_ended, cap_ended;
     loaded_calib_t *calibs;
     size_t n_calibs;
+    sl_suspended_set_t susp_loaded;  /* the file's suspensions, until bound */
+    const sl_suspended_set_t *susp;  /* the live set snapshots write (borrowed) */
 };
 
 static void *sync_main(void *arg);
@@ -320,6 +325,7 @@ static void loaded_free(sl_persist_t *p)
     free(p->calibs);
     p->calibs = NULL;
     p->n_calibs = 0;
+    sl__suspended_clear(&p->susp_loaded);
 }
 
 /* ---- reading ---------------------------------------------------------------------- */
@@ -467,6 +473,32 @@ static int load_calib(sl_persist_t *p, rd_t *r)
     return 0;
 }
 
+/* 'U' and 'V': the journal replays suspensions and releases in their order. */
+static int load_suspended(sl_persist_t *p, rd_t *r)
+{
+    sl_suspension_t s = {0};
+    char *agent = get_str(r), *role = get_str(r), *reason = get_str(r), *metric = get_str(r);
+    s.agent = agent, s.role = role, s.reason = reason, s.metric = metric;
+    s.z = get_f64(r);
+    s.count = get_i64(r);
+    s.at_s = get_f64(r);
+    int rc = r->bad || !agent ? -1 : sl__suspended_put(&p->susp_loaded, &s) < 0 ? -1 : 0;
+    free(agent), free(role), free(reason), free(metric);
+    return rc;
+}
+
+static int load_released(sl_persist_t *p, rd_t *r)
+{
+    char *agent = get_str(r);
+    if (r->bad || !agent) {
+        free(agent);
+        return -1;
+    }
+    sl__suspended_del(&p->susp_loaded, agent);
+    free(agent);
+    return 0;
+}
+
 /* Reads the whole file into memory. Returns 0 (with *data NULL when there is no file),
  * or -1 with errno set. */
 static int slurp(const char *path, unsigned char **data, size_t *len)
@@ -555,6 +587,12 @@ static int parse(sl_persist_t *p, const unsigned char *data, size_t len)
             break;
         case 'C':
             rc = load_calib(p, &r);
+            break;
+        case 'U':
+            rc = load_suspended(p, &r);
+            break;
+        case 'V':
+            rc = load_released(p, &r);
             break;
         case 'S':
             snapshot_done = true;
@@ -746,6 +784,40 @@ static void write_calib(buf_t *b, const char *pool, const sl_calibration_state_t
     rec_end(b, at);
 }
 
+static void write_suspended(buf_t *b, const sl_suspension_t *s)
+{
+    size_t at = rec_begin(b, 'U');
+    put_str(b, s->agent);
+    put_str(b, s->role);
+    put_str(b, s->reason);
+    put_str(b, s->metric);
+    put_f64(b, s->z);
+    put_i64(b, s->count);
+    put_f64(b, s->at_s);
+    rec_end(b, at);
+}
+
+void sl__persist_bind_suspended(sl_persist_t *p, sl_suspended_set_t *set)
+{
+    sl_suspended_set_t loaded = p->susp_loaded;
+    p->susp_loaded = *set;
+    *set = loaded;
+    sl__suspended_clear(&p->susp_loaded);
+    p->susp = set;
+}
+
+void sl__persist_suspended(sl_persist_t *p, const sl_suspension_t *s)
+{
+    write_suspended(&p->out, s);
+}
+
+void sl__persist_released(sl_persist_t *p, const char *agent)
+{
+    size_t at = rec_begin(&p->out, 'V');
+    put_str(&p->out, agent);
+    rec_end(&p->out, at);
+}
+
 static void write_reserve(buf_t *b, uint64_t reserved)
 {
     size_t at = rec_begin(b, 'I');
@@ -879,6 +951,8 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
     snap_ctx_t ctx = {.b = &b, .e = e};
     sl_engine_pool_foreach(e, snap_pool, &ctx);
     sl_engine_lease_foreach(e, snap_lease, &ctx);
+    for (size_t i = 0; p->susp && i < p->susp->n; i++)
+        write_suspended(&b, &p->susp->items[i]);
     size_t at = rec_begin(&b, 'S');
     rec_end(&b, at);
     int fd = -1, rc;

@@ -20,6 +20,8 @@
 
 #include <sluice/engine.h>
 
+#include "backend.h"
+
 struct event_base;
 
 typedef struct sl_persist sl_persist_t;
@@ -72,6 +74,14 @@ void sl__persist_lease(sl_persist_t *p, const sl_engine_t *e, uint64_t lease);
 void sl__persist_lease_end(sl_persist_t *p, uint64_t lease);
 void sl__persist_calibration(sl_persist_t *p, const sl_engine_t *e, const char *pool,
                              const char *model);
+
+/* Suspensions (backend.h): `set` receives what the file held (its earlier contents are
+ * dropped) and is the set every later snapshot writes; it must outlive `p`. */
+struct sl_suspended_set;
+void sl__persist_bind_suspended(sl_persist_t *p, struct sl_suspended_set *set);
+/* Journal records of a suspension and a release, buffered until sl__persist_flush(). */
+void sl__persist_suspended(sl_persist_t *p, const sl_suspension_t *s);
+void sl__persist_released(sl_persist_t *p, const char *agent);
 
 /* A record could not be made (out of memory): the next flush writes a snapshot. */
 void sl__persist_mark_lost(sl_persist_t *p);

@@ -23,10 +23,12 @@
  * out among planners. A role with fewer than anomaly_min_agents active agents is never
  * judged: there is no baseline to be far from.
  *
- * With fleet.suspend_anomalous a flagged agent is suspended: its lease requests and
- * action-limit checks are refused 429 `suspended` before they reach the backend (a
- * refusal changes nothing else) until an admin releases it, which also empties its
- * windows so the burst that flagged it does not flag it again at once.
+ * With fleet.suspend_anomalous a flagged agent is suspended (suspend.c: the record is
+ * the backend's, so it survives a restart and holds on every replica): its lease
+ * requests and action-limit checks are refused 429 `suspended` before they reach the
+ * backend (a refusal changes nothing else) until an admin releases it, which also
+ * empties its windows on every replica so the burst that flagged it does not flag it
+ * again at once. Detection itself is per replica: each judges the traffic it serves.
  */
 #include "server.h"
 
@@ -47,8 +49,6 @@ typedef struct agent_watch {
     const char *metric; /* "requests" or "violations" while flagged */
     double z;
     uint64_t count; /* the flagged metric's count in the window */
-    bool suspended;
-    double suspended_at;
 } agent_watch_t;
 
 typedef struct sample sample_t;
@@ -57,8 +57,7 @@ struct sl_anomaly {
     sl_namemap_t agents; /* name -> agent_watch_t */
     sample_t *scratch;   /* the evaluation's two arrays of samples, kept between ticks */
     size_t scratch_cap;  /* samples per array */
-    size_t n_flagged, n_suspended;
-    uint64_t suspensions_total, releases_total, refusals_total;
+    size_t n_flagged;
 };
 
 static sl_anomaly_t *anomaly_of(sl_server_t *srv)
@@ -72,15 +71,13 @@ static agent_watch_t *watch_of(sl_server_t *srv, const char *agent)
 {
     sl_anomaly_t *a = anomaly_of(srv);
     if (!a || !agent || !*agent) return NULL;
-    agent_watch_t *w = sl__namemap_get(&a->agents, agent);
-    if (w || a->agents.count >= MAX_TRACKED_AGENTS) return w;
-    w = calloc(1, sizeof(*w));
-    if (w) w->name = sl__namemap_put(&a->agents, agent, w);
-    if (!w || !w->name) {
-        free(w);
-        return NULL;
+    const char *made = NULL;
+    agent_watch_t *w =
+        sl__namemap_obtain(&a->agents, agent, sizeof(*w), MAX_TRACKED_AGENTS, &made);
+    if (made) { /* new */
+        w->name = made;
+        snprintf(w->role, sizeof(w->role), "worker");
     }
-    snprintf(w->role, sizeof(w->role), "worker");
     return w;
 }
 
@@ -102,12 +99,9 @@ static bool role_known(const sl_server_t *srv, const char *role)
 
 bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role)
 {
-    agent_watch_t *w = srv->anomaly && agent ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
-    if (w && w->suspended) {
-        srv->anomaly->refusals_total++;
-        return true;
-    }
+    if (sl__suspend_refuses(srv, agent)) return true;
     if (role && role_known(srv, role)) {
+        agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
         if (!w) w = watch_of(srv, agent);
         if (w) snprintf(w->role, sizeof(w->role), "%s", role);
     }
@@ -216,7 +210,7 @@ static void publish(sl_server_t *srv, agent_watch_t *w, bool active, double t)
         json_object_set_new(j, "metric", json_string(w->metric));
         json_object_set_new(j, "z", json_real(w->z));
         json_object_set_new(j, "count", json_integer((json_int_t)w->count));
-        json_object_set_new(j, "suspended", json_boolean(w->suspended));
+        json_object_set_new(j, "suspended", json_boolean(sl__suspend_active(srv, w->name)));
     }
     sl__events_publish_about(srv, "alert", w->name, j);
     sl_event_t ev = {
@@ -241,12 +235,8 @@ static void set_flag(sl_server_t *srv, agent_watch_t *w, int metric, double z, d
     if (was) return;
     w->flagged = true;
     a->n_flagged++;
-    if (srv->config.fleet.suspend_anomalous && !w->suspended) {
-        w->suspended = true;
-        w->suspended_at = t;
-        a->n_suspended++;
-        a->suspensions_total++;
-    }
+    if (srv->config.fleet.suspend_anomalous)
+        sl__suspend_by_anomaly(srv, w->name, w->role, w->metric, w->z, w->count, t);
     publish(srv, w, true, t);
 }
 
@@ -316,33 +306,27 @@ void sl__anomaly_tick(sl_server_t *srv)
 
 /* ---- release, views --------------------------------------------------------------- */
 
-void sl__handle_agent_release(sl_call_t *call, const char *agent)
+void sl__anomaly_forget(sl_server_t *srv, const char *agent)
 {
-    sl_server_t *srv = call->srv;
-    if (!call->admin) {
-        sl__reply_error(call, 403, "forbidden", "release: needs the admin token");
-        return;
-    }
     agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
-    if (!w) {
-        sl__reply_error(call, 404, "not_found", "agent: '%.128s' is not an agent sluiced has seen",
-                        agent);
-        return;
-    }
-    if (!w->suspended) {
-        sl__reply_error(call, 404, "not_found", "agent: '%.128s' is not suspended", agent);
-        return;
-    }
-    double t = now_s(srv);
-    w->suspended = false;
-    srv->anomaly->n_suspended--;
-    srv->anomaly->releases_total++;
+    if (!w) return;
     sl__window_clear(&w->requests);
     sl__window_clear(&w->violations);
-    set_flag(srv, w, -1, 0, 0, t);
-    sl__reply_json(call, 200,
-                   json_pack("{s:s,s:s,s:f}", "status", "released", "agent", w->name, "suspended_s",
-                             t - w->suspended_at));
+    set_flag(srv, w, -1, 0, 0, now_s(srv));
+}
+
+bool sl__anomaly_flagged(const sl_server_t *srv, const char *agent)
+{
+    const agent_watch_t *w =
+        srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    return w && w->flagged;
+}
+
+const char *sl__anomaly_role(const sl_server_t *srv, const char *agent)
+{
+    const agent_watch_t *w =
+        srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    return w ? w->role : "";
 }
 
 static json_t *flag_json(const agent_watch_t *w)
@@ -356,7 +340,7 @@ void sl__anomaly_annotate(sl_server_t *srv, const char *agent, json_t *obj)
 {
     agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
     json_object_set_new(obj, "anomaly", flag_json(w));
-    json_object_set_new(obj, "suspended", json_boolean(w && w->suspended));
+    sl__suspend_annotate(srv, agent, obj);
 }
 
 typedef struct list_ctx {
@@ -368,16 +352,20 @@ static void list_one(const char *key, void *val, void *ud)
 {
     list_ctx_t *c = ud;
     agent_watch_t *w = val;
-    if (!w->flagged && !w->suspended) return;
+    if (!w->flagged) return;
     if (!c->call->admin && !sl__token_may_act_as(c->call, key)) return;
-    json_array_append_new(c->arr, json_pack("{s:s,s:s,s:o,s:b}", "agent", key, "role", w->role,
-                                            "anomaly", flag_json(w), "suspended", w->suspended));
+    sl_server_t *srv = c->call->srv;
+    json_array_append_new(c->arr, json_pack("{s:s,s:s,s:o,s:b,s:o}", "agent", key, "role",
+                                            w->role, "anomaly", flag_json(w), "suspended",
+                                            sl__suspend_active(srv, key), "suspension",
+                                            sl__suspend_record_json(srv, key)));
 }
 
 json_t *sl__anomaly_json(sl_call_t *call)
 {
     list_ctx_t c = {call, json_array()};
     if (call->srv->anomaly) sl__namemap_foreach(&call->srv->anomaly->agents, list_one, &c);
+    sl__suspend_list_unflagged(call, c.arr); /* suspended by any replica, flagged by none here */
     return c.arr;
 }
 
@@ -427,34 +415,17 @@ void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out)
         sl__agent_series(out, names[k], "", v, c.n, top, k < 2);
     }
     free(v);
-    evbuffer_add_printf(
-        out,
-        "# HELP sluice_agents_suspended Agents suspended now (anomaly).\n"
-        "# TYPE sluice_agents_suspended gauge\nsluice_agents_suspended %zu\n"
-        "# HELP sluice_agents_flagged Agents flagged anomalous now.\n"
-        "# TYPE sluice_agents_flagged gauge\nsluice_agents_flagged %zu\n"
-        "# HELP sluice_agent_suspensions_total Suspensions, releases, requests refused.\n"
-        "# TYPE sluice_agent_suspensions_total counter\n"
-        "sluice_agent_suspensions_total{event=\"suspended\"} %llu\n"
-        "sluice_agent_suspensions_total{event=\"released\"} %llu\n"
-        "sluice_agent_suspensions_total{event=\"refused\"} %llu\n",
-        a ? a->n_suspended : 0, a ? a->n_flagged : 0,
-        (unsigned long long)(a ? a->suspensions_total : 0),
-        (unsigned long long)(a ? a->releases_total : 0),
-        (unsigned long long)(a ? a->refusals_total : 0));
-}
-
-static void free_one(const char *key, void *val, void *ud)
-{
-    (void)key, (void)ud;
-    free(val);
+    evbuffer_add_printf(out,
+                        "# HELP sluice_agents_flagged Agents flagged anomalous now.\n"
+                        "# TYPE sluice_agents_flagged gauge\nsluice_agents_flagged %zu\n",
+                        a ? a->n_flagged : 0);
+    sl__suspend_metrics_render(srv, out);
 }
 
 void sl__anomaly_free(sl_server_t *srv)
 {
     if (!srv->anomaly) return;
-    sl__namemap_foreach(&srv->anomaly->agents, free_one, NULL);
-    sl__namemap_free(&srv->anomaly->agents);
+    sl__namemap_free_all(&srv->anomaly->agents);
     free(srv->anomaly->scratch);
     free(srv->anomaly);
     srv->anomaly = NULL;

@@ -1,5 +1,5 @@
 /* fleet.h - watching the fleet: the four numbers (fleet.c), anomaly detection and
- * suspension (anomaly.c), seed 001's metrics (watch_metrics.c) and their helpers
+ * suspension (anomaly.c, suspend.c), seed 001's metrics (watch_metrics.c) and their helpers
  * (namemap.c, slidewin.c, agent_series.c). Internal to sluiced; included by server.h. */
 #ifndef SL_FLEET_H
 #define SL_FLEET_H
@@ -27,6 +27,11 @@ void *sl__namemap_get(const sl_namemap_t *m, const char *key);
 /* Stores `val` under a copy of `key`, replacing any value. Returns the stored key (valid
  * until the entry is removed), or NULL when out of memory (the map is unchanged). */
 const char *sl__namemap_put(sl_namemap_t *m, const char *key, void *val);
+/* The value under `key`; when absent and the map holds fewer than `max_count` entries, a
+ * new zeroed value of `size` bytes (malloc'd) stored under a copy of `key`, whose stored
+ * key goes to `*stored_key`. NULL when absent and full, or out of memory. */
+void *sl__namemap_obtain(sl_namemap_t *m, const char *key, size_t size, size_t max_count,
+                         const char **stored_key);
 /* Removes `key` and returns its value (NULL when absent). */
 void *sl__namemap_del(sl_namemap_t *m, const char *key);
 /* Calls `fn` on every entry; `fn` must not add or remove entries. */
@@ -34,6 +39,8 @@ void sl__namemap_foreach(const sl_namemap_t *m, void (*fn)(const char *key, void
                          void *ud);
 /* Frees the map's keys and arrays (not the values). */
 void sl__namemap_free(sl_namemap_t *m);
+/* Frees every value with free(), then the map. */
+void sl__namemap_free_all(sl_namemap_t *m);
 
 /* ---- slidewin.c: a sliding-window counter in SL_WINDOW_SLOTS slots ----------------- */
 /* A window of W seconds is SL_WINDOW_SLOTS slots of W / SL_WINDOW_SLOTS seconds aligned
@@ -101,9 +108,14 @@ void sl__anomaly_on_limit_check(struct sl_server *srv, const char *agent, bool a
 /* Evaluates every agent against its role's baseline (housekeeping, once a second):
  * raises and clears `anomaly`, suspends when configured. */
 void sl__anomaly_tick(struct sl_server *srv);
-/* POST /v1/agents/{agent}/release. */
-void sl__handle_agent_release(struct sl_call *call, const char *agent);
-/* Adds "anomaly" (null or {metric, z, count}) and "suspended" to an agent's JSON. */
+/* Empties the agent's windows and clears its flag (a release, on any replica). */
+void sl__anomaly_forget(struct sl_server *srv, const char *agent);
+/* True while the agent is flagged here. */
+bool sl__anomaly_flagged(const struct sl_server *srv, const char *agent);
+/* The role this replica knows the agent by ("" when it has not seen it). */
+const char *sl__anomaly_role(const struct sl_server *srv, const char *agent);
+/* Adds "anomaly" (null or {metric, z, count}), "suspended" and "suspension" to an
+ * agent's JSON. */
 void sl__anomaly_annotate(struct sl_server *srv, const char *agent, json_t *obj);
 /* The flagged and suspended agents `call` may see, for GET /v1/fleet. */
 json_t *sl__anomaly_json(struct sl_call *call);
@@ -112,6 +124,37 @@ bool sl__anomaly_active(const struct sl_server *srv);
 /* Appends the per-agent series (top N plus `other`) and the suspension gauges. */
 void sl__anomaly_metrics_render(struct sl_server *srv, struct evbuffer *out);
 void sl__anomaly_free(struct sl_server *srv);
+
+/* ---- suspend.c: suspended agents, durable and fleet-wide (the backend's records) ---- */
+typedef struct sl_suspend sl_suspend_t;
+/* Suspends `agent` for an anomaly at once (refused from now on) and writes the record
+ * to the backend, retried by later syncs until it lands. Nothing when suspended already. */
+void sl__suspend_by_anomaly(struct sl_server *srv, const char *agent, const char *role,
+                            const char *metric, double z, uint64_t count, double at_s);
+/* True (and counted as a refusal) when `agent` is suspended. */
+bool sl__suspend_refuses(struct sl_server *srv, const char *agent);
+/* True when `agent` is suspended (nothing counted). */
+bool sl__suspend_active(const struct sl_server *srv, const char *agent);
+/* Reads the backend's suspensions and follows them: suspends what another replica
+ * suspended, releases (and forgets the windows of) what another released. Housekeeping
+ * calls it every 0.25 s; at most one read is in flight. */
+void sl__suspend_sync(struct sl_server *srv);
+/* POST /v1/agents/{agent}/suspend and /release (admin only). */
+void sl__handle_agent_suspend(struct sl_call *call, const char *agent);
+void sl__handle_agent_release(struct sl_call *call, const char *agent);
+/* Adds "suspended" (bool) and "suspension" (null or the record) to an agent's JSON. */
+void sl__suspend_annotate(struct sl_server *srv, const char *agent, json_t *obj);
+/* The record of a suspended agent as JSON, or JSON null. */
+json_t *sl__suspend_record_json(const struct sl_server *srv, const char *agent);
+/* Appends to `arr` the suspended agents that are not flagged here, for GET /v1/fleet. */
+void sl__suspend_list_unflagged(struct sl_call *call, json_t *arr);
+/* Appends to GET /v1/agents's `arr` the suspended agents `call` may see that it does not
+ * list (this replica's engine has not seen them since its start): zero counts, state
+ * "idle", the suspension. */
+void sl__suspend_add_unlisted(struct sl_call *call, json_t *arr);
+/* The suspension gauge and counters. */
+void sl__suspend_metrics_render(struct sl_server *srv, struct evbuffer *out);
+void sl__suspend_free(struct sl_server *srv);
 
 /* ---- watch_metrics.c: seed 001's metrics -------------------------------------------- */
 typedef struct sl_watch sl_watch_t;

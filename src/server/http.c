@@ -327,6 +327,11 @@ static void r_agent_release(sl_call_t *c, char **seg, int m, const char *q)
     (void)m, (void)q;
     sl__handle_agent_release(c, seg[2]);
 }
+static void r_agent_suspend(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)m, (void)q;
+    sl__handle_agent_suspend(c, seg[2]);
+}
 static void r_reload(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)seg, (void)m, (void)q;
@@ -360,6 +365,7 @@ static const struct route {
     {3, {"v1", "pools", "*"}, "GET", r_pool},
     {2, {"v1", "agents"}, "GET", r_agents},
     {4, {"v1", "agents", "*", "release"}, "POST", r_agent_release},
+    {4, {"v1", "agents", "*", "suspend"}, "POST", r_agent_suspend},
     {2, {"v1", "fleet"}, "GET", r_fleet},
     {2, {"v1", "events"}, "GET", r_events},
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
@@ -443,7 +449,7 @@ static void on_request(sl_hreq_t *req, void *arg)
                sl__authenticate(call) == 0) {
         /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
         bool body_optional = (n == 3 && !strcmp(seg[1], "admin")) ||
-                             (n == 4 && !strcmp(seg[1], "agents")); /* .../release */
+                             (n == 4 && !strcmp(seg[1], "agents")); /* .../release, /suspend */
         bool api = n > 0 && !strcmp(seg[0], "v1");
         if (!method_has_body(call->method) ||
             ((!api || check_content_type(call) == 0) && read_body(call, !body_optional) == 0))

@@ -49,6 +49,7 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
     (void)what;
     ticks++;
     sl__events_flush(srv);
+    sl__suspend_sync(srv); /* 0.25 s: what other replicas suspended and released */
     if (ticks % 4 == 0) { /* 1 s */
         sl__anomaly_tick(srv);
         sl__watch_tick(srv);
@@ -172,6 +173,7 @@ static int run(sl_server_t *srv)
         fprintf(stderr, "sluiced: %s\n", err);
         goto done;
     }
+    sl__suspend_sync(srv); /* the memory backend answers at once: refused from the start */
     if (sl__events_open_log(srv, err, sizeof(err)) < 0 ||
         sl__server_start(srv, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluiced: %s\n", err);
@@ -229,6 +231,7 @@ done:
     sl__metrics_free(srv->metrics);
     sl__fleet_free(srv);
     sl__anomaly_free(srv);
+    sl__suspend_free(srv);
     sl__watch_free(srv);
     if (srv->base) event_base_free(srv->base);
     return rc;

@@ -72,6 +72,21 @@ const char *sl__namemap_put(sl_namemap_t *m, const char *key, void *val)
     return copy;
 }
 
+void *sl__namemap_obtain(sl_namemap_t *m, const char *key, size_t size, size_t max_count,
+                         const char **stored_key)
+{
+    void *val = sl__namemap_get(m, key);
+    if (val || m->count >= max_count) return val;
+    val = calloc(1, size);
+    const char *k = val ? sl__namemap_put(m, key, val) : NULL;
+    if (!k) {
+        free(val);
+        return NULL;
+    }
+    if (stored_key) *stored_key = k;
+    return val;
+}
+
 void *sl__namemap_del(sl_namemap_t *m, const char *key)
 {
     if (!m->cap) return NULL;
@@ -99,6 +114,13 @@ void sl__namemap_foreach(const sl_namemap_t *m, void (*fn)(const char *key, void
 {
     for (size_t i = 0; i < m->cap; i++)
         if (m->keys[i]) fn(m->keys[i], m->vals[i], ud);
+}
+
+void sl__namemap_free_all(sl_namemap_t *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i]) free(m->vals[i]);
+    sl__namemap_free(m);
 }
 
 void sl__namemap_free(sl_namemap_t *m)

@@ -98,7 +98,8 @@ struct sl_server {
     sl_limits_api_t *limits; /* action limits (limits_api.c) */
     sl_dashboard_t *dashboard; /* the dashboard's login session (dashboard.c), NULL until one */
     sl_fleet_t *fleet;         /* the four numbers (fleet.c), NULL until the first event */
-    sl_anomaly_t *anomaly;     /* per-agent rates and suspensions (anomaly.c), NULL until one */
+    sl_anomaly_t *anomaly;     /* per-agent rates and flags (anomaly.c), NULL until one */
+    sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
 };
 

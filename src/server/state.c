@@ -130,6 +130,7 @@ static void on_agents(int rc, const sl_agent_info_t *a, size_t n, void *ud)
         if (last && a[i].team) json_object_set_new(last, "team", json_string(a[i].team));
         if (last) sl__anomaly_annotate(call->srv, a[i].name, last);
     }
+    sl__suspend_add_unlisted(call, arr); /* suspended elsewhere or before a restart */
     sl__reply_json(call, 200, json_pack("{s:o}", "agents", arr));
 }
 

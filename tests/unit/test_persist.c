@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "persist.h"
+#include "suspended.h"
 
 #define T0 1796000000.0
 
@@ -357,6 +358,44 @@ static void test_ids_are_reserved_ahead_of_use(void **state)
     sl__persist_free(p);
 }
 
+/* Suspensions: one in the snapshot, one journaled after it, the first released in the
+ * journal; a restart finds exactly the second, and a new snapshot keeps it. */
+static void test_suspensions_come_back_in_journal_order(void **state)
+{
+    fixture_t *f = *state;
+    char err[512];
+    sl_suspended_set_t set = {0};
+    sl_persist_t *p = open_ok(f);
+    sl__persist_bind_suspended(p, &set);
+    sl_engine_t *e = engine();
+    sl_suspension_t a = {"runaway", "worker", "anomaly", "requests", 7.5, 80, T0};
+    sl_suspension_t b = {"looper", "", "admin", "", 0, 0, T0 + 1};
+    assert_int_equal(sl__suspended_put(&set, &a), 1);
+    assert_int_equal(sl__suspended_put(&set, &a), 0); /* the first record stands */
+    assert_int_equal(sl__persist_snapshot(p, e, err, sizeof err), 0);
+    assert_int_equal(sl__suspended_put(&set, &b), 1);
+    sl__persist_suspended(p, &b);
+    assert_true(sl__suspended_del(&set, "runaway"));
+    sl__persist_released(p, "runaway");
+    sl__persist_flush(p, e);
+    sl__persist_free(p);
+
+    for (int round = 0; round < 2; round++) { /* read, snapshot again, read again */
+        sl_suspended_set_t back = {0};
+        p = open_ok(f);
+        sl__persist_bind_suspended(p, &back);
+        assert_int_equal(back.n, 1);
+        assert_string_equal(back.items[0].agent, "looper");
+        assert_string_equal(back.items[0].reason, "admin");
+        assert_true(back.items[0].at_s == T0 + 1);
+        assert_int_equal(sl__persist_snapshot(p, e, err, sizeof err), 0);
+        sl__persist_free(p);
+        sl__suspended_clear(&back);
+    }
+    sl__suspended_clear(&set);
+    sl_engine_free(e);
+}
+
 static void test_an_unreadable_path_is_an_error_naming_it(void **state)
 {
     fixture_t *f = *state;
@@ -377,6 +416,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ids_are_reserved_ahead_of_use, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_version_1_file_still_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_durations_and_output_samples_come_back, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_suspensions_come_back_in_journal_order, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_an_unreadable_path_is_an_error_naming_it, setup,
                                         teardown),

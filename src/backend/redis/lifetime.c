@@ -50,6 +50,9 @@ static const sl_backend_ops_t redis_ops = {
     .pools = sl__rb_pools,
     .agents = sl__rb_agents,
     .ping = sl__rb_ping,
+    .suspend = sl__rb_suspend,
+    .release = sl__rb_release,
+    .suspensions = sl__rb_suspensions,
 };
 
 bool sl_backend_redis_state_lost(sl_backend_t *b, const char *pool)

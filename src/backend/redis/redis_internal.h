@@ -11,6 +11,7 @@
  *   manage.c     configure, the task graph, pool and agent listings, ping
  *   redis_proto.c  FCALL argument vectors and reply decoding; sluice.lua the library itself
  *   limits_fcall.c the action limits' FCALLs (limits.lua) and loading that library
+ *   suspend.c    suspended agents: one hash every replica reads
  * Every function here is called from a file other than its own; each is defined in the
  * file its group names, and runs on the daemon's libevent thread.
  */
@@ -134,6 +135,7 @@ struct rb {
     uint64_t seq;
     sl_backend_clock_t clock;
     int connect_pending; /* configure steps left before up */
+    bool suspended_seen; /* the suspensions hash's marker was read (suspend.c) */
     bool freeing;
 };
 
@@ -265,4 +267,9 @@ void sl__rb_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud);
 void sl__rb_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud);
 void sl__rb_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
 void sl__rb_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
+
+/* ---- suspend.c (operations-table entries, as ops.c's) ---- */
+void sl__rb_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb, void *ud);
+void sl__rb_release(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
+void sl__rb_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud);
 #endif

@@ -16,7 +16,7 @@ const EVENTS_SHOWN = 40;
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const EVENT_NAMES = ['granted', 'queued', 'rejected', 'settled', 'cancelled', 'reaped', 'unclaimed',
   'ticket_cancelled', 'ticket_expired', 'ticket_rejected', 'upstream_429', 'margin', 'alert',
-  'limit_adopted', 'resync'];
+  'limit_adopted', 'resync', 'suspension'];
 
 const state = {
   pools: new Map(),    /* name -> {info, history: [{t, level: {}, capacity: {}, inflight, depth}]} */
@@ -193,6 +193,10 @@ function onEvent(name, ev) {
       break;
     case 'upstream_429':
       bin(ev.ts).upstream429++;
+      break;
+    case 'suspension': /* the agents table and the fleet's count change now */
+      pollAgents();
+      pollFleet();
       break;
     case 'alert': {
       /* an agent's alert (anomaly) is its own: one per agent */
@@ -442,8 +446,15 @@ function renderPools() {
   }
 }
 
+/* Who suspended an agent that is not flagged here: an admin, or another replica's judge. */
+function suspendedBy(a) {
+  const s = a.suspension;
+  if (!s) return '';
+  return s.reason === 'admin' ? ' (by an admin)' : ' (anomaly: ' + s.metric + ' z ' + fmt(s.z, 1) + ')';
+}
+
 function anomalyText(a) {
-  if (!a.anomaly) return a.suspended ? 'suspended' : '';
+  if (!a.anomaly) return a.suspended ? 'suspended' + suspendedBy(a) : '';
   return a.anomaly.metric + ' z ' + fmt(a.anomaly.z, 1) + (a.suspended ? ', suspended' : '');
 }
 
@@ -497,6 +508,7 @@ function eventDetail(name, ev) {
       (ev.metric ? ': ' + ev.metric + ' z ' + fmt(ev.z, 1) + (ev.suspended ? ', suspended' : '') : '');
     case 'limit_adopted':
     case 'resync': return ev.bucket + ' ' + fmt(ev.value);
+    case 'suspension': return (ev.active ? 'suspended' : 'released') + ' (' + ev.reason + ')';
     default: return '';
   }
 }
