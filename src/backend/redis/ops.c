@@ -122,11 +122,8 @@ void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decisio
         return;
     }
     if (req->task) {
-        sl__rcmd_t cmd = {0};
-        sl__rcmd_raw(&cmd, "FCALL");
-        sl__rcmd_raw(&cmd, "sluice_task_unblocks");
-        sl__rcmd_raw(&cmd, "1");
-        sl__rcmd_raw(&cmd, "sluice:{graph}:tasks");
+        sl__rcmd_t cmd;
+        sl__rcmd_graph(&cmd, "sluice_task_unblocks");
         sl__rcmd_raw(&cmd, req->task);
         sl__rb_send_cmd(rb, &cmd, on_graph_unblocks, op, 0, false);
         return;
