@@ -354,22 +354,10 @@ static void jb_str(sl_jbuf_t *b, const char *s)
     sl__jb_lit(b, "\"");
 }
 
-static void jb_seconds_us(sl_jbuf_t *b, int64_t us)
-{
-    sl__jb_seconds(b, (double)us / 1e6);
-}
-
-/* `key` (JSON text: a comma, the quoted name and a colon) followed by the value. */
-static void jb_i64_at(sl_jbuf_t *b, const char *key, int64_t v)
-{
-    sl__jb_lit(b, key);
-    sl__jb_i64(b, v);
-}
-
+/* `key` (JSON text: a comma, the quoted name and a colon), then microseconds as seconds. */
 static void jb_us_at(sl_jbuf_t *b, const char *key, int64_t us)
 {
-    sl__jb_lit(b, key);
-    jb_seconds_us(b, us);
+    sl__jb_key_seconds(b, key, (double)us / 1e6);
 }
 
 /* `lead` then a level's object up to its key: {"limit":"…","key":"…" */
@@ -396,8 +384,8 @@ static void jb_level_close(sl_jbuf_t *b, sl_limit_reason_t reason)
 static void format_result(sl_jbuf_t *b, const sl_limit_result_t *r, double waited_s)
 {
     sl__jb_lit(b, r->allowed ? "{\"allowed\":true" : "{\"allowed\":false");
-    jb_i64_at(b, ",\"limit\":", r->limit);
-    jb_i64_at(b, ",\"remaining\":", r->remaining);
+    sl__jb_key_i64(b, ",\"limit\":", r->limit);
+    sl__jb_key_i64(b, ",\"remaining\":", r->remaining);
     jb_us_at(b, ",\"reset_after\":", r->reset_after_us);
     jb_us_at(b, ",\"retry_after\":", r->retry_after_us);
     jb_us_at(b, ",\"delay\":", r->delay_us);
@@ -405,14 +393,13 @@ static void format_result(sl_jbuf_t *b, const sl_limit_result_t *r, double waite
     for (size_t i = 0; i < r->n_checked; i++) {
         const sl_limit_level_t *lv = &r->checked[i];
         jb_level_open(b, i ? "," : "", lv);
-        jb_i64_at(b, ",\"remaining\":", lv->remaining);
-        jb_i64_at(b, ",\"max\":", lv->limit);
+        sl__jb_key_i64(b, ",\"remaining\":", lv->remaining);
+        sl__jb_key_i64(b, ",\"max\":", lv->limit);
         jb_us_at(b, ",\"retry_after\":", lv->retry_after_us);
         jb_us_at(b, ",\"reset_after\":", lv->reset_after_us);
         jb_us_at(b, ",\"delay\":", lv->delay_us);
-        jb_i64_at(b, ",\"cost\":", lv->cost);
-        sl__jb_lit(b, ",\"rate\":");
-        sl__jb_num(b, lv->rate);
+        sl__jb_key_i64(b, ",\"cost\":", lv->cost);
+        sl__jb_key_num(b, ",\"rate\":", lv->rate);
         jb_level_close(b, lv->reason);
     }
     sl__jb_lit(b, "]");

@@ -221,6 +221,10 @@ void sl__jb_num(sl_jbuf_t *b, double v);
 /* A time or duration in seconds, to the microsecond (at least as exact as %.15g for
  * Unix times), trailing zeros dropped. */
 void sl__jb_seconds(sl_jbuf_t *b, double v);
+/* `key` written as it is (JSON text such as `,"ttl":`), then the value as above. */
+void sl__jb_key_i64(sl_jbuf_t *b, const char *key, int64_t v);
+void sl__jb_key_num(sl_jbuf_t *b, const char *key, double v);
+void sl__jb_key_seconds(sl_jbuf_t *b, const char *key, double v);
 
 /* events.c */
 void sl__events_on_backend_event(const sl_event_t *ev, void *ud);
