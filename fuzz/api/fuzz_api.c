@@ -440,6 +440,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl__server_stop(&srv);
     sl_backend_free(srv.backend);
     sl__metrics_free(srv.metrics);
+    sl__fleet_free(&srv);
+    sl__anomaly_free(&srv);
+    sl__watch_free(&srv);
     sl__idmap_foreach(&srv.lease_owner, free_owner, NULL);
     sl__idmap_foreach(&srv.ticket_owner, free_owner, NULL);
     sl__idmap_free(&srv.lease_owner);
