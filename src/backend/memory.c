@@ -62,7 +62,9 @@ static double mem_now(sl_backend_t *b)
     return sl_backend_clock_now(&((memory_backend_t *)b)->clock);
 }
 
-static char *dup_or_null(memory_backend_t *m, const char *s)
+/* A copy of `s` in the backend's string blocks (freed together by strings_reset()), or
+ * NULL for NULL or when out of memory. */
+static char *arena_dup_or_null(memory_backend_t *m, const char *s)
 {
     if (!s) return NULL;
     size_t n = strlen(s) + 1;
@@ -113,10 +115,10 @@ static void on_engine_event(const sl_event_t *ev, void *ud)
     }
     sl_event_t *copy = &m->pending[m->n_pending];
     *copy = *ev;
-    copy->pool = dup_or_null(m, ev->pool);
-    copy->agent = dup_or_null(m, ev->agent);
-    copy->reason = dup_or_null(m, ev->reason);
-    copy->alert = dup_or_null(m, ev->alert);
+    copy->pool = arena_dup_or_null(m, ev->pool);
+    copy->agent = arena_dup_or_null(m, ev->agent);
+    copy->reason = arena_dup_or_null(m, ev->reason);
+    copy->alert = arena_dup_or_null(m, ev->alert);
     m->n_pending++;
 }
 

@@ -180,7 +180,9 @@ static int valid_agent(const char *s)
     return 1;
 }
 
-static char *dup_or_null(const char *s, int *oom)
+/* A malloc'd copy of `s` (NULL for NULL); out of memory sets *oom, so the caller checks
+ * once after a run of copies. */
+static char *dup_noting_oom(const char *s, int *oom)
 {
     if (!s) return NULL;
     char *d = strdup(s);
@@ -236,16 +238,16 @@ int sl_client_new(const sl_client_options_t *opts, sl_client_t **out, char *err,
     if (!url || !*url) url = "http://127.0.0.1:8750";
     const char *token = opts->token ? opts->token : getenv("SLUICE_TOKEN");
     int oom = 0;
-    c->url = dup_or_null(url, &oom);
+    c->url = dup_noting_oom(url, &oom);
     if (c->url) {
         size_t n = strlen(c->url);
         while (n > 0 && c->url[n - 1] == '/')
             c->url[--n] = '\0';
     }
-    c->token = token && *token ? dup_or_null(token, &oom) : NULL;
-    c->agent = dup_or_null(opts->agent, &oom);
-    c->pool = dup_or_null(opts->pool ? opts->pool : "default", &oom);
-    c->role = dup_or_null(opts->role ? opts->role : "worker", &oom);
+    c->token = token && *token ? dup_noting_oom(token, &oom) : NULL;
+    c->agent = dup_noting_oom(opts->agent, &oom);
+    c->pool = dup_noting_oom(opts->pool ? opts->pool : "default", &oom);
+    c->role = dup_noting_oom(opts->role ? opts->role : "worker", &oom);
     c->curl = curl_easy_init();
     c->headers = curl_slist_append(NULL, "Content-Type: application/json");
     if (c->headers && c->token) {

@@ -107,6 +107,7 @@ static int remember_local_lease(sl_client_t *c, uint64_t id, int64_t in, int64_t
 /* Removes the local lease named by `lease` into *found; returns 0 or SL_ENOTFOUND. */
 static int forget_local_lease(sl_client_t *c, const sl_lease_t *lease, sl__cl_local_lease_t *found)
 {
+    memset(found, 0, sizeof(*found));
     if (strncmp(lease->id, "local-", 6) != 0)
         return sl__cl_fail(c, SL_ENOTFOUND, "lease \"%s\" is not a local lease", lease->id);
     uint64_t id = strtoull(lease->id + 6, NULL, 10);

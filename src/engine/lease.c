@@ -745,6 +745,7 @@ int sl_engine_ticket_cancel(sl_engine_t *e, uint64_t ticket, double now_s)
 static int live_lease(sl_engine_t *e, uint64_t id, sl__lease_t **out)
 {
     uint64_t v;
+    *out = NULL;
     if (!sl__u64map_get(&e->leases, id, &v)) {
         int state = sl__lease_ended_state(e, id);
         if (state == 0)

@@ -99,10 +99,17 @@ void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t)
 {
     sl__pteam_t *pt = t->team;
     sl__ticket_t *l, *r;
+    assert(pt && "the ticket has its team");
     if (!pt->root) pt->base = p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
     t->left = t->right = NULL;
     pull(t);
     split(pt->root, t->finish, t->seq, &l, &r);
+#ifndef NDEBUG
+    const sl__ticket_t *next = r; /* r's lowest key: the first not below t's */
+    while (next && next->left) next = next->left;
+    assert(!(next && next->finish == t->finish && next->seq == t->seq) &&
+           "no queued ticket has t's key");
+#endif
     pt->root = merge(merge(l, t), r);
     p->queued++;
 }

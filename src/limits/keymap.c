@@ -5,6 +5,7 @@
  * removes most keys leaves a table as fast as a fresh one. */
 #include "limits_internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,7 @@ static int grow(sl__kmap_t *m)
 
 sl__knode_t *sl__kmap_insert(sl__kmap_t *m, const char *key)
 {
+    assert(!sl__kmap_find(m, key) && "the key is not in the map yet");
     if ((m->n + 1) * 2 > m->cap && grow(m) != SL_OK) return NULL;
     size_t len = strlen(key);
     sl__knode_t *node = calloc(1, sizeof *node + len + 1);
@@ -67,6 +69,7 @@ sl__knode_t *sl__kmap_insert(sl__kmap_t *m, const char *key)
 
 void sl__kmap_remove_at(sl__kmap_t *m, size_t i)
 {
+    assert(i < m->cap && m->slot[i] && "slot i holds a node");
     sl__knode_t *gone = m->slot[i];
     sl__ring_free(&gone->state.ring);
     sl__adaptive_free(&gone->state);
@@ -102,6 +105,7 @@ size_t sl__kmap_slot_of(const sl__kmap_t *m, const sl__knode_t *node)
 {
     for (size_t i = node->hash & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (m->slot[i] == node) return i;
+        assert(m->slot[i] && "the node is in this map");
         if (!m->slot[i]) return SIZE_MAX; /* not in the map: a caller's bug */
     }
 }

@@ -1,6 +1,7 @@
 /* ring.c - the time-ordered ring of entries that sliding_window's log and concurrency's holds live in. */
 #include "limits_internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ int sl__ring_reserve(sl__ring_t *r, uint32_t n)
 
 const sl__entry_t *sl__ring_at(const sl__ring_t *r, uint32_t i)
 {
+    assert(i < r->n && "the ring holds entry i");
     return &r->e[(r->head + i) & (r->cap - 1)];
 }
 
@@ -35,6 +37,7 @@ void sl__ring_push(sl__ring_t *r, int64_t t_us, int64_t units, bool merge)
             return;
         }
     }
+    assert(r->n < r->cap && "sl__ring_reserve() must come first");
     sl__entry_t *e = &r->e[(r->head + r->n) & (r->cap - 1)];
     e->t_us = t_us;
     e->units = units;
@@ -43,6 +46,7 @@ void sl__ring_push(sl__ring_t *r, int64_t t_us, int64_t units, bool merge)
 
 void sl__ring_pop(sl__ring_t *r)
 {
+    assert(r->n > 0 && "the ring is not empty");
     r->sum -= r->e[r->head].units;
     r->head = (r->head + 1) & (r->cap - 1);
     r->n--;

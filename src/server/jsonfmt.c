@@ -80,3 +80,21 @@ void sl__jb_seconds(sl_jbuf_t *b, double v)
         last--;
     put(b, digits, (size_t)last + 1);
 }
+
+void sl__jb_key_i64(sl_jbuf_t *b, const char *key, int64_t v)
+{
+    sl__jb_lit(b, key);
+    sl__jb_i64(b, v);
+}
+
+void sl__jb_key_num(sl_jbuf_t *b, const char *key, double v)
+{
+    sl__jb_lit(b, key);
+    sl__jb_num(b, v);
+}
+
+void sl__jb_key_seconds(sl_jbuf_t *b, const char *key, double v)
+{
+    sl__jb_lit(b, key);
+    sl__jb_seconds(b, v);
+}

@@ -84,20 +84,13 @@ static void reply_grant(sl_call_t *call, const sl_decision_t *d)
     sl__jb_u64(&b, d->lease);
     sl__jb_lit(&b, "\",\"pool\":\"");
     sl__jb_lit(&b, call->pool);
-    sl__jb_lit(&b, "\",\"expires_at\":");
-    sl__jb_seconds(&b, d->expires_at);
-    sl__jb_lit(&b, ",\"ttl\":");
-    sl__jb_seconds(&b, d->ttl_s);
-    sl__jb_lit(&b, ",\"weight\":");
-    sl__jb_num(&b, d->weight);
-    sl__jb_lit(&b, ",\"charged\":{\"input_tokens\":");
-    sl__jb_i64(&b, d->charged_input_tokens);
-    sl__jb_lit(&b, ",\"output_tokens\":");
-    sl__jb_i64(&b, d->charged_output_tokens);
-    sl__jb_lit(&b, ",\"requests\":");
-    sl__jb_i64(&b, d->charged_requests);
-    sl__jb_lit(&b, "},\"waited\":");
-    sl__jb_seconds(&b, d->waited_s);
+    sl__jb_key_seconds(&b, "\",\"expires_at\":", d->expires_at);
+    sl__jb_key_seconds(&b, ",\"ttl\":", d->ttl_s);
+    sl__jb_key_num(&b, ",\"weight\":", d->weight);
+    sl__jb_key_i64(&b, ",\"charged\":{\"input_tokens\":", d->charged_input_tokens);
+    sl__jb_key_i64(&b, ",\"output_tokens\":", d->charged_output_tokens);
+    sl__jb_key_i64(&b, ",\"requests\":", d->charged_requests);
+    sl__jb_key_seconds(&b, "},\"waited\":", d->waited_s);
     sl__jb_lit(&b, d->cache_penalty ? ",\"cache_penalty\":true" : ",\"cache_penalty\":false");
     if (d->ticket) {
         sl__jb_lit(&b, ",\"ticket\":\"t_");
@@ -613,12 +606,10 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
     if (call->margin_report) after_margin_report(call);
 
     sl_jbuf_t b = {.len = 0};
-    sl__jb_lit(&b, "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":");
-    sl__jb_i64(&b, r->adjust_input_tokens);
-    sl__jb_lit(&b, ",\"output_tokens\":");
-    sl__jb_i64(&b, r->adjust_output_tokens);
-    sl__jb_lit(&b, "},\"estimate_error\":");
-    sl__jb_num(&b, r->estimate_error);
+    sl__jb_key_i64(&b,
+                   "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":", r->adjust_input_tokens);
+    sl__jb_key_i64(&b, ",\"output_tokens\":", r->adjust_output_tokens);
+    sl__jb_key_num(&b, "},\"estimate_error\":", r->estimate_error);
     sl__jb_lit(&b, r->not_counted ? ",\"counted\":false}\n" : ",\"counted\":true}\n");
     sl__reply_text(call, 200, b.buf, b.len);
 }

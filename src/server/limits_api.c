@@ -354,49 +354,53 @@ static void jb_str(sl_jbuf_t *b, const char *s)
     sl__jb_lit(b, "\"");
 }
 
-static void jb_seconds_us(sl_jbuf_t *b, int64_t us)
+/* `key` (JSON text: a comma, the quoted name and a colon), then microseconds as seconds. */
+static void jb_us_at(sl_jbuf_t *b, const char *key, int64_t us)
 {
-    sl__jb_seconds(b, (double)us / 1e6);
+    sl__jb_key_seconds(b, key, (double)us / 1e6);
+}
+
+/* `lead` then a level's object up to its key: {"limit":"…","key":"…" */
+static void jb_level_open(sl_jbuf_t *b, const char *lead, const sl_limit_level_t *lv)
+{
+    sl__jb_lit(b, lead);
+    sl__jb_lit(b, "{\"limit\":");
+    jb_str(b, lv->limit_name);
+    sl__jb_lit(b, ",\"key\":");
+    jb_str(b, lv->key);
+}
+
+/* A level's object from its reason to its end: ,"reason":"…"} */
+static void jb_level_close(sl_jbuf_t *b, sl_limit_reason_t reason)
+{
+    sl__jb_lit(b, ",\"reason\":\"");
+    sl__jb_lit(b, sl_limit_reason_name(reason));
+    sl__jb_lit(b, "\"}");
 }
 
 /* The check answer written straight into `b` (the hot path); b->overflow when it does
- * not fit (many levels, long names): the caller falls back to jansson. */
+ * not fit (many levels, long names): the caller falls back to jansson (result_json(),
+ * the same fields). */
 static void format_result(sl_jbuf_t *b, const sl_limit_result_t *r, double waited_s)
 {
-    sl__jb_lit(b, r->allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
-    sl__jb_i64(b, r->limit);
-    sl__jb_lit(b, ",\"remaining\":");
-    sl__jb_i64(b, r->remaining);
-    sl__jb_lit(b, ",\"reset_after\":");
-    jb_seconds_us(b, r->reset_after_us);
-    sl__jb_lit(b, ",\"retry_after\":");
-    jb_seconds_us(b, r->retry_after_us);
-    sl__jb_lit(b, ",\"delay\":");
-    jb_seconds_us(b, r->delay_us);
+    sl__jb_lit(b, r->allowed ? "{\"allowed\":true" : "{\"allowed\":false");
+    sl__jb_key_i64(b, ",\"limit\":", r->limit);
+    sl__jb_key_i64(b, ",\"remaining\":", r->remaining);
+    jb_us_at(b, ",\"reset_after\":", r->reset_after_us);
+    jb_us_at(b, ",\"retry_after\":", r->retry_after_us);
+    jb_us_at(b, ",\"delay\":", r->delay_us);
     sl__jb_lit(b, ",\"checked\":[");
     for (size_t i = 0; i < r->n_checked; i++) {
         const sl_limit_level_t *lv = &r->checked[i];
-        sl__jb_lit(b, i ? ",{\"limit\":" : "{\"limit\":");
-        jb_str(b, lv->limit_name);
-        sl__jb_lit(b, ",\"key\":");
-        jb_str(b, lv->key);
-        sl__jb_lit(b, ",\"remaining\":");
-        sl__jb_i64(b, lv->remaining);
-        sl__jb_lit(b, ",\"max\":");
-        sl__jb_i64(b, lv->limit);
-        sl__jb_lit(b, ",\"retry_after\":");
-        jb_seconds_us(b, lv->retry_after_us);
-        sl__jb_lit(b, ",\"reset_after\":");
-        jb_seconds_us(b, lv->reset_after_us);
-        sl__jb_lit(b, ",\"delay\":");
-        jb_seconds_us(b, lv->delay_us);
-        sl__jb_lit(b, ",\"cost\":");
-        sl__jb_i64(b, lv->cost);
-        sl__jb_lit(b, ",\"rate\":");
-        sl__jb_num(b, lv->rate);
-        sl__jb_lit(b, ",\"reason\":\"");
-        sl__jb_lit(b, sl_limit_reason_name(lv->reason));
-        sl__jb_lit(b, "\"}");
+        jb_level_open(b, i ? "," : "", lv);
+        sl__jb_key_i64(b, ",\"remaining\":", lv->remaining);
+        sl__jb_key_i64(b, ",\"max\":", lv->limit);
+        jb_us_at(b, ",\"retry_after\":", lv->retry_after_us);
+        jb_us_at(b, ",\"reset_after\":", lv->reset_after_us);
+        jb_us_at(b, ",\"delay\":", lv->delay_us);
+        sl__jb_key_i64(b, ",\"cost\":", lv->cost);
+        sl__jb_key_num(b, ",\"rate\":", lv->rate);
+        jb_level_close(b, lv->reason);
     }
     sl__jb_lit(b, "]");
     if (waited_s > 0) {
@@ -405,13 +409,8 @@ static void format_result(sl_jbuf_t *b, const sl_limit_result_t *r, double waite
     }
     if (!r->allowed && r->denied_by >= 0) {
         const sl_limit_level_t *d = &r->checked[r->denied_by];
-        sl__jb_lit(b, ",\"denied_by\":{\"limit\":");
-        jb_str(b, d->limit_name);
-        sl__jb_lit(b, ",\"key\":");
-        jb_str(b, d->key);
-        sl__jb_lit(b, ",\"reason\":\"");
-        sl__jb_lit(b, sl_limit_reason_name(d->reason));
-        sl__jb_lit(b, "\"}");
+        jb_level_open(b, ",\"denied_by\":", d);
+        jb_level_close(b, d->reason);
     }
     sl__jb_lit(b, "}\n");
 }

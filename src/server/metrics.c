@@ -21,17 +21,13 @@ static const double error_bounds[] = {0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2
 enum outcome { OUT_SETTLED, OUT_CANCELLED, OUT_REAPED, OUT_UNCLAIMED, OUT_COUNT };
 static const char *const outcome_names[OUT_COUNT] = {"settled", "cancelled", "reaped", "unclaimed"};
 
-typedef struct histogram {
-    uint64_t counts[16]; /* per bound, not cumulative; the last is +Inf */
-    double sum;
-    uint64_t count;
-} histogram_t;
+_Static_assert(N_WAIT <= SL_HIST_MAX_BOUNDS && N_ERR <= SL_HIST_MAX_BOUNDS, "bounds fit sl_hist_t");
 
 typedef struct pool_metrics {
     char name[129];
     uint64_t outcomes[OUT_COUNT];
-    histogram_t wait;
-    histogram_t error;
+    sl_hist_t wait;
+    sl_hist_t error;
     uint64_t margin_changes;
     bool state_lost; /* alert backend_state_lost raised (the backend lost the pool's state) */
 } pool_metrics_t;
@@ -70,16 +66,6 @@ static pool_metrics_t *pool_of(sl_metrics_t *m, const char *name)
     return p;
 }
 
-static void observe(histogram_t *h, const double *bounds, size_t n, double v)
-{
-    size_t i = 0;
-    while (i < n && v > bounds[i])
-        i++;
-    h->counts[i]++;
-    h->sum += v;
-    h->count++;
-}
-
 void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
 {
     pool_metrics_t *p = pool_of(m, ev->pool);
@@ -102,11 +88,11 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
         p->state_lost = ev->active;
     switch (ev->kind) {
     case SL_EV_GRANTED:
-        observe(&p->wait, wait_bounds_s, N_WAIT, ev->waited_s > 0 ? ev->waited_s : 0);
+        sl__hist_observe(&p->wait, wait_bounds_s, N_WAIT, ev->waited_s > 0 ? ev->waited_s : 0);
         break;
     case SL_EV_SETTLED:
         p->outcomes[OUT_SETTLED]++;
-        if (!ev->not_counted) observe(&p->error, error_bounds, N_ERR, ev->estimate_error);
+        if (!ev->not_counted) sl__hist_observe(&p->error, error_bounds, N_ERR, ev->estimate_error);
         break;
     case SL_EV_CANCELLED:
         p->outcomes[OUT_CANCELLED]++;
@@ -159,31 +145,7 @@ static void pool_sample(struct evbuffer *out, const char *metric, const char *po
     num(out, v);
 }
 
-static void histogram(struct evbuffer *out, const char *metric, const char *pool,
-                      const histogram_t *h, const double *bounds, size_t n)
-{
-    uint64_t cum = 0;
-    for (size_t i = 0; i <= n; i++) {
-        char le[32];
-        cum += h->counts[i];
-        if (i < n)
-            snprintf(le, sizeof(le), "%g", bounds[i]);
-        else
-            snprintf(le, sizeof(le), "+Inf");
-        evbuffer_add_printf(out, "%s_bucket{pool=\"", metric);
-        label(out, pool);
-        evbuffer_add_printf(out, "\",le=\"%s\"} %llu\n", le, (unsigned long long)cum);
-    }
-    evbuffer_add_printf(out, "%s_sum{pool=\"", metric);
-    label(out, pool);
-    evbuffer_add(out, "\"} ", 3);
-    num(out, h->sum);
-    evbuffer_add_printf(out, "%s_count{pool=\"", metric);
-    label(out, pool);
-    evbuffer_add_printf(out, "\"} %llu\n", (unsigned long long)h->count);
-}
-
-static const histogram_t empty_histogram;
+static const sl_hist_t empty_histogram;
 
 void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size_t n_pools,
                         size_t n_waiters, struct evbuffer *out)
@@ -243,18 +205,20 @@ void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size
     }
     head(out, "sluice_lease_wait_seconds", "histogram", "Time from request to grant.");
     for (size_t i = 0; i < n_pools; i++) {
-        const histogram_t *h = &empty_histogram;
+        const sl_hist_t *h = &empty_histogram;
         for (size_t j = 0; j < m->n_pools; j++)
             if (!strcmp(m->pools[j].name, pools[i].name)) h = &m->pools[j].wait;
-        histogram(out, "sluice_lease_wait_seconds", pools[i].name, h, wait_bounds_s, N_WAIT);
+        sl__hist_write(out, "sluice_lease_wait_seconds", "pool", pools[i].name, h, wait_bounds_s,
+                       N_WAIT);
     }
     head(out, "sluice_estimate_error_ratio", "histogram",
          "Settled |actual - estimated| / actual input tokens.");
     for (size_t i = 0; i < n_pools; i++) {
-        const histogram_t *h = &empty_histogram;
+        const sl_hist_t *h = &empty_histogram;
         for (size_t j = 0; j < m->n_pools; j++)
             if (!strcmp(m->pools[j].name, pools[i].name)) h = &m->pools[j].error;
-        histogram(out, "sluice_estimate_error_ratio", pools[i].name, h, error_bounds, N_ERR);
+        sl__hist_write(out, "sluice_estimate_error_ratio", "pool", pools[i].name, h, error_bounds,
+                       N_ERR);
     }
     head(out, "sluice_alert", "gauge", "1 while an alert is raised.");
     for (size_t i = 0; i < n_pools; i++) {

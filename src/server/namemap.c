@@ -5,6 +5,7 @@
  */
 #include "fleet.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,8 +113,14 @@ void *sl__namemap_del(sl_namemap_t *m, const char *key)
 void sl__namemap_foreach(const sl_namemap_t *m, void (*fn)(const char *key, void *val, void *ud),
                          void *ud)
 {
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i]) fn(m->keys[i], m->vals[i], ud);
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+#ifndef NDEBUG
+        size_t count = m->count;
+#endif
+        fn(m->keys[i], m->vals[i], ud);
+        assert(m->count == count && "fn added or removed no entry");
+    }
 }
 
 void sl__namemap_free_all(sl_namemap_t *m)

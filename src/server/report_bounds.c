@@ -53,20 +53,6 @@ static const int64_t *limit_of_header(const sl_pool_config_t *pc, const char *na
     return NULL;
 }
 
-/* A header count as the engine reads it: digits only, at most 2^53. */
-static bool parse_count(const char *s, int64_t *out)
-{
-    int64_t v = 0;
-    if (!*s) return false;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return false;
-        v = v * 10 + (*s - '0');
-        if (v > SL_TOKENS_MAX) return false;
-    }
-    *out = v;
-    return true;
-}
-
 /* Clamps are logged at most once per 10 s: reports come at the agents' rate, and a
  * flood of them must not become a flood of log lines. */
 static bool warn_now(const sl_call_t *call)
@@ -141,7 +127,7 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
                                  strcmp(names[i], "anthropic-ratelimit-tokens-limit") != 0;
         int64_t v;
         if (is_limit && (!configured || *configured == 0)) continue; /* cannot be bounded */
-        if (is_limit && parse_count(values[i], &v) && v != 0) {
+        if (is_limit && sl_header_parse_count(values[i], &v) && v != 0) {
             double f = b->max_resync_factor;
             int64_t lo = (int64_t)ceil((double)*configured / f);
             double hi_d = floor((double)*configured * f);

@@ -186,6 +186,20 @@ void sl__handle_reload(sl_call_t *call);
 /* Rereads srv->config_path; on -1 (err says why) the running configuration is unchanged. */
 int sl__server_reload(sl_server_t *srv, char *err, size_t errlen);
 
+/* histogram.c: a Prometheus histogram of at most SL_HIST_MAX_BOUNDS bounds. */
+#define SL_HIST_MAX_BOUNDS 15
+typedef struct sl_hist {
+    uint64_t counts[SL_HIST_MAX_BOUNDS + 1]; /* per bound, not cumulative; [n] is +Inf */
+    double sum;
+    uint64_t count;
+} sl_hist_t;
+/* Counts `v` in the first of the `n` ascending `bounds` it does not exceed (or +Inf). */
+void sl__hist_observe(sl_hist_t *h, const double *bounds, size_t n, double v);
+/* Writes `metric_bucket{key="name",le="…"}` for each bound and +Inf (cumulative), then
+ * `metric_sum` and `metric_count` with the same label; `name` is escaped. */
+void sl__hist_write(struct evbuffer *out, const char *metric, const char *key, const char *name,
+                    const sl_hist_t *h, const double *bounds, size_t n);
+
 /* metrics.c */
 sl_metrics_t *sl__metrics_new(void);
 void sl__metrics_free(sl_metrics_t *m);
@@ -208,6 +222,10 @@ void sl__jb_num(sl_jbuf_t *b, double v);
 /* A time or duration in seconds, to the microsecond (at least as exact as %.15g for
  * Unix times), trailing zeros dropped. */
 void sl__jb_seconds(sl_jbuf_t *b, double v);
+/* `key` written as it is (JSON text such as `,"ttl":`), then the value as above. */
+void sl__jb_key_i64(sl_jbuf_t *b, const char *key, int64_t v);
+void sl__jb_key_num(sl_jbuf_t *b, const char *key, double v);
+void sl__jb_key_seconds(sl_jbuf_t *b, const char *key, double v);
 
 /* events.c */
 void sl__events_on_backend_event(const sl_event_t *ev, void *ud);

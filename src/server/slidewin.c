@@ -5,11 +5,13 @@
  */
 #include "fleet.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
 static int64_t slot_of(double window_s, double now_s)
 {
+    assert(window_s > 0 && "a window is some seconds long");
     return (int64_t)floor(now_s / (window_s / SL_WINDOW_SLOTS));
 }
 

@@ -22,16 +22,12 @@ static const double retry_bounds_s[] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300,
 enum band { BAND_LOW, BAND_MID, BAND_HIGH, BAND_COUNT };
 static const char *const band_names[BAND_COUNT] = {"below_10pct", "between", "above_90pct"};
 
-typedef struct hist {
-    uint64_t counts[N_RETRY + 1];
-    double sum;
-    uint64_t count;
-} hist_t;
+_Static_assert(N_RETRY <= SL_HIST_MAX_BOUNDS, "bounds fit sl_hist_t");
 
 typedef struct pool_watch {
     char name[129];
     sl_window_t requests, throttled, got_429;
-    hist_t retry_after;
+    sl_hist_t retry_after;
     double margin; /* the latest margin seen; NAN before the first */
     uint64_t margin_up, margin_down;
     double band_s[SL_BUCKET_COUNT][BAND_COUNT];
@@ -41,7 +37,7 @@ typedef struct limit_watch {
     char name[129];
     sl_window_t checks, throttled;
     uint64_t delayed;
-    hist_t retry_after;
+    sl_hist_t retry_after;
 } limit_watch_t;
 
 struct sl_watch {
@@ -85,16 +81,6 @@ static pool_watch_t *pool_of(sl_server_t *srv, const char *name)
     return p;
 }
 
-static void observe(hist_t *h, double v)
-{
-    size_t i = 0;
-    while (i < N_RETRY && v > retry_bounds_s[i])
-        i++;
-    h->counts[i]++;
-    h->sum += v;
-    h->count++;
-}
-
 void sl__watch_on_event(sl_server_t *srv, const sl_event_t *ev)
 {
     if (!ev->pool) return;
@@ -110,7 +96,8 @@ void sl__watch_on_event(sl_server_t *srv, const sl_event_t *ev)
     if (ev->kind == SL_EV_QUEUED || ev->kind == SL_EV_REJECTED)
         sl__window_add(&p->throttled, win, ev->now_s, 1);
     if (ev->kind == SL_EV_REJECTED || ev->kind == SL_EV_TICKET_REJECTED)
-        observe(&p->retry_after, ev->retry_at > ev->now_s ? ev->retry_at - ev->now_s : 0);
+        sl__hist_observe(&p->retry_after, retry_bounds_s, N_RETRY,
+                         ev->retry_at > ev->now_s ? ev->retry_at - ev->now_s : 0);
     if (ev->kind == SL_EV_UPSTREAM_429) sl__window_add(&p->got_429, win, ev->now_s, 1);
     if (ev->kind == SL_EV_MARGIN) {
         double before = p->margin;
@@ -135,7 +122,8 @@ void sl__watch_on_limit_check(sl_server_t *srv, const char *limit, bool allowed,
     sl__window_add(&l->checks, win, now, 1);
     if (!allowed || delayed) sl__window_add(&l->throttled, win, now, 1);
     if (delayed) l->delayed++;
-    if (!allowed && retry_after_s >= 0) observe(&l->retry_after, retry_after_s);
+    if (!allowed && retry_after_s >= 0)
+        sl__hist_observe(&l->retry_after, retry_bounds_s, N_RETRY, retry_after_s);
 }
 
 /* ---- sampling --------------------------------------------------------------------- */
@@ -191,26 +179,6 @@ static void sample(struct evbuffer *out, const char *metric, const char *key, co
     value(out, v);
 }
 
-static void histogram(struct evbuffer *out, const char *metric, const char *key, const char *name,
-                      const hist_t *h)
-{
-    uint64_t cum = 0;
-    char more[48], m[160];
-    for (size_t i = 0; i <= N_RETRY; i++) {
-        cum += h->counts[i];
-        if (i < N_RETRY)
-            snprintf(more, sizeof(more), ",le=\"%g\"", retry_bounds_s[i]);
-        else
-            snprintf(more, sizeof(more), ",le=\"+Inf\"");
-        snprintf(m, sizeof(m), "%s_bucket", metric);
-        sample(out, m, key, name, more, (double)cum);
-    }
-    snprintf(m, sizeof(m), "%s_sum", metric);
-    sample(out, m, key, name, "", h->sum);
-    snprintf(m, sizeof(m), "%s_count", metric);
-    sample(out, m, key, name, "", (double)h->count);
-}
-
 static double ratio(const sl_window_t *part, const sl_window_t *all, double win, double now)
 {
     uint64_t n = sl__window_sum(all, win, now);
@@ -264,8 +232,8 @@ static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n
     head(out, "sluice_retry_after_seconds", "histogram",
          "retry_after of lease rejections (time to reset).");
     for (size_t i = 0; i < n_pools; i++)
-        histogram(out, "sluice_retry_after_seconds", "pool", pools[i].name,
-                  &view(w, pools[i].name, &none)->retry_after);
+        sl__hist_write(out, "sluice_retry_after_seconds", "pool", pools[i].name,
+                       &view(w, pools[i].name, &none)->retry_after, retry_bounds_s, N_RETRY);
     head(out, "sluice_margin_adjustments_total", "counter", "Margin changes by direction.");
     for (size_t i = 0; i < n_pools; i++) {
         const pool_watch_t *p = view(w, pools[i].name, &none);
@@ -332,8 +300,8 @@ static void render_limits(sl_server_t *srv, struct evbuffer *out)
     head(out, "sluice_limit_retry_after_seconds", "histogram",
          "retry_after of action-limit denials (time to reset).");
     for (size_t i = 0; i < n; i++)
-        histogram(out, "sluice_limit_retry_after_seconds", "limit", w->limits[i].name,
-                  &w->limits[i].retry_after);
+        sl__hist_write(out, "sluice_limit_retry_after_seconds", "limit", w->limits[i].name,
+                       &w->limits[i].retry_after, retry_bounds_s, N_RETRY);
 }
 
 void sl__watch_metrics_render(sl_server_t *srv, const sl_pool_info_t *pools, size_t n_pools,

@@ -26,14 +26,14 @@
 
 static void ideal_want(sim_run_t *run, sim_agent_t *a)
 {
-    sim_send(run, a);
+    sl__sim_send(run, a);
 }
 
 static double ideal_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
     /* Unreachable: an unlimited provider never refuses. */
     (void)a, (void)r;
-    sim_fail(run, "the ideal run met a 429");
+    sl__sim_fail(run, "the ideal run met a 429");
     return 1.0;
 }
 

@@ -54,7 +54,7 @@ static void heap_push(sim_run_t *run, double t, int kind, int agent, uint32_t ge
         size_t cap = run->heap_cap ? run->heap_cap * 2 : 256;
         sim_event_t *h = realloc(run->heap, cap * sizeof *h);
         if (!h) {
-            sim_fail(run, "out of memory");
+            sl__sim_fail(run, "out of memory");
             return;
         }
         run->heap = h;
@@ -97,12 +97,12 @@ static void schedule(sim_run_t *run, sim_agent_t *a, double t, int kind)
     heap_push(run, t, kind, a->idx, a->gen);
 }
 
-void sim_timer(sim_run_t *run, sim_agent_t *a, double t)
+void sl__sim_timer(sim_run_t *run, sim_agent_t *a, double t)
 {
     schedule(run, a, t < run->now_s ? run->now_s : t, EV_STRAT);
 }
 
-void sim_fail(sim_run_t *run, const char *fmt, ...)
+void sl__sim_fail(sim_run_t *run, const char *fmt, ...)
 {
     if (run->failed) return;
     run->failed = true;
@@ -112,7 +112,7 @@ void sim_fail(sim_run_t *run, const char *fmt, ...)
     va_end(ap);
 }
 
-double sim_full_jitter(sim_agent_t *a, double base_s, double cap_s)
+double sl__sim_full_jitter(sim_agent_t *a, double base_s, double cap_s)
 {
     int n = a->attempts > 0 ? a->attempts - 1 : 0;
     double ceiling = n >= 30 ? cap_s : base_s * (double)(1u << n);
@@ -120,7 +120,7 @@ double sim_full_jitter(sim_agent_t *a, double base_s, double cap_s)
     return sl_rng_uniform(&a->retry_rng) * ceiling;
 }
 
-void sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra)
+void sl__sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra)
 {
     if (!run->events) return;
     fprintf(run->events, "{\"ts\":%.3f,\"event\":\"%s\",\"pool\":\"default\"", run->now_s, event);
@@ -140,7 +140,7 @@ static sl_sim_bin_t *bin_at(sim_run_t *run, double t)
             while (cap <= i) cap *= 2;
             sl_sim_bin_t *b = realloc(res->bins, cap * sizeof *b);
             if (!b) {
-                sim_fail(run, "out of memory");
+                sl__sim_fail(run, "out of memory");
                 static sl_sim_bin_t sink;
                 return &sink;
             }
@@ -180,11 +180,11 @@ static void want_call(sim_run_t *run, sim_agent_t *a, bool fresh)
 {
     a->phase = PH_WANT;
     set_waiting(run, +1);
-    sim_teams_waiting(run, a, +1);
+    sl__sim_teams_waiting(run, a, +1);
     if (fresh) {
         a->want_since = run->now_s;
         /* A turn's first call: the work's rhythm, which sluice overlay sets the 429s against. */
-        if (run->events) sim_log(run, "turn", a->name, NULL);
+        if (run->events) sl__sim_log(run, "turn", a->name, NULL);
     }
     if (run->strat->remote_wait && !run->strat->checkpoint && !a->recovering &&
         run->sc->harness_timeout_s > 0)
@@ -196,7 +196,7 @@ static void leave_want(sim_run_t *run, sim_agent_t *a)
 {
     a->gen++;
     set_waiting(run, -1);
-    sim_teams_waiting(run, a, -1);
+    sl__sim_teams_waiting(run, a, -1);
 }
 
 static void new_turn_call(sim_agent_t *a)
@@ -235,7 +235,7 @@ static void finish_task(sim_run_t *run, sim_agent_t *a)
         char extra[160];
         snprintf(extra, sizeof extra, ",\"task\":\"%s\",\"task_s\":%.3f", t->id,
                  t->done_s - t->ready_s);
-        sim_log(run, "task_done", a->name, extra);
+        sl__sim_log(run, "task_done", a->name, extra);
     }
     if (run->strat->task_state) run->strat->task_state(run, ti, SL_TASK_DONE);
     for (int i = 0; i < t->n_dependents; i++) {
@@ -270,7 +270,7 @@ static void start_recovery(sim_run_t *run, sim_agent_t *a)
     if (run->events) {
         char extra[96];
         snprintf(extra, sizeof extra, ",\"calls\":%d", a->recovery_calls_left);
-        sim_log(run, "replan", a->name, extra);
+        sl__sim_log(run, "replan", a->name, extra);
     }
     schedule(run, a, run->now_s + a->g->read_s, EV_PHASE_DONE);
 }
@@ -343,10 +343,10 @@ static uint64_t cache_key(const sim_agent_t *a)
     return sl_rng_next(&r);
 }
 
-void sim_send(sim_run_t *run, sim_agent_t *a)
+void sl__sim_send(sim_run_t *run, sim_agent_t *a)
 {
     if (a->phase != PH_WANT) return;
-    bool all_backlogged = sim_teams_all_backlogged(run); /* counting this agent */
+    bool all_backlogged = sl__sim_teams_all_backlogged(run); /* counting this agent */
     leave_want(run, a);
     sl_provider_call_t call = {
         .input_tokens = a->call_tail,
@@ -367,20 +367,21 @@ void sim_send(sim_run_t *run, sim_agent_t *a)
             char extra[96];
             snprintf(extra, sizeof extra, ",\"kind\":\"%s\",\"retry_after\":%.0f",
                      r->refusal == SL_PROVIDER_SPEND_CAP ? "spend_cap" : "rate", r->retry_after_s);
-            sim_log(run, "http_429", a->name, extra);
+            sl__sim_log(run, "http_429", a->name, extra);
         }
         a->attempts++;
         run->strat->result(run, a, r);
         double delay = run->strat->retry_delay(run, a, r);
         a->phase = PH_RETRY;
-        sim_teams_waiting(run, a, +1); /* still wants the call: its team is backlogged */
+        sl__sim_teams_waiting(run, a, +1); /* still wants the call: its team is backlogged */
         schedule(run, a, run->now_s + delay, EV_RETRY);
         return;
     }
     bin->uncached_input_tokens += r->input_tokens + r->cache_creation_input_tokens;
     bin->output_tokens += r->output_tokens;
-    sim_teams_served(run, a, r->input_tokens + r->cache_creation_input_tokens + r->output_tokens,
-                     all_backlogged);
+    sl__sim_teams_served(run, a,
+                         r->input_tokens + r->cache_creation_input_tokens + r->output_tokens,
+                         all_backlogged);
     run->res->uncached_input_tokens += r->input_tokens + r->cache_creation_input_tokens;
     run->res->tokens_usage_sum += r->input_tokens + r->cache_creation_input_tokens +
                                   r->cache_read_input_tokens + r->output_tokens;
@@ -433,7 +434,7 @@ static void handle(sim_run_t *run, const sim_event_t *ev)
         break;
     case EV_RETRY:
         if (a->phase != PH_RETRY) break;
-        sim_teams_waiting(run, a, -1);
+        sl__sim_teams_waiting(run, a, -1);
         if (!run->strat->checkpoint && !a->recovering && a->attempts > run->strat->retries_in_turn)
             start_recovery(run, a);
         else want_call(run, a, false);
@@ -442,7 +443,7 @@ static void handle(sim_run_t *run, const sim_event_t *ev)
         if (a->phase != PH_WANT || ev->gen != a->gen) break;
         run->strat->give_up(run, a);
         leave_want(run, a);
-        if (run->events) sim_log(run, "harness_timeout", a->name, NULL);
+        if (run->events) sl__sim_log(run, "harness_timeout", a->name, NULL);
         start_recovery(run, a);
         break;
     case EV_STRAT:
@@ -669,7 +670,7 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
         return -1;
     }
     int rc = -1;
-    if (build_fleet(&run) != 0 || sim_teams_init(&run) != 0) {
+    if (build_fleet(&run) != 0 || sl__sim_teams_init(&run) != 0) {
         snprintf(err, errlen, "out of memory building the fleet");
         goto done;
     }
@@ -687,13 +688,13 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
         snprintf(err, errlen, "%s: %s", st->name, run.err);
     } else {
         finish_result(&run);
-        rc = sim_teams_finish(&run);
+        rc = sl__sim_teams_finish(&run);
         if (rc != 0) snprintf(err, errlen, "out of memory");
     }
     st->fini(&run);
 done:
     sl_provider_free(run.provider);
-    sim_teams_free(&run);
+    sl__sim_teams_free(&run);
     free_fleet(&run);
     if (rc != 0) sl_sim_result_free(out);
     return rc;

@@ -88,10 +88,10 @@ typedef struct sim_strategy {
                              (the SDKs' maxRetries); 0 = the first 429 breaks it */
     int (*init)(sim_run_t *run, char *err, size_t errlen);
     void (*fini)(sim_run_t *run);
-    /* The agent (PH_WANT) wants to send its call: call sim_send() now, or later
+    /* The agent (PH_WANT) wants to send its call: call sl__sim_send() now, or later
      * from a timer or a wakeup. */
     void (*want)(sim_run_t *run, sim_agent_t *a);
-    /* A strategy timer scheduled with sim_timer() fired while the agent still waits. */
+    /* A strategy timer scheduled with sl__sim_timer() fired while the agent still waits. */
     void (*timer)(sim_run_t *run, sim_agent_t *a);
     /* The harness gave up waiting (no checkpoint): drop the agent's place. */
     void (*give_up)(sim_run_t *run, sim_agent_t *a);
@@ -137,28 +137,29 @@ struct sim_run {
 };
 
 /* teams.c: the backlog and service of each team, for sl_sim_team_stat_t. */
-int sim_teams_init(sim_run_t *run);
-void sim_teams_free(sim_run_t *run);
+int sl__sim_teams_init(sim_run_t *run);
+void sl__sim_teams_free(sim_run_t *run);
 /* Agent `a` starts (+1) or stops (-1) waiting to send a call. */
-void sim_teams_waiting(sim_run_t *run, const sim_agent_t *a, int delta);
+void sl__sim_teams_waiting(sim_run_t *run, const sim_agent_t *a, int delta);
 /* Agent `a` sent a call the provider admitted, costing `tokens` (uncached input +
  * output); `all_backlogged` says whether every team was backlogged as it was sent. */
-void sim_teams_served(sim_run_t *run, const sim_agent_t *a, int64_t tokens, bool all_backlogged);
-bool sim_teams_all_backlogged(const sim_run_t *run);
+void sl__sim_teams_served(sim_run_t *run, const sim_agent_t *a, int64_t tokens,
+                          bool all_backlogged);
+bool sl__sim_teams_all_backlogged(const sim_run_t *run);
 /* Fills run->res->teams at the end of the run; 0 or -1 (out of memory). */
-int sim_teams_finish(sim_run_t *run);
+int sl__sim_teams_finish(sim_run_t *run);
 
 /* Sends the agent's current call to the provider now. */
-void sim_send(sim_run_t *run, sim_agent_t *a);
+void sl__sim_send(sim_run_t *run, sim_agent_t *a);
 /* Schedules the strategy's timer for agent `a` at `t` (ignored if the agent stops waiting). */
-void sim_timer(sim_run_t *run, sim_agent_t *a, double t);
+void sl__sim_timer(sim_run_t *run, sim_agent_t *a, double t);
 /* Stops the run with an error message. */
-void sim_fail(sim_run_t *run, const char *fmt, ...);
+void sl__sim_fail(sim_run_t *run, const char *fmt, ...);
 /* Full-jitter exponential backoff: U(0, min(cap, base * 2^(attempt-1))). */
-double sim_full_jitter(sim_agent_t *a, double base_s, double cap_s);
+double sl__sim_full_jitter(sim_agent_t *a, double base_s, double cap_s);
 /* Writes one event-log line: {"ts":..,"event":..,"pool":"default","agent":..} plus
  * `extra` (already formatted ",\"k\":v" pairs, may be NULL). */
-void sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra);
+void sl__sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra);
 
 /* sl_sim_run() with a strategy given by its table rather than its name (also the
  * ones not in the report's list, such as the ideal run of bound.c). Same contract. */

@@ -28,12 +28,12 @@ void sl__sim_noop_result(sim_run_t *run, sim_agent_t *a, const sl_provider_resul
 double sl__sim_backoff_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
     (void)run, (void)r;
-    return sim_full_jitter(a, 1.0, 120.0);
+    return sl__sim_full_jitter(a, 1.0, 120.0);
 }
 
 static void backoff_want(sim_run_t *run, sim_agent_t *a)
 {
-    sim_send(run, a);
+    sl__sim_send(run, a);
 }
 
 const sim_strategy_t sl__sim_backoff = {

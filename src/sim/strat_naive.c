@@ -3,7 +3,7 @@
 
 static void naive_want(sim_run_t *run, sim_agent_t *a)
 {
-    sim_send(run, a);
+    sl__sim_send(run, a);
 }
 
 static double naive_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)

@@ -40,7 +40,7 @@ static void rpm_want(sim_run_t *run, sim_agent_t *a)
 {
     rpm_t *s = run->sdata;
     if (s->limit <= 0) {
-        sim_send(run, a);
+        sl__sim_send(run, a);
         return;
     }
     refill(s, run->now_s);
@@ -49,16 +49,16 @@ static void rpm_want(sim_run_t *run, sim_agent_t *a)
     a->rpm_reserved = true;
     if (s->level >= 0) {
         a->rpm_reserved = false;
-        sim_send(run, a);
+        sl__sim_send(run, a);
         return;
     }
-    sim_timer(run, a, run->now_s + -s->level / (s->limit / 60.0));
+    sl__sim_timer(run, a, run->now_s + -s->level / (s->limit / 60.0));
 }
 
 static void rpm_timer(sim_run_t *run, sim_agent_t *a)
 {
     a->rpm_reserved = false;
-    sim_send(run, a);
+    sl__sim_send(run, a);
 }
 
 static void rpm_give_up(sim_run_t *run, sim_agent_t *a)

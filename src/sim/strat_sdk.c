@@ -9,7 +9,7 @@
 
 static void sdk_want(sim_run_t *run, sim_agent_t *a)
 {
-    sim_send(run, a);
+    sl__sim_send(run, a);
 }
 
 static double sdk_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)

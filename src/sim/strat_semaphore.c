@@ -44,7 +44,7 @@ static void sem_release(sim_run_t *run)
         b->sem_queued = false;
         b->sem_slot = true;
         s->in_use++;
-        sim_timer(run, b, run->now_s);
+        sl__sim_timer(run, b, run->now_s);
     }
 }
 
@@ -54,7 +54,7 @@ static void sem_want(sim_run_t *run, sim_agent_t *a)
     if (s->in_use < SEM_SLOTS && s->head < 0) {
         s->in_use++;
         a->sem_slot = true;
-        sim_send(run, a);
+        sl__sim_send(run, a);
         return;
     }
     a->sem_queued = true;
@@ -66,7 +66,7 @@ static void sem_want(sim_run_t *run, sim_agent_t *a)
 
 static void sem_timer(sim_run_t *run, sim_agent_t *a)
 {
-    if (a->sem_slot) sim_send(run, a);
+    if (a->sem_slot) sl__sim_send(run, a);
 }
 
 static void sem_give_up(sim_run_t *run, sim_agent_t *a)

@@ -118,7 +118,7 @@ static void push_pending(sluice_state_t *s, uint64_t ticket, double retry_at)
         size_t cap = s->cap_pending ? s->cap_pending * 2 : 64;
         pending_t *p = realloc(s->pending, cap * sizeof *p);
         if (!p) {
-            sim_fail(s->run, "out of memory");
+            sl__sim_fail(s->run, "out of memory");
             return;
         }
         s->pending = p;
@@ -155,18 +155,18 @@ static void drain(sim_run_t *run)
         if (!a || a->phase != PH_WANT) continue;
         a->ticket = 0;
         if (p.retry_at > 0) {
-            sim_timer(run, a, p.retry_at);
+            sl__sim_timer(run, a, p.retry_at);
             continue;
         }
         sl_decision_t d;
         int rc = sl_engine_ticket(s->e, p.ticket, run->now_s, &d);
         if (rc != SL_OK || d.status != SL_GRANTED) {
-            sim_fail(run, "ticket t_%" PRIu64 " of %s: %s", p.ticket, a->name,
-                     sl_engine_errmsg(s->e));
+            sl__sim_fail(run, "ticket t_%" PRIu64 " of %s: %s", p.ticket, a->name,
+                         sl_engine_errmsg(s->e));
             break;
         }
         a->lease = d.lease;
-        sim_send(run, a);
+        sl__sim_send(run, a);
     }
     s->n_pending = 0;
     s->draining = false;
@@ -303,19 +303,19 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
     sl_decision_t d;
     int rc = sl_engine_request(s->e, &req, run->now_s, &d);
     if (rc != SL_OK) {
-        sim_fail(run, "%s: lease request (in %" PRId64 ", cached %" PRId64 ", out %" PRId64
-                      "): %s",
-                 a->name, in, cached, req.output_tokens, sl_engine_errmsg(s->e));
+        sl__sim_fail(run,
+                     "%s: lease request (in %" PRId64 ", cached %" PRId64 ", out %" PRId64 "): %s",
+                     a->name, in, cached, req.output_tokens, sl_engine_errmsg(s->e));
         return;
     }
     if (d.status == SL_GRANTED) {
         a->lease = d.lease;
-        sim_send(run, a);
+        sl__sim_send(run, a);
     } else if (d.status == SL_QUEUED) {
         a->ticket = d.ticket;
         sl_engine_ticket_hold(s->e, d.ticket, true, run->now_s);
     } else {
-        sim_timer(run, a, d.retry_at);
+        sl__sim_timer(run, a, d.retry_at);
     }
     drain(run);
 }
@@ -366,7 +366,7 @@ static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_resu
     a->lease = 0;
     int rc = sl_engine_settle(s->e, lease, &st, run->now_s, &out);
     if (rc != SL_OK && rc != SL_EEXPIRED)
-        sim_fail(run, "%s: settle l_%" PRIu64 ": %s", a->name, lease, sl_engine_errmsg(s->e));
+        sl__sim_fail(run, "%s: settle l_%" PRIu64 ": %s", a->name, lease, sl_engine_errmsg(s->e));
     drain(run);
 }
 
@@ -375,7 +375,7 @@ static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_resu
 static double sluice_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
     (void)run;
-    double d = sim_full_jitter(a, 1.0, 30.0);
+    double d = sl__sim_full_jitter(a, 1.0, 30.0);
     return r->retry_after_s > d ? r->retry_after_s : d;
 }
 
@@ -389,14 +389,14 @@ static void sluice_wakeup(sim_run_t *run)
 {
     sluice_state_t *s = run->sdata;
     if (sl_engine_advance(s->e, run->now_s) != SL_OK) {
-        sim_fail(run, "engine advance: %s", sl_engine_errmsg(s->e));
+        sl__sim_fail(run, "engine advance: %s", sl_engine_errmsg(s->e));
         return;
     }
     drain(run);
     /* An engine that reports the same instant again would stall the clock. */
     if (sl_engine_next_wakeup(s->e) <= run->now_s)
-        sim_fail(run, "engine: next wakeup %.6f does not move past %.6f",
-                 sl_engine_next_wakeup(s->e), run->now_s);
+        sl__sim_fail(run, "engine: next wakeup %.6f does not move past %.6f",
+                     sl_engine_next_wakeup(s->e), run->now_s);
 }
 
 static void sluice_task_state(sim_run_t *run, int task, sl_task_state_t st)
@@ -404,7 +404,7 @@ static void sluice_task_state(sim_run_t *run, int task, sl_task_state_t st)
     sluice_state_t *s = run->sdata;
     if (s->equal) return;
     if (put_task(run, task, st) != SL_OK)
-        sim_fail(run, "task %s: %s", run->tasks[task].id, sl_engine_errmsg(s->e));
+        sl__sim_fail(run, "task %s: %s", run->tasks[task].id, sl_engine_errmsg(s->e));
 }
 
 const sim_strategy_t sl__sim_sluice_equal = {

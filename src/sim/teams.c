@@ -20,7 +20,7 @@ static double weight_of(const sl_sim_scenario_t *sc, int team)
     return sc->team_weight ? sc->team_weight[team] : 1.0;
 }
 
-int sim_teams_init(sim_run_t *run)
+int sl__sim_teams_init(sim_run_t *run)
 {
     run->all_since = -1;
     run->teams_backlogged = 0;
@@ -32,26 +32,26 @@ int sim_teams_init(sim_run_t *run)
     return 0;
 }
 
-void sim_teams_free(sim_run_t *run)
+void sl__sim_teams_free(sim_run_t *run)
 {
     free(run->team_waiting);
     run->team_waiting = NULL;
 }
 
-bool sim_teams_all_backlogged(const sim_run_t *run)
+bool sl__sim_teams_all_backlogged(const sim_run_t *run)
 {
     return run->team_waiting && run->teams_backlogged == run->sc->teams;
 }
 
-void sim_teams_waiting(sim_run_t *run, const sim_agent_t *a, int delta)
+void sl__sim_teams_waiting(sim_run_t *run, const sim_agent_t *a, int delta)
 {
     if (!run->team_waiting) return;
-    bool was_all = sim_teams_all_backlogged(run);
+    bool was_all = sl__sim_teams_all_backlogged(run);
     int *w = &run->team_waiting[a->team];
     if (*w == 0 && delta > 0) run->teams_backlogged++;
     *w += delta;
     if (*w == 0 && delta < 0) run->teams_backlogged--;
-    bool all = sim_teams_all_backlogged(run);
+    bool all = sl__sim_teams_all_backlogged(run);
     if (all && !was_all) run->all_since = run->now_s;
     if (!all && was_all) {
         run->res->all_backlogged_s += run->now_s - run->all_since;
@@ -59,7 +59,7 @@ void sim_teams_waiting(sim_run_t *run, const sim_agent_t *a, int delta)
     }
 }
 
-void sim_teams_served(sim_run_t *run, const sim_agent_t *a, int64_t tokens, bool all_backlogged)
+void sl__sim_teams_served(sim_run_t *run, const sim_agent_t *a, int64_t tokens, bool all_backlogged)
 {
     if (!run->res->teams || !all_backlogged) return;
     run->res->teams[a->team].tokens_backlogged += tokens;
@@ -71,7 +71,7 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-int sim_teams_finish(sim_run_t *run)
+int sl__sim_teams_finish(sim_run_t *run)
 {
     sl_sim_result_t *res = run->res;
     if (!res->teams) return 0;

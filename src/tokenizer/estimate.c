@@ -501,7 +501,12 @@ static int openai_image(est_t *e, const json_t *part, const char *path)
     return 0;
 }
 
-static int openai_content(est_t *e, const json_t *content, const char *path)
+/* A content part of `type` (NULL when missing or not a string) at `path`. */
+typedef int (*part_fn)(est_t *e, json_t *part, const char *path, const char *type);
+
+/* Content of OpenAI shapes: null, a string counted as text, or an array of part objects,
+ * each handed to `fn`; stops at the first error. */
+static int content_parts(est_t *e, const json_t *content, const char *path, part_fn fn)
 {
     if (!content || json_is_null(content))
         return 0;
@@ -517,21 +522,31 @@ static int openai_content(est_t *e, const json_t *content, const char *path)
         path_fmt(p, sizeof(p), "%s[%zu]", path, i);
         if (!json_is_object(part))
             return bad_value(e, p, "not an object:", part);
-        const char *t = json_string_value(json_object_get(part, "type"));
-        if (!t)
-            return fail(e, SL_TOK_EREQUEST, "%s.type: missing or not a string", p);
-        if (strcmp(t, "text") == 0)
-            add_string_field(e, part, "text", p, 1);
-        else if (strcmp(t, "refusal") == 0)
-            add_string_field(e, part, "refusal", p, 1);
-        else if (strcmp(t, "image_url") == 0)
-            openai_image(e, part, p);
-        else
-            return fail(e, SL_TOK_EREQUEST, "%s.type: unknown part type \"%.60s\"", p, t);
+        int rc = fn(e, part, p, json_string_value(json_object_get(part, "type")));
+        if (rc) return rc;
         if (e->rc)
             return e->rc;
     }
     return 0;
+}
+
+static int openai_part(est_t *e, json_t *part, const char *p, const char *t)
+{
+    if (!t) return fail(e, SL_TOK_EREQUEST, "%s.type: missing or not a string", p);
+    if (strcmp(t, "text") == 0)
+        add_string_field(e, part, "text", p, 1);
+    else if (strcmp(t, "refusal") == 0)
+        add_string_field(e, part, "refusal", p, 1);
+    else if (strcmp(t, "image_url") == 0)
+        openai_image(e, part, p);
+    else
+        return fail(e, SL_TOK_EREQUEST, "%s.type: unknown part type \"%.60s\"", p, t);
+    return 0;
+}
+
+static int openai_content(est_t *e, const json_t *content, const char *path)
+{
+    return content_parts(e, content, path, openai_part);
 }
 
 static int openai_message(est_t *e, const json_t *m, size_t i)
@@ -614,34 +629,21 @@ static int responses_turn(est_t *e, const char *role)
 /* Content of a message or a function_call_output: a string, or parts with text
  * (input_text, output_text, refusal, summary_text, ...) or input_image; any other part
  * is counted as its JSON text. */
+static int responses_part(est_t *e, json_t *part, const char *p, const char *t)
+{
+    json_t *text = json_object_get(part, "text");
+    if (t && strcmp(t, "input_image") == 0 && json_is_string(json_object_get(part, "image_url")))
+        openai_image(e, part, p);
+    else if (json_is_string(text) && !(t && strcmp(t, "input_image") == 0))
+        add_text(e, json_string_value(text), json_string_length(text));
+    else
+        add_block_json(e, part);
+    return 0;
+}
+
 static int responses_content(est_t *e, const json_t *content, const char *path)
 {
-    if (!content || json_is_null(content))
-        return 0;
-    if (json_is_string(content))
-        return add_text(e, json_string_value(content), json_string_length(content));
-    if (!json_is_array(content))
-        return bad_value(e, path, "not a string or an array of parts:", content);
-    size_t i;
-    json_t *part;
-    json_array_foreach(content, i, part)
-    {
-        char p[PATH_MAX_BYTES];
-        path_fmt(p, sizeof(p), "%s[%zu]", path, i);
-        if (!json_is_object(part))
-            return bad_value(e, p, "not an object:", part);
-        const char *t = json_string_value(json_object_get(part, "type"));
-        json_t *text = json_object_get(part, "text");
-        if (t && strcmp(t, "input_image") == 0 && json_is_string(json_object_get(part, "image_url")))
-            openai_image(e, part, p);
-        else if (json_is_string(text) && !(t && strcmp(t, "input_image") == 0))
-            add_text(e, json_string_value(text), json_string_length(text));
-        else
-            add_block_json(e, part);
-        if (e->rc)
-            return e->rc;
-    }
-    return 0;
+    return content_parts(e, content, path, responses_part);
 }
 
 static int responses_item(est_t *e, const json_t *item, size_t i)

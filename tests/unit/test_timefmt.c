@@ -29,7 +29,8 @@ static void assert_rfc3339(const char *s, double want)
 static void assert_rfc3339_rejected(const char *s)
 {
     double got = UNTOUCHED;
-    if (sl_parse_rfc3339(s, &got) != SL_EINVAL) fail_msg("\"%s\" was accepted as %.9f", s, got);
+    if (sl_parse_rfc3339(s, &got) != SL_EINVAL)
+        fail_msg("\"%s\" was accepted as %.9f", s ? s : "(null)", got);
     assert_true(got == UNTOUCHED);
 }
 
@@ -44,7 +45,8 @@ static void assert_duration(const char *s, double want_s)
 static void assert_duration_rejected(const char *s)
 {
     double got = UNTOUCHED;
-    if (sl_parse_duration(s, &got) != SL_EINVAL) fail_msg("\"%s\" was accepted as %.12f s", s, got);
+    if (sl_parse_duration(s, &got) != SL_EINVAL)
+        fail_msg("\"%s\" was accepted as %.12f s", s ? s : "(null)", got);
     assert_true(got == UNTOUCHED);
 }
 

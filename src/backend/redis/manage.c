@@ -149,6 +149,19 @@ static void on_user_registered(rb_t *rb, rcall_t *c, redisReply *r)
     on_user_configured(rb, c, NULL);
 }
 
+/* A new operation that answers `cb` (which may be NULL); NULL when out of memory, after
+ * answering SL_ENOMEM. */
+static rop_t *done_op_new(sl_backend_done_cb cb, void *ud)
+{
+    rop_t *op = sl__rb_rop_new(ud);
+    if (!op) {
+        if (cb) cb(SL_ENOMEM, 0, "out of memory", ud);
+        return NULL;
+    }
+    op->cb.done = cb;
+    return op;
+}
+
 void sl__rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backend_done_cb cb,
                       void *ud)
 {
@@ -186,12 +199,8 @@ void sl__rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backen
         if (cb) cb(SL_OK, 0, NULL, ud);
         return;
     }
-    rop_t *op = sl__rb_rop_new(ud);
-    if (!op) {
-        if (cb) cb(SL_ENOMEM, 0, "out of memory", ud);
-        return;
-    }
-    op->cb.done = cb;
+    rop_t *op = done_op_new(cb, ud);
+    if (!op) return;
     op->waiting = (int)s->n_pools;
     for (size_t i = 0; i < s->n_pools; i++) {
         rpool_t *p = sl__rb_pool_by_name(rb, s->pools[i].name);
@@ -232,17 +241,10 @@ void sl__rb_task_put(sl_backend_t *b, const char *id, const char *role,
         return;
     }
     sl_engine_task_delete(rb->check, id);
-    rop_t *op = sl__rb_rop_new(ud);
-    if (!op) {
-        if (cb) cb(SL_ENOMEM, 0, "out of memory", ud);
-        return;
-    }
-    op->cb.done = cb;
-    sl__rcmd_t cmd = {0};
-    sl__rcmd_raw(&cmd, "FCALL");
-    sl__rcmd_raw(&cmd, "sluice_task_put");
-    sl__rcmd_raw(&cmd, "1");
-    sl__rcmd_raw(&cmd, "sluice:{graph}:tasks");
+    rop_t *op = done_op_new(cb, ud);
+    if (!op) return;
+    sl__rcmd_t cmd;
+    sl__rcmd_graph(&cmd, "sluice_task_put");
     sl__rcmd_raw(&cmd, id);
     sl__rcmd_raw(&cmd, role ? role : "worker");
     sl__rcmd_raw(&cmd, sl_task_state_name(state));
@@ -267,17 +269,10 @@ static void on_task_deleted(rb_t *rb, rcall_t *c, redisReply *r)
 void sl__rb_task_delete(sl_backend_t *b, const char *id, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    rop_t *op = sl__rb_rop_new(ud);
-    if (!op) {
-        if (cb) cb(SL_ENOMEM, 0, "out of memory", ud);
-        return;
-    }
-    op->cb.done = cb;
-    sl__rcmd_t cmd = {0};
-    sl__rcmd_raw(&cmd, "FCALL");
-    sl__rcmd_raw(&cmd, "sluice_task_delete");
-    sl__rcmd_raw(&cmd, "1");
-    sl__rcmd_raw(&cmd, "sluice:{graph}:tasks");
+    rop_t *op = done_op_new(cb, ud);
+    if (!op) return;
+    sl__rcmd_t cmd;
+    sl__rcmd_graph(&cmd, "sluice_task_delete");
     sl__rcmd_raw(&cmd, id);
     sl__rb_send_cmd(rb, &cmd, on_task_deleted, op, 0, false);
 }
@@ -345,11 +340,8 @@ void sl__rb_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud)
         return;
     }
     op->cb.tasks = cb;
-    sl__rcmd_t cmd = {0};
-    sl__rcmd_raw(&cmd, "FCALL");
-    sl__rcmd_raw(&cmd, "sluice_tasks");
-    sl__rcmd_raw(&cmd, "1");
-    sl__rcmd_raw(&cmd, "sluice:{graph}:tasks");
+    sl__rcmd_t cmd;
+    sl__rcmd_graph(&cmd, "sluice_tasks");
     sl__rb_send_cmd(rb, &cmd, on_tasks, op, 0, false);
 }
 
@@ -555,12 +547,8 @@ static void on_ping(rb_t *rb, rcall_t *c, redisReply *r)
 void sl__rb_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
-    rop_t *op = sl__rb_rop_new(ud);
-    if (!op) {
-        if (cb) cb(SL_ENOMEM, 0, "out of memory", ud);
-        return;
-    }
-    op->cb.done = cb;
+    rop_t *op = done_op_new(cb, ud);
+    if (!op) return;
     sl__rcmd_t cmd = {0};
     sl__rcmd_raw(&cmd, "FCALL");
     sl__rcmd_raw(&cmd, "sluice_version");

@@ -122,11 +122,8 @@ void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decisio
         return;
     }
     if (req->task) {
-        sl__rcmd_t cmd = {0};
-        sl__rcmd_raw(&cmd, "FCALL");
-        sl__rcmd_raw(&cmd, "sluice_task_unblocks");
-        sl__rcmd_raw(&cmd, "1");
-        sl__rcmd_raw(&cmd, "sluice:{graph}:tasks");
+        sl__rcmd_t cmd;
+        sl__rcmd_graph(&cmd, "sluice_task_unblocks");
         sl__rcmd_raw(&cmd, req->task);
         sl__rb_send_cmd(rb, &cmd, on_graph_unblocks, op, 0, false);
         return;
@@ -185,6 +182,28 @@ static const char *not_found_msg(const char *what, uint64_t id)
     return msg;
 }
 
+/* The opening of an operation through Redis on the pool of `id` (a `what`): a new
+ * operation holding a copy of the pool's name, with *p set; or NULL with *rc and *msg
+ * to answer (SL_ENOTFOUND for an id of no known pool, SL_ENOMEM). */
+static rop_t *pool_op_new(rb_t *rb, const char *what, uint64_t id, void *ud, rpool_t **p, int *rc,
+                          const char **msg)
+{
+    *p = sl__rb_pool_by_id(rb, id);
+    if (!*p) {
+        *rc = SL_ENOTFOUND;
+        *msg = not_found_msg(what, id);
+        return NULL;
+    }
+    rop_t *op = sl__rb_rop_new(ud);
+    if (!op) {
+        *rc = SL_ENOMEM;
+        *msg = "out of memory";
+        return NULL;
+    }
+    op->pool = sl__rb_dup_or_null((*p)->name);
+    return op;
+}
+
 void sl__rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
@@ -205,18 +224,15 @@ void sl__rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb
            ud);
         return;
     }
-    rpool_t *p = sl__rb_pool_by_id(rb, ticket);
-    if (!p) {
-        cb(SL_ENOTFOUND, NULL, not_found_msg("ticket", ticket), ud);
-        return;
-    }
-    rop_t *op = sl__rb_rop_new(ud);
+    rpool_t *p;
+    int rc;
+    const char *msg;
+    rop_t *op = pool_op_new(rb, "ticket", ticket, ud, &p, &rc, &msg);
     if (!op) {
-        cb(SL_ENOMEM, NULL, "out of memory", ud);
+        cb(rc, NULL, msg, ud);
         return;
     }
     op->cb.decision = cb;
-    op->pool = sl__rb_dup_or_null(p->name);
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, "sluice_ticket", p->name, NAN, rb->opt.replica_id);
     sl__rcmd_u64(&cmd, "ticket", ticket);
@@ -253,18 +269,15 @@ void sl__rb_on_done_reply(rb_t *rb, rcall_t *c, redisReply *r)
 static void id_op(rb_t *rb, const char *fn, const char *id_name, uint64_t id, int held,
                   double ttl_s, bool deferrable, sl_backend_done_cb cb, void *ud)
 {
-    rpool_t *p = sl__rb_pool_by_id(rb, id);
-    if (!p) {
-        if (cb) cb(SL_ENOTFOUND, 0, not_found_msg(id_name, id), ud);
-        return;
-    }
-    rop_t *op = sl__rb_rop_new(ud);
+    rpool_t *p;
+    int rc;
+    const char *msg;
+    rop_t *op = pool_op_new(rb, id_name, id, ud, &p, &rc, &msg);
     if (!op) {
-        if (cb) cb(SL_ENOMEM, 0, "out of memory", ud);
+        if (cb) cb(rc, 0, msg, ud);
         return;
     }
     op->cb.done = cb;
-    op->pool = sl__rb_dup_or_null(p->name);
     op->ttl_s = ttl_s;
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, fn, p->name, NAN, rb->opt.replica_id);
@@ -404,20 +417,17 @@ void sl__rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
         cb(rc, rc == SL_OK ? &res : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(rb->local), ud);
         return;
     }
-    rpool_t *p = sl__rb_pool_by_id(rb, lease);
-    if (!p) {
-        cb(SL_ENOTFOUND, NULL, not_found_msg("lease", lease), ud);
-        return;
-    }
-    rop_t *op = sl__rb_rop_new(ud);
+    rpool_t *p;
+    int rc;
+    const char *msg;
+    rop_t *op = pool_op_new(rb, "lease", lease, ud, &p, &rc, &msg);
     if (!op) {
-        cb(SL_ENOMEM, NULL, "out of memory", ud);
+        cb(rc, NULL, msg, ud);
         return;
     }
     op->cb.settle = cb;
-    op->pool = sl__rb_dup_or_null(p->name);
     sl__rcmd_t cmd;
-    int rc = sl__rcmd_settle(&cmd, p->name, lease, s, NAN, rb->opt.replica_id, err, sizeof err);
+    rc = sl__rcmd_settle(&cmd, p->name, lease, s, NAN, rb->opt.replica_id, err, sizeof err);
     if (rc == SL_OK)
         rc = sl__rcmd_settle(&op->cmd, p->name, lease, s, NAN, rb->opt.replica_id, err, sizeof err);
     if (rc != SL_OK) {

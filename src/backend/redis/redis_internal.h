@@ -165,6 +165,7 @@ typedef struct rop {
 /* ---- events.c ---- */
 double sl__rb_now(sl_backend_t *b);
 struct timeval sl__rb_tv_of(double s);
+/* A malloc'd copy of `s`, or NULL for NULL or when out of memory (strdup() that takes NULL). */
 char *sl__rb_dup_or_null(const char *s);
 void sl__rb_remember_queued(rb_t *rb, uint64_t ticket, int pool);
 void sl__rb_queue_event(rb_t *rb, const sl_event_t *ev);

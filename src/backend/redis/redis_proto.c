@@ -38,6 +38,15 @@ void sl__rcmd_raw(sl__rcmd_t *c, const char *arg)
     push(c, arg, strlen(arg));
 }
 
+void sl__rcmd_graph(sl__rcmd_t *c, const char *fn)
+{
+    c->argc = 0;
+    sl__rcmd_raw(c, "FCALL");
+    sl__rcmd_raw(c, fn);
+    sl__rcmd_raw(c, "1");
+    sl__rcmd_raw(c, "sluice:{graph}:tasks");
+}
+
 void sl__rcmd_begin(sl__rcmd_t *c, const char *fn, const char *pool, double now_s,
                     const char *origin)
 {

@@ -38,6 +38,9 @@ typedef struct sl__rcmd {
     size_t len[SL__RCMD_MAX_ARGS];
 } sl__rcmd_t;
 
+/* Starts "FCALL fn 1 sluice:{graph}:tasks": a call of the task graph's library functions,
+ * whose one key is the graph's hash (the arguments follow). */
+void sl__rcmd_graph(sl__rcmd_t *c, const char *fn);
 /* Starts "FCALL fn 1 sluice:{pool}:pool now origin". `now_s` NAN means Redis TIME;
  * `origin` NULL or "" means the library publishes no events. */
 void sl__rcmd_begin(sl__rcmd_t *c, const char *fn, const char *pool, double now_s,
