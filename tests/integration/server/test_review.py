@@ -1,0 +1,148 @@
+"""test_review.py - an outsider's cases against the fleet, teams, limits and caps surface.
+
+Each test is a defect found by review (or a case next to one): teams' memberships,
+refusal order of a suspended agent, parked tickets across a reload. Every wait is
+bounded; no timing gates a result.
+"""
+import unittest
+
+from harness import Sluiced, check_config, wait_until
+
+ADMIN = "admin-review-1"
+AGENT = "agents-review-1"
+
+SUSPEND_CONFIG = """
+fleet:
+  anomaly_window_s: 120
+  anomaly_min_agents: 3
+  anomaly_min_count: 10
+  suspend_anomalous: true
+auth:
+  admin_token: %s
+  tokens:
+    - {token: %s, agent_prefix: ""}
+limits:
+  tool.call:
+    rate: 100000
+    period_s: 600
+pools:
+  default:
+    input_tpm: 100000000
+    output_tpm: 100000000
+""" % (ADMIN, AGENT)
+
+
+def check(s, agent, **kw):
+    body = {"agent": agent}
+    body.update(kw)
+    return s.call("POST", "/v1/limits/tool.call/check", body, token=AGENT)
+
+
+def suspend(test, s, agent):
+    """Makes `agent` a runaway among three quiet agents, until it is suspended."""
+    for quiet in ("q1", "q2", "q3"):
+        st, body, _ = check(s, quiet)
+        test.assertEqual(st, 200, body)
+    for _ in range(200):
+        st, body, _ = check(s, agent)
+        if st == 429 and body.get("reason") == "suspended":
+            return
+        test.assertEqual(st, 200, body)
+    test.assertTrue(wait_until(lambda: check(s, agent)[0] == 429, 5))
+
+
+class Teams(unittest.TestCase):
+    def test_an_agent_in_two_teams_is_refused_naming_the_agent_and_both_teams(self):
+        # The engine would put it in the last team and per: team limits in the first.
+        rc, out = check_config("caps:\n  teams:\n    red:\n      members: [x, y]\n"
+                               "    blue:\n      members: [z, x]\n")
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("caps.teams.blue.members", out)
+        self.assertIn("'x'", out)
+        self.assertIn("red", out)
+        self.assertIn(":6:", out)  # the line of the second listing
+
+    def test_a_team_without_members_and_distinct_members_are_accepted(self):
+        rc, out = check_config("caps:\n  teams:\n    red:\n      members: [x, y, x]\n"
+                               "    blue:\n      weight: 2\n      members: []\n")
+        self.assertEqual(rc, 0, out)
+
+
+class SuspendedRefusalOrder(unittest.TestCase):
+    def test_a_suspended_agents_bad_check_is_400_naming_the_field_and_value(self):
+        # docs/api.md: the 429 `suspended` comes after the 400/403 checks.
+        with Sluiced(SUSPEND_CONFIG) as s:
+            suspend(self, s, "runaway")
+            st, body, _ = check(s, "runaway", hits=-3)
+            self.assertEqual(st, 400, body)
+            self.assertIn("hits", body["error"]["message"])
+            self.assertIn("-3", body["error"]["message"])
+            st, body, _ = check(s, "runaway", wait="soon")
+            self.assertEqual(st, 400, body)
+            self.assertIn("wait", body["error"]["message"])
+            st, body, _ = check(s, "runaway", hits=10 ** 12)
+            self.assertEqual(st, 400, body)
+            self.assertIn("hits", body["error"]["message"])
+            st, body, _ = check(s, "runaway")
+            self.assertEqual((st, body.get("reason")), (429, "suspended"), body)
+
+
+PARK_CONFIG = """
+pools:
+  default:
+    input_tpm: 1000000
+    output_tpm: 1000000
+    lease_ttl_s: 300
+    max_queue_wait_s: 600
+caps:
+  agents:
+    solo:
+      max_concurrent: %d
+"""
+
+
+class ParkedAcrossReload(unittest.TestCase):
+    def test_raising_max_concurrent_by_reload_grants_the_parked_ticket(self):
+        with Sluiced(PARK_CONFIG % 1) as s:
+            st, first, _ = s.lease("solo", 10)
+            self.assertEqual(st, 200, first)
+            st, queued, _ = s.lease("solo", 10)
+            self.assertEqual((st, queued.get("limited_by")), (202, "agent_cap"), queued)
+            s.write_config("cold_start: full\nevent_log: %s\n%s" % (s.event_log,
+                                                                    PARK_CONFIG % 2))
+            st, body, _ = s.call("POST", "/v1/admin/reload")
+            self.assertEqual(st, 200, body)
+            # A slot is free now: the ticket is granted without waiting for a release
+            # (the first lease lives 300 s).
+            st, body, _ = s.call("GET", "/v1/tickets/%s?wait=3" % queued["ticket"])
+            self.assertEqual((st, body.get("status")), (200, "granted"), body)
+
+    def test_lifting_the_cap_by_reload_grants_the_parked_ticket(self):
+        with Sluiced(PARK_CONFIG % 1) as s:
+            st, first, _ = s.lease("solo", 10)
+            self.assertEqual(st, 200, first)
+            st, queued, _ = s.lease("solo", 10)
+            self.assertEqual(st, 202, queued)
+            s.write_config("cold_start: full\nevent_log: %s\n%s" % (
+                s.event_log, PARK_CONFIG.split("caps:")[0]))
+            st, body, _ = s.call("POST", "/v1/admin/reload")
+            self.assertEqual(st, 200, body)
+            st, body, _ = s.call("GET", "/v1/tickets/%s?wait=3" % queued["ticket"])
+            self.assertEqual((st, body.get("status")), (200, "granted"), body)
+
+    def test_a_parked_ticket_cancelled_is_gone_and_the_cap_still_holds(self):
+        with Sluiced(PARK_CONFIG % 1) as s:
+            st, first, _ = s.lease("solo", 10)
+            self.assertEqual(st, 200, first)
+            st, queued, _ = s.lease("solo", 10)
+            self.assertEqual(st, 202, queued)
+            self.assertEqual(s.call("DELETE", "/v1/tickets/%s" % queued["ticket"])[0], 200)
+            self.assertEqual(s.pool()["queue"]["depth"], 0)
+            st, again, _ = s.lease("solo", 10)
+            self.assertEqual((st, again.get("limited_by")), (202, "agent_cap"), again)
+            self.assertGreater(again["eta"], 0)
+            self.assertLessEqual(again["eta"], 300)
+
+
+if __name__ == "__main__":
+    unittest.main()
