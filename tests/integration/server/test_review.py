@@ -4,6 +4,10 @@ Each test is a defect found by review (or a case next to one): teams' membership
 refusal order of a suspended agent, parked tickets across a reload. Every wait is
 bounded; no timing gates a result.
 """
+import json
+import socket
+import threading
+import time
 import unittest
 
 from harness import Sluiced, check_config, wait_until
@@ -142,6 +146,67 @@ class ParkedAcrossReload(unittest.TestCase):
             self.assertEqual((st, again.get("limited_by")), (202, "agent_cap"), again)
             self.assertGreater(again["eta"], 0)
             self.assertLessEqual(again["eta"], 300)
+
+
+CROWD_CONFIG = """
+fleet:
+  anomaly_window_s: 12
+  anomaly_min_agents: 3
+  anomaly_min_count: 10
+  suspend_anomalous: true
+auth:
+  admin_token: %s
+  tokens:
+    - {token: %s, agent_prefix: ""}
+limits:
+  tool.call:
+    rate: 100000000
+    period_s: 600
+""" % (ADMIN, AGENT)
+
+
+def pipelined_checks(port, agents):
+    """One limit check per agent on one keep-alive connection, pipelined; returns the
+    number of answers read."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    answers = [0]
+
+    def read():
+        buf = b""
+        while answers[0] < len(agents):
+            data = s.recv(1 << 16)
+            if not data:
+                break
+            buf += data
+            answers[0] += buf.count(b"HTTP/1.1 ")
+            buf = buf[buf.rfind(b"HTTP/1.1 ") + 1:] if b"HTTP/1.1 " in buf else buf[-16:]
+
+    t = threading.Thread(target=read)
+    t.start()
+    for i in range(0, len(agents), 500):
+        chunk = []
+        for a in agents[i:i + 500]:
+            body = json.dumps({"agent": a}).encode()
+            chunk.append(b"POST /v1/limits/tool.call/check HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (AGENT.encode(), len(body), body))
+        s.sendall(b"".join(chunk))
+    t.join(120)
+    s.close()
+    return answers[0]
+
+
+class AnomalyCrowd(unittest.TestCase):
+    def test_a_runaway_is_still_judged_after_100000_agent_names_went_idle(self):
+        # The per-agent records are bounded (100,000); names seen once and idle since
+        # must not keep every later agent from being judged (a way around suspension).
+        with Sluiced(CROWD_CONFIG) as s:
+            names = ["idle-%d" % i for i in range(100000)]
+            self.assertEqual(pipelined_checks(s.port, names), len(names))
+            time.sleep(13)  # past anomaly_window_s: every one of them is idle now
+            suspend(self, s, "late-runaway")
+            st, body, _ = check(s, "late-runaway")
+            self.assertEqual((st, body.get("reason")), (429, "suspended"), body)
 
 
 if __name__ == "__main__":
