@@ -186,6 +186,29 @@ static void test_team_weight_errors_name_the_field_and_value(void **state)
     sl_sim_scenario_free(&sc);
 }
 
+/* A key given twice is refused naming it: last-wins would hide a typo'd copy (and a second
+ * `agents` list leaked the first). */
+static void test_a_key_given_twice_names_the_key(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"agents: [{name: a}]\nagents: [{name: b}]\n", "agents: given twice"},
+        {"teams: 2\nteam_weights: [2]\nteam_weights: [3]\nagents: [{name: a}]\n",
+         "team_weights: given twice"},
+        {"provider: {rpm: 5, rpm: 6}\nagents: [{name: a}]\n", "provider.rpm: given twice"},
+        {"agents: [{name: a, count: 2, count: 3}]\n", "agents[0].count: given twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(sl_sim_scenario_parse(bad[i].yaml, strlen(bad[i].yaml), &sc, err, sizeof err),
+                         -1);
+        if (!strstr(err, bad[i].want)) fail_msg("\"%s\" does not say \"%s\"", err, bad[i].want);
+    }
+}
+
 /* Two identical teams that always have agents waiting, weighted 1:3. */
 static const char two_teams[] = "name: two-teams\nseed: 3\nduration_s: 600\nteams: 2\n"
                                 "team_weights: [1, 3]\nharness_timeout_s: 0\n"
@@ -452,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_limits_far_above_demand_give_no_429s),
         cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
         cmocka_unit_test(test_team_weight_errors_name_the_field_and_value),
+        cmocka_unit_test(test_a_key_given_twice_names_the_key),
         cmocka_unit_test(test_sluice_serves_backlogged_teams_by_their_weights),
         cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
         cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
