@@ -47,6 +47,14 @@ limits:
 """ % (ADMIN, AGENT)
 
 
+def library_loaded(redis):
+    """limits.lua answers (the replicas load it as they connect)."""
+    try:
+        return redis.command("FCALL", "sluice_limits_version", "0") in ("1", b"1")
+    except Exception:  # not loaded yet: Redis answers an error
+        return False
+
+
 def check(r, name, token=AGENT, timeout_s=10, **body):
     return r.call("POST", "/v1/limits/%s/check" % name, body, token=token, timeout_s=timeout_s)
 
@@ -54,17 +62,10 @@ def check(r, name, token=AGENT, timeout_s=10, **body):
 class ReviewLimits(unittest.TestCase):
     def setUp(self):
         self.redis = Redis()
-        self.a = replica(self.redis, POOLS)
-        self.b = replica(self.redis, POOLS)
-        for r in (self.a, self.b):
-            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
-        self.assertTrue(wait_until(self.library_loaded, 10))
-
-    def library_loaded(self):
-        try:
-            return self.redis.command("FCALL", "sluice_limits_version", "0") in ("1", b"1")
-        except Exception:  # not loaded yet
-            return False
+        self.a, self.b = (replica(self.redis, POOLS) for _ in range(2))
+        up = lambda: all(r.call("GET", "/readyz")[0] == 200 for r in (self.a, self.b))  # noqa: E731
+        self.assertTrue(wait_until(up, 10))
+        self.assertTrue(wait_until(lambda: library_loaded(self.redis), 10))
 
     def tearDown(self):
         self.redis.cont_signal()

@@ -16,23 +16,11 @@ ADMIN = "admin-review-1"
 AGENT = "agents-review-1"
 
 SUSPEND_CONFIG = """
-fleet:
-  anomaly_window_s: 120
-  anomaly_min_agents: 3
-  anomaly_min_count: 10
-  suspend_anomalous: true
-auth:
-  admin_token: %s
-  tokens:
-    - {token: %s, agent_prefix: ""}
-limits:
-  tool.call:
-    rate: 100000
-    period_s: 600
-pools:
-  default:
-    input_tpm: 100000000
-    output_tpm: 100000000
+auth: {admin_token: %s, tokens: [{token: %s, agent_prefix: ""}]}
+limits: {tool.call: {rate: 100000, period_s: 600}}
+pools: {default: {input_tpm: 100000000, output_tpm: 100000000}}
+fleet: {anomaly_window_s: 120, anomaly_min_agents: 3, anomaly_min_count: 10,
+        suspend_anomalous: true}
 """ % (ADMIN, AGENT)
 
 
@@ -106,40 +94,35 @@ caps:
 
 
 class ParkedAcrossReload(unittest.TestCase):
+    def park_one(self, s):
+        """Holds solo's one slot with a 300 s lease and parks a second request; returns
+        the parked ticket's answer."""
+        st, first, _ = s.lease("solo", 10)
+        self.assertEqual(st, 200, first)
+        st, queued, _ = s.lease("solo", 10)
+        self.assertEqual((st, queued.get("limited_by")), (202, "agent_cap"), queued)
+        return queued
+
+    def reload_then_granted(self, s, queued, config_text):
+        s.write_config("cold_start: full\nevent_log: %s\n%s" % (s.event_log, config_text))
+        st, body, _ = s.call("POST", "/v1/admin/reload")
+        self.assertEqual(st, 200, body)
+        # A slot is free now: granted without waiting for a release (the first lease
+        # lives 300 s).
+        st, body, _ = s.call("GET", "/v1/tickets/%s?wait=3" % queued["ticket"])
+        self.assertEqual((st, body.get("status")), (200, "granted"), body)
+
     def test_raising_max_concurrent_by_reload_grants_the_parked_ticket(self):
         with Sluiced(PARK_CONFIG % 1) as s:
-            st, first, _ = s.lease("solo", 10)
-            self.assertEqual(st, 200, first)
-            st, queued, _ = s.lease("solo", 10)
-            self.assertEqual((st, queued.get("limited_by")), (202, "agent_cap"), queued)
-            s.write_config("cold_start: full\nevent_log: %s\n%s" % (s.event_log,
-                                                                    PARK_CONFIG % 2))
-            st, body, _ = s.call("POST", "/v1/admin/reload")
-            self.assertEqual(st, 200, body)
-            # A slot is free now: the ticket is granted without waiting for a release
-            # (the first lease lives 300 s).
-            st, body, _ = s.call("GET", "/v1/tickets/%s?wait=3" % queued["ticket"])
-            self.assertEqual((st, body.get("status")), (200, "granted"), body)
+            self.reload_then_granted(s, self.park_one(s), PARK_CONFIG % 2)
 
     def test_lifting_the_cap_by_reload_grants_the_parked_ticket(self):
         with Sluiced(PARK_CONFIG % 1) as s:
-            st, first, _ = s.lease("solo", 10)
-            self.assertEqual(st, 200, first)
-            st, queued, _ = s.lease("solo", 10)
-            self.assertEqual(st, 202, queued)
-            s.write_config("cold_start: full\nevent_log: %s\n%s" % (
-                s.event_log, PARK_CONFIG.split("caps:")[0]))
-            st, body, _ = s.call("POST", "/v1/admin/reload")
-            self.assertEqual(st, 200, body)
-            st, body, _ = s.call("GET", "/v1/tickets/%s?wait=3" % queued["ticket"])
-            self.assertEqual((st, body.get("status")), (200, "granted"), body)
+            self.reload_then_granted(s, self.park_one(s), PARK_CONFIG.split("caps:")[0])
 
     def test_a_parked_ticket_cancelled_is_gone_and_the_cap_still_holds(self):
         with Sluiced(PARK_CONFIG % 1) as s:
-            st, first, _ = s.lease("solo", 10)
-            self.assertEqual(st, 200, first)
-            st, queued, _ = s.lease("solo", 10)
-            self.assertEqual(st, 202, queued)
+            queued = self.park_one(s)
             self.assertEqual(s.call("DELETE", "/v1/tickets/%s" % queued["ticket"])[0], 200)
             self.assertEqual(s.pool()["queue"]["depth"], 0)
             st, again, _ = s.lease("solo", 10)
