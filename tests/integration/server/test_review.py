@@ -11,6 +11,7 @@ import time
 import unittest
 
 from harness import Sluiced, check_config, wait_until
+from teams_case import CAPS, POOL
 
 ADMIN = "admin-review-1"
 AGENT = "agents-review-1"
@@ -190,6 +191,44 @@ class AnomalyCrowd(unittest.TestCase):
             suspend(self, s, "late-runaway")
             st, body, _ = check(s, "late-runaway")
             self.assertEqual((st, body.get("reason")), (429, "suspended"), body)
+
+
+class TeamWeightsReloaded(unittest.TestCase):
+    def test_a_reload_that_swaps_the_weights_reorders_the_queued_tickets(self):
+        # docs/engine.md: a weight change applies to queued requests at once.
+        def caps(wa, wb):
+            a, b = CAPS.split("    b:")
+            return a.replace("weight: 1", "weight: %d" % wa) + "    b:" + b.replace(
+                "weight: 3", "weight: %d" % wb)
+
+        def first_four(s, tickets):
+            where = {}
+            for agent, t in tickets:
+                st, body, _ = s.call("GET", "/v1/tickets/%s" % t)
+                self.assertEqual(st, 202, body)
+                where[body["position"]] = agent
+            self.assertEqual(sorted(where), list(range(1, 13)))
+            return [where[p][0] for p in (1, 2, 3, 4)]
+
+        with Sluiced("pools:\n" + POOL + caps(1, 3)) as s:
+            st, body, _ = s.lease("z", 55705, 0)
+            self.assertEqual(st, 200, body)
+            tickets = []
+            for agent in ["a1", "a2", "a3"] * 2 + ["b1"] * 6:
+                st, body, _ = s.lease(agent, 1024, 0, wait=0)
+                self.assertEqual(st, 202, body)
+                tickets.append((agent, body["ticket"]))
+            self.assertEqual(sorted(first_four(s, tickets)), ["a", "b", "b", "b"])
+            s.write_config("cold_start: full\nevent_log: %s\npools:\n%s%s"
+                           % (s.event_log, POOL, caps(3, 1)))
+            st, body, _ = s.call("POST", "/v1/admin/reload")
+            self.assertEqual(st, 200, body)
+            self.assertEqual(sorted(first_four(s, tickets)), ["a", "a", "a", "b"])
+            # Weights back as they were, then a team gone: its weight is 1 again.
+            s.write_config("cold_start: full\nevent_log: %s\npools:\n%s" % (s.event_log, POOL))
+            st, body, _ = s.call("POST", "/v1/admin/reload")
+            self.assertEqual(st, 200, body)
+            self.assertEqual(len(first_four(s, tickets)), 4)
 
 
 if __name__ == "__main__":
