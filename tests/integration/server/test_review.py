@@ -11,7 +11,7 @@ import time
 import unittest
 
 from harness import Sluiced, check_config, wait_until
-from teams_case import CAPS, POOL
+from teams_case import CAPS, POOL, queue_twelve
 
 ADMIN = "admin-review-1"
 AGENT = "agents-review-1"
@@ -211,13 +211,7 @@ class TeamWeightsReloaded(unittest.TestCase):
             return [where[p][0] for p in (1, 2, 3, 4)]
 
         with Sluiced("pools:\n" + POOL + caps(1, 3)) as s:
-            st, body, _ = s.lease("z", 55705, 0)
-            self.assertEqual(st, 200, body)
-            tickets = []
-            for agent in ["a1", "a2", "a3"] * 2 + ["b1"] * 6:
-                st, body, _ = s.lease(agent, 1024, 0, wait=0)
-                self.assertEqual(st, 202, body)
-                tickets.append((agent, body["ticket"]))
+            tickets = [q[:2] for q in queue_twelve(self, s)]
             self.assertEqual(sorted(first_four(s, tickets)), ["a", "b", "b", "b"])
             s.write_config("cold_start: full\nevent_log: %s\npools:\n%s%s"
                            % (s.event_log, POOL, caps(3, 1)))
