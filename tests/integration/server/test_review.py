@@ -225,5 +225,18 @@ class TeamWeightsReloaded(unittest.TestCase):
             self.assertEqual(len(first_four(s, tickets)), 4)
 
 
+class LongLimitName(unittest.TestCase):
+    def test_a_limit_named_with_200_bytes_has_its_watch_metrics(self):
+        name = "l" * 200  # limit names may be 1..256 bytes
+        with Sluiced("limits:\n  %s:\n    rate: 1\n    period_s: 600\n" % name) as s:
+            for _ in range(2):
+                s.call("POST", "/v1/limits/%s/check" % name, {"agent": "a"})
+            st, text, _ = s.call("GET", "/metrics")
+            self.assertEqual(st, 200)
+            self.assertIn('sluice_limit_checks_total{limit="%s",result="denied"} 1' % name, text)
+            self.assertIn('sluice_limit_throttle_ratio{limit="%s"} 0.5' % name, text)
+            self.assertIn('sluice_limit_retry_after_seconds_count{limit="%s"} 1' % name, text)
+
+
 if __name__ == "__main__":
     unittest.main()
