@@ -92,7 +92,10 @@ class ReviewLimits(unittest.TestCase):
         st, body, _ = check(self.a, "keyed", agent="me", key="k" * 257)
         self.assertEqual(st, 400, body)
         self.assertIn("key", body["error"]["message"])
-        self.assertIn("257", body["error"]["message"])
+        self.assertIn("257", body["error"]["message"])  # the value's length
+        st, body, _ = self.a.call("GET", "/v1/limits/keyed?key=" + "q" * 300, token=AGENT)
+        self.assertEqual(st, 400, body)
+        self.assertIn("300 bytes", body["error"]["message"])
 
     def test_an_agent_token_cannot_check_or_read_another_agents_or_teams_key(self):
         st, body, _ = check(self.a, "mine", agent="you")
