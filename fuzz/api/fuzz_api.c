@@ -3,7 +3,8 @@
  *
  * The input is a script, one request per line: `TOKEN METHOD PATH BODY`, where TOKEN is
  * `a` (admin), `w` (a worker token for agents "w-*", role worker only), `r` (agent r1,
- * allowed to resync) or `-` (none), and `$L` / `$T` in PATH stand for the last lease /
+ * allowed to resync), `t` (agents "t-*": t-a and t-b in team red, t-c in team blue) or
+ * `-` (none), and `$L` / `$T` in PATH stand for the last lease /
  * ticket id answered. The requests go through sluiced's own front (http.c: routing, auth.c,
  * body parsing) to the handlers and a memory backend; the target links the whole of
  * sluiced_core (proxy, dashboard, Redis backend included), and only the transport is
@@ -20,6 +21,7 @@
  * adopted limit ever leaves [configured / factor, configured x factor]; no weight is
  * beyond what the weight formula gives for the configured ceilings.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,7 +65,41 @@ static const char config_text[] = "pools:\n"
                                   "    - token: resync-token-1\n"
                                   "      agent: r1\n"
                                   "      resync: true\n"
-                                  "      priorities: [high, normal, low]\n";
+                                  "      priorities: [high, normal, low]\n"
+                                  "    - token: team-token-1\n"
+                                  "      agent_prefix: t-\n"
+                                  "caps:\n"
+                                  "  agents:\n"
+                                  "    w-cap:\n"
+                                  "      max_concurrent: 1\n"
+                                  "  teams:\n"
+                                  "    red:\n"
+                                  "      weight: 3\n"
+                                  "      members: [t-a, t-b, w-a]\n"
+                                  "    blue:\n"
+                                  "      weight: 0.5\n"
+                                  "      max_concurrent: 2\n"
+                                  "      members: [t-c]\n"
+                                  "limits:\n"
+                                  "  calls:\n"
+                                  "    rate: 5\n"
+                                  "  byteam:\n"
+                                  "    rate: 5\n"
+                                  "    per: team\n"
+                                  "    parents: [calls]\n"
+                                  "  keyed:\n"
+                                  "    rate: 3\n"
+                                  "    per: key\n"
+                                  "    on_limit: queue\n"
+                                  "  conc:\n"
+                                  "    algorithm: concurrency\n"
+                                  "    rate: 2\n"
+                                  "    per: key\n"
+                                  "fleet:\n"
+                                  "  anomaly_min_agents: 3\n"
+                                  "  anomaly_min_count: 2\n"
+                                  "  suspend_anomalous: true\n"
+                                  "  metrics_top_agents: 3\n";
 
 static sl_config_t config; /* loaded once; every input's server borrows it */
 static struct event_base *base;
@@ -172,6 +208,23 @@ bool sl_hreq_has_header(const sl_hreq_t *r, const char *name)
 }
 
 static uint64_t last_lease, last_ticket;
+static char who; /* the token of the request being answered: a, w, r, t or - */
+
+/* An agent token sees only its own agents' anomalies (GET /v1/fleet). */
+static void check_anomalies(const json_t *j)
+{
+    const char *own = who == 'w' ? "w-" : who == 't' ? "t-" : who == 'r' ? "r1" : NULL;
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(j, "anomalies"), i, a) {
+        const char *agent = json_string_value(json_object_get(a, "agent"));
+        if (own && (!agent || strncmp(agent, own, strlen(own)) != 0 ||
+                    (who == 'r' && strcmp(agent, "r1") != 0))) {
+            fprintf(stderr, "token %c shown the anomaly of %s\n", who, agent ? agent : "?");
+            abort();
+        }
+    }
+}
 
 static void check_answer(int status, const char *body, size_t len)
 {
@@ -206,11 +259,62 @@ static void check_answer(int status, const char *body, size_t len)
                 body);
         abort();
     }
+    check_anomalies(j);
     const char *lease = json_string_value(json_object_get(j, "lease"));
     const char *ticket = json_string_value(json_object_get(j, "ticket"));
     if (lease) sl__parse_id(lease, 'l', &last_lease);
     if (ticket) sl__parse_id(ticket, 't', &last_ticket);
     json_decref(j);
+}
+
+/* Every line of a Prometheus text answer is a comment, or `name{label="value",...} number`
+ * with `\\`, `\"` and `\n` the only escapes and no raw newline in a value. */
+static void check_metrics(const char *body, size_t len)
+{
+    const char *p = body, *end = body + len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p)), *line = p;
+        if (!eol) eol = end;
+        bool ok = true;
+        if (*p != '#') {
+            size_t n = 0;
+            while (p < eol && (isalnum((unsigned char)*p) || *p == '_' || *p == ':'))
+                p++, n++;
+            ok = n > 0;
+            if (ok && p < eol && *p == '{') {
+                p++;
+                while (ok && p < eol && *p != '}') {
+                    while (p < eol && (isalnum((unsigned char)*p) || *p == '_')) p++;
+                    ok = p + 1 < eol && p[0] == '=' && p[1] == '"';
+                    for (p += 2; ok && p < eol && *p != '"'; p++)
+                        if (*p == '\\') ok = ++p < eol && (*p == '\\' || *p == '"' || *p == 'n');
+                    ok = ok && p < eol;
+                    if (ok) p++;
+                    if (ok && p < eol && *p == ',') p++;
+                }
+                ok = ok && p < eol && *p == '}';
+                p++;
+            }
+            ok = ok && p < eol && *p == ' ';
+            if (ok) {
+                char num[64];
+                size_t k = (size_t)(eol - p - 1);
+                ok = k > 0 && k < sizeof(num);
+                if (ok) {
+                    memcpy(num, p + 1, k);
+                    num[k] = '\0';
+                    char *e;
+                    (void)strtod(num, &e);
+                    ok = *e == '\0';
+                }
+            }
+        }
+        if (!ok) {
+            fprintf(stderr, "bad metrics line: %.*s\n", (int)(eol - line), line);
+            abort();
+        }
+        p = eol + 1;
+    }
 }
 
 void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const void *body, size_t len)
@@ -221,6 +325,8 @@ void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const voi
                      (r->path_len > 11 && !strncmp(r->target, "/dashboard/", 11));
     if (content_type && strstr(content_type, "json")) {
         check_answer(status, body, len);
+    } else if (r->path_len == 8 && !strncmp(r->target, "/metrics", 8)) {
+        check_metrics(body, len);
     } else if (status != 200 && !(dashboard && (status == 303 || status == 304 || status == 401))) {
         fprintf(stderr, "non-JSON answer with status %d\n", status);
         abort();
@@ -416,7 +522,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         r->auth = line[0] == 'a'   ? "Bearer admin-token-1"
                   : line[0] == 'w' ? "Bearer worker-token-1"
                   : line[0] == 'r' ? "Bearer resync-token-1"
+                  : line[0] == 't' ? "Bearer team-token-1"
                                    : NULL;
+        who = line[0];
         r->body = body ? body : "";
         r->body_len = strlen(r->body);
         n_reqs++;
@@ -424,6 +532,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snapshot_t before, after;
         snapshot(&srv, &before);
         the_httpd.on_request(r, the_httpd.ud);
+        sl__anomaly_tick(&srv); /* as the once-a-second timer would: flags, suspends */
         snapshot(&srv, &after);
         if (r->finished && r->status >= 400 && r->status != 429 &&
             (before.n != after.n || memcmp(before.limit, after.limit, sizeof(before.limit)) ||

@@ -184,6 +184,13 @@ typedef struct sl_caps {
  * (bad name, negative, NaN or a share above 1), SL_ENOMEM. */
 int sl_engine_set_caps(sl_engine_t *e, const char *holder, bool is_team, const sl_caps_t *caps);
 
+/* After caps were changed (sl_engine_set_caps, e.g. by a reload): moves the tickets
+ * parked on a holder's max_concurrent back to their pool's queue while the holder now
+ * has free slots (a cap raised or lifted), and drains the pools, so none waits for a
+ * release it no longer needs. Call it once the whole batch of caps is set: between two
+ * calls a cap may be lifted only for a moment. */
+void sl_engine_wake_parked(sl_engine_t *e);
+
 /* Puts `agent` in `team` (NULL removes it from its team). Takes effect for later
  * requests. Errors: SL_EINVAL, SL_ENOMEM. */
 int sl_engine_set_agent_team(sl_engine_t *e, const char *agent, const char *team);

@@ -304,6 +304,7 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
         }
         for (size_t i = 0; rc == SL_OK && i < s->n_members; i++)
             rc = sl_engine_set_agent_team(m->engine, s->members[i].agent, s->members[i].team);
+        if (rc == SL_OK) sl_engine_wake_parked(m->engine); /* a cap raised frees slots */
         if (rc == SL_OK) remember_applied(m, s);
         double now = mem_now(b);
         for (size_t i = 0; rc == SL_OK && i < s->n_pools; i++) {

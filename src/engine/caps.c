@@ -341,6 +341,17 @@ void sl__caps_wake(sl__pool_t *p, sl__capstate_t *st)
     }
 }
 
+void sl_engine_wake_parked(sl_engine_t *e)
+{
+    for (size_t i = 0; i < e->n_pools; i++) {
+        sl__pool_t *p = e->pools[i];
+        if (!p->n_parked) continue;
+        for (size_t k = 0; k < p->capstates.cap; k++)
+            if (p->capstates.slots[k].hash) sl__caps_wake(p, p->capstates.slots[k].val);
+        sl__pool_drain(e, p, e->now);
+    }
+}
+
 int64_t sl__caps_parked_ahead(const sl__ticket_t *t)
 {
     int64_t n = 0;

@@ -220,10 +220,11 @@ static const sl__kstate_t FRESH = {.fresh = true};
 
 static int check_name(sl_limits_t *ls, const char *field, const char *s)
 {
-    size_t n = strnlen(s, SL_LIMITS_MAX_NAME + 1);
+    size_t n = strlen(s);
     if (n == 0) return fail(ls, SL_EINVAL, "%s: empty", field);
-    if (n > SL_LIMITS_MAX_NAME)
-        return fail(ls, SL_EINVAL, "%s: longer than %d bytes", field, SL_LIMITS_MAX_NAME);
+    if (n > SL_LIMITS_MAX_NAME) /* the value's start and its length: it may be huge */
+        return fail(ls, SL_EINVAL, "%s: longer than %d bytes ('%.32s...', %zu bytes)", field,
+                    SL_LIMITS_MAX_NAME, s, n);
     return SL_OK;
 }
 

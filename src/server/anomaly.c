@@ -58,6 +58,7 @@ struct sl_anomaly {
     sample_t *scratch;   /* the evaluation's two arrays of samples, kept between ticks */
     size_t scratch_cap;  /* samples per array */
     size_t n_flagged;
+    double swept_at_s; /* the last forget_idle() */
 };
 
 static sl_anomaly_t *anomaly_of(sl_server_t *srv)
@@ -66,14 +67,50 @@ static sl_anomaly_t *anomaly_of(sl_server_t *srv)
     return srv->anomaly;
 }
 
+static double now_s(const sl_server_t *srv);
+
+typedef struct idle_ctx {
+    const char **names;
+    size_t n;
+    double win, now;
+} idle_ctx_t;
+
+static void note_idle(const char *key, void *val, void *ud)
+{
+    idle_ctx_t *c = ud;
+    agent_watch_t *w = val;
+    if (!w->flagged && !sl__window_sum(&w->requests, c->win, c->now) &&
+        !sl__window_sum(&w->violations, c->win, c->now))
+        c->names[c->n++] = key;
+}
+
+/* At MAX_TRACKED_AGENTS, forgets the agents with nothing in the window and not flagged,
+ * at most once a second: names seen once must not keep every later agent from being
+ * judged. Their totals leave the per-agent series with them; a suspension is not
+ * theirs to lose (suspend.c keeps it). */
+static void forget_idle(sl_server_t *srv, sl_anomaly_t *a)
+{
+    double now = now_s(srv);
+    if (a->swept_at_s > 0 && now - a->swept_at_s < 1) return;
+    a->swept_at_s = now;
+    idle_ctx_t c = {calloc(a->agents.count, sizeof(char *)), 0,
+                    srv->config.fleet.anomaly_window_s, now};
+    if (!c.names) return;
+    sl__namemap_foreach(&a->agents, note_idle, &c);
+    for (size_t i = 0; i < c.n; i++)
+        free(sl__namemap_del(&a->agents, c.names[i])); /* frees the key: c.names[i] */
+    free(c.names);
+}
+
 /* The agent's record, made when new (NULL when out of memory or too many agents). */
 static agent_watch_t *watch_of(sl_server_t *srv, const char *agent)
 {
     sl_anomaly_t *a = anomaly_of(srv);
     if (!a || !agent || !*agent) return NULL;
+    agent_watch_t *w = sl__namemap_get(&a->agents, agent);
+    if (!w && a->agents.count >= MAX_TRACKED_AGENTS) forget_idle(srv, a);
     const char *made = NULL;
-    agent_watch_t *w =
-        sl__namemap_obtain(&a->agents, agent, sizeof(*w), MAX_TRACKED_AGENTS, &made);
+    if (!w) w = sl__namemap_obtain(&a->agents, agent, sizeof(*w), MAX_TRACKED_AGENTS, &made);
     if (made) { /* new */
         w->name = made;
         snprintf(w->role, sizeof(w->role), "worker");

@@ -679,6 +679,15 @@ static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool
             size_t n = 0;
             rc = parse_string_list(p, v, fkey, &names, &n);
             for (size_t i = 0; i < n; i++) {
+                /* One team per agent: the queue and per: team limits must agree on it. */
+                const char *other = NULL;
+                for (size_t j = 0; !other && j < c->settings.n_members; j++)
+                    if (!strcmp(c->settings.members[j].agent, names[i]) &&
+                        strcmp(c->settings.members[j].team, holder) != 0)
+                        other = c->settings.members[j].team;
+                if (other && rc == 0)
+                    rc = fail(p, v, fkey, "'%s' is already a member of team '%s' (an agent is "
+                              "in one team at most)", names[i], other);
                 sl_team_member_t *m =
                     realloc(c->settings.members, (c->settings.n_members + 1) * sizeof(*m));
                 if (!m) {

@@ -638,7 +638,6 @@ static void handle_check(sl_call_t *call, const char *name)
     int64_t hits = 1;
     double wait_s = 0;
     if (read_request(call, name, fields, &req) < 0) return;
-    if (sl__anomaly_refuse(call, req.agent, NULL)) return; /* suspended: nothing checked */
     if (sl__json_get_int(call->body, "hits", false, &hits, msg, sizeof(msg)) < 0 ||
         sl__json_get_number(call->body, "wait", false, 0, false, &wait_s, msg, sizeof(msg)) < 0) {
         sl__reply_error(call, 400, "invalid_request", "%s", msg);
@@ -650,6 +649,8 @@ static void handle_check(sl_call_t *call, const char *name)
                         (long long)SL_LIMITS_MAX_HITS);
         return;
     }
+    /* After the 400/403 checks (docs/api.md "Suspension"): suspended, nothing checked. */
+    if (sl__anomaly_refuse(call, req.agent, NULL)) return;
     req.hits = hits;
     wait_s = fmin(wait_s, call->srv->config.max_wait_s);
     int64_t now = now_us(call->srv);

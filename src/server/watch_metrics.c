@@ -18,6 +18,7 @@
 static const double retry_bounds_s[] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600};
 #define N_RETRY          (sizeof(retry_bounds_s) / sizeof(retry_bounds_s[0]))
 #define MAX_SAMPLE_GAP_S 5.0
+#define WATCH_NAME_MAX   256 /* a limit's name may be 256 bytes (SL_LIMITS_MAX_NAME), a pool's 128 */
 
 enum band { BAND_LOW, BAND_MID, BAND_HIGH, BAND_COUNT };
 static const char *const band_names[BAND_COUNT] = {"below_10pct", "between", "above_90pct"};
@@ -25,7 +26,7 @@ static const char *const band_names[BAND_COUNT] = {"below_10pct", "between", "ab
 _Static_assert(N_RETRY <= SL_HIST_MAX_BOUNDS, "bounds fit sl_hist_t");
 
 typedef struct pool_watch {
-    char name[129];
+    char name[WATCH_NAME_MAX + 1];
     sl_window_t requests, throttled, got_429;
     sl_hist_t retry_after;
     double margin; /* the latest margin seen; NAN before the first */
@@ -34,7 +35,7 @@ typedef struct pool_watch {
 } pool_watch_t;
 
 typedef struct limit_watch {
-    char name[129];
+    char name[WATCH_NAME_MAX + 1];
     sl_window_t checks, throttled;
     uint64_t delayed;
     sl_hist_t retry_after;
@@ -61,13 +62,13 @@ static void *entry(void **arr, size_t *n, size_t size, const char *name)
         char *e = (char *)*arr + i * size;
         if (!strcmp(e, name)) return e;
     }
-    if (strlen(name) > 128) return NULL;
+    if (strlen(name) > WATCH_NAME_MAX) return NULL;
     char *grown = realloc(*arr, (*n + 1) * size);
     if (!grown) return NULL;
     *arr = grown;
     char *e = grown + (*n)++ * size;
     memset(e, 0, size);
-    snprintf(e, 129, "%s", name);
+    snprintf(e, WATCH_NAME_MAX + 1, "%s", name);
     return e;
 }
 

@@ -81,6 +81,22 @@ static void get_str(ctx_t *c, const char *path, const yaml_node_t *v, char *out,
     memcpy(out, s, strlen(s) + 1);
 }
 
+/* True (after failing) when the key at `kv` came earlier in `map` too: last-wins would
+ * hide a typo'd copy. `prefix` leads the key's name in the message ("provider."). */
+static bool given_twice(ctx_t *c, const yaml_node_t *map, const yaml_node_pair_t *kv,
+                        const char *prefix)
+{
+    const char *k = scalar(yaml_document_get_node(c->doc, kv->key));
+    for (const yaml_node_pair_t *o = map->data.mapping.pairs.start; k && o < kv; o++) {
+        const char *ok = scalar(yaml_document_get_node(c->doc, o->key));
+        if (ok && !strcmp(ok, k)) {
+            fail(c, "%s%s: given twice", prefix, k);
+            return true;
+        }
+    }
+    return false;
+}
+
 static const int64_t TOK_MAX = (int64_t)1 << 40;
 
 static void parse_provider(ctx_t *c, const yaml_node_t *map, sl_provider_config_t *p)
@@ -95,6 +111,7 @@ static void parse_provider(ctx_t *c, const yaml_node_t *map, sl_provider_config_
         char path[96];
         snprintf(path, sizeof path, "provider.%s", k ? k : "?");
         if (!k) fail(c, "provider: keys must be scalars");
+        else if (given_twice(c, map, kv, "provider.")) break;
         else if (!strcmp(k, "input_tpm")) p->input_tpm = get_int(c, path, v, 0, TOK_MAX);
         else if (!strcmp(k, "output_tpm")) p->output_tpm = get_int(c, path, v, 0, TOK_MAX);
         else if (!strcmp(k, "rpm")) p->rpm = get_int(c, path, v, 0, TOK_MAX);
@@ -143,7 +160,10 @@ static void parse_group(ctx_t *c, int idx, const yaml_node_t *map, sl_sim_group_
         const yaml_node_t *v = yaml_document_get_node(c->doc, kv->value);
         char path[96];
         snprintf(path, sizeof path, "agents[%d].%s", idx, k ? k : "?");
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "agents[%d].", idx);
         if (!k) fail(c, "agents[%d]: keys must be scalars", idx);
+        else if (given_twice(c, map, kv, prefix)) break;
         else if (!strcmp(k, "name")) {
             get_str(c, path, v, g->name, sizeof g->name);
             named = true;
@@ -273,6 +293,7 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
             const char *k = scalar(yaml_document_get_node(&doc, kv->key));
             const yaml_node_t *v = yaml_document_get_node(&doc, kv->value);
             if (!k) fail(&c, "keys must be scalars");
+            else if (given_twice(&c, root, kv, "")) break;
             else if (!strcmp(k, "name")) get_str(&c, k, v, sc->name, sizeof sc->name);
             else if (!strcmp(k, "seed")) sc->seed = (uint64_t)get_int(&c, k, v, 0, INT64_MAX);
             else if (!strcmp(k, "duration_s")) sc->duration_s = get_double(&c, k, v, 1, 1e7);

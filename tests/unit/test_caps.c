@@ -176,6 +176,45 @@ static void test_a_queued_ticket_never_passes_its_agents_concurrency_cap(void **
     sl_engine_free(e);
 }
 
+static void test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only(void **state)
+{
+    (void)state;
+    /* Two parked behind a cap of 1; the cap is raised to 2: one is granted at once, the
+     * other stays parked (no release needed for the first, none exceeded for the second).
+     * Then the cap is lifted while the agent's team still holds 2: the team cap holds. */
+    sl_engine_t *e = harness_engine(1000000, 100000, 1000);
+    sl_caps_t caps = {.max_concurrent = 1}, team = {.max_concurrent = 2};
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
+    assert_int_equal(sl_engine_set_caps(e, "crew", true, &team), SL_OK);
+    assert_int_equal(sl_engine_set_agent_team(e, "solo", "crew"), SL_OK);
+    assert_int_equal(ask(e, "solo", 10, 10, T0).status, SL_GRANTED);
+    sl_request_t r = harness_req("solo", 10, 10);
+    r.max_wait_s = 300; /* the ETA before any settle is the lease's expiry */
+    sl_decision_t q1, q2;
+    assert_int_equal(sl_engine_request(e, &r, T0, &q1), SL_OK);
+    assert_int_equal(sl_engine_request(e, &r, T0, &q2), SL_OK);
+    assert_int_equal(q1.status, SL_QUEUED);
+    assert_int_equal(q2.status, SL_QUEUED);
+    caps.max_concurrent = 2;
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
+    sl_engine_wake_parked(e);
+    harness_check(e);
+    sl_decision_t g;
+    assert_int_equal(sl_engine_ticket(e, q1.ticket, T0 + 1, &g), SL_OK);
+    assert_int_equal(g.status, SL_GRANTED);
+    assert_int_equal(sl_engine_ticket(e, q2.ticket, T0 + 1, &g), SL_OK);
+    assert_int_equal(g.status, SL_QUEUED);
+    assert_true(isfinite(g.eta_s) && g.eta_s >= 0);
+    assert_int_equal(sl_engine_set_caps(e, "solo", false, NULL), SL_OK);
+    sl_engine_wake_parked(e);
+    harness_check(e);
+    assert_int_equal(sl_engine_ticket(e, q2.ticket, T0 + 2, &g), SL_OK);
+    assert_int_equal(g.status, SL_QUEUED); /* the team's 2 are in flight */
+    assert_string_equal(g.limited_by, "team_cap");
+    assert_true(isfinite(g.eta_s) && g.eta_s >= 0);
+    sl_engine_free(e);
+}
+
 static void test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut(void **state)
 {
     (void)state;
@@ -294,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
         cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),
         cmocka_unit_test(test_a_queued_ticket_never_passes_its_agents_concurrency_cap),
+        cmocka_unit_test(test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only),
         cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
         cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
         cmocka_unit_test(test_budget_is_priced_and_refilled),

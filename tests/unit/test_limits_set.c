@@ -180,7 +180,8 @@ static void test_request_errors_name_the_field(void **state)
     req.hits = 1;
     req.key = longkey;
     assert_int_equal(sl_limits_check(ls, "k", &req, AT(0), &r), SL_EINVAL);
-    assert_string_equal(sl_limits_errmsg(ls), "key: longer than 256 bytes");
+    assert_string_equal(sl_limits_errmsg(ls), "key: longer than 256 bytes "
+                                              "('xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...', 299 bytes)");
     req.key = "x";
     assert_int_equal(sl_limits_release(ls, "k", &req, AT(0)), SL_EINVAL);
     assert_int_equal(sl_limits_report(ls, "k", &req, 1, 0, AT(0), NULL), SL_EINVAL);

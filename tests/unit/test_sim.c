@@ -163,27 +163,52 @@ static void test_scenario_errors_name_the_field_and_value(void **state)
     assert_non_null(strstr(err, "\"b\""));
 }
 
+typedef struct refusal {
+    const char *yaml, *want;
+} refusal_t;
+
+/* Each scenario is refused with a message that says `want`. */
+static void assert_refused(const refusal_t *bad, size_t n)
+{
+    sl_sim_scenario_t sc;
+    char err[256];
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(sl_sim_scenario_parse(bad[i].yaml, strlen(bad[i].yaml), &sc, err, sizeof err),
+                         -1);
+        if (!strstr(err, bad[i].want)) fail_msg("\"%s\" does not say \"%s\"", err, bad[i].want);
+    }
+}
+
 static void test_team_weight_errors_name_the_field_and_value(void **state)
 {
     (void)state;
     sl_sim_scenario_t sc;
     char err[256];
-    const struct {
-        const char *yaml, *want;
-    } bad[] = {
+    const refusal_t bad[] = {
         {"teams: 2\nteam_weights: [1, 0]\nagents: [{name: a}]\n", "team_weights[1]: \"0\""},
         {"teams: 2\nteam_weights: [1, 2, 3]\nagents: [{name: a}]\n", "3 weights for 2 teams"},
         {"teams: 2\nteam_weights: 3\nagents: [{name: a}]\n", "team_weights: expected a list"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal(sl_sim_scenario_parse(bad[i].yaml, strlen(bad[i].yaml), &sc, err, sizeof err),
-                         -1);
-        if (!strstr(err, bad[i].want)) fail_msg("\"%s\" does not say \"%s\"", err, bad[i].want);
-    }
+    assert_refused(bad, sizeof bad / sizeof bad[0]);
     const char *ok = "teams: 3\nteam_weights: [2]\nagents: [{name: a}]\n";
     assert_int_equal(sl_sim_scenario_parse(ok, strlen(ok), &sc, err, sizeof err), 0);
     assert_true(sc.team_weight[0] == 2 && sc.team_weight[1] == 1 && sc.team_weight[2] == 1);
     sl_sim_scenario_free(&sc);
+}
+
+/* A key given twice is refused naming it: last-wins would hide a typo'd copy (and a second
+ * `agents` list leaked the first). */
+static void test_a_key_given_twice_names_the_key(void **state)
+{
+    (void)state;
+    const refusal_t bad[] = {
+        {"agents: [{name: a}]\nagents: [{name: b}]\n", "agents: given twice"},
+        {"teams: 2\nteam_weights: [2]\nteam_weights: [3]\nagents: [{name: a}]\n",
+         "team_weights: given twice"},
+        {"provider: {rpm: 5, rpm: 6}\nagents: [{name: a}]\n", "provider.rpm: given twice"},
+        {"agents: [{name: a, count: 2, count: 3}]\n", "agents[0].count: given twice"},
+    };
+    assert_refused(bad, sizeof bad / sizeof bad[0]);
 }
 
 /* Two identical teams that always have agents waiting, weighted 1:3. */
@@ -452,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_limits_far_above_demand_give_no_429s),
         cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
         cmocka_unit_test(test_team_weight_errors_name_the_field_and_value),
+        cmocka_unit_test(test_a_key_given_twice_names_the_key),
         cmocka_unit_test(test_sluice_serves_backlogged_teams_by_their_weights),
         cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
         cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
