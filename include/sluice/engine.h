@@ -237,6 +237,11 @@ typedef struct sl_request {
                                model, and learns from the settle (calibration). */
     double max_wait_s;      /* 0 = the pool's max_queue_wait_s: the longest ETA that is
                                queued rather than rejected (the proxy holds calls longer) */
+    /* When set, the task graph's count of tasks `task` unblocks is capped at max_unblocks
+     * (the most the caller's token may claim, as for an explicit `unblocks`): naming a
+     * hub task gives no more weight than the token could ask for itself. */
+    bool max_unblocks_set;
+    int64_t max_unblocks;
 } sl_request_t;
 
 typedef enum sl_status {

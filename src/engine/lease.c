@@ -585,8 +585,10 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     }
     const char *role = role_c->name;
     int64_t unblocks = req->unblocks;
-    if (req->task && sl__strmap_get(&e->tasks, req->task))
+    if (req->task && sl__strmap_get(&e->tasks, req->task)) {
         unblocks = sl_engine_task_unblocks(e, req->task);
+        if (req->max_unblocks_set && unblocks > req->max_unblocks) unblocks = req->max_unblocks;
+    }
     double w = role_c->value * (1 + 0.5 * (double)unblocks) * prio_c->value;
     if (a->repeats > 0) w *= pow(0.5, (double)a->repeats);
     args.weight = w > e->cfg.weight_floor ? w : e->cfg.weight_floor;

@@ -1202,6 +1202,8 @@ static void start_call(px_t *px, const char *path, const char *query)
         .model = px->model[0] && !px->chained ? px->model : NULL,
         .cache_prefix_hash = px->prefix_hash[0] ? px->prefix_hash : NULL,
         .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
+        .max_unblocks_set = true, /* a task's graph count is bounded as x-sluice-unblocks is */
+        .max_unblocks = sl__max_unblocks(px->call),
     };
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);

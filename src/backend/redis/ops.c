@@ -79,7 +79,10 @@ static void on_graph_unblocks(rb_t *rb, rcall_t *c, redisReply *r)
         on_request_reply(rb, c, NULL);
         return;
     }
-    send_request(rb, op, r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
+    int64_t graph = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (graph > 0 && op->req.max_unblocks_set && graph > op->req.max_unblocks)
+        graph = op->req.max_unblocks; /* as the engine: no more than the token may claim */
+    send_request(rb, op, graph);
 }
 
 void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decision_cb cb, void *ud)

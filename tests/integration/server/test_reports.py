@@ -226,6 +226,20 @@ class Reports(Case):
         self.assertEqual(g["weight"], 4.5)  # planner 3 x (1 + 0.5 x 1 waiting dependent)
         self.assertEqual(self.settle(PLANNER, g["lease"])[0], 200)
 
+    def test_a_hub_task_gives_no_more_unblocks_than_the_token_may_claim(self):
+        # A worker task that twelve waiting tasks depend on: naming it must not give a
+        # worker token (max_unblocks 8) the weight of twelve unblocks.
+        status, got, _ = self.s.call("PUT", "/v1/tasks/hub", {"role": "worker",
+                                                               "state": "running"})
+        self.assertEqual(status, 200, got)
+        for i in range(12):
+            status, got, _ = self.s.call("PUT", "/v1/tasks/leaf-%d" % i,
+                                         {"depends_on": ["hub"], "state": "waiting"})
+            self.assertEqual(status, 200, got)
+        g = self.granted(WORKER, "w-7", "tasks", task="hub")
+        self.assertEqual(g["weight"], 5)  # 1 x (1 + 0.5 x 8), not 1 x (1 + 0.5 x 12)
+        self.assertEqual(self.settle(WORKER, g["lease"])[0], 200)
+
 
 class AuthOff(Case):
     def test_without_auth_unblocks_has_a_ceiling_and_headers_still_are_bounded(self):
