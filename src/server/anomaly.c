@@ -429,10 +429,10 @@ static void series_one(const char *key, void *val, void *ud)
     c->v[c->n++] = (sl_agent_value_t){key, v};
 }
 
-void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out)
+void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_agents)
 {
     sl_anomaly_t *a = srv->anomaly;
-    size_t top = (size_t)srv->config.fleet.metrics_top_agents;
+    size_t top = name_agents ? (size_t)srv->config.fleet.metrics_top_agents : 0;
     static const char *const names[3] = {"sluice_agent_requests_total",
                                          "sluice_agent_violations_total", "sluice_agent_anomaly_z"};
     static const char *const help[3] = {
@@ -449,7 +449,7 @@ void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out)
         series_ctx_t c = {v, 0, k};
         sl__namemap_foreach(&a->agents, series_one, &c);
         /* z of flagged agents: a sum of z-scores means nothing, so no `other` */
-        sl__agent_series(out, names[k], "", v, c.n, top, k < 2);
+        if (name_agents || k < 2) sl__agent_series(out, names[k], "", v, c.n, top, k < 2);
     }
     free(v);
     evbuffer_add_printf(out,

@@ -34,6 +34,18 @@ bool sl__token_identify(sl_call_t *call, const char *token)
     return false;
 }
 
+bool sl__metrics_names_agents(sl_call_t *call)
+{
+    const sl_config_t *c = &call->srv->config;
+    if (!sl_config_auth_enabled(c)) return true;
+    const char *h = call->req ? sl_hreq_header(call->req, "Authorization") : NULL;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    const char *tok = h + 7;
+    while (*tok == ' ')
+        tok++;
+    return sl__token_identify(call, tok) && call->admin;
+}
+
 int sl__authenticate(sl_call_t *call)
 {
     const sl_config_t *c = &call->srv->config;

@@ -122,7 +122,9 @@ json_t *sl__anomaly_json(struct sl_call *call);
 /* True while some agent is flagged (the `anomaly` alert). */
 bool sl__anomaly_active(const struct sl_server *srv);
 /* Appends the per-agent series (top N plus `other`) and the suspension gauges. */
-void sl__anomaly_metrics_render(struct sl_server *srv, struct evbuffer *out);
+/* `name_agents`: false puts every agent into `agent="other"` (and gives no z series): with
+ * auth on, the open /metrics names agents only to a scrape with the admin token. */
+void sl__anomaly_metrics_render(struct sl_server *srv, struct evbuffer *out, bool name_agents);
 void sl__anomaly_free(struct sl_server *srv);
 
 /* ---- suspend.c: suspended agents, durable and fleet-wide (the backend's records) ---- */

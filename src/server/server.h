@@ -147,6 +147,9 @@ bool sl__token_identify(sl_call_t *call, const char *token);
 /* Sets call->admin or call->token from the bearer token (admin when auth is off).
  * Returns 0 when the call may go on; otherwise it has been answered 401. */
 int sl__authenticate(sl_call_t *call);
+/* Whether /metrics (open to anyone) may name agents in its per-agent series: with auth
+ * off, always; with auth on, only for a scrape carrying the admin token. Never answers. */
+bool sl__metrics_names_agents(sl_call_t *call);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 

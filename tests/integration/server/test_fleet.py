@@ -172,6 +172,24 @@ class SeedMetrics(unittest.TestCase):
             self.assertEqual(value(m, 'sluice_agent_requests_total{agent="agent-0"}'), 4)
             self.assertEqual(value(m, 'sluice_agent_requests_total{agent="other"}'), 1995)
 
+    def test_with_auth_on_the_open_metrics_names_agents_only_to_the_admin(self):
+        cfg = CONFIG.replace("fleet:\n", "auth:\n  admin_token: admin-secret-9\n  tokens:\n"
+                             "    - {token: token-agent-a, agent_prefix: \"\"}\nfleet:\n", 1)
+        with Sluiced(cfg) as s:
+            for i in range(3):
+                st, g, _ = s.call("POST", "/v1/leases", {"agent": "secret-%d" % i,
+                                                         "input_tokens": 1, "output_tokens": 1},
+                                  token="token-agent-a")
+                self.assertEqual(st, 200, g)
+            for tok in (None, "token-agent-a", "wrong-token-1"):
+                with self.subTest(token=tok):
+                    st, m, _ = s.call("GET", "/metrics", token=tok or "")
+                    self.assertEqual(st, 200, m)  # /metrics stays open
+                    self.assertNotIn("secret-", m)
+                    self.assertEqual(value(m, 'sluice_agent_requests_total{agent="other"}'), 3)
+            st, m, _ = s.call("GET", "/metrics", token="admin-secret-9")
+            self.assertEqual(value(m, 'sluice_agent_requests_total{agent="secret-0"}'), 1)
+
 
 if __name__ == "__main__":
     unittest.main()
