@@ -11,13 +11,14 @@
 -- Cluster slot.
 --
 -- Keys of one (limit, key) state:
---   S  string: the record, 11 little-endian doubles packed with Redis's `struct`:
+--   S  string: the record, 12 little-endian doubles packed with Redis's `struct`:
 --      t (token: last refill; gcra: TAT; leaky: drain free; windows: window index;
 --      sliding: newest entry's time; concurrency: newest hold's end), level (tokens),
 --      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
 --      seen), sum (units in the log), aux (the log's member counter), fresh (1: the
 --      algorithm state is a fresh key's), head (sliding: the oldest member's time), gexp
---      (until when G's TTL is known to last).
+--      (until when G's TTL is known to last), sexp (the same for S). A record of 11
+--      (library version 1) reads with sexp 0.
 --   G  zset: sliding_window's log, one member per unit (score = time, member: the
 --      counter `aux`),
 --      and concurrency's holds (score = end, member "end:n:units"). At most `rate`
@@ -27,20 +28,26 @@
 --      whose oldest entry is still live reads no log at all.
 --   O  string: an adaptive key's last `window` outcomes, one byte '0'/'1' each,
 --      oldest first (<= 65,536 bytes).
--- Every key gets a PEXPIRE of the time until its state is at rest (it would answer as
+-- Every key lives at least the time until its state is at rest (it would answer as
 -- a fresh key) plus a second, and a day at least for adaptive limits (whose adapted
--- rate the memory engine keeps until it is back at the start). G's is set to twice
--- that when it would run out sooner, so most checks do not renew it; a G that outlives
--- its S is dropped by the next commit.
+-- rate the memory engine keeps until it is back at the start). Its TTL is set to twice
+-- that when it would run out sooner, so most checks do not renew it (S is then written
+-- with KEEPTTL: a SET with PX costs Redis about twice a plain one, as it is rewritten
+-- to PXAT for replication); a G that outlives its S is dropped by the next commit.
 --
 -- Time: ARGV[1] is the time in us ("" = Redis TIME; a number pins it, for the
 -- conformance runner only). Integers (us, units) stay below 2^53 and are computed
 -- with the C library's operations in the same order, so doubles give the same results.
 
-local VERSION = '1'
+local VERSION = '2'
 local EPS = 1e-9
-local RFMT = '<ddddddddddd'
+local RFMT = '<dddddddddddd'
+local RFMT1, RLEN1 = '<ddddddddddd', 88 -- version 1's record
+-- token_bucket, gcra and leaky_bucket read and write no other fields than these (their
+-- record's other fields stay whatever the reused table held): half the packing.
+local SFMT, SLEN = '<dddddd', 48 -- t, level, rate, seen, fresh, sexp
 local TOKEN, LEAKY, FIXED, SLIDING, APPROX, GCRA, CONC = 0, 1, 2, 3, 4, 5, 6
+local SHORT = {[TOKEN] = true, [GCRA] = true, [LEAKY] = true}
 local ALLOWED, RATE, NEVER = 0, 1, 2
 local ADAPTIVE_TTL_MS = 86400000
 local WALK = 64 -- log entries fetched at once when a deny looks for its retry time
@@ -68,7 +75,7 @@ end
 -- live in tables made once, when the library loads, and refilled by every call.
 local function new_state(s)
   s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, s.fresh = 0, 0, 0, 0, 0, 0, 0, 0, true
-  s.head, s.gexp = 0, 0
+  s.head, s.gexp, s.sexp = 0, 0, 0
   return s
 end
 
@@ -76,16 +83,35 @@ end
 local function load(key, s)
   local raw = redis.call('GET', key)
   if not raw then return nil end
-  local fresh
-  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp =
-    struct.unpack(RFMT, raw)
+  local fresh, len = nil, #raw
+  if len == SLEN then
+    s.t, s.level, s.rate, s.seen, fresh, s.sexp = struct.unpack(SFMT, raw)
+  elseif len == RLEN1 then
+    s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp =
+      struct.unpack(RFMT1, raw)
+    s.sexp = 0
+  else
+    s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp, s.sexp =
+      struct.unpack(RFMT, raw)
+  end
   s.fresh = fresh == 1
   return s
 end
 
-local function store(key, s, ttl_ms)
-  redis.call('SET', key, struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum,
-                                     s.aux, s.fresh and 1 or 0, s.head, s.gexp), 'PX', ttl_ms)
+-- Writes level L's record `s` so that it lives `ttl_ms` after `now` (the clock of the
+-- call) at least: with its TTL kept when that already holds, else with twice that.
+local function store(L, s, ttl_ms, now)
+  local keep = s.sexp >= now + ttl_ms * 1000
+  if not keep then s.sexp = now + 2 * ttl_ms * 1000 end
+  local rec
+  if SHORT[L.algo] then
+    rec = struct.pack(SFMT, s.t, s.level, s.rate, s.seen, s.fresh and 1 or 0, s.sexp)
+  else
+    rec = struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux,
+                      s.fresh and 1 or 0, s.head, s.gexp, s.sexp)
+  end
+  if keep then redis.call('SET', L.skey, rec, 'KEEPTTL')
+  else redis.call('SET', L.skey, rec, 'PX', 2 * ttl_ms) end
 end
 
 -- ---- parameters of one level: L = {algo, rate, period, burst, ttl, units, adaptive} ----
@@ -169,6 +195,7 @@ end
 A[TOKEN] = {
   probe = function(L, s, units, now, a)
     local level, per_us, cap = tb_level(L, s, now), rate_of(L, s) / L.period, L.burst
+    L.level = level -- for commit: the same state at the same time
     a.limit, a.delay = L.burst, 0
     if units <= level + EPS then
       local after = level - units
@@ -183,7 +210,7 @@ A[TOKEN] = {
     a.reason, a.retry = RATE, ceil_us((units - level) / per_us)
   end,
   commit = function(L, s, units, now)
-    local level = tb_level(L, s, now) - units
+    local level = L.level - units
     if level < 0 then level = 0 end
     s.level = level
     if now > s.t or s.fresh then s.t = now end
@@ -213,6 +240,7 @@ A[GCRA] = {
     local tau = t * L.burst
     local tat, increment = tat_of(s, now), t * units
     local new_tat = tat + increment
+    L.tat = new_tat -- for commit: the same state at the same time
     local allow_at = new_tat - tau
     local ttl
     a.limit, a.delay = L.burst, 0
@@ -229,7 +257,7 @@ A[GCRA] = {
     a.reset = ttl
   end,
   commit = function(L, s, units, now)
-    s.t = tat_of(s, now) + interval(L, s) * units
+    s.t = L.tat
     s.fresh = false
   end,
   rescale = function(L, s, old_rate, now)
@@ -479,14 +507,36 @@ A[CONC] = {
 
 -- ---- a check: every level probed, then all commit or none (limitset.c) ----
 
--- ARGV after the time and mode: per level algo, rate, period_us, burst_units, ttl_us,
--- units, adaptive (0/1); KEYS: per level S, G.
-local NPARAM = 7
+-- ARGV after the time and mode: the number of levels, then per level its parameters
+-- as one string "algo:rate:period_us:burst_units:ttl_us:adaptive(0/1)" and its units;
+-- KEYS: per level S, G.
+local NPARAM = 2
 
 local MAX_LEVELS = 8
 local LV = {}
 for i = 1, MAX_LEVELS do LV[i] = {a = {}, st = {}} end
 local OUT = {}
+
+-- Why the parameters are one string: Lua interns every argument, so a table keyed by it
+-- finds a limit's parsed parameters at the cost of one lookup, where parsing six numbers
+-- per level cost about a sixth of a check. The cache holds what the callers' limits
+-- are (at most SPEC_MAX strings, then it starts over), never state.
+local SPEC_MAX = 1024
+local SPECS, NSPECS = {}, 0
+
+local function spec_of(str)
+  local p = SPECS[str]
+  if p then return p end
+  local algo, rate, period, burst, ttl, adaptive =
+    string.match(str or '', '^(%d+):([^:]+):(%d+):(%d+):(%d+):([01])$')
+  rate = tonumber(rate)
+  if not algo or not rate or not A[tonumber(algo)] then error('limit parameters: ' .. tostring(str)) end
+  p = {tonumber(algo), rate, tonumber(period), tonumber(burst), tonumber(ttl), adaptive == '1',
+       A[tonumber(algo)]}
+  if NSPECS >= SPEC_MAX then SPECS, NSPECS = {}, 0 end
+  SPECS[str], NSPECS = p, NSPECS + 1
+  return p
+end
 
 -- Fills LV[1..n] from argv[from] (n) and the parameters after it; returns n.
 local function levels_of(keys, argv, from)
@@ -494,9 +544,9 @@ local function levels_of(keys, argv, from)
   if n < 1 or n > MAX_LEVELS then error('levels: ' .. tostring(n) .. ' not in 1..8') end
   for i = 1, n do
     local b, L = from + (i - 1) * NPARAM, LV[i]
-    L.algo, L.rate, L.period = tonumber(argv[b + 1]), tonumber(argv[b + 2]), tonumber(argv[b + 3])
-    L.burst, L.ttl, L.units = tonumber(argv[b + 4]), tonumber(argv[b + 5]), tonumber(argv[b + 6])
-    L.adaptive, L.skey, L.gkey = argv[b + 7] == '1', keys[2 * i - 1], keys[2 * i]
+    local p = spec_of(argv[b + 1])
+    L.algo, L.rate, L.period, L.burst, L.ttl, L.adaptive, L.fn = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    L.units, L.skey, L.gkey = tonumber(argv[b + 2]), keys[2 * i - 1], keys[2 * i]
     L.dead_u, L.dead_n, L.live = nil, nil, nil
   end
   return n
@@ -504,7 +554,7 @@ end
 
 -- A rate for the reply: an integer as itself, else its 17 digits.
 local function rate_reply(r)
-  if r == math.floor(r) and r < 1e15 then return r end
+  if r % 1 == 0 and r < 1e15 then return r end
   return string.format('%.17g', r)
 end
 
@@ -535,14 +585,16 @@ local function check(keys, argv)
     L.now = now
     if L.s and L.s.seen > now then L.now = L.s.seen end
     local a = L.a
-    A[L.algo].probe(L, L.s, L.units, L.now, a)
+    L.fn.probe(L, L.s, L.units, L.now, a)
     if L.units == 0 and a.reason ~= ALLOWED then a.reason, a.retry = ALLOWED, 0 end
     if a.reason ~= ALLOWED then allowed = false end
   end
-  local top = nil
-  for i = 1, n do
+  local top = 1
+  for i = 2, n do
     if allowed or lv[i].a.reason ~= ALLOWED then
-      if top == nil or tighter(lv[i].a, lv[top].a, not allowed) then top = i end
+      if (not allowed and lv[top].a.reason == ALLOWED) or tighter(lv[i].a, lv[top].a, not allowed) then
+        top = i
+      end
     end
   end
   if allowed and mode == 'check' then
@@ -554,7 +606,7 @@ local function check(keys, argv)
           L.dead_u, L.dead_n = 0, 0
         end
         local s = L.s or new_state(L.st)
-        A[L.algo].commit(L, s, L.units, L.now)
+        L.fn.commit(L, s, L.units, L.now)
         if L.now > s.seen then s.seen = L.now end
         local ms = ttl_ms(L, L.a.reset)
         if (L.algo == SLIDING or L.algo == CONC) and L.now + ms * 1000 > s.gexp then
@@ -562,13 +614,19 @@ local function check(keys, argv)
           redis.call('PEXPIRE', L.gkey, 2 * ms)
           s.gexp = L.now + 2 * ms * 1000
         end
-        store(L.skey, s, ms)
+        store(L, s, ms, now)
       end
     end
   end
+  -- The reply: per level reason, limit, remaining, retry, reset, delay, rate, after
+  -- allowed, top, denied_by when there are several levels (one level's reason says it
+  -- all: each element of a reply costs Redis about a tenth of a small command).
   local out = OUT
-  out[1], out[2], out[3], out[4] = allowed and 1 or 0, top, allowed and 0 or top, now
-  local m = 4
+  local m = 0
+  if n > 1 then
+    out[1], out[2], out[3] = allowed and 1 or 0, top, allowed and 0 or top
+    m = 3
+  end
   for i = 1, n do
     local L = lv[i]
     local a = L.a
@@ -590,7 +648,8 @@ end
 -- KEYS S, G; ARGV now, 1, one level's parameters (as check's; units ignored). Ends the
 -- oldest live hold. Reply {1, held, remaining} or {0} when no hold is live.
 local function release(keys, argv)
-  local now = now_of(argv[1])
+  local clock = now_of(argv[1])
+  local now = clock
   levels_of(keys, argv, 2)
   local L = LV[1]
   local s = load(L.skey, L.st)
@@ -598,7 +657,7 @@ local function release(keys, argv)
   if s.seen > now then now = s.seen end
   prune(L, s, now)
   if s.sum <= 0 then
-    store(L.skey, s, ttl_ms(L, 0))
+    store(L, s, ttl_ms(L, 0), clock)
     return {0}
   end
   local m = redis.call('ZPOPMIN', L.gkey)
@@ -610,7 +669,7 @@ local function release(keys, argv)
     redis.call('PEXPIRE', L.gkey, ttl_ms(L, rest))
     s.gexp = now + ttl_ms(L, rest) * 1000
   end
-  store(L.skey, s, ttl_ms(L, rest))
+  store(L, s, ttl_ms(L, rest), clock)
   local remaining = whole_rate(L, s) - s.sum
   if remaining < 0 then remaining = 0 end
   return {1, s.sum, remaining}
@@ -620,7 +679,8 @@ end
 -- ignored), successes, errors, min_rate, max_rate, decrease, increase, high_error,
 -- low_error, window. Reply {old_rate, new_rate, error_rate, outcomes in the window}.
 local function report(keys, argv)
-  local now = now_of(argv[1])
+  local clock = now_of(argv[1])
+  local now = clock
   levels_of(keys, argv, 2)
   local L = LV[1]
   local okey = keys[3]
@@ -664,7 +724,7 @@ local function report(keys, argv)
     redis.call('PEXPIRE', L.gkey, ADAPTIVE_TTL_MS)
     s.gexp = now + ADAPTIVE_TTL_MS * 1000
   end
-  store(L.skey, s, ADAPTIVE_TTL_MS)
+  store(L, s, ADAPTIVE_TTL_MS, clock)
   redis.call('SET', okey, o, 'PX', ADAPTIVE_TTL_MS)
   return {string.format('%.17g', old_rate), string.format('%.17g', rate),
           string.format('%.17g', er), #o}
