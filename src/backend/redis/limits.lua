@@ -100,6 +100,11 @@ end
 
 -- Writes level L's record `s` so that it lives `ttl_ms` after `now` (the clock of the
 -- call) at least: with its TTL kept when that already holds, else with twice that.
+local function put(key, rec, keep, ttl_ms)
+  if keep then redis.call('SET', key, rec, 'KEEPTTL')
+  else redis.call('SET', key, rec, 'PX', 2 * ttl_ms) end
+end
+
 local function store(L, s, ttl_ms, now)
   local keep = s.sexp >= now + ttl_ms * 1000
   if not keep then s.sexp = now + 2 * ttl_ms * 1000 end
@@ -110,8 +115,7 @@ local function store(L, s, ttl_ms, now)
     rec = struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux,
                       s.fresh and 1 or 0, s.head, s.gexp, s.sexp)
   end
-  if keep then redis.call('SET', L.skey, rec, 'KEEPTTL')
-  else redis.call('SET', L.skey, rec, 'PX', 2 * ttl_ms) end
+  put(L.skey, rec, keep, ttl_ms)
 end
 
 -- ---- parameters of one level: L = {algo, rate, period, burst, ttl, units, adaptive} ----
@@ -127,11 +131,13 @@ local function whole_rate(L, s)
   return r
 end
 
-local function interval(L, s)
-  local t = trunc(L.period / rate_of(L, s))
+local function interval_of(period, rate)
+  local t = trunc(period / rate)
   if t < 1 then return 1 end
   return t
 end
+
+local function interval(L, s) return interval_of(L.period, rate_of(L, s)) end
 
 local function is_fresh(s) return s == nil or s.fresh end
 
@@ -182,32 +188,37 @@ end
 local A = {}
 
 -- token_bucket.c
-local function tb_level(L, s, now)
-  local cap = L.burst
-  if is_fresh(s) then return cap end
+-- The level of a bucket last at `level` at time t, refilled until now (not a fresh key's).
+local function refill(level, t, now, cap, per_us)
   local dt = 0
-  if now > s.t then dt = now - s.t end
-  local level = s.level + dt * (rate_of(L, s) / L.period)
+  if now > t then dt = now - t end
+  level = level + dt * per_us
   if level > cap then return cap end
   return level
 end
 
+local function tb_level(L, s, now)
+  if is_fresh(s) then return L.burst end
+  return refill(s.level, s.t, now, L.burst, rate_of(L, s) / L.period)
+end
+
+-- The answer for `units` from a bucket at `level`: reason, remaining, retry, reset.
+local function tb_answer(level, units, cap, per_us)
+  if units <= level + EPS then
+    local after = level - units
+    return ALLOWED, math.floor(after + EPS), 0, ceil_us((cap - after) / per_us)
+  end
+  local remaining, reset = math.floor(level + EPS), ceil_us((cap - level) / per_us)
+  if units > cap then return NEVER, remaining, -1, reset end
+  return RATE, remaining, ceil_us((units - level) / per_us), reset
+end
+
 A[TOKEN] = {
   probe = function(L, s, units, now, a)
-    local level, per_us, cap = tb_level(L, s, now), rate_of(L, s) / L.period, L.burst
+    local level = tb_level(L, s, now)
     L.level = level -- for commit: the same state at the same time
     a.limit, a.delay = L.burst, 0
-    if units <= level + EPS then
-      local after = level - units
-      a.reason, a.retry = ALLOWED, 0
-      a.remaining = math.floor(after + EPS)
-      a.reset = ceil_us((cap - after) / per_us)
-      return
-    end
-    a.remaining = math.floor(level + EPS)
-    a.reset = ceil_us((cap - level) / per_us)
-    if units > L.burst then a.reason, a.retry = NEVER, -1; return end
-    a.reason, a.retry = RATE, ceil_us((units - level) / per_us)
+    a.reason, a.remaining, a.retry, a.reset = tb_answer(level, units, L.burst, rate_of(L, s) / L.period)
   end,
   commit = function(L, s, units, now)
     local level = L.level - units
@@ -234,27 +245,32 @@ local function tat_of(s, now)
   return s.t
 end
 
+-- The answer for `units` at interval t, tolerance tau, TAT tat: reason, remaining, retry,
+-- reset and the TAT after an allowed check.
+local function gcra_answer(t, tau, tat, units, now)
+  local increment = t * units
+  local new_tat = tat + increment
+  local allow_at = new_tat - tau
+  local reason, retry, ttl
+  if now < allow_at then
+    if increment <= tau then reason, retry = RATE, allow_at - now
+    else reason, retry = NEVER, -1 end
+    ttl = tat - now
+  else
+    reason, retry = ALLOWED, 0
+    ttl = new_tat - now
+  end
+  local next, remaining = tau - ttl, 0
+  if next > -t then remaining = trunc(next / t) end
+  return reason, remaining, retry, ttl, new_tat
+end
+
 A[GCRA] = {
   probe = function(L, s, units, now, a)
     local t = interval(L, s)
-    local tau = t * L.burst
-    local tat, increment = tat_of(s, now), t * units
-    local new_tat = tat + increment
-    L.tat = new_tat -- for commit: the same state at the same time
-    local allow_at = new_tat - tau
-    local ttl
     a.limit, a.delay = L.burst, 0
-    if now < allow_at then
-      if increment <= tau then a.reason, a.retry = RATE, allow_at - now
-      else a.reason, a.retry = NEVER, -1 end
-      ttl = tat - now
-    else
-      a.reason, a.retry = ALLOWED, 0
-      ttl = new_tat - now
-    end
-    local next = tau - ttl
-    if next > -t then a.remaining = trunc(next / t) else a.remaining = 0 end
-    a.reset = ttl
+    -- L.tat for commit: the same state at the same time
+    a.reason, a.remaining, a.retry, a.reset, L.tat = gcra_answer(t, t * L.burst, tat_of(s, now), units, now)
   end,
   commit = function(L, s, units, now)
     s.t = L.tat
@@ -567,15 +583,72 @@ local function tighter(a, b, denied)
 end
 
 -- What the key expires after: its rest time and a second; a day at least when adaptive.
-local function ttl_ms(L, rest_us)
+local function ttl_ms(adaptive, rest_us)
   local ms = math.ceil(rest_us / 1000) + 1000
-  if L.adaptive and ms < ADAPTIVE_TTL_MS then ms = ADAPTIVE_TTL_MS end
+  if adaptive and ms < ADAPTIVE_TTL_MS then ms = ADAPTIVE_TTL_MS end
   return ms
+end
+
+-- A check of one token_bucket or gcra level: check() below on locals, without its
+-- level, state and answer tables (their traffic cost about a fifth of such a check).
+-- The same cores (refill, tb_answer, gcra_answer), so the same answers. nil when the
+-- record is not in the short form (version 1's): check() then does it.
+local function check_short(keys, argv, p, clock)
+  local now = clock
+  local algo, rate, period, cap, adaptive = p[1], p[2], p[3], p[4], p[6]
+  local units = tonumber(argv[5])
+  local key = keys[1]
+  local raw = redis.call('GET', key)
+  local t, level, srate, seen, fresh, sexp = 0, 0, 0, 0, 1, 0
+  if raw then
+    if #raw ~= SLEN then return nil end
+    t, level, srate, seen, fresh, sexp = struct.unpack(SFMT, raw)
+  end
+  if seen > now then now = seen end
+  if srate > 0 then rate = srate end
+  local reason, remaining, retry, reset
+  if algo == TOKEN then
+    local per_us = rate / period
+    if fresh ~= 1 then level = refill(level, t, now, cap, per_us) else level = cap end
+    reason, remaining, retry, reset = tb_answer(level, units, cap, per_us)
+    if reason == ALLOWED and units > 0 then
+      level = level - units
+      if level < 0 then level = 0 end
+      if now > t or fresh == 1 then t = now end
+    end
+  else
+    local T = interval_of(period, rate)
+    local tat = t
+    if fresh == 1 or t < now then tat = now end
+    local new_tat
+    reason, remaining, retry, reset, new_tat = gcra_answer(T, T * cap, tat, units, now)
+    if reason == ALLOWED and units > 0 then t = new_tat end
+  end
+  if units == 0 and reason ~= ALLOWED then reason, retry = ALLOWED, 0 end
+  if reason == ALLOWED and units > 0 then
+    if now > seen then seen = now end
+    local ms = ttl_ms(adaptive, reset)
+    local keep = sexp >= clock + ms * 1000
+    if not keep then sexp = clock + 2 * ms * 1000 end
+    put(key, struct.pack(SFMT, t, level, srate, seen, 0, sexp), keep, ms)
+  end
+  local out = OUT
+  out[1], out[2], out[3], out[4], out[5], out[6], out[7] =
+    reason, cap, remaining, retry, reset, 0, rate_reply(rate)
+  for i = #out, 8, -1 do out[i] = nil end
+  return out
 end
 
 local function check(keys, argv)
   local now = now_of(argv[1])
   local mode = argv[2] -- 'check', 'probe' or 'info' (one level, no units)
+  if mode == 'check' and argv[3] == '1' then
+    local p = spec_of(argv[4])
+    if p[1] == TOKEN or p[1] == GCRA then
+      local out = check_short(keys, argv, p, now)
+      if out then return out end
+    end
+  end
   local n = levels_of(keys, argv, 3)
   local lv = LV
   local allowed = true
@@ -608,7 +681,7 @@ local function check(keys, argv)
         local s = L.s or new_state(L.st)
         L.fn.commit(L, s, L.units, L.now)
         if L.now > s.seen then s.seen = L.now end
-        local ms = ttl_ms(L, L.a.reset)
+        local ms = ttl_ms(L.adaptive, L.a.reset)
         if (L.algo == SLIDING or L.algo == CONC) and L.now + ms * 1000 > s.gexp then
           -- twice as long as needed, so the next checks of this period need not renew it
           redis.call('PEXPIRE', L.gkey, 2 * ms)
@@ -657,7 +730,7 @@ local function release(keys, argv)
   if s.seen > now then now = s.seen end
   prune(L, s, now)
   if s.sum <= 0 then
-    store(L, s, ttl_ms(L, 0), clock)
+    store(L, s, ttl_ms(L.adaptive, 0), clock)
     return {0}
   end
   local m = redis.call('ZPOPMIN', L.gkey)
@@ -665,11 +738,11 @@ local function release(keys, argv)
   if now > s.seen then s.seen = now end
   local rest = 0
   if s.sum > 0 then rest = s.t - now end
-  if now + ttl_ms(L, rest) * 1000 > s.gexp then
-    redis.call('PEXPIRE', L.gkey, ttl_ms(L, rest))
-    s.gexp = now + ttl_ms(L, rest) * 1000
+  if now + ttl_ms(L.adaptive, rest) * 1000 > s.gexp then
+    redis.call('PEXPIRE', L.gkey, ttl_ms(L.adaptive, rest))
+    s.gexp = now + ttl_ms(L.adaptive, rest) * 1000
   end
-  store(L, s, ttl_ms(L, rest), clock)
+  store(L, s, ttl_ms(L.adaptive, rest), clock)
   local remaining = whole_rate(L, s) - s.sum
   if remaining < 0 then remaining = 0 end
   return {1, s.sum, remaining}
