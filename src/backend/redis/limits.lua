@@ -41,7 +41,7 @@
 
 local VERSION = '2'
 local EPS = 1e-9
-local RFMT = '<dddddddddddd'
+local RFMT, RLEN = '<dddddddddddd', 96
 local RFMT1, RLEN1 = '<ddddddddddd', 88 -- version 1's record
 -- token_bucket, gcra and leaky_bucket read and write no other fields than these (their
 -- record's other fields stay whatever the reused table held): half the packing.
@@ -79,9 +79,10 @@ local function new_state(s)
   return s
 end
 
--- The record at `key` into `s`, or nil when there is none.
-local function load(key, s)
-  local raw = redis.call('GET', key)
+-- The record at `key` into `s`, or nil when there is none; `raw` is what GET gave when
+-- the caller asked already.
+local function load(key, s, raw)
+  if raw == nil then raw = redis.call('GET', key) end
   if not raw then return nil end
   local fresh, len = nil, #raw
   if len == SLEN then
@@ -591,8 +592,8 @@ end
 
 -- A check of one token_bucket or gcra level: check() below on locals, without its
 -- level, state and answer tables (their traffic cost about a fifth of such a check).
--- The same cores (refill, tb_answer, gcra_answer), so the same answers. nil when the
--- record is not in the short form (version 1's): check() then does it.
+-- The same cores (refill, tb_answer, gcra_answer), so the same answers. nil and the
+-- record when it is not in the short form (version 1's): check() then does it.
 local function check_short(keys, argv, p, clock)
   local now = clock
   local algo, rate, period, cap, adaptive = p[1], p[2], p[3], p[4], p[6]
@@ -601,7 +602,7 @@ local function check_short(keys, argv, p, clock)
   local raw = redis.call('GET', key)
   local t, level, srate, seen, fresh, sexp = 0, 0, 0, 0, 1, 0
   if raw then
-    if #raw ~= SLEN then return nil end
+    if #raw ~= SLEN then return nil, raw end
     t, level, srate, seen, fresh, sexp = struct.unpack(SFMT, raw)
   end
   if seen > now then now = seen end
@@ -639,13 +640,53 @@ local function check_short(keys, argv, p, clock)
   return out
 end
 
+-- One sliding_window level in check mode, in its common case: a record whose oldest
+-- entry is live (no log read, nothing to prune), one unit, allowed, the log's TTL long
+-- enough: check() below on locals, the same steps. Otherwise nil and the record (as GET
+-- gave it), and check() does it.
+local function check_sliding(keys, argv, p, clock)
+  local rate, period, adaptive = p[2], p[3], p[6]
+  local raw = redis.call('GET', keys[1])
+  if not raw or #raw ~= RLEN or argv[5] ~= '1' then return nil, raw end
+  local t, level, cur, prev, srate, seen, sum, aux, fresh, head, gexp, sexp = struct.unpack(RFMT, raw)
+  local now = clock
+  if seen > now then now = seen end
+  if srate > 0 then rate = srate end
+  local limit = math.floor(rate)
+  if limit < 1 then limit = 1 end
+  local ms = ttl_ms(adaptive, period)
+  if fresh == 1 or (sum > 0 and head <= now - period) or sum + 1 > limit or
+     now + ms * 1000 > gexp then
+    return nil, raw
+  end
+  if not (sum > 0 and t > now) then t = now end -- else a clock that went back
+  if sum == 0 then head = t end
+  aux = aux + 1
+  redis.call('ZADD', keys[2], t, aux)
+  sum = sum + 1
+  if now > seen then seen = now end
+  local keep = sexp >= clock + ms * 1000
+  if not keep then sexp = clock + 2 * ms * 1000 end
+  put(keys[1], struct.pack(RFMT, t, level, cur, prev, srate, seen, sum, aux, 0, head, gexp, sexp), keep, ms)
+  local out = OUT
+  out[1], out[2], out[3], out[4], out[5], out[6], out[7] =
+    ALLOWED, limit, limit - sum, 0, period, 0, rate_reply(rate)
+  for i = #out, 8, -1 do out[i] = nil end
+  return out
+end
+
+local ONE = {[TOKEN] = check_short, [GCRA] = check_short, [SLIDING] = check_sliding}
+
 local function check(keys, argv)
   local now = now_of(argv[1])
   local mode = argv[2] -- 'check', 'probe' or 'info' (one level, no units)
+  local pre -- level 1's record when a one-level path read it and left the check here
   if mode == 'check' and argv[3] == '1' then
     local p = spec_of(argv[4])
-    if p[1] == TOKEN or p[1] == GCRA then
-      local out = check_short(keys, argv, p, now)
+    local one = ONE[p[1]]
+    if one then
+      local out
+      out, pre = one(keys, argv, p, now)
       if out then return out end
     end
   end
@@ -654,7 +695,9 @@ local function check(keys, argv)
   local allowed = true
   for i = 1, n do
     local L = lv[i]
-    L.s = load(L.skey, L.st)
+    local raw = nil
+    if i == 1 then raw = pre end
+    L.s = load(L.skey, L.st, raw)
     L.now = now
     if L.s and L.s.seen > now then L.now = L.s.seen end
     local a = L.a
