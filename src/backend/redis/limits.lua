@@ -17,7 +17,8 @@
 --      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
 --      seen), sum (units in the log), aux (the log's member counter), fresh (1: the
 --      algorithm state is a fresh key's), head (sliding: the oldest member's time), gexp
---      (until when G's TTL is known to last), sexp (the same for S). A record of 11
+--      (until when G's TTL is known to last), sexp (the same for S). token_bucket, gcra
+--      and leaky_bucket keep 6 of them: t, level, rate, seen, fresh, sexp. A record of 11
 --      (library version 1) reads with sexp 0.
 --   G  zset: sliding_window's log, one member per unit (score = time, member: the
 --      counter `aux`),
