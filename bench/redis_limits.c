@@ -15,6 +15,12 @@
  * denied. Figures per variant: checks/s (wall clock, one client), and Redis CPU per
  * decision two ways: INFO commandstats (usec of the commands themselves) and INFO cpu
  * (used_cpu_user + used_cpu_sys of the whole server, network handling included).
+ *
+ * Two floors, same arguments as a token_bucket check (its keys, time, mode, levels, limit
+ * parameters, units), from a library loaded here: an FCALL that returns at once (the
+ * call and its arguments), and one that does only what any check keeping its state in
+ * Redis under Redis's clock must: TIME, GET the record, SET it back (KEEPTTL). No check
+ * of limits.lua can cost less than the second.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,9 +111,22 @@ static int seed_check(void *ud, int agent)
 
 /* ---- limits.lua: one FCALL ---- */
 
+/* Two floors, called with a check's arguments: no limit logic. */
+static const char FLOOR_LUA[] =
+    "#!lua name=sluice_bench_floor\n"
+    "redis.register_function('sluice_floor_empty', function(keys, argv) return 0 end)\n"
+    "redis.register_function('sluice_floor_record', function(keys, argv)\n"
+    "  local t = redis.call('TIME')\n"
+    "  local raw = redis.call('GET', keys[1])\n"
+    "  if raw then redis.call('SET', keys[1], raw, 'KEEPTTL')\n"
+    "  else redis.call('SET', keys[1], string.rep('r', 96), 'PX', 122000) end\n"
+    "  return 0\n"
+    "end)\n";
+
 typedef struct lua_ud {
     sl_limits_t *set;
     const char *limit;
+    const char *floor; /* NULL: limits.lua's check; else this floor function instead */
 } lua_ud_t;
 
 static int lua_check(void *ud, int agent)
@@ -123,10 +142,16 @@ static int lua_check(void *ud, int agent)
     }
     sl__rcmd_t cmd;
     sl__rlimits_check_cmd(&cmd, &plan, SL__RLIMITS_CHECK, -1);
+    if (l->floor) {
+        free(cmd.argv[1]);
+        cmd.argv[1] = strdup(l->floor);
+        cmd.len[1] = strlen(l->floor);
+    }
     redisReply *r = must(redisCommandArgv(conn, cmd.argc, (const char **)cmd.argv, cmd.len), "FCALL");
     sl__rcmd_free(&cmd);
-    sl_limit_result_t res;
-    if (sl__rlimits_parse_check(r, &plan, &res, NULL) != SL_OK) must(NULL, "limits.lua reply");
+    sl_limit_result_t res = {.allowed = true};
+    if (!l->floor && sl__rlimits_parse_check(r, &plan, &res, NULL) != SL_OK)
+        must(NULL, "limits.lua reply");
     freeReplyObject(r);
     return res.allowed;
 }
@@ -159,6 +184,7 @@ int main(int argc, char **argv)
     }
     freeReplyObject(must(redisCommand(conn, "FUNCTION LOAD REPLACE %s", sl__redis_limits_lua_source),
                          "FUNCTION LOAD"));
+    freeReplyObject(must(redisCommand(conn, "FUNCTION LOAD REPLACE %s", FLOOR_LUA), "FUNCTION LOAD floor"));
     json_error_t jerr;
     json_t *cfg = json_loads(
         "{\"sw\": {\"algorithm\": \"sliding_window\", \"rate\": 100, \"period_s\": 60},"
@@ -179,8 +205,9 @@ int main(int argc, char **argv)
     }
     static const char *const SEED_CMDS[] = {"zremrangebyscore", "zcard", "zadd", "expire", NULL};
     static const char *const FCALL_CMDS[] = {"fcall", NULL};
-    lua_ud_t sw = {set, "sw"}, gcra = {set, "gcra"}, tb = {set, "tb"}, fw = {set, "fw"},
-             tree = {set, "tree"};
+    lua_ud_t sw = {set, "sw", NULL}, gcra = {set, "gcra", NULL}, tb = {set, "tb", NULL},
+             fw = {set, "fw", NULL}, tree = {set, "tree", NULL},
+             empty = {set, "tb", "sluice_floor_empty"}, record = {set, "tb", "sluice_floor_record"};
     variant_t v[] = {
         {"seed 001 DistributedRateLimiter (pipeline)", SEED_CMDS, seed_check, NULL},
         {"limits.lua sliding_window (exact)", FCALL_CMDS, lua_check, &sw},
@@ -188,6 +215,8 @@ int main(int argc, char **argv)
         {"limits.lua token_bucket", FCALL_CMDS, lua_check, &tb},
         {"limits.lua fixed_window", FCALL_CMDS, lua_check, &fw},
         {"limits.lua 3 levels (sliding+token+fixed)", FCALL_CMDS, lua_check, &tree},
+        {"floor: FCALL, same arguments, no work", FCALL_CMDS, lua_check, &empty},
+        {"floor: FCALL of TIME, GET, SET KEEPTTL", FCALL_CMDS, lua_check, &record},
     };
     size_t nv = sizeof v / sizeof v[0];
     printf("%d checks per variant, one client, one check per round trip, 100 per 60 s per agent\n",

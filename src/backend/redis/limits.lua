@@ -11,13 +11,15 @@
 -- Cluster slot.
 --
 -- Keys of one (limit, key) state:
---   S  string: the record, 11 little-endian doubles packed with Redis's `struct`:
+--   S  string: the record, 12 little-endian doubles packed with Redis's `struct`:
 --      t (token: last refill; gcra: TAT; leaky: drain free; windows: window index;
 --      sliding: newest entry's time; concurrency: newest hold's end), level (tokens),
 --      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
 --      seen), sum (units in the log), aux (the log's member counter), fresh (1: the
 --      algorithm state is a fresh key's), head (sliding: the oldest member's time), gexp
---      (until when G's TTL is known to last).
+--      (until when G's TTL is known to last), sexp (the same for S). token_bucket, gcra
+--      and leaky_bucket keep 6 of them: t, level, rate, seen, fresh, sexp. A record of 11
+--      (library version 1) reads with sexp 0.
 --   G  zset: sliding_window's log, one member per unit (score = time, member: the
 --      counter `aux`),
 --      and concurrency's holds (score = end, member "end:n:units"). At most `rate`
@@ -27,20 +29,26 @@
 --      whose oldest entry is still live reads no log at all.
 --   O  string: an adaptive key's last `window` outcomes, one byte '0'/'1' each,
 --      oldest first (<= 65,536 bytes).
--- Every key gets a PEXPIRE of the time until its state is at rest (it would answer as
+-- Every key lives at least the time until its state is at rest (it would answer as
 -- a fresh key) plus a second, and a day at least for adaptive limits (whose adapted
--- rate the memory engine keeps until it is back at the start). G's is set to twice
--- that when it would run out sooner, so most checks do not renew it; a G that outlives
--- its S is dropped by the next commit.
+-- rate the memory engine keeps until it is back at the start). Its TTL is set to twice
+-- that when it would run out sooner, so most checks do not renew it (S is then written
+-- with KEEPTTL: a SET with PX costs Redis about twice a plain one, as it is rewritten
+-- to PXAT for replication); a G that outlives its S is dropped by the next commit.
 --
 -- Time: ARGV[1] is the time in us ("" = Redis TIME; a number pins it, for the
 -- conformance runner only). Integers (us, units) stay below 2^53 and are computed
 -- with the C library's operations in the same order, so doubles give the same results.
 
-local VERSION = '1'
+local VERSION = '2'
 local EPS = 1e-9
-local RFMT = '<ddddddddddd'
+local RFMT, RLEN = '<dddddddddddd', 96
+local RFMT1, RLEN1 = '<ddddddddddd', 88 -- version 1's record
+-- token_bucket, gcra and leaky_bucket read and write no other fields than these (their
+-- record's other fields stay whatever the reused table held): half the packing.
+local SFMT, SLEN = '<dddddd', 48 -- t, level, rate, seen, fresh, sexp
 local TOKEN, LEAKY, FIXED, SLIDING, APPROX, GCRA, CONC = 0, 1, 2, 3, 4, 5, 6
+local SHORT = {[TOKEN] = true, [GCRA] = true, [LEAKY] = true}
 local ALLOWED, RATE, NEVER = 0, 1, 2
 local ADAPTIVE_TTL_MS = 86400000
 local WALK = 64 -- log entries fetched at once when a deny looks for its retry time
@@ -68,24 +76,48 @@ end
 -- live in tables made once, when the library loads, and refilled by every call.
 local function new_state(s)
   s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, s.fresh = 0, 0, 0, 0, 0, 0, 0, 0, true
-  s.head, s.gexp = 0, 0
+  s.head, s.gexp, s.sexp = 0, 0, 0
   return s
 end
 
--- The record at `key` into `s`, or nil when there is none.
-local function load(key, s)
-  local raw = redis.call('GET', key)
+-- The record at `key` into `s`, or nil when there is none; `raw` is what GET gave when
+-- the caller asked already.
+local function load(key, s, raw)
+  if raw == nil then raw = redis.call('GET', key) end
   if not raw then return nil end
-  local fresh
-  s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp =
-    struct.unpack(RFMT, raw)
+  local fresh, len = nil, #raw
+  if len == SLEN then
+    s.t, s.level, s.rate, s.seen, fresh, s.sexp = struct.unpack(SFMT, raw)
+  elseif len == RLEN1 then
+    s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp =
+      struct.unpack(RFMT1, raw)
+    s.sexp = 0
+  else
+    s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux, fresh, s.head, s.gexp, s.sexp =
+      struct.unpack(RFMT, raw)
+  end
   s.fresh = fresh == 1
   return s
 end
 
-local function store(key, s, ttl_ms)
-  redis.call('SET', key, struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum,
-                                     s.aux, s.fresh and 1 or 0, s.head, s.gexp), 'PX', ttl_ms)
+-- Writes level L's record `s` so that it lives `ttl_ms` after `now` (the clock of the
+-- call) at least: with its TTL kept when that already holds, else with twice that.
+local function put(key, rec, keep, ttl_ms)
+  if keep then redis.call('SET', key, rec, 'KEEPTTL')
+  else redis.call('SET', key, rec, 'PX', 2 * ttl_ms) end
+end
+
+local function store(L, s, ttl_ms, now)
+  local keep = s.sexp >= now + ttl_ms * 1000
+  if not keep then s.sexp = now + 2 * ttl_ms * 1000 end
+  local rec
+  if SHORT[L.algo] then
+    rec = struct.pack(SFMT, s.t, s.level, s.rate, s.seen, s.fresh and 1 or 0, s.sexp)
+  else
+    rec = struct.pack(RFMT, s.t, s.level, s.cur, s.prev, s.rate, s.seen, s.sum, s.aux,
+                      s.fresh and 1 or 0, s.head, s.gexp, s.sexp)
+  end
+  put(L.skey, rec, keep, ttl_ms)
 end
 
 -- ---- parameters of one level: L = {algo, rate, period, burst, ttl, units, adaptive} ----
@@ -101,11 +133,13 @@ local function whole_rate(L, s)
   return r
 end
 
-local function interval(L, s)
-  local t = trunc(L.period / rate_of(L, s))
+local function interval_of(period, rate)
+  local t = trunc(period / rate)
   if t < 1 then return 1 end
   return t
 end
+
+local function interval(L, s) return interval_of(L.period, rate_of(L, s)) end
 
 local function is_fresh(s) return s == nil or s.fresh end
 
@@ -156,34 +190,40 @@ end
 local A = {}
 
 -- token_bucket.c
-local function tb_level(L, s, now)
-  local cap = L.burst
-  if is_fresh(s) then return cap end
+-- The level of a bucket last at `level` at time t, refilled until now (not a fresh key's).
+local function refill(level, t, now, cap, per_us)
   local dt = 0
-  if now > s.t then dt = now - s.t end
-  local level = s.level + dt * (rate_of(L, s) / L.period)
+  if now > t then dt = now - t end
+  level = level + dt * per_us
   if level > cap then return cap end
   return level
 end
 
+local function tb_level(L, s, now)
+  if is_fresh(s) then return L.burst end
+  return refill(s.level, s.t, now, L.burst, rate_of(L, s) / L.period)
+end
+
+-- The answer for `units` from a bucket at `level`: reason, remaining, retry, reset.
+local function tb_answer(level, units, cap, per_us)
+  if units <= level + EPS then
+    local after = level - units
+    return ALLOWED, math.floor(after + EPS), 0, ceil_us((cap - after) / per_us)
+  end
+  local remaining, reset = math.floor(level + EPS), ceil_us((cap - level) / per_us)
+  if units > cap then return NEVER, remaining, -1, reset end
+  return RATE, remaining, ceil_us((units - level) / per_us), reset
+end
+
 A[TOKEN] = {
   probe = function(L, s, units, now, a)
-    local level, per_us, cap = tb_level(L, s, now), rate_of(L, s) / L.period, L.burst
+    local level = tb_level(L, s, now)
+    L.level = level -- for commit: the same state at the same time
     a.limit, a.delay = L.burst, 0
-    if units <= level + EPS then
-      local after = level - units
-      a.reason, a.retry = ALLOWED, 0
-      a.remaining = math.floor(after + EPS)
-      a.reset = ceil_us((cap - after) / per_us)
-      return
-    end
-    a.remaining = math.floor(level + EPS)
-    a.reset = ceil_us((cap - level) / per_us)
-    if units > L.burst then a.reason, a.retry = NEVER, -1; return end
-    a.reason, a.retry = RATE, ceil_us((units - level) / per_us)
+    a.reason, a.remaining, a.retry, a.reset = tb_answer(level, units, L.burst, rate_of(L, s) / L.period)
   end,
   commit = function(L, s, units, now)
-    local level = tb_level(L, s, now) - units
+    local level = L.level - units
     if level < 0 then level = 0 end
     s.level = level
     if now > s.t or s.fresh then s.t = now end
@@ -207,29 +247,35 @@ local function tat_of(s, now)
   return s.t
 end
 
+-- The answer for `units` at interval t, tolerance tau, TAT tat: reason, remaining, retry,
+-- reset and the TAT after an allowed check.
+local function gcra_answer(t, tau, tat, units, now)
+  local increment = t * units
+  local new_tat = tat + increment
+  local allow_at = new_tat - tau
+  local reason, retry, ttl
+  if now < allow_at then
+    if increment <= tau then reason, retry = RATE, allow_at - now
+    else reason, retry = NEVER, -1 end
+    ttl = tat - now
+  else
+    reason, retry = ALLOWED, 0
+    ttl = new_tat - now
+  end
+  local next, remaining = tau - ttl, 0
+  if next > -t then remaining = trunc(next / t) end
+  return reason, remaining, retry, ttl, new_tat
+end
+
 A[GCRA] = {
   probe = function(L, s, units, now, a)
     local t = interval(L, s)
-    local tau = t * L.burst
-    local tat, increment = tat_of(s, now), t * units
-    local new_tat = tat + increment
-    local allow_at = new_tat - tau
-    local ttl
     a.limit, a.delay = L.burst, 0
-    if now < allow_at then
-      if increment <= tau then a.reason, a.retry = RATE, allow_at - now
-      else a.reason, a.retry = NEVER, -1 end
-      ttl = tat - now
-    else
-      a.reason, a.retry = ALLOWED, 0
-      ttl = new_tat - now
-    end
-    local next = tau - ttl
-    if next > -t then a.remaining = trunc(next / t) else a.remaining = 0 end
-    a.reset = ttl
+    -- L.tat for commit: the same state at the same time
+    a.reason, a.remaining, a.retry, a.reset, L.tat = gcra_answer(t, t * L.burst, tat_of(s, now), units, now)
   end,
   commit = function(L, s, units, now)
-    s.t = tat_of(s, now) + interval(L, s) * units
+    s.t = L.tat
     s.fresh = false
   end,
   rescale = function(L, s, old_rate, now)
@@ -479,14 +525,36 @@ A[CONC] = {
 
 -- ---- a check: every level probed, then all commit or none (limitset.c) ----
 
--- ARGV after the time and mode: per level algo, rate, period_us, burst_units, ttl_us,
--- units, adaptive (0/1); KEYS: per level S, G.
-local NPARAM = 7
+-- ARGV after the time and mode: the number of levels, then per level its parameters
+-- as one string "algo:rate:period_us:burst_units:ttl_us:adaptive(0/1)" and its units;
+-- KEYS: per level S, G.
+local NPARAM = 2
 
 local MAX_LEVELS = 8
 local LV = {}
 for i = 1, MAX_LEVELS do LV[i] = {a = {}, st = {}} end
 local OUT = {}
+
+-- Why the parameters are one string: Lua interns every argument, so a table keyed by it
+-- finds a limit's parsed parameters at the cost of one lookup, where parsing six numbers
+-- per level cost about a sixth of a check. The cache holds what the callers' limits
+-- are (at most SPEC_MAX strings, then it starts over), never state.
+local SPEC_MAX = 1024
+local SPECS, NSPECS = {}, 0
+
+local function spec_of(str)
+  local p = SPECS[str]
+  if p then return p end
+  local algo, rate, period, burst, ttl, adaptive =
+    string.match(str or '', '^(%d+):([^:]+):(%d+):(%d+):(%d+):([01])$')
+  rate = tonumber(rate)
+  if not algo or not rate or not A[tonumber(algo)] then error('limit parameters: ' .. tostring(str)) end
+  p = {tonumber(algo), rate, tonumber(period), tonumber(burst), tonumber(ttl), adaptive == '1',
+       A[tonumber(algo)]}
+  if NSPECS >= SPEC_MAX then SPECS, NSPECS = {}, 0 end
+  SPECS[str], NSPECS = p, NSPECS + 1
+  return p
+end
 
 -- Fills LV[1..n] from argv[from] (n) and the parameters after it; returns n.
 local function levels_of(keys, argv, from)
@@ -494,9 +562,9 @@ local function levels_of(keys, argv, from)
   if n < 1 or n > MAX_LEVELS then error('levels: ' .. tostring(n) .. ' not in 1..8') end
   for i = 1, n do
     local b, L = from + (i - 1) * NPARAM, LV[i]
-    L.algo, L.rate, L.period = tonumber(argv[b + 1]), tonumber(argv[b + 2]), tonumber(argv[b + 3])
-    L.burst, L.ttl, L.units = tonumber(argv[b + 4]), tonumber(argv[b + 5]), tonumber(argv[b + 6])
-    L.adaptive, L.skey, L.gkey = argv[b + 7] == '1', keys[2 * i - 1], keys[2 * i]
+    local p = spec_of(argv[b + 1])
+    L.algo, L.rate, L.period, L.burst, L.ttl, L.adaptive, L.fn = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    L.units, L.skey, L.gkey = tonumber(argv[b + 2]), keys[2 * i - 1], keys[2 * i]
     L.dead_u, L.dead_n, L.live = nil, nil, nil
   end
   return n
@@ -504,7 +572,7 @@ end
 
 -- A rate for the reply: an integer as itself, else its 17 digits.
 local function rate_reply(r)
-  if r == math.floor(r) and r < 1e15 then return r end
+  if r % 1 == 0 and r < 1e15 then return r end
   return string.format('%.17g', r)
 end
 
@@ -517,32 +585,133 @@ local function tighter(a, b, denied)
 end
 
 -- What the key expires after: its rest time and a second; a day at least when adaptive.
-local function ttl_ms(L, rest_us)
+local function ttl_ms(adaptive, rest_us)
   local ms = math.ceil(rest_us / 1000) + 1000
-  if L.adaptive and ms < ADAPTIVE_TTL_MS then ms = ADAPTIVE_TTL_MS end
+  if adaptive and ms < ADAPTIVE_TTL_MS then ms = ADAPTIVE_TTL_MS end
   return ms
 end
+
+-- A check of one token_bucket or gcra level: check() below on locals, without its
+-- level, state and answer tables (their traffic cost about a fifth of such a check).
+-- The same cores (refill, tb_answer, gcra_answer), so the same answers. nil and the
+-- record when it is not in the short form (version 1's): check() then does it.
+local function check_short(keys, argv, p, clock)
+  local now = clock
+  local algo, rate, period, cap, adaptive = p[1], p[2], p[3], p[4], p[6]
+  local units = tonumber(argv[5])
+  local key = keys[1]
+  local raw = redis.call('GET', key)
+  local t, level, srate, seen, fresh, sexp = 0, 0, 0, 0, 1, 0
+  if raw then
+    if #raw ~= SLEN then return nil, raw end
+    t, level, srate, seen, fresh, sexp = struct.unpack(SFMT, raw)
+  end
+  if seen > now then now = seen end
+  if srate > 0 then rate = srate end
+  local reason, remaining, retry, reset
+  if algo == TOKEN then
+    local per_us = rate / period
+    if fresh ~= 1 then level = refill(level, t, now, cap, per_us) else level = cap end
+    reason, remaining, retry, reset = tb_answer(level, units, cap, per_us)
+    if reason == ALLOWED and units > 0 then
+      level = level - units
+      if level < 0 then level = 0 end
+      if now > t or fresh == 1 then t = now end
+    end
+  else
+    local T = interval_of(period, rate)
+    local tat = t
+    if fresh == 1 or t < now then tat = now end
+    local new_tat
+    reason, remaining, retry, reset, new_tat = gcra_answer(T, T * cap, tat, units, now)
+    if reason == ALLOWED and units > 0 then t = new_tat end
+  end
+  if units == 0 and reason ~= ALLOWED then reason, retry = ALLOWED, 0 end
+  if reason == ALLOWED and units > 0 then
+    if now > seen then seen = now end
+    local ms = ttl_ms(adaptive, reset)
+    local keep = sexp >= clock + ms * 1000
+    if not keep then sexp = clock + 2 * ms * 1000 end
+    put(key, struct.pack(SFMT, t, level, srate, seen, 0, sexp), keep, ms)
+  end
+  local out = OUT
+  out[1], out[2], out[3], out[4], out[5], out[6], out[7] =
+    reason, cap, remaining, retry, reset, 0, rate_reply(rate)
+  for i = #out, 8, -1 do out[i] = nil end
+  return out
+end
+
+-- One sliding_window level in check mode, in its common case: a record whose oldest
+-- entry is live (no log read, nothing to prune), one unit, allowed, the log's TTL long
+-- enough: check() below on locals, the same steps. Otherwise nil and the record (as GET
+-- gave it), and check() does it.
+local function check_sliding(keys, argv, p, clock)
+  local rate, period, adaptive = p[2], p[3], p[6]
+  local raw = redis.call('GET', keys[1])
+  if not raw or #raw ~= RLEN or argv[5] ~= '1' then return nil, raw end
+  local t, level, cur, prev, srate, seen, sum, aux, fresh, head, gexp, sexp = struct.unpack(RFMT, raw)
+  local now = clock
+  if seen > now then now = seen end
+  if srate > 0 then rate = srate end
+  local limit = math.floor(rate)
+  if limit < 1 then limit = 1 end
+  local ms = ttl_ms(adaptive, period)
+  if fresh == 1 or (sum > 0 and head <= now - period) or sum + 1 > limit or
+     now + ms * 1000 > gexp then
+    return nil, raw
+  end
+  if not (sum > 0 and t > now) then t = now end -- else a clock that went back
+  if sum == 0 then head = t end
+  aux = aux + 1
+  redis.call('ZADD', keys[2], t, aux)
+  sum = sum + 1
+  if now > seen then seen = now end
+  local keep = sexp >= clock + ms * 1000
+  if not keep then sexp = clock + 2 * ms * 1000 end
+  put(keys[1], struct.pack(RFMT, t, level, cur, prev, srate, seen, sum, aux, 0, head, gexp, sexp), keep, ms)
+  local out = OUT
+  out[1], out[2], out[3], out[4], out[5], out[6], out[7] =
+    ALLOWED, limit, limit - sum, 0, period, 0, rate_reply(rate)
+  for i = #out, 8, -1 do out[i] = nil end
+  return out
+end
+
+local ONE = {[TOKEN] = check_short, [GCRA] = check_short, [SLIDING] = check_sliding}
 
 local function check(keys, argv)
   local now = now_of(argv[1])
   local mode = argv[2] -- 'check', 'probe' or 'info' (one level, no units)
+  local pre -- level 1's record when a one-level path read it and left the check here
+  if mode == 'check' and argv[3] == '1' then
+    local p = spec_of(argv[4])
+    local one = ONE[p[1]]
+    if one then
+      local out
+      out, pre = one(keys, argv, p, now)
+      if out then return out end
+    end
+  end
   local n = levels_of(keys, argv, 3)
   local lv = LV
   local allowed = true
   for i = 1, n do
     local L = lv[i]
-    L.s = load(L.skey, L.st)
+    local raw = nil
+    if i == 1 then raw = pre end
+    L.s = load(L.skey, L.st, raw)
     L.now = now
     if L.s and L.s.seen > now then L.now = L.s.seen end
     local a = L.a
-    A[L.algo].probe(L, L.s, L.units, L.now, a)
+    L.fn.probe(L, L.s, L.units, L.now, a)
     if L.units == 0 and a.reason ~= ALLOWED then a.reason, a.retry = ALLOWED, 0 end
     if a.reason ~= ALLOWED then allowed = false end
   end
-  local top = nil
-  for i = 1, n do
+  local top = 1
+  for i = 2, n do
     if allowed or lv[i].a.reason ~= ALLOWED then
-      if top == nil or tighter(lv[i].a, lv[top].a, not allowed) then top = i end
+      if (not allowed and lv[top].a.reason == ALLOWED) or tighter(lv[i].a, lv[top].a, not allowed) then
+        top = i
+      end
     end
   end
   if allowed and mode == 'check' then
@@ -554,21 +723,27 @@ local function check(keys, argv)
           L.dead_u, L.dead_n = 0, 0
         end
         local s = L.s or new_state(L.st)
-        A[L.algo].commit(L, s, L.units, L.now)
+        L.fn.commit(L, s, L.units, L.now)
         if L.now > s.seen then s.seen = L.now end
-        local ms = ttl_ms(L, L.a.reset)
+        local ms = ttl_ms(L.adaptive, L.a.reset)
         if (L.algo == SLIDING or L.algo == CONC) and L.now + ms * 1000 > s.gexp then
           -- twice as long as needed, so the next checks of this period need not renew it
           redis.call('PEXPIRE', L.gkey, 2 * ms)
           s.gexp = L.now + 2 * ms * 1000
         end
-        store(L.skey, s, ms)
+        store(L, s, ms, now)
       end
     end
   end
+  -- The reply: per level reason, limit, remaining, retry, reset, delay, rate, after
+  -- allowed, top, denied_by when there are several levels (one level's reason says it
+  -- all: each element of a reply costs Redis about a tenth of a small command).
   local out = OUT
-  out[1], out[2], out[3], out[4] = allowed and 1 or 0, top, allowed and 0 or top, now
-  local m = 4
+  local m = 0
+  if n > 1 then
+    out[1], out[2], out[3] = allowed and 1 or 0, top, allowed and 0 or top
+    m = 3
+  end
   for i = 1, n do
     local L = lv[i]
     local a = L.a
@@ -590,7 +765,8 @@ end
 -- KEYS S, G; ARGV now, 1, one level's parameters (as check's; units ignored). Ends the
 -- oldest live hold. Reply {1, held, remaining} or {0} when no hold is live.
 local function release(keys, argv)
-  local now = now_of(argv[1])
+  local clock = now_of(argv[1])
+  local now = clock
   levels_of(keys, argv, 2)
   local L = LV[1]
   local s = load(L.skey, L.st)
@@ -598,7 +774,7 @@ local function release(keys, argv)
   if s.seen > now then now = s.seen end
   prune(L, s, now)
   if s.sum <= 0 then
-    store(L.skey, s, ttl_ms(L, 0))
+    store(L, s, ttl_ms(L.adaptive, 0), clock)
     return {0}
   end
   local m = redis.call('ZPOPMIN', L.gkey)
@@ -606,11 +782,11 @@ local function release(keys, argv)
   if now > s.seen then s.seen = now end
   local rest = 0
   if s.sum > 0 then rest = s.t - now end
-  if now + ttl_ms(L, rest) * 1000 > s.gexp then
-    redis.call('PEXPIRE', L.gkey, ttl_ms(L, rest))
-    s.gexp = now + ttl_ms(L, rest) * 1000
+  if now + ttl_ms(L.adaptive, rest) * 1000 > s.gexp then
+    redis.call('PEXPIRE', L.gkey, ttl_ms(L.adaptive, rest))
+    s.gexp = now + ttl_ms(L.adaptive, rest) * 1000
   end
-  store(L.skey, s, ttl_ms(L, rest))
+  store(L, s, ttl_ms(L.adaptive, rest), clock)
   local remaining = whole_rate(L, s) - s.sum
   if remaining < 0 then remaining = 0 end
   return {1, s.sum, remaining}
@@ -620,7 +796,8 @@ end
 -- ignored), successes, errors, min_rate, max_rate, decrease, increase, high_error,
 -- low_error, window. Reply {old_rate, new_rate, error_rate, outcomes in the window}.
 local function report(keys, argv)
-  local now = now_of(argv[1])
+  local clock = now_of(argv[1])
+  local now = clock
   levels_of(keys, argv, 2)
   local L = LV[1]
   local okey = keys[3]
@@ -664,7 +841,7 @@ local function report(keys, argv)
     redis.call('PEXPIRE', L.gkey, ADAPTIVE_TTL_MS)
     s.gexp = now + ADAPTIVE_TTL_MS * 1000
   end
-  store(L.skey, s, ADAPTIVE_TTL_MS)
+  store(L, s, ADAPTIVE_TTL_MS, clock)
   redis.call('SET', okey, o, 'PX', ADAPTIVE_TTL_MS)
   return {string.format('%.17g', old_rate), string.format('%.17g', rate),
           string.format('%.17g', er), #o}

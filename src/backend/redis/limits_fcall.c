@@ -47,16 +47,16 @@ static void time_arg(sl__rcmd_t *c, int64_t now_us)
     else raw_i64(c, now_us);
 }
 
-/* algorithm, rate, period_us, burst_units, ttl_us, units, adaptive */
+/* "algorithm:rate:period_us:burst_units:ttl_us:adaptive", then units: the first is the
+ * same string for every check of the limit, which limits.lua parses once. */
 static void level_params(sl__rcmd_t *c, const sl_limit_plan_level_t *lv)
 {
-    raw_i64(c, lv->algorithm);
-    raw_num(c, lv->rate);
-    raw_i64(c, lv->period_us);
-    raw_i64(c, lv->burst_units);
-    raw_i64(c, lv->ttl_us);
+    char b[160];
+    snprintf(b, sizeof b, "%d:%.17g:%lld:%lld:%lld:%d", (int)lv->algorithm, lv->rate,
+             (long long)lv->period_us, (long long)lv->burst_units, (long long)lv->ttl_us,
+             lv->adaptive ? 1 : 0);
+    sl__rcmd_raw(c, b);
     raw_i64(c, lv->units);
-    sl__rcmd_raw(c, lv->adaptive ? "1" : "0");
 }
 
 void sl__rlimits_check_cmd(sl__rcmd_t *c, const sl_limit_plan_t *p, sl__rlimits_mode_t mode,
@@ -129,18 +129,26 @@ static bool num_at(const redisReply *r, size_t i, double *v)
     return end != r->element[i]->str;
 }
 
-#define HEAD 4   /* allowed, top (1-based), denied_by (0: none), now */
+#define HEAD 3 /* with several levels: allowed, top (1-based), denied_by (0: none) */
 #define PER_LEVEL 7
 
 int sl__rlimits_parse_check(const redisReply *r, const sl_limit_plan_t *p, sl_limit_result_t *out,
                             sl_limit_key_info_t *info)
 {
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < HEAD + PER_LEVEL * p->n)
+    /* One level: no head, its reason says whether it allowed. */
+    size_t head = p->n > 1 ? HEAD : 0;
+    if (!r || r->type != REDIS_REPLY_ARRAY || p->n < 1 || r->elements < head + PER_LEVEL * p->n)
         return SL__RPROTO;
-    int64_t allowed, top, denied, now;
-    if (!int_at(r, 0, &allowed) || !int_at(r, 1, &top) || !int_at(r, 2, &denied) ||
-        !int_at(r, 3, &now) || top < 1 || top > (int64_t)p->n)
-        return SL__RPROTO;
+    int64_t allowed, top, denied;
+    if (head) {
+        if (!int_at(r, 0, &allowed) || !int_at(r, 1, &top) || !int_at(r, 2, &denied)) return SL__RPROTO;
+    } else {
+        if (!int_at(r, 0, &allowed)) return SL__RPROTO;
+        allowed = allowed == SL_LIMIT_ALLOWED;
+        top = 1;
+        denied = allowed ? 0 : 1;
+    }
+    if (top < 1 || top > (int64_t)p->n) return SL__RPROTO;
     memset(out, 0, sizeof *out);
     out->allowed = allowed == 1;
     out->n_checked = p->n;
@@ -149,7 +157,7 @@ int sl__rlimits_parse_check(const redisReply *r, const sl_limit_plan_t *p, sl_li
     sl_limits_plan_names(p, out);
     for (size_t i = 0; i < p->n; i++) {
         sl_limit_level_t *lv = &out->checked[i];
-        size_t b = HEAD + PER_LEVEL * i;
+        size_t b = head + PER_LEVEL * i;
         int64_t reason;
         if (!int_at(r, b, &reason) || !int_at(r, b + 1, &lv->limit) ||
             !int_at(r, b + 2, &lv->remaining) || !int_at(r, b + 3, &lv->retry_after_us) ||
@@ -166,7 +174,7 @@ int sl__rlimits_parse_check(const redisReply *r, const sl_limit_plan_t *p, sl_li
     out->reset_after_us = t->reset_after_us;
     if (!out->allowed) out->delay_us = 0;
     if (info) {
-        size_t b = HEAD + PER_LEVEL * p->n;
+        size_t b = head + PER_LEVEL * p->n;
         int64_t tracked;
         memset(info, 0, sizeof *info);
         if (!int_at(r, b, &tracked) || !int_at(r, b + 1, &info->held)) return SL__RPROTO;
