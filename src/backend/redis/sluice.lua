@@ -1146,6 +1146,13 @@ function CP.caps_wake(p, key)
   touch(CP.holder_key(key))
 end
 
+-- A configure may have raised or lifted the caps: every holder's parked tickets that its
+-- caps now let through go back to the queue (sl_engine_wake_parked).
+function CP.caps_wake_all(p)
+  if p.n_parked <= 0 then return end
+  for _, key in ipairs(redis.call('SMEMBERS', K('pks'))) do CP.caps_wake(p, key) end
+end
+
 -- A ticket woken for a slot that it did not take: the slot goes to the next parked.
 function CP.caps_unwake(p, t)
   if t.woke == '' then return end
@@ -1642,6 +1649,7 @@ local function configure(p, args, now)
     clamp_levels(p)
     p.purge_at = -math.huge  -- the time-to-lives may have changed: look again
     reject_unfit(p, now)
+    CP.caps_wake_all(p)
     drain(p, now)
     return {created = 0, pool_no = p.pool_no}
   end

@@ -1,0 +1,74 @@
+"""test_review_caps.py - caps on the Redis backend answer as the engine does at the edges:
+a reload that raises an agent's max_concurrent, or lifts its caps, grants the ticket
+parked on it at once (as sl_engine_wake_parked does for the memory backend), and a
+parked ticket whose holder's lease is cancelled on the other replica is granted."""
+import unittest
+
+from redis_harness import Redis, replica, wait_until
+
+POOLS = """  default:
+    input_tpm: 1000000
+    output_tpm: 1000000
+    lease_ttl_s: 300
+    max_queue_wait_s: 600
+"""
+CAPS = """caps:
+  agents:
+    solo:
+      max_concurrent: %d
+"""
+
+
+class ParkedOnRedis(unittest.TestCase):
+    def setUp(self):
+        self.redis = Redis()
+        self.a = replica(self.redis, POOLS + CAPS % 1, cold_start="full")
+        self.b = replica(self.redis, POOLS + CAPS % 1, cold_start="full")
+        for r in (self.a, self.b):
+            self.assertTrue(wait_until(lambda r=r: r.call("GET", "/readyz")[0] == 200, 10))
+
+    def tearDown(self):
+        self.b.stop()
+        self.a.stop()
+        self.redis.close()
+
+    def park_one(self):
+        """Holds solo's one slot on a with a 300 s lease and parks a request on b."""
+        st, first, _ = self.a.lease("solo", 10)
+        self.assertEqual(st, 200, first)
+        st, queued, _ = self.b.lease("solo", 10)
+        self.assertEqual((st, queued.get("limited_by")), (202, "agent_cap"), queued)
+        return first, queued
+
+    def reload(self, r, pools_and_caps):
+        r.write_config("cold_start: full\nevent_log: %s\nbackend: %s\npools:\n%s"
+                       % (r.event_log, self.redis.url(tick_ms=200, timeout_ms=300,
+                                                      cold_start="full"), pools_and_caps))
+        st, body, _ = r.call("POST", "/v1/admin/reload")
+        self.assertEqual(st, 200, body)
+
+    def granted(self, queued):
+        st, body, _ = self.b.call("GET", "/v1/tickets/%s?wait=3" % queued["ticket"])
+        self.assertEqual((st, body.get("status")), (200, "granted"), body)
+
+    def test_raising_max_concurrent_by_reload_grants_the_parked_ticket(self):
+        _, queued = self.park_one()
+        for r in (self.a, self.b):
+            self.reload(r, POOLS + CAPS % 2)
+        self.granted(queued)  # the first lease lives 300 s: no release frees it
+
+    def test_lifting_the_caps_by_reload_grants_the_parked_ticket(self):
+        _, queued = self.park_one()
+        for r in (self.a, self.b):
+            self.reload(r, POOLS)
+        self.granted(queued)
+
+    def test_a_parked_ticket_is_granted_when_the_lease_is_cancelled_on_the_other_replica(self):
+        first, queued = self.park_one()
+        st, body, _ = self.a.call("DELETE", "/v1/leases/%s" % first["lease"])
+        self.assertIn(st, (200, 204), body)
+        self.granted(queued)
+
+
+if __name__ == "__main__":
+    unittest.main()
