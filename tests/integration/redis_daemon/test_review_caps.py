@@ -70,5 +70,44 @@ class ParkedOnRedis(unittest.TestCase):
         self.granted(queued)
 
 
+
+BUDGET_POOLS = """  default:
+    input_tpm: 10000000
+    output_tpm: 10000000
+    rpm: 10000
+    price_input_per_mtok: 3
+    price_output_per_mtok: 15
+caps:
+  agents:
+    spender:
+      max_concurrent: 4
+"""
+
+
+class BudgetByReload(unittest.TestCase):
+    def test_a_budget_added_by_reload_is_full_whatever_was_spent_before(self):
+        redis = Redis()
+        r = replica(redis, BUDGET_POOLS, cold_start="full")
+        try:
+            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
+            # $0.165 each (50000 in, 1000 out), ten of them: $1.65 spent under no budget.
+            for _ in range(10):
+                st, body, _ = r.lease("spender", 50000, 1000)
+                self.assertEqual(st, 200, body)
+                st, done, _ = r.call("POST", "/v1/leases/%s/settle" % body["lease"],
+                                     {"input_tokens": 50000, "output_tokens": 1000})
+                self.assertEqual(st, 200, done)
+            r.write_config("cold_start: full\nevent_log: %s\nbackend: %s\npools:\n%s" % (
+                r.event_log, redis.url(tick_ms=200, timeout_ms=300, cold_start="full"),
+                BUDGET_POOLS + "      budget_usd_per_hour: 1\n"))
+            st, body, _ = r.call("POST", "/v1/admin/reload")
+            self.assertEqual(st, 200, body)
+            st, body, _ = r.lease("spender", 50000, 1000)
+            self.assertEqual(st, 200, body)  # $0.165 of a fresh $1 an hour
+        finally:
+            r.stop()
+            redis.close()
+
+
 if __name__ == "__main__":
     unittest.main()
