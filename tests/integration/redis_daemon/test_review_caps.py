@@ -2,6 +2,7 @@
 a reload that raises an agent's max_concurrent, or lifts its caps, grants the ticket
 parked on it at once (as sl_engine_wake_parked does for the memory backend), and a
 parked ticket whose holder's lease is cancelled on the other replica is granted."""
+import time
 import unittest
 
 from redis_harness import Redis, replica, wait_until
@@ -105,6 +106,47 @@ class BudgetByReload(unittest.TestCase):
             st, body, _ = r.lease("spender", 50000, 1000)
             self.assertEqual(st, 200, body)  # $0.165 of a fresh $1 an hour
         finally:
+            r.stop()
+            redis.close()
+
+
+def backend_unavailable(r):
+    _, text, _ = r.call("GET", "/metrics")
+    return 'sluice_alert{name="backend_unavailable",pool=""} 1' in text
+
+
+class ReloadWhileRedisIsAway(unittest.TestCase):
+    def test_a_cap_lifted_by_reload_is_lifted_in_the_local_share(self):
+        redis = Redis()
+        r = replica(redis, POOLS + CAPS % 1, fail="open", cold_start="full")
+        try:
+            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
+            redis.stop_signal()
+            self.assertTrue(wait_until(lambda: backend_unavailable(r), 5))
+            # the local share starts empty and refills: the first grant may take a moment
+            first = None
+            for _ in range(100):
+                st, first, _ = r.lease("solo", 10)
+                if st == 200:
+                    break
+                self.assertNotEqual(first.get("limited_by"), "agent_cap", first)
+                if st == 202:
+                    r.call("DELETE", "/v1/tickets/%s" % first["ticket"])
+                time.sleep(0.1)
+            self.assertEqual(st, 200, first)
+            st, queued, _ = r.lease("solo", 10)
+            self.assertEqual((st, queued.get("limited_by")), (202, "agent_cap"), queued)
+            r.write_config("cold_start: full\nevent_log: %s\nbackend: %s\npools:\n%s"
+                           % (r.event_log, redis.url(tick_ms=200, timeout_ms=300, fail="open",
+                                                     cold_start="full"), POOLS))
+            st, body, _ = r.call("POST", "/v1/admin/reload")
+            self.assertEqual(st, 200, body)
+            st, body, _ = r.call("GET", "/v1/tickets/%s?wait=3" % queued["ticket"])
+            self.assertEqual((st, body.get("status")), (200, "granted"), body)
+            st, body, _ = r.lease("solo", 10)
+            self.assertEqual(st, 200, body)  # no cap any more: a third one at once
+        finally:
+            redis.cont_signal()
             r.stop()
             redis.close()
 

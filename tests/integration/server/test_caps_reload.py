@@ -1,6 +1,7 @@
-"""test_caps_reload.py - a budget given by a reload to a capped agent starts full: what the
-agent spent while it had no budget is not owed to the new one (its leases under only a
-max_concurrent cap do not leave it refused budget_exhausted for hours)."""
+"""test_caps_reload.py - a reload keeps what a budget has left: one that names the same
+budget does not empty it (it did: every reload lifted then set the caps, and lifting
+zeroed the budgets), and a budget a reload gives a capped agent starts full (what it
+spent while it had no budget is not owed to the new one)."""
 import unittest
 
 from harness import Sluiced
@@ -36,6 +37,17 @@ class BudgetByReload(unittest.TestCase):
             self.assertEqual(st, 200, body)
             st, body, _ = s.lease("spender", 50000, 1000)
             self.assertEqual(st, 200, body)  # $0.165 of a fresh $1 an hour
+
+    def test_a_reload_naming_the_same_budget_keeps_what_is_left(self):
+        cfg = POOL % "      budget_usd_per_hour: 0.3"
+        with Sluiced(cfg) as s:
+            st, body, _ = s.lease("spender", 5, 1)  # $0.00003 of $0.3
+            self.assertEqual(st, 200, body)
+            s.write_config("cold_start: full\nevent_log: %s\n%s" % (s.event_log, cfg))
+            st, body, _ = s.call("POST", "/v1/admin/reload")
+            self.assertEqual(st, 200, body)
+            st, body, _ = s.lease("spender", 50000, 1000)
+            self.assertEqual(st, 200, body)  # $0.165 of the $0.29997 left
 
 
 if __name__ == "__main__":
