@@ -1,7 +1,8 @@
 """test_review_caps.py - caps on the Redis backend answer as the engine does at the edges:
 a reload that raises an agent's max_concurrent, or lifts its caps, grants the ticket
-parked on it at once (as sl_engine_wake_parked does for the memory backend), and a
-parked ticket whose holder's lease is cancelled on the other replica is granted."""
+parked on it at once (as sl_engine_wake_parked does for the memory backend), in Redis
+and in the fail-open local share; a parked ticket whose holder's lease is cancelled or
+expires on the other replica is granted; a budget a reload gives starts full."""
 import time
 import unittest
 
@@ -63,6 +64,15 @@ class ParkedOnRedis(unittest.TestCase):
         for r in (self.a, self.b):
             self.reload(r, POOLS)
         self.granted(queued)
+
+    def test_a_parked_ticket_is_granted_when_the_lease_expires_on_the_other_replica(self):
+        st, first, _ = self.a.lease("solo", 10, ttl=1)
+        self.assertEqual(st, 200, first)
+        st, queued, _ = self.b.lease("solo", 10)
+        self.assertEqual((st, queued.get("limited_by")), (202, "agent_cap"), queued)
+        self.assertLessEqual(queued["eta"], 2)  # bounded by the lease's expiry
+        st, body, _ = self.b.call("GET", "/v1/tickets/%s?wait=5" % queued["ticket"])
+        self.assertEqual((st, body.get("status")), (200, "granted"), body)
 
     def test_a_parked_ticket_is_granted_when_the_lease_is_cancelled_on_the_other_replica(self):
         first, queued = self.park_one()
