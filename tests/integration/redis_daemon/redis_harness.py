@@ -146,6 +146,12 @@ def replica(redis, pools_yaml, **opts):
     return Sluiced("backend: %s\npools:\n%s" % (redis.url(**opts), pools_yaml))
 
 
+def backend_unavailable(r):
+    """Whether replica r's /metrics raises the backend_unavailable alert (Redis away)."""
+    _, text, _ = r.call("GET", "/metrics")
+    return 'sluice_alert{name="backend_unavailable",pool=""} 1' in text
+
+
 def grants(replicas):
     """Every grant in the replicas' event logs, once per lease (a grant of a queued
     ticket may be logged by the replica that granted it and by the one holding it)."""

@@ -6,7 +6,8 @@ expires on the other replica is granted; a budget a reload gives starts full."""
 import time
 import unittest
 
-from redis_harness import Redis, replica, wait_until
+from redis_harness import Redis, backend_unavailable, replica, wait_until
+from test_caps_reload import POOL as CAPS_RELOAD_POOL
 
 POOLS = """  default:
     input_tpm: 1000000
@@ -82,17 +83,8 @@ class ParkedOnRedis(unittest.TestCase):
 
 
 
-BUDGET_POOLS = """  default:
-    input_tpm: 10000000
-    output_tpm: 10000000
-    rpm: 10000
-    price_input_per_mtok: 3
-    price_output_per_mtok: 15
-caps:
-  agents:
-    spender:
-      max_concurrent: 4
-"""
+# test_caps_reload.py's pool and caps, as the lines under `pools:`.
+BUDGET_POOLS = CAPS_RELOAD_POOL.split("pools:\n", 1)[1] % ""
 
 
 class BudgetByReload(unittest.TestCase):
@@ -110,7 +102,7 @@ class BudgetByReload(unittest.TestCase):
                 self.assertEqual(st, 200, done)
             r.write_config("cold_start: full\nevent_log: %s\nbackend: %s\npools:\n%s" % (
                 r.event_log, redis.url(tick_ms=200, timeout_ms=300, cold_start="full"),
-                BUDGET_POOLS + "      budget_usd_per_hour: 1\n"))
+                BUDGET_POOLS + "      budget_usd_per_hour: 1"))
             st, body, _ = r.call("POST", "/v1/admin/reload")
             self.assertEqual(st, 200, body)
             st, body, _ = r.lease("spender", 50000, 1000)
@@ -118,11 +110,6 @@ class BudgetByReload(unittest.TestCase):
         finally:
             r.stop()
             redis.close()
-
-
-def backend_unavailable(r):
-    _, text, _ = r.call("GET", "/metrics")
-    return 'sluice_alert{name="backend_unavailable",pool=""} 1' in text
 
 
 class ReloadWhileRedisIsAway(unittest.TestCase):
