@@ -7,7 +7,7 @@ import time
 import unittest
 
 from redis_harness import Redis, backend_unavailable, replica, wait_until
-from test_caps_reload import POOL as CAPS_RELOAD_POOL
+from test_caps_reload import POOL as CAPS_RELOAD_POOL, spend_under_no_budget
 
 POOLS = """  default:
     input_tpm: 1000000
@@ -93,13 +93,7 @@ class BudgetByReload(unittest.TestCase):
         r = replica(redis, BUDGET_POOLS, cold_start="full")
         try:
             self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
-            # $0.165 each (50000 in, 1000 out), ten of them: $1.65 spent under no budget.
-            for _ in range(10):
-                st, body, _ = r.lease("spender", 50000, 1000)
-                self.assertEqual(st, 200, body)
-                st, done, _ = r.call("POST", "/v1/leases/%s/settle" % body["lease"],
-                                     {"input_tokens": 50000, "output_tokens": 1000})
-                self.assertEqual(st, 200, done)
+            spend_under_no_budget(self, r)  # $1.65
             r.write_config("cold_start: full\nevent_log: %s\nbackend: %s\npools:\n%s" % (
                 r.event_log, redis.url(tick_ms=200, timeout_ms=300, cold_start="full"),
                 BUDGET_POOLS + "      budget_usd_per_hour: 1"))

@@ -21,16 +21,20 @@ caps:
 %s"""
 
 
+def spend_under_no_budget(test, s):
+    """Ten settled calls of "spender" at $0.165 each (50000 in, 1000 out): $1.65."""
+    for _ in range(10):
+        st, body, _ = s.lease("spender", 50000, 1000)
+        test.assertEqual(st, 200, body)
+        st, done, _ = s.call("POST", "/v1/leases/%s/settle" % body["lease"],
+                             {"input_tokens": 50000, "output_tokens": 1000})
+        test.assertEqual(st, 200, done)
+
+
 class BudgetByReload(unittest.TestCase):
     def test_a_budget_added_by_reload_is_full_whatever_was_spent_before(self):
         with Sluiced(POOL % "") as s:
-            # $0.165 each (50000 in, 1000 out), ten of them: $1.65 spent under no budget.
-            for _ in range(10):
-                st, body, _ = s.lease("spender", 50000, 1000)
-                self.assertEqual(st, 200, body)
-                st, done, _ = s.call("POST", "/v1/leases/%s/settle" % body["lease"],
-                                     {"input_tokens": 50000, "output_tokens": 1000})
-                self.assertEqual(st, 200, done)
+            spend_under_no_budget(self, s)
             s.write_config("cold_start: full\nevent_log: %s\n%s" % (
                 s.event_log, POOL % "      budget_usd_per_hour: 1"))
             st, body, _ = s.call("POST", "/v1/admin/reload")
