@@ -6,7 +6,7 @@ expires on the other replica is granted; a budget a reload gives starts full."""
 import time
 import unittest
 
-from redis_harness import Redis, backend_unavailable, replica, wait_until
+from redis_harness import Redis, TwoReplicas, backend_unavailable, replica, wait_until
 from test_caps_reload import POOL as CAPS_RELOAD_POOL, spend_under_no_budget
 
 POOLS = """  default:
@@ -22,18 +22,9 @@ CAPS = """caps:
 """
 
 
-class ParkedOnRedis(unittest.TestCase):
+class ParkedOnRedis(TwoReplicas):
     def setUp(self):
-        self.redis = Redis()
-        self.a = replica(self.redis, POOLS + CAPS % 1, cold_start="full")
-        self.b = replica(self.redis, POOLS + CAPS % 1, cold_start="full")
-        for r in (self.a, self.b):
-            self.assertTrue(wait_until(lambda r=r: r.call("GET", "/readyz")[0] == 200, 10))
-
-    def tearDown(self):
-        self.b.stop()
-        self.a.stop()
-        self.redis.close()
+        self.start(lambda redis: replica(redis, POOLS + CAPS % 1, cold_start="full"))
 
     def park_one(self):
         """Holds solo's one slot on a with a 300 s lease and parks a request on b."""

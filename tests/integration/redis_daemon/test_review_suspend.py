@@ -6,26 +6,18 @@ on the other replica holds on both (no re-read brings it back)."""
 import time
 import unittest
 
-from redis_harness import Sluiced, Redis, wait_until
+from redis_harness import Sluiced, TwoReplicas, wait_until
 from test_suspend import ADMIN, CONFIG, served
 
 SELF = "self-token"
 
 
-class SuspendEdges(unittest.TestCase):
+class SuspendEdges(TwoReplicas):
     def setUp(self):
-        self.redis = Redis()
-        cfg = (CONFIG % self.redis.url(tick_ms=200, timeout_ms=300, cold_start="full")).replace(
+        self.start(lambda redis: Sluiced((CONFIG % redis.url(
+            tick_ms=200, timeout_ms=300, cold_start="full")).replace(
             '    - {token: fleet-token, agent_prefix: ""}',
-            '    - {token: fleet-token, agent_prefix: ""}\n    - {token: %s, agent: self-1}' % SELF)
-        self.a, self.b = Sluiced(cfg), Sluiced(cfg)
-        for r in (self.a, self.b):
-            self.assertTrue(wait_until(lambda r=r: r.call("GET", "/readyz")[0] == 200, 10))
-
-    def tearDown(self):
-        self.b.stop()
-        self.a.stop()
-        self.redis.close()
+            '    - {token: fleet-token, agent_prefix: ""}\n    - {token: %s, agent: self-1}' % SELF)))
 
     def test_odd_names_and_tokens(self):
         name = "x:" + "a." * 63  # 128 bytes
