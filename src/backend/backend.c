@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void sl_backend_free(sl_backend_t *b)
 {
@@ -177,6 +178,13 @@ int sl_backend_settings_validate(const sl_backend_settings_t *s, long *bad_pool,
 done:
     sl_engine_free(e);
     return rc;
+}
+
+bool sl_backend_settings_names_caps(const sl_backend_settings_t *s, const char *holder, bool team)
+{
+    for (size_t i = 0; s && i < s->n_caps; i++)
+        if (s->caps[i].team == team && !strcmp(s->caps[i].holder, holder)) return true;
+    return false;
 }
 
 void sl_backend_settings_clear(sl_backend_settings_t *s)

@@ -259,6 +259,11 @@ void sl_backend_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void 
 /* Frees the strings and arrays inside `s` (not `s` itself). */
 void sl_backend_settings_clear(sl_backend_settings_t *s);
 
+/* Whether `s` (NULL: none) sets caps for `holder` (a team's when `team`): a reload lifts
+ * only the caps its settings no longer name, so a holder named again keeps its state
+ * (what its budgets have left). */
+bool sl_backend_settings_names_caps(const sl_backend_settings_t *s, const char *holder, bool team);
+
 /* ---------------------------------------------------------------- backend options
  * The `redis` backend's options, parsed from the `backend: redis://...` URL. They are
  * declared here, with the interface, so the daemon's configuration can hold them

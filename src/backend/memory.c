@@ -289,8 +289,10 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
             rc = sl_engine_set_priority(m->engine, s->priorities[i].name, s->priorities[i].value);
         /* Caps and memberships the new settings no longer name are lifted. */
         for (size_t i = 0; rc == SL_OK && i < m->applied.n_caps; i++)
-            rc = sl_engine_set_caps(m->engine, m->applied.caps[i].holder, m->applied.caps[i].team,
-                                    NULL);
+            if (!sl_backend_settings_names_caps(s, m->applied.caps[i].holder,
+                                                m->applied.caps[i].team))
+                rc = sl_engine_set_caps(m->engine, m->applied.caps[i].holder,
+                                        m->applied.caps[i].team, NULL);
         for (size_t i = 0; rc == SL_OK && i < m->applied.n_members; i++)
             rc = sl_engine_set_agent_team(m->engine, m->applied.members[i].agent, NULL);
         for (size_t i = 0; rc == SL_OK && i < m->applied.n_caps; i++)

@@ -32,8 +32,19 @@ static sl__holder_t *holder_find(const sl_engine_t *e, char kind, const char *na
     return sl__strmap_get(&e->holders, key);
 }
 
+/* A holder without a budget counts no spending, so a budget it is given later starts
+ * full: what it spent under none is not owed to the new one. */
+static bool has_budget(const sl_caps_t *c)
+{
+    return c->budget_usd_per_hour > 0 || c->budget_usd_per_day > 0;
+}
+
 static void holder_set(sl__holder_t *h, const sl_caps_t *c)
 {
+    if (!has_budget(&h->caps) && has_budget(c)) {
+        h->budget_hour_usd = c->budget_usd_per_hour;
+        h->budget_day_usd = c->budget_usd_per_day;
+    }
     h->caps = *c;
     if (h->budget_hour_usd > c->budget_usd_per_hour) h->budget_hour_usd = c->budget_usd_per_hour;
     if (h->budget_day_usd > c->budget_usd_per_day) h->budget_day_usd = c->budget_usd_per_day;
@@ -426,6 +437,7 @@ void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, doubl
         for (int b = 0; b < SL_BUCKET_COUNT; b++)
             if (cap_capacity(p, &h->caps, b) > 0) c->st[i]->level[b] -= (double)need->n[b];
         c->st[i]->in_flight++;
+        if (!has_budget(&h->caps)) continue;
         refill_budget(h, now);
         h->budget_hour_usd -= c->cost_usd;
         h->budget_day_usd -= c->cost_usd;
@@ -445,6 +457,7 @@ void sl__caps_give(sl__pool_t *p, sl__capref_t *c, const int64_t delta[SL_BUCKET
             double level = c->st[i]->level[b] + (double)delta[b];
             c->st[i]->level[b] = level > cap ? cap : level;
         }
+        if (!has_budget(&h->caps)) continue;
         refill_budget(h, now);
         h->budget_hour_usd += delta_usd;
         if (h->budget_hour_usd > h->caps.budget_usd_per_hour)

@@ -261,16 +261,23 @@ static void test_team_cap_is_shared_by_its_agents(void **state)
     sl_engine_free(e);
 }
 
-static void test_budget_is_priced_and_refilled(void **state)
+/* An engine with one pool priced $3 per million input tokens and $15 per million output. */
+static sl_engine_t *priced_engine(void)
 {
-    (void)state;
     sl_engine_t *e = sl_engine_new(NULL);
     sl_pool_config_t cfg;
     sl_pool_config_init(&cfg);
     cfg.input_tpm = 1000000;
-    cfg.price_input_per_mtok = 3;   /* $3 per million input tokens */
-    cfg.price_output_per_mtok = 15; /* $15 per million output tokens */
+    cfg.price_input_per_mtok = 3;
+    cfg.price_output_per_mtok = 15;
     assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    return e;
+}
+
+static void test_budget_is_priced_and_refilled(void **state)
+{
+    (void)state;
+    sl_engine_t *e = priced_engine();
     sl_caps_t caps = {.budget_usd_per_hour = 0.01};
     assert_int_equal(sl_engine_set_caps(e, "spender", false, &caps), SL_OK);
     sl_decision_t d = ask(e, "spender", 2000, 100, T0); /* $0.0075 */
@@ -285,6 +292,22 @@ static void test_budget_is_priced_and_refilled(void **state)
     assert_int_equal(ask(e, "spender", 2000, 100, T0).status, SL_GRANTED);
     sl_request_t huge = harness_req("spender", 900000, 0); /* $2.70 > the whole budget */
     assert_int_equal(sl_engine_request(e, &huge, T0, &d), SL_ECAPACITY);
+    sl_engine_free(e);
+}
+
+static void test_a_budget_given_later_starts_full(void **state)
+{
+    (void)state;
+    sl_engine_t *e = priced_engine();
+    sl_caps_t caps = {.max_concurrent = 5};
+    assert_int_equal(sl_engine_set_caps(e, "spender", false, &caps), SL_OK);
+    for (int i = 0; i < 3; i++) /* $0.0075 each under no budget */
+        assert_int_equal(ask(e, "spender", 2000, 100, T0).status, SL_GRANTED);
+    caps.budget_usd_per_hour = 0.01;
+    assert_int_equal(sl_engine_set_caps(e, "spender", false, &caps), SL_OK);
+    /* The $0.0225 spent before is not owed: $0.0075 of a full $0.01. */
+    assert_int_equal(ask(e, "spender", 2000, 100, T0).status, SL_GRANTED);
+    assert_int_equal(ask(e, "spender", 2000, 100, T0).status, SL_REJECTED);
     sl_engine_free(e);
 }
 
@@ -337,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
         cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
         cmocka_unit_test(test_budget_is_priced_and_refilled),
+        cmocka_unit_test(test_a_budget_given_later_starts_full),
         cmocka_unit_test(test_bad_caps_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,6 +35,19 @@ static double local_margin(const rb_t *rb, const char *pool, const sl_pool_confi
     return cfg->margin_start;
 }
 
+void sl__rb_local_lift(rb_t *rb, const sl_backend_settings_t *next)
+{
+    if (!rb->local || !rb->have_settings) return;
+    const sl_backend_settings_t *s = &rb->settings;
+    for (size_t i = 0; i < s->n_caps; i++) {
+        if (!sl_backend_settings_names_caps(next, s->caps[i].holder, s->caps[i].team))
+            sl_engine_set_caps(rb->local, s->caps[i].holder, s->caps[i].team, NULL);
+        if (s->caps[i].team) sl_engine_set_team_weight(rb->local, s->caps[i].holder, 1.0);
+    }
+    for (size_t i = 0; i < s->n_members; i++)
+        sl_engine_set_agent_team(rb->local, s->members[i].agent, NULL);
+}
+
 /* (Re)configures the local engine with 1/replicas of every limit. `cold`: every pool's
  * buckets are emptied too and refill from now - what the replicas spent just before
  * Redis went away is not known here, and a full share on top of it would overbook. */
@@ -83,6 +96,7 @@ void sl__rb_local_configure(rb_t *rb, bool cold)
         /* No cold-start window: headers seen during an outage only lower the share. */
         if (cold) sl_engine_pool_cold_start(rb->local, s->pools[i].name, 0, now);
     }
+    sl_engine_wake_parked(rb->local); /* a cap raised or lifted frees slots */
     rb->local_replicas = n;
 }
 

@@ -34,6 +34,7 @@ static int copy_settings(rb_t *rb, const sl_backend_settings_t *s)
             !(c.members[i].team = sl__rb_dup_or_null(s->members[i].team)))
             goto nomem;
     }
+    sl__rb_local_lift(rb, s);
     sl_backend_settings_clear(&rb->settings);
     rb->settings = c;
     rb->have_settings = true;

@@ -218,6 +218,10 @@ int64_t sl__rb_share(int64_t limit, int replicas);
  * buckets are emptied too and refill from now - what the replicas spent just before
  * Redis went away is not known here, and a full share on top of it would overbook. */
 void sl__rb_local_configure(rb_t *rb, bool cold);
+/* Lifts, in the local engine (if any), the caps `next` no longer names and the team
+ * weights and memberships of the settings it was configured with: called before a
+ * configure replaces them, so a cap the new settings drop does not outlive them there. */
+void sl__rb_local_lift(rb_t *rb, const sl_backend_settings_t *next);
 /* Appends the teams' weights ("teams": "team=weight,..."), members ("members":
  * "agent=team,...") and caps ("caps": see sl__rcaps_format) of the current settings to a
  * sluice_configure call (manage.c). */

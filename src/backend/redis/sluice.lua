@@ -862,6 +862,11 @@ local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw',
   'blast'})
 local NO_CAPS = {share = 0, rpm = 0, conc = 0, bh = 0, bd = 0}
 
+-- A holder without a budget counts no spending: its budget levels rest at 0 with blast 0,
+-- so a budget a reload gives it later starts full (as the engine's), not owing what was
+-- spent while it had none.
+function CP.has_budget(c) return c.bh > 0 or c.bd > 0 end
+
 function CP.caps_empty(c)
   return c.share == 0 and c.rpm == 0 and c.conc == 0 and c.bh == 0 and c.bd == 0
 end
@@ -899,7 +904,8 @@ function CP.holder_key(key) return S.prefix .. 'H:' .. key end
 function CP.holder_state(p, h, make)
   local st = load(CP.holder_key(h.key), HOLDER)
   if st or not make then return st end
-  st = {inf = 0, np = 0, nw = 0, bh = h.c.bh, bd = h.c.bd, blast = S.now, last = S.now}
+  st = {inf = 0, np = 0, nw = 0, bh = h.c.bh, bd = h.c.bd, last = S.now,
+        blast = CP.has_budget(h.c) and S.now or 0}
   for b = 0, NB - 1 do st['lv' .. b] = CP.cap_capacity(p, h.c, b) end  -- never used: full
   return create(CP.holder_key(h.key), HOLDER, st)
 end
@@ -1031,6 +1037,10 @@ end
 function CP.refill_state(p, h, st, now)
   for b = 0, NB - 1 do st['lv' .. b] = CP.level_now(p, h, st, b, now) end
   if now > st.last then st.last = now end
+  if not CP.has_budget(h.c) then
+    st.bh, st.bd, st.blast = 0, 0, 0
+    return
+  end
   st.bh, st.bd = CP.budget_now(h.c, st, now)
   if now > st.blast then st.blast = now end
 end
@@ -1047,8 +1057,10 @@ function CP.caps_take(p, hs, l, now)
       if CP.cap_capacity(p, h.c, b) > 0 then st['lv' .. b] = st['lv' .. b] - l['n' .. b] end
     end
     st.inf = st.inf + 1
-    st.bh = st.bh - l.cusd
-    st.bd = st.bd - l.cusd
+    if CP.has_budget(h.c) then
+      st.bh = st.bh - l.cusd
+      st.bd = st.bd - l.cusd
+    end
     touch(CP.holder_key(h.key))
     -- Only a holder with max_concurrent asks for its leases' expiries; "+" marks the
     -- lease as listed.
@@ -1090,10 +1102,12 @@ function CP.caps_give(p, hs, delta, delta_usd, now)
         st['lv' .. b] = level > cap and cap or level
       end
     end
-    st.bh = st.bh + delta_usd
-    if st.bh > h.c.bh then st.bh = h.c.bh end
-    st.bd = st.bd + delta_usd
-    if st.bd > h.c.bd then st.bd = h.c.bd end
+    if CP.has_budget(h.c) then
+      st.bh = st.bh + delta_usd
+      if st.bh > h.c.bh then st.bh = h.c.bh end
+      st.bd = st.bd + delta_usd
+      if st.bd > h.c.bd then st.bd = h.c.bd end
+    end
     touch(CP.holder_key(h.key))
   end
 end
@@ -1144,6 +1158,13 @@ function CP.caps_wake(p, key)
     queue_insert(p, t)
   end
   touch(CP.holder_key(key))
+end
+
+-- A configure may have raised or lifted the caps: every holder's parked tickets that its
+-- caps now let through go back to the queue (sl_engine_wake_parked).
+function CP.caps_wake_all(p)
+  if p.n_parked <= 0 then return end
+  for _, key in ipairs(redis.call('SMEMBERS', K('pks'))) do CP.caps_wake(p, key) end
 end
 
 -- A ticket woken for a slot that it did not take: the slot goes to the next parked.
@@ -1642,6 +1663,7 @@ local function configure(p, args, now)
     clamp_levels(p)
     p.purge_at = -math.huge  -- the time-to-lives may have changed: look again
     reject_unfit(p, now)
+    CP.caps_wake_all(p)
     drain(p, now)
     return {created = 0, pool_no = p.pool_no}
   end

@@ -232,6 +232,27 @@ class Keys(unittest.TestCase):
                 self.assertEqual(status, 200, payload)
                 self.assertEqual(s.agent("worker-1")["weight"], 5)  # 1 x (1 + 0.5 x 8)
 
+    def test_x_sluice_task_naming_a_hub_is_bound_to_the_tokens_max_unblocks(self):
+        # Twelve waiting tasks depend on "hub": a worker token (max_unblocks 8) naming it
+        # through the proxy gets the weight of 8 unblocks, as the lease API gives.
+        with Emu() as emu:
+            with workers_sluiced(emu) as s:
+                admin = {"authorization": "Bearer admin-token-0001",
+                         "content-type": "application/json"}
+                status, _, payload = s.request("PUT", "/v1/tasks/hub", {"role": "worker",
+                                               "state": "running"}, headers=admin)
+                self.assertEqual(status, 200, payload)
+                for i in range(12):
+                    status, _, payload = s.request("PUT", "/v1/tasks/leaf-%d" % i,
+                                                   {"depends_on": ["hub"], "state": "waiting"},
+                                                   headers=admin)
+                    self.assertEqual(status, 200, payload)
+                status, _, payload = s.anthropic(message(), agent="worker-1",
+                                                 key="agent-token-workers",
+                                                 extra={"x-sluice-task": "hub"})
+                self.assertEqual(status, 200, payload)
+                self.assertEqual(s.agent("worker-1")["weight"], 5)  # 1 x (1 + 0.5 x 8), not 7
+
     def test_x_sluice_priority_is_bound_to_the_token(self):
         # A worker token may not ask for "high" through the proxy either (its default
         # priorities are those with a factor <= 1), and nothing is leased.

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from harness import Sluiced, wait_until  # noqa: E402
@@ -144,6 +145,28 @@ def replica(redis, pools_yaml, **opts):
     # harness adds: these tests choose the Redis backend's own cold start.
     opts.setdefault("cold_start", "empty")
     return Sluiced("backend: %s\npools:\n%s" % (redis.url(**opts), pools_yaml))
+
+
+def backend_unavailable(r):
+    """Whether replica r's /metrics raises the backend_unavailable alert (Redis away)."""
+    _, text, _ = r.call("GET", "/metrics")
+    return 'sluice_alert{name="backend_unavailable",pool=""} 1' in text
+
+
+class TwoReplicas(unittest.TestCase):
+    """A test with replicas self.a and self.b on one redis-server, made by start()."""
+
+    def start(self, make):
+        """make(redis) -> a Sluiced; both are ready when this returns."""
+        self.redis = Redis()
+        self.a, self.b = make(self.redis), make(self.redis)
+        for r in (self.a, self.b):
+            self.assertTrue(wait_until(lambda r=r: r.call("GET", "/readyz")[0] == 200, 10))
+
+    def tearDown(self):
+        self.b.stop()
+        self.a.stop()
+        self.redis.close()
 
 
 def grants(replicas):

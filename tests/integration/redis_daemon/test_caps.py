@@ -6,7 +6,7 @@ away (fail: open) each replica's local share keeps the caps, at 1/replicas of ea
 import time
 import unittest
 
-from redis_harness import Redis, replica, wait_until
+from redis_harness import Redis, backend_unavailable, replica, wait_until
 
 POOLS = """  default:
     input_tpm: 1000000
@@ -82,11 +82,6 @@ class SharedCaps(unittest.TestCase):
         status, body, _ = self.b.lease("spender", 2000, 100)
         self.assertEqual(status, 429, body)
         self.assertEqual(body["reason"], "budget_exhausted")
-
-
-def backend_unavailable(r):
-    _, text, _ = r.call("GET", "/metrics")
-    return 'sluice_alert{name="backend_unavailable",pool=""} 1' in text
 
 
 class CapsWhileRedisIsAway(unittest.TestCase):

@@ -1,4 +1,6 @@
-"""test_fleet_graph.py - GET /v1/fleet on one replica sees the task graph written through another."""
+"""test_fleet_graph.py - GET /v1/fleet on one replica sees the task graph written through
+another, and a lease naming a hub task counts no more of its dependants than the
+token's max_unblocks (the Redis path's graph count, as the engine's)."""
 import unittest
 
 from redis_harness import Redis, replica, wait_until
@@ -40,6 +42,31 @@ class FleetGraph(unittest.TestCase):
             for r in (a, b):
                 if r:
                     r.stop()
+            redis.close()
+
+    def test_a_hub_task_gives_no_more_unblocks_than_the_token_may_claim(self):
+        redis = Redis()
+        r = None
+        try:
+            r = replica(redis, POOLS + "auth:\n  admin_token: admin-token-0001\n  tokens:\n"
+                        "    - {token: worker-token, agent_prefix: worker-}\n",
+                        cold_start="full")
+            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
+            admin = "admin-token-0001"
+            st, got, _ = r.call("PUT", "/v1/tasks/hub", {"role": "worker", "state": "running"},
+                                token=admin)
+            self.assertEqual(st, 200, got)
+            for i in range(12):
+                st, got, _ = r.call("PUT", "/v1/tasks/leaf-%d" % i,
+                                    {"depends_on": ["hub"], "state": "waiting"}, token=admin)
+                self.assertEqual(st, 200, got)
+            st, got, _ = r.call("POST", "/v1/leases", {"agent": "worker-7", "task": "hub",
+                                "input_tokens": 10, "output_tokens": 10}, token="worker-token")
+            self.assertEqual(st, 200, got)
+            self.assertEqual(got["weight"], 5)  # 1 x (1 + 0.5 x 8), not 1 x (1 + 0.5 x 12)
+        finally:
+            if r:
+                r.stop()
             redis.close()
 
 
