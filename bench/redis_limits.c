@@ -1,7 +1,7 @@
 /* bench/redis_limits.c - one action-limit check per FCALL of limits.lua against seed 001's DistributedRateLimiter, same Redis, same run.
  *
- * Usage: bench_redis_limits PORT [CHECKS]  (a redis-server on 127.0.0.1:PORT; limits.lua
- * is loaded here; bench/redis_limits.sh provides a private server).
+ * Usage: bench_redis_limits PORT [CHECKS] [DEPTH]  (a redis-server on 127.0.0.1:PORT;
+ * limits.lua is loaded here; bench/redis_limits.sh provides a private server).
  *
  * The seed's limiter (seed 001, DistributedRateLimiter.check_limit) is one pipeline per
  * check: ZREMRANGEBYSCORE key 0 now-window, ZCARD key, ZADD key now now, EXPIRE key
@@ -9,12 +9,17 @@
  * one pipeline per round trip, as the seed's redis-py pipeline does. (It adds the hit
  * even when it denies, so a denied agent's window keeps filling: not exact.)
  *
- * Each variant runs CHECKS checks from one client, one round trip at a time, over
- * AGENTS agents (per-agent limit 100 per 60 s, the seed's example): first with every
- * check allowed (CHECKS/AGENTS <= 100), then a hot set of 10 agents where most are
- * denied. Figures per variant: checks/s (wall clock, one client), and Redis CPU per
- * decision two ways: INFO commandstats (usec of the commands themselves) and INFO cpu
- * (used_cpu_user + used_cpu_sys of the whole server, network handling included).
+ * Each variant runs CHECKS checks over AGENTS agents (per-agent limit 100 per 60 s, the
+ * seed's example): first with every check allowed (CHECKS/AGENTS <= 100), then a hot set
+ * of 10 agents where most are denied. One connection: first one check per round trip,
+ * then DEPTH (default 16) checks pipelined per round trip, as sluiced's one connection
+ * carries the checks of many agents at once (the seed's 4 commands per check, limits.lua's
+ * one FCALL). The second figure is the check's own cost more than the network's: one
+ * read and one write per check cost this machine's Redis more than either check does.
+ * Figures per variant: checks/s (wall clock),
+ * and Redis CPU per decision two ways: INFO commandstats (usec of the commands
+ * themselves) and INFO cpu (used_cpu_user + used_cpu_sys of the whole server, network
+ * handling included).
  *
  * Two floors, same arguments as a token_bucket check (its keys, time, mode, levels, limit
  * parameters, units), from a library loaded here: an FCALL that returns at once (the
@@ -78,18 +83,22 @@ static double commands_usec(const char *const *cmds)
     return usec;
 }
 
+#define MAX_DEPTH 64
+
+
 typedef struct variant {
     const char *name;
     const char *const *cmds; /* what commandstats counts for it */
-    int (*one)(void *ud, int agent); /* one check; returns 1 allowed, 0 denied */
+    void (*send)(void *ud, int c, int agent); /* appends check c of a round trip */
+    int (*recv)(void *ud, int c);             /* the answer to check c: 1 allowed, 0 denied */
     void *ud;
 } variant_t;
 
 /* ---- the seed's pipeline ---- */
 
-static int seed_check(void *ud, int agent)
+static void seed_send(void *ud, int c, int agent)
 {
-    (void)ud;
+    (void)ud, (void)c;
     char key[64];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -99,6 +108,11 @@ static int seed_check(void *ud, int agent)
     redisAppendCommand(conn, "ZCARD %s", key);
     redisAppendCommand(conn, "ZADD %s %.6f %.6f", key, now, now);
     redisAppendCommand(conn, "EXPIRE %s 60", key);
+}
+
+static int seed_recv(void *ud, int c)
+{
+    (void)ud, (void)c;
     long long count = 0;
     for (int i = 0; i < 4; i++) {
         redisReply *r = NULL;
@@ -127,42 +141,55 @@ typedef struct lua_ud {
     sl_limits_t *set;
     const char *limit;
     const char *floor; /* NULL: limits.lua's check; else this floor function instead */
+    sl_limit_plan_t plan[MAX_DEPTH]; /* the checks of one round trip */
 } lua_ud_t;
 
-static int lua_check(void *ud, int agent)
+static void lua_send(void *ud, int c, int agent)
 {
     lua_ud_t *l = ud;
     char name[32];
     snprintf(name, sizeof name, "agent:%d", agent);
     sl_limit_request_t req = {.agent = name, .team = "team", .hits = 1};
-    static sl_limit_plan_t plan;
-    if (sl_limits_plan(l->set, l->limit, &req, SL_LIMIT_PLAN_CHECK, 0, 0, &plan) != SL_OK) {
+    if (sl_limits_plan(l->set, l->limit, &req, SL_LIMIT_PLAN_CHECK, 0, 0, &l->plan[c]) != SL_OK) {
         fprintf(stderr, "bench_redis_limits: %s\n", sl_limits_errmsg(l->set));
         exit(1);
     }
     sl__rcmd_t cmd;
-    sl__rlimits_check_cmd(&cmd, &plan, SL__RLIMITS_CHECK, -1);
+    sl__rlimits_check_cmd(&cmd, &l->plan[c], SL__RLIMITS_CHECK, -1);
     if (l->floor) {
         free(cmd.argv[1]);
         cmd.argv[1] = strdup(l->floor);
         cmd.len[1] = strlen(l->floor);
     }
-    redisReply *r = must(redisCommandArgv(conn, cmd.argc, (const char **)cmd.argv, cmd.len), "FCALL");
+    redisAppendCommandArgv(conn, cmd.argc, (const char **)cmd.argv, cmd.len);
     sl__rcmd_free(&cmd);
+}
+
+static int lua_recv(void *ud, int c)
+{
+    lua_ud_t *l = ud;
+    redisReply *r = NULL;
+    if (redisGetReply(conn, (void **)&r) != REDIS_OK) must(NULL, "FCALL");
+    must(r, "FCALL");
     sl_limit_result_t res = {.allowed = true};
-    if (!l->floor && sl__rlimits_parse_check(r, &plan, &res, NULL) != SL_OK)
+    if (!l->floor && sl__rlimits_parse_check(r, &l->plan[c], &res, NULL) != SL_OK)
         must(NULL, "limits.lua reply");
     freeReplyObject(r);
     return res.allowed;
 }
 
-static void run(const variant_t *v, int checks, int agents)
+/* CHECKS checks over `agents`, `depth` of them per round trip (pipelined). */
+static void run(const variant_t *v, int checks, int agents, int depth)
 {
     freeReplyObject(must(redisCommand(conn, "FLUSHALL"), "FLUSHALL"));
     freeReplyObject(must(redisCommand(conn, "CONFIG RESETSTAT"), "CONFIG RESETSTAT"));
     double cpu0 = server_cpu_s(), t0 = now_s();
     int allowed = 0;
-    for (int i = 0; i < checks; i++) allowed += v->one(v->ud, i % agents);
+    for (int i = 0; i < checks; i += depth) {
+        int k = checks - i < depth ? checks - i : depth;
+        for (int c = 0; c < k; c++) v->send(v->ud, c, (i + c) % agents);
+        for (int c = 0; c < k; c++) allowed += v->recv(v->ud, c);
+    }
     double wall = now_s() - t0, cpu = server_cpu_s() - cpu0;
     double usec = commands_usec(v->cmds);
     printf("  %-44s %7.0f checks/s  %5.1f us/decision (commands)  %5.1f us/decision (server CPU)  "
@@ -173,10 +200,15 @@ static void run(const variant_t *v, int checks, int agents)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_redis_limits PORT [CHECKS]\n");
+        fprintf(stderr, "usage: bench_redis_limits PORT [CHECKS] [DEPTH]\n");
         return 2;
     }
     int checks = argc > 2 ? atoi(argv[2]) : 20000;
+    int depth = argc > 3 ? atoi(argv[3]) : 16;
+    if (checks < 1 || depth < 1 || depth > MAX_DEPTH) {
+        fprintf(stderr, "bench_redis_limits: CHECKS must be >= 1 and DEPTH in 1..%d\n", MAX_DEPTH);
+        return 2;
+    }
     conn = redisConnect("127.0.0.1", atoi(argv[1]));
     if (!conn || conn->err) {
         fprintf(stderr, "bench_redis_limits: cannot connect to 127.0.0.1:%s\n", argv[1]);
@@ -205,26 +237,33 @@ int main(int argc, char **argv)
     }
     static const char *const SEED_CMDS[] = {"zremrangebyscore", "zcard", "zadd", "expire", NULL};
     static const char *const FCALL_CMDS[] = {"fcall", NULL};
-    lua_ud_t sw = {set, "sw", NULL}, gcra = {set, "gcra", NULL}, tb = {set, "tb", NULL},
-             fw = {set, "fw", NULL}, tree = {set, "tree", NULL},
-             empty = {set, "tb", "sluice_floor_empty"}, record = {set, "tb", "sluice_floor_record"};
+    static lua_ud_t sw, gcra, tb, fw, tree, empty, record; /* static: a plan per connection */
+    lua_ud_t *uds[] = {&sw, &gcra, &tb, &fw, &tree, &empty, &record};
+    const char *limit[] = {"sw", "gcra", "tb", "fw", "tree", "tb", "tb"};
+    const char *floor[] = {NULL, NULL, NULL, NULL, NULL, "sluice_floor_empty", "sluice_floor_record"};
+    for (size_t i = 0; i < sizeof uds / sizeof uds[0]; i++)
+        uds[i]->set = set, uds[i]->limit = limit[i], uds[i]->floor = floor[i];
     variant_t v[] = {
-        {"seed 001 DistributedRateLimiter (pipeline)", SEED_CMDS, seed_check, NULL},
-        {"limits.lua sliding_window (exact)", FCALL_CMDS, lua_check, &sw},
-        {"limits.lua gcra", FCALL_CMDS, lua_check, &gcra},
-        {"limits.lua token_bucket", FCALL_CMDS, lua_check, &tb},
-        {"limits.lua fixed_window", FCALL_CMDS, lua_check, &fw},
-        {"limits.lua 3 levels (sliding+token+fixed)", FCALL_CMDS, lua_check, &tree},
-        {"floor: FCALL, same arguments, no work", FCALL_CMDS, lua_check, &empty},
-        {"floor: FCALL of TIME, GET, SET KEEPTTL", FCALL_CMDS, lua_check, &record},
+        {"seed 001 DistributedRateLimiter (pipeline)", SEED_CMDS, seed_send, seed_recv, NULL},
+        {"limits.lua sliding_window (exact)", FCALL_CMDS, lua_send, lua_recv, &sw},
+        {"limits.lua gcra", FCALL_CMDS, lua_send, lua_recv, &gcra},
+        {"limits.lua token_bucket", FCALL_CMDS, lua_send, lua_recv, &tb},
+        {"limits.lua fixed_window", FCALL_CMDS, lua_send, lua_recv, &fw},
+        {"limits.lua 3 levels (sliding+token+fixed)", FCALL_CMDS, lua_send, lua_recv, &tree},
+        {"floor: FCALL, same arguments, no work", FCALL_CMDS, lua_send, lua_recv, &empty},
+        {"floor: FCALL of TIME, GET, SET KEEPTTL", FCALL_CMDS, lua_send, lua_recv, &record},
     };
     size_t nv = sizeof v / sizeof v[0];
-    printf("%d checks per variant, one client, one check per round trip, 100 per 60 s per agent\n",
-           checks);
-    printf("1000 agents (every check allowed):\n");
-    for (size_t i = 0; i < nv; i++) run(&v[i], checks, 1000);
-    printf("10 agents (most checks denied):\n");
-    for (size_t i = 0; i < nv; i++) run(&v[i], checks, 10);
+    int depths[] = {1, depth};
+    for (int k = 0; k < (depth > 1 ? 2 : 1); k++) {
+        printf("%d checks per variant, one connection, %d check(s) per round trip, 100 per 60 s per "
+               "agent\n",
+               checks, depths[k]);
+        printf("1000 agents (every check allowed):\n");
+        for (size_t i = 0; i < nv; i++) run(&v[i], checks, 1000, depths[k]);
+        printf("10 agents (most checks denied):\n");
+        for (size_t i = 0; i < nv; i++) run(&v[i], checks, 10, depths[k]);
+    }
     sl_limits_free(set);
     json_decref(cfg);
     redisFree(conn);
