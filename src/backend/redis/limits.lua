@@ -438,15 +438,78 @@ local function log_probe(L, s, units, now, a, cutoff, span, fresh_reset)
   if at then a.retry = at + span - now else a.retry = fresh_reset end
 end
 
--- sliding_window.c, one member per unit: the live count without reading the log.
-local function sw_count(L, s, cutoff)
-  if is_fresh(s) then return 0 end
-  if s.sum == 0 or s.head > cutoff then return s.sum end
-  if L.live == nil then L.live = redis.call('ZCOUNT', L.gkey, string.format('(%d', cutoff), '+inf') end
-  return L.live
+-- sliding_window.c, one slot per unit: the log is a ring of `cap` (s.level) 8-byte
+-- little-endian doubles (a unit's time in us) in the string R; its entries, oldest
+-- first, are the `sum` slots from s.aux (the tail), in time order (a clock that goes
+-- back writes the newest time again). A check reads and writes only the slots it needs.
+local SLOT = '<d'
+local SCAN = 16 -- slots read at once when looking for the first live entry
+
+local function slot_at(L, s, j) -- the time of the log's j-th entry (0: oldest)
+  local i = (s.aux + j) % s.level
+  return (struct.unpack(SLOT, redis.call('GETRANGE', L.gkey, 8 * i, 8 * i + 7)))
 end
 
-local ZADD_BATCH = 512
+-- How many of the log's entries have left the window at `cutoff` (time <= cutoff).
+local function sw_dead(L, s, cutoff)
+  if L.dead_n ~= nil then return L.dead_n end
+  local n = 0
+  if s.sum > 0 and s.head <= cutoff then
+    if s.t <= cutoff then n = s.sum
+    else
+      -- the newest is live: the first slots at once, then a binary search
+      local k = s.sum
+      if k > SCAN then k = SCAN end
+      if k > s.level - s.aux then k = s.level - s.aux end
+      local raw = redis.call('GETRANGE', L.gkey, 8 * s.aux, 8 * (s.aux + k) - 1)
+      while n < k and struct.unpack(SLOT, raw, 8 * n + 1) <= cutoff do n = n + 1 end
+      if n == k then
+        local lo, hi = k - 1, s.sum - 1 -- lo dead, hi live
+        while hi - lo > 1 do
+          local mid = math.floor((lo + hi) / 2)
+          if slot_at(L, s, mid) <= cutoff then lo = mid else hi = mid end
+        end
+        n = hi
+      end
+    end
+  end
+  L.dead_n = n
+  return n
+end
+
+local function sw_count(L, s, cutoff)
+  if is_fresh(s) then return 0 end
+  return s.sum - sw_dead(L, s, cutoff)
+end
+
+-- Writes `units` slots of time t after the log's newest entry.
+local function sw_write(L, s, units, t)
+  local at, left = (s.aux + s.sum) % s.level, units
+  local one = struct.pack(SLOT, t)
+  while left > 0 do
+    local k = s.level - at
+    if k > left then k = left end
+    if k == 1 then redis.call('SETRANGE', L.gkey, 8 * at, one)
+    else redis.call('SETRANGE', L.gkey, 8 * at, string.rep(one, k)) end
+    left, at = left - k, 0
+  end
+end
+
+-- A ring of at least `limit` slots, the live entries first (a new key, a rate that grew).
+local function sw_grow(L, s, limit)
+  if s.sum > 0 then -- else the slots hold nothing to keep
+    local a, e = s.aux, s.aux + s.sum
+    local log
+    if e <= s.level then log = redis.call('GETRANGE', L.gkey, 8 * a, 8 * e - 1)
+    else
+      log = redis.call('GETRANGE', L.gkey, 8 * a, 8 * s.level - 1) ..
+            redis.call('GETRANGE', L.gkey, 0, 8 * (e - s.level) - 1)
+    end
+    redis.call('SET', L.gkey, log)
+    s.gexp = 0 -- SET dropped the TTL
+  end
+  s.aux, s.level = 0, limit
+end
 
 A[SLIDING] = {
   probe = function(L, s, units, now, a)
@@ -467,37 +530,26 @@ A[SLIDING] = {
     if units > limit then a.reason, a.retry = NEVER, -1; return end
     -- when the (count + units - limit)-th oldest live unit leaves
     a.reason = RATE
-    local m = redis.call('ZRANGEBYSCORE', L.gkey, string.format('(%d', cutoff), '+inf', 'WITHSCORES', 'LIMIT',
-                         count + units - limit - 1, 1)
-    if m[2] then a.retry = tonumber(m[2]) + L.period - now else a.retry = L.period end
+    a.retry = slot_at(L, s, sw_dead(L, s, cutoff) + count + units - limit - 1) + L.period - now
   end,
   commit = function(L, s, units, now)
     local cutoff = now - L.period
     if s.sum > 0 and s.head <= cutoff then
-      s.sum = s.sum - redis.call('ZREMRANGEBYSCORE', L.gkey, '-inf', cutoff)
-      if s.sum > 0 then s.head = tonumber(redis.call('ZRANGE', L.gkey, 0, 0, 'WITHSCORES')[2]) end
+      local d = sw_dead(L, s, cutoff)
+      s.sum = s.sum - d
+      if s.sum > 0 then
+        s.aux = (s.aux + d) % s.level
+        s.head = slot_at(L, s, 0)
+      end
     end
+    L.dead_n = 0
     local t = now
     if s.sum > 0 and s.t > now then t = s.t end -- a clock that went back
     if units > 0 then
+      local limit = whole_rate(L, s)
+      if s.level < limit then sw_grow(L, s, limit) end
       if s.sum == 0 then s.head = t end
-      if units == 1 then
-        s.aux = s.aux + 1
-        redis.call('ZADD', L.gkey, t, s.aux)
-      else
-        local args, left = {}, units
-        while left > 0 do
-          local k = left
-          if k > ZADD_BATCH then k = ZADD_BATCH end
-          for j = 1, k do
-            s.aux = s.aux + 1
-            args[2 * j - 1], args[2 * j] = t, s.aux
-          end
-          for j = #args, 2 * k + 1, -1 do args[j] = nil end
-          redis.call('ZADD', L.gkey, unpack(args))
-          left = left - k
-        end
-      end
+      sw_write(L, s, units, t)
       s.t = t
       s.sum = s.sum + units
     end
@@ -657,13 +709,12 @@ local function check_sliding(keys, argv, p, clock)
   if limit < 1 then limit = 1 end
   local ms = ttl_ms(adaptive, period)
   if fresh == 1 or (sum > 0 and head <= now - period) or sum + 1 > limit or
-     now + ms * 1000 > gexp then
+     now + ms * 1000 > gexp or level < limit then
     return nil, raw
   end
   if not (sum > 0 and t > now) then t = now end -- else a clock that went back
   if sum == 0 then head = t end
-  aux = aux + 1
-  redis.call('ZADD', keys[2], t, aux)
+  redis.call('SETRANGE', keys[2], 8 * ((aux + sum) % level), struct.pack(SLOT, t))
   sum = sum + 1
   if now > seen then seen = now end
   local keep = sexp >= clock + ms * 1000

@@ -33,6 +33,18 @@ static void level_key(sl__rcmd_t *c, const sl_limit_plan_t *p, size_t i, char ki
     sl__rcmd_raw(c, k);
 }
 
+/* sliding_window's state has its own kinds, W and R (a ring of timestamps in a string):
+ * the keys of its former layout (S and a ZSET G) are ignored and expire. */
+static char record_kind(const sl_limit_plan_level_t *lv)
+{
+    return lv->algorithm == SL_LIMIT_SLIDING_WINDOW ? 'W' : 'S';
+}
+
+static char log_kind(const sl_limit_plan_level_t *lv)
+{
+    return lv->algorithm == SL_LIMIT_SLIDING_WINDOW ? 'R' : 'G';
+}
+
 static void begin(sl__rcmd_t *c, const char *fn, int nkeys)
 {
     c->argc = 0;
@@ -65,8 +77,8 @@ void sl__rlimits_check_cmd(sl__rcmd_t *c, const sl_limit_plan_t *p, sl__rlimits_
     static const char *const MODE[] = {"check", "probe", "info"};
     begin(c, "sluice_limit_check", (int)(2 * p->n));
     for (size_t i = 0; i < p->n; i++) {
-        level_key(c, p, i, 'S');
-        level_key(c, p, i, 'G');
+        level_key(c, p, i, record_kind(&p->lv[i]));
+        level_key(c, p, i, log_kind(&p->lv[i]));
     }
     time_arg(c, now_us);
     sl__rcmd_raw(c, MODE[mode]);
@@ -80,8 +92,8 @@ static void one_level_cmd(sl__rcmd_t *c, const char *fn, const sl_limit_plan_t *
                           int64_t now_us)
 {
     begin(c, fn, outcomes ? 3 : 2);
-    level_key(c, p, 0, 'S');
-    level_key(c, p, 0, 'G');
+    level_key(c, p, 0, record_kind(&p->lv[0]));
+    level_key(c, p, 0, log_kind(&p->lv[0]));
     if (outcomes) level_key(c, p, 0, 'O');
     time_arg(c, now_us);
     sl__rcmd_raw(c, "1");
