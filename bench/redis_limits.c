@@ -1,6 +1,6 @@
 /* bench/redis_limits.c - one action-limit check per FCALL of limits.lua against seed 001's DistributedRateLimiter, same Redis, same run.
  *
- * Usage: bench_redis_limits PORT [CHECKS] [DEPTH]  (a redis-server on 127.0.0.1:PORT;
+ * Usage: bench_redis_limits PORT [CHECKS] [DEPTH] [ROUNDS]  (a redis-server on 127.0.0.1:PORT;
  * limits.lua is loaded here; bench/redis_limits.sh provides a private server).
  *
  * The seed's limiter (seed 001, DistributedRateLimiter.check_limit) is one pipeline per
@@ -16,16 +16,20 @@
  * carries the checks of many agents at once (the seed's 4 commands per check, limits.lua's
  * one FCALL). The second figure is the check's own cost more than the network's: one
  * read and one write per check cost this machine's Redis more than either check does.
- * Figures per variant: checks/s (wall clock),
+ * Each figure is the median of ROUNDS (default 5) runs, the variants interleaved; the
+ * ratio to the seed is the median of the per-round ratios (the seed ran in the same
+ * round, so the machine's drift cancels). Figures per variant: checks/s (wall clock),
  * and Redis CPU per decision two ways: INFO commandstats (usec of the commands
  * themselves) and INFO cpu (used_cpu_user + used_cpu_sys of the whole server, network
  * handling included).
  *
- * Two floors, same arguments as a token_bucket check (its keys, time, mode, levels, limit
+ * Three floors, same arguments as a token_bucket check (its keys, time, mode, levels, limit
  * parameters, units), from a library loaded here: an FCALL that returns at once (the
  * call and its arguments), and one that does only what any check keeping its state in
- * Redis under Redis's clock must: TIME, GET the record, SET it back (KEEPTTL). No check
- * of limits.lua can cost less than the second.
+ * Redis under Redis's clock must: TIME, GET the record, SET it back (KEEPTTL); and that
+ * one replying the 4 integers an answer needs at least (allowed, remaining, retry_after,
+ * reset_after). No exact check can cost less than the third: it reads and writes its
+ * state under one clock and answers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,7 +129,7 @@ static int seed_recv(void *ud, int c)
 
 /* ---- limits.lua: one FCALL ---- */
 
-/* Two floors, called with a check's arguments: no limit logic. */
+/* Three floors, called with a check's arguments: no limit logic. */
 static const char FLOOR_LUA[] =
     "#!lua name=sluice_bench_floor\n"
     "redis.register_function('sluice_floor_empty', function(keys, argv) return 0 end)\n"
@@ -135,6 +139,15 @@ static const char FLOOR_LUA[] =
     "  if raw then redis.call('SET', keys[1], raw, 'KEEPTTL')\n"
     "  else redis.call('SET', keys[1], string.rep('r', 96), 'PX', 122000) end\n"
     "  return 0\n"
+    "end)\n"
+    "local ANSWER = {}\n"
+    "redis.register_function('sluice_floor_answer', function(keys, argv)\n"
+    "  local t = redis.call('TIME')\n"
+    "  local raw = redis.call('GET', keys[1])\n"
+    "  if raw then redis.call('SET', keys[1], raw, 'KEEPTTL')\n"
+    "  else redis.call('SET', keys[1], string.rep('r', 96), 'PX', 122000) end\n"
+    "  ANSWER[1], ANSWER[2], ANSWER[3], ANSWER[4] = 1, 57, 0, 60000000\n"
+    "  return ANSWER\n"
     "end)\n";
 
 typedef struct lua_ud {
@@ -178,8 +191,13 @@ static int lua_recv(void *ud, int c)
     return res.allowed;
 }
 
+typedef struct figures {
+    double checks_per_s, commands_us, server_us; /* per decision */
+    int allowed;
+} figures_t;
+
 /* CHECKS checks over `agents`, `depth` of them per round trip (pipelined). */
-static void run(const variant_t *v, int checks, int agents, int depth)
+static figures_t run(const variant_t *v, int checks, int agents, int depth)
 {
     freeReplyObject(must(redisCommand(conn, "FLUSHALL"), "FLUSHALL"));
     freeReplyObject(must(redisCommand(conn, "CONFIG RESETSTAT"), "CONFIG RESETSTAT"));
@@ -191,22 +209,61 @@ static void run(const variant_t *v, int checks, int agents, int depth)
         for (int c = 0; c < k; c++) allowed += v->recv(v->ud, c);
     }
     double wall = now_s() - t0, cpu = server_cpu_s() - cpu0;
-    double usec = commands_usec(v->cmds);
-    printf("  %-44s %7.0f checks/s  %5.1f us/decision (commands)  %5.1f us/decision (server CPU)  "
-           "%d/%d allowed\n",
-           v->name, checks / wall, usec / checks, cpu * 1e6 / checks, allowed, checks);
+    return (figures_t){checks / wall, commands_usec(v->cmds) / checks, cpu * 1e6 / checks, allowed};
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+#define MAX_ROUNDS 15
+#define MAX_VARIANTS 9
+
+/* Every variant `rounds` times, interleaved (round r starts at variant r, so none always
+ * runs first); prints per variant the medians, the server-CPU range, and the median of
+ * its server CPU over the seed's (variant 0) in the same round. */
+static void compare(const variant_t *v, size_t nv, int rounds, int checks, int agents, int depth)
+{
+    static figures_t f[MAX_VARIANTS][MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++)
+        for (size_t j = 0; j < nv; j++) {
+            size_t i = (j + (size_t)r) % nv;
+            f[i][r] = run(&v[i], checks, agents, depth);
+        }
+    for (size_t i = 0; i < nv; i++) {
+        double cps[MAX_ROUNDS], cmd[MAX_ROUNDS], srv[MAX_ROUNDS], ratio[MAX_ROUNDS];
+        for (int r = 0; r < rounds; r++) {
+            cps[r] = f[i][r].checks_per_s, cmd[r] = f[i][r].commands_us, srv[r] = f[i][r].server_us;
+            ratio[r] = f[i][r].server_us / f[0][r].server_us;
+        }
+        double m = median(srv, rounds); /* sorts srv */
+        printf("  %-44s %7.0f checks/s  %5.1f us/decision (commands)  %5.1f us/decision (server CPU, "
+               "%.1f-%.1f)  %.2fx seed  %d/%d allowed\n",
+               v[i].name, median(cps, rounds), median(cmd, rounds), m, srv[0], srv[rounds - 1],
+               median(ratio, rounds), f[i][0].allowed, checks);
+    }
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_redis_limits PORT [CHECKS] [DEPTH]\n");
+        fprintf(stderr, "usage: bench_redis_limits PORT [CHECKS] [DEPTH] [ROUNDS]\n");
         return 2;
     }
     int checks = argc > 2 ? atoi(argv[2]) : 20000;
     int depth = argc > 3 ? atoi(argv[3]) : 16;
-    if (checks < 1 || depth < 1 || depth > MAX_DEPTH) {
-        fprintf(stderr, "bench_redis_limits: CHECKS must be >= 1 and DEPTH in 1..%d\n", MAX_DEPTH);
+    int rounds = argc > 4 ? atoi(argv[4]) : 5;
+    if (checks < 1 || depth < 1 || depth > MAX_DEPTH || rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "bench_redis_limits: CHECKS must be >= 1, DEPTH in 1..%d, ROUNDS in 1..%d\n",
+                MAX_DEPTH, MAX_ROUNDS);
         return 2;
     }
     conn = redisConnect("127.0.0.1", atoi(argv[1]));
@@ -237,10 +294,11 @@ int main(int argc, char **argv)
     }
     static const char *const SEED_CMDS[] = {"zremrangebyscore", "zcard", "zadd", "expire", NULL};
     static const char *const FCALL_CMDS[] = {"fcall", NULL};
-    static lua_ud_t sw, gcra, tb, fw, tree, empty, record; /* static: a plan per connection */
-    lua_ud_t *uds[] = {&sw, &gcra, &tb, &fw, &tree, &empty, &record};
-    const char *limit[] = {"sw", "gcra", "tb", "fw", "tree", "tb", "tb"};
-    const char *floor[] = {NULL, NULL, NULL, NULL, NULL, "sluice_floor_empty", "sluice_floor_record"};
+    static lua_ud_t sw, gcra, tb, fw, tree, empty, record, answer; /* static: plans per round trip */
+    lua_ud_t *uds[] = {&sw, &gcra, &tb, &fw, &tree, &empty, &record, &answer};
+    const char *limit[] = {"sw", "gcra", "tb", "fw", "tree", "tb", "tb", "tb"};
+    const char *floor[] = {NULL, NULL, NULL, NULL, NULL,
+                           "sluice_floor_empty", "sluice_floor_record", "sluice_floor_answer"};
     for (size_t i = 0; i < sizeof uds / sizeof uds[0]; i++)
         uds[i]->set = set, uds[i]->limit = limit[i], uds[i]->floor = floor[i];
     variant_t v[] = {
@@ -252,6 +310,7 @@ int main(int argc, char **argv)
         {"limits.lua 3 levels (sliding+token+fixed)", FCALL_CMDS, lua_send, lua_recv, &tree},
         {"floor: FCALL, same arguments, no work", FCALL_CMDS, lua_send, lua_recv, &empty},
         {"floor: FCALL of TIME, GET, SET KEEPTTL", FCALL_CMDS, lua_send, lua_recv, &record},
+        {"floor: the same, replying 4 integers", FCALL_CMDS, lua_send, lua_recv, &answer},
     };
     size_t nv = sizeof v / sizeof v[0];
     int depths[] = {1, depth};
@@ -260,9 +319,9 @@ int main(int argc, char **argv)
                "agent\n",
                checks, depths[k]);
         printf("1000 agents (every check allowed):\n");
-        for (size_t i = 0; i < nv; i++) run(&v[i], checks, 1000, depths[k]);
+        compare(v, nv, rounds, checks, 1000, depths[k]);
         printf("10 agents (most checks denied):\n");
-        for (size_t i = 0; i < nv; i++) run(&v[i], checks, 10, depths[k]);
+        compare(v, nv, rounds, checks, 10, depths[k]);
     }
     sl_limits_free(set);
     json_decref(cfg);

@@ -20,13 +20,16 @@
 --      (until when G's TTL is known to last), sexp (the same for S). token_bucket, gcra
 --      and leaky_bucket keep 6 of them: t, level, rate, seen, fresh, sexp. A record of 11
 --      (library version 1) reads with sexp 0.
---   G  zset: sliding_window's log, one member per unit (score = time, member: the
---      counter `aux`),
---      and concurrency's holds (score = end, member "end:n:units"). At most `rate`
---      members live: an exact log of at most rate (<= 10,000) members, dead ones
---      removed at the next commit. One member per unit lets Redis count (ZCOUNT) and
---      remove (ZREMRANGEBYSCORE) without Lua reading the log; with `head` a check
---      whose oldest entry is still live reads no log at all.
+--   G  zset: concurrency's holds (score = end, member "end:n:units"), at most `rate`
+--      members live, dead ones removed at the next commit.
+--   sliding_window has its own kinds (library version 3; version 2's S and G zset of
+--   the same limit are ignored and expire): W, its record (as S: t = the newest entry's
+--   time, level = the ring's size in slots, sum = units in the log, aux = the oldest
+--   entry's slot, head = its time), and R, the log: a ring of 8-byte little-endian
+--   doubles (one slot per unit, its time in us) in one string, at most `rate`
+--   (<= 10,000; the largest rate it has had, when adaptive) slots, so 8 bytes a unit; a check reads and writes only the slots it
+--   needs (GETRANGE, SETRANGE), and one whose oldest entry is still live reads none
+--   to allow and at most one to deny.
 --   O  string: an adaptive key's last `window` outcomes, one byte '0'/'1' each,
 --      oldest first (<= 65,536 bytes).
 -- Every key lives at least the time until its state is at rest (it would answer as
@@ -34,13 +37,14 @@
 -- rate the memory engine keeps until it is back at the start). Its TTL is set to twice
 -- that when it would run out sooner, so most checks do not renew it (S is then written
 -- with KEEPTTL: a SET with PX costs Redis about twice a plain one, as it is rewritten
--- to PXAT for replication); a G that outlives its S is dropped by the next commit.
+-- to PXAT for replication); a G or R that outlives its record is dropped by the next
+-- commit.
 --
 -- Time: ARGV[1] is the time in us ("" = Redis TIME; a number pins it, for the
 -- conformance runner only). Integers (us, units) stay below 2^53 and are computed
 -- with the C library's operations in the same order, so doubles give the same results.
 
-local VERSION = '2'
+local VERSION = '3'
 local EPS = 1e-9
 local RFMT, RLEN = '<dddddddddddd', 96
 local RFMT1, RLEN1 = '<ddddddddddd', 88 -- version 1's record
@@ -495,19 +499,21 @@ local function sw_write(L, s, units, t)
   end
 end
 
--- A ring of at least `limit` slots, the live entries first (a new key, a rate that grew).
+-- A ring of `limit` slots, the live entries first (a new key, a rate that grew), written
+-- at its full size at once (a string grown by SETRANGE keeps Redis's spare room: 1,584
+-- bytes for 100 slots instead of 800 and their header).
 local function sw_grow(L, s, limit)
-  if s.sum > 0 then -- else the slots hold nothing to keep
+  local log = ''
+  if s.sum > 0 then
     local a, e = s.aux, s.aux + s.sum
-    local log
     if e <= s.level then log = redis.call('GETRANGE', L.gkey, 8 * a, 8 * e - 1)
     else
       log = redis.call('GETRANGE', L.gkey, 8 * a, 8 * s.level - 1) ..
             redis.call('GETRANGE', L.gkey, 0, 8 * (e - s.level) - 1)
     end
-    redis.call('SET', L.gkey, log)
-    s.gexp = 0 -- SET dropped the TTL
   end
+  redis.call('SET', L.gkey, log .. string.rep('\0', 8 * (limit - s.sum)))
+  s.gexp = 0 -- SET dropped the TTL
   s.aux, s.level = 0, limit
 end
 
@@ -693,25 +699,47 @@ local function check_short(keys, argv, p, clock)
   return out
 end
 
--- One sliding_window level in check mode, in its common case: a record whose oldest
--- entry is live (no log read, nothing to prune), one unit, allowed, the log's TTL long
--- enough: check() below on locals, the same steps. Otherwise nil and the record (as GET
--- gave it), and check() does it.
+-- One sliding_window level in check mode, in its common cases: a record whose oldest
+-- entry is live (no log to prune) and at least one unit, either allowed (the ring large
+-- enough, the log's TTL long enough: one slot written) or denied (no write; the retry
+-- time is the oldest entry's, or the one read slot's when more than one must leave):
+-- check() below on locals, the same steps. Otherwise nil and the record (as GET gave
+-- it), and check() does it.
 local function check_sliding(keys, argv, p, clock)
   local rate, period, adaptive = p[2], p[3], p[6]
   local raw = redis.call('GET', keys[1])
-  if not raw or #raw ~= RLEN or argv[5] ~= '1' then return nil, raw end
+  local units = tonumber(argv[5])
+  if not raw or #raw ~= RLEN or not units or units < 1 then return nil, raw end
   local t, level, cur, prev, srate, seen, sum, aux, fresh, head, gexp, sexp = struct.unpack(RFMT, raw)
   local now = clock
   if seen > now then now = seen end
   if srate > 0 then rate = srate end
   local limit = math.floor(rate)
   if limit < 1 then limit = 1 end
-  local ms = ttl_ms(adaptive, period)
-  if fresh == 1 or (sum > 0 and head <= now - period) or sum + 1 > limit or
-     now + ms * 1000 > gexp or level < limit then
-    return nil, raw
+  if fresh == 1 or (sum > 0 and head <= now - period) then return nil, raw end
+  local out = OUT
+  if sum + units > limit then
+    -- denied: nothing has left the window, so the live count is sum
+    local reason, remaining, retry, reset = RATE, 0, 0, 0
+    if limit > sum then remaining = limit - sum end
+    if sum > 0 then reset = t + period - now end
+    if units > limit then reason, retry = NEVER, -1
+    else
+      local k = sum + units - limit -- the k-th oldest entry's leaving lets `units` in
+      local at = head
+      if k > 1 then
+        local i = 8 * ((aux + k - 1) % level)
+        at = struct.unpack(SLOT, redis.call('GETRANGE', keys[2], i, i + 7))
+      end
+      retry = at + period - now
+    end
+    out[1], out[2], out[3], out[4], out[5], out[6], out[7] =
+      reason, limit, remaining, retry, reset, 0, rate_reply(rate)
+    for i = #out, 8, -1 do out[i] = nil end
+    return out
   end
+  local ms = ttl_ms(adaptive, period)
+  if now + ms * 1000 > gexp or level < limit or units > 1 then return nil, raw end
   if not (sum > 0 and t > now) then t = now end -- else a clock that went back
   if sum == 0 then head = t end
   redis.call('SETRANGE', keys[2], 8 * ((aux + sum) % level), struct.pack(SLOT, t))
@@ -720,7 +748,6 @@ local function check_sliding(keys, argv, p, clock)
   local keep = sexp >= clock + ms * 1000
   if not keep then sexp = clock + 2 * ms * 1000 end
   put(keys[1], struct.pack(RFMT, t, level, cur, prev, srate, seen, sum, aux, 0, head, gexp, sexp), keep, ms)
-  local out = OUT
   out[1], out[2], out[3], out[4], out[5], out[6], out[7] =
     ALLOWED, limit, limit - sum, 0, period, 0, rate_reply(rate)
   for i = #out, 8, -1 do out[i] = nil end

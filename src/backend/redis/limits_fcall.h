@@ -15,7 +15,7 @@
 #include "redis_proto.h"
 
 /* limits.lua's VERSION. */
-#define SL__REDIS_LIMITS_VERSION "2"
+#define SL__REDIS_LIMITS_VERSION "3"
 
 typedef enum sl__rlimits_mode {
     SL__RLIMITS_CHECK = 0, /* takes the units when every level allows */

@@ -66,7 +66,7 @@ class SharedLimits(unittest.TestCase):
 
     def library_loaded(self):
         try:
-            return self.redis.command("FCALL", "sluice_limits_version", "0") in ("2", b"2")
+            return self.redis.command("FCALL", "sluice_limits_version", "0") in ("3", b"3")
         except Exception:  # not loaded yet: Redis answers an error
             return False
 
