@@ -699,16 +699,32 @@ local function check_short(keys, argv, p, clock)
   return out
 end
 
--- One sliding_window level in check mode, in its common cases: a record whose oldest
--- entry is live (no log to prune) and at least one unit, either allowed (the ring large
--- enough, the log's TTL long enough: one slot written) or denied (no write; the retry
--- time is the oldest entry's, or the one read slot's when more than one must leave):
+-- One sliding_window level in check mode, in its common cases: a fresh key and one unit
+-- (allowed: both keys written), or a record whose oldest entry is live (no log to
+-- prune) and at least one unit, either allowed (one unit, the ring large enough, the
+-- log's TTL long enough: one slot written) or denied (no write; the retry time is the
+-- oldest entry's, or the one read slot's when more than one must leave):
 -- check() below on locals, the same steps. Otherwise nil and the record (as GET gave
 -- it), and check() does it.
 local function check_sliding(keys, argv, p, clock)
   local rate, period, adaptive = p[2], p[3], p[6]
   local raw = redis.call('GET', keys[1])
   local units = tonumber(argv[5])
+  local out = OUT
+  if not raw and units == 1 then
+    -- a fresh key: allowed; its ring at full size with this unit in slot 0, both keys
+    -- with twice the rest time to live (the steps of check() on a new state)
+    local limit = math.floor(rate)
+    if limit < 1 then limit = 1 end
+    local ms = ttl_ms(adaptive, period)
+    local exp = clock + 2 * ms * 1000
+    redis.call('SET', keys[2], struct.pack(SLOT, clock) .. string.rep('\0', 8 * (limit - 1)), 'PX', 2 * ms)
+    put(keys[1], struct.pack(RFMT, clock, limit, 0, 0, 0, clock, 1, 0, 0, clock, exp, exp), false, ms)
+    out[1], out[2], out[3], out[4], out[5], out[6], out[7] =
+      ALLOWED, limit, limit - 1, 0, period, 0, rate_reply(rate)
+    for i = #out, 8, -1 do out[i] = nil end
+    return out
+  end
   if not raw or #raw ~= RLEN or not units or units < 1 then return nil, raw end
   local t, level, cur, prev, srate, seen, sum, aux, fresh, head, gexp, sexp = struct.unpack(RFMT, raw)
   local now = clock
@@ -717,7 +733,6 @@ local function check_sliding(keys, argv, p, clock)
   local limit = math.floor(rate)
   if limit < 1 then limit = 1 end
   if fresh == 1 or (sum > 0 and head <= now - period) then return nil, raw end
-  local out = OUT
   if sum + units > limit then
     -- denied: nothing has left the window, so the live count is sum
     local reason, remaining, retry, reset = RATE, 0, 0, 0
