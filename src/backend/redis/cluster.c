@@ -216,7 +216,8 @@ static bool is(const sl__rcmd_t *cmd, int i, const char *word)
 /* Where cmd goes: a master's index, TO_SEED, TO_ALL, or TO_NONE (slot not served). */
 static int route(rb_t *rb, const sl__rcmd_t *cmd)
 {
-    if (cmd->argc < 1 || is(cmd, 0, "CLUSTER") || is(cmd, 0, "INFO") || is(cmd, 0, "AUTH"))
+    if (cmd->argc < 1 || is(cmd, 0, "CLUSTER") || is(cmd, 0, "INFO") || is(cmd, 0, "AUTH") ||
+        is(cmd, 0, "SELECT"))
         return TO_SEED;
     if (is(cmd, 0, "FUNCTION")) return TO_ALL;
     int key = 1;

@@ -172,6 +172,7 @@ void sl__rb_on_disconnect(const redisAsyncContext *ac, int status)
         rb->connected = false;
         rb->up = false;
         if (!rb->freeing) sl__rb_set_alert(rb, true);
+        if (!rb->freeing) sl__rcl_drop(rb); /* a Cluster starts over from the seed */
     } else if (ac == rb->sub) {
         rb->sub = NULL;
     } else if (sl__rcl_lost(rb, ac) && !rb->freeing) {

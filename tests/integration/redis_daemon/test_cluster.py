@@ -18,7 +18,7 @@ import threading
 import time
 import unittest
 
-from redis_harness import REDIS_SERVER, Sluiced, redis_command, redis_ping, wait_until
+from redis_harness import REDIS_SERVER, Sluiced, redis_command, resp_read, wait_until
 from harness import SLUICED
 
 REDIS_CLI = os.environ.get("REDIS_CLI") or shutil.which("redis-cli") or os.path.join(
@@ -65,7 +65,9 @@ def free_ports(n):
 class Cluster:
     """Three private masters in cluster mode, every slot assigned."""
 
-    def __init__(self):
+    def __init__(self, password=None):
+        self.password = password
+        auth = ["--requirepass", password, "--masterauth", password] if password else []
         self.dir = tempfile.TemporaryDirectory(prefix="sluice-cluster-")
         ports = free_ports(6)
         self.ports, buses = ports[:3], ports[3:]
@@ -77,13 +79,15 @@ class Cluster:
                 [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(port), "--cluster-port",
                  str(bus), "--dir", d, "--save", "", "--appendonly", "no",
                  "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                 "--cluster-node-timeout", "2000", "--logfile", os.path.join(d, "redis.log")],
+                 "--cluster-node-timeout", "2000", "--logfile", os.path.join(d, "redis.log")]
+                + auth,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for port in self.ports:
-            if not wait_until(lambda p=port: redis_ping(p), 10):
+            if not wait_until(lambda p=port: self.answers(p), 10):
                 self.close()
                 raise RuntimeError("cluster node %d did not start" % port)
-        subprocess.run([REDIS_CLI, "--cluster", "create"] +
+        subprocess.run([REDIS_CLI] + (["-a", password, "--no-auth-warning"] if password else []) +
+                       ["--cluster", "create"] +
                        ["127.0.0.1:%d" % p for p in self.ports] +
                        ["--cluster-replicas", "0", "--cluster-yes"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
@@ -94,8 +98,27 @@ class Cluster:
             self.close()
             raise RuntimeError("cluster_state never ok")
 
+    def answers(self, port):
+        try:
+            return self.command(port, "PING") == "PONG"
+        except OSError:
+            return False
+
     def command(self, port, *args):
-        return redis_command(port, *args)
+        """One command on the node at `port` (after AUTH when the cluster has a password)."""
+        if not self.password:
+            return redis_command(port, *args)
+        out = b""
+        for cmd in (("AUTH", self.password), args):
+            out += b"*%d\r\n" % len(cmd)
+            for a in cmd:
+                a = a if isinstance(a, bytes) else str(a).encode()
+                out += b"$%d\r\n%s\r\n" % (len(a), a)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(out)
+            with sock.makefile("rb") as f:
+                resp_read(f)  # +OK
+                return resp_read(f)
 
     def slot(self, key):
         return self.command(self.ports[0], "CLUSTER", "KEYSLOT", key)
@@ -141,7 +164,8 @@ class Cluster:
 
     def url(self, db=0, **opts):
         q = "&".join("%s=%s" % kv for kv in opts.items())
-        return "redis://127.0.0.1:%d/%d%s" % (self.ports[0], db, "?" + q if q else "")
+        auth = ":%s@" % self.password if self.password else ""
+        return "redis://%s127.0.0.1:%d/%d%s" % (auth, self.ports[0], db, "?" + q if q else "")
 
     def close(self):
         for p in self.procs:
@@ -358,6 +382,54 @@ class OnACluster(unittest.TestCase):
         self.assertIn("db", p.stderr)
         self.assertIn("3", p.stderr)
         self.assertIn("Cluster", p.stderr)
+
+
+class OnAClusterWithAPassword(unittest.TestCase):
+    """Every master asks for the password: the seed, each master's connection and the
+    subscriber send AUTH."""
+
+    def test_two_replicas_share_a_pool_and_an_event_on_a_cluster_with_a_password(self):
+        cluster = Cluster(password="s3cret")
+        replicas = []
+        try:
+            pa, pb = cluster.pools_on_two_masters()
+            url = cluster.url(tick_ms=200, timeout_ms=500, cold_start="full")
+            queueing = POOL.replace("max_queue_wait_s: 1", "max_queue_wait_s: 600")
+            text = "backend: %s\n" % url + CONFIG % "".join(queueing % p for p in (pa, pb))
+            for _ in range(2):
+                replicas.append(Sluiced(text))
+                replicas[-1].token = AGENT
+            a, b = replicas
+            for r in replicas:
+                self.assertTrue(wait_until(lambda r=r: r.call("GET", "/readyz")[0] == 200, 15))
+            for pool in (pa, pb):
+                st, d, _ = lease(a, pool, "pw", 10)
+                self.assertEqual(st, 200, d)
+                st, s, _ = b.call("POST", "/v1/leases/%s/settle" % d["lease"],
+                                  {"input_tokens": 10, "output_tokens": 1})
+                self.assertEqual(st, 200, s)
+            # A ticket queued through A is granted by B's settle and answered on A: the
+            # grant was published on one master and heard through A's subscription.
+            st, hog, _ = lease(b, pa, "hog", 5000)
+            self.assertEqual(st, 200, hog)
+            got = []
+            t = threading.Thread(target=lambda: got.append(a.call(
+                "POST", "/v1/leases", {"agent": "waiter", "input_tokens": 3000,
+                                       "output_tokens": 1, "pool": pa, "wait": 20},
+                timeout_s=30)))
+            t.start()
+            self.assertTrue(wait_until(lambda: b.pool(pa)["queue"]["depth"] == 1, 5))
+            st, s, _ = b.call("POST", "/v1/leases/%s/settle" % hog["lease"],
+                              {"input_tokens": 10, "output_tokens": 1})
+            self.assertEqual(st, 200, s)
+            t.join(30)
+            self.assertEqual(got[0][0], 200, got)
+            # Granted, not answered 202 after its 20 s: the refill alone would take 34 s.
+            self.assertEqual(got[0][1]["status"], "granted", got)
+        finally:
+            for r in replicas:
+                r.stop()
+            cluster.close()
 
 
 if __name__ == "__main__":
