@@ -36,11 +36,7 @@ CONFIG = """auth:
   tokens:
     - {token: %s, agent_prefix: ""}
 limits:
-  calls:
-    algorithm: sliding_window
-    rate: 10
-    period_s: 600
-    per: global
+  calls: {algorithm: sliding_window, rate: 10, period_s: 600, per: global}
 pools:
 %%s""" % (ADMIN, AGENT)
 
