@@ -1,7 +1,9 @@
 /* conn.c - the redis backend's command connection: deadlines, connecting, recovery, the tick.
  *
  * Design, in the order things happen (fail-open is failopen.c's, events events.c's):
- *  - Connecting: AUTH/SELECT, then `sluice_version`; a missing library is loaded, a
+ *  - Connecting: AUTH/SELECT, `INFO cluster` (a Cluster is cluster.c's: the slot map and
+ *    a connection per master, and the same steps on every master), then
+ *    `sluice_version`; a missing library is loaded, a
  *    different version refused (or replaced when told to). Then every configured
  *    pool is registered (its number routes ids: id = pool_no << 40 | n) and
  *    configured, settles accepted while down are replayed and requests whose answer
