@@ -24,3 +24,5 @@ add_test(NAME redis_cluster COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redi
 # backend's own timeouts fire (what is tested here is correctness, not speed).
 set_tests_properties(redis_replicas redis_kill_replica redis_failover redis_cluster
                      conformance_redis PROPERTIES LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)
+# The Cluster key slot (cluster.c): CRC16-XMODEM and hash tags.
+sl_unit_test(test_redis_slot sluice_backend_redis)

@@ -1,7 +1,9 @@
 /* conn.c - the redis backend's command connection: deadlines, connecting, recovery, the tick.
  *
  * Design, in the order things happen (fail-open is failopen.c's, events events.c's):
- *  - Connecting: AUTH/SELECT, then `sluice_version`; a missing library is loaded, a
+ *  - Connecting: AUTH/SELECT, `INFO cluster` (a Cluster is cluster.c's: the slot map and
+ *    a connection per master, and the same steps on every master), then
+ *    `sluice_version`; a missing library is loaded, a
  *    different version refused (or replaced when told to). Then every configured
  *    pool is registered (its number routes ids: id = pool_no << 40 | n) and
  *    configured, settles accepted while down are replayed and requests whose answer
@@ -28,7 +30,8 @@ static void arm_deadline(rb_t *rb)
         evtimer_del(rb->deadline_ev);
         return;
     }
-    struct timeval tv = sl__rb_tv_of(rb->head->deadline - sl__rb_now(&rb->base) + 0.001);
+    const rcall_t *due = rb->cl ? sl__rcl_first_due(rb) : rb->head;
+    struct timeval tv = sl__rb_tv_of(due->deadline - sl__rb_now(&rb->base) + 0.001);
     evtimer_add(rb->deadline_ev, &tv);
 }
 
@@ -49,21 +52,30 @@ static bool is_state_lost(const redisReply *r)
            r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "state_lost") == 0;
 }
 
-static void on_call_reply(redisAsyncContext *ac, void *r, void *priv)
+void sl__rb_on_call_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     rcall_t *c = priv;
     rb_t *rb = c->rb;
+    redisReply *reply = r;
     (void)ac;
+    if (rb->cl && !rb->freeing && reply && reply->type == REDIS_REPLY_ERROR &&
+        sl__rcl_redirect(rb, c, reply)) {
+        arm_deadline(rb);
+        return;
+    }
     unlink_call(rb, c);
     /* Redis answers in order: the next command starts only now, and its timeout measures
-     * it, not the backlog of the pipeline ahead of it (a burst is not an outage). */
-    if (rb->head && !rb->freeing) {
+     * it, not the backlog of the pipeline ahead of it (a burst is not an outage). In a
+     * Cluster, "next" is the next on the same master. */
+    rcall_t *next = rb->cl ? sl__rcl_next_on_node(rb, c->node) : rb->head;
+    if (next && !rb->freeing) {
         double starts = sl__rb_now(&rb->base) + rb->opt.timeout_s;
-        if (rb->head->deadline < starts) rb->head->deadline = starts;
+        if (next->deadline < starts) next->deadline = starts;
     }
     if (!rb->freeing) arm_deadline(rb);
     if (!rb->freeing && is_state_lost(r)) recover_lost_state(rb);
     c->fn(rb, c, rb->freeing ? NULL : r);
+    sl__rcl_call_done(c);
     free(c);
 }
 
@@ -71,6 +83,10 @@ static void on_call_reply(redisAsyncContext *ac, void *r, void *priv)
  * connection is not usable (`internal` commands only need it open). */
 void sl__rb_send_cmd(rb_t *rb, sl__rcmd_t *cmd, rcall_fn fn, void *ctx, int idx, bool internal)
 {
+    if (sl__rcl_is_broadcast(rb, cmd)) {
+        sl__rcl_broadcast(rb, cmd, fn, ctx, idx, internal);
+        return;
+    }
     rcall_t *c = calloc(1, sizeof *c);
     bool usable = rb->ac && rb->connected && (internal || rb->up);
     if (!c || !usable) {
@@ -94,12 +110,18 @@ void sl__rb_send_cmd(rb_t *rb, sl__rcmd_t *cmd, rcall_fn fn, void *ctx, int idx,
     else rb->head = c;
     rb->tail = c;
     if (!c->prev) arm_deadline(rb);
-    int rc = redisAsyncCommandArgv(rb->ac, on_call_reply, c, cmd->argc, (const char **)cmd->argv,
-                                   cmd->len);
-    sl__rcmd_free(cmd);
+    int rc;
+    if (rb->cl) {
+        rc = sl__rcl_submit(rb, c, cmd);
+    } else {
+        rc = redisAsyncCommandArgv(rb->ac, sl__rb_on_call_reply, c, cmd->argc,
+                                   (const char **)cmd->argv, cmd->len);
+        sl__rcmd_free(cmd);
+    }
     if (rc != REDIS_OK) {
         unlink_call(rb, c);
         fn(rb, c, NULL);
+        sl__rcl_call_done(c);
         free(c);
     }
 }
@@ -110,9 +132,13 @@ void sl__rb_on_deadline(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     /* The answer may be waiting unread (this loop was busy, not Redis): read it first. */
-    if (rb->head && rb->head->deadline <= sl__rb_now(&rb->base) && rb->ac && rb->connected)
-        redisAsyncHandleRead(rb->ac);
-    if (rb->head && rb->head->deadline <= sl__rb_now(&rb->base)) {
+    const rcall_t *due = rb->cl && rb->head ? sl__rcl_first_due(rb) : rb->head;
+    if (due && due->deadline <= sl__rb_now(&rb->base) && rb->ac && rb->connected) {
+        if (rb->cl) sl__rcl_read_all(rb);
+        else redisAsyncHandleRead(rb->ac);
+        due = rb->cl && rb->head ? sl__rcl_first_due(rb) : rb->head;
+    }
+    if (due && due->deadline <= sl__rb_now(&rb->base)) {
         fprintf(stderr, "sluiced: redis did not answer within %.3f s\n", rb->opt.timeout_s);
         go_down(rb);
     } else {
@@ -148,8 +174,16 @@ void sl__rb_on_disconnect(const redisAsyncContext *ac, int status)
         rb->connected = false;
         rb->up = false;
         if (!rb->freeing) sl__rb_set_alert(rb, true);
+        if (!rb->freeing) sl__rcl_drop(rb); /* a Cluster starts over from the seed */
     } else if (ac == rb->sub) {
         rb->sub = NULL;
+    } else if (sl__rcl_lost(rb, ac) && !rb->freeing) {
+        /* A master went away: down as when the single node does (cluster.c). */
+        fprintf(stderr, "sluiced: redis cluster: a master closed its connection\n");
+        note_outage(rb);
+        rb->up = false;
+        sl__rb_set_alert(rb, true);
+        sl__rb_drop_connections(rb);
     }
 }
 
@@ -168,6 +202,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 void sl__rb_drop_connections(rb_t *rb)
 {
     note_outage(rb);
+    sl__rcl_drop(rb);
     if (rb->ac) {
         redisAsyncContext *ac = rb->ac;
         rb->up = false;
@@ -198,7 +233,7 @@ static void on_internal_reply(rb_t *rb, rcall_t *c, redisReply *r)
 }
 
 /* A step of connecting failed: drop the connection so the next tick starts over. */
-static void connect_failed(rb_t *rb, const char *what, const char *why)
+void sl__rb_connect_failed(rb_t *rb, const char *what, const char *why)
 {
     fprintf(stderr, "sluiced: redis %s:%d: %s: %s\n", rb->opt.host, rb->opt.port, what, why);
     sl__rb_drop_connections(rb);
@@ -319,7 +354,7 @@ static void on_configured(rb_t *rb, rcall_t *c, redisReply *r)
     (void)c;
     sl__rreply_t rep;
     if (sl__rreply_parse(r, &rep) != SL_OK) {
-        if (r) connect_failed(rb, "configuring a pool failed", rep.msg);
+        if (r) sl__rb_connect_failed(rb, "configuring a pool failed", rep.msg);
         return;
     }
     sl__rb_queue_reply_events(rb, &rep);
@@ -356,7 +391,7 @@ void sl__rb_register_cmd(sl__rcmd_t *cmd, const rpool_t *p)
 static void on_registered(rb_t *rb, rcall_t *c, redisReply *r)
 {
     if (!r || r->type != REDIS_REPLY_STRING) {
-        if (r) connect_failed(rb, "registering a pool failed", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        if (r) sl__rb_connect_failed(rb, "registering a pool failed", r->type == REDIS_REPLY_ERROR ? r->str : "?");
         return;
     }
     int i = c->idx;
@@ -399,15 +434,20 @@ static void recover_lost_state(rb_t *rb)
     send_configure_all(rb);
 }
 
+static void send_version_check(rb_t *rb);
+
 static void on_library_loaded(rb_t *rb, rcall_t *c, redisReply *r)
 {
     /* Another replica may have loaded it a moment ago: the version check passes next time. */
     if (r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists")) r = NULL, c = NULL;
     if (c && (!r || r->type == REDIS_REPLY_ERROR)) {
-        if (r) connect_failed(rb, "FUNCTION LOAD failed", r->str);
+        if (r) sl__rb_connect_failed(rb, "FUNCTION LOAD failed", r->str);
         return;
     }
-    send_configure_all(rb);
+    /* In a Cluster "already exists" may come from a master holding another version: the
+     * check runs again on every master before anything is configured. */
+    if (rb->cl) send_version_check(rb);
+    else send_configure_all(rb);
 }
 
 static void load_library(rb_t *rb, bool replace)
@@ -439,7 +479,21 @@ static void on_version(rb_t *rb, rcall_t *c, redisReply *r)
     char why[160];
     snprintf(why, sizeof why, "the library is version %s, this sluiced needs %s (replace=1 replaces it)",
              r->type == REDIS_REPLY_STRING ? r->str : "?", SL__REDIS_LIB_VERSION);
-    connect_failed(rb, "version mismatch", why);
+    sl__rb_connect_failed(rb, "version mismatch", why);
+}
+
+/* What the seed is: a Cluster node (cluster_enabled:1) is routed by slot (cluster.c); a
+ * single node goes on as it always has. */
+static void on_info(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    (void)c;
+    if (!r) return;
+    if (r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1")) {
+        sl__rcl_start(rb);
+        return;
+    }
+    sl__rcl_free(rb);
+    sl__rb_connect_steps(rb);
 }
 
 void sl__rb_connect_redis(rb_t *rb)
@@ -469,10 +523,23 @@ void sl__rb_connect_redis(rb_t *rb)
         sl__rcmd_raw(&cmd, db);
         sl__rb_send_cmd(rb, &cmd, on_internal_reply, NULL, 0, true);
     }
+    sl__rcmd_raw(&cmd, "INFO");
+    sl__rcmd_raw(&cmd, "cluster");
+    sl__rb_send_cmd(rb, &cmd, on_info, NULL, 0, true);
+}
+
+static void send_version_check(rb_t *rb)
+{
+    sl__rcmd_t cmd = {0};
     sl__rcmd_raw(&cmd, "FCALL");
     sl__rcmd_raw(&cmd, "sluice_version");
     sl__rcmd_raw(&cmd, "0");
     sl__rb_send_cmd(rb, &cmd, on_version, NULL, 0, true);
+}
+
+void sl__rb_connect_steps(rb_t *rb)
+{
+    send_version_check(rb);
     sl__rb_limits_connect(rb);
 }
 

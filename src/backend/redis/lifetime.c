@@ -6,6 +6,7 @@ static void rb_free(sl_backend_t *b)
     rb_t *rb = (rb_t *)b;
     rb->freeing = true;
     sl__rb_drop_connections(rb);
+    sl__rcl_free(rb);
     if (rb->tick) event_free(rb->tick);
     if (rb->wake) event_free(rb->wake);
     if (rb->deadline_ev) event_free(rb->deadline_ev);
@@ -86,6 +87,16 @@ static int check_library(const sl_redis_options_t *o, char *err, size_t errlen)
     redisReply *r = o->password[0] ? redisCommand(c, "AUTH %s", o->password) : NULL;
     if (r && r->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "redis %s:%d: AUTH failed: %s", o->host, o->port, r->str);
+        rc = -1;
+    }
+    if (r) freeReplyObject(r);
+    /* A Cluster has db 0 only: another db in the URL is a configuration error. */
+    r = rc || !o->db ? NULL : redisCommand(c, "INFO cluster");
+    if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1")) {
+        snprintf(err, errlen,
+                 "backend: db %d in redis://%s:%d/%d: a Redis Cluster has only db 0 (SELECT is "
+                 "refused there): use /0",
+                 o->db, o->host, o->port, o->db);
         rc = -1;
     }
     if (r) freeReplyObject(r);

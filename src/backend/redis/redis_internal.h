@@ -12,6 +12,7 @@
  *   redis_proto.c  FCALL argument vectors and reply decoding; sluice.lua the library itself
  *   limits_fcall.c the action limits' FCALLs (limits.lua) and loading that library
  *   suspend.c    suspended agents: one hash every replica reads
+ *   cluster.c    Redis Cluster: the slot map, a connection per master, routing, MOVED/ASK
  * Every function here is called from a file other than its own; each is defined in the
  * file its group names, and runs on the daemon's libevent thread.
  */
@@ -42,6 +43,7 @@ extern const char sl__redis_lua_source[];
 
 typedef struct rb rb_t;
 typedef struct rcall rcall_t;
+typedef struct sl__rcluster sl__rcluster_t;
 typedef void (*rcall_fn)(rb_t *rb, rcall_t *c, redisReply *r);
 
 /* One command in flight. */
@@ -52,6 +54,11 @@ struct rcall {
     int idx;
     double deadline;
     rcall_t *prev, *next;
+    /* Cluster mode only (cluster.c): the master it was sent to (-1: the seed connection),
+     * the command kept for a resend after MOVED/ASK, and the redirects followed. */
+    int node;
+    sl__rcmd_t *cmd;
+    int redirects;
 };
 
 typedef struct rpool {
@@ -96,6 +103,7 @@ struct rb {
     sl_redis_options_t opt;
     sl_engine_config_t ecfg;
     redisAsyncContext *ac, *sub;
+    sl__rcluster_t *cl; /* a Redis Cluster (cluster.c): ac is then the seed's connection */
     bool connected; /* the command connection is open */
     bool up;        /* ... and the library is checked and every pool configured */
     bool alert_on;
@@ -202,8 +210,50 @@ void sl__rb_add_configure_history(rb_t *rb, sl__rcmd_t *cmd, const rpool_t *p);
 /* "FCALL sluice_register 1 <registry> name [number known]". */
 void sl__rb_register_cmd(sl__rcmd_t *cmd, const rpool_t *p);
 void sl__rb_connect_redis(rb_t *rb);
+/* The connection knows what it talks to (a single node, or a Cluster whose slot map is
+ * read): checks the libraries (every master's in a Cluster), then configures. */
+void sl__rb_connect_steps(rb_t *rb);
+/* hiredis's callback of every command sent by sl__rb_send_cmd (cluster.c resends with it). */
+void sl__rb_on_call_reply(redisAsyncContext *ac, void *r, void *priv);
+/* A step of connecting failed: logs it and drops the connections (the next tick retries). */
+void sl__rb_connect_failed(rb_t *rb, const char *what, const char *why);
 void sl__rb_on_tick(evutil_socket_t fd, short what, void *ud);
 void sl__rb_on_wake(evutil_socket_t fd, short what, void *ud);
+
+/* ---- cluster.c: Redis Cluster mode (rb->cl non-NULL); a single node never calls these ---- */
+/* The hash slot of a key (0..16383): CRC16-XMODEM of the key, or of its hash tag (the
+ * bytes between the first '{' and the next '}', when non-empty), modulo 16384. */
+unsigned sl__rcl_key_slot(const char *key, size_t len);
+/* The seed answered INFO with cluster_enabled:1: refuses a db other than 0, reads the slot
+ * map (CLUSTER SLOTS), connects to every master, then calls sl__rb_connect_steps(). */
+void sl__rcl_start(rb_t *rb);
+/* Leaves cluster mode (the seed is a single node now). */
+void sl__rcl_free(rb_t *rb);
+/* Whether sl__rb_send_cmd must hand `cmd` to sl__rcl_broadcast: a command of no key
+ * (FCALL of 0 keys, FUNCTION) runs on every master. */
+bool sl__rcl_is_broadcast(rb_t *rb, const sl__rcmd_t *cmd);
+/* Sends `cmd` (freed here) to every master; fn gets one reply standing for all: NULL when
+ * one failed, else an error when one answered an error, else the common string (or the
+ * differing strings joined by '/', so a version check sees the masters disagree). */
+void sl__rcl_broadcast(rb_t *rb, sl__rcmd_t *cmd, rcall_fn fn, void *ctx, int idx, bool internal);
+/* Sends the pending call `c` by the slot of `cmd`'s first key (taking `cmd` over: kept in
+ * c for a resend). Returns REDIS_OK, or REDIS_ERR when no master can take it. */
+int sl__rcl_submit(rb_t *rb, rcall_t *c, sl__rcmd_t *cmd);
+/* A MOVED or ASK answer to `c`: resent where it points (MOVED also rereads the slot map),
+ * at most 5 times per command; true when resent (c stays pending), false to deliver `r`. */
+bool sl__rcl_redirect(rb_t *rb, rcall_t *c, const redisReply *r);
+/* The pending call due first (calls on different masters answer out of order). */
+rcall_t *sl__rcl_first_due(rb_t *rb);
+/* The oldest pending call on the master `node`: its timeout starts with the answer before it. */
+rcall_t *sl__rcl_next_on_node(rb_t *rb, int node);
+/* Reads whatever every master's connection already received. */
+void sl__rcl_read_all(rb_t *rb);
+/* A connection of the cluster closed: true when it was a master's (the backend goes down). */
+bool sl__rcl_lost(rb_t *rb, const redisAsyncContext *ac);
+/* Frees every master's connection (each fails its pending commands). */
+void sl__rcl_drop(rb_t *rb);
+/* Frees a finished call's kept command. */
+void sl__rcl_call_done(rcall_t *c);
 
 /* ---- limits_fcall.c ---- */
 /* Loads limits.lua (FUNCTION LOAD REPLACE) when Redis lacks it or holds another version. */
