@@ -70,12 +70,26 @@ static void unhold(rlcall_t *c)
 
 static void send_check(rlcall_t *c);
 
+/* A held check's time has come: it is planned again from the set running now (a reload
+ * may have changed or removed its limit meanwhile, as in memory) and sent. */
 static void on_timer(evutil_socket_t fd, short what, void *ud)
 {
     rlcall_t *c = ud;
     (void)fd, (void)what;
     unhold(c);
-    send_check(c);
+    sl_limits_t *set = sl__limits_set(c->srv);
+    int rc = set ? sl_limits_plan(set, c->name, &c->req, SL_LIMIT_PLAN_CHECK, 0, 0, &c->plan)
+                 : SL_ENOTFOUND;
+    if (rc == SL_ENOTFOUND) {
+        sl__reply_error(c->call, 404, "not_found", "limit: '%s' is no longer configured (reload)",
+                        c->name);
+    } else if (rc != SL_OK) {
+        sl__limits_reply_error(c->call, rc, &c->req);
+    } else {
+        send_check(c);
+        return;
+    }
+    rl_free(c);
 }
 
 static void on_gone(sl_call_t *call)
