@@ -278,6 +278,7 @@ void sl__limits_free(sl_server_t *srv)
 /* Microseconds as seconds: an integer when whole, -1 for never. */
 static json_t *seconds(int64_t us)
 {
+    if (us < 0) return json_integer(-1); /* -1 µs: never, not -0.000001 s */
     if (us % 1000000 == 0) return json_integer((json_int_t)(us / 1000000));
     return json_real((double)us / 1e6);
 }
@@ -354,10 +355,14 @@ static void jb_str(sl_jbuf_t *b, const char *s)
     sl__jb_lit(b, "\"");
 }
 
-/* `key` (JSON text: a comma, the quoted name and a colon), then microseconds as seconds. */
+/* `key` (JSON text: a comma, the quoted name and a colon), then microseconds as seconds
+ * (-1 for never, as seconds()). */
 static void jb_us_at(sl_jbuf_t *b, const char *key, int64_t us)
 {
-    sl__jb_key_seconds(b, key, (double)us / 1e6);
+    if (us < 0)
+        sl__jb_key_i64(b, key, -1);
+    else
+        sl__jb_key_seconds(b, key, (double)us / 1e6);
 }
 
 /* `lead` then a level's object up to its key: {"limit":"…","key":"…" */
@@ -768,6 +773,15 @@ static void handle_view(sl_call_t *call, const char *name, const char *query)
     const char *key = NULL;
     bool parsed = query && *query && evhttp_parse_query_str(query, &q) == 0;
     if (parsed) key = evhttp_find_header(&q, "key");
+    if (key && !sl__utf8_valid(key)) { /* no check can name it (a body is JSON) */
+        char shown[SL_LIMITS_MAX_NAME + 1];
+        snprintf(shown, sizeof(shown), "%s", key);
+        sl__utf8_scrub(shown);
+        sl__reply_error(call, 400, "invalid_request", "key: '%.64s' is not valid UTF-8", shown);
+        json_decref(j);
+        evhttp_clear_headers(&q);
+        return;
+    }
     if (key) {
         const sl_limit_config_t *cfg;
         sl_limits_config(api->set, name, &cfg, NULL);

@@ -1,0 +1,51 @@
+"""test_review_limits.py - an outsider's cases against the /v1/limits routes in memory: the
+largest hits on a slow limit, a key view with bytes no check can name."""
+import unittest
+
+from harness import SharedSluiced
+
+CONFIG = """
+limits:
+  slow:
+    algorithm: gcra
+    rate: 1
+    period_s: 86400
+    burst: 10
+  keyed:
+    algorithm: fixed_window
+    rate: 3
+    period_s: 600
+    per: key
+"""
+
+
+def check(s, name, body, **kw):
+    return s.call("POST", "/v1/limits/%s/check" % name, body, **kw)
+
+
+class ReviewLimits(SharedSluiced):
+    config = CONFIG
+
+    def test_a_billion_hits_on_a_slow_limit_is_never_allowed(self):
+        # hits x T passes 2^63 µs: it must be a deny for good (retry_after -1), with
+        # sane headers, and take nothing.
+        status, body, hdrs = check(self.s, "slow", {"agent": "big", "hits": 1000000000})
+        self.assertEqual((status, body["retry_after"], body["denied_by"]["reason"]),
+                         (429, -1, "never"), body)
+        self.assertEqual(body["checked"][0]["retry_after"], -1, body)  # not -0.000001
+        self.assertNotIn("retry-after", hdrs)
+        self.assertEqual(hdrs["ratelimit"], '"slow";r=10;t=0')
+        status, body, _ = check(self.s, "slow", {"agent": "big", "hits": 10})
+        self.assertEqual((status, body["remaining"], body["reset_after"]), (200, 0, 864000), body)
+
+    def test_a_key_view_with_bytes_that_are_not_utf8_is_refused_naming_the_key(self):
+        status, body, _ = self.s.call("GET", "/v1/limits/keyed?key=a%FFb")
+        self.assertEqual(status, 400, body)
+        self.assertIn("key", body["error"]["message"])
+        self.assertIn("UTF-8", body["error"]["message"])
+        status, body, _ = self.s.call("GET", "/v1/limits/keyed?key=%C3%A9")
+        self.assertEqual((status, body["state"]["key"]), (200, "\u00e9"), body)
+
+
+if __name__ == "__main__":
+    unittest.main()
