@@ -20,7 +20,9 @@ static json_t *check_body(const sl_client_t *c, const sl_limit_check_req_t *req,
     int bad = 0;
     if (req->key) bad |= json_object_set_new(b, "key", json_string(req->key));
     if (req->action) bad |= json_object_set_new(b, "action", json_string(req->action));
-    if (wait_s > 0) bad |= json_object_set_new(b, "wait", json_real(wait_s));
+    /* sluiced takes a wait up to 1e9 s and holds at most its max_wait_s: a longer one
+     * asks the same. */
+    if (wait_s > 0) bad |= json_object_set_new(b, "wait", json_real(fmin(wait_s, 1e9)));
     if (bad) {
         json_decref(b);
         return NULL;

@@ -14,6 +14,7 @@ import uuid
 
 POLL_CHUNK_S = 20.0  # longest single long-poll, as libsluice-client
 FOREVER = float("inf")
+MAX_WAIT_SENT_S = 1e9  # the largest `wait` sluiced takes (it holds up to its max_wait_s)
 
 
 class Error(Exception):
@@ -259,7 +260,7 @@ class Client:
         not); raises Error (400, 403, 404) and Unreachable."""
         started = time.monotonic()
         while True:
-            left = max(0.0, wait - (time.monotonic() - started))
+            left = min(max(0.0, wait - (time.monotonic() - started)), MAX_WAIT_SENT_S)
             body = {"agent": agent or self.agent, "hits": hits}
             if key is not None:
                 body["key"] = key

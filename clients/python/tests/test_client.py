@@ -207,6 +207,15 @@ class PythonClient(unittest.TestCase):
                 self.assertEqual(self.held("sem.parent", "py-ctx-parent"), 1)
             self.assertEqual(self.held("sem.parent", "py-ctx-parent"), 0)
 
+    def test_an_endless_wait_is_sent_as_a_number(self):
+        # wait=inf (sluice.client.FOREVER, as acquire's max_wait_s) is not JSON: the
+        # client sends the most sluiced takes, and sluiced holds up to its max_wait_s.
+        c = self.client("py-forever")
+        self.assertTrue(c.check("paced", wait=sluice.client.FOREVER))
+        a = c.check("paced", wait=sluice.client.FOREVER)
+        self.assertTrue(a.allowed)
+        self.assertGreater(a.waited, 0.05)
+
     def test_context_manager_of_a_peek_releases_nothing(self):
         c = self.client("py-ctx-peek")
         self.assertTrue(c.check("sem"))  # a hold of this agent's, outside any block

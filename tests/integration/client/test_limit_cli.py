@@ -83,6 +83,13 @@ class LimitCli(unittest.TestCase):
         code, out, _ = sluice("limit", "--help")
         self.assertEqual(code, 0)
         self.assertIn("exit codes", out)
+        # A wait longer than sluiced takes (1e9 s) is the longest it holds, not an error.
+        self.assertEqual(sluice("limit", "check", "tool.call", "--agent", "long", "--wait",
+                                "1e300", url=u)[0], 0)
+        # A cost above the limit: denied for good, retry_after -1 (not -0.000001).
+        code, j, _ = sluice_json("limit", "check", "tool.call", "--agent", "big", "--hits", "3",
+                                 "--json", url=u)
+        self.assertEqual((code, j["retry_after"]), (5, -1), j)
         dead = "http://127.0.0.1:%d" % free_port()
         self.assertEqual(sluice("limit", "check", "tool.call", "--agent", "a", url=dead)[0], 4)
 
