@@ -74,6 +74,15 @@ class LimitCli(unittest.TestCase):
             self.assertLess(time.monotonic() - t0, 5)
             self.assertEqual(sluice("limit", "check", name, "--agent", "w", url=u)[0], 5, name)
 
+    def test_a_suspended_agent_is_denied_exit_5(self):
+        # sluiced answers a suspended agent's check 429 {"status": "rejected", "reason":
+        # "suspended"} (docs/api.md "Suspension"): a denial, not a protocol error.
+        st, body = self.d.post("/v1/agents/susp/suspend", {})
+        self.assertEqual(st, 200, body)
+        code, out, err = sluice("limit", "check", "tool.call", "--agent", "susp", url=self.d.url)
+        self.assertEqual(code, 5, (out, err))
+        self.assertIn("suspended", out)
+
     def test_errors_and_usage(self):
         u = self.d.url
         self.assertEqual(sluice("limit", "check", "nope", "--agent", "a", url=u)[0], 6)
