@@ -1,6 +1,7 @@
 """test_limits_parity.py - one scenario on the memory backend and on Redis (limits.lua), the
 same answers: a check held (on_limit: queue) across a reload that removes or changes its
-limit re-checks against the configuration then running."""
+limit re-checks against the configuration then running; holds ending by release and by
+TTL, a release too many; a parent denying what its child allows; adaptive bounds."""
 import signal
 import threading
 import time
@@ -86,6 +87,104 @@ class HeldAcrossReload(unittest.TestCase):
             status, body, _ = check(s, "slow", {"agent": "h"})
             self.assertEqual(status, 429, (backend, body))
             self.assertGreater(body["retry_after"], 2, (backend, body))
+
+
+STEPS = """limits:
+  sem:
+    algorithm: concurrency
+    rate: 2
+    ttl_s: 1
+  child:
+    algorithm: token_bucket
+    rate: 5
+    period_s: 600
+    per: key
+    parents: [parent]
+  parent:
+    algorithm: fixed_window
+    rate: 3
+    period_s: 600
+    per: global
+  ad:
+    algorithm: gcra
+    rate: 10
+    period_s: 1
+    burst: 2
+    adaptive: {min_rate: 5, max_rate: 12, window: 4}
+"""
+
+
+class SameAnswers(unittest.TestCase):
+    """Each step on a memory sluiced and on a Redis one: the same status and fields."""
+
+    def setUp(self):
+        self.redis = Redis()
+        self.mem = Sluiced("pools:\n%s%s" % (POOLS, STEPS))
+        self.red = replica(self.redis, POOLS + STEPS)
+        self.assertTrue(wait_until(lambda: self.red.call("GET", "/readyz")[0] == 200, 10))
+
+    def tearDown(self):
+        self.mem.stop()
+        self.red.stop()
+        self.redis.close()
+
+    def step(self, method, path, body=None, fields=()):
+        """The step's (status, {field: value}) on both, asserted equal; returned."""
+        got = []
+        for s in (self.mem, self.red):
+            status, ans, _ = s.call(method, path, body)
+            ans = ans if isinstance(ans, dict) else {}
+            got.append((status, {f: ans.get(f) for f in fields}))
+        self.assertEqual(got[0], got[1], (method, path, body))
+        return got[0]
+
+    def state(self, name, key, field):
+        """`field` of the key's view on each backend."""
+        return [s.call("GET", "/v1/limits/%s?key=%s" % (name, key))[1]["state"][field]
+                for s in (self.mem, self.red)]
+
+    def test_holds_end_by_release_and_by_ttl_and_a_release_too_many_is_404(self):
+        chk = ("POST", "/v1/limits/sem/check", {"agent": "c"}, ("allowed", "remaining"))
+        self.assertEqual(self.step(*chk), (200, {"allowed": True, "remaining": 1}))
+        self.assertEqual(self.step(*chk), (200, {"allowed": True, "remaining": 0}))
+        self.assertEqual(self.step(*chk)[0], 429)
+        rel = ("POST", "/v1/limits/sem/release", {"agent": "c"}, ("status", "held"))
+        self.assertEqual(self.step(*rel), (200, {"status": "released", "held": 1}))
+        self.assertEqual(self.step(*rel), (200, {"status": "released", "held": 0}))
+        self.assertEqual(self.step(*rel)[0], 404)
+        self.assertEqual(self.step(*chk)[0], 200)
+        time.sleep(1.2)  # the hold's TTL passes: gone, not releasable
+        self.assertEqual(self.state("sem", "c", "held"), [0, 0])
+        self.assertEqual(self.step(*rel)[0], 404)
+        self.assertEqual(self.step(*chk), (200, {"allowed": True, "remaining": 1}))
+
+    def test_a_parent_deny_takes_nothing_at_either_level(self):
+        for i in range(3):
+            self.step("POST", "/v1/limits/child/check", {"agent": "p", "key": "k%d" % i})
+        st, f = self.step("POST", "/v1/limits/child/check", {"agent": "p", "key": "k9", "hits": 2},
+                          fields=("allowed", "denied_by"))
+        self.assertEqual((st, f["denied_by"]["limit"]), (429, "parent"))
+        self.assertEqual(self.state("child", "k9", "tracked"), [False, False])
+        self.assertEqual(self.state("parent", "*", "remaining"), [0, 0])
+        st, f = self.step("POST", "/v1/limits/child/check", {"agent": "p", "key": "k9", "hits": 0},
+                          fields=("allowed", "remaining"))
+        self.assertEqual((st, f), (200, {"allowed": True, "remaining": 0}))
+
+    def test_adaptive_rates_stay_within_their_bounds(self):
+        rep = "/v1/limits/ad/report"
+        rates = [self.step("POST", rep, {"agent": "a", "successes": 0, "errors": 4},
+                           fields=("rate",))[1]["rate"] for _ in range(8)]
+        self.assertEqual(rates[-1], 5)
+        self.assertTrue(all(5 <= r <= 10 for r in rates), rates)
+        rates = [self.step("POST", rep, {"agent": "a", "successes": 4, "errors": 0},
+                           fields=("rate",))[1]["rate"] for _ in range(12)]
+        self.assertEqual(rates[-1], 12)
+        for body in ({"agent": "a", "successes": 0, "errors": 0},
+                     {"agent": "a", "successes": -1, "errors": 2},
+                     {"agent": "a", "successes": 1000000000, "errors": 1}):
+            self.assertEqual(self.step("POST", rep, body)[0], 400, body)
+        self.assertEqual(self.step("POST", "/v1/limits/sem/report",
+                                   {"agent": "a", "successes": 1})[0], 400)
 
 
 if __name__ == "__main__":
