@@ -303,13 +303,15 @@ static void sf_string(char *out, size_t cap, const char *s)
     out[o] = '\0';
 }
 
-/* RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers) of level `lv`. */
+/* RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers) of level `lv`;
+ * none when the limit is no longer configured (a Redis answer arriving after a reload,
+ * maybe one that left no limits at all). */
 static void add_ratelimit_headers(sl_call_t *call, const sl_limit_level_t *lv)
 {
     sl_limits_t *set = call->srv->limits->set;
     const sl_limit_config_t *cfg = NULL;
     char name[2 * SL_LIMITS_MAX_NAME + 4], h[2 * SL_LIMITS_MAX_NAME + 96];
-    if (!call->req || sl_limits_config(set, lv->limit_name, &cfg, NULL) != SL_OK) return;
+    if (!call->req || !set || sl_limits_config(set, lv->limit_name, &cfg, NULL) != SL_OK) return;
     sf_string(name, sizeof(name), lv->limit_name);
     if (cfg->algorithm == SL_LIMIT_CONCURRENCY) /* no time window: a quota of holds */
         snprintf(h, sizeof(h), "%s;q=%lld", name, (long long)lv->limit);
