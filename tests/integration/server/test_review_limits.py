@@ -1,8 +1,9 @@
 """test_review_limits.py - an outsider's cases against the /v1/limits routes in memory: the
-largest hits on a slow limit, a key view with bytes no check can name."""
+largest hits on a slow limit, a key view with bytes no check can name, a cost for an action
+no check can name."""
 import unittest
 
-from harness import SharedSluiced
+from harness import SharedSluiced, check_config
 
 CONFIG = """
 limits:
@@ -45,6 +46,21 @@ class ReviewLimits(SharedSluiced):
         self.assertIn("UTF-8", body["error"]["message"])
         status, body, _ = self.s.call("GET", "/v1/limits/keyed?key=%C3%A9")
         self.assertEqual((status, body["state"]["key"]), (200, "\u00e9"), body)
+
+
+
+class ReviewLimitsConfig(unittest.TestCase):
+    def test_a_cost_for_an_action_no_check_can_send_is_a_config_error(self):
+        # A check's action is 1-128 of [A-Za-z0-9._:-]: a cost under any other name would
+        # never apply (such checks are 400, the others cost 1), so the file is refused.
+        for action, shown in (("db write", "'db write'"), ("x" * 129, "'" + "x" * 40)):
+            rc, out = check_config("limits:\n  q:\n    rate: 5\n    costs:\n"
+                                   "      '%s': 3\n" % action)
+            self.assertNotEqual(rc, 0, out)
+            self.assertIn(":5: limits.q.costs: ", out)  # the line of its costs
+            self.assertIn(shown, out)
+        rc, out = check_config("limits:\n  q:\n    rate: 5\n    costs: {db.write: 3, a-b_c:d: 0}\n")
+        self.assertEqual(rc, 0, out)
 
 
 if __name__ == "__main__":
