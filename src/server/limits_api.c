@@ -80,6 +80,7 @@ static limit_stats_t *stats_of(sl_limits_api_t *api, const char *name)
 /* ---- building the set ------------------------------------------------------------- */
 
 static void on_adapt(const sl_limit_adapt_event_t *ev, void *user);
+static bool reaches(sl_limits_t *set, const char *name, const char *target, int depth);
 
 void sl__limits_adapted(sl_server_t *srv, const sl_limit_adapt_event_t *ev)
 {
@@ -232,6 +233,15 @@ static void held_unlink(held_t *h)
     h->call->gone = NULL;
     if (h->call->wait_timer) event_del(h->call->wait_timer);
     free(h);
+}
+
+void sl__limits_wake_held(sl_server_t *srv, const char *name)
+{
+    static const struct timeval now_tv = {0, 0};
+    sl_limits_api_t *api = srv->limits;
+    for (held_t *h = api && api->set ? api->held : NULL; h; h = h->next)
+        if (!ahead_of(h) && reaches(api->set, h->name, name, 0))
+            evtimer_add(h->call->wait_timer, &now_tv);
 }
 
 static void on_held_gone(sl_call_t *call)
@@ -503,6 +513,32 @@ static bool uses_key(sl_limits_t *set, const char *name, int depth)
     return false;
 }
 
+/* True when checks of `name` also check `target` (itself or an ancestor). */
+static bool reaches(sl_limits_t *set, const char *name, const char *target, int depth)
+{
+    const sl_limit_config_t *cfg;
+    if (!strcmp(name, target)) return true;
+    if (depth > SL_LIMITS_MAX_LEVELS || sl_limits_config(set, name, &cfg, NULL) != SL_OK)
+        return false;
+    for (size_t i = 0; i < cfg->n_parents; i++)
+        if (reaches(set, cfg->parents[i], target, depth + 1)) return true;
+    return false;
+}
+
+/* True when a concurrency level denied `r`: a release may make room before its
+ * retry_after (which counts on the TTLs alone), so a queued check waits out its wait. */
+static bool release_may_help(sl_limits_t *set, const sl_limit_result_t *r)
+{
+    for (size_t i = 0; i < r->n_checked; i++) {
+        const sl_limit_config_t *cfg;
+        if (r->checked[i].reason == SL_LIMIT_RATE &&
+            sl_limits_config(set, r->checked[i].limit_name, &cfg, NULL) == SL_OK &&
+            cfg->algorithm == SL_LIMIT_CONCURRENCY)
+            return true;
+    }
+    return false;
+}
+
 static const char *team_of(const sl_server_t *srv, const char *agent)
 {
     const sl_backend_settings_t *s = &srv->config.settings;
@@ -576,6 +612,8 @@ static void on_held_timer(evutil_socket_t fd, short what, void *ud)
     if (rc == SL_OK && !r.allowed && now < h->deadline_us) {
         int64_t at;
         int wrc = sl_limits_when(api->set, h->name, &h->req, now, &at);
+        if (wrc == SL_OK && at > h->deadline_us && release_may_help(api->set, &r))
+            at = h->deadline_us; /* a release wakes it sooner */
         if (wrc == SL_OK && at <= h->deadline_us) {
             held_arm(h, at, now);
             return;
@@ -683,8 +721,10 @@ static void handle_check(sl_call_t *call, const char *name)
     }
     if (!r.allowed && queues) {
         int64_t at;
-        if (sl_limits_when(api->set, name, &req, now, &at) == SL_OK && at <= deadline &&
-            hold(call, name, &req, now, at, deadline) == 0)
+        int wrc = sl_limits_when(api->set, name, &req, now, &at);
+        if (wrc == SL_OK && at > deadline && release_may_help(api->set, &r))
+            at = deadline; /* a release wakes it sooner */
+        if (wrc == SL_OK && at <= deadline && hold(call, name, &req, now, at, deadline) == 0)
             return;
     }
     sl__limits_reply_result(call, name, &r, 0);
@@ -704,6 +744,7 @@ static void handle_release(sl_call_t *call, const char *name)
         sl__limits_reply_error(call, rc, &req);
         return;
     }
+    sl__limits_wake_held(call->srv, name);
     sl_limit_key_info_t info;
     req.hits = 0;
     sl_limits_key_info(api->set, name, &req, now_us(call->srv), &info);

@@ -1,7 +1,8 @@
 """test_limits_parity.py - one scenario on the memory backend and on Redis (limits.lua), the
 same answers: a check held (on_limit: queue) across a reload that removes or changes its
 limit re-checks against the configuration then running; holds ending by release and by
-TTL, a release too many; a parent denying what its child allows; adaptive bounds."""
+TTL, a release too many, a release serving a check held on its semaphore; a parent denying
+what its child allows; adaptive bounds."""
 import signal
 import threading
 import time
@@ -105,6 +106,11 @@ STEPS = """limits:
     rate: 3
     period_s: 600
     per: global
+  qsem:
+    algorithm: concurrency
+    rate: 1
+    ttl_s: 600
+    on_limit: queue
   ad:
     algorithm: gcra
     rate: 10
@@ -169,6 +175,23 @@ class SameAnswers(unittest.TestCase):
         st, f = self.step("POST", "/v1/limits/child/check", {"agent": "p", "key": "k9", "hits": 0},
                           fields=("allowed", "remaining"))
         self.assertEqual((st, f), (200, {"allowed": True, "remaining": 0}))
+
+    def test_a_release_serves_the_check_held_on_the_semaphore(self):
+        # The TTL (600 s) is beyond the wait: held for its wait all the same, as a release
+        # can make room, and the release (through the same replica) serves it.
+        for backend, s in (("memory", self.mem), ("redis", self.red)):
+            self.assertEqual(check(s, "qsem", {"agent": "q"})[0], 200)
+            out = {}
+            t = threading.Thread(target=lambda: out.update(answer=check(
+                s, "qsem", {"agent": "q", "wait": 8}, timeout_s=20)))
+            t.start()
+            time.sleep(0.5)
+            self.assertEqual(s.call("POST", "/v1/limits/qsem/release", {"agent": "q"})[0], 200)
+            t.join(15)
+            st, body, _ = out["answer"]
+            self.assertEqual((st, body["allowed"]), (200, True), (backend, body))
+            self.assertEqual(s.call("POST", "/v1/limits/qsem/release", {"agent": "q"})[0], 200)
+            self.assertEqual(s.call("POST", "/v1/limits/qsem/release", {"agent": "q"})[0], 404)
 
     def test_adaptive_rates_stay_within_their_bounds(self):
         rep = "/v1/limits/ad/report"

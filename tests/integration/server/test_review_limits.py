@@ -1,6 +1,8 @@
 """test_review_limits.py - an outsider's cases against the /v1/limits routes in memory: the
 largest hits on a slow limit, a key view with bytes no check can name, a cost for an action
-no check can name."""
+no check can name, a release waking the check held on its semaphore."""
+import threading
+import time
 import unittest
 
 from harness import SharedSluiced, check_config
@@ -17,6 +19,17 @@ limits:
     rate: 3
     period_s: 600
     per: key
+  sem:
+    algorithm: concurrency
+    rate: 1
+    ttl_s: 600
+    on_limit: queue
+  sem.child:
+    algorithm: token_bucket
+    rate: 100
+    period_s: 1
+    parents: [sem]
+    on_limit: queue
 """
 
 
@@ -47,6 +60,32 @@ class ReviewLimits(SharedSluiced):
         status, body, _ = self.s.call("GET", "/v1/limits/keyed?key=%C3%A9")
         self.assertEqual((status, body["state"]["key"]), (200, "\u00e9"), body)
 
+
+    def test_a_release_wakes_the_check_held_on_the_semaphore(self):
+        # on_limit: queue on a concurrency limit: the hold's TTL (600 s) is beyond the
+        # wait, but a release can make room sooner, so the check is held for its wait and
+        # the release serves it.
+        for name in ("sem", "sem.child"):  # the semaphore itself, or as a parent
+            self.assertEqual(check(self.s, "sem", {"agent": "w"})[0], 200)
+            out = {}
+            t = threading.Thread(target=lambda: out.update(answer=check(
+                self.s, name, {"agent": "w", "wait": 8}, timeout_s=20)))
+            t.start()
+            time.sleep(0.5)
+            st, body, _ = self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})
+            self.assertEqual(st, 200, body)
+            t.join(15)
+            st, body, _ = out["answer"]
+            self.assertEqual((st, body["allowed"]), (200, True), (name, body))
+            self.assertGreater(body["waited"], 0, body)
+            self.assertEqual(self.s.call("POST", "/v1/limits/sem/release",
+                                         {"agent": "w"})[0], 200)
+        # Nobody releases: answered 429 when the wait runs out, nothing taken.
+        self.assertEqual(check(self.s, "sem", {"agent": "w"})[0], 200)
+        st, body, _ = check(self.s, "sem", {"agent": "w", "wait": 0.5})
+        self.assertEqual((st, body["denied_by"]["limit"]), (429, "sem"), body)
+        self.assertEqual(self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})[0], 200)
+        self.assertEqual(self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})[0], 404)
 
 
 class ReviewLimitsConfig(unittest.TestCase):
