@@ -54,7 +54,7 @@ class LimitExceeded(Exception):
     def __init__(self, answer):
         d = answer.denied_by or {}
         super().__init__("denied by %s (%s), retry after %ss" % (
-            d.get("limit"), d.get("key"), answer.retry_after))
+            d.get("limit", d.get("reason")), d.get("key"), answer.retry_after))
         self.answer = answer
 
 
@@ -78,6 +78,9 @@ class LimitAnswer:
         self.reset_after = body.get("reset_after", 0)
         self.checked = body.get("checked", [])
         self.denied_by = body.get("denied_by")
+        if not self.allowed and self.denied_by is None and "reason" in body:
+            # refused before any limit was asked (a suspended agent): denied by that reason
+            self.denied_by = {"reason": body["reason"]}
         self.headers = headers
         self.waited = waited_s
 

@@ -216,6 +216,21 @@ class PythonClient(unittest.TestCase):
         self.assertTrue(a.allowed)
         self.assertGreater(a.waited, 0.05)
 
+    def test_a_suspended_agent_is_denied_by_suspended(self):
+        # sluiced refuses a suspended agent's check 429 {"status": "rejected", "reason":
+        # "suspended"} before any limit is asked (docs/api.md "Suspension").
+        req = urllib.request.Request(self.d.url + "/v1/agents/py-susp/suspend", data=b"{}",
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        urllib.request.urlopen(req, timeout=5).read()
+        c = self.client("py-susp")
+        a = c.check("tool.call")
+        self.assertFalse(a.allowed)
+        self.assertEqual(a.denied_by, {"reason": "suspended"})
+        with self.assertRaises(sluice.LimitExceeded) as e:
+            with c.limit("tool.call"):
+                pass
+        self.assertIn("suspended", str(e.exception))
+
     def test_context_manager_of_a_peek_releases_nothing(self):
         c = self.client("py-ctx-peek")
         self.assertTrue(c.check("sem"))  # a hold of this agent's, outside any block
