@@ -24,6 +24,12 @@ limits:
     rate: 1
     ttl_s: 600
     on_limit: queue
+  sem.two:
+    algorithm: concurrency
+    rate: 2
+    ttl_s: 600
+    on_limit: queue
+    per: global
   sem.child:
     algorithm: token_bucket
     rate: 100
@@ -86,6 +92,40 @@ class ReviewLimits(SharedSluiced):
         self.assertEqual((st, body["denied_by"]["limit"]), (429, "sem"), body)
         self.assertEqual(self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})[0], 200)
         self.assertEqual(self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})[0], 404)
+
+    def test_threads_queued_on_a_semaphore_are_all_served_never_more_than_its_rate(self):
+        # 8 threads x 8 checks, each held up to 5 s, on a global semaphore of 2 whose TTL
+        # (600 s) is beyond any wait: the releases serve them. A holder counts itself in
+        # from its grant until just before its release, so more than 2 in at once would
+        # mean an overdrawn semaphore.
+        lock, active, peak, served, refused = threading.Lock(), [0], [0], [0], []
+
+        def worker(i):
+            for _ in range(8):
+                st, body, _ = check(self.s, "sem.two", {"agent": "t%d" % i, "wait": 5},
+                                    timeout_s=20)
+                if st != 200:
+                    refused.append(body)
+                    continue
+                with lock:
+                    active[0] += 1
+                    served[0] += 1
+                    peak[0] = max(peak[0], active[0])
+                time.sleep(0.01)
+                with lock:
+                    active[0] -= 1
+                st, body, _ = self.s.call("POST", "/v1/limits/sem.two/release",
+                                          {"agent": "t%d" % i})
+                self.assertEqual(st, 200, body)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual((served[0], refused, peak[0] <= 2), (64, [], True), peak)
+        st, body, _ = self.s.call("GET", "/v1/limits/sem.two?key=*")
+        self.assertEqual(body["state"]["held"], 0, body)
 
 
 class ReviewLimitsConfig(unittest.TestCase):
