@@ -89,6 +89,28 @@ class HeldAcrossReload(unittest.TestCase):
             self.assertEqual(status, 429, (backend, body))
             self.assertGreater(body["retry_after"], 4, (backend, body))
 
+    def test_a_reload_adding_a_leaf_keeps_the_state_of_the_limits_it_joins(self):
+        # Unchanged limits keep their keys across a reload (docs/limits.md "Reload"),
+        # also when a new limit joins their tree: a new leaf under the global budget must
+        # not give the budget back (on Redis the keys' hash tag is the tree's).
+        tree = ("limits:\n  z.budget:\n    algorithm: fixed_window\n    rate: 5\n"
+                "    period_s: 600\n    per: global\n  z.leaf:\n    rate: 100\n"
+                "    period_s: 600\n    parents: [z.budget]\n")
+        grown = tree + "  a.leaf:\n    rate: 100\n    period_s: 600\n    parents: [z.budget]\n"
+        for backend, s in self.both(tree).items():
+            for _ in range(4):
+                self.assertEqual(check(s, "z.leaf", {"agent": "r"})[0], 200, backend)
+            with open(s.config_path) as f:
+                text = f.read()
+            s.write_config(text[:text.index("limits:")] + grown)
+            s.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(wait_until(lambda: len(s.call("GET", "/v1/limits")[1]["limits"]) == 3,
+                                       10))
+            st, body, _ = check(s, "a.leaf", {"agent": "r"})
+            self.assertEqual((st, body["checked"][1]["remaining"]), (200, 0), (backend, body))
+            st, body, _ = check(s, "z.leaf", {"agent": "r"})
+            self.assertEqual((st, body["checked"][0]["remaining"]), (429, 95), (backend, body))
+
 
 STEPS = """limits:
   sem:
