@@ -128,8 +128,10 @@ static int check_cost_names(json_t *all, char *msg, size_t n)
         json_object_foreach(json_object_get(lim, "costs"), action, cost)
         {
             if (sl__name_ok(action, 128)) continue;
-            snprintf(msg, n, "limits.%s.costs: '%.40s%s' is not an action a check can name (1-128 "
-                     "of A-Za-z0-9._:-)", name, action, strlen(action) > 40 ? "..." : "");
+            snprintf(msg, n,
+                     "limits.%s.costs: '%.40s%s' is not an action a check can name (1-128 "
+                     "of A-Za-z0-9._:-)",
+                     name, action, strlen(action) > 40 ? "..." : "");
             return -1;
         }
     }
@@ -155,7 +157,7 @@ int sl__config_parse_limits(yaml_document_t *doc, yaml_node_t *section, const ch
     char names[400] = ""; /* set only when a cost's action cannot be named */
     if (rc == SL_OK && check_cost_names(all, names, sizeof(names)) < 0) rc = SL_EINVAL;
     if (rc != SL_OK) {
-        const char *msg = names[0] ? names
+        const char *msg = names[0]  ? names
                           : scratch ? sl_limits_errmsg(scratch)
                                     : "limits: out of memory";
         snprintf(err, errlen, "%s:%lu: %s", path, error_line(doc, section, msg), msg);

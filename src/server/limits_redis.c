@@ -138,8 +138,7 @@ static void check_locally(rlcall_t *c)
 static bool release_may_help(const sl_limit_plan_t *plan, const sl_limit_result_t *r)
 {
     for (size_t i = 0; i < r->n_checked && i < plan->n; i++)
-        if (r->checked[i].reason == SL_LIMIT_RATE &&
-            plan->lv[i].algorithm == SL_LIMIT_CONCURRENCY)
+        if (r->checked[i].reason == SL_LIMIT_RATE && plan->lv[i].algorithm == SL_LIMIT_CONCURRENCY)
             return true;
     return false;
 }
