@@ -369,7 +369,8 @@ typedef struct sl_limit_answer {
     double retry_after_s; /* 0 when allowed; -1: no wait helps (the cost exceeds a level) */
     double reset_after_s; /* until that level is full again */
     double waited_s;      /* how long this call waited in all */
-    char denied_by[257];  /* denied: the level that denied ("" when allowed) */
+    char denied_by[257];  /* denied: the level that denied ("" when allowed), or the
+                             reason sluiced refused before any level (e.g. "suspended") */
     char denied_key[257]; /* and its key */
 } sl_limit_answer_t;
 

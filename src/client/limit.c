@@ -20,7 +20,9 @@ static json_t *check_body(const sl_client_t *c, const sl_limit_check_req_t *req,
     int bad = 0;
     if (req->key) bad |= json_object_set_new(b, "key", json_string(req->key));
     if (req->action) bad |= json_object_set_new(b, "action", json_string(req->action));
-    if (wait_s > 0) bad |= json_object_set_new(b, "wait", json_real(wait_s));
+    /* sluiced takes a wait up to 1e9 s and holds at most its max_wait_s: a longer one
+     * asks the same. */
+    if (wait_s > 0) bad |= json_object_set_new(b, "wait", json_real(fmin(wait_s, 1e9)));
     if (bad) {
         json_decref(b);
         return NULL;
@@ -34,10 +36,19 @@ static double number(const json_t *o, const char *k)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
-/* Reads a 200 or 429 answer into `out`. Returns 0 or SL_EPROTO. */
-static int read_answer(sl_client_t *c, const json_t *b, sl_limit_answer_t *out)
+/* Reads a 200 or 429 answer into `out`. A 429 refusal made before any limit was asked
+ * ({"status": "rejected", "reason": "suspended", "retry_after"}: docs/api.md
+ * "Suspension") is a denial by that reason. Returns 0 or SL_EPROTO. */
+static int read_answer(sl_client_t *c, int status, const json_t *b, sl_limit_answer_t *out)
 {
     json_t *allowed = json_object_get(b, "allowed");
+    const char *reason = json_string_value(json_object_get(b, "reason"));
+    if (!json_is_boolean(allowed) && status == 429 && reason) {
+        out->allowed = 0;
+        out->retry_after_s = number(b, "retry_after");
+        snprintf(out->denied_by, sizeof(out->denied_by), "%s", reason);
+        return 0;
+    }
     if (!json_is_boolean(allowed))
         return sl__cl_fail(c, SL_EPROTO, "limit check: the answer has no \"allowed\"");
     out->allowed = json_is_true(allowed);
@@ -82,7 +93,7 @@ int sl_limit_check(sl_client_t *c, const sl_limit_check_req_t *req, sl_limit_ans
         json_decref(body);
         if (rc < 0) break;
         if (a.status == 200 || a.status == 429)
-            rc = read_answer(c, a.body, answer);
+            rc = read_answer(c, a.status, a.body, answer);
         else
             rc = sl__cl_http_error(c, &a, "limit check");
         sl__cl_http_answer_clear(&a);

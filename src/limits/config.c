@@ -42,6 +42,7 @@ void sl_limit_config_init(sl_limit_config_t *cfg)
 
 #define MAX_PERIOD_S (366.0 * 86400)
 #define MAX_RATE 1e9
+#define MAX_TIME_US 9007199254740992.0 /* 2^53 */
 
 static bool whole(double v)
 {
@@ -133,6 +134,19 @@ static int check_lists(const char *name, const sl_limit_config_t *c, char *err, 
     return SL_OK;
 }
 
+/* The longest time an answer of token_bucket, gcra and leaky_bucket holds is the burst
+ * refilling at the slowest rate; under 2^53 µs every time stays an exact double (the Lua
+ * port) and no product of the cores overflows. */
+static int check_refill(const char *name, const sl_limit_config_t *c, char *err, size_t n)
+{
+    bool adaptive = c->adaptive.enabled && c->adaptive.min_rate < c->rate;
+    double slowest = adaptive ? c->adaptive.min_rate : c->rate;
+    double burst = c->burst > 0 ? c->burst : floor(c->rate);
+    if (burst * (c->period_s * 1e6) / slowest <= MAX_TIME_US) return SL_OK;
+    return BAD("limits.%s.burst: %g at %g%s per %g s refills in over 2^53 µs (285 years)", name,
+               burst, slowest, adaptive ? " (adaptive.min_rate)" : "", c->period_s);
+}
+
 int sl__limit_validate(const char *name, const sl_limit_config_t *c, char *err, size_t n)
 {
     if (!name || !*name || strlen(name) > SL_LIMITS_MAX_NAME)
@@ -160,6 +174,7 @@ int sl__limit_validate(const char *name, const sl_limit_config_t *c, char *err, 
     if (c->max_keys < 1 || c->max_keys > 100000000)
         return BAD("limits.%s.max_keys: %lld, not in 1..100000000", name, (long long)c->max_keys);
     if (c->adaptive.enabled && (rc = check_adaptive(name, c, err, n))) return rc;
+    if (uses_burst(c->algorithm) && (rc = check_refill(name, c, err, n))) return rc;
     return check_lists(name, c, err, n);
 }
 

@@ -22,14 +22,17 @@ static void gcra_probe(const sl__limit_t *l, const sl__kstate_t *s, int64_t unit
                        sl__answer_t *a)
 {
     int64_t t = sl__interval_us(l, s), tau = t * l->burst_units;
-    int64_t tat = tat_of(s, now_us), increment = t * units;
+    /* n T > tau exactly when n > burst: decided so, before n T (n up to 1e18) can
+     * overflow; below it n T <= tau, which the configuration keeps under 2^53. */
+    bool never = units > l->burst_units;
+    int64_t tat = tat_of(s, now_us), increment = never ? 0 : t * units;
     int64_t new_tat = tat + increment, allow_at = new_tat - tau;
     int64_t ttl;
     a->limit = l->burst_units;
     a->delay_us = 0;
-    if (now_us < allow_at) {
-        a->reason = increment <= tau ? SL_LIMIT_RATE : SL_LIMIT_NEVER;
-        a->retry_after_us = increment <= tau ? allow_at - now_us : -1;
+    if (never || now_us < allow_at) {
+        a->reason = never ? SL_LIMIT_NEVER : SL_LIMIT_RATE;
+        a->retry_after_us = never ? -1 : allow_at - now_us;
         ttl = tat - now_us;
     } else {
         a->reason = SL_LIMIT_ALLOWED;

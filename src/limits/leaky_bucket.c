@@ -19,9 +19,12 @@ static void lb_probe(const sl__limit_t *l, const sl__kstate_t *s, int64_t units,
                      sl__answer_t *a)
 {
     int64_t t = sl__interval_us(l, s), room = t * l->burst_units;
-    int64_t backlog = backlog_us(s, now_us), need = t * units;
+    /* need > room exactly when units > burst: decided before n T (n up to 1e18) can
+     * overflow (gcra.c). */
+    bool never = units > l->burst_units;
+    int64_t backlog = backlog_us(s, now_us), need = never ? room + 1 : t * units;
     a->limit = l->burst_units;
-    if (backlog + need <= room) {
+    if (!never && backlog + need <= room) {
         a->reason = SL_LIMIT_ALLOWED;
         a->retry_after_us = 0;
         a->delay_us = units > 0 ? backlog : 0;

@@ -1,9 +1,12 @@
 /* plan.c - resolving a check for a decider that keeps the state elsewhere (the Redis port): levels, parameters, tree and config ids.
  *
- * The tree id is a hash of the smallest name among the limits connected to this one by
- * `parents` (either direction), so every key one check touches carries the same id (on
- * Redis: one hash tag, one Cluster slot), and distinct trees spread. It is computed once
- * per limit: a linked set does not change. */
+ * The tree id is a hash of the smallest name among the roots (limits without parents) of
+ * the limits connected to this one by `parents` (either direction), so every key one
+ * check touches carries the same id (on Redis: one hash tag, one Cluster slot), and
+ * distinct trees spread. Roots, not all names: a reload that adds a limit under existing
+ * ones (a new leaf of a global budget) leaves the tree's id, hence its keys and their
+ * state, as they were, as memory keeps unchanged limits' state. It is computed once per
+ * limit: a linked set does not change. */
 #include "limits_internal.h"
 #include "limits_plan.h"
 
@@ -26,7 +29,7 @@ static bool linked(const sl__limit_t *a, const sl__limit_t *b)
     return false;
 }
 
-/* The smallest name of l's tree: a flood over parent links both ways. */
+/* The smallest root name of l's tree: a flood over parent links both ways. */
 static uint64_t tree_of(const sl_limits_t *ls, sl__limit_t *l)
 {
     size_t n = sl_limits_count(ls);
@@ -34,13 +37,13 @@ static uint64_t tree_of(const sl_limits_t *ls, sl__limit_t *l)
     bool seen[1024] = {false};
     if (n > 1024) return fnv(FNV0, "*", 1); /* too many to flood: one tree for all */
     size_t top = 0;
-    const char *least = l->name;
+    const char *least = NULL; /* an acyclic tree has a root */
     for (size_t i = 0; i < n; i++)
         if (sl__limits_at(ls, i) == l) seen[i] = true;
     stack[top++] = l;
     while (top > 0) {
         sl__limit_t *at = stack[--top];
-        if (strcmp(at->name, least) < 0) least = at->name;
+        if (at->cfg.n_parents == 0 && (!least || strcmp(at->name, least) < 0)) least = at->name;
         for (size_t i = 0; i < n; i++) {
             sl__limit_t *o = sl__limits_at(ls, i);
             if (seen[i] || !(linked(at, o) || linked(o, at))) continue;
@@ -48,6 +51,7 @@ static uint64_t tree_of(const sl_limits_t *ls, sl__limit_t *l)
             stack[top++] = o;
         }
     }
+    if (!least) least = l->name;
     return fnv(FNV0, least, strlen(least));
 }
 

@@ -17,6 +17,7 @@
 #include <yaml.h>
 
 #include "limits_json.h"
+#include "server.h" /* sl__name_ok */
 
 static json_t *plain_scalar(const char *s)
 {
@@ -115,6 +116,28 @@ static unsigned long error_line(yaml_document_t *doc, yaml_node_t *section, cons
     return (unsigned long)section->start_mark.line + 1;
 }
 
+/* A check names its action as 1-128 of [A-Za-z0-9._:-] (docs/api.md): a cost under any
+ * other name would never apply. Writes "limits.NAME.costs: ..." into msg and returns -1
+ * for the first such name, else 0. */
+static int check_cost_names(json_t *all, char *msg, size_t n)
+{
+    const char *name, *action;
+    json_t *lim, *cost;
+    json_object_foreach(all, name, lim)
+    {
+        json_object_foreach(json_object_get(lim, "costs"), action, cost)
+        {
+            if (sl__name_ok(action, 128)) continue;
+            snprintf(msg, n,
+                     "limits.%s.costs: '%.40s%s' is not an action a check can name (1-128 "
+                     "of A-Za-z0-9._:-)",
+                     name, action, strlen(action) > 40 ? "..." : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int sl__config_parse_limits(yaml_document_t *doc, yaml_node_t *section, const char *path,
                             json_t **out, char *err, size_t errlen)
 {
@@ -131,8 +154,12 @@ int sl__config_parse_limits(yaml_document_t *doc, yaml_node_t *section, const ch
     }
     sl_limits_t *scratch = sl_limits_new();
     int rc = scratch ? sl_limits_add_all_json(scratch, all) : SL_ENOMEM;
+    char names[400] = ""; /* set only when a cost's action cannot be named */
+    if (rc == SL_OK && check_cost_names(all, names, sizeof(names)) < 0) rc = SL_EINVAL;
     if (rc != SL_OK) {
-        const char *msg = scratch ? sl_limits_errmsg(scratch) : "limits: out of memory";
+        const char *msg = names[0]  ? names
+                          : scratch ? sl_limits_errmsg(scratch)
+                                    : "limits: out of memory";
         snprintf(err, errlen, "%s:%lu: %s", path, error_line(doc, section, msg), msg);
         sl_limits_free(scratch);
         json_decref(all);

@@ -48,6 +48,14 @@ static size_t utf8_seq_len(const unsigned char *p)
     return n;
 }
 
+bool sl__utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t n; *p; p += n)
+        if ((n = utf8_seq_len(p)) == 0) return false;
+    return true;
+}
+
 void sl__utf8_scrub(char *s)
 {
     unsigned char *p = (unsigned char *)s;

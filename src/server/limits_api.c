@@ -80,6 +80,7 @@ static limit_stats_t *stats_of(sl_limits_api_t *api, const char *name)
 /* ---- building the set ------------------------------------------------------------- */
 
 static void on_adapt(const sl_limit_adapt_event_t *ev, void *user);
+static bool reaches(sl_limits_t *set, const char *name, const char *target, int depth);
 
 void sl__limits_adapted(sl_server_t *srv, const sl_limit_adapt_event_t *ev)
 {
@@ -234,6 +235,15 @@ static void held_unlink(held_t *h)
     free(h);
 }
 
+void sl__limits_wake_held(sl_server_t *srv, const char *name)
+{
+    static const struct timeval now_tv = {0, 0};
+    sl_limits_api_t *api = srv->limits;
+    for (held_t *h = api && api->set ? api->held : NULL; h; h = h->next)
+        if (!ahead_of(h) && reaches(api->set, h->name, name, 0))
+            evtimer_add(h->call->wait_timer, &now_tv);
+}
+
 static void on_held_gone(sl_call_t *call)
 {
     held_unlink(call->owner);
@@ -278,6 +288,7 @@ void sl__limits_free(sl_server_t *srv)
 /* Microseconds as seconds: an integer when whole, -1 for never. */
 static json_t *seconds(int64_t us)
 {
+    if (us < 0) return json_integer(-1); /* -1 µs: never, not -0.000001 s */
     if (us % 1000000 == 0) return json_integer((json_int_t)(us / 1000000));
     return json_real((double)us / 1e6);
 }
@@ -302,13 +313,15 @@ static void sf_string(char *out, size_t cap, const char *s)
     out[o] = '\0';
 }
 
-/* RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers) of level `lv`. */
+/* RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers) of level `lv`;
+ * none when the limit is no longer configured (a Redis answer arriving after a reload,
+ * maybe one that left no limits at all). */
 static void add_ratelimit_headers(sl_call_t *call, const sl_limit_level_t *lv)
 {
     sl_limits_t *set = call->srv->limits->set;
     const sl_limit_config_t *cfg = NULL;
     char name[2 * SL_LIMITS_MAX_NAME + 4], h[2 * SL_LIMITS_MAX_NAME + 96];
-    if (!call->req || sl_limits_config(set, lv->limit_name, &cfg, NULL) != SL_OK) return;
+    if (!call->req || !set || sl_limits_config(set, lv->limit_name, &cfg, NULL) != SL_OK) return;
     sf_string(name, sizeof(name), lv->limit_name);
     if (cfg->algorithm == SL_LIMIT_CONCURRENCY) /* no time window: a quota of holds */
         snprintf(h, sizeof(h), "%s;q=%lld", name, (long long)lv->limit);
@@ -354,10 +367,14 @@ static void jb_str(sl_jbuf_t *b, const char *s)
     sl__jb_lit(b, "\"");
 }
 
-/* `key` (JSON text: a comma, the quoted name and a colon), then microseconds as seconds. */
+/* `key` (JSON text: a comma, the quoted name and a colon), then microseconds as seconds
+ * (-1 for never, as seconds()). */
 static void jb_us_at(sl_jbuf_t *b, const char *key, int64_t us)
 {
-    sl__jb_key_seconds(b, key, (double)us / 1e6);
+    if (us < 0)
+        sl__jb_key_i64(b, key, -1);
+    else
+        sl__jb_key_seconds(b, key, (double)us / 1e6);
 }
 
 /* `lead` then a level's object up to its key: {"limit":"…","key":"…" */
@@ -496,6 +513,32 @@ static bool uses_key(sl_limits_t *set, const char *name, int depth)
     return false;
 }
 
+/* True when checks of `name` also check `target` (itself or an ancestor). */
+static bool reaches(sl_limits_t *set, const char *name, const char *target, int depth)
+{
+    const sl_limit_config_t *cfg;
+    if (!strcmp(name, target)) return true;
+    if (depth > SL_LIMITS_MAX_LEVELS || sl_limits_config(set, name, &cfg, NULL) != SL_OK)
+        return false;
+    for (size_t i = 0; i < cfg->n_parents; i++)
+        if (reaches(set, cfg->parents[i], target, depth + 1)) return true;
+    return false;
+}
+
+/* True when a concurrency level denied `r`: a release may make room before its
+ * retry_after (which counts on the TTLs alone), so a queued check waits out its wait. */
+static bool release_may_help(sl_limits_t *set, const sl_limit_result_t *r)
+{
+    for (size_t i = 0; i < r->n_checked; i++) {
+        const sl_limit_config_t *cfg;
+        if (r->checked[i].reason == SL_LIMIT_RATE &&
+            sl_limits_config(set, r->checked[i].limit_name, &cfg, NULL) == SL_OK &&
+            cfg->algorithm == SL_LIMIT_CONCURRENCY)
+            return true;
+    }
+    return false;
+}
+
 static const char *team_of(const sl_server_t *srv, const char *agent)
 {
     const sl_backend_settings_t *s = &srv->config.settings;
@@ -569,6 +612,8 @@ static void on_held_timer(evutil_socket_t fd, short what, void *ud)
     if (rc == SL_OK && !r.allowed && now < h->deadline_us) {
         int64_t at;
         int wrc = sl_limits_when(api->set, h->name, &h->req, now, &at);
+        if (wrc == SL_OK && at > h->deadline_us && release_may_help(api->set, &r))
+            at = h->deadline_us; /* a release wakes it sooner */
         if (wrc == SL_OK && at <= h->deadline_us) {
             held_arm(h, at, now);
             return;
@@ -676,8 +721,10 @@ static void handle_check(sl_call_t *call, const char *name)
     }
     if (!r.allowed && queues) {
         int64_t at;
-        if (sl_limits_when(api->set, name, &req, now, &at) == SL_OK && at <= deadline &&
-            hold(call, name, &req, now, at, deadline) == 0)
+        int wrc = sl_limits_when(api->set, name, &req, now, &at);
+        if (wrc == SL_OK && at > deadline && release_may_help(api->set, &r))
+            at = deadline; /* a release wakes it sooner */
+        if (wrc == SL_OK && at <= deadline && hold(call, name, &req, now, at, deadline) == 0)
             return;
     }
     sl__limits_reply_result(call, name, &r, 0);
@@ -697,6 +744,7 @@ static void handle_release(sl_call_t *call, const char *name)
         sl__limits_reply_error(call, rc, &req);
         return;
     }
+    sl__limits_wake_held(call->srv, name);
     sl_limit_key_info_t info;
     req.hits = 0;
     sl_limits_key_info(api->set, name, &req, now_us(call->srv), &info);
@@ -768,6 +816,15 @@ static void handle_view(sl_call_t *call, const char *name, const char *query)
     const char *key = NULL;
     bool parsed = query && *query && evhttp_parse_query_str(query, &q) == 0;
     if (parsed) key = evhttp_find_header(&q, "key");
+    if (key && !sl__utf8_valid(key)) { /* no check can name it (a body is JSON) */
+        char shown[SL_LIMITS_MAX_NAME + 1];
+        snprintf(shown, sizeof(shown), "%s", key);
+        sl__utf8_scrub(shown);
+        sl__reply_error(call, 400, "invalid_request", "key: '%.64s' is not valid UTF-8", shown);
+        json_decref(j);
+        evhttp_clear_headers(&q);
+        return;
+    }
     if (key) {
         const sl_limit_config_t *cfg;
         sl_limits_config(api->set, name, &cfg, NULL);

@@ -70,12 +70,26 @@ static void unhold(rlcall_t *c)
 
 static void send_check(rlcall_t *c);
 
+/* A held check's time has come: it is planned again from the set running now (a reload
+ * may have changed or removed its limit meanwhile, as in memory) and sent. */
 static void on_timer(evutil_socket_t fd, short what, void *ud)
 {
     rlcall_t *c = ud;
     (void)fd, (void)what;
     unhold(c);
-    send_check(c);
+    sl_limits_t *set = sl__limits_set(c->srv);
+    int rc = set ? sl_limits_plan(set, c->name, &c->req, SL_LIMIT_PLAN_CHECK, 0, 0, &c->plan)
+                 : SL_ENOTFOUND;
+    if (rc == SL_ENOTFOUND) {
+        sl__reply_error(c->call, 404, "not_found", "limit: '%s' is no longer configured (reload)",
+                        c->name);
+    } else if (rc != SL_OK) {
+        sl__limits_reply_error(c->call, rc, &c->req);
+    } else {
+        send_check(c);
+        return;
+    }
+    rl_free(c);
 }
 
 static void on_gone(sl_call_t *call)
@@ -119,6 +133,31 @@ static void check_locally(rlcall_t *c)
         sl__limits_reply_result(c->call, c->name, &r, 0);
 }
 
+/* True when a concurrency level denied `r`: a release may make room before the TTLs that
+ * its retry_after counts on. */
+static bool release_may_help(const sl_limit_plan_t *plan, const sl_limit_result_t *r)
+{
+    for (size_t i = 0; i < r->n_checked && i < plan->n; i++)
+        if (r->checked[i].reason == SL_LIMIT_RATE && plan->lv[i].algorithm == SL_LIMIT_CONCURRENCY)
+            return true;
+    return false;
+}
+
+/* A hold of `name` was released through this replica: its checks held on a limit that
+ * checks `name` ask again now (those of other replicas wait for their own timers). */
+static void wake_held(const sl_server_t *srv, const char *name)
+{
+    static const struct timeval now_tv = {0, 0};
+    for (rlcall_t *c = held_head; c; c = c->next) {
+        if (c->srv != srv) continue;
+        for (size_t i = 0; i < c->plan.n; i++)
+            if (!strcmp(c->plan.lv[i].limit_name, name)) {
+                evtimer_add(c->call->wait_timer, &now_tv);
+                break;
+            }
+    }
+}
+
 static void on_check_reply(const redisReply *reply, void *ud)
 {
     rlcall_t *c = ud;
@@ -129,8 +168,10 @@ static void on_check_reply(const redisReply *reply, void *ud)
         return;
     }
     int64_t now = now_us(c->srv);
-    if (!r.allowed && c->queues && r.retry_after_us >= 0 && now + r.retry_after_us <= c->deadline_us &&
-        c->call->req && hold(c, now + r.retry_after_us))
+    int64_t at = r.retry_after_us >= 0 ? now + r.retry_after_us : -1;
+    if (at > c->deadline_us && release_may_help(&c->plan, &r))
+        at = c->deadline_us; /* a release (on this replica: wake_held) wakes it sooner */
+    if (!r.allowed && c->queues && at >= 0 && at <= c->deadline_us && c->call->req && hold(c, at))
         return;
     double waited_s = c->started_us < now && c->queues ? (double)(now - c->started_us) / 1e6 : 0;
     sl__limits_reply_result(c->call, c->name, &r, waited_s);
@@ -206,6 +247,7 @@ static void on_release_reply(const redisReply *reply, void *ud)
                        json_pack("{s:s,s:s,s:I,s:I}", "status", "released", "key",
                                  c->plan.lv[0].key, "held", (json_int_t)held, "remaining",
                                  (json_int_t)remaining));
+    if (rc == SL_OK) wake_held(c->srv, c->name);
     rl_free(c);
 }
 

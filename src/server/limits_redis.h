@@ -16,6 +16,9 @@ void sl__limits_reply_error(sl_call_t *call, int rc, const sl_limit_request_t *r
 json_t *sl__limits_level_json(const sl_limit_level_t *lv);
 /* An adaptive rate change decided elsewhere (Redis): the event and the metrics. */
 void sl__limits_adapted(sl_server_t *srv, const sl_limit_adapt_event_t *ev);
+/* A hold of concurrency limit `name` ended by a release in memory: the held checks of
+ * limits that check it re-check now (their retry_after counted on the TTLs alone). */
+void sl__limits_wake_held(sl_server_t *srv, const char *name);
 
 /* ---- limits_redis.c: each returns false when the Redis backend is not up (the caller
  * then decides in its own set), else true: the call is (or will be) answered. ---- */

@@ -274,6 +274,8 @@ bool sl__name_ok(const char *s, size_t max_len);
 /* Replaces every byte of `s` that is not part of a valid UTF-8 sequence with '?', so
  * text that echoes a client's bytes can always be sent as a JSON string. */
 void sl__utf8_scrub(char *s);
+/* True when `s` is valid UTF-8 (RFC 3629), as every JSON string sluiced reads is. */
+bool sl__utf8_valid(const char *s);
 
 /* dashboard.c: the live dashboard (GET /, /dashboard/<file>), built into the binary. */
 /* Handles `call` when its path is the dashboard's (`/` or segment 0 "dashboard") and

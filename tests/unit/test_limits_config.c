@@ -160,6 +160,31 @@ static void test_parents_must_exist_and_make_no_cycle(void **state)
     refused(json, SL_EINVAL, "limits.l0.parents: more than 8 levels with ancestors");
 }
 
+/* Every time an answer holds stays below 2^53 µs (about 285 years): the time a burst
+ * takes to refill at the slowest rate, burst x period / rate, the longest of them. */
+static void test_a_burst_refilling_in_over_2_53_us_is_refused(void **state)
+{
+    (void)state;
+    refused("{\"x\": {\"algorithm\": \"gcra\", \"rate\": 1, \"period_s\": 31622400, \"burst\": 1000000000}}",
+            SL_EINVAL,
+            "limits.x.burst: 1e+09 at 1 per 3.16224e+07 s refills in over 2^53 µs (285 years)");
+    refused("{\"x\": {\"rate\": 1e-06, \"period_s\": 3600, \"burst\": 10}}", SL_EINVAL,
+            "limits.x.burst: 10 at 1e-06 per 3600 s refills in over 2^53 µs (285 years)");
+    refused("{\"x\": {\"algorithm\": \"leaky_bucket\", \"rate\": 1000, \"period_s\": 86400, "
+            "\"burst\": 1000000000, \"adaptive\": {\"min_rate\": 1, \"max_rate\": 1000}}}",
+            SL_EINVAL,
+            "limits.x.burst: 1e+09 at 1 (adaptive.min_rate) per 86400 s refills in over 2^53 µs "
+            "(285 years)");
+    /* The default burst (the rate) of the slowest rate and the longest period is fine. */
+    sl_limits_t *ls = harness_set(
+        "{\"x\": {\"algorithm\": \"gcra\", \"rate\": 1000000000, \"period_s\": 31622400},"
+        " \"y\": {\"algorithm\": \"gcra\", \"rate\": 1, \"period_s\": 31622400, \"burst\": 280}}");
+    sl_limit_result_t r = harness_check(ls, "y", "a", 280, 0);
+    assert_true(r.allowed);
+    assert_int_equal(r.reset_after_us, 280LL * 31622400 * 1000000);
+    sl_limits_free(ls);
+}
+
 static void test_struct_path_refuses_what_json_refuses(void **state)
 {
     (void)state;
@@ -193,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_bad_fields_are_refused_naming_field_and_value),
         cmocka_unit_test(test_adaptive_bounds_are_checked),
         cmocka_unit_test(test_parents_must_exist_and_make_no_cycle),
+        cmocka_unit_test(test_a_burst_refilling_in_over_2_53_us_is_refused),
         cmocka_unit_test(test_struct_path_refuses_what_json_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

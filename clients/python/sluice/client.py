@@ -14,6 +14,7 @@ import uuid
 
 POLL_CHUNK_S = 20.0  # longest single long-poll, as libsluice-client
 FOREVER = float("inf")
+MAX_WAIT_SENT_S = 1e9  # the largest `wait` sluiced takes (it holds up to its max_wait_s)
 
 
 class Error(Exception):
@@ -53,7 +54,7 @@ class LimitExceeded(Exception):
     def __init__(self, answer):
         d = answer.denied_by or {}
         super().__init__("denied by %s (%s), retry after %ss" % (
-            d.get("limit"), d.get("key"), answer.retry_after))
+            d.get("limit", d.get("reason")), d.get("key"), answer.retry_after))
         self.answer = answer
 
 
@@ -77,6 +78,9 @@ class LimitAnswer:
         self.reset_after = body.get("reset_after", 0)
         self.checked = body.get("checked", [])
         self.denied_by = body.get("denied_by")
+        if not self.allowed and self.denied_by is None and "reason" in body:
+            # refused before any limit was asked (a suspended agent): denied by that reason
+            self.denied_by = {"reason": body["reason"]}
         self.headers = headers
         self.waited = waited_s
 
@@ -126,6 +130,7 @@ class Client:
         self.pool = pool
         self.role = role
         self.request_timeout_s = request_timeout_s
+        self._limit_configs = {}  # name -> its configuration, for release_holds
 
     # ---- HTTP ----------------------------------------------------------------------
 
@@ -258,7 +263,7 @@ class Client:
         not); raises Error (400, 403, 404) and Unreachable."""
         started = time.monotonic()
         while True:
-            left = max(0.0, wait - (time.monotonic() - started))
+            left = min(max(0.0, wait - (time.monotonic() - started)), MAX_WAIT_SENT_S)
             body = {"agent": agent or self.agent, "hits": hits}
             if key is not None:
                 body["key"] = key
@@ -298,9 +303,46 @@ class Client:
             raise self._error(status, ans)
         return ans
 
+    def _limit_config(self, name):
+        """A limit's configuration (GET /v1/limits/{name}), asked once per Client."""
+        cache = self._limit_configs
+        if name not in cache:
+            status, ans, _ = self.call("GET", "/v1/limits/" + urllib.parse.quote(name, safe=""))
+            if status != 200:
+                raise self._error(status, ans)
+            cache[name] = ans.get("config", {})
+        return cache[name]
+
+    def _takes_key(self, name, depth=0):
+        """True when `name` or an ancestor counts per: key (its calls then carry `key`)."""
+        cfg = self._limit_config(name)
+        return cfg.get("per") == "key" or (depth < 8 and any(
+            self._takes_key(p, depth + 1) for p in cfg.get("parents", [])))
+
+    def release_holds(self, answer, key=None, since=None):
+        """Ends the holds an allowed check took: one per `concurrency` level of
+        answer.checked that was charged (cost > 0), the limit's own or a parent's, each
+        with `key` only where that level takes one. A hold whose TTL (the level's
+        reset_after) has passed since `since` (time.monotonic() of the check) is skipped,
+        and one already gone (404) is not an error: the release would end another's."""
+        if not answer.allowed:
+            return
+        for lv in answer.checked:
+            name = lv.get("limit")
+            if not lv.get("cost") or self._limit_config(name).get("algorithm") != "concurrency":
+                continue
+            if since is not None and time.monotonic() - since >= lv.get("reset_after", 0):
+                continue
+            try:
+                self.release(name, key if self._takes_key(name) else None)
+            except Error as e:
+                if e.status != 404:
+                    raise
+
     def limit(self, name, key=None, hits=1, action=None, wait=0.0, release=None):
-        """A context manager: checks on entry (raises LimitExceeded when denied) and, for a
-        concurrency limit (or release=True), releases the hold on exit."""
+        """A context manager: checks on entry (raises LimitExceeded when denied) and on
+        exit ends the holds the check took at `concurrency` levels (the limit's or its
+        parents'; release_holds). release=True releases `name` instead, False nothing."""
         return _LimitContext(self, name, key, hits, action, wait, release)
 
     def limited(self, name, key=None, hits=1, action=None, wait=0.0, release=None):
@@ -322,20 +364,17 @@ class _LimitContext:
 
     def __enter__(self):
         self.answer = self.client.check(self.name, self.key, self.hits, self.action, self.wait)
+        self.checked_at = time.monotonic()
         if not self.answer.allowed:
             raise LimitExceeded(self.answer)
         return self.answer
 
     def __exit__(self, *exc):
-        if self._releases():
+        if self.release is None:
+            self.client.release_holds(self.answer, self.key, self.checked_at)
+        elif self.release:
             self.client.release(self.name, self.key)
         return False
-
-    def _releases(self):
-        if self.release is not None:
-            return self.release
-        # a concurrency level answers a quota without a window
-        return "w=" not in self.answer.headers.get("ratelimit-policy", "w=")
 
     async def __aenter__(self):
         loop = asyncio.get_running_loop()
@@ -409,6 +448,9 @@ class _ThreadClient:
 
     def release(self, *args):
         return self.ac._client().release(*args)
+
+    def release_holds(self, *args):
+        return self.ac._client().release_holds(*args)
 
 
 _default = None

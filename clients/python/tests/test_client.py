@@ -49,6 +49,25 @@ limits:
     algorithm: token_bucket
     rate: 100
     adaptive: {min_rate: 10, max_rate: 200, window: 10}
+  sem.child:
+    algorithm: concurrency
+    rate: 5
+    ttl_s: 600
+    parents: [tight.parent]
+  tight.parent:
+    algorithm: token_bucket
+    rate: 3
+    period_s: 600
+  bucket.child:
+    algorithm: token_bucket
+    rate: 100
+    period_s: 600
+    per: key
+    parents: [sem.parent]
+  sem.parent:
+    algorithm: concurrency
+    rate: 1
+    ttl_s: 600
 """
 
 
@@ -167,6 +186,58 @@ class PythonClient(unittest.TestCase):
         with self.assertRaises(sluice.LimitExceeded):
             write()
         self.assertEqual(calls, [1])
+
+    def held(self, name, key):
+        with urllib.request.urlopen("%s/v1/limits/%s?key=%s" % (self.d.url, name, key)) as r:
+            return json.loads(r.read())["state"]["held"]
+
+    def test_context_manager_releases_the_hold_whichever_level_is_tightest(self):
+        # The concurrency limit is not the most restrictive level (its parent has fewer
+        # left), so the headers are the parent's: the hold is released all the same.
+        c = self.client("py-ctx-child")
+        with c.limit("sem.child") as a:
+            self.assertEqual(a.checked[0]["limit"], "sem.child")
+            self.assertEqual(self.held("sem.child", "py-ctx-child"), 1)
+        self.assertEqual(self.held("sem.child", "py-ctx-child"), 0)
+        # A token bucket under a concurrency parent (the tighter level): exiting releases
+        # the parent's hold and raises nothing (the bucket has nothing to release).
+        c = self.client("py-ctx-parent")
+        for _ in range(2):
+            with c.limit("bucket.child", key="k"):
+                self.assertEqual(self.held("sem.parent", "py-ctx-parent"), 1)
+            self.assertEqual(self.held("sem.parent", "py-ctx-parent"), 0)
+
+    def test_an_endless_wait_is_sent_as_a_number(self):
+        # wait=inf (sluice.client.FOREVER, as acquire's max_wait_s) is not JSON: the
+        # client sends the most sluiced takes, and sluiced holds up to its max_wait_s.
+        c = self.client("py-forever")
+        self.assertTrue(c.check("paced", wait=sluice.client.FOREVER))
+        a = c.check("paced", wait=sluice.client.FOREVER)
+        self.assertTrue(a.allowed)
+        self.assertGreater(a.waited, 0.05)
+
+    def test_a_suspended_agent_is_denied_by_suspended(self):
+        # sluiced refuses a suspended agent's check 429 {"status": "rejected", "reason":
+        # "suspended"} before any limit is asked (docs/api.md "Suspension").
+        req = urllib.request.Request(self.d.url + "/v1/agents/py-susp/suspend", data=b"{}",
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        urllib.request.urlopen(req, timeout=5).read()
+        c = self.client("py-susp")
+        a = c.check("tool.call")
+        self.assertFalse(a.allowed)
+        self.assertEqual(a.denied_by, {"reason": "suspended"})
+        with self.assertRaises(sluice.LimitExceeded) as e:
+            with c.limit("tool.call"):
+                pass
+        self.assertIn("suspended", str(e.exception))
+
+    def test_context_manager_of_a_peek_releases_nothing(self):
+        c = self.client("py-ctx-peek")
+        self.assertTrue(c.check("sem"))  # a hold of this agent's, outside any block
+        with c.limit("sem", hits=0) as a:  # a peek takes no hold...
+            self.assertTrue(a.allowed)
+        self.assertEqual(self.held("sem", "py-ctx-peek"), 1)  # ...and ends none on exit
+        c.release("sem")
 
     def test_module_level_limit_uses_the_environment(self):
         os.environ["SLUICE_URL"] = self.d.url

@@ -74,6 +74,15 @@ class LimitCli(unittest.TestCase):
             self.assertLess(time.monotonic() - t0, 5)
             self.assertEqual(sluice("limit", "check", name, "--agent", "w", url=u)[0], 5, name)
 
+    def test_a_suspended_agent_is_denied_exit_5(self):
+        # sluiced answers a suspended agent's check 429 {"status": "rejected", "reason":
+        # "suspended"} (docs/api.md "Suspension"): a denial, not a protocol error.
+        st, body = self.d.post("/v1/agents/susp/suspend", {})
+        self.assertEqual(st, 200, body)
+        code, out, err = sluice("limit", "check", "tool.call", "--agent", "susp", url=self.d.url)
+        self.assertEqual(code, 5, (out, err))
+        self.assertIn("suspended", out)
+
     def test_errors_and_usage(self):
         u = self.d.url
         self.assertEqual(sluice("limit", "check", "nope", "--agent", "a", url=u)[0], 6)
@@ -83,6 +92,13 @@ class LimitCli(unittest.TestCase):
         code, out, _ = sluice("limit", "--help")
         self.assertEqual(code, 0)
         self.assertIn("exit codes", out)
+        # A wait longer than sluiced takes (1e9 s) is the longest it holds, not an error.
+        self.assertEqual(sluice("limit", "check", "tool.call", "--agent", "long", "--wait",
+                                "1e300", url=u)[0], 0)
+        # A cost above the limit: denied for good, retry_after -1 (not -0.000001).
+        code, j, _ = sluice_json("limit", "check", "tool.call", "--agent", "big", "--hits", "3",
+                                 "--json", url=u)
+        self.assertEqual((code, j["retry_after"]), (5, -1), j)
         dead = "http://127.0.0.1:%d" % free_port()
         self.assertEqual(sluice("limit", "check", "tool.call", "--agent", "a", url=dead)[0], 4)
 

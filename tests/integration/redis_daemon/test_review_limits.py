@@ -1,6 +1,9 @@
 """test_review_limits.py - an outsider's cases against the action limits on Redis (limits.lua):
 keys with hash-tag characters and at the length bound, an agent token on another agent's
-key, `hits` and `wait` out of range, Redis stopped in the middle of checks."""
+key, `hits` and `wait` out of range, Redis stopped in the middle of checks, a reload while a
+check's FCALL is in flight."""
+import signal
+import threading
 import time
 import unittest
 
@@ -155,6 +158,44 @@ class ReviewLimits(unittest.TestCase):
         self.assertTrue(wait_until(lambda: self.a.call("GET", "/readyz")[0] == 200, 10))
         st, body, _ = check(self.b, "mine", agent="me")
         self.assertEqual(st, 200, body)
+
+
+
+class ReloadInFlight(unittest.TestCase):
+    def setUp(self):
+        self.redis = Redis()
+        # A timeout long enough that the FCALL is still waiting when the reload is done.
+        self.s = replica(self.redis, POOLS, timeout_ms=5000)
+        self.assertTrue(wait_until(lambda: self.s.call("GET", "/readyz")[0] == 200, 10))
+        self.assertTrue(wait_until(lambda: library_loaded(self.redis), 10))
+
+    def tearDown(self):
+        self.redis.cont_signal()
+        self.s.stop()  # raises when sluiced died (it crashed here)
+        self.redis.close()
+
+    def test_an_answer_arriving_after_a_reload_removed_every_limit_is_sent(self):
+        st, body, _ = check(self.s, "mine", agent="me")
+        self.assertEqual(st, 200, body)
+        self.redis.stop_signal()  # the next FCALL waits for Redis
+        out = {}
+        t = threading.Thread(target=lambda: out.update(answer=check(
+            self.s, "mine", agent="me", timeout_s=20)))
+        t.start()
+        time.sleep(0.3)
+        with open(self.s.config_path) as f:
+            text = f.read()
+        self.s.write_config(text[:text.index("limits:")])  # no limits at all
+        self.s.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(wait_until(lambda: self.s.call(
+            "GET", "/v1/limits", token=ADMIN)[1].get("limits") == [], 5))
+        self.redis.cont_signal()
+        t.join(15)
+        st, body, hdrs = out["answer"]  # decided on Redis before the reload: answered
+        self.assertEqual((st, body["remaining"]), (200, 1), body)
+        self.assertNotIn("ratelimit", hdrs)  # no policy left to name
+        st, body, _ = check(self.s, "mine", agent="me")
+        self.assertEqual(st, 404, body)
 
 
 if __name__ == "__main__":
