@@ -35,7 +35,10 @@ AGENTS = 16
 
 
 def config(emu_url, redis, fail):
-    return ("backend: %s\npools:\n  default:\n    upstream_url: %s\n    provider: anthropic\n"
+    # cold_start named (the default, empty): the proxy harness adds `cold_start: full`
+    # to a config without one, and full buckets against a provider spent at the start
+    # are 429s the scenarios would blame on the fault.
+    return ("cold_start: empty\nbackend: %s\npools:\n  default:\n    upstream_url: %s\n    provider: anthropic\n"
             "    api_key_env: SLUICE_TEST_KEY\n    input_tpm: %d\n    output_tpm: 100000000\n"
             "    max_queue_wait_s: 8\n"
             % (redis.url(fail=fail, tick_ms=200, timeout_ms=300), emu_url, LIMIT_TPM))
