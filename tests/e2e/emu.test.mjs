@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
+import { recordingFetch, untilRetried } from './attempts.mjs';
 
 const require = createRequire(import.meta.url);
 if (!existsSync(new URL('./node_modules/@anthropic-ai/sdk', import.meta.url)) ||
@@ -309,14 +310,6 @@ test('anthropic: role system in messages, output_config format and effort', asyn
 const limited = [];
 const testLimited = (name, args, fn) => limited.push({ name, args, fn });
 
-/** A fetch that records every HTTP exchange an SDK makes: {status, retryAfter, sentMs, doneMs}. */
-const recordingFetch = (attempts) => async (url, init) => {
-  const sentMs = Date.now();
-  const r = await fetch(url, init);
-  attempts.push({ status: r.status, retryAfter: r.headers.get('retry-after'), sentMs, doneMs: Date.now() });
-  return r;
-};
-
 // The bucket holds 60 requests and refills one a second. Bounded by count, not by speed: on a
 // loaded machine the calls before the first 429 may take longer than a second, and then more
 // than 60 fit; how many more is bounded by the time those calls took, measured around them.
@@ -342,14 +335,9 @@ testLimited('anthropic: 429 is a RateLimitError with retry-after, and the SDK re
     // one of them meets the empty bucket (the refill may serve the first ones at once).
     const attempts = [];
     const retrying = anthropic(port, { maxRetries: 2, fetch: recordingFetch(attempts) });
-    let call = [];
-    for (let i = 0; i < 60 && !call.some((a) => a.status === 429); i++) { // bounded: one bucket
-      const before = attempts.length;
-      const msg = await retrying.messages.create(ask);
-      assert.equal(msg.type, 'message');
-      call = attempts.slice(before);
-    }
-    assert.deepEqual(call.map((a) => a.status), [429, 200], JSON.stringify(attempts));
+    const { result: msg, call } = await untilRetried(() => retrying.messages.create(ask), attempts, 60);
+    assert.equal(msg.type, 'message');
+    assert.deepEqual(call.map((a) => a.status), [429, 200], JSON.stringify(call));
     const [refused, retried] = call;
     const told_s = Number(refused.retryAfter), waited_s = (retried.sentMs - refused.doneMs) / 1000;
     assert.ok(told_s >= 1 && told_s <= 2, `retry-after ${refused.retryAfter}`);
