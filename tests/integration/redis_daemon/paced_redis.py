@@ -36,6 +36,15 @@ def read_reply(f):
     raise OSError("unexpected RESP reply %r" % line)
 
 
+def shut(*socks):
+    """Shuts both directions of every socket down (the other thread then sees the end)."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class PacedRedis:
     """Listens on a free 127.0.0.1 port (self.port) and forwards every connection to
     127.0.0.1:`redis_port`. `pace_s` (0: none) may be changed at any time."""
@@ -79,11 +88,7 @@ class PacedRedis:
                 upstream.sendall(data)
         except OSError:
             pass
-        for s in (client, upstream):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut(client, upstream)
 
     def _replies(self, upstream, client):
         last = 0.0
@@ -100,11 +105,7 @@ class PacedRedis:
                     last = time.monotonic()
         except (OSError, ValueError):
             pass
-        for s in (client, upstream):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut(client, upstream)
 
     def close(self):
         self.listener.close()
