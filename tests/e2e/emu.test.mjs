@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
+import { recordingFetch, untilRetried } from './attempts.mjs';
 
 const require = createRequire(import.meta.url);
 if (!existsSync(new URL('./node_modules/@anthropic-ai/sdk', import.meta.url)) ||
@@ -309,26 +310,39 @@ test('anthropic: role system in messages, output_config format and effort', asyn
 const limited = [];
 const testLimited = (name, args, fn) => limited.push({ name, args, fn });
 
+// The bucket holds 60 requests and refills one a second. Bounded by count, not by speed: on a
+// loaded machine the calls before the first 429 may take longer than a second, and then more
+// than 60 fit; how many more is bounded by the time those calls took, measured around them.
 testLimited('anthropic: 429 is a RateLimitError with retry-after, and the SDK retry waits for it',
   ['--input-tpm', '1000000', '--output-tpm', '1000000', '--rpm', '60', '--ttft-ms', '0',
    '--tokens-per-s', '100000', '--latency-spread', '0', '--output-tokens', '5'],
   async ({ port }) => {
     const client = anthropic(port);
-    let limitedError = null;
-    for (let i = 0; i < 61 && !limitedError; i++) { // bounded: one more than the bucket
-      try { await client.messages.create(ask); } catch (e) { limitedError = e; }
+    let limitedError = null, served = 0;
+    const t0 = Date.now();
+    for (let i = 0; i < 120 && !limitedError; i++) { // bounded: a minute's refill past the bucket
+      try { await client.messages.create(ask); served++; } catch (e) { limitedError = e; }
     }
+    const window_s = (Date.now() - t0) / 1000;
     assert.ok(limitedError instanceof Anthropic.RateLimitError, String(limitedError));
+    assert.ok(served >= 60 && served <= 60 + Math.floor(window_s),
+              `${served} served before the 429 in ${window_s} s at 60 rpm`);
     assert.equal(limitedError.status, 429);
     assert.equal(limitedError.error.error.type, 'rate_limit_error');
     const retryAfter = Number(limitedError.headers.get('retry-after'));
     assert.ok(retryAfter >= 1 && retryAfter <= 2, `retry-after ${retryAfter}`);
-    // The SDK's own retry (maxRetries 2) honours retry-after and then succeeds.
-    const t0 = Date.now();
-    const msg = await anthropic(port, { maxRetries: 2 }).messages.create(ask);
-    const waited = (Date.now() - t0) / 1000;
+    // The SDK's own retry (maxRetries 2) honours retry-after and then succeeds. Calls until
+    // one of them meets the empty bucket (the refill may serve the first ones at once).
+    const attempts = [];
+    const retrying = anthropic(port, { maxRetries: 2, fetch: recordingFetch(attempts) });
+    const { result: msg, call } = await untilRetried(() => retrying.messages.create(ask), attempts, 60);
     assert.equal(msg.type, 'message');
-    assert.ok(waited >= 0.9 && waited < 6, `waited ${waited}s`);
+    assert.deepEqual(call.map((a) => a.status), [429, 200], JSON.stringify(call));
+    const [refused, retried] = call;
+    const told_s = Number(refused.retryAfter), waited_s = (retried.sentMs - refused.doneMs) / 1000;
+    assert.ok(told_s >= 1 && told_s <= 2, `retry-after ${refused.retryAfter}`);
+    // Its own backoff would be 0.375-0.5 s; a client waiting out the whole window, 60 s.
+    assert.ok(waited_s >= told_s - 0.02 && waited_s < 30, `waited ${waited_s}s, told ${told_s}s`);
   });
 
 testLimited('openai: 429 is a RateLimitError; spend cap is insufficient_quota',
