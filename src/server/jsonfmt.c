@@ -23,6 +23,11 @@ void sl__jb_lit(sl_jbuf_t *b, const char *s)
     put(b, s, strlen(s));
 }
 
+void sl__jb_mem(sl_jbuf_t *b, const char *s, size_t n)
+{
+    put(b, s, n);
+}
+
 void sl__jb_u64(sl_jbuf_t *b, uint64_t v)
 {
     char tmp[20];

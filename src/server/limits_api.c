@@ -313,25 +313,43 @@ static void sf_string(char *out, size_t cap, const char *s)
     out[o] = '\0';
 }
 
+/* `b` as a NUL-terminated header value, or NULL when it did not fit. */
+static const char *jb_cstr(sl_jbuf_t *b)
+{
+    sl__jb_mem(b, "", 1);
+    return b->overflow ? NULL : b->buf;
+}
+
 /* RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers) of level `lv`;
  * none when the limit is no longer configured (a Redis answer arriving after a reload,
- * maybe one that left no limits at all). */
+ * maybe one that left no limits at all). Written without printf (every check answers
+ * with them). */
 static void add_ratelimit_headers(sl_call_t *call, const sl_limit_level_t *lv)
 {
     sl_limits_t *set = call->srv->limits->set;
     const sl_limit_config_t *cfg = NULL;
-    char name[2 * SL_LIMITS_MAX_NAME + 4], h[2 * SL_LIMITS_MAX_NAME + 96];
+    char name[2 * SL_LIMITS_MAX_NAME + 4];
     if (!call->req || !set || sl_limits_config(set, lv->limit_name, &cfg, NULL) != SL_OK) return;
     sf_string(name, sizeof(name), lv->limit_name);
-    if (cfg->algorithm == SL_LIMIT_CONCURRENCY) /* no time window: a quota of holds */
-        snprintf(h, sizeof(h), "%s;q=%lld", name, (long long)lv->limit);
-    else
-        snprintf(h, sizeof(h), "%s;q=%lld;w=%lld", name, (long long)lv->limit,
-                 (long long)ceil(cfg->period_s));
-    sl_hreq_add_header(call->req, "RateLimit-Policy", h);
-    snprintf(h, sizeof(h), "%s;r=%lld;t=%lld", name, (long long)lv->remaining,
-             ceil_s(lv->reset_after_us));
-    sl_hreq_add_header(call->req, "RateLimit", h);
+    sl_jbuf_t b; /* not zeroed: 768 bytes per answer */
+    b.len = 0, b.overflow = false;
+    sl__jb_lit(&b, name);
+    sl__jb_lit(&b, ";q=");
+    sl__jb_i64(&b, lv->limit);
+    if (cfg->algorithm != SL_LIMIT_CONCURRENCY) { /* concurrency: a quota of holds, no window */
+        sl__jb_lit(&b, ";w=");
+        sl__jb_i64(&b, (int64_t)ceil(cfg->period_s));
+    }
+    const char *h = jb_cstr(&b);
+    if (h) sl_hreq_add_header(call->req, "RateLimit-Policy", h);
+    b.len = 0;
+    sl__jb_lit(&b, name);
+    sl__jb_lit(&b, ";r=");
+    sl__jb_i64(&b, lv->remaining);
+    sl__jb_lit(&b, ";t=");
+    sl__jb_i64(&b, ceil_s(lv->reset_after_us));
+    h = jb_cstr(&b);
+    if (h) sl_hreq_add_header(call->req, "RateLimit", h);
 }
 
 json_t *sl__limits_level_json(const sl_limit_level_t *lv)
@@ -345,26 +363,23 @@ json_t *sl__limits_level_json(const sl_limit_level_t *lv)
 }
 
 /* A JSON string: `"` and `\\` escaped, control bytes as \\u00XX (the rest is UTF-8 that
- * jansson or the config already validated). */
+ * jansson or the config already validated); runs of plain bytes copied at once. */
 static void jb_str(sl_jbuf_t *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    sl__jb_lit(b, "\"");
-    for (; *s && !b->overflow; s++) {
+    sl__jb_mem(b, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        char esc[7] = {'\\', (char)c, 0};
-        if (c < 0x20) {
-            esc[1] = 'u', esc[2] = '0', esc[3] = '0', esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
-            esc[6] = 0;
-            sl__jb_lit(b, esc);
-        } else if (c == '"' || c == '\\') {
-            sl__jb_lit(b, esc);
-        } else {
-            char one[2] = {(char)c, 0};
-            sl__jb_lit(b, one);
-        }
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        sl__jb_mem(b, run, (size_t)(s - run));
+        char esc[6] = {'\\', (char)c, '0', '0', hex[c >> 4], hex[c & 15]};
+        if (c < 0x20) esc[1] = 'u';
+        sl__jb_mem(b, esc, c < 0x20 ? 6 : 2);
+        run = s + 1;
     }
-    sl__jb_lit(b, "\"");
+    sl__jb_mem(b, run, (size_t)(s - run));
+    sl__jb_mem(b, "\"", 1);
 }
 
 /* `key` (JSON text: a comma, the quoted name and a colon), then microseconds as seconds
@@ -470,9 +485,10 @@ void sl__limits_reply_result(sl_call_t *call, const char *name, const sl_limit_r
     if (call->req) {
         add_ratelimit_headers(call, &r->checked[r->top]);
         if (!r->allowed && r->retry_after_us >= 0) {
-            char h[32];
-            snprintf(h, sizeof(h), "%lld", ceil_s(r->retry_after_us));
-            sl_hreq_add_header(call->req, "Retry-After", h);
+            sl_jbuf_t b;
+            b.len = 0, b.overflow = false;
+            sl__jb_i64(&b, ceil_s(r->retry_after_us));
+            sl_hreq_add_header(call->req, "Retry-After", jb_cstr(&b));
         }
     }
     int status = r->allowed ? 200 : 429;

@@ -218,6 +218,8 @@ typedef struct sl_jbuf {
     bool overflow; /* something did not fit: the caller falls back to jansson */
 } sl_jbuf_t;
 void sl__jb_lit(sl_jbuf_t *b, const char *s);
+/* `n` bytes of `s` as they are. */
+void sl__jb_mem(sl_jbuf_t *b, const char *s, size_t n);
 void sl__jb_u64(sl_jbuf_t *b, uint64_t v);
 void sl__jb_i64(sl_jbuf_t *b, int64_t v);
 /* Integral values as integers, others as %.15g; NaN and infinities as 0. */
