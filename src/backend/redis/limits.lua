@@ -15,9 +15,10 @@
 --      t (token: last refill; gcra: TAT; leaky: drain free; windows: window index;
 --      sliding: newest entry's time; concurrency: newest hold's end), level (tokens),
 --      cur, prev (window counts), rate (adaptive, 0 = configured), seen (latest time
---      seen), sum (units in the log), aux (the log's member counter), fresh (1: the
---      algorithm state is a fresh key's), head (sliding: the oldest member's time), gexp
---      (until when G's TTL is known to last), sexp (the same for S). token_bucket, gcra
+--      seen), sum (units in the log), aux (concurrency: the member counter; sliding: the
+--      oldest entry's slot), fresh (1: the algorithm state is a fresh key's), head
+--      (sliding: the oldest entry's time), gexp (until when G's or R's TTL is known to
+--      last), sexp (the same for the record). token_bucket, gcra
 --      and leaky_bucket keep 6 of them: t, level, rate, seen, fresh, sexp. A record of 11
 --      (library version 1) reads with sexp 0.
 --   G  zset: concurrency's holds (score = end, member "end:n:units"), at most `rate`
