@@ -15,6 +15,7 @@
 #define SL__MAX_CLASSES    32
 #define SL__ERR_WINDOW_MAX 64
 #define SL__LEVEL_EPS      1e-6 /* tolerance of invariant checks on double levels */
+#define SL__BACKFILL_WINDOW 16  /* queued tickets (the head included) backfill.c looks at */
 
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
@@ -367,6 +368,11 @@ double sl__queue_place(const sl__pool_t *p, const sl__pteam_t *pt, double finish
 /* Records a grant of team pt with inner tag `finish` and outer tag `outer`. */
 void sl__queue_served(sl__pool_t *p, sl__pteam_t *pt, double finish, double outer);
 int sl__queue_check(const sl__pool_t *p, char *msg, size_t msg_len);
+/* The head of one team's queue (lowest inner key), or NULL. */
+const sl__ticket_t *sl__queue_team_head(const sl__pteam_t *pt);
+/* The first `max` (at most SL__BACKFILL_WINDOW) queued tickets in the pool's order,
+ * the head first, into out; returns their count (0 when out of memory). */
+size_t sl__queue_window(const sl__pool_t *p, sl__ticket_t **out, size_t max);
 void sl__queue_foreach(sl__pool_t *p, void (*fn)(sl__ticket_t *t, void *ud), void *ud);
 
 /* weight.c */
@@ -468,6 +474,23 @@ void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_toke
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);
 void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease, double now);
 void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out);
+
+/* backfill.c */
+/* The head's shadow time: its ETA in seconds from now, from refill alone. */
+double sl__backfill_shadow(const sl__pool_t *p, const sl__ticket_t *head, double now);
+/* Whether a request of `need` (caps, team pt, dominant-share cost) may be granted now past
+ * the blocked `head` whose shadow time is shadow_s: it fits now, every bucket still holds
+ * the head's need at the shadow time, a concurrency slot stays free for the head, it
+ * shares no max_concurrent holder with the head, and the head stays the pool's head. */
+bool sl__backfill_admits(sl_engine_t *e, const sl__pool_t *p, sl__ticket_t *head, double shadow_s,
+                         const sl__need_t *need, const sl__capref_t *caps, const sl__pteam_t *pt,
+                         double cost, double now);
+/* The tags of a backfill grant of team pt: its inner V unmoved, the outer tag its team's
+ * base plus cost / team weight (the team pays). */
+sl__tags_t sl__backfill_tags(const sl__pool_t *p, sl__pteam_t *pt, double cost);
+/* Grants what sl__backfill_admits allows among the first SL__BACKFILL_WINDOW queued
+ * tickets, in queue order, past the blocked `head`. */
+void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now);
 
 /* headers.c */
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,

@@ -327,6 +327,28 @@ typedef struct decide_args {
     const char *cap_reason;
 } decide_args_t;
 
+/* Grants the request at once past the blocked queue head when backfill.c admits it;
+ * false (nothing changed) when it does not, or when out of memory. */
+static bool backfill_now(sl_engine_t *e, decide_args_t *a, double cost, double finish, double now,
+                         sl_decision_t *out)
+{
+    sl__pool_t *p = a->p;
+    sl__ticket_t *head = sl__queue_head(p);
+    if (!head) return false;
+    double shadow_s = sl__backfill_shadow(p, head, now);
+    if (!sl__backfill_admits(e, p, head, shadow_s, &a->need, &a->caps, a->team, cost, now))
+        return false;
+    sl__tags_t tags = sl__backfill_tags(p, a->team, cost);
+    sl__lease_t *l;
+    if (sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, &tags, a->ttl_s, 0, 0, now,
+                  &l) != SL_OK)
+        return false;
+    if (finish > a->pa->last_finish) a->pa->last_finish = finish;
+    sl__lease_set_calib(l, a->calib, a->est_prompt_tokens);
+    sl__fill_grant(l, out);
+    return true;
+}
+
 static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *out)
 {
     sl__pool_t *p = a->p;
@@ -366,6 +388,10 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             if (pt->root && p->n_teams > 1) sl__pool_drain(e, p, now);
             return SL_OK;
         }
+        /* Or granted past a blocked head that it does not delay (backfill.c), when it
+         * would stand among the tickets the drain looks at. */
+        if (!a->park_on && ahead < SL__BACKFILL_WINDOW && backfill_now(e, a, cost, finish, now, out))
+            return SL_OK;
         eta_s = queue_eta(p, &a->need, sums, ahead, now, &limited_by);
         if (a->park_on && a->cap_wait_s >= eta_s) {
             eta_s = a->cap_wait_s;

@@ -4,7 +4,7 @@
  * its own, because time passed, happens in sl__pool_advance(): margin steps, refill,
  * expired leases reaped without refund (a crashed agent may well have spent the
  * tokens), unclaimed grants refunded, idle tickets expired, and the queue drained
- * from its head while the head fits. */
+ * from its head while the head fits, then past it what does not delay it (backfill.c). */
 #include "internal.h"
 
 #include <math.h>
@@ -217,7 +217,10 @@ void sl__pool_free(sl__pool_t *p)
 void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
 {
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
-        if (!sl__fits(p, &t->need, now)) break;
+        if (!sl__fits(p, &t->need, now)) {
+            sl__backfill(e, p, t, now); /* what may go past it without delaying it */
+            break;
+        }
         sl__tags_t tags = {t->team, t->finish, sl__queue_head_outer(t)};
         sl__queue_remove(p, t);
         /* The caps as they are now (a reload may have changed them since it queued). */

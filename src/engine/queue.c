@@ -31,13 +31,16 @@
  * 3x 1,000 queued). Teams are few (tens): the head and the ETA look at each team.
  * Priorities come from the engine's seeded generator, so runs are reproducible.
  *
- * Head-of-line: the pool drains from the head only (pool.c); a head that does not
- * fit blocks the rest, so large requests are never starved by small ones.
+ * Head-of-line: the pool drains from the head (pool.c); a head that does not fit
+ * blocks the rest, so large requests are never starved by small ones, except for
+ * what backfill.c grants past it without moving its ETA (sl__queue_window gives it
+ * the first tickets in the pool's order).
  */
 #include "internal.h"
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static bool key_less(double f1, uint64_t s1, double f2, uint64_t s2)
 {
@@ -210,6 +213,64 @@ static void outer_prefix(const sl__pteam_t *pt, double outer, bool inclusive, in
             t = t->left;
         }
     }
+}
+
+const sl__ticket_t *sl__queue_team_head(const sl__pteam_t *pt)
+{
+    return leftmost(pt->root);
+}
+
+/* In-order walk of at most `max` tickets of one team, with their outer tags. */
+static void team_window(const sl__ticket_t *t, const sl__pteam_t *pt, double *acc,
+                        sl__ticket_t **out, double *outer, size_t *n, size_t max)
+{
+    if (!t || *n == max) return;
+    team_window(t->left, pt, acc, out, outer, n, max);
+    if (*n == max) return;
+    *acc += t->cost;
+    out[*n] = (sl__ticket_t *)t;
+    outer[*n] = pt->base + *acc / team_weight(pt);
+    (*n)++;
+    team_window(t->right, pt, acc, out, outer, n, max);
+}
+
+size_t sl__queue_window(const sl__pool_t *p, sl__ticket_t **out, size_t max)
+{
+    size_t n = 0;
+    double acc = 0;
+    if (p->n_teams == 1) {
+        double outer[SL__BACKFILL_WINDOW];
+        if (max > SL__BACKFILL_WINDOW) max = SL__BACKFILL_WINDOW;
+        team_window(p->teams[0]->root, p->teams[0], &acc, out, outer, &n, max);
+        return n;
+    }
+    /* Several teams: each team's first `max` in its order, merged by outer tag (ties:
+     * the team created first), which is the pool's order (sl__queue_head). */
+    size_t per = max > SL__BACKFILL_WINDOW ? SL__BACKFILL_WINDOW : max;
+    sl__ticket_t **all = malloc(p->n_teams * per * sizeof *all);
+    double *tag = malloc(p->n_teams * per * sizeof *tag);
+    size_t *len = calloc(p->n_teams, sizeof *len), *pos = calloc(p->n_teams, sizeof *pos);
+    if (all && tag && len && pos) {
+        for (size_t i = 0; i < p->n_teams; i++) {
+            acc = 0;
+            team_window(p->teams[i]->root, p->teams[i], &acc, all + i * per, tag + i * per, &len[i],
+                        per);
+        }
+        while (n < per) {
+            size_t best = p->n_teams;
+            for (size_t i = 0; i < p->n_teams; i++)
+                if (pos[i] < len[i] &&
+                    (best == p->n_teams || tag[i * per + pos[i]] < tag[best * per + pos[best]]))
+                    best = i;
+            if (best == p->n_teams) break;
+            out[n++] = all[best * per + pos[best]++];
+        }
+    }
+    free(all);
+    free(tag);
+    free(len);
+    free(pos);
+    return n;
 }
 
 double sl__queue_head_outer(const sl__ticket_t *head)

@@ -1285,12 +1285,118 @@ end
 
 local function load_lease(id) return load(lease_key(id), LEASE) end
 
+-- ---- backfilling ----
+-- Ports: src/engine/backfill.c (its essay says why). Past a blocked head, a ticket among
+-- the first BF.WINDOW of the queue order (head included) is granted when it fits now and
+-- every bucket still holds the head's need at the head's ETA from refill (its shadow
+-- time); a concurrency slot stays free for the head; it shares no max_concurrent holder
+-- with the head; and the head stays the head once the candidate's team has paid.
+-- The section's functions live in one table (the main chunk's 200 locals).
+local BF = {WINDOW = 16, ROOM_EPS = 1e-6}
+
+-- The first `max` queued tickets of the pool's order, the head first (loaded records).
+function BF.window(p, max)
+  local teams = team_list()
+  local lists, pos = {}, {}
+  for i = 1, #teams do
+    local g = team_get(teams[i], false)
+    local l = {}
+    if g and g.qn > 0 then
+      local w, acc = team_weight(p, g.name), 0
+      for _, m in ipairs(redis.call('ZRANGE', team_q(g.name), 0, max - 1)) do
+        local t = load_ticket(parse_member(m))
+        acc = acc + t.cost
+        l[#l + 1] = {t = t, outer = g.base + acc / w}
+      end
+    end
+    lists[i], pos[i] = l, 1
+  end
+  local out = {}
+  while #out < max do  -- merged by outer tag, ties to the team seen first (queue_head)
+    local best
+    for i = 1, #teams do
+      local e = lists[i][pos[i]]
+      if e and (not best or e.outer < lists[best][pos[best]].outer) then best = i end
+    end
+    if not best then break end
+    out[#out + 1] = lists[best][pos[best]].t
+    pos[best] = pos[best] + 1
+  end
+  return out
+end
+
+function BF.shadow(p, head, now) return eta_for(p, need_of(head), 0, now) end
+
+function BF.share_concurrency_holder(a, b)
+  if not a or not b then return false end
+  for _, h in ipairs(a) do
+    if h.c.conc > 0 then
+      for _, k in ipairs(b) do if k.key == h.key then return true end end
+    end
+  end
+  return false
+end
+
+function BF.head_keeps_lead(p, head, g, c)
+  local teams = team_list()
+  if #teams == 1 or g.name ~= head.team then return true end
+  local outer = (g.base + head.cost / team_weight(p, g.name)) + c / team_weight(p, g.name)
+  for i = 1, #teams do
+    local o = teams[i] ~= g.name and team_get(teams[i], false)
+    if o and o.qn > 0 then
+      local h = redis.call('ZRANGE', team_q(o.name), 0, 0)
+      local other = o.base + load_ticket(parse_member(h[1])).cost / team_weight(p, o.name)
+      if other < outer or (other == outer and o.order < g.order) then return false end
+    end
+  end
+  return true
+end
+
+function BF.admits(p, head, shadow, need, hs, g, c, now)
+  if shadow == math.huge or not fits(p, need, now) then return false end
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return false end
+  for b = 0, NB - 1 do
+    if limited(p, b) then
+      local room = p['lv' .. b] + capacity(p, b) / 60.0 * shadow - head['n' .. b]
+      if need[b] > room + BF.ROOM_EPS then return false end
+    end
+  end
+  if hs and BF.share_concurrency_holder(hs, CP.caps_resolve(p, head.agent)) then return false end
+  return BF.head_keeps_lead(p, head, g, c)
+end
+
+-- The tags of a backfill grant of team g: its inner V unmoved, the outer tag its base
+-- plus cost / team weight (the team pays).
+function BF.tags(p, g, c)
+  local base = g.qn > 0 and g.base or (p.vtime > g.lo and p.vtime or g.lo)
+  return g.vtime, base + c / team_weight(p, g.name)
+end
+
+function BF.backfill(p, head, now)
+  local shadow = BF.shadow(p, head, now)
+  if shadow == math.huge or p.blocked_until > now then return end
+  local win = BF.window(p, BF.WINDOW)
+  for i = 2, #win do
+    local t = win[i]
+    local hs = CP.caps_resolve(p, t.agent)
+    local g = team_get(t.team, true)
+    if not (hs and CP.caps_at_concurrency(hs)) and
+        BF.admits(p, head, shadow, need_of(t), hs, g, t.cost, now) then
+      local finish, outer = BF.tags(p, g, t.cost)
+      queue_remove(p, t)
+      local a = agent_get(t.agent, true)
+      local l = grant(p, a, t, t.weight, g, finish, outer, t.ttl, t.id, now - t.enq, now, hs)
+      ticket_end(p, t, END_GRANTED, l.id, now)
+    end
+  end
+end
+
 local function drain(p, now)
   while true do
     local id = queue_head(p)
     if not id then return end
     local t = load_ticket(id)
-    if not fits(p, need_of(t), now) then return end
+    if not fits(p, need_of(t), now) then return BF.backfill(p, t, now) end
     local g = team_get(t.team, true)
     local outer = g.base + t.cost / team_weight(p, t.team)
     queue_remove(p, t)
@@ -1834,6 +1940,18 @@ local function decide(p, a, t, weight, ttl, cache, now)
       -- Going ahead of its team's head moved that team's outer tags.
       if g.qn > 0 and #team_list() > 1 then drain(p, now) end
       return fill_grant(l)
+    end
+    -- Or granted past a blocked head that it does not delay (backfilling), when it would
+    -- stand among the tickets the drain looks at.
+    local head = not t.park_on and ahead < BF.WINDOW and queue_head(p)
+    if head then
+      head = load_ticket(head)
+      if BF.admits(p, head, BF.shadow(p, head, now), need, t.hs, g, c, now) then
+        local bf_finish, bf_outer = BF.tags(p, g, c)
+        local l = grant(p, a, t, weight, g, bf_finish, bf_outer, ttl, 0, 0, now, t.hs)
+        if finish > a.lf then a.lf = finish end
+        return fill_grant(l)
+      end
     end
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
