@@ -77,6 +77,8 @@ typedef struct sl_pool_config {
                                       20 are known) when that is lower */
     double spend_cap_reset_s;      /* 3600: the spend_cap alert clears this long after the
                                       last spend-cap 429 (0 = only when a call succeeds) */
+    bool backfill;                 /* true: a queued call that does not delay the blocked
+                                      head's ETA is granted past it (EASY backfilling) */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */

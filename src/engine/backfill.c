@@ -12,18 +12,21 @@
  *
  * What "does not delay" means for token buckets. A node in a cluster comes back when its
  * job ends; a token taken from a bucket does not (the settle gives back only what the
- * call did not use, and nobody knows that in advance). So the shadow time is the head's
- * ETA from refill alone (sl__eta_for: the buckets, a provider retry-after, the
- * concurrency slots), and a candidate is granted only when, after taking its whole need
- * now, every bucket still holds the head's need at that time:
+ * call did not use, and nobody knows that in advance). So a backfilled call may take
+ * only the head's *extra* capacity, and EASY's other case ("it ends before the shadow
+ * time") has no token analogue. Extra is measured now, not at the shadow time:
  *
- *     need_b(candidate) <= level_b + rate_b x eta(head) - need_b(head)   for every limited b
+ *     need_b(candidate) <= max(0, level_b - need_b(head))   for every limited bucket b
  *
- * (the level is capped at the capacity, but the head's need fits the capacity, so the
- * cap never makes the difference), and a concurrency limit keeps a free slot for the
- * head. The bucket that sets the head's ETA has no such room (that is what "binds"
- * means): a backfilled call needs none of it. Every later refund only brings the head
- * earlier, so the head is granted no later than that ETA, and its ETA does not move.
+ * a bucket that holds the head's need keeps it, and a bucket the head still waits for
+ * is not touched; a concurrency limit keeps a free slot for the head. The head's ETA
+ * from refill (its shadow time: sl__eta_for) is then exactly what it was, and more:
+ * levels only rise until the head is served (refill, refunds), so with any refunds
+ * arriving, the head is granted no later than it would have been without the backfill
+ * (test_backfill.c checks it on random pools, queues and settles). Measuring the room
+ * at the shadow time instead (level + refill until then - the head's need) would lend
+ * the head's future refill, and a refund that let the head go earlier would then find
+ * it short. The price is small: at most the head's own need per bucket.
  *
  * Which candidates, in what order. The first SL__BACKFILL_WINDOW tickets of the queue
  * order (the head included), first come first considered, each granted when it fits
@@ -44,19 +47,6 @@
  */
 #include "internal.h"
 
-#include <math.h>
-#include <stdlib.h>
-
-/* Room each bucket has beyond the head's need at its ETA; the tolerance absorbs the
- * rounding of level + rate x eta in the bucket that binds. */
-#define ROOM_EPS 1e-6
-
-double sl__backfill_shadow(const sl__pool_t *p, const sl__ticket_t *head, double now)
-{
-    double need[SL_BUCKET_COUNT];
-    sl__need_as_sums(&head->need, need);
-    return sl__eta_for(p, need, 0, now, NULL);
-}
 
 /* Whether a holder of `a` with max_concurrent is also one of `b`. */
 static bool share_concurrency_holder(const sl__capref_t *a, const sl__capref_t *b)
@@ -85,17 +75,15 @@ static bool head_keeps_lead(const sl__pool_t *p, const sl__ticket_t *head, const
     return true;
 }
 
-bool sl__backfill_admits(sl_engine_t *e, const sl__pool_t *p, sl__ticket_t *head, double shadow_s,
+bool sl__backfill_admits(sl_engine_t *e, const sl__pool_t *p, sl__ticket_t *head,
                          const sl__need_t *need, const sl__capref_t *caps, const sl__pteam_t *pt,
                          double cost, double now)
 {
-    if (!isfinite(shadow_s) || !sl__fits(p, need, now)) return false;
+    if (!sl__fits(p, need, now)) return false;
     if (p->cfg.concurrency > 0 && p->cfg.concurrency - p->in_flight < 2) return false;
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
-        if (!sl__limited(p, (sl_bucket_t)b)) continue;
-        double rate_per_s = sl__capacity(p, (sl_bucket_t)b) / 60.0;
-        double room = p->level[b] + rate_per_s * shadow_s - (double)head->need.n[b];
-        if ((double)need->n[b] > room + ROOM_EPS) return false;
+        if (!sl__limited(p, (sl_bucket_t)b) || need->n[b] == 0) continue;
+        if ((double)need->n[b] > p->level[b] - (double)head->need.n[b]) return false;
     }
     if (e->holders.len) {
         sl__caps_resolve(e, head->pa->agent, head->pa->agent->name, &head->caps);
@@ -113,15 +101,14 @@ sl__tags_t sl__backfill_tags(const sl__pool_t *p, sl__pteam_t *pt, double cost)
 
 void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
 {
-    double shadow_s = sl__backfill_shadow(p, head, now);
-    if (!isfinite(shadow_s) || p->blocked_until > now) return;
+    if (p->blocked_until > now) return; /* a provider retry-after holds every grant */
     sl__ticket_t *window[SL__BACKFILL_WINDOW];
     size_t n = sl__queue_window(p, window, SL__BACKFILL_WINDOW);
     for (size_t i = 1; i < n; i++) { /* window[0] is the head */
         sl__ticket_t *t = window[i];
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
         if (sl__caps_at_concurrency(p, &t->caps)) continue;
-        if (!sl__backfill_admits(e, p, head, shadow_s, &t->need, &t->caps, t->team, t->cost, now))
+        if (!sl__backfill_admits(e, p, head, &t->need, &t->caps, t->team, t->cost, now))
             continue;
         sl__tags_t tags = sl__backfill_tags(p, t->team, t->cost); /* the base before it leaves */
         sl__queue_remove(p, t);

@@ -476,13 +476,12 @@ void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lea
 void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out);
 
 /* backfill.c */
-/* The head's shadow time: its ETA in seconds from now, from refill alone. */
-double sl__backfill_shadow(const sl__pool_t *p, const sl__ticket_t *head, double now);
 /* Whether a request of `need` (caps, team pt, dominant-share cost) may be granted now past
- * the blocked `head` whose shadow time is shadow_s: it fits now, every bucket still holds
- * the head's need at the shadow time, a concurrency slot stays free for the head, it
- * shares no max_concurrent holder with the head, and the head stays the pool's head. */
-bool sl__backfill_admits(sl_engine_t *e, const sl__pool_t *p, sl__ticket_t *head, double shadow_s,
+ * the blocked `head`: it fits now and takes only what the head does not need now (every
+ * bucket that holds the head's need keeps it, one it waits for is not touched), a
+ * concurrency slot stays free for the head, it shares no max_concurrent holder with the
+ * head, and the head stays the pool's head. */
+bool sl__backfill_admits(sl_engine_t *e, const sl__pool_t *p, sl__ticket_t *head,
                          const sl__need_t *need, const sl__capref_t *caps, const sl__pteam_t *pt,
                          double cost, double now);
 /* The tags of a backfill grant of team pt: its inner V unmoved, the outer tag its team's

@@ -335,8 +335,7 @@ static bool backfill_now(sl_engine_t *e, decide_args_t *a, double cost, double f
     sl__pool_t *p = a->p;
     sl__ticket_t *head = sl__queue_head(p);
     if (!head) return false;
-    double shadow_s = sl__backfill_shadow(p, head, now);
-    if (!sl__backfill_admits(e, p, head, shadow_s, &a->need, &a->caps, a->team, cost, now))
+    if (!sl__backfill_admits(e, p, head, &a->need, &a->caps, a->team, cost, now))
         return false;
     sl__tags_t tags = sl__backfill_tags(p, a->team, cost);
     sl__lease_t *l;
@@ -390,7 +389,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         }
         /* Or granted past a blocked head that it does not delay (backfill.c), when it
          * would stand among the tickets the drain looks at. */
-        if (!a->park_on && ahead < SL__BACKFILL_WINDOW && backfill_now(e, a, cost, finish, now, out))
+        if (p->cfg.backfill && !a->park_on && ahead < SL__BACKFILL_WINDOW &&
+            backfill_now(e, a, cost, finish, now, out))
             return SL_OK;
         eta_s = queue_eta(p, &a->need, sums, ahead, now, &limited_by);
         if (a->park_on && a->cap_wait_s >= eta_s) {

@@ -32,6 +32,7 @@ void sl_pool_config_init(sl_pool_config_t *cfg)
     cfg->claim_timeout_s = 30;
     cfg->ticket_idle_s = 120;
     cfg->spend_cap_reset_s = 3600;
+    cfg->backfill = true;
 }
 
 static int check_limit(sl_engine_t *e, const char *pool, const char *field, int64_t v)
@@ -218,7 +219,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
 {
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
         if (!sl__fits(p, &t->need, now)) {
-            sl__backfill(e, p, t, now); /* what may go past it without delaying it */
+            if (p->cfg.backfill) sl__backfill(e, p, t, now); /* what may pass it harmlessly */
             break;
         }
         sl__tags_t tags = {t->team, t->finish, sl__queue_head_outer(t)};

@@ -1288,11 +1288,12 @@ local function load_lease(id) return load(lease_key(id), LEASE) end
 -- ---- backfilling ----
 -- Ports: src/engine/backfill.c (its essay says why). Past a blocked head, a ticket among
 -- the first BF.WINDOW of the queue order (head included) is granted when it fits now and
--- every bucket still holds the head's need at the head's ETA from refill (its shadow
--- time); a concurrency slot stays free for the head; it shares no max_concurrent holder
--- with the head; and the head stays the head once the candidate's team has paid.
--- The section's functions live in one table (the main chunk's 200 locals).
-local BF = {WINDOW = 16, ROOM_EPS = 1e-6}
+-- takes only what the head does not need now (a bucket that holds the head's need keeps
+-- it, one the head waits for is not touched); a concurrency slot stays free for the
+-- head; it shares no max_concurrent holder with the head; and the head stays the head
+-- once the candidate's team has paid. The section's functions live in one table (the
+-- main chunk's 200 locals).
+local BF = {WINDOW = 16}
 
 -- The first `max` queued tickets of the pool's order, the head first (loaded records).
 function BF.window(p, max)
@@ -1325,8 +1326,6 @@ function BF.window(p, max)
   return out
 end
 
-function BF.shadow(p, head, now) return eta_for(p, need_of(head), 0, now) end
-
 function BF.share_concurrency_holder(a, b)
   if not a or not b then return false end
   for _, h in ipairs(a) do
@@ -1352,13 +1351,12 @@ function BF.head_keeps_lead(p, head, g, c)
   return true
 end
 
-function BF.admits(p, head, shadow, need, hs, g, c, now)
-  if shadow == math.huge or not fits(p, need, now) then return false end
+function BF.admits(p, head, need, hs, g, c, now)
+  if not fits(p, need, now) then return false end
   if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return false end
   for b = 0, NB - 1 do
-    if limited(p, b) then
-      local room = p['lv' .. b] + capacity(p, b) / 60.0 * shadow - head['n' .. b]
-      if need[b] > room + BF.ROOM_EPS then return false end
+    if limited(p, b) and need[b] ~= 0 and need[b] > p['lv' .. b] - head['n' .. b] then
+      return false
     end
   end
   if hs and BF.share_concurrency_holder(hs, CP.caps_resolve(p, head.agent)) then return false end
@@ -1373,15 +1371,14 @@ function BF.tags(p, g, c)
 end
 
 function BF.backfill(p, head, now)
-  local shadow = BF.shadow(p, head, now)
-  if shadow == math.huge or p.blocked_until > now then return end
+  if p.blocked_until > now then return end  -- a provider retry-after holds every grant
   local win = BF.window(p, BF.WINDOW)
   for i = 2, #win do
     local t = win[i]
     local hs = CP.caps_resolve(p, t.agent)
     local g = team_get(t.team, true)
     if not (hs and CP.caps_at_concurrency(hs)) and
-        BF.admits(p, head, shadow, need_of(t), hs, g, t.cost, now) then
+        BF.admits(p, head, need_of(t), hs, g, t.cost, now) then
       local finish, outer = BF.tags(p, g, t.cost)
       queue_remove(p, t)
       local a = agent_get(t.agent, true)
@@ -1396,7 +1393,10 @@ local function drain(p, now)
     local id = queue_head(p)
     if not id then return end
     local t = load_ticket(id)
-    if not fits(p, need_of(t), now) then return BF.backfill(p, t, now) end
+    if not fits(p, need_of(t), now) then
+      if p.backfill ~= 0 then BF.backfill(p, t, now) end
+      return
+    end
     local g = team_get(t.team, true)
     local outer = g.base + t.cost / team_weight(p, t.team)
     queue_remove(p, t)
@@ -1552,7 +1552,7 @@ local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurre
 -- Optional fields, after the derived ones, with configure's default for a caller that
 -- does not send them.
 local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
-  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}}
+  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'backfill', 1}}
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
@@ -1943,10 +1943,10 @@ local function decide(p, a, t, weight, ttl, cache, now)
     end
     -- Or granted past a blocked head that it does not delay (backfilling), when it would
     -- stand among the tickets the drain looks at.
-    local head = not t.park_on and ahead < BF.WINDOW and queue_head(p)
+    local head = p.backfill ~= 0 and not t.park_on and ahead < BF.WINDOW and queue_head(p)
     if head then
       head = load_ticket(head)
-      if BF.admits(p, head, BF.shadow(p, head, now), need, t.hs, g, c, now) then
+      if BF.admits(p, head, need, t.hs, g, c, now) then
         local bf_finish, bf_outer = BF.tags(p, g, c)
         local l = grant(p, a, t, weight, g, bf_finish, bf_outer, ttl, 0, 0, now, t.hs)
         if finish > a.lf then a.lf = finish end
