@@ -79,6 +79,9 @@ typedef struct sl_pool_config {
                                       last spend-cap 429 (0 = only when a call succeeds) */
     bool backfill;                 /* true: a queued call that does not delay the blocked
                                       head's ETA is granted past it (EASY backfilling) */
+    bool working_set;              /* false; true: the first call of a task (a cache
+                                      identity never settled) waits, parked, while any
+                                      request is queued (docs/design.md, "Working set") */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */

@@ -392,7 +392,7 @@ int sl_engine_check(sl_engine_t *e)
         int rc = check_pool(e, e->pools[i]);
         if (rc) return rc;
         live_leases += e->pools[i]->in_flight;
-        queued += sl__queue_depth(e->pools[i]) + e->pools[i]->n_parked;
+        queued += sl__queue_depth(e->pools[i]) + e->pools[i]->n_parked + e->pools[i]->ws_n;
     }
     for (size_t i = 0; i < e->tickets.cap; i++)
         if (e->tickets.keys[i] && !(e->tickets.vals[i] & 1)) live_tickets++;

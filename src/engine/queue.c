@@ -98,36 +98,45 @@ static sl__ticket_t *merge(sl__ticket_t *l, sl__ticket_t *r)
     return r;
 }
 
-void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t)
+void sl__treap_insert(sl__ticket_t **root, sl__ticket_t *t)
 {
-    sl__pteam_t *pt = t->team;
     sl__ticket_t *l, *r;
-    assert(pt && "the ticket has its team");
-    if (!pt->root) pt->base = p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
     t->left = t->right = NULL;
     pull(t);
-    split(pt->root, t->finish, t->seq, &l, &r);
+    split(*root, t->finish, t->seq, &l, &r);
 #ifndef NDEBUG
     const sl__ticket_t *next = r; /* r's lowest key: the first not below t's */
     while (next && next->left) next = next->left;
     assert(!(next && next->finish == t->finish && next->seq == t->seq) &&
            "no queued ticket has t's key");
 #endif
-    pt->root = merge(merge(l, t), r);
+    *root = merge(merge(l, t), r);
+}
+
+void sl__treap_remove(sl__ticket_t **root, sl__ticket_t *t)
+{
+    sl__ticket_t *l, *mid, *r;
+    split(*root, t->finish, t->seq, &l, &r);
+    /* Keys are unique, so the next key after t is (finish, seq + 1). */
+    split(r, t->finish, t->seq + 1, &mid, &r);
+    assert(mid == t && t->count == 1 && "the ticket is in the tree");
+    (void)mid;
+    *root = merge(l, r);
+    t->left = t->right = NULL;
+}
+
+void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t)
+{
+    sl__pteam_t *pt = t->team;
+    assert(pt && "the ticket has its team");
+    if (!pt->root) pt->base = p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
+    sl__treap_insert(&pt->root, t);
     p->queued++;
 }
 
 void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t)
 {
-    sl__pteam_t *pt = t->team;
-    sl__ticket_t *l, *mid, *r;
-    split(pt->root, t->finish, t->seq, &l, &r);
-    /* Keys are unique, so the next key after t is (finish, seq + 1). */
-    split(r, t->finish, t->seq + 1, &mid, &r);
-    assert(mid == t && t->count == 1 && "the ticket is in its team's queue");
-    (void)mid;
-    pt->root = merge(l, r);
-    t->left = t->right = NULL;
+    sl__treap_remove(&t->team->root, t);
     p->queued--;
 }
 
@@ -218,6 +227,11 @@ static void outer_prefix(const sl__pteam_t *pt, double outer, bool inclusive, in
 const sl__ticket_t *sl__queue_team_head(const sl__pteam_t *pt)
 {
     return leftmost(pt->root);
+}
+
+sl__ticket_t *sl__treap_first(sl__ticket_t *root)
+{
+    return leftmost(root);
 }
 
 /* In-order walk of at most `max` tickets of one team, with their outer tags. */

@@ -4,8 +4,10 @@
  *
  * "sluice" is the whole design: role weights and the task graph (a planner's call
  * outranks the six workers waiting on it), loop decay through failure_signature,
- * the cache bump, and a checkpoint before every wait, so neither a queued wait nor
- * a 429 breaks the turn. "sluice-equal" takes the same leases with every weight 1,
+ * the cache bump, the working set (a task's first call waits while the running tasks'
+ * calls queue; each task names its own cache, so the engine tells a first call from
+ * the rest), and a checkpoint before every wait, so neither a queued wait nor a 429
+ * breaks the turn. "sluice-equal" takes the same leases with every weight 1,
  * no task graph, no decay, no cache bump and no checkpoint: a wait longer than the
  * harness timeout, or a 429, costs the agent a re-plan as in the other strategies.
  *
@@ -223,6 +225,9 @@ static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *er
     cfg.cache_reads_count = pc->cache_reads_count;
     if (equal) cfg.cache_bump = 1.0;
     cfg.output_reserve_learned = learned;
+    /* Its agents checkpoint before every wait, so a task's first call may wait parked
+     * while the running tasks keep their caches warm (the working set, admit.c). */
+    cfg.working_set = !equal;
     int rc = sl_engine_configure_pool(s->e, "default", &cfg, 0);
     if (rc == SL_OK && equal) {
         rc = sl_engine_set_role(s->e, "planner", 1.0);

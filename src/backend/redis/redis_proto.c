@@ -122,6 +122,7 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_num(c, "spend_cap_reset_s", cfg->spend_cap_reset_s);
     sl__rcmd_num(c, "output_reserve_learned", cfg->output_reserve_learned ? 1 : 0);
     sl__rcmd_num(c, "backfill", cfg->backfill ? 1 : 0);
+    sl__rcmd_num(c, "working_set", cfg->working_set ? 1 : 0);
     sl__rcmd_num(c, "price_input_per_mtok", cfg->price_input_per_mtok);
     sl__rcmd_num(c, "price_output_per_mtok", cfg->price_output_per_mtok);
     sl__rcmd_num(c, "tombstone_ttl_s", ecfg->tombstone_ttl_s);
@@ -424,6 +425,7 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
 #undef CFG
     c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;
     c->backfill = sl__rreply_num(rep, "cfg_backfill", 1) != 0;
+    c->working_set = sl__rreply_num(rep, "cfg_working_set", 0) != 0;
     c->cache_reads_count = sl__rreply_num(rep, "cfg_cache_reads_count", 0) != 0;
     out->margin = sl__rreply_num(rep, "margin", 0);
     char name[32];

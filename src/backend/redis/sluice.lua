@@ -1552,7 +1552,8 @@ local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurre
 -- Optional fields, after the derived ones, with configure's default for a caller that
 -- does not send them.
 local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
-  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'backfill', 1}}
+  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'backfill', 1},
+  {'working_set', 0}}
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
