@@ -351,7 +351,8 @@ const char *sl__rreply_limited_by(const char *v)
 {
     static const char *const KNOWN[] = {"input_tokens", "output_tokens", "requests",
                                         "tokens",       "concurrency",   "retry_after",
-                                        "agent_cap",    "team_cap",      "budget_exhausted"};
+                                        "agent_cap",    "team_cap",      "budget_exhausted",
+                                        "working_set"};
     for (size_t i = 0; v && i < sizeof KNOWN / sizeof KNOWN[0]; i++)
         if (strcmp(v, KNOWN[i]) == 0) return KNOWN[i];
     return NULL;
