@@ -877,7 +877,10 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                          s->input_tokens + s->cache_creation_input_tokens +
                              s->cache_read_input_tokens);
         int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
-        l->cache->last_settle_at = now_s;
+        /* The provider counts a cache's life from the start of the call that used it, not
+         * from its end. The call started at its grant or after, so counting from the grant
+         * never believes a cache warm past what the provider keeps. */
+        if (l->granted_at > l->cache->last_settle_at) l->cache->last_settle_at = l->granted_at;
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
         sl__calib_record_output(l->calib, s->output_tokens);

@@ -2465,7 +2465,8 @@ local function settle(p, args, now)
     local cache_tokens = cr + cc
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)
-    c.rec[c.ls] = now
+    -- The cache's life counts from the start of the call (its grant), as the provider's.
+    if l.granted_at > c.rec[c.ls] then c.rec[c.ls] = l.granted_at end
     c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
     touch(c.key)
     spend_cap_alert(p, false)  -- a call went through: no longer capped
