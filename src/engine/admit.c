@@ -29,9 +29,16 @@
  * tags, measured, lets the heavy teams' tasks in first and finishes the fleet 11% later
  * on scale-200 at a tenth), each granted when the queue is empty and it fits. A
  * parked call waits for no ETA limit (it is answered QUEUED, limited_by `working_set`,
- * and is never rejected for the wait: its client checkpoints), and after
- * SL__ADMIT_MAX_WAIT_CACHE_LIVES cache lives it joins the queue at its tag, so no task
- * waits for ever behind a fleet that never pauses.
+ * and is never rejected for the wait: its client checkpoints). So that no task waits for
+ * ever behind a fleet that never pauses, the oldest parked first call that has waited
+ * SL__ADMIT_MAX_WAIT_CACHE_LIVES cache lives joins the queue at its tag, at most one per
+ * cache life. Sparingly, because an old first call has the lowest tag and goes first:
+ * letting every old one in at once rebuilds the crowd the working set exists to avoid
+ * (measured on the seed fleet at 20 times its demand, makespan over the bound: 2.06
+ * with all at once, 1.82 with the next as soon as the one before was served). Nobody
+ * starves without it in a finite fleet (the running tasks end, the queue empties; among
+ * the parked, the tags of new ones start at the team's clock, which passes the old
+ * ones'); it is the guard against a task that never ends.
  */
 #include "internal.h"
 
@@ -85,16 +92,19 @@ void sl__admit_unpark(sl__pool_t *p, sl__ticket_t *t)
 
 double sl__admit_next_at(const sl__pool_t *p)
 {
-    return p->ws_head ? p->ws_head->enqueued_at + max_wait_s(p) : INFINITY;
+    if (!p->ws_head) return INFINITY;
+    double at = p->ws_head->enqueued_at + max_wait_s(p);
+    double again_at = p->ws_promoted_at + p->cfg.cache_ttl_s; /* one per cache life */
+    return at > again_at ? at : again_at;
 }
 
 void sl__admit_promote(sl__pool_t *p, double now)
 {
-    while (p->ws_head && p->ws_head->enqueued_at + max_wait_s(p) <= now) {
-        sl__ticket_t *t = p->ws_head;
-        sl__admit_unpark(p, t);
-        sl__queue_insert(p, t);
-    }
+    if (sl__admit_next_at(p) > now) return;
+    sl__ticket_t *t = p->ws_head;
+    sl__admit_unpark(p, t);
+    sl__queue_insert(p, t);
+    p->ws_promoted_at = now;
 }
 
 /* With every team queue empty, a team's next first call would be its head at the outer

@@ -213,6 +213,7 @@ typedef struct sl__pool {
     struct sl__ticket *ws_head, *ws_tail; /* first calls parked by the working set, by
                                              arrival (by tag: their teams' ws_root) */
     int64_t ws_n;
+    double ws_promoted_at; /* when the working set's age bound last queued a first call */
     uint64_t seq;
     sl__heap_t lease_heap;  /* leases by expires_at */
     sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
@@ -513,7 +514,8 @@ bool sl__admit_open(const sl__pool_t *p);
 /* Parks a first call out of the queue / takes it back off (the caller queues or ends it). */
 void sl__admit_park(sl__pool_t *p, sl__ticket_t *t);
 void sl__admit_unpark(sl__pool_t *p, sl__ticket_t *t);
-/* Moves the first calls parked for longer than their bound into the queue at their tags. */
+/* Moves the oldest first call parked past its bound into the queue at its tag, at most
+ * one per cache life. */
 void sl__admit_promote(sl__pool_t *p, double now);
 /* The parked first call to admit next: of the teams' first ones, the lowest outer tag. */
 sl__ticket_t *sl__admit_next(const sl__pool_t *p);

@@ -1431,17 +1431,19 @@ end
 -- When the oldest parked first call joins the queue (math.huge: none parked).
 function WS.next_at(p)
   if p.ws_n <= 0 then return math.huge end
-  return zmin(K('wsa')) + WS.LIVES * p.cache_ttl_s
+  local at = zmin(K('wsa')) + WS.LIVES * p.cache_ttl_s
+  local again_at = p.ws_prom + p.cache_ttl_s
+  return at > again_at and at or again_at
 end
 
+-- The oldest parked first call past its bound joins the queue, at most one per cache life
+-- (ws_prom: when the last one did).
 function WS.promote(p, now)
-  while p.ws_n > 0 do
-    local due = redis.call('ZRANGE', K('wsa'), 0, 0, 'WITHSCORES')
-    if tonumber(due[2]) + WS.LIVES * p.cache_ttl_s > now then return end
-    local t = load_ticket(tonumber(due[1]))
-    WS.unpark(p, t)
-    queue_insert(p, t)
-  end
+  if WS.next_at(p) > now then return end
+  local t = load_ticket(tonumber(redis.call('ZRANGE', K('wsa'), 0, 0)[1]))
+  WS.unpark(p, t)
+  queue_insert(p, t)
+  p.ws_prom = now
 end
 
 -- The parked first call to admit next: the lowest inner tag (finish, then arrival) over
@@ -1691,7 +1693,7 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'ws_n', 'ws0', 'ws1', 'ws2',
-  'ws3'})
+  'ws3', 'ws_prom'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -1898,7 +1900,7 @@ local function configure(p, args, now)
     in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
     purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
-    ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0, ws3 = 0},
+    ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0, ws3 = 0, ws_prom = -math.huge},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
