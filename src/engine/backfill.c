@@ -102,6 +102,7 @@ sl__tags_t sl__backfill_tags(const sl__pool_t *p, sl__pteam_t *pt, double cost)
 void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
 {
     if (p->blocked_until > now) return; /* a provider retry-after holds every grant */
+    if (p->cfg.concurrency > 0 && p->cfg.concurrency - p->in_flight < 2) return; /* no slot */
     sl__ticket_t *window[SL__BACKFILL_WINDOW];
     size_t n = sl__queue_window(p, window, SL__BACKFILL_WINDOW);
     for (size_t i = 1; i < n; i++) { /* window[0] is the head */

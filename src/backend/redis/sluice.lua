@@ -1299,33 +1299,37 @@ local function load_lease(id) return load(lease_key(id), LEASE) end
 -- main chunk's 200 locals).
 local BF = {WINDOW = 16}
 
--- The first `max` queued tickets of the pool's order, the head first (loaded records).
+-- The first `max` queued tickets of the pool's order, the head first (loaded records): a
+-- merge of the teams' queues by outer tag (ties to the team seen first, as queue_head),
+-- reading one ticket at a time from the team chosen, so about max + teams reads.
 function BF.window(p, max)
   local teams = team_list()
-  local lists, pos = {}, {}
+  local cur = {}
+  local function advance(i)
+    local c = cur[i]
+    c.idx = c.idx + 1
+    c.t = nil
+    if c.idx >= c.g.qn then return end
+    local m = redis.call('ZRANGE', team_q(c.g.name), c.idx, c.idx)
+    if #m == 0 then return end
+    c.t = load_ticket(parse_member(m[1]))
+    c.acc = c.acc + c.t.cost
+    c.outer = c.g.base + c.acc / c.w
+  end
   for i = 1, #teams do
     local g = team_get(teams[i], false)
-    local l = {}
-    if g and g.qn > 0 then
-      local w, acc = team_weight(p, g.name), 0
-      for _, m in ipairs(redis.call('ZRANGE', team_q(g.name), 0, max - 1)) do
-        local t = load_ticket(parse_member(m))
-        acc = acc + t.cost
-        l[#l + 1] = {t = t, outer = g.base + acc / w}
-      end
-    end
-    lists[i], pos[i] = l, 1
+    cur[i] = {g = g, idx = -1, acc = 0, w = g and team_weight(p, g.name) or 1}
+    if g and g.qn > 0 then advance(i) end
   end
   local out = {}
-  while #out < max do  -- merged by outer tag, ties to the team seen first (queue_head)
+  while #out < max do
     local best
     for i = 1, #teams do
-      local e = lists[i][pos[i]]
-      if e and (not best or e.outer < lists[best][pos[best]].outer) then best = i end
+      if cur[i].t and (not best or cur[i].outer < cur[best].outer) then best = i end
     end
     if not best then break end
-    out[#out + 1] = lists[best][pos[best]].t
-    pos[best] = pos[best] + 1
+    out[#out + 1] = cur[best].t
+    advance(best)
   end
   return out
 end
@@ -1376,6 +1380,7 @@ end
 
 function BF.backfill(p, head, now)
   if p.blocked_until > now then return end  -- a provider retry-after holds every grant
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return end  -- no slot to lend
   local win = BF.window(p, BF.WINDOW)
   for i = 2, #win do
     local t = win[i]
