@@ -11,7 +11,11 @@
  *     max_resync_factor]; a bucket configured as unlimited takes no limit from a
  *     report; a lease whose pool this replica does not know has its limit headers
  *     dropped (they cannot be bounded), its other headers kept (they only lower levels);
- *   - a reported retry_after is capped at max_retry_after_s.
+ *   - a reported retry_after is capped at max_retry_after_s, and holds the whole pool
+ *     at most max_report_pool_block_s (60 s, what Claude Code itself waits out): a
+ *     report is one agent's word, so beyond that it holds only that agent's own
+ *     requests. Only the proxy's own upstream answers (which do not pass here) hold the
+ *     pool for as long as the provider says.
  */
 #include "server.h"
 
@@ -102,11 +106,19 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
 
     const sl_pool_bounds_t *b = pool ? sl_config_pool_bounds(c, pool) : NULL;
     double max_retry_after_s = b ? b->max_retry_after_s : 300;
+    double max_pool_block_s = b ? b->max_report_pool_block_s : 60;
     if (!b)
-        for (size_t i = 0; c->bounds && i < c->settings.n_pools; i++)
+        for (size_t i = 0; c->bounds && i < c->settings.n_pools; i++) {
             if (c->bounds[i].max_retry_after_s > max_retry_after_s)
                 max_retry_after_s = c->bounds[i].max_retry_after_s;
+            if (c->bounds[i].max_report_pool_block_s > max_pool_block_s)
+                max_pool_block_s = c->bounds[i].max_report_pool_block_s;
+        }
     if (s->retry_after_s > max_retry_after_s) s->retry_after_s = max_retry_after_s;
+    if (s->retry_after_s > max_pool_block_s) {
+        s->agent_retry_after_s = s->retry_after_s;
+        s->retry_after_s = max_pool_block_s;
+    }
 
     bool may_resync = call->admin || (call->token && call->token->resync);
     const sl_pool_config_t *pc = b ? sl_config_pool(c, pool) : NULL;
