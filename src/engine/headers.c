@@ -108,6 +108,15 @@ static double rounding_allowance(sl_header_kind_t h)
     return h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 0;
 }
 
+/* The level a `remaining` value `v` implies at today's margin: the provider's room, less
+ * the reserve the margin keeps, allowing the rounding. A remaining header lowers the
+ * level to it, and tells the margin it disagrees, when it is below the level. */
+static double implied_level(const sl__pool_t *p, sl_header_kind_t h, int64_t v)
+{
+    double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
+    return (double)v + rounding_allowance(h) - reserve;
+}
+
 /* Tells the margin what this report's `remaining` headers say at today's margin, before
  * they are applied: does one show less room than the pool believes (it would lower a
  * level), or do they show at least as much? A cold-start window's first value of a
@@ -123,8 +132,7 @@ static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names
         if (now < p->cold_until && !(p->cold_raised & (1u << h.bucket))) continue;
         int64_t v = 0;
         sl_header_parse_count(values[i], &v);
-        double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
-        if ((double)v + rounding_allowance(h) - reserve < p->level[h.bucket])
+        if (implied_level(p, h, v) < p->level[h.bucket])
             lowered = true;
         else
             agreed = true;
@@ -180,7 +188,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
                 sl_header_parse_count(values[i], &v);
                 double allowance = rounding_allowance(h);
                 double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
-                double implied = (double)v + allowance - reserve;
+                double implied = implied_level(p, h, v);
                 unsigned bit = 1u << h.bucket;
                 bool raise = false;
                 if (now < p->cold_until && !(p->cold_raised & bit)) {

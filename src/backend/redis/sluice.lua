@@ -2183,6 +2183,13 @@ local function live_lease(p, id, args)
        state == END_SETTLED and 'settled' or 'cancelled')
 end
 
+-- The level a remaining value implies at today's margin: the provider's room less the
+-- margin's reserve, allowing Anthropic's rounding (as the engine's implied_level).
+local function implied_level(p, h)
+  local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
+  return h.v + allowance - (p['lim' .. h.b] - capacity(p, h.b))
+end
+
 -- Resync entries: "h<i>" = "<anthropic 0|1>:<bucket 0-3>:<field limit|remaining>:<value>",
 -- already classified and validated by the caller (redis_proto.c), in header order.
 local function resync_apply(p, args, now)
@@ -2211,8 +2218,7 @@ local function resync_apply(p, args, now)
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) and
         not (S.now < p.cold_until and math.floor(p.cold_raised / 2 ^ h.b) % 2 == 0) then
-      local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
-      if h.v + allowance - (p['lim' .. h.b] - capacity(p, h.b)) < p['lv' .. h.b] then
+      if implied_level(p, h) < p['lv' .. h.b] then
         lowered = true
       else
         agreed = true
@@ -2224,7 +2230,7 @@ local function resync_apply(p, args, now)
     if h.field == 'remaining' and limited(p, h.b) then
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
       local reserve = p['lim' .. h.b] - capacity(p, h.b)
-      local implied = h.v + allowance - reserve
+      local implied = implied_level(p, h)
       local bit = 2 ^ h.b
       local raise = false
       if S.now < p.cold_until and math.floor(p.cold_raised / bit) % 2 == 0 then
