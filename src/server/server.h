@@ -84,6 +84,8 @@ struct sl_server {
     sl_idmap_t waiters;         /* ticket -> sl_call_t waiting on it */
     sl_idmap_t lease_owner;     /* lease -> sl_owner_t */
     sl_idmap_t ticket_owner;    /* ticket -> sl_owner_t */
+    sl_namemap_t report_holds;  /* "pool \x1f token" -> double: when that token's reports
+                                   last began holding that pool (report_bounds.c) */
     sl_call_t *streams;         /* SSE subscribers */
     size_t n_streams;
     size_t n_waiters;

@@ -164,12 +164,20 @@ class Reports(Case):
         # for max_retry_after_s (300 s). Its word holds the pool at most
         # max_report_pool_block_s (60 s); the rest holds only the reporting agent.
         g = self.granted(WORKER, "w-3", "blocky")
+        more = [self.granted(WORKER, "w-5%d" % i, "blocky")["lease"] for i in range(3)]
         t0 = time.time()
         status, body, _ = self.settle(WORKER, g["lease"], got_429=True, retry_after=86400)
         self.assertEqual(status, 200, body)
         blocked = self.s.pool("blocky")["blocked_until"]
         self.assertIsNotNone(blocked)
         self.assertLessEqual(blocked - t0, 60 + 5)
+        # More reports of the same token (other leases, other agent names) do not add up:
+        # the token holds the pool at most 60 s in a max_retry_after_s window.
+        for lease in more:
+            time.sleep(2)
+            status, body, _ = self.settle(WORKER, lease, got_429=True, retry_after=86400)
+            self.assertEqual(status, 200, body)
+        self.assertLessEqual(self.s.pool("blocky")["blocked_until"], blocked + 0.5)
         # Another agent is served once the 60 s are over: queued now with that ETA.
         status, body, _ = self.lease(WORKER, "w-4", "blocky")
         self.assertEqual(status, 202, body)
