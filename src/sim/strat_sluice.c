@@ -225,6 +225,7 @@ static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *er
     cfg.cache_reads_count = pc->cache_reads_count;
     if (equal) cfg.cache_bump = 1.0;
     cfg.output_reserve_learned = learned;
+    cfg.margin_max = run->sc->margin_max;
     /* Its agents checkpoint before every wait, so a task's first call may wait parked
      * while the running tasks keep their caches warm (the working set, admit.c). */
     cfg.working_set = !equal;
