@@ -1898,22 +1898,6 @@ local function validate_request(args)
   end
 end
 
--- max_tokens is a loose upper bound the provider does not reserve: a call whose
--- max_tokens is above what the output (or combined) bucket can ever hold is still
--- served, so it reserves today's capacity and the settle charges any excess as debt.
-local function output_that_fits(p, inn, out)
-  if limited(p, 1) then
-    local fit = math.floor(capacity(p, 1) + 1e-6)
-    if out > fit then out = fit end
-  end
-  if limited(p, 3) then
-    local fit = math.floor(capacity(p, 3) + 1e-6) - inn
-    if fit < 0 then fit = 0 end
-    if out > fit then out = fit end
-  end
-  return out
-end
-
 local function request(p, args, now)
   local role = args.role or 'worker'
   local prio = args.priority or 'normal'
@@ -1964,17 +1948,19 @@ local function request(p, args, now)
     local p95 = output_p95(args.model)
     if p95 > 0 and p95 < output_tokens then output_tokens = p95 end
   end
-  output_tokens = output_that_fits(p, inn, output_tokens)
   t.n0, t.n1, t.n2, t.n3 = inn, output_tokens, 1, inn + output_tokens
   local max_wait = num(args, 'max_wait_s', 0)
   t.max_wait = max_wait > 0 and max_wait or p.max_queue_wait_s
+  -- The provider holds a call's whole max_tokens from its start, so a need above a
+  -- bucket's capacity at the starting margin is a call it can never accept either.
   for b = 0, NB - 1 do
     if limited(p, b) then
       local start_cap = p['lim' .. b] * p.margin_start
       if t['n' .. b] > start_cap then
         fail('exceeds_capacity', '%s %s%s can never fit pool "%s": its capacity is %.0f ' ..
              '(limit %s x margin %.2f)', BUCKET[b + 1], F(t['n' .. b]),
-             t.pen == 1 and ' (including the cold-cache prefix)' or '', S.pool, start_cap,
+             (t.pen == 1 and (b == 0 or b == 3)) and ' (including the cold-cache prefix)' or '',
+             S.pool, start_cap,
              F(p['lim' .. b]), p.margin_start)
       end
     end
