@@ -528,7 +528,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
     int64_t out_tokens = req->output_tokens;
-    if (p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 && calib->out_p95 < out_tokens)
+    if (req->output_capped && p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 &&
+        calib->out_p95 < out_tokens)
         out_tokens = calib->out_p95;
     args.need.n[SL_BUCKET_INPUT] = in;
     args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
@@ -539,10 +540,12 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     double cap_wait_s = 0;
     if (rc == SL_OK) {
         sl__caps_resolve(e, a, req->agent, &args.caps);
-        /* A share cap is the operator's limit, not the provider's: the output reserved
-         * fits it too, and the settle charges the rest to the cap as debt. */
+        /* A share cap is the operator's limit, not the provider's: a call capped to its
+         * reservation reserves what fits the cap (and is sent that as max_tokens); the
+         * settle charges the rest to the cap as debt. An uncapped call is held to its
+         * max_tokens like any other need. */
         int64_t fit = sl__caps_output_fit(p, &args.caps, args.need.n[SL_BUCKET_INPUT]);
-        if (fit >= 0 && args.need.n[SL_BUCKET_OUTPUT] > fit) {
+        if (req->output_capped && fit >= 0 && args.need.n[SL_BUCKET_OUTPUT] > fit) {
             args.need.n[SL_BUCKET_OUTPUT] = fit;
             args.need.n[SL_BUCKET_TOKENS] = args.need.n[SL_BUCKET_INPUT] + fit;
         }
@@ -826,7 +829,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         l->cache->last_settle_at = now_s;
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
-        sl__calib_record_output(l->calib, s->output_tokens);
+        sl__calib_record_output(l->calib, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);
         sl__spend_cap_alert(e, p, false, now_s); /* a call went through: no longer capped */
     }
     a->tokens_in = sat_add(a->tokens_in, actual_in);

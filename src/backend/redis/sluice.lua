@@ -1944,7 +1944,9 @@ local function request(p, args, now)
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or ''}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
-  if p.output_reserve_learned ~= 0 and calib then
+  -- Only a call capped to its reservation may reserve less than its max_tokens: the
+  -- provider holds whatever max_tokens it is sent.
+  if p.output_reserve_learned ~= 0 and calib and num(args, 'output_capped', 0) ~= 0 then
     local p95 = output_p95(args.model)
     if p95 > 0 and p95 < output_tokens then output_tokens = p95 end
   end
@@ -1965,13 +1967,15 @@ local function request(p, args, now)
       end
     end
   end
-  -- Caps: a share cap is the operator's limit, not the provider's: the output reserved
-  -- fits it too, and the settle charges the rest to the cap as debt.
+  -- Caps: a share cap is the operator's limit, not the provider's: a call capped to its
+  -- reservation reserves what fits the cap; an uncapped one is held to its max_tokens.
   local hs = CP.caps_resolve(p, agent)
   local cap_reason, cap_wait
   if hs then
     local fit = CP.caps_output_fit(p, hs, t.n0)
-    if fit >= 0 and t.n1 > fit then t.n1, t.n3 = fit, t.n0 + fit end
+    if num(args, 'output_capped', 0) ~= 0 and fit >= 0 and t.n1 > fit then
+      t.n1, t.n3 = fit, t.n0 + fit
+    end
     cap_reason, cap_wait, t.park_on = CP.caps_check(p, hs, need_of(t), now)
     t.hs = hs
   end
@@ -2193,7 +2197,9 @@ local function settle(p, args, now)
   if counted then
     agent_record_error(p, a, err)
     calib_record(l.model, l.est, billed)
-    output_record(l.model, output)
+    -- stopped at its reservation (a capped call cut off there): censored, twice the cap
+    -- (calibrate.c says why)
+    output_record(l.model, (l.n1 > 0 and output == l.n1) and 2 * l.n1 or output)
     local cache_tokens = cr + cc
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)
