@@ -47,7 +47,6 @@
 #define RESPONSE_LIMIT_BYTES    (64u * 1024 * 1024) /* a buffered (non-stream) answer */
 #define SSE_EVENT_LIMIT_BYTES   (16u * 1024 * 1024) /* one event longer than this is passed raw */
 #define MAX_KEPT_HEADERS        48
-#define DEFAULT_OUTPUT_TOKENS   4096 /* OpenAI calls without max_tokens */
 #define LEASE_TTL_S             86400.0 /* capped by the pool's max_lease_ttl_s */
 
 struct sl_proxy {
@@ -97,6 +96,7 @@ typedef struct px {
     char **up_headers; /* "Name: value" lines for the provider, the key among them */
     size_t n_up_headers;
     sl_estimate_t est;
+    sl_proxy_output_t out; /* the body's output limit (proxy_output.c) */
     uint64_t lease;
     uint64_t ticket;
     px_phase_t phase;
@@ -118,6 +118,7 @@ typedef struct px {
 
 static void px_free(px_t *px);
 static void px_forward(px_t *px);
+static int cap_forwarded_output(px_t *px, int64_t reserved_tokens);
 static void px_client_gone(px_t *px);
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -667,6 +668,11 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
     switch (d->status) {
     case SL_GRANTED:
         px->lease = d->lease;
+        if (cap_forwarded_output(px, d->charged_output_tokens) < 0) {
+            cancel_lease(px);
+            px_error(px, 503, "sluice: out of memory");
+            return;
+        }
         px_forward(px);
         return;
     case SL_QUEUED:
@@ -1096,14 +1102,32 @@ static void estimate(px_t *px, const json_t *j)
         if (px->call->req) sl_hreq_add_header(px->call->req, "x-sluice-estimate", "fallback");
         px->est.input_tokens = (int64_t)(px->body_len / 4);
         px->est.cached_tokens = 0;
-        const json_t *m = json_object_get(j, "max_completion_tokens");
-        if (!json_is_integer(m)) m = json_object_get(j, "max_output_tokens");
-        if (!json_is_integer(m)) m = json_object_get(j, "max_tokens");
-        px->est.output_tokens = json_is_integer(m) && json_integer_value(m) > 0
-                                    ? (int64_t)json_integer_value(m)
-                                    : 0;
     }
-    if (px->est.output_tokens == 0) px->est.output_tokens = DEFAULT_OUTPUT_TOKENS;
+    /* What the provider will hold: the body's limit times its choices (proxy_output.c). */
+    px->est.output_tokens = sl__proxy_output_tokens(&px->out);
+}
+
+/* The lease reserved less output than the call asks (output_reserve: learned, a share
+ * cap): the body goes upstream with its limit lowered to the reservation, so the provider
+ * never holds more than sluice reserved. Returns 0, or -1 when out of memory. */
+static int cap_forwarded_output(px_t *px, int64_t reserved_tokens)
+{
+    if (!px->out.cappable || reserved_tokens >= px->est.output_tokens) return 0;
+    json_t *j = json_loadb(px->body, px->body_len, 0, NULL);
+    int rc = j ? sl__proxy_output_cap(j, &px->out, reserved_tokens) : -1;
+    char *again = rc == 1 ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (rc < 0 || (rc == 1 && !again)) return -1;
+    if (rc == 0) return 0;
+    free(px->body);
+    px->body = again;
+    px->body_len = strlen(again);
+    if (px->call->req && !px->sse_started) {
+        char v[32];
+        snprintf(v, sizeof(v), "%" PRId64, reserved_tokens / px->out.choices);
+        sl_hreq_add_header(px->call->req, "x-sluice-output-cap", v);
+    }
+    return 0;
 }
 
 /* The upstream of px->pool, or NULL after answering 404 or 400. */
@@ -1183,6 +1207,12 @@ static void start_call(px_t *px, const char *path, const char *query)
         json_decref(j);
         return;
     }
+    char err[256];
+    if (sl__proxy_output_read(px->api, px->responses, j, &px->out, err, sizeof(err)) < 0) {
+        json_decref(j);
+        px_error(px, 400, "%s", err);
+        return;
+    }
     estimate(px, j);
     if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
     json_decref(j);
@@ -1204,6 +1234,8 @@ static void start_call(px_t *px, const char *path, const char *query)
         .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
         .max_unblocks_set = true, /* a task's graph count is bounded as x-sluice-unblocks is */
         .max_unblocks = sl__max_unblocks(px->call),
+        /* The body goes upstream with at most the output reserved (cap_forwarded_output). */
+        .output_capped = px->out.cappable,
     };
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);

@@ -376,6 +376,29 @@ sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, int n, char **seg, char
 bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,
                             bool have_retry_after);
 
+/* proxy_output.c: the output a proxied call asks the provider to hold (pure functions). */
+#define SL_PROXY_MAX_CHOICES 128 /* OpenAI's bound on `n` */
+typedef struct sl_proxy_output {
+    const char *field;         /* the body's per-choice limit: max_tokens,
+                                  max_completion_tokens or max_output_tokens (static) */
+    int64_t per_choice_tokens; /* its value; 0 when the call names none */
+    int64_t choices;           /* OpenAI Chat Completions' `n`; 1 otherwise */
+    bool cappable;             /* the limit may be lowered (not under Anthropic's
+                                  extended thinking, whose budget must stay below it) */
+} sl_proxy_output_t;
+/* Reads the output limit of a call of `api` (`responses`: the Responses API) from its
+ * body. Returns 0, or -1 with `err` naming the field (an `n` that is not an integer
+ * 1..SL_PROXY_MAX_CHOICES). */
+int sl__proxy_output_read(sl_upstream_api_t api, bool responses, const json_t *body,
+                          sl_proxy_output_t *out, char *err, size_t errlen);
+/* What the provider will hold for the call's output: the per-choice limit (4096 when
+ * none is named) times the choices. */
+int64_t sl__proxy_output_tokens(const sl_proxy_output_t *o);
+/* Lowers the body's per-choice limit to floor(reserved_tokens / choices) (at least 1)
+ * when that is below the call's own. Returns 1 when the body changed, 0 when not, -1
+ * when out of memory. */
+int sl__proxy_output_cap(json_t *body, const sl_proxy_output_t *o, int64_t reserved_tokens);
+
 /* proxy_prefix.c: the SHA-256 (64 hex digits and a NUL in `out`) of the prompt prefix
  * a call of `api` expects from the provider's cache: Anthropic's blocks up to the last
  * cache_control, OpenAI's tools and messages before the newest. Returns 1 when there
