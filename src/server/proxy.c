@@ -71,6 +71,12 @@ typedef struct kept_headers {
     size_t n;
 } kept_headers_t;
 
+/* Who the call is for (pointers into the request's headers or the token's rule). */
+typedef struct identity {
+    const char *role, *task, *priority;
+    int64_t unblocks;
+} identity_t;
+
 typedef struct px {
     sl_proxy_t *proxy;
     sl_server_t *srv;
@@ -97,6 +103,8 @@ typedef struct px {
     size_t n_up_headers;
     sl_estimate_t est;
     sl_proxy_output_t out; /* the body's output limit (proxy_output.c) */
+    identity_t id;
+    sl_cont_t *cont; /* proxy.continue_capped: the answer so far (proxy_continue.c) */
     uint64_t lease;
     uint64_t ticket;
     px_phase_t phase;
@@ -118,6 +126,7 @@ typedef struct px {
 
 static void px_free(px_t *px);
 static void px_forward(px_t *px);
+static void continue_call(px_t *px);
 static int cap_forwarded_output(px_t *px, int64_t reserved_tokens);
 static void px_client_gone(px_t *px);
 
@@ -447,6 +456,7 @@ static void on_up_headers(void *ud, int status, const char *const *names,
     if (!sl_hreq_has_header(px->call->req, "Cache-Control"))
         sl_hreq_add_header(px->call->req, "Cache-Control", "no-cache");
     sl_hreq_start(px->call->req, 200, "text/event-stream; charset=utf-8");
+    if (px->cont) px->sse_started = true; /* the next parts go into this stream */
 }
 
 static size_t client_backlog(px_t *px)
@@ -471,10 +481,15 @@ static void take_events(px_t *px, struct evbuffer *out)
         size_t len = (size_t)end.pos + 2;
         const char *ev = (const char *)evbuffer_pullup(px->sse, (ev_ssize_t)len);
         bool drop = px->api == SL_UPSTREAM_OPENAI && !px->client_usage;
-        if (sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage))
-            evbuffer_remove_buffer(px->sse, out, len);
-        else
+        bool pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
+        if (pass && px->cont) { /* spliced with the other parts of the answer */
+            sl__cont_event(px->cont, ev, len - 2, out);
             evbuffer_drain(px->sse, len);
+        } else if (pass) {
+            evbuffer_remove_buffer(px->sse, out, len);
+        } else {
+            evbuffer_drain(px->sse, len);
+        }
     }
 }
 
@@ -513,6 +528,25 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
         sl__usage_from_body(px->api, (const char *)evbuffer_pullup(px->resp, -1),
                             evbuffer_get_length(px->resp), &px->usage);
     settle(px, request_sent || px->status != 0);
+    bool whole = result == SL_UPSTREAM_OK && px->status == 200;
+    if (px->cont && whole && px->streaming && sl__cont_wants_more(px->cont)) {
+        continue_call(px); /* cut at the cap: the next part goes on in this stream */
+        return;
+    }
+    if (px->cont && whole && !px->streaming && px->resp) {
+        int more = sl__cont_absorb(px->cont, (const char *)evbuffer_pullup(px->resp, -1),
+                                   evbuffer_get_length(px->resp));
+        if (more == 1) {
+            continue_call(px);
+            return;
+        }
+        char *joined = more == 0 ? sl__cont_answer(px->cont) : NULL;
+        if (joined) {
+            evbuffer_drain(px->resp, evbuffer_get_length(px->resp));
+            evbuffer_add(px->resp, joined, strlen(joined));
+            free(joined);
+        }
+    }
     if (px->streaming) {
         if (evbuffer_get_length(px->sse) > 0) {
             struct evbuffer *rest = evbuffer_new();
@@ -754,6 +788,7 @@ static void px_free(px_t *px)
     stop_waiting(px);
     if (px->xfer) sl_upstream_cancel(px->xfer);
     if (px->lease) cancel_lease(px); /* a path that forgot to settle: give it back */
+    sl__cont_free(px->cont);
     unwatch_client(px);
     if (px->wait_timer) event_free(px->wait_timer);
     if (px->ping) event_free(px->ping);
@@ -862,11 +897,6 @@ static int route_by_model(px_t *px)
              px->model[0] ? px->model : "(none)", def ? "not allowed for this token" : "not set");
     return -1;
 }
-
-typedef struct identity {
-    const char *role, *task, *priority;
-    int64_t unblocks;
-} identity_t;
 
 /* Fills px->agent and px->pool and `id`. Returns 0, or -1 after answering. */
 static int identify(px_t *px, identity_t *id)
@@ -1112,8 +1142,19 @@ static void estimate(px_t *px, const json_t *j)
  * never holds more than sluice reserved. Returns 0, or -1 when out of memory. */
 static int cap_forwarded_output(px_t *px, int64_t reserved_tokens)
 {
-    if (!px->out.cappable || reserved_tokens >= px->est.output_tokens) return 0;
+    int64_t asked = px->est.output_tokens;
+    if (px->cont) sl__cont_round(px->cont, reserved_tokens < asked ? reserved_tokens : asked);
+    if (!px->out.cappable || reserved_tokens >= asked) return 0;
     json_t *j = json_loadb(px->body, px->body_len, 0, NULL);
+    /* proxy.continue_capped: an answer cut at the cap is continued (proxy_continue.c). */
+    if (j && !px->cont && px->srv->config.proxy.continue_capped &&
+        px->api == SL_UPSTREAM_ANTHROPIC && !px->responses && px->out.per_choice_tokens > 0) {
+        if (!(px->cont = sl__cont_new(j, px->out.per_choice_tokens))) {
+            json_decref(j);
+            return -1;
+        }
+        sl__cont_round(px->cont, reserved_tokens);
+    }
     int rc = j ? sl__proxy_output_cap(j, &px->out, reserved_tokens) : -1;
     char *again = rc == 1 ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -1122,7 +1163,7 @@ static int cap_forwarded_output(px_t *px, int64_t reserved_tokens)
     free(px->body);
     px->body = again;
     px->body_len = strlen(again);
-    if (px->call->req && !px->sse_started) {
+    if (px->call->req && !px->sse_started && !px->cont) {
         char v[32];
         snprintf(v, sizeof(v), "%" PRId64, reserved_tokens / px->out.choices);
         sl_hreq_add_header(px->call->req, "x-sluice-output-cap", v);
@@ -1144,6 +1185,40 @@ static const sl_pool_upstream_t *pool_upstream(px_t *px)
         return NULL;
     }
     return up;
+}
+
+static void ask_lease(px_t *px);
+
+/* proxy.continue_capped: the part just settled was cut at its cap below the client's
+ * own max_tokens. The next part is the client's body with the answer so far as an
+ * assistant prefill and max_tokens = what the client's limit leaves: a call of its own,
+ * estimated, leased (and capped) like the first, its events spliced into the answer. */
+static void continue_call(px_t *px)
+{
+    int64_t left = 0;
+    char *body = sl__cont_next_body(px->cont, &left);
+    json_t *j = body ? json_loads(body, 0, NULL) : NULL;
+    char err[256];
+    if (!j || sl__proxy_output_read(px->api, px->responses, j, &px->out, err, sizeof(err)) < 0) {
+        json_decref(j);
+        free(body);
+        px_error(px, 503, "sluice: out of memory continuing the answer");
+        return;
+    }
+    free(px->body);
+    px->body = body;
+    px->body_len = strlen(body);
+    px->status = 0;
+    px->streaming = false;
+    px->retry_after_s = -1;
+    memset(&px->usage, 0, sizeof(px->usage));
+    kept_clear(&px->limit);
+    kept_clear(&px->pass);
+    if (px->resp) evbuffer_drain(px->resp, evbuffer_get_length(px->resp));
+    evbuffer_drain(px->sse, evbuffer_get_length(px->sse));
+    estimate(px, j);
+    json_decref(j);
+    ask_lease(px);
 }
 
 static void start_call(px_t *px, const char *path, const char *query)
@@ -1216,6 +1291,14 @@ static void start_call(px_t *px, const char *path, const char *query)
     estimate(px, j);
     if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
     json_decref(j);
+    px->id = id;
+    ask_lease(px);
+}
+
+/* Asks the backend for the lease of px's estimate; on_decision goes on. */
+static void ask_lease(px_t *px)
+{
+    const identity_t id = px->id;
     sl_request_t r = {
         .agent = px->agent,
         .pool = px->pool,

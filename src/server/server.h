@@ -399,6 +399,29 @@ int64_t sl__proxy_output_tokens(const sl_proxy_output_t *o);
  * when out of memory. */
 int sl__proxy_output_cap(json_t *body, const sl_proxy_output_t *o, int64_t reserved_tokens);
 
+/* proxy_continue.c: one client answer from several capped Anthropic Messages calls
+ * (proxy.continue_capped). Pure functions on JSON; the proxy does leases and I/O. */
+typedef struct sl_cont sl_cont_t;
+/* A continuation state for a call whose body is `client_body` (copied) and whose own
+ * max_tokens is `client_max_tokens`; NULL when out of memory. */
+sl_cont_t *sl__cont_new(const json_t *client_body, int64_t client_max_tokens);
+void sl__cont_free(sl_cont_t *c);
+/* The next part is sent with max_tokens `cap_tokens`. */
+void sl__cont_round(sl_cont_t *c, int64_t cap_tokens);
+/* A streamed part: one SSE event (its bytes up to the blank line) in, what the client
+ * gets appended to `out` (events renumbered, joined, held back or dropped). */
+void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, struct evbuffer *out);
+/* After a streamed part: it was cut at its cap and the answer goes on. */
+bool sl__cont_wants_more(const sl_cont_t *c);
+/* A whole (non-stream) part's body: 1 when the answer goes on, 0 when it is complete
+ * (sl__cont_answer), -1 when it is not a message this understands (pass it on). */
+int sl__cont_absorb(sl_cont_t *c, const char *body, size_t len);
+/* The joined answer as JSON text (the caller frees), or NULL when out of memory. */
+char *sl__cont_answer(sl_cont_t *c);
+/* The next part's body as JSON text (the caller frees; NULL when out of memory), and in
+ * *max_tokens_left what the client's limit leaves. */
+char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left);
+
 /* proxy_prefix.c: the SHA-256 (64 hex digits and a NUL in `out`) of the prompt prefix
  * a call of `api` expects from the provider's cache: Anthropic's blocks up to the last
  * cache_control, OpenAI's tools and messages before the newest. Returns 1 when there
