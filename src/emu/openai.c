@@ -41,14 +41,14 @@ static json_t *usage_json(const sl_emu_call_t *c)
     const sl_provider_result_t *r = &c->result;
     int64_t prompt = r->input_tokens + r->cache_creation_input_tokens + r->cache_read_input_tokens;
     int64_t completion = r->output_tokens * choices_of(c);
-    return json_pack(
-        "{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:I, s:i, s:i, s:i}}", "prompt_tokens",
-        (json_int_t)prompt, "completion_tokens", (json_int_t)completion, "total_tokens",
-        (json_int_t)(prompt + completion), "prompt_tokens_details", "cached_tokens",
-        (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0, "completion_tokens_details",
-        "reasoning_tokens",
-        (json_int_t)(sl__emu_call_tokens_of(c, SL_EMU_PART_THINKING) * choices_of(c)),
-        "audio_tokens", 0, "accepted_prediction_tokens", 0, "rejected_prediction_tokens", 0);
+    return json_pack("{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:I, s:i, s:i, s:i}}", "prompt_tokens",
+                     (json_int_t)prompt, "completion_tokens", (json_int_t)completion,
+                     "total_tokens", (json_int_t)(prompt + completion), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0,
+                     "completion_tokens_details", "reasoning_tokens",
+                     (json_int_t)(sl__emu_call_tokens_of(c, SL_EMU_PART_THINKING) * choices_of(c)),
+                     "audio_tokens", 0, "accepted_prediction_tokens", 0,
+                     "rejected_prediction_tokens", 0);
 }
 
 /* The position of tool part i among the answer's tool calls. */
@@ -76,9 +76,9 @@ static json_t *tool_call_json(sl_emu_call_t *c, size_t i, bool with_index, bool 
 
 static json_t *chunk(sl_emu_call_t *c, int64_t index, json_t *delta, const char *finish)
 {
-    json_t *choice = json_pack("{s:I, s:o, s:n, s:o}", "index", (json_int_t)index, "delta",
-                               delta, "logprobs", "finish_reason",
-                               finish ? json_string(finish) : json_null());
+    json_t *choice =
+        json_pack("{s:I, s:o, s:n, s:o}", "index", (json_int_t)index, "delta", delta, "logprobs",
+                  "finish_reason", finish ? json_string(finish) : json_null());
     json_t *ch =
         json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:[o]}", "id", c->id, "object",
                   "chat.completion.chunk", "created", (json_int_t)c->created_unix, "model",
@@ -97,12 +97,12 @@ static void data_line(struct evbuffer *out, json_t *data)
 }
 
 /* One chunk per choice carrying `delta` (taken), as OpenAI streams n choices. */
-static void choice_chunks(sl_emu_call_t *c, struct evbuffer *out, json_t *delta,
-                          const char *finish)
+static void choice_chunks(sl_emu_call_t *c, struct evbuffer *out, json_t *delta, const char *finish)
 {
     for (int64_t i = 0; delta && i < choices_of(c); i++)
-        data_line(out, chunk(c, i, i + 1 < choices_of(c) ? json_deep_copy(delta) : json_incref(delta),
-                             finish));
+        data_line(out,
+                  chunk(c, i, i + 1 < choices_of(c) ? json_deep_copy(delta) : json_incref(delta),
+                        finish));
     json_decref(delta);
 }
 
@@ -192,11 +192,11 @@ static json_t *o_complete(sl_emu_call_t *c)
     if (text) evbuffer_free(text);
     json_t *choices = json_array();
     for (int64_t i = 0; choices && message && i < choices_of(c); i++)
-        json_array_append_new(choices,
-                              json_pack("{s:I, s:o, s:n, s:s}", "index", (json_int_t)i, "message",
-                                        i + 1 < choices_of(c) ? json_deep_copy(message)
-                                                              : json_incref(message),
-                                        "logprobs", "finish_reason", finish_reason(c)));
+        json_array_append_new(
+            choices,
+            json_pack("{s:I, s:o, s:n, s:s}", "index", (json_int_t)i, "message",
+                      i + 1 < choices_of(c) ? json_deep_copy(message) : json_incref(message),
+                      "logprobs", "finish_reason", finish_reason(c)));
     json_decref(message);
     return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:n}", "id", c->id, "object",
                      "chat.completion", "created", (json_int_t)c->created_unix, "model", c->model,
@@ -249,8 +249,7 @@ static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, in
         char msg[160];
         if (!json_is_integer(n) || json_integer_value(n) < 1 ||
             json_integer_value(n) > SL_PROVIDER_MAX_CHOICES) {
-            snprintf(msg, sizeof msg,
-                     "Invalid 'n': expected an integer between 1 and %d.",
+            snprintf(msg, sizeof msg, "Invalid 'n': expected an integer between 1 and %d.",
                      SL_PROVIDER_MAX_CHOICES);
             return bad_request(emu, req, msg, "n"), false;
         }

@@ -1,4 +1,5 @@
-/* proxy_continue.c - capped-and-continued answers: one client answer from several capped provider calls.
+/* proxy_continue.c - capped-and-continued answers: one client answer from several capped provider
+ * calls.
  *
  * With `proxy.continue_capped` (opt-in) an Anthropic Messages call on a pool with
  * `output_reserve: learned` is sent with max_tokens capped to the learned percentile
@@ -50,8 +51,8 @@ struct sl_cont {
     bool merge_first;      /* the part's block 0 continues the open text block */
     struct evbuffer *held; /* events held back until the next says whether it was cut */
     enum { HELD_NONE, HELD_TEXT_STOP, HELD_TOOL } held_kind;
-    bool writing_tool;     /* the block being written is a tool_use (its events held) */
-    json_t *block;         /* the block being written (a copy, for the prefill) */
+    bool writing_tool; /* the block being written is a tool_use (its events held) */
+    json_t *block;     /* the block being written (a copy, for the prefill) */
 };
 
 sl_cont_t *sl__cont_new(const json_t *client_body, int64_t client_max_tokens)
@@ -167,8 +168,8 @@ char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left)
         }
         json_decref(blocks);
     } else {
-        json_array_append_new(messages, json_pack("{s:s,s:o}", "role", "assistant", "content",
-                                                  blocks));
+        json_array_append_new(messages,
+                              json_pack("{s:s,s:o}", "role", "assistant", "content", blocks));
     }
     *max_tokens_left = c->client_max - c->out_total;
     json_object_set_new(body, "max_tokens", json_integer((json_int_t)*max_tokens_left));
@@ -270,7 +271,8 @@ static json_t *event_data(const char *ev, size_t len, char name[32])
     const char *e = line_after(ev, len, "event: ");
     if (e) {
         size_t i = 0;
-        for (; i < 31 && e < ev + len && *e != '\n' && *e != '\r'; e++) name[i++] = *e;
+        for (; i < 31 && e < ev + len && *e != '\n' && *e != '\r'; e++)
+            name[i++] = *e;
         name[i] = '\0';
     }
     const char *d = line_after(ev, len, "data: ");
@@ -346,8 +348,8 @@ static void on_block_stop(sl_cont_t *c, json_t *d)
 
 static void on_message_delta(sl_cont_t *c, json_t *d, struct evbuffer *out)
 {
-    const char *stop = json_string_value(json_object_get(json_object_get(d, "delta"),
-                                                         "stop_reason"));
+    const char *stop =
+        json_string_value(json_object_get(json_object_get(d, "delta"), "stop_reason"));
     json_t *usage = json_object_get(d, "usage");
     int64_t part = json_integer_value(json_object_get(usage, "output_tokens"));
     bool cut = stop && !strcmp(stop, "max_tokens") && part >= c->round_cap;

@@ -1,4 +1,5 @@
-/* proxy_output.c - the output a proxied call asks the provider to hold, and capping it to the lease.
+/* proxy_output.c - the output a proxied call asks the provider to hold, and capping it to the
+ * lease.
  *
  * The provider holds a call's whole output limit from the moment it starts, not what the
  * answer turns out to use: Anthropic estimates output TPM from max_tokens at the start
