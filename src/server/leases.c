@@ -598,6 +598,10 @@ static void after_margin_report(sl_call_t *call)
     sl__idmap_foreach(&call->srv->lease_owner, mark_no_cut, &c);
 }
 
+#define HEADERS_IGNORED_REASON                                                                     \
+    "this token may not resync pools from rate-limit headers (needs `resync: true` on the "      \
+    "token, or the admin token); the usage was applied without them"
+
 static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
@@ -612,7 +616,12 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
                    "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":", r->adjust_input_tokens);
     sl__jb_key_i64(&b, ",\"output_tokens\":", r->adjust_output_tokens);
     sl__jb_key_num(&b, "},\"estimate_error\":", r->estimate_error);
-    sl__jb_lit(&b, r->not_counted ? ",\"counted\":false}\n" : ",\"counted\":true}\n");
+    sl__jb_lit(&b, r->not_counted ? ",\"counted\":false" : ",\"counted\":true");
+    if (call->headers_ignored) {
+        sl__jb_key_i64(&b, ",\"headers_ignored\":{\"count\":", (int64_t)call->headers_ignored);
+        sl__jb_lit(&b, ",\"reason\":\"" HEADERS_IGNORED_REASON "\"}");
+    }
+    sl__jb_lit(&b, "}\n");
     sl__reply_text(call, 200, b.buf, b.len);
 }
 
@@ -718,7 +727,7 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
     }
     const sl_owner_t *o = sl__idmap_get(&call->srv->lease_owner, lease);
     if (sl__bound_settle(call, o && o->pool[0] ? o->pool : NULL, &s, names, values, clamped,
-                         &status, msg, sizeof(msg)) < 0)
+                         &call->headers_ignored, &status, msg, sizeof(msg)) < 0)
         goto invalid;
     if (s.got_429 && !(s.spend_cap && s.retry_after_s < 0) && o) {
         if (o->no_margin_cut) {
