@@ -435,6 +435,7 @@ static const struct pool_field {
     PF(price_input_per_mtok, F_DOUBLE),
     PF(price_output_per_mtok, F_DOUBLE),
     PF(spend_cap_reset_s, F_DOUBLE),
+    PF(lease_duration_prior_s, F_DOUBLE),
 #undef PF
 };
 
