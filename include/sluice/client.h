@@ -319,6 +319,8 @@ typedef struct sl_client_settle_result {
     double backoff_s;    /* got_429: the full-jitter delay, never below
                             retry_after; the next sl_acquire sleeps it out */
     int settled_locally; /* 1: applied to the local share only */
+    int64_t headers_ignored; /* rate-limit headers sluiced left out (this client's token may
+                                not resync pools); the settle was applied without them */
 } sl_client_settle_result_t;
 
 /* Reports what the call used (POST /v1/leases/{id}/settle). A 429 is reported to
