@@ -57,6 +57,7 @@ struct sl_call {
     bool stream_all;
     bool stream_prefix;
     char stream_agent[129];
+    uint64_t stream_principal; /* sl__call_principal() when it subscribed */
     /* Settles: the lease's agent, when its got_429 report cuts the margin (see leases.c). */
     bool margin_report;
     char settle_agent[129];
@@ -90,6 +91,7 @@ struct sl_server {
     sl_idmap_t ticket_owner;    /* ticket -> sl_owner_t */
     sl_call_t *streams;         /* SSE subscribers */
     size_t n_streams;
+    uint64_t streams_dropped; /* subscribers let go for not reading (events.c) */
     size_t n_waiters;
     bool shutting_down;
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
@@ -151,6 +153,9 @@ int sl__authenticate(sl_call_t *call);
  * off, always; with auth on, only for a scrape carrying the admin token. Never answers. */
 bool sl__metrics_names_agents(sl_call_t *call);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
+/* Who is asking, as a number: one per agent token (a hash of it, never 0), 0 for the
+ * admin token and with auth off. What one principal may create is bounded per principal. */
+uint64_t sl__call_principal(const sl_call_t *call);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 
 /* leases.c */
@@ -239,6 +244,8 @@ void sl__events_flush(sl_server_t *srv);
 void sl__events_subscribe(sl_call_t *call);
 void sl__events_close_streams(sl_server_t *srv);
 void sl__events_ping_streams(sl_server_t *srv);
+/* Appends the event streams' gauge and the count of subscribers let go to `out`. */
+void sl__events_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 void sl__owners_forget_old(sl_server_t *srv);
 /* Writes `j` (stolen; NULL is ignored) to the event log and to every /v1/events subscriber
  * as an event named `event` (events that do not come from the backend, e.g. limit_adapted). */
