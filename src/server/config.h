@@ -107,7 +107,7 @@ typedef struct sl_agents_config {
 typedef struct sl_fleet_config {
     double window_s;           /* 300: the 429 rate's and seed 001's sliding window */
     double anomaly_window_s;   /* 60: the window of per-agent request and violation counts */
-    double anomaly_z;          /* 3: standard deviations above the role's mean that flag */
+    double anomaly_z;          /* 3: robust deviations above the baseline median that flag */
     int64_t anomaly_min_agents; /* 5: agents of a role active in the window before any flags */
     int64_t anomaly_min_count;  /* 20: an agent's own count in the window before it flags */
     bool suspend_anomalous;     /* false: a flagged agent is refused 429 `suspended` */

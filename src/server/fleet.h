@@ -97,10 +97,12 @@ void sl__fleet_free(struct sl_server *srv);
 typedef struct sl_anomaly sl_anomaly_t;
 /* When `agent` is suspended: answers `call` 429 `suspended` and returns true, changing
  * nothing but the refusal counter. Else notes the agent's role (NULL: keep the one
- * known, "worker" for a new agent) and returns false. */
+ * known, "worker" for a new agent) and who asks for it (the call's principal: agents of
+ * one other principal count once in its baseline) and returns false. */
 bool sl__anomaly_refuse(struct sl_call *call, const char *agent, const char *role);
 /* As sl__anomaly_refuse without answering (the proxy answers in the provider's shape). */
-bool sl__anomaly_suspended(struct sl_server *srv, const char *agent, const char *role);
+bool sl__anomaly_suspended(struct sl_server *srv, const char *agent, const char *role,
+                           uint64_t principal);
 /* Counts lease requests (granted at once, queued, rejected) and rejections. */
 void sl__anomaly_on_event(struct sl_server *srv, const sl_event_t *ev);
 /* Counts an action-limit check of `agent`, a violation when not `allowed`. */

@@ -1176,7 +1176,8 @@ static void start_call(px_t *px, const char *path, const char *query)
         px_forward(px);
         return;
     }
-    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker")) {
+    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker",
+                              sl__call_principal(px->call))) {
         set_retry_headers(px, px->srv->config.fleet.anomaly_window_s);
         px_error(px, 429, "sluice: agent '%s' is suspended (anomaly, reason suspended) until an "
                           "admin releases it: POST /v1/agents/%s/release", px->agent, px->agent);
