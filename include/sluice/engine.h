@@ -466,6 +466,14 @@ void sl_engine_agent_foreach(const sl_engine_t *e, void (*fn)(const sl_agent_inf
 /* Fills `out` for one agent. Errors: SL_ENOTFOUND. */
 int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_t *out);
 
+/* Forgets agent `agent` when it holds nothing a new agent would not (no lease or
+ * ticket, no team, no caps of its own, its copy of "*" caps full and idle, in every
+ * pool a cold prompt cache and a fair-queue tag not ahead of its team's clock: see
+ * src/engine/forget.c); its weight, repeats, estimate errors and totals go with it, and
+ * its next request starts it anew. Errors: SL_ENOTFOUND (not known), SL_EEXIST (it
+ * holds something; nothing changes), SL_ETIME. */
+int sl_engine_agent_forget(sl_engine_t *e, const char *agent, double now_s);
+
 /* Checks every invariant of docs/design.md that can be checked on the state (levels
  * never above capacity, queue order, counts consistent). Returns SL_OK, or
  * SL_EINVAL with a description in sl_engine_errmsg(). For tests and debug builds;

@@ -582,6 +582,15 @@ static void mem_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void 
     cb(SL_OK, m->suspended.items, m->suspended.n, NULL, ud);
 }
 
+static void mem_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud)
+{
+    memory_backend_t *m = (memory_backend_t *)b;
+    op_begin(m);
+    int rc = sl_engine_agent_forget(m->engine, agent, mem_now(b));
+    double value = rc == SL_OK ? 1 : rc == SL_EEXIST ? 0 : -1;
+    finish_done(m, rc == SL_EEXIST || rc == SL_ENOTFOUND ? SL_OK : rc, value, cb, ud);
+}
+
 static const sl_backend_ops_t memory_ops = {
     .name = "memory",
     .free = mem_free,
@@ -602,6 +611,7 @@ static const sl_backend_ops_t memory_ops = {
     .ping = mem_ping,
     .suspend = mem_suspend,
     .release = mem_release,
+    .agent_forget = mem_agent_forget,
     .suspensions = mem_suspensions,
 };
 

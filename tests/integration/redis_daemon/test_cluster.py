@@ -362,7 +362,7 @@ class OnACluster(unittest.TestCase):
     def test_a_master_holding_another_library_version_keeps_the_replica_down(self):
         with open(LUA) as f:
             source = f.read()
-        other = source.replace("local VERSION = '8'", "local VERSION = '7'")
+        other = source.replace("local VERSION = '9'", "local VERSION = '8'")
         self.assertNotEqual(other, source)
         odd = self.cluster.ports[2]  # not the seed, which the start-up check reads
         self.cluster.command(odd, "FUNCTION", "LOAD", "REPLACE", other)
