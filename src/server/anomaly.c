@@ -468,6 +468,12 @@ void sl__anomaly_forget(sl_server_t *srv, const char *agent)
     set_flag(srv, w, -1, 0, 0, now_s(srv));
 }
 
+void sl__anomaly_drop(sl_server_t *srv, const char *agent)
+{
+    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    if (w && !w->flagged) free(sl__namemap_del(&srv->anomaly->agents, agent));
+}
+
 bool sl__anomaly_flagged(const sl_server_t *srv, const char *agent)
 {
     const agent_watch_t *w =

@@ -351,6 +351,7 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
 {
     sl_server_t *srv = ud;
     track_owners(srv, ev);
+    sl__agents_on_event(srv, ev);
     sl__metrics_on_event(srv->metrics, ev);
     sl__fleet_on_event(srv, ev);
     sl__anomaly_on_event(srv, ev);

@@ -114,6 +114,9 @@ void sl__anomaly_tick(struct sl_server *srv);
 void sl__anomaly_forget(struct sl_server *srv, const char *agent);
 /* True while the agent is flagged here. */
 bool sl__anomaly_flagged(const struct sl_server *srv, const char *agent);
+/* Forgets what the watch holds of `agent` (counts, totals, role, principal) unless it is
+ * flagged: the agent was forgotten (agent_registry.c). */
+void sl__anomaly_drop(struct sl_server *srv, const char *agent);
 /* The role this replica knows the agent by ("" when it has not seen it). */
 const char *sl__anomaly_role(const struct sl_server *srv, const char *agent);
 /* Adds "anomaly" (null or {metric, z, count}), "suspended" and "suspension" to an
@@ -152,10 +155,11 @@ void sl__suspend_annotate(struct sl_server *srv, const char *agent, json_t *obj)
 json_t *sl__suspend_record_json(const struct sl_server *srv, const char *agent);
 /* Appends to `arr` the suspended agents that are not flagged here, for GET /v1/fleet. */
 void sl__suspend_list_unflagged(struct sl_call *call, json_t *arr);
-/* Appends to GET /v1/agents's `arr` the suspended agents `call` may see that it does not
- * list (this replica's engine has not seen them since its start): zero counts, state
- * "idle", the suspension. */
-void sl__suspend_add_unlisted(struct sl_call *call, json_t *arr);
+/* Appends to `arr` the suspended agents `call` may see for which `listed(agent, ud)` is
+ * false (this replica's engine does not know them: not seen since its start, or
+ * forgotten), as GET /v1/agents shows them: zero counts, state "idle", the suspension. */
+void sl__suspend_add_unlisted(struct sl_call *call, json_t *arr,
+                              bool (*listed)(const char *agent, void *ud), void *ud);
 /* The suspension gauge and counters. */
 void sl__suspend_metrics_render(struct sl_server *srv, struct evbuffer *out);
 void sl__suspend_free(struct sl_server *srv);

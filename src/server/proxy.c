@@ -1176,6 +1176,15 @@ static void start_call(px_t *px, const char *path, const char *query)
         px_forward(px);
         return;
     }
+    char why[320];
+    double retry_s = 0;
+    if (sl__agents_refused(px->srv, px->agent, sl__call_principal(px->call), why, sizeof(why),
+                           &retry_s)) {
+        set_retry_headers(px, retry_s);
+        px_error(px, 429, "sluice: agent '%s' is refused (too_many_agents): %s", px->agent, why);
+        json_decref(j);
+        return;
+    }
     if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker",
                               sl__call_principal(px->call))) {
         set_retry_headers(px, px->srv->config.fleet.anomaly_window_s);

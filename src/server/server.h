@@ -24,6 +24,7 @@ typedef struct sl_metrics sl_metrics_t;
 typedef struct sl_proxy sl_proxy_t;
 typedef struct sl_limits_api sl_limits_api_t;
 typedef struct sl_dashboard sl_dashboard_t;
+typedef struct sl_agents sl_agents_t;
 
 /* What a call is doing while it has not been answered. */
 typedef enum sl_call_mode {
@@ -103,6 +104,7 @@ struct sl_server {
     sl_anomaly_t *anomaly;     /* per-agent rates and flags (anomaly.c), NULL until one */
     sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
+    sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
 };
 
 /* http.c */
@@ -184,7 +186,8 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s,
 
 /* state.c */
 void sl__handle_pools(sl_call_t *call, const char *pool);
-void sl__handle_agents(sl_call_t *call);
+/* GET /v1/agents[?limit=N&cursor=NAME] (agent_list.c): a page of agents by name. */
+void sl__handle_agents(sl_call_t *call, const char *query);
 void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
@@ -236,6 +239,24 @@ void sl__jb_seconds(sl_jbuf_t *b, double v);
 void sl__jb_key_i64(sl_jbuf_t *b, const char *key, int64_t v);
 void sl__jb_key_num(sl_jbuf_t *b, const char *key, double v);
 void sl__jb_key_seconds(sl_jbuf_t *b, const char *key, double v);
+
+/* agent_registry.c: agent names bounded per token and in all, forgotten when idle */
+/* When `agent` is new and agents.max_per_token (for `principal`, sl__call_principal) or
+ * agents.max_total is reached: writes what binds, naming the key and its value, into
+ * `why`, the wait into *retry_after_s, and returns true (nothing is noted). Else notes the
+ * agent as active now and returns false. */
+bool sl__agents_refused(sl_server_t *srv, const char *agent, uint64_t principal, char *why,
+                        size_t whylen, double *retry_after_s);
+/* As sl__agents_refused for the lease API: answers `call` 429 `too_many_agents` (the
+ * lease API's rejected shape, with `error` naming the bound) and returns true. */
+bool sl__agents_refuse(sl_call_t *call, const char *agent);
+/* Notes the agent an event names as active (known from then on, made known by no token). */
+void sl__agents_on_event(sl_server_t *srv, const sl_event_t *ev);
+/* Offers the backend the agents idle agents.forget_idle_s (at most 4096 a call); those it
+ * forgets leave the registry and the anomaly watch. Once a second. */
+void sl__agents_sweep(sl_server_t *srv);
+void sl__agents_metrics_render(const sl_server_t *srv, struct evbuffer *out);
+void sl__agents_free(sl_server_t *srv);
 
 /* events.c */
 void sl__events_on_backend_event(const sl_event_t *ev, void *ud);

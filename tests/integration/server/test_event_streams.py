@@ -3,12 +3,10 @@ subscriber that does not read is let go without slowing anyone (docs/api.md "Eve
 
 Every wait is bounded; no timing gates a result.
 """
-import http.client
-import json
 import socket
 import unittest
 
-from harness import Sluiced, wait_until
+from harness import KeepAlive, Sluiced, refused_config, wait_until
 
 CONFIG = """
 auth:
@@ -43,29 +41,6 @@ def subscribe(port, token, rcvbuf=None):
     return status, s, head
 
 
-def metric(s, name):
-    _, text, _ = s.call("GET", "/metrics")
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    return None
-
-
-def lease_and_cancel(conn, agent, n):
-    for _ in range(n):
-        conn.request("POST", "/v1/leases", json.dumps(
-            {"agent": agent, "input_tokens": 10, "output_tokens": 10}),
-            {"Authorization": "Bearer fleet-token", "Content-Type": "application/json"})
-        r = conn.getresponse()
-        body = json.loads(r.read())
-        assert r.status == 200, body
-        conn.request("DELETE", "/v1/leases/%s" % body["lease"], None,
-                     {"Authorization": "Bearer fleet-token"})
-        r = conn.getresponse()
-        r.read()
-        assert r.status == 200
-
-
 class Bounds(unittest.TestCase):
     def test_one_token_past_its_stream_bound_is_refused_429_naming_it(self):
         with Sluiced(CONFIG % "") as s:
@@ -85,10 +60,10 @@ class Bounds(unittest.TestCase):
                 st, sock, _ = subscribe(s.port, "bob-token")
                 held.append(sock)
                 self.assertEqual(st, 200)
-                self.assertEqual(metric(s, "sluice_event_streams"), 5)
+                self.assertEqual(s.metric("sluice_event_streams"), 5)
                 # A closed stream frees its place.
                 held[0].close()
-                self.assertTrue(wait_until(lambda: metric(s, "sluice_event_streams") == 4, 5))
+                self.assertTrue(wait_until(lambda: s.metric("sluice_event_streams") == 4, 5))
                 st, sock, _ = subscribe(s.port, "fleet-token")
                 held.append(sock)
                 self.assertEqual(st, 200)
@@ -114,13 +89,10 @@ class Bounds(unittest.TestCase):
                     h.close()
 
     def test_a_bad_bound_is_refused_naming_the_key(self):
-        from harness import check_config
-        rc, out = check_config(CONFIG % "events: {max_streams_per_token: 0}")
-        self.assertNotEqual(rc, 0)
-        self.assertIn("events.max_streams_per_token", out)
-        rc, out = check_config(CONFIG % "events: {stream_buffer: 10}")
-        self.assertNotEqual(rc, 0)
-        self.assertIn("unknown key 'stream_buffer'", out)
+        self.assertIn("events.max_streams_per_token: '0' must be an integer between 1",
+                      refused_config(CONFIG % "events: {max_streams_per_token: 0}"))
+        self.assertIn("unknown key 'stream_buffer'",
+                      refused_config(CONFIG % "events: {stream_buffer: 10}"))
 
 
 class SlowReaders(unittest.TestCase):
@@ -130,15 +102,16 @@ class SlowReaders(unittest.TestCase):
             self.assertEqual(st, 200)
             st, reader, _ = subscribe(s.port, "bob-token")
             self.assertEqual(st, 200)
-            conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+            conn = KeepAlive(s, "fleet-token")
             dropped = False
             for _ in range(200):  # bounded: 200 x 25 leases, far past what any buffer holds
-                lease_and_cancel(conn, "m-1", 25)
-                if metric(s, "sluice_event_streams_dropped_total") == 1:
+                for _ in range(25):
+                    self.assertEqual(conn.lease_and_cancel("m-1")[0], 200)
+                if s.metric("sluice_event_streams_dropped_total") == 1:
                     dropped = True
                     break
             self.assertTrue(dropped, "the non-reading subscriber is still held")
-            self.assertEqual(metric(s, "sluice_event_streams"), 1)
+            self.assertEqual(s.metric("sluice_event_streams"), 1)
             # The slow subscriber's socket ends once what was sent is read.
             slow.settimeout(10)
             ended = False
@@ -152,7 +125,7 @@ class SlowReaders(unittest.TestCase):
                     break
             self.assertTrue(ended)
             # The reading one, of another token, still gets pool-wide events and is open.
-            self.assertEqual(metric(s, "sluice_event_streams"), 1)
+            self.assertEqual(s.metric("sluice_event_streams"), 1)
             conn.close()
             slow.close()
             reader.close()
