@@ -18,12 +18,17 @@ usage: adversarial.py SLUICED [REF_SLUICED]   (env: BENCH_NAMES=20000, BENCH_STR
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+import procs  # noqa: E402  (the banner reader the process tests use)
 
 NAMES = int(os.environ.get("BENCH_NAMES", "20000"))
 STREAMS = int(os.environ.get("BENCH_STREAMS", "1000"))
@@ -45,32 +50,17 @@ pools:
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Daemon:
     def __init__(self, binary, extra):
         self.dir = tempfile.TemporaryDirectory(prefix="sluice-adv-")
         path = os.path.join(self.dir.name, "sluice.yaml")
         with open(path, "w") as f:
             f.write(CONFIG % extra)
-        self.port = free_port()
-        self.proc = subprocess.Popen([binary, "--config", path, "--listen",
-                                      "127.0.0.1:%d" % self.port],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("sluiced did not start")
+        self.proc = subprocess.Popen([binary, "--config", path, "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        line = procs.read_banner(self.proc, "sluiced", 10)
+        self.port = int(re.search(r"http://[^ ]*:(\d+)", line).group(1))
 
     def rss_kib(self):
         with open("/proc/%d/status" % self.proc.pid) as f:
