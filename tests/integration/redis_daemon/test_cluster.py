@@ -376,7 +376,7 @@ class OnACluster(unittest.TestCase):
             key = "sluice:{vcheck}:pool"
             self.assertEqual(self.cluster.command(self.cluster.owner(self.cluster.slot(key)),
                                                   "EXISTS", key), 0)
-            self.assertEqual(self.cluster.command(odd, "FCALL", "sluice_version", "0"), "7")
+            self.assertEqual(self.cluster.command(odd, "FCALL", "sluice_version", "0"), "8")
         finally:
             self.cluster.command(odd, "FUNCTION", "LOAD", "REPLACE", source)
 
