@@ -265,11 +265,15 @@ static void remember_applied(memory_backend_t *m, const sl_backend_settings_t *s
     }
 }
 
-/* A pool just created: restored from the state file, or started cold. */
+/* A pool just created: restored from the state file, or started cold. A damaged file at
+ * start says a run was there and spent from the provider's buckets: its pools start empty
+ * even with `cold_start: full`, which is for pools nothing is known of. */
 static int start_pool(memory_backend_t *m, const char *name, double now)
 {
     if (m->persist && sl__persist_restore_pool(m->persist, m->engine, name, now)) return SL_OK;
-    if (m->cold_start == SL_COLD_START_FULL) return SL_OK;
+    bool damaged = m->persist && !m->configured &&
+                   sl__persist_found(m->persist) == SL_PERSIST_DAMAGED;
+    if (m->cold_start == SL_COLD_START_FULL && !damaged) return SL_OK;
     return sl_engine_pool_cold_start(m->engine, name, SL_COLD_START_WINDOW_S, now);
 }
 
@@ -320,6 +324,12 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
             /* The first configure: what the file held comes back, then a fresh snapshot
              * (with the new id reservation) must be on disk before anything is answered. */
             size_t restored = 0, dropped = 0;
+            if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED) {
+                /* Said once, at the start it concerns (event log, /v1/events, /metrics). */
+                sl_event_t ev = {.kind = SL_EV_ALERT, .now_s = now, .alert = "state_file_damaged",
+                                 .active = true, .reason = sl__persist_damage(m->persist)};
+                on_engine_event(&ev, m);
+            }
             sl__persist_restore_rest(m->persist, m->engine, now, &restored, &dropped);
             if (restored || dropped)
                 fprintf(stderr, "sluiced: state_file: %zu leases in flight restored%s\n",
@@ -654,11 +664,15 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
         }
         floor = sl__persist_id_floor(m->persist);
         sl__persist_bind_suspended(m->persist, &m->suspended);
-        if (sl__persist_found(m->persist) == SL_PERSIST_UNREADABLE)
+        if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED)
             fprintf(stderr,
-                    "sluiced: state_file: %s was not a readable sluice state file (moved to "
-                    "%s.bad): cold start\n",
-                    opt->state_file, opt->state_file);
+                    "sluiced: state_file: %s does not verify (%s): nothing of it restored, "
+                    "cold start; kept as %s (alert state_file_damaged)\n",
+                    opt->state_file, sl__persist_damage(m->persist),
+                    sl__persist_kept_path(m->persist));
+        else if (sl__persist_was_v1(m->persist))
+            fprintf(stderr, "sluiced: state_file: %s is format 1 (SLSTATE1): read once, "
+                            "rewritten as format 2\n", opt->state_file);
         /* Times in the file are never in the future of this run's clock. */
         double latest_s = sl__persist_latest_s(m->persist);
         double now_s = sl_backend_clock_now(&m->clock);

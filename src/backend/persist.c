@@ -44,6 +44,7 @@
 #include "suspended.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -59,9 +60,12 @@
 
 #include <event2/event.h>
 
-#define MAGIC          "SLSTATE1"
+#define MAGIC          "SLSTATE2"
+#define MAGIC_V1       "SLSTATE1" /* read once, rewritten as format 2 */
 #define MAGIC_LEN      8
-#define HEAD_LEN       12 /* u32 length + u64 checksum */
+#define FILE_HEAD_LEN  24 /* magic, u64 file length, u64 FNV-1a of both */
+#define COMMIT_LEN     8  /* u32 batch length, u32 its complement */
+#define HEAD_LEN       12 /* a record's u32 length + u64 checksum */
 #define RECORD_MAX     (1u << 20)
 #define ID_RESERVE     ((uint64_t)1 << 20)
 #define JOURNAL_MIN    ((size_t)32 << 20) /* journal room after a snapshot, at least */
@@ -262,6 +266,10 @@ struct sl_persist {
     bool sync_stop;
     atomic_bool dirty; /* records written since the thread's last fdatasync */
     sl_persist_found_t found;
+    char damage[200];  /* why the file was refused (SL_PERSIST_DAMAGED) */
+    char *kept_path;   /* where a refused file was moved */
+    bool was_v1;       /* the file was format 1: the first snapshot rewrites it */
+    size_t n_records;  /* 'L' records read: the last of an id wins */
     buf_t out;             /* records not yet written */
     uint64_t reserved; /* ids up to this may be issued */
     uint64_t id_floor;
@@ -282,6 +290,10 @@ struct sl_persist {
 };
 
 static void *sync_main(void *arg);
+static void sync_dir(const char *path);
+
+/* The journal's room after a snapshot, at least (sl__persist_set_journal_min). */
+static size_t journal_min = JOURNAL_MIN;
 
 static double mono_s(void)
 {
@@ -499,6 +511,37 @@ static int load_released(sl_persist_t *p, rd_t *r)
     return 0;
 }
 
+/* Reads one verified record's body (its type byte first) into p. Returns 0, or -1 when
+ * it cannot be read (an unknown type, fields cut short, out of memory). */
+static int load_record(sl_persist_t *p, const unsigned char *body, size_t body_len)
+{
+    rd_t r = {.p = body + 1, .n = body_len - 1};
+    switch (body[0]) {
+    case 'I': {
+        uint64_t reserved = get_u64(&r);
+        if (r.bad) return -1;
+        if (reserved > p->id_floor) p->id_floor = reserved;
+        return 0;
+    }
+    case 'P':
+        return load_pool(p, &r);
+    case 'L':
+        return load_lease(p, &r, p->n_records++);
+    case 'E':
+        return load_ended(p, &r);
+    case 'C':
+        return load_calib(p, &r);
+    case 'U':
+        return load_suspended(p, &r);
+    case 'V':
+        return load_released(p, &r);
+    case 'S':
+        return 0;
+    default:
+        return -1;
+    }
+}
+
 /* Reads the whole file into memory. Returns 0 (with *data NULL when there is no file),
  * or -1 with errno set. */
 static int slurp(const char *path, unsigned char **data, size_t *len)
@@ -552,58 +595,190 @@ static int slurp(const char *path, unsigned char **data, size_t *len)
     return 0;
 }
 
-/* Parses the file's records. Returns 0 when a complete snapshot was read (the journal
- * after it may end early), -1 when the file is not a usable state file. */
-static int parse(sl_persist_t *p, const unsigned char *data, size_t len)
+/* Why a file was refused, for the message (at most one, the first found). */
+static int damaged(sl_persist_t *p, const char *fmt, ...)
 {
-    if (len < MAGIC_LEN || memcmp(data, MAGIC, MAGIC_LEN) != 0) return -1;
-    size_t off = MAGIC_LEN, seq = 0;
-    bool snapshot_done = false;
-    while (len - off >= HEAD_LEN) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->damage, sizeof p->damage, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static uint64_t word_at(const unsigned char *data, size_t off)
+{
+    uint64_t w;
+    memcpy(&w, data + off, sizeof w);
+    return w;
+}
+
+/* The batch length a commit word announces, or -1 when the word is not a commit (its
+ * high half must be the complement of its low half: no single flipped bit passes). */
+static int64_t commit_len(uint64_t word)
+{
+    uint32_t len = (uint32_t)word, check = (uint32_t)(word >> 32);
+    return len != 0 && check == (uint32_t)~len ? (int64_t)len : -1;
+}
+
+static uint64_t commit_word(uint32_t len)
+{
+    return (uint64_t)len | ((uint64_t)(uint32_t)~len << 32);
+}
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Walks the records of data[off, off + len): each must fit, verify and (when `load`)
+ * be read into p. `first`: the snapshot's batch, which begins with 'I' and ends with
+ * 'S' (the only 'S'). Returns 0, or -1 with p->damage set (when `load`). */
+static int read_records(sl_persist_t *p, const unsigned char *data, size_t off, size_t len,
+                        bool first, bool load)
+{
+    size_t end = off + len;
+    bool first_record = true;
+    while (off < end) {
         uint32_t body_len;
         uint64_t sum;
+        if (end - off < HEAD_LEN) return load ? damaged(p, "a record cut short at byte %zu", off) : -1;
         memcpy(&body_len, data + off, sizeof body_len);
         memcpy(&sum, data + off + sizeof body_len, sizeof sum);
-        if (body_len == 0 || body_len > RECORD_MAX || len - off - HEAD_LEN < body_len) break;
         const unsigned char *body = data + off + HEAD_LEN;
-        if (fnv1a(body, body_len) != sum) break;
-        rd_t r = {.p = body + 1, .n = body_len - 1};
-        int rc = 0;
-        switch (body[0]) {
-        case 'I': {
-            uint64_t reserved = get_u64(&r);
-            if (!r.bad && reserved > p->id_floor) p->id_floor = reserved;
-            rc = r.bad ? -1 : 0;
-            break;
-        }
-        case 'P':
-            rc = load_pool(p, &r);
-            break;
-        case 'L':
-            rc = load_lease(p, &r, seq++);
-            break;
-        case 'E':
-            rc = load_ended(p, &r);
-            break;
-        case 'C':
-            rc = load_calib(p, &r);
-            break;
-        case 'U':
-            rc = load_suspended(p, &r);
-            break;
-        case 'V':
-            rc = load_released(p, &r);
-            break;
-        case 'S':
-            snapshot_done = true;
-            break;
-        default:
-            rc = -1;
-        }
-        if (rc < 0) break; /* a record we cannot read: what came before stands */
+        if (body_len == 0 || body_len > RECORD_MAX || end - off - HEAD_LEN < body_len ||
+            fnv1a(body, body_len) != sum)
+            return load ? damaged(p, "the record at byte %zu fails its checksum", off) : -1;
+        bool last = off + HEAD_LEN + body_len == end;
+        if (load && ((first && first_record && body[0] != 'I') ||
+                     (body[0] == 'S' && !(first && last)) || (first && last && body[0] != 'S')))
+            return damaged(p, "the record at byte %zu ('%c') is out of place", off,
+                           body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
+        if (load && load_record(p, body, body_len) < 0)
+            return damaged(p, "the record at byte %zu ('%c') cannot be read", off,
+                           body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
+        first_record = false;
         off += HEAD_LEN + body_len;
     }
-    return snapshot_done ? 0 : -1;
+    return 0;
+}
+
+/* Reads format 2 (the head above): every committed batch must verify, the file must be
+ * as long as its head says, and no committed batch may follow the first zero commit word
+ * (a hole). Returns 0 or -1 with p->damage set. */
+static int parse_v2(sl_persist_t *p, const unsigned char *data, size_t len)
+{
+    if (len < FILE_HEAD_LEN) return damaged(p, "%zu bytes: shorter than the file's head", len);
+    uint64_t declared = word_at(data, MAGIC_LEN);
+    if (fnv1a(data, MAGIC_LEN + 8) != word_at(data, MAGIC_LEN + 8))
+        return damaged(p, "the file's head fails its checksum");
+    if (declared != len)
+        return damaged(p, "%zu bytes where the file's head says %llu (cut short or grown)", len,
+                       (unsigned long long)declared);
+    size_t off = FILE_HEAD_LEN;
+    bool first = true;
+    for (;;) {
+        if (len - off < COMMIT_LEN) return damaged(p, "the journal runs to the end of the file");
+        uint64_t w = word_at(data, off);
+        if (w == 0) break; /* the end of what was committed */
+        int64_t blen = commit_len(w);
+        if (blen < 0) return damaged(p, "the commit word at byte %zu is not valid", off);
+        size_t room = len - off - COMMIT_LEN;
+        if ((size_t)blen > room || align8((size_t)blen) + COMMIT_LEN > room)
+            return damaged(p, "the batch at byte %zu runs past the end of the file", off);
+        if (read_records(p, data, off + COMMIT_LEN, (size_t)blen, first, true) < 0) return -1;
+        for (size_t i = off + COMMIT_LEN + (size_t)blen; i < off + COMMIT_LEN + align8((size_t)blen); i++)
+            if (data[i]) return damaged(p, "the padding at byte %zu is not zero", i);
+        off += COMMIT_LEN + align8((size_t)blen);
+        first = false;
+    }
+    if (first) return damaged(p, "no snapshot");
+    /* After the end only a batch that was never committed may have left bytes (a kill
+     * between its copy and its commit word): a committed batch there means a hole. */
+    for (size_t q = off + COMMIT_LEN; len - q >= COMMIT_LEN; q += COMMIT_LEN) {
+        uint64_t w = word_at(data, q);
+        int64_t blen = w ? commit_len(w) : -1;
+        if (blen > 0 && (size_t)blen <= len - q - COMMIT_LEN &&
+            read_records(p, data, q + COMMIT_LEN, (size_t)blen, false, false) == 0)
+            return damaged(p, "a committed batch at byte %zu follows the end of the journal at "
+                           "byte %zu (a hole)", q, off);
+    }
+    return 0;
+}
+
+/* Reads format 1 (records from byte 8 to the first zero length, no commit words) once,
+ * strictly: every record must verify and every byte after the last be zero, since that
+ * format cannot tell a torn last write from damage. Returns 0 or -1 with p->damage set. */
+static int parse_v1(sl_persist_t *p, const unsigned char *data, size_t len)
+{
+    size_t off = MAGIC_LEN;
+    while (len - off >= HEAD_LEN) {
+        uint32_t body_len;
+        memcpy(&body_len, data + off, sizeof body_len);
+        if (body_len == 0 || body_len > RECORD_MAX || len - off - HEAD_LEN < body_len) break;
+        off += HEAD_LEN + body_len;
+    }
+    if (read_records(p, data, MAGIC_LEN, off - MAGIC_LEN, true, true) < 0) return -1;
+    for (size_t i = off; i < len; i++)
+        if (data[i]) return damaged(p, "format 1: byte %zu after the last record is not zero", i);
+    return 0;
+}
+
+/* Parses the file. Returns 0 when all of it verified (p holds what it says), -1 when it
+ * did not (p->damage says why; nothing of it may be restored). */
+static int parse(sl_persist_t *p, const unsigned char *data, size_t len)
+{
+    if (len >= MAGIC_LEN && memcmp(data, MAGIC, MAGIC_LEN) == 0) return parse_v2(p, data, len);
+    if (len >= MAGIC_LEN && memcmp(data, MAGIC_V1, MAGIC_LEN) == 0) {
+        p->was_v1 = true;
+        return parse_v1(p, data, len);
+    }
+    return damaged(p, "not a sluice state file (no SLSTATE2 or SLSTATE1 at its start)");
+}
+
+/* What data[0, len) holds (data NULL: no file), into p->found and the loaded state. */
+static void take_bytes(sl_persist_t *p, const unsigned char *data, size_t len)
+{
+    if (!data) {
+        p->found = SL_PERSIST_NONE;
+    } else if (parse(p, data, len) == 0) {
+        p->found = SL_PERSIST_LOADED;
+    } else {
+        /* Nothing of a file that does not verify to its end is restored: the state it
+         * would give back is a mix of before and after (leases forgotten, levels of an
+         * earlier moment), which overbooks; a cold start cannot. Only the id floor of
+         * the records that did verify is kept: ids stay above every id they reserved. */
+        uint64_t id_floor = p->id_floor;
+        loaded_free(p);
+        p->id_floor = id_floor;
+        p->latest_s = 0;
+        p->was_v1 = false;
+        p->found = SL_PERSIST_DAMAGED;
+    }
+}
+
+/* Moves a refused file to PATH.damaged-<UTC time> for a post-mortem. Returns 0, or -1
+ * with `err` naming both paths. */
+static int keep_aside(sl_persist_t *p, char *err, size_t errlen)
+{
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    size_t n = strlen(p->path) + sizeof ".damaged-" + strlen(stamp);
+    p->kept_path = malloc(n);
+    if (!p->kept_path) {
+        snprintf(err, errlen, "state_file: out of memory");
+        return -1;
+    }
+    snprintf(p->kept_path, n, "%s.damaged-%s", p->path, stamp);
+    if (rename(p->path, p->kept_path) != 0) {
+        snprintf(err, errlen, "state_file: %s does not verify (%s) and cannot be moved to %s: %s",
+                 p->path, p->damage, p->kept_path, strerror(errno));
+        return -1;
+    }
+    sync_dir(p->path);
+    return 0;
 }
 
 sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double fsync_interval_s,
@@ -630,24 +805,10 @@ sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double
         snprintf(err, errlen, "state_file: cannot read %s: %s", path, strerror(errno));
         goto fail;
     }
-    if (!data) {
-        p->found = SL_PERSIST_NONE;
-    } else if (parse(p, data, len) == 0) {
-        p->found = SL_PERSIST_LOADED;
-    } else {
-        /* Not ours, or damaged before its snapshot ended: keep it for a post-mortem. */
-        loaded_free(p);
-        p->id_floor = 0;
-        p->latest_s = 0;
-        p->found = SL_PERSIST_UNREADABLE;
-        char bad[PATH_MAX];
-        snprintf(bad, sizeof bad, "%s.bad", path);
-        if (rename(path, bad) != 0) {
-            snprintf(err, errlen, "state_file: %s is not a sluice state file and cannot be moved "
-                     "to %s: %s", path, bad, strerror(errno));
-            free(data);
-            goto fail;
-        }
+    take_bytes(p, data, len);
+    if (p->found == SL_PERSIST_DAMAGED && keep_aside(p, err, errlen) < 0) {
+        free(data);
+        goto fail;
     }
     free(data);
     if (fsync_interval_s > 0) {
@@ -668,6 +829,37 @@ fail:
 sl_persist_found_t sl__persist_found(const sl_persist_t *p)
 {
     return p->found;
+}
+
+const char *sl__persist_damage(const sl_persist_t *p)
+{
+    return p->found == SL_PERSIST_DAMAGED ? p->damage : "";
+}
+
+const char *sl__persist_kept_path(const sl_persist_t *p)
+{
+    return p->kept_path;
+}
+
+bool sl__persist_was_v1(const sl_persist_t *p)
+{
+    return p->was_v1;
+}
+
+sl_persist_t *sl__persist_read_bytes(const unsigned char *data, size_t len)
+{
+    sl_persist_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->fd = -1;
+    p->broken = true;      /* no file: every flush finds nothing to write to... */
+    p->retry_at = INFINITY; /* ...and never tries to write one */
+    take_bytes(p, data, len);
+    return p;
+}
+
+void sl__persist_set_journal_min(size_t bytes)
+{
+    journal_min = bytes < 64 ? 64 : bytes;
 }
 
 uint64_t sl__persist_id_floor(const sl_persist_t *p)
@@ -946,7 +1138,8 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
 {
     buf_t b = {0};
     uint64_t reserved = sl_engine_next_id(e) - 1 + ID_RESERVE;
-    put(&b, MAGIC, MAGIC_LEN);
+    static const unsigned char zeros[FILE_HEAD_LEN + COMMIT_LEN];
+    put(&b, zeros, sizeof zeros); /* the file's head and the snapshot's commit word: below */
     write_reserve(&b, reserved);
     snap_ctx_t ctx = {.b = &b, .e = e};
     sl_engine_pool_foreach(e, snap_pool, &ctx);
@@ -955,14 +1148,22 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
         write_suspended(&b, &p->susp->items[i]);
     size_t at = rec_begin(&b, 'S');
     rec_end(&b, at);
+    size_t records = b.n - sizeof zeros;
+    put(&b, zeros, align8(records) - records);
     int fd = -1, rc;
     unsigned char *map = MAP_FAILED;
-    size_t room = b.n * 4 > JOURNAL_MIN ? b.n * 4 : JOURNAL_MIN;
+    size_t room = align8(b.n * 4 > journal_min ? b.n * 4 : journal_min);
     size_t len = b.n + room;
-    if (b.failed) {
-        errno = ENOMEM;
+    if (b.failed || records > UINT32_MAX) {
+        errno = b.failed ? ENOMEM : EFBIG;
         goto fail;
     }
+    uint64_t len64 = len, commit = commit_word((uint32_t)records);
+    memcpy(b.p, MAGIC, MAGIC_LEN);
+    memcpy(b.p + MAGIC_LEN, &len64, sizeof len64);
+    uint64_t head_sum = fnv1a(b.p, MAGIC_LEN + sizeof len64);
+    memcpy(b.p + MAGIC_LEN + sizeof len64, &head_sum, sizeof head_sum);
+    memcpy(b.p + FILE_HEAD_LEN, &commit, sizeof commit);
     fd = open(p->tmp_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || write_all(fd, b.p, b.n) < 0) goto fail;
     /* The journal's room is allocated now: a full disk fails here, not in a store. */
@@ -988,6 +1189,7 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
     p->out.failed = false;
     p->lost = false;
     p->broken = false;
+    p->was_v1 = false;
     free(b.p);
     return 0;
 fail:;
@@ -1017,6 +1219,28 @@ static void snapshot_or_wait(sl_persist_t *p, sl_engine_t *e)
     }
 }
 
+/* Is there room for a batch of `n` bytes of records and, after it, the zero commit word
+ * that ends the journal? */
+static bool batch_fits(const sl_persist_t *p, size_t n)
+{
+    return n <= UINT32_MAX && COMMIT_LEN + align8(n) + COMMIT_LEN <= p->map_len - p->map_off;
+}
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && sizeof(unsigned long long) == sizeof(uint64_t),
+               "the commit word is stored in one 8-byte store");
+
+/* Appends one batch at map_off: its records first, then its commit word in one aligned
+ * 8-byte store (map_off is always a multiple of 8). A kill -9 between the two leaves the
+ * commit word zero, which a reader takes as the end of the journal: that batch was never
+ * answered. The release order keeps the compiler from moving the copy after the word. */
+static void commit_batch(sl_persist_t *p, const unsigned char *records, size_t n)
+{
+    memcpy(p->map + p->map_off + COMMIT_LEN, records, n);
+    _Atomic unsigned long long *word = (_Atomic unsigned long long *)(void *)(p->map + p->map_off);
+    atomic_store_explicit(word, commit_word((uint32_t)n), memory_order_release);
+    p->map_off += COMMIT_LEN + align8(n);
+}
+
 void sl__persist_flush(sl_persist_t *p, sl_engine_t *e)
 {
     if (p->broken || p->lost || p->out.failed || !p->map) {
@@ -1030,13 +1254,12 @@ void sl__persist_flush(sl_persist_t *p, sl_engine_t *e)
         write_reserve(&p->out, p->reserved);
     }
     if (p->out.n == 0) return;
-    if (p->out.failed || p->out.n > p->map_len - p->map_off) {
+    if (p->out.failed || !batch_fits(p, p->out.n)) {
         /* The journal's room is used up: a new snapshot, with fresh room, replaces it. */
         snapshot_or_wait(p, e);
         return;
     }
-    memcpy(p->map + p->map_off, p->out.p, p->out.n);
-    p->map_off += p->out.n;
+    commit_batch(p, p->out.p, p->out.n);
     p->out.n = 0;
     /* A reservation must reach the disk before its ids are used; so must every record
      * when the interval is 0. */
@@ -1058,15 +1281,14 @@ void sl__persist_free(sl_persist_t *p)
         pthread_mutex_destroy(&p->sync_mu);
         pthread_cond_destroy(&p->sync_cv);
     }
-    if (p->map && p->out.n && !p->out.failed && p->out.n <= p->map_len - p->map_off) {
-        memcpy(p->map + p->map_off, p->out.p, p->out.n);
-        p->map_off += p->out.n;
-    }
+    if (p->map && p->out.n && !p->out.failed && batch_fits(p, p->out.n))
+        commit_batch(p, p->out.p, p->out.n);
     if (p->fd >= 0) fdatasync(p->fd);
     if (p->map) munmap(p->map, p->map_len);
     if (p->fd >= 0) close(p->fd);
     loaded_free(p);
     free(p->out.p);
+    free(p->kept_path);
     free(p->path);
     free(p->tmp_path);
     free(p);

@@ -28,10 +28,11 @@ typedef struct sl_persist sl_persist_t;
 
 /* What opening the file found. */
 typedef enum sl_persist_found {
-    SL_PERSIST_NONE = 0,   /* no file: a first start */
-    SL_PERSIST_LOADED,     /* a snapshot (and journal) was read */
-    SL_PERSIST_UNREADABLE, /* a file that is not a sluice state file, or is damaged
-                              before its snapshot ended: moved aside to PATH.bad */
+    SL_PERSIST_NONE = 0, /* no file: a first start */
+    SL_PERSIST_LOADED,   /* the whole file verified: its state is what it holds */
+    SL_PERSIST_DAMAGED,  /* a file that does not verify to its end, or is not a sluice state
+                            file: nothing of it is restored (cold start), and it was moved
+                            to sl__persist_kept_path() for inspection */
 } sl_persist_found_t;
 
 /* Opens the state file `path` and reads what it holds (nothing is written yet). The
@@ -46,6 +47,25 @@ void sl__persist_free(sl_persist_t *p);
 
 /* What the file held (see sl_persist_found_t). */
 sl_persist_found_t sl__persist_found(const sl_persist_t *p);
+
+/* SL_PERSIST_DAMAGED: why the file was refused (the first fault found, with its byte
+ * offset) and where it was moved (NULL for sl__persist_read_bytes()); "" and NULL
+ * otherwise. Owned by p. */
+const char *sl__persist_damage(const sl_persist_t *p);
+const char *sl__persist_kept_path(const sl_persist_t *p);
+
+/* The file was format 1 (SLSTATE1, read once): the first snapshot rewrites it. */
+bool sl__persist_was_v1(const sl_persist_t *p);
+
+/* Reads `data[0, len)` as sl__persist_open() reads a file, with no file behind it (for
+ * tests and the fuzz target; `data` NULL is no file): found, restore and free as for an
+ * opened file; flushes write nothing, and sl__persist_snapshot() must not be called on
+ * it (there is no path). NULL when out of memory. */
+sl_persist_t *sl__persist_read_bytes(const unsigned char *data, size_t len);
+
+/* The journal's room after each snapshot, at least (default 32 MiB; tests make it small
+ * so a whole file can be damaged byte by byte). Applies to snapshots written after. */
+void sl__persist_set_journal_min(size_t bytes);
 
 /* The lowest id base that cannot repeat an id the file's runs may have issued (every id
  * is at most the last reservation written); 0 when the file held none. */
