@@ -55,6 +55,7 @@ typedef struct memory_backend {
     sl_cold_start_t cold_start; /* for pools whose state is not known */
     bool configured;            /* the first configure (the restore) has run */
     sl_suspended_set_t suspended; /* suspensions; journaled with a state file */
+    sl_engine_config_t engine_cfg; /* for the scratch engine of the restore's trial */
 } memory_backend_t;
 
 static double mem_now(sl_backend_t *b)
@@ -265,6 +266,37 @@ static void remember_applied(memory_backend_t *m, const sl_backend_settings_t *s
     }
 }
 
+/* Says on stderr that the state file was refused, why, and where it is kept. */
+static void say_damaged(const sl_persist_t *p)
+{
+    fprintf(stderr,
+            "sluiced: state_file does not verify (%s): nothing of it restored, cold start; "
+            "kept as %s (alert state_file_damaged)\n",
+            sl__persist_damage(p), sl__persist_kept_path(p));
+}
+
+/* The first configure's restore, tried first on a scratch engine with the same pools: a
+ * record the engine refuses (a checksum-clean file from a writer with a bug, say) makes the
+ * whole file damaged rather than restored in part. Returns SL_OK, or SL_EINVAL with `err`
+ * set when the file cannot be moved aside. */
+static int trial_restore(memory_backend_t *m, const sl_backend_settings_t *s, double now,
+                         char *err, size_t errlen)
+{
+    if (sl__persist_found(m->persist) != SL_PERSIST_LOADED) return SL_OK;
+    sl_engine_t *t = sl_engine_new(&m->engine_cfg);
+    bool whole = true; /* out of memory for the trial: the restore itself will say */
+    if (t && sl_engine_set_id_base(t, sl_engine_next_id(m->engine) - 1) == SL_OK) {
+        for (size_t i = 0; i < s->n_pools; i++)
+            sl_engine_configure_pool(t, s->pools[i].name, &s->pools[i].config, now);
+        whole = sl__persist_trial(m->persist, t, now);
+    }
+    sl_engine_free(t);
+    if (whole) return SL_OK;
+    if (sl__persist_refuse(m->persist, err, errlen) < 0) return SL_EINVAL;
+    say_damaged(m->persist);
+    return SL_OK;
+}
+
 /* A pool just created: restored from the state file, or started cold. A damaged file at
  * start says a run was there and spent from the provider's buckets: its pools start empty
  * even with `cold_start: full`, which is for pools nothing is known of. */
@@ -313,6 +345,8 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
         if (rc == SL_OK) sl_engine_wake_parked(m->engine); /* a cap raised frees slots */
         if (rc == SL_OK) remember_applied(m, s);
         double now = mem_now(b);
+        if (rc == SL_OK && m->persist && !m->configured)
+            rc = trial_restore(m, s, now, err, sizeof(err));
         for (size_t i = 0; rc == SL_OK && i < s->n_pools; i++) {
             sl_pool_info_t info;
             bool known = sl_engine_pool_info(m->engine, s->pools[i].name, &info) == SL_OK;
@@ -646,6 +680,10 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
     m->base.ops = &memory_ops;
     m->evbase = base;
     m->cold_start = opt->cold_start;
+    if (cfg)
+        m->engine_cfg = *cfg;
+    else
+        sl_engine_config_init(&m->engine_cfg);
     sl_backend_clock_init(&m->clock);
     m->engine = sl_engine_new(cfg);
     m->timer = evtimer_new(base, on_timer, m);
@@ -665,11 +703,7 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
         floor = sl__persist_id_floor(m->persist);
         sl__persist_bind_suspended(m->persist, &m->suspended);
         if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED)
-            fprintf(stderr,
-                    "sluiced: state_file: %s does not verify (%s): nothing of it restored, "
-                    "cold start; kept as %s (alert state_file_damaged)\n",
-                    opt->state_file, sl__persist_damage(m->persist),
-                    sl__persist_kept_path(m->persist));
+            say_damaged(m->persist);
         else if (sl__persist_was_v1(m->persist))
             fprintf(stderr, "sluiced: state_file: %s is format 1 (SLSTATE1): read once, "
                             "rewritten as format 2\n", opt->state_file);

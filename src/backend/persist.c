@@ -735,6 +735,20 @@ static int parse(sl_persist_t *p, const unsigned char *data, size_t len)
     return damaged(p, "not a sluice state file (no SLSTATE2 or SLSTATE1 at its start)");
 }
 
+/* Nothing of a file that does not verify to its end is restored: the state it would give
+ * back is a mix of before and after (leases forgotten, levels of an earlier moment), which
+ * overbooks; a cold start cannot. Only the id floor of the records that did verify is
+ * kept: ids stay above every id they reserved. */
+static void forget_damaged(sl_persist_t *p)
+{
+    uint64_t id_floor = p->id_floor;
+    loaded_free(p);
+    p->id_floor = id_floor;
+    p->latest_s = 0;
+    p->was_v1 = false;
+    p->found = SL_PERSIST_DAMAGED;
+}
+
 /* What data[0, len) holds (data NULL: no file), into p->found and the loaded state. */
 static void take_bytes(sl_persist_t *p, const unsigned char *data, size_t len)
 {
@@ -743,16 +757,7 @@ static void take_bytes(sl_persist_t *p, const unsigned char *data, size_t len)
     } else if (parse(p, data, len) == 0) {
         p->found = SL_PERSIST_LOADED;
     } else {
-        /* Nothing of a file that does not verify to its end is restored: the state it
-         * would give back is a mix of before and after (leases forgotten, levels of an
-         * earlier moment), which overbooks; a cold start cannot. Only the id floor of
-         * the records that did verify is kept: ids stay above every id they reserved. */
-        uint64_t id_floor = p->id_floor;
-        loaded_free(p);
-        p->id_floor = id_floor;
-        p->latest_s = 0;
-        p->was_v1 = false;
-        p->found = SL_PERSIST_DAMAGED;
+        forget_damaged(p);
     }
 }
 
@@ -893,10 +898,26 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, size_t *restored,
-                              size_t *dropped)
+/* Is `rc`, from restoring a record into an engine, a refusal of the record itself (not a
+ * pool that is no longer configured, not the engine's memory running out)? */
+static bool refused(int rc)
 {
-    size_t n_ok = 0, n_dropped = 0;
+    return rc != SL_OK && rc != SL_ENOTFOUND && rc != SL_ENOMEM;
+}
+
+/* Notes that the engine refused a record (`what`, its message): returns false. */
+static bool engine_refuses(sl_persist_t *p, const char *what, const sl_engine_t *e)
+{
+    damaged(p, "the engine refuses %s: %s", what, sl_engine_errmsg(e));
+    return false;
+}
+
+/* Restores the leases in flight and the calibrations into `e`, counting leases taken and
+ * not; stops at the first record `e` refuses when `strict` (returns false, the reason in
+ * p->damage). What was read stays. */
+static bool restore_leases_and_calibrations(sl_persist_t *p, sl_engine_t *e, double now_s,
+                                            bool strict, size_t *n_ok, size_t *n_dropped)
+{
     if (p->n_leases) qsort(p->leases, p->n_leases, sizeof *p->leases, cmp_lease);
     if (p->n_ended) qsort(p->ended, p->n_ended, sizeof *p->ended, cmp_u64);
     for (size_t i = 0; i < p->n_leases; i++) {
@@ -904,16 +925,48 @@ void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, siz
         if (i + 1 < p->n_leases && p->leases[i + 1].st.id == l->id) continue; /* the last wins */
         if (p->n_ended && bsearch(&l->id, p->ended, p->n_ended, sizeof *p->ended, cmp_u64))
             continue;
-        if (sl_engine_lease_restore(e, l, now_s) == SL_OK)
-            n_ok++;
+        int rc = sl_engine_lease_restore(e, l, now_s);
+        if (strict && refused(rc))
+            return engine_refuses(p, "a lease", e);
+        if (rc == SL_OK)
+            (*n_ok)++;
         else
-            n_dropped++;
+            (*n_dropped)++;
     }
-    for (size_t i = 0; i < p->n_calibs; i++)
-        sl_engine_calibration_restore(e, p->calibs[i].pool, &p->calibs[i].st);
+    for (size_t i = 0; i < p->n_calibs; i++) {
+        int rc = sl_engine_calibration_restore(e, p->calibs[i].pool, &p->calibs[i].st);
+        if (strict && refused(rc))
+            return engine_refuses(p, "a calibration", e);
+    }
+    return true;
+}
+
+void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, size_t *restored,
+                              size_t *dropped)
+{
+    size_t n_ok = 0, n_dropped = 0;
+    restore_leases_and_calibrations(p, e, now_s, false, &n_ok, &n_dropped);
     loaded_free(p);
     if (restored) *restored = n_ok;
     if (dropped) *dropped = n_dropped;
+}
+
+bool sl__persist_trial(sl_persist_t *p, sl_engine_t *scratch, double now_s)
+{
+    if (p->found != SL_PERSIST_LOADED) return true;
+    for (size_t i = 0; i < p->n_pools; i++) {
+        int rc = sl_engine_pool_restore(scratch, p->pools[i].name, &p->pools[i].st, now_s);
+        if (refused(rc))
+            return engine_refuses(p, "a pool", scratch);
+    }
+    size_t n_ok = 0, n_dropped = 0;
+    return restore_leases_and_calibrations(p, scratch, now_s, true, &n_ok, &n_dropped);
+}
+
+int sl__persist_refuse(sl_persist_t *p, char *err, size_t errlen)
+{
+    forget_damaged(p);
+    return p->path ? keep_aside(p, err, errlen) : 0;
 }
 
 /* ---- writing ---------------------------------------------------------------------- */

@@ -84,6 +84,17 @@ bool sl__persist_restore_pool(sl_persist_t *p, sl_engine_t *e, const char *name,
 void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, size_t *restored,
                               size_t *dropped);
 
+/* A trial of the whole restore into `scratch`, an engine configured with the pools the
+ * daemon will have, leaving what was read in place: false (the reason in
+ * sl__persist_damage()) when the engine refuses a record of a pool it has, so a file the
+ * engine would take only in part is refused whole. True for a file not LOADED. */
+bool sl__persist_trial(sl_persist_t *p, sl_engine_t *scratch, double now_s);
+
+/* Declares a LOADED file damaged after all (its trial failed): forgets what was read but
+ * the id floor, and moves the file aside as sl__persist_open() does. Returns 0, or -1 with
+ * `err` naming both paths. */
+int sl__persist_refuse(sl_persist_t *p, char *err, size_t errlen);
+
 /* Writes a complete snapshot of `e` to PATH.tmp, fsyncs it, renames it over PATH and
  * continues the journal there. Returns 0, or -1 with `err` naming the path and cause. */
 int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errlen);

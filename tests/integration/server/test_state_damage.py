@@ -9,6 +9,7 @@ that lets a 50% lease through at once. The undamaged file, after the same kill -
 give back everything (the journal is written before every answer)."""
 import glob
 import os
+import struct
 import sys
 import tempfile
 import time
@@ -34,6 +35,26 @@ def damaged_copies(data):
             ("cut at 60% of what is written", data[:end * 6 // 10]),
             ("one bit flipped at 60% of what is written", flip(end * 6 // 10)),
             ("one bit flipped at 90% of what is written", flip(end * 9 // 10))]
+
+
+def fnv1a(data):
+    h = 0xCBF29CE484222325
+    for c in data:
+        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def format2(records):
+    """A state file of format 2 (docs/server.md "State file") holding one snapshot batch."""
+    body = b"".join(struct.pack("<IQ", len(r), fnv1a(r)) + r for r in records)
+    batch = struct.pack("<II", len(body), len(body) ^ 0xFFFFFFFF) + body + b"\0" * (-len(body) % 8)
+    length = 24 + len(batch) + 64
+    head = b"SLSTATE2" + struct.pack("<Q", length)
+    return head + struct.pack("<Q", fnv1a(head)) + batch + b"\0" * 64
+
+
+def name(text):
+    return struct.pack("<H", len(text)) + text.encode()
 
 
 class StateDamage(unittest.TestCase):
@@ -105,6 +126,27 @@ class StateDamage(unittest.TestCase):
             if leases == 0:
                 self.assertIn("does not verify", err, what)
         self.assertEqual(partial, [], "damaged copies restored part of the state")
+
+    def test_a_clean_file_with_a_record_the_engine_refuses_restores_nothing(self):
+        # Checksums all good, but the lease's weight is 0 (the engine takes none): the pool
+        # record beside it (level 1,000) must not come back alone.
+        state = os.path.join(self.tmp.name, "state")
+        now = time.time()
+        pool = (b"P" + name("default") + struct.pack("<4d", 1000, 510000, 85000, 0) +
+                struct.pack("<6d", now, 0.85, now, -1, float("-inf"), 0) + struct.pack("<I", 0) +
+                struct.pack("<dq", 0, 0))
+        lease = (b"L" + struct.pack("<QQ", 7, 0) + name("default") + name("a") +
+                 struct.pack("<HH", 0xFFFF, 0xFFFF) + struct.pack("<4q", 400000, 1, 1, 0) +
+                 struct.pack("<qq", 0, 0) + struct.pack("<5d", 0.0, now, 0, 300, now + 300) +
+                 bytes([0, 1]))
+        with open(state, "wb") as f:
+            f.write(format2([b"I" + struct.pack("<Q", 1 << 20), pool, lease, b"S"]))
+        d = self.start("cold_start: full\nstate_file: %s\n%s" % (state, POOL))
+        self.assertEqual(d.pool()["leases_in_flight"], 0)
+        self.assertLessEqual(d.input_level(), 8500 * (time.monotonic() - d.started_at + 0.5))
+        self.assertEqual(self.alert(d), 'sluice_alert{name="state_file_damaged",pool=""} 1')
+        self.assertEqual(len(glob.glob(state + ".damaged-*")), 1)
+        self.assertIn("the engine refuses a lease", d.kill9())
 
 
 if __name__ == "__main__":
