@@ -4,7 +4,7 @@
  * The first byte picks the mode. Raw (low bit 0): the rest is a file as found on disk.
  * Framed (low bit 1): the rest is record bodies (u16 length, little-endian, then that
  * many bytes, the first the record's type; a length of 0 closes a batch), which the target frames into a
- * format-2 file with valid checksums and commit words (docs/server.md "State file"), so
+ * format-2 file with valid checksums and commit words (docs/server.md "Format 2"), so
  * the fuzzer reaches every record's fields and the engine's restore, not only checksums.
  *
  * Beyond memory errors the target checks the contract: a file found damaged restores

@@ -2,7 +2,7 @@
 
 Seeds in both modes of the target: raw files (mode byte 0) framed here as format 2 with
 every record type, a format-1 file, and damaged copies; and framed record lists (mode
-byte 1) that the target frames itself. The layouts are docs/server.md "State file"."""
+byte 1) that the target frames itself. The layouts are docs/server.md "Format 2"."""
 import struct
 
 T0 = 1796000000.0

@@ -10,13 +10,25 @@
  * the event loop never waits for the disk. The space is reserved with posix_fallocate
  * (a full disk is an error at snapshot time, never a SIGBUS on a store).
  *
- * The file: the magic "SLSTATE1", then records. A record is a u32 length, a u64
- * FNV-1a checksum of its body, and the body: a type byte and fields in this machine's
- * byte order (the file is not moved between architectures). A snapshot is an 'I'
- * record, every 'P', 'L', 'C' and 'U' record of the state, and an 'S' record; the journal
- * follows it, then zeros up to the end of the preallocated room. Reading stops at a zero
- * length or the first record that is cut short or fails its checksum (a write torn by
- * a power failure): everything before it is kept.
+ * The file (format 2, docs/server.md "Format 2" has the table): a 24-byte head (the
+ * magic "SLSTATE2", the file's length as preallocated, an FNV-1a of both), then batches.
+ * A batch sits at a multiple of 8: a commit word (u32 length n, u32 its complement), n
+ * bytes of records, zeros to a multiple of 8. The first batch is the snapshot (an 'I'
+ * record, every 'P', 'L', 'C' and 'U' record of the state, an 'S' record); each flush
+ * appends one batch; a zero commit word ends the journal, and zeros follow up to the
+ * length in the head. A record is a u32 length, a u64 FNV-1a checksum of its body, and
+ * the body: a type byte and fields in this machine's byte order (the file is not moved
+ * between architectures).
+ *
+ * All or nothing: the file is restored only when every byte up to the end verifies (the
+ * head, the length, each commit word, each record, the padding, and no committed batch
+ * after the end, which would be a hole); otherwise nothing of it is (a cold start, the
+ * alert state_file_damaged, the file moved to PATH.damaged-<UTC time>), because the part
+ * before a fault is a mix of before and after that overbooks. A torn last write is not
+ * damage: a batch's records are copied first and its commit word stored last in one
+ * aligned 8-byte store, so a kill -9 in between leaves a zero word, the end of the
+ * journal, and that batch was never answered. Format 1 ("SLSTATE1": records from byte 8,
+ * no head, no commit words) is read once, strictly, and rewritten by the first snapshot.
  *
  *   I  u64 reserved      ids up to this may have been issued
  *   P  pool state        str pool, f64 level[4], at, margin, clean_since, floor_since,
@@ -30,12 +42,12 @@
  *                        version 2: i64 out_sample[64], i32 out_n, out_pos
  *   U  agent suspended   str agent, role, reason, metric, f64 z, i64 count, f64 at
  *   V  agent released    str agent
+ *   S  end of snapshot
  *
  * Record version 2 appends fields to P and C: a reader takes them when the record holds
- * them, so a file of version 1 (no appended fields) restores as before, with the
+ * them, so a file of record version 1 (no appended fields) restores as before, with the
  * concurrency ETA's D and the learned output samples unknown. Prompt caches are not
  * kept (a restart finds them cold: the conservative side).
- *   S  end of snapshot
  *
  * Ids: the reservation is written (and fsynced) before ids reach it, 2^20 at a time,
  * so the next run's base, above the last reservation, repeats no id even after a

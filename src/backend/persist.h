@@ -3,10 +3,12 @@
  * What a restart must not forget (DESIGN.md "Backends", README "What survives what"):
  * each pool's levels with their time, margin and the margin's clocks, every lease in
  * flight, the calibrations, and how far ids were handed out. The file is a snapshot of
- * all of it followed by journal records, one write(2) per backend operation made before
- * the operation is answered: a kill -9 loses nothing (the page cache has it), a power
- * failure loses what was not yet fsynced (at most `fsync_interval_s`). When the journal
- * outgrows the snapshot a new snapshot is written beside it and renamed over it.
+ * all of it followed by journal batches, one per backend operation made before the
+ * operation is answered: a kill -9 loses nothing (the page cache has it). A file that does
+ * not verify to its end (cut short, a flipped bit, a power failure that left batches not
+ * yet fsynced in part on the disk) restores nothing: SL_PERSIST_DAMAGED, a cold start.
+ * When the journal outgrows the snapshot a new snapshot is written beside it and renamed
+ * over it.
  *
  * Borrowed pointers: the engine passed to every call must be the one the state belongs
  * to; strings are copied.

@@ -170,7 +170,7 @@ static unsigned char *slurp_file(const char *path, size_t *len)
 }
 
 /* The offset of the zero commit word that ends the journal: the batches walked by their
- * commit words from the end of the file's 24-byte head (docs/server.md "State file"). */
+ * commit words from the end of the file's 24-byte head (docs/server.md "Format 2"). */
 static size_t journal_end(const unsigned char *data, size_t len)
 {
     size_t off = 24;

@@ -45,7 +45,7 @@ def fnv1a(data):
 
 
 def format2(records):
-    """A state file of format 2 (docs/server.md "State file") holding one snapshot batch."""
+    """A state file of format 2 (docs/server.md "Format 2") holding one snapshot batch."""
     body = b"".join(struct.pack("<IQ", len(r), fnv1a(r)) + r for r in records)
     batch = struct.pack("<II", len(body), len(body) ^ 0xFFFFFFFF) + body + b"\0" * (-len(body) % 8)
     length = 24 + len(batch) + 64
