@@ -1,4 +1,5 @@
-/* persist.c - the memory backend's state file: a snapshot followed by a journal of changes.
+/* persist.c - the memory backend's state file: a snapshot followed by a journal of changes
+ * (writing it here, restoring what persist_read.c read and verified).
  *
  * Why a journal and not SQLite: sluiced answers ~50,000 lease API requests a second on
  * one core, and every grant and settle must be durable against kill -9 before it is
@@ -52,8 +53,7 @@
  * Ids: the reservation is written (and fsynced) before ids reach it, 2^20 at a time,
  * so the next run's base, above the last reservation, repeats no id even after a
  * power failure. */
-#include "persist.h"
-#include "suspended.h"
+#include "persist_format.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -72,24 +72,9 @@
 
 #include <event2/event.h>
 
-#define MAGIC          "SLSTATE2"
-#define MAGIC_V1       "SLSTATE1" /* read once, rewritten as format 2 */
-#define MAGIC_LEN      8
-#define FILE_HEAD_LEN  24 /* magic, u64 file length, u64 FNV-1a of both */
-#define COMMIT_LEN     8  /* u32 batch length, u32 its complement */
-#define HEAD_LEN       12 /* a record's u32 length + u64 checksum */
-#define RECORD_MAX     (1u << 20)
 #define ID_RESERVE     ((uint64_t)1 << 20)
 #define JOURNAL_MIN    ((size_t)32 << 20) /* journal room after a snapshot, at least */
-#define STR_NULL       0xffffu
 #define RETRY_EVERY_S  1.0
-
-/* A growable byte buffer. */
-typedef struct buf {
-    unsigned char *p;
-    size_t n, cap;
-    bool failed; /* out of memory: what it holds is incomplete */
-} buf_t;
 
 static void buf_need(buf_t *b, size_t more)
 {
@@ -143,16 +128,6 @@ static void put_str(buf_t *b, const char *s)
     if (s) put(b, s, n);
 }
 
-static uint64_t fnv1a(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 /* Starts a record: room for the head, then the type. */
 static size_t rec_begin(buf_t *b, char type)
 {
@@ -173,134 +148,6 @@ static void rec_end(buf_t *b, size_t at)
     memcpy(b->p + at + sizeof len, &sum, sizeof sum);
 }
 
-/* A reader over one record's body. */
-typedef struct rd {
-    const unsigned char *p;
-    size_t n, off;
-    bool bad;
-} rd_t;
-
-static void get(rd_t *r, void *v, size_t n)
-{
-    if (r->bad || r->n - r->off < n) {
-        r->bad = true;
-        memset(v, 0, n);
-        return;
-    }
-    memcpy(v, r->p + r->off, n);
-    r->off += n;
-}
-
-static uint8_t get_u8(rd_t *r)
-{
-    uint8_t v;
-    get(r, &v, 1);
-    return v;
-}
-static uint32_t get_u32(rd_t *r)
-{
-    uint32_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static uint64_t get_u64(rd_t *r)
-{
-    uint64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static int64_t get_i64(rd_t *r)
-{
-    int64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static double get_f64(rd_t *r)
-{
-    double v;
-    get(r, &v, sizeof v);
-    return v;
-}
-/* Does the record hold more fields (appended by a later record version)? */
-static bool has_more(const rd_t *r)
-{
-    return !r->bad && r->off < r->n;
-}
-/* A copy of the string (NULL for the null string, or on error with r->bad set). */
-static char *get_str(rd_t *r)
-{
-    uint16_t len;
-    get(r, &len, sizeof len);
-    if (r->bad || len == STR_NULL) return NULL;
-    if (r->n - r->off < len) {
-        r->bad = true;
-        return NULL;
-    }
-    char *s = malloc((size_t)len + 1);
-    if (!s) {
-        r->bad = true;
-        return NULL;
-    }
-    memcpy(s, r->p + r->off, len);
-    s[len] = '\0';
-    r->off += len;
-    return s;
-}
-
-/* What the file held, until it is restored. */
-typedef struct loaded_pool {
-    char *name;
-    sl_pool_state_t st;
-} loaded_pool_t;
-
-typedef struct loaded_lease {
-    sl_lease_state_t st; /* strings owned */
-    size_t seq;          /* position in the file: the last record of an id wins */
-} loaded_lease_t;
-
-typedef struct loaded_calib {
-    char *pool;
-    sl_calibration_state_t st; /* model owned */
-} loaded_calib_t;
-
-struct sl_persist {
-    char *path;
-    char *tmp_path;
-    int fd;             /* the state file; -1 before the first snapshot */
-    unsigned char *map; /* the whole file, MAP_SHARED */
-    size_t map_len;
-    size_t map_off; /* where the next record goes */
-    double fsync_interval_s;
-    pthread_t sync_thread; /* fdatasync every fsync_interval_s */
-    bool sync_started;
-    pthread_mutex_t sync_mu; /* guards fd against the thread's fdatasync, and stop */
-    pthread_cond_t sync_cv;
-    bool sync_stop;
-    atomic_bool dirty; /* records written since the thread's last fdatasync */
-    sl_persist_found_t found;
-    char damage[200];  /* why the file was refused (SL_PERSIST_DAMAGED) */
-    char *kept_path;   /* where a refused file was moved */
-    bool was_v1;       /* the file was format 1: the first snapshot rewrites it */
-    size_t n_records;  /* 'L' records read: the last of an id wins */
-    buf_t out;             /* records not yet written */
-    uint64_t reserved; /* ids up to this may be issued */
-    uint64_t id_floor;
-    double latest_s;
-    bool lost;       /* a record could not be made: snapshot at the next flush */
-    bool broken;     /* the last write failed */
-    double retry_at; /* monotonic seconds of the next snapshot attempt when broken */
-    loaded_pool_t *pools;
-    size_t n_pools;
-    loaded_lease_t *leases;
-    size_t n_leases, cap_leases;
-    uint64_t *ended;
-    size_t n_ended, cap_ended;
-    loaded_calib_t *calibs;
-    size_t n_calibs;
-    sl_suspended_set_t susp_loaded;  /* the file's suspensions, until bound */
-    const sl_suspended_set_t *susp;  /* the live set snapshots write (borrowed) */
-};
-
 static void *sync_main(void *arg);
 static void sync_dir(const char *path);
 
@@ -314,439 +161,6 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void note_time(sl_persist_t *p, double t)
-{
-    if (isfinite(t) && t > p->latest_s) p->latest_s = t;
-}
-
-static void lease_state_free(sl_lease_state_t *l)
-{
-    free((char *)l->pool);
-    free((char *)l->agent);
-    free((char *)l->cache_key);
-    free((char *)l->model);
-}
-
-static void loaded_free(sl_persist_t *p)
-{
-    for (size_t i = 0; i < p->n_pools; i++)
-        free(p->pools[i].name);
-    free(p->pools);
-    p->pools = NULL;
-    p->n_pools = 0;
-    for (size_t i = 0; i < p->n_leases; i++)
-        lease_state_free(&p->leases[i].st);
-    free(p->leases);
-    p->leases = NULL;
-    p->n_leases = p->cap_leases = 0;
-    free(p->ended);
-    p->ended = NULL;
-    p->n_ended = p->cap_ended = 0;
-    for (size_t i = 0; i < p->n_calibs; i++) {
-        free(p->calibs[i].pool);
-        free((char *)p->calibs[i].st.model);
-    }
-    free(p->calibs);
-    p->calibs = NULL;
-    p->n_calibs = 0;
-    sl__suspended_clear(&p->susp_loaded);
-}
-
-/* ---- reading ---------------------------------------------------------------------- */
-
-static int load_pool(sl_persist_t *p, rd_t *r)
-{
-    char *name = get_str(r);
-    sl_pool_state_t st;
-    memset(&st, 0, sizeof st);
-    for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        st.level[b] = get_f64(r);
-    st.at = get_f64(r);
-    st.margin = get_f64(r);
-    st.clean_since = get_f64(r);
-    st.floor_since = get_f64(r);
-    st.blocked_until = get_f64(r);
-    st.cold_until = get_f64(r);
-    st.cold_raised = get_u32(r);
-    if (has_more(r)) { /* record version 2 */
-        st.lease_mean_s = get_f64(r);
-        st.lease_samples = get_i64(r);
-    }
-    if (r->bad || !name) {
-        free(name);
-        return -1;
-    }
-    note_time(p, st.at);
-    for (size_t i = 0; i < p->n_pools; i++) {
-        if (strcmp(p->pools[i].name, name) == 0) {
-            free(name);
-            p->pools[i].st = st;
-            return 0;
-        }
-    }
-    loaded_pool_t *pools = realloc(p->pools, (p->n_pools + 1) * sizeof *pools);
-    if (!pools) {
-        free(name);
-        return -1;
-    }
-    p->pools = pools;
-    p->pools[p->n_pools].name = name;
-    p->pools[p->n_pools].st = st;
-    p->n_pools++;
-    return 0;
-}
-
-static int load_lease(sl_persist_t *p, rd_t *r, size_t seq)
-{
-    sl_lease_state_t l;
-    memset(&l, 0, sizeof l);
-    l.id = get_u64(r);
-    l.ticket = get_u64(r);
-    l.pool = get_str(r);
-    l.agent = get_str(r);
-    l.cache_key = get_str(r);
-    l.model = get_str(r);
-    for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        l.need[b] = get_i64(r);
-    l.cached_tokens = get_i64(r);
-    l.est_prompt_tokens = get_i64(r);
-    l.weight = get_f64(r);
-    l.granted_at = get_f64(r);
-    l.waited_s = get_f64(r);
-    l.ttl_s = get_f64(r);
-    l.expires_at = get_f64(r);
-    l.cache_penalty = get_u8(r) != 0;
-    l.claimed = get_u8(r) != 0;
-    if (r->bad || !l.pool || !l.agent || l.id == 0) {
-        lease_state_free(&l);
-        return -1;
-    }
-    if (p->n_leases == p->cap_leases) {
-        size_t cap = p->cap_leases ? p->cap_leases * 2 : 64;
-        loaded_lease_t *v = realloc(p->leases, cap * sizeof *v);
-        if (!v) {
-            lease_state_free(&l);
-            return -1;
-        }
-        p->leases = v;
-        p->cap_leases = cap;
-    }
-    note_time(p, l.granted_at);
-    if (l.id > p->id_floor) p->id_floor = l.id;
-    p->leases[p->n_leases].st = l;
-    p->leases[p->n_leases].seq = seq;
-    p->n_leases++;
-    return 0;
-}
-
-static int load_ended(sl_persist_t *p, rd_t *r)
-{
-    uint64_t id = get_u64(r);
-    if (r->bad) return -1;
-    if (p->n_ended == p->cap_ended) {
-        size_t cap = p->cap_ended ? p->cap_ended * 2 : 64;
-        uint64_t *v = realloc(p->ended, cap * sizeof *v);
-        if (!v) return -1;
-        p->ended = v;
-        p->cap_ended = cap;
-    }
-    p->ended[p->n_ended++] = id;
-    return 0;
-}
-
-static int load_calib(sl_persist_t *p, rd_t *r)
-{
-    char *pool = get_str(r);
-    sl_calibration_state_t c;
-    memset(&c, 0, sizeof c);
-    c.model = get_str(r);
-    for (int i = 0; i < SL_CALIBRATION_WINDOW; i++)
-        c.sample[i] = get_f64(r);
-    c.n = (int)get_u32(r);
-    c.pos = (int)get_u32(r);
-    c.total = get_i64(r);
-    if (has_more(r)) { /* record version 2 */
-        for (int i = 0; i < SL_CALIBRATION_WINDOW; i++)
-            c.out_sample[i] = get_i64(r);
-        c.out_n = (int)get_u32(r);
-        c.out_pos = (int)get_u32(r);
-    }
-    if (r->bad || !pool || !c.model) {
-        free(pool);
-        free((char *)c.model);
-        return -1;
-    }
-    for (size_t i = 0; i < p->n_calibs; i++) {
-        if (!strcmp(p->calibs[i].pool, pool) && !strcmp(p->calibs[i].st.model, c.model)) {
-            free(pool);
-            free((char *)p->calibs[i].st.model);
-            p->calibs[i].st = c;
-            return 0;
-        }
-    }
-    loaded_calib_t *v = realloc(p->calibs, (p->n_calibs + 1) * sizeof *v);
-    if (!v) {
-        free(pool);
-        free((char *)c.model);
-        return -1;
-    }
-    p->calibs = v;
-    p->calibs[p->n_calibs].pool = pool;
-    p->calibs[p->n_calibs].st = c;
-    p->n_calibs++;
-    return 0;
-}
-
-/* 'U' and 'V': the journal replays suspensions and releases in their order. */
-static int load_suspended(sl_persist_t *p, rd_t *r)
-{
-    sl_suspension_t s = {0};
-    char *agent = get_str(r), *role = get_str(r), *reason = get_str(r), *metric = get_str(r);
-    s.agent = agent, s.role = role, s.reason = reason, s.metric = metric;
-    s.z = get_f64(r);
-    s.count = get_i64(r);
-    s.at_s = get_f64(r);
-    int rc = r->bad || !agent ? -1 : sl__suspended_put(&p->susp_loaded, &s) < 0 ? -1 : 0;
-    free(agent), free(role), free(reason), free(metric);
-    return rc;
-}
-
-static int load_released(sl_persist_t *p, rd_t *r)
-{
-    char *agent = get_str(r);
-    if (r->bad || !agent) {
-        free(agent);
-        return -1;
-    }
-    sl__suspended_del(&p->susp_loaded, agent);
-    free(agent);
-    return 0;
-}
-
-/* Reads one verified record's body (its type byte first) into p. Returns 0, or -1 when
- * it cannot be read (an unknown type, fields cut short, out of memory). */
-static int load_record(sl_persist_t *p, const unsigned char *body, size_t body_len)
-{
-    rd_t r = {.p = body + 1, .n = body_len - 1};
-    switch (body[0]) {
-    case 'I': {
-        uint64_t reserved = get_u64(&r);
-        if (r.bad) return -1;
-        if (reserved > p->id_floor) p->id_floor = reserved;
-        return 0;
-    }
-    case 'P':
-        return load_pool(p, &r);
-    case 'L':
-        return load_lease(p, &r, p->n_records++);
-    case 'E':
-        return load_ended(p, &r);
-    case 'C':
-        return load_calib(p, &r);
-    case 'U':
-        return load_suspended(p, &r);
-    case 'V':
-        return load_released(p, &r);
-    case 'S':
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-/* Reads the whole file into memory. Returns 0 (with *data NULL when there is no file),
- * or -1 with errno set. */
-static int slurp(const char *path, unsigned char **data, size_t *len)
-{
-    *data = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? 0 : -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int saved = fstat(fd, &sb) != 0 ? errno : EISDIR; /* not a regular file */
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    size_t cap = (size_t)sb.st_size + 1;
-    unsigned char *p = malloc(cap);
-    if (!p) {
-        close(fd);
-        errno = ENOMEM;
-        return -1;
-    }
-    size_t n = 0;
-    for (;;) {
-        if (n == cap) {
-            unsigned char *q = realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                close(fd);
-                errno = ENOMEM;
-                return -1;
-            }
-            p = q;
-            cap *= 2;
-        }
-        ssize_t got = read(fd, p + n, cap - n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            int saved = errno;
-            free(p);
-            close(fd);
-            errno = saved;
-            return -1;
-        }
-        if (got == 0) break;
-        n += (size_t)got;
-    }
-    close(fd);
-    *data = p;
-    *len = n;
-    return 0;
-}
-
-/* Why a file was refused, for the message (at most one, the first found). */
-static int damaged(sl_persist_t *p, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->damage, sizeof p->damage, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static uint64_t word_at(const unsigned char *data, size_t off)
-{
-    uint64_t w;
-    memcpy(&w, data + off, sizeof w);
-    return w;
-}
-
-/* The batch length a commit word announces, or -1 when the word is not a commit (its
- * high half must be the complement of its low half: no single flipped bit passes). */
-static int64_t commit_len(uint64_t word)
-{
-    uint32_t len = (uint32_t)word, check = (uint32_t)(word >> 32);
-    return len != 0 && check == (uint32_t)~len ? (int64_t)len : -1;
-}
-
-static uint64_t commit_word(uint32_t len)
-{
-    return (uint64_t)len | ((uint64_t)(uint32_t)~len << 32);
-}
-
-static size_t align8(size_t n)
-{
-    return (n + 7) & ~(size_t)7;
-}
-
-/* Walks the records of data[off, off + len): each must fit, verify and (when `load`)
- * be read into p. `first`: the snapshot's batch, which begins with 'I' and ends with
- * 'S' (the only 'S'). Returns 0, or -1 with p->damage set (when `load`). */
-static int read_records(sl_persist_t *p, const unsigned char *data, size_t off, size_t len,
-                        bool first, bool load)
-{
-    size_t end = off + len;
-    bool first_record = true;
-    while (off < end) {
-        uint32_t body_len;
-        uint64_t sum;
-        if (end - off < HEAD_LEN) return load ? damaged(p, "a record cut short at byte %zu", off) : -1;
-        memcpy(&body_len, data + off, sizeof body_len);
-        memcpy(&sum, data + off + sizeof body_len, sizeof sum);
-        const unsigned char *body = data + off + HEAD_LEN;
-        if (body_len == 0 || body_len > RECORD_MAX || end - off - HEAD_LEN < body_len ||
-            fnv1a(body, body_len) != sum)
-            return load ? damaged(p, "the record at byte %zu fails its checksum", off) : -1;
-        bool last = off + HEAD_LEN + body_len == end;
-        if (load && ((first && first_record && body[0] != 'I') ||
-                     (body[0] == 'S' && !(first && last)) || (first && last && body[0] != 'S')))
-            return damaged(p, "the record at byte %zu ('%c') is out of place", off,
-                           body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
-        if (load && load_record(p, body, body_len) < 0)
-            return damaged(p, "the record at byte %zu ('%c') cannot be read", off,
-                           body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
-        first_record = false;
-        off += HEAD_LEN + body_len;
-    }
-    return 0;
-}
-
-/* Reads format 2 (the head above): every committed batch must verify, the file must be
- * as long as its head says, and no committed batch may follow the first zero commit word
- * (a hole). Returns 0 or -1 with p->damage set. */
-static int parse_v2(sl_persist_t *p, const unsigned char *data, size_t len)
-{
-    if (len < FILE_HEAD_LEN) return damaged(p, "%zu bytes: shorter than the file's head", len);
-    uint64_t declared = word_at(data, MAGIC_LEN);
-    if (fnv1a(data, MAGIC_LEN + 8) != word_at(data, MAGIC_LEN + 8))
-        return damaged(p, "the file's head fails its checksum");
-    if (declared != len)
-        return damaged(p, "%zu bytes where the file's head says %llu (cut short or grown)", len,
-                       (unsigned long long)declared);
-    size_t off = FILE_HEAD_LEN;
-    bool first = true;
-    for (;;) {
-        if (len - off < COMMIT_LEN) return damaged(p, "the journal runs to the end of the file");
-        uint64_t w = word_at(data, off);
-        if (w == 0) break; /* the end of what was committed */
-        int64_t blen = commit_len(w);
-        if (blen < 0) return damaged(p, "the commit word at byte %zu is not valid", off);
-        size_t room = len - off - COMMIT_LEN;
-        if ((size_t)blen > room || align8((size_t)blen) + COMMIT_LEN > room)
-            return damaged(p, "the batch at byte %zu runs past the end of the file", off);
-        if (read_records(p, data, off + COMMIT_LEN, (size_t)blen, first, true) < 0) return -1;
-        for (size_t i = off + COMMIT_LEN + (size_t)blen; i < off + COMMIT_LEN + align8((size_t)blen); i++)
-            if (data[i]) return damaged(p, "the padding at byte %zu is not zero", i);
-        off += COMMIT_LEN + align8((size_t)blen);
-        first = false;
-    }
-    if (first) return damaged(p, "no snapshot");
-    /* After the end only a batch that was never committed may have left bytes (a kill
-     * between its copy and its commit word): a committed batch there means a hole. */
-    for (size_t q = off + COMMIT_LEN; len - q >= COMMIT_LEN; q += COMMIT_LEN) {
-        uint64_t w = word_at(data, q);
-        int64_t blen = w ? commit_len(w) : -1;
-        if (blen > 0 && (size_t)blen <= len - q - COMMIT_LEN &&
-            read_records(p, data, q + COMMIT_LEN, (size_t)blen, false, false) == 0)
-            return damaged(p, "a committed batch at byte %zu follows the end of the journal at "
-                           "byte %zu (a hole)", q, off);
-    }
-    return 0;
-}
-
-/* Reads format 1 (records from byte 8 to the first zero length, no commit words) once,
- * strictly: every record must verify and every byte after the last be zero, since that
- * format cannot tell a torn last write from damage. Returns 0 or -1 with p->damage set. */
-static int parse_v1(sl_persist_t *p, const unsigned char *data, size_t len)
-{
-    size_t off = MAGIC_LEN;
-    while (len - off >= HEAD_LEN) {
-        uint32_t body_len;
-        memcpy(&body_len, data + off, sizeof body_len);
-        if (body_len == 0 || body_len > RECORD_MAX || len - off - HEAD_LEN < body_len) break;
-        off += HEAD_LEN + body_len;
-    }
-    if (read_records(p, data, MAGIC_LEN, off - MAGIC_LEN, true, true) < 0) return -1;
-    for (size_t i = off; i < len; i++)
-        if (data[i]) return damaged(p, "format 1: byte %zu after the last record is not zero", i);
-    return 0;
-}
-
-/* Parses the file. Returns 0 when all of it verified (p holds what it says), -1 when it
- * did not (p->damage says why; nothing of it may be restored). */
-static int parse(sl_persist_t *p, const unsigned char *data, size_t len)
-{
-    if (len >= MAGIC_LEN && memcmp(data, MAGIC, MAGIC_LEN) == 0) return parse_v2(p, data, len);
-    if (len >= MAGIC_LEN && memcmp(data, MAGIC_V1, MAGIC_LEN) == 0) {
-        p->was_v1 = true;
-        return parse_v1(p, data, len);
-    }
-    return damaged(p, "not a sluice state file (no SLSTATE2 or SLSTATE1 at its start)");
-}
-
 /* Nothing of a file that does not verify to its end is restored: the state it would give
  * back is a mix of before and after (leases forgotten, levels of an earlier moment), which
  * overbooks; a cold start cannot. Only the id floor of the records that did verify is
@@ -754,7 +168,7 @@ static int parse(sl_persist_t *p, const unsigned char *data, size_t len)
 static void forget_damaged(sl_persist_t *p)
 {
     uint64_t id_floor = p->id_floor;
-    loaded_free(p);
+    sl__persist_loaded_free(p);
     p->id_floor = id_floor;
     p->latest_s = 0;
     p->was_v1 = false;
@@ -766,7 +180,7 @@ static void take_bytes(sl_persist_t *p, const unsigned char *data, size_t len)
 {
     if (!data) {
         p->found = SL_PERSIST_NONE;
-    } else if (parse(p, data, len) == 0) {
+    } else if (sl__persist_parse(p, data, len) == 0) {
         p->found = SL_PERSIST_LOADED;
     } else {
         forget_damaged(p);
@@ -818,7 +232,7 @@ sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double
     snprintf(p->tmp_path, n, "%s.tmp", path);
     unsigned char *data;
     size_t len;
-    if (slurp(path, &data, &len) < 0) {
+    if (sl__persist_slurp(path, &data, &len) < 0) {
         snprintf(err, errlen, "state_file: cannot read %s: %s", path, strerror(errno));
         goto fail;
     }
@@ -920,7 +334,7 @@ static bool refused(int rc)
 /* Notes that the engine refused a record (`what`, its message): returns false. */
 static bool engine_refuses(sl_persist_t *p, const char *what, const sl_engine_t *e)
 {
-    damaged(p, "the engine refuses %s: %s", what, sl_engine_errmsg(e));
+    sl__persist_damaged(p, "the engine refuses %s: %s", what, sl_engine_errmsg(e));
     return false;
 }
 
@@ -958,7 +372,7 @@ void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, siz
 {
     size_t n_ok = 0, n_dropped = 0;
     restore_leases_and_calibrations(p, e, now_s, false, &n_ok, &n_dropped);
-    loaded_free(p);
+    sl__persist_loaded_free(p);
     if (restored) *restored = n_ok;
     if (dropped) *dropped = n_dropped;
 }
@@ -1351,7 +765,7 @@ void sl__persist_free(sl_persist_t *p)
     if (p->fd >= 0) fdatasync(p->fd);
     if (p->map) munmap(p->map, p->map_len);
     if (p->fd >= 0) close(p->fd);
-    loaded_free(p);
+    sl__persist_loaded_free(p);
     free(p->out.p);
     free(p->kept_path);
     free(p->path);
