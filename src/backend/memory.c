@@ -37,6 +37,7 @@ typedef struct str_block {
 } str_block_t;
 
 #define STR_BLOCK_BYTES 65536
+#define FILE_AHEAD_MAX_S 86400.0 /* a state file's times may run this far ahead, no more */
 
 typedef struct memory_backend {
     sl_backend_t base;
@@ -292,7 +293,8 @@ static int trial_restore(memory_backend_t *m, const sl_backend_settings_t *s, do
     }
     sl_engine_free(t);
     if (whole) return SL_OK;
-    if (sl__persist_refuse(m->persist, err, errlen) < 0) return SL_EINVAL;
+    if (sl__persist_refuse(m->persist, NULL, err, errlen) < 0) return SL_EINVAL;
+    sl__suspended_clear(&m->suspended); /* the file's, bound at open: not restored either */
     say_damaged(m->persist);
     return SL_OK;
 }
@@ -700,6 +702,18 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
             mem_free(&m->base);
             return NULL;
         }
+        /* Times in the file are never in the future of this run's clock (the wall clock
+         * may have been set back), but a file whose times run more than a day ahead is
+         * not believed: damaged. */
+        double ahead_s = sl__persist_latest_s(m->persist) - sl_backend_clock_now(&m->clock);
+        if (ahead_s > FILE_AHEAD_MAX_S) {
+            char why[96];
+            snprintf(why, sizeof why, "its times run %.0f s ahead of this clock", ahead_s);
+            if (sl__persist_refuse(m->persist, why, err, errlen) < 0) {
+                mem_free(&m->base);
+                return NULL;
+            }
+        }
         floor = sl__persist_id_floor(m->persist);
         sl__persist_bind_suspended(m->persist, &m->suspended);
         if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED)
@@ -707,7 +721,6 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
         else if (sl__persist_was_v1(m->persist))
             fprintf(stderr, "sluiced: state_file: %s is format 1 (SLSTATE1): read once, "
                             "rewritten as format 2\n", opt->state_file);
-        /* Times in the file are never in the future of this run's clock. */
         double latest_s = sl__persist_latest_s(m->persist);
         double now_s = sl_backend_clock_now(&m->clock);
         if (latest_s > now_s) m->clock.start_real_s += latest_s - now_s;

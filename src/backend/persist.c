@@ -389,8 +389,9 @@ bool sl__persist_trial(sl_persist_t *p, sl_engine_t *scratch, double now_s)
     return restore_leases_and_calibrations(p, scratch, now_s, true, &n_ok, &n_dropped);
 }
 
-int sl__persist_refuse(sl_persist_t *p, char *err, size_t errlen)
+int sl__persist_refuse(sl_persist_t *p, const char *reason, char *err, size_t errlen)
 {
+    if (reason) sl__persist_damaged(p, "%s", reason);
     forget_damaged(p);
     return p->path ? keep_aside(p, err, errlen) : 0;
 }

@@ -92,10 +92,10 @@ void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, siz
  * engine would take only in part is refused whole. True for a file not LOADED. */
 bool sl__persist_trial(sl_persist_t *p, sl_engine_t *scratch, double now_s);
 
-/* Declares a LOADED file damaged after all (its trial failed): forgets what was read but
- * the id floor, and moves the file aside as sl__persist_open() does. Returns 0, or -1 with
- * `err` naming both paths. */
-int sl__persist_refuse(sl_persist_t *p, char *err, size_t errlen);
+/* Declares a LOADED file damaged after all (its trial failed, or `reason`, when not NULL,
+ * says why): forgets what was read but the id floor, and moves the file aside as
+ * sl__persist_open() does. Returns 0, or -1 with `err` naming both paths. */
+int sl__persist_refuse(sl_persist_t *p, const char *reason, char *err, size_t errlen);
 
 /* Writes a complete snapshot of `e` to PATH.tmp, fsyncs it, renames it over PATH and
  * continues the journal there. Returns 0, or -1 with `err` naming the path and cause. */

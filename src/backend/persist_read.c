@@ -382,6 +382,7 @@ int sl__persist_slurp(const char *path, unsigned char **data, size_t *len)
 
 int sl__persist_damaged(sl_persist_t *p, const char *fmt, ...)
 {
+    if (p->damage[0]) return -1; /* the first fault found is the one named */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(p->damage, sizeof p->damage, fmt, ap);

@@ -57,6 +57,16 @@ def name(text):
     return struct.pack("<H", len(text)) + text.encode()
 
 
+RESERVE = b"I" + struct.pack("<Q", 1 << 20)
+
+
+def pool_record(at, level=1000):
+    """A 'P' record of pool default: input level `level` at Unix time `at`."""
+    return (b"P" + name("default") + struct.pack("<4d", level, 510000, 85000, 0) +
+            struct.pack("<6d", at, 0.85, at, -1, float("-inf"), 0) + struct.pack("<I", 0) +
+            struct.pack("<dq", 0, 0))
+
+
 class StateDamage(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="sluiced-damage-")
@@ -132,21 +142,40 @@ class StateDamage(unittest.TestCase):
         # record beside it (level 1,000) must not come back alone.
         state = os.path.join(self.tmp.name, "state")
         now = time.time()
-        pool = (b"P" + name("default") + struct.pack("<4d", 1000, 510000, 85000, 0) +
-                struct.pack("<6d", now, 0.85, now, -1, float("-inf"), 0) + struct.pack("<I", 0) +
-                struct.pack("<dq", 0, 0))
         lease = (b"L" + struct.pack("<QQ", 7, 0) + name("default") + name("a") +
                  struct.pack("<HH", 0xFFFF, 0xFFFF) + struct.pack("<4q", 400000, 1, 1, 0) +
                  struct.pack("<qq", 0, 0) + struct.pack("<5d", 0.0, now, 0, 300, now + 300) +
                  bytes([0, 1]))
         with open(state, "wb") as f:
-            f.write(format2([b"I" + struct.pack("<Q", 1 << 20), pool, lease, b"S"]))
+            suspended = (b"U" + name("runaway") + name("worker") + name("admin") + name("") +
+                         struct.pack("<dqd", 0, 0, now))
+            f.write(format2([RESERVE, pool_record(now), lease, suspended, b"S"]))
         d = self.start("cold_start: full\nstate_file: %s\n%s" % (state, POOL))
         self.assertEqual(d.pool()["leases_in_flight"], 0)
         self.assertLessEqual(d.input_level(), 8500 * (time.monotonic() - d.started_at + 0.5))
         self.assertEqual(self.alert(d), 'sluice_alert{name="state_file_damaged",pool=""} 1')
         self.assertEqual(len(glob.glob(state + ".damaged-*")), 1)
+        time.sleep(0.3)  # a little refill
+        status, body = d.lease("runaway", 10)  # the file's suspension is not restored either
+        self.assertEqual(status, 200, body)
         self.assertIn("the engine refuses a lease", d.kill9())
+
+    def test_a_file_whose_times_run_days_ahead_is_not_believed(self):
+        state = os.path.join(self.tmp.name, "state")
+        with open(state, "wb") as f:
+            f.write(format2([RESERVE, pool_record(time.time() + 10 * 86400), b"S"]))
+        d = self.start("cold_start: full\nstate_file: %s\n%s" % (state, POOL))
+        self.assertEqual(self.alert(d), 'sluice_alert{name="state_file_damaged",pool=""} 1')
+        self.assertLessEqual(d.input_level(), 8500 * (time.monotonic() - d.started_at + 0.5))
+        self.assertIn("ahead of this clock", d.kill9())
+        # A file a few seconds ahead (the wall clock set back) is still believed.
+        for kept in glob.glob(state + ".damaged-*"):
+            os.unlink(kept)
+        with open(state, "wb") as f:
+            f.write(format2([RESERVE, pool_record(time.time() + 5, 300000), b"S"]))
+        d.start()
+        self.assertEqual(self.alert(d), 'sluice_alert{name="state_file_damaged",pool=""} 0')
+        self.assertGreater(d.input_level(), 290000)
 
 
 if __name__ == "__main__":
