@@ -25,8 +25,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static int hex(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* The provider path a client's spelling names: `rest` with %XX decoded (NULL on a bad

@@ -3,9 +3,9 @@
  *
  * The first byte picks the mode. Raw (low bit 0): the rest is a file as found on disk.
  * Framed (low bit 1): the rest is record bodies (u16 length, little-endian, then that
- * many bytes, the first the record's type; a length of 0 closes a batch), which the target frames into a
- * format-2 file with valid checksums and commit words (docs/server.md "Format 2"), so
- * the fuzzer reaches every record's fields and the engine's restore, not only checksums.
+ * many bytes, the first the record's type; a length of 0 closes a batch), which the target frames
+ * into a format-2 file with valid checksums and commit words (docs/server.md "Format 2"), so the
+ * fuzzer reaches every record's fields and the engine's restore, not only checksums.
  *
  * Beyond memory errors the target checks the contract: a file found damaged restores
  * nothing (no pool, no lease, no calibration) and says why; a file read whole restores
@@ -161,7 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         read_and_restore(data + 1, size - 1);
         return 0;
     }
-    if (size > 8192) return 0; /* the frame fits FILE_MAX: at most 4096 chunks, 20 bytes more each */
+    if (size > 8192)
+        return 0; /* the frame fits FILE_MAX: at most 4096 chunks, 20 bytes more each */
     static file_t f;
     size_t end = frame(&f, data + 1, size - 1);
     read_and_restore(f.b, f.n);

@@ -368,8 +368,8 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
             }
             sl__persist_restore_rest(m->persist, m->engine, now, &restored, &dropped);
             if (restored || dropped)
-                fprintf(stderr, "sluiced: state_file: %zu leases in flight restored%s\n",
-                        restored, dropped ? " (some named pools no longer configured: dropped)" : "");
+                fprintf(stderr, "sluiced: state_file: %zu leases in flight restored%s\n", restored,
+                        dropped ? " (some named pools no longer configured: dropped)" : "");
             if (sl__persist_snapshot(m->persist, m->engine, err, sizeof(err)) < 0) rc = SL_EINVAL;
         } else if (rc == SL_OK && m->persist) {
             sl_engine_pool_foreach(m->engine, journal_pool, m); /* levels were clamped */

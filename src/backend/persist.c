@@ -243,7 +243,8 @@ sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double
     }
     free(data);
     if (fsync_interval_s > 0) {
-        if (pthread_mutex_init(&p->sync_mu, NULL) != 0 || pthread_cond_init(&p->sync_cv, NULL) != 0 ||
+        if (pthread_mutex_init(&p->sync_mu, NULL) != 0 ||
+            pthread_cond_init(&p->sync_cv, NULL) != 0 ||
             pthread_create(&p->sync_thread, NULL, sync_main, p) != 0) {
             snprintf(err, errlen, "state_file: cannot start the fsync thread");
             goto fail;

@@ -13,14 +13,14 @@
 #include "persist.h"
 #include "suspended.h"
 
-#define MAGIC          "SLSTATE2"
-#define MAGIC_V1       "SLSTATE1" /* read once, rewritten as format 2 */
-#define MAGIC_LEN      8
-#define FILE_HEAD_LEN  24 /* magic, u64 file length, u64 FNV-1a of both */
-#define COMMIT_LEN     8  /* u32 batch length, u32 its complement */
-#define HEAD_LEN       12 /* a record's u32 length + u64 checksum */
-#define RECORD_MAX     (1u << 20)
-#define STR_NULL       0xffffu
+#define MAGIC         "SLSTATE2"
+#define MAGIC_V1      "SLSTATE1" /* read once, rewritten as format 2 */
+#define MAGIC_LEN     8
+#define FILE_HEAD_LEN 24 /* magic, u64 file length, u64 FNV-1a of both */
+#define COMMIT_LEN    8  /* u32 batch length, u32 its complement */
+#define HEAD_LEN      12 /* a record's u32 length + u64 checksum */
+#define RECORD_MAX    (1u << 20)
+#define STR_NULL      0xffffu
 
 /* A growable byte buffer. */
 typedef struct buf {
@@ -64,7 +64,7 @@ struct sl_persist {
     char *kept_path;   /* where a refused file was moved */
     bool was_v1;       /* the file was format 1: the first snapshot rewrites it */
     size_t n_records;  /* 'L' records read: the last of an id wins */
-    buf_t out;             /* records not yet written */
+    buf_t out;         /* records not yet written */
     uint64_t reserved; /* ids up to this may be issued */
     uint64_t id_floor;
     double latest_s;
@@ -79,8 +79,8 @@ struct sl_persist {
     size_t n_ended, cap_ended;
     loaded_calib_t *calibs;
     size_t n_calibs;
-    sl_suspended_set_t susp_loaded;  /* the file's suspensions, until bound */
-    const sl_suspended_set_t *susp;  /* the live set snapshots write (borrowed) */
+    sl_suspended_set_t susp_loaded; /* the file's suspensions, until bound */
+    const sl_suspended_set_t *susp; /* the live set snapshots write (borrowed) */
 };
 
 /* FNV-1a, 64 bits: every record's checksum and the file head's. It catches every change

@@ -416,21 +416,23 @@ static int read_records(sl_persist_t *p, const unsigned char *data, size_t off, 
     while (off < end) {
         uint32_t body_len;
         uint64_t sum;
-        if (end - off < HEAD_LEN) return load ? sl__persist_damaged(p, "a record cut short at byte %zu", off) : -1;
+        if (end - off < HEAD_LEN)
+            return load ? sl__persist_damaged(p, "a record cut short at byte %zu", off) : -1;
         memcpy(&body_len, data + off, sizeof body_len);
         memcpy(&sum, data + off + sizeof body_len, sizeof sum);
         const unsigned char *body = data + off + HEAD_LEN;
         if (body_len == 0 || body_len > RECORD_MAX || end - off - HEAD_LEN < body_len ||
             fnv1a(body, body_len) != sum)
-            return load ? sl__persist_damaged(p, "the record at byte %zu fails its checksum", off) : -1;
+            return load ? sl__persist_damaged(p, "the record at byte %zu fails its checksum", off)
+                        : -1;
         bool last = off + HEAD_LEN + body_len == end;
         if (load && ((first && first_record && body[0] != 'I') ||
                      (body[0] == 'S' && !(first && last)) || (first && last && body[0] != 'S')))
             return sl__persist_damaged(p, "the record at byte %zu ('%c') is out of place", off,
-                           body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
+                                       body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
         if (load && load_record(p, body, body_len) < 0)
             return sl__persist_damaged(p, "the record at byte %zu ('%c') cannot be read", off,
-                           body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
+                                       body[0] >= 0x20 && body[0] < 0x7f ? body[0] : '?');
         first_record = false;
         off += HEAD_LEN + body_len;
     }
@@ -442,26 +444,32 @@ static int read_records(sl_persist_t *p, const unsigned char *data, size_t off, 
  * (a hole). Returns 0 or -1 with p->damage set. */
 static int parse_v2(sl_persist_t *p, const unsigned char *data, size_t len)
 {
-    if (len < FILE_HEAD_LEN) return sl__persist_damaged(p, "%zu bytes: shorter than the file's head", len);
+    if (len < FILE_HEAD_LEN)
+        return sl__persist_damaged(p, "%zu bytes: shorter than the file's head", len);
     uint64_t declared = word_at(data, MAGIC_LEN);
     if (fnv1a(data, MAGIC_LEN + 8) != word_at(data, MAGIC_LEN + 8))
         return sl__persist_damaged(p, "the file's head fails its checksum");
     if (declared != len)
-        return sl__persist_damaged(p, "%zu bytes where the file's head says %llu (cut short or grown)", len,
-                       (unsigned long long)declared);
+        return sl__persist_damaged(p,
+                                   "%zu bytes where the file's head says %llu (cut short or grown)",
+                                   len, (unsigned long long)declared);
     size_t off = FILE_HEAD_LEN;
     bool first = true;
     for (;;) {
-        if (len - off < COMMIT_LEN) return sl__persist_damaged(p, "the journal runs to the end of the file");
+        if (len - off < COMMIT_LEN)
+            return sl__persist_damaged(p, "the journal runs to the end of the file");
         uint64_t w = word_at(data, off);
         if (w == 0) break; /* the end of what was committed */
         int64_t blen = commit_len(w);
-        if (blen < 0) return sl__persist_damaged(p, "the commit word at byte %zu is not valid", off);
+        if (blen < 0)
+            return sl__persist_damaged(p, "the commit word at byte %zu is not valid", off);
         size_t room = len - off - COMMIT_LEN;
         if ((size_t)blen > room || align8((size_t)blen) + COMMIT_LEN > room)
-            return sl__persist_damaged(p, "the batch at byte %zu runs past the end of the file", off);
+            return sl__persist_damaged(p, "the batch at byte %zu runs past the end of the file",
+                                       off);
         if (read_records(p, data, off + COMMIT_LEN, (size_t)blen, first, true) < 0) return -1;
-        for (size_t i = off + COMMIT_LEN + (size_t)blen; i < off + COMMIT_LEN + align8((size_t)blen); i++)
+        for (size_t i = off + COMMIT_LEN + (size_t)blen;
+             i < off + COMMIT_LEN + align8((size_t)blen); i++)
             if (data[i]) return sl__persist_damaged(p, "the padding at byte %zu is not zero", i);
         off += COMMIT_LEN + align8((size_t)blen);
         first = false;
@@ -474,8 +482,11 @@ static int parse_v2(sl_persist_t *p, const unsigned char *data, size_t len)
         int64_t blen = w ? commit_len(w) : -1;
         if (blen > 0 && (size_t)blen <= len - q - COMMIT_LEN &&
             read_records(p, data, q + COMMIT_LEN, (size_t)blen, false, false) == 0)
-            return sl__persist_damaged(p, "a committed batch at byte %zu follows the end of the journal at "
-                           "byte %zu (a hole)", q, off);
+            return sl__persist_damaged(
+                p,
+                "a committed batch at byte %zu follows the end of the journal at "
+                "byte %zu (a hole)",
+                q, off);
     }
     return 0;
 }
@@ -494,7 +505,9 @@ static int parse_v1(sl_persist_t *p, const unsigned char *data, size_t len)
     }
     if (read_records(p, data, MAGIC_LEN, off - MAGIC_LEN, true, true) < 0) return -1;
     for (size_t i = off; i < len; i++)
-        if (data[i]) return sl__persist_damaged(p, "format 1: byte %zu after the last record is not zero", i);
+        if (data[i])
+            return sl__persist_damaged(p, "format 1: byte %zu after the last record is not zero",
+                                       i);
     return 0;
 }
 
