@@ -1,11 +1,13 @@
 /* fuzz_state_file.c - libFuzzer target for the memory backend's state-file reader
- * (src/backend/persist.c) and the engine's restore it feeds (src/engine/snapshot.c).
+ * (src/backend/persist_read.c) and the engine's restore it feeds (persist.c, and
+ * src/engine/snapshot.c behind it).
  *
  * The first byte picks the mode. Raw (low bit 0): the rest is a file as found on disk.
  * Framed (low bit 1): the rest is record bodies (u16 length, little-endian, then that
- * many bytes, the first the record's type; a length of 0 closes a batch), which the target frames
- * into a format-2 file with valid checksums and commit words (docs/server.md "Format 2"), so the
- * fuzzer reaches every record's fields and the engine's restore, not only checksums.
+ * many bytes, the first the record's type; a length of 0 closes a batch), which the
+ * target frames into a format-2 file with valid checksums and commit words
+ * (docs/server.md "Format 2"), so the fuzzer reaches every record's fields and the
+ * engine's restore, not only the checksums.
  *
  * Beyond memory errors the target checks the contract: a file found damaged restores
  * nothing (no pool, no lease, no calibration) and says why; a file read whole restores
