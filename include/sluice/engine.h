@@ -549,8 +549,8 @@ int sl_engine_pool_state(const sl_engine_t *e, const char *pool, sl_pool_state_t
 /* Restores pool `pool` (configured already) to `st` at `now_s`: the margin is clamped
  * to the pool's configured [floor, start], levels to the capacity, times later than
  * now_s to now_s; then time advances to now_s, so the buckets refill (and the margin
- * recovers) for the time the daemon was down. Errors: SL_ENOTFOUND, SL_EINVAL (a NaN),
- * SL_ETIME. Leases are restored separately and take nothing from the levels, which
+ * recovers) for the time the daemon was down. Errors: SL_ENOTFOUND, SL_EINVAL (a level
+ * that is not finite, a NaN), SL_ETIME. Leases are restored separately and take nothing from the levels, which
  * already account for them. */
 int sl_engine_pool_restore(sl_engine_t *e, const char *pool, const sl_pool_state_t *st,
                            double now_s);

@@ -121,6 +121,7 @@ static json_t *event_json(const sl_event_t *ev)
     case SL_EV_ALERT:
         json_object_set_new(j, "alert", json_string(ev->alert ? ev->alert : ""));
         json_object_set_new(j, "active", json_boolean(ev->active));
+        if (ev->reason) json_object_set_new(j, "detail", json_string(ev->reason)); /* why */
         break;
     case SL_EV_LIMIT_ADOPTED:
     case SL_EV_RESYNC:

@@ -396,10 +396,13 @@ typedef enum sl_proxy_kind {
     SL_PROXY_MODELS,       /* GET, passed through without a lease */
     SL_PROXY_HELLO,        /* Anthropic's /api/hello connectivity check: answered here */
 } sl_proxy_kind_t;
-/* Resolves seg[0..n) (seg[0] is "anthropic" or "openai", as `api`) with or without a
- * "v1" segment after it; writes the provider's path into `upstream`. */
-sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, int n, char **seg, char *upstream,
-                                  size_t upstream_size);
+/* Resolves the request's path as it came (path[0, len): raw bytes, no query, nothing
+ * decoded) against the documented spellings of `api`'s endpoints ("/anthropic/..." or
+ * "/openai/...", with or without "/v1"); writes the provider's path into `upstream`.
+ * Anything else, dot segments, empty segments and encoded slashes included, is
+ * SL_PROXY_NONE (proxy_routes.c). */
+sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_t len,
+                                  char *upstream, size_t upstream_size);
 
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
  * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */
