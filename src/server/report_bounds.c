@@ -55,13 +55,77 @@ static const int64_t *limit_of_header(const sl_pool_config_t *pc, const char *na
 
 /* Clamps are logged at most once per 10 s: reports come at the agents' rate, and a
  * flood of them must not become a flood of log lines. */
-static bool warn_now(const sl_call_t *call)
+static bool warn_now(const sl_server_t *srv)
 {
     static double last_s = -1e300;
-    double now = sl_backend_now(call->srv->backend);
+    double now = sl_backend_now(srv->backend);
     if (now - last_s < 10) return false;
     last_s = now;
     return true;
+}
+
+/* The one rule for a reported limit `v` of a bucket configured at `configured` (0:
+ * unlimited): the value to adopt, or -1 to drop the header. The configured limit is a
+ * ceiling unless the pool says `limits_from: provider`; below it the provider's own
+ * answers lower freely, an agent's report (which can lie) down to configured / f; with
+ * `limits_from: provider` the provider's answers raise freely, a report up to
+ * configured x f. An unlimited bucket has no ceiling to keep: it takes the provider's
+ * limit and no report's. */
+static int64_t bound_limit(const sl_pool_bounds_t *b, int64_t configured, int64_t v,
+                           bool from_provider)
+{
+    if (configured == 0) return from_provider ? v : -1;
+    double f = b->max_resync_factor;
+    int64_t lo = from_provider ? 1 : (int64_t)ceil((double)configured / f);
+    double hi_d = !b->limits_from_provider ? (double)configured
+                  : from_provider          ? (double)SL_TOKENS_MAX
+                                           : floor((double)configured * f);
+    int64_t hi = hi_d >= (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)hi_d;
+    if (lo < 1) lo = 1;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+size_t sl__bound_limit_headers(const sl_server_t *srv, const char *pool, bool from_provider,
+                               const char **names, const char **values, size_t count,
+                               char (*scratch)[24])
+{
+    const sl_config_t *c = &srv->config;
+    const sl_pool_bounds_t *b = pool ? sl_config_pool_bounds(c, pool) : NULL;
+    const sl_pool_config_t *pc = b ? sl_config_pool(c, pool) : NULL;
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *what = NULL;
+        const int64_t *configured = pc ? limit_of_header(pc, names[i], &what) : NULL;
+        bool is_limit = pc ? configured != NULL
+                           : strstr(names[i], "-limit") != NULL && is_ratelimit_header(names[i]) &&
+                                 strcmp(names[i], "anthropic-ratelimit-tokens-limit") != 0;
+        int64_t v;
+        if (is_limit && !configured) continue; /* a pool not known here: cannot be bounded */
+        if (is_limit && sl_header_parse_count(values[i], &v) && v != 0) {
+            int64_t bounded = bound_limit(b, *configured, v, from_provider);
+            if (bounded < 0) continue;
+            if (bounded != v) {
+                snprintf(scratch[kept], sizeof(scratch[kept]), "%" PRId64, bounded);
+                if (warn_now(srv))
+                    fprintf(stderr,
+                            "sluiced: %s: %s %.32s for pool '%s' bounded to %s (configured "
+                            "%s %" PRId64 ", limits_from %s, max_resync_factor %g; further "
+                            "bounds for 10 s are not logged)\n",
+                            from_provider ? "proxy" : "settle", names[i], values[i], pool,
+                            scratch[kept], what, *configured,
+                            b->limits_from_provider ? "provider" : "config",
+                            b->max_resync_factor);
+                names[kept] = names[i];
+                values[kept] = scratch[kept];
+                kept++;
+                continue;
+            }
+        }
+        names[kept] = names[i];
+        values[kept] = values[i];
+        kept++;
+    }
+    return kept;
 }
 
 static int check_counts(const sl_call_t *call, const char *pool, const sl_settle_t *s, char *msg,
@@ -109,8 +173,6 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
     if (s->retry_after_s > max_retry_after_s) s->retry_after_s = max_retry_after_s;
 
     bool may_resync = call->admin || (call->token && call->token->resync);
-    const sl_pool_config_t *pc = b ? sl_config_pool(c, pool) : NULL;
-    size_t kept = 0;
     for (size_t i = 0; i < s->header_count; i++) {
         if (is_ratelimit_header(names[i]) && !may_resync) {
             *status = 403;
@@ -120,37 +182,9 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
                      names[i]);
             return -1;
         }
-        const char *what = NULL;
-        const int64_t *configured = pc ? limit_of_header(pc, names[i], &what) : NULL;
-        bool is_limit = pc ? configured != NULL
-                           : strstr(names[i], "-limit") != NULL && is_ratelimit_header(names[i]) &&
-                                 strcmp(names[i], "anthropic-ratelimit-tokens-limit") != 0;
-        int64_t v;
-        if (is_limit && (!configured || *configured == 0)) continue; /* cannot be bounded */
-        if (is_limit && sl_header_parse_count(values[i], &v) && v != 0) {
-            double f = b->max_resync_factor;
-            int64_t lo = (int64_t)ceil((double)*configured / f);
-            double hi_d = floor((double)*configured * f);
-            int64_t hi = hi_d >= (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)hi_d;
-            if (lo < 1) lo = 1;
-            if (v < lo || v > hi) {
-                snprintf(scratch[kept], sizeof(scratch[kept]), "%" PRId64, v < lo ? lo : hi);
-                if (warn_now(call))
-                    fprintf(stderr,
-                            "sluiced: settle: %s %.32s for pool '%s' clamped to %s (configured "
-                            "%s %" PRId64 ", max_resync_factor %g; further clamps for 10 s "
-                            "are not logged)\n",
-                            names[i], values[i], pool, scratch[kept], what, *configured, f);
-                names[kept] = names[i];
-                values[kept] = scratch[kept];
-                kept++;
-                continue;
-            }
-        }
-        names[kept] = names[i];
-        values[kept] = values[i];
-        kept++;
     }
+    size_t kept = sl__bound_limit_headers(call->srv, pool, false, names, values,
+                                          s->header_count, scratch);
     s->header_count = kept;
     return 0;
 }
