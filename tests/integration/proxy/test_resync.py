@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from harness import EMU_FAST, Emu, Sluiced, message, pool_yaml
+from harness import Emu, Sluiced, message, pool_yaml, wait_for
 
 # Issue 24's setup: the emulator at 400k ITPM / 200k OTPM, the pool configured the same.
 LIMITS = "input_tpm: 400000\noutput_tpm: 200000\nrpm: 4000"
@@ -23,6 +23,19 @@ EMU_400K = ["--input-tpm", "400000", "--output-tpm", "200000", "--rpm", "4000",
 # Answers of 24 tokens at 12 tokens/s: each call streams for about 2 s.
 EMU_400K_SLOW = EMU_400K[:8] + ["--tokens-per-s", "12"] + EMU_400K[10:] + \
     ["--ping-interval-ms", "100000"]
+
+
+def backend_config():
+    """The `backend:` line of the config: none here (memory); the Redis variant of these
+    tests (tests/integration/redis_daemon/test_proxy_resync.py) replaces this."""
+    return ""
+
+
+def proxy(emu, limits, extra=""):
+    s = Sluiced(backend_config() + "pools:\n" +
+                pool_yaml("claude", emu.url, "anthropic", limits, extra))
+    wait_for(lambda: s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
+    return s
 
 
 def output_bucket(s, pool="claude"):
@@ -36,8 +49,7 @@ def stream_call(s, max_tokens, agent, results):
 
 class ResyncAgreesWithTheCall(unittest.TestCase):
     def test_three_max_tokens_128000_calls_are_each_granted_at_once(self):
-        with Emu(EMU_400K) as emu, Sluiced(
-                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", LIMITS)) as s:
+        with Emu(EMU_400K) as emu, proxy(emu, LIMITS) as s:
             for i in range(3):
                 status, _, payload = s.anthropic(message(max_tokens=128000), agent="cc")
                 self.assertEqual(status, 200, payload)
@@ -57,8 +69,7 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
         # provider still holds B's 100000, and ends at ~3 s. A's headers count B's
         # reservation; B's refund at ~2 s comes before A's settle. Applied at A's settle,
         # they took B's refund back (the level ~100,000 lower).
-        with Emu(EMU_400K_SLOW) as emu, Sluiced(
-                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", LIMITS)) as s:
+        with Emu(EMU_400K_SLOW) as emu, proxy(emu, LIMITS) as s:
             results = {}
             b = threading.Thread(target=stream_call, args=(s, 100000, "b", results))
             b.start()
@@ -85,8 +96,7 @@ class ProxyHeadersAreBounded(unittest.TestCase):
     SMALL = "input_tpm: 12000\noutput_tpm: 12000\nrpm: 600"
 
     def call_and_read_limits(self, extra=""):
-        with Emu(self.EMU_BIG) as emu, Sluiced(
-                "pools:\n" + pool_yaml("claude", emu.url, "anthropic", self.SMALL, extra)) as s:
+        with Emu(self.EMU_BIG) as emu, proxy(emu, self.SMALL, extra) as s:
             status, h, payload = s.anthropic(message(max_tokens=100), agent="x")
             self.assertEqual(status, 200, payload)
             self.assertEqual(h.get("anthropic-ratelimit-input-tokens-limit"), "600000")
@@ -105,10 +115,10 @@ class ProxyHeadersAreBounded(unittest.TestCase):
         self.assertEqual(limits["output_tpm"], 600000)
 
     def test_a_lower_limit_from_the_provider_is_adopted(self):
-        with Emu(EMU_FAST[:0] + ["--input-tpm", "6000", "--output-tpm", "600000", "--rpm",
+        with Emu(["--input-tpm", "6000", "--output-tpm", "600000", "--rpm",
                                  "60000", "--ttft-ms", "0", "--tokens-per-s", "100000",
                                  "--latency-spread", "0", "--output-tokens", "24"]) as emu, \
-                Sluiced("pools:\n" + pool_yaml("claude", emu.url, "anthropic", self.SMALL)) as s:
+                proxy(emu, self.SMALL) as s:
             status, _, payload = s.anthropic(message(max_tokens=100), agent="x")
             self.assertEqual(status, 200, payload)
             limits = s.pool("claude")["limits"]
