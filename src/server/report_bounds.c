@@ -1,4 +1,4 @@
-/* report_bounds.c - what one settle report may do to a pool, checked before any backend sees it.
+/* report_bounds.c - what one settle report (or the proxy's provider headers) may do to a pool, checked before any backend sees it.
  *
  * An agent's settle is a report, and a report can lie: counts of 2^53 tokens, a
  * provider limit of 10^12 or of 1, a retry-after of a day. The engine (and the Redis
@@ -7,10 +7,14 @@
  *   - counts above the pool's settle ceiling are refused (400, naming field and ceiling);
  *   - rate-limit headers resync a pool only from callers allowed to (admin, tokens with
  *     `resync: true`, every caller with auth off); others get 403;
- *   - a reported limit is clamped to [configured / max_resync_factor, configured x
- *     max_resync_factor]; a bucket configured as unlimited takes no limit from a
- *     report; a lease whose pool this replica does not know has its limit headers
- *     dropped (they cannot be bounded), its other headers kept (they only lower levels);
+ *   - a reported limit follows the one rule the proxy's own headers follow too
+ *     (sl__bound_limit_headers): the configured limit is a ceiling unless the pool
+ *     says `limits_from: provider`; a report lowers it at most to configured /
+ *     max_resync_factor (and with `limits_from: provider` raises it at most to
+ *     configured x max_resync_factor); a bucket configured as unlimited takes no limit
+ *     from a report; a lease whose pool this replica does not know has its limit
+ *     headers dropped (they cannot be bounded), its other headers kept (they only
+ *     lower levels);
  *   - a reported retry_after is capped at max_retry_after_s.
  */
 #include "server.h"

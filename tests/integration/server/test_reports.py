@@ -15,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Sluiced  # noqa: E402
+from harness import Sluiced, check_config  # noqa: E402
 
 POOL = """
     input_tpm: 60000
@@ -151,6 +151,12 @@ class Reports(Case):
                                       headers={"anthropic-ratelimit-output-tokens-limit": "1"})
         self.assertEqual(status, 200, body)
         self.assertEqual(self.s.pool("capped")["limits"]["output_tpm"], 30000)  # 60000 / 2
+
+    def test_a_bad_limits_from_names_the_key_and_the_value(self):
+        rc, out = check_config("pools:\n  default:\n    rpm: 10\n    limits_from: agents\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("pools.default.limits_from", out)
+        self.assertIn("'agents' must be config or provider", out)
 
     def test_an_allowed_reporter_still_resyncs_levels(self):
         g = self.granted(ADMIN, "admin-agent", "levels")
