@@ -80,6 +80,9 @@ typedef struct sl_pool_config {
                                       20 are known) when that is lower */
     double spend_cap_reset_s;      /* 3600: the spend_cap alert clears this long after the
                                       last spend-cap 429 (0 = only when a call succeeds) */
+    double lease_duration_prior_s; /* 30: D, the mean lease duration of the concurrency
+                                      ETA (k x D / slots), until a settle has measured it;
+                                      0 = no prior: the earliest lease expiry bounds it */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
@@ -245,6 +248,12 @@ typedef struct sl_request {
      * hub task gives no more weight than the token could ask for itself. */
     bool max_unblocks_set;
     int64_t max_unblocks;
+    /* The caller sends the provider at most charged_output_tokens as the call's
+     * max_tokens (the proxy rewrites the body; a lease client says "cap_output"). Only
+     * then may a pool with output_reserve_learned reserve its learned percentile below
+     * output_tokens: the provider holds whatever max_tokens it is sent, so a reservation
+     * below the figure sent would overbook it. Unset: output_tokens is reserved. */
+    bool output_capped;
 } sl_request_t;
 
 typedef enum sl_status {

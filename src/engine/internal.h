@@ -333,8 +333,9 @@ double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], in
 void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT]);
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
 /* Seconds until `releases` of `slots` leases in flight have ended, from the settled
- * leases' mean duration; when none was seen yet, the earliest of `expiries` (absolute
- * times, may be +INFINITY) bounds it. */
+ * leases' mean duration (the pool's lease_duration_prior_s until one was settled); the
+ * first release is bounded by `earliest_expiry` (absolute, may be +INFINITY), which is
+ * all there is with a prior of 0 and nothing settled. */
 double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, double earliest_expiry,
                        double now);
 /* Records a settled lease's duration in the pool's moving average. */
@@ -452,7 +453,9 @@ double sl__calib_ratio(const sl__calib_t *c);
 void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);
 void sl__calib_free_all(sl__pool_t *p);
 /* Records the output of a counted settle of a lease that named this model. */
-void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens);
+/* Records a counted call's output. One that stopped exactly at its lease's reservation
+ * (`reserved_tokens`: a capped call cut off there) is recorded as twice that figure. */
+void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens, int64_t reserved_tokens);
 /* Recomputes the output 95th percentile from the samples held (after a restore). */
 void sl__calib_update_output(sl__calib_t *c);
 

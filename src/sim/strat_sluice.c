@@ -5,7 +5,10 @@
  * "sluice" is the whole design: role weights and the task graph (a planner's call
  * outranks the six workers waiting on it), loop decay through failure_signature,
  * the cache bump, and a checkpoint before every wait, so neither a queued wait nor
- * a 429 breaks the turn. "sluice-equal" takes the same leases with every weight 1,
+ * a 429 breaks the turn. Like libsluice-client's acquire that saves a checkpoint, it asks
+ * to be held in the queue for an ETA up to SL_CHECKPOINTED_MAX_WAIT_S rather than be
+ * rejected past the pool's max_queue_wait_s and sleep until retry_at while capacity
+ * idles (issue 24 item 5). "sluice-equal" takes the same leases with every weight 1,
  * no task graph, no decay, no cache bump and no checkpoint: a wait longer than the
  * harness timeout, or a 429, costs the agent a re-plan as in the other strategies.
  *
@@ -143,6 +146,15 @@ static sim_agent_t *agent_by_ticket(sim_run_t *run, uint64_t ticket)
     return NULL;
 }
 
+/* A lease for a's call: with output_reserve learned the call goes to the provider with
+ * max_tokens lowered to the output reserved, as the proxy forwards it (the provider holds
+ * what it is sent, so a reservation below the figure sent would overbook it). */
+static void grant(const sluice_state_t *s, sim_agent_t *a, const sl_decision_t *d)
+{
+    a->lease = d->lease;
+    a->send_max_tokens = s->learned ? d->charged_output_tokens : 0;
+}
+
 /* Claims the tickets the engine granted from its queue and sends their calls. */
 static void drain(sim_run_t *run)
 {
@@ -165,7 +177,7 @@ static void drain(sim_run_t *run)
                          sl_engine_errmsg(s->e));
             break;
         }
-        a->lease = d.lease;
+        grant(s, a, &d);
         sl__sim_send(run, a);
     }
     s->n_pending = 0;
@@ -300,6 +312,9 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         .ttl_s = 300,
         /* One "model" per agent group: the output distribution learned is the group's. */
         .model = s->learned ? a->g->name : NULL,
+        .output_capped = s->learned, /* sent with max_tokens = the output reserved */
+        /* Checkpointed, so held as the real client asks (0: sluice-equal, no checkpoint). */
+        .max_wait_s = s->equal ? 0 : SL_CHECKPOINTED_MAX_WAIT_S,
     };
     sl_decision_t d;
     int rc = sl_engine_request(s->e, &req, run->now_s, &d);
@@ -310,7 +325,7 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         return;
     }
     if (d.status == SL_GRANTED) {
-        a->lease = d.lease;
+        grant(s, a, &d);
         sl__sim_send(run, a);
     } else if (d.status == SL_QUEUED) {
         a->ticket = d.ticket;
@@ -425,7 +440,9 @@ const sim_strategy_t sl__sim_sluice_equal = {
 };
 
 /* "sluice" with output_reserve: learned (docs/sim.md): the p95 of each group's real
- * outputs is reserved instead of max_tokens once 20 are known. */
+ * outputs is reserved instead of max_tokens once 20 are known, and the call is sent with
+ * max_tokens lowered to it (the proxy's capped forward): an answer longer than the
+ * percentile is cut there, and its tail is not asked for again in the simulation. */
 const sim_strategy_t sl__sim_sluice_learned = {
     .name = "sluice-learned",
     .checkpoint = true,

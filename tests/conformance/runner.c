@@ -217,6 +217,7 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(ticket_idle_s);
     N(output_reserve_learned);
     N(spend_cap_reset_s);
+    N(lease_duration_prior_s);
     N(price_input_per_mtok);
     N(price_output_per_mtok);
 #undef N
@@ -241,6 +242,7 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->model = arg(op, "model");
     r->cache_prefix_hash = arg(op, "prefix");
     r->max_wait_s = arg_num(op, "max_wait", 0);
+    r->output_capped = arg_num(op, "capped", 0) != 0;
 }
 
 /* Headers are h.NAME=VALUE arguments. */

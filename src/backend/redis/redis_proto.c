@@ -124,6 +124,7 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_num(c, "output_reserve_learned", cfg->output_reserve_learned ? 1 : 0);
     sl__rcmd_num(c, "price_input_per_mtok", cfg->price_input_per_mtok);
     sl__rcmd_num(c, "price_output_per_mtok", cfg->price_output_per_mtok);
+    sl__rcmd_num(c, "lease_duration_prior_s", cfg->lease_duration_prior_s);
     sl__rcmd_num(c, "tombstone_ttl_s", ecfg->tombstone_ttl_s);
     sl__rcmd_num(c, "idempotency_ttl_s", ecfg->idempotency_ttl_s);
     sl__rcmd_num(c, "weight_floor",
@@ -159,6 +160,7 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unbl
     sl__rcmd_str(c, "model", req->model);
     sl__rcmd_str(c, "cache_prefix_hash", req->cache_prefix_hash);
     if (req->max_wait_s != 0) sl__rcmd_num(c, "max_wait_s", req->max_wait_s);
+    if (req->output_capped) sl__rcmd_num(c, "output_capped", 1);
 }
 
 /* ---- provider headers (docs/design.md "Resync"; classified by the engine's headers.c) ---- */
@@ -430,6 +432,7 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
     CFG(claim_timeout_s, double);
     CFG(ticket_idle_s, double);
     CFG(spend_cap_reset_s, double);
+    CFG(lease_duration_prior_s, double);
     CFG(margin_max, double);
 #undef CFG
     c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;
