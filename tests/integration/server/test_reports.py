@@ -52,7 +52,7 @@ auth:
       agent: alice
     - token: bob-token-1
       agent: bob
-""" % ((POOL,) * 8)
+""" % ((POOL,) * 9)
 
 ADMIN = "admin-secret-1"
 WORKER = "workers-token-1"
