@@ -19,7 +19,8 @@
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
     char *key;
-    double last_settle_at; /* -INFINITY: never settled, so cold */
+    double used_at;        /* start (grant) of the last counted call: the provider runs the
+                              cache life from the call's start; -INFINITY: cold */
     int64_t tokens;        /* size of the cached prefix last seen */
     int64_t refs;          /* leases and tickets that point here: never swept while > 0 */
 } sl__cache_t;

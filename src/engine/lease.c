@@ -251,7 +251,7 @@ static int64_t corrected(int64_t tokens, double ratio)
 
 static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
 {
-    return c && now - c->last_settle_at < p->cfg.cache_ttl_s;
+    return c && now - c->used_at < p->cfg.cache_ttl_s;
 }
 
 /* max_tokens is a loose upper bound the provider does not reserve: a call whose
@@ -377,7 +377,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         if (a->need.cached_tokens > cache_tokens) cache_tokens = a->need.cached_tokens;
         bool bump = pass == 0 && cache_warm(p, c, now) &&
                     cache_tokens >= p->cfg.cache_bump_min_tokens &&
-                    c->last_settle_at + p->cfg.cache_ttl_s < now + eta_s;
+                    c->used_at + p->cfg.cache_ttl_s < now + eta_s;
         if (!bump) break;
         a->weight *= p->cfg.cache_bump;
     }
@@ -835,7 +835,10 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                          s->input_tokens + s->cache_creation_input_tokens +
                              s->cache_read_input_tokens);
         int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
-        l->cache->last_settle_at = now_s;
+        /* The provider's cache life runs from the call's start, not its end: the grant
+         * is the earliest the call can have been sent, so the engine never thinks a
+         * cache warmer than it is. The later start wins when calls settle out of order. */
+        if (l->granted_at > l->cache->used_at) l->cache->used_at = l->granted_at;
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
         sl__calib_record_output(l->calib, s->output_tokens);

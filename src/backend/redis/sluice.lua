@@ -487,7 +487,8 @@ local function agent_get(name, make)
     alert = 0, leases = 0, queued = 0, tin = 0, tout = 0, g429 = 0})
 end
 
--- A cache is either the agent's own (fields cls/ctok of its record) or shared.
+-- A cache is either the agent's own (fields cls/ctok of its record) or shared. ls/cls:
+-- the start (grant) of its last counted call; tok/ctok: the prefix's size.
 local function cache_view(a, own, ck)
   if own then return {rec = a, key = agent_key(a.agent), ls = 'cls', tok = 'ctok'} end
   local key = S.prefix .. 'C:' .. ck
@@ -2211,7 +2212,9 @@ local function settle(p, args, now)
     local cache_tokens = cr + cc
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)
-    c.rec[c.ls] = now
+    -- The cache life runs from the call's start, as the provider counts it: the grant,
+    -- the earliest the call can have been sent; the later start wins (engine: lease.c).
+    if l.granted_at > c.rec[c.ls] then c.rec[c.ls] = l.granted_at end
     c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
     touch(c.key)
     spend_cap_alert(p, false)  -- a call went through: no longer capped
