@@ -268,6 +268,8 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
     sc->loop_continue = 0.6;
     sc->estimate_noise = 0.05;
     sc->teams = 1;
+    sc->limits_scale = 1;
+    sc->demand_scale = 1;
     sl_provider_config_init(&sc->provider);
 
     yaml_parser_t parser;
