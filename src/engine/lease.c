@@ -254,6 +254,30 @@ static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
     return c && now - c->used_at < p->cfg.cache_ttl_s;
 }
 
+bool sl__ticket_cache_lapsed(sl__pool_t *p, sl__ticket_t *t, double now)
+{
+    /* Reads that count already charge the prefix, warm or cold. */
+    if (t->need.penalty || t->need.cached_tokens <= 0 || p->cfg.cache_reads_count ||
+        cache_warm(p, t->cache, now))
+        return false;
+    sl__need_t cold = t->need;
+    cold.n[SL_BUCKET_INPUT] += cold.cached_tokens;
+    cold.n[SL_BUCKET_TOKENS] += cold.cached_tokens;
+    cold.penalty = true;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        if (sl__limited(p, (sl_bucket_t)b) &&
+            (double)cold.n[b] > sl__capacity(p, (sl_bucket_t)b))
+            return false;
+    /* Out and back in with the same key; a team left empty by the removal gets its start
+     * tag back, so its turn among the teams does not move. */
+    double base = t->team->base;
+    sl__queue_remove(p, t);
+    t->need = cold;
+    sl__queue_insert(p, t);
+    t->team->base = base;
+    return true;
+}
+
 /* max_tokens is a loose upper bound the provider does not reserve: a call whose
  * max_tokens is above what the output (or combined) bucket can ever hold is still
  * served, so it reserves what fits, today's capacity, and its settle charges any

@@ -217,6 +217,7 @@ void sl__pool_free(sl__pool_t *p)
 void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
 {
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
+        sl__ticket_cache_lapsed(p, t, now); /* it stays the head */
         if (!sl__fits(p, &t->need, now)) break;
         sl__tags_t tags = {t->team, t->finish, sl__queue_head_outer(t)};
         sl__queue_remove(p, t);

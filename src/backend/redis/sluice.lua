@@ -1286,11 +1286,33 @@ end
 
 local function load_lease(id) return load(lease_key(id), LEASE) end
 
+-- A queued ticket whose cache lapsed while it waited: the provider will bill the prefix
+-- again, so its need grows by it, once, before the grant; its place in the queue stays,
+-- and a team left empty by the removal gets its start tag back. Left as it is when the
+-- larger need could never fit (engine: sl__ticket_cache_lapsed).
+local function ticket_cache_lapsed(p, t, now)
+  if t.pen == 1 or t.cached <= 0 or p.cache_reads_count ~= 0 then return end
+  local a = agent_get(t.agent, false)
+  if a and cache_warm(p, cache_view(a, t.own == 1, t.ck), now) then return end
+  local cold = {[0] = t.n0 + t.cached, t.n1, t.n2, t.n3 + t.cached}
+  for b = 0, NB - 1 do
+    if limited(p, b) and cold[b] > capacity(p, b) then return end
+  end
+  local g = team_get(t.team, true)
+  local base = g.base
+  queue_remove(p, t)
+  t.n0, t.n3, t.pen = cold[0], cold[3], 1
+  queue_insert(p, t)
+  g.base = base
+  touch(ticket_key(t.id))
+end
+
 local function drain(p, now)
   while true do
     local id = queue_head(p)
     if not id then return end
     local t = load_ticket(id)
+    ticket_cache_lapsed(p, t, now)  -- it stays the head
     if not fits(p, need_of(t), now) then return end
     local g = team_get(t.team, true)
     local outer = g.base + t.cost / team_weight(p, t.team)
