@@ -19,3 +19,11 @@ if(SL_SLOW_TESTS AND SL_NODE)
   add_test(NAME sim_vs_emu COMMAND ${PROJECT_SOURCE_DIR}/bench/sim_vs_emu.sh ${PROJECT_BINARY_DIR})
   set_tests_properties(sim_vs_emu PROPERTIES LABELS slow TIMEOUT 600)
 endif()
+
+# issue 24's waste measures (bench/waste.sh): the sim sweep over the tight bound and real
+# agent processes against sluice-emu, direct and through sluiced. About three minutes,
+# prints rather than asserts: label slow, -DSL_SLOW_TESTS=ON.
+if(SL_SLOW_TESTS AND SL_NODE)
+  add_test(NAME waste COMMAND ${PROJECT_SOURCE_DIR}/bench/waste.sh ${PROJECT_BINARY_DIR})
+  set_tests_properties(waste PROPERTIES LABELS slow TIMEOUT 900)
+endif()
