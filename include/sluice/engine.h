@@ -54,6 +54,9 @@ typedef struct sl_pool_config {
     double margin_floor;           /* 0.60 */
     double margin_step_down;       /* 0.05 per 429 against a granted lease */
     double margin_step_up;         /* 0.01 per clean recover_every_s */
+    double margin_max;             /* 0.97: the ceiling of a climb above margin_start, which
+                                      the provider's headers must vouch for (docs/design.md
+                                      "Margin"); at or below margin_start: no climb */
     double recover_every_s;        /* 180 */
     double margin_floor_alert_s;   /* 600: margin_at_floor after this long at the floor */
     double lease_ttl_s;            /* 120 */
@@ -305,7 +308,12 @@ typedef struct sl_settle {
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
     bool got_429;                    /* the call with this lease came back 429 */
-    double retry_after_s;            /* < 0 when the provider sent none */
+    double retry_after_s;            /* < 0 when the provider sent none: holds every
+                                        agent's grants in the pool that long */
+    double agent_retry_after_s;      /* <= 0: none; holds only this lease's agent's new
+                                        requests in its pool that long (answered REJECTED,
+                                        reason agent_retry_after): for a report longer than
+                                        the pool may be held on its word */
     bool spend_cap;                  /* the 429's error was a spend/budget cap */
     bool failed;                     /* the provider refused or failed the call (any 4xx or
                                         5xx, a stream that broke off): the tokens given are

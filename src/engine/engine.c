@@ -321,11 +321,9 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
             return sl__fail(e, SL_EINVAL, "pool %s: %s level %.6f above capacity %.6f", p->name,
                             sl_bucket_name((sl_bucket_t)b), p->level[b], cap);
     }
-    int floor_bp = (int)lround(p->cfg.margin_floor * 10000);
-    int start_bp = (int)lround(p->cfg.margin_start * 10000);
-    if (p->margin_bp < floor_bp || p->margin_bp > start_bp)
+    if (p->margin_bp < p->floor_bp || p->margin_bp > p->max_bp)
         return sl__fail(e, SL_EINVAL, "pool %s: margin %d bp outside [%d, %d]", p->name,
-                        p->margin_bp, floor_bp, start_bp);
+                        p->margin_bp, p->floor_bp, p->max_bp);
     char msg[256];
     if (sl__queue_check(p, msg, sizeof msg) != 0)
         return sl__fail(e, SL_EINVAL, "pool %s: %s", p->name, msg);

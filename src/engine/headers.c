@@ -16,7 +16,9 @@
  *     know what was spent, so its buckets started empty): there the first remaining
  *     value of each bucket may also raise the level, to R - rounding - reserve, the
  *     room the provider vouches for; later values only lower again;
- *   - reset values are validated but only informative: refill is continuous.
+ *   - reset values are validated but only informative: refill is continuous;
+ *   - before the remaining values are applied, the margin hears whether they agree
+ *     with the pool (margin.c: the climb above the start needs them to).
  * Anthropic's tokens-* headers describe whichever token limit is most restrictive,
  * not a combined limit, so they are validated and otherwise ignored; OpenAI's
  * tokens-* headers are its combined limit and drive the `tokens` bucket. */
@@ -100,6 +102,44 @@ static void set_limit(sl__pool_t *p, int b, int64_t limit)
     }
 }
 
+/* Anthropic rounds remaining token counts to the nearest thousand. */
+static double rounding_allowance(sl_header_kind_t h)
+{
+    return h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 0;
+}
+
+/* The level a `remaining` value `v` implies at today's margin: the provider's room, less
+ * the reserve the margin keeps, allowing the rounding. A remaining header lowers the
+ * level to it, and tells the margin it disagrees, when it is below the level. */
+static double implied_level(const sl__pool_t *p, sl_header_kind_t h, int64_t v)
+{
+    double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
+    return (double)v + rounding_allowance(h) - reserve;
+}
+
+/* Tells the margin what this report's `remaining` headers say at today's margin, before
+ * they are applied: does one show less room than the pool believes (it would lower a
+ * level), or do they show at least as much? A cold-start window's first value of a
+ * bucket raises rather than compares, and says neither. */
+static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names,
+                         const char *const *values, size_t count, double now)
+{
+    bool lowered = false, agreed = false;
+    for (size_t i = 0; i < count; i++) {
+        sl_header_kind_t h = sl_header_classify(names[i]);
+        if (!h.known || h.bucket < 0 || h.field != SL_HEADER_REMAINING) continue;
+        if (!sl__limited(p, h.bucket)) continue;
+        if (now < p->cold_until && !(p->cold_raised & (1u << h.bucket))) continue;
+        int64_t v = 0;
+        sl_header_parse_count(values[i], &v);
+        if (implied_level(p, h, v) < p->level[h.bucket])
+            lowered = true;
+        else
+            agreed = true;
+    }
+    sl__margin_headers(e, p, lowered, agreed, now);
+}
+
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
                size_t count, double now, bool apply, int *changed)
 {
@@ -123,6 +163,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     if (!apply) return SL_OK;
     bool adopted = false;
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) judge_margin(e, p, names, values, count, now);
         for (size_t i = 0; i < count; i++) {
             sl_header_kind_t h = sl_header_classify(names[i]);
             if (!h.known || h.bucket < 0) continue;
@@ -145,9 +186,9 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
                 sl__emit(e, &ev);
             } else if (pass == 1 && h.field == SL_HEADER_REMAINING && sl__limited(p, h.bucket)) {
                 sl_header_parse_count(values[i], &v);
-                double allowance = h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 0;
+                double allowance = rounding_allowance(h);
                 double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
-                double implied = (double)v + allowance - reserve;
+                double implied = implied_level(p, h, v);
                 unsigned bit = 1u << h.bucket;
                 bool raise = false;
                 if (now < p->cold_until && !(p->cold_raised & bit)) {

@@ -103,6 +103,7 @@ typedef struct sl__pteam {
 typedef struct sl__pagent {
     struct sl__agent *agent;
     double last_finish; /* WFQ finish tag of its last granted or queued request */
+    double blocked_until; /* its own 429 report's retry-after holds its requests until then */
     sl__cache_t cache;  /* the cache of cache_key == agent name */
 } sl__pagent_t;
 
@@ -189,7 +190,12 @@ typedef struct sl__pool {
     double last_refill;
     int margin_bp;                          /* margin in basis points: 8500 = 0.85 */
     int start_bp, floor_bp, up_bp, down_bp; /* the margin settings in basis points */
+    int max_bp;                             /* the climb's ceiling: max(start, margin_max) */
     double clean_since;                     /* last 429 or margin raise: the recovery clock */
+    double agreed_at;     /* the last provider `remaining` header that showed at least the
+                             room the pool believes (the climb above the start needs one) */
+    uint64_t cut_id;      /* the engine's next id at the last cut: a lease with a lower id
+                             was granted before it, so its 429 is the same congestion event */
     double floor_since;                     /* when the margin reached the floor, or -1 */
     bool alert_floor;
     bool alert_spend_cap;
@@ -343,7 +349,13 @@ static inline double sl__margin(const sl__pool_t *p)
 }
 int sl__to_bp(double ratio);
 void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now);
-void sl__margin_cut(sl_engine_t *e, sl__pool_t *p, double now);
+/* A 429 against lease `lease_id`: cuts the margin once per congestion event (a lease
+ * granted before the last cut belongs to that cut's event); returns whether it cut. */
+bool sl__margin_cut(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double now);
+/* What the provider's `remaining` headers of one report said (before they are applied):
+ * `lowered`: one shows less room than the pool believes, which takes a margin above the
+ * start back to the start and restarts the climb; else `agreed`: the climb may go on. */
+void sl__margin_headers(sl_engine_t *e, sl__pool_t *p, bool lowered, bool agreed, double now);
 double sl__margin_next_step_at(const sl__pool_t *p);
 double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now);
 

@@ -16,6 +16,7 @@
 #define SPARE_LEASES_MAX 1024 /* ended leases kept for reuse, per engine */
 
 static const char *const REASON_QUEUE_WAIT = "queue_wait_exceeds_max";
+static const char *const REASON_AGENT_RETRY_AFTER = "agent_retry_after";
 
 void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out)
 {
@@ -620,7 +621,11 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
 
     args.max_wait_s = req->max_wait_s > 0 ? req->max_wait_s : p->cfg.max_queue_wait_s;
-    if (args.park_on) {
+    if (pa->blocked_until > now_s) {
+        /* Its own 429 report asked for a longer wait than the pool takes on its word. */
+        reject(p, args.weight, pa->blocked_until - now_s, now_s, out, REASON_AGENT_RETRY_AFTER,
+               "retry_after");
+    } else if (args.park_on) {
         /* Held back only by its own max_concurrent: queued for its holder's release. */
         args.cap_wait_s = cap_wait_s;
         args.cap_reason = cap_reason;
@@ -797,6 +802,11 @@ static int validate_settle(sl_engine_t *e, const sl_settle_t *s)
     if (isnan(s->retry_after_s) || isinf(s->retry_after_s) || s->retry_after_s > 86400)
         return sl__fail(e, SL_EINVAL, "retry_after %g must be a number of seconds up to 86400",
                         s->retry_after_s);
+    if (isnan(s->agent_retry_after_s) || isinf(s->agent_retry_after_s) ||
+        s->agent_retry_after_s > 86400)
+        return sl__fail(e, SL_EINVAL,
+                        "agent_retry_after %g must be a number of seconds up to 86400",
+                        s->agent_retry_after_s);
     if (s->failure_signature && strlen(s->failure_signature) > SL__SIG_MAX)
         return sl__fail(e, SL_EINVAL, "failure_signature is longer than %d bytes", SL__SIG_MAX);
     if (s->header_count && (!s->header_names || !s->header_values))
@@ -905,9 +915,13 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
             p->spend_cap_at = now_s;
             sl__spend_cap_alert(e, p, true, now_s);
         } else {
-            sl__margin_cut(e, p, now_s);
+            sl__margin_cut(e, p, lease, now_s);
             if (s->retry_after_s >= 0 && now_s + s->retry_after_s > p->blocked_until)
                 p->blocked_until = now_s + s->retry_after_s;
+            sl__pagent_t *pa = sl__pagent_get(p, a, false);
+            if (pa && s->agent_retry_after_s > 0 &&
+                now_s + s->agent_retry_after_s > pa->blocked_until)
+                pa->blocked_until = now_s + s->agent_retry_after_s;
         }
     }
     if (s->header_count)

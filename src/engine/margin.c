@@ -1,11 +1,19 @@
-/* margin.c - the AIMD safety margin: cut fast on a 429 against a granted lease, recover slowly.
+/* margin.c - the AIMD safety margin: cut once per congestion event, recover slowly, climb
+ * above the start only while the provider's headers vouch for it.
  *
  * Capacity is limit x margin. The margin starts at 0.85 (the other 15% absorbs
- * estimate error and traffic outside the coordinator), drops 0.05 on every 429
- * reported against a granted lease, never below 0.60, and climbs 0.01 per clean
- * `recover_every_s`. It is kept in basis points so repeated steps never drift.
- * A margin that sits at the floor for `margin_floor_alert_s` means someone outside
- * the coordinator uses the key: alert `margin_at_floor`. */
+ * estimate error and traffic outside the coordinator) and drops 0.05 on a 429 reported
+ * against a granted lease, never below 0.60. One congestion event cuts once, as TCP
+ * cuts once per window of data in flight: a lease granted before the last cut was
+ * decided at the old margin, so its 429 is that cut's event, not a new one (the
+ * engine's id counter at the cut tells which leases came before it). Each clean
+ * `recover_every_s` raises the margin 0.01 back to the start. Above the start the margin
+ * is earned: a step up to `margin_max` needs an interval with no 429 in which some
+ * provider `remaining` header showed at least the room the pool believes and none
+ * showed less; one that shows less takes the margin back to the start (docs/design.md
+ * "Margin"). It is kept in basis points so repeated steps never drift. A margin that
+ * sits at the floor for `margin_floor_alert_s` means someone outside the coordinator
+ * uses the key: alert `margin_at_floor`. */
 #include "internal.h"
 
 #include <math.h>
@@ -34,10 +42,18 @@ static void emit_floor_alert(sl_engine_t *e, sl__pool_t *p, double now, bool act
     sl__emit(e, &ev);
 }
 
+/* Whether the interval of recovery now running may take the margin up: below the start
+ * always; at or above it only when a provider header agreed during it. */
+static bool may_climb(const sl__pool_t *p)
+{
+    if (p->margin_bp >= p->max_bp) return false;
+    return p->margin_bp < p->start_bp || p->agreed_at > p->clean_since;
+}
+
 double sl__margin_next_step_at(const sl__pool_t *p)
 {
     double at = INFINITY;
-    if (p->margin_bp < p->start_bp) at = p->clean_since + p->cfg.recover_every_s;
+    if (may_climb(p)) at = p->clean_since + p->cfg.recover_every_s;
     if (p->floor_since >= 0 && !p->alert_floor) {
         double alert_at = p->floor_since + p->cfg.margin_floor_alert_s;
         if (alert_at < at) at = alert_at;
@@ -50,13 +66,24 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
     int start_bp = p->start_bp;
     int floor_bp = p->floor_bp;
     int up_bp = p->up_bp;
-    while (p->margin_bp < start_bp && p->clean_since + p->cfg.recover_every_s <= now) {
-        double t = p->clean_since + p->cfg.recover_every_s;
+    double every_s = p->cfg.recover_every_s;
+    while (p->margin_bp < p->max_bp && p->clean_since + every_s <= now) {
+        double t = p->clean_since + every_s;
+        if (p->margin_bp >= start_bp && !(p->agreed_at > p->clean_since && p->agreed_at <= t)) {
+            /* Above the start an interval no header vouched for earns nothing: skip to the
+             * one holding the last agreement, or to the last that ended by now. */
+            double until = p->agreed_at > t ? p->agreed_at : now;
+            double k = p->agreed_at > t ? ceil((until - p->clean_since) / every_s) - 1
+                                         : floor((until - p->clean_since) / every_s);
+            p->clean_since += (k >= 1 ? k : 1) * every_s;
+            continue;
+        }
         if (p->floor_since >= 0 && !p->alert_floor &&
             p->floor_since + p->cfg.margin_floor_alert_s <= t)
             emit_floor_alert(e, p, p->floor_since + p->cfg.margin_floor_alert_s, true);
         sl__refill(p, t); /* refill at the old capacity up to the step */
-        p->margin_bp = p->margin_bp + up_bp > start_bp ? start_bp : p->margin_bp + up_bp;
+        int ceiling_bp = p->margin_bp < start_bp ? start_bp : p->max_bp;
+        p->margin_bp = p->margin_bp + up_bp > ceiling_bp ? ceiling_bp : p->margin_bp + up_bp;
         p->clean_since = t;
         if (p->margin_bp > floor_bp && p->floor_since >= 0) {
             p->floor_since = -1;
@@ -69,8 +96,10 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
         emit_floor_alert(e, p, now, true);
 }
 
-void sl__margin_cut(sl_engine_t *e, sl__pool_t *p, double now)
+bool sl__margin_cut(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double now)
 {
+    if (lease_id < p->cut_id) return false; /* granted before the last cut: same event */
+    p->cut_id = e->next_id;
     int floor_bp = p->floor_bp;
     int down_bp = p->down_bp;
     int old_bp = p->margin_bp;
@@ -82,6 +111,21 @@ void sl__margin_cut(sl_engine_t *e, sl__pool_t *p, double now)
         emit_margin(e, p, now);
         sl__pool_reject_unfit(e, p, now);
     }
+    return true;
+}
+
+void sl__margin_headers(sl_engine_t *e, sl__pool_t *p, bool lowered, bool agreed, double now)
+{
+    if (!lowered) {
+        if (agreed) p->agreed_at = now;
+        return;
+    }
+    if (p->margin_bp < p->start_bp) return; /* recovering from a 429: headers do not stop it */
+    p->clean_since = now;                   /* the climb starts over */
+    if (p->margin_bp == p->start_bp) return;
+    p->margin_bp = p->start_bp;
+    sl__clamp_levels(p);
+    emit_margin(e, p, now);
 }
 
 double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now)

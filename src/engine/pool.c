@@ -18,6 +18,7 @@ void sl_pool_config_init(sl_pool_config_t *cfg)
     cfg->margin_floor = 0.60;
     cfg->margin_step_down = 0.05;
     cfg->margin_step_up = 0.01;
+    cfg->margin_max = 0.97;
     cfg->recover_every_s = 180;
     cfg->margin_floor_alert_s = 600;
     cfg->lease_ttl_s = 120;
@@ -65,6 +66,9 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
                         "pool \"%s\": margin_floor %g and margin_start %g must satisfy "
                         "0 < margin_floor <= margin_start <= 1",
                         name, c->margin_floor, c->margin_start);
+    if (!(c->margin_max >= 0 && c->margin_max <= 1))
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": margin_max %g must be in [0, 1]", name,
+                        c->margin_max);
     if (!(c->margin_step_down > 0 && c->margin_step_down <= 1))
         return sl__fail(e, SL_EINVAL, "pool \"%s\": margin_step_down %g must be in (0, 1]", name,
                         c->margin_step_down);
@@ -112,6 +116,8 @@ static void set_limits(sl__pool_t *p)
     p->floor_bp = sl__to_bp(p->cfg.margin_floor);
     p->up_bp = sl__to_bp(p->cfg.margin_step_up);
     p->down_bp = sl__to_bp(p->cfg.margin_step_down);
+    int max_bp = sl__to_bp(p->cfg.margin_max);
+    p->max_bp = max_bp > p->start_bp ? max_bp : p->start_bp;
 }
 
 int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_config_t *cfg,
@@ -131,11 +137,9 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
         if (rc) return rc;
         p->cfg = *cfg;
         set_limits(p);
-        int start_bp = (int)lround(cfg->margin_start * 10000);
-        int floor_bp = (int)lround(cfg->margin_floor * 10000);
-        if (p->margin_bp > start_bp) p->margin_bp = start_bp;
-        if (p->margin_bp < floor_bp) p->margin_bp = floor_bp;
-        if (p->margin_bp > floor_bp) p->floor_since = -1;
+        if (p->margin_bp > p->max_bp) p->margin_bp = p->max_bp;
+        if (p->margin_bp < p->floor_bp) p->margin_bp = p->floor_bp;
+        if (p->margin_bp > p->floor_bp) p->floor_since = -1;
         for (int b = 0; b < SL_BUCKET_COUNT; b++)
             if (!sl__limited(p, (sl_bucket_t)b)) p->level[b] = 0;
         sl__clamp_levels(p);
@@ -163,6 +167,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
     p->clean_since = now_s;
     p->floor_since = -1;
     p->blocked_until = -INFINITY;
+    p->agreed_at = -INFINITY;
     p->last_refill = now_s;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         p->level[b] = sl__limited(p, (sl_bucket_t)b) ? sl__capacity(p, (sl_bucket_t)b) : 0;

@@ -111,7 +111,7 @@ int sl_engine_pool_restore(sl_engine_t *e, const char *pool, const sl_pool_state
     if ((rc = check_now(e, now_s))) return rc;
     sl_engine_advance(e, now_s);
     int bp = sl__to_bp(st->margin);
-    p->margin_bp = bp > p->start_bp ? p->start_bp : bp < p->floor_bp ? p->floor_bp : bp;
+    p->margin_bp = bp > p->max_bp ? p->max_bp : bp < p->floor_bp ? p->floor_bp : bp;
     p->clean_since = at_most(st->clean_since, now_s);
     p->floor_since = p->margin_bp <= p->floor_bp
                          ? (st->floor_since >= 0 ? at_most(st->floor_since, now_s) : now_s)

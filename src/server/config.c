@@ -419,6 +419,7 @@ static const struct pool_field {
     PF(margin_floor, F_DOUBLE),
     PF(margin_step_down, F_DOUBLE),
     PF(margin_step_up, F_DOUBLE),
+    PF(margin_max, F_DOUBLE),
     PF(recover_every_s, F_DOUBLE),
     PF(margin_floor_alert_s, F_DOUBLE),
     PF(lease_ttl_s, F_DOUBLE),
@@ -457,6 +458,12 @@ static int parse_bounds_key(parse_t *p, const char *kname, yaml_node_t *v, const
             return fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
         return 0;
     }
+    if (!strcmp(kname, "max_report_pool_block_s")) {
+        if (get_double(p, v, key, &b->max_report_pool_block_s) < 0) return -1;
+        if (b->max_report_pool_block_s < 0 || b->max_report_pool_block_s > 86400)
+            return fail(p, v, key, "'%s' must be between 0 and 86400", scalar(v));
+        return 0;
+    }
     if (!strcmp(kname, "max_resync_factor")) {
         if (get_double(p, v, key, &b->max_resync_factor) < 0) return -1;
         if (b->max_resync_factor < 1 || b->max_resync_factor > 1000)
@@ -471,6 +478,7 @@ static void bounds_init(sl_pool_bounds_t *b)
 {
     b->max_settle_tokens = 0;
     b->max_retry_after_s = 300;
+    b->max_report_pool_block_s = 60;
     b->max_resync_factor = 2;
 }
 

@@ -33,6 +33,10 @@ typedef struct sl_pool_bounds {
                                   max_resync_factor x the pool's largest token limit,
                                   or 10,000,000 when no token limit is set */
     double max_retry_after_s;  /* 300: a reported retry_after is capped to this */
+    double max_report_pool_block_s; /* 60: a reported retry_after holds the whole pool at
+                                       most this; the rest (up to max_retry_after_s) holds
+                                       only the reporting agent. The proxy's own upstream
+                                       answers are not reports and are not bounded so */
     double max_resync_factor;  /* 2: an adopted limit stays within [configured / f,
                                   configured x f] (values outside are clamped) */
 } sl_pool_bounds_t;

@@ -576,28 +576,6 @@ static void reply_lease_error(sl_call_t *call, int rc, const char *errmsg)
     }
 }
 
-typedef struct cut_ctx {
-    const char *agent;
-} cut_ctx_t;
-
-static void mark_no_cut(uint64_t id, void *val, void *ud)
-{
-    sl_owner_t *o = val;
-    const cut_ctx_t *c = ud;
-    (void)id;
-    if (!strcmp(o->agent, c->agent)) o->no_margin_cut = true;
-}
-
-/* AIMD cuts once per congestion signal: after an agent's 429 report cut the margin, its
- * leases granted before that cut were decided at the old margin, and their 429s (the
- * same burst) do not cut again. So an agent's reports lower the margin by at most one
- * step per lease granted after its last cut, however many leases it holds at once. */
-static void after_margin_report(sl_call_t *call)
-{
-    cut_ctx_t c = {call->settle_agent};
-    sl__idmap_foreach(&call->srv->lease_owner, mark_no_cut, &c);
-}
-
 static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
@@ -605,8 +583,6 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
         reply_lease_error(call, rc, errmsg);
         return;
     }
-    if (call->margin_report) after_margin_report(call);
-
     sl_jbuf_t b = {.len = 0};
     sl__jb_key_i64(&b,
                    "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":", r->adjust_input_tokens);
@@ -720,14 +696,6 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
     if (sl__bound_settle(call, o && o->pool[0] ? o->pool : NULL, &s, names, values, clamped,
                          &status, msg, sizeof(msg)) < 0)
         goto invalid;
-    if (s.got_429 && !(s.spend_cap && s.retry_after_s < 0) && o) {
-        if (o->no_margin_cut) {
-            s.got_429 = false; /* the burst this lease belongs to was counted already */
-        } else {
-            call->margin_report = true;
-            snprintf(call->settle_agent, sizeof(call->settle_agent), "%s", o->agent);
-        }
-    }
     sl_backend_settle(call->srv->backend, lease, &s, on_settled, call);
     free(lower);
     return;

@@ -316,6 +316,7 @@ int main(int argc, char **argv)
     sl__idmap_foreach(&srv.ticket_owner, free_owner, NULL);
     sl__idmap_free(&srv.lease_owner);
     sl__idmap_free(&srv.ticket_owner);
+    sl__namemap_free_all(&srv.report_holds);
     sl__idmap_free(&srv.waiters);
     sl_config_clear(&srv.config);
     return rc;

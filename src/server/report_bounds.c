@@ -11,7 +11,15 @@
  *     max_resync_factor]; a bucket configured as unlimited takes no limit from a
  *     report; a lease whose pool this replica does not know has its limit headers
  *     dropped (they cannot be bounded), its other headers kept (they only lower levels);
- *   - a reported retry_after is capped at max_retry_after_s.
+ *   - a reported retry_after is capped at max_retry_after_s, and holds the whole pool
+ *     at most max_report_pool_block_s (60 s, what Claude Code itself waits out): a
+ *     report is one agent's word, so beyond that it holds only that agent's own
+ *     requests. The 60 s are per token and pool per max_retry_after_s window, not per
+ *     report: one token's reports (several leases, fresh agent names) add at most 60 s
+ *     of hold to a pool in a window opened by the first of them; past that, each holds
+ *     only its own agent (state per replica, one entry per token and pool). Only the
+ *     proxy's own upstream answers (which do not pass here) hold the pool for as long
+ *     as the provider says.
  */
 #include "server.h"
 
@@ -64,6 +72,45 @@ static bool warn_now(const sl_call_t *call)
     return true;
 }
 
+/* Entries of report_holds at most: one per token and pool, so far more than any
+ * configuration has; past it a report holds only its agent. */
+#define MAX_REPORT_HOLDS 65536
+
+/* One token's holds of one pool on its word, in its current window. */
+typedef struct report_hold {
+    double window_start; /* 0: none yet */
+    double used_s;       /* hold time its reports added in the window */
+    double held_until;   /* the end of the latest hold they set */
+} report_hold_t;
+
+/* How long, from now, a report asking `want_s` may hold pool `pool`: the reporting
+ * token's reports may add at most max_pool_s of hold time per window of window_s
+ * (the window opens at its first holding report). Records what it grants. */
+static double pool_hold_s(const sl_call_t *call, const char *pool, double want_s,
+                          double max_pool_s, double window_s)
+{
+    char key[320];
+    snprintf(key, sizeof key, "%s\x1f%s", pool ? pool : "",
+             call->token && !call->admin ? call->token->token : "");
+    double now = sl_backend_now(call->srv->backend);
+    report_hold_t *h = sl__namemap_obtain(&call->srv->report_holds, key, sizeof *h,
+                                          MAX_REPORT_HOLDS, NULL);
+    if (!h) return 0;
+    if (h->window_start == 0 || now - h->window_start >= window_s) {
+        h->window_start = now;
+        h->used_s = 0;
+    }
+    double from = h->held_until > now ? h->held_until : now;
+    double added_s = now + want_s - from; /* what this report would add to the hold */
+    if (added_s <= 0) return want_s;      /* within a hold already granted */
+    double left_s = max_pool_s - h->used_s;
+    if (left_s <= 0) return 0;
+    if (added_s > left_s) added_s = left_s;
+    h->used_s += added_s;
+    h->held_until = from + added_s;
+    return h->held_until - now;
+}
+
 static int check_counts(const sl_call_t *call, const char *pool, const sl_settle_t *s, char *msg,
                         size_t n)
 {
@@ -102,11 +149,23 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
 
     const sl_pool_bounds_t *b = pool ? sl_config_pool_bounds(c, pool) : NULL;
     double max_retry_after_s = b ? b->max_retry_after_s : 300;
+    double max_pool_block_s = b ? b->max_report_pool_block_s : 60;
     if (!b)
-        for (size_t i = 0; c->bounds && i < c->settings.n_pools; i++)
+        for (size_t i = 0; c->bounds && i < c->settings.n_pools; i++) {
             if (c->bounds[i].max_retry_after_s > max_retry_after_s)
                 max_retry_after_s = c->bounds[i].max_retry_after_s;
+            if (c->bounds[i].max_report_pool_block_s > max_pool_block_s)
+                max_pool_block_s = c->bounds[i].max_report_pool_block_s;
+        }
     if (s->retry_after_s > max_retry_after_s) s->retry_after_s = max_retry_after_s;
+    if (s->got_429 && s->retry_after_s > 0) {
+        double pool_s =
+            pool_hold_s(call, pool, s->retry_after_s, max_pool_block_s, max_retry_after_s);
+        if (s->retry_after_s > pool_s) {
+            s->agent_retry_after_s = s->retry_after_s;
+            s->retry_after_s = pool_s;
+        }
+    }
 
     bool may_resync = call->admin || (call->token && call->token->resync);
     const sl_pool_config_t *pc = b ? sl_config_pool(c, pool) : NULL;

@@ -57,9 +57,6 @@ struct sl_call {
     bool stream_all;
     bool stream_prefix;
     char stream_agent[129];
-    /* Settles: the lease's agent, when its got_429 report cuts the margin (see leases.c). */
-    bool margin_report;
-    char settle_agent[129];
 };
 
 /* Who owns a lease or a ticket and in which pool, learnt from engine events (the engine
@@ -71,7 +68,6 @@ typedef struct sl_owner {
     bool rejected;     /* tickets: rejected after queueing (margin cut) */
     double retry_at;   /* when rejected */
     double ended_at_s; /* forgotten a while after this */
-    bool no_margin_cut; /* leases: granted before a 429 report of its agent cut the margin */
 } sl_owner_t;
 
 struct sl_server {
@@ -88,6 +84,8 @@ struct sl_server {
     sl_idmap_t waiters;         /* ticket -> sl_call_t waiting on it */
     sl_idmap_t lease_owner;     /* lease -> sl_owner_t */
     sl_idmap_t ticket_owner;    /* ticket -> sl_owner_t */
+    sl_namemap_t report_holds;  /* "pool \x1f token" -> double: when that token's reports
+                                   last began holding that pool (report_bounds.c) */
     sl_call_t *streams;         /* SSE subscribers */
     size_t n_streams;
     size_t n_waiters;

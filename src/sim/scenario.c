@@ -11,6 +11,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include <sluice/engine.h>
+
 #include "sim.h"
 
 typedef struct ctx {
@@ -267,6 +269,9 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
     sc->replan_max = 20;
     sc->loop_continue = 0.6;
     sc->estimate_noise = 0.05;
+    sl_pool_config_t pool_defaults;
+    sl_pool_config_init(&pool_defaults);
+    sc->margin_max = pool_defaults.margin_max;
     sc->teams = 1;
     sc->limits_scale = 1;
     sc->demand_scale = 1;
@@ -305,6 +310,7 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
             else if (!strcmp(k, "replan_max")) sc->replan_max = get_double(&c, k, v, 0, 1000);
             else if (!strcmp(k, "loop_continue")) sc->loop_continue = get_double(&c, k, v, 0, 0.95);
             else if (!strcmp(k, "estimate_noise")) sc->estimate_noise = get_double(&c, k, v, 0, 0.9);
+            else if (!strcmp(k, "margin_max")) sc->margin_max = get_double(&c, k, v, 0, 1);
             else if (!strcmp(k, "teams")) sc->teams = (int)get_int(&c, k, v, 1, 10000);
             else if (!strcmp(k, "team_weights")) parse_team_weights(&c, v, sc);
             else if (!strcmp(k, "provider")) parse_provider(&c, v, &sc->provider);

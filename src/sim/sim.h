@@ -51,6 +51,8 @@ typedef struct sl_sim_scenario {
     double replan_min, replan_max; /* a broken turn costs U[min,max] x the failed call */
     double loop_continue;         /* chance a loop of identical failures goes on */
     double estimate_noise;        /* the agents' local count is off by up to +-this */
+    double margin_max;            /* the sluice strategies' pool margin_max (0.97; the
+                                     margin_start 0.85 or below: no climb) */
     int teams;                    /* the groups are repeated per team */
     double *team_weight;          /* [teams]: team k's weight (team_weights; NULL = all 1) */
     int n_team_weights;           /* weights the list gave (the rest are 1) */

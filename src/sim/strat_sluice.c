@@ -223,6 +223,7 @@ static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *er
     cfg.cache_reads_count = pc->cache_reads_count;
     if (equal) cfg.cache_bump = 1.0;
     cfg.output_reserve_learned = learned;
+    cfg.margin_max = run->sc->margin_max;
     int rc = sl_engine_configure_pool(s->e, "default", &cfg, 0);
     if (rc == SL_OK && equal) {
         rc = sl_engine_set_role(s->e, "planner", 1.0);

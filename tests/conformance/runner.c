@@ -202,6 +202,7 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(margin_floor);
     N(margin_step_down);
     N(margin_step_up);
+    N(margin_max);
     N(recover_every_s);
     N(margin_floor_alert_s);
     N(lease_ttl_s);
@@ -273,6 +274,7 @@ static void settle_from(const op_t *op, sl_settle_t *s, headers_t *h)
     s->cache_read_input_tokens = (int64_t)arg_num(op, "cr", 0);
     s->got_429 = arg_num(op, "got_429", 0) != 0;
     s->retry_after_s = arg_num(op, "retry_after", -1);
+    s->agent_retry_after_s = arg_num(op, "agent_retry_after", 0);
     s->spend_cap = arg_num(op, "spend_cap", 0) != 0;
     s->failed = arg_num(op, "failed", 0) != 0;
     s->failure_signature = arg(op, "sig");

@@ -132,6 +132,91 @@ static void test_retry_after_holds_grants_until_it_passes(void **state)
     sl_engine_free(e);
 }
 
+static void settle_lease_429(sl_engine_t *e, uint64_t lease, double now)
+{
+    sl_settle_t s = harness_settle(0, 0);
+    s.got_429 = true;
+    s.retry_after_s = -1;
+    assert_int_equal(sl_engine_settle(e, lease, &s, now, NULL), SL_OK);
+    harness_check(e);
+}
+
+static void test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    const char *agents[] = {"a1", "a2", "a3", "a4", "a5"};
+    uint64_t wave[5];
+    for (int i = 0; i < 5; i++)
+        wave[i] = harness_grant(e, agents[i], 10, 10, T0);
+    for (int i = 0; i < 5; i++)
+        settle_lease_429(e, wave[i], T0 + 1);
+    assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
+    sl_pool_info_t info;
+    sl_engine_pool_info(e, "default", &info);
+    assert_int_equal(info.upstream_429_total, 5);
+    /* Granted after the cut, at the new margin: a new event. */
+    settle_lease_429(e, harness_grant(e, "a1", 10, 10, T0 + 2), T0 + 3);
+    assert_true(fabs(harness_margin(e) - 0.75) < 1e-12);
+    sl_engine_free(e);
+}
+
+static void resync_remaining(sl_engine_t *e, const char *value, double now)
+{
+    const char *names[] = {"anthropic-ratelimit-input-tokens-remaining"};
+    const char *values[] = {value};
+    assert_int_equal(sl_engine_resync(e, "default", names, values, 1, now, NULL), SL_OK);
+    harness_check(e);
+}
+
+static void test_the_margin_climbs_above_its_start_only_while_headers_agree(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    /* Without headers nothing vouches for the room: no climb. */
+    assert_int_equal(sl_engine_advance(e, T0 + 1000), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
+    /* An agreeing header each interval: +0.01 each, up to margin_max 0.97. */
+    for (int i = 0; i < 20; i++)
+        resync_remaining(e, "100000", T0 + 1010 + 180.0 * i);
+    assert_int_equal(sl_engine_advance(e, T0 + 1010 + 180.0 * 20), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.97) < 1e-12);
+    /* One showing less room than the pool believes: back to the start at once. */
+    resync_remaining(e, "50000", T0 + 5000);
+    assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
+    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 35500.0) < 1e-6);
+    sl_engine_free(e);
+}
+
+static void test_agent_retry_after_holds_only_the_reporting_agent(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    uint64_t l = harness_grant(e, "liar", 10, 10, T0);
+    sl_settle_t s = harness_settle(0, 0);
+    s.got_429 = true;
+    s.retry_after_s = 60;
+    s.agent_retry_after_s = 300;
+    assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
+    sl_request_t r = harness_req("other", 10, 10);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0 + 61, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    r = harness_req("liar", 10, 10);
+    assert_int_equal(sl_engine_request(e, &r, T0 + 61, &d), SL_OK);
+    assert_int_equal(d.status, SL_REJECTED);
+    assert_string_equal(d.reason, "agent_retry_after");
+    assert_true(fabs(d.retry_after_s - 239.0) < 1e-6);
+    assert_int_equal(sl_engine_request(e, &r, T0 + 300, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    /* Out of range is refused, naming the field. */
+    s.agent_retry_after_s = NAN;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 301, NULL), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "agent_retry_after"));
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -142,6 +227,9 @@ int main(void)
         cmocka_unit_test(test_margin_at_floor_for_ten_minutes_raises_an_alert),
         cmocka_unit_test(test_spend_cap_429_leaves_the_margin_alone_and_alerts),
         cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
+        cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
+        cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
+        cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -452,6 +452,40 @@ static void test_sdk_retry_breaks_a_turn_only_at_the_third_429(void **state)
 
 /* Bursts every 6 bins of 5 s: period 30 s; the same count spread flat, or too few
  * events, report none. */
+/* The highest margin in a run's events (0.85 when it never moved). */
+static double highest_margin(const sl_sim_scenario_t *sc, const char *strategy)
+{
+    char *buf = NULL, err[512];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    sl_sim_result_t res;
+    if (sl_sim_run(sc, strategy, 1, f, &res, err, sizeof err) != 0) fail_msg("%s", err);
+    fclose(f);
+    sl_sim_result_free(&res);
+    double top = 0.85;
+    for (const char *p = buf; (p = strstr(p, "\"event\":\"margin\"")) != NULL; p++) {
+        const char *m = strstr(p, "\"margin\":");
+        if (m && atof(m + 9) > top) top = atof(m + 9);
+    }
+    free(buf);
+    return top;
+}
+
+static void test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("outside-traffic.yaml", &sc);
+    sc.provider.outside_share = 0;
+    assert_true(highest_margin(&sc, "sluice") > 0.855); /* the default 0.97 */
+    sc.margin_max = 0.85;
+    assert_near(highest_margin(&sc, "sluice"), 0.85, 1e-9);
+    sl_sim_scenario_free(&sc);
+    const refusal_t bad[] = {{"margin_max: 1.5\nagents: [{name: a}]\n", "margin_max"}};
+    assert_refused(bad, 1);
+}
+
 static void test_dominant_period_finds_the_burst_spacing(void **state)
 {
     (void)state;
@@ -483,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
         cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
         cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
+        cmocka_unit_test(test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb),
         cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),
         cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
         cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),

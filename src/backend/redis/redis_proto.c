@@ -106,6 +106,7 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_num(c, "margin_floor", cfg->margin_floor);
     sl__rcmd_num(c, "margin_step_down", cfg->margin_step_down);
     sl__rcmd_num(c, "margin_step_up", cfg->margin_step_up);
+    sl__rcmd_num(c, "margin_max", cfg->margin_max);
     sl__rcmd_num(c, "recover_every_s", cfg->recover_every_s);
     sl__rcmd_num(c, "margin_floor_alert_s", cfg->margin_floor_alert_s);
     sl__rcmd_num(c, "lease_ttl_s", cfg->lease_ttl_s);
@@ -231,6 +232,12 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
                  s->retry_after_s);
         return SL_EINVAL;
     }
+    if (isnan(s->agent_retry_after_s) || isinf(s->agent_retry_after_s) ||
+        s->agent_retry_after_s > 86400) {
+        snprintf(err, errlen, "agent_retry_after %g must be a number of seconds up to 86400",
+                 s->agent_retry_after_s);
+        return SL_EINVAL;
+    }
     if (s->failure_signature && strlen(s->failure_signature) > 256) {
         snprintf(err, errlen, "failure_signature is longer than 256 bytes");
         return SL_EINVAL;
@@ -243,6 +250,7 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
     sl__rcmd_num(c, "cache_read_input_tokens", (double)s->cache_read_input_tokens);
     sl__rcmd_num(c, "got_429", s->got_429 ? 1 : 0);
     sl__rcmd_num(c, "retry_after", s->retry_after_s < 0 ? -1 : s->retry_after_s);
+    if (s->agent_retry_after_s > 0) sl__rcmd_num(c, "agent_retry_after", s->agent_retry_after_s);
     sl__rcmd_num(c, "spend_cap", s->spend_cap ? 1 : 0);
     sl__rcmd_num(c, "failed", s->failed ? 1 : 0);
     if (s->failure_signature && s->failure_signature[0])
@@ -355,10 +363,12 @@ const char *sl__rreply_limited_by(const char *v)
     return NULL;
 }
 
-/* A refusal's reason as a static string: a cap's (caps in sluice.lua), else the queue's. */
+/* A refusal's reason as a static string: a cap's (caps in sluice.lua) or the agent's own
+ * retry-after, else the queue's. */
 static const char *reject_reason(const char *v)
 {
-    static const char *const CAPS[] = {"agent_cap", "team_cap", "budget_exhausted"};
+    static const char *const CAPS[] = {"agent_cap", "team_cap", "budget_exhausted",
+                                       "agent_retry_after"};
     for (size_t i = 0; v && i < sizeof CAPS / sizeof CAPS[0]; i++)
         if (strcmp(v, CAPS[i]) == 0) return CAPS[i];
     return "queue_wait_exceeds_max";
@@ -420,6 +430,7 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
     CFG(claim_timeout_s, double);
     CFG(ticket_idle_s, double);
     CFG(spend_cap_reset_s, double);
+    CFG(margin_max, double);
 #undef CFG
     c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;
     c->cache_reads_count = sl__rreply_num(rep, "cfg_cache_reads_count", 0) != 0;

@@ -19,6 +19,8 @@
 --   P.."A:<agent>" string: the agent in this pool; P.."agents" set of names
 --   P.."C:<key>"   string: a prompt cache shared under a cache_key other than the agent
 --   P.."M:<model>" string: calibration of a model
+--   P.."ablk"      hash: agent -> until when its own 429 report holds its requests
+--                  (dropped whole once st's ablk_until, the latest, has passed)
 -- Records (cfg, st and the strings above) are packed with Redis's bundled `struct`
 -- library: little-endian doubles, so numbers survive the round trip exactly, and
 -- zero-terminated strings (names and signatures never hold a NUL).
@@ -37,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '8'
+local VERSION = '9'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -413,9 +415,24 @@ local function emit_floor_alert(p, at, active)
                  margin = margin(p)})
 end
 
+local function lround(x) return math.floor(x + 0.5) end
+
+-- The climb's ceiling: margin_max, or the start when that is not above it.
+local function max_bp(p)
+  local m = lround(p.margin_max * 10000.0)
+  return m > p.start_bp and m or p.start_bp
+end
+
+-- Whether the interval of recovery now running may take the margin up: below the start
+-- always; at or above it only when a provider header agreed during it.
+local function may_climb(p)
+  if p.margin_bp >= max_bp(p) then return false end
+  return p.margin_bp < p.start_bp or p.agreed_at > p.clean_since
+end
+
 local function margin_next_step_at(p)
   local at = math.huge
-  if p.margin_bp < p.start_bp then at = p.clean_since + p.recover_every_s end
+  if may_climb(p) then at = p.clean_since + p.recover_every_s end
   if p.floor_since >= 0 and p.alert_floor == 0 then
     local alert_at = p.floor_since + p.margin_floor_alert_s
     if alert_at < at then at = alert_at end
@@ -424,25 +441,55 @@ local function margin_next_step_at(p)
 end
 
 local function margin_advance(p, now)
-  while p.margin_bp < p.start_bp and p.clean_since + p.recover_every_s <= now do
-    local t = p.clean_since + p.recover_every_s
-    if p.floor_since >= 0 and p.alert_floor == 0 and
-        p.floor_since + p.margin_floor_alert_s <= t then
-      emit_floor_alert(p, p.floor_since + p.margin_floor_alert_s, true)
+  local top, every = max_bp(p), p.recover_every_s
+  while p.margin_bp < top and p.clean_since + every <= now do
+    local t = p.clean_since + every
+    if p.margin_bp >= p.start_bp and not (p.agreed_at > p.clean_since and p.agreed_at <= t) then
+      -- Above the start an interval no header vouched for earns nothing: skip to the one
+      -- holding the last agreement, or to the last that ended by now.
+      local k
+      if p.agreed_at > t then
+        k = math.ceil((p.agreed_at - p.clean_since) / every) - 1
+      else
+        k = math.floor((now - p.clean_since) / every)
+      end
+      p.clean_since = p.clean_since + (k >= 1 and k or 1) * every
+    else
+      if p.floor_since >= 0 and p.alert_floor == 0 and
+          p.floor_since + p.margin_floor_alert_s <= t then
+        emit_floor_alert(p, p.floor_since + p.margin_floor_alert_s, true)
+      end
+      refill(p, t)  -- refill at the old capacity up to the step
+      local ceiling = p.margin_bp < p.start_bp and p.start_bp or top
+      p.margin_bp = p.margin_bp + p.up_bp > ceiling and ceiling or p.margin_bp + p.up_bp
+      p.clean_since = t
+      if p.margin_bp > p.floor_bp and p.floor_since >= 0 then
+        p.floor_since = -1
+        if p.alert_floor == 1 then emit_floor_alert(p, t, false) end
+      end
+      emit('margin', {now = t, margin = margin(p)})
     end
-    refill(p, t)
-    p.margin_bp = p.margin_bp + p.up_bp > p.start_bp and p.start_bp or p.margin_bp + p.up_bp
-    p.clean_since = t
-    if p.margin_bp > p.floor_bp and p.floor_since >= 0 then
-      p.floor_since = -1
-      if p.alert_floor == 1 then emit_floor_alert(p, t, false) end
-    end
-    emit('margin', {now = t, margin = margin(p)})
   end
   if p.floor_since >= 0 and p.alert_floor == 0 and
       p.floor_since + p.margin_floor_alert_s <= now then
     emit_floor_alert(p, now, true)
   end
+end
+
+-- What a report's `remaining` headers say at today's margin, before they are applied:
+-- one showing less room than the pool believes takes a margin above the start back to
+-- the start and restarts the climb; otherwise an agreement lets the climb go on.
+local function margin_headers(p, lowered, agreed, now)
+  if not lowered then
+    if agreed then p.agreed_at = now end
+    return
+  end
+  if p.margin_bp < p.start_bp then return end  -- recovering from a 429: not stopped
+  p.clean_since = now
+  if p.margin_bp == p.start_bp then return end
+  p.margin_bp = p.start_bp
+  clamp_levels(p)
+  emit('margin', {margin = margin(p)})
 end
 
 local function margin_wait_for(p, need, now)
@@ -1368,7 +1415,12 @@ local function reject_unfit(p, now)
   end
 end
 
-local function margin_cut(p, now)
+-- A 429 against lease `id`: cuts once per congestion event (a lease granted before the
+-- last cut belongs to that cut's event: the id counter at the cut tells); returns
+-- whether it cut.
+local function margin_cut(p, id, now)
+  if id_n(p, id) < p.cut_n then return false end
+  p.cut_n = p.next_n
   local old = p.margin_bp
   p.margin_bp = p.margin_bp - p.down_bp < p.floor_bp and p.floor_bp or p.margin_bp - p.down_bp
   p.clean_since = now
@@ -1378,6 +1430,7 @@ local function margin_cut(p, now)
     emit('margin', {margin = margin(p)})
     reject_unfit(p, now)
   end
+  return true
 end
 
 -- Drops the entries of a hash and its time index that are `ttl` old; returns when the
@@ -1469,7 +1522,7 @@ local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurre
 -- Optional fields, after the derived ones, with configure's default for a caller that
 -- does not send them.
 local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
-  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}}
+  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'margin_max', 0}}
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
@@ -1491,7 +1544,8 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
-  'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked'})
+  'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
+  'ablk_until'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -1529,7 +1583,6 @@ local function config_mt(s)
   return mt
 end
 
-local function lround(x) return math.floor(x + 0.5) end
 
 -- ---- call frame ----
 -- Ports: Redis-only: one call per decision (the C engine's entry points in src/engine/engine.c).
@@ -1679,7 +1732,7 @@ local function configure(p, args, now)
     S.cfg_new = encode(CFG, cfg)
     setmetatable(p, config_mt(S.cfg_new))
     for b = 0, NB - 1 do p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]] end
-    if p.margin_bp > p.start_bp then p.margin_bp = p.start_bp end
+    if p.margin_bp > max_bp(p) then p.margin_bp = max_bp(p) end
     if p.margin_bp < p.floor_bp then p.margin_bp = p.floor_bp end
     if p.margin_bp > p.floor_bp then p.floor_since = -1 end
     for b = 0, NB - 1 do if not limited(p, b) then p['lv' .. b] = 0 end end
@@ -1697,7 +1750,8 @@ local function configure(p, args, now)
     floor_since = -1, alert_floor = 0, alert_spend_cap = 0, blocked_until = -math.huge,
     in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
-    purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0},
+    purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
+    agreed_at = -math.huge, cut_n = 0, ablk_until = 0},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -2031,7 +2085,19 @@ local function request(p, args, now)
   if ttl <= 0 then ttl = p.lease_ttl_s end
   if ttl > p.max_lease_ttl_s then ttl = p.max_lease_ttl_s end
   local out
-  if cap_reason and not t.park_on then
+  -- Agents held by their own reports (ablk: agent -> until; ablk_until: the latest).
+  local blocked = -math.huge
+  if p.ablk_until > now then
+    local v = redis.call('HGET', K('ablk'), agent)
+    blocked = v and tonumber(v) or -math.huge
+  elseif p.ablk_until > 0 then
+    redis.call('DEL', K('ablk'))
+    p.ablk_until = 0
+  end
+  if blocked > now then
+    -- Its own 429 report asked for a longer wait than the pool takes on its word.
+    out = reject_decision(p, weight, blocked - now, now, 'retry_after', 'agent_retry_after')
+  elseif cap_reason and not t.park_on then
     out = reject_decision(p, weight, cap_wait, now, cap_reason, cap_reason)
   else
     -- Held back only by its own max_concurrent: queued for its holder's release.
@@ -2140,6 +2206,13 @@ local function live_lease(p, id, args)
        state == END_SETTLED and 'settled' or 'cancelled')
 end
 
+-- The level a remaining value implies at today's margin: the provider's room less the
+-- margin's reserve, allowing Anthropic's rounding (as the engine's implied_level).
+local function implied_level(p, h)
+  local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
+  return h.v + allowance - (p['lim' .. h.b] - capacity(p, h.b))
+end
+
 -- Resync entries: "h<i>" = "<anthropic 0|1>:<bucket 0-3>:<field limit|remaining>:<value>",
 -- already classified and validated by the caller (redis_proto.c), in header order.
 local function resync_apply(p, args, now)
@@ -2163,11 +2236,24 @@ local function resync_apply(p, args, now)
       emit('limit_adopted', {bucket = h.b, value = h.v})
     end
   end
+  -- The margin hears what the remaining values say at today's margin (as the engine).
+  local lowered, agreed = false, false
+  for _, h in ipairs(entries) do
+    if h.field == 'remaining' and limited(p, h.b) and
+        not (S.now < p.cold_until and math.floor(p.cold_raised / 2 ^ h.b) % 2 == 0) then
+      if implied_level(p, h) < p['lv' .. h.b] then
+        lowered = true
+      else
+        agreed = true
+      end
+    end
+  end
+  margin_headers(p, lowered, agreed, now)
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) then
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
       local reserve = p['lim' .. h.b] - capacity(p, h.b)
-      local implied = h.v + allowance - reserve
+      local implied = implied_level(p, h)
       local bit = 2 ^ h.b
       local raise = false
       if S.now < p.cold_until and math.floor(p.cold_raised / bit) % 2 == 0 then
@@ -2262,9 +2348,18 @@ local function settle(p, args, now)
       p.spend_cap_at = now
       spend_cap_alert(p, true)
     else
-      margin_cut(p, now)
+      margin_cut(p, id, now)
       if retry_after >= 0 and now + retry_after > p.blocked_until then
         p.blocked_until = now + retry_after
+      end
+      local own = num(args, 'agent_retry_after', 0)
+      if own > 0 then
+        local until_s = now + own
+        local v = redis.call('HGET', K('ablk'), a.agent)
+        if until_s > (v and tonumber(v) or -math.huge) then
+          redis.call('HSET', K('ablk'), a.agent, F(until_s))
+        end
+        if until_s > p.ablk_until then p.ablk_until = until_s end
       end
     end
   end

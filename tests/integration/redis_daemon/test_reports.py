@@ -13,6 +13,10 @@ POOLS = """  default:
     input_tpm: 60000
     output_tpm: 60000
     max_queue_wait_s: 600
+  wave:
+    input_tpm: 60000
+    output_tpm: 60000
+    max_queue_wait_s: 600
 auth:
   admin_token: admin-secret-1
   tokens:
@@ -102,6 +106,29 @@ class RedisReports(unittest.TestCase):
                      "unblocks", "max_unblocks 8")
         self.refused(self.lease(self.b, WORKER, "w-2", priority="high") + ({},), 403,
                      "forbidden", "priority")
+
+    def test_one_wave_of_429s_cuts_once_and_a_report_holds_only_its_agent_on_every_replica(self):
+        # Issue 25 items 9 and 11 on the shared pool: leases granted by both replicas
+        # before the first cut are one congestion event, and a report's long retry-after
+        # holds the pool 60 s and its agent (on every replica) for the rest.
+        wave = []
+        for i, r in enumerate((self.a, self.b, self.a, self.b)):
+            st, g = self.lease(r, WORKER, "w-wave%d" % i, pool="wave")
+            self.assertEqual(st, 200, g)
+            wave.append((r, g["lease"]))
+        for r, lease in wave:
+            st, body, _ = self.settle(r, WORKER, lease, got_429=True, retry_after=240)
+            self.assertEqual(st, 200, body)
+        for r in (self.a, self.b):
+            self.assertAlmostEqual(r.pool("wave")["margin"], 0.80)
+        st, body = self.lease(self.b, WORKER, "w-wave0", pool="wave")
+        self.assertEqual(st, 429, body)
+        self.assertEqual(body["reason"], "agent_retry_after", body)
+        self.assertGreater(body["retry_after"], 120)
+        st, body = self.lease(self.a, WORKER, "w-other", pool="wave")
+        self.assertEqual(st, 202, body)
+        self.assertEqual(body["limited_by"], "retry_after", body)
+        self.assertLessEqual(body["eta"], 60 + 5)
 
 
 if __name__ == "__main__":

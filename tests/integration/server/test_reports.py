@@ -159,31 +159,52 @@ class Reports(Case):
         level = self.s.pool("ceiling")["buckets"]["input_tokens"]["level"]
         self.assertGreater(level, -120000)  # never 9e15 in debt
 
-    def test_reported_retry_after_is_capped(self):
+    def test_reported_retry_after_holds_the_pool_at_most_60_s_and_its_agent_longer(self):
+        # Issue 25 item 11: a worker's report of a day-long retry-after blocked every agent
+        # for max_retry_after_s (300 s). Its word holds the pool at most
+        # max_report_pool_block_s (60 s); the rest holds only the reporting agent.
         g = self.granted(WORKER, "w-3", "blocky")
+        more = [self.granted(WORKER, "w-5%d" % i, "blocky")["lease"] for i in range(3)]
         t0 = time.time()
         status, body, _ = self.settle(WORKER, g["lease"], got_429=True, retry_after=86400)
         self.assertEqual(status, 200, body)
         blocked = self.s.pool("blocky")["blocked_until"]
         self.assertIsNotNone(blocked)
-        self.assertLessEqual(blocked - t0, 300 + 5)  # max_retry_after_s, not a day
+        self.assertLessEqual(blocked - t0, 60 + 5)
+        # More reports of the same token (other leases, other agent names) do not add up:
+        # the token holds the pool at most 60 s in a max_retry_after_s window.
+        for lease in more:
+            time.sleep(2)
+            status, body, _ = self.settle(WORKER, lease, got_429=True, retry_after=86400)
+            self.assertEqual(status, 200, body)
+        self.assertLessEqual(self.s.pool("blocky")["blocked_until"], blocked + 0.5)
+        # Another agent is served once the 60 s are over: queued now with that ETA.
+        status, body, _ = self.lease(WORKER, "w-4", "blocky")
+        self.assertEqual(status, 202, body)
+        self.assertEqual(body["limited_by"], "retry_after", body)
+        self.assertLessEqual(body["eta"], 60 + 5)
+        # The reporting agent itself waits out its own report, up to max_retry_after_s.
+        status, body, _ = self.lease(WORKER, "w-3", "blocky")
+        self.assertEqual(status, 429, body)
+        self.assertEqual(body["reason"], "agent_retry_after", body)
+        self.assertGreater(body["retry_after"], 200)
+        self.assertLessEqual(body["retry_after"], 300)
 
-    def test_one_agent_cuts_the_margin_once_per_lease_granted_after_its_last_cut(self):
+    def test_one_wave_of_429s_cuts_the_margin_once_whoever_reports_it(self):
+        # Issue 25 item 9: five agents' 429s in one wave took the margin to the floor.
         held = [self.granted(WORKER, "w-8", "margin")["lease"] for _ in range(4)]
-        other = self.granted(WORKER, "w-9", "margin")["lease"]
+        others = [self.granted(WORKER, "w-9%d" % i, "margin")["lease"] for i in range(4)]
         self.assertEqual(self.s.pool("margin")["margin"], 0.85)
-        for lease in held:
+        for lease in held + others:
             status, body, _ = self.settle(WORKER, lease, got_429=True)
             self.assertEqual(status, 200, body)
-        # Four 429s of one burst (leases granted before the first cut) are one step, not four.
+            self.assertFalse(body["counted"], body)
+        # Eight 429s on leases granted before the first cut are one event: one step.
         self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.80)
-        # Another agent's lease is its own report.
-        self.assertEqual(self.settle(WORKER, other, got_429=True)[0], 200)
-        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.75)
-        # A lease granted after the cut may cut again: one step per granted lease.
+        # A lease granted after the cut was decided at the new margin: a new event.
         lease = self.granted(WORKER, "w-8", "margin")["lease"]
         self.assertEqual(self.settle(WORKER, lease, got_429=True)[0], 200)
-        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.70)
+        self.assertAlmostEqual(self.s.pool("margin")["margin"], 0.75)
 
     # ---- defect 2: weight inputs ----
 
