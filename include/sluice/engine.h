@@ -245,6 +245,12 @@ typedef struct sl_request {
      * hub task gives no more weight than the token could ask for itself. */
     bool max_unblocks_set;
     int64_t max_unblocks;
+    /* The caller sends the provider at most charged_output_tokens as the call's
+     * max_tokens (the proxy rewrites the body; a lease client says "cap_output"). Only
+     * then may a pool with output_reserve_learned reserve its learned percentile below
+     * output_tokens: the provider holds whatever max_tokens it is sent, so a reservation
+     * below the figure sent would overbook it. Unset: output_tokens is reserved. */
+    bool output_capped;
 } sl_request_t;
 
 typedef enum sl_status {

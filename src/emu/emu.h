@@ -182,6 +182,7 @@ struct sl_emu_call {
     sl_emu_api_t api;
     bool stream;
     bool include_usage;   /* OpenAI stream_options.include_usage */
+    int64_t choices;      /* OpenAI `n` (>= 1 once admitted): the answer, once per choice */
     char id[64];          /* msg_... / chatcmpl-... / resp_... */
     char *model;          /* as requested, malloc'ed */
     int64_t created_unix; /* OpenAI "created" */

@@ -9,7 +9,9 @@
  * "tool_calls" for "required" and "stop" for a named function, and so does this.
  * response_format json_schema / json_object answers JSON text (matching the schema);
  * reasoning_effort (other than none / minimal) adds hidden reasoning tokens to the
- * output, reported as completion_tokens_details.reasoning_tokens.
+ * output, reported as completion_tokens_details.reasoning_tokens. `n` (1..128) answers
+ * n choices as OpenAI charges them: max_tokens x n held from the start, every choice's
+ * tokens billed (completion_tokens is their sum); the choices carry the same answer.
  * No prompt caching is modelled for OpenAI (cached_tokens is always 0). */
 #include "emu.h"
 
@@ -18,26 +20,35 @@
 
 #include <event2/buffer.h>
 
+static int64_t choices_of(const sl_emu_call_t *c)
+{
+    return c->choices > 1 ? c->choices : 1;
+}
+
 static const char *finish_reason(const sl_emu_call_t *c)
 {
     if (c->cut) return "length";
     if (sl__emu_call_has_tool(c)) return c->tool_named ? "stop" : "tool_calls";
-    if (c->filler_answer && c->result.output_tokens >= c->result.reserved_output_tokens)
+    if (c->filler_answer &&
+        c->result.output_tokens >= c->result.reserved_output_tokens / choices_of(c))
         return "length";
     return "stop";
 }
 
+/* Every choice is billed: completion_tokens (and its reasoning share) is their sum. */
 static json_t *usage_json(const sl_emu_call_t *c)
 {
     const sl_provider_result_t *r = &c->result;
     int64_t prompt = r->input_tokens + r->cache_creation_input_tokens + r->cache_read_input_tokens;
-    return json_pack(
-        "{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:I, s:i, s:i, s:i}}", "prompt_tokens",
-        (json_int_t)prompt, "completion_tokens", (json_int_t)r->output_tokens, "total_tokens",
-        (json_int_t)(prompt + r->output_tokens), "prompt_tokens_details", "cached_tokens",
-        (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0, "completion_tokens_details",
-        "reasoning_tokens", (json_int_t)sl__emu_call_tokens_of(c, SL_EMU_PART_THINKING),
-        "audio_tokens", 0, "accepted_prediction_tokens", 0, "rejected_prediction_tokens", 0);
+    int64_t completion = r->output_tokens * choices_of(c);
+    return json_pack("{s:I, s:I, s:I, s:{s:I, s:i}, s:{s:I, s:i, s:i, s:i}}", "prompt_tokens",
+                     (json_int_t)prompt, "completion_tokens", (json_int_t)completion,
+                     "total_tokens", (json_int_t)(prompt + completion), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)r->cache_read_input_tokens, "audio_tokens", 0,
+                     "completion_tokens_details", "reasoning_tokens",
+                     (json_int_t)(sl__emu_call_tokens_of(c, SL_EMU_PART_THINKING) * choices_of(c)),
+                     "audio_tokens", 0, "accepted_prediction_tokens", 0,
+                     "rejected_prediction_tokens", 0);
 }
 
 /* The position of tool part i among the answer's tool calls. */
@@ -63,10 +74,11 @@ static json_t *tool_call_json(sl_emu_call_t *c, size_t i, bool with_index, bool 
 
 /* ---- streaming ---------------------------------------------------------------------- */
 
-static json_t *chunk(sl_emu_call_t *c, json_t *delta, const char *finish)
+static json_t *chunk(sl_emu_call_t *c, int64_t index, json_t *delta, const char *finish)
 {
-    json_t *choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs",
-                               "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *choice =
+        json_pack("{s:I, s:o, s:n, s:o}", "index", (json_int_t)index, "delta", delta, "logprobs",
+                  "finish_reason", finish ? json_string(finish) : json_null());
     json_t *ch =
         json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:[o]}", "id", c->id, "object",
                   "chat.completion.chunk", "created", (json_int_t)c->created_unix, "model",
@@ -82,6 +94,16 @@ static void data_line(struct evbuffer *out, json_t *data)
     if (!s) return;
     evbuffer_add_printf(out, "data: %s\n\n", s);
     free(s);
+}
+
+/* One chunk per choice carrying `delta` (taken), as OpenAI streams n choices. */
+static void choice_chunks(sl_emu_call_t *c, struct evbuffer *out, json_t *delta, const char *finish)
+{
+    for (int64_t i = 0; delta && i < choices_of(c); i++)
+        data_line(out,
+                  chunk(c, i, i + 1 < choices_of(c) ? json_deep_copy(delta) : json_incref(delta),
+                        finish));
+    json_decref(delta);
 }
 
 static void o_begin(sl_emu_call_t *c, struct evbuffer *out)
@@ -111,7 +133,7 @@ static void o_part_begin(sl_emu_call_t *c, size_t i, struct evbuffer *out)
     if (kind == SL_EMU_PART_TOOL)
         json_object_set_new(delta, "tool_calls",
                             json_pack("[o]", tool_call_json(c, i, true, false)));
-    data_line(out, chunk(c, delta, NULL));
+    choice_chunks(c, out, delta, NULL);
 }
 
 static void o_part_delta(sl_emu_call_t *c, size_t i, const char *s, size_t n, struct evbuffer *out)
@@ -123,7 +145,7 @@ static void o_part_delta(sl_emu_call_t *c, size_t i, const char *s, size_t n, st
                           "function", "arguments", s, n);
     else
         delta = json_pack("{s:s%}", "content", s, n);
-    data_line(out, chunk(c, delta, NULL));
+    choice_chunks(c, out, delta, NULL);
 }
 
 static void o_part_end(sl_emu_call_t *c, size_t i, struct evbuffer *out)
@@ -135,7 +157,7 @@ static void o_part_end(sl_emu_call_t *c, size_t i, struct evbuffer *out)
 
 static void o_finish(sl_emu_call_t *c, struct evbuffer *out)
 {
-    data_line(out, chunk(c, json_object(), finish_reason(c)));
+    choice_chunks(c, out, json_object(), finish_reason(c));
     if (c->include_usage)
         data_line(out, json_pack("{s:s, s:s, s:I, s:s, s:s, s:n, s:[], s:o}", "id", c->id, "object",
                                  "chat.completion.chunk", "created", (json_int_t)c->created_unix,
@@ -168,11 +190,18 @@ static json_t *o_complete(sl_emu_call_t *c)
     if (message && json_array_size(calls)) json_object_set(message, "tool_calls", calls);
     json_decref(calls);
     if (text) evbuffer_free(text);
-    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:s, s:n}", "id", c->id,
-                     "object", "chat.completion", "created", (json_int_t)c->created_unix, "model",
-                     c->model, "choices", "index", 0, "message", message, "logprobs",
-                     "finish_reason", finish_reason(c), "usage", usage_json(c), "service_tier",
-                     "default", "system_fingerprint");
+    json_t *choices = json_array();
+    for (int64_t i = 0; choices && message && i < choices_of(c); i++)
+        json_array_append_new(
+            choices,
+            json_pack("{s:I, s:o, s:n, s:s}", "index", (json_int_t)i, "message",
+                      i + 1 < choices_of(c) ? json_deep_copy(message) : json_incref(message),
+                      "logprobs", "finish_reason", finish_reason(c)));
+    json_decref(message);
+    return json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:n}", "id", c->id, "object",
+                     "chat.completion", "created", (json_int_t)c->created_unix, "model", c->model,
+                     "choices", choices, "usage", usage_json(c), "service_tier", "default",
+                     "system_fingerprint");
 }
 
 static const sl_emu_shape_t openai_shape = {
@@ -194,8 +223,9 @@ static void bad_request(sl_emu_t *emu, struct evhttp_request *req, const char *m
 }
 
 /* Checks the request's fields; answers 400 and returns false on a bad one. Sets
- * *max_tokens (the limit the buckets are charged with). */
-static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, int64_t *max_tokens)
+ * *max_tokens (per choice) and *choices (`n`): the buckets are charged their product. */
+static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, int64_t *max_tokens,
+                     int64_t *choices)
 {
     json_t *model = json_object_get(body, "model");
     json_t *messages = json_object_get(body, "messages");
@@ -214,8 +244,17 @@ static bool validate(sl_emu_t *emu, struct evhttp_request *req, json_t *body, in
                            "enabled.",
                            "stream_options"),
                false;
-    if (n && !json_is_null(n) && (!json_is_integer(n) || json_integer_value(n) != 1))
-        return bad_request(emu, req, "n: sluice-emu answers one choice only (n = 1)", "n"), false;
+    *choices = 1;
+    if (n && !json_is_null(n)) {
+        char msg[160];
+        if (!json_is_integer(n) || json_integer_value(n) < 1 ||
+            json_integer_value(n) > SL_PROVIDER_MAX_CHOICES) {
+            snprintf(msg, sizeof msg, "Invalid 'n': expected an integer between 1 and %d.",
+                     SL_PROVIDER_MAX_CHOICES);
+            return bad_request(emu, req, msg, "n"), false;
+        }
+        *choices = json_integer_value(n);
+    }
     const char *fields[] = {"max_completion_tokens", "max_tokens"};
     *max_tokens = SL_EMU_OPENAI_DEFAULT_MAX_TOKENS;
     for (int i = 0; i < 2; i++) {
@@ -321,8 +360,8 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
                      size_t raw_len)
 {
     emu->n.chat_completions++;
-    int64_t max_tokens;
-    if (!validate(emu, req, body, &max_tokens)) return;
+    int64_t max_tokens, choices;
+    if (!validate(emu, req, body, &max_tokens, &choices)) return;
     bool stream = json_is_true(json_object_get(body, "stream"));
     if (stream) emu->n.chat_stream++;
     bool named, failed, json;
@@ -349,6 +388,7 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
         return;
     }
     c->stream = stream;
+    c->choices = choices;
     c->include_usage =
         stream &&
         json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
@@ -359,6 +399,7 @@ void sl__openai_chat(sl_emu_t *emu, struct evhttp_request *req, json_t *body, co
         .input_tokens = est.input_tokens + est.cached_tokens,
         .cached_prefix_tokens = 0,
         .max_tokens = max_tokens,
+        .choices = choices,
         .output_tokens = -1,
         /* .stream stays false: OpenAI does not document how a stream breaks off with an
          * error, so --stream-error-rate does not apply here (docs/emu.md). */

@@ -73,12 +73,20 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* max_tokens is a loose upper bound: most calls end far below it. With
- * output_reserve_learned the pool reserves the 95th percentile of what this model's
- * calls really produced (nearest rank over the last 64), and the settle charges a
- * longer answer as debt, like any underestimate. */
-void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens)
+ * output_reserve_learned, calls whose max_tokens is capped to the reservation (the
+ * proxy's, a lease client's cap_output) reserve the 95th percentile of what this model's
+ * calls really produced (nearest rank over the last 64).
+ *
+ * A capped answer that stopped at the cap is censored: its real length is unknown, only
+ * that it was at least the cap. Recording the cap itself would let the percentile only
+ * ever fall (every cap is the percentile of its time, so no sample could exceed it, and
+ * the sample noise would ratchet it down); recording twice the cap lets it climb back
+ * when more than 5% of the calls are cut off, doubling at most per window. */
+void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens, int64_t reserved_tokens)
 {
     if (!c) return;
+    if (reserved_tokens > 0 && output_tokens == reserved_tokens)
+        output_tokens = reserved_tokens > SL_TOKENS_MAX / 2 ? SL_TOKENS_MAX : 2 * reserved_tokens;
     c->out_sample[c->out_pos] = output_tokens;
     c->out_pos = (c->out_pos + 1) % SL__CALIB_WINDOW;
     if (c->out_n < SL__CALIB_WINDOW) c->out_n++;

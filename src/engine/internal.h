@@ -453,7 +453,9 @@ double sl__calib_ratio(const sl__calib_t *c);
 void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);
 void sl__calib_free_all(sl__pool_t *p);
 /* Records the output of a counted settle of a lease that named this model. */
-void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens);
+/* Records a counted call's output. One that stopped exactly at its lease's reservation
+ * (`reserved_tokens`: a capped call cut off there) is recorded as twice that figure. */
+void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens, int64_t reserved_tokens);
 /* Recomputes the output 95th percentile from the samples held (after a restore). */
 void sl__calib_update_output(sl__calib_t *c);
 

@@ -279,24 +279,11 @@ bool sl__ticket_cache_lapsed(sl__pool_t *p, sl__ticket_t *t, double now)
     return true;
 }
 
-/* max_tokens is a loose upper bound the provider does not reserve: a call whose
- * max_tokens is above what the output (or combined) bucket can ever hold is still
- * served, so it reserves what fits, today's capacity, and its settle charges any
- * excess as debt, like any underestimate. */
-static int64_t output_that_fits(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens)
-{
-    if (sl__limited(p, SL_BUCKET_OUTPUT)) {
-        int64_t fit = (int64_t)floor(sl__capacity(p, SL_BUCKET_OUTPUT) + 1e-6);
-        if (out_tokens > fit) out_tokens = fit;
-    }
-    if (sl__limited(p, SL_BUCKET_TOKENS)) {
-        int64_t fit = (int64_t)floor(sl__capacity(p, SL_BUCKET_TOKENS) + 1e-6) - in_tokens;
-        if (fit < 0) fit = 0; /* the input alone can never fit: check_capacity says so */
-        if (out_tokens > fit) out_tokens = fit;
-    }
-    return out_tokens;
-}
-
+/* The provider holds a call's whole max_tokens from its start (Anthropic estimates
+ * output TPM from max_tokens and corrects it at the end; OpenAI counts max_tokens in
+ * its TPM), so a need above a bucket's capacity at the starting margin is a call the
+ * provider can never accept either: refused here, naming the dimension, the figure and
+ * the limit, before anything changes. */
 static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need)
 {
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
@@ -307,8 +294,10 @@ static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t 
                             "%s %lld%s can never fit pool \"%s\": its capacity is %.0f "
                             "(limit %lld x margin %.2f)",
                             sl_bucket_name((sl_bucket_t)b), (long long)need->n[b],
-                            need->penalty ? " (including the cold-cache prefix)" : "", p->name,
-                            start_cap, (long long)p->limit[b], p->cfg.margin_start);
+                            need->penalty && (b == SL_BUCKET_INPUT || b == SL_BUCKET_TOKENS)
+                                ? " (including the cold-cache prefix)"
+                                : "",
+                            p->name, start_cap, (long long)p->limit[b], p->cfg.margin_start);
     }
     return SL_OK;
 }
@@ -564,9 +553,9 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
     int64_t out_tokens = req->output_tokens;
-    if (p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 && calib->out_p95 < out_tokens)
+    if (req->output_capped && p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 &&
+        calib->out_p95 < out_tokens)
         out_tokens = calib->out_p95;
-    out_tokens = output_that_fits(p, in, out_tokens);
     args.need.n[SL_BUCKET_INPUT] = in;
     args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
@@ -576,10 +565,12 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     double cap_wait_s = 0;
     if (rc == SL_OK) {
         sl__caps_resolve(e, a, req->agent, &args.caps);
-        /* A share cap is the operator's limit, not the provider's: the output reserved
-         * fits it too, and the settle charges the rest to the cap as debt. */
+        /* A share cap is the operator's limit, not the provider's: a call capped to its
+         * reservation reserves what fits the cap (and is sent that as max_tokens); the
+         * settle charges the rest to the cap as debt. An uncapped call is held to its
+         * max_tokens like any other need. */
         int64_t fit = sl__caps_output_fit(p, &args.caps, args.need.n[SL_BUCKET_INPUT]);
-        if (fit >= 0 && args.need.n[SL_BUCKET_OUTPUT] > fit) {
+        if (req->output_capped && fit >= 0 && args.need.n[SL_BUCKET_OUTPUT] > fit) {
             args.need.n[SL_BUCKET_OUTPUT] = fit;
             args.need.n[SL_BUCKET_TOKENS] = args.need.n[SL_BUCKET_INPUT] + fit;
         }
@@ -875,7 +866,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         if (l->granted_at > l->cache->used_at) l->cache->used_at = l->granted_at;
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
-        sl__calib_record_output(l->calib, s->output_tokens);
+        sl__calib_record_output(l->calib, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);
         sl__spend_cap_alert(e, p, false, now_s); /* a call went through: no longer capped */
     }
     a->tokens_in = sat_add(a->tokens_in, actual_in);

@@ -318,7 +318,8 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     if (call->input_tokens < 0 || call->cached_prefix_tokens < 0 || call->max_tokens < 1 ||
         call->input_tokens > SL_PROVIDER_TOKENS_MAX ||
         call->cached_prefix_tokens > SL_PROVIDER_TOKENS_MAX ||
-        call->max_tokens > SL_PROVIDER_TOKENS_MAX || !earlier_valid(call)) {
+        call->max_tokens > SL_PROVIDER_TOKENS_MAX || call->choices < 0 ||
+        call->choices > SL_PROVIDER_MAX_CHOICES || !earlier_valid(call)) {
         refuse(p, out, SL_PROVIDER_INVALID);
         return;
     }
@@ -349,11 +350,13 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     }
     int64_t uncached = in + creation + (p->cfg.cache_reads_count ? read : 0);
 
+    int64_t choices = call->choices > 1 ? call->choices : 1;
+    int64_t reserved_out = call->max_tokens * choices; /* at most 2^53 x 128: no overflow */
     double need[SL__PB_COUNT] = {0};
     need[SL__PB_REQUESTS] = 1;
     need[SL__PB_INPUT] = (double)uncached;
-    need[SL__PB_OUTPUT] = (double)call->max_tokens;
-    need[SL__PB_TOKENS] = (double)(uncached + call->max_tokens);
+    need[SL__PB_OUTPUT] = (double)reserved_out;
+    need[SL__PB_TOKENS] = (double)(uncached + reserved_out);
     for (int b = 0; b < SL__PB_COUNT; b++) {
         if (p->limit[b] > 0 && (p->level[b] < need[b] || need[b] > (double)p->limit[b])) {
             refuse(p, out, SL_PROVIDER_RATE_LIMITED);
@@ -396,7 +399,8 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     out->cache_creation_input_tokens = creation;
     out->cache_read_input_tokens = read;
     out->output_tokens = output;
-    out->reserved_output_tokens = call->max_tokens;
+    out->choices = choices;
+    out->reserved_output_tokens = reserved_out;
     out->stream_error = broken;
     double prefill = p->cfg.prefill_tokens_per_s > 0
                          ? (double)(in + creation) / p->cfg.prefill_tokens_per_s
@@ -409,7 +413,7 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     p->stats.input_tokens += in;
     p->stats.cache_creation_input_tokens += creation;
     p->stats.cache_read_input_tokens += read;
-    p->stats.output_tokens += output;
+    p->stats.output_tokens += output * choices;
 }
 
 void sl_provider_count_tokens(sl_provider_t *p, double now_s, sl_provider_result_t *out)
@@ -445,7 +449,8 @@ void sl_provider_end(sl_provider_t *p, const sl_provider_result_t *r, double now
 {
     if (r->refusal != SL_PROVIDER_OK) return;
     sl__provider_advance(p, now_s);
-    double back = (double)(r->reserved_output_tokens - r->output_tokens);
+    double back =
+        (double)(r->reserved_output_tokens - r->output_tokens * (r->choices > 1 ? r->choices : 1));
     if (back <= 0) return;
     const int bs[2] = {SL__PB_OUTPUT, SL__PB_TOKENS};
     for (int i = 0; i < 2; i++) {

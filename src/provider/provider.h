@@ -135,7 +135,13 @@ typedef struct sl_provider_call {
     bool stream;                 /* a streaming answer: may break off (stream_error_rate) */
     size_t earlier_count;        /* breakpoints before the last one, 0..3 */
     sl_provider_breakpoint_t earlier[SL_PROVIDER_MAX_BREAKPOINTS - 1]; /* in prompt order */
+    /* OpenAI's `n`: answers generated at once, 0..SL_PROVIDER_MAX_CHOICES (0 = 1). Each
+     * is up to max_tokens, so the output (and combined) limit is charged max_tokens x
+     * choices at the start, and every choice's output is billed. */
+    int64_t choices;
 } sl_provider_call_t;
+
+#define SL_PROVIDER_MAX_CHOICES 128 /* OpenAI's documented bound on n */
 
 /* Why a request was refused. */
 typedef enum sl_provider_refusal {
@@ -169,12 +175,14 @@ typedef struct sl_provider_result {
     int64_t input_tokens;                 /* uncached input after the breakpoint */
     int64_t cache_creation_input_tokens;  /* prefix written to the cache (a miss) */
     int64_t cache_read_input_tokens;      /* prefix read from the cache (a hit) */
-    int64_t output_tokens;                /* what the model writes (before the error, for
-                                             a stream that breaks off) */
+    int64_t output_tokens;                /* what the model writes per choice (before the
+                                             error, for a stream that breaks off) */
+    int64_t choices;                      /* >= 1: the output billed is output_tokens x
+                                             choices (OpenAI's completion_tokens) */
     /* Timing of an admitted call, from the `now_s` of sl_provider_begin. */
     double ttft_s;                  /* first token after this long */
     double duration_s;              /* last token after this long (>= ttft_s) */
-    /* For sl_provider_end: the output charged at the start (max_tokens). */
+    /* For sl_provider_end: the output charged at the start (max_tokens x choices). */
     int64_t reserved_output_tokens;
     /* A streaming call that breaks off: after output_tokens (at duration_s) the stream
      * ends with an overloaded error event instead of its closing events. */

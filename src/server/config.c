@@ -251,7 +251,7 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
 }
 
 /* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
- * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated} */
+ * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated, continue_capped} */
 static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
 {
     if (want_mapping(p, map, "proxy") < 0) return -1;
@@ -298,11 +298,13 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
             rc = get_string(p, v, key, &c->proxy.default_pool);
         } else if (!strcmp(kname, "allow_unauthenticated")) {
             rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
+        } else if (!strcmp(kname, "continue_capped")) {
+            rc = get_bool(p, v, key, &c->proxy.continue_capped);
         } else {
             rc = fail(p, k, "proxy",
                       "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
                       "connect_timeout_s, ping_interval_s, max_hold_s, default_pool, "
-                      "allow_unauthenticated)",
+                      "allow_unauthenticated, continue_capped)",
                       kname);
         }
         if (rc < 0) return -1;

@@ -74,6 +74,8 @@ typedef struct sl_proxy_config {
                                    such calls go to this pool */
     bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
                                    identify an agent (with auth off they always do) */
+    bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
+                                   below the client's max_tokens is continued (docs/proxy.md) */
 } sl_proxy_config_t;
 
 /* The listener's bounds on every connection, and the names it answers to (the `server:`

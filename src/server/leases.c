@@ -274,7 +274,7 @@ static const char *const lease_fields[] = {
     "agent", "pool", "input_tokens", "cached_tokens", "output_tokens",
     "role",  "task", "unblocks",     "priority",      "cache_key",
     "wait",  "ttl",  "request_id",   "model",         "cache_prefix_hash",
-    NULL};
+    "cap_output", NULL};
 
 /* Fills `r` and `wait_s` from the body. Returns 0, or -1 with `msg` naming the field. */
 static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s, char *msg,
@@ -296,7 +296,8 @@ static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s,
         sl__json_get_string(b, "request_id", false, 128, false, &r->request_id, msg, n) < 0 ||
         sl__json_get_string(b, "model", false, 128, false, &r->model, msg, n) < 0 ||
         sl__json_get_string(b, "cache_prefix_hash", false, 128, false, &r->cache_prefix_hash, msg,
-                            n) < 0)
+                            n) < 0 ||
+        sl__json_get_bool(b, "cap_output", &r->output_capped, msg, n) < 0)
         return -1;
     return 0;
 }

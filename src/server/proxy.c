@@ -47,7 +47,6 @@
 #define RESPONSE_LIMIT_BYTES    (64u * 1024 * 1024) /* a buffered (non-stream) answer */
 #define SSE_EVENT_LIMIT_BYTES   (16u * 1024 * 1024) /* one event longer than this is passed raw */
 #define MAX_KEPT_HEADERS        48
-#define DEFAULT_OUTPUT_TOKENS   4096 /* OpenAI calls without max_tokens */
 #define LEASE_TTL_S             86400.0 /* capped by the pool's max_lease_ttl_s */
 
 struct sl_proxy {
@@ -71,6 +70,12 @@ typedef struct kept_headers {
     char *values[MAX_KEPT_HEADERS];
     size_t n;
 } kept_headers_t;
+
+/* Who the call is for (pointers into the request's headers or the token's rule). */
+typedef struct identity {
+    const char *role, *task, *priority;
+    int64_t unblocks;
+} identity_t;
 
 typedef struct px {
     sl_proxy_t *proxy;
@@ -97,6 +102,9 @@ typedef struct px {
     char **up_headers; /* "Name: value" lines for the provider, the key among them */
     size_t n_up_headers;
     sl_estimate_t est;
+    sl_proxy_output_t out; /* the body's output limit (proxy_output.c) */
+    identity_t id;
+    sl_cont_t *cont; /* proxy.continue_capped: the answer so far (proxy_continue.c) */
     uint64_t lease;
     uint64_t ticket;
     px_phase_t phase;
@@ -118,6 +126,8 @@ typedef struct px {
 
 static void px_free(px_t *px);
 static void px_forward(px_t *px);
+static void continue_call(px_t *px);
+static int cap_forwarded_output(px_t *px, int64_t reserved_tokens);
 static void px_client_gone(px_t *px);
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -446,6 +456,7 @@ static void on_up_headers(void *ud, int status, const char *const *names,
     if (!sl_hreq_has_header(px->call->req, "Cache-Control"))
         sl_hreq_add_header(px->call->req, "Cache-Control", "no-cache");
     sl_hreq_start(px->call->req, 200, "text/event-stream; charset=utf-8");
+    if (px->cont) px->sse_started = true; /* the next parts go into this stream */
 }
 
 static size_t client_backlog(px_t *px)
@@ -470,10 +481,15 @@ static void take_events(px_t *px, struct evbuffer *out)
         size_t len = (size_t)end.pos + 2;
         const char *ev = (const char *)evbuffer_pullup(px->sse, (ev_ssize_t)len);
         bool drop = px->api == SL_UPSTREAM_OPENAI && !px->client_usage;
-        if (sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage))
-            evbuffer_remove_buffer(px->sse, out, len);
-        else
+        bool pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
+        if (pass && px->cont) { /* spliced with the other parts of the answer */
+            sl__cont_event(px->cont, ev, len - 2, out);
             evbuffer_drain(px->sse, len);
+        } else if (pass) {
+            evbuffer_remove_buffer(px->sse, out, len);
+        } else {
+            evbuffer_drain(px->sse, len);
+        }
     }
 }
 
@@ -512,6 +528,25 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
         sl__usage_from_body(px->api, (const char *)evbuffer_pullup(px->resp, -1),
                             evbuffer_get_length(px->resp), &px->usage);
     settle(px, request_sent || px->status != 0);
+    bool whole = result == SL_UPSTREAM_OK && px->status == 200;
+    if (px->cont && whole && px->streaming && sl__cont_wants_more(px->cont)) {
+        continue_call(px); /* cut at the cap: the next part goes on in this stream */
+        return;
+    }
+    if (px->cont && whole && !px->streaming && px->resp) {
+        int more = sl__cont_absorb(px->cont, (const char *)evbuffer_pullup(px->resp, -1),
+                                   evbuffer_get_length(px->resp));
+        if (more == 1) {
+            continue_call(px);
+            return;
+        }
+        char *joined = more == 0 ? sl__cont_answer(px->cont) : NULL;
+        if (joined) {
+            evbuffer_drain(px->resp, evbuffer_get_length(px->resp));
+            evbuffer_add(px->resp, joined, strlen(joined));
+            free(joined);
+        }
+    }
     if (px->streaming) {
         if (evbuffer_get_length(px->sse) > 0) {
             struct evbuffer *rest = evbuffer_new();
@@ -667,6 +702,11 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
     switch (d->status) {
     case SL_GRANTED:
         px->lease = d->lease;
+        if (cap_forwarded_output(px, d->charged_output_tokens) < 0) {
+            cancel_lease(px);
+            px_error(px, 503, "sluice: out of memory");
+            return;
+        }
         px_forward(px);
         return;
     case SL_QUEUED:
@@ -748,6 +788,7 @@ static void px_free(px_t *px)
     stop_waiting(px);
     if (px->xfer) sl_upstream_cancel(px->xfer);
     if (px->lease) cancel_lease(px); /* a path that forgot to settle: give it back */
+    sl__cont_free(px->cont);
     unwatch_client(px);
     if (px->wait_timer) event_free(px->wait_timer);
     if (px->ping) event_free(px->ping);
@@ -856,11 +897,6 @@ static int route_by_model(px_t *px)
              px->model[0] ? px->model : "(none)", def ? "not allowed for this token" : "not set");
     return -1;
 }
-
-typedef struct identity {
-    const char *role, *task, *priority;
-    int64_t unblocks;
-} identity_t;
 
 /* Fills px->agent and px->pool and `id`. Returns 0, or -1 after answering. */
 static int identify(px_t *px, identity_t *id)
@@ -1096,14 +1132,43 @@ static void estimate(px_t *px, const json_t *j)
         if (px->call->req) sl_hreq_add_header(px->call->req, "x-sluice-estimate", "fallback");
         px->est.input_tokens = (int64_t)(px->body_len / 4);
         px->est.cached_tokens = 0;
-        const json_t *m = json_object_get(j, "max_completion_tokens");
-        if (!json_is_integer(m)) m = json_object_get(j, "max_output_tokens");
-        if (!json_is_integer(m)) m = json_object_get(j, "max_tokens");
-        px->est.output_tokens = json_is_integer(m) && json_integer_value(m) > 0
-                                    ? (int64_t)json_integer_value(m)
-                                    : 0;
     }
-    if (px->est.output_tokens == 0) px->est.output_tokens = DEFAULT_OUTPUT_TOKENS;
+    /* What the provider will hold: the body's limit times its choices (proxy_output.c). */
+    px->est.output_tokens = sl__proxy_output_tokens(&px->out);
+}
+
+/* The lease reserved less output than the call asks (output_reserve: learned, a share
+ * cap): the body goes upstream with its limit lowered to the reservation, so the provider
+ * never holds more than sluice reserved. Returns 0, or -1 when out of memory. */
+static int cap_forwarded_output(px_t *px, int64_t reserved_tokens)
+{
+    int64_t asked = px->est.output_tokens;
+    if (px->cont) sl__cont_round(px->cont, reserved_tokens < asked ? reserved_tokens : asked);
+    if (!px->out.cappable || reserved_tokens >= asked) return 0;
+    json_t *j = json_loadb(px->body, px->body_len, 0, NULL);
+    /* proxy.continue_capped: an answer cut at the cap is continued (proxy_continue.c). */
+    if (j && !px->cont && px->srv->config.proxy.continue_capped &&
+        px->api == SL_UPSTREAM_ANTHROPIC && !px->responses && px->out.per_choice_tokens > 0) {
+        if (!(px->cont = sl__cont_new(j, px->out.per_choice_tokens))) {
+            json_decref(j);
+            return -1;
+        }
+        sl__cont_round(px->cont, reserved_tokens);
+    }
+    int rc = j ? sl__proxy_output_cap(j, &px->out, reserved_tokens) : -1;
+    char *again = rc == 1 ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (rc < 0 || (rc == 1 && !again)) return -1;
+    if (rc == 0) return 0;
+    free(px->body);
+    px->body = again;
+    px->body_len = strlen(again);
+    if (px->call->req && !px->sse_started && !px->cont) {
+        char v[32];
+        snprintf(v, sizeof(v), "%" PRId64, reserved_tokens / px->out.choices);
+        sl_hreq_add_header(px->call->req, "x-sluice-output-cap", v);
+    }
+    return 0;
 }
 
 /* The upstream of px->pool, or NULL after answering 404 or 400. */
@@ -1120,6 +1185,40 @@ static const sl_pool_upstream_t *pool_upstream(px_t *px)
         return NULL;
     }
     return up;
+}
+
+static void ask_lease(px_t *px);
+
+/* proxy.continue_capped: the part just settled was cut at its cap below the client's
+ * own max_tokens. The next part is the client's body with the answer so far as an
+ * assistant prefill and max_tokens = what the client's limit leaves: a call of its own,
+ * estimated, leased (and capped) like the first, its events spliced into the answer. */
+static void continue_call(px_t *px)
+{
+    int64_t left = 0;
+    char *body = sl__cont_next_body(px->cont, &left);
+    json_t *j = body ? json_loads(body, 0, NULL) : NULL;
+    char err[256];
+    if (!j || sl__proxy_output_read(px->api, px->responses, j, &px->out, err, sizeof(err)) < 0) {
+        json_decref(j);
+        free(body);
+        px_error(px, 503, "sluice: out of memory continuing the answer");
+        return;
+    }
+    free(px->body);
+    px->body = body;
+    px->body_len = strlen(body);
+    px->status = 0;
+    px->streaming = false;
+    px->retry_after_s = -1;
+    memset(&px->usage, 0, sizeof(px->usage));
+    kept_clear(&px->limit);
+    kept_clear(&px->pass);
+    if (px->resp) evbuffer_drain(px->resp, evbuffer_get_length(px->resp));
+    evbuffer_drain(px->sse, evbuffer_get_length(px->sse));
+    estimate(px, j);
+    json_decref(j);
+    ask_lease(px);
 }
 
 static void start_call(px_t *px, const char *path, const char *query)
@@ -1183,9 +1282,23 @@ static void start_call(px_t *px, const char *path, const char *query)
         json_decref(j);
         return;
     }
+    char err[256];
+    if (sl__proxy_output_read(px->api, px->responses, j, &px->out, err, sizeof(err)) < 0) {
+        json_decref(j);
+        px_error(px, 400, "%s", err);
+        return;
+    }
     estimate(px, j);
     if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
     json_decref(j);
+    px->id = id;
+    ask_lease(px);
+}
+
+/* Asks the backend for the lease of px's estimate; on_decision goes on. */
+static void ask_lease(px_t *px)
+{
+    const identity_t id = px->id;
     sl_request_t r = {
         .agent = px->agent,
         .pool = px->pool,
@@ -1204,6 +1317,8 @@ static void start_call(px_t *px, const char *path, const char *query)
         .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
         .max_unblocks_set = true, /* a task's graph count is bounded as x-sluice-unblocks is */
         .max_unblocks = sl__max_unblocks(px->call),
+        /* The body goes upstream with at most the output reserved (cap_forwarded_output). */
+        .output_capped = px->out.cappable,
     };
     px->phase = PX_START;
     sl_backend_request(px->srv->backend, &r, on_decision, px);

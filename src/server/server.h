@@ -374,6 +374,52 @@ sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, int n, char **seg, char
 bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,
                             bool have_retry_after);
 
+/* proxy_output.c: the output a proxied call asks the provider to hold (pure functions). */
+#define SL_PROXY_MAX_CHOICES 128 /* OpenAI's bound on `n` */
+typedef struct sl_proxy_output {
+    const char *field;         /* the body's per-choice limit: max_tokens,
+                                  max_completion_tokens or max_output_tokens (static) */
+    int64_t per_choice_tokens; /* its value; 0 when the call names none */
+    int64_t choices;           /* OpenAI Chat Completions' `n`; 1 otherwise */
+    bool cappable;             /* the limit may be lowered (not under Anthropic's
+                                  extended thinking, whose budget must stay below it) */
+} sl_proxy_output_t;
+/* Reads the output limit of a call of `api` (`responses`: the Responses API) from its
+ * body. Returns 0, or -1 with `err` naming the field (an `n` that is not an integer
+ * 1..SL_PROXY_MAX_CHOICES). */
+int sl__proxy_output_read(sl_upstream_api_t api, bool responses, const json_t *body,
+                          sl_proxy_output_t *out, char *err, size_t errlen);
+/* What the provider will hold for the call's output: the per-choice limit (4096 when
+ * none is named) times the choices. */
+int64_t sl__proxy_output_tokens(const sl_proxy_output_t *o);
+/* Lowers the body's per-choice limit to floor(reserved_tokens / choices) (at least 1)
+ * when that is below the call's own. Returns 1 when the body changed, 0 when not, -1
+ * when out of memory. */
+int sl__proxy_output_cap(json_t *body, const sl_proxy_output_t *o, int64_t reserved_tokens);
+
+/* proxy_continue.c: one client answer from several capped Anthropic Messages calls
+ * (proxy.continue_capped). Pure functions on JSON; the proxy does leases and I/O. */
+typedef struct sl_cont sl_cont_t;
+/* A continuation state for a call whose body is `client_body` (copied) and whose own
+ * max_tokens is `client_max_tokens`; NULL when out of memory. */
+sl_cont_t *sl__cont_new(const json_t *client_body, int64_t client_max_tokens);
+void sl__cont_free(sl_cont_t *c);
+/* The next part is sent with max_tokens `cap_tokens`. */
+void sl__cont_round(sl_cont_t *c, int64_t cap_tokens);
+/* A streamed part: one SSE event (its bytes up to the blank line) in, what the client
+ * gets appended to `out` (events renumbered, joined, held back or dropped). */
+void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, struct evbuffer *out);
+/* After a streamed part: it was cut at its cap and the answer goes on. */
+bool sl__cont_wants_more(const sl_cont_t *c);
+/* A whole (non-stream) part's body: 1 when the answer goes on, 0 when it is complete
+ * (sl__cont_answer), -1 when it is not a message this understands (pass it on). */
+int sl__cont_absorb(sl_cont_t *c, const char *body, size_t len);
+/* The joined answer as JSON text (the caller frees), or NULL when out of memory. */
+char *sl__cont_answer(sl_cont_t *c);
+/* The next part's body as JSON text (the caller frees; NULL when out of memory), and in
+ * *max_tokens_left what the client's limit leaves. */
+char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left);
+
 /* proxy_prefix.c: the SHA-256 (64 hex digits and a NUL in `out`) of the prompt prefix
  * a call of `api` expects from the provider's cache: Anthropic's blocks up to the last
  * cache_control, OpenAI's tools and messages before the newest. Returns 1 when there

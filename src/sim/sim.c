@@ -352,8 +352,8 @@ void sl__sim_send(sim_run_t *run, sim_agent_t *a)
         .input_tokens = a->call_tail,
         .cached_prefix_tokens = a->call_prefix,
         .cache_key = cache_key(a),
-        .max_tokens = a->g->max_tokens,
-        .output_tokens = a->call_output,
+        .max_tokens = a->send_max_tokens > 0 ? a->send_max_tokens : a->g->max_tokens,
+        .output_tokens = a->call_output, /* the provider cuts it at max_tokens */
     };
     sl_provider_begin(run->provider, &call, run->now_s, &a->res);
     sl_sim_bin_t *bin = bin_at(run, run->now_s);

@@ -33,6 +33,8 @@ typedef struct sim_agent {
     uint32_t gen;        /* bumped on leaving PH_WANT; stale timers are ignored */
     /* The call it is trying to make. */
     int64_t call_prefix, call_tail, call_output; /* true (tokenizer) counts */
+    int64_t send_max_tokens; /* > 0: the max_tokens the strategy sends (a call capped to
+                                its lease, as the proxy forwards it); 0: the group's */
     uint64_t cache_epoch; /* bumped when the context is rebuilt (broken turn) */
     int attempts;        /* 429s on the current call */
     double want_since;   /* first attempt of the current call */

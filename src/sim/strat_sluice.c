@@ -143,6 +143,15 @@ static sim_agent_t *agent_by_ticket(sim_run_t *run, uint64_t ticket)
     return NULL;
 }
 
+/* A lease for a's call: with output_reserve learned the call goes to the provider with
+ * max_tokens lowered to the output reserved, as the proxy forwards it (the provider holds
+ * what it is sent, so a reservation below the figure sent would overbook it). */
+static void grant(const sluice_state_t *s, sim_agent_t *a, const sl_decision_t *d)
+{
+    a->lease = d->lease;
+    a->send_max_tokens = s->learned ? d->charged_output_tokens : 0;
+}
+
 /* Claims the tickets the engine granted from its queue and sends their calls. */
 static void drain(sim_run_t *run)
 {
@@ -165,7 +174,7 @@ static void drain(sim_run_t *run)
                          sl_engine_errmsg(s->e));
             break;
         }
-        a->lease = d.lease;
+        grant(s, a, &d);
         sl__sim_send(run, a);
     }
     s->n_pending = 0;
@@ -300,6 +309,7 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         .ttl_s = 300,
         /* One "model" per agent group: the output distribution learned is the group's. */
         .model = s->learned ? a->g->name : NULL,
+        .output_capped = s->learned, /* sent with max_tokens = the output reserved */
     };
     sl_decision_t d;
     int rc = sl_engine_request(s->e, &req, run->now_s, &d);
@@ -310,7 +320,7 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         return;
     }
     if (d.status == SL_GRANTED) {
-        a->lease = d.lease;
+        grant(s, a, &d);
         sl__sim_send(run, a);
     } else if (d.status == SL_QUEUED) {
         a->ticket = d.ticket;
@@ -425,7 +435,9 @@ const sim_strategy_t sl__sim_sluice_equal = {
 };
 
 /* "sluice" with output_reserve: learned (docs/sim.md): the p95 of each group's real
- * outputs is reserved instead of max_tokens once 20 are known. */
+ * outputs is reserved instead of max_tokens once 20 are known, and the call is sent with
+ * max_tokens lowered to it (the proxy's capped forward): an answer longer than the
+ * percentile is cut there, and its tail is not asked for again in the simulation. */
 const sim_strategy_t sl__sim_sluice_learned = {
     .name = "sluice-learned",
     .checkpoint = true,

@@ -241,6 +241,7 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->model = arg(op, "model");
     r->cache_prefix_hash = arg(op, "prefix");
     r->max_wait_s = arg_num(op, "max_wait", 0);
+    r->output_capped = arg_num(op, "capped", 0) != 0;
 }
 
 /* Headers are h.NAME=VALUE arguments. */

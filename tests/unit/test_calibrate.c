@@ -177,7 +177,7 @@ static void test_the_spend_cap_alert_clears_on_success_or_at_the_reset(void **st
     sl_engine_free(e);
 }
 
-static void test_learned_output_reserves_the_95th_percentile_of_real_outputs(void **state)
+static void test_learned_output_reserves_the_95th_percentile_only_for_capped_calls(void **state)
 {
     (void)state;
     sl_engine_t *e = sl_engine_new(NULL);
@@ -209,6 +209,12 @@ static void test_learned_output_reserves_the_95th_percentile_of_real_outputs(voi
     sl_request_t r = harness_req("agent", 1000, 32000);
     r.model = "claude-x";
     sl_decision_t d;
+    /* A call whose max_tokens is sent as is: the provider holds all of it. */
+    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
+    assert_int_equal(d.charged_output_tokens, 32000);
+    assert_int_equal(sl_engine_cancel(e, d.lease, t), SL_OK);
+    /* A call capped to its reservation reserves the percentile. */
+    r.output_capped = true;
     assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
     assert_int_equal(d.charged_output_tokens, 1900); /* nearest rank 19 of 20 */
     /* A longer answer is charged as debt at the settle. */
@@ -237,7 +243,7 @@ int main(void)
         cmocka_unit_test(test_failed_calls_are_not_samples_but_give_the_reservation_back),
         cmocka_unit_test(test_a_failed_call_leaves_the_cache_cold),
         cmocka_unit_test(test_the_spend_cap_alert_clears_on_success_or_at_the_reset),
-        cmocka_unit_test(test_learned_output_reserves_the_95th_percentile_of_real_outputs),
+        cmocka_unit_test(test_learned_output_reserves_the_95th_percentile_only_for_capped_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

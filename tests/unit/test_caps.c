@@ -311,20 +311,28 @@ static void test_a_budget_given_later_starts_full(void **state)
     sl_engine_free(e);
 }
 
-static void test_a_max_tokens_above_a_share_cap_reserves_what_the_cap_holds(void **state)
+static void test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds(void **state)
 {
     (void)state;
     sl_engine_t *e = harness_engine(1000000, 100000, 1000);
     sl_caps_t caps = {.max_share = 0.1}; /* 10,000 output tokens per minute */
     assert_int_equal(sl_engine_set_caps(e, "*", false, &caps), SL_OK);
-    sl_decision_t d = ask(e, "a", 100, 32000, T0);
+    /* Sent as is, max_tokens 32,000 is what the provider holds: it never passes the cap. */
+    sl_request_t r = harness_req("a", 100, 32000);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
+    assert_non_null(strstr(sl_engine_errmsg(e), "output_tokens 32000 can never pass"));
+    /* Capped by the caller to its reservation (the proxy rewrites max_tokens). */
+    r.output_capped = true;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
     assert_int_equal(d.charged_output_tokens, 10000);
     sl_settle_t s = harness_settle(100, 12000); /* 2,000 more: debt on the cap and pool */
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 1, NULL), SL_OK);
-    d = ask(e, "a", 100, 32000, T0 + 2);
+    assert_int_equal(sl_engine_request(e, &r, T0 + 2, &d), SL_OK);
     assert_int_equal(d.status, SL_REJECTED); /* the cap is in debt: wait for it */
     assert_string_equal(d.reason, "agent_cap");
+    harness_check(e);
     sl_engine_free(e);
 }
 
@@ -351,7 +359,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_rpm_cap_rejects_with_the_time_it_allows),
         cmocka_unit_test(test_share_cap_is_refunded_by_settle),
-        cmocka_unit_test(test_a_max_tokens_above_a_share_cap_reserves_what_the_cap_holds),
+        cmocka_unit_test(test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds),
         cmocka_unit_test(test_default_caps_give_every_agent_its_own_buckets),
         cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
         cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),

@@ -158,35 +158,45 @@ static void test_a_need_that_can_never_fit_is_exceeds_capacity(void **state)
     sl_engine_free(e);
 }
 
-static void test_max_tokens_above_the_output_capacity_reserves_what_fits(void **state)
+/* The provider holds max_tokens from the start of a call (Anthropic's OTPM estimate,
+ * OpenAI's TPM): one above a bucket's capacity can never be accepted upstream, so it is
+ * refused here, naming the dimension, the figure and the limit, and nothing changes. */
+static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void **state)
 {
     (void)state;
-    sl_engine_t *e = harness_engine(1000000, 80000, 100); /* output capacity 68000 */
+    sl_engine_t *e = harness_engine(1000000, 60000, 100); /* output capacity 51000 */
+    harness_snapshot_t before = harness_snapshot(e);
     sl_request_t r = harness_req("big", 1000, 128000);
     sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
+    assert_non_null(strstr(sl_engine_errmsg(e), "output_tokens 128000"));
+    assert_non_null(strstr(sl_engine_errmsg(e), "capacity is 51000 (limit 60000"));
+    assert_string_equal(before.text, harness_snapshot(e).text);
+    /* At the capacity it is granted, and a longer answer is charged as debt. */
+    r = harness_req("big", 1000, 51000);
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    assert_int_equal(d.charged_output_tokens, 68000);
-    harness_check(e);
-    /* The settle charges what was used above the reservation as debt. */
-    sl_settle_t s = harness_settle(1000, 70000);
+    assert_int_equal(d.charged_output_tokens, 51000);
+    sl_settle_t s = harness_settle(1000, 53000);
     sl_settle_result_t res;
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 1, &res), SL_OK);
     assert_int_equal(res.adjust_output_tokens, -2000);
     assert_true(harness_level(e, SL_BUCKET_OUTPUT) < 0);
     harness_check(e);
     sl_engine_free(e);
-    /* A combined bucket: the output reserves what is left after the input. */
+    /* A combined bucket: input + max_tokens above its capacity. */
     e = sl_engine_new(NULL);
     assert_non_null(e);
     sl_pool_config_t cfg;
     sl_pool_config_init(&cfg);
     cfg.tokens_tpm = 100000; /* capacity 85000 */
     assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
-    r = harness_req("big", 5000, 128000);
+    r = harness_req("big", 5000, 80001);
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
+    assert_non_null(strstr(sl_engine_errmsg(e), "tokens 85001"));
+    r = harness_req("big", 5000, 80000);
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    assert_int_equal(d.charged_output_tokens, 80000);
     harness_check(e);
     sl_engine_free(e);
 }
@@ -618,7 +628,7 @@ int main(void)
         cmocka_unit_test(test_cache_reads_count_when_the_pool_says_so),
         cmocka_unit_test(test_warm_cache_about_to_lapse_gets_the_bump),
         cmocka_unit_test(test_a_need_that_can_never_fit_is_exceeds_capacity),
-        cmocka_unit_test(test_max_tokens_above_the_output_capacity_reserves_what_fits),
+        cmocka_unit_test(test_max_tokens_above_the_output_capacity_is_exceeds_capacity),
         cmocka_unit_test(test_a_need_above_todays_margin_is_rejected_until_it_recovers),
         cmocka_unit_test(test_cancel_returns_the_whole_reservation),
         cmocka_unit_test(test_settle_twice_is_already_settled_and_changes_nothing),

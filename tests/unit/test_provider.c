@@ -409,10 +409,43 @@ static void test_several_breakpoints_read_the_longest_cached_prefix(void **state
     sl_provider_free(p);
 }
 
+/* OpenAI's n: every choice may write max_tokens, so n x max_tokens is held from the
+ * start and every choice's output is billed; the end gives back the unused rest. */
+static void test_choices_hold_max_tokens_times_n_and_bill_every_choice(void **state)
+{
+    (void)state;
+    sl_provider_t *p = make(0, 40000, 0);
+    sl_provider_call_t c = {.input_tokens = 10, .max_tokens = 4000, .output_tokens = 24,
+                            .choices = 8};
+    sl_provider_result_t r;
+    sl_provider_begin(p, &c, 0, &r);
+    assert_int_equal(r.refusal, SL_PROVIDER_OK);
+    assert_int_equal(r.choices, 8);
+    assert_int_equal(r.reserved_output_tokens, 32000);
+    sl_provider_levels_t l;
+    sl_provider_levels(p, 0, &l);
+    assert_true(fabs(l.output_tokens - 8000.0) < 1e-6);
+    sl_provider_result_t again;
+    sl_provider_begin(p, &c, 0, &again); /* 32,000 more do not fit */
+    assert_int_equal(again.refusal, SL_PROVIDER_RATE_LIMITED);
+    assert_int_equal(again.limit, SL_PROVIDER_LIMIT_OUTPUT);
+    sl_provider_end(p, &r, 0);
+    sl_provider_levels(p, 0, &l);
+    assert_true(fabs(l.output_tokens - (40000.0 - 8 * 24)) < 1e-6);
+    sl_provider_stats_t st;
+    sl_provider_stats(p, &st);
+    assert_int_equal(st.output_tokens, 8 * 24);
+    c.choices = SL_PROVIDER_MAX_CHOICES + 1;
+    sl_provider_begin(p, &c, 1, &r);
+    assert_int_equal(r.refusal, SL_PROVIDER_INVALID);
+    sl_provider_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets_refill_continuously_not_at_the_minute),
+        cmocka_unit_test(test_choices_hold_max_tokens_times_n_and_bill_every_choice),
         cmocka_unit_test(test_an_overloaded_call_counts_nothing),
         cmocka_unit_test(test_a_broken_stream_bills_the_output_written_before_the_error),
         cmocka_unit_test(test_token_counting_has_its_own_requests_per_minute),

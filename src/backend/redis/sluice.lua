@@ -1975,22 +1975,6 @@ local function validate_request(args)
   end
 end
 
--- max_tokens is a loose upper bound the provider does not reserve: a call whose
--- max_tokens is above what the output (or combined) bucket can ever hold is still
--- served, so it reserves today's capacity and the settle charges any excess as debt.
-local function output_that_fits(p, inn, out)
-  if limited(p, 1) then
-    local fit = math.floor(capacity(p, 1) + 1e-6)
-    if out > fit then out = fit end
-  end
-  if limited(p, 3) then
-    local fit = math.floor(capacity(p, 3) + 1e-6) - inn
-    if fit < 0 then fit = 0 end
-    if out > fit then out = fit end
-  end
-  return out
-end
-
 local function request(p, args, now)
   local role = args.role or 'worker'
   local prio = args.priority or 'normal'
@@ -2037,32 +2021,38 @@ local function request(p, args, now)
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or ''}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
-  if p.output_reserve_learned ~= 0 and calib then
+  -- Only a call capped to its reservation may reserve less than its max_tokens: the
+  -- provider holds whatever max_tokens it is sent.
+  if p.output_reserve_learned ~= 0 and calib and num(args, 'output_capped', 0) ~= 0 then
     local p95 = output_p95(args.model)
     if p95 > 0 and p95 < output_tokens then output_tokens = p95 end
   end
-  output_tokens = output_that_fits(p, inn, output_tokens)
   t.n0, t.n1, t.n2, t.n3 = inn, output_tokens, 1, inn + output_tokens
   local max_wait = num(args, 'max_wait_s', 0)
   t.max_wait = max_wait > 0 and max_wait or p.max_queue_wait_s
+  -- The provider holds a call's whole max_tokens from its start, so a need above a
+  -- bucket's capacity at the starting margin is a call it can never accept either.
   for b = 0, NB - 1 do
     if limited(p, b) then
       local start_cap = p['lim' .. b] * p.margin_start
       if t['n' .. b] > start_cap then
         fail('exceeds_capacity', '%s %s%s can never fit pool "%s": its capacity is %.0f ' ..
              '(limit %s x margin %.2f)', BUCKET[b + 1], F(t['n' .. b]),
-             t.pen == 1 and ' (including the cold-cache prefix)' or '', S.pool, start_cap,
+             (t.pen == 1 and (b == 0 or b == 3)) and ' (including the cold-cache prefix)' or '',
+             S.pool, start_cap,
              F(p['lim' .. b]), p.margin_start)
       end
     end
   end
-  -- Caps: a share cap is the operator's limit, not the provider's: the output reserved
-  -- fits it too, and the settle charges the rest to the cap as debt.
+  -- Caps: a share cap is the operator's limit, not the provider's: a call capped to its
+  -- reservation reserves what fits the cap; an uncapped one is held to its max_tokens.
   local hs = CP.caps_resolve(p, agent)
   local cap_reason, cap_wait
   if hs then
     local fit = CP.caps_output_fit(p, hs, t.n0)
-    if fit >= 0 and t.n1 > fit then t.n1, t.n3 = fit, t.n0 + fit end
+    if num(args, 'output_capped', 0) ~= 0 and fit >= 0 and t.n1 > fit then
+      t.n1, t.n3 = fit, t.n0 + fit
+    end
     cap_reason, cap_wait, t.park_on = CP.caps_check(p, hs, need_of(t), now)
     t.hs = hs
   end
@@ -2316,7 +2306,9 @@ local function settle(p, args, now)
   if counted then
     agent_record_error(p, a, err)
     calib_record(l.model, l.est, billed)
-    output_record(l.model, output)
+    -- stopped at its reservation (a capped call cut off there): censored, twice the cap
+    -- (calibrate.c says why)
+    output_record(l.model, (l.n1 > 0 and output == l.n1) and 2 * l.n1 or output)
     local cache_tokens = cr + cc
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)

@@ -51,8 +51,13 @@ class AccountingOnRedis(unittest.TestCase):
         st, g, _ = self.lease("a", 1000, model="m")
         self.assertEqual(g["charged"]["input_tokens"], 500)
 
-    def test_max_tokens_above_the_output_bucket_is_served_and_a_model_cache_is_its_own(self):
+    def test_max_tokens_above_the_output_bucket_is_refused_and_a_model_cache_is_its_own(self):
+        # The provider holds max_tokens from the start: 128,000 never fits 8,500.
         st, g, _ = self.lease("b", 100, out=128000)
+        self.assertEqual(st, 422, g)
+        self.assertEqual(g["error"]["type"], "exceeds_capacity")
+        self.assertIn("output_tokens 128000", g["error"]["message"])
+        st, g, _ = self.lease("b", 100, out=8500)
         self.assertEqual(st, 200, g)
         self.assertEqual(g["charged"]["output_tokens"], 8500)
         self.settle(g["lease"], {"input_tokens": 100, "output_tokens": 0})  # all back

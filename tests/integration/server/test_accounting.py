@@ -98,7 +98,11 @@ class LearnedOutput(unittest.TestCase):
                 self.assertEqual(body["charged"]["output_tokens"], 32000)
                 s.call("POST", "/v1/leases/%s/settle" % body["lease"],
                        {"input_tokens": 100, "output_tokens": 100 * (i + 1)})
+            # Only a client that sends charged.output_tokens as its max_tokens gets it.
             status, body, _ = s.lease("a", 100, 32000, model="m")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["charged"]["output_tokens"], 32000)
+            status, body, _ = s.lease("a", 100, 32000, model="m", cap_output=True)
             self.assertEqual(status, 200, body)
             self.assertEqual(body["charged"]["output_tokens"], 1900)
 

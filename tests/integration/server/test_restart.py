@@ -241,12 +241,12 @@ class Restart(unittest.TestCase):
             self.assertEqual(status, 200, a)
             status, body = d.settle(a["lease"], 1000, output_tokens=100)
             self.assertEqual(status, 200, body)
-        status, a = d.lease("a", 1000, output_tokens=4000, model="m")
+        status, a = d.lease("a", 1000, output_tokens=4000, model="m", cap_output=True)
         self.assertEqual(a["charged"]["output_tokens"], 100)
         status, body = d.settle(a["lease"], 1000, output_tokens=100)
         d.kill9()
         d.start()
-        status, a = d.lease("a", 1000, output_tokens=4000, model="m")
+        status, a = d.lease("a", 1000, output_tokens=4000, model="m", cap_output=True)
         self.assertEqual(status, 200, a)
         self.assertEqual(a["charged"]["output_tokens"], 100)  # still learned
         # The slot is taken: with D (settles within seconds) known, the wait for it is

@@ -1,0 +1,103 @@
+"""test_continue.py - proxy.continue_capped: an answer cut at the learned cap is continued, and the client sees one answer.
+
+The emulator plays a script: the first turn is a long answer ("Alpha ..." of 300
+tokens), the turn after an assistant message is "omega." So a call capped at the learned
+percentile (80) is cut, continued with its partial answer as the assistant prefill, and
+finished by the next part; the client gets one message whose text is the cut text
+followed by "omega.", stop_reason end_turn and the output of both parts.
+"""
+import json
+import os
+import tempfile
+import threading
+import unittest
+
+from harness import EMU_FAST, Emu, Sluiced, message, parse_sse, pool_yaml
+
+POOL = "input_tpm: 4000000\noutput_tpm: 400000\nrpm: 40000\noutput_reserve: learned"
+SCRIPT = {"turns": [{"text": "Alpha", "output_tokens": 300}, {"text": "omega."}],
+          "after_last": "repeat"}
+
+
+class CappedAndContinued(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory(prefix="sluice-continue-")
+        path = os.path.join(cls.dir.name, "script.json")
+        with open(path, "w") as f:
+            json.dump(SCRIPT, f)
+        cls.emu = Emu(EMU_FAST + ["--script", path])
+        cls.s = Sluiced("proxy:\n  continue_capped: true\npools:\n" +
+                        pool_yaml("claude", cls.emu.url, "anthropic", POOL))
+        # 20 answers cut at the client's own max_tokens 40 teach a percentile of 80
+        # (an answer stopped at its reservation is recorded as twice it).
+        for i in range(20):
+            status, _, payload = cls.s.anthropic(message(max_tokens=40), agent="warm")
+            assert status == 200, payload
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+        cls.emu.stop()
+        cls.dir.cleanup()
+
+    def settled_since(self, n):
+        return [e for e in self.s.events() if e["event"] == "settled"][n:]
+
+    def test_a_cut_answer_is_continued_into_one_message(self):
+        before = len(self.settled_since(0))
+        requests = self.emu.stats()["requests"]
+        status, _, payload = self.s.anthropic(message(max_tokens=4000), agent="c")
+        self.assertEqual(status, 200, payload)
+        m = json.loads(payload)
+        self.assertEqual(m["stop_reason"], "end_turn")
+        self.assertEqual([b["type"] for b in m["content"]], ["text"])
+        text = m["content"][0]["text"]
+        self.assertTrue(text.startswith("Alpha"), text[:40])
+        self.assertTrue(text.endswith("omega."), text[-40:])
+        parts = self.settled_since(before)
+        self.assertEqual(len(parts), 2)
+        self.assertEqual(parts[0]["output_tokens"], 80)  # cut at the learned cap
+        self.assertEqual(m["usage"]["output_tokens"], sum(p["output_tokens"] for p in parts))
+        self.assertEqual(self.emu.stats()["requests"], requests + 2)
+        self.assertEqual(self.emu.stats()["http_429"], 0)
+
+    def test_a_cut_stream_is_spliced_into_one_stream(self):
+        before = len(self.settled_since(0))
+        status, headers, payload = self.s.anthropic(message(max_tokens=4000, stream=True),
+                                                    agent="d")
+        self.assertEqual(status, 200, payload)
+        events = [(n, json.loads(d)) for n, d in parse_sse(payload) if n not in (None, ":")]
+        names = [n for n, _ in events]
+        self.assertEqual(names.count("message_start"), 1)
+        self.assertEqual(names.count("message_stop"), 1)
+        self.assertEqual(names.count("content_block_start"), 1)
+        self.assertEqual(names.count("content_block_stop"), 1)
+        self.assertEqual(names.count("message_delta"), 1)
+        self.assertEqual(names[-1], "message_stop")
+        text = "".join(d["delta"].get("text", "") for n, d in events
+                       if n == "content_block_delta")
+        self.assertTrue(text.startswith("Alpha"), text[:40])
+        self.assertTrue(text.endswith("omega."), text[-40:])
+        self.assertTrue(all(d["index"] == 0 for n, d in events if n.startswith("content_block")))
+        delta = [d for n, d in events if n == "message_delta"][0]
+        self.assertEqual(delta["delta"]["stop_reason"], "end_turn")
+        parts = self.settled_since(before)
+        self.assertEqual(len(parts), 2)
+        self.assertEqual(delta["usage"]["output_tokens"], sum(p["output_tokens"] for p in parts))
+
+    def test_a_call_within_the_cap_is_one_part(self):
+        before = len(self.settled_since(0))
+        body = message(max_tokens=4000)
+        body["messages"] += [{"role": "assistant", "content": "Said."},
+                             {"role": "user", "content": "Go on."}]
+        status, _, payload = self.s.anthropic(body, agent="e")  # turn 1: "omega."
+        self.assertEqual(status, 200, payload)
+        m = json.loads(payload)
+        self.assertEqual(m["content"][0]["text"], "omega.")
+        self.assertEqual(m["stop_reason"], "end_turn")
+        self.assertEqual(len(self.settled_since(before)), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
