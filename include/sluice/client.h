@@ -82,6 +82,11 @@ typedef struct sl_client_options {
     double backoff_cap_s;    /* default 30 */
     sl_log_cb log;           /* NULL: one line to standard error */
     void *log_userdata;
+    double max_hold_s; /* an acquire that saves a checkpoint asks sluiced to hold it queued
+                          for an ETA up to this (the lease request's `max_wait`, at most the
+                          acquire's max_wait_s left) rather than reject it past the pool's
+                          max_queue_wait_s; default SL_CHECKPOINTED_MAX_WAIT_S (540);
+                          0: never ask (the pool's wait limit applies) */
 } sl_client_options_t;
 
 /* Fills `opts` with the defaults above (every pointer NULL). */
@@ -314,6 +319,8 @@ typedef struct sl_client_settle_result {
     double backoff_s;    /* got_429: the full-jitter delay, never below
                             retry_after; the next sl_acquire sleeps it out */
     int settled_locally; /* 1: applied to the local share only */
+    int64_t headers_ignored; /* rate-limit headers sluiced left out (this client's token may
+                                not resync pools); the settle was applied without them */
 } sl_client_settle_result_t;
 
 /* Reports what the call used (POST /v1/leases/{id}/settle). A 429 is reported to

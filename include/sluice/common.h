@@ -1,4 +1,5 @@
-/* common.h - the vocabulary every sluice library shares: one set of result codes.
+/* common.h - the vocabulary every sluice library shares: one set of result codes, and the
+ * one default that sluiced, the client library and the simulator must agree on.
  *
  * Every function of libsluice (engine.h), libsluice-client (client.h) and the tokenizer
  * (tokenizer.h) that can fail returns 0 (SL_OK) or one of these negative codes; the
@@ -42,6 +43,13 @@ enum {
     SL_EIO = -29,          /* a file could not be read, written, synced or renamed */
     SL_ECORRUPT = -30,     /* a file (checkpoint, vocabulary) is not in its format */
 };
+
+/* The `max_wait` (seconds) a client that saves a checkpoint before waiting asks by default:
+ * sluiced holds its request queued for an ETA up to this instead of rejecting it past the
+ * pool's max_queue_wait_s (60 s), so capacity is not left idle while agents sleep until a
+ * retry_at. 540 s, like the proxy's max_hold_s: under the 10-minute timeouts of the
+ * provider SDKs. Also sluiced's default ceiling on `max_wait` (its `max_hold_s`). */
+#define SL_CHECKPOINTED_MAX_WAIT_S 540.0
 
 /* The short name of a result code: the API's error type for the first group
  * ("invalid_request", "not_found", ...), a snake_case name for the others, "ok" for 0

@@ -80,6 +80,9 @@ typedef struct sl_pool_config {
                                       20 are known) when that is lower */
     double spend_cap_reset_s;      /* 3600: the spend_cap alert clears this long after the
                                       last spend-cap 429 (0 = only when a call succeeds) */
+    double lease_duration_prior_s; /* 30: D, the mean lease duration of the concurrency
+                                      ETA (k x D / slots), until a settle has measured it;
+                                      0 = no prior: the earliest lease expiry bounds it */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */

@@ -25,7 +25,10 @@ static void acquire_usage(FILE *out)
             "  --wait S          longest wait for a grant (default 300; 0: do not wait)\n"
             "  --request-id ID   idempotency key (default: random, or the checkpoint's)\n"
             "  --checkpoint FILE a checkpoint (sluice checkpoint save) to save before\n"
-            "                    waiting, and whose request_id resumes a wait\n" SL_CLI_CONN_HELP
+            "                    waiting, and whose request_id resumes a wait; with\n"
+            "                    one, sluiced holds the request queued (up to --wait,\n"
+            "                    at most 540 s) rather than rejecting it past the\n"
+            "                    pool's max_queue_wait_s\n" SL_CLI_CONN_HELP
             "\n" SL_CLI_EXIT_HELP
             "A CLI process holds no local share: when sluiced is unreachable it exits 4.\n");
 }

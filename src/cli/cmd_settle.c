@@ -122,6 +122,8 @@ int sl_cli_settle(int argc, char **argv)
                           lease_id, "adjust", "input_tokens", (json_int_t)res.adjust_input_tokens,
                           "output_tokens", (json_int_t)res.adjust_output_tokens, "estimate_error",
                           res.estimate_error, "backoff_s", res.backoff_s);
+            if (j && res.headers_ignored)
+                json_object_set_new(j, "headers_ignored", json_integer(res.headers_ignored));
             sl_cli_print_json(j);
             json_decref(j);
         }

@@ -71,7 +71,7 @@ static int check_request(sl_client_t *c, const sl_acquire_req_t *req)
 }
 
 static json_t *lease_body(const sl_client_t *c, const sl_acquire_req_t *req, const char *rid,
-                          double wait_s)
+                          double wait_s, double max_wait_s)
 {
     json_t *b = json_object();
     if (!b) return NULL;
@@ -89,6 +89,7 @@ static json_t *lease_body(const sl_client_t *c, const sl_acquire_req_t *req, con
     if (req->cache_key) bad |= json_object_set_new(b, "cache_key", json_string(req->cache_key));
     if (req->ttl_s > 0) bad |= json_object_set_new(b, "ttl", json_real(req->ttl_s));
     if (wait_s > 0) bad |= json_object_set_new(b, "wait", json_real(wait_s));
+    if (max_wait_s > 0) bad |= json_object_set_new(b, "max_wait", json_real(max_wait_s));
     if (bad) {
         json_decref(b);
         return NULL;
@@ -226,6 +227,17 @@ static double reject_wait_s(json_t *body)
     return retry_after_s > 0 ? retry_after_s : 0;
 }
 
+/* The `max_wait` to ask for: an acquire that saves a checkpoint loses nothing by waiting,
+ * so it asks to be held queued (up to max_hold_s, and no longer than it will wait) rather
+ * than rejected and left asleep until retry_at while capacity goes unused (issue 24 item
+ * 5). 0: ask nothing, the pool's max_queue_wait_s applies. */
+static double max_wait_to_ask_s(const sl_client_t *c, const sl__cl_acq_t *acq)
+{
+    const sl_acquire_req_t *req = acq->req;
+    if (!req->checkpoint || !req->checkpoint_path) return 0;
+    return fmin(c->opts.max_hold_s, sl__cl_wait_left_s(acq));
+}
+
 /* One coordinated attempt. Returns 0 (granted), WAIT_ASK_AGAIN, WAIT_TRANSPORT, or < 0. */
 static int ask_sluiced(sl_client_t *c, sl__cl_acq_t *acq)
 {
@@ -235,7 +247,7 @@ static int ask_sluiced(sl_client_t *c, sl__cl_acq_t *acq)
     int plain = !req->on_wait && !(req->checkpoint && req->checkpoint_path);
     double left_s = sl__cl_wait_left_s(acq);
     double hold_s = plain ? fmin(left_s, c->opts.poll_chunk_s) : 0;
-    json_t *body = lease_body(c, req, lease->request_id, hold_s);
+    json_t *body = lease_body(c, req, lease->request_id, hold_s, max_wait_to_ask_s(c, acq));
     if (!body) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
     sl__cl_http_answer_t a;
     int rc = sl__cl_http(c, "POST", "/v1/leases", body, hold_s + c->opts.request_timeout_s, &a);

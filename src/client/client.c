@@ -165,6 +165,7 @@ void sl_client_options_init(sl_client_options_t *opts)
     opts->cache_ttl_s = 300.0;
     opts->backoff_base_s = 1.0;
     opts->backoff_cap_s = 30.0;
+    opts->max_hold_s = SL_CHECKPOINTED_MAX_WAIT_S;
 }
 
 static int valid_agent(const char *s)
@@ -215,6 +216,11 @@ int sl_client_new(const sl_client_options_t *opts, sl_client_t **out, char *err,
         snprintf(err, err_size,
                  "every timeout, interval, TTL and backoff option must be a "
                  "positive number (call sl_client_options_init first)");
+        return SL_EARG;
+    }
+    if (!isfinite(opts->max_hold_s) || opts->max_hold_s < 0 || opts->max_hold_s > 86400) {
+        snprintf(err, err_size, "max_hold_s %g must be between 0 and 86400 seconds",
+                 opts->max_hold_s);
         return SL_EARG;
     }
     if (opts->fleet_size < 1 || opts->local_input_tpm < 0 || opts->local_output_tpm < 0 ||

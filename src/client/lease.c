@@ -111,6 +111,9 @@ int sl_settle(sl_client_t *c, const sl_lease_t *lease, const sl_client_usage_t *
                     json_integer_value(json_object_get(adj, "output_tokens"));
                 json_t *e = json_object_get(a.body, "estimate_error");
                 result->estimate_error = json_is_number(e) ? json_number_value(e) : 0;
+                json_t *ignored = json_object_get(a.body, "headers_ignored");
+                result->headers_ignored =
+                    json_integer_value(json_object_get(ignored, "count"));
             } else {
                 rc = sl__cl_http_error(c, &a, "settle");
             }

@@ -86,14 +86,19 @@ double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], in
 }
 
 /* Leases end at a rate of slots / mean duration while the slots are busy, so the k-th
- * release is expected k x mean / slots from now. Before any lease was settled, only the
- * earliest expiry is known: the first slot frees by then at the latest. */
+ * release is expected k x mean / slots from now, and the first by the earliest expiry at
+ * the latest. Before any lease was settled the mean is the pool's prior
+ * (lease_duration_prior_s): a fresh daemon's semaphore then queues like a warm one
+ * instead of answering every request beyond the free slots with the lease TTL, which is
+ * above the wait limit by default (issue 25 item 12). A prior of 0 leaves only the
+ * expiry bound. */
 double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, double earliest_expiry,
                        double now)
 {
     double bound_s = earliest_expiry - now > 0 ? earliest_expiry - now : 0;
-    if (p->lease_samples == 0 || slots <= 0) return bound_s;
-    double eta_s = (double)releases * p->lease_mean_s / (double)slots;
+    double mean_s = p->lease_samples > 0 ? p->lease_mean_s : p->cfg.lease_duration_prior_s;
+    if (slots <= 0 || (p->lease_samples == 0 && mean_s <= 0)) return bound_s;
+    double eta_s = (double)releases * mean_s / (double)slots;
     return releases == 1 && bound_s < eta_s ? bound_s : eta_s;
 }
 

@@ -334,8 +334,9 @@ double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], in
 void sl__need_as_sums(const sl__need_t *need, double out[SL_BUCKET_COUNT]);
 void sl__adjust(sl__pool_t *p, sl_bucket_t b, int64_t delta_tokens);
 /* Seconds until `releases` of `slots` leases in flight have ended, from the settled
- * leases' mean duration; when none was seen yet, the earliest of `expiries` (absolute
- * times, may be +INFINITY) bounds it. */
+ * leases' mean duration (the pool's lease_duration_prior_s until one was settled); the
+ * first release is bounded by `earliest_expiry` (absolute, may be +INFINITY), which is
+ * all there is with a prior of 0 and nothing settled. */
 double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, double earliest_expiry,
                        double now);
 /* Records a settled lease's duration in the pool's moving average. */

@@ -33,6 +33,7 @@ void sl_pool_config_init(sl_pool_config_t *cfg)
     cfg->claim_timeout_s = 30;
     cfg->ticket_idle_s = 120;
     cfg->spend_cap_reset_s = 3600;
+    cfg->lease_duration_prior_s = 30;
 }
 
 static int check_limit(sl_engine_t *e, const char *pool, const char *field, int64_t v)
@@ -83,6 +84,7 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         (rc = check_time(e, name, "cache_ttl_s", c->cache_ttl_s, true)) ||
         (rc = check_time(e, name, "claim_timeout_s", c->claim_timeout_s, false)) ||
         (rc = check_time(e, name, "spend_cap_reset_s", c->spend_cap_reset_s, true)) ||
+        (rc = check_time(e, name, "lease_duration_prior_s", c->lease_duration_prior_s, true)) ||
         (rc = check_time(e, name, "ticket_idle_s", c->ticket_idle_s, false)))
         return rc;
     if (c->max_lease_ttl_s < c->lease_ttl_s)

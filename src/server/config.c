@@ -438,6 +438,7 @@ static const struct pool_field {
     PF(price_input_per_mtok, F_DOUBLE),
     PF(price_output_per_mtok, F_DOUBLE),
     PF(spend_cap_reset_s, F_DOUBLE),
+    PF(lease_duration_prior_s, F_DOUBLE),
 #undef PF
 };
 
@@ -947,6 +948,10 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = get_double(p, v, "max_wait_s", &c->max_wait_s);
             if (rc == 0 && (c->max_wait_s < 1 || c->max_wait_s > 3600))
                 rc = fail(p, v, "max_wait_s", "'%s' must be between 1 and 3600", scalar(v));
+        } else if (!strcmp(kname, "max_hold_s")) {
+            rc = get_double(p, v, "max_hold_s", &c->max_hold_s);
+            if (rc == 0 && (c->max_hold_s < 1 || c->max_hold_s > 86400))
+                rc = fail(p, v, "max_hold_s", "'%s' must be between 1 and 86400", scalar(v));
         } else if (!strcmp(kname, "event_log")) {
             rc = get_string(p, v, "event_log", &c->event_log);
             if (rc == 0 && !*c->event_log) {
@@ -1112,6 +1117,7 @@ int sl_config_defaults(sl_config_t *c)
     c->backend_fail = -1;
     c->body_limit_bytes = 64 * 1024;
     c->max_wait_s = 300;
+    c->max_hold_s = SL_CHECKPOINTED_MAX_WAIT_S;
     c->state_fsync_interval_s = 1.0;
     c->cold_start = SL_COLD_START_EMPTY;
     sl__config_fleet_defaults(&c->fleet);

@@ -114,6 +114,8 @@ typedef struct sl_config {
     int backend_fail;        /* the `backend_fail` key: -1 unset, else an sl_redis_fail_t */
     size_t body_limit_bytes; /* 65536 */
     double max_wait_s;       /* longest a long-poll is held: 300 */
+    double max_hold_s;       /* the largest `max_wait` a lease request may ask for (the
+                                longest ETA it is queued for rather than rejected): 540 */
     char *event_log;         /* JSON-lines event log path, or NULL */
     char *state_file;        /* memory backend: where its state survives restarts, or NULL */
     double state_fsync_interval_s; /* 1: a power failure loses at most this much; 0: every write */

@@ -274,7 +274,7 @@ static const char *const lease_fields[] = {
     "agent", "pool", "input_tokens", "cached_tokens", "output_tokens",
     "role",  "task", "unblocks",     "priority",      "cache_key",
     "wait",  "ttl",  "request_id",   "model",         "cache_prefix_hash",
-    "cap_output", NULL};
+    "max_wait", "cap_output", NULL};
 
 /* Fills `r` and `wait_s` from the body. Returns 0, or -1 with `msg` naming the field. */
 static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s, char *msg,
@@ -292,6 +292,7 @@ static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s,
         sl__json_get_string(b, "priority", false, 64, false, &r->priority, msg, n) < 0 ||
         sl__json_get_string(b, "cache_key", false, 256, false, &r->cache_key, msg, n) < 0 ||
         sl__json_get_number(b, "wait", false, 0, false, wait_s, msg, n) < 0 ||
+        sl__json_get_number(b, "max_wait", false, 0, true, &r->max_wait_s, msg, n) < 0 ||
         sl__json_get_number(b, "ttl", false, MIN_LEASE_TTL_S, false, &r->ttl_s, msg, n) < 0 ||
         sl__json_get_string(b, "request_id", false, 128, false, &r->request_id, msg, n) < 0 ||
         sl__json_get_string(b, "model", false, 128, false, &r->model, msg, n) < 0 ||
@@ -347,6 +348,19 @@ static int check_weight_inputs(sl_call_t *call, const sl_request_t *r)
     return 0;
 }
 
+/* The longest ETA the request is queued for (sl_request_t.max_wait_s, 0: the pool's). A
+ * client that can wait (one that saved a checkpoint) asks to be held rather than rejected
+ * for an ETA up to its `max_wait`, at most the server's max_hold_s. It only ever extends
+ * the pool's max_queue_wait_s: a request queued without it is queued with it, and one
+ * that will give up sooner gives up its ticket, as it does today. */
+static double held_wait_s(const sl_call_t *call, const sl_request_t *r)
+{
+    if (!(r->max_wait_s > 0)) return 0;
+    double asked_s = fmin(r->max_wait_s, call->srv->config.max_hold_s);
+    const sl_pool_config_t *pc = sl_config_pool(&call->srv->config, r->pool ? r->pool : "default");
+    return pc && asked_s <= pc->max_queue_wait_s ? 0 : asked_s;
+}
+
 /* The request goes to the backend once its role is settled (the body's, or the task's).
  * `task_role` is the task's registered role, or NULL when the request names no known task. */
 static void request_with_role(sl_call_t *call, const char *task_role)
@@ -375,6 +389,7 @@ static void request_with_role(sl_call_t *call, const char *task_role)
         return;
     }
     call->wait_s = fmin(wait_s, call->srv->config.max_wait_s);
+    r.max_wait_s = held_wait_s(call, &r);
     r.max_unblocks_set = true; /* the graph's count is bounded like the body's */
     r.max_unblocks = sl__max_unblocks(call);
     if (sl__anomaly_refuse(call, r.agent, role)) return; /* suspended: refused, nothing asked */
@@ -577,6 +592,10 @@ static void reply_lease_error(sl_call_t *call, int rc, const char *errmsg)
     }
 }
 
+#define HEADERS_IGNORED_REASON                                                                     \
+    "this token may not resync pools from rate-limit headers (needs `resync: true` on the "      \
+    "token, or the admin token); the usage was applied without them"
+
 static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
@@ -589,7 +608,12 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
                    "{\"status\":\"settled\",\"adjust\":{\"input_tokens\":", r->adjust_input_tokens);
     sl__jb_key_i64(&b, ",\"output_tokens\":", r->adjust_output_tokens);
     sl__jb_key_num(&b, "},\"estimate_error\":", r->estimate_error);
-    sl__jb_lit(&b, r->not_counted ? ",\"counted\":false}\n" : ",\"counted\":true}\n");
+    sl__jb_lit(&b, r->not_counted ? ",\"counted\":false" : ",\"counted\":true");
+    if (call->headers_ignored) {
+        sl__jb_key_i64(&b, ",\"headers_ignored\":{\"count\":", (int64_t)call->headers_ignored);
+        sl__jb_lit(&b, ",\"reason\":\"" HEADERS_IGNORED_REASON "\"}");
+    }
+    sl__jb_lit(&b, "}\n");
     sl__reply_text(call, 200, b.buf, b.len);
 }
 
@@ -695,7 +719,7 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
     }
     const sl_owner_t *o = sl__idmap_get(&call->srv->lease_owner, lease);
     if (sl__bound_settle(call, o && o->pool[0] ? o->pool : NULL, &s, names, values, clamped,
-                         &status, msg, sizeof(msg)) < 0)
+                         &call->headers_ignored, &status, msg, sizeof(msg)) < 0)
         goto invalid;
     sl_backend_settle(call->srv->backend, lease, &s, on_settled, call);
     free(lower);

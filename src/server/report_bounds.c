@@ -6,7 +6,10 @@
  * every backend's reports pass, and are written against the configuration:
  *   - counts above the pool's settle ceiling are refused (400, naming field and ceiling);
  *   - rate-limit headers resync a pool only from callers allowed to (admin, tokens with
- *     `resync: true`, every caller with auth off); others get 403;
+ *     `resync: true`, every caller with auth off); another caller's are left out and its
+ *     settle is applied without them (the answer counts them in `headers_ignored`): the
+ *     headers are optional, the usage is not, and refusing the whole settle would leave
+ *     the lease's reservation held until the reaper took it without refund;
  *   - a reported limit is clamped to [configured / max_resync_factor, configured x
  *     max_resync_factor]; a bucket configured as unlimited takes no limit from a
  *     report; a lease whose pool this replica does not know has its limit headers
@@ -141,8 +144,10 @@ static int check_counts(const sl_call_t *call, const char *pool, const sl_settle
 }
 
 int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, const char **names,
-                     const char **values, char (*scratch)[24], int *status, char *msg, size_t n)
+                     const char **values, char (*scratch)[24], size_t *ignored, int *status,
+                     char *msg, size_t n)
 {
+    *ignored = 0;
     const sl_config_t *c = &call->srv->config;
     *status = 400;
     if (check_counts(call, pool, s, msg, n) < 0) return -1;
@@ -172,12 +177,8 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
     size_t kept = 0;
     for (size_t i = 0; i < s->header_count; i++) {
         if (is_ratelimit_header(names[i]) && !may_resync) {
-            *status = 403;
-            snprintf(msg, n,
-                     "headers: %.64s: this token may not resync pools from reported headers "
-                     "(needs `resync: true` on the token, or the admin token)",
-                     names[i]);
-            return -1;
+            (*ignored)++;
+            continue;
         }
         const char *what = NULL;
         const int64_t *configured = pc ? limit_of_header(pc, names[i], &what) : NULL;

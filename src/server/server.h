@@ -57,6 +57,9 @@ struct sl_call {
     bool stream_all;
     bool stream_prefix;
     char stream_agent[129];
+    /* Settles: rate-limit headers left out because the caller may not resync (the answer
+     * says so; the settle itself is applied). */
+    size_t headers_ignored;
 };
 
 /* Who owns a lease or a ticket and in which pool, learnt from engine events (the engine
@@ -169,11 +172,12 @@ int sl__parse_id(const char *s, char prefix, uint64_t *out);
 /* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
  * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;
  * clamped values are written to `scratch`, one slot per header) for a lease of `pool`
- * (NULL: not known here). Returns 0, or -1 with `status` 400 or 403 and `msg` naming
+ * (NULL: not known here). Rate-limit headers the caller may not resync from are left
+ * out and counted in `*ignored`. Returns 0, or -1 with `status` 400 and `msg` naming
  * the field, the value and the bound. */
 int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s,
-                     const char **names, const char **values, char (*scratch)[24], int *status,
-                     char *msg, size_t n);
+                     const char **names, const char **values, char (*scratch)[24],
+                     size_t *ignored, int *status, char *msg, size_t n);
 
 /* state.c */
 void sl__handle_pools(sl_call_t *call, const char *pool);

@@ -5,7 +5,10 @@
  * "sluice" is the whole design: role weights and the task graph (a planner's call
  * outranks the six workers waiting on it), loop decay through failure_signature,
  * the cache bump, and a checkpoint before every wait, so neither a queued wait nor
- * a 429 breaks the turn. "sluice-equal" takes the same leases with every weight 1,
+ * a 429 breaks the turn. Like libsluice-client's acquire that saves a checkpoint, it asks
+ * to be held in the queue for an ETA up to SL_CHECKPOINTED_MAX_WAIT_S rather than be
+ * rejected past the pool's max_queue_wait_s and sleep until retry_at while capacity
+ * idles (issue 24 item 5). "sluice-equal" takes the same leases with every weight 1,
  * no task graph, no decay, no cache bump and no checkpoint: a wait longer than the
  * harness timeout, or a 429, costs the agent a re-plan as in the other strategies.
  *
@@ -310,6 +313,8 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         /* One "model" per agent group: the output distribution learned is the group's. */
         .model = s->learned ? a->g->name : NULL,
         .output_capped = s->learned, /* sent with max_tokens = the output reserved */
+        /* Checkpointed, so held as the real client asks (0: sluice-equal, no checkpoint). */
+        .max_wait_s = s->equal ? 0 : SL_CHECKPOINTED_MAX_WAIT_S,
     };
     sl_decision_t d;
     int rc = sl_engine_request(s->e, &req, run->now_s, &d);

@@ -88,8 +88,8 @@ static void test_concurrency_cap_queues_and_grants_on_release(void **state)
     sl_decision_t d = ask(e, "solo", 10, 10, T0);
     assert_int_equal(d.status, SL_GRANTED);
     /* Blocked only by its own max_concurrent: queued, not rejected; before any settle
-     * the ETA is the holder's earliest expiry (120 s TTL, 1 s later), so it waits for
-     * up to 300 s (what the proxy's max_hold_s does). */
+     * the ETA is the pool's prior lease duration (30 s) over the one slot, within the
+     * holder's earliest expiry (120 s TTL, 1 s later). */
     sl_request_t r = harness_req("solo", 10, 10);
     r.max_wait_s = 300;
     sl_decision_t q;
@@ -97,7 +97,7 @@ static void test_concurrency_cap_queues_and_grants_on_release(void **state)
     harness_check(e);
     assert_int_equal(q.status, SL_QUEUED);
     assert_string_equal(q.limited_by, "agent_cap");
-    assert_true(fabs(q.eta_s - 119) < 1e-6);
+    assert_true(fabs(q.eta_s - 30) < 1e-6);
     assert_int_equal(ask(e, "other", 10, 10, T0 + 1).status, SL_GRANTED); /* others pass */
     sl_pool_info_t info;
     assert_int_equal(sl_engine_pool_info(e, "default", &info), SL_OK);

@@ -561,9 +561,10 @@ static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_duratio
     cfg.input_tpm = 10000000;
     cfg.concurrency = 2;
     cfg.claim_timeout_s = 1e6;
+    cfg.lease_duration_prior_s = 0; /* no prior (concurrency_prior.scn has the default's) */
     assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
     double t = T0;
-    /* Before any settle only the earliest expiry is known: 120 s, rejected. */
+    /* Before any settle, with no prior, only the earliest expiry is known: 120 s, rejected. */
     uint64_t a = harness_grant(e, "a", 10, 0, t), b = harness_grant(e, "b", 10, 0, t);
     sl_request_t r = harness_req("c", 10, 0);
     sl_decision_t d;

@@ -15,6 +15,10 @@ import uuid
 POLL_CHUNK_S = 20.0  # longest single long-poll, as libsluice-client
 FOREVER = float("inf")
 MAX_WAIT_SENT_S = 1e9  # the largest `wait` sluiced takes (it holds up to its max_wait_s)
+# The `max_wait` an acquire that saves a checkpoint asks for: held queued for an ETA up to
+# this rather than rejected past the pool's max_queue_wait_s (SL_CHECKPOINTED_MAX_WAIT_S of
+# <sluice/common.h>, as libsluice-client; under the provider SDKs' 10-minute timeouts).
+MAX_HOLD_S = 540.0
 
 
 class Error(Exception):
@@ -123,13 +127,16 @@ class Client:
     """A blocking client. Not locked: use one per thread (as libsluice-client)."""
 
     def __init__(self, url=None, token=None, agent=None, pool=None, role=None,
-                 request_timeout_s=5.0):
+                 request_timeout_s=5.0, max_hold_s=MAX_HOLD_S):
         self.url = (url or os.environ.get("SLUICE_URL") or "http://127.0.0.1:8750").rstrip("/")
         self.token = token if token is not None else os.environ.get("SLUICE_TOKEN")
         self.agent = agent or os.environ.get("SLUICE_AGENT") or "python"
         self.pool = pool
         self.role = role
         self.request_timeout_s = request_timeout_s
+        if not 0 <= max_hold_s <= 86400:
+            raise ValueError("max_hold_s %r must be between 0 and 86400 seconds" % (max_hold_s,))
+        self.max_hold_s = max_hold_s  # 0: never ask to be held past the pool's wait limit
         self._limit_configs = {}  # name -> its configuration, for release_holds
 
     # ---- HTTP ----------------------------------------------------------------------
@@ -170,6 +177,10 @@ class Client:
         first wait the checkpoint (a dict) is saved to checkpoint_path with the request's
         request_id, so a restarted agent re-sends the same request (charged once);
         on_wait(kind, eta_s, answer) hears every wait and may return True to give up.
+        With a checkpoint the request asks sluiced to hold it queued (`max_wait`) for an
+        ETA up to the client's max_hold_s (and no longer than max_wait_s leaves) instead
+        of rejecting it: a checkpointed agent loses nothing by waiting in line, while one
+        asleep until retry_at leaves capacity unused.
         Returns a Lease; raises Rejected, MaxWaitExceeded, Error, Unreachable."""
         started = time.monotonic()
         request_id = request_id or uuid.uuid4().hex
@@ -197,6 +208,11 @@ class Client:
                 raise MaxWaitExceeded(answer)
 
         while True:
+            hold = min(self.max_hold_s, left()) if checkpoint is not None and checkpoint_path else 0
+            if hold > 0:
+                body["max_wait"] = hold
+            else:
+                body.pop("max_wait", None)
             status, ans, _ = self.call("POST", "/v1/leases", body)
             if status == 200:
                 return Lease(ans)

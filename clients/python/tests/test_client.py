@@ -24,6 +24,10 @@ pools:
     output_tpm: 600000
     max_queue_wait_s: 600
     ticket_idle_s: 600
+  hold:
+    input_tpm: 3000
+    output_tpm: 600000
+    ticket_idle_s: 600
 limits:
   tool.call:
     algorithm: token_bucket
@@ -146,6 +150,41 @@ class PythonClient(unittest.TestCase):
                 cp = json.load(f)
             self.assertEqual(cp["sluice_checkpoint"], 1)
             self.assertEqual(len(cp["request_id"]), 32)
+        c.cancel(big)
+
+    def test_checkpointed_acquire_is_held_in_the_queue_not_rejected(self):
+        # Issue 24 item 5: past the pool's max_queue_wait_s (60 s) a request was rejected
+        # and its agent slept until retry_at. With a checkpoint the client asks to be held
+        # (max_wait, 540 s by default); without one the pool's limit still applies.
+        c = sluice.Client(url=self.d.url, agent="py-hold", pool="hold")
+        big = c.acquire(input_tokens=2500, output_tokens=10)  # capacity 2550: empty now
+        status, ahead, _ = c.call("POST", "/v1/leases", {"agent": "py-ahead", "pool": "hold",
+                                                         "input_tokens": 2000,
+                                                         "output_tokens": 10})
+        self.assertEqual(status, 202, ahead)  # ~46 s: queued
+        waits = []
+
+        def on_wait(kind, eta, answer):
+            waits.append((kind, eta))
+            return True  # give up at once
+
+        with self.assertRaises(sluice.MaxWaitExceeded):
+            c.acquire(input_tokens=2000, output_tokens=10, on_wait=on_wait)
+        self.assertEqual(waits[0][0], "rejected")  # no checkpoint: ~93 s is past 60 s
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(sluice.MaxWaitExceeded):
+                c.acquire(input_tokens=2000, output_tokens=10, checkpoint={"goal": "hold"},
+                          checkpoint_path=os.path.join(d, "h.checkpoint"), on_wait=on_wait)
+        self.assertEqual(waits[1][0], "queued")
+        self.assertGreater(waits[1][1], 60)
+        # A client that asks for no hold is rejected as before.
+        c0 = sluice.Client(url=self.d.url, agent="py-hold", pool="hold", max_hold_s=0)
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(sluice.MaxWaitExceeded):
+                c0.acquire(input_tokens=2000, output_tokens=10, checkpoint={"goal": "hold"},
+                           checkpoint_path=os.path.join(d, "h.checkpoint"), on_wait=on_wait)
+        self.assertEqual(waits[2][0], "rejected")
+        c.call("DELETE", "/v1/tickets/%s" % ahead["ticket"])
         c.cancel(big)
 
     def test_check_allowed_denied_and_peek(self):

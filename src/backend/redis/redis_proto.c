@@ -124,6 +124,7 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_num(c, "output_reserve_learned", cfg->output_reserve_learned ? 1 : 0);
     sl__rcmd_num(c, "price_input_per_mtok", cfg->price_input_per_mtok);
     sl__rcmd_num(c, "price_output_per_mtok", cfg->price_output_per_mtok);
+    sl__rcmd_num(c, "lease_duration_prior_s", cfg->lease_duration_prior_s);
     sl__rcmd_num(c, "tombstone_ttl_s", ecfg->tombstone_ttl_s);
     sl__rcmd_num(c, "idempotency_ttl_s", ecfg->idempotency_ttl_s);
     sl__rcmd_num(c, "weight_floor",
@@ -431,6 +432,7 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
     CFG(claim_timeout_s, double);
     CFG(ticket_idle_s, double);
     CFG(spend_cap_reset_s, double);
+    CFG(lease_duration_prior_s, double);
     CFG(margin_max, double);
 #undef CFG
     c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;

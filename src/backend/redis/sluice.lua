@@ -280,12 +280,14 @@ local function zdel(p, set, field, id, old)
 end
 
 -- Leases end at a rate of slots / D while the slots are busy (D: the moving average of
--- settled leases' durations), so the k-th release is expected k x D / slots from now;
--- before any settle only the earliest expiry bounds the first (bucket.c).
+-- settled leases' durations, the pool's lease_duration_prior_s before any settle), so
+-- the k-th release is expected k x D / slots from now, the first by the earliest expiry
+-- at the latest; with a prior of 0 and nothing settled only that bound (bucket.c).
 local function release_eta(p, releases, slots, earliest, now)
   local bound = earliest - now > 0 and earliest - now or 0
-  if p.lease_samples == 0 or slots <= 0 then return bound end
-  local eta = releases * p.lease_mean_s / slots
+  local mean = p.lease_samples > 0 and p.lease_mean_s or p.lease_duration_prior_s
+  if slots <= 0 or (p.lease_samples == 0 and mean <= 0) then return bound end
+  local eta = releases * mean / slots
   if releases == 1 and bound < eta then return bound end
   return eta
 end
@@ -1522,7 +1524,8 @@ local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurre
 -- Optional fields, after the derived ones, with configure's default for a caller that
 -- does not send them.
 local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
-  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'margin_max', 0}}
+  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'margin_max', 0},
+  {'lease_duration_prior_s', 30}}
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.

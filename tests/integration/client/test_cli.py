@@ -101,6 +101,25 @@ class Cli(unittest.TestCase):
         self.assertEqual(pool["totals"]["upstream_429"], 1)
         self.assertAlmostEqual(pool["margin"], 0.80, places=3)
 
+    def test_settle_by_a_token_without_resync_is_applied_and_says_its_headers_were_ignored(self):
+        # Issue 25 item 10: docs/client.md passes the provider's headers to the settle; a
+        # token that may not resync got 403 (exit 6) and its usage was never applied.
+        auth = POOL + "auth:\n  tokens:\n    - token: worker-token-1\n      agent: w1\n"
+        with Sluiced(auth) as d:
+            env = {"SLUICE_TOKEN": "worker-token-1"}
+            code, g, err = sluice_json("acquire", "--agent", "w1", "--input", "100", "--output",
+                                       "10", "--json", url=d.url, env=env)
+            self.assertEqual(code, 0, err)
+            code, s, err = sluice_json("settle", g["lease"], "--input", "60", "--output", "4",
+                                       "--header", "anthropic-ratelimit-input-tokens-remaining: 0",
+                                       "--json", url=d.url, env=env)
+            self.assertEqual(code, 0, err)
+            self.assertEqual(s["adjust"], {"input_tokens": 40, "output_tokens": 6})
+            self.assertEqual(s["headers_ignored"], 1)
+            code, s, _ = sluice_json("settle", g["lease"], "--input", "60", "--output", "4",
+                                     "--json", url=d.url, env=env)
+            self.assertEqual((code, s["error"]["type"]), (6, "already_settled"))
+
     def test_unknown_pool_or_never_fitting_need_exits_6(self):
         code, j, _ = sluice_json("acquire", "--agent", "a", "--pool", "nosuch", "--input", "1",
                                  "--output", "1", "--json", url=self.d.url)

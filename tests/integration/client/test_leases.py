@@ -1,7 +1,11 @@
 """The client library (through `sluice acquire/settle/cancel`) against a real sluiced:
 grant; queue then grant; reject then retry at retry_at; idempotent request_id; cached
 tokens reach the server."""
+import contextlib
+import json
+import os
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -19,6 +23,28 @@ pools:
 
 # The same, but anything that would wait more than 1 s is rejected.
 REJECTING_POOL = POOL.replace("max_queue_wait_s: 60", "max_queue_wait_s: 1")
+
+
+@contextlib.contextmanager
+def acquiring(url, *args):
+    """`sluice acquire ARGS --json` running in the background, killed if still running at
+    the end."""
+    p = subprocess.Popen([SLUICE, "acquire", *args, "--json", "--server", url],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def queue_depth(d, want, timeout_s):
+    """The pool's queue depth once it reaches `want`, or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while d.pool()["queue"]["depth"] < want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return d.pool()["queue"]["depth"]
 
 
 class LeaseFlow(unittest.TestCase):
@@ -41,27 +67,16 @@ class LeaseFlow(unittest.TestCase):
             code, big, _ = sluice_json("acquire", "--agent", "big", "--input", "50000",
                                        "--output", "10", "--json", url=d.url)
             self.assertEqual(code, 0)
-            waiter = subprocess.Popen(
-                [SLUICE, "acquire", "--agent", "small", "--input", "20000", "--output", "10",
-                 "--wait", "30", "--json", "--server", d.url],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
-                deadline = time.monotonic() + 5
-                while d.pool()["queue"]["depth"] < 1 and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                self.assertEqual(d.pool()["queue"]["depth"], 1)
+            with acquiring(d.url, "--agent", "small", "--input", "20000", "--output", "10",
+                           "--wait", "30") as waiter:
+                self.assertEqual(queue_depth(d, 1, 5), 1)
                 time.sleep(1.0)
                 self.assertIsNone(waiter.poll(), "the queued acquire must keep waiting")
                 code, _, _ = sluice("settle", big["lease"], "--input", "100", "--output", "10",
                                     url=d.url)
                 self.assertEqual(code, 0)
                 out, err = waiter.communicate(timeout=10)
-            finally:
-                if waiter.poll() is None:
-                    waiter.kill()
-                    waiter.wait()
             self.assertEqual(waiter.returncode, 0, err)
-            import json
             g = json.loads(out)
             self.assertEqual(g["status"], "granted")
             self.assertGreaterEqual(g["waited"], 1.0)
@@ -86,6 +101,23 @@ class LeaseFlow(unittest.TestCase):
             # It came back no earlier than retry_at (less the time already refilled).
             self.assertGreaterEqual(elapsed, probe["retry_after"] - 1.0)
             self.assertLess(elapsed, probe["retry_after"] + 5)
+
+    def test_checkpointed_acquire_is_held_in_the_queue_instead_of_sleeping(self):
+        # Issue 24 item 5: an acquire that saves a checkpoint asks to be held (max_wait up
+        # to 540 s, here its --wait of 30 s), so past the pool's max_queue_wait_s it waits
+        # in the queue, where a release or refill serves it at once, not asleep.
+        with Sluiced(REJECTING_POOL) as d, tempfile.TemporaryDirectory() as tmp:
+            cp = os.path.join(tmp, "held.checkpoint")
+            self.assertEqual(sluice("checkpoint", "save", cp, "--goal", "hold")[0], 0)
+            status, _ = d.post("/v1/leases", {"agent": "hog", "input_tokens": 51000,
+                                              "output_tokens": 1})
+            self.assertEqual(status, 200)
+            with acquiring(d.url, "--agent", "held", "--input", "4250", "--output", "1",
+                           "--wait", "30", "--checkpoint", cp) as waiter:
+                self.assertEqual(queue_depth(d, 1, 3), 1, "held in the queue")
+                out, err = waiter.communicate(timeout=20)
+            self.assertEqual(waiter.returncode, 0, err)
+            self.assertEqual(json.loads(out)["status"], "granted")
 
     def test_reject_beyond_the_wait_exits_5_with_retry_at(self):
         with Sluiced(REJECTING_POOL) as d:

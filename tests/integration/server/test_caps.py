@@ -42,9 +42,17 @@ class Caps(unittest.TestCase):
         with Sluiced(CONFIG) as s:
             status, body, _ = s.lease("lint-1", 10)
             self.assertEqual(status, 200, body)
+            # A fresh daemon queues for the team's release, with the ETA of the prior lease
+            # duration (30 s per release of the one slot), and rejects only past 60 s.
+            for eta in (30, 60):
+                status, body, _ = s.lease("lint-2", 10)
+                self.assertEqual(status, 202, body)
+                self.assertEqual(body["limited_by"], "team_cap")
+                self.assertAlmostEqual(body["eta"], eta, delta=1)
             status, body, _ = s.lease("lint-2", 10)
             self.assertEqual(status, 429, body)
             self.assertEqual(body["reason"], "team_cap")
+            self.assertAlmostEqual(body["retry_after"], 90, delta=1)
             _, agents, _ = s.call("GET", "/v1/agents")
             teams = {a["name"]: a.get("team") for a in agents["agents"]}
             self.assertEqual(teams["lint-1"], "lint")
@@ -93,6 +101,25 @@ class ConcurrencyCapQueues(unittest.TestCase):
             self.assertEqual(status, 202, body)
             status, body, _ = s.call("POST", "/v1/leases/%s/settle" % first["lease"],
                                      {"input_tokens": 10, "output_tokens": 10})
+            self.assertEqual(status, 200, body)
+            status, body, _ = s.call("GET", "/v1/tickets/%s?wait=5" % queued["ticket"])
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["status"], "granted")
+
+    def test_a_fresh_daemons_semaphore_queues_the_third_lease(self):
+        # Issue 25 item 12: with nothing settled yet, the third lease of `concurrency: 2`
+        # was 429 with retry_after 120 (the lease TTL). It waits for a release now, with
+        # the ETA of the documented prior (lease_duration_prior_s 30 s, over 2 slots).
+        config = "pools:\n  default:\n    input_tpm: 1000000\n    concurrency: 2\n"
+        with Sluiced(config) as s:
+            first = [s.lease("a%d" % i, 10) for i in range(2)]
+            self.assertEqual([f[0] for f in first], [200, 200], first)
+            status, queued, _ = s.lease("c", 10)
+            self.assertEqual(status, 202, queued)
+            self.assertEqual(queued["limited_by"], "concurrency")
+            self.assertAlmostEqual(queued["eta"], 15, delta=1)
+            self.assertEqual(s.pool()["config"]["lease_duration_prior_s"], 30)
+            status, body, _ = s.call("DELETE", "/v1/leases/%s" % first[0][1]["lease"])
             self.assertEqual(status, 200, body)
             status, body, _ = s.call("GET", "/v1/tickets/%s?wait=5" % queued["ticket"])
             self.assertEqual(status, 200, body)

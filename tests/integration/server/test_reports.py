@@ -33,6 +33,7 @@ pools:
   levels:%s
   tasks:%s
     rpm: 0
+  unsynced:%s
 auth:
   admin_token: admin-secret-1
   tokens:
@@ -50,7 +51,7 @@ auth:
       agent: alice
     - token: bob-token-1
       agent: bob
-""" % ((POOL,) * 7)
+""" % ((POOL,) * 8)
 
 ADMIN = "admin-secret-1"
 WORKER = "workers-token-1"
@@ -103,17 +104,35 @@ class Reports(Case):
 
     # ---- defect 1: settle reports ----
 
-    def test_worker_token_may_not_resync_a_pool_from_headers(self):
-        g = self.granted(WORKER, "w-1")
-        before = steady(self.s.pool())
-        got = self.settle(WORKER, g["lease"],
-                          headers={"anthropic-ratelimit-input-tokens-limit": "1000000000000"})
-        self.refused(got, 403, "forbidden", "headers", "anthropic-ratelimit-input-tokens-limit",
-                     "resync")
-        self.assertEqual(steady(self.s.pool()), before)
-        self.assertEqual(self.s.pool()["limits"]["input_tpm"], 60000)
-        # The lease is untouched: its honest settle goes through.
-        self.assertEqual(self.settle(WORKER, g["lease"])[0], 200)
+    def test_worker_token_settle_is_applied_without_its_rate_limit_headers(self):
+        # Issue 25 item 10: the headers are optional, the usage is not. A token without
+        # the right to resync used to get 403 and lose the whole settle, so the lease
+        # held its reservation until the reaper took it without refund.
+        g = self.granted(WORKER, "w-1", "unsynced")
+        before = self.s.pool("unsynced")
+        status, body, _ = self.settle(
+            WORKER, g["lease"], input_tokens=40, output_tokens=4,
+            headers={"anthropic-ratelimit-input-tokens-limit": "1000000000000",
+                     "anthropic-ratelimit-input-tokens-remaining": "0",
+                     "x-ratelimit-limit-requests": "1"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["status"], "settled", body)
+        self.assertEqual(body["adjust"], {"input_tokens": 60, "output_tokens": 6}, body)
+        self.assertEqual(body["headers_ignored"]["count"], 3, body)
+        self.assertIn("resync", body["headers_ignored"]["reason"])
+        after = self.s.pool("unsynced")
+        self.assertEqual(after["leases_in_flight"], before["leases_in_flight"] - 1)
+        self.assertEqual(after["limits"], before["limits"])  # nothing taken from the headers
+        # "remaining: 0" did not empty the bucket (a full one less 40 tokens, refilling)
+        level = after["buckets"]["input_tokens"]
+        self.assertGreaterEqual(level["level"], level["capacity"] - 40)
+        # It was settled: a second settle is 409, not a second application.
+        self.assertEqual(self.settle(WORKER, g["lease"])[0], 409)
+        # A settle without headers says nothing about them.
+        g = self.granted(WORKER, "w-1", "unsynced")
+        status, body, _ = self.settle(WORKER, g["lease"])
+        self.assertEqual(status, 200, body)
+        self.assertNotIn("headers_ignored", body)
 
     def test_reported_limits_move_at_most_the_resync_factor(self):
         g = self.granted(RESYNC, "reporter", "resync")
