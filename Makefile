@@ -40,7 +40,7 @@ bench: build
 # $(FUZZ_BUILD)/corpus-<target>, crashes to fuzz/<target>/crash-*. The in-tree corpora
 # replay in ctest (label fuzz).
 FUZZ_BUILD   ?= build-fuzz
-FUZZ_TARGETS  = tokenizer estimate timefmt resync usage http api scenario
+FUZZ_TARGETS  = tokenizer estimate timefmt resync usage http api scenario proxy_path state_file
 fuzz: setup
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	  -DCMAKE_C_FLAGS=-O1 -DSL_FUZZ=ON $(CMAKE_ARGS)

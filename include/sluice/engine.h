@@ -483,6 +483,14 @@ void sl_engine_agent_foreach(const sl_engine_t *e, void (*fn)(const sl_agent_inf
 /* Fills `out` for one agent. Errors: SL_ENOTFOUND. */
 int sl_engine_agent_info(const sl_engine_t *e, const char *agent, sl_agent_info_t *out);
 
+/* Forgets agent `agent` when it holds nothing a new agent would not (no lease or
+ * ticket, no team, no caps of its own, its copy of "*" caps full and idle, in every
+ * pool a cold prompt cache and a fair-queue tag not ahead of its team's clock: see
+ * src/engine/forget.c); its weight, repeats, estimate errors and totals go with it, and
+ * its next request starts it anew. Errors: SL_ENOTFOUND (not known), SL_EEXIST (it
+ * holds something; nothing changes), SL_ETIME. */
+int sl_engine_agent_forget(sl_engine_t *e, const char *agent, double now_s);
+
 /* Checks every invariant of docs/design.md that can be checked on the state (levels
  * never above capacity, queue order, counts consistent). Returns SL_OK, or
  * SL_EINVAL with a description in sl_engine_errmsg(). For tests and debug builds;
@@ -541,8 +549,8 @@ int sl_engine_pool_state(const sl_engine_t *e, const char *pool, sl_pool_state_t
 /* Restores pool `pool` (configured already) to `st` at `now_s`: the margin is clamped
  * to the pool's configured [floor, start], levels to the capacity, times later than
  * now_s to now_s; then time advances to now_s, so the buckets refill (and the margin
- * recovers) for the time the daemon was down. Errors: SL_ENOTFOUND, SL_EINVAL (a NaN),
- * SL_ETIME. Leases are restored separately and take nothing from the levels, which
+ * recovers) for the time the daemon was down. Errors: SL_ENOTFOUND, SL_EINVAL (a level
+ * that is not finite, a NaN), SL_ETIME. Leases are restored separately and take nothing from the levels, which
  * already account for them. */
 int sl_engine_pool_restore(sl_engine_t *e, const char *pool, const sl_pool_state_t *st,
                            double now_s);

@@ -100,6 +100,11 @@ void sl_backend_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud)
     b->ops->agents(b, cb, ud);
 }
 
+void sl_backend_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud)
+{
+    b->ops->agent_forget(b, agent, cb, ud);
+}
+
 void sl_backend_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud)
 {
     b->ops->ping(b, cb, ud);

@@ -122,6 +122,10 @@ typedef struct sl_backend_ops {
     /* `pool` NULL lists every pool; otherwise exactly that one (SL_ENOTFOUND if unknown). */
     void (*pools)(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud);
     void (*agents)(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
+    /* Forgets `agent` when it holds nothing a new agent would not (sl_engine_agent_forget;
+     * on Redis, pool by pool): SL_OK with `value` 1 forgotten, 0 kept (it holds something;
+     * nothing changed), -1 not known. Other codes: the backend could not be asked. */
+    void (*agent_forget)(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
     /* Answers SL_OK when the backend can take decisions (readiness). */
     void (*ping)(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
     /* Suspensions. suspend: keeps `s` unless the agent is suspended already (the first
@@ -250,6 +254,8 @@ void sl_backend_task_delete(sl_backend_t *b, const char *id, sl_backend_done_cb 
 void sl_backend_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud);
 void sl_backend_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud);
 void sl_backend_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
+void sl_backend_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb cb,
+                             void *ud);
 void sl_backend_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
 void sl_backend_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb,
                         void *ud);

@@ -37,6 +37,7 @@ typedef struct str_block {
 } str_block_t;
 
 #define STR_BLOCK_BYTES 65536
+#define FILE_AHEAD_MAX_S 86400.0 /* a state file's times may run this far ahead, no more */
 
 typedef struct memory_backend {
     sl_backend_t base;
@@ -55,6 +56,7 @@ typedef struct memory_backend {
     sl_cold_start_t cold_start; /* for pools whose state is not known */
     bool configured;            /* the first configure (the restore) has run */
     sl_suspended_set_t suspended; /* suspensions; journaled with a state file */
+    sl_engine_config_t engine_cfg; /* for the scratch engine of the restore's trial */
 } memory_backend_t;
 
 static double mem_now(sl_backend_t *b)
@@ -265,11 +267,47 @@ static void remember_applied(memory_backend_t *m, const sl_backend_settings_t *s
     }
 }
 
-/* A pool just created: restored from the state file, or started cold. */
+/* Says on stderr that the state file was refused, why, and where it is kept. */
+static void say_damaged(const sl_persist_t *p)
+{
+    fprintf(stderr,
+            "sluiced: state_file does not verify (%s): nothing of it restored, cold start; "
+            "kept as %s (alert state_file_damaged)\n",
+            sl__persist_damage(p), sl__persist_kept_path(p));
+}
+
+/* The first configure's restore, tried first on a scratch engine with the same pools: a
+ * record the engine refuses (a checksum-clean file from a writer with a bug, say) makes the
+ * whole file damaged rather than restored in part. Returns SL_OK, or SL_EINVAL with `err`
+ * set when the file cannot be moved aside. */
+static int trial_restore(memory_backend_t *m, const sl_backend_settings_t *s, double now,
+                         char *err, size_t errlen)
+{
+    if (sl__persist_found(m->persist) != SL_PERSIST_LOADED) return SL_OK;
+    sl_engine_t *t = sl_engine_new(&m->engine_cfg);
+    bool whole = true; /* out of memory for the trial: the restore itself will say */
+    if (t && sl_engine_set_id_base(t, sl_engine_next_id(m->engine) - 1) == SL_OK) {
+        for (size_t i = 0; i < s->n_pools; i++)
+            sl_engine_configure_pool(t, s->pools[i].name, &s->pools[i].config, now);
+        whole = sl__persist_trial(m->persist, t, now);
+    }
+    sl_engine_free(t);
+    if (whole) return SL_OK;
+    if (sl__persist_refuse(m->persist, NULL, err, errlen) < 0) return SL_EINVAL;
+    sl__suspended_clear(&m->suspended); /* the file's, bound at open: not restored either */
+    say_damaged(m->persist);
+    return SL_OK;
+}
+
+/* A pool just created: restored from the state file, or started cold. A damaged file at
+ * start says a run was there and spent from the provider's buckets: its pools start empty
+ * even with `cold_start: full`, which is for pools nothing is known of. */
 static int start_pool(memory_backend_t *m, const char *name, double now)
 {
     if (m->persist && sl__persist_restore_pool(m->persist, m->engine, name, now)) return SL_OK;
-    if (m->cold_start == SL_COLD_START_FULL) return SL_OK;
+    bool damaged = m->persist && !m->configured &&
+                   sl__persist_found(m->persist) == SL_PERSIST_DAMAGED;
+    if (m->cold_start == SL_COLD_START_FULL && !damaged) return SL_OK;
     return sl_engine_pool_cold_start(m->engine, name, SL_COLD_START_WINDOW_S, now);
 }
 
@@ -309,6 +347,8 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
         if (rc == SL_OK) sl_engine_wake_parked(m->engine); /* a cap raised frees slots */
         if (rc == SL_OK) remember_applied(m, s);
         double now = mem_now(b);
+        if (rc == SL_OK && m->persist && !m->configured)
+            rc = trial_restore(m, s, now, err, sizeof(err));
         for (size_t i = 0; rc == SL_OK && i < s->n_pools; i++) {
             sl_pool_info_t info;
             bool known = sl_engine_pool_info(m->engine, s->pools[i].name, &info) == SL_OK;
@@ -320,10 +360,16 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
             /* The first configure: what the file held comes back, then a fresh snapshot
              * (with the new id reservation) must be on disk before anything is answered. */
             size_t restored = 0, dropped = 0;
+            if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED) {
+                /* Said once, at the start it concerns (event log, /v1/events, /metrics). */
+                sl_event_t ev = {.kind = SL_EV_ALERT, .now_s = now, .alert = "state_file_damaged",
+                                 .active = true, .reason = sl__persist_damage(m->persist)};
+                on_engine_event(&ev, m);
+            }
             sl__persist_restore_rest(m->persist, m->engine, now, &restored, &dropped);
             if (restored || dropped)
-                fprintf(stderr, "sluiced: state_file: %zu leases in flight restored%s\n",
-                        restored, dropped ? " (some named pools no longer configured: dropped)" : "");
+                fprintf(stderr, "sluiced: state_file: %zu leases in flight restored%s\n", restored,
+                        dropped ? " (some named pools no longer configured: dropped)" : "");
             if (sl__persist_snapshot(m->persist, m->engine, err, sizeof(err)) < 0) rc = SL_EINVAL;
         } else if (rc == SL_OK && m->persist) {
             sl_engine_pool_foreach(m->engine, journal_pool, m); /* levels were clamped */
@@ -582,6 +628,15 @@ static void mem_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void 
     cb(SL_OK, m->suspended.items, m->suspended.n, NULL, ud);
 }
 
+static void mem_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud)
+{
+    memory_backend_t *m = (memory_backend_t *)b;
+    op_begin(m);
+    int rc = sl_engine_agent_forget(m->engine, agent, mem_now(b));
+    double value = rc == SL_OK ? 1 : rc == SL_EEXIST ? 0 : -1;
+    finish_done(m, rc == SL_EEXIST || rc == SL_ENOTFOUND ? SL_OK : rc, value, cb, ud);
+}
+
 static const sl_backend_ops_t memory_ops = {
     .name = "memory",
     .free = mem_free,
@@ -602,6 +657,7 @@ static const sl_backend_ops_t memory_ops = {
     .ping = mem_ping,
     .suspend = mem_suspend,
     .release = mem_release,
+    .agent_forget = mem_agent_forget,
     .suspensions = mem_suspensions,
 };
 
@@ -636,6 +692,10 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
     m->base.ops = &memory_ops;
     m->evbase = base;
     m->cold_start = opt->cold_start;
+    if (cfg)
+        m->engine_cfg = *cfg;
+    else
+        sl_engine_config_init(&m->engine_cfg);
     sl_backend_clock_init(&m->clock);
     m->engine = sl_engine_new(cfg);
     m->timer = evtimer_new(base, on_timer, m);
@@ -652,14 +712,25 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
             mem_free(&m->base);
             return NULL;
         }
+        /* Times in the file are never in the future of this run's clock (the wall clock
+         * may have been set back), but a file whose times run more than a day ahead is
+         * not believed: damaged. */
+        double ahead_s = sl__persist_latest_s(m->persist) - sl_backend_clock_now(&m->clock);
+        if (ahead_s > FILE_AHEAD_MAX_S) {
+            char why[96];
+            snprintf(why, sizeof why, "its times run %.0f s ahead of this clock", ahead_s);
+            if (sl__persist_refuse(m->persist, why, err, errlen) < 0) {
+                mem_free(&m->base);
+                return NULL;
+            }
+        }
         floor = sl__persist_id_floor(m->persist);
         sl__persist_bind_suspended(m->persist, &m->suspended);
-        if (sl__persist_found(m->persist) == SL_PERSIST_UNREADABLE)
-            fprintf(stderr,
-                    "sluiced: state_file: %s was not a readable sluice state file (moved to "
-                    "%s.bad): cold start\n",
-                    opt->state_file, opt->state_file);
-        /* Times in the file are never in the future of this run's clock. */
+        if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED)
+            say_damaged(m->persist);
+        else if (sl__persist_was_v1(m->persist))
+            fprintf(stderr, "sluiced: state_file: %s is format 1 (SLSTATE1): read once, "
+                            "rewritten as format 2\n", opt->state_file);
         double latest_s = sl__persist_latest_s(m->persist);
         double now_s = sl_backend_clock_now(&m->clock);
         if (latest_s > now_s) m->clock.start_real_s += latest_s - now_s;

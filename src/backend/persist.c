@@ -1,4 +1,5 @@
-/* persist.c - the memory backend's state file: a snapshot followed by a journal of changes.
+/* persist.c - the memory backend's state file: a snapshot followed by a journal of changes
+ * (writing it here, restoring what persist_read.c read and verified).
  *
  * Why a journal and not SQLite: sluiced answers ~50,000 lease API requests a second on
  * one core, and every grant and settle must be durable against kill -9 before it is
@@ -10,13 +11,25 @@
  * the event loop never waits for the disk. The space is reserved with posix_fallocate
  * (a full disk is an error at snapshot time, never a SIGBUS on a store).
  *
- * The file: the magic "SLSTATE1", then records. A record is a u32 length, a u64
- * FNV-1a checksum of its body, and the body: a type byte and fields in this machine's
- * byte order (the file is not moved between architectures). A snapshot is an 'I'
- * record, every 'P', 'L', 'C' and 'U' record of the state, and an 'S' record; the journal
- * follows it, then zeros up to the end of the preallocated room. Reading stops at a zero
- * length or the first record that is cut short or fails its checksum (a write torn by
- * a power failure): everything before it is kept.
+ * The file (format 2, docs/server.md "Format 2" has the table): a 24-byte head (the
+ * magic "SLSTATE2", the file's length as preallocated, an FNV-1a of both), then batches.
+ * A batch sits at a multiple of 8: a commit word (u32 length n, u32 its complement), n
+ * bytes of records, zeros to a multiple of 8. The first batch is the snapshot (an 'I'
+ * record, every 'P', 'L', 'C' and 'U' record of the state, an 'S' record); each flush
+ * appends one batch; a zero commit word ends the journal, and zeros follow up to the
+ * length in the head. A record is a u32 length, a u64 FNV-1a checksum of its body, and
+ * the body: a type byte and fields in this machine's byte order (the file is not moved
+ * between architectures).
+ *
+ * All or nothing: the file is restored only when every byte up to the end verifies (the
+ * head, the length, each commit word, each record, the padding, and no committed batch
+ * after the end, which would be a hole); otherwise nothing of it is (a cold start, the
+ * alert state_file_damaged, the file moved to PATH.damaged-<UTC time>), because the part
+ * before a fault is a mix of before and after that overbooks. A torn last write is not
+ * damage: a batch's records are copied first and its commit word stored last in one
+ * aligned 8-byte store, so a kill -9 in between leaves a zero word, the end of the
+ * journal, and that batch was never answered. Format 1 ("SLSTATE1": records from byte 8,
+ * no head, no commit words) is read once, strictly, and rewritten by the first snapshot.
  *
  *   I  u64 reserved      ids up to this may have been issued
  *   P  pool state        str pool, f64 level[4], at, margin, clean_since, floor_since,
@@ -30,20 +43,20 @@
  *                        version 2: i64 out_sample[64], i32 out_n, out_pos
  *   U  agent suspended   str agent, role, reason, metric, f64 z, i64 count, f64 at
  *   V  agent released    str agent
+ *   S  end of snapshot
  *
  * Record version 2 appends fields to P and C: a reader takes them when the record holds
- * them, so a file of version 1 (no appended fields) restores as before, with the
+ * them, so a file of record version 1 (no appended fields) restores as before, with the
  * concurrency ETA's D and the learned output samples unknown. Prompt caches are not
  * kept (a restart finds them cold: the conservative side).
- *   S  end of snapshot
  *
  * Ids: the reservation is written (and fsynced) before ids reach it, 2^20 at a time,
  * so the next run's base, above the last reservation, repeats no id even after a
  * power failure. */
-#include "persist.h"
-#include "suspended.h"
+#include "persist_format.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -59,21 +72,9 @@
 
 #include <event2/event.h>
 
-#define MAGIC          "SLSTATE1"
-#define MAGIC_LEN      8
-#define HEAD_LEN       12 /* u32 length + u64 checksum */
-#define RECORD_MAX     (1u << 20)
 #define ID_RESERVE     ((uint64_t)1 << 20)
 #define JOURNAL_MIN    ((size_t)32 << 20) /* journal room after a snapshot, at least */
-#define STR_NULL       0xffffu
 #define RETRY_EVERY_S  1.0
-
-/* A growable byte buffer. */
-typedef struct buf {
-    unsigned char *p;
-    size_t n, cap;
-    bool failed; /* out of memory: what it holds is incomplete */
-} buf_t;
 
 static void buf_need(buf_t *b, size_t more)
 {
@@ -127,16 +128,6 @@ static void put_str(buf_t *b, const char *s)
     if (s) put(b, s, n);
 }
 
-static uint64_t fnv1a(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 /* Starts a record: room for the head, then the type. */
 static size_t rec_begin(buf_t *b, char type)
 {
@@ -157,131 +148,11 @@ static void rec_end(buf_t *b, size_t at)
     memcpy(b->p + at + sizeof len, &sum, sizeof sum);
 }
 
-/* A reader over one record's body. */
-typedef struct rd {
-    const unsigned char *p;
-    size_t n, off;
-    bool bad;
-} rd_t;
-
-static void get(rd_t *r, void *v, size_t n)
-{
-    if (r->bad || r->n - r->off < n) {
-        r->bad = true;
-        memset(v, 0, n);
-        return;
-    }
-    memcpy(v, r->p + r->off, n);
-    r->off += n;
-}
-
-static uint8_t get_u8(rd_t *r)
-{
-    uint8_t v;
-    get(r, &v, 1);
-    return v;
-}
-static uint32_t get_u32(rd_t *r)
-{
-    uint32_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static uint64_t get_u64(rd_t *r)
-{
-    uint64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static int64_t get_i64(rd_t *r)
-{
-    int64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static double get_f64(rd_t *r)
-{
-    double v;
-    get(r, &v, sizeof v);
-    return v;
-}
-/* Does the record hold more fields (appended by a later record version)? */
-static bool has_more(const rd_t *r)
-{
-    return !r->bad && r->off < r->n;
-}
-/* A copy of the string (NULL for the null string, or on error with r->bad set). */
-static char *get_str(rd_t *r)
-{
-    uint16_t len;
-    get(r, &len, sizeof len);
-    if (r->bad || len == STR_NULL) return NULL;
-    if (r->n - r->off < len) {
-        r->bad = true;
-        return NULL;
-    }
-    char *s = malloc((size_t)len + 1);
-    if (!s) {
-        r->bad = true;
-        return NULL;
-    }
-    memcpy(s, r->p + r->off, len);
-    s[len] = '\0';
-    r->off += len;
-    return s;
-}
-
-/* What the file held, until it is restored. */
-typedef struct loaded_pool {
-    char *name;
-    sl_pool_state_t st;
-} loaded_pool_t;
-
-typedef struct loaded_lease {
-    sl_lease_state_t st; /* strings owned */
-    size_t seq;          /* position in the file: the last record of an id wins */
-} loaded_lease_t;
-
-typedef struct loaded_calib {
-    char *pool;
-    sl_calibration_state_t st; /* model owned */
-} loaded_calib_t;
-
-struct sl_persist {
-    char *path;
-    char *tmp_path;
-    int fd;             /* the state file; -1 before the first snapshot */
-    unsigned char *map; /* the whole file, MAP_SHARED */
-    size_t map_len;
-    size_t map_off; /* where the next record goes */
-    double fsync_interval_s;
-    pthread_t sync_thread; /* fdatasync every fsync_interval_s */
-    bool sync_started;
-    pthread_mutex_t sync_mu; /* guards fd against the thread's fdatasync, and stop */
-    pthread_cond_t sync_cv;
-    bool sync_stop;
-    atomic_bool dirty; /* records written since the thread's last fdatasync */
-    sl_persist_found_t found;
-    buf_t out;             /* records not yet written */
-    uint64_t reserved; /* ids up to this may be issued */
-    uint64_t id_floor;
-    double latest_s;
-    bool lost;       /* a record could not be made: snapshot at the next flush */
-    bool broken;     /* the last write failed */
-    double retry_at; /* monotonic seconds of the next snapshot attempt when broken */
-    loaded_pool_t *pools;
-    size_t n_pools;
-    loaded_lease_t *leases;
-    size_t n_leases, cap_leases;
-    uint64_t *ended;
-    size_t n_ended, cap_ended;
-    loaded_calib_t *calibs;
-    size_t n_calibs;
-    sl_suspended_set_t susp_loaded;  /* the file's suspensions, until bound */
-    const sl_suspended_set_t *susp;  /* the live set snapshots write (borrowed) */
-};
-
 static void *sync_main(void *arg);
+static void sync_dir(const char *path);
+
+/* The journal's room after a snapshot, at least (sl__persist_set_journal_min). */
+static size_t journal_min = JOURNAL_MIN;
 
 static double mono_s(void)
 {
@@ -290,320 +161,55 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void note_time(sl_persist_t *p, double t)
+/* Nothing of a file that does not verify to its end is restored: the state it would give
+ * back is a mix of before and after (leases forgotten, levels of an earlier moment), which
+ * overbooks; a cold start cannot. Only the id floor of the records that did verify is
+ * kept: ids stay above every id they reserved. */
+static void forget_damaged(sl_persist_t *p)
 {
-    if (isfinite(t) && t > p->latest_s) p->latest_s = t;
+    uint64_t id_floor = p->id_floor;
+    sl__persist_loaded_free(p);
+    p->id_floor = id_floor;
+    p->latest_s = 0;
+    p->was_v1 = false;
+    p->found = SL_PERSIST_DAMAGED;
 }
 
-static void lease_state_free(sl_lease_state_t *l)
+/* What data[0, len) holds (data NULL: no file), into p->found and the loaded state. */
+static void take_bytes(sl_persist_t *p, const unsigned char *data, size_t len)
 {
-    free((char *)l->pool);
-    free((char *)l->agent);
-    free((char *)l->cache_key);
-    free((char *)l->model);
-}
-
-static void loaded_free(sl_persist_t *p)
-{
-    for (size_t i = 0; i < p->n_pools; i++)
-        free(p->pools[i].name);
-    free(p->pools);
-    p->pools = NULL;
-    p->n_pools = 0;
-    for (size_t i = 0; i < p->n_leases; i++)
-        lease_state_free(&p->leases[i].st);
-    free(p->leases);
-    p->leases = NULL;
-    p->n_leases = p->cap_leases = 0;
-    free(p->ended);
-    p->ended = NULL;
-    p->n_ended = p->cap_ended = 0;
-    for (size_t i = 0; i < p->n_calibs; i++) {
-        free(p->calibs[i].pool);
-        free((char *)p->calibs[i].st.model);
+    if (!data) {
+        p->found = SL_PERSIST_NONE;
+    } else if (sl__persist_parse(p, data, len) == 0) {
+        p->found = SL_PERSIST_LOADED;
+    } else {
+        forget_damaged(p);
     }
-    free(p->calibs);
-    p->calibs = NULL;
-    p->n_calibs = 0;
-    sl__suspended_clear(&p->susp_loaded);
 }
 
-/* ---- reading ---------------------------------------------------------------------- */
-
-static int load_pool(sl_persist_t *p, rd_t *r)
+/* Moves a refused file to PATH.damaged-<UTC time> for a post-mortem. Returns 0, or -1
+ * with `err` naming both paths. */
+static int keep_aside(sl_persist_t *p, char *err, size_t errlen)
 {
-    char *name = get_str(r);
-    sl_pool_state_t st;
-    memset(&st, 0, sizeof st);
-    for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        st.level[b] = get_f64(r);
-    st.at = get_f64(r);
-    st.margin = get_f64(r);
-    st.clean_since = get_f64(r);
-    st.floor_since = get_f64(r);
-    st.blocked_until = get_f64(r);
-    st.cold_until = get_f64(r);
-    st.cold_raised = get_u32(r);
-    if (has_more(r)) { /* record version 2 */
-        st.lease_mean_s = get_f64(r);
-        st.lease_samples = get_i64(r);
-    }
-    if (r->bad || !name) {
-        free(name);
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    size_t n = strlen(p->path) + sizeof ".damaged-" + strlen(stamp);
+    p->kept_path = malloc(n);
+    if (!p->kept_path) {
+        snprintf(err, errlen, "state_file: out of memory");
         return -1;
     }
-    note_time(p, st.at);
-    for (size_t i = 0; i < p->n_pools; i++) {
-        if (strcmp(p->pools[i].name, name) == 0) {
-            free(name);
-            p->pools[i].st = st;
-            return 0;
-        }
-    }
-    loaded_pool_t *pools = realloc(p->pools, (p->n_pools + 1) * sizeof *pools);
-    if (!pools) {
-        free(name);
+    snprintf(p->kept_path, n, "%s.damaged-%s", p->path, stamp);
+    if (rename(p->path, p->kept_path) != 0) {
+        snprintf(err, errlen, "state_file: %s does not verify (%s) and cannot be moved to %s: %s",
+                 p->path, p->damage, p->kept_path, strerror(errno));
         return -1;
     }
-    p->pools = pools;
-    p->pools[p->n_pools].name = name;
-    p->pools[p->n_pools].st = st;
-    p->n_pools++;
+    sync_dir(p->path);
     return 0;
-}
-
-static int load_lease(sl_persist_t *p, rd_t *r, size_t seq)
-{
-    sl_lease_state_t l;
-    memset(&l, 0, sizeof l);
-    l.id = get_u64(r);
-    l.ticket = get_u64(r);
-    l.pool = get_str(r);
-    l.agent = get_str(r);
-    l.cache_key = get_str(r);
-    l.model = get_str(r);
-    for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        l.need[b] = get_i64(r);
-    l.cached_tokens = get_i64(r);
-    l.est_prompt_tokens = get_i64(r);
-    l.weight = get_f64(r);
-    l.granted_at = get_f64(r);
-    l.waited_s = get_f64(r);
-    l.ttl_s = get_f64(r);
-    l.expires_at = get_f64(r);
-    l.cache_penalty = get_u8(r) != 0;
-    l.claimed = get_u8(r) != 0;
-    if (r->bad || !l.pool || !l.agent || l.id == 0) {
-        lease_state_free(&l);
-        return -1;
-    }
-    if (p->n_leases == p->cap_leases) {
-        size_t cap = p->cap_leases ? p->cap_leases * 2 : 64;
-        loaded_lease_t *v = realloc(p->leases, cap * sizeof *v);
-        if (!v) {
-            lease_state_free(&l);
-            return -1;
-        }
-        p->leases = v;
-        p->cap_leases = cap;
-    }
-    note_time(p, l.granted_at);
-    if (l.id > p->id_floor) p->id_floor = l.id;
-    p->leases[p->n_leases].st = l;
-    p->leases[p->n_leases].seq = seq;
-    p->n_leases++;
-    return 0;
-}
-
-static int load_ended(sl_persist_t *p, rd_t *r)
-{
-    uint64_t id = get_u64(r);
-    if (r->bad) return -1;
-    if (p->n_ended == p->cap_ended) {
-        size_t cap = p->cap_ended ? p->cap_ended * 2 : 64;
-        uint64_t *v = realloc(p->ended, cap * sizeof *v);
-        if (!v) return -1;
-        p->ended = v;
-        p->cap_ended = cap;
-    }
-    p->ended[p->n_ended++] = id;
-    return 0;
-}
-
-static int load_calib(sl_persist_t *p, rd_t *r)
-{
-    char *pool = get_str(r);
-    sl_calibration_state_t c;
-    memset(&c, 0, sizeof c);
-    c.model = get_str(r);
-    for (int i = 0; i < SL_CALIBRATION_WINDOW; i++)
-        c.sample[i] = get_f64(r);
-    c.n = (int)get_u32(r);
-    c.pos = (int)get_u32(r);
-    c.total = get_i64(r);
-    if (has_more(r)) { /* record version 2 */
-        for (int i = 0; i < SL_CALIBRATION_WINDOW; i++)
-            c.out_sample[i] = get_i64(r);
-        c.out_n = (int)get_u32(r);
-        c.out_pos = (int)get_u32(r);
-    }
-    if (r->bad || !pool || !c.model) {
-        free(pool);
-        free((char *)c.model);
-        return -1;
-    }
-    for (size_t i = 0; i < p->n_calibs; i++) {
-        if (!strcmp(p->calibs[i].pool, pool) && !strcmp(p->calibs[i].st.model, c.model)) {
-            free(pool);
-            free((char *)p->calibs[i].st.model);
-            p->calibs[i].st = c;
-            return 0;
-        }
-    }
-    loaded_calib_t *v = realloc(p->calibs, (p->n_calibs + 1) * sizeof *v);
-    if (!v) {
-        free(pool);
-        free((char *)c.model);
-        return -1;
-    }
-    p->calibs = v;
-    p->calibs[p->n_calibs].pool = pool;
-    p->calibs[p->n_calibs].st = c;
-    p->n_calibs++;
-    return 0;
-}
-
-/* 'U' and 'V': the journal replays suspensions and releases in their order. */
-static int load_suspended(sl_persist_t *p, rd_t *r)
-{
-    sl_suspension_t s = {0};
-    char *agent = get_str(r), *role = get_str(r), *reason = get_str(r), *metric = get_str(r);
-    s.agent = agent, s.role = role, s.reason = reason, s.metric = metric;
-    s.z = get_f64(r);
-    s.count = get_i64(r);
-    s.at_s = get_f64(r);
-    int rc = r->bad || !agent ? -1 : sl__suspended_put(&p->susp_loaded, &s) < 0 ? -1 : 0;
-    free(agent), free(role), free(reason), free(metric);
-    return rc;
-}
-
-static int load_released(sl_persist_t *p, rd_t *r)
-{
-    char *agent = get_str(r);
-    if (r->bad || !agent) {
-        free(agent);
-        return -1;
-    }
-    sl__suspended_del(&p->susp_loaded, agent);
-    free(agent);
-    return 0;
-}
-
-/* Reads the whole file into memory. Returns 0 (with *data NULL when there is no file),
- * or -1 with errno set. */
-static int slurp(const char *path, unsigned char **data, size_t *len)
-{
-    *data = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? 0 : -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int saved = fstat(fd, &sb) != 0 ? errno : EISDIR; /* not a regular file */
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    size_t cap = (size_t)sb.st_size + 1;
-    unsigned char *p = malloc(cap);
-    if (!p) {
-        close(fd);
-        errno = ENOMEM;
-        return -1;
-    }
-    size_t n = 0;
-    for (;;) {
-        if (n == cap) {
-            unsigned char *q = realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                close(fd);
-                errno = ENOMEM;
-                return -1;
-            }
-            p = q;
-            cap *= 2;
-        }
-        ssize_t got = read(fd, p + n, cap - n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            int saved = errno;
-            free(p);
-            close(fd);
-            errno = saved;
-            return -1;
-        }
-        if (got == 0) break;
-        n += (size_t)got;
-    }
-    close(fd);
-    *data = p;
-    *len = n;
-    return 0;
-}
-
-/* Parses the file's records. Returns 0 when a complete snapshot was read (the journal
- * after it may end early), -1 when the file is not a usable state file. */
-static int parse(sl_persist_t *p, const unsigned char *data, size_t len)
-{
-    if (len < MAGIC_LEN || memcmp(data, MAGIC, MAGIC_LEN) != 0) return -1;
-    size_t off = MAGIC_LEN, seq = 0;
-    bool snapshot_done = false;
-    while (len - off >= HEAD_LEN) {
-        uint32_t body_len;
-        uint64_t sum;
-        memcpy(&body_len, data + off, sizeof body_len);
-        memcpy(&sum, data + off + sizeof body_len, sizeof sum);
-        if (body_len == 0 || body_len > RECORD_MAX || len - off - HEAD_LEN < body_len) break;
-        const unsigned char *body = data + off + HEAD_LEN;
-        if (fnv1a(body, body_len) != sum) break;
-        rd_t r = {.p = body + 1, .n = body_len - 1};
-        int rc = 0;
-        switch (body[0]) {
-        case 'I': {
-            uint64_t reserved = get_u64(&r);
-            if (!r.bad && reserved > p->id_floor) p->id_floor = reserved;
-            rc = r.bad ? -1 : 0;
-            break;
-        }
-        case 'P':
-            rc = load_pool(p, &r);
-            break;
-        case 'L':
-            rc = load_lease(p, &r, seq++);
-            break;
-        case 'E':
-            rc = load_ended(p, &r);
-            break;
-        case 'C':
-            rc = load_calib(p, &r);
-            break;
-        case 'U':
-            rc = load_suspended(p, &r);
-            break;
-        case 'V':
-            rc = load_released(p, &r);
-            break;
-        case 'S':
-            snapshot_done = true;
-            break;
-        default:
-            rc = -1;
-        }
-        if (rc < 0) break; /* a record we cannot read: what came before stands */
-        off += HEAD_LEN + body_len;
-    }
-    return snapshot_done ? 0 : -1;
 }
 
 sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double fsync_interval_s,
@@ -626,32 +232,19 @@ sl_persist_t *sl__persist_open(struct event_base *base, const char *path, double
     snprintf(p->tmp_path, n, "%s.tmp", path);
     unsigned char *data;
     size_t len;
-    if (slurp(path, &data, &len) < 0) {
+    if (sl__persist_slurp(path, &data, &len) < 0) {
         snprintf(err, errlen, "state_file: cannot read %s: %s", path, strerror(errno));
         goto fail;
     }
-    if (!data) {
-        p->found = SL_PERSIST_NONE;
-    } else if (parse(p, data, len) == 0) {
-        p->found = SL_PERSIST_LOADED;
-    } else {
-        /* Not ours, or damaged before its snapshot ended: keep it for a post-mortem. */
-        loaded_free(p);
-        p->id_floor = 0;
-        p->latest_s = 0;
-        p->found = SL_PERSIST_UNREADABLE;
-        char bad[PATH_MAX];
-        snprintf(bad, sizeof bad, "%s.bad", path);
-        if (rename(path, bad) != 0) {
-            snprintf(err, errlen, "state_file: %s is not a sluice state file and cannot be moved "
-                     "to %s: %s", path, bad, strerror(errno));
-            free(data);
-            goto fail;
-        }
+    take_bytes(p, data, len);
+    if (p->found == SL_PERSIST_DAMAGED && keep_aside(p, err, errlen) < 0) {
+        free(data);
+        goto fail;
     }
     free(data);
     if (fsync_interval_s > 0) {
-        if (pthread_mutex_init(&p->sync_mu, NULL) != 0 || pthread_cond_init(&p->sync_cv, NULL) != 0 ||
+        if (pthread_mutex_init(&p->sync_mu, NULL) != 0 ||
+            pthread_cond_init(&p->sync_cv, NULL) != 0 ||
             pthread_create(&p->sync_thread, NULL, sync_main, p) != 0) {
             snprintf(err, errlen, "state_file: cannot start the fsync thread");
             goto fail;
@@ -668,6 +261,37 @@ fail:
 sl_persist_found_t sl__persist_found(const sl_persist_t *p)
 {
     return p->found;
+}
+
+const char *sl__persist_damage(const sl_persist_t *p)
+{
+    return p->found == SL_PERSIST_DAMAGED ? p->damage : "";
+}
+
+const char *sl__persist_kept_path(const sl_persist_t *p)
+{
+    return p->kept_path;
+}
+
+bool sl__persist_was_v1(const sl_persist_t *p)
+{
+    return p->was_v1;
+}
+
+sl_persist_t *sl__persist_read_bytes(const unsigned char *data, size_t len)
+{
+    sl_persist_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->fd = -1;
+    p->broken = true;      /* no file: every flush finds nothing to write to... */
+    p->retry_at = INFINITY; /* ...and never tries to write one */
+    take_bytes(p, data, len);
+    return p;
+}
+
+void sl__persist_set_journal_min(size_t bytes)
+{
+    journal_min = bytes < 64 ? 64 : bytes;
 }
 
 uint64_t sl__persist_id_floor(const sl_persist_t *p)
@@ -701,10 +325,26 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, size_t *restored,
-                              size_t *dropped)
+/* Is `rc`, from restoring a record into an engine, a refusal of the record itself (not a
+ * pool that is no longer configured, not the engine's memory running out)? */
+static bool refused(int rc)
 {
-    size_t n_ok = 0, n_dropped = 0;
+    return rc != SL_OK && rc != SL_ENOTFOUND && rc != SL_ENOMEM;
+}
+
+/* Notes that the engine refused a record (`what`, its message): returns false. */
+static bool engine_refuses(sl_persist_t *p, const char *what, const sl_engine_t *e)
+{
+    sl__persist_damaged(p, "the engine refuses %s: %s", what, sl_engine_errmsg(e));
+    return false;
+}
+
+/* Restores the leases in flight and the calibrations into `e`, counting leases taken and
+ * not; stops at the first record `e` refuses when `strict` (returns false, the reason in
+ * p->damage). What was read stays. */
+static bool restore_leases_and_calibrations(sl_persist_t *p, sl_engine_t *e, double now_s,
+                                            bool strict, size_t *n_ok, size_t *n_dropped)
+{
     if (p->n_leases) qsort(p->leases, p->n_leases, sizeof *p->leases, cmp_lease);
     if (p->n_ended) qsort(p->ended, p->n_ended, sizeof *p->ended, cmp_u64);
     for (size_t i = 0; i < p->n_leases; i++) {
@@ -712,16 +352,49 @@ void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, siz
         if (i + 1 < p->n_leases && p->leases[i + 1].st.id == l->id) continue; /* the last wins */
         if (p->n_ended && bsearch(&l->id, p->ended, p->n_ended, sizeof *p->ended, cmp_u64))
             continue;
-        if (sl_engine_lease_restore(e, l, now_s) == SL_OK)
-            n_ok++;
+        int rc = sl_engine_lease_restore(e, l, now_s);
+        if (strict && refused(rc))
+            return engine_refuses(p, "a lease", e);
+        if (rc == SL_OK)
+            (*n_ok)++;
         else
-            n_dropped++;
+            (*n_dropped)++;
     }
-    for (size_t i = 0; i < p->n_calibs; i++)
-        sl_engine_calibration_restore(e, p->calibs[i].pool, &p->calibs[i].st);
-    loaded_free(p);
+    for (size_t i = 0; i < p->n_calibs; i++) {
+        int rc = sl_engine_calibration_restore(e, p->calibs[i].pool, &p->calibs[i].st);
+        if (strict && refused(rc))
+            return engine_refuses(p, "a calibration", e);
+    }
+    return true;
+}
+
+void sl__persist_restore_rest(sl_persist_t *p, sl_engine_t *e, double now_s, size_t *restored,
+                              size_t *dropped)
+{
+    size_t n_ok = 0, n_dropped = 0;
+    restore_leases_and_calibrations(p, e, now_s, false, &n_ok, &n_dropped);
+    sl__persist_loaded_free(p);
     if (restored) *restored = n_ok;
     if (dropped) *dropped = n_dropped;
+}
+
+bool sl__persist_trial(sl_persist_t *p, sl_engine_t *scratch, double now_s)
+{
+    if (p->found != SL_PERSIST_LOADED) return true;
+    for (size_t i = 0; i < p->n_pools; i++) {
+        int rc = sl_engine_pool_restore(scratch, p->pools[i].name, &p->pools[i].st, now_s);
+        if (refused(rc))
+            return engine_refuses(p, "a pool", scratch);
+    }
+    size_t n_ok = 0, n_dropped = 0;
+    return restore_leases_and_calibrations(p, scratch, now_s, true, &n_ok, &n_dropped);
+}
+
+int sl__persist_refuse(sl_persist_t *p, const char *reason, char *err, size_t errlen)
+{
+    if (reason) sl__persist_damaged(p, "%s", reason);
+    forget_damaged(p);
+    return p->path ? keep_aside(p, err, errlen) : 0;
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -946,7 +619,8 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
 {
     buf_t b = {0};
     uint64_t reserved = sl_engine_next_id(e) - 1 + ID_RESERVE;
-    put(&b, MAGIC, MAGIC_LEN);
+    static const unsigned char zeros[FILE_HEAD_LEN + COMMIT_LEN];
+    put(&b, zeros, sizeof zeros); /* the file's head and the snapshot's commit word: below */
     write_reserve(&b, reserved);
     snap_ctx_t ctx = {.b = &b, .e = e};
     sl_engine_pool_foreach(e, snap_pool, &ctx);
@@ -955,14 +629,22 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
         write_suspended(&b, &p->susp->items[i]);
     size_t at = rec_begin(&b, 'S');
     rec_end(&b, at);
+    size_t records = b.n - sizeof zeros;
+    put(&b, zeros, align8(records) - records);
     int fd = -1, rc;
     unsigned char *map = MAP_FAILED;
-    size_t room = b.n * 4 > JOURNAL_MIN ? b.n * 4 : JOURNAL_MIN;
+    size_t room = align8(b.n * 4 > journal_min ? b.n * 4 : journal_min);
     size_t len = b.n + room;
-    if (b.failed) {
-        errno = ENOMEM;
+    if (b.failed || records > UINT32_MAX) {
+        errno = b.failed ? ENOMEM : EFBIG;
         goto fail;
     }
+    uint64_t len64 = len, commit = commit_word((uint32_t)records);
+    memcpy(b.p, MAGIC, MAGIC_LEN);
+    memcpy(b.p + MAGIC_LEN, &len64, sizeof len64);
+    uint64_t head_sum = fnv1a(b.p, MAGIC_LEN + sizeof len64);
+    memcpy(b.p + MAGIC_LEN + sizeof len64, &head_sum, sizeof head_sum);
+    memcpy(b.p + FILE_HEAD_LEN, &commit, sizeof commit);
     fd = open(p->tmp_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || write_all(fd, b.p, b.n) < 0) goto fail;
     /* The journal's room is allocated now: a full disk fails here, not in a store. */
@@ -988,6 +670,7 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
     p->out.failed = false;
     p->lost = false;
     p->broken = false;
+    p->was_v1 = false;
     free(b.p);
     return 0;
 fail:;
@@ -1017,6 +700,28 @@ static void snapshot_or_wait(sl_persist_t *p, sl_engine_t *e)
     }
 }
 
+/* Is there room for a batch of `n` bytes of records and, after it, the zero commit word
+ * that ends the journal? */
+static bool batch_fits(const sl_persist_t *p, size_t n)
+{
+    return n <= UINT32_MAX && COMMIT_LEN + align8(n) + COMMIT_LEN <= p->map_len - p->map_off;
+}
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && sizeof(unsigned long long) == sizeof(uint64_t),
+               "the commit word is stored in one 8-byte store");
+
+/* Appends one batch at map_off: its records first, then its commit word in one aligned
+ * 8-byte store (map_off is always a multiple of 8). A kill -9 between the two leaves the
+ * commit word zero, which a reader takes as the end of the journal: that batch was never
+ * answered. The release order keeps the compiler from moving the copy after the word. */
+static void commit_batch(sl_persist_t *p, const unsigned char *records, size_t n)
+{
+    memcpy(p->map + p->map_off + COMMIT_LEN, records, n);
+    _Atomic unsigned long long *word = (_Atomic unsigned long long *)(void *)(p->map + p->map_off);
+    atomic_store_explicit(word, commit_word((uint32_t)n), memory_order_release);
+    p->map_off += COMMIT_LEN + align8(n);
+}
+
 void sl__persist_flush(sl_persist_t *p, sl_engine_t *e)
 {
     if (p->broken || p->lost || p->out.failed || !p->map) {
@@ -1030,13 +735,12 @@ void sl__persist_flush(sl_persist_t *p, sl_engine_t *e)
         write_reserve(&p->out, p->reserved);
     }
     if (p->out.n == 0) return;
-    if (p->out.failed || p->out.n > p->map_len - p->map_off) {
+    if (p->out.failed || !batch_fits(p, p->out.n)) {
         /* The journal's room is used up: a new snapshot, with fresh room, replaces it. */
         snapshot_or_wait(p, e);
         return;
     }
-    memcpy(p->map + p->map_off, p->out.p, p->out.n);
-    p->map_off += p->out.n;
+    commit_batch(p, p->out.p, p->out.n);
     p->out.n = 0;
     /* A reservation must reach the disk before its ids are used; so must every record
      * when the interval is 0. */
@@ -1058,15 +762,14 @@ void sl__persist_free(sl_persist_t *p)
         pthread_mutex_destroy(&p->sync_mu);
         pthread_cond_destroy(&p->sync_cv);
     }
-    if (p->map && p->out.n && !p->out.failed && p->out.n <= p->map_len - p->map_off) {
-        memcpy(p->map + p->map_off, p->out.p, p->out.n);
-        p->map_off += p->out.n;
-    }
+    if (p->map && p->out.n && !p->out.failed && batch_fits(p, p->out.n))
+        commit_batch(p, p->out.p, p->out.n);
     if (p->fd >= 0) fdatasync(p->fd);
     if (p->map) munmap(p->map, p->map_len);
     if (p->fd >= 0) close(p->fd);
-    loaded_free(p);
+    sl__persist_loaded_free(p);
     free(p->out.p);
+    free(p->kept_path);
     free(p->path);
     free(p->tmp_path);
     free(p);

@@ -9,7 +9,7 @@ static void agents_usage(FILE *out)
     fprintf(out, "usage: sluice agents [--json] [--server URL] [--token TOKEN]\n\n"
                  "One line per agent sluiced knows: role, weight, repeated failures, mean\n"
                  "estimate error, leases in flight, tokens in and out, 429s, state.\n"
-                 "--json prints sluiced's GET /v1/agents answer unchanged.\n\n" SL_CLI_CONN_HELP
+                 "--json prints sluiced's GET /v1/agents answer, every page in one.\n\n" SL_CLI_CONN_HELP
                  "\n" SL_CLI_EXIT_HELP);
 }
 
@@ -23,6 +23,35 @@ static const char *str(json_t *o, const char *key)
 {
     const char *s = json_string_value(json_object_get(o, key));
     return s ? s : "-";
+}
+
+#define MAX_PAGES 10000 /* 10,000 agents a page: far past agents.max_total's ceiling */
+
+/* GET /v1/agents page after page (by next_cursor) into one answer in `*out`. */
+static int get_all_pages(sl_cli_conn_t *conn, json_t **out)
+{
+    json_t *all = NULL;
+    char path[256] = "/v1/agents?limit=10000";
+    for (int page = 0; page < MAX_PAGES; page++) {
+        json_t *body;
+        int code = sl_cli_get_json(conn, path, &body);
+        if (code != SL_EXIT_OK) {
+            json_decref(all);
+            return code;
+        }
+        if (!all) {
+            all = body;
+        } else {
+            json_array_extend(json_object_get(all, "agents"), json_object_get(body, "agents"));
+            json_object_set(all, "next_cursor", json_object_get(body, "next_cursor"));
+            json_decref(body);
+        }
+        const char *next = json_string_value(json_object_get(all, "next_cursor"));
+        if (!next) break;
+        snprintf(path, sizeof path, "/v1/agents?limit=10000&cursor=%s", next);
+    }
+    *out = all;
+    return SL_EXIT_OK;
 }
 
 int sl_cli_agents(int argc, char **argv)
@@ -43,7 +72,7 @@ int sl_cli_agents(int argc, char **argv)
         }
     }
     json_t *body;
-    int code = sl_cli_get_json(&conn, "/v1/agents", &body);
+    int code = get_all_pages(&conn, &body);
     if (code != SL_EXIT_OK) return code;
     if (conn.json) {
         sl_cli_print_json(body);

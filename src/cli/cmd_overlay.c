@@ -12,14 +12,15 @@ static void overlay_usage(FILE *out)
 {
     fprintf(out,
             "usage: sluice overlay --events FILE [--429-event NAME] [--turn-event NAME]\n"
-            "       sluice overlay --429s FILE --turns FILE [--time-column NAME]\n"
-            "                      [--agent-column NAME]\n"
+            "       sluice overlay --429s FILE --turns FILE [--retries FILE]\n"
+            "                      [--time-column NAME] [--agent-column NAME]\n"
             "       common: [--window S] [--bin S] [--min-429s N] [--fleet] [--out FILE.png]\n\n"
             "Seed 000's one test: overlays the 429 timestamps on the agents' turn timestamps,\n"
             "prints the dominant period of each (autocorrelation of the binned series), the\n"
             "share of 429s within --window seconds after a turn start against the share within\n"
-            "the same distance after an earlier 429 (a retry's), what random times would get,\n"
-            "and a verdict: the 429s line up with the work, with the retries, or no pattern.\n\n"
+            "the same distance after a retry (a call made after its agent's 429, however long\n"
+            "it backed off) or an earlier 429, what random times would get, and a verdict:\n"
+            "the 429s line up with the work, with the retries, or no pattern.\n\n"
             "  --events FILE     sluiced's event log (event_log), a capture of GET /v1/events\n"
             "                    (curl -N ... > FILE, SSE text) or the simulator's\n"
             "                    events-STRATEGY.jsonl (sluice sim --out DIR); - = stdin\n"
@@ -29,6 +30,8 @@ static void overlay_usage(FILE *out)
             "                    any, else granted leases that do not follow the agent's 429)\n"
             "  --429s FILE       timestamps of 429s, one a line or a CSV column\n"
             "  --turns FILE      timestamps of turn starts, the same way\n"
+            "  --retries FILE    timestamps of retries (calls after a 429), the same way;\n"
+            "                    an event log says them itself (grants after the agent's 429)\n"
             "  --time-column NAME  the CSV column of the timestamps, by header name (default:\n"
             "                    the first column); Unix seconds or ISO-8601\n"
             "  --agent-column NAME the CSV column of agent names: match per agent\n"
@@ -78,16 +81,17 @@ static void print_verdict(const sl_overlay_result_t *r, const sl_overlay_options
     switch (r->verdict) {
     case SL_OVERLAY_WORK:
         printf("verdict: the 429s line up with the work, not the retries: %.0f%% of them came "
-               "within %g s after a turn start (%.0f%% by chance), %.0f%% after an earlier 429%s. "
+               "within %g s after a turn start (%.0f%% by chance), %.0f%% after a retry or an "
+               "earlier 429%s. "
                "No backoff setting fixes this; one owner of the quota does.\n",
                pt, o->window_s, ct, pe, period);
         break;
     case SL_OVERLAY_RETRIES:
         printf("verdict: the 429s line up with the retries, not the work: %.0f%% of them came "
-               "within %g s after an earlier 429 (%.0f%% by chance), %.0f%% after a turn start%s. "
-               "The retries hit the limit again: back off longer, with full jitter, and honour "
-               "retry-after.\n",
-               pe, o->window_s, ce, pt, period);
+               "within %g s after a retry (%zu) or an earlier 429 (%zu) (%.0f%% by chance), "
+               "%.0f%% after a turn start%s. The retries hit the limit again: back off longer, "
+               "with full jitter, and honour retry-after.\n",
+               pe, o->window_s, r->after_retry, r->after_429, ce, pt, period);
         break;
     default:
         if (r->n_429 < (size_t)o->min_429s)
@@ -95,7 +99,8 @@ static void print_verdict(const sl_overlay_result_t *r, const sl_overlay_options
                    o->min_429s);
         else
             printf("verdict: no pattern: %.0f%% of the 429s came within %g s after a turn start "
-                   "(%.0f%% by chance), %.0f%% after an earlier 429 (%.0f%% by chance); neither "
+                   "(%.0f%% by chance), %.0f%% after a retry or an earlier 429 (%.0f%% by "
+                   "chance); neither "
                    "is half of them and 1.5 times chance%s.\n",
                    pt, o->window_s, ct, pe, ce, period);
     }
@@ -114,8 +119,13 @@ static void print_report(const char *source, const char *u429, const char *uturn
     print_period("  turns", r->period_turn_s, r->peak_turn);
     printf("within %g s after a turn start   %5zu  %5.1f%%  (random times: %.1f%%)\n", o->window_s,
            r->after_turn, 100 * r->share_turn, 100 * r->chance_turn);
-    printf("within %g s after an earlier 429 %5zu  %5.1f%%  (random times: %.1f%%)\n", o->window_s,
-           r->after_429, 100 * r->share_429, 100 * r->chance_429);
+    printf("within %g s after a retry        %5zu  %5.1f%%  (%zu retries seen)\n", o->window_s,
+           r->after_retry, r->n_429 ? 100.0 * (double)r->after_retry / (double)r->n_429 : 0.0,
+           r->n_retries);
+    printf("within %g s after an earlier 429 %5zu  %5.1f%%\n", o->window_s, r->after_429,
+           r->n_429 ? 100.0 * (double)r->after_429 / (double)r->n_429 : 0.0);
+    printf("  the retries' share             %5zu  %5.1f%%  (random times: %.1f%%)\n",
+           r->after_retry + r->after_429, 100 * r->share_429, 100 * r->chance_429);
     printf("neither                          %5zu  %5.1f%%\n", r->neither,
            r->n_429 ? 100.0 * (double)r->neither / (double)r->n_429 : 0.0);
     print_verdict(r, o);
@@ -123,7 +133,8 @@ static void print_report(const char *source, const char *u429, const char *uturn
 
 int sl_cli_overlay(int argc, char **argv)
 {
-    const char *events = NULL, *f429 = NULL, *fturns = NULL, *tcol = NULL, *acol = NULL;
+    const char *events = NULL, *f429 = NULL, *fturns = NULL, *fretries = NULL, *tcol = NULL;
+    const char *acol = NULL;
     const char *out = NULL;
     sl_overlay_log_options_t lopt = {0};
     sl_overlay_options_t opt;
@@ -147,6 +158,8 @@ int sl_cli_overlay(int argc, char **argv)
             f429 = argv[++i];
         } else if (!strcmp(a, "--turns") && has_val) {
             fturns = argv[++i];
+        } else if (!strcmp(a, "--retries") && has_val) {
+            fretries = argv[++i];
         } else if (!strcmp(a, "--time-column") && has_val) {
             tcol = argv[++i];
         } else if (!strcmp(a, "--agent-column") && has_val) {
@@ -177,29 +190,31 @@ int sl_cli_overlay(int argc, char **argv)
         overlay_usage(stderr);
         return SL_EXIT_USAGE;
     }
-    if (events ? (tcol || acol) : (lopt.event_429 || lopt.event_turn)) {
+    if (events ? (tcol || acol || fretries) : (lopt.event_429 || lopt.event_turn)) {
         fprintf(stderr, "sluice overlay: %s\n",
-                events ? "--time-column and --agent-column go with --429s/--turns"
+                events ? "--time-column, --agent-column and --retries go with --429s/--turns"
                        : "--429-event and --turn-event go with --events");
         return SL_EXIT_USAGE;
     }
     char err[768], source[1024];
-    sl_overlay_series_t errs = {0}, turns = {0};
+    sl_overlay_series_t errs = {0}, turns = {0}, retries = {0};
     const char *u429 = NULL, *uturn = NULL;
     int skipped = 0, rc = SL_EXIT_OK;
     if (events) {
         snprintf(source, sizeof source, "%s", events);
-        if (sl_overlay_read_log(events, &lopt, &errs, &turns, &u429, &uturn, &skipped, err,
-                                sizeof err) != 0)
+        if (sl_overlay_read_log(events, &lopt, &errs, &turns, &retries, &u429, &uturn, &skipped,
+                                err, sizeof err) != 0)
             rc = SL_EXIT_FAILURE;
     } else {
-        snprintf(source, sizeof source, "429s %s, turns %s", f429, fturns);
+        snprintf(source, sizeof source, "429s %s, turns %s%s%s", f429, fturns,
+                 fretries ? ", retries " : "", fretries ? fretries : "");
         if (sl_overlay_read_csv(f429, tcol, acol, &errs, err, sizeof err) != 0 ||
-            sl_overlay_read_csv(fturns, tcol, acol, &turns, err, sizeof err) != 0)
+            sl_overlay_read_csv(fturns, tcol, acol, &turns, err, sizeof err) != 0 ||
+            (fretries && sl_overlay_read_csv(fretries, tcol, acol, &retries, err, sizeof err) != 0))
             rc = SL_EXIT_FAILURE;
     }
     sl_overlay_result_t res;
-    if (rc == SL_EXIT_OK && sl_overlay_analyse(&errs, &turns, &opt, &res) != 0) {
+    if (rc == SL_EXIT_OK && sl_overlay_analyse(&errs, &turns, &retries, &opt, &res) != 0) {
         snprintf(err, sizeof err, "out of memory");
         rc = SL_EXIT_FAILURE;
     }
@@ -216,5 +231,6 @@ int sl_cli_overlay(int argc, char **argv)
     if (rc != SL_EXIT_OK) fprintf(stderr, "sluice overlay: %s\n", err);
     sl_overlay_series_free(&errs);
     sl_overlay_series_free(&turns);
+    sl_overlay_series_free(&retries);
     return rc;
 }

@@ -35,13 +35,15 @@ typedef struct sl_overlay_log_options {
 
 /* Reads an event log: sluiced's JSON lines (`event_log`), the SSE text of
  * GET /v1/events as captured by `curl -N` (`event:`/`data:` lines), or a simulator's
- * events-STRATEGY.jsonl. Appends to `errs` and `turns`; names which events were used
+ * events-STRATEGY.jsonl. Appends to `errs` and `turns`, and to `retries` (may be NULL) the
+ * calls made again after their agent's 429: `retry` events when the log has any (the
+ * simulator's), else the grant that follows the agent's 429; names which events were used
  * in `used_429` / `used_turn` (static strings or the options'). Returns 0, or -1 with
  * "FILE:LINE: what and the value" in `err` (a last line cut off mid-object, as an
  * interrupted capture leaves it, is skipped and counted in *skipped_tail). */
 int sl_overlay_read_log(const char *path, const sl_overlay_log_options_t *opt,
                         sl_overlay_series_t *errs, sl_overlay_series_t *turns,
-                        const char **used_429, const char **used_turn, int *skipped_tail,
+                        sl_overlay_series_t *retries, const char **used_429, const char **used_turn, int *skipped_tail,
                         char *err, size_t errlen);
 
 /* Reads timestamps from a CSV (or plain) file: one a line, or the column named
@@ -77,9 +79,11 @@ typedef struct sl_overlay_result {
     bool per_agent;              /* matched within each agent (every point named one) */
     double start_s, end_s;       /* the span both series cover */
     size_t after_turn;           /* 429s matched to a turn start within the window */
+    size_t n_retries;            /* retries given (calls made right after their agent's 429) */
+    size_t after_retry;          /* the others matched to a retry within the window */
     size_t after_429;            /* the others within the window after an earlier 429 */
     size_t neither;
-    double share_turn, share_429; /* the two counts over n_429 */
+    double share_turn, share_429; /* after_turn, and after_retry + after_429, over n_429 */
     double chance_turn, chance_429; /* the shares random times would get: the share
                                        of the span the windows cover */
     double period_429_s, peak_429; /* dominant period of the binned 429s; < 0 = none */
@@ -88,16 +92,18 @@ typedef struct sl_overlay_result {
     sl_overlay_verdict_t verdict;
 } sl_overlay_result_t;
 
-/* Sets the 429s against the turns: sorts both series, then takes the 429s in time
- * order; a 429 is "after a turn" when a turn start no other 429 claimed lies within
- * window_s before it (the same agent's when per agent; one turn is one call, so it
- * explains one 429), else "after a 429" when an earlier 429 lies within window_s
- * before it, else neither. The verdict is WORK when the turn share is at least 0.5,
+/* Sets the 429s against the turns and the retries (NULL: none known): sorts the series,
+ * then takes the 429s in time order; a 429 is "after a turn" when a turn start no other
+ * 429 claimed lies within window_s before it (the same agent's when per agent; one turn
+ * is one call, so it explains one 429), else "after a retry" when a retry no other 429
+ * claimed does, else "after a 429" when an earlier 429 lies within window_s before it,
+ * else neither. The retries' share counts both "after a retry" and "after a 429". The verdict is WORK when the turn share is at least 0.5,
  * at least 1.5 times its chance level and above the 429 share; RETRIES the same way
  * round; else NO_PATTERN (also with fewer than min_429s 429s). Returns 0, or -1 when
  * out of memory. */
 int sl_overlay_analyse(sl_overlay_series_t *errs, sl_overlay_series_t *turns,
-                       const sl_overlay_options_t *opt, sl_overlay_result_t *out);
+                       sl_overlay_series_t *retries, const sl_overlay_options_t *opt,
+                       sl_overlay_result_t *out);
 
 /* Draws both series per bin_s on one time axis into the PNG `path` with gnuplot
  * (429s as red bars, turn starts as a blue line). Returns 0, or -1 with a message. */

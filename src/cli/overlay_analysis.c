@@ -5,7 +5,10 @@
  * better retry policy does. Both shares are counted in one pass so that each 429 has
  * one cause: a turn start is one call, whose first attempt gets at most one 429, so a
  * turn explains at most one 429 (the earliest after it); what is left within the
- * window after an earlier 429 is a retry's. Per agent when every point names one
+ * window after a retry (the agent's next call after its 429, when the log says when it
+ * was made: one retry explains one 429 too) or after an earlier 429 is the retries'. The
+ * retry matters when backoff is longer than the window: a 429 3-11 s after the one before
+ * is no 429 "right after a 429", but it is right after the retry that waited those 3-11 s. Per agent when every point names one
  * (an event log, the simulator), else fleet-wide (two bare timestamp files), where a
  * wave of 429s also sits right after other 429s, which is why the turn match comes
  * first. A share means something only against what random times would get: the part
@@ -78,17 +81,34 @@ static size_t run_end(const sl_overlay_series_t *s, size_t i, bool per_agent)
     return j;
 }
 
-/* Classifies the 429s e[0..ne) against the turns u[0..nu) of one agent (or the fleet). */
-static void match_group(const sl_overlay_point_t *e, size_t ne, const sl_overlay_point_t *u,
-                        size_t nu, double w, sl_overlay_result_t *r)
+/* The earliest unclaimed point of p[*k..n) within [t - w, t]: claims it and returns true.
+ * Points before t - w are passed over for good (the 429s come in time order). */
+static bool claim(const sl_overlay_point_t *p, size_t n, size_t *k, double t, double w)
 {
-    size_t k = 0; /* the earliest turn not yet matched and not yet out of reach */
+    while (*k < n && p[*k].t_s < t - w) ++*k;
+    if (*k < n && p[*k].t_s <= t) {
+        ++*k;
+        return true;
+    }
+    return false;
+}
+
+/* Classifies the 429s e[0..ne) against the turns u[0..nu) and the retries q[0..nq) of one
+ * agent (or the fleet): a turn, else a retry, each one call that explains one 429, else an
+ * earlier 429 within the window. */
+static void match_group(const sl_overlay_point_t *e, size_t ne, const sl_overlay_point_t *u,
+                        size_t nu, const sl_overlay_point_t *q, size_t nq, double w,
+                        sl_overlay_result_t *r)
+{
+    size_t k = 0, kq = 0; /* the earliest turn / retry not yet matched nor out of reach */
     for (size_t i = 0; i < ne; i++) {
         double t = e[i].t_s;
-        while (k < nu && u[k].t_s < t - w) k++;
-        if (k < nu && u[k].t_s <= t) {
+        if (claim(u, nu, &k, t, w)) {
             r->after_turn++;
-            k++;
+            continue;
+        }
+        if (claim(q, nq, &kq, t, w)) {
+            r->after_retry++;
             continue;
         }
         size_t j = i;
@@ -96,6 +116,37 @@ static void match_group(const sl_overlay_point_t *e, size_t ne, const sl_overlay
         if (j > 0 && t - e[j - 1].t_s <= w) r->after_429++;
         else r->neither++;
     }
+}
+
+/* The part of the span covered by the windows after a[0..na) and b[0..nb) together (each
+ * sorted by time): what random times would get for "after a 429 or a retry". */
+static double covered_both_s(const sl_overlay_point_t *a, size_t na, const sl_overlay_point_t *b,
+                             size_t nb, double w, double end)
+{
+    if (!nb) return covered_s(a, na, w, end);
+    sl_overlay_point_t *m = malloc((na + nb) * sizeof *m);
+    if (!m) return covered_s(a, na, w, end); /* out of memory: the 429s' part alone */
+    size_t i = 0, j = 0, n = 0;
+    while (i < na || j < nb)
+        m[n++] = j == nb || (i < na && a[i].t_s <= b[j].t_s) ? a[i++] : b[j++];
+    double c = covered_s(m, n, w, end);
+    free(m);
+    return c;
+}
+
+/* The [*from, *to) run of `s` of `agent` (both sorted by agent), from *from on; all of s
+ * when not per agent. */
+static void agent_run(const sl_overlay_series_t *s, bool per_agent, const char *agent,
+                      size_t *from, size_t *to)
+{
+    if (!per_agent) {
+        *from = 0;
+        *to = s->n;
+        return;
+    }
+    while (*from < s->n && strcmp(s->p[*from].agent, agent) < 0) ++*from;
+    *to = *from;
+    while (*to < s->n && !strcmp(s->p[*to].agent, agent)) ++*to;
 }
 
 static int period_of(const sl_overlay_series_t *s, const sl_overlay_options_t *opt,
@@ -119,55 +170,57 @@ static bool convincing(double share, double chance, double other)
 }
 
 int sl_overlay_analyse(sl_overlay_series_t *errs, sl_overlay_series_t *turns,
-                       const sl_overlay_options_t *opt, sl_overlay_result_t *r)
+                       sl_overlay_series_t *retries, const sl_overlay_options_t *opt,
+                       sl_overlay_result_t *r)
 {
+    sl_overlay_series_t none = {0};
+    if (!retries) retries = &none;
     memset(r, 0, sizeof *r);
     r->n_429 = errs->n;
     r->n_turns = turns->n;
-    r->per_agent = !opt->fleet && errs->n && turns->n && all_named(errs) && all_named(turns);
+    r->n_retries = retries->n;
+    r->per_agent = !opt->fleet && errs->n && turns->n && all_named(errs) && all_named(turns) &&
+                   all_named(retries);
     r->period_429_s = r->period_turn_s = -1;
     r->start_s = INFINITY;
     r->end_s = -INFINITY;
-    for (int k = 0; k < 2; k++) {
-        const sl_overlay_series_t *s = k ? turns : errs;
+    for (int k = 0; k < 3; k++) {
+        const sl_overlay_series_t *s = k == 0 ? errs : k == 1 ? turns : retries;
         for (size_t i = 0; i < s->n; i++) {
             if (s->p[i].t_s < r->start_s) r->start_s = s->p[i].t_s;
             if (s->p[i].t_s > r->end_s) r->end_s = s->p[i].t_s;
         }
     }
-    if (!errs->n && !turns->n) r->start_s = r->end_s = 0;
+    if (!errs->n && !turns->n && !retries->n) r->start_s = r->end_s = 0;
     double span_s = r->end_s - r->start_s;
     sort_points(errs, r->per_agent);
     sort_points(turns, r->per_agent);
+    sort_points(retries, r->per_agent);
 
     double chance_turn = 0, chance_429 = 0;
-    size_t ui = 0;
+    size_t u0 = 0, u1 = 0, q0 = 0, q1 = 0;
     for (size_t i = 0; i < errs->n;) {
         size_t end = run_end(errs, i, r->per_agent);
-        /* The turns of this 429 run's agent (both series are sorted by agent). */
-        size_t u0 = ui, u1 = ui;
-        if (r->per_agent) {
-            while (u0 < turns->n && strcmp(turns->p[u0].agent, errs->p[i].agent) < 0) u0++;
-            u1 = u0;
-            while (u1 < turns->n && !strcmp(turns->p[u1].agent, errs->p[i].agent)) u1++;
-            ui = u1;
-        } else {
-            u0 = 0;
-            u1 = turns->n;
-        }
-        match_group(errs->p + i, end - i, turns->p + u0, u1 - u0, opt->window_s, r);
+        /* This 429 run's agent's turns and retries (every series is sorted by agent). */
+        if (r->per_agent) u0 = u1, q0 = q1;
+        agent_run(turns, r->per_agent, errs->p[i].agent, &u0, &u1);
+        agent_run(retries, r->per_agent, errs->p[i].agent, &q0, &q1);
+        match_group(errs->p + i, end - i, turns->p + u0, u1 - u0, retries->p + q0, q1 - q0,
+                    opt->window_s, r);
         if (span_s > 0) {
             double n = (double)(end - i);
             chance_turn += n * covered_s(turns->p + u0, u1 - u0, opt->window_s, r->end_s) /
                            span_s;
-            chance_429 += n * covered_s(errs->p + i, end - i, opt->window_s, r->end_s) /
+            chance_429 += n *
+                          covered_both_s(errs->p + i, end - i, retries->p + q0, q1 - q0,
+                                         opt->window_s, r->end_s) /
                           span_s;
         }
         i = end;
     }
     if (r->n_429) {
         r->share_turn = (double)r->after_turn / (double)r->n_429;
-        r->share_429 = (double)r->after_429 / (double)r->n_429;
+        r->share_429 = (double)(r->after_429 + r->after_retry) / (double)r->n_429;
         r->chance_turn = chance_turn / (double)r->n_429;
         r->chance_429 = chance_429 / (double)r->n_429;
     }

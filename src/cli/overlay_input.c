@@ -110,7 +110,7 @@ int sl_overlay_parse_time(const char *s, double *out_s)
 
 /* ---- event logs -------------------------------------------------------------------- */
 
-typedef enum { REC_429, REC_UPSTREAM_429, REC_TURN, REC_GRANT } rec_kind_t;
+typedef enum { REC_429, REC_UPSTREAM_429, REC_TURN, REC_GRANT, REC_RETRY } rec_kind_t;
 
 typedef struct rec {
     double t_s;
@@ -124,7 +124,7 @@ typedef struct log_reader {
     const sl_overlay_log_options_t *opt;
     rec_t *recs;
     size_t n, cap;
-    size_t have[4];
+    size_t have[5];
     char *err;
     size_t errlen;
 } log_reader_t;
@@ -179,6 +179,8 @@ static int take_event(log_reader_t *r, const char *text, size_t line)
             rc = add_rec(r, REC_TURN, t, who);
         else if (rc == 0 && !strcmp(name, "granted"))
             rc = add_rec(r, REC_GRANT, t, who);
+        else if (rc == 0 && !strcmp(name, "retry"))
+            rc = add_rec(r, REC_RETRY, t, who);
         if (rc != 0) snprintf(r->err, r->errlen, "%s: out of memory", r->path);
     }
     json_decref(j);
@@ -256,7 +258,7 @@ static int by_agent_then_seq(const void *x, const void *y)
 
 int sl_overlay_read_log(const char *path, const sl_overlay_log_options_t *opt,
                         sl_overlay_series_t *errs, sl_overlay_series_t *turns,
-                        const char **used_429, const char **used_turn, int *skipped_tail,
+                        sl_overlay_series_t *retries, const char **used_429, const char **used_turn, int *skipped_tail,
                         char *err, size_t errlen)
 {
     char *text = NULL;
@@ -274,6 +276,9 @@ int sl_overlay_read_log(const char *path, const sl_overlay_log_options_t *opt,
     *used_429 = opt->event_429 ? opt->event_429 : k429 == REC_429 ? "http_429" : "upstream_429";
     *used_turn = explicit_turns ? (opt->event_turn ? opt->event_turn : "turn")
                                 : "granted (not after the agent's 429)";
+    /* Per agent in log order: the retry of a 429'd call is the `retry` event after it when
+     * the log has them (the simulator's), else the agent's next grant. */
+    bool explicit_retries = r.have[REC_RETRY] > 0;
     /* Per agent in log order: a grant after the agent's 429 is the retry of that call. */
     if (r.n) qsort(r.recs, r.n, sizeof *r.recs, by_agent_then_seq);
     bool after_429 = false;
@@ -283,12 +288,13 @@ int sl_overlay_read_log(const char *path, const sl_overlay_log_options_t *opt,
         if (x->kind == k429) {
             after_429 = true;
             rc = sl_overlay_series_push(errs, x->t_s, x->agent);
+        } else if (x->kind == (explicit_retries ? REC_RETRY : REC_GRANT) && after_429) {
+            after_429 = false;
+            if (retries) rc = sl_overlay_series_push(retries, x->t_s, x->agent);
+        } else if (x->kind == REC_RETRY || (x->kind == REC_GRANT && after_429)) {
+            continue; /* a retry (of a log that says them) is no turn */
         } else if (explicit_turns ? x->kind == REC_TURN
                                   : (x->kind == REC_GRANT || x->kind == REC_TURN)) {
-            if (!explicit_turns && after_429) {
-                after_429 = false;
-                continue;
-            }
             rc = sl_overlay_series_push(turns, x->t_s, x->agent);
         }
         if (rc != 0) snprintf(err, errlen, "%s: out of memory", path);

@@ -10,6 +10,7 @@
  * settle, cancel and reap exactly as the pool's buckets are. */
 #include "internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,6 +473,43 @@ void sl__caps_end(sl__capref_t *c)
 {
     for (int i = 0; i < 2; i++)
         if (c->st[i]) c->st[i]->in_flight--;
+}
+
+bool sl__caps_agent_fresh(const sl_engine_t *e, const char *agent, double now)
+{
+    const sl__holder_t *h = holder_find(e, 'a', agent);
+    if (!h) return true;
+    if (!h->inherited) return false; /* caps of its own: the operator's */
+    if (has_budget(&h->caps)) {
+        double hour, day;
+        budget_now(h, now, &hour, &day);
+        if (hour < h->caps.budget_usd_per_hour || day < h->caps.budget_usd_per_day) return false;
+    }
+    for (size_t i = 0; i < e->n_pools; i++) {
+        const sl__pool_t *p = e->pools[i];
+        const sl__capstate_t *st = sl__strmap_get(&p->capstates, h->key);
+        if (!st) continue;
+        if (st->in_flight || st->n_parked || st->n_woken) return false;
+        for (int b = 0; b < SL_BUCKET_COUNT; b++)
+            if (level_now(p, h, st, b, now) < cap_capacity(p, &h->caps, b)) return false;
+    }
+    return true;
+}
+
+void sl__caps_agent_drop(sl_engine_t *e, const char *agent)
+{
+    sl__holder_t *h = holder_find(e, 'a', agent);
+    if (!h) return;
+    assert(h->inherited && "only a copy of \"*\" is the agent's to lose");
+    for (size_t i = 0; i < e->n_pools; i++) {
+        sl__capstate_t *st = sl__strmap_del(&e->pools[i]->capstates, h->key);
+        if (!st) continue;
+        free(st->key);
+        free(st);
+    }
+    sl__strmap_del(&e->holders, h->key);
+    free(h->key);
+    free(h);
 }
 
 void sl__caps_free_engine(sl_engine_t *e)

@@ -404,6 +404,11 @@ double sl__agent_mean_error(const sl__agent_t *a);
 void sl__agent_free(sl__agent_t *a);
 
 /* caps.c */
+/* Whether agent `agent`'s caps hold nothing a new agent's would not: none, or a copy of
+ * "*" with nothing in flight or parked and every bucket and budget full at `now`. */
+bool sl__caps_agent_fresh(const sl_engine_t *e, const char *agent, double now);
+/* Frees agent `agent`'s copy of "*" and its state in every pool (when fresh: forget.c). */
+void sl__caps_agent_drop(sl_engine_t *e, const char *agent);
 void sl__caps_resolve(sl_engine_t *e, const sl__agent_t *a, const char *agent_name,
                       sl__capref_t *out);
 /* 0: allowed; 1: rejected (reason, retry_after_s set); SL_ECAPACITY: never allowed. When

@@ -101,9 +101,9 @@ int sl_engine_pool_restore(sl_engine_t *e, const char *pool, const sl_pool_state
     if (!p) return rc;
     if (!st) return sl__fail(e, SL_EINVAL, "pool \"%s\": state missing", p->name);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
-        if (isnan(st->level[b]))
-            return sl__fail(e, SL_EINVAL, "pool \"%s\": %s level is NaN", p->name,
-                            sl_bucket_name((sl_bucket_t)b));
+        if (!isfinite(st->level[b])) /* an infinite debt would never refill */
+            return sl__fail(e, SL_EINVAL, "pool \"%s\": %s level %g is not finite", p->name,
+                            sl_bucket_name((sl_bucket_t)b), st->level[b]);
     if (!isfinite(st->at) || !isfinite(st->margin) || !isfinite(st->clean_since) ||
         isnan(st->floor_since) || isnan(st->blocked_until) || isnan(st->cold_until))
         return sl__fail(e, SL_EINVAL, "pool \"%s\": a time or the margin %g is not finite",

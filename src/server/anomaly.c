@@ -4,17 +4,26 @@
  * sliding-window counts (fleet.anomaly_window_s, slidewin.c): requests (lease requests
  * answered granted, queued or rejected, and action-limit checks) and violations (lease
  * rejections, queued tickets rejected, action-limit denials). Once a second each agent is
- * compared with the other agents *of its own role* that were active in the window (a
- * request in it):
+ * compared with its *baseline*: the other agents of its own role that were active in the
+ * window (a request in it), where the agents of each principal (agent token) other than
+ * its own count as one sample, that principal's median:
  *
- *     z = (x - mean_others) / max(sd_others, sqrt(mean_others), 1)
+ *     z = (x - median of the baseline) / max(1.4826 x MAD of the baseline, sqrt(median), 1)
  *
- * The mean and standard deviation leave the agent out (with it in, one outlier among n
- * can never be more than sqrt(n - 1) deviations above the mean); the floor sqrt(mean) is
- * the spread of Poisson counts, so a fleet of identical agents (sd 0) does not flag an
- * agent that made one more request. An agent is flagged when z > fleet.anomaly_z, its
- * own count is at least fleet.anomaly_min_count and its role has at least
- * fleet.anomaly_min_agents active agents; the metric with the larger z is the one named.
+ * Why per principal: one prefix token can create agents without end, and they would be
+ * the baseline of everyone else (six puppets with one request each made an honest agent
+ * with 25 calls z = 24 and got it suspended: issue 25). Its agents count as many as one
+ * agent in another principal's baseline; within a principal they all count (a token that
+ * may act as an agent could already flag it by making its calls). Why median and MAD: a
+ * mean and deviation are moved without bound by a few chosen values; a median is moved
+ * one rank per sample, and the agent left out moves the median only. The MAD is taken
+ * with the agent in (one sample moves it one rank at most). The floor sqrt(median) is the
+ * spread of Poisson counts, so a fleet of identical agents (MAD 0) does not flag an agent
+ * that made one more request. An agent is flagged when z > fleet.anomaly_z, its own count
+ * is at least fleet.anomaly_min_count and it and its baseline are at least
+ * fleet.anomaly_min_agents samples; the metric with the larger z is the one named. The
+ * cost: one sort per principal with a candidate (an agent at anomaly_min_count), of its
+ * agents and one median per other principal.
  *
  * Why per role: a planner legitimately bursts (it fans a task out into many calls at
  * once) and the weights already say planners are different (base weight 3 to a worker's
@@ -43,6 +52,7 @@
 typedef struct agent_watch {
     const char *name; /* the map's key */
     char role[65];
+    uint64_t principal; /* who asked last for it: sl__call_principal() (0: admin, auth off) */
     sl_window_t requests, violations;
     uint64_t requests_total, violations_total;
     bool flagged;
@@ -134,21 +144,22 @@ static bool role_known(const sl_server_t *srv, const char *role)
     return false;
 }
 
-bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role)
+bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role,
+                           uint64_t principal)
 {
     if (sl__suspend_refuses(srv, agent)) return true;
-    if (role && role_known(srv, role)) {
-        agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
-        if (!w) w = watch_of(srv, agent);
-        if (w) snprintf(w->role, sizeof(w->role), "%s", role);
-    }
+    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    if (!w) w = watch_of(srv, agent);
+    if (!w) return false;
+    w->principal = principal;
+    if (role && role_known(srv, role)) snprintf(w->role, sizeof(w->role), "%s", role);
     return false;
 }
 
 bool sl__anomaly_refuse(sl_call_t *call, const char *agent, const char *role)
 {
     sl_server_t *srv = call->srv;
-    if (!sl__anomaly_suspended(srv, agent, role)) return false;
+    if (!sl__anomaly_suspended(srv, agent, role, sl__call_principal(call))) return false;
     double wait_s = srv->config.fleet.anomaly_window_s;
     sl__reply_rejected(call, "suspended", wait_s, now_s(srv) + wait_s);
     return true;
@@ -277,36 +288,141 @@ static void set_flag(sl_server_t *srv, agent_watch_t *w, int metric, double z, d
     publish(srv, w, true, t);
 }
 
-/* Judges the agents s[0..n) of one role. */
+static int by_principal(const void *a, const void *b)
+{
+    uint64_t x = ((const sample_t *)a)->w->principal, y = ((const sample_t *)b)->w->principal;
+    return x < y ? -1 : x > y;
+}
+
+static int by_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of sorted v[0..n), n > 0. */
+static double median_sorted(const double *v, size_t n)
+{
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The median of sorted v[0..n) without one element equal to `x` (n > 1): the k-th of the
+ * rest is v[k] below x's rank and v[k + 1] from it on. */
+static double median_without(const double *v, size_t n, double x)
+{
+    size_t r = 0;
+    while (r < n && v[r] < x)
+        r++;
+    size_t m = n - 1;
+#define REST(k) ((k) < r ? v[k] : v[(k) + 1])
+    return m % 2 ? REST(m / 2) : (REST(m / 2 - 1) + REST(m / 2)) / 2;
+#undef REST
+}
+
+/* A principal's agents s[from, to) of one role, its samples' medians med[m]. */
+typedef struct group {
+    size_t from, to;
+    double med[2];
+    bool candidate; /* one of its agents reaches anomaly_min_count */
+} group_t;
+
+/* Judges group g's agents on metric m against their baseline: the group's other agents
+ * plus one sample per other group (its median). Writes each agent's z into z[i - g->from]
+ * (-INFINITY when the baseline is smaller than anomaly_min_agents - 1). `v` and `dev` have
+ * room for (g->to - g->from) + n_groups values. */
+static void judge_group(const sl_fleet_config_t *f, const sample_t *s, const group_t *groups,
+                        size_t n_groups, const group_t *g, int m, double *v, double *dev,
+                        double *z)
+{
+    size_t n = 0;
+    for (size_t i = g->from; i < g->to; i++)
+        v[n++] = s[i].x[m];
+    for (size_t h = 0; h < n_groups; h++)
+        if (&groups[h] != g) v[n++] = groups[h].med[m];
+    bool judged = n >= (size_t)f->anomaly_min_agents;
+    qsort(v, n, sizeof(double), by_double);
+    /* The spread: the baseline's median absolute deviation, the agent in (one agent moves
+     * it by one rank at most), as a standard deviation (x 1.4826 for normal data). */
+    double mid = median_sorted(v, n);
+    for (size_t i = 0; i < n; i++)
+        dev[i] = fabs(v[i] - mid);
+    qsort(dev, n, sizeof(double), by_double);
+    double mad = 1.4826 * median_sorted(dev, n);
+    for (size_t i = g->from; i < g->to; i++) {
+        if (!judged) {
+            z[i - g->from] = -INFINITY;
+            continue;
+        }
+        double x = s[i].x[m], loc = median_without(v, n, x);
+        z[i - g->from] = (x - loc) / fmax(fmax(mad, sqrt(loc)), 1);
+    }
+}
+
+/* Judges the agents s[0..n) of one role: each against the others of its role, where the
+ * agents of one principal (token) other than its own count as one (docs/observe.md). */
 static void judge_role(sl_server_t *srv, sample_t *s, size_t n, double t)
 {
     const sl_fleet_config_t *f = &srv->config.fleet;
     size_t active = 0;
-    double sum[2] = {0, 0}, sq[2] = {0, 0};
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) { /* the active ones first, the rest only to clear */
         if (s[i].x[0] <= 0) continue;
-        active++;
+        sample_t tmp = s[active];
+        s[active++] = s[i];
+        s[i] = tmp;
+    }
+    for (size_t i = active; i < n; i++)
+        set_flag(srv, s[i].w, -1, 0, 0, t);
+    if (!active) return;
+    qsort(s, active, sizeof(*s), by_principal);
+    size_t n_groups = 0;
+    for (size_t i = 0; i < active; i++)
+        n_groups += i == 0 || s[i].w->principal != s[i - 1].w->principal;
+    group_t *groups = calloc(n_groups, sizeof(*groups));
+    double *v = malloc((active + n_groups) * sizeof(double));
+    double *dev = malloc((active + n_groups) * sizeof(double));
+    double *z[2] = {malloc(active * sizeof(double)), malloc(active * sizeof(double))};
+    if (!groups || !v || !dev || !z[0] || !z[1]) goto done; /* out of memory: judge next tick */
+    for (size_t i = 0, k = 0; i < active; k++) {
+        group_t *g = &groups[k];
+        g->from = i;
+        while (i < active && s[i].w->principal == s[g->from].w->principal) {
+            if (s[i].x[0] >= (double)f->anomaly_min_count ||
+                s[i].x[1] >= (double)f->anomaly_min_count)
+                g->candidate = true;
+            i++;
+        }
+        g->to = i;
         for (int m = 0; m < 2; m++) {
-            sum[m] += s[i].x[m];
-            sq[m] += s[i].x[m] * s[i].x[m];
+            size_t c = 0;
+            for (size_t j = g->from; j < g->to; j++)
+                v[c++] = s[j].x[m];
+            qsort(v, c, sizeof(double), by_double);
+            g->med[m] = median_sorted(v, c);
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        int best = -1;
-        double best_z = 0;
-        for (int m = 0; active >= (size_t)f->anomaly_min_agents && s[i].x[0] > 0 && m < 2; m++) {
-            double x = s[i].x[m], k = (double)(active - 1);
-            double mean = (sum[m] - x) / k;
-            double var = (sq[m] - x * x) / k - mean * mean;
-            double sd = fmax(fmax(sqrt(var > 0 ? var : 0), sqrt(mean)), 1);
-            double z = (x - mean) / sd;
-            if (x >= (double)f->anomaly_min_count && z > f->anomaly_z && z > best_z) {
-                best = m;
-                best_z = z;
+    for (size_t k = 0; k < n_groups; k++) {
+        const group_t *g = &groups[k];
+        for (int m = 0; g->candidate && m < 2; m++)
+            judge_group(f, s, groups, n_groups, g, m, v, dev, z[m] + g->from);
+        for (size_t i = g->from; i < g->to; i++) {
+            int best = -1;
+            double best_z = 0;
+            for (int m = 0; g->candidate && m < 2; m++) {
+                if (s[i].x[m] >= (double)f->anomaly_min_count && z[m][i] > f->anomaly_z &&
+                    z[m][i] > best_z) {
+                    best = m;
+                    best_z = z[m][i];
+                }
             }
+            set_flag(srv, s[i].w, best, best_z, best >= 0 ? s[i].x[best] : 0, t);
         }
-        set_flag(srv, s[i].w, best, best_z, best >= 0 ? s[i].x[best] : 0, t);
     }
+done:
+    free(groups);
+    free(v);
+    free(dev);
+    free(z[0]);
+    free(z[1]);
 }
 
 void sl__anomaly_tick(sl_server_t *srv)
@@ -350,6 +466,12 @@ void sl__anomaly_forget(sl_server_t *srv, const char *agent)
     sl__window_clear(&w->requests);
     sl__window_clear(&w->violations);
     set_flag(srv, w, -1, 0, 0, now_s(srv));
+}
+
+void sl__anomaly_drop(sl_server_t *srv, const char *agent)
+{
+    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    if (w && !w->flagged) free(sl__namemap_del(&srv->anomaly->agents, agent));
 }
 
 bool sl__anomaly_flagged(const sl_server_t *srv, const char *agent)

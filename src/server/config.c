@@ -999,6 +999,10 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = sl__config_parse_limits(p->doc, v, p->path, &c->limits, p->err, p->errlen);
         } else if (!strcmp(kname, "fleet")) {
             rc = sl__config_parse_fleet(p->doc, v, p->path, &c->fleet, p->err, p->errlen);
+        } else if (!strcmp(kname, "events")) {
+            rc = sl__config_parse_events(p->doc, v, p->path, &c->events, p->err, p->errlen);
+        } else if (!strcmp(kname, "agents")) {
+            rc = sl__config_parse_agents(p->doc, v, p->path, &c->agents, p->err, p->errlen);
         } else {
             rc = fail(p, k, kname, "unknown key '%s'", kname);
         }
@@ -1121,6 +1125,7 @@ int sl_config_defaults(sl_config_t *c)
     c->state_fsync_interval_s = 1.0;
     c->cold_start = SL_COLD_START_EMPTY;
     sl__config_fleet_defaults(&c->fleet);
+    sl__config_guard_defaults(&c->events, &c->agents);
     sl_engine_config_init(&c->engine);
     c->proxy.body_limit_bytes = 32u * 1024 * 1024;
     c->proxy.max_headers = 100;

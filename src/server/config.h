@@ -94,11 +94,26 @@ typedef struct sl_listener_config {
     size_t n_allowed_hosts;
 } sl_listener_config_t;
 
+/* Event streams (the `events:` section, docs/server.md): how many /v1/events subscribers
+ * sluiced keeps, and what one may leave unread before it is let go. */
+typedef struct sl_events_config {
+    int64_t max_streams;           /* 64: open streams in all */
+    int64_t max_streams_per_token; /* 4: open streams of one agent token */
+    int64_t stream_buffer_bytes;   /* 262144: events a subscriber has not read, then closed */
+} sl_events_config_t;
+
+/* Agent names (the `agents:` section, docs/server.md and design.md "Agents are forgotten"). */
+typedef struct sl_agents_config {
+    double forget_idle_s;  /* 3600: an agent holding nothing this long is forgotten */
+    int64_t max_per_token; /* 10000: agents one agent token may have known at once */
+    int64_t max_total;     /* 100000: agents known at once, every token together */
+} sl_agents_config_t;
+
 /* Watching the fleet (the `fleet:` section, docs/observe.md "Anomalies"). */
 typedef struct sl_fleet_config {
     double window_s;           /* 300: the 429 rate's and seed 001's sliding window */
     double anomaly_window_s;   /* 60: the window of per-agent request and violation counts */
-    double anomaly_z;          /* 3: standard deviations above the role's mean that flag */
+    double anomaly_z;          /* 3: robust deviations above the baseline median that flag */
     int64_t anomaly_min_agents; /* 5: agents of a role active in the window before any flags */
     int64_t anomaly_min_count;  /* 20: an agent's own count in the window before it flags */
     bool suspend_anomalous;     /* false: a flagged agent is refused 429 `suspended` */
@@ -134,6 +149,8 @@ typedef struct sl_config {
     sl_listener_config_t server;
     json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
     sl_fleet_config_t fleet;
+    sl_events_config_t events;
+    sl_agents_config_t agents;
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
@@ -183,6 +200,18 @@ int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *sec
 void sl__config_fleet_defaults(sl_fleet_config_t *f);
 int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
                            const char *path, sl_fleet_config_t *f, char *err, size_t errlen);
+
+/* Reads number `s` into `field` (an int64_t when `integer`, else a double) when it is
+ * within [min, max]; otherwise returns -1 with `what` saying "'s' must be ... between". */
+int sl__config_number(const char *s, double min, double max, bool integer, void *field,
+                      char *what, size_t whatlen);
+/* config_guard.c: the `events:` and `agents:` sections' defaults, and reading each from
+ * mapping `section` (errors as `FILE:LINE: events.KEY: ...`; `out` unchanged on error). */
+void sl__config_guard_defaults(sl_events_config_t *ev, sl_agents_config_t *ag);
+int sl__config_parse_events(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, sl_events_config_t *out, char *err, size_t errlen);
+int sl__config_parse_agents(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, sl_agents_config_t *out, char *err, size_t errlen);
 
 /* Frees everything inside `c` and zeroes it. */
 void sl_config_clear(sl_config_t *c);

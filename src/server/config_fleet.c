@@ -43,23 +43,32 @@ static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *a
     return -1;
 }
 
+int sl__config_number(const char *s, double min, double max, bool integer, void *field,
+                      char *what, size_t whatlen)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(d) || d < min || d > max ||
+        (integer && d != floor(d))) {
+        snprintf(what, whatlen, "'%.64s' must be %s between %g and %g", s,
+                 integer ? "an integer" : "a number", min, max);
+        return -1;
+    }
+    if (integer)
+        *(int64_t *)field = (int64_t)d;
+    else
+        *(double *)field = d;
+    return 0;
+}
+
 static int set_number(const struct fleet_number *f, const char *s, sl_fleet_config_t *out,
                       const char *path, const yaml_node_t *v, char *err, size_t errlen)
 {
-    char *end, what[200];
-    errno = 0;
-    double d = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(d) || d < f->min || d > f->max ||
-        (f->integer && d != floor(d))) {
-        snprintf(what, sizeof(what), "'%.64s' must be %s between %g and %g", s,
-                 f->integer ? "an integer" : "a number", f->min, f->max);
+    char what[200];
+    if (sl__config_number(s, f->min, f->max, f->integer, (char *)out + f->offset, what,
+                          sizeof(what)) < 0)
         return fail(err, errlen, path, v, f->name, what);
-    }
-    char *field = (char *)out + f->offset;
-    if (f->integer)
-        *(int64_t *)(void *)field = (int64_t)d;
-    else
-        *(double *)(void *)field = d;
     return 0;
 }
 

@@ -3,6 +3,14 @@
  * Every event the backend reports becomes one JSON object: a line in the event log
  * (flushed within 250 ms) and an SSE message on /v1/events. Events also keep the
  * lease and ticket owner tables (the engine has no lookup by id) and wake waiters.
+ *
+ * Streams are what a client can make sluiced hold by asking, so they are bounded
+ * (events.max_streams in all, events.max_streams_per_token per agent token: 429 past
+ * either), and the fan-out never waits for a subscriber: each event is formatted once,
+ * then appended to each subscriber's connection buffer (a copy, no system call while that
+ * connection is backed up: httpd.c). A subscriber whose unread events pass
+ * events.stream_buffer_bytes is disconnected; it reconnects and reads GET /v1/pools for
+ * what it missed. The decision path's cost per event is one memcpy per subscriber.
  */
 #include "server.h"
 
@@ -13,7 +21,6 @@
 
 #include <event2/buffer.h>
 
-#define STREAM_BACKLOG_BYTES (4u * 1024 * 1024)
 #define TICKET_MEMORY_S      120.0
 
 static const char *kind_name(sl_event_kind_t k)
@@ -114,6 +121,7 @@ static json_t *event_json(const sl_event_t *ev)
     case SL_EV_ALERT:
         json_object_set_new(j, "alert", json_string(ev->alert ? ev->alert : ""));
         json_object_set_new(j, "active", json_boolean(ev->active));
+        if (ev->reason) json_object_set_new(j, "detail", json_string(ev->reason)); /* why */
         break;
     case SL_EV_LIMIT_ADOPTED:
     case SL_EV_RESYNC:
@@ -232,7 +240,8 @@ static void stream_gone(sl_call_t *call)
 static void stream_send(sl_call_t *call, const char *data, size_t len)
 {
     if (!call->req) return;
-    if (sl_hreq_backlog(call->req) > STREAM_BACKLOG_BYTES) {
+    if (sl_hreq_backlog(call->req) + len > (size_t)call->srv->config.events.stream_buffer_bytes) {
+        call->srv->streams_dropped++;
         sl__call_drop(call); /* a subscriber that does not read is let go */
         return;
     }
@@ -250,10 +259,41 @@ static bool stream_sees(const sl_call_t *c, const sl_event_t *ev)
     return !strcmp(ev->agent, c->stream_agent);
 }
 
+/* Answers 429 naming the bound when `call` may not open one more stream. The admin
+ * token and auth off answer to the total only: they are the operator. */
+static bool stream_refused(sl_call_t *call)
+{
+    sl_server_t *srv = call->srv;
+    const sl_events_config_t *cfg = &srv->config.events;
+    uint64_t who = sl__call_principal(call);
+    int64_t mine = 0;
+    for (const sl_call_t *c = srv->streams; who && c; c = c->next)
+        mine += c->stream_principal == who;
+    const char *bound = NULL;
+    int64_t limit = 0, have = 0;
+    if (who && mine >= cfg->max_streams_per_token) {
+        bound = "events.max_streams_per_token";
+        limit = cfg->max_streams_per_token;
+        have = mine;
+    } else if ((int64_t)srv->n_streams >= cfg->max_streams) {
+        bound = "events.max_streams";
+        limit = cfg->max_streams;
+        have = (int64_t)srv->n_streams;
+    }
+    if (!bound) return false;
+    if (call->req) sl_hreq_add_header(call->req, "Retry-After", "5");
+    sl__reply_error(call, 429, "too_many_streams",
+                    "%s is %lld and %lld event streams are open%s: close one first", bound,
+                    (long long)limit, (long long)have, who ? " for this token" : "");
+    return true;
+}
+
 void sl__events_subscribe(sl_call_t *call)
 {
     sl_server_t *srv = call->srv;
     const sl_token_rule_t *t = call->token;
+    if (stream_refused(call)) return;
+    call->stream_principal = sl__call_principal(call);
     const char *who = t ? (t->agent ? t->agent : t->agent_prefix) : "";
     call->stream_all = call->admin || (t && t->agent_prefix && !t->agent_prefix[0]);
     call->stream_prefix = t && !t->agent;
@@ -282,6 +322,18 @@ void sl__events_ping_streams(sl_server_t *srv)
     }
 }
 
+void sl__events_metrics_render(const sl_server_t *srv, struct evbuffer *out)
+{
+    evbuffer_add_printf(out,
+                        "# HELP sluice_event_streams Open /v1/events subscribers.\n"
+                        "# TYPE sluice_event_streams gauge\nsluice_event_streams %zu\n"
+                        "# HELP sluice_event_streams_dropped_total Subscribers disconnected for "
+                        "leaving events.stream_buffer_bytes unread.\n"
+                        "# TYPE sluice_event_streams_dropped_total counter\n"
+                        "sluice_event_streams_dropped_total %llu\n",
+                        srv->n_streams, (unsigned long long)srv->streams_dropped);
+}
+
 void sl__events_close_streams(sl_server_t *srv)
 {
     while (srv->streams) {
@@ -300,6 +352,7 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
 {
     sl_server_t *srv = ud;
     track_owners(srv, ev);
+    sl__agents_on_event(srv, ev);
     sl__metrics_on_event(srv->metrics, ev);
     sl__fleet_on_event(srv, ev);
     sl__anomaly_on_event(srv, ev);

@@ -97,10 +97,12 @@ void sl__fleet_free(struct sl_server *srv);
 typedef struct sl_anomaly sl_anomaly_t;
 /* When `agent` is suspended: answers `call` 429 `suspended` and returns true, changing
  * nothing but the refusal counter. Else notes the agent's role (NULL: keep the one
- * known, "worker" for a new agent) and returns false. */
+ * known, "worker" for a new agent) and who asks for it (the call's principal: agents of
+ * one other principal count once in its baseline) and returns false. */
 bool sl__anomaly_refuse(struct sl_call *call, const char *agent, const char *role);
 /* As sl__anomaly_refuse without answering (the proxy answers in the provider's shape). */
-bool sl__anomaly_suspended(struct sl_server *srv, const char *agent, const char *role);
+bool sl__anomaly_suspended(struct sl_server *srv, const char *agent, const char *role,
+                           uint64_t principal);
 /* Counts lease requests (granted at once, queued, rejected) and rejections. */
 void sl__anomaly_on_event(struct sl_server *srv, const sl_event_t *ev);
 /* Counts an action-limit check of `agent`, a violation when not `allowed`. */
@@ -112,6 +114,9 @@ void sl__anomaly_tick(struct sl_server *srv);
 void sl__anomaly_forget(struct sl_server *srv, const char *agent);
 /* True while the agent is flagged here. */
 bool sl__anomaly_flagged(const struct sl_server *srv, const char *agent);
+/* Forgets what the watch holds of `agent` (counts, totals, role, principal) unless it is
+ * flagged: the agent was forgotten (agent_registry.c). */
+void sl__anomaly_drop(struct sl_server *srv, const char *agent);
 /* The role this replica knows the agent by ("" when it has not seen it). */
 const char *sl__anomaly_role(const struct sl_server *srv, const char *agent);
 /* Adds "anomaly" (null or {metric, z, count}), "suspended" and "suspension" to an
@@ -150,10 +155,11 @@ void sl__suspend_annotate(struct sl_server *srv, const char *agent, json_t *obj)
 json_t *sl__suspend_record_json(const struct sl_server *srv, const char *agent);
 /* Appends to `arr` the suspended agents that are not flagged here, for GET /v1/fleet. */
 void sl__suspend_list_unflagged(struct sl_call *call, json_t *arr);
-/* Appends to GET /v1/agents's `arr` the suspended agents `call` may see that it does not
- * list (this replica's engine has not seen them since its start): zero counts, state
- * "idle", the suspension. */
-void sl__suspend_add_unlisted(struct sl_call *call, json_t *arr);
+/* Appends to `arr` the suspended agents `call` may see for which `listed(agent, ud)` is
+ * false (this replica's engine does not know them: not seen since its start, or
+ * forgotten), as GET /v1/agents shows them: zero counts, state "idle", the suspension. */
+void sl__suspend_add_unlisted(struct sl_call *call, json_t *arr,
+                              bool (*listed)(const char *agent, void *ud), void *ud);
 /* The suspension gauge and counters. */
 void sl__suspend_metrics_render(struct sl_server *srv, struct evbuffer *out);
 void sl__suspend_free(struct sl_server *srv);

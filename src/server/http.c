@@ -309,8 +309,8 @@ static void r_pool(sl_call_t *c, char **seg, int m, const char *q)
 }
 static void r_agents(sl_call_t *c, char **seg, int m, const char *q)
 {
-    (void)seg, (void)m, (void)q;
-    sl__handle_agents(c);
+    (void)seg, (void)m;
+    sl__handle_agents(c, q);
 }
 static void r_events(sl_call_t *c, char **seg, int m, const char *q)
 {

@@ -1126,7 +1126,9 @@ void sl_hreq_send(sl_hreq_t *r, const void *data, size_t len)
         conn_kill(c);
         return;
     }
-    if (!c->reading) conn_flush(c, false);
+    /* Backed up: the write event sends when the client reads; trying now would be one
+     * failing system call per send (an event stream gets one per event). */
+    if (!c->reading && !c->wev_added) conn_flush(c, false);
 }
 
 void sl_hreq_end(sl_hreq_t *r)

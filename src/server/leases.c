@@ -392,6 +392,7 @@ static void request_with_role(sl_call_t *call, const char *task_role)
     r.max_wait_s = held_wait_s(call, &r);
     r.max_unblocks_set = true; /* the graph's count is bounded like the body's */
     r.max_unblocks = sl__max_unblocks(call);
+    if (sl__agents_refuse(call, r.agent)) return; /* a new name past a bound: nothing asked */
     if (sl__anomaly_refuse(call, r.agent, role)) return; /* suspended: refused, nothing asked */
     sl_backend_request(call->srv->backend, &r, on_lease_decision, call);
 }

@@ -51,6 +51,7 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
     sl__events_flush(srv);
     sl__suspend_sync(srv); /* 0.25 s: what other replicas suspended and released */
     if (ticks % 4 == 0) { /* 1 s */
+        sl__agents_sweep(srv);
         sl__anomaly_tick(srv);
         sl__watch_tick(srv);
     }
@@ -230,6 +231,7 @@ done:
     sl_backend_free(srv->backend);
     sl__metrics_free(srv->metrics);
     sl__fleet_free(srv);
+    sl__agents_free(srv); /* after the backend: its last callbacks may name agents */
     sl__anomaly_free(srv);
     sl__suspend_free(srv);
     sl__watch_free(srv);

@@ -38,6 +38,8 @@ struct sl_metrics {
     uint64_t estimate_error_alerts; /* agents with the alert raised now */
     uint64_t anomaly_alerts;        /* agents flagged anomalous now (anomaly.c) */
     bool backend_unavailable;       /* the backend's alert is raised (redis down) */
+    bool state_file_damaged;        /* this run started cold from a state file that did not
+                                       verify (raised for the life of the process) */
 };
 
 sl_metrics_t *sl__metrics_new(void)
@@ -83,6 +85,8 @@ void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev)
     }
     if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "backend_unavailable"))
         m->backend_unavailable = ev->active;
+    if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "state_file_damaged"))
+        m->state_file_damaged = ev->active;
     if (!p) return;
     if (ev->kind == SL_EV_ALERT && ev->alert && !strcmp(ev->alert, "backend_state_lost"))
         p->state_lost = ev->active;
@@ -241,6 +245,8 @@ void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size
                         m->anomaly_alerts > 0 ? 1 : 0);
     evbuffer_add_printf(out, "sluice_alert{name=\"backend_unavailable\",pool=\"\"} %d\n",
                         m->backend_unavailable ? 1 : 0);
+    evbuffer_add_printf(out, "sluice_alert{name=\"state_file_damaged\",pool=\"\"} %d\n",
+                        m->state_file_damaged ? 1 : 0);
     head(out, "sluice_long_poll_waiters", "gauge", "HTTP requests held open waiting for a grant.");
     evbuffer_add_printf(out, "sluice_long_poll_waiters %zu\n", n_waiters);
 }

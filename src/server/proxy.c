@@ -1275,7 +1275,17 @@ static void start_call(px_t *px, const char *path, const char *query)
         px_forward(px);
         return;
     }
-    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker")) {
+    char why[320];
+    double retry_s = 0;
+    if (sl__agents_refused(px->srv, px->agent, sl__call_principal(px->call), why, sizeof(why),
+                           &retry_s)) {
+        set_retry_headers(px, retry_s);
+        px_error(px, 429, "sluice: agent '%s' is refused (too_many_agents): %s", px->agent, why);
+        json_decref(j);
+        return;
+    }
+    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker",
+                              sl__call_principal(px->call))) {
         set_retry_headers(px, px->srv->config.fleet.anomaly_window_s);
         px_error(px, 429, "sluice: agent '%s' is suspended (anomaly, reason suspended) until an "
                           "admin releases it: POST /v1/agents/%s/release", px->agent, px->agent);
@@ -1326,6 +1336,7 @@ static void ask_lease(px_t *px)
 
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
 {
+    (void)n; /* seg[0] picks the API; the raw path is routed (sl__proxy_resolve) */
     sl_upstream_api_t api;
     if (!strcmp(seg[0], "anthropic"))
         api = SL_UPSTREAM_ANTHROPIC;
@@ -1348,7 +1359,9 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     if (px->next) px->next->prev = px;
     srv->proxy->calls = px;
     char path[320];
-    sl_proxy_kind_t kind = sl__proxy_resolve(api, n, seg, path, sizeof(path));
+    size_t raw_len;
+    const char *raw = sl_hreq_path(call->req, &raw_len); /* routed as it came: byte for byte */
+    sl_proxy_kind_t kind = sl__proxy_resolve(api, raw, raw_len, path, sizeof(path));
     bool get = kind == SL_PROXY_MODELS || kind == SL_PROXY_HELLO; /* HEAD is a GET here */
     if (kind == SL_PROXY_NONE) {
         px_error(px, 404,

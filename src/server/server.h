@@ -24,6 +24,7 @@ typedef struct sl_metrics sl_metrics_t;
 typedef struct sl_proxy sl_proxy_t;
 typedef struct sl_limits_api sl_limits_api_t;
 typedef struct sl_dashboard sl_dashboard_t;
+typedef struct sl_agents sl_agents_t;
 
 /* What a call is doing while it has not been answered. */
 typedef enum sl_call_mode {
@@ -57,6 +58,7 @@ struct sl_call {
     bool stream_all;
     bool stream_prefix;
     char stream_agent[129];
+    uint64_t stream_principal; /* sl__call_principal() when it subscribed */
     /* Settles: rate-limit headers left out because the caller may not resync (the answer
      * says so; the settle itself is applied). */
     size_t headers_ignored;
@@ -91,6 +93,7 @@ struct sl_server {
                                    last began holding that pool (report_bounds.c) */
     sl_call_t *streams;         /* SSE subscribers */
     size_t n_streams;
+    uint64_t streams_dropped; /* subscribers let go for not reading (events.c) */
     size_t n_waiters;
     bool shutting_down;
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
@@ -102,6 +105,7 @@ struct sl_server {
     sl_anomaly_t *anomaly;     /* per-agent rates and flags (anomaly.c), NULL until one */
     sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
+    sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
 };
 
 /* http.c */
@@ -152,6 +156,9 @@ int sl__authenticate(sl_call_t *call);
  * off, always; with auth on, only for a scrape carrying the admin token. Never answers. */
 bool sl__metrics_names_agents(sl_call_t *call);
 bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
+/* Who is asking, as a number: one per agent token (a hash of it, never 0), 0 for the
+ * admin token and with auth off. What one principal may create is bounded per principal. */
+uint64_t sl__call_principal(const sl_call_t *call);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 
 /* leases.c */
@@ -181,7 +188,8 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s,
 
 /* state.c */
 void sl__handle_pools(sl_call_t *call, const char *pool);
-void sl__handle_agents(sl_call_t *call);
+/* GET /v1/agents[?limit=N&cursor=NAME] (agent_list.c): a page of agents by name. */
+void sl__handle_agents(sl_call_t *call, const char *query);
 void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
@@ -234,6 +242,24 @@ void sl__jb_key_i64(sl_jbuf_t *b, const char *key, int64_t v);
 void sl__jb_key_num(sl_jbuf_t *b, const char *key, double v);
 void sl__jb_key_seconds(sl_jbuf_t *b, const char *key, double v);
 
+/* agent_registry.c: agent names bounded per token and in all, forgotten when idle */
+/* When `agent` is new and agents.max_per_token (for `principal`, sl__call_principal) or
+ * agents.max_total is reached: writes what binds, naming the key and its value, into
+ * `why`, the wait into *retry_after_s, and returns true (nothing is noted). Else notes the
+ * agent as active now and returns false. */
+bool sl__agents_refused(sl_server_t *srv, const char *agent, uint64_t principal, char *why,
+                        size_t whylen, double *retry_after_s);
+/* As sl__agents_refused for the lease API: answers `call` 429 `too_many_agents` (the
+ * lease API's rejected shape, with `error` naming the bound) and returns true. */
+bool sl__agents_refuse(sl_call_t *call, const char *agent);
+/* Notes the agent an event names as active (known from then on, made known by no token). */
+void sl__agents_on_event(sl_server_t *srv, const sl_event_t *ev);
+/* Offers the backend the agents idle agents.forget_idle_s (at most 4096 a call); those it
+ * forgets leave the registry and the anomaly watch. Once a second. */
+void sl__agents_sweep(sl_server_t *srv);
+void sl__agents_metrics_render(const sl_server_t *srv, struct evbuffer *out);
+void sl__agents_free(sl_server_t *srv);
+
 /* events.c */
 void sl__events_on_backend_event(const sl_event_t *ev, void *ud);
 int sl__events_open_log(sl_server_t *srv, char *err, size_t errlen);
@@ -241,6 +267,8 @@ void sl__events_flush(sl_server_t *srv);
 void sl__events_subscribe(sl_call_t *call);
 void sl__events_close_streams(sl_server_t *srv);
 void sl__events_ping_streams(sl_server_t *srv);
+/* Appends the event streams' gauge and the count of subscribers let go to `out`. */
+void sl__events_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 void sl__owners_forget_old(sl_server_t *srv);
 /* Writes `j` (stolen; NULL is ignored) to the event log and to every /v1/events subscriber
  * as an event named `event` (events that do not come from the backend, e.g. limit_adapted). */
@@ -368,10 +396,13 @@ typedef enum sl_proxy_kind {
     SL_PROXY_MODELS,       /* GET, passed through without a lease */
     SL_PROXY_HELLO,        /* Anthropic's /api/hello connectivity check: answered here */
 } sl_proxy_kind_t;
-/* Resolves seg[0..n) (seg[0] is "anthropic" or "openai", as `api`) with or without a
- * "v1" segment after it; writes the provider's path into `upstream`. */
-sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, int n, char **seg, char *upstream,
-                                  size_t upstream_size);
+/* Resolves the request's path as it came (path[0, len): raw bytes, no query, nothing
+ * decoded) against the documented spellings of `api`'s endpoints ("/anthropic/..." or
+ * "/openai/...", with or without "/v1"); writes the provider's path into `upstream`.
+ * Anything else, dot segments, empty segments and encoded slashes included, is
+ * SL_PROXY_NONE (proxy_routes.c). */
+sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_t len,
+                                  char *upstream, size_t upstream_size);
 
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
  * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */

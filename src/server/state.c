@@ -107,40 +107,6 @@ void sl__handle_pools(sl_call_t *call, const char *pool)
     sl_backend_pools(call->srv->backend, pool, on_pools, call);
 }
 
-/* ---- agents ----------------------------------------------------------------------- */
-
-static void on_agents(int rc, const sl_agent_info_t *a, size_t n, void *ud)
-{
-    sl_call_t *call = ud;
-    if (rc != SL_OK) {
-        sl__reply_engine_error(call, rc, "agents: out of memory");
-        return;
-    }
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) {
-        if (!call->admin && !sl__token_may_act_as(call, a[i].name)) continue;
-        json_array_append_new(
-            arr,
-            json_pack("{s:s,s:s,s:f,s:I,s:f,s:b,s:I,s:I,s:I,s:I,s:I,s:s}", "name", a[i].name,
-                      "role", a[i].role ? a[i].role : "", "weight", a[i].weight, "repeats",
-                      (json_int_t)a[i].repeats, "estimate_error", a[i].estimate_error,
-                      "estimate_error_alert", a[i].alert_estimate_error, "leases",
-                      (json_int_t)a[i].leases, "queued", (json_int_t)a[i].queued, "tokens_in",
-                      (json_int_t)a[i].tokens_in, "tokens_out", (json_int_t)a[i].tokens_out,
-                      "got_429", (json_int_t)a[i].got_429, "state", a[i].state ? a[i].state : ""));
-        json_t *last = json_array_get(arr, json_array_size(arr) - 1);
-        if (last && a[i].team) json_object_set_new(last, "team", json_string(a[i].team));
-        if (last) sl__anomaly_annotate(call->srv, a[i].name, last);
-    }
-    sl__suspend_add_unlisted(call, arr); /* suspended elsewhere or before a restart */
-    sl__reply_json(call, 200, json_pack("{s:o}", "agents", arr));
-}
-
-void sl__handle_agents(sl_call_t *call)
-{
-    sl_backend_agents(call->srv->backend, on_agents, call);
-}
-
 /* ---- tasks ------------------------------------------------------------------------ */
 
 static json_t *task_json(const sl_task_info_t *t)
@@ -340,6 +306,8 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
     sl__limits_metrics_render(call->srv, out);
     sl__fleet_metrics_render(call->srv, out);
+    sl__events_metrics_render(call->srv, out);
+    sl__agents_metrics_render(call->srv, out);
     sl__anomaly_metrics_render(call->srv, out, sl__metrics_names_agents(call));
     sl__watch_metrics_render(call->srv, pools, n, out);
     if (call->req)

@@ -394,7 +394,6 @@ void sl__suspend_annotate(sl_server_t *srv, const char *agent, json_t *obj)
 typedef struct list_ctx {
     sl_call_t *call;
     json_t *arr;
-    size_t n_listed;
 } list_ctx_t;
 
 static void list_one(const char *key, void *val, void *ud)
@@ -410,24 +409,22 @@ static void list_one(const char *key, void *val, void *ud)
 
 void sl__suspend_list_unflagged(sl_call_t *call, json_t *arr)
 {
-    list_ctx_t c = {call, arr, 0};
+    list_ctx_t c = {call, arr};
     if (call->srv->suspend) sl__namemap_foreach(&call->srv->suspend->agents, list_one, &c);
 }
 
-static bool listed(json_t *arr, size_t n, const char *agent)
-{
-    for (size_t i = 0; i < n; i++) {
-        const char *name = json_string_value(json_object_get(json_array_get(arr, i), "name"));
-        if (name && !strcmp(name, agent)) return true;
-    }
-    return false;
-}
+typedef struct unlisted_ctx {
+    sl_call_t *call;
+    json_t *arr;
+    bool (*listed)(const char *agent, void *ud);
+    void *listed_ud;
+} unlisted_ctx_t;
 
 static void unlisted_one(const char *key, void *val, void *ud)
 {
-    list_ctx_t *c = ud;
+    unlisted_ctx_t *c = ud;
     const susp_t *r = val;
-    if (!r->active || listed(c->arr, c->n_listed, key)) return;
+    if (!r->active || c->listed(key, c->listed_ud)) return;
     if (!c->call->admin && !sl__token_may_act_as(c->call, key)) return;
     json_t *j = json_pack("{s:s,s:s,s:f,s:i,s:f,s:b,s:i,s:i,s:i,s:i,s:i,s:s}", "name", key, "role",
                           r->role, "weight", 0.0, "repeats", 0, "estimate_error", 0.0,
@@ -438,9 +435,10 @@ static void unlisted_one(const char *key, void *val, void *ud)
     json_array_append_new(c->arr, j);
 }
 
-void sl__suspend_add_unlisted(sl_call_t *call, json_t *arr)
+void sl__suspend_add_unlisted(sl_call_t *call, json_t *arr,
+                              bool (*listed)(const char *agent, void *ud), void *ud)
 {
-    list_ctx_t c = {call, arr, json_array_size(arr)};
+    unlisted_ctx_t c = {call, arr, listed, ud};
     if (call->srv->suspend && call->srv->suspend->n_active)
         sl__namemap_foreach(&call->srv->suspend->agents, unlisted_one, &c);
 }

@@ -444,6 +444,9 @@ sl_upstream_xfer_t *sl_upstream_start(sl_upstream_t *u, const sl_upstream_reques
     CURL *e = x->easy;
     CURLcode rc = CURLE_OK;
     rc |= curl_easy_setopt(e, CURLOPT_URL, req->url);
+    /* The path leaves as the router built it: libcurl would otherwise resolve dot segments
+     * (RFC 3986 5.2.4) into another endpoint (proxy_routes.c refuses them first). */
+    rc |= curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
     rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)x);
     rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);

@@ -442,9 +442,13 @@ static void handle(sim_run_t *run, const sim_event_t *ev)
     case EV_RETRY:
         if (a->phase != PH_RETRY) break;
         sl__sim_teams_waiting(run, a, -1);
-        if (!run->strat->checkpoint && !a->recovering && a->attempts > run->strat->retries_in_turn)
+        if (!run->strat->checkpoint && !a->recovering && a->attempts > run->strat->retries_in_turn) {
             start_recovery(run, a);
-        else want_call(run, a, false);
+        } else {
+            /* The call again after its backoff: sluice overlay blames the 429 right after. */
+            if (run->events) sl__sim_log(run, "retry", a->name, NULL);
+            want_call(run, a, false);
+        }
         break;
     case EV_TIMEOUT:
         if (a->phase != PH_WANT || ev->gen != a->gen) break;

@@ -453,6 +453,8 @@ static void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, re
         sl_caps_t caps;
         caps_from(op, &caps);
         r->rc = sl_engine_set_caps(e, a1, arg_num(op, "team", 0) != 0, &caps);
+    } else if (strcmp(name, "forget_agent") == 0) {
+        r->rc = sl_engine_agent_forget(e, a1, now);
     } else if (strcmp(name, "agent") == 0) {
         sl_agent_info_t info;
         r->rc = sl_engine_agent_info(e, a1, &info);
@@ -672,6 +674,19 @@ static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, resu
             sl__rreply_pool_info(&rep, &info);
             pool_result(&info, r);
         }
+    } else if (strcmp(name, "forget_agent") == 0) {
+        /* Per pool in Redis: forgotten where it holds nothing; kept anywhere is "kept". */
+        int forgotten = 0, kept = 0;
+        for (int i = 0; i < rr->n_pools; i++) {
+            sl__rcmd_begin(&c, "sluice_agent_forget", rr->pools[i], now, NULL);
+            sl__rcmd_str(&c, "agent", a1);
+            redisReply *x = lib_call(rr, &c, &rep, r);
+            double f = r->rc == SL_OK ? sl__rreply_num(&rep, "forgotten", -1) : -1;
+            if (x) freeReplyObject(x);
+            forgotten += f > 0;
+            kept += f == 0;
+        }
+        r->rc = kept ? SL_EEXIST : forgotten ? SL_OK : SL_ENOTFOUND;
     } else if (strcmp(name, "agent") == 0) {
         /* Agents live per pool in Redis; the scenarios ask about agents of one pool. */
         r->rc = SL_ENOTFOUND;

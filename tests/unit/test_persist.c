@@ -1,12 +1,14 @@
 /* test_persist.c - the memory backend's state file: a snapshot and its journal read back
- * into a fresh engine, a record torn by a power failure, a file that is not ours, and the
- * id reservation that keeps ids from repeating. */
+ * into a fresh engine; a damaged file (cut at every byte, each bit flipped) restores all or
+ * nothing; a batch a kill -9 left uncommitted; a file that is not ours; format 1 read once;
+ * and the id reservation that keeps ids from repeating. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -65,12 +67,13 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *f = *state;
-    char p[160];
-    snprintf(p, sizeof p, "%s.bad", f->path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s.tmp", f->path);
-    unlink(p);
-    unlink(f->path);
+    DIR *d = opendir(f->dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char p[400];
+        snprintf(p, sizeof p, "%s/%s", f->dir, de->d_name);
+        if (de->d_name[0] != '.') unlink(p);
+    }
+    if (d) closedir(d);
     rmdir(f->dir);
     event_base_free(f->base);
     free(f);
@@ -150,42 +153,176 @@ static void test_snapshot_and_journal_come_back(void **state)
     sl_engine_free(e);
 }
 
-/* The offset of the last nonzero byte: the end of the journal in the preallocated file. */
-static off_t journal_end(const char *path)
+/* The whole file. */
+static unsigned char *slurp_file(const char *path, size_t *len)
 {
     FILE *fp = fopen(path, "rb");
     assert_non_null(fp);
-    off_t last = -1, off = 0;
-    int c;
-    while ((c = fgetc(fp)) != EOF) {
-        if (c) last = off;
-        off++;
-    }
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *data = malloc((size_t)n + 1);
+    assert_non_null(data);
+    assert_int_equal(fread(data, 1, (size_t)n, fp), (size_t)n);
     fclose(fp);
-    return last;
+    *len = (size_t)n;
+    return data;
 }
 
-static void test_a_torn_last_record_ends_the_journal_there(void **state)
+/* The offset of the zero commit word that ends the journal: the batches walked by their
+ * commit words from the end of the file's 24-byte head (docs/server.md "Format 2"). */
+static size_t journal_end(const unsigned char *data, size_t len)
+{
+    size_t off = 24;
+    for (;;) {
+        assert_true(off + 8 <= len);
+        uint64_t w;
+        memcpy(&w, data + off, sizeof w);
+        if (w == 0) return off;
+        off += 8 + (((size_t)(uint32_t)w + 7) & ~(size_t)7);
+    }
+}
+
+/* What a reading of data[0, len) restores into a fresh engine, reduced to a number that
+ * changes with any lease or level: -1 when the reading found the file damaged, after
+ * checking that nothing of it is restored then. */
+static double restored_state(const unsigned char *data, size_t len)
+{
+    sl_persist_t *p = sl__persist_read_bytes(data, len);
+    assert_non_null(p);
+    sl_engine_t *e = engine();
+    assert_int_equal(sl_engine_set_id_base(e, sl__persist_id_floor(p) + (1u << 30)), SL_OK);
+    bool pool = sl__persist_restore_pool(p, e, "default", T0);
+    size_t restored = 0, dropped = 0;
+    sl__persist_restore_rest(p, e, T0, &restored, &dropped);
+    double fingerprint = -1;
+    if (sl__persist_found(p) == SL_PERSIST_DAMAGED) {
+        assert_false(pool);
+        assert_int_equal(restored + dropped, 0);
+        assert_true(strlen(sl__persist_damage(p)) > 0);
+    } else {
+        assert_int_equal(sl__persist_found(p), SL_PERSIST_LOADED);
+        assert_true(pool);
+        fingerprint = level(e) * 1000 + (double)restored;
+    }
+    sl__persist_free(p);
+    sl_engine_free(e);
+    return fingerprint;
+}
+
+/* The issue's case, shrunk: nine leases held (each journaled in its own batch, as a
+ * daemon answers them one by one), two ended; then the file is cut at every byte and
+ * every bit of it is flipped in turn. Each damaged copy must restore exactly the whole
+ * state or nothing (a cold start) — never some of the leases with some level. */
+static void test_every_cut_and_every_bit_flip_restores_all_or_nothing(void **state)
+{
+    fixture_t *f = *state;
+    sl__persist_set_journal_min(8192);
+    sl_persist_t *p = open_ok(f);
+    sl_engine_t *e = engine();
+    char err[512];
+    assert_int_equal(sl__persist_snapshot(p, e, err, sizeof err), 0);
+    uint64_t ids[9];
+    for (int i = 0; i < 9; i++) {
+        ids[i] = grant(e, 1000 * (i + 1));
+        sl__persist_lease(p, e, ids[i]);
+        sl__persist_pool(p, e, "default");
+        sl__persist_flush(p, e);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sl_engine_cancel(e, ids[i], T0), SL_OK);
+        sl__persist_lease_end(p, ids[i]);
+        sl__persist_pool(p, e, "default");
+        sl__persist_flush(p, e);
+    }
+    sl__persist_free(p);
+    sl_engine_free(e);
+    sl__persist_set_journal_min(32u << 20);
+
+    size_t len;
+    unsigned char *data = slurp_file(f->path, &len);
+    size_t end = journal_end(data, len) + 8;
+    assert_true(len <= 16384);
+    double whole = restored_state(data, len);
+    assert_true(whole >= 0);
+    assert_true(fmod(whole, 1000) == 7); /* seven leases in flight */
+    size_t loaded = 0;
+    for (size_t cut = 0; cut < len; cut++)
+        if (restored_state(data, cut) != -1) fail_msg("cut at %zu of %zu restored", cut, len);
+    size_t span = end + 64 < len ? end + 64 : len; /* the batches and the zeros after them */
+    for (size_t bit = 0; bit < span * 8; bit++) {
+        data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        double got = restored_state(data, len);
+        data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        if (got != -1 && got != whole)
+            fail_msg("bit %zu flipped restored part of the state (%g, not %g)", bit, got, whole);
+        loaded += got != -1;
+    }
+    /* Only bits past the end of the journal (never committed) leave the state whole. */
+    assert_true(loaded <= (span - end) * 8);
+    free(data);
+}
+
+/* A kill -9 after a batch's records were copied into the file but before its commit word
+ * was stored: the reader takes the zero word as the end (the batch was never answered),
+ * restores everything committed before it, and does not call that damage. */
+static void test_a_batch_never_committed_is_the_end_not_damage(void **state)
 {
     fixture_t *f = *state;
     uint64_t ids[2];
     write_state(f, ids);
-    /* The last record (the pool after the settle) fails its checksum, as after a power
-     * failure in the middle of the page; the one before it (the first lease's end) stands. */
-    off_t end = journal_end(f->path);
-    assert_true(end > 0);
+    size_t len;
+    unsigned char *data = slurp_file(f->path, &len);
+    size_t end = journal_end(data, len);
+    double whole = restored_state(data, len);
+    assert_true(whole >= 0);
+    /* Half a batch of records after the zero commit word: any bytes, here a copy of the
+     * journal's first batch's records. */
+    memcpy(data + end + 8, data + 32, 100);
+    assert_true(restored_state(data, len) == whole);
+    /* But the same bytes with a valid commit word after a zero one: a hole, not a tail. */
+    uint64_t commit;
+    memcpy(&commit, data + 24, sizeof commit);
+    memcpy(data + end + 8, data + 24, (size_t)(uint32_t)commit + 8);
+    assert_true(restored_state(data, len) == -1);
+    free(data);
+}
+
+static void test_a_flipped_byte_in_the_last_record_restores_nothing_and_keeps_the_file(
+    void **state)
+{
+    fixture_t *f = *state;
+    uint64_t ids[2];
+    write_state(f, ids);
+    size_t len;
+    unsigned char *data = slurp_file(f->path, &len);
+    off_t last = (off_t)journal_end(data, len) - 9; /* in the last batch's last record... */
+    while (last > 0 && data[last] == 0) /* ...its last nonzero byte (padding is zero) */
+        last--;
+    free(data);
     int fd = open(f->path, O_RDWR);
     assert_true(fd >= 0);
     unsigned char byte;
-    assert_int_equal(pread(fd, &byte, 1, end), 1);
+    assert_int_equal(pread(fd, &byte, 1, last), 1);
     byte ^= 0xff;
-    assert_int_equal(pwrite(fd, &byte, 1, end), 1);
+    assert_int_equal(pwrite(fd, &byte, 1, last), 1);
     close(fd);
-    size_t restored = 0;
-    sl_engine_t *e = read_state(f, &restored);
-    assert_int_equal(restored, 1);
-    /* The level of the record before the torn one: both leases charged, no refund yet. */
-    assert_true(fabs(level(e) - (510000 - 3000)) < 1e-6);
+    sl_persist_t *p = open_ok(f);
+    assert_int_equal(sl__persist_found(p), SL_PERSIST_DAMAGED);
+    assert_non_null(strstr(sl__persist_damage(p), "checksum"));
+    const char *kept = sl__persist_kept_path(p);
+    assert_non_null(kept);
+    assert_non_null(strstr(kept, ".damaged-"));
+    struct stat sb;
+    assert_int_equal(stat(kept, &sb), 0);
+    assert_int_not_equal(stat(f->path, &sb), 0);
+    sl_engine_t *e = engine();
+    assert_false(sl__persist_restore_pool(p, e, "default", T0));
+    size_t restored = 1;
+    sl__persist_restore_rest(p, e, T0, &restored, NULL);
+    assert_int_equal(restored, 0);
+    assert_true(sl__persist_id_floor(p) > ids[1]); /* ids still never repeat */
+    sl__persist_free(p);
     sl_engine_free(e);
 }
 
@@ -197,14 +334,13 @@ static void test_a_file_that_is_not_ours_is_moved_aside(void **state)
     fputs("hello\n", fp);
     fclose(fp);
     sl_persist_t *p = open_ok(f);
-    assert_int_equal(sl__persist_found(p), SL_PERSIST_UNREADABLE);
+    assert_int_equal(sl__persist_found(p), SL_PERSIST_DAMAGED);
+    assert_non_null(strstr(sl__persist_damage(p), "not a sluice state file"));
     assert_int_equal(sl__persist_id_floor(p), 0);
-    sl__persist_free(p);
-    char bad[160];
-    snprintf(bad, sizeof bad, "%s.bad", f->path);
     struct stat sb;
-    assert_int_equal(stat(bad, &sb), 0);
+    assert_int_equal(stat(sl__persist_kept_path(p), &sb), 0);
     assert_int_not_equal(stat(f->path, &sb), 0);
+    sl__persist_free(p);
 }
 
 /* ---- a file written by record version 1 (before D and the output samples) ---- */
@@ -409,8 +545,13 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_snapshot_and_journal_come_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_torn_last_record_ends_the_journal_there, setup,
+        cmocka_unit_test_setup_teardown(test_every_cut_and_every_bit_flip_restores_all_or_nothing,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_batch_never_committed_is_the_end_not_damage, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_flipped_byte_in_the_last_record_restores_nothing_and_keeps_the_file, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(test_a_file_that_is_not_ours_is_moved_aside, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ids_are_reserved_ahead_of_use, setup, teardown),

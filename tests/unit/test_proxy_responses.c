@@ -109,12 +109,7 @@ static void test_events_without_usage_pass_on_part_way_and_the_last_is_held_whol
 
 static sl_proxy_kind_t resolve(sl_upstream_api_t api, const char *path, char *up, size_t n)
 {
-    char copy[256], *seg[8];
-    int k = 0;
-    snprintf(copy, sizeof(copy), "%s", path);
-    for (char *s = strtok(copy, "/"); s && k < 8; s = strtok(NULL, "/"))
-        seg[k++] = s;
-    return sl__proxy_resolve(api, k, seg, up, n);
+    return sl__proxy_resolve(api, path, strlen(path), up, n);
 }
 
 static void test_paths_with_and_without_v1_resolve_to_the_providers_path(void **state)
@@ -146,6 +141,32 @@ static void test_paths_with_and_without_v1_resolve_to_the_providers_path(void **
                      SL_PROXY_NONE);
 }
 
+static void test_dot_segments_and_odd_spellings_are_not_routed(void **state)
+{
+    (void)state;
+    static const char *const refused[] = {
+        "/openai/v1/models/..", "/openai/v1/models/.", "/openai/v1/models/%2e%2e",
+        "/openai/v1/models/%2E", "/openai/v1/models/.%2E", "/openai/v1/models/a%2Fb",
+        "/openai/v1/models/a%5cb", "/openai/v1/models/a\\b", "/openai/v1/models/",
+        "/openai//v1/models", "/openai/v1//models", "/openai/v1/models//x", "/openai/v1/%6dodels",
+        "/openai/v1/models/%", "/openai/v1/models/%4", "/openai/v1/models/%zz", "/openai/v1",
+        "/openai/v1/", "/openai", "/openai/v1/models/x/..", "/openai/v1/models%2Fx",
+    };
+    char up[300];
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        if (resolve(SL_UPSTREAM_OPENAI, refused[i], up, sizeof(up)) != SL_PROXY_NONE)
+            fail_msg("%s was routed to %s", refused[i], up);
+    assert_int_equal(resolve(SL_UPSTREAM_ANTHROPIC, "/anthropic/v1/models/%2E%2E", up, sizeof(up)),
+                     SL_PROXY_NONE);
+    assert_int_equal(resolve(SL_UPSTREAM_OPENAI, "/openai/v1/models/ft%3Agpt-4.1%3Aacme", up,
+                             sizeof(up)),
+                     SL_PROXY_MODELS);
+    assert_string_equal(up, "/v1/models/ft:gpt-4.1:acme");
+    assert_int_equal(resolve(SL_UPSTREAM_OPENAI, "/openai/models/...", up, sizeof(up)),
+                     SL_PROXY_MODELS); /* three dots are a name, not a dot segment */
+    assert_string_equal(up, "/v1/models/...");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +174,7 @@ int main(void)
         cmocka_unit_test(test_stream_usage_comes_from_the_last_event_only),
         cmocka_unit_test(test_events_without_usage_pass_on_part_way_and_the_last_is_held_whole),
         cmocka_unit_test(test_paths_with_and_without_v1_resolve_to_the_providers_path),
+        cmocka_unit_test(test_dot_segments_and_odd_spellings_are_not_routed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,6 +87,26 @@ static void test_cold_start_empties_the_buckets_and_they_refill(void **state)
     sl_engine_free(e);
 }
 
+/* Found by fuzz_state_file: a restored level of -inf (an infinite debt that never
+ * refills) broke the engine's invariants; now it is refused, and nothing changes. */
+static void test_a_restored_level_that_is_not_finite_is_refused(void **state)
+{
+    (void)state;
+    sl_engine_t *e = cold_engine(600000);
+    sl_pool_state_t st, before;
+    assert_int_equal(sl_engine_pool_state(e, "default", &before), SL_OK);
+    st = before;
+    for (int sign = -1; sign <= 1; sign += 2) {
+        st.level[SL_BUCKET_INPUT] = sign * INFINITY;
+        assert_int_equal(sl_engine_pool_restore(e, "default", &st, T0), SL_EINVAL);
+        assert_non_null(strstr(sl_engine_errmsg(e), "not finite"));
+        assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - before.level[SL_BUCKET_INPUT]) <
+                    1e-9);
+        harness_check(e);
+    }
+    sl_engine_free(e);
+}
+
 static const char *const IN_REMAINING[] = {"anthropic-ratelimit-input-tokens-remaining"};
 
 static void resync_input(sl_engine_t *e, const char *remaining, double now)
@@ -381,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_id_base_below_the_next_id_is_refused),
         cmocka_unit_test(test_many_ids_above_a_large_base_keep_the_ring_small_and_right),
         cmocka_unit_test(test_cold_start_empties_the_buckets_and_they_refill),
+        cmocka_unit_test(test_a_restored_level_that_is_not_finite_is_refused),
         cmocka_unit_test(test_cold_start_first_headers_raise_the_level_once),
         cmocka_unit_test(test_cold_start_raise_never_exceeds_capacity),
         cmocka_unit_test(test_headers_after_the_cold_window_only_lower),

@@ -53,6 +53,7 @@ static const sl_backend_ops_t redis_ops = {
     .ping = sl__rb_ping,
     .suspend = sl__rb_suspend,
     .release = sl__rb_release,
+    .agent_forget = sl__rb_agent_forget,
     .suspensions = sl__rb_suspensions,
 };
 

@@ -535,6 +535,52 @@ void sl__rb_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud)
     }
 }
 
+/* Forgetting an agent: asked of every pool; kept in one is kept (value 0), else forgotten
+ * in one is forgotten (1), else not known (-1). op->n counts forgotten, op->cap kept. */
+static void on_agent_forget(rb_t *rb, rcall_t *c, redisReply *r)
+{
+    rop_t *op = c->ctx;
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    double f = rc == SL_OK ? sl__rreply_num(&rep, "forgotten", -1) : -1;
+    op->n += f > 0;
+    op->cap += f == 0;
+    if (rc == SL_OK && c->idx < rb->n_pools) { /* it advanced the pool: reaps are events */
+        sl__rb_queue_reply_events(rb, &rep);
+        sl__rb_note_wake(rb, rb->pools[c->idx].name, &rep);
+    }
+    if (rc != SL_OK && op->rc == SL_OK) op->rc = rc == SL__RPROTO ? SL_REDIS_EUNAVAILABLE : rc;
+    if (--op->waiting > 0) return;
+    double value = op->cap ? 0 : op->n ? 1 : -1;
+    op->cb.done(op->rc, value, op->rc == SL_OK ? NULL : "the agent could not be forgotten",
+                op->ud);
+    sl__rb_rop_free(op);
+}
+
+void sl__rb_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    rop_t *op = sl__rb_rop_new(ud);
+    if (!op) {
+        cb(SL_ENOMEM, -1, "out of memory", ud);
+        return;
+    }
+    op->cb.done = cb;
+    op->waiting = rb->n_pools;
+    if (!op->waiting) {
+        cb(SL_OK, -1, NULL, ud);
+        sl__rb_rop_free(op);
+        return;
+    }
+    for (int i = 0; i < rb->n_pools; i++) {
+        sl__rcmd_t cmd;
+        sl__rcmd_begin(&cmd, "sluice_agent_forget", rb->pools[i].name, NAN, rb->opt.replica_id);
+        sl__rb_add_history(&cmd, &rb->pools[i]);
+        sl__rcmd_str(&cmd, "agent", agent);
+        sl__rb_send_cmd(rb, &cmd, on_agent_forget, op, i, false);
+    }
+}
+
 /* ---- ping ---- */
 
 static void on_ping(rb_t *rb, rcall_t *c, redisReply *r)

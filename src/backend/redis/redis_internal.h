@@ -321,6 +321,7 @@ void sl__rb_task_delete(sl_backend_t *b, const char *id, sl_backend_done_cb cb, 
 void sl__rb_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud);
 void sl__rb_pools(sl_backend_t *b, const char *pool, sl_backend_pools_cb cb, void *ud);
 void sl__rb_agents(sl_backend_t *b, sl_backend_agents_cb cb, void *ud);
+void sl__rb_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
 void sl__rb_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
 
 /* ---- suspend.c (operations-table entries, as ops.c's) ---- */

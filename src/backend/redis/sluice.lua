@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '9'
+local VERSION = '10'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -2473,6 +2473,53 @@ local function agents(p, args, now)
   return out
 end
 
+-- Forgets agent args.agent in this pool when it holds nothing a new agent would not (the
+-- rules and why: src/engine/forget.c; there the agent spans pools, here each pool's
+-- record goes on its own). Returns {forgotten = 1}, {forgotten = 0, kept = why} or
+-- {forgotten = -1} (not known): never fails after pool_advance, whose work must be kept.
+local function agent_forget(p, args, now)
+  pool_advance(p, now)
+  local name = args.agent or ''
+  local a = agent_get(name, false)
+  if not a then return {forgotten = -1} end
+  local why
+  local hkey = 'a:' .. name
+  local st = CP.holder_state(p, {key = hkey}, false)
+  if a.leases > 0 or a.queued > 0 then
+    why = 'it holds a lease or a ticket'
+  elseif p.member_of[name] then
+    why = 'it is a member of a team'
+  elseif p.caps_of and p.caps_of[hkey] then
+    why = 'its caps hold state'
+  elseif st then
+    local c = CP.holder_caps(p, hkey)
+    local hour, day = CP.budget_now(c, st, now)
+    if st.inf > 0 or st.np > 0 or st.nw > 0 or (CP.has_budget(c) and (hour < c.bh or day < c.bd)) then
+      why = 'its caps hold state'
+    end
+    for b = 0, NB - 1 do
+      if not why and CP.level_now(p, {c = c}, st, b, now) < CP.cap_capacity(p, c, b) then
+        why = 'its caps hold state'
+      end
+    end
+  end
+  if not why then
+    local g = team_get(DEFAULT_TEAM, false)
+    if now - a.cls < p.cache_ttl_s or a.lf > (g and g.vtime or 0) then
+      why = "its prompt cache or fair-queue tag in a pool is not a new agent's"
+    end
+  end
+  if why then return {forgotten = 0, kept = why} end
+  drop(agent_key(name))
+  redis.call('SREM', K('agents'), name)
+  if st then
+    drop(CP.holder_key(hkey))
+    redis.call('DEL', S.prefix .. 'hl:' .. hkey, S.prefix .. 'pk:' .. hkey)
+    redis.call('SREM', K('pks'), hkey)
+  end
+  return {forgotten = 1}
+end
+
 -- What a replica's local share granted while Redis was away (less what it refunded),
 -- charged to the shared buckets now: c0..c3 per bucket (negative: a refund, up to
 -- capacity). `key` names the charge; a key already applied is not applied again, so a
@@ -2511,6 +2558,7 @@ redis.register_function('sluice_resync', wrap(resync))
 redis.register_function('sluice_forget', wrap(forget))
 redis.register_function('sluice_pool', wrap(pool_info))
 redis.register_function('sluice_agents', wrap(agents))
+redis.register_function('sluice_agent_forget', wrap(agent_forget))
 redis.register_function('sluice_charge', wrap(charge))
 
 -- ---- registry, heartbeats, task graph (keys that span pools) ----

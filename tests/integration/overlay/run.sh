@@ -10,7 +10,7 @@ fail() { echo "overlay_cli: $*" >&2; exit 1; }
 has() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "$1 lacks: $2"; }; }
 here=$(dirname "$0")
 
-for k in work retries noise; do python3 "$here/synth.py" $k "$tmp/$k"; done
+for k in work retries backoff noise; do python3 "$here/synth.py" $k "$tmp/$k"; done
 
 # Turns every 30 s, 429s 1-3 s after them: period 30 s, the work, in every input shape.
 "$SLUICE" overlay --events "$tmp/work/events.sse" >"$tmp/o"
@@ -37,6 +37,19 @@ diff <("$SLUICE" overlay --events "$tmp/work/events.sse" | tail -n +2) \
 # 429s right after earlier 429s (exponential backoff, agents out of phase): the retries.
 "$SLUICE" overlay --events "$tmp/retries/events.sse" >"$tmp/o"
 has "$tmp/o" "verdict: the 429s line up with the retries, not the work: 74% of them"
+# Retries after a 3-11 s backoff (longer than the window): each 429 comes right after a
+# retry, not right after the 429 before; the retries are named (issue 25 item 13).
+"$SLUICE" overlay --events "$tmp/backoff/events.sse" >"$tmp/o"
+has "$tmp/o" "within 5 s after a retry          161   74.9%  (215 retries seen)"
+has "$tmp/o" "verdict: the 429s line up with the retries, not the work: 75% of them came within 5 s after a retry (161)"
+"$SLUICE" overlay --429s "$tmp/backoff/429s_iso.csv" --turns "$tmp/backoff/turns_iso.csv" \
+  --retries "$tmp/backoff/retries_iso.csv" --time-column when --agent-column agent >"$tmp/o"
+has "$tmp/o" ", retries $tmp/backoff/retries_iso.csv"
+has "$tmp/o" "verdict: the 429s line up with the retries, not the work: 75% of them"
+# Without the retries' times the 429s 3-11 s apart are nobody's: said, not guessed.
+"$SLUICE" overlay --429s "$tmp/backoff/429s_iso.csv" --turns "$tmp/backoff/turns_iso.csv" \
+  --time-column when --agent-column agent >"$tmp/o"
+has "$tmp/o" "verdict: no pattern"
 # Fleet-wide, a cluster of retries is indistinguishable from chance: said, not guessed.
 "$SLUICE" overlay --events "$tmp/retries/events.sse" --fleet >"$tmp/o"
 has "$tmp/o" "verdict: no pattern"
@@ -86,4 +99,6 @@ expect 1 "/nonexistent.log: No such file or directory" --events /nonexistent.log
 expect 2 "give either --events FILE or both" --429s "$tmp/work/429s.csv"
 expect 2 "--window: \"0\" is not a positive number of seconds" --events "$tmp/bad.jsonl" --window 0
 expect 2 "unknown option or missing value \"--period\"" --events "$tmp/bad.jsonl" --period
+expect 2 "--time-column, --agent-column and --retries go with --429s/--turns" \
+  --events "$tmp/bad.jsonl" --retries "$tmp/bad.jsonl"
 echo "overlay_cli: ok"

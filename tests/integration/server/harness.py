@@ -112,11 +112,50 @@ class Sluiced:
         assert status == 200, body
         return body
 
+    def metric(self, name):
+        """The value of the unlabelled Prometheus sample `name` in /metrics, or None."""
+        _, text, _ = self.call("GET", "/metrics")
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[-1])
+        return None
+
     def events(self):
         """The event log's lines (flushed within 250 ms)."""
         time.sleep(0.35)
         with open(self.event_log) as f:
             return [json.loads(line) for line in f if line.strip()]
+
+
+class KeepAlive:
+    """One keep-alive connection with a token: many leases and cancels quickly."""
+
+    def __init__(self, s, token):
+        self.conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+        self.token = token
+
+    def call(self, method, path, body=None):
+        h = {"Authorization": "Bearer " + self.token}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        self.conn.request(method, path, json.dumps(body) if body is not None else None, h)
+        r = self.conn.getresponse()
+        text = r.read()
+        return r.status, json.loads(text) if text else None, dict(r.getheaders())
+
+    def lease(self, agent):
+        return self.call("POST", "/v1/leases",
+                         {"agent": agent, "input_tokens": 10, "output_tokens": 10})
+
+    def lease_and_cancel(self, agent):
+        st, body, hdrs = self.lease(agent)
+        if st == 200:
+            st2, _, _ = self.call("DELETE", "/v1/leases/" + body["lease"])
+            assert st2 == 200
+        return st, body, hdrs
+
+    def close(self):
+        self.conn.close()
 
 
 def raw_request(port, method, path, body=b"", headers=None):
@@ -162,3 +201,9 @@ def check_config(text):
         p = subprocess.run([SLUICED, "--config", f.name, "--check-config"],
                            capture_output=True, text=True, timeout=10)
     return p.returncode, p.stdout + p.stderr
+
+
+def refused_config(text):
+    """What `sluiced --check-config` says refusing `text`; None when the file loads."""
+    rc, out = check_config(text)
+    return out if rc != 0 else None

@@ -238,5 +238,81 @@ class Baselines(unittest.TestCase):
         self.assertIn(":2: fleet.anomaly_z: '-1' must be a number between", p.stderr)
 
 
+PUPPETS = """
+fleet:
+  anomaly_window_s: 12
+  suspend_anomalous: true
+auth:
+  admin_token: admin-secret-1
+  tokens:
+    - {token: puppet-token, agent_prefix: "m-"}
+    - {token: bob-token, agent: bob}
+    - {token: carol-token, agent: carol}
+pools:
+  default:
+    input_tpm: 100000000
+    output_tpm: 100000000
+"""
+
+
+def own_requests(s, agent, token, n):
+    """n lease+settle calls of `agent` on its own token; returns the first refusal or None."""
+    for _ in range(n):
+        st, body, _ = s.call("POST", "/v1/leases",
+                             {"agent": agent, "input_tokens": 10, "output_tokens": 10},
+                             token=token)
+        if st != 200:
+            return st, body
+        st, body, _ = s.call("POST", "/v1/leases/%s/settle" % body["lease"],
+                             {"input_tokens": 10, "output_tokens": 10}, token=token)
+        assert st == 200, body
+    return None
+
+
+def puppet_leases(s, n_agents, each):
+    """`each` leases (never settled) of every one of agents m-0 .. m-(n_agents - 1)."""
+    for i in range(n_agents):
+        for _ in range(each):
+            st, body, _ = s.call("POST", "/v1/leases", {"agent": "m-%d" % i, "input_tokens": 10,
+                                                        "output_tokens": 10},
+                                 token="puppet-token")
+            assert st == 200, body
+
+
+class Puppets(unittest.TestCase):
+    """One token's many agents must not make the baseline another token's agent is judged
+    against (issue 25 item 2)."""
+
+    def test_one_tokens_idle_puppets_cannot_get_another_tokens_agent_suspended(self):
+        with Sluiced(PUPPETS) as s:
+            puppet_leases(s, 6, 1)
+            self.assertIsNone(own_requests(s, "bob", "bob-token", 25))
+            # The judge runs once a second: give it three chances to (wrongly) flag bob.
+            self.assertFalse(wait_until(lambda: "bob" in flagged(s), 3), flagged(s))
+            st, body, _ = s.call("POST", "/v1/leases",
+                                 {"agent": "bob", "input_tokens": 10, "output_tokens": 10},
+                                 token="bob-token")
+            self.assertEqual(st, 200, body)
+
+    def test_twenty_puppets_with_a_few_requests_each_count_as_one_agent(self):
+        with Sluiced(PUPPETS) as s:
+            puppet_leases(s, 20, 2)
+            self.assertIsNone(own_requests(s, "bob", "bob-token", 30))
+            self.assertIsNone(own_requests(s, "carol", "carol-token", 2))
+            self.assertFalse(wait_until(lambda: "bob" in flagged(s), 3), flagged(s))
+
+    def test_a_principals_own_agents_still_make_its_baseline(self):
+        # The puppet token's own runaway is judged against its other agents as before.
+        with Sluiced(PUPPETS) as s:
+            for i in range(6):
+                own_requests(s, "m-w%d" % i, "puppet-token", 2)
+            refused = own_requests(s, "m-loop", "puppet-token", 60)
+            self.assertTrue(wait_until(lambda: "m-loop" in flagged(s), 5), flagged(s))
+            if refused is None:
+                refused = own_requests(s, "m-loop", "puppet-token", 1)
+            self.assertEqual(refused[0], 429)
+            self.assertEqual(refused[1]["reason"], "suspended")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,97 @@
+"""test_path_dots.py - only the documented proxy paths, byte for byte, leave with the pool's key:
+dot segments (raw or percent-encoded), empty segments, backslashes and encoded slashes are refused
+with 404 before anything reaches the provider. The upstream here records every request line it
+receives (a recording server, not the emulator), so what would leave is seen byte for byte."""
+import http.server
+import json
+import threading
+import unittest
+
+from harness import REAL_KEY, Sluiced, pool_yaml
+
+LIMITS = "input_tpm: 10000000\noutput_tpm: 10000000\nrpm: 10000"
+
+# What a client may try to make the router normalise into another endpoint. None of these is
+# a documented path (docs/proxy.md "Paths"): each must be a 404 that sends nothing upstream.
+TRICKS = [
+    "/openai/v1/models/..?x=1", "/openai/v1/models/.", "/openai/v1/models/./",
+    "/openai/v1/models/..", "/openai/v1/models/%2e%2e", "/openai/v1/models/%2E%2E?x=1",
+    "/openai/v1/models/%2e", "/openai/v1/models/%2E", "/openai/v1/models/.%2e",
+    "/openai/v1/models/../../v1/files", "/openai/v1/models/..%2Ffiles",
+    "/openai/v1/models/a%2Fb", "/openai/v1/models/a%2fb", "/openai/v1/models/a%5Cb",
+    "/openai/v1/models/a\\b", "/openai/v1\\models", "/openai/v1/models/",
+    "/openai//v1/models", "/openai/v1//models", "/openai/v1/models//gpt-4.1",
+    "/openai/./v1/models", "/openai/v1/./models", "/openai/v1/%2e/models",
+    "/openai/%761/models", "/openai/v1/%6dodels", "/openai/v1/models%2Fgpt-4.1",
+    "/anthropic/v1/models/..", "/anthropic/v1/models/.", "/anthropic/v1/models/%2e%2e",
+    "/anthropic/v1/models/%2E", "/anthropic//v1/models", "/anthropic/v1/models/",
+    "/anthropic/v1/models/x/..", "/anthropic/api/./hello",
+]
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with an empty model list and records its request line and key."""
+    seen = []
+
+    def do_GET(self):  # noqa: N802 (the stdlib's name)
+        key = self.headers.get("x-api-key") or self.headers.get("authorization") or ""
+        Recorder.seen.append((self.path, key))
+        body = json.dumps({"object": "list", "data": [], "id": "x", "type": "model"}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class PathDots(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+        threading.Thread(target=cls.upstream.serve_forever, daemon=True).start()
+        url = "http://127.0.0.1:%d" % cls.upstream.server_address[1]
+        cls.sluiced = Sluiced("pools:\n%s%s" % (pool_yaml("claude", url, "anthropic", LIMITS),
+                                                pool_yaml("gpt", url, "openai", LIMITS)))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sluiced.stop()
+        cls.upstream.shutdown()
+        cls.upstream.server_close()
+
+    def get(self, path):
+        headers = ({"authorization": "Bearer t"} if path.startswith("/openai")
+                   else {"x-api-key": "t", "anthropic-version": "2023-06-01"})
+        return self.sluiced.request("GET", path, headers=headers)
+
+    def test_documented_model_paths_reach_the_provider_byte_for_byte(self):
+        Recorder.seen.clear()
+        for path, upstream in (("/openai/v1/models", "/v1/models"),
+                               ("/openai/models?limit=2", "/v1/models?limit=2"),
+                               ("/openai/v1/models/gpt-4.1", "/v1/models/gpt-4.1"),
+                               ("/anthropic/v1/models/claude-sonnet-4-5",
+                                "/v1/models/claude-sonnet-4-5"),
+                               ("/openai/v1/models/ft%3Agpt-4.1%3Aacme",
+                                "/v1/models/ft:gpt-4.1:acme")):
+            status, _, payload = self.get(path)
+            self.assertEqual(status, 200, (path, payload))
+            self.assertEqual(Recorder.seen[-1][0], upstream, path)
+            self.assertIn(REAL_KEY, Recorder.seen[-1][1], path)
+
+    def test_dot_segments_empty_segments_and_encoded_slashes_never_leave(self):
+        Recorder.seen.clear()
+        answered = []
+        for path in TRICKS:
+            status, _, payload = self.get(path)
+            message = json.loads(payload).get("error", {}).get("message", "")
+            if status != 404 or "not an endpoint" not in message:
+                answered.append((path, status))
+        self.assertEqual(answered, [], "paths that are not documented were served")
+        self.assertEqual(Recorder.seen, [], "a path that is not documented reached the provider")
+
+
+if __name__ == "__main__":
+    unittest.main()
