@@ -83,6 +83,11 @@ typedef struct sl_pool_config {
     double lease_duration_prior_s; /* 30: D, the mean lease duration of the concurrency
                                       ETA (k x D / slots), until a settle has measured it;
                                       0 = no prior: the earliest lease expiry bounds it */
+    bool backfill;                 /* true: a queued call that does not delay the blocked
+                                      head's ETA is granted past it (EASY backfilling) */
+    bool working_set;              /* false; true: the first call of a task (a cache
+                                      identity never settled) waits, parked, while any
+                                      request is queued (docs/design.md, "Working set") */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */

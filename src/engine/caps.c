@@ -376,6 +376,8 @@ void sl__ticket_detach(sl__pool_t *p, sl__ticket_t *t)
 {
     if (t->parked_on)
         sl__caps_unpark(p, t);
+    else if (t->ws_parked)
+        sl__admit_unpark(p, t);
     else
         sl__queue_remove(p, t);
 }

@@ -373,6 +373,17 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
             return sl__fail(e, SL_EINVAL, "pool %s: caps of %s count %lld leases, %lld live",
                             p->name, st->key, (long long)st->in_flight, (long long)st->check_count);
     }
+    int64_t ws = 0;
+    for (const sl__ticket_t *t = p->ws_head; t; t = t->park_next, ws++) {
+        uint64_t v;
+        if (!t->ws_parked || t->parked_on || (t->park_next && t->park_next->park_prev != t) ||
+            !sl__u64map_get(&e->tickets, t->id, &v) || v != (uint64_t)(uintptr_t)t)
+            return sl__fail(e, SL_EINVAL, "pool %s: first call %llu parked by the working set is "
+                            "inconsistent", p->name, (unsigned long long)t->id);
+    }
+    if (ws != p->ws_n)
+        return sl__fail(e, SL_EINVAL, "pool %s: %lld first calls parked, %lld listed", p->name,
+                        (long long)p->ws_n, (long long)ws);
     if (parked != p->n_parked)
         return sl__fail(e, SL_EINVAL, "pool %s: %lld tickets parked, %lld on the holders' lists",
                         p->name, (long long)p->n_parked, (long long)parked);
@@ -390,7 +401,7 @@ int sl_engine_check(sl_engine_t *e)
         int rc = check_pool(e, e->pools[i]);
         if (rc) return rc;
         live_leases += e->pools[i]->in_flight;
-        queued += sl__queue_depth(e->pools[i]) + e->pools[i]->n_parked;
+        queued += sl__queue_depth(e->pools[i]) + e->pools[i]->n_parked + e->pools[i]->ws_n;
     }
     for (size_t i = 0; i < e->tickets.cap; i++)
         if (e->tickets.keys[i] && !(e->tickets.vals[i] & 1)) live_tickets++;

@@ -15,6 +15,8 @@
 #define SL__MAX_CLASSES    32
 #define SL__ERR_WINDOW_MAX 64
 #define SL__LEVEL_EPS      1e-6 /* tolerance of invariant checks on double levels */
+#define SL__BACKFILL_WINDOW 16  /* queued tickets (the head included) backfill.c looks at */
+#define SL__ADMIT_MAX_WAIT_CACHE_LIVES 10 /* a parked first call joins the queue after this */
 
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
@@ -97,6 +99,7 @@ typedef struct sl__pteam {
     double last_outer;         /* the outer finish tag of its latest grant */
     double base;               /* while backlogged: the outer start tag of its head */
     struct sl__ticket *root;   /* treap ordered by (inner finish, seq) */
+    struct sl__ticket *ws_root; /* its first calls parked by the working set (admit.c) */
 } sl__pteam_t;
 
 /* An agent's state within one pool. */
@@ -172,6 +175,8 @@ typedef struct sl__ticket {
     sl__hnode_t idle; /* deadline for idleness; not in the heap while held */
     struct sl__capstate *parked_on; /* waiting for this holder's release, not in the queue */
     struct sl__capstate *woken_by;  /* moved back to the queue by that holder's release */
+    bool ws_parked;                 /* a first call parked by the working set (admit.c); then
+                                       park_prev/park_next chain the pool's arrival list */
     struct sl__ticket *park_prev, *park_next;
     /* treap */
     struct sl__ticket *left, *right;
@@ -212,6 +217,10 @@ typedef struct sl__pool {
     sl__pteam_t **teams;              /* team queues, in creation order */
     size_t n_teams;
     int64_t queued;                   /* tickets in all team queues */
+    struct sl__ticket *ws_head, *ws_tail; /* first calls parked by the working set, by
+                                             arrival (by tag: their teams' ws_root) */
+    int64_t ws_n;
+    double ws_promoted_at; /* when the working set's age bound last queued a first call */
     uint64_t seq;
     sl__heap_t lease_heap;  /* leases by expires_at */
     sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
@@ -381,6 +390,17 @@ double sl__queue_place(const sl__pool_t *p, const sl__pteam_t *pt, double finish
 /* Records a grant of team pt with inner tag `finish` and outer tag `outer`. */
 void sl__queue_served(sl__pool_t *p, sl__pteam_t *pt, double finish, double outer);
 int sl__queue_check(const sl__pool_t *p, char *msg, size_t msg_len);
+/* A treap of tickets keyed by (finish, seq) with subtree sums: insert (a key it does not
+ * hold), remove (a ticket it holds), and the lowest key (NULL when empty). The team
+ * queues are such trees; so is the working set's list of parked first calls (admit.c). */
+void sl__treap_insert(sl__ticket_t **root, sl__ticket_t *t);
+void sl__treap_remove(sl__ticket_t **root, sl__ticket_t *t);
+sl__ticket_t *sl__treap_first(sl__ticket_t *root);
+/* The head of one team's queue (lowest inner key), or NULL. */
+const sl__ticket_t *sl__queue_team_head(const sl__pteam_t *pt);
+/* The first `max` (at most SL__BACKFILL_WINDOW) queued tickets in the pool's order,
+ * the head first, into out; returns their count (0 when out of memory). */
+size_t sl__queue_window(const sl__pool_t *p, sl__ticket_t **out, size_t max);
 void sl__queue_foreach(sl__pool_t *p, void (*fn)(sl__ticket_t *t, void *ud), void *ud);
 
 /* weight.c */
@@ -496,6 +516,46 @@ void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_toke
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);
 void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease, double now);
 void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out);
+
+/* backfill.c */
+/* Whether a request of `need` (caps, team pt, dominant-share cost) may be granted now past
+ * the blocked `head`: it fits now and takes only what the head does not need now (every
+ * bucket that holds the head's need keeps it, one it waits for is not touched), a
+ * concurrency slot stays free for the head, it shares no max_concurrent holder with the
+ * head, and the head stays the pool's head. */
+bool sl__backfill_admits(sl_engine_t *e, const sl__pool_t *p, sl__ticket_t *head,
+                         const sl__need_t *need, const sl__capref_t *caps, const sl__pteam_t *pt,
+                         double cost, double now);
+/* The tags of a backfill grant of team pt: its inner V unmoved, the outer tag its team's
+ * base plus cost / team weight (the team pays). */
+sl__tags_t sl__backfill_tags(const sl__pool_t *p, sl__pteam_t *pt, double cost);
+/* Grants what sl__backfill_admits allows among the first SL__BACKFILL_WINDOW queued
+ * tickets, in queue order, past the blocked `head`. */
+void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now);
+
+/* admit.c */
+/* Whether a request with this cache identity (NULL: never seen) is the first call of a
+ * task under the pool's working set: its identity was never settled. */
+bool sl__admit_is_first_call(const sl__pool_t *p, const sl__cache_t *cache);
+/* Whether a first call may go now: nothing queued, no first call parked before it. */
+bool sl__admit_open(const sl__pool_t *p);
+/* Parks a first call out of the queue / takes it back off (the caller queues or ends it). */
+void sl__admit_park(sl__pool_t *p, sl__ticket_t *t);
+void sl__admit_unpark(sl__pool_t *p, sl__ticket_t *t);
+/* Moves the oldest first call parked past its bound into the queue at its tag, at most
+ * one per cache life. */
+void sl__admit_promote(sl__pool_t *p, double now);
+/* The parked first call to admit next: of the teams' first ones, the lowest outer tag. */
+sl__ticket_t *sl__admit_next(const sl__pool_t *p);
+/* Grants parked first calls, in tag order, while nothing is queued and they fit. */
+void sl__admit_grant(sl_engine_t *e, sl__pool_t *p, double now);
+/* When the oldest parked first call joins the queue (+INFINITY: none parked). */
+double sl__admit_next_at(const sl__pool_t *p);
+/* A parked first call's ETA: behind every queued and parked request (the need of one
+ * already `parked` is among them); *ahead receives their count. */
+double sl__admit_eta(const sl__pool_t *p, const sl__need_t *need, bool parked, double now,
+                     int64_t *ahead);
+void sl__admit_free(sl__pool_t *p);
 
 /* headers.c */
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,

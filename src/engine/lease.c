@@ -339,7 +339,29 @@ typedef struct decide_args {
     sl__capstate_t *park_on; /* held back only by this holder's max_concurrent */
     double cap_wait_s;       /* then: when it frees a slot */
     const char *cap_reason;
+    bool first_call;         /* a task's first call under the working set (admit.c) */
 } decide_args_t;
+
+/* Grants the request at once past the blocked queue head when backfill.c admits it;
+ * false (nothing changed) when it does not, or when out of memory. */
+static bool backfill_now(sl_engine_t *e, decide_args_t *a, double cost, double finish, double now,
+                         sl_decision_t *out)
+{
+    sl__pool_t *p = a->p;
+    sl__ticket_t *head = sl__queue_head(p);
+    if (!head) return false;
+    if (!sl__backfill_admits(e, p, head, &a->need, &a->caps, a->team, cost, now))
+        return false;
+    sl__tags_t tags = sl__backfill_tags(p, a->team, cost);
+    sl__lease_t *l;
+    if (sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, &tags, a->ttl_s, 0, 0, now,
+                  &l) != SL_OK)
+        return false;
+    if (finish > a->pa->last_finish) a->pa->last_finish = finish;
+    sl__lease_set_calib(l, a->calib, a->est_prompt_tokens);
+    sl__fill_grant(l, out);
+    return true;
+}
 
 static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *out)
 {
@@ -367,7 +389,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         outer = sl__queue_place(p, pt, finish, p->seq + 1, cost, &ahead, sums);
         /* Granted at once when it fits and would be the queue's head (and no holder's
          * max_concurrent holds it back). */
-        if (!a->park_on && ahead == 0 && sl__fits(p, &a->need, now)) {
+        if (!a->park_on && ahead == 0 && sl__fits(p, &a->need, now) &&
+            (!a->first_call || sl__admit_open(p))) {
             sl__lease_t *l;
             sl__tags_t tags = {pt, finish, outer};
             int rc = sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, &tags,
@@ -380,6 +403,11 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             if (pt->root && p->n_teams > 1) sl__pool_drain(e, p, now);
             return SL_OK;
         }
+        /* Or granted past a blocked head that it does not delay (backfill.c), when it
+         * would stand among the tickets the drain looks at. */
+        if (p->cfg.backfill && !a->park_on && !a->first_call && ahead < SL__BACKFILL_WINDOW &&
+            backfill_now(e, a, cost, finish, now, out))
+            return SL_OK;
         eta_s = queue_eta(p, &a->need, sums, ahead, now, &limited_by);
         if (a->park_on && a->cap_wait_s >= eta_s) {
             eta_s = a->cap_wait_s;
@@ -395,7 +423,13 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         if (!bump) break;
         a->weight *= p->cfg.cache_bump;
     }
-    if (eta_s > a->max_wait_s) {
+    /* A first call held back by the working set waits parked, behind everyone, for no
+     * ETA limit: its client checkpoints, and the wait is the point (admit.c). */
+    bool ws_park = a->first_call && !a->park_on;
+    if (ws_park) {
+        eta_s = sl__admit_eta(p, &a->need, false, now, &ahead);
+        limited_by = "working_set";
+    } else if (eta_s > a->max_wait_s) {
         reject(p, a->weight, eta_s, now, out, a->park_on ? a->cap_reason : NULL, limited_by);
         return SL_OK;
     }
@@ -424,6 +458,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->idle.at = now + p->cfg.ticket_idle_s;
     if (a->park_on)
         sl__caps_park(p, a->park_on, t, false);
+    else if (ws_park)
+        sl__admit_park(p, t);
     else
         sl__queue_insert(p, t);
     sl__heap_push(&p->ticket_heap, &t->idle);
@@ -550,6 +586,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.need.cached_tokens = cached;
     args.need.prompt_tokens = input + cached;
     args.need.penalty = !warm && cached > 0;
+    args.first_call = sl__admit_is_first_call(p, cache);
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
     int64_t out_tokens = req->output_tokens;
@@ -666,8 +703,13 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         out->status = SL_QUEUED;
         out->ticket = t->id;
         double sums[SL_BUCKET_COUNT];
-        sl__queue_place(p, t->team, t->finish, t->seq, t->cost, &ahead, sums);
-        out->eta_s = queue_eta(p, &t->need, sums, ahead, now, &out->limited_by);
+        if (t->ws_parked) {
+            out->eta_s = sl__admit_eta(p, &t->need, true, now, &ahead);
+            out->limited_by = "working_set";
+        } else {
+            sl__queue_place(p, t->team, t->finish, t->seq, t->cost, &ahead, sums);
+            out->eta_s = queue_eta(p, &t->need, sums, ahead, now, &out->limited_by);
+        }
         if (t->parked_on) {
             const char *why;
             double cap_s = sl__caps_release_eta(p, t->parked_on, sl__caps_parked_ahead(t), now, &why);
@@ -860,9 +902,10 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                          s->input_tokens + s->cache_creation_input_tokens +
                              s->cache_read_input_tokens);
         int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
-        /* The provider's cache life runs from the call's start, not its end: the grant
-         * is the earliest the call can have been sent, so the engine never thinks a
-         * cache warmer than it is. The later start wins when calls settle out of order. */
+        /* The provider counts a cache's life from the start of the call that used it, not
+         * from its end. The call started at its grant or after, so counting from the grant
+         * never believes a cache warm past what the provider keeps; the later start wins
+         * when calls settle out of order. */
         if (l->granted_at > l->cache->used_at) l->cache->used_at = l->granted_at;
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;

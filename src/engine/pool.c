@@ -4,7 +4,7 @@
  * its own, because time passed, happens in sl__pool_advance(): margin steps, refill,
  * expired leases reaped without refund (a crashed agent may well have spent the
  * tokens), unclaimed grants refunded, idle tickets expired, and the queue drained
- * from its head while the head fits. */
+ * from its head while the head fits, then past it what does not delay it (backfill.c). */
 #include "internal.h"
 
 #include <math.h>
@@ -34,6 +34,7 @@ void sl_pool_config_init(sl_pool_config_t *cfg)
     cfg->ticket_idle_s = 120;
     cfg->spend_cap_reset_s = 3600;
     cfg->lease_duration_prior_s = 30;
+    cfg->backfill = true;
 }
 
 static int check_limit(sl_engine_t *e, const char *pool, const char *field, int64_t v)
@@ -169,6 +170,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
     p->clean_since = now_s;
     p->floor_since = -1;
     p->blocked_until = -INFINITY;
+    p->ws_promoted_at = -INFINITY;
     p->agreed_at = -INFINITY;
     p->last_refill = now_s;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
@@ -196,6 +198,7 @@ void sl__pool_free(sl__pool_t *p)
     sl__heap_free(&p->ticket_heap);
     for (size_t i = 0; i < p->n_teams; i++)
         free_ticket_rec(p->teams[i]->root);
+    sl__admit_free(p);
     for (size_t i = 0; i < p->capstates.cap; i++) {
         if (!p->capstates.slots[i].hash) continue;
         sl__capstate_t *st = p->capstates.slots[i].val;
@@ -223,9 +226,13 @@ void sl__pool_free(sl__pool_t *p)
 
 void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
 {
+    if (p->ws_head) sl__admit_promote(p, now);
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
         sl__ticket_cache_lapsed(p, t, now); /* it stays the head */
-        if (!sl__fits(p, &t->need, now)) break;
+        if (!sl__fits(p, &t->need, now)) {
+            if (p->cfg.backfill) sl__backfill(e, p, t, now); /* what may pass it harmlessly */
+            break;
+        }
         sl__tags_t tags = {t->team, t->finish, sl__queue_head_outer(t)};
         sl__queue_remove(p, t);
         /* The caps as they are now (a reload may have changed them since it queued). */
@@ -251,6 +258,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
         sl__lease_set_calib(l, t->calib, t->est_prompt_tokens);
         sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
     }
+    if (p->ws_n && p->queued == 0) sl__admit_grant(e, p, now);
 }
 
 void sl__spend_cap_alert(sl_engine_t *e, sl__pool_t *p, bool active, double now)
@@ -301,7 +309,10 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
     if (n && n->at < at) at = n->at;
     n = sl__heap_top(&p->ticket_heap);
     if (n && n->at < at) at = n->at;
+    double admit_at = sl__admit_next_at(p);
+    if (admit_at < at) at = admit_at;
     const sl__ticket_t *head = sl__queue_head(p);
+    if (!head && p->ws_n) head = sl__admit_next(p); /* the next first call */
     if (head) {
         /* A microsecond late, so rounding never leaves the head a hair short. */
         double need[SL_BUCKET_COUNT];
@@ -347,6 +358,8 @@ void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now)
         for (sl__ticket_t *t = st->park_head; t; t = t->park_next)
             collect_unfit(t, &c);
     }
+    for (sl__ticket_t *t = p->ws_head; t; t = t->park_next) /* and the working set's */
+        collect_unfit(t, &c);
     for (size_t i = 0; i < c.n; i++) {
         sl__ticket_t *t = c.list[i];
         sl__ticket_detach(p, t);
@@ -377,7 +390,7 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
         out->capacity[b] = sl__capacity(p, (sl_bucket_t)b);
         out->refill_per_s[b] = out->capacity[b] / 60.0;
     }
-    out->queue_depth = sl__queue_depth(p) + p->n_parked;
+    out->queue_depth = sl__queue_depth(p) + p->n_parked + p->ws_n;
     const sl__ticket_t *head = sl__queue_head(p);
     out->head_eta_s = -1;
     if (head) {

@@ -31,13 +31,16 @@
  * 3x 1,000 queued). Teams are few (tens): the head and the ETA look at each team.
  * Priorities come from the engine's seeded generator, so runs are reproducible.
  *
- * Head-of-line: the pool drains from the head only (pool.c); a head that does not
- * fit blocks the rest, so large requests are never starved by small ones.
+ * Head-of-line: the pool drains from the head (pool.c); a head that does not fit
+ * blocks the rest, so large requests are never starved by small ones, except for
+ * what backfill.c grants past it without moving its ETA (sl__queue_window gives it
+ * the first tickets in the pool's order).
  */
 #include "internal.h"
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static bool key_less(double f1, uint64_t s1, double f2, uint64_t s2)
 {
@@ -95,36 +98,45 @@ static sl__ticket_t *merge(sl__ticket_t *l, sl__ticket_t *r)
     return r;
 }
 
-void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t)
+void sl__treap_insert(sl__ticket_t **root, sl__ticket_t *t)
 {
-    sl__pteam_t *pt = t->team;
     sl__ticket_t *l, *r;
-    assert(pt && "the ticket has its team");
-    if (!pt->root) pt->base = p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
     t->left = t->right = NULL;
     pull(t);
-    split(pt->root, t->finish, t->seq, &l, &r);
+    split(*root, t->finish, t->seq, &l, &r);
 #ifndef NDEBUG
     const sl__ticket_t *next = r; /* r's lowest key: the first not below t's */
     while (next && next->left) next = next->left;
     assert(!(next && next->finish == t->finish && next->seq == t->seq) &&
            "no queued ticket has t's key");
 #endif
-    pt->root = merge(merge(l, t), r);
+    *root = merge(merge(l, t), r);
+}
+
+void sl__treap_remove(sl__ticket_t **root, sl__ticket_t *t)
+{
+    sl__ticket_t *l, *mid, *r;
+    split(*root, t->finish, t->seq, &l, &r);
+    /* Keys are unique, so the next key after t is (finish, seq + 1). */
+    split(r, t->finish, t->seq + 1, &mid, &r);
+    assert(mid == t && t->count == 1 && "the ticket is in the tree");
+    (void)mid;
+    *root = merge(l, r);
+    t->left = t->right = NULL;
+}
+
+void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t)
+{
+    sl__pteam_t *pt = t->team;
+    assert(pt && "the ticket has its team");
+    if (!pt->root) pt->base = p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
+    sl__treap_insert(&pt->root, t);
     p->queued++;
 }
 
 void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t)
 {
-    sl__pteam_t *pt = t->team;
-    sl__ticket_t *l, *mid, *r;
-    split(pt->root, t->finish, t->seq, &l, &r);
-    /* Keys are unique, so the next key after t is (finish, seq + 1). */
-    split(r, t->finish, t->seq + 1, &mid, &r);
-    assert(mid == t && t->count == 1 && "the ticket is in its team's queue");
-    (void)mid;
-    pt->root = merge(l, r);
-    t->left = t->right = NULL;
+    sl__treap_remove(&t->team->root, t);
     p->queued--;
 }
 
@@ -210,6 +222,69 @@ static void outer_prefix(const sl__pteam_t *pt, double outer, bool inclusive, in
             t = t->left;
         }
     }
+}
+
+const sl__ticket_t *sl__queue_team_head(const sl__pteam_t *pt)
+{
+    return leftmost(pt->root);
+}
+
+sl__ticket_t *sl__treap_first(sl__ticket_t *root)
+{
+    return leftmost(root);
+}
+
+/* In-order walk of at most `max` tickets of one team, with their outer tags. */
+static void team_window(const sl__ticket_t *t, const sl__pteam_t *pt, double *acc,
+                        sl__ticket_t **out, double *outer, size_t *n, size_t max)
+{
+    if (!t || *n == max) return;
+    team_window(t->left, pt, acc, out, outer, n, max);
+    if (*n == max) return;
+    *acc += t->cost;
+    out[*n] = (sl__ticket_t *)t;
+    outer[*n] = pt->base + *acc / team_weight(pt);
+    (*n)++;
+    team_window(t->right, pt, acc, out, outer, n, max);
+}
+
+size_t sl__queue_window(const sl__pool_t *p, sl__ticket_t **out, size_t max)
+{
+    size_t n = 0;
+    double acc = 0;
+    if (p->n_teams == 1) {
+        double outer[SL__BACKFILL_WINDOW];
+        if (max > SL__BACKFILL_WINDOW) max = SL__BACKFILL_WINDOW;
+        team_window(p->teams[0]->root, p->teams[0], &acc, out, outer, &n, max);
+        return n;
+    }
+    /* Several teams: each team's first `max` in its order, merged by outer tag (ties:
+     * the team created first), which is the pool's order (sl__queue_head). */
+    size_t per = max > SL__BACKFILL_WINDOW ? SL__BACKFILL_WINDOW : max;
+    sl__ticket_t **all = malloc(p->n_teams * per * sizeof *all);
+    double *tag = malloc(p->n_teams * per * sizeof *tag);
+    size_t *len = calloc(p->n_teams, sizeof *len), *pos = calloc(p->n_teams, sizeof *pos);
+    if (all && tag && len && pos) {
+        for (size_t i = 0; i < p->n_teams; i++) {
+            acc = 0;
+            team_window(p->teams[i]->root, p->teams[i], &acc, all + i * per, tag + i * per, &len[i],
+                        per);
+        }
+        while (n < per) {
+            size_t best = p->n_teams;
+            for (size_t i = 0; i < p->n_teams; i++)
+                if (pos[i] < len[i] &&
+                    (best == p->n_teams || tag[i * per + pos[i]] < tag[best * per + pos[best]]))
+                    best = i;
+            if (best == p->n_teams) break;
+            out[n++] = all[best * per + pos[best]++];
+        }
+    }
+    free(all);
+    free(tag);
+    free(len);
+    free(pos);
+    return n;
 }
 
 double sl__queue_head_outer(const sl__ticket_t *head)

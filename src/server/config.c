@@ -439,6 +439,8 @@ static const struct pool_field {
     PF(price_output_per_mtok, F_DOUBLE),
     PF(spend_cap_reset_s, F_DOUBLE),
     PF(lease_duration_prior_s, F_DOUBLE),
+    PF(backfill, F_BOOL),
+    PF(working_set, F_BOOL),
 #undef PF
 };
 

@@ -4,8 +4,10 @@
  *
  * "sluice" is the whole design: role weights and the task graph (a planner's call
  * outranks the six workers waiting on it), loop decay through failure_signature,
- * the cache bump, and a checkpoint before every wait, so neither a queued wait nor
- * a 429 breaks the turn. Like libsluice-client's acquire that saves a checkpoint, it asks
+ * the cache bump, the working set (a task's first call waits while the running tasks'
+ * calls queue; each task names its own cache, so the engine tells a first call from
+ * the rest), and a checkpoint before every wait, so neither a queued wait nor a 429
+ * breaks the turn. Like libsluice-client's acquire that saves a checkpoint, it asks
  * to be held in the queue for an ETA up to SL_CHECKPOINTED_MAX_WAIT_S rather than be
  * rejected past the pool's max_queue_wait_s and sleep until retry_at while capacity
  * idles (issue 24 item 5). "sluice-equal" takes the same leases with every weight 1,
@@ -236,6 +238,9 @@ static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *er
     if (equal) cfg.cache_bump = 1.0;
     cfg.output_reserve_learned = learned;
     cfg.margin_max = run->sc->margin_max;
+    /* Its agents checkpoint before every wait, so a task's first call may wait parked
+     * while the running tasks keep their caches warm (the working set, admit.c). */
+    cfg.working_set = !equal;
     int rc = sl_engine_configure_pool(s->e, "default", &cfg, 0);
     if (rc == SL_OK && equal) {
         rc = sl_engine_set_role(s->e, "planner", 1.0);

@@ -218,6 +218,8 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(output_reserve_learned);
     N(spend_cap_reset_s);
     N(lease_duration_prior_s);
+    N(backfill);
+    N(working_set);
     N(price_input_per_mtok);
     N(price_output_per_mtok);
 #undef N

@@ -139,6 +139,11 @@ static void op_request(world_t *w)
     r.task = rnd(w) % 4 == 0 ? "plan" : NULL;
     r.unblocks = rnd_range(w, 0, 3);
     r.cache_key = rnd(w) % 8 == 0 ? "shared-prefix" : NULL;
+    char task_cache[16]; /* a task's own cache: its first call meets the working set */
+    if (!r.cache_key && rnd(w) % 3 == 0) {
+        snprintf(task_cache, sizeof task_cache, "task%d", (int)(rnd(w) % 64));
+        r.cache_key = task_cache;
+    }
     r.ttl_s = rnd(w) % 5 == 0 ? rnd01(w) * 1000 : 0;
     char rid[32];
     if (rnd(w) % 4 == 0) {
@@ -230,6 +235,8 @@ static void op_misc(world_t *w)
         cfg.output_tpm = rnd_range(w, 20000, 40000);
         cfg.rpm = rnd_range(w, 50, 200);
         cfg.concurrency = rnd(w) % 2 ? 0 : rnd_range(w, 3, 10);
+        cfg.working_set = rnd(w) % 2;
+        cfg.backfill = rnd(w) % 4 != 0;
         rc = sl_engine_configure_pool(w->e, "default", &cfg, w->now);
         break;
     }
@@ -280,6 +287,7 @@ static void run_seed(uint64_t seed, long ops)
     cfg.price_input_per_mtok = 3;
     cfg.price_output_per_mtok = 15;
     cfg.cache_reads_count = true;
+    cfg.working_set = true;
     assert_int_equal(sl_engine_configure_pool(w->e, "second", &cfg, w->now), SL_OK);
     assert_int_equal(sl_engine_task_put(w->e, "plan", "planner", NULL, 0, SL_TASK_RUNNING), SL_OK);
     /* Caps on some agents and a team, so their buckets take part too. */

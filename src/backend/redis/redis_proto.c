@@ -122,6 +122,8 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
     sl__rcmd_num(c, "ticket_idle_s", cfg->ticket_idle_s);
     sl__rcmd_num(c, "spend_cap_reset_s", cfg->spend_cap_reset_s);
     sl__rcmd_num(c, "output_reserve_learned", cfg->output_reserve_learned ? 1 : 0);
+    sl__rcmd_num(c, "backfill", cfg->backfill ? 1 : 0);
+    sl__rcmd_num(c, "working_set", cfg->working_set ? 1 : 0);
     sl__rcmd_num(c, "price_input_per_mtok", cfg->price_input_per_mtok);
     sl__rcmd_num(c, "price_output_per_mtok", cfg->price_output_per_mtok);
     sl__rcmd_num(c, "lease_duration_prior_s", cfg->lease_duration_prior_s);
@@ -359,7 +361,8 @@ const char *sl__rreply_limited_by(const char *v)
 {
     static const char *const KNOWN[] = {"input_tokens", "output_tokens", "requests",
                                         "tokens",       "concurrency",   "retry_after",
-                                        "agent_cap",    "team_cap",      "budget_exhausted"};
+                                        "agent_cap",    "team_cap",      "budget_exhausted",
+                                        "working_set"};
     for (size_t i = 0; v && i < sizeof KNOWN / sizeof KNOWN[0]; i++)
         if (strcmp(v, KNOWN[i]) == 0) return KNOWN[i];
     return NULL;
@@ -436,6 +439,8 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
     CFG(margin_max, double);
 #undef CFG
     c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;
+    c->backfill = sl__rreply_num(rep, "cfg_backfill", 1) != 0;
+    c->working_set = sl__rreply_num(rep, "cfg_working_set", 0) != 0;
     c->cache_reads_count = sl__rreply_num(rep, "cfg_cache_reads_count", 0) != 0;
     out->margin = sl__rreply_num(rep, "margin", 0);
     char name[32];

@@ -674,7 +674,8 @@ end
 
 local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
-  nil, {'park', 'woke'})  -- caps: the holder it is parked on, the holder that woke it
+  nil, {'park', 'woke', 'ws'})  -- caps: the holder it is parked on, the holder that woke it;
+  -- ws: '1' while the working set parks it (a task's first call)
 local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
 local DEFAULT_TEAM = 'default'
 
@@ -907,6 +908,7 @@ end
 -- The section's functions live in one table: the library's main chunk may hold at most
 -- 200 locals.
 local CP = {}
+local WS = {}  -- the working set's functions (their section follows backfilling)
 local REASON_AGENT, REASON_TEAM, REASON_BUDGET = 'agent_cap', 'team_cap', 'budget_exhausted'
 local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
   'blast'})
@@ -1250,7 +1252,9 @@ end
 
 -- Removes a ticket from wherever it waits (the queue or a park).
 function CP.ticket_detach(p, t)
-  if t.park ~= '' then CP.caps_unpark(p, t) else queue_remove(p, t) end
+  if t.park ~= '' then CP.caps_unpark(p, t)
+  elseif t.ws == '1' then WS.unpark(p, t)
+  else queue_remove(p, t) end
 end
 
 -- A parked ticket's ETA: its holder's release, with the tickets parked before it.
@@ -1356,13 +1360,226 @@ local function ticket_cache_lapsed(p, t, now)
   touch(ticket_key(t.id))
 end
 
+-- ---- backfilling ----
+-- Ports: src/engine/backfill.c (its essay says why). Past a blocked head, a ticket among
+-- the first BF.WINDOW of the queue order (head included) is granted when it fits now and
+-- takes only what the head does not need now (a bucket that holds the head's need keeps
+-- it, one the head waits for is not touched); a concurrency slot stays free for the
+-- head; it shares no max_concurrent holder with the head; and the head stays the head
+-- once the candidate's team has paid. The section's functions live in one table (the
+-- main chunk's 200 locals).
+local BF = {WINDOW = 16}
+
+-- The first `max` queued tickets of the pool's order, the head first (loaded records): a
+-- merge of the teams' queues by outer tag (ties to the team seen first, as queue_head),
+-- reading one ticket at a time from the team chosen, so about max + teams reads.
+function BF.window(p, max)
+  local teams = team_list()
+  local cur = {}
+  local function advance(i)
+    local c = cur[i]
+    c.idx = c.idx + 1
+    c.t = nil
+    if c.idx >= c.g.qn then return end
+    local m = redis.call('ZRANGE', team_q(c.g.name), c.idx, c.idx)
+    if #m == 0 then return end
+    c.t = load_ticket(parse_member(m[1]))
+    c.acc = c.acc + c.t.cost
+    c.outer = c.g.base + c.acc / c.w
+  end
+  for i = 1, #teams do
+    local g = team_get(teams[i], false)
+    cur[i] = {g = g, idx = -1, acc = 0, w = g and team_weight(p, g.name) or 1}
+    if g and g.qn > 0 then advance(i) end
+  end
+  local out = {}
+  while #out < max do
+    local best
+    for i = 1, #teams do
+      if cur[i].t and (not best or cur[i].outer < cur[best].outer) then best = i end
+    end
+    if not best then break end
+    out[#out + 1] = cur[best].t
+    advance(best)
+  end
+  return out
+end
+
+function BF.share_concurrency_holder(a, b)
+  if not a or not b then return false end
+  for _, h in ipairs(a) do
+    if h.c.conc > 0 then
+      for _, k in ipairs(b) do if k.key == h.key then return true end end
+    end
+  end
+  return false
+end
+
+function BF.head_keeps_lead(p, head, g, c)
+  local teams = team_list()
+  if #teams == 1 or g.name ~= head.team then return true end
+  local outer = (g.base + head.cost / team_weight(p, g.name)) + c / team_weight(p, g.name)
+  for i = 1, #teams do
+    local o = teams[i] ~= g.name and team_get(teams[i], false)
+    if o and o.qn > 0 then
+      local h = redis.call('ZRANGE', team_q(o.name), 0, 0)
+      local other = o.base + load_ticket(parse_member(h[1])).cost / team_weight(p, o.name)
+      if other < outer or (other == outer and o.order < g.order) then return false end
+    end
+  end
+  return true
+end
+
+function BF.admits(p, head, need, hs, g, c, now)
+  if not fits(p, need, now) then return false end
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return false end
+  for b = 0, NB - 1 do
+    if limited(p, b) and need[b] ~= 0 and need[b] > p['lv' .. b] - head['n' .. b] then
+      return false
+    end
+  end
+  if hs and BF.share_concurrency_holder(hs, CP.caps_resolve(p, head.agent)) then return false end
+  return BF.head_keeps_lead(p, head, g, c)
+end
+
+-- The tags of a backfill grant of team g: its inner V unmoved, the outer tag its base
+-- plus cost / team weight (the team pays).
+function BF.tags(p, g, c)
+  local base = g.qn > 0 and g.base or (p.vtime > g.lo and p.vtime or g.lo)
+  return g.vtime, base + c / team_weight(p, g.name)
+end
+
+function BF.backfill(p, head, now)
+  if p.blocked_until > now then return end  -- a provider retry-after holds every grant
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return end  -- no slot to lend
+  local win = BF.window(p, BF.WINDOW)
+  for i = 2, #win do
+    local t = win[i]
+    local hs = CP.caps_resolve(p, t.agent)
+    local g = team_get(t.team, true)
+    if not (hs and CP.caps_at_concurrency(hs)) and
+        BF.admits(p, head, need_of(t), hs, g, t.cost, now) then
+      local finish, outer = BF.tags(p, g, t.cost)
+      queue_remove(p, t)
+      local a = agent_get(t.agent, true)
+      local l = grant(p, a, t, t.weight, g, finish, outer, t.ttl, t.id, now - t.enq, now, hs)
+      ticket_end(p, t, END_GRANTED, l.id, now)
+    end
+  end
+end
+
+-- ---- the working set ----
+-- Ports: src/engine/admit.c (its essay says why). A request whose cache identity was never
+-- settled is a task's first call; with `working_set` it goes only when nothing is queued
+-- and it fits, else it waits parked (never rejected for the wait): per team a sorted set
+-- P.."w:<team>" by inner tag (the queue's member format), all of them by arrival in
+-- P.."wsa", their count and summed needs in ws_n and ws0..ws3. Admitted in inner-tag order
+-- across teams when the queue is empty; after WS.LIVES cache lives a parked one joins the
+-- queue at its tag.
+WS.LIVES = 10
+
+function WS.key(team) return S.prefix .. 'w:' .. team end
+
+function WS.is_first_call(p, cache)
+  return p.working_set ~= 0 and not (cache and cache.rec[cache.ls] > -math.huge)
+end
+
+function WS.open(p) return p.qn == 0 and p.ws_n == 0 end
+
+function WS.park(p, t)
+  redis.call('ZADD', WS.key(t.team), F(t.finish), qmember(t))
+  redis.call('ZADD', K('wsa'), F(t.enq), F(t.id))
+  for b = 0, NB - 1 do p['ws' .. b] = p['ws' .. b] + t['n' .. b] end
+  p.ws_n = p.ws_n + 1
+  t.ws = '1'
+  touch(ticket_key(t.id))
+end
+
+function WS.unpark(p, t)
+  redis.call('ZREM', WS.key(t.team), qmember(t))
+  redis.call('ZREM', K('wsa'), F(t.id))
+  for b = 0, NB - 1 do p['ws' .. b] = p['ws' .. b] - t['n' .. b] end
+  p.ws_n = p.ws_n - 1
+  t.ws = ''
+  touch(ticket_key(t.id))
+end
+
+-- When the oldest parked first call joins the queue (math.huge: none parked).
+function WS.next_at(p)
+  if p.ws_n <= 0 then return math.huge end
+  local at = zmin(K('wsa')) + WS.LIVES * p.cache_ttl_s
+  local again_at = p.ws_prom + p.cache_ttl_s
+  return at > again_at and at or again_at
+end
+
+-- The oldest parked first call past its bound joins the queue, at most one per cache life
+-- (ws_prom: when the last one did).
+function WS.promote(p, now)
+  if WS.next_at(p) > now then return end
+  local t = load_ticket(tonumber(redis.call('ZRANGE', K('wsa'), 0, 0)[1]))
+  WS.unpark(p, t)
+  queue_insert(p, t)
+  p.ws_prom = now
+end
+
+-- The parked first call to admit next: the lowest inner tag (finish, then arrival) over
+-- the teams' first ones.
+function WS.next(p)
+  if p.ws_n <= 0 then return nil end
+  local best, best_m
+  local teams = team_list()
+  for i = 1, #teams do
+    local h = redis.call('ZRANGE', WS.key(teams[i]), 0, 0, 'WITHSCORES')
+    if #h > 0 then
+      local id, _, seq = parse_member(h[1])
+      local f = tonumber(h[2])
+      if not best or f < best_m.f or (f == best_m.f and seq < best_m.seq) then
+        best, best_m = id, {f = f, seq = seq}
+      end
+    end
+  end
+  return best and load_ticket(best)
+end
+
+function WS.grant(p, now)
+  while p.qn == 0 do
+    local t = WS.next(p)
+    if not t or not fits(p, need_of(t), now) then return end
+    local hs = CP.caps_resolve(p, t.agent)
+    if hs and CP.caps_at_concurrency(hs) then return end
+    -- Every team queue is empty: it is its team's head, as a request arriving now.
+    local g = team_get(t.team, true)
+    local base = p.vtime > g.lo and p.vtime or g.lo
+    local outer = base + t.cost / team_weight(p, t.team)
+    WS.unpark(p, t)
+    local a = agent_get(t.agent, true)
+    local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now, hs)
+    ticket_end(p, t, END_GRANTED, l.id, now)
+  end
+end
+
+-- A parked first call's ETA: behind every queued and parked request (a `parked` one's need
+-- is among them); also their count.
+function WS.eta(p, need, parked, now)
+  local sums = {}
+  for b = 0, NB - 1 do
+    sums[b] = (parked and 0 or need[b]) + p['qs' .. b] + p['ws' .. b]
+  end
+  local ahead = p.qn + p.ws_n - (parked and 1 or 0)
+  return eta_for(p, sums, ahead, now), ahead
+end
+
 local function drain(p, now)
+  if p.ws_n > 0 then WS.promote(p, now) end
   while true do
     local id = queue_head(p)
-    if not id then return end
+    if not id then break end
     local t = load_ticket(id)
     ticket_cache_lapsed(p, t, now)  -- it stays the head
-    if not fits(p, need_of(t), now) then return end
+    if not fits(p, need_of(t), now) then
+      if p.backfill ~= 0 then BF.backfill(p, t, now) end
+      break
+    end
     local g = team_get(t.team, true)
     local outer = g.base + t.cost / team_weight(p, t.team)
     queue_remove(p, t)
@@ -1380,6 +1597,7 @@ local function drain(p, now)
       ticket_end(p, t, END_GRANTED, l.id, now)
     end
   end
+  if p.ws_n > 0 and p.qn == 0 then WS.grant(p, now) end
 end
 
 local function reject_unfit(p, now)
@@ -1404,6 +1622,14 @@ local function reject_unfit(p, now)
       local id, n = parse_member(m)
       for b = 0, NB - 1 do
         if limited(p, b) and n[b] > capacity(p, b) then unfit[#unfit + 1] = id; break end
+      end
+    end
+  end
+  if p.ws_n > 0 then  -- and the working set's parked first calls
+    for _, id in ipairs(redis.call('ZRANGE', K('wsa'), 0, -1)) do
+      local t = load_ticket(tonumber(id))
+      for b = 0, NB - 1 do
+        if limited(p, b) and t['n' .. b] > capacity(p, b) then unfit[#unfit + 1] = t.id; break end
       end
     end
   end
@@ -1502,9 +1728,11 @@ local function next_wakeup(p)
   if reset_at < at then at = reset_at end
   if p.lx_at < at then at = p.lx_at end
   if p.ti_at < at then at = p.ti_at end
+  local ws_at = WS.next_at(p)
+  if ws_at < at then at = ws_at end
   local id = queue_head(p)
-  if id then
-    local t = load_ticket(id)
+  local t = id and load_ticket(id) or (p.ws_n > 0 and WS.next(p))  -- else the next first call
+  if t then
     local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
     if eta_at < at then at = eta_at end
   end
@@ -1525,7 +1753,7 @@ local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurre
 -- does not send them.
 local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
   {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'margin_max', 0},
-  {'lease_duration_prior_s', 30}}
+  {'lease_duration_prior_s', 30}, {'backfill', 1}, {'working_set', 0}}
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
@@ -1548,7 +1776,7 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
-  'ablk_until'})
+  'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -1754,7 +1982,8 @@ local function configure(p, args, now)
     in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
     purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
-    agreed_at = -math.huge, cut_n = 0, ablk_until = 0},
+    agreed_at = -math.huge, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
+    ws3 = 0, ws_prom = -math.huge},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -1842,8 +2071,14 @@ local function ticket_state(p, id, now, args)
       zput(p, 'ti', 'ti_at', id, old, t.idle_at)
       touch(ticket_key(id))
     end
-    local eta, ahead, _, why = queue_eta(p, team_get(t.team, true), need_of(t), t.finish,
-                                         qmember(t), t.cost, now)
+    local eta, ahead, why, _
+    if t.ws == '1' then
+      eta, ahead = WS.eta(p, need_of(t), true, now)
+      why = 'working_set'
+    else
+      eta, ahead, _, why = queue_eta(p, team_get(t.team, true), need_of(t), t.finish, qmember(t),
+                                     t.cost, now)
+    end
     if t.park ~= '' then
       local cap_s, cap_why = CP.caps_parked_eta(p, t, now)
       if cap_s >= eta then eta, why = cap_s, cap_why end
@@ -1909,11 +2144,25 @@ local function decide(p, a, t, weight, ttl, cache, now)
     if t.park_on and t.cap_wait >= eta then eta, why = t.cap_wait, t.cap_reason end
     -- Granted at once when it fits and would be the queue's head (and no holder's
     -- max_concurrent holds it back: t.park_on, caps).
-    if not t.park_on and ahead == 0 and fits(p, need, now) then
+    if not t.park_on and ahead == 0 and fits(p, need, now) and
+        (not t.first_call or WS.open(p)) then
       local l = grant(p, a, t, weight, g, finish, outer, ttl, 0, 0, now, t.hs)
       -- Going ahead of its team's head moved that team's outer tags.
       if g.qn > 0 and #team_list() > 1 then drain(p, now) end
       return fill_grant(l)
+    end
+    -- Or granted past a blocked head that it does not delay (backfilling), when it would
+    -- stand among the tickets the drain looks at.
+    local head = p.backfill ~= 0 and not t.park_on and not t.first_call and ahead < BF.WINDOW and
+        queue_head(p)
+    if head then
+      head = load_ticket(head)
+      if BF.admits(p, head, need, t.hs, g, c, now) then
+        local bf_finish, bf_outer = BF.tags(p, g, c)
+        local l = grant(p, a, t, weight, g, bf_finish, bf_outer, ttl, 0, 0, now, t.hs)
+        if finish > a.lf then a.lf = finish end
+        return fill_grant(l)
+      end
     end
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
@@ -1924,7 +2173,13 @@ local function decide(p, a, t, weight, ttl, cache, now)
     if not bump then break end
     weight = weight * p.cache_bump
   end
-  if eta > t.max_wait then
+  -- A first call held back by the working set waits parked, behind everyone, for no ETA
+  -- limit (admit.c).
+  local ws_park = t.first_call and not t.park_on
+  if ws_park then
+    eta, ahead = WS.eta(p, need, false, now)
+    why = 'working_set'
+  elseif eta > t.max_wait then
     return reject_decision(p, weight, eta, now, why, t.park_on and t.cap_reason or nil)
   end
   local id = new_id(p)
@@ -1932,10 +2187,12 @@ local function decide(p, a, t, weight, ttl, cache, now)
   local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
-    idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = ''}
+    idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = ''}
   create(ticket_key(id), TICKET, tk)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
+  elseif ws_park then
+    WS.park(p, tk)
   else
     queue_insert(p, tk)
   end
@@ -2013,6 +2270,7 @@ local function request(p, args, now)
   local cache
   if a then cache = cache_view(a, ck == agent, ck) else cache = cache_view(nil, false, ck) end
   local warm = cache_warm(p, cache, now)
+  local first_call = WS.is_first_call(p, cache)
   local calib = args.model and calib_get(p, args.model, false) or nil
   local ratio = calib and calib.ratio or 1.0
   local input_tokens = check_tokens(args, 'input_tokens')
@@ -2021,7 +2279,8 @@ local function request(p, args, now)
   local input = corrected(input_tokens, ratio)
   local cached = corrected(cached_tokens, ratio)
   local t = {est = input_tokens + cached_tokens, cached = cached, pt = input + cached,
-             pen = (not warm and cached > 0) and 1 or 0, model = args.model or ''}
+             pen = (not warm and cached > 0) and 1 or 0, model = args.model or '',
+             first_call = first_call}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
   -- Only a call capped to its reservation may reserve less than its max_tokens: the
@@ -2434,7 +2693,7 @@ end
 
 local function pool_info(p, args, now)
   pool_advance(p, now)
-  local out = {name = S.pool, margin = margin(p), queue_depth = p.qn + p.n_parked,
+  local out = {name = S.pool, margin = margin(p), queue_depth = p.qn + p.n_parked + p.ws_n,
     leases_in_flight = p.in_flight, alert_margin_at_floor = p.alert_floor,
     alert_spend_cap = p.alert_spend_cap, blocked_until = p.blocked_until,
     granted_total = p.granted_total, queued_total = p.queued_total,
