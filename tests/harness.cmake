@@ -20,6 +20,14 @@ if(SL_NODE)
            WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/harness)
   set_tests_properties(proxy_test_harnesses PROPERTIES LABELS harness TIMEOUT 300
                        ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;SLUICED=$<TARGET_FILE:sluiced>;PYTHON3=${SL_PYTHON3}")
+  # Issue 24 item 1's regression test (resync.test.mjs): one default-model Claude Code
+  # session through sluiced within 1.10x of the same session straight to sluice-emu,
+  # interleaved in one run. About 40 s.
+  add_test(NAME proxy_test_harness_resync
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/offline.sh ${SL_NODE} --test --test-reporter=spec ${CMAKE_CURRENT_SOURCE_DIR}/harness/resync.test.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/harness)
+  set_tests_properties(proxy_test_harness_resync PROPERTIES LABELS harness TIMEOUT 240
+                       ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;SLUICED=$<TARGET_FILE:sluiced>;PYTHON3=${SL_PYTHON3}")
   # The fleet proof (fleet.test.mjs): ten Claude Code processes on one key, straight to
   # sluice-emu and then through sluiced. Minutes long: label slow, -DSL_SLOW_TESTS=ON.
   if(SL_SLOW_TESTS)

@@ -490,6 +490,20 @@ static void mem_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend
     finish_done(m, rc, expires_at, cb, ud);
 }
 
+static void mem_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
+                       const char *const *values, size_t count, sl_backend_done_cb cb, void *ud)
+{
+    memory_backend_t *m = (memory_backend_t *)b;
+    sl_lease_state_t l;
+    if (sl_engine_lease_state(m->engine, lease, &l) != SL_OK) {
+        if (cb) cb(SL_ENOTFOUND, 0, "the lease is unknown or ended", ud);
+        return;
+    }
+    op_begin(m);
+    int rc = sl_engine_resync(m->engine, l.pool, names, values, count, mem_now(b), NULL);
+    finish_done(m, rc, 0, cb, ud);
+}
+
 static void mem_task_put(sl_backend_t *b, const char *id, const char *role,
                          const char *const *depends_on, size_t n_depends, sl_task_state_t state,
                          sl_backend_done_cb cb, void *ud)
@@ -649,6 +663,7 @@ static const sl_backend_ops_t memory_ops = {
     .settle = mem_settle,
     .cancel = mem_cancel,
     .extend = mem_extend,
+    .resync = mem_resync,
     .task_put = mem_task_put,
     .task_delete = mem_task_delete,
     .tasks = mem_tasks,

@@ -870,6 +870,12 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     if (sl__agent_record_signature(a, s->failure_signature) != 0)
         return sl__fail(e, SL_ENOMEM, "out of memory");
 
+    /* The provider wrote these headers while it still held this call's reservation
+     * (Anthropic counts output from max_tokens until the call ends), and so does our
+     * level until the refund below: compare them now, or the refund would be undone. */
+    if (s->header_count)
+        sl__resync(e, p, s->header_names, s->header_values, s->header_count, now_s, true, NULL);
+
     int64_t actual_in = s->input_tokens + s->cache_creation_input_tokens;
     if (p->cfg.cache_reads_count) actual_in += s->cache_read_input_tokens;
     int64_t actual_out = s->output_tokens;
@@ -958,8 +964,6 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                 pa->blocked_until = now_s + s->agent_retry_after_s;
         }
     }
-    if (s->header_count)
-        sl__resync(e, p, s->header_names, s->header_values, s->header_count, now_s, true, NULL);
     sl__pool_drain(e, p, now_s);
     if (out) {
         out->adjust_input_tokens = adj_in;

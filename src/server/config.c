@@ -463,6 +463,16 @@ static int parse_bounds_key(parse_t *p, const char *kname, yaml_node_t *v, const
             return fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
         return 0;
     }
+    if (!strcmp(kname, "limits_from")) {
+        const char *s = scalar(v);
+        if (s && !strcmp(s, "config"))
+            b->limits_from_provider = false;
+        else if (s && !strcmp(s, "provider"))
+            b->limits_from_provider = true;
+        else
+            return fail(p, v, key, "'%s' must be config or provider", s ? s : "(not a scalar)");
+        return 0;
+    }
     if (!strcmp(kname, "max_report_pool_block_s")) {
         if (get_double(p, v, key, &b->max_report_pool_block_s) < 0) return -1;
         if (b->max_report_pool_block_s < 0 || b->max_report_pool_block_s > 86400)
@@ -485,6 +495,7 @@ static void bounds_init(sl_pool_bounds_t *b)
     b->max_retry_after_s = 300;
     b->max_report_pool_block_s = 60;
     b->max_resync_factor = 2;
+    b->limits_from_provider = false;
 }
 
 static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,

@@ -39,6 +39,9 @@ typedef struct sl_pool_bounds {
                                        answers are not reports and are not bounded so */
     double max_resync_factor;  /* 2: an adopted limit stays within [configured / f,
                                   configured x f] (values outside are clamped) */
+    bool limits_from_provider; /* `limits_from`: false ("config", the default): the
+                                  configured limit is a ceiling no header raises; true
+                                  ("provider"): headers may raise it too */
 } sl_pool_bounds_t;
 
 /* Which wire format a pool's provider speaks (the proxy endpoints it serves). */

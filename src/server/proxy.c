@@ -64,7 +64,7 @@ typedef enum px_phase {
     PX_UPSTREAM,  /* the provider is answering */
 } px_phase_t;
 
-/* Response headers kept: for the client, or for the settle. */
+/* Response headers kept for the client. */
 typedef struct kept_headers {
     char *names[MAX_KEPT_HEADERS];
     char *values[MAX_KEPT_HEADERS];
@@ -116,7 +116,6 @@ typedef struct px {
     sl_upstream_xfer_t *xfer;
     int status; /* the provider's HTTP status, 0 before headers */
     kept_headers_t pass;  /* for the client */
-    kept_headers_t limit; /* rate-limit headers, for the settle */
     double retry_after_s; /* < 0: none */
     struct evbuffer *resp; /* a buffered answer */
     struct evbuffer *sse;  /* bytes of an incomplete event */
@@ -415,9 +414,7 @@ static void settle(px_t *px, bool provider_saw_it)
         }
         s.output_tokens = u->have_output ? u->output_tokens : u->output_seen_tokens;
     }
-    s.header_names = (const char *const *)px->limit.names;
-    s.header_values = (const char *const *)px->limit.values;
-    s.header_count = px->limit.n;
+    /* No headers: they resynced the pool when they arrived (resync_at_arrival). */
     sl_backend_settle(px->srv->backend, lease, &s, on_settled, (void *)(uintptr_t)lease);
 }
 
@@ -432,16 +429,51 @@ static bool pass_to_client(const char *name)
            prefix_ci(name, "openai-");
 }
 
+static void on_resynced(int rc, double value, const char *errmsg, void *ud)
+{
+    uint64_t lease = (uint64_t)(uintptr_t)ud;
+    (void)value;
+    /* Unavailable: a snapshot is worth nothing later, and the next call brings another. */
+    if (rc != SL_OK && rc != SL_EUNAVAILABLE && rc != SL_ENOTFOUND)
+        fprintf(stderr, "sluiced: proxy: resync from the headers of l_%" PRIu64 " failed: %s\n",
+                lease, errmsg ? errmsg : sl_strerror(rc));
+}
+
+/* The provider wrote its rate-limit headers while it held this call's reservation
+ * (Anthropic counts max_tokens until the call ends), with the other calls then in
+ * flight; the pool holds the same reservations at this moment, and only until this
+ * call's settle refunds. So the headers are compared now, when both sides describe the
+ * same instant: applied at the settle, a snapshot from the stream's start would undo
+ * the refunds and the refill of the stream's whole life (design.md, "Resync from
+ * provider headers"). Limits are bounded first, by the rule reports share. */
+static void resync_at_arrival(px_t *px, const char *const *names, const char *const *values,
+                              size_t n)
+{
+    if (!px->lease) return;
+    const char *rl_names[MAX_KEPT_HEADERS], *rl_values[MAX_KEPT_HEADERS];
+    char scratch[MAX_KEPT_HEADERS][24];
+    size_t count = 0;
+    for (size_t i = 0; i < n && count < MAX_KEPT_HEADERS; i++) {
+        if (!prefix_ci(names[i], "anthropic-ratelimit-") && !prefix_ci(names[i], "x-ratelimit-"))
+            continue;
+        rl_names[count] = names[i];
+        rl_values[count] = values[i];
+        count++;
+    }
+    count = sl__bound_limit_headers(px->srv, px->pool, true, rl_names, rl_values, count, scratch);
+    if (count == 0) return;
+    sl_backend_resync(px->srv->backend, px->lease, rl_names, rl_values, count, on_resynced,
+                      (void *)(uintptr_t)px->lease);
+}
+
 static void on_up_headers(void *ud, int status, const char *const *names,
                           const char *const *values, size_t n)
 {
     px_t *px = ud;
     px->status = status;
+    resync_at_arrival(px, names, values, n);
     for (size_t i = 0; i < n; i++) {
         if (pass_to_client(names[i])) kept_add(&px->pass, names[i], values[i]);
-        if (prefix_ci(names[i], "anthropic-ratelimit-") || prefix_ci(names[i], "x-ratelimit-") ||
-            !strcmp(names[i], "retry-after"))
-            kept_add(&px->limit, names[i], values[i]);
         if (!strcmp(names[i], "retry-after")) {
             char *end;
             double v = strtod(values[i], &end);
@@ -806,7 +838,6 @@ static void px_free(px_t *px)
     }
     free(px->up_headers);
     kept_clear(&px->pass);
-    kept_clear(&px->limit);
     if (px->resp) evbuffer_free(px->resp);
     if (px->sse) evbuffer_free(px->sse);
     free(px->body);
@@ -1212,7 +1243,6 @@ static void continue_call(px_t *px)
     px->streaming = false;
     px->retry_after_s = -1;
     memset(&px->usage, 0, sizeof(px->usage));
-    kept_clear(&px->limit);
     kept_clear(&px->pass);
     if (px->resp) evbuffer_drain(px->resp, evbuffer_get_length(px->resp));
     evbuffer_drain(px->sse, evbuffer_get_length(px->sse));

@@ -1,4 +1,4 @@
-/* report_bounds.c - what one settle report may do to a pool, checked before any backend sees it.
+/* report_bounds.c - what one settle report (or the proxy's provider headers) may do to a pool, checked before any backend sees it.
  *
  * An agent's settle is a report, and a report can lie: counts of 2^53 tokens, a
  * provider limit of 10^12 or of 1, a retry-after of a day. The engine (and the Redis
@@ -10,10 +10,14 @@
  *     settle is applied without them (the answer counts them in `headers_ignored`): the
  *     headers are optional, the usage is not, and refusing the whole settle would leave
  *     the lease's reservation held until the reaper took it without refund;
- *   - a reported limit is clamped to [configured / max_resync_factor, configured x
- *     max_resync_factor]; a bucket configured as unlimited takes no limit from a
- *     report; a lease whose pool this replica does not know has its limit headers
- *     dropped (they cannot be bounded), its other headers kept (they only lower levels);
+ *   - a reported limit follows the one rule the proxy's own headers follow too
+ *     (sl__bound_limit_headers): the configured limit is a ceiling unless the pool
+ *     says `limits_from: provider`; a report lowers it at most to configured /
+ *     max_resync_factor (and with `limits_from: provider` raises it at most to
+ *     configured x max_resync_factor); a bucket configured as unlimited takes no limit
+ *     from a report; a lease whose pool this replica does not know has its limit
+ *     headers dropped (they cannot be bounded), its other headers kept (they only
+ *     lower levels);
  *   - a reported retry_after is capped at max_retry_after_s, and holds the whole pool
  *     at most max_report_pool_block_s (60 s, what Claude Code itself waits out): a
  *     report is one agent's word, so beyond that it holds only that agent's own
@@ -21,8 +25,8 @@
  *     report: one token's reports (several leases, fresh agent names) add at most 60 s
  *     of hold to a pool in a window opened by the first of them; past that, each holds
  *     only its own agent (state per replica, one entry per token and pool). Only the
- *     proxy's own upstream answers (which do not pass here) hold the pool for as long
- *     as the provider says.
+ *     proxy's own upstream answers (whose retry-after does not pass here; their limit
+ *     headers do) hold the pool for as long as the provider says.
  */
 #include "server.h"
 
@@ -66,13 +70,77 @@ static const int64_t *limit_of_header(const sl_pool_config_t *pc, const char *na
 
 /* Clamps are logged at most once per 10 s: reports come at the agents' rate, and a
  * flood of them must not become a flood of log lines. */
-static bool warn_now(const sl_call_t *call)
+static bool warn_now(const sl_server_t *srv)
 {
     static double last_s = -1e300;
-    double now = sl_backend_now(call->srv->backend);
+    double now = sl_backend_now(srv->backend);
     if (now - last_s < 10) return false;
     last_s = now;
     return true;
+}
+
+/* The one rule for a reported limit `v` of a bucket configured at `configured` (0:
+ * unlimited): the value to adopt, or -1 to drop the header. The configured limit is a
+ * ceiling unless the pool says `limits_from: provider`; below it the provider's own
+ * answers lower freely, an agent's report (which can lie) down to configured / f; with
+ * `limits_from: provider` the provider's answers raise freely, a report up to
+ * configured x f. An unlimited bucket has no ceiling to keep: it takes the provider's
+ * limit and no report's. */
+static int64_t bound_limit(const sl_pool_bounds_t *b, int64_t configured, int64_t v,
+                           bool from_provider)
+{
+    if (configured == 0) return from_provider ? v : -1;
+    double f = b->max_resync_factor;
+    int64_t lo = from_provider ? 1 : (int64_t)ceil((double)configured / f);
+    double hi_d = !b->limits_from_provider ? (double)configured
+                  : from_provider          ? (double)SL_TOKENS_MAX
+                                           : floor((double)configured * f);
+    int64_t hi = hi_d >= (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)hi_d;
+    if (lo < 1) lo = 1;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+size_t sl__bound_limit_headers(const sl_server_t *srv, const char *pool, bool from_provider,
+                               const char **names, const char **values, size_t count,
+                               char (*scratch)[24])
+{
+    const sl_config_t *c = &srv->config;
+    const sl_pool_bounds_t *b = pool ? sl_config_pool_bounds(c, pool) : NULL;
+    const sl_pool_config_t *pc = b ? sl_config_pool(c, pool) : NULL;
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *what = NULL;
+        const int64_t *configured = pc ? limit_of_header(pc, names[i], &what) : NULL;
+        bool is_limit = pc ? configured != NULL
+                           : strstr(names[i], "-limit") != NULL && is_ratelimit_header(names[i]) &&
+                                 strcmp(names[i], "anthropic-ratelimit-tokens-limit") != 0;
+        int64_t v;
+        if (is_limit && !configured) continue; /* a pool not known here: cannot be bounded */
+        if (is_limit && sl_header_parse_count(values[i], &v) && v != 0) {
+            int64_t bounded = bound_limit(b, *configured, v, from_provider);
+            if (bounded < 0) continue;
+            if (bounded != v) {
+                snprintf(scratch[kept], sizeof(scratch[kept]), "%" PRId64, bounded);
+                if (warn_now(srv))
+                    fprintf(stderr,
+                            "sluiced: %s: %s %.32s for pool '%s' bounded to %s (configured "
+                            "%s %" PRId64 ", limits_from %s, max_resync_factor %g; further "
+                            "bounds for 10 s are not logged)\n",
+                            from_provider ? "proxy" : "settle", names[i], values[i], pool,
+                            scratch[kept], what, *configured,
+                            b->limits_from_provider ? "provider" : "config",
+                            b->max_resync_factor);
+                names[kept] = names[i];
+                values[kept] = scratch[kept];
+                kept++;
+                continue;
+            }
+        }
+        names[kept] = names[i];
+        values[kept] = values[i];
+        kept++;
+    }
+    return kept;
 }
 
 /* Entries of report_holds at most: one per token and pool, so far more than any
@@ -173,44 +241,17 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
     }
 
     bool may_resync = call->admin || (call->token && call->token->resync);
-    const sl_pool_config_t *pc = b ? sl_config_pool(c, pool) : NULL;
-    size_t kept = 0;
+    size_t allowed = 0;
     for (size_t i = 0; i < s->header_count; i++) {
         if (is_ratelimit_header(names[i]) && !may_resync) {
             (*ignored)++;
             continue;
         }
-        const char *what = NULL;
-        const int64_t *configured = pc ? limit_of_header(pc, names[i], &what) : NULL;
-        bool is_limit = pc ? configured != NULL
-                           : strstr(names[i], "-limit") != NULL && is_ratelimit_header(names[i]) &&
-                                 strcmp(names[i], "anthropic-ratelimit-tokens-limit") != 0;
-        int64_t v;
-        if (is_limit && (!configured || *configured == 0)) continue; /* cannot be bounded */
-        if (is_limit && sl_header_parse_count(values[i], &v) && v != 0) {
-            double f = b->max_resync_factor;
-            int64_t lo = (int64_t)ceil((double)*configured / f);
-            double hi_d = floor((double)*configured * f);
-            int64_t hi = hi_d >= (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)hi_d;
-            if (lo < 1) lo = 1;
-            if (v < lo || v > hi) {
-                snprintf(scratch[kept], sizeof(scratch[kept]), "%" PRId64, v < lo ? lo : hi);
-                if (warn_now(call))
-                    fprintf(stderr,
-                            "sluiced: settle: %s %.32s for pool '%s' clamped to %s (configured "
-                            "%s %" PRId64 ", max_resync_factor %g; further clamps for 10 s "
-                            "are not logged)\n",
-                            names[i], values[i], pool, scratch[kept], what, *configured, f);
-                names[kept] = names[i];
-                values[kept] = scratch[kept];
-                kept++;
-                continue;
-            }
-        }
-        names[kept] = names[i];
-        values[kept] = values[i];
-        kept++;
+        names[allowed] = names[i];
+        values[allowed] = values[i];
+        allowed++;
     }
-    s->header_count = kept;
+    s->header_count = sl__bound_limit_headers(call->srv, pool, false, names, values, allowed,
+                                              scratch);
     return 0;
 }

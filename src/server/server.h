@@ -185,6 +185,16 @@ int sl__parse_id(const char *s, char prefix, uint64_t *out);
 int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s,
                      const char **names, const char **values, char (*scratch)[24],
                      size_t *ignored, int *status, char *msg, size_t n);
+/* Bounds the `*-limit` headers among `count` rate-limit headers reported for `pool`
+ * (NULL: not known here) by the one rule every source shares (design.md, "Reports and
+ * claims"): the configured limit is a ceiling unless the pool says `limits_from:
+ * provider`; `from_provider` is true for the proxy's own upstream answers, false for an
+ * agent's report. Rewrites `names`/`values` in place (a bounded value is written to
+ * `scratch`, one slot per header; a header that cannot be bounded is dropped) and
+ * returns how many are kept. Other headers are kept as they are. */
+size_t sl__bound_limit_headers(const sl_server_t *srv, const char *pool, bool from_provider,
+                               const char **names, const char **values, size_t count,
+                               char (*scratch)[24]);
 
 /* state.c */
 void sl__handle_pools(sl_call_t *call, const char *pool);

@@ -248,3 +248,39 @@ env_key = "SLUICE_API_KEY"
 wire_api = "responses"
 `;
 }
+
+/** What keeps Claude Code offline: no telemetry, update check, error reports. */
+const CLAUDE_OFFLINE = { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1',
+                         DISABLE_AUTOUPDATER: '1', DISABLE_ERROR_REPORTING: '1' };
+
+/** A three-turn tool task for sluice-emu's --script: Read → Read → a text answer that
+ *  names `marker`. Writes the notes file and the script into `dir`; returns the script's
+ *  path (the emulator's --script argument). */
+export function writeToolScript(dir, marker) {
+  const notes = join(dir, 'notes.txt');
+  writeFileSync(notes, 'Nothing to report yet.\n');
+  const script = join(dir, 'script.json');
+  writeFileSync(script, JSON.stringify({ turns: [
+    { tool_calls: [{ name: 'Read', input: { file_path: notes } }], output_tokens: 40 },
+    { text: 'Once more.', tool_calls: [{ name: 'Read', input: { file_path: notes } }], output_tokens: 40 },
+    { text: `Done: ${marker}.`, output_tokens: 60 },
+  ] }));
+  return script;
+}
+
+/** One `claude -p` session of writeToolScript's task on Claude Code's default model
+ *  against `base` with `key`, offline, killed after 120 s. Resolves {ms, ok, turns, run}:
+ *  ok when it exited 0 with a result naming `marker`. */
+export async function claudeToolSession(base, key, marker) {
+  const t = tempDir('tool-session');
+  try {
+    const env = cleanEnv(t.dir, { ...CLAUDE_OFFLINE, ANTHROPIC_BASE_URL: base, ANTHROPIC_API_KEY: key });
+    const run = await runHarness(join(BIN, 'claude'),
+      ['-p', 'Read the notes twice, then report.', '--output-format', 'json', '--allowedTools', 'Read'],
+      { env, cwd: t.dir, timeoutMs: 120000 });
+    let result = null;
+    try { result = JSON.parse(run.stdout.trim().split('\n').pop()); } catch { /* not ok */ }
+    const ok = run.code === 0 && !!result && !result.is_error && String(result.result).includes(marker);
+    return { ms: run.ms, ok, turns: result?.num_turns ?? null, run };
+  } finally { t.remove(); }
+}

@@ -45,6 +45,7 @@ static const sl_backend_ops_t redis_ops = {
     .settle = sl__rb_settle,
     .cancel = sl__rb_cancel,
     .extend = sl__rb_extend,
+    .resync = sl__rb_resync,
     .task_put = sl__rb_task_put,
     .task_delete = sl__rb_task_delete,
     .tasks = sl__rb_tasks,

@@ -444,3 +444,49 @@ void sl__rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
     sl__rb_add_history(&op->cmd, p);
     sl__rb_send_cmd(rb, &cmd, on_settle_reply, op, 0, false);
 }
+
+/* The headers of a lease's call, as they arrive: on the local engine for a fail-open
+ * lease, else through Redis. Never deferred (op->cmd stays empty): a snapshot replayed
+ * after an outage would describe a minute long gone, so Redis away answers unavailable. */
+void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
+                   const char *const *values, size_t count, sl_backend_done_cb cb, void *ud)
+{
+    rb_t *rb = (rb_t *)b;
+    char err[256];
+    const char *foreign = foreign_id(rb, "lease", lease);
+    if (foreign) {
+        if (cb) cb(SL_ENOTFOUND, 0, foreign, ud);
+        return;
+    }
+    if (sl__rb_is_local(lease)) {
+        sl_lease_state_t l;
+        if (!rb->local || sl_engine_lease_state(rb->local, sl__rb_engine_id(rb, lease), &l) != SL_OK) {
+            if (cb) cb(SL_ENOTFOUND, 0, not_found_msg("lease", lease), ud);
+            return;
+        }
+        size_t from = rb->n_events;
+        int rc = sl_engine_resync(rb->local, l.pool, names, values, count, sl__rb_now(b), NULL);
+        sl__rb_fix_local_events(rb, from);
+        local_done(rb, rc, 0, cb, ud);
+        return;
+    }
+    rpool_t *p;
+    int rc;
+    const char *msg;
+    rop_t *op = pool_op_new(rb, "lease", lease, ud, &p, &rc, &msg);
+    if (!op) {
+        if (cb) cb(rc, 0, msg, ud);
+        return;
+    }
+    op->cb.done = cb;
+    sl__rcmd_t cmd;
+    rc = sl__rcmd_resync(&cmd, p->name, names, values, count, NAN, rb->opt.replica_id, err,
+                         sizeof err);
+    if (rc != SL_OK) {
+        if (cb) cb(rc, 0, err, ud);
+        sl__rb_rop_free(op);
+        return;
+    }
+    sl__rb_add_history(&cmd, p);
+    sl__rb_send_cmd(rb, &cmd, sl__rb_on_done_reply, op, 0, false);
+}

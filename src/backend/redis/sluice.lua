@@ -2546,6 +2546,10 @@ local function settle(p, args, now)
   local l = live_lease(p, id, args)
   local a = agent_get(l.agent, true)
   agent_record_signature(a, sig)
+  -- The provider wrote these headers while it still held this call's reservation, and
+  -- so does our level until the refund below: compare them now, or the refund would be
+  -- undone. As the engine does.
+  resync_apply(p, args, now)
   local actual_in = input + cc
   if p.cache_reads_count ~= 0 then actual_in = actual_in + cr end
   local actual_out = output
@@ -2617,7 +2621,6 @@ local function settle(p, args, now)
       end
     end
   end
-  resync_apply(p, args, now)
   drain(p, now)
   return {adjust_input_tokens = adj_in, adjust_output_tokens = adj_out, estimate_error = err,
           counted = counted and 1 or 0}

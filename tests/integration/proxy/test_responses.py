@@ -11,7 +11,9 @@ from harness import (EMU_FAST, REAL_KEY, Emu, SharedProxy, Sluiced, parse_sse, p
                      rss_kb, streaming_pair, wait_for)
 import procs  # noqa: E402  (tests/integration/procs.py, on the path once harness is in)
 
-LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
+# limits_from: provider: the emulator's larger limits are adopted (by default the
+# configured ones are a ceiling).
+LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000\nlimits_from: provider"
 
 TOOLS = [{"type": "function", "name": "read_file", "description": "Reads a file",
           "parameters": {"type": "object", "properties": {"path": {"type": "string"}},

@@ -9,10 +9,13 @@ import unittest
 
 from redis_harness import Redis, replica, wait_until
 
+# limits_from: provider lets a report raise a limit up to max_resync_factor x the
+# configured one (by default the configured limit is a ceiling).
 POOLS = """  default:
     input_tpm: 60000
     output_tpm: 60000
     max_queue_wait_s: 600
+    limits_from: provider
   wave:
     input_tpm: 60000
     output_tpm: 60000

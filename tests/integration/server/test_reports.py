@@ -15,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Sluiced  # noqa: E402
+from harness import Sluiced, check_config  # noqa: E402
 
 POOL = """
     input_tpm: 60000
@@ -26,7 +26,8 @@ POOL = """
 CONFIG = """
 pools:
   default:%s
-  resync:%s
+  resync:%s    limits_from: provider
+  capped:%s
   blocky:%s
   ceiling:%s
   margin:%s
@@ -51,7 +52,7 @@ auth:
       agent: alice
     - token: bob-token-1
       agent: bob
-""" % ((POOL,) * 8)
+""" % ((POOL,) * 9)
 
 ADMIN = "admin-secret-1"
 WORKER = "workers-token-1"
@@ -151,6 +152,30 @@ class Reports(Case):
         # A limit of "1" would have made this request 422 (exceeds_capacity) for ever.
         status, body, _ = self.lease(RESYNC, "reporter", "resync", input_tokens=20000)
         self.assertIn(status, (200, 202), body)
+
+    def test_by_default_the_configured_limit_is_a_ceiling_for_reports(self):
+        # Issue 25 item 7: one rule for every source. Without `limits_from: provider` no
+        # report raises a limit; lowering stays bounded by max_resync_factor (a report
+        # can lie).
+        g = self.granted(RESYNC, "reporter", "capped")
+        status, body, _ = self.settle(
+            RESYNC, g["lease"], headers={"anthropic-ratelimit-input-tokens-limit": "1000000000000",
+                                         "anthropic-ratelimit-output-tokens-limit": "40000"})
+        self.assertEqual(status, 200, body)
+        limits = self.s.pool("capped")["limits"]
+        self.assertEqual(limits["input_tpm"], 60000)   # not 2 x 60000, not 10^12
+        self.assertEqual(limits["output_tpm"], 40000)  # lowered
+        g = self.granted(RESYNC, "reporter", "capped")
+        status, body, _ = self.settle(RESYNC, g["lease"],
+                                      headers={"anthropic-ratelimit-output-tokens-limit": "1"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(self.s.pool("capped")["limits"]["output_tpm"], 30000)  # 60000 / 2
+
+    def test_a_bad_limits_from_names_the_key_and_the_value(self):
+        rc, out = check_config("pools:\n  default:\n    rpm: 10\n    limits_from: agents\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("pools.default.limits_from", out)
+        self.assertIn("'agents' must be config or provider", out)
 
     def test_an_allowed_reporter_still_resyncs_levels(self):
         g = self.granted(ADMIN, "admin-agent", "levels")

@@ -1,0 +1,99 @@
+// waste_single.mjs - issue 24 "Measure" (a): one agent straight to sluice-emu against the
+// same agent through sluiced's proxy, side by side in one run. Run by waste_single.sh
+// (inside tests/harness/offline.sh); prints figures and never gates on them.
+//   1. three sequential Messages calls with max_tokens 128000 (Claude Code's default),
+//      non-streaming, ROUNDS rounds, direct and proxied interleaved;
+//   2. a real `claude -p` three-turn tool task on the default model (Read → Read → an
+//      answer, lib.mjs writeToolScript), ROUNDS pairs interleaved, when
+//      tests/harness/node_modules is installed (`make setup`).
+// Both on one emulator at 400k input / 200k output tokens a minute, sluiced's pools
+// configured the same with cold_start: full, as in the issue.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { HERE, KEY, agentToken, claudeToolSession, startEmuWith, startSluiced, tempDir,
+         writeToolScript } from '../tests/harness/lib.mjs';
+
+const ROUNDS = Number(process.env.WASTE_ROUNDS || 2);
+const LIMITS = { input_tpm: 400000, output_tpm: 200000, rpm: 4000 };
+const MARKER = 'waste-single-marker';
+const CALL_TIMEOUT_MS = 120000;
+
+/** Three sequential max_tokens 128000 calls to `url`; resolves the seconds they took, or
+ *  throws naming the status of a call that failed. */
+async function threeCalls(url, headers) {
+  const started = Date.now();
+  for (let i = 0; i < 3; i++) {
+    const r = await fetch(url, {
+      method: 'POST', signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
+      body: JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 128000,
+                             messages: [{ role: 'user', content: `Call ${i + 1}: summarise the plan.` }] }),
+    });
+    const text = await r.text();
+    if (r.status !== 200) throw new Error(`call ${i + 1} to ${url}: ${r.status} ${text.slice(0, 200)}`);
+  }
+  return (Date.now() - started) / 1000;
+}
+
+const fmt = (xs) => xs.map((x) => x.toFixed(1)).join(', ');
+const best = (xs) => Math.min(...xs);
+function row(what, direct, proxied) {
+  console.log(`${what.padEnd(44)} direct ${fmt(direct).padEnd(18)} s  proxied ${fmt(proxied).padEnd(18)} s  ` +
+              `best ${best(direct).toFixed(1)} vs ${best(proxied).toFixed(1)} s: ratio ${(best(proxied) / best(direct)).toFixed(2)}`);
+}
+
+/** An emulator at LIMITS answering in 300 ms + 200 tokens/s, and a sluiced proxying to
+ *  it (pools configured the same); `extra`: more emulator flags. */
+async function pair(extra) {
+  const emu = await startEmuWith(['--input-tpm', LIMITS.input_tpm, '--output-tpm', LIMITS.output_tpm,
+    '--rpm', LIMITS.rpm, '--ttft-ms', '300', '--tokens-per-s', '200', '--latency-spread', '0',
+    ...extra].map(String));
+  const sluiced = await startSluiced(emu.origin, ['calls', 'cc'], LIMITS);
+  return { emu, sluiced, stop: async () => { await sluiced.stop(); await emu.stop(); } };
+}
+
+/** What the proxied runs on `p` cost: calls queued, resyncs, the emulator's 429s. */
+async function tally(what, p) {
+  await new Promise((r) => setTimeout(r, 400)); // the event log is flushed every 250 ms
+  const events = p.sluiced.events();
+  const stats = await p.emu.stats();
+  console.log(`  ${what} through sluiced: ${events.filter((e) => e.event === 'queued').length} calls queued, ` +
+              `${events.filter((e) => e.event === 'resync').length} resyncs lowering a level; ` +
+              `emulator 429s ${stats.http_429}`);
+}
+
+console.log(`sluice-emu ${JSON.stringify(LIMITS)}, ttft 300 ms, 200 tokens/s; sluiced's pool the same, ` +
+            `cold_start: full; ${ROUNDS} rounds, direct and proxied interleaved`);
+const calls = await pair(['--output-tokens', '200']);
+try {
+  const d3 = [], p3 = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    d3.push(await threeCalls(`${calls.emu.origin}/v1/messages`, { 'x-api-key': KEY }));
+    p3.push(await threeCalls(`${calls.sluiced.origin}/anthropic/v1/messages`, { 'x-api-key': agentToken('calls') }));
+  }
+  row('3 sequential calls, max_tokens 128000', d3, p3);
+  await tally('the calls', calls);
+} finally { await calls.stop(); }
+
+const t = tempDir('waste-single');
+const claude = await pair(['--script', writeToolScript(t.dir, MARKER)]);
+const emu = claude.emu, sluiced = claude.sluiced;
+try {
+  if (existsSync(join(HERE, 'node_modules', '@anthropic-ai', 'claude-code'))) {
+    const dc = [], pc = [];
+    let failed = 0;
+    for (let i = 0; i < ROUNDS; i++) {
+      for (const [list, base, key] of [[dc, emu.origin, KEY],
+                                       [pc, `${sluiced.origin}/anthropic`, agentToken('cc')]]) {
+        const r = await claudeToolSession(base, key, MARKER);
+        if (!r.ok) failed++;
+        list.push(r.ms / 1000);
+      }
+    }
+    row('claude -p, default model, 3-turn tool task', dc, pc);
+    if (failed) console.log(`  ${failed} claude session(s) did not finish their task`);
+  } else {
+    console.log('claude -p: skipped (tests/harness/node_modules missing: make setup)');
+  }
+  await tally('the claude sessions', claude);
+} finally { await claude.stop(); t.remove(); }

@@ -1,0 +1,130 @@
+"""test_resync.py - the provider's rate-limit headers, seen by the proxy, agree with the call they came from.
+
+Issue 24 item 1: the emulator (as Anthropic) charges `max_tokens` when a call starts and
+gives back the unused part when it ends, so the headers of a call's response count the
+call's own reservation and those of the calls then in flight. Applied at the settle,
+after the refund, they took the refund back: three sequential `max_tokens: 128000`
+calls queued ~30 s each. Issue 25 item 7: the limits those headers report are bounded
+by the rule every report shares: the configured limit is a ceiling unless the pool
+says `limits_from: provider`.
+"""
+import json
+import threading
+import time
+import unittest
+
+from harness import Emu, Sluiced, message, pool_yaml, wait_for
+
+# Issue 24's setup: the emulator at 400k ITPM / 200k OTPM, the pool configured the same.
+LIMITS = "input_tpm: 400000\noutput_tpm: 200000\nrpm: 4000"
+EMU_400K = ["--input-tpm", "400000", "--output-tpm", "200000", "--rpm", "4000",
+            "--ttft-ms", "0", "--tokens-per-s", "100000", "--latency-spread", "0",
+            "--output-tokens", "24"]
+# Answers of 24 tokens at 12 tokens/s: each call streams for about 2 s.
+EMU_400K_SLOW = EMU_400K[:8] + ["--tokens-per-s", "12"] + EMU_400K[10:] + \
+    ["--ping-interval-ms", "100000"]
+
+
+def backend_config():
+    """The `backend:` line of the config: none here (memory); the Redis variant of these
+    tests (tests/integration/redis_daemon/test_proxy_resync.py) replaces this."""
+    return ""
+
+
+def proxy(emu, limits, extra=""):
+    s = Sluiced(backend_config() + "pools:\n" +
+                pool_yaml("claude", emu.url, "anthropic", limits, extra))
+    wait_for(lambda: s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
+    return s
+
+
+def output_bucket(s, pool="claude"):
+    return s.pool(pool)["buckets"]["output_tokens"]
+
+
+def stream_call(s, max_tokens, agent, results):
+    status, _, payload = s.anthropic(message(max_tokens=max_tokens, stream=True), agent=agent)
+    results[agent] = (status, payload)
+
+
+class ResyncAgreesWithTheCall(unittest.TestCase):
+    def test_three_max_tokens_128000_calls_are_each_granted_at_once(self):
+        with Emu(EMU_400K) as emu, proxy(emu, LIMITS) as s:
+            for i in range(3):
+                status, _, payload = s.anthropic(message(max_tokens=128000), agent="cc")
+                self.assertEqual(status, 200, payload)
+                b = output_bucket(s)
+                # 24 tokens produced of the 128000 held: the refund stands (before the fix
+                # the call's own headers set the level back to ~42,500 and the next call
+                # queued for ~30 s).
+                self.assertGreater(b["level"], b["capacity"] - 2000, (i, b))
+            events = s.events()
+            self.assertEqual([e for e in events if e["event"] == "queued"], [])
+            resyncs = [e for e in events if e["event"] == "resync" and e["bucket"] == "output"]
+            self.assertEqual(resyncs, [])
+            self.assertEqual(emu.stats()["http_429"], 0)
+
+    def test_a_refund_made_while_another_call_streams_is_not_undone_by_its_headers(self):
+        # B (max_tokens 100000) streams from t=0 to ~2 s; A starts at ~1 s, while the
+        # provider still holds B's 100000, and ends at ~3 s. A's headers count B's
+        # reservation; B's refund at ~2 s comes before A's settle. Applied at A's settle,
+        # they took B's refund back (the level ~100,000 lower).
+        with Emu(EMU_400K_SLOW) as emu, proxy(emu, LIMITS) as s:
+            results = {}
+            b = threading.Thread(target=stream_call, args=(s, 100000, "b", results))
+            b.start()
+            time.sleep(1.0)
+            a = threading.Thread(target=stream_call, args=(s, 1000, "a", results))
+            a.start()
+            b.join(30)
+            a.join(30)
+            self.assertEqual(results["a"][0], 200, results["a"])
+            self.assertEqual(results["b"][0], 200, results["b"])
+            agents = {x["name"]: x for x in s.get("/v1/agents")["agents"]}
+            self.assertEqual(agents["a"]["leases"], 0)
+            self.assertEqual(agents["b"]["leases"], 0)
+            bucket = output_bucket(s)
+            self.assertGreater(bucket["level"], bucket["capacity"] - 5000, bucket)
+
+
+class ProxyHeadersAreBounded(unittest.TestCase):
+    """Issue 25 item 7: pool input_tpm 12000, the emulator reporting 600,000."""
+
+    EMU_BIG = ["--input-tpm", "600000", "--output-tpm", "600000", "--rpm", "60000",
+               "--ttft-ms", "0", "--tokens-per-s", "100000", "--latency-spread", "0",
+               "--output-tokens", "24"]
+    SMALL = "input_tpm: 12000\noutput_tpm: 12000\nrpm: 600"
+
+    def call_and_read_limits(self, extra=""):
+        with Emu(self.EMU_BIG) as emu, proxy(emu, self.SMALL, extra) as s:
+            status, h, payload = s.anthropic(message(max_tokens=100), agent="x")
+            self.assertEqual(status, 200, payload)
+            self.assertEqual(h.get("anthropic-ratelimit-input-tokens-limit"), "600000")
+            return s.pool("claude")["limits"], s.events()
+
+    def test_the_configured_limit_is_a_ceiling_for_the_providers_headers(self):
+        limits, events = self.call_and_read_limits()
+        self.assertEqual(limits["input_tpm"], 12000)
+        self.assertEqual(limits["output_tpm"], 12000)
+        self.assertEqual(limits["rpm"], 600)
+        self.assertEqual([e for e in events if e["event"] == "limit_adopted"], [])
+
+    def test_limits_from_provider_adopts_the_providers_limit(self):
+        limits, _ = self.call_and_read_limits("limits_from: provider")
+        self.assertEqual(limits["input_tpm"], 600000)
+        self.assertEqual(limits["output_tpm"], 600000)
+
+    def test_a_lower_limit_from_the_provider_is_adopted(self):
+        with Emu(["--input-tpm", "6000", "--output-tpm", "600000", "--rpm",
+                                 "60000", "--ttft-ms", "0", "--tokens-per-s", "100000",
+                                 "--latency-spread", "0", "--output-tokens", "24"]) as emu, \
+                proxy(emu, self.SMALL) as s:
+            status, _, payload = s.anthropic(message(max_tokens=100), agent="x")
+            self.assertEqual(status, 200, payload)
+            limits = s.pool("claude")["limits"]
+            self.assertEqual(limits["input_tpm"], 6000)   # lowered freely
+            self.assertEqual(limits["output_tpm"], 12000)  # 600000 held to the ceiling
+
+
+if __name__ == "__main__":
+    unittest.main()
