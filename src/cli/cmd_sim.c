@@ -1,5 +1,6 @@
 /* sluice sim: runs a fleet scenario under one or all strategies and reports them. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,20 +12,44 @@ static void sim_usage(FILE *out)
 {
     fprintf(out,
             "usage: sluice sim --scenario FILE [--strategy NAME|all] [--seed N] [--out DIR]\n"
-            "                  [--json]\n\n"
+            "                  [--json] [--limits-scale F] [--demand-scale N] [--duration S]\n\n"
             "Simulates the fleet of FILE (YAML, see docs/sim.md) on a virtual clock against\n"
             "the provider model, once per strategy, and prints one row per strategy: 429s,\n"
             "429 rate, tokens per finished task, p50/p95 task time, critical-path wait,\n"
-            "input-TPM utilisation, makespan, waves of 429s, and the makespan and p95 over\n"
-            "the lower bound (the larger of the token and critical-path bounds).\n\n"
+            "input- and output-TPM utilisation, makespan, waves of 429s, the makespan and p95\n"
+            "over the lower bound (the larger of the token and critical-path bounds), the\n"
+            "makespan over the tight bound (per bucket, the ideal run's totals plus the least\n"
+            "finish; docs/sim.md) and the prefixes written again per task.\n\n"
             "  --strategy NAME  naive, sdk-retry, backoff, semaphore, rpm-counter,\n"
             "                   sluice-equal, sluice, sluice-learned\n"
             "                   or all (default)\n"
             "  --seed N         PRNG seed (default: the scenario's); same seed, same bytes\n"
             "  --out DIR        also write DIR/timeseries.csv, DIR/events-STRATEGY.jsonl and\n"
             "                   DIR/429s.png (needs gnuplot)\n"
-            "  --json           print the report as JSON instead of the table\n\n"
+            "  --json           print the report as JSON instead of the table\n"
+            "  --limits-scale F every provider limit (input, output, tokens TPM, RPM) x F\n"
+            "  --demand-scale N the fleet repeated N times, as teams of the scenario's fleet\n"
+            "  --duration S     stop the run at S simulated seconds (default: the scenario's,\n"
+            "                   x N / F when that is above 1)\n\n"
             "exit codes: 0 ok, 1 invalid scenario or failed run, 2 usage error\n");
+}
+
+/* A finite number (the ranges are checked by sl_sim_scenario_scale, naming the option). */
+static int parse_number(const char *s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int bad_value(const char *option, const char *value)
+{
+    fprintf(stderr, "sluice sim: %s: \"%s\" is not a valid value (--limits-scale: 0.0001-10000, "
+                    "--demand-scale: an integer 1-1000, --duration: seconds >= 1)\n", option, value);
+    return SL_EXIT_USAGE;
 }
 
 static int parse_seed(const char *s, uint64_t *out)
@@ -42,6 +67,7 @@ int sl_cli_sim(int argc, char **argv)
     const char *scenario = NULL, *strategy = "all", *out_dir = NULL;
     bool json = false, have_seed = false;
     uint64_t seed = 0;
+    double limits_scale = 1, demand_scale = 1, duration_s = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -56,6 +82,16 @@ int sl_cli_sim(int argc, char **argv)
             strategy = argv[++i];
         } else if (!strcmp(a, "--out") && has_val) {
             out_dir = argv[++i];
+        } else if (!strcmp(a, "--limits-scale") && has_val) {
+            if (parse_number(argv[++i], &limits_scale) != 0) return bad_value(a, argv[i]);
+        } else if (!strcmp(a, "--demand-scale") && has_val) {
+            if (parse_number(argv[++i], &demand_scale) != 0 || demand_scale != floor(demand_scale) ||
+                demand_scale < 1 || demand_scale > 1000)
+                return bad_value(a, argv[i]);
+        } else if (!strcmp(a, "--duration") && has_val) {
+            /* 0 would mean "the default" to sl_sim_scenario_scale: refuse it here. */
+            if (parse_number(argv[++i], &duration_s) != 0 || duration_s < 1)
+                return bad_value(a, argv[i]);
         } else if (!strcmp(a, "--seed") && has_val) {
             if (parse_seed(argv[++i], &seed) != 0) {
                 fprintf(stderr, "sluice sim: --seed: \"%s\" is not a non-negative integer\n", argv[i]);
@@ -93,6 +129,12 @@ int sl_cli_sim(int argc, char **argv)
     if (sl_sim_scenario_load(scenario, &sc, err, sizeof err) != 0) {
         fprintf(stderr, "sluice sim: %s\n", err);
         return SL_EXIT_FAILURE;
+    }
+    if (sl_sim_scenario_scale(&sc, limits_scale, (int)demand_scale, duration_s, err,
+                              sizeof err) != 0) {
+        fprintf(stderr, "sluice sim: %s\n", err);
+        sl_sim_scenario_free(&sc);
+        return SL_EXIT_USAGE;
     }
     if (!have_seed) seed = sc.seed;
     if (out_dir && mkdir(out_dir, 0777) != 0 && errno != EEXIST) {

@@ -47,7 +47,7 @@
 
 bool sl__admit_is_first_call(const sl__pool_t *p, const sl__cache_t *cache)
 {
-    return p->cfg.working_set && !(cache && isfinite(cache->last_settle_at));
+    return p->cfg.working_set && !(cache && isfinite(cache->used_at));
 }
 
 bool sl__admit_open(const sl__pool_t *p)

@@ -45,7 +45,7 @@ sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create)
     pa->agent = a;
     pa->last_finish = 0;
     pa->cache.key = a->name;
-    pa->cache.last_settle_at = -INFINITY;
+    pa->cache.used_at = -INFINITY;
     sl__strmap_put(&p->pagents, a->name, pa);
     return pa;
 }
@@ -63,7 +63,7 @@ sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_ke
         free(c);
         return NULL;
     }
-    c->last_settle_at = -INFINITY;
+    c->used_at = -INFINITY;
     sl__strmap_put(&p->caches, c->key, c);
     return c;
 }
@@ -78,7 +78,7 @@ void sl__cache_sweep(sl__pool_t *p, double now)
     if (cold) {
         for (size_t i = 0; i < p->caches.cap; i++) {
             sl__cache_t *c = p->caches.slots[i].hash ? p->caches.slots[i].val : NULL;
-            if (c && c->refs == 0 && !(now - c->last_settle_at < p->cfg.cache_ttl_s))
+            if (c && c->refs == 0 && !(now - c->used_at < p->cfg.cache_ttl_s))
                 cold[n++] = c;
         }
         for (size_t i = 0; i < n; i++) {

@@ -30,7 +30,7 @@
 static bool pagent_idle(sl_engine_t *e, sl__pool_t *p, const sl__pagent_t *pa, double now)
 {
     if (pa->cache.refs > 0) return false;
-    if (now - pa->cache.last_settle_at < p->cfg.cache_ttl_s) return false; /* warm */
+    if (now - pa->cache.used_at < p->cfg.cache_ttl_s) return false; /* warm */
     const sl__pteam_t *pt = sl__pteam_get(e, p, SL__DEFAULT_TEAM, false);
     return pa->last_finish <= (pt ? pt->vtime : 0);
 }

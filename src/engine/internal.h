@@ -21,7 +21,8 @@
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
     char *key;
-    double last_settle_at; /* -INFINITY: never settled, so cold */
+    double used_at;        /* start (grant) of the last counted call: the provider runs the
+                              cache life from the call's start; -INFINITY: cold */
     int64_t tokens;        /* size of the cached prefix last seen */
     int64_t refs;          /* leases and tickets that point here: never swept while > 0 */
 } sl__cache_t;
@@ -503,6 +504,13 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
               const sl__need_t *need, const sl__capref_t *caps, double weight,
               const sl__tags_t *tags, double ttl_s, uint64_t ticket, double waited_s, double now,
               sl__lease_t **out);
+/* A queued ticket whose prompt cache lapsed while it waited (the cache life runs from the
+ * start of the last call that used it): the provider will bill the prefix again, so its
+ * need grows by the prefix, once, before it is granted; the queue's sums follow and its
+ * place stays. Left as it is when the larger need could never fit the pool. Returns true
+ * when the need changed. */
+bool sl__ticket_cache_lapsed(sl__pool_t *p, sl__ticket_t *t, double now);
+
 /* Lets a grant remember the calibration it came with (called right after sl__grant). */
 void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens);
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);

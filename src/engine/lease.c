@@ -252,7 +252,31 @@ static int64_t corrected(int64_t tokens, double ratio)
 
 static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
 {
-    return c && now - c->last_settle_at < p->cfg.cache_ttl_s;
+    return c && now - c->used_at < p->cfg.cache_ttl_s;
+}
+
+bool sl__ticket_cache_lapsed(sl__pool_t *p, sl__ticket_t *t, double now)
+{
+    /* Reads that count already charge the prefix, warm or cold. */
+    if (t->need.penalty || t->need.cached_tokens <= 0 || p->cfg.cache_reads_count ||
+        cache_warm(p, t->cache, now))
+        return false;
+    sl__need_t cold = t->need;
+    cold.n[SL_BUCKET_INPUT] += cold.cached_tokens;
+    cold.n[SL_BUCKET_TOKENS] += cold.cached_tokens;
+    cold.penalty = true;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        if (sl__limited(p, (sl_bucket_t)b) &&
+            (double)cold.n[b] > sl__capacity(p, (sl_bucket_t)b))
+            return false;
+    /* Out and back in with the same key; a team left empty by the removal gets its start
+     * tag back, so its turn among the teams does not move. */
+    double base = t->team->base;
+    sl__queue_remove(p, t);
+    t->need = cold;
+    sl__queue_insert(p, t);
+    t->team->base = base;
+    return true;
 }
 
 /* The provider holds a call's whole max_tokens from its start (Anthropic estimates
@@ -395,7 +419,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         if (a->need.cached_tokens > cache_tokens) cache_tokens = a->need.cached_tokens;
         bool bump = pass == 0 && cache_warm(p, c, now) &&
                     cache_tokens >= p->cfg.cache_bump_min_tokens &&
-                    c->last_settle_at + p->cfg.cache_ttl_s < now + eta_s;
+                    c->used_at + p->cfg.cache_ttl_s < now + eta_s;
         if (!bump) break;
         a->weight *= p->cfg.cache_bump;
     }
@@ -886,8 +910,9 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
         /* The provider counts a cache's life from the start of the call that used it, not
          * from its end. The call started at its grant or after, so counting from the grant
-         * never believes a cache warm past what the provider keeps. */
-        if (l->granted_at > l->cache->last_settle_at) l->cache->last_settle_at = l->granted_at;
+         * never believes a cache warm past what the provider keeps; the later start wins
+         * when calls settle out of order. */
+        if (l->granted_at > l->cache->used_at) l->cache->used_at = l->granted_at;
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
         sl__calib_record_output(l->calib, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);

@@ -228,6 +228,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
 {
     if (p->ws_head) sl__admit_promote(p, now);
     for (sl__ticket_t *t = sl__queue_head(p); t; t = sl__queue_head(p)) {
+        sl__ticket_cache_lapsed(p, t, now); /* it stays the head */
         if (!sl__fits(p, &t->need, now)) {
             if (p->cfg.backfill) sl__backfill(e, p, t, now); /* what may pass it harmlessly */
             break;

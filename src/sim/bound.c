@@ -1,4 +1,5 @@
-/* bound.c - the critical-path bound: the makespan of the fleet's ideal run.
+/* bound.c - the lower bounds: the critical path (the makespan of the fleet's ideal run)
+ * and, from the same run's totals, one bound per provider bucket.
  *
  * The token bound (sl_sim_lower_bound_s) says how long the key needs for the
  * fleet's tokens; it ignores that tasks wait on tasks. The path bound is the other
@@ -19,14 +20,89 @@
  * A real run meets the same calls with waits >= 0, latencies >= these and caches
  * no warmer (its gaps between calls are no shorter), so its makespan is never below
  * the ideal run's: the bound holds for every strategy and seed.
+ *
+ * The bucket bounds. A real run bills at least the ideal run's totals: the same calls
+ * (the repeat-failure turns too: they come from the same per-agent draws) plus any
+ * broken turns' calls, the same outputs, and prefixes written at least as often (its
+ * gaps between calls are no shorter, and a rebuilt context writes its prefix anew). A
+ * bucket of size C refilled at C/60 per second has admitted at most C + C/60 x t by
+ * time t (outside traffic only takes more), so the run's last call is admitted no
+ * sooner than (total - C) / (C/60). For the output bucket, which holds max_tokens from
+ * a call's start to its end: every call admitted before the last one holds at least
+ * its output then, and the last needs its max_tokens (>= its output), so the same
+ * bound holds with the outputs. After its last call the run still needs that call, the
+ * edit and the test that ends its task: no less than the least such time over the
+ * tasks of the ideal run (same output, same test draw, the shortest latency; prefill is
+ * left out, because a rebuilt context may make a real call's cache warmer than the
+ * ideal one's).
  */
 #include <float.h>
+#include <math.h>
+#include <stdlib.h>
 
 #include "strat_common.h"
 
+/* What the ideal strategy keeps per agent, and reports into run->ctx. */
+typedef struct ideal_state {
+    double *sent_at_s;  /* admission of the agent's last call */
+    double *prefill_s;  /* its prefill time */
+} ideal_state_t;
+
+typedef struct ideal_report {
+    double least_finish_s; /* +INFINITY until a task is done */
+} ideal_report_t;
+
+static int ideal_init(sim_run_t *run, char *err, size_t errlen)
+{
+    ideal_state_t *s = calloc(1, sizeof *s);
+    size_t n = run->n_agents > 0 ? (size_t)run->n_agents : 1;
+    if (s) {
+        s->sent_at_s = calloc(n, sizeof *s->sent_at_s);
+        s->prefill_s = calloc(n, sizeof *s->prefill_s);
+    }
+    if (!s || !s->sent_at_s || !s->prefill_s) {
+        if (s) free(s->sent_at_s), free(s->prefill_s);
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    run->sdata = s;
+    return 0;
+}
+
+static void ideal_fini(sim_run_t *run)
+{
+    ideal_state_t *s = run->sdata;
+    if (!s) return;
+    free(s->sent_at_s);
+    free(s->prefill_s);
+    free(s);
+    run->sdata = NULL;
+}
+
 static void ideal_want(sim_run_t *run, sim_agent_t *a)
 {
+    ideal_state_t *s = run->sdata;
+    s->sent_at_s[a->idx] = run->now_s;
     sl__sim_send(run, a);
+}
+
+static void ideal_result(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
+{
+    /* No spread in the ideal run: time to first token = ttft + prefill exactly. */
+    ideal_state_t *s = run->sdata;
+    double prefill_s = r->ttft_s - run->sc->provider.ttft_s;
+    s->prefill_s[a->idx] = prefill_s > 0 ? prefill_s : 0;
+}
+
+static void ideal_task_state(sim_run_t *run, int task, sl_task_state_t st)
+{
+    if (st != SL_TASK_DONE) return;
+    ideal_state_t *s = run->sdata;
+    ideal_report_t *rep = run->ctx;
+    int agent = run->tasks[task].agent;
+    double finish_s = run->now_s - s->sent_at_s[agent] - s->prefill_s[agent];
+    if (finish_s < rep->least_finish_s) rep->least_finish_s = finish_s;
 }
 
 static double ideal_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
@@ -40,16 +116,27 @@ static double ideal_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provide
 static const sim_strategy_t ideal = {
     .name = "ideal",
     .checkpoint = true,
-    .init = sl__sim_noop_init,
-    .fini = sl__sim_noop_fini,
+    .init = ideal_init,
+    .fini = ideal_fini,
     .want = ideal_want,
     .timer = sl__sim_noop_agent,
     .give_up = sl__sim_noop_agent,
-    .result = sl__sim_noop_result,
+    .result = ideal_result,
     .retry_delay = ideal_retry_delay,
+    .task_state = ideal_task_state,
 };
 
-double sl_sim_path_bound_s(const sl_sim_scenario_t *sc, uint64_t seed)
+/* The last call a bucket of `limit` per minute admits, `total` in all, plus the least
+ * finish; -1 when the bucket is unlimited. */
+static double bucket_bound_s(double total, int64_t limit, double least_finish_s)
+{
+    if (limit <= 0) return -1;
+    double after_first_bucket = total - (double)limit; /* the bucket starts full */
+    double admit_s = after_first_bucket > 0 ? after_first_bucket / ((double)limit / 60.0) : 0;
+    return admit_s + least_finish_s;
+}
+
+int sl_sim_bounds(const sl_sim_scenario_t *sc, uint64_t seed, sl_sim_bounds_t *out)
 {
     sl_sim_scenario_t x = *sc; /* shares the groups, read-only */
     sl_provider_config_t *p = &x.provider;
@@ -66,8 +153,39 @@ double sl_sim_path_bound_s(const sl_sim_scenario_t *sc, uint64_t seed)
     x.duration_s = DBL_MAX;
     sl_sim_result_t r;
     char err[256];
-    if (sl__sim_run_with(&x, &ideal, seed, NULL, &r, err, sizeof err) != 0) return -1;
-    double path_s = r.tasks_done == r.tasks_total ? r.makespan_s : -1;
+    ideal_report_t rep = {.least_finish_s = INFINITY};
+    if (sl__sim_run_with(&x, &ideal, seed, NULL, &rep, &r, err, sizeof err) != 0 ||
+        r.tasks_done != r.tasks_total) {
+        if (r.tasks_done != r.tasks_total) sl_sim_result_free(&r);
+        *out = (sl_sim_bounds_t){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+        return -1;
+    }
+    const sl_provider_config_t *lim = &sc->provider;
+    double least = isfinite(rep.least_finish_s) ? rep.least_finish_s : 0;
+    int64_t in = r.uncached_input_tokens, o = r.output_tokens;
+    *out = (sl_sim_bounds_t){
+        .token_s = sl_sim_lower_bound_s(sc),
+        .path_s = r.makespan_s,
+        .least_finish_s = least,
+        .input_s = bucket_bound_s((double)in, lim->input_tpm, least),
+        .output_s = bucket_bound_s((double)o, lim->output_tpm, least),
+        .rpm_s = bucket_bound_s((double)r.requests, lim->rpm, least),
+        .tokens_s = bucket_bound_s((double)(in + o), lim->tokens_tpm, least),
+        .ideal_uncached_input_tokens = in,
+        .ideal_output_tokens = o,
+        .ideal_requests = r.requests,
+    };
     sl_sim_result_free(&r);
-    return path_s;
+    out->combined_s = out->path_s > out->token_s ? out->path_s : out->token_s;
+    double parts[] = {out->path_s, out->input_s, out->output_s, out->rpm_s, out->tokens_s};
+    out->tight_s = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i] > out->tight_s) out->tight_s = parts[i];
+    return 0;
+}
+
+double sl_sim_path_bound_s(const sl_sim_scenario_t *sc, uint64_t seed)
+{
+    sl_sim_bounds_t b;
+    return sl_sim_bounds(sc, seed, &b) == 0 ? b.path_s : -1;
 }

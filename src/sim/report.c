@@ -15,62 +15,82 @@ static int64_t total_agents(const sl_sim_scenario_t *sc)
     return n * sc->teams;
 }
 
-/* The two lower bounds and their maximum; path_s < 0 when it could not be computed. */
-typedef struct bounds {
-    double token_s, path_s, combined_s;
-} bounds_t;
-
-static bounds_t bounds_of(const sl_sim_scenario_t *sc, uint64_t seed)
+/* x / bound, or -1 (printed as "-" or null) when the bound is not positive. */
+static double ratio_to(double x, double bound)
 {
-    bounds_t b = {.token_s = sl_sim_lower_bound_s(sc), .path_s = sl_sim_path_bound_s(sc, seed)};
-    b.combined_s = b.path_s > b.token_s ? b.path_s : b.token_s;
-    return b;
+    return bound > 0 ? x / bound : -1;
 }
 
-/* x / the combined bound, or -1 (printed as "-" or null) when the bound is 0. */
-static double ratio(double x, const bounds_t *b)
+/* A bound in seconds, or "-" when it does not apply (an unlimited bucket). */
+static const char *secs(char *buf, size_t cap, double v)
 {
-    return b->combined_s > 0 ? x / b->combined_s : -1;
+    if (v < 0) snprintf(buf, cap, "-");
+    else snprintf(buf, cap, "%.1f s", v);
+    return buf;
+}
+
+static void print_ratio(char *buf, size_t cap, double x, double bound)
+{
+    if (bound > 0) snprintf(buf, cap, "%.2f", x / bound);
+    else snprintf(buf, cap, "-");
 }
 
 void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                          const sl_sim_result_t *r, size_t n)
 {
-    bounds_t b = bounds_of(sc, seed);
+    sl_sim_bounds_t b;
+    sl_sim_bounds(sc, seed, &b);
     fprintf(out, "scenario %s  seed %llu  agents %lld  tasks %lld\n", sc->name,
             (unsigned long long)seed, (long long)total_agents(sc),
             (long long)(n ? r[0].tasks_total : 0));
-    fprintf(out, "lower bounds: tokens %.1f s  critical path %.1f s  combined %.1f s\n\n",
+    if (sc->limits_scale != 1 || sc->demand_scale != 1)
+        fprintf(out, "scaled: limits x%g  demand x%d  duration %.0f s\n", sc->limits_scale,
+                sc->demand_scale, sc->duration_s);
+    fprintf(out, "lower bounds: tokens %.1f s  critical path %.1f s  combined %.1f s\n",
             b.token_s, b.path_s, b.combined_s);
-    fprintf(out, "%-13s %6s %7s %11s %9s %9s %10s %6s %9s %11s %8s %8s %7s %7s\n", "strategy",
-            "429s", "429 %", "tokens/task", "p50 task", "p95 task", "crit wait", "ITPM",
-            "makespan", "done", "replans", "waves", "mk/bnd", "p95/bnd");
+    char in[32], o[32], rpm[32], tok[32];
+    fprintf(out,
+            "tight bound %.1f s: the largest of the critical path and, with the least "
+            "finish %.1f s,\n  input %s  output %s  rpm %s  tokens %s\n\n",
+            b.tight_s, b.least_finish_s, secs(in, sizeof in, b.input_s),
+            secs(o, sizeof o, b.output_s), secs(rpm, sizeof rpm, b.rpm_s),
+            secs(tok, sizeof tok, b.tokens_s));
+    fprintf(out,
+            "%-13s %6s %7s %11s %9s %9s %10s %6s %6s %9s %11s %8s %8s %7s %7s %8s %9s\n",
+            "strategy", "429s", "429 %", "tokens/task", "p50 task", "p95 task", "crit wait",
+            "ITPM", "OTPM", "makespan", "done", "replans", "waves", "mk/bnd", "p95/bnd",
+            "mk/tight", "rewr/task");
     for (size_t i = 0; i < n; i++) {
         const sl_sim_result_t *s = &r[i];
         char done[32], waves[16];
         snprintf(done, sizeof done, "%lld/%lld", (long long)s->tasks_done, (long long)s->tasks_total);
         if (s->wave_period_s > 0) snprintf(waves, sizeof waves, "%.0f s", s->wave_period_s);
         else snprintf(waves, sizeof waves, "-");
-        char mk[16] = "-", p95[16] = "-";
-        if (b.combined_s > 0) {
-            snprintf(mk, sizeof mk, "%.2f", ratio(s->makespan_s, &b));
-            snprintf(p95, sizeof p95, "%.2f", ratio(s->p95_task_s, &b));
-        }
+        char mk[16], p95[16], tight[16];
+        print_ratio(mk, sizeof mk, s->makespan_s, b.combined_s);
+        print_ratio(p95, sizeof p95, s->p95_task_s, b.combined_s);
+        print_ratio(tight, sizeof tight, s->makespan_s, b.tight_s);
         fprintf(out,
-                "%-13s %6lld %6.2f%% %11.0f %8.0fs %8.0fs %9.0fs %5.0f%% %8.0fs %11s %8lld %8s "
-                "%7s %7s\n",
+                "%-13s %6lld %6.2f%% %11.0f %8.0fs %8.0fs %9.0fs %5.0f%% %5.0f%% %8.0fs %11s "
+                "%8lld %8s %7s %7s %8s %9.2f\n",
                 s->strategy, (long long)s->http_429, 100.0 * s->rate_429, s->tokens_per_task,
                 s->p50_task_s, s->p95_task_s, s->critical_path_wait_s,
-                100.0 * s->input_tpm_utilization, s->makespan_s, done, (long long)s->replans,
-                waves, mk, p95);
+                100.0 * s->input_tpm_utilization, 100.0 * s->output_tpm_utilization,
+                s->makespan_s, done, (long long)s->replans, waves, mk, p95, tight,
+                s->prefix_rewrites_per_task);
     }
     fprintf(out, "\n429 %%: 429s per request sent. tokens/task: every token billed (input, cache\n"
                  "writes and reads, output) per finished task. crit wait: seconds blocked tasks\n"
-                 "spent waiting on an upstream task's model call. ITPM: uncached input billed\n"
-                 "over input TPM x makespan. waves: dominant period of 429s per 5 s. bounds:\n"
-                 "tokens = the ideal run's uncached input / input TPM; critical path = the\n"
-                 "longest task chain with every call served at once at its shortest latency;\n"
-                 "combined = the larger. mk/bnd, p95/bnd: makespan and p95 task time over it.\n");
+                 "spent waiting on an upstream task's model call. ITPM, OTPM: uncached input and\n"
+                 "output billed over the TPM x makespan. waves: dominant period of 429s per 5 s.\n"
+                 "bounds: tokens = the ideal run's uncached input / input TPM; critical path =\n"
+                 "the longest task chain with every call served at once at its shortest\n"
+                 "latency; combined = the larger. mk/bnd, p95/bnd: makespan and p95 task time\n"
+                 "over it. tight: each bucket's bound from the ideal run's totals (repeat\n"
+                 "failures included) plus the least time from a task's last call to its end;\n"
+                 "mk/tight: makespan over it. rewr/task: cache writes of a prefix already\n"
+                 "written, per task. A run that is not done/all was cut at the duration: its\n"
+                 "makespan and ratios are lower bounds of its own.\n");
     sl_sim_report_teams_table(out, sc, r, n);
 }
 
@@ -83,11 +103,25 @@ static void json_number(FILE *out, double v, const char *fmt)
 void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                         const sl_sim_result_t *r, size_t n)
 {
-    bounds_t b = bounds_of(sc, seed);
+    sl_sim_bounds_t b;
+    sl_sim_bounds(sc, seed, &b);
     fprintf(out, "{\"scenario\":\"%s\",\"seed\":%llu,\"lower_bound_s\":%.3f,\"path_bound_s\":",
             sc->name, (unsigned long long)seed, b.token_s);
     json_number(out, b.path_s, "%.3f");
-    fprintf(out, ",\"combined_bound_s\":%.3f,\"strategies\":[", b.combined_s);
+    fprintf(out, ",\"combined_bound_s\":%.3f,\"tight_bound_s\":", b.combined_s);
+    json_number(out, b.tight_s, "%.3f");
+    const struct {
+        const char *key;
+        double v;
+    } parts[] = {{"least_finish_s", b.least_finish_s}, {"input_bound_s", b.input_s},
+                 {"output_bound_s", b.output_s},       {"rpm_bound_s", b.rpm_s},
+                 {"tokens_bound_s", b.tokens_s}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        fprintf(out, ",\"%s\":", parts[i].key);
+        json_number(out, parts[i].v, "%.3f");
+    }
+    fprintf(out, ",\"limits_scale\":%g,\"demand_scale\":%d,\"duration_s\":%.3f,\"strategies\":[",
+            sc->limits_scale, sc->demand_scale, sc->duration_s);
     for (size_t i = 0; i < n; i++) {
         const sl_sim_result_t *s = &r[i];
         fprintf(out,
@@ -102,9 +136,18 @@ void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
         fprintf(out, ",\"requests\":%lld,\"tokens_billed\":%lld,\"replans\":%lld",
                 (long long)s->requests, (long long)s->tokens_billed, (long long)s->replans);
         fputs(",\"makespan_ratio\":", out);
-        json_number(out, ratio(s->makespan_s, &b), "%.4f");
+        json_number(out, ratio_to(s->makespan_s, b.combined_s), "%.4f");
         fputs(",\"p95_task_ratio\":", out);
-        json_number(out, ratio(s->p95_task_s, &b), "%.4f");
+        json_number(out, ratio_to(s->p95_task_s, b.combined_s), "%.4f");
+        fputs(",\"makespan_tight_ratio\":", out);
+        json_number(out, ratio_to(s->makespan_s, b.tight_s), "%.4f");
+        fprintf(out,
+                ",\"tasks_total\":%lld,\"output_tpm_utilization\":%.6f,"
+                "\"uncached_input_tokens\":%lld,\"output_tokens\":%lld,\"prefix_rewrites\":%lld,"
+                "\"prefix_rewrites_per_task\":%.4f",
+                (long long)s->tasks_total, s->output_tpm_utilization,
+                (long long)s->uncached_input_tokens, (long long)s->output_tokens,
+                (long long)s->prefix_rewrites, s->prefix_rewrites_per_task);
         sl_sim_report_teams_json(out, s);
         fputc('}', out);
     }

@@ -273,6 +273,8 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
     sl_pool_config_init(&pool_defaults);
     sc->margin_max = pool_defaults.margin_max;
     sc->teams = 1;
+    sc->limits_scale = 1;
+    sc->demand_scale = 1;
     sl_provider_config_init(&sc->provider);
 
     yaml_parser_t parser;

@@ -383,6 +383,13 @@ void sl__sim_send(sim_run_t *run, sim_agent_t *a)
                          r->input_tokens + r->cache_creation_input_tokens + r->output_tokens,
                          all_backlogged);
     run->res->uncached_input_tokens += r->input_tokens + r->cache_creation_input_tokens;
+    run->res->output_tokens += r->output_tokens;
+    if (r->cache_creation_input_tokens > 0) {
+        /* The task's prefix written once more: its cache lapsed, or a broken turn rebuilt
+         * the context, and the provider bills the same prefix again. */
+        if (a->prefix_written_k == a->task_k) run->res->prefix_rewrites++;
+        a->prefix_written_k = a->task_k;
+    }
     run->res->tokens_usage_sum += r->input_tokens + r->cache_creation_input_tokens +
                                   r->cache_read_input_tokens + r->output_tokens;
     a->attempts = 0;
@@ -512,6 +519,7 @@ static int build_fleet(sim_run_t *run)
                 a->g = grp;
                 a->team = team;
                 a->sem_next = -1;
+                a->prefix_written_k = -1;
                 if (sc->teams > 1) snprintf(a->name, sizeof a->name, "t%d.%s.%d", team, grp->name, n);
                 else snprintf(a->name, sizeof a->name, "%s.%d", grp->name, n);
                 /* Streams depend on the seed and the agent only, not the strategy. */
@@ -614,6 +622,13 @@ static void finish_result(sim_run_t *run)
         itpm > 0 && res->makespan_s > 0
             ? (double)res->uncached_input_tokens / (itpm / 60.0 * res->makespan_s)
             : 0;
+    double otpm = (double)run->sc->provider.output_tpm;
+    res->output_tpm_utilization =
+        otpm > 0 && res->makespan_s > 0
+            ? (double)res->output_tokens / (otpm / 60.0 * res->makespan_s)
+            : 0;
+    res->prefix_rewrites_per_task =
+        run->n_tasks ? (double)res->prefix_rewrites / (double)run->n_tasks : 0;
     res->wave_period_s = wave_period(res->bins, res->n_bins);
 }
 
@@ -656,15 +671,16 @@ int sl_sim_run(const sl_sim_scenario_t *sc, const char *strategy, uint64_t seed,
         snprintf(err, errlen, "--strategy: unknown strategy \"%s\"", strategy);
         return -1;
     }
-    return sl__sim_run_with(sc, st, seed, events, out, err, errlen);
+    return sl__sim_run_with(sc, st, seed, events, NULL, out, err, errlen);
 }
 
 int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
-                     FILE *events, sl_sim_result_t *out, char *err, size_t errlen)
+                     FILE *events, void *ctx, sl_sim_result_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->strategy, sizeof out->strategy, "%s", st->name);
-    sim_run_t run = {.sc = sc, .strat = st, .seed = seed, .events = events, .res = out};
+    sim_run_t run = {.sc = sc, .strat = st, .seed = seed, .events = events, .ctx = ctx,
+                     .res = out};
     sl_provider_config_t pc = sc->provider;
     pc.seed = seed ^ 0x70726f7669646572ULL;
     char perr[200];

@@ -59,6 +59,8 @@ typedef struct sl_sim_scenario {
     sl_provider_config_t provider;
     sl_sim_group_t *groups;
     int n_groups;
+    double limits_scale;          /* what sl_sim_scenario_scale() applied (1: as written) */
+    int demand_scale;             /* fleet copies (1: as written) */
 } sl_sim_scenario_t;
 
 /* Parses a scenario from YAML text. Returns 0, or -1 with a message naming the
@@ -70,6 +72,16 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *out, 
 int sl_sim_scenario_load(const char *path, sl_sim_scenario_t *out, char *err, size_t errlen);
 
 void sl_sim_scenario_free(sl_sim_scenario_t *sc);
+
+/* Scales a parsed scenario in place (scale.c): every provider limit (input, output,
+ * tokens TPM, RPM; and the outside user's request rate) x `limits_scale` (rounded, at
+ * least 1; unlimited stays unlimited), the fleet repeated `demand_scale` times as teams
+ * (team k weighs what team k mod teams weighed), and the duration set to `duration_s`,
+ * or when that is 0 to the scenario's x max(1, demand_scale / limits_scale). Returns 0,
+ * or -1 with a message naming the option and the value (limits_scale in [1e-4, 1e4],
+ * demand_scale in [1, 1000], duration_s 0 or in [1, 1e9]); `sc` is unchanged then. */
+int sl_sim_scenario_scale(sl_sim_scenario_t *sc, double limits_scale, int demand_scale,
+                          double duration_s, char *err, size_t errlen);
 
 /* The makespan no strategy can beat on tokens alone: the total uncached input tokens
  * of the ideal run (each task's prefix written once, every tail once, no failures)
@@ -86,6 +98,30 @@ double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc);
  * latency is the shortest it draws (ttft, prefill and streaming x (1 -
  * latency_spread)). Not cut at duration_s. Returns -1 when out of memory. */
 double sl_sim_path_bound_s(const sl_sim_scenario_t *sc, uint64_t seed);
+
+/* Every lower bound of one scenario and seed (bound.c, docs/sim.md "The lower bounds").
+ * The bucket bounds come from the ideal run (the path bound's): its totals are the least
+ * any run of the same fleet and seed bills (every call it makes, repeat-failure turns
+ * included, caches no colder), and the last call a bucket admits cannot come before
+ * (total - the bucket's size) / its refill, nor can the run end sooner than the least
+ * time any task takes from its last call's admission to its end. */
+typedef struct sl_sim_bounds {
+    double token_s;        /* sl_sim_lower_bound_s(): the formula, without repeat failures */
+    double path_s;         /* sl_sim_path_bound_s(); -1 when out of memory */
+    double combined_s;     /* max(token_s, path_s): the `mk/bnd` denominator */
+    double least_finish_s; /* least time from a task's last call's admission to its end */
+    double input_s;        /* (ideal uncached input - input TPM) / (input TPM / 60) +
+                              least_finish_s; -1 when input TPM is unlimited */
+    double output_s;       /* the same with the output billed and output TPM */
+    double rpm_s;          /* the same with the calls and RPM */
+    double tokens_s;       /* the same with input + output and tokens TPM */
+    double tight_s;        /* the largest of path_s and the four above */
+    int64_t ideal_uncached_input_tokens, ideal_output_tokens, ideal_requests;
+} sl_sim_bounds_t;
+
+/* Fills `out` with every bound of `sc` under `seed` (one ideal run). Returns 0, or -1
+ * when out of memory (every field is then -1). */
+int sl_sim_bounds(const sl_sim_scenario_t *sc, uint64_t seed, sl_sim_bounds_t *out);
 
 /* Number of strategies and their names, in report order. */
 size_t sl_sim_strategy_count(void);
@@ -137,11 +173,16 @@ typedef struct sl_sim_result {
     int64_t tokens_billed;        /* provider: input + cache creation + cache read + output */
     int64_t tokens_usage_sum;     /* the same summed from the calls' usage */
     int64_t uncached_input_tokens;
+    int64_t output_tokens;        /* output billed */
+    int64_t prefix_rewrites;      /* cache writes of a task's prefix written before in the
+                                     run (lapsed while waiting, or a rebuilt context) */
+    double prefix_rewrites_per_task; /* over every task of the fleet */
     int64_t replans;              /* broken turns (re-read, re-test, re-plan) */
     double tokens_per_task;
     double p50_task_s, p95_task_s;
     double critical_path_wait_s;
     double input_tpm_utilization;
+    double output_tpm_utilization; /* output billed / (output TPM x makespan); 0 = unlimited */
     double makespan_s;
     int64_t tasks_done, tasks_total;
     double wave_period_s;         /* dominant period of the 429 series; < 0 = none */

@@ -51,6 +51,7 @@ typedef struct sim_agent {
     bool sem_queued, sem_slot;
     bool rpm_reserved;
     int sem_next;        /* FIFO link of the semaphore queue (-1 = none) */
+    int prefix_written_k; /* the task whose prefix it last wrote to the cache (-1: none) */
 } sim_agent_t;
 
 typedef struct sim_task {
@@ -112,6 +113,7 @@ struct sim_run {
     const sl_sim_scenario_t *sc;
     const sim_strategy_t *strat;
     void *sdata;          /* the strategy's own state */
+    void *ctx;            /* the caller's, for a strategy to report into (bound.c) */
     uint64_t seed;
     double now_s;
     sl_provider_t *provider;
@@ -164,9 +166,10 @@ double sl__sim_full_jitter(sim_agent_t *a, double base_s, double cap_s);
 void sl__sim_log(sim_run_t *run, const char *event, const char *agent, const char *extra);
 
 /* sl_sim_run() with a strategy given by its table rather than its name (also the
- * ones not in the report's list, such as the ideal run of bound.c). Same contract. */
+ * ones not in the report's list, such as the ideal run of bound.c), and `ctx` given to
+ * the strategy as run->ctx. Same contract. */
 int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
-                     FILE *events, sl_sim_result_t *out, char *err, size_t errlen);
+                     FILE *events, void *ctx, sl_sim_result_t *out, char *err, size_t errlen);
 
 extern const sim_strategy_t sl__sim_naive, sl__sim_sdk_retry, sl__sim_backoff, sl__sim_semaphore,
     sl__sim_rpm, sl__sim_sluice_equal, sl__sim_sluice, sl__sim_sluice_learned;

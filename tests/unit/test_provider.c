@@ -124,6 +124,24 @@ static void test_cache_reads_are_free_and_ttl_is_refreshed_on_each_hit(void **st
     sl_provider_free(p);
 }
 
+/* The cache life runs from the start of the call that used the prefix, not from its end
+ * (Anthropic: "refreshed each time the cached content is used"; docs/design.md): a long
+ * call does not keep its prefix warm for longer. */
+static void test_cache_life_runs_from_the_calls_start(void **state)
+{
+    (void)state;
+    sl_provider_t *p = make(1000000, 0, 0);
+    sl_provider_result_t r = call(p, 0, 500, 50000, 7, 20000, 12000); /* 200 s of output */
+    assert_int_equal(r.cache_creation_input_tokens, 50000);
+    assert_true(r.duration_s > 150);
+    sl_provider_end(p, &r, r.duration_s);
+    assert_true(sl_provider_cache_warm(p, 7, 299));
+    assert_false(sl_provider_cache_warm(p, 7, 301)); /* 100 s or less after the call ended */
+    r = call(p, 301, 500, 50000, 7, 10, 5);
+    assert_int_equal(r.cache_creation_input_tokens, 50000);
+    sl_provider_free(p);
+}
+
 static void test_short_prefixes_are_not_cached(void **state)
 {
     (void)state;
@@ -436,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_a_call_above_the_limit_is_always_refused),
         cmocka_unit_test(test_output_is_charged_max_tokens_then_corrected),
         cmocka_unit_test(test_cache_reads_are_free_and_ttl_is_refreshed_on_each_hit),
+        cmocka_unit_test(test_cache_life_runs_from_the_calls_start),
         cmocka_unit_test(test_short_prefixes_are_not_cached),
         cmocka_unit_test(test_cache_reads_count_when_configured),
         cmocka_unit_test(test_drift_scales_the_providers_counts),

@@ -389,7 +389,7 @@ static void test_json_reports_the_bounds_and_ratios(void **state)
     char want[64];
     snprintf(want, sizeof want, "\"makespan_ratio\":%.4f,", r.makespan_s / 126.44);
     assert_non_null(strstr(buf, want));
-    snprintf(want, sizeof want, "\"p95_task_ratio\":%.4f}", r.p95_task_s / 126.44);
+    snprintf(want, sizeof want, "\"p95_task_ratio\":%.4f,", r.p95_task_s / 126.44);
     assert_non_null(strstr(buf, want));
     free(buf);
     sl_sim_result_free(&r);

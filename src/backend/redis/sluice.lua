@@ -536,7 +536,8 @@ local function agent_get(name, make)
     alert = 0, leases = 0, queued = 0, tin = 0, tout = 0, g429 = 0})
 end
 
--- A cache is either the agent's own (fields cls/ctok of its record) or shared.
+-- A cache is either the agent's own (fields cls/ctok of its record) or shared. ls/cls:
+-- the start (grant) of its last counted call; tok/ctok: the prefix's size.
 local function cache_view(a, own, ck)
   if own then return {rec = a, key = agent_key(a.agent), ls = 'cls', tok = 'ctok'} end
   local key = S.prefix .. 'C:' .. ck
@@ -1338,6 +1339,27 @@ end
 
 local function load_lease(id) return load(lease_key(id), LEASE) end
 
+-- A queued ticket whose cache lapsed while it waited: the provider will bill the prefix
+-- again, so its need grows by it, once, before the grant; its place in the queue stays,
+-- and a team left empty by the removal gets its start tag back. Left as it is when the
+-- larger need could never fit (engine: sl__ticket_cache_lapsed).
+local function ticket_cache_lapsed(p, t, now)
+  if t.pen == 1 or t.cached <= 0 or p.cache_reads_count ~= 0 then return end
+  local a = agent_get(t.agent, false)
+  if a and cache_warm(p, cache_view(a, t.own == 1, t.ck), now) then return end
+  local cold = {[0] = t.n0 + t.cached, t.n1, t.n2, t.n3 + t.cached}
+  for b = 0, NB - 1 do
+    if limited(p, b) and cold[b] > capacity(p, b) then return end
+  end
+  local g = team_get(t.team, true)
+  local base = g.base
+  queue_remove(p, t)
+  t.n0, t.n3, t.pen = cold[0], cold[3], 1
+  queue_insert(p, t)
+  g.base = base
+  touch(ticket_key(t.id))
+end
+
 -- ---- backfilling ----
 -- Ports: src/engine/backfill.c (its essay says why). Past a blocked head, a ticket among
 -- the first BF.WINDOW of the queue order (head included) is granted when it fits now and
@@ -1553,6 +1575,7 @@ local function drain(p, now)
     local id = queue_head(p)
     if not id then break end
     local t = load_ticket(id)
+    ticket_cache_lapsed(p, t, now)  -- it stays the head
     if not fits(p, need_of(t), now) then
       if p.backfill ~= 0 then BF.backfill(p, t, now) end
       break
@@ -2555,7 +2578,8 @@ local function settle(p, args, now)
     local cache_tokens = cr + cc
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)
-    -- The cache's life counts from the start of the call (its grant), as the provider's.
+    -- The cache life runs from the call's start, as the provider counts it: the grant,
+    -- the earliest the call can have been sent; the later start wins (engine: lease.c).
     if l.granted_at > c.rec[c.ls] then c.rec[c.ls] = l.granted_at end
     c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
     touch(c.key)

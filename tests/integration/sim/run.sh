@@ -16,7 +16,22 @@ for s in naive sdk-retry backoff semaphore rpm-counter sluice-equal sluice sluic
 done
 grep -q '^lower bounds: tokens [0-9.]* s  critical path [0-9.]* s  combined [0-9.]* s$' "$tmp/t1" ||
   fail "table has no bounds line"
-grep -q 'mk/bnd p95/bnd$' "$tmp/t1" || fail "table has no ratio columns"
+grep -q 'mk/bnd p95/bnd mk/tight rewr/task$' "$tmp/t1" || fail "table has no ratio columns"
+grep -q '^tight bound [0-9.]* s: ' "$tmp/t1" || fail "table has no tight bound line"
+
+# scaled without editing the YAML: the header says so, the JSON carries the scales
+"$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy sluice --demand-scale 2 \
+  --limits-scale 0.75 --json >"$tmp/sc"
+for k in '"limits_scale":0.75' '"demand_scale":2' '"duration_s":9600.000' '"tight_bound_s"' \
+         '"least_finish_s"' '"input_bound_s"' '"output_bound_s"' '"rpm_bound_s"' \
+         '"tokens_bound_s":null' '"makespan_tight_ratio"' '"prefix_rewrites_per_task"' \
+         '"output_tpm_utilization"' '"tasks_total":40'; do
+  grep -qF "$k" "$tmp/sc" || fail "scaled --json lacks $k"
+done
+"$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy sluice --demand-scale 2 |
+  grep -q '^scaled: limits x1  demand x2  duration 7200 s$' || fail "no scaled line"
+"$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy sluice --duration 100 --json |
+  grep -qF '"duration_s":100.000,' || fail "--duration is not the run's duration"
 
 # teams: scale-200's team weights, byte-identical too, with the teams' table and JSON
 "$SLUICE" sim --scenario "$SRC/scenarios/scale-200.yaml" >"$tmp/s1"
@@ -51,6 +66,13 @@ done
 set +e
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy nope >/dev/null 2>&1
 [ $? -eq 2 ] || fail "unknown strategy is not a usage error"
+for bad in "--limits-scale 0" "--limits-scale x" "--demand-scale 1.5" "--demand-scale 0" \
+           "--duration 0"; do
+  # shellcheck disable=SC2086
+  "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" $bad >/dev/null 2>"$tmp/err"
+  [ $? -eq 2 ] || fail "$bad is not a usage error"
+  grep -q -- "${bad%% *}" "$tmp/err" || fail "$bad: the error does not name the option"
+done
 "$SLUICE" sim --scenario /nonexistent.yaml >/dev/null 2>&1
 [ $? -eq 1 ] || fail "missing scenario is not exit 1"
 echo "sim_cli: ok"

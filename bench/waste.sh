@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# waste.sh - issue 24 "Measure": how much of the quota the fleet wastes.
+#   (a) bench/waste_single.sh, when it exists (one agent proxied vs direct; another
+#       helper's script);
+#   (b) a `sluice sim` sweep: scale-200 at limits x1, 1/2, 1/5, 1/10, 1/20 and seed-fleet at
+#       demand x1, x10, x20, seeds 1-5, strategies sluice, sluice-learned, semaphore and
+#       sdk-retry: makespan over the tight bound, 429s, prefix re-writes per task, input
+#       and output utilisation, tasks done; means over the seeds;
+#   (c) bench/waste_fleet.mjs: real agent processes against sluice-emu at tight limits,
+#       straight with the SDK's retry and through sluiced (about two minutes).
+#
+#   bench/waste.sh [BUILD_DIR] [--sim-only]
+#
+# Prints what it measures, never gates: exits 0 when every part ran.
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$SRC/build}
+SIM_ONLY=${2:-}
+SLUICE=$BUILD/src/cli/sluice
+[ -x "$SLUICE" ] || { echo "waste: $SLUICE is not built" >&2; exit 1; }
+
+if [ -x "$SRC/bench/waste_single.sh" ] && [ "$SIM_ONLY" != --sim-only ]; then
+  echo "== (a) one agent, proxied vs direct: bench/waste_single.sh"
+  "$SRC/bench/waste_single.sh" "$BUILD"
+  echo
+fi
+
+echo "== (b) sluice sim sweep, means over seeds 1-5"
+python3 - "$SLUICE" "$SRC" <<'PY'
+import json, subprocess, sys
+
+sluice, src = sys.argv[1], sys.argv[2]
+points = [('scale-200', ['--limits-scale', f], 'limits x' + label)
+          for f, label in (('1', '1'), ('0.5', '1/2'), ('0.2', '1/5'), ('0.1', '1/10'),
+                           ('0.05', '1/20'))]
+points += [('seed-fleet', ['--demand-scale', n], 'demand x' + n) for n in ('1', '10', '20')]
+strategies = ['sluice', 'sluice-learned', 'semaphore', 'sdk-retry']
+seeds = range(1, 6)
+
+def run(scenario, args, strategy, seed):
+    out = subprocess.run([sluice, 'sim', '--scenario', f'{src}/scenarios/{scenario}.yaml',
+                          '--strategy', strategy, '--seed', str(seed), '--json'] + args,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+mean = lambda xs: sum(xs) / len(xs)
+print('%-24s %-15s %9s %8s %8s %10s %6s %6s %9s' % (
+    'scenario', 'strategy', 'mk/tight', 'tight s', '429s', 'rewr/task', 'ITPM', 'OTPM', 'done'))
+for scenario, args, label in points:
+    for st in strategies:
+        rows = []
+        for seed in seeds:
+            d = run(scenario, args, st, seed)
+            s = d['strategies'][0]
+            rows.append((s['makespan_tight_ratio'], d['tight_bound_s'], s['http_429'],
+                         s['prefix_rewrites_per_task'], s['input_tpm_utilization'],
+                         s['output_tpm_utilization'], s['tasks_done'], s['tasks_total']))
+        done = sum(r[6] for r in rows)
+        total = sum(r[7] for r in rows)
+        print('%-24s %-15s %9.2f %8.0f %8.1f %10.2f %5.0f%% %5.0f%% %9s' % (
+            scenario + ' ' + label, st, mean([r[0] for r in rows]), mean([r[1] for r in rows]),
+            mean([r[2] for r in rows]), mean([r[3] for r in rows]),
+            100 * mean([r[4] for r in rows]), 100 * mean([r[5] for r in rows]),
+            '%d/%d' % (done, total) if done < total else 'all'))
+print()
+print('mk/tight: makespan over the tight bound (docs/sim.md, "The tight bound"); tight s: the')
+print('bound; rewr/task: cache writes of a prefix already written, per task; ITPM, OTPM:')
+print('input and output billed over the limit x makespan; done: tasks finished over the five')
+print('seeds when some run was cut at the duration (its makespan is then the duration).')
+PY
+echo
+
+if [ "$SIM_ONLY" = --sim-only ]; then exit 0; fi
+echo "== (c) real agent processes against sluice-emu: bench/waste_fleet.mjs"
+for f in "$BUILD/src/emu/sluice-emu" "$BUILD/src/server/sluiced"; do
+  [ -x "$f" ] || { echo "waste: $f is not built" >&2; exit 1; }
+done
+SLUICED=$BUILD/src/server/sluiced SLUICE_EMU=$BUILD/src/emu/sluice-emu \
+  timeout 600 node "$SRC/bench/waste_fleet.mjs"
