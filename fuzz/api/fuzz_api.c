@@ -434,12 +434,6 @@ static void snapshot(sl_server_t *srv, snapshot_t *s)
     sl_backend_pools(srv->backend, NULL, on_snapshot, s);
 }
 
-static void free_owner(uint64_t key, void *val, void *ud)
-{
-    (void)key, (void)ud;
-    free(val);
-}
-
 static void on_configured(int rc, double value, const char *errmsg, void *ud)
 {
     (void)value, (void)ud;
@@ -547,17 +541,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl__waiters_shutdown(&srv);
     sl__events_close_streams(&srv);
     sl__server_stop(&srv);
-    sl_backend_free(srv.backend);
-    sl__metrics_free(srv.metrics);
-    sl__fleet_free(&srv);
-    sl__anomaly_free(&srv);
-    sl__suspend_free(&srv);
-    sl__watch_free(&srv);
-    sl__idmap_foreach(&srv.lease_owner, free_owner, NULL);
-    sl__idmap_foreach(&srv.ticket_owner, free_owner, NULL);
-    sl__idmap_free(&srv.lease_owner);
-    sl__idmap_free(&srv.ticket_owner);
-    sl__idmap_free(&srv.waiters);
+    sl__server_free_state(&srv);
     for (int i = 0; i < n_reqs; i++)
         free(targets[i]);
     free(text);

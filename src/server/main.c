@@ -228,22 +228,9 @@ done:
                            srv->sig_int};
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i]) event_free(evs[i]);
-    sl_backend_free(srv->backend);
-    sl__metrics_free(srv->metrics);
-    sl__fleet_free(srv);
-    sl__agents_free(srv); /* after the backend: its last callbacks may name agents */
-    sl__anomaly_free(srv);
-    sl__suspend_free(srv);
-    sl__watch_free(srv);
+    sl__server_free_state(srv);
     if (srv->base) event_base_free(srv->base);
     return rc;
-}
-
-static void free_owner(uint64_t key, void *val, void *ud)
-{
-    (void)key;
-    (void)ud;
-    free(val);
 }
 
 int main(int argc, char **argv)
@@ -314,12 +301,6 @@ int main(int argc, char **argv)
     srv.config_path = config_path;
     srv.listen_from_flag = listen != NULL;
     int rc = run(&srv);
-    sl__idmap_foreach(&srv.lease_owner, free_owner, NULL);
-    sl__idmap_foreach(&srv.ticket_owner, free_owner, NULL);
-    sl__idmap_free(&srv.lease_owner);
-    sl__idmap_free(&srv.ticket_owner);
-    sl__namemap_free_all(&srv.report_holds);
-    sl__idmap_free(&srv.waiters);
     sl_config_clear(&srv.config);
     return rc;
 }

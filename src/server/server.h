@@ -111,6 +111,9 @@ struct sl_server {
 /* http.c */
 int sl__server_start(sl_server_t *srv, char *err, size_t errlen);
 void sl__server_stop(sl_server_t *srv);
+/* teardown.c: frees the backend and every feature's state the server holds (not its
+ * event base, listeners or config); after sl__server_stop, and once. */
+void sl__server_free_state(sl_server_t *srv);
 size_t sl__outer_body_limit(const sl_config_t *c);
 /* The transport's per-connection limits from `c->server`, max_connections lowered to what
  * the descriptor limit allows. */
