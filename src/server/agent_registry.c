@@ -122,27 +122,6 @@ bool sl__agents_refused(sl_server_t *srv, const char *agent, uint64_t principal,
     return true;
 }
 
-bool sl__agents_refuse(sl_call_t *call, const char *agent)
-{
-    char why[320];
-    double retry_after_s = 0;
-    sl_server_t *srv = call->srv;
-    if (!sl__agents_refused(srv, agent, sl__call_principal(call), why, sizeof(why),
-                            &retry_after_s))
-        return false;
-    if (call->req) {
-        char h[32];
-        snprintf(h, sizeof(h), "%.0f", retry_after_s < 1 ? 1 : retry_after_s);
-        sl_hreq_add_header(call->req, "Retry-After", h);
-    }
-    sl__reply_json(call, 429,
-                   json_pack("{s:s,s:s,s:f,s:f,s:{s:s,s:s}}", "status", "rejected", "reason",
-                             "too_many_agents", "retry_after", retry_after_s, "retry_at",
-                             now_s(srv) + retry_after_s, "error", "type", "too_many_agents",
-                             "message", why));
-    return true;
-}
-
 void sl__agents_on_event(sl_server_t *srv, const sl_event_t *ev)
 {
     sl_agents_t *r = ev->agent && *ev->agent ? registry_of(srv) : NULL;

@@ -303,51 +303,6 @@ static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s,
     return 0;
 }
 
-bool sl__token_may_use_priority(const sl_call_t *call, const char *priority)
-{
-    const sl_token_rule_t *t = call->token;
-    if (call->admin || !t) return call->admin;
-    if (t->n_priorities) {
-        for (size_t i = 0; i < t->n_priorities; i++)
-            if (!strcmp(t->priorities[i], priority)) return true;
-        return false;
-    }
-    double factor = sl_config_priority_factor(&call->srv->config, priority);
-    return factor >= 0 && factor <= 1;
-}
-
-int64_t sl__max_unblocks(const sl_call_t *call)
-{
-    return call->token && !call->admin ? call->token->max_unblocks : call->srv->config.max_unblocks;
-}
-
-/* The weight inputs a request claims, against what its token may claim. Returns 0, or
- * -1 after answering 400 or 403. */
-static int check_weight_inputs(sl_call_t *call, const sl_request_t *r)
-{
-    int64_t max_unblocks = sl__max_unblocks(call);
-    if (r->unblocks > max_unblocks) {
-        if (call->token && !call->admin)
-            sl__reply_error(call, 403, "forbidden",
-                            "unblocks: %" PRId64 " is more than this token may claim "
-                            "(max_unblocks %" PRId64 ")",
-                            r->unblocks, max_unblocks);
-        else
-            sl__reply_error(call, 400, "invalid_request",
-                            "unblocks: %" PRId64 " is above max_unblocks %" PRId64, r->unblocks,
-                            max_unblocks);
-        return -1;
-    }
-    const char *priority = r->priority ? r->priority : "normal";
-    if (sl_config_priority_factor(&call->srv->config, priority) >= 0 &&
-        !sl__token_may_use_priority(call, priority)) {
-        sl__reply_error(call, 403, "forbidden", "priority: this token may not use priority '%s'",
-                        priority);
-        return -1;
-    }
-    return 0;
-}
-
 /* The longest ETA the request is queued for (sl_request_t.max_wait_s, 0: the pool's). A
  * client that can wait (one that saved a checkpoint) asks to be held rather than rejected
  * for an ETA up to its `max_wait`, at most the server's max_hold_s. It only ever extends
@@ -361,58 +316,66 @@ static double held_wait_s(const sl_call_t *call, const sl_request_t *r)
     return pc && asked_s <= pc->max_queue_wait_s ? 0 : asked_s;
 }
 
-/* The request goes to the backend once its role is settled (the body's, or the task's).
- * `task_role` is the task's registered role, or NULL when the request names no known task. */
-static void request_with_role(sl_call_t *call, const char *task_role)
+/* Answers a refusal in the lease API's shape: a 429 as a rejection (Retry-After, and for
+ * the agents bound the `error` naming it), anything else as an error. */
+static void reply_refusal(sl_call_t *call, const sl_refusal_t *ref)
 {
-    char msg[MSG_LEN];
-    sl_request_t r = {0};
-    double wait_s = 0;
-    if (parse_lease_request(call->body, &r, &wait_s, msg, sizeof(msg)) < 0) {
-        sl__reply_error(call, 400, "invalid_request", "%s", msg);
+    if (ref->status != 429) {
+        sl__reply_error(call, ref->status, ref->type, "%s", ref->message);
         return;
     }
-    if (task_role) {
-        if (r.role && strcmp(r.role, task_role) != 0) {
-            sl__reply_error(call, 400, "invalid_request",
-                            "role: '%s' is not the role '%s' task '%s' is registered with", r.role,
-                            task_role, r.task);
-            return;
-        }
-        r.role = task_role;
+    double now = sl_backend_now(call->srv->backend);
+    if (strcmp(ref->type, "too_many_agents") != 0) {
+        sl__reply_rejected(call, ref->type, ref->retry_after_s, now + ref->retry_after_s);
+        return;
     }
-    const char *role = r.role ? r.role : "worker";
-    if (!sl__token_may_use(call, role, NULL)) {
-        sl__reply_error(call, 403, "forbidden", "role: this token may not use role '%s'%s%s%s",
-                        role, task_role ? " (the role of task '" : "", task_role ? r.task : "",
-                        task_role ? "')" : "");
+    if (call->req) {
+        char h[32];
+        snprintf(h, sizeof(h), "%.0f", ref->retry_after_s < 1 ? 1 : ref->retry_after_s);
+        sl_hreq_add_header(call->req, "Retry-After", h);
+    }
+    sl__reply_json(call, 429,
+                   json_pack("{s:s,s:s,s:f,s:f,s:{s:s,s:s}}", "status", "rejected", "reason",
+                             ref->type, "retry_after", ref->retry_after_s, "retry_at",
+                             now + ref->retry_after_s, "error", "type", ref->type, "message",
+                             ref->message));
+}
+
+/* The request goes to the backend once its role is settled (the body's, or the task's).
+ * `task_role` is the task's registered role, or NULL when the request names no known task. */
+static void request_with_role(sl_call_t *call, sl_request_t *r, double wait_s,
+                              const char *task_role)
+{
+    sl_refusal_t ref;
+    if (sl__admit(call, SL_DIALECT_LEASE_API, r, task_role, &ref) < 0) {
+        reply_refusal(call, &ref);
         return;
     }
     call->wait_s = fmin(wait_s, call->srv->config.max_wait_s);
-    r.max_wait_s = held_wait_s(call, &r);
-    r.max_unblocks_set = true; /* the graph's count is bounded like the body's */
-    r.max_unblocks = sl__max_unblocks(call);
-    if (sl__agents_refuse(call, r.agent)) return; /* a new name past a bound: nothing asked */
-    if (sl__anomaly_refuse(call, r.agent, role)) return; /* suspended: refused, nothing asked */
-    sl_backend_request(call->srv->backend, &r, on_lease_decision, call);
+    r->max_wait_s = held_wait_s(call, r);
+    sl_backend_request(call->srv->backend, r, on_lease_decision, call);
 }
 
-static void on_task_graph(int rc, const sl_task_info_t *tasks, size_t n, void *ud)
+/* A lease naming a task, while the graph is asked for the task's role. The request's
+ * strings are the call's body's, which lives as long as the call. */
+typedef struct task_pending {
+    sl_call_t *call;
+    sl_request_t r;
+    double wait_s;
+} task_pending_t;
+
+static void on_task_role(int rc, const char *role, void *ud)
 {
-    sl_call_t *call = ud;
+    task_pending_t *p = ud;
+    sl_call_t *call = p->call;
+    sl_request_t r = p->r;
+    double wait_s = p->wait_s;
+    free(p);
     if (rc != SL_OK) {
         sl__reply_engine_error(call, rc, "tasks: the task graph cannot be read");
         return;
     }
-    const char *task = json_string_value(json_object_get(call->body, "task"));
-    char role[65]; /* role names are 1-64 bytes */
-    for (size_t i = 0; task && i < n; i++) {
-        if (strcmp(tasks[i].id, task) != 0) continue;
-        snprintf(role, sizeof(role), "%s", tasks[i].role ? tasks[i].role : "worker");
-        request_with_role(call, role);
-        return;
-    }
-    request_with_role(call, NULL);
+    request_with_role(call, &r, wait_s, role);
 }
 
 void sl__handle_lease_post(sl_call_t *call)
@@ -425,23 +388,25 @@ void sl__handle_lease_post(sl_call_t *call)
         return;
     }
     const char *pool = r.pool ? r.pool : "default";
-    if (!sl__token_may_act_as(call, r.agent)) {
-        sl__reply_error(call, 403, "forbidden", "agent: this token may not act as agent '%s'",
-                        r.agent);
+    sl_refusal_t ref;
+    r.pool = pool;
+    if (sl__admit_claims(call, SL_DIALECT_LEASE_API, &r, &ref) < 0) {
+        reply_refusal(call, &ref);
         return;
     }
-    if (!sl__token_may_use(call, NULL, pool)) {
-        sl__reply_error(call, 403, "forbidden", "pool: this token may not use pool '%s'", pool);
-        return;
-    }
-    if (check_weight_inputs(call, &r) < 0) return;
     snprintf(call->pool, sizeof(call->pool), "%s", pool);
-    if (r.task) {
-        /* A task in the graph decides the role (and unblocks): look it up first. */
-        sl_backend_tasks(call->srv->backend, on_task_graph, call);
+    if (!r.task) {
+        request_with_role(call, &r, wait_s, NULL);
         return;
     }
-    request_with_role(call, NULL);
+    /* A task in the graph decides the role (and unblocks): look it up first. */
+    task_pending_t *p = malloc(sizeof(*p));
+    if (!p) {
+        sl__reply_error(call, 503, "out_of_memory", "server: out of memory");
+        return;
+    }
+    *p = (task_pending_t){.call = call, .r = r, .wait_s = wait_s};
+    sl__task_role(call->srv, r.task, on_task_role, p);
 }
 
 /* ---- tickets ---------------------------------------------------------------------- */

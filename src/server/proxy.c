@@ -71,7 +71,8 @@ typedef struct kept_headers {
     size_t n;
 } kept_headers_t;
 
-/* Who the call is for (pointers into the request's headers or the token's rule). */
+/* What the call claims (pointers into the request's headers): admitted by admit.c as
+ * the lease API's body is. */
 typedef struct identity {
     const char *role, *task, *priority;
     int64_t unblocks;
@@ -347,6 +348,17 @@ static void px_reject(px_t *px, const char *reason, const char *limited_by, doub
              px->pool, px->agent, px->srv->config.proxy.max_hold_s,
              reason ? reason : "queue_wait_exceeds_max", limited_by ? limited_by : "the pool",
              retry_after_s > 0 ? retry_after_s : 0.0, retry_after_s > 0 ? retry_after_s : 0.0);
+}
+
+/* A refusal of admit.c in the provider's shape (429s with retry-after). */
+static void px_refuse(px_t *px, const sl_refusal_t *ref)
+{
+    if (ref->status == 429) set_retry_headers(px, ref->retry_after_s);
+    if (!strcmp(ref->type, "too_many_agents"))
+        px_error(px, 429, "sluice: agent '%s' is refused (too_many_agents): %s", px->agent,
+                 ref->message);
+    else
+        px_error(px, ref->status, "sluice: %s", ref->message);
 }
 
 /* ---- settling --------------------------------------------------------------------------- */
@@ -723,9 +735,9 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
         return;
     }
     if (rc != SL_OK) {
-        int status = rc == SL_ENOTFOUND                      ? 404
-                     : rc == SL_ENOMEM || rc == SL_EUNAVAILABLE ? 503 /* Redis away, fail: closed */
-                                                                : 400;
+        /* errors.def: as the lease API, but the provider's 400 for what can never fit;
+         * Redis away is a 503 (fail: closed). */
+        int status = sl__error_status(rc, SL_DIALECT_PROVIDER, NULL);
         px_error(px, status, "sluice: %s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
         return;
     }
@@ -967,40 +979,21 @@ static int identify(px_t *px, identity_t *id)
                  agent);
         return -1;
     }
-    if (!sl__token_may_act_as(call, agent)) {
-        px_error(px, 403, "sluice: this token may not act as agent '%s'", agent);
-        return -1;
-    }
     id->role = in_header(px, "x-sluice-role");
     id->task = in_header(px, "x-sluice-task");
     id->priority = in_header(px, "x-sluice-priority");
     const char *ub = in_header(px, "x-sluice-unblocks");
     id->unblocks = 0;
-    if (ub) {
+    if (ub) { /* the header's syntax; its bound is admit.c's */
         char *end;
         errno = 0;
         long long v = strtoll(ub, &end, 10);
-        int64_t max = sl__max_unblocks(call);
-        if (errno || end == ub || *end || v < 0 || v > max) {
-            bool token_bound = call->token && !call->admin && !errno && end != ub && !*end && v > max;
-            px_error(px, token_bound ? 403 : 400,
-                     "sluice: x-sluice-unblocks: '%.32s' is not an integer 0-%" PRId64 "%s", ub,
-                     max, token_bound ? " (this token's max_unblocks)" : " (max_unblocks)");
+        if (errno || end == ub || *end || v < 0) {
+            px_error(px, 400, "sluice: x-sluice-unblocks: '%.32s' is not an integer 0-%" PRId64
+                     " (max_unblocks)", ub, sl__max_unblocks(call));
             return -1;
         }
         id->unblocks = v;
-    }
-    if (!sl__token_may_use(call, id->role ? id->role : "worker", NULL)) {
-        px_error(px, 403, "sluice: this token may not use role '%s'",
-                 id->role ? id->role : "worker");
-        return -1;
-    }
-    /* As the lease API's `priority`: an unknown name is left to the engine (400). */
-    if (id->priority && sl_config_priority_factor(c, id->priority) >= 0 &&
-        !sl__token_may_use_priority(call, id->priority)) {
-        px_error(px, 403, "sluice: x-sluice-priority: this token may not use priority '%.32s'",
-                 id->priority);
-        return -1;
     }
     const char *pool = choose_pool(px);
     if (!pool) {
@@ -1012,8 +1005,13 @@ static int identify(px_t *px, identity_t *id)
         px_error(px, 400, "sluice: x-sluice-pool: the name is longer than 128 characters");
         return -1;
     }
-    if (*pool && !sl__token_may_use(call, NULL, pool)) {
-        px_error(px, 403, "sluice: this token may not use pool '%s'", pool);
+    /* The claims that need no body nor the task graph, refused before either is read;
+     * the rest (the role) when the lease is asked for (ask_lease). */
+    sl_request_t claims = {.agent = agent, .pool = pool, .unblocks = id->unblocks,
+                           .priority = id->priority};
+    sl_refusal_t ref;
+    if (sl__admit_claims(call, SL_DIALECT_PROVIDER, &claims, &ref) < 0) {
+        px_refuse(px, &ref);
         return -1;
     }
     snprintf(px->agent, sizeof(px->agent), "%s", agent);
@@ -1305,23 +1303,6 @@ static void start_call(px_t *px, const char *path, const char *query)
         px_forward(px);
         return;
     }
-    char why[320];
-    double retry_s = 0;
-    if (sl__agents_refused(px->srv, px->agent, sl__call_principal(px->call), why, sizeof(why),
-                           &retry_s)) {
-        set_retry_headers(px, retry_s);
-        px_error(px, 429, "sluice: agent '%s' is refused (too_many_agents): %s", px->agent, why);
-        json_decref(j);
-        return;
-    }
-    if (sl__anomaly_suspended(px->srv, px->agent, id.role ? id.role : "worker",
-                              sl__call_principal(px->call))) {
-        set_retry_headers(px, px->srv->config.fleet.anomaly_window_s);
-        px_error(px, 429, "sluice: agent '%s' is suspended (anomaly, reason suspended) until an "
-                          "admin releases it: POST /v1/agents/%s/release", px->agent, px->agent);
-        json_decref(j);
-        return;
-    }
     char err[256];
     if (sl__proxy_output_read(px->api, px->responses, j, &px->out, err, sizeof(err)) < 0) {
         json_decref(j);
@@ -1335,8 +1316,9 @@ static void start_call(px_t *px, const char *path, const char *query)
     ask_lease(px);
 }
 
-/* Asks the backend for the lease of px's estimate; on_decision goes on. */
-static void ask_lease(px_t *px)
+/* Admits the call with its task's registered role (NULL: it names no task in the graph)
+ * and asks the backend for the lease of px's estimate; on_decision goes on. */
+static void request_lease(px_t *px, const char *task_role)
 {
     const identity_t id = px->id;
     sl_request_t r = {
@@ -1355,13 +1337,41 @@ static void ask_lease(px_t *px)
         .model = px->model[0] && !px->chained ? px->model : NULL,
         .cache_prefix_hash = px->prefix_hash[0] ? px->prefix_hash : NULL,
         .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
-        .max_unblocks_set = true, /* a task's graph count is bounded as x-sluice-unblocks is */
-        .max_unblocks = sl__max_unblocks(px->call),
         /* The body goes upstream with at most the output reserved (cap_forwarded_output). */
         .output_capped = px->out.cappable,
     };
-    px->phase = PX_START;
+    sl_refusal_t ref;
+    if (sl__admit(px->call, SL_DIALECT_PROVIDER, &r, task_role, &ref) < 0) {
+        px_refuse(px, &ref);
+        return;
+    }
     sl_backend_request(px->srv->backend, &r, on_decision, px);
+}
+
+static void on_task_role(int rc, const char *role, void *ud)
+{
+    px_t *px = ud;
+    if (px->gone) { /* the client left while the graph was read */
+        px_free(px);
+        return;
+    }
+    if (rc != SL_OK) {
+        px_error(px, sl__error_status(rc, SL_DIALECT_PROVIDER, NULL),
+                 "sluice: tasks: the task graph cannot be read: %s", sl_strerror(rc));
+        return;
+    }
+    request_lease(px, role);
+}
+
+/* Asks for the lease; a call naming a task first learns the task's registered role,
+ * which decides the call's role as on the lease API (admit.c). */
+static void ask_lease(px_t *px)
+{
+    px->phase = PX_START;
+    if (px->id.task)
+        sl__task_role(px->srv, px->id.task, on_task_role, px);
+    else
+        request_lease(px, NULL);
 }
 
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)

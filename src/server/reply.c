@@ -109,48 +109,27 @@ void sl__reply_error(sl_call_t *call, int status, const char *type, const char *
     sl__reply_json(call, status, json_pack("{s:{s:s,s:s}}", "error", "type", type, "message", msg));
 }
 
+int sl__error_status(int rc, sl_error_dialect_t dialect, const char **type)
+{
+    switch (rc) {
+#define SL_ERROR(code, status, name, provider_status)                                              \
+    case code:                                                                                     \
+        if (type) *type = name;                                                                    \
+        return dialect == SL_DIALECT_PROVIDER ? provider_status : status;
+#include "errors.def"
+#undef SL_ERROR
+    default:
+        if (type) *type = "internal";
+        return 500;
+    }
+}
+
 void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg)
 {
-    int status = 500;
-    const char *type = "internal";
-    switch (rc) {
-    case SL_EINVAL:
-        status = 400;
-        type = "invalid_request";
-        break;
-    case SL_ENOTFOUND:
-        status = 404;
-        type = "not_found";
-        break;
-    case SL_EALREADY:
-        status = 409;
-        type = "already_settled";
-        break;
-    case SL_EEXPIRED:
-        status = 410;
-        type = "lease_expired";
-        break;
-    case SL_ECAPACITY:
-        status = 422;
-        type = "exceeds_capacity";
-        break;
-    case SL_EEXIST:
-        status = 409;
-        type = "conflict";
-        break;
-    case SL_ENOMEM:
-        status = 503;
-        type = "out_of_memory";
-        break;
-    case SL_EUNAVAILABLE: /* a networked backend is down and fails closed */
-        status = 503;
-        type = "backend_unavailable";
-        if (call->req) /* the backend reconnects every tick */
-            sl_hreq_add_header(call->req, "Retry-After", "1");
-        break;
-    default:
-        break;
-    }
+    const char *type;
+    int status = sl__error_status(rc, SL_DIALECT_LEASE_API, &type);
+    if (rc == SL_EUNAVAILABLE && call->req) /* the backend reconnects every tick */
+        sl_hreq_add_header(call->req, "Retry-After", "1");
     sl__reply_error(call, status, type, "%s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
 }
 

@@ -131,6 +131,17 @@ void sl__reply_json(sl_call_t *call, int status, json_t *body);
 void sl__reply_text(sl_call_t *call, int status, const char *json, size_t len);
 void sl__reply_error(sl_call_t *call, int status, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Who an error is written for: the lease API's own JSON, or a provider's dialect (the
+ * proxy wraps the status in the provider's error shape). */
+typedef enum sl_error_dialect {
+    SL_DIALECT_LEASE_API = 0,
+    SL_DIALECT_PROVIDER,
+} sl_error_dialect_t;
+/* The HTTP status of result code `rc` in `dialect`, from the one table (errors.def);
+ * `*type` (when not NULL) is set to the lease API's error type. Unknown codes: 500
+ * "internal". */
+int sl__error_status(int rc, sl_error_dialect_t dialect, const char **type);
+/* Answers `rc` as errors.def says, with `errmsg` (else sl_strerror(rc)) as the message. */
 void sl__reply_engine_error(sl_call_t *call, int rc, const char *errmsg);
 void sl__reply_rejected(sl_call_t *call, const char *reason, double retry_after_s, double retry_at);
 /* As sl__reply_rejected, naming what binds (`limited_by`, omitted when NULL). */
@@ -168,13 +179,43 @@ void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *
 void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev);
 void sl__waiters_shutdown(sl_server_t *srv);
 json_t *sl__grant_json(const sl_decision_t *d, const char *pool);
+int sl__parse_id(const char *s, char prefix, uint64_t *out);
+
+/* admit.c: the one admission path of a lease, for the lease API and the proxy alike. */
+/* Why a lease was not admitted. The lease API answers it as its JSON error (429s in its
+ * rejected shape); the proxy in the provider's error shape. */
+typedef struct sl_refusal {
+    int status;           /* 400, 403 or 429 */
+    const char *type;     /* static: invalid_request, forbidden, too_many_agents, suspended */
+    char message[400];    /* names the claim as the caller spelt it, and its value */
+    double retry_after_s; /* 429: when asking again may succeed; else -1 */
+} sl_refusal_t;
 /* True when the call's token may ask for `priority` (its `priorities` list; without
  * one, priorities whose factor is at most 1). Admin and auth off: any. */
 bool sl__token_may_use_priority(const sl_call_t *call, const char *priority);
 /* The largest `unblocks` the call may claim: its token's max_unblocks, or the
  * configuration's max_unblocks without an agent token (admin, auth off). */
 int64_t sl__max_unblocks(const sl_call_t *call);
-int sl__parse_id(const char *s, char prefix, uint64_t *out);
+/* The token's bounds on the claims in `r` that need nothing read first: the agent acted
+ * as (r->agent, required), the pool (when r->pool is neither NULL nor ""), r->unblocks
+ * and r->priority. Changes nothing. Returns 0, or -1 with `ref` filled (400 or 403),
+ * the claim named as `dialect`'s caller spells it. */
+int sl__admit_claims(const sl_call_t *call, sl_error_dialect_t dialect, const sl_request_t *r,
+                     sl_refusal_t *ref);
+/* Admits `r` for sl_backend_request: sl__admit_claims, then the role — `task_role`, the
+ * registered role of r->task (NULL when it names no task in the graph), replaces r->role
+ * (a different r->role is 400) — which the token must be allowed (403), the graph's
+ * count of dependants capped at the token's max_unblocks, and the agent itself: a new
+ * name past the agents bounds or a suspended agent is 429. On 0, r->role may point at
+ * `task_role`, which must outlive the request; the agent is noted as active (the only
+ * change). On -1, `ref` says why and nothing was asked. */
+int sl__admit(sl_call_t *call, sl_error_dialect_t dialect, sl_request_t *r,
+              const char *task_role, sl_refusal_t *ref);
+/* The registered role of `task` ("worker" when it registered none), or NULL when the
+ * graph has no such task, passed to `cb` (with SL_OK, or the backend's error). `role` is
+ * valid during the callback only. `cb` may run before this returns. */
+typedef void (*sl_task_role_cb)(int rc, const char *role, void *ud);
+void sl__task_role(sl_server_t *srv, const char *task, sl_task_role_cb cb, void *ud);
 
 /* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
  * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;
@@ -259,9 +300,6 @@ void sl__jb_key_seconds(sl_jbuf_t *b, const char *key, double v);
  * agent as active now and returns false. */
 bool sl__agents_refused(sl_server_t *srv, const char *agent, uint64_t principal, char *why,
                         size_t whylen, double *retry_after_s);
-/* As sl__agents_refused for the lease API: answers `call` 429 `too_many_agents` (the
- * lease API's rejected shape, with `error` naming the bound) and returns true. */
-bool sl__agents_refuse(sl_call_t *call, const char *agent);
 /* Notes the agent an event names as active (known from then on, made known by no token). */
 void sl__agents_on_event(sl_server_t *srv, const sl_event_t *ev);
 /* Offers the backend the agents idle agents.forget_idle_s (at most 4096 a call); those it

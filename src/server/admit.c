@@ -1,0 +1,171 @@
+/* admit.c - the one admission path of a lease: what a caller claims, bounded by its token.
+ *
+ * The lease API (leases.c: a JSON body) and the proxy (proxy.c: x-sluice-* headers) read
+ * the same claims — agent, pool, role, task, unblocks, priority — and must decide them
+ * alike, or a token refused a role on one path gets it on the other. So neither decides:
+ * both fill an sl_request_t and call sl__admit(), which answers with the request to send
+ * to the backend or a refusal (status, type, message) that each path writes in its own
+ * shape (the lease API's JSON, or the provider's error shape from the proxy). The two
+ * paths differ only in how a field is spelt in the message (`role` or `x-sluice-role`),
+ * so that the message names what the caller actually sent.
+ *
+ * The task graph decides the role of a lease naming a task in it (docs/design.md,
+ * "Reports and claims"): a worker token cannot get the planner's weight by naming a
+ * planner task, and a role other than the task's is a contradiction (400), not a choice.
+ */
+#include "server.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How each path spells a claim: the lease API's body fields, the proxy's headers. */
+typedef struct claim_names {
+    const char *agent, *pool, *role, *unblocks, *priority;
+} claim_names_t;
+
+static const claim_names_t *names_of(sl_error_dialect_t d)
+{
+    static const claim_names_t lease_api = {"agent", "pool", "role", "unblocks", "priority"};
+    static const claim_names_t proxy = {"x-sluice-agent", "x-sluice-pool", "x-sluice-role",
+                                        "x-sluice-unblocks", "x-sluice-priority"};
+    return d == SL_DIALECT_PROVIDER ? &proxy : &lease_api;
+}
+
+static int refuse(sl_refusal_t *ref, int status, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(sl_refusal_t *ref, int status, const char *type, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ref->message, sizeof(ref->message), fmt, ap);
+    va_end(ap);
+    ref->status = status;
+    ref->type = type;
+    ref->retry_after_s = -1;
+    return -1;
+}
+
+bool sl__token_may_use_priority(const sl_call_t *call, const char *priority)
+{
+    const sl_token_rule_t *t = call->token;
+    if (call->admin || !t) return call->admin;
+    if (t->n_priorities) {
+        for (size_t i = 0; i < t->n_priorities; i++)
+            if (!strcmp(t->priorities[i], priority)) return true;
+        return false;
+    }
+    double factor = sl_config_priority_factor(&call->srv->config, priority);
+    return factor >= 0 && factor <= 1;
+}
+
+int64_t sl__max_unblocks(const sl_call_t *call)
+{
+    return call->token && !call->admin ? call->token->max_unblocks : call->srv->config.max_unblocks;
+}
+
+int sl__admit_claims(const sl_call_t *call, sl_error_dialect_t d, const sl_request_t *r,
+                     sl_refusal_t *ref)
+{
+    const claim_names_t *f = names_of(d);
+    if (!sl__token_may_act_as(call, r->agent))
+        return refuse(ref, 403, "forbidden", "%s: this token may not act as agent '%s'", f->agent,
+                      r->agent);
+    if (r->pool && *r->pool && !sl__token_may_use(call, NULL, r->pool))
+        return refuse(ref, 403, "forbidden", "%s: this token may not use pool '%s'", f->pool,
+                      r->pool);
+    int64_t max_unblocks = sl__max_unblocks(call);
+    if (r->unblocks > max_unblocks) {
+        if (call->token && !call->admin)
+            return refuse(ref, 403, "forbidden",
+                          "%s: %" PRId64 " is more than this token may claim "
+                          "(max_unblocks %" PRId64 ")",
+                          f->unblocks, r->unblocks, max_unblocks);
+        return refuse(ref, 400, "invalid_request", "%s: %" PRId64 " is above max_unblocks %" PRId64,
+                      f->unblocks, r->unblocks, max_unblocks);
+    }
+    /* An unknown name is left to the engine (400 naming it). */
+    const char *priority = r->priority ? r->priority : "normal";
+    if (sl_config_priority_factor(&call->srv->config, priority) >= 0 &&
+        !sl__token_may_use_priority(call, priority))
+        return refuse(ref, 403, "forbidden", "%s: this token may not use priority '%.64s'",
+                      f->priority, priority);
+    return 0;
+}
+
+int sl__admit(sl_call_t *call, sl_error_dialect_t d, sl_request_t *r, const char *task_role,
+              sl_refusal_t *ref)
+{
+    const claim_names_t *f = names_of(d);
+    if (sl__admit_claims(call, d, r, ref) < 0) return -1;
+    if (task_role) {
+        if (r->role && strcmp(r->role, task_role) != 0)
+            return refuse(ref, 400, "invalid_request",
+                          "%s: '%s' is not the role '%s' task '%s' is registered with", f->role,
+                          r->role, task_role, r->task);
+        r->role = task_role;
+    }
+    const char *role = r->role ? r->role : "worker";
+    if (!sl__token_may_use(call, role, NULL))
+        return refuse(ref, 403, "forbidden", "%s: this token may not use role '%s'%s%s%s", f->role,
+                      role, task_role ? " (the role of task '" : "", task_role ? r->task : "",
+                      task_role ? "')" : "");
+    r->max_unblocks_set = true; /* the graph's count is bounded like the claimed one */
+    r->max_unblocks = sl__max_unblocks(call);
+    sl_server_t *srv = call->srv;
+    char why[320];
+    double retry_after_s = 0;
+    if (sl__agents_refused(srv, r->agent, sl__call_principal(call), why, sizeof(why),
+                           &retry_after_s)) {
+        refuse(ref, 429, "too_many_agents", "%s", why);
+        ref->retry_after_s = retry_after_s;
+        return -1;
+    }
+    if (sl__anomaly_suspended(srv, r->agent, role, sl__call_principal(call))) {
+        refuse(ref, 429, "suspended",
+               "agent '%s' is suspended (anomaly, reason suspended) until an admin releases "
+               "it: POST /v1/agents/%s/release",
+               r->agent, r->agent);
+        ref->retry_after_s = srv->config.fleet.anomaly_window_s;
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the task's registered role ---------------------------------------------------- */
+
+typedef struct role_lookup {
+    sl_task_role_cb cb;
+    void *ud;
+    char task[];
+} role_lookup_t;
+
+static void on_tasks(int rc, const sl_task_info_t *tasks, size_t n, void *ud)
+{
+    role_lookup_t *q = ud;
+    const char *role = NULL;
+    for (size_t i = 0; rc == SL_OK && i < n && !role; i++)
+        if (!strcmp(tasks[i].id, q->task)) role = tasks[i].role ? tasks[i].role : "worker";
+    char copy[65]; /* role names are 1-64 bytes; the graph's strings end with this call */
+    if (role) snprintf(copy, sizeof(copy), "%s", role);
+    sl_task_role_cb cb = q->cb;
+    void *cb_ud = q->ud;
+    free(q);
+    cb(rc, role ? copy : NULL, cb_ud);
+}
+
+void sl__task_role(sl_server_t *srv, const char *task, sl_task_role_cb cb, void *ud)
+{
+    size_t len = strlen(task);
+    role_lookup_t *q = malloc(sizeof(*q) + len + 1);
+    if (!q) {
+        cb(SL_ENOMEM, NULL, ud);
+        return;
+    }
+    q->cb = cb;
+    q->ud = ud;
+    memcpy(q->task, task, len + 1);
+    sl_backend_tasks(srv->backend, on_tasks, q);
+}
