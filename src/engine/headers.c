@@ -102,10 +102,14 @@ static void set_limit(sl__pool_t *p, int b, int64_t limit)
     }
 }
 
-/* Anthropic rounds remaining token counts to the nearest thousand. */
+/* Anthropic rounds remaining token counts to the nearest thousand; any other remaining
+ * count is a whole number, the provider's fractional level rounded down, so up to 1 below
+ * it. Without that 1, a nearly full requests bucket (level 399.6 of 400, sent as 399)
+ * showed less room than a pool just as full and took the margin back to its start on
+ * almost every call: on scale-200 at a tenth of its limits the margin never left 0.85. */
 static double rounding_allowance(sl_header_kind_t h)
 {
-    return h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 0;
+    return h.anthropic && h.bucket != SL_BUCKET_REQUESTS ? 500 : 1;
 }
 
 /* The level a `remaining` value `v` implies at today's margin: the provider's room, less

@@ -356,6 +356,7 @@ void sl__sim_send(sim_run_t *run, sim_agent_t *a)
         .output_tokens = a->call_output, /* the provider cuts it at max_tokens */
     };
     sl_provider_begin(run->provider, &call, run->now_s, &a->res);
+    if (run->strat->started) run->strat->started(run, a, &a->res);
     sl_sim_bin_t *bin = bin_at(run, run->now_s);
     bin->requests++;
     run->res->requests++;

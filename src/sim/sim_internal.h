@@ -98,6 +98,9 @@ typedef struct sim_strategy {
     void (*timer)(sim_run_t *run, sim_agent_t *a);
     /* The harness gave up waiting (no checkpoint): drop the agent's place. */
     void (*give_up)(sim_run_t *run, sim_agent_t *a);
+    /* Optional: the provider's answer to a call starts (a 429's at once): its headers are
+     * written now, while the call's max_tokens is still held upstream. Before result. */
+    void (*started)(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r);
     /* A call's outcome: a 429 (at once) or the end of an admitted call. */
     void (*result)(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r);
     /* Seconds to sleep after a 429 before trying again. */

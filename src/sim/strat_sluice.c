@@ -1,6 +1,6 @@
 /* strat_sluice.c - strategies "sluice" and "sluice-equal": every call takes a lease
- * from the real engine (libsluice) first, and settles it with the provider's usage
- * and rate-limit headers afterwards.
+ * from the real engine (libsluice) first, resyncs the pool from the provider's
+ * rate-limit headers when the answer starts, and settles it with the usage at its end.
  *
  * "sluice" is the whole design: role weights and the task graph (a planner's call
  * outranks the six workers waiting on it), loop decay through failure_signature,
@@ -356,7 +356,13 @@ static void sluice_give_up(sim_run_t *run, sim_agent_t *a)
     drain(run);
 }
 
-static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
+/* The provider writes its rate-limit headers when its answer starts, while it holds this
+ * call's max_tokens and the other calls then in flight; the pool holds the same
+ * reservations now, and only until the settle refunds. So the pool resyncs here, as the
+ * proxy does when the headers arrive (design.md, "Resync from provider headers"): the
+ * same snapshot compared at the settle would take back the refunds and the refill of the
+ * call's whole life. */
+static void sluice_started(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
     sluice_state_t *s = run->sdata;
     if (!a->lease) return;
@@ -368,6 +374,16 @@ static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_resu
         names[i] = h[i].name;
         values[i] = h[i].value;
     }
+    if (nh > 0 && sl_engine_resync(s->e, "default", names, values, nh, run->now_s, NULL) != SL_OK)
+        sl__sim_fail(run, "%s: resync l_%" PRIu64 ": %s", a->name, a->lease,
+                     sl_engine_errmsg(s->e));
+}
+
+/* The settle carries the usage only: the headers resynced the pool when they came. */
+static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
+{
+    sluice_state_t *s = run->sdata;
+    if (!a->lease) return;
     sl_settle_t st = {
         .input_tokens = r->input_tokens,
         .output_tokens = r->output_tokens,
@@ -378,9 +394,6 @@ static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_resu
         .spend_cap = r->refusal == SL_PROVIDER_SPEND_CAP,
         .failure_signature =
             !s->equal && a->fail_sig_pending && !a->recovering ? a->fail_sig : NULL,
-        .header_names = names,
-        .header_values = values,
-        .header_count = nh,
     };
     sl_settle_result_t out;
     uint64_t lease = a->lease;
@@ -437,6 +450,7 @@ const sim_strategy_t sl__sim_sluice_equal = {
     .want = sluice_want,
     .timer = sluice_timer,
     .give_up = sluice_give_up,
+    .started = sluice_started,
     .result = sluice_result,
     .retry_delay = sluice_retry_delay,
     .next_wakeup = sluice_next_wakeup,
@@ -457,6 +471,7 @@ const sim_strategy_t sl__sim_sluice_learned = {
     .want = sluice_want,
     .timer = sluice_timer,
     .give_up = sluice_give_up,
+    .started = sluice_started,
     .result = sluice_result,
     .retry_delay = sluice_retry_delay,
     .next_wakeup = sluice_next_wakeup,
@@ -473,6 +488,7 @@ const sim_strategy_t sl__sim_sluice = {
     .want = sluice_want,
     .timer = sluice_timer,
     .give_up = sluice_give_up,
+    .started = sluice_started,
     .result = sluice_result,
     .retry_delay = sluice_retry_delay,
     .next_wakeup = sluice_next_wakeup,

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -486,6 +487,48 @@ static void test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb(vo
     assert_refused(bad, 1);
 }
 
+/* Whether some `"event":"granted"` line of `log` has timestamp `ts` (as printed, %.3f). */
+static bool granted_at(const char *log, const char *ts)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "{\"ts\":%s,\"event\":\"granted\"", ts);
+    return strstr(log, needle) != NULL;
+}
+
+/* The provider writes its rate-limit headers when its answer starts, with the call's
+ * max_tokens still held; sluiced's proxy resyncs when they arrive. The simulator does the
+ * same: every resync happens at the instant a lease was granted and its call sent, never
+ * at a settle (where the snapshot would take back the refunds since). Outside traffic
+ * makes the headers disagree with the pool, so resyncs happen. */
+static void test_sluice_resyncs_when_the_answer_starts_not_at_the_settle(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("outside-traffic.yaml", &sc);
+    char *log = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&log, &len);
+    assert_non_null(f);
+    sl_sim_result_t r;
+    char err[256];
+    assert_int_equal(sl_sim_run(&sc, "sluice", 1, f, &r, err, sizeof err), 0);
+    fclose(f);
+    int resyncs = 0;
+    for (const char *p = strstr(log, "\"event\":\"resync\""); p;
+         p = strstr(p + 1, "\"event\":\"resync\"")) {
+        const char *line = p;
+        while (line > log && line[-1] != '\n') line--;
+        char ts[32];
+        assert_int_equal(sscanf(line, "{\"ts\":%31[0-9.]", ts), 1);
+        if (!granted_at(log, ts)) fail_msg("a resync at %s s, when no call started", ts);
+        resyncs++;
+    }
+    assert_true(resyncs > 0);
+    free(log);
+    sl_sim_result_free(&r);
+    sl_sim_scenario_free(&sc);
+}
+
 static void test_dominant_period_finds_the_burst_spacing(void **state)
 {
     (void)state;
@@ -516,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
         cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
         cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
+        cmocka_unit_test(test_sluice_resyncs_when_the_answer_starts_not_at_the_settle),
         cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
         cmocka_unit_test(test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb),
         cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),

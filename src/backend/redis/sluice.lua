@@ -2459,9 +2459,10 @@ local function live_lease(p, id, args)
 end
 
 -- The level a remaining value implies at today's margin: the provider's room less the
--- margin's reserve, allowing Anthropic's rounding (as the engine's implied_level).
+-- margin's reserve, allowing Anthropic's rounding of tokens to thousands and the whole
+-- number any other count is rounded down to (as the engine's implied_level).
 local function implied_level(p, h)
-  local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
+  local allowance = (h.anthropic and h.b ~= 2) and 500 or 1
   return h.v + allowance - (p['lim' .. h.b] - capacity(p, h.b))
 end
 
@@ -2503,7 +2504,7 @@ local function resync_apply(p, args, now)
   margin_headers(p, lowered, agreed, now)
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) then
-      local allowance = (h.anthropic and h.b ~= 2) and 500 or 0
+      local allowance = (h.anthropic and h.b ~= 2) and 500 or 1
       local reserve = p['lim' .. h.b] - capacity(p, h.b)
       local implied = implied_level(p, h)
       local bit = 2 ^ h.b
