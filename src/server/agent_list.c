@@ -48,13 +48,13 @@ static bool listed(const char *agent, void *ud)
 
 static json_t *info_json(sl_server_t *srv, const sl_agent_info_t *a)
 {
-    json_t *j = json_pack(
-        "{s:s,s:s,s:f,s:I,s:f,s:b,s:I,s:I,s:I,s:I,s:I,s:s}", "name", a->name, "role",
-        a->role ? a->role : "", "weight", a->weight, "repeats", (json_int_t)a->repeats,
-        "estimate_error", a->estimate_error, "estimate_error_alert", a->alert_estimate_error,
-        "leases", (json_int_t)a->leases, "queued", (json_int_t)a->queued, "tokens_in",
-        (json_int_t)a->tokens_in, "tokens_out", (json_int_t)a->tokens_out, "got_429",
-        (json_int_t)a->got_429, "state", a->state ? a->state : "");
+    json_t *j = json_pack("{s:s,s:s,s:f,s:I,s:f,s:b,s:I,s:I,s:I,s:I,s:I,s:s}", "name", a->name,
+                          "role", a->role ? a->role : "", "weight", a->weight, "repeats",
+                          (json_int_t)a->repeats, "estimate_error", a->estimate_error,
+                          "estimate_error_alert", a->alert_estimate_error, "leases",
+                          (json_int_t)a->leases, "queued", (json_int_t)a->queued, "tokens_in",
+                          (json_int_t)a->tokens_in, "tokens_out", (json_int_t)a->tokens_out,
+                          "got_429", (json_int_t)a->got_429, "state", a->state ? a->state : "");
     if (!j) return NULL;
     if (a->team) json_object_set_new(j, "team", json_string(a->team));
     sl__anomaly_annotate(srv, a->name, j);
@@ -136,21 +136,22 @@ void sl__handle_agents(sl_call_t *call, const char *query)
         bad = "limit";
     else if (cursor && strlen(cursor) > NAME_MAX_LEN)
         bad = "cursor";
+    char shown[72] = "";
     if (bad) {
-        char shown[72];
         snprintf(shown, sizeof(shown), "%.64s", bad[0] == 'l' ? limit : cursor);
         sl__utf8_scrub(shown);
-        sl__reply_error(call, 400, "invalid_request",
-                        bad[0] == 'l' ? "limit: '%s' is not an integer between 1 and 10000"
-                                      : "cursor: '%s...' is longer than an agent name (128)",
-                        shown);
     } else {
         pg->limit = v;
         if (cursor) snprintf(pg->cursor, sizeof(pg->cursor), "%s", cursor);
     }
-    if (query && *query) evhttp_clear_headers(&q);
+    /* The query's strings live in the request, which a reply frees: done with them first. */
+    evhttp_clear_headers(&q);
     if (bad) {
         free(pg);
+        sl__reply_error(call, 400, "invalid_request",
+                        bad[0] == 'l' ? "limit: '%s' is not an integer between 1 and 10000"
+                                      : "cursor: '%s...' is longer than an agent name (128)",
+                        shown);
         return;
     }
     sl_backend_agents(call->srv->backend, on_agents, pg);
