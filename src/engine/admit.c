@@ -136,14 +136,10 @@ void sl__admit_grant(sl_engine_t *e, sl__pool_t *p, double now)
         if (sl__caps_at_concurrency(p, &t->caps)) return; /* its holder's release wakes it */
         sl__tags_t tags = {t->team, t->finish, admit_outer(p, t)};
         sl__admit_unpark(p, t);
-        sl__lease_t *l = NULL;
-        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, &tags, t->ttl_s, t->id,
-                      now - t->enqueued_at, now, &l) != SL_OK) {
+        if (sl__grant_ticket(e, p, t, &tags, now) != SL_OK) {
             sl__admit_park(p, t); /* out of memory: it waits for the next drain */
             return;
         }
-        sl__lease_set_calib(l, t->calib, t->est_prompt_tokens);
-        sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
     }
 }
 

@@ -47,7 +47,6 @@
  */
 #include "internal.h"
 
-
 /* Whether a holder of `a` with max_concurrent is also one of `b`. */
 static bool share_concurrency_holder(const sl__capref_t *a, const sl__capref_t *b)
 {
@@ -109,17 +108,12 @@ void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
         sl__ticket_t *t = window[i];
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
         if (sl__caps_at_concurrency(p, &t->caps)) continue;
-        if (!sl__backfill_admits(e, p, head, &t->need, &t->caps, t->team, t->cost, now))
-            continue;
+        if (!sl__backfill_admits(e, p, head, &t->need, &t->caps, t->team, t->cost, now)) continue;
         sl__tags_t tags = sl__backfill_tags(p, t->team, t->cost); /* the base before it leaves */
         sl__queue_remove(p, t);
-        sl__lease_t *l = NULL;
-        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, &tags, t->ttl_s, t->id,
-                      now - t->enqueued_at, now, &l) != SL_OK) {
+        if (sl__grant_ticket(e, p, t, &tags, now) != SL_OK) {
             sl__queue_insert(p, t); /* out of memory: it waits for the next drain */
             return;
         }
-        sl__lease_set_calib(l, t->calib, t->est_prompt_tokens);
-        sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
     }
 }

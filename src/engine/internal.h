@@ -504,6 +504,11 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
               const sl__need_t *need, const sl__capref_t *caps, double weight,
               const sl__tags_t *tags, double ttl_s, uint64_t ticket, double waited_s, double now,
               sl__lease_t **out);
+/* Grants the waiting ticket `t` (out of the queue or the parked list already) with `tags`
+ * and ends it as granted. Returns SL_OK, or SL_ENOMEM with `t` untouched: the caller puts
+ * it back where it was. One path for the drain, backfilling and the working set. */
+int sl__grant_ticket(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, const sl__tags_t *tags,
+                     double now);
 /* A queued ticket whose prompt cache lapsed while it waited (the cache life runs from the
  * start of the last call that used it): the provider will bill the prefix again, so its
  * need grows by the prefix, once, before it is granted; the queue's sums follow and its

@@ -96,6 +96,18 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     return SL_OK;
 }
 
+int sl__grant_ticket(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, const sl__tags_t *tags,
+                     double now)
+{
+    sl__lease_t *l = NULL;
+    int rc = sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, tags, t->ttl_s, t->id,
+                       now - t->enqueued_at, now, &l);
+    if (rc != SL_OK) return rc;
+    sl__lease_set_calib(l, t->calib, t->est_prompt_tokens);
+    sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
+    return SL_OK;
+}
+
 void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens)
 {
     l->calib = c;

@@ -248,15 +248,11 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
             }
             continue;
         }
-        sl__lease_t *l = NULL;
-        if (sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, &tags, t->ttl_s,
-                      t->id, now - t->enqueued_at, now, &l) != SL_OK) {
+        if (sl__grant_ticket(e, p, t, &tags, now) != SL_OK) {
             /* Out of memory: put it back and try again on the next advance. */
             sl__queue_insert(p, t);
             break;
         }
-        sl__lease_set_calib(l, t->calib, t->est_prompt_tokens);
-        sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
     }
     if (p->ws_n && p->queued == 0) sl__admit_grant(e, p, now);
 }
