@@ -33,6 +33,8 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "fleet.h"
+#include "lease.h"
 #include "server.h"
 #include "limits_redis.h"
 

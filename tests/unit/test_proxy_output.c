@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 
-#include "server.h"
+#include "proxy.h"
 
 static sl_proxy_output_t read_ok(sl_upstream_api_t api, bool responses, const char *body)
 {

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 
-#include "server.h"
+#include "proxy.h"
 
 static void test_usage_settles_cached_input_as_cache_reads_and_reasoning_as_output(void **state)
 {

@@ -34,9 +34,7 @@ static const claim_names_t *names_of(sl_error_dialect_t d)
     return d == SL_DIALECT_PROVIDER ? &proxy : &lease_api;
 }
 
-static int refuse(sl_refusal_t *ref, int status, const char *type, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int refuse(sl_refusal_t *ref, int status, const char *type, const char *fmt, ...)
+int sl__refuse(sl_refusal_t *ref, int status, const char *type, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -71,27 +69,28 @@ int sl__admit_claims(const sl_call_t *call, sl_error_dialect_t d, const sl_reque
 {
     const claim_names_t *f = names_of(d);
     if (!sl__token_may_act_as(call, r->agent))
-        return refuse(ref, 403, "forbidden", "%s: this token may not act as agent '%s'", f->agent,
-                      r->agent);
+        return sl__refuse(ref, 403, "forbidden", "%s: this token may not act as agent '%s'",
+                          f->agent, r->agent);
     if (r->pool && *r->pool && !sl__token_may_use(call, NULL, r->pool))
-        return refuse(ref, 403, "forbidden", "%s: this token may not use pool '%s'", f->pool,
-                      r->pool);
+        return sl__refuse(ref, 403, "forbidden", "%s: this token may not use pool '%s'", f->pool,
+                          r->pool);
     int64_t max_unblocks = sl__max_unblocks(call);
     if (r->unblocks > max_unblocks) {
         if (call->token && !call->admin)
-            return refuse(ref, 403, "forbidden",
-                          "%s: %" PRId64 " is more than this token may claim "
-                          "(max_unblocks %" PRId64 ")",
-                          f->unblocks, r->unblocks, max_unblocks);
-        return refuse(ref, 400, "invalid_request", "%s: %" PRId64 " is above max_unblocks %" PRId64,
-                      f->unblocks, r->unblocks, max_unblocks);
+            return sl__refuse(ref, 403, "forbidden",
+                              "%s: %" PRId64 " is more than this token may claim "
+                              "(max_unblocks %" PRId64 ")",
+                              f->unblocks, r->unblocks, max_unblocks);
+        return sl__refuse(ref, 400, "invalid_request",
+                          "%s: %" PRId64 " is above max_unblocks %" PRId64, f->unblocks,
+                          r->unblocks, max_unblocks);
     }
     /* An unknown name is left to the engine (400 naming it). */
     const char *priority = r->priority ? r->priority : "normal";
     if (sl_config_priority_factor(&call->srv->config, priority) >= 0 &&
         !sl__token_may_use_priority(call, priority))
-        return refuse(ref, 403, "forbidden", "%s: this token may not use priority '%.64s'",
-                      f->priority, priority);
+        return sl__refuse(ref, 403, "forbidden", "%s: this token may not use priority '%.64s'",
+                          f->priority, priority);
     return 0;
 }
 
@@ -102,36 +101,20 @@ int sl__admit(sl_call_t *call, sl_error_dialect_t d, sl_request_t *r, const char
     if (sl__admit_claims(call, d, r, ref) < 0) return -1;
     if (task_role) {
         if (r->role && strcmp(r->role, task_role) != 0)
-            return refuse(ref, 400, "invalid_request",
-                          "%s: '%s' is not the role '%s' task '%s' is registered with", f->role,
-                          r->role, task_role, r->task);
+            return sl__refuse(ref, 400, "invalid_request",
+                              "%s: '%s' is not the role '%s' task '%s' is registered with", f->role,
+                              r->role, task_role, r->task);
         r->role = task_role;
     }
     const char *role = r->role ? r->role : "worker";
     if (!sl__token_may_use(call, role, NULL))
-        return refuse(ref, 403, "forbidden", "%s: this token may not use role '%s'%s%s%s", f->role,
-                      role, task_role ? " (the role of task '" : "", task_role ? r->task : "",
-                      task_role ? "')" : "");
+        return sl__refuse(ref, 403, "forbidden", "%s: this token may not use role '%s'%s%s%s",
+                          f->role, role, task_role ? " (the role of task '" : "",
+                          task_role ? r->task : "", task_role ? "')" : "");
     r->max_unblocks_set = true; /* the graph's count is bounded like the claimed one */
     r->max_unblocks = sl__max_unblocks(call);
-    sl_server_t *srv = call->srv;
-    char why[320];
-    double retry_after_s = 0;
-    if (sl__agents_refused(srv, r->agent, sl__call_principal(call), why, sizeof(why),
-                           &retry_after_s)) {
-        refuse(ref, 429, "too_many_agents", "%s", why);
-        ref->retry_after_s = retry_after_s;
-        return -1;
-    }
-    if (sl__anomaly_suspended(srv, r->agent, role, sl__call_principal(call))) {
-        refuse(ref, 429, "suspended",
-               "agent '%s' is suspended (anomaly, reason suspended) until an admin releases "
-               "it: POST /v1/agents/%s/release",
-               r->agent, r->agent);
-        ref->retry_after_s = srv->config.fleet.anomaly_window_s;
-        return -1;
-    }
-    return 0;
+    /* The agent itself: what the features say of it (the fleet: its bounds, suspension). */
+    return sl__admit_agent(call, SL_ADMIT_LEASE, r->agent, role, ref);
 }
 
 /* ---- the task's registered role ---------------------------------------------------- */

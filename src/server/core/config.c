@@ -5,6 +5,7 @@
  * are errors: a typo in a limit must not silently leave the pool unlimited.
  */
 #include "config.h"
+#include "feature.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1008,16 +1009,15 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = parse_proxy(p, v, c);
         } else if (!strcmp(kname, "server")) {
             rc = parse_server(p, v, c);
-        } else if (!strcmp(kname, "limits")) {
-            rc = sl__config_parse_limits(p->doc, v, p->path, &c->limits, p->err, p->errlen);
-        } else if (!strcmp(kname, "fleet")) {
-            rc = sl__config_parse_fleet(p->doc, v, p->path, &c->fleet, p->err, p->errlen);
         } else if (!strcmp(kname, "events")) {
             rc = sl__config_parse_events(p->doc, v, p->path, &c->events, p->err, p->errlen);
         } else if (!strcmp(kname, "agents")) {
             rc = sl__config_parse_agents(p->doc, v, p->path, &c->agents, p->err, p->errlen);
         } else {
-            rc = fail(p, k, kname, "unknown key '%s'", kname);
+            /* A feature's section (features.def: `limits`, `fleet`, ...). */
+            rc = sl__features_config_parse(kname, p->doc, v, p->path, c, p->err, p->errlen);
+            if (rc == 0) rc = fail(p, k, kname, "unknown key '%s'", kname);
+            if (rc > 0) rc = 0;
         }
         if (rc < 0) return -1;
     }
@@ -1137,7 +1137,7 @@ int sl_config_defaults(sl_config_t *c)
     c->max_hold_s = SL_CHECKPOINTED_MAX_WAIT_S;
     c->state_fsync_interval_s = 1.0;
     c->cold_start = SL_COLD_START_EMPTY;
-    sl__config_fleet_defaults(&c->fleet);
+    sl__features_config_defaults(c);
     sl__config_guard_defaults(&c->events, &c->agents);
     sl_engine_config_init(&c->engine);
     c->proxy.body_limit_bytes = 32u * 1024 * 1024;
@@ -1223,6 +1223,13 @@ double sl_config_priority_factor(const sl_config_t *c, const char *name)
     if (!strcmp(name, "normal")) return 1;
     if (!strcmp(name, "low")) return 0.25;
     return -1;
+}
+
+bool sl_config_proxies(const sl_config_t *c, sl_upstream_api_t api)
+{
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
+        if (c->upstreams[i].api == api) return true;
+    return false;
 }
 
 bool sl_config_auth_enabled(const sl_config_t *c)

@@ -187,22 +187,14 @@ int64_t sl_config_settle_ceiling(const sl_config_t *c, const char *name);
  * 4, normal 1, low 0.25), or -1 when no such priority exists. */
 double sl_config_priority_factor(const sl_config_t *c, const char *name);
 
+/* True when some pool is proxied to a provider speaking `api`. */
+bool sl_config_proxies(const sl_config_t *c, sl_upstream_api_t api);
+
 /* True when auth is on: an admin token or any agent token is configured. */
 bool sl_config_auth_enabled(const sl_config_t *c);
 
-/* config_limits.c: reads the `limits:` mapping `section` of `doc` into `*out` (replacing
- * it) as the limits library's JSON, validated and linked on a scratch set. Returns 0, or
- * -1 with `err` holding "FILE:LINE: limits.NAME.FIELD: ..." (the field's line). */
 struct yaml_document_s;
 struct yaml_node_s;
-int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
-                            const char *path, json_t **out, char *err, size_t errlen);
-
-/* config_fleet.c: the `fleet:` section's defaults, and reading it from mapping `section`
- * (errors as `FILE:LINE: fleet.KEY: ...`). */
-void sl__config_fleet_defaults(sl_fleet_config_t *f);
-int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
-                           const char *path, sl_fleet_config_t *f, char *err, size_t errlen);
 
 /* Reads number `s` into `field` (an int64_t when `integer`, else a double) when it is
  * within [min, max]; otherwise returns -1 with `what` saying "'s' must be ... between". */

@@ -1,8 +1,12 @@
-/* events.c - engine events fanned out: JSON-lines log, SSE subscribers, metrics, waiters, owners.
+/* events.c - engine events fanned out: owners, metrics, the JSON-lines log, SSE subscribers,
+ * then the features over the bus.
  *
- * Every event the backend reports becomes one JSON object: a line in the event log
- * (flushed within 250 ms) and an SSE message on /v1/events. Events also keep the
- * lease and ticket owner tables (the engine has no lookup by id) and wake waiters.
+ * The backend's one event callback is sl__events_on_backend_event, set by main.c and never
+ * replaced: every event the backend reports keeps the lease and ticket owner tables (the
+ * engine has no lookup by id) and the metrics, becomes one JSON object (a line in the event
+ * log, flushed within 250 ms, and an SSE message on /v1/events), and then goes on the bus
+ * (features.c) to every feature that subscribes: the fleet's watch, the waiters of the
+ * lease API and of the proxy.
  *
  * Streams are what a client can make sluiced hold by asking, so they are bounded
  * (events.max_streams in all, events.max_streams_per_token per agent token: 429 past
@@ -352,11 +356,7 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
 {
     sl_server_t *srv = ud;
     track_owners(srv, ev);
-    sl__agents_on_event(srv, ev);
     sl__metrics_on_event(srv->metrics, ev);
-    sl__fleet_on_event(srv, ev);
-    sl__anomaly_on_event(srv, ev);
-    sl__watch_on_event(srv, ev);
     if (srv->event_log || srv->streams) {
         json_t *j = event_json(ev);
         char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
@@ -381,7 +381,10 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
         free(line);
         json_decref(j);
     }
-    sl__waiters_on_event(srv, ev);
+    /* Then the features (the fleet's watch, the lease API's and the proxy's waiters, ...),
+     * in features.def's order. */
+    sl_bus_event_t bus = {.kind = SL_BUS_ENGINE, .engine = ev};
+    sl__bus_publish(srv, &bus);
 }
 
 void sl__events_publish(sl_server_t *srv, const char *event, json_t *j)

@@ -1,10 +1,25 @@
-/* histogram.c - Prometheus histograms: counted per bound, written as cumulative buckets. */
+/* histogram.c - Prometheus text helpers: label values escaped, histograms counted per bound and
+ * written as cumulative buckets. */
 #include "server.h"
 
 #include <assert.h>
 #include <math.h>
 
 #include <event2/buffer.h>
+
+void sl__prom_label(struct evbuffer *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            evbuffer_add(out, "\\\\", 2);
+        else if (*s == '"')
+            evbuffer_add(out, "\\\"", 2);
+        else if (*s == '\n')
+            evbuffer_add(out, "\\n", 2);
+        else
+            evbuffer_add(out, s, 1);
+    }
+}
 
 void sl__hist_observe(sl_hist_t *h, const double *bounds, size_t n, double v)
 {

@@ -4,9 +4,14 @@
  * The transport (httpd.c) hands over every request to on_request(); it becomes an
  * sl_call_t (reply.c) that lives until it is answered; auth is auth.c's.
  *
+ * Routes: the core's own (health, metrics, pools, tasks, events, reload), then each
+ * feature's (feature.h, features.def). Before them a feature may claim a whole part of the
+ * path space (the proxy's /anthropic and /openai, the dashboard's page): it then does its
+ * own auth and body reading, in its own error shapes.
+ *
  * Body limit: decided per request from its head, before its body is read (body_limit_for):
- * the lease API's `body_limit_bytes`, or the proxy's larger one on the proxy's paths when a
- * pool is proxied; the transport answers the 413 itself.
+ * the lease API's `body_limit_bytes`, or a feature's on its own paths (the proxy's larger
+ * one when a pool is proxied there); the transport answers the 413 itself.
  *
  * Browsers: a web page may send any site's POSTs as text/plain or a form without asking,
  * and reach 127.0.0.1 under its own name (DNS rebinding). So the /v1 API's POSTs and PUTs
@@ -244,15 +249,7 @@ static int split_path(const char *path, size_t len, char *segbuf, char **seg, bo
     return n;
 }
 
-static bool needs_auth(int n, char **seg)
-{
-    if (n == 1 &&
-        (!strcmp(seg[0], "healthz") || !strcmp(seg[0], "readyz") || !strcmp(seg[0], "metrics")))
-        return false;
-    return true;
-}
-
-/* Adapters from the route table to the handlers. */
+/* Adapters from the route table to the core's handlers. */
 static void r_healthz(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)seg, (void)m, (void)q;
@@ -267,25 +264,6 @@ static void r_metrics(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)seg, (void)m, (void)q;
     sl__handle_metrics(c);
-}
-static void r_lease_post(sl_call_t *c, char **seg, int m, const char *q)
-{
-    (void)seg, (void)m, (void)q;
-    sl__handle_lease_post(c);
-}
-static void r_lease_cancel(sl_call_t *c, char **seg, int m, const char *q)
-{
-    (void)q;
-    sl__handle_lease_action(c, seg[2], NULL, m);
-}
-static void r_lease_action(sl_call_t *c, char **seg, int m, const char *q)
-{
-    (void)q;
-    sl__handle_lease_action(c, seg[2], seg[3], m);
-}
-static void r_ticket(sl_call_t *c, char **seg, int m, const char *q)
-{
-    sl__handle_ticket(c, seg[2], m, q);
 }
 static void r_tasks(sl_call_t *c, char **seg, int m, const char *q)
 {
@@ -307,30 +285,10 @@ static void r_pool(sl_call_t *c, char **seg, int m, const char *q)
     (void)m, (void)q;
     sl__handle_pools(c, seg[2]);
 }
-static void r_agents(sl_call_t *c, char **seg, int m, const char *q)
-{
-    (void)seg, (void)m;
-    sl__handle_agents(c, q);
-}
 static void r_events(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)seg, (void)m, (void)q;
     sl__events_subscribe(c);
-}
-static void r_fleet(sl_call_t *c, char **seg, int m, const char *q)
-{
-    (void)seg, (void)m, (void)q;
-    sl__handle_fleet(c);
-}
-static void r_agent_release(sl_call_t *c, char **seg, int m, const char *q)
-{
-    (void)m, (void)q;
-    sl__handle_agent_release(c, seg[2]);
-}
-static void r_agent_suspend(sl_call_t *c, char **seg, int m, const char *q)
-{
-    (void)m, (void)q;
-    sl__handle_agent_suspend(c, seg[2]);
 }
 static void r_reload(sl_call_t *c, char **seg, int m, const char *q)
 {
@@ -338,43 +296,61 @@ static void r_reload(sl_call_t *c, char **seg, int m, const char *q)
     sl__handle_reload(c);
 }
 
-static void r_limits(sl_call_t *c, char **seg, int m, const char *q)
+/* The core's own endpoints; each feature's follow in features.def's order (feature.h,
+ * sl_route_t: path segments, "*" matching any one, the methods allowed, the handler). */
+static const sl_route_t core_routes[] = {
+    {1, {"healthz"}, "GET", SL_ROUTE_OPEN, false, r_healthz},
+    {1, {"readyz"}, "GET", SL_ROUTE_OPEN, false, r_readyz},
+    {1, {"metrics"}, "GET", SL_ROUTE_OPEN, false, r_metrics},
+    {2, {"v1", "tasks"}, "GET", SL_ROUTE_TOKEN, false, r_tasks},
+    {3, {"v1", "tasks", "*"}, "GET, PUT, DELETE", SL_ROUTE_TOKEN, false, r_task},
+    {2, {"v1", "pools"}, "GET", SL_ROUTE_TOKEN, false, r_pools},
+    {3, {"v1", "pools", "*"}, "GET", SL_ROUTE_TOKEN, false, r_pool},
+    {2, {"v1", "events"}, "GET", SL_ROUTE_TOKEN, false, r_events},
+    {3, {"v1", "admin", "reload"}, "POST", SL_ROUTE_TOKEN, true, r_reload},
+};
+
+static bool route_matches(const sl_route_t *r, int n, char **seg)
 {
-    (void)m;
-    sl__handle_limits(c, seg[2], seg[2] ? seg[3] : NULL, q);
+    bool match = r->n == n;
+    for (int k = 0; match && k < n; k++)
+        match = !strcmp(r->seg[k], "*") || !strcmp(r->seg[k], seg[k]);
+    return match;
 }
 
-/* The endpoints: path segments ("*" matches any one), the methods allowed, the handler. */
-static const struct route {
-    int n;
-    const char *seg[4];
-    const char *allow;
-    void (*fn)(sl_call_t *call, char **seg, int method, const char *query);
-} routes[] = {
-    {1, {"healthz"}, "GET", r_healthz},
-    {1, {"readyz"}, "GET", r_readyz},
-    {1, {"metrics"}, "GET", r_metrics},
-    {2, {"v1", "leases"}, "POST", r_lease_post},
-    {3, {"v1", "leases", "*"}, "DELETE", r_lease_cancel},
-    {4, {"v1", "leases", "*", "settle"}, "POST", r_lease_action},
-    {4, {"v1", "leases", "*", "extend"}, "POST", r_lease_action},
-    {3, {"v1", "tickets", "*"}, "GET, DELETE", r_ticket},
-    {2, {"v1", "tasks"}, "GET", r_tasks},
-    {3, {"v1", "tasks", "*"}, "GET, PUT, DELETE", r_task},
-    {2, {"v1", "pools"}, "GET", r_pools},
-    {3, {"v1", "pools", "*"}, "GET", r_pool},
-    {2, {"v1", "agents"}, "GET", r_agents},
-    {4, {"v1", "agents", "*", "release"}, "POST", r_agent_release},
-    {4, {"v1", "agents", "*", "suspend"}, "POST", r_agent_suspend},
-    {2, {"v1", "fleet"}, "GET", r_fleet},
-    {2, {"v1", "events"}, "GET", r_events},
-    {3, {"v1", "admin", "reload"}, "POST", r_reload},
-    {2, {"v1", "limits"}, "GET", r_limits},
-    {3, {"v1", "limits", "*"}, "GET", r_limits},
-    {4, {"v1", "limits", "*", "check"}, "POST", r_limits},
-    {4, {"v1", "limits", "*", "release"}, "POST", r_limits},
-    {4, {"v1", "limits", "*", "report"}, "POST", r_limits},
-};
+/* The first route whose segments match: the core's, then each feature's in order; NULL
+ * when none does. */
+static const sl_route_t *find_route(int n, char **seg)
+{
+    for (size_t i = 0; i < sizeof(core_routes) / sizeof(core_routes[0]); i++)
+        if (route_matches(&core_routes[i], n, seg)) return &core_routes[i];
+    for (size_t f = 0; f < SL_FEATURE_COUNT; f++)
+        for (size_t i = 0; i < sl__features[f]->n_routes; i++)
+            if (route_matches(&sl__features[f]->routes[i], n, seg))
+                return &sl__features[f]->routes[i];
+    return NULL;
+}
+
+/* Whether a POST or PUT to a path no route matches may come without a body: as a route
+ * of the same length and second segment says (POST /v1/admin/x, /v1/agents/a/x), so a
+ * mistyped admin path is answered 404 as its neighbours would be, not 400. */
+static bool unmatched_body_optional(int n, char **seg)
+{
+    const sl_route_t *tables[SL_FEATURE_COUNT + 1];
+    size_t sizes[SL_FEATURE_COUNT + 1];
+    tables[0] = core_routes;
+    sizes[0] = sizeof(core_routes) / sizeof(core_routes[0]);
+    for (size_t f = 0; f < SL_FEATURE_COUNT; f++) {
+        tables[f + 1] = sl__features[f]->routes;
+        sizes[f + 1] = sl__features[f]->n_routes;
+    }
+    for (size_t t = 0; n > 1 && t <= SL_FEATURE_COUNT; t++)
+        for (size_t i = 0; i < sizes[t]; i++)
+            if (tables[t][i].body_optional && tables[t][i].n == n &&
+                !strcmp(tables[t][i].seg[1], seg[1]))
+                return true;
+    return false;
+}
 
 static const char *method_name(sl_http_method_t m)
 {
@@ -393,24 +369,20 @@ static const char *method_name(sl_http_method_t m)
     }
 }
 
-static void route(sl_call_t *call, int n, char **seg, const char *query)
+/* Answers 405 when `r` does not allow the call's method, else runs its handler; 404 when
+ * no route matched (`r` NULL). */
+static void route(sl_call_t *call, const sl_route_t *r, char **seg, const char *query)
 {
-    int m = call->method;
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        const struct route *r = &routes[i];
-        bool match = r->n == n;
-        for (int k = 0; match && k < n; k++)
-            match = !strcmp(r->seg[k], "*") || !strcmp(r->seg[k], seg[k]);
-        if (!match) continue;
-        if (!strstr(r->allow, method_name(call->method))) {
-            reply_method(call, r->allow);
-            return;
-        }
-        r->fn(call, seg, m, query);
+    if (!r) {
+        sl__reply_error(call, 404, "not_found", "path: %s is not an endpoint of this API",
+                        sl_hreq_target(call->req));
         return;
     }
-    sl__reply_error(call, 404, "not_found", "path: %s is not an endpoint of this API",
-                    sl_hreq_target(call->req));
+    if (!strstr(r->allow, method_name(call->method))) {
+        reply_method(call, r->allow);
+        return;
+    }
+    r->fn(call, seg, call->method, query);
 }
 
 static bool method_has_body(sl_http_method_t m)
@@ -441,19 +413,19 @@ static void on_request(sl_hreq_t *req, void *arg)
     } else if (n < 0) {
         sl__reply_error(call, 404, "not_found", "path: '%.256s' is not an endpoint of this API",
                         sl_hreq_target(req));
-    } else if (n > 0 && sl__proxy_route(call, n, seg, query)) {
-        /* the proxy authenticates and reads bodies itself */
-    } else if (sl__dashboard_route(call, n, seg, query)) {
-        /* the dashboard's page and files: it authenticates itself */
-    } else if (!needs_auth(n, seg) || sl__dashboard_authenticate(call, n, seg) ||
-               sl__authenticate(call) == 0) {
-        /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
-        bool body_optional = (n == 3 && !strcmp(seg[1], "admin")) ||
-                             (n == 4 && !strcmp(seg[1], "agents")); /* .../release, /suspend */
-        bool api = n > 0 && !strcmp(seg[0], "v1");
-        if (!method_has_body(call->method) ||
-            ((!api || check_content_type(call) == 0) && read_body(call, !body_optional) == 0))
-            route(call, n, seg, query);
+    } else if (sl__features_claim(call, n, seg, query)) {
+        /* a feature's own path space (the proxy, the dashboard): it authenticates itself */
+    } else {
+        const sl_route_t *r = find_route(n, seg);
+        if ((r && r->auth == SL_ROUTE_OPEN) || sl__features_authenticate(call, n, seg) ||
+            sl__authenticate(call) == 0) {
+            /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
+            bool body_optional = r ? r->body_optional : unmatched_body_optional(n, seg);
+            bool api = n > 0 && !strcmp(seg[0], "v1");
+            if (!method_has_body(call->method) ||
+                ((!api || check_content_type(call) == 0) && read_body(call, !body_optional) == 0))
+                route(call, r, seg, query);
+        }
     }
     for (int i = 0; i < MAX_SEGMENTS; i++)
         if (heap[i]) free(seg[i]);
@@ -463,21 +435,12 @@ static void on_request(sl_hreq_t *req, void *arg)
 
 size_t sl__outer_body_limit(const sl_config_t *c)
 {
-    size_t proxy = sl__proxy_body_limit(c);
-    return (proxy > c->body_limit_bytes ? proxy : c->body_limit_bytes) + OUTER_BODY_LIMIT_BYTES;
-}
-
-/* True when some pool is proxied to a provider speaking `api`. */
-static bool proxies(const sl_config_t *c, sl_upstream_api_t api)
-{
-    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
-        if (c->upstreams[i].api == api) return true;
-    return false;
+    return sl__features_max_body(c) + OUTER_BODY_LIMIT_BYTES;
 }
 
 /* The body limit of a request, from its head (the transport asks before reading the body):
- * the proxy's paths keep the proxy's limit when a pool is proxied there; everything else,
- * including a proxy path nobody proxies, has the lease API's. */
+ * a feature's own on its paths (the proxy's when a pool is proxied there); everything
+ * else has the lease API's. */
 static size_t body_limit_for(sl_http_method_t method, const char *target, void *ud)
 {
     const sl_config_t *c = &((const sl_server_t *)ud)->config;
@@ -490,11 +453,7 @@ static size_t body_limit_for(sl_http_method_t method, const char *target, void *
     size_t n = 0;
     while (p + n < end && p[n] != '/')
         n++;
-    sl_upstream_api_t api = n == 9 && !strncmp(p, "anthropic", 9) ? SL_UPSTREAM_ANTHROPIC
-                            : n == 6 && !strncmp(p, "openai", 6)  ? SL_UPSTREAM_OPENAI
-                                                                  : SL_UPSTREAM_NONE;
-    if (api != SL_UPSTREAM_NONE && proxies(c, api)) return sl__proxy_body_limit(c);
-    return c->body_limit_bytes;
+    return sl__features_body_limit(c, p, n);
 }
 
 sl_httpd_limits_t sl__listener_limits(const sl_config_t *c)
@@ -514,7 +473,8 @@ sl_httpd_limits_t sl__listener_limits(const sl_config_t *c)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         size_t room = rl.rlim_cur > 2 * FD_RESERVE ? (size_t)rl.rlim_cur - FD_RESERVE
                                                    : (size_t)rl.rlim_cur / 2;
-        if (proxies(c, SL_UPSTREAM_ANTHROPIC) || proxies(c, SL_UPSTREAM_OPENAI)) room /= 2;
+        if (sl_config_proxies(c, SL_UPSTREAM_ANTHROPIC) || sl_config_proxies(c, SL_UPSTREAM_OPENAI))
+            room /= 2;
         if (lim.max_connections > room) lim.max_connections = room;
     }
     return lim;
@@ -533,10 +493,9 @@ int sl__server_start(sl_server_t *srv, char *err, size_t errlen)
         .on_request = on_request,
         .ud = srv,
     };
-    if (sl__limits_apply(srv, err, errlen) < 0) return -1;
+    if (sl__features_start(srv, err, errlen) < 0) return -1;
     srv->http = sl_httpd_new(srv->base, &o, err, errlen);
-    if (!srv->http) return -1;
-    return sl__proxy_init(srv, err, errlen);
+    return srv->http ? 0 : -1;
 }
 
 void sl__server_shutdown(sl_server_t *srv)
@@ -544,18 +503,16 @@ void sl__server_shutdown(sl_server_t *srv)
     if (srv->shutting_down) return;
     srv->shutting_down = true;
     if (srv->http) sl_httpd_stop_accepting(srv->http);
-    sl__waiters_shutdown(srv);
-    sl__limits_shutdown(srv);
-    sl__proxy_shutdown(srv, true);
+    sl__features_shutdown(srv, true);
     sl__events_close_streams(srv);
     sl__events_flush(srv);
 }
 
 void sl__server_stop(sl_server_t *srv)
 {
-    sl__proxy_shutdown(srv, false);
+    sl__features_shutdown(srv, false);
+    sl__events_close_streams(srv);
     sl_httpd_free(srv->http);
-    sl__proxy_free(srv);
-    sl__limits_free(srv);
     srv->http = NULL;
+    sl__features_stop(srv);
 }

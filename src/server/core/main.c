@@ -49,18 +49,9 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
     (void)what;
     ticks++;
     sl__events_flush(srv);
-    sl__suspend_sync(srv); /* 0.25 s: what other replicas suspended and released */
-    if (ticks % 4 == 0) { /* 1 s */
-        sl__agents_sweep(srv);
-        sl__anomaly_tick(srv);
-        sl__watch_tick(srv);
-    }
-    if (ticks % 40 == 4) /* 1 s after the start, then every 10 s */
-        sl__fleet_sync(srv);
-    if (ticks % 40 == 0) { /* 10 s */
+    sl__features_tick(srv, ticks); /* each feature's own cadence (fleet, limits, ...) */
+    if (ticks % 40 == 0)           /* 10 s */
         sl__owners_forget_old(srv);
-        sl__limits_sweep(srv);
-    }
     if (ticks % 60 == 0) /* 15 s */
         sl__events_ping_streams(srv);
 }
@@ -71,7 +62,7 @@ static void on_exit_timer(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     double waited_s = monotonic_s() - srv->shutdown_started_s;
-    if ((waited_s >= SHUTDOWN_FLUSH_S && sl__proxy_in_flight(srv) == 0) ||
+    if ((waited_s >= SHUTDOWN_FLUSH_S && sl__features_in_flight(srv) == 0) ||
         waited_s >= SHUTDOWN_DRAIN_S) {
         event_base_loopbreak(srv->base);
         return;
@@ -174,8 +165,8 @@ static int run(sl_server_t *srv)
         fprintf(stderr, "sluiced: %s\n", err);
         goto done;
     }
-    sl__suspend_sync(srv); /* the memory backend answers at once: refused from the start */
-    if (sl__events_open_log(srv, err, sizeof(err)) < 0 ||
+    if (sl__features_early_start(srv, err, sizeof(err)) < 0 ||
+        sl__events_open_log(srv, err, sizeof(err)) < 0 ||
         sl__server_start(srv, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         goto done;
@@ -218,10 +209,7 @@ static int run(sl_server_t *srv)
     event_base_dispatch(srv->base);
     rc = 0;
 done:
-    sl__waiters_shutdown(srv);
-    sl__events_close_streams(srv);
     sl__server_stop(srv);
-    sl__dashboard_free(srv);
     sl__events_flush(srv);
     if (srv->event_log) fclose(srv->event_log);
     struct event *evs[] = {srv->housekeeping, srv->exit_timer, srv->sig_hup, srv->sig_term,

@@ -91,22 +91,14 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
                                    next.listen_port != srv->config.listen_port))
         fprintf(stderr, "sluiced: reload: `listen` changes need a restart; keeping %s:%d\n",
                 srv->config.listen_host, srv->config.listen_port);
-    /* The windows' slots are cut to their length: a new length waits for a restart. */
-    if (next.fleet.window_s != srv->config.fleet.window_s ||
-        next.fleet.anomaly_window_s != srv->config.fleet.anomaly_window_s)
-        fprintf(stderr, "sluiced: reload: fleet.window_s and fleet.anomaly_window_s changes need "
-                        "a restart; keeping %g s and %g s\n",
-                srv->config.fleet.window_s, srv->config.fleet.anomaly_window_s);
-    next.fleet.window_s = srv->config.fleet.window_s;
-    next.fleet.anomaly_window_s = srv->config.fleet.anomaly_window_s;
+    sl__features_reload_prepare(&srv->config, &next); /* what a feature keeps until a restart */
     free(next.listen_host);
     next.listen_host = srv->config.listen_host;
     next.listen_port = srv->config.listen_port;
     srv->config.listen_host = NULL;
     sl_config_clear(&srv->config);
     srv->config = next;
-    if (sl__limits_apply(srv, err, errlen) < 0) /* memory only: the running limits stay */
-        fprintf(stderr, "sluiced: reload: keeping the running limits: %s\n", err);
+    sl__features_reload(srv); /* each feature follows its section (the action limits, ...) */
     sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));
     sl_httpd_limits_t limits = sl__listener_limits(&srv->config);
     sl_httpd_set_limits(srv->http, &limits);

@@ -145,8 +145,8 @@ static void on_tasks(int rc, const sl_task_info_t *t, size_t n, void *ud)
     sl__reply_json(call, 200, json_pack("{s:o}", "tasks", arr));
 }
 
-/* Tells fleet.c about a task write the backend took (the body was checked by task_put). */
-static void fleet_note_write(sl_call_t *call)
+/* Publishes a task write the backend took on the bus (the body was checked by task_put). */
+static void publish_task_write(sl_call_t *call)
 {
     const char *deps[256];
     size_t n = 0;
@@ -157,7 +157,15 @@ static void fleet_note_write(sl_call_t *call)
     json_t *d = json_object_get(call->body, "depends_on");
     for (size_t i = 0; json_is_array(d) && i < json_array_size(d) && n < 256; i++)
         deps[n++] = json_string_value(json_array_get(d, i));
-    sl__fleet_on_task_write(call->srv, call->pool, call->method == SL_HTTP_PUT, state, deps, n);
+    sl_bus_event_t ev = {
+        .kind = SL_BUS_TASK_WRITE,
+        .task_write = {.id = call->pool,
+                       .put = call->method == SL_HTTP_PUT,
+                       .state = state,
+                       .deps = deps,
+                       .n_deps = n},
+    };
+    sl__bus_publish(call->srv, &ev);
 }
 
 static void on_task_written(int rc, double value, const char *errmsg, void *ud)
@@ -168,7 +176,7 @@ static void on_task_written(int rc, double value, const char *errmsg, void *ud)
         sl__reply_engine_error(call, rc, errmsg);
         return;
     }
-    fleet_note_write(call);
+    publish_task_write(call);
     if (call->method == SL_HTTP_DELETE) {
         sl__reply_json(call, 200, json_pack("{s:s,s:s}", "status", "deleted", "task", call->pool));
         return;
@@ -304,12 +312,8 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
         return;
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
-    sl__limits_metrics_render(call->srv, out);
-    sl__fleet_metrics_render(call->srv, out);
     sl__events_metrics_render(call->srv, out);
-    sl__agents_metrics_render(call->srv, out);
-    sl__anomaly_metrics_render(call->srv, out, sl__metrics_names_agents(call));
-    sl__watch_metrics_render(call->srv, pools, n, out);
+    sl__features_metrics(call, pools, n, out);
     if (call->req)
         sl_hreq_reply(call->req, 200, "text/plain; version=0.0.4; charset=utf-8",
                       evbuffer_pullup(out, -1), evbuffer_get_length(out));

@@ -19,7 +19,6 @@
  * address bar (the redirect replaces it; `Referrer-Policy: no-referrer` keeps it out of
  * Referer headers). curl may instead send `Authorization: Bearer ADMIN`.
  */
-#include "server.h"
 #include "dashboard.h"
 
 #include <stdio.h>
@@ -45,12 +44,18 @@ struct sl_dashboard {
     char *issued_for;              /* the admin token it was issued under */
 };
 
+/* The feature's state on the server (its slot, features.def); NULL until it is made. */
+static sl_dashboard_t *dashboard_of(const sl_server_t *srv)
+{
+    return srv->slot[SL_FEATURE_ID_dashboard];
+}
+
 void sl__dashboard_free(sl_server_t *srv)
 {
-    if (!srv->dashboard) return;
-    free(srv->dashboard->issued_for);
-    free(srv->dashboard);
-    srv->dashboard = NULL;
+    if (!dashboard_of(srv)) return;
+    free(dashboard_of(srv)->issued_for);
+    free(dashboard_of(srv));
+    srv->slot[SL_FEATURE_ID_dashboard] = NULL;
 }
 
 static const sl_dashboard_asset_t *asset(const char *name)
@@ -74,7 +79,7 @@ static void security_headers(sl_hreq_t *req)
 static const char *session_issue(sl_server_t *srv)
 {
     const char *admin = srv->config.admin_token;
-    sl_dashboard_t *d = srv->dashboard;
+    sl_dashboard_t *d = dashboard_of(srv);
     if (d && sl__token_equal(d->issued_for, admin)) return d->session;
     sl__dashboard_free(srv);
     unsigned char raw[SESSION_BYTES];
@@ -89,7 +94,7 @@ static const char *session_issue(sl_server_t *srv)
     }
     for (size_t i = 0; i < SESSION_BYTES; i++)
         snprintf(d->session + 2 * i, 3, "%02x", raw[i]);
-    srv->dashboard = d;
+    srv->slot[SL_FEATURE_ID_dashboard] = d;
     return d->session;
 }
 
@@ -97,7 +102,7 @@ static const char *session_issue(sl_server_t *srv)
 static bool session_valid(const sl_call_t *call)
 {
     const sl_server_t *srv = call->srv;
-    const sl_dashboard_t *d = srv->dashboard;
+    const sl_dashboard_t *d = dashboard_of(srv);
     const char *admin = srv->config.admin_token;
     if (!d || !admin || !sl__token_equal(d->issued_for, admin)) return false;
     bool ok = false;

@@ -7,6 +7,7 @@
  * read. The suspended agents this replica's engine does not know are listed among the
  * others by name.
  */
+#include "fleet.h"
 #include "server.h"
 
 #include <errno.h>

@@ -19,6 +19,7 @@
  * At most FORGET_BATCH are offered per second, so a sweep after a flood of names spreads
  * over seconds instead of stalling the loop.
  */
+#include "fleet.h"
 #include "server.h"
 
 #include <stdlib.h>
@@ -47,10 +48,17 @@ struct sl_agents {
     uint64_t forgotten_total, refused_total;
 };
 
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
+static sl_agents_t *registry_state(const sl_server_t *srv)
+{
+    return sl__fleet_house(srv)->agents;
+}
+
 static sl_agents_t *registry_of(sl_server_t *srv)
 {
-    if (!srv->agents) srv->agents = calloc(1, sizeof(sl_agents_t));
-    return srv->agents;
+    sl_fleet_house_t *h = sl__fleet_house_make(srv);
+    if (h && !h->agents) h->agents = calloc(1, sizeof(sl_agents_t));
+    return h ? h->agents : NULL;
 }
 
 static double now_s(const sl_server_t *srv)
@@ -150,7 +158,7 @@ static void drop(sl_server_t *srv, sl_agents_t *r, const char *agent)
 static void on_forgot(int rc, double value, const char *errmsg, void *ud)
 {
     forget_call_t *f = ud;
-    sl_agents_t *r = f->srv->agents;
+    sl_agents_t *r = registry_state(f->srv);
     known_t *k = r ? sl__namemap_get(&r->names, f->agent) : NULL;
     (void)errmsg;
     if (k) {
@@ -185,7 +193,7 @@ static void note_due(const char *key, void *val, void *ud)
 
 void sl__agents_sweep(sl_server_t *srv)
 {
-    sl_agents_t *r = srv->agents;
+    sl_agents_t *r = registry_state(srv);
     if (!r || !r->names.count) return;
     const char *due[FORGET_BATCH];
     sweep_ctx_t c = {srv, now_s(srv), srv->config.agents.forget_idle_s, due, 0};
@@ -206,7 +214,7 @@ void sl__agents_sweep(sl_server_t *srv)
 
 void sl__agents_metrics_render(const sl_server_t *srv, struct evbuffer *out)
 {
-    const sl_agents_t *r = srv->agents;
+    const sl_agents_t *r = registry_state(srv);
     evbuffer_add_printf(
         out,
         "# HELP sluice_agents_known Agent names sluiced knows now (bounded by agents.max_total).\n"
@@ -221,9 +229,9 @@ void sl__agents_metrics_render(const sl_server_t *srv, struct evbuffer *out)
 
 void sl__agents_free(sl_server_t *srv)
 {
-    if (!srv->agents) return;
-    sl__namemap_free_all(&srv->agents->names);
-    free(srv->agents->tallies);
-    free(srv->agents);
-    srv->agents = NULL;
+    if (!registry_state(srv)) return;
+    sl__namemap_free_all(&registry_state(srv)->names);
+    free(registry_state(srv)->tallies);
+    free(registry_state(srv));
+    sl__fleet_house_make(srv)->agents = NULL; /* the house exists: it held this part */
 }

@@ -8,25 +8,12 @@
  * scrapes: a counter's `other` may then go down, which rate() reads as a reset.
  */
 #include "fleet.h"
+#include "server.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
-
-void sl__prom_label(struct evbuffer *out, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\')
-            evbuffer_add(out, "\\\\", 2);
-        else if (*s == '"')
-            evbuffer_add(out, "\\\"", 2);
-        else if (*s == '\n')
-            evbuffer_add(out, "\\n", 2);
-        else
-            evbuffer_add(out, s, 1);
-    }
-}
 
 static int by_value_desc(const void *a, const void *b)
 {

@@ -39,6 +39,7 @@
  * empties its windows on every replica so the burst that flagged it does not flag it
  * again at once. Detection itself is per replica: each judges the traffic it serves.
  */
+#include "fleet.h"
 #include "server.h"
 
 #include <math.h>
@@ -71,10 +72,17 @@ struct sl_anomaly {
     double swept_at_s; /* the last forget_idle() */
 };
 
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
+static sl_anomaly_t *anomaly_state(const sl_server_t *srv)
+{
+    return sl__fleet_house(srv)->anomaly;
+}
+
 static sl_anomaly_t *anomaly_of(sl_server_t *srv)
 {
-    if (!srv->anomaly) srv->anomaly = calloc(1, sizeof(sl_anomaly_t));
-    return srv->anomaly;
+    sl_fleet_house_t *h = sl__fleet_house_make(srv);
+    if (h && !h->anomaly) h->anomaly = calloc(1, sizeof(sl_anomaly_t));
+    return h ? h->anomaly : NULL;
 }
 
 static double now_s(const sl_server_t *srv);
@@ -148,7 +156,8 @@ bool sl__anomaly_suspended(sl_server_t *srv, const char *agent, const char *role
                            uint64_t principal)
 {
     if (sl__suspend_refuses(srv, agent)) return true;
-    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    agent_watch_t *w =
+        anomaly_state(srv) ? sl__namemap_get(&anomaly_state(srv)->agents, agent) : NULL;
     if (!w) w = watch_of(srv, agent);
     if (!w) return false;
     w->principal = principal;
@@ -268,7 +277,7 @@ static void publish(sl_server_t *srv, agent_watch_t *w, bool active, double t)
 
 static void set_flag(sl_server_t *srv, agent_watch_t *w, int metric, double z, double x, double t)
 {
-    sl_anomaly_t *a = srv->anomaly;
+    sl_anomaly_t *a = anomaly_state(srv);
     bool was = w->flagged;
     if (metric < 0) {
         if (!was) return;
@@ -427,7 +436,7 @@ done:
 
 void sl__anomaly_tick(sl_server_t *srv)
 {
-    sl_anomaly_t *a = srv->anomaly;
+    sl_anomaly_t *a = anomaly_state(srv);
     if (!a || !a->agents.count) return;
     if (a->scratch_cap < a->agents.count) {
         size_t cap = a->agents.count * 2;
@@ -461,7 +470,8 @@ void sl__anomaly_tick(sl_server_t *srv)
 
 void sl__anomaly_forget(sl_server_t *srv, const char *agent)
 {
-    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    agent_watch_t *w =
+        anomaly_state(srv) ? sl__namemap_get(&anomaly_state(srv)->agents, agent) : NULL;
     if (!w) return;
     sl__window_clear(&w->requests);
     sl__window_clear(&w->violations);
@@ -470,21 +480,22 @@ void sl__anomaly_forget(sl_server_t *srv, const char *agent)
 
 void sl__anomaly_drop(sl_server_t *srv, const char *agent)
 {
-    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
-    if (w && !w->flagged) free(sl__namemap_del(&srv->anomaly->agents, agent));
+    agent_watch_t *w =
+        anomaly_state(srv) ? sl__namemap_get(&anomaly_state(srv)->agents, agent) : NULL;
+    if (w && !w->flagged) free(sl__namemap_del(&anomaly_state(srv)->agents, agent));
 }
 
 bool sl__anomaly_flagged(const sl_server_t *srv, const char *agent)
 {
     const agent_watch_t *w =
-        srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+        anomaly_state(srv) ? sl__namemap_get(&anomaly_state(srv)->agents, agent) : NULL;
     return w && w->flagged;
 }
 
 const char *sl__anomaly_role(const sl_server_t *srv, const char *agent)
 {
     const agent_watch_t *w =
-        srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+        anomaly_state(srv) ? sl__namemap_get(&anomaly_state(srv)->agents, agent) : NULL;
     return w ? w->role : "";
 }
 
@@ -497,7 +508,8 @@ static json_t *flag_json(const agent_watch_t *w)
 
 void sl__anomaly_annotate(sl_server_t *srv, const char *agent, json_t *obj)
 {
-    agent_watch_t *w = srv->anomaly ? sl__namemap_get(&srv->anomaly->agents, agent) : NULL;
+    agent_watch_t *w =
+        anomaly_state(srv) ? sl__namemap_get(&anomaly_state(srv)->agents, agent) : NULL;
     json_object_set_new(obj, "anomaly", flag_json(w));
     sl__suspend_annotate(srv, agent, obj);
 }
@@ -523,14 +535,15 @@ static void list_one(const char *key, void *val, void *ud)
 json_t *sl__anomaly_json(sl_call_t *call)
 {
     list_ctx_t c = {call, json_array()};
-    if (call->srv->anomaly) sl__namemap_foreach(&call->srv->anomaly->agents, list_one, &c);
+    if (anomaly_state(call->srv))
+        sl__namemap_foreach(&anomaly_state(call->srv)->agents, list_one, &c);
     sl__suspend_list_unflagged(call, c.arr); /* suspended by any replica, flagged by none here */
     return c.arr;
 }
 
 bool sl__anomaly_active(const sl_server_t *srv)
 {
-    return srv->anomaly && srv->anomaly->n_flagged > 0;
+    return anomaly_state(srv) && anomaly_state(srv)->n_flagged > 0;
 }
 
 /* ---- metrics ---------------------------------------------------------------------- */
@@ -553,7 +566,7 @@ static void series_one(const char *key, void *val, void *ud)
 
 void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_agents)
 {
-    sl_anomaly_t *a = srv->anomaly;
+    sl_anomaly_t *a = anomaly_state(srv);
     size_t top = name_agents ? (size_t)srv->config.fleet.metrics_top_agents : 0;
     static const char *const names[3] = {"sluice_agent_requests_total",
                                          "sluice_agent_violations_total", "sluice_agent_anomaly_z"};
@@ -583,9 +596,9 @@ void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out, bool nam
 
 void sl__anomaly_free(sl_server_t *srv)
 {
-    if (!srv->anomaly) return;
-    sl__namemap_free_all(&srv->anomaly->agents);
-    free(srv->anomaly->scratch);
-    free(srv->anomaly);
-    srv->anomaly = NULL;
+    if (!anomaly_state(srv)) return;
+    sl__namemap_free_all(&anomaly_state(srv)->agents);
+    free(anomaly_state(srv)->scratch);
+    free(anomaly_state(srv));
+    sl__fleet_house_make(srv)->anomaly = NULL; /* the house exists: it held this part */
 }

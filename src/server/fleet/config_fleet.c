@@ -1,5 +1,6 @@
 /* config_fleet.c - the `fleet:` YAML section: the 429 window, anomaly detection, suspension. */
 #include "config.h"
+#include "fleet.h"
 
 #include <errno.h>
 #include <math.h>

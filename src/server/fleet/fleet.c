@@ -21,6 +21,7 @@
  * resolution. Which lease works for which task each replica knows only for the requests
  * it served itself (the settles and 429s are every replica's).
  */
+#include "fleet.h"
 #include "server.h"
 
 #include <math.h>
@@ -57,10 +58,17 @@ struct sl_fleet {
     bool synced; /* the backend's graph was read once */
 };
 
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
+static sl_fleet_t *fleet_state(const sl_server_t *srv)
+{
+    return sl__fleet_house(srv)->fleet;
+}
+
 static sl_fleet_t *fleet_of(sl_server_t *srv)
 {
-    if (!srv->fleet) srv->fleet = calloc(1, sizeof(sl_fleet_t));
-    return srv->fleet;
+    sl_fleet_house_t *h = sl__fleet_house_make(srv);
+    if (h && !h->fleet) h->fleet = calloc(1, sizeof(sl_fleet_t));
+    return h ? h->fleet : NULL;
 }
 
 /* ---- critical-path wait ----------------------------------------------------------- */
@@ -367,7 +375,7 @@ void sl__handle_fleet(sl_call_t *call)
 {
     sl_server_t *srv = call->srv;
     numbers_t n = numbers_now(srv);
-    const sl_fleet_t *f = srv->fleet;
+    const sl_fleet_t *f = fleet_state(srv);
     json_t *j = json_pack(
         "{s:f,s:{s:o,s:I,s:I,s:I,s:I},s:{s:o,s:I,s:I},s:{s:o,s:o,s:I},s:{s:f,s:I},"
         "s:{s:I,s:I,s:I}}",
@@ -399,7 +407,7 @@ static void gauge(struct evbuffer *out, const char *name, const char *type, cons
 void sl__fleet_metrics_render(sl_server_t *srv, struct evbuffer *out)
 {
     numbers_t n = numbers_now(srv);
-    const sl_fleet_t *f = srv->fleet;
+    const sl_fleet_t *f = fleet_state(srv);
     gauge(out, "sluice_fleet_upstream_429_ratio", "gauge",
           "Upstream 429s over settled leases in the window fleet.window_s (NaN: no settle).", "",
           n.rate_429);
@@ -444,7 +452,7 @@ static void free_name(uint64_t key, void *val, void *ud)
 
 void sl__fleet_free(sl_server_t *srv)
 {
-    sl_fleet_t *f = srv->fleet;
+    sl_fleet_t *f = fleet_state(srv);
     if (!f) return;
     sl__namemap_foreach(&f->tasks, free_task, NULL);
     sl__namemap_free(&f->tasks);
@@ -453,5 +461,5 @@ void sl__fleet_free(sl_server_t *srv)
     sl__idmap_free(&f->ticket_task);
     sl__idmap_free(&f->lease_task);
     free(f);
-    srv->fleet = NULL;
+    sl__fleet_house_make(srv)->fleet = NULL; /* the house exists: it held this part */
 }

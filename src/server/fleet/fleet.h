@@ -1,6 +1,7 @@
 /* fleet.h - watching the fleet: the four numbers (fleet.c), anomaly detection and
- * suspension (anomaly.c, suspend.c), seed 001's metrics (watch_metrics.c) and their helpers
- * (namemap.c, slidewin.c, agent_series.c). Internal to sluiced; included by server.h. */
+ * suspension (anomaly.c, suspend.c), seed 001's metrics (watch_metrics.c), the agent
+ * registry and list (agent_registry.c, agent_list.c) and their helpers (slidewin.c,
+ * agent_series.c), registered with the core by fleet_feature.c. Internal to src/server/fleet/. */
 #ifndef SL_FLEET_H
 #define SL_FLEET_H
 
@@ -11,36 +12,11 @@
 #include <jansson.h>
 #include <sluice/engine.h>
 
+#include "namemap.h"
+
 struct evbuffer;
 struct sl_server;
 struct sl_call;
-
-/* ---- namemap.c: an open-addressing hash map from names (copied) to pointers -------- */
-typedef struct sl_namemap {
-    char **keys; /* NULL = empty slot */
-    void **vals;
-    size_t cap; /* a power of two, or 0 */
-    size_t count;
-} sl_namemap_t;
-/* The value stored under `key`, or NULL. */
-void *sl__namemap_get(const sl_namemap_t *m, const char *key);
-/* Stores `val` under a copy of `key`, replacing any value. Returns the stored key (valid
- * until the entry is removed), or NULL when out of memory (the map is unchanged). */
-const char *sl__namemap_put(sl_namemap_t *m, const char *key, void *val);
-/* The value under `key`; when absent and the map holds fewer than `max_count` entries, a
- * new zeroed value of `size` bytes (malloc'd) stored under a copy of `key`, whose stored
- * key goes to `*stored_key`. NULL when absent and full, or out of memory. */
-void *sl__namemap_obtain(sl_namemap_t *m, const char *key, size_t size, size_t max_count,
-                         const char **stored_key);
-/* Removes `key` and returns its value (NULL when absent). */
-void *sl__namemap_del(sl_namemap_t *m, const char *key);
-/* Calls `fn` on every entry; `fn` must not add or remove entries. */
-void sl__namemap_foreach(const sl_namemap_t *m, void (*fn)(const char *key, void *val, void *ud),
-                         void *ud);
-/* Frees the map's keys and arrays (not the values). */
-void sl__namemap_free(sl_namemap_t *m);
-/* Frees every value with free(), then the map. */
-void sl__namemap_free_all(sl_namemap_t *m);
 
 /* ---- slidewin.c: a sliding-window counter in SL_WINDOW_SLOTS slots ----------------- */
 /* A window of W seconds is SL_WINDOW_SLOTS slots of W / SL_WINDOW_SLOTS seconds aligned
@@ -72,11 +48,29 @@ typedef struct sl_agent_value {
  * is "" or text starting with a comma (`,metric="requests"`). */
 void sl__agent_series(struct evbuffer *out, const char *metric, const char *labels,
                       sl_agent_value_t *vals, size_t n, size_t top_n, bool other);
-/* Writes `s` escaped as a Prometheus label value (\, " and newline). */
-void sl__prom_label(struct evbuffer *out, const char *s);
+
+/* ---- fleet_feature.c: the fleet's state on the server ----------------------------- */
+typedef struct sl_fleet sl_fleet_t;
+typedef struct sl_anomaly sl_anomaly_t;
+typedef struct sl_suspend sl_suspend_t;
+typedef struct sl_watch sl_watch_t;
+typedef struct sl_agents sl_agents_t;
+/* What the fleet keeps, in its one slot of the server (features.def): each part NULL until
+ * its file first needs it. */
+typedef struct sl_fleet_house {
+    sl_fleet_t *fleet;     /* the four numbers (fleet.c) */
+    sl_anomaly_t *anomaly; /* per-agent rates and flags (anomaly.c) */
+    sl_suspend_t *suspend; /* suspended agents as the backend holds them (suspend.c) */
+    sl_watch_t *watch;     /* seed 001's metrics (watch_metrics.c) */
+    sl_agents_t *agents;   /* the agent names known (agent_registry.c) */
+} sl_fleet_house_t;
+/* The house on `srv`, for reading: never NULL (before it is made, a house whose parts are
+ * all NULL, which must not be written to). */
+const sl_fleet_house_t *sl__fleet_house(const struct sl_server *srv);
+/* The house, made on first call; NULL when out of memory. */
+sl_fleet_house_t *sl__fleet_house_make(struct sl_server *srv);
 
 /* ---- fleet.c: the four numbers (docs/api.md "GET /v1/fleet") ----------------------- */
-typedef struct sl_fleet sl_fleet_t;
 /* Feeds an engine event (settles, 429s, tickets ending, grants from the queue). */
 void sl__fleet_on_event(struct sl_server *srv, const sl_event_t *ev);
 /* A lease request that named `task` (NULL: none) was decided as `d`. */
@@ -94,7 +88,6 @@ void sl__fleet_metrics_render(struct sl_server *srv, struct evbuffer *out);
 void sl__fleet_free(struct sl_server *srv);
 
 /* ---- anomaly.c: per-agent rates, the `anomaly` alert, suspension ------------------- */
-typedef struct sl_anomaly sl_anomaly_t;
 /* When `agent` is suspended: answers `call` 429 `suspended` and returns true, changing
  * nothing but the refusal counter. Else notes the agent's role (NULL: keep the one
  * known, "worker" for a new agent) and who asks for it (the call's principal: agents of
@@ -133,7 +126,6 @@ void sl__anomaly_metrics_render(struct sl_server *srv, struct evbuffer *out, boo
 void sl__anomaly_free(struct sl_server *srv);
 
 /* ---- suspend.c: suspended agents, durable and fleet-wide (the backend's records) ---- */
-typedef struct sl_suspend sl_suspend_t;
 /* Suspends `agent` for an anomaly at once (refused from now on) and writes the record
  * to the backend, retried by later syncs until it lands. Nothing when suspended already. */
 void sl__suspend_by_anomaly(struct sl_server *srv, const char *agent, const char *role,
@@ -165,7 +157,6 @@ void sl__suspend_metrics_render(struct sl_server *srv, struct evbuffer *out);
 void sl__suspend_free(struct sl_server *srv);
 
 /* ---- watch_metrics.c: seed 001's metrics -------------------------------------------- */
-typedef struct sl_watch sl_watch_t;
 /* Counts lease answers, refusals' retry_after, margin moves and 429s per pool. */
 void sl__watch_on_event(struct sl_server *srv, const sl_event_t *ev);
 /* An action-limit check of `limit` was answered: `delayed` when it was held first;
@@ -178,5 +169,33 @@ void sl__watch_tick(struct sl_server *srv);
 void sl__watch_metrics_render(struct sl_server *srv, const sl_pool_info_t *pools, size_t n_pools,
                               struct evbuffer *out);
 void sl__watch_free(struct sl_server *srv);
+
+/* ---- config_fleet.c: the `fleet:` section ---------------------------------------- */
+struct sl_fleet_config;
+struct yaml_document_s;
+struct yaml_node_s;
+/* The section's defaults, and reading it from mapping `section` (errors as
+ * `FILE:LINE: fleet.KEY: ...`). */
+void sl__config_fleet_defaults(struct sl_fleet_config *f);
+int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
+                           const char *path, struct sl_fleet_config *f, char *err, size_t errlen);
+
+/* ---- agent_registry.c, agent_list.c ----------------------------------------------- */
+/* GET /v1/agents[?limit=N&cursor=NAME] (agent_list.c): a page of agents by name. */
+void sl__handle_agents(struct sl_call *call, const char *query);
+/* agent_registry.c: agent names bounded per token and in all, forgotten when idle */
+/* When `agent` is new and agents.max_per_token (for `principal`, sl__call_principal) or
+ * agents.max_total is reached: writes what binds, naming the key and its value, into
+ * `why`, the wait into *retry_after_s, and returns true (nothing is noted). Else notes the
+ * agent as active now and returns false. */
+bool sl__agents_refused(struct sl_server *srv, const char *agent, uint64_t principal, char *why,
+                        size_t whylen, double *retry_after_s);
+/* Notes the agent an event names as active (known from then on, made known by no token). */
+void sl__agents_on_event(struct sl_server *srv, const sl_event_t *ev);
+/* Offers the backend the agents idle agents.forget_idle_s (at most 4096 a call); those it
+ * forgets leave the registry and the anomaly watch. Once a second. */
+void sl__agents_sweep(struct sl_server *srv);
+void sl__agents_metrics_render(const struct sl_server *srv, struct evbuffer *out);
+void sl__agents_free(struct sl_server *srv);
 
 #endif /* SL_FLEET_H */

@@ -29,6 +29,7 @@
  * Anomaly detection stays per replica (anomaly.c: each judges the traffic it serves);
  * only its verdict, the suspension, is shared.
  */
+#include "fleet.h"
 #include "server.h"
 
 #include <stdlib.h>
@@ -61,15 +62,22 @@ struct sl_suspend {
     uint64_t suspensions_total, releases_total, refusals_total;
 };
 
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
+static sl_suspend_t *suspend_state(const sl_server_t *srv)
+{
+    return sl__fleet_house(srv)->suspend;
+}
+
 static sl_suspend_t *state_of(sl_server_t *srv)
 {
-    if (!srv->suspend) srv->suspend = calloc(1, sizeof(sl_suspend_t));
-    return srv->suspend;
+    sl_fleet_house_t *h = sl__fleet_house_make(srv);
+    if (h && !h->suspend) h->suspend = calloc(1, sizeof(sl_suspend_t));
+    return h ? h->suspend : NULL;
 }
 
 static susp_t *find(const sl_server_t *srv, const char *agent)
 {
-    return srv->suspend && agent ? sl__namemap_get(&srv->suspend->agents, agent) : NULL;
+    return suspend_state(srv) && agent ? sl__namemap_get(&suspend_state(srv)->agents, agent) : NULL;
 }
 
 static susp_t *record_of(sl_server_t *srv, const char *agent)
@@ -110,7 +118,7 @@ static void activate(sl_server_t *srv, susp_t *r)
 {
     if (r->active) return;
     r->active = true;
-    srv->suspend->n_active++;
+    suspend_state(srv)->n_active++;
     publish(srv, r, true);
 }
 
@@ -118,7 +126,7 @@ static void deactivate(sl_server_t *srv, susp_t *r)
 {
     if (!r->active) return;
     r->active = false;
-    srv->suspend->n_active--;
+    suspend_state(srv)->n_active--;
     sl__anomaly_forget(srv, r->agent); /* the burst that flagged it must not flag it again */
     publish(srv, r, false);
 }
@@ -162,10 +170,10 @@ static void on_suspend_written(int rc, double value, const char *errmsg, void *u
     if (r) r->writing = false;
     if (rc == SL_OK && r) {
         r->stored = true;
-        r->guard_seq = srv->suspend->sync_seq;
+        r->guard_seq = suspend_state(srv)->sync_seq;
         if (w->call) {
             /* value 0: another replica's record stood; the next sync brings its fields */
-            if (!r->active) srv->suspend->suspensions_total++;
+            if (!r->active) suspend_state(srv)->suspensions_total++;
             activate(srv, r);
             json_t *j = record_json(r);
             json_object_set_new(j, "status", json_string("suspended"));
@@ -198,17 +206,18 @@ void sl__suspend_by_anomaly(sl_server_t *srv, const char *agent, const char *rol
     sl_suspension_t s = {agent, role, "anomaly", metric, z, (int64_t)count, at_s};
     fill(r, &s);
     r->stored = false;
-    srv->suspend->suspensions_total++;
+    suspend_state(srv)->suspensions_total++;
     activate(srv, r);
     write_suspension(srv, r, NULL);
 }
 
 bool sl__suspend_refuses(sl_server_t *srv, const char *agent)
 {
-    if (!srv->suspend || !srv->suspend->n_active) return false; /* the hot path's usual case */
+    if (!suspend_state(srv) || !suspend_state(srv)->n_active)
+        return false; /* the hot path's usual case */
     susp_t *r = find(srv, agent);
     if (!r || !r->active) return false;
-    srv->suspend->refusals_total++;
+    suspend_state(srv)->refusals_total++;
     return true;
 }
 
@@ -255,11 +264,11 @@ static void on_synced(int rc, const sl_suspension_t *list, size_t n, const char 
 {
     sync_ctx_t *c = ud;
     sl_server_t *srv = c->srv;
-    srv->suspend->syncing = false;
+    suspend_state(srv)->syncing = false;
     if (rc == SL_ENOTFOUND) {
         fprintf(stderr, "sluiced: %s: writing back the %zu this replica holds\n", errmsg,
-                srv->suspend->n_active);
-        sl__namemap_foreach(&srv->suspend->agents, write_back, srv);
+                suspend_state(srv)->n_active);
+        sl__namemap_foreach(&suspend_state(srv)->agents, write_back, srv);
     }
     if (rc != SL_OK) { /* the backend is away: keep what is known, retry next tick */
         free(c);
@@ -274,7 +283,7 @@ static void on_synced(int rc, const sl_suspension_t *list, size_t n, const char 
         r->stored = true;
         activate(srv, r);
     }
-    sl__namemap_foreach(&srv->suspend->agents, release_unlisted, c);
+    sl__namemap_foreach(&suspend_state(srv)->agents, release_unlisted, c);
     free(c);
 }
 
@@ -354,10 +363,10 @@ static void on_release_written(int rc, double value, const char *errmsg, void *u
     double since_s = r ? t - r->at_s : 0;
     if (r) {
         r->stored = true;
-        r->guard_seq = srv->suspend->sync_seq;
+        r->guard_seq = suspend_state(srv)->sync_seq;
         deactivate(srv, r);
     }
-    srv->suspend->releases_total++;
+    suspend_state(srv)->releases_total++;
     sl__reply_json(w->call, 200,
                    json_pack("{s:s,s:s,s:f}", "status", "released", "agent", w->agent,
                              "suspended_s", since_s));
@@ -410,7 +419,8 @@ static void list_one(const char *key, void *val, void *ud)
 void sl__suspend_list_unflagged(sl_call_t *call, json_t *arr)
 {
     list_ctx_t c = {call, arr};
-    if (call->srv->suspend) sl__namemap_foreach(&call->srv->suspend->agents, list_one, &c);
+    if (suspend_state(call->srv))
+        sl__namemap_foreach(&suspend_state(call->srv)->agents, list_one, &c);
 }
 
 typedef struct unlisted_ctx {
@@ -439,8 +449,8 @@ void sl__suspend_add_unlisted(sl_call_t *call, json_t *arr,
                               bool (*listed)(const char *agent, void *ud), void *ud)
 {
     unlisted_ctx_t c = {call, arr, listed, ud};
-    if (call->srv->suspend && call->srv->suspend->n_active)
-        sl__namemap_foreach(&call->srv->suspend->agents, unlisted_one, &c);
+    if (suspend_state(call->srv) && suspend_state(call->srv)->n_active)
+        sl__namemap_foreach(&suspend_state(call->srv)->agents, unlisted_one, &c);
 }
 
 json_t *sl__suspend_record_json(const sl_server_t *srv, const char *agent)
@@ -451,7 +461,7 @@ json_t *sl__suspend_record_json(const sl_server_t *srv, const char *agent)
 
 void sl__suspend_metrics_render(sl_server_t *srv, struct evbuffer *out)
 {
-    const sl_suspend_t *s = srv->suspend;
+    const sl_suspend_t *s = suspend_state(srv);
     evbuffer_add_printf(
         out,
         "# HELP sluice_agents_suspended Agents suspended now (by any replica).\n"
@@ -469,8 +479,8 @@ void sl__suspend_metrics_render(sl_server_t *srv, struct evbuffer *out)
 
 void sl__suspend_free(sl_server_t *srv)
 {
-    if (!srv->suspend) return;
-    sl__namemap_free_all(&srv->suspend->agents);
-    free(srv->suspend);
-    srv->suspend = NULL;
+    if (!suspend_state(srv)) return;
+    sl__namemap_free_all(&suspend_state(srv)->agents);
+    free(suspend_state(srv));
+    sl__fleet_house_make(srv)->suspend = NULL; /* the house exists: it held this part */
 }

@@ -7,6 +7,7 @@
  * 5 s), which is what the band counters add up. Violations per agent are anomaly.c's
  * (sluice_agent_violations_total).
  */
+#include "fleet.h"
 #include "server.h"
 
 #include <math.h>
@@ -49,10 +50,17 @@ struct sl_watch {
     double sampled_at_s;
 };
 
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
+static sl_watch_t *watch_state(const sl_server_t *srv)
+{
+    return sl__fleet_house(srv)->watch;
+}
+
 static sl_watch_t *watch_of(sl_server_t *srv)
 {
-    if (!srv->watch) srv->watch = calloc(1, sizeof(sl_watch_t));
-    return srv->watch;
+    sl_fleet_house_t *h = sl__fleet_house_make(srv);
+    if (h && !h->watch) h->watch = calloc(1, sizeof(sl_watch_t));
+    return h ? h->watch : NULL;
 }
 
 /* The entry named `name` in a growing array of `size`-byte entries starting with the name. */
@@ -132,7 +140,7 @@ void sl__watch_on_limit_check(sl_server_t *srv, const char *limit, bool allowed,
 static void on_sample(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg, void *ud)
 {
     sl_server_t *srv = ud;
-    sl_watch_t *w = srv->watch;
+    sl_watch_t *w = watch_state(srv);
     (void)errmsg;
     if (rc != SL_OK || !w) return;
     double now = sl_backend_now(srv->backend);
@@ -220,7 +228,7 @@ static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n
                          struct evbuffer *out)
 {
     double now = sl_backend_now(srv->backend), win = srv->config.fleet.window_s;
-    const sl_watch_t *w = srv->watch;
+    const sl_watch_t *w = watch_state(srv);
     pool_watch_t none;
     memset(&none, 0, sizeof(none));
     head(out, "sluice_pool_throttle_ratio", "gauge",
@@ -286,7 +294,7 @@ static void render_limits(sl_server_t *srv, struct evbuffer *out)
         sl_watch_t *w = watch_of(srv);
         if (w) entry((void **)&w->limits, &w->n_limits, sizeof(limit_watch_t), name);
     }
-    sl_watch_t *w = srv->watch;
+    sl_watch_t *w = watch_state(srv);
     size_t n = w ? w->n_limits : 0;
     head(out, "sluice_limit_throttle_ratio", "gauge",
          "Action-limit checks denied or held before their answer over all, in the window.");
@@ -314,9 +322,9 @@ void sl__watch_metrics_render(sl_server_t *srv, const sl_pool_info_t *pools, siz
 
 void sl__watch_free(sl_server_t *srv)
 {
-    if (!srv->watch) return;
-    free(srv->watch->pools);
-    free(srv->watch->limits);
-    free(srv->watch);
-    srv->watch = NULL;
+    if (!watch_state(srv)) return;
+    free(watch_state(srv)->pools);
+    free(watch_state(srv)->limits);
+    free(watch_state(srv));
+    sl__fleet_house_make(srv)->watch = NULL; /* the house exists: it held this part */
 }

@@ -7,7 +7,7 @@
  * come from engine events, never from polling: the backend's GRANTED event for the
  * ticket makes the waiter claim its lease and answer 200 at once.
  */
-#include "server.h"
+#include "lease.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -256,7 +256,11 @@ static void on_lease_decision(int rc, const sl_decision_t *d, const char *errmsg
         sl__reply_engine_error(call, rc, errmsg);
         return;
     }
-    sl__fleet_on_decision(call->srv, json_string_value(json_object_get(call->body, "task")), d);
+    sl_bus_event_t ev = {
+        .kind = SL_BUS_DECISION,
+        .decision = {.task = json_string_value(json_object_get(call->body, "task")), .d = d},
+    };
+    sl__bus_publish(call->srv, &ev);
     if (!call->req && d->status == SL_QUEUED && !d->replayed) {
         /* Closed while a networked backend decided: nobody will wait on the place. */
         sl_backend_ticket_cancel(call->srv->backend, d->ticket, NULL, NULL);

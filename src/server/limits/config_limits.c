@@ -17,7 +17,7 @@
 #include <yaml.h>
 
 #include "limits_json.h"
-#include "server.h" /* sl__name_ok */
+#include "limits_api.h"
 
 static json_t *plain_scalar(const char *s)
 {

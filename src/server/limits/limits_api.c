@@ -18,7 +18,7 @@
  * state (sl_limits_move_state); a changed one starts with fresh keys; counters of the
  * metrics stay per name.
  */
-#include "server.h"
+#include "limits_api.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +55,12 @@ struct sl_limits_api {
     sl_server_t *srv;
 };
 
+/* The feature's state on the server (its slot, features.def); NULL until it is made. */
+static sl_limits_api_t *api_of(const sl_server_t *srv)
+{
+    return srv->slot[SL_FEATURE_ID_limits];
+}
+
 /* A check held until its limit has room. Request strings point into call->body. */
 struct held {
     sl_call_t *call;
@@ -84,7 +90,7 @@ static bool reaches(sl_limits_t *set, const char *name, const char *target, int 
 
 void sl__limits_adapted(sl_server_t *srv, const sl_limit_adapt_event_t *ev)
 {
-    on_adapt(ev, srv->limits);
+    on_adapt(ev, api_of(srv));
 }
 
 static void on_adapt(const sl_limit_adapt_event_t *ev, void *user)
@@ -115,12 +121,12 @@ static void stats_free(limit_stats_t *st, size_t n)
 
 int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
 {
-    sl_limits_api_t *api = srv->limits;
+    sl_limits_api_t *api = api_of(srv);
     if (!api) {
         api = calloc(1, sizeof(*api));
         if (!api) goto oom;
         api->srv = srv;
-        srv->limits = api;
+        srv->slot[SL_FEATURE_ID_limits] = api;
     }
     json_t *cfg = srv->config.limits;
     sl_limits_t *set = NULL;
@@ -200,7 +206,7 @@ static bool same_queue(const held_t *a, const held_t *b)
 /* The oldest held check of `h`'s queue that arrived before it, or NULL. */
 static held_t *ahead_of(const held_t *h)
 {
-    for (held_t *o = h->call->srv->limits->held; o && o != h; o = o->next)
+    for (held_t *o = api_of(h->call->srv)->held; o && o != h; o = o->next)
         if (same_queue(o, h)) return o;
     return NULL;
 }
@@ -218,7 +224,7 @@ static void wake_next(const held_t *h)
 
 static void held_unlink(held_t *h)
 {
-    sl_limits_api_t *api = h->call->srv->limits;
+    sl_limits_api_t *api = api_of(h->call->srv);
     wake_next(h);
     if (h->prev)
         h->prev->next = h->next;
@@ -238,7 +244,7 @@ static void held_unlink(held_t *h)
 void sl__limits_wake_held(sl_server_t *srv, const char *name)
 {
     static const struct timeval now_tv = {0, 0};
-    sl_limits_api_t *api = srv->limits;
+    sl_limits_api_t *api = api_of(srv);
     for (held_t *h = api && api->set ? api->held : NULL; h; h = h->next)
         if (!ahead_of(h) && reaches(api->set, h->name, name, 0))
             evtimer_add(h->call->wait_timer, &now_tv);
@@ -252,12 +258,12 @@ static void on_held_gone(sl_call_t *call)
 
 sl_limits_t *sl__limits_set(const sl_server_t *srv)
 {
-    return srv->limits ? srv->limits->set : NULL;
+    return api_of(srv) ? api_of(srv)->set : NULL;
 }
 
 void sl__limits_shutdown(sl_server_t *srv)
 {
-    sl_limits_api_t *api = srv->limits;
+    sl_limits_api_t *api = api_of(srv);
     sl__limits_redis_shutdown(srv);
     while (api && api->held) {
         sl_call_t *call = api->held->call;
@@ -268,19 +274,19 @@ void sl__limits_shutdown(sl_server_t *srv)
 
 void sl__limits_sweep(sl_server_t *srv)
 {
-    if (srv->limits && srv->limits->set) sl_limits_sweep(srv->limits->set, now_us(srv));
+    if (api_of(srv) && api_of(srv)->set) sl_limits_sweep(api_of(srv)->set, now_us(srv));
 }
 
 void sl__limits_free(sl_server_t *srv)
 {
-    sl_limits_api_t *api = srv->limits;
+    sl_limits_api_t *api = api_of(srv);
     if (!api) return;
     sl__limits_shutdown(srv);
     sl_limits_free(api->set);
     stats_free(api->stats, api->n_stats);
     json_decref(api->config);
     free(api);
-    srv->limits = NULL;
+    srv->slot[SL_FEATURE_ID_limits] = NULL;
 }
 
 /* ---- answers ---------------------------------------------------------------------- */
@@ -326,7 +332,7 @@ static const char *jb_cstr(sl_jbuf_t *b)
  * with them). */
 static void add_ratelimit_headers(sl_call_t *call, const sl_limit_level_t *lv)
 {
-    sl_limits_t *set = call->srv->limits->set;
+    sl_limits_t *set = api_of(call->srv)->set;
     const sl_limit_config_t *cfg = NULL;
     char name[2 * SL_LIMITS_MAX_NAME + 4];
     if (!call->req || !set || sl_limits_config(set, lv->limit_name, &cfg, NULL) != SL_OK) return;
@@ -471,11 +477,18 @@ static json_t *result_json(const sl_limit_result_t *r, double waited_s)
 void sl__limits_reply_result(sl_call_t *call, const char *name, const sl_limit_result_t *r,
                              double waited_s)
 {
-    limit_stats_t *st = stats_of(call->srv->limits, name);
+    limit_stats_t *st = stats_of(api_of(call->srv), name);
     const char *agent = json_string_value(json_object_get(call->body, "agent"));
-    sl__anomaly_on_limit_check(call->srv, agent, r->allowed);
-    sl__watch_on_limit_check(call->srv, name, r->allowed, waited_s > 0,
-                             r->retry_after_us >= 0 ? (double)r->retry_after_us / 1e6 : -1);
+    sl_bus_event_t ev = {
+        .kind = SL_BUS_LIMIT_CHECK,
+        .limit_check = {.limit = name,
+                        .agent = agent,
+                        .allowed = r->allowed,
+                        .delayed = waited_s > 0,
+                        .retry_after_s =
+                            r->retry_after_us >= 0 ? (double)r->retry_after_us / 1e6 : -1},
+    };
+    sl__bus_publish(call->srv, &ev);
     if (st) {
         if (r->allowed)
             st->allowed++;
@@ -505,7 +518,7 @@ void sl__limits_reply_result(sl_call_t *call, const char *name, const sl_limit_r
 /* A library error as an answer; a per: team level of an agent in no team says so. */
 void sl__limits_reply_error(sl_call_t *call, int rc, const sl_limit_request_t *req)
 {
-    const char *msg = sl_limits_errmsg(call->srv->limits->set);
+    const char *msg = sl_limits_errmsg(api_of(call->srv)->set);
     if (rc == SL_EINVAL && !strncmp(msg, "team", 4) && !req->team) {
         sl__reply_error(call, 400, "invalid_request",
                         "agent: '%s' is in no team (caps.teams.NAME.members), and %s", req->agent,
@@ -570,7 +583,7 @@ static int read_request(sl_call_t *call, const char *name, const char *const *fi
 {
     char msg[320];
     json_t *b = call->body;
-    sl_limits_t *set = call->srv->limits->set;
+    sl_limits_t *set = api_of(call->srv)->set;
     memset(req, 0, sizeof(*req));
     if (sl__json_check_fields(b, fields, msg, sizeof(msg)) < 0 ||
         sl__json_get_string(b, "agent", true, AGENT_MAX_CHARS, true, &req->agent, msg,
@@ -616,7 +629,7 @@ static void on_held_timer(evutil_socket_t fd, short what, void *ud)
 {
     sl_call_t *call = ud;
     held_t *h = call->owner;
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     (void)fd, (void)what;
     int64_t now = now_us(call->srv);
     if (ahead_of(h) && now < h->deadline_us) { /* the check ahead is woken first */
@@ -660,7 +673,7 @@ static void held_arm(held_t *h, int64_t at_us, int64_t now)
 static int hold(sl_call_t *call, const char *name, const sl_limit_request_t *req, int64_t now,
                 int64_t at_us, int64_t deadline_us)
 {
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     held_t *h = calloc(1, sizeof(*h));
     if (!h) return -1;
     if (!call->wait_timer) call->wait_timer = evtimer_new(call->srv->base, on_held_timer, call);
@@ -693,7 +706,7 @@ static int hold(sl_call_t *call, const char *name, const sl_limit_request_t *req
 static void handle_check(sl_call_t *call, const char *name)
 {
     static const char *const fields[] = {"agent", "key", "hits", "action", "wait", NULL};
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     sl_limit_request_t req;
     char msg[320];
     int64_t hits = 1;
@@ -711,7 +724,12 @@ static void handle_check(sl_call_t *call, const char *name)
         return;
     }
     /* After the 400/403 checks (docs/api.md "Suspension"): suspended, nothing checked. */
-    if (sl__anomaly_refuse(call, req.agent, NULL)) return;
+    sl_refusal_t ref;
+    if (sl__admit_agent(call, SL_ADMIT_ACTION, req.agent, NULL, &ref) < 0) {
+        double now = sl_backend_now(call->srv->backend);
+        sl__reply_rejected(call, ref.type, ref.retry_after_s, now + ref.retry_after_s);
+        return;
+    }
     req.hits = hits;
     wait_s = fmin(wait_s, call->srv->config.max_wait_s);
     int64_t now = now_us(call->srv);
@@ -751,7 +769,7 @@ static void handle_check(sl_call_t *call, const char *name)
 static void handle_release(sl_call_t *call, const char *name)
 {
     static const char *const fields[] = {"agent", "key", NULL};
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     sl_limit_request_t req;
     if (read_request(call, name, fields, &req) < 0) return;
     if (sl__limits_redis_release(call, name, &req)) return;
@@ -773,7 +791,7 @@ static void handle_release(sl_call_t *call, const char *name)
 static void handle_report(sl_call_t *call, const char *name)
 {
     static const char *const fields[] = {"agent", "key", "successes", "errors", NULL};
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     sl_limit_request_t req;
     char msg[320];
     int64_t successes = 0, errors = 0;
@@ -822,7 +840,7 @@ static json_t *limit_json(sl_limits_api_t *api, const char *name)
 /* GET /v1/limits/NAME?key=K: K is the level's key (an agent, a team, or the key). */
 static void handle_view(sl_call_t *call, const char *name, const char *query)
 {
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     json_t *j = limit_json(api, name);
     if (!j) {
         sl__reply_error(call, 404, "not_found", "limit: '%s' is not configured", name);
@@ -881,7 +899,7 @@ static void handle_view(sl_call_t *call, const char *name, const char *query)
 
 static void handle_list(sl_call_t *call)
 {
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     json_t *list = json_array();
     size_t n = api->set ? sl_limits_count(api->set) : 0;
     for (size_t i = 0; list && i < n; i++)
@@ -891,7 +909,7 @@ static void handle_list(sl_call_t *call)
 
 void sl__handle_limits(sl_call_t *call, const char *name, const char *action, const char *query)
 {
-    sl_limits_api_t *api = call->srv->limits;
+    sl_limits_api_t *api = api_of(call->srv);
     if (!name) {
         handle_list(call);
         return;
@@ -929,7 +947,7 @@ static void label(struct evbuffer *out, const char *s)
 
 void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out)
 {
-    const sl_limits_api_t *api = srv->limits;
+    const sl_limits_api_t *api = api_of(srv);
     if (!api || api->n_stats == 0) return;
     evbuffer_add_printf(out, "# HELP sluice_limit_checks_total Action-limit checks answered, "
                              "by limit and result (allowed, denied).\n"

@@ -28,7 +28,7 @@
  * noticed whether an answer is being written to it or not. The real key is only ever in the upstream
  * request's header list; nothing here logs headers or echoes upstream requests.
  */
-#include "server.h"
+#include "proxy.h"
 #include "upstream.h"
 
 #include <errno.h>
@@ -57,6 +57,12 @@ struct sl_proxy {
     sl_idmap_t waiters; /* ticket -> px_t waiting on it */
     struct px *calls;   /* every call in progress */
 };
+
+/* The feature's state on the server (its slot, features.def); NULL until it is made. */
+static sl_proxy_t *proxy_of(const sl_server_t *srv)
+{
+    return srv->slot[SL_FEATURE_ID_proxy];
+}
 
 typedef enum px_phase {
     PX_START = 0, /* identifying, estimating, asking for the lease */
@@ -741,8 +747,13 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
         px_error(px, status, "sluice: %s", errmsg && *errmsg ? errmsg : sl_strerror(rc));
         return;
     }
-    if (px->phase == PX_START) /* the request's answer, not a queued ticket's poll */
-        sl__fleet_on_decision(px->srv, in_header(px, "x-sluice-task"), d);
+    if (px->phase == PX_START) { /* the request's answer, not a queued ticket's poll */
+        sl_bus_event_t ev = {
+            .kind = SL_BUS_DECISION,
+            .decision = {.task = in_header(px, "x-sluice-task"), .d = d},
+        };
+        sl__bus_publish(px->srv, &ev);
+    }
     switch (d->status) {
     case SL_GRANTED:
         px->lease = d->lease;
@@ -790,11 +801,11 @@ static void on_ticket_event(sl_proxy_t *proxy, const sl_event_t *ev)
     }
 }
 
-static void on_backend_event(const sl_event_t *ev, void *ud)
+/* The proxy's share of the bus (proxy_feature.c): engine events about its tickets. */
+void sl__proxy_on_event(sl_server_t *srv, const sl_bus_event_t *ev)
 {
-    sl_server_t *srv = ud;
-    sl__events_on_backend_event(ev, srv);
-    if (srv->proxy && ev->ticket) on_ticket_event(srv->proxy, ev);
+    if (ev->kind == SL_BUS_ENGINE && proxy_of(srv) && ev->engine->ticket)
+        on_ticket_event(proxy_of(srv), ev->engine);
 }
 
 /* ---- the client leaving ---------------------------------------------------------------------- */
@@ -1390,14 +1401,14 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
         sl__reply_error(call, 503, "out_of_memory", "proxy: out of memory");
         return true;
     }
-    px->proxy = srv->proxy;
+    px->proxy = proxy_of(srv);
     px->srv = srv;
     px->call = call;
     px->api = api;
     px->retry_after_s = -1;
-    px->next = srv->proxy->calls;
+    px->next = proxy_of(srv)->calls;
     if (px->next) px->next->prev = px;
-    srv->proxy->calls = px;
+    proxy_of(srv)->calls = px;
     char path[320];
     size_t raw_len;
     const char *raw = sl_hreq_path(call->req, &raw_len); /* routed as it came: byte for byte */
@@ -1454,28 +1465,27 @@ int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
         snprintf(err, errlen, "proxy: libcurl cannot be initialised");
         return -1;
     }
-    srv->proxy = proxy;
+    srv->slot[SL_FEATURE_ID_proxy] = proxy;
     const sl_config_t *c = &srv->config;
     for (size_t i = 0; i < c->settings.n_pools; i++)
         if (c->upstreams && c->upstreams[i].url) {
             tokenizer(proxy); /* loaded now rather than on the first call */
             break;
         }
-    sl_backend_set_event_cb(srv->backend, on_backend_event, srv);
     return 0;
 }
 
 size_t sl__proxy_in_flight(const sl_server_t *srv)
 {
     size_t n = 0;
-    for (const px_t *px = srv->proxy ? srv->proxy->calls : NULL; px; px = px->next)
+    for (const px_t *px = proxy_of(srv) ? proxy_of(srv)->calls : NULL; px; px = px->next)
         n += px->phase == PX_UPSTREAM;
     return n;
 }
 
 void sl__proxy_shutdown(sl_server_t *srv, bool drain)
 {
-    sl_proxy_t *proxy = srv->proxy;
+    sl_proxy_t *proxy = proxy_of(srv);
     if (!proxy) return;
     px_t *kept = NULL; /* draining: calls the provider is answering go on */
     while (proxy->calls) {
@@ -1515,12 +1525,12 @@ void sl__proxy_shutdown(sl_server_t *srv, bool drain)
 
 void sl__proxy_free(sl_server_t *srv)
 {
-    sl_proxy_t *proxy = srv->proxy;
+    sl_proxy_t *proxy = proxy_of(srv);
     if (!proxy) return;
     sl__proxy_shutdown(srv, false);
     sl_upstream_free(proxy->up);
     sl_tokenizer_free(proxy->tok);
     sl__idmap_free(&proxy->waiters);
     free(proxy);
-    srv->proxy = NULL;
+    srv->slot[SL_FEATURE_ID_proxy] = NULL;
 }

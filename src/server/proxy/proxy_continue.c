@@ -24,7 +24,7 @@
  *   - the continuation is a new call: sampled afresh, its input billed again.
  *
  * Pure functions on JSON: the proxy (proxy.c) does the leases and the I/O. */
-#include "server.h"
+#include "proxy.h"
 
 #include <ctype.h>
 #include <stdlib.h>

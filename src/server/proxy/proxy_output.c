@@ -19,7 +19,7 @@
  * the call asks (`output_reserve: learned`, a share cap), the body is rewritten so the
  * provider is asked to hold no more than was reserved: the per-choice limit becomes
  * floor(reserved / n). Pure functions on parsed JSON: no I/O. */
-#include "server.h"
+#include "proxy.h"
 
 #include <string.h>
 

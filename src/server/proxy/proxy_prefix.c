@@ -10,7 +10,7 @@
  * message (tools and the earlier messages: what consecutive calls of a loop share).
  * Each part is hashed as compact JSON with sorted keys, cache_control taken out, so the
  * hash follows the content, not the key order an SDK happens to write. */
-#include "server.h"
+#include "proxy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

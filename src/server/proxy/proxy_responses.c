@@ -19,7 +19,7 @@
  * is passed on as its bytes arrive once its `event:` line has been read; only the last
  * event (the Response with its usage) is held whole to be parsed.
  */
-#include "server.h"
+#include "proxy.h"
 
 #include <string.h>
 

@@ -14,7 +14,7 @@
  * encoded slash is a 404 here, so no HTTP client or provider server can resolve what
  * leaves with the pool's key into another endpoint (`/models/..?x=1` into `/v1/?x=1`).
  */
-#include "server.h"
+#include "proxy.h"
 
 #include <string.h>
 

@@ -17,7 +17,7 @@
  * and jansson parses just that value. On a proxied call this was a tenth of sluiced's
  * time; it grows with the answer, which the usage does not.
  */
-#include "server.h"
+#include "proxy.h"
 
 #include <string.h>
 

@@ -3,9 +3,11 @@
  * Deletion shifts the following entries of the probe run back (no tombstones), so a map
  * whose agents or tasks come and go does not fill up with dead slots.
  */
-#include "fleet.h"
+#include "namemap.h"
 
 #include <assert.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,0 +1,51 @@
+/* lease_feature.c - the lease API registers with the core (features.def): its routes, and the
+ * engine events that answer the long-polls waiting on a ticket. */
+#include "lease.h"
+
+static void r_lease_post(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)seg, (void)m, (void)q;
+    sl__handle_lease_post(c);
+}
+static void r_lease_cancel(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)q;
+    sl__handle_lease_action(c, seg[2], NULL, m);
+}
+static void r_lease_action(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)q;
+    sl__handle_lease_action(c, seg[2], seg[3], m);
+}
+static void r_ticket(sl_call_t *c, char **seg, int m, const char *q)
+{
+    sl__handle_ticket(c, seg[2], m, q);
+}
+
+static const sl_route_t routes[] = {
+    {2, {"v1", "leases"}, "POST", SL_ROUTE_TOKEN, false, r_lease_post},
+    {3, {"v1", "leases", "*"}, "DELETE", SL_ROUTE_TOKEN, false, r_lease_cancel},
+    {4, {"v1", "leases", "*", "settle"}, "POST", SL_ROUTE_TOKEN, false, r_lease_action},
+    {4, {"v1", "leases", "*", "extend"}, "POST", SL_ROUTE_TOKEN, false, r_lease_action},
+    {3, {"v1", "tickets", "*"}, "GET, DELETE", SL_ROUTE_TOKEN, false, r_ticket},
+};
+
+static void on_event(sl_server_t *srv, const sl_bus_event_t *ev)
+{
+    if (ev->kind == SL_BUS_ENGINE) sl__waiters_on_event(srv, ev->engine);
+}
+
+/* Long-polls are answered 503 at once: a waiting ticket has nothing under way. */
+static void answer_waiters(sl_server_t *srv, bool drain)
+{
+    (void)drain;
+    sl__waiters_shutdown(srv);
+}
+
+const sl_feature_t sl_feature_lease = {
+    .name = "lease",
+    .routes = routes,
+    .n_routes = sizeof(routes) / sizeof(routes[0]),
+    .on_event = on_event,
+    .shutdown = answer_waiters,
+};

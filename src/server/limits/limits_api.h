@@ -1,0 +1,32 @@
+/* limits_api.h - the action limits' feature (limits_api.c, config_limits.c,
+ * limits_feature.c): internal to src/server/limits/. */
+#ifndef SL_LIMITS_API_H
+#define SL_LIMITS_API_H
+
+#include "server.h"
+
+typedef struct sl_limits_api sl_limits_api_t;
+
+/* limits_api.c: the /v1/limits routes over the action-limits library (docs/limits.md). */
+/* (Re)builds the limit set from srv->config.limits. A limit whose configuration is the
+ * same as the running one keeps its per-key state; a new or changed one starts fresh; a
+ * removed one is gone (checks held on it are answered 404 when they re-check). Returns 0,
+ * or -1 with `err` (out of memory; the running set stays). */
+int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen);
+/* Forgets every action-limit key at rest (it would answer as a fresh key): housekeeping. */
+void sl__limits_sweep(sl_server_t *srv);
+/* Answers every check still held (503) and stops their timers. */
+void sl__limits_shutdown(sl_server_t *srv);
+void sl__limits_free(sl_server_t *srv);
+/* GET /v1/limits (name NULL), GET /v1/limits/NAME, POST /v1/limits/NAME/{check,release,report}. */
+void sl__handle_limits(sl_call_t *call, const char *name, const char *action, const char *query);
+/* Appends the limits' Prometheus lines to `out`. */
+void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out);
+
+/* config_limits.c: reads the `limits:` mapping `section` of `doc` into `*out` (replacing
+ * it) as the limits library's JSON, validated and linked on a scratch set. Returns 0, or
+ * -1 with `err` holding "FILE:LINE: limits.NAME.FIELD: ..." (the field's line). */
+int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, json_t **out, char *err, size_t errlen);
+
+#endif /* SL_LIMITS_API_H */
