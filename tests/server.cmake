@@ -24,3 +24,5 @@ sl_unit_test(test_jsonfmt sluiced_core)
 sl_unit_test(test_fleet_helpers sluiced_core)
 # The one error->HTTP table (errors.def), in the lease API's and the provider's dialect.
 sl_unit_test(test_error_table sluiced_core)
+# The feature table (core/features.def) and the event bus.
+sl_unit_test(test_feature_table sluiced_core)
