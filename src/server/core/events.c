@@ -78,7 +78,7 @@ static void set_tokens(json_t *j, const sl_event_t *ev)
     json_object_set_new(j, "output_tokens", json_integer(ev->output_tokens));
 }
 
-static json_t *event_json(const sl_event_t *ev)
+json_t *sl__event_json(const sl_event_t *ev)
 {
     json_t *j = json_pack("{s:f,s:s}", "ts", ev->now_s, "event", kind_name(ev->kind));
     if (!j) return NULL;
@@ -358,7 +358,7 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
     track_owners(srv, ev);
     sl__metrics_on_event(srv->metrics, ev);
     if (srv->event_log || srv->streams) {
-        json_t *j = event_json(ev);
+        json_t *j = sl__event_json(ev);
         char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
         if (line && srv->event_log) {
             fputs(line, srv->event_log);

@@ -29,6 +29,7 @@ struct sl_config;
 struct sl_refusal;
 struct yaml_document_s;
 struct yaml_node_s;
+struct json_t;
 
 /* One number per feature, in features.def's order: the index of its state slot
  * (sl_server_t.slot) and of its entry in sl__features. */
@@ -48,10 +49,10 @@ typedef enum sl_route_auth {
 
 /* One endpoint of the /v1 API (or the health routes): the path as segments ("*" matches
  * any one segment), the methods allowed, and the handler. The router (core/http.c) finds
- * the first route, in features.def's order and then the feature's own order, whose
- * segments match; then authenticates (auth), checks the Content-Type and reads the body
- * of a POST or PUT (required unless body_optional), answers 405 with `allow` when the
- * method is not listed, and calls `fn` with the path's segments (decoded), the method
+ * the first route whose segments match (the core's own, then each feature's in
+ * features.def's order); then authenticates (auth), checks the Content-Type and reads
+ * the body of a POST or PUT (required unless body_optional), answers 405 with `allow` when
+ * the method is not listed, and calls `fn` with the path's segments (decoded), the method
  * (sl_http_method_t; HEAD as GET) and the query string (NULL when none). */
 typedef struct sl_route {
     int n;              /* how many segments the path has (1-4) */
@@ -149,6 +150,9 @@ typedef struct sl_feature {
     int (*admit_check)(struct sl_call *call, sl_admit_kind_t kind, const char *agent,
                        const char *role, struct sl_refusal *ref);
 
+    /* Adds the feature's fields to an agent's JSON `obj` (json_t: GET /v1/agents, the
+     * dashboard's page; sl__agent_json). */
+    void (*annotate_agent)(struct sl_server *srv, const char *agent, struct json_t *obj);
     /* GET /metrics: appends its Prometheus lines; `pools` is the scrape's snapshot. */
     void (*metrics)(struct sl_call *call, const sl_pool_info_t *pools, size_t n_pools,
                     struct evbuffer *out);
@@ -183,6 +187,8 @@ void sl__bus_publish(struct sl_server *srv, const sl_bus_event_t *ev);
  * the first that refused (the ones after it are not asked). */
 int sl__admit_agent(struct sl_call *call, sl_admit_kind_t kind, const char *agent, const char *role,
                     struct sl_refusal *ref);
+/* Every feature's annotate_agent on `obj`. */
+void sl__features_annotate_agent(struct sl_server *srv, const char *agent, struct json_t *obj);
 void sl__features_metrics(struct sl_call *call, const sl_pool_info_t *pools, size_t n_pools,
                           struct evbuffer *out);
 void sl__features_tick(struct sl_server *srv, unsigned quarter);

@@ -9,6 +9,7 @@
 #include "server.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SL_FEATURE(name, summary) extern const sl_feature_t sl_feature_##name;
@@ -22,6 +23,18 @@ const sl_feature_t *const sl__features[SL_FEATURE_COUNT] = {
 };
 
 #define N SL_FEATURE_COUNT
+
+void *sl__slot_make(sl_server_t *srv, sl_feature_id_t id, size_t size)
+{
+    if (!srv->slot[id]) srv->slot[id] = calloc(1, size);
+    return srv->slot[id];
+}
+
+void sl__features_annotate_agent(sl_server_t *srv, const char *agent, json_t *obj)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->annotate_agent) sl__features[i]->annotate_agent(srv, agent, obj);
+}
 
 void sl__bus_publish(sl_server_t *srv, const sl_bus_event_t *ev)
 {

@@ -100,6 +100,10 @@ struct sl_server {
     void *slot[SL_FEATURE_COUNT];
 };
 
+/* features.c: a feature's slot holding a zeroed struct of `size` bytes, made on first
+ * call (NULL when out of memory); the feature's `free` hook frees it. */
+void *sl__slot_make(sl_server_t *srv, sl_feature_id_t id, size_t size);
+
 /* http.c */
 int sl__server_start(sl_server_t *srv, char *err, size_t errlen);
 void sl__server_stop(sl_server_t *srv);
@@ -229,6 +233,11 @@ size_t sl__bound_limit_headers(const sl_server_t *srv, const char *pool, bool fr
 
 /* state.c */
 void sl__handle_pools(sl_call_t *call, const char *pool);
+/* One pool as GET /v1/pools writes it (NULL when out of memory). */
+json_t *sl__pool_json(sl_backend_t *backend, const sl_pool_info_t *p);
+/* One agent as GET /v1/agents writes it: the engine's fields, then each feature's
+ * (annotate_agent: the fleet's anomaly flag and suspension). NULL when out of memory. */
+json_t *sl__agent_json(sl_server_t *srv, const sl_agent_info_t *a);
 void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
@@ -285,6 +294,8 @@ void sl__jb_key_seconds(sl_jbuf_t *b, const char *key, double v);
 
 /* events.c */
 void sl__events_on_backend_event(const sl_event_t *ev, void *ud);
+/* One engine event as the event log and /v1/events write it (NULL when out of memory). */
+json_t *sl__event_json(const sl_event_t *ev);
 int sl__events_open_log(sl_server_t *srv, char *err, size_t errlen);
 void sl__events_flush(sl_server_t *srv);
 void sl__events_subscribe(sl_call_t *call);

@@ -39,7 +39,7 @@ static json_t *pool_config_json(const sl_pool_config_t *c)
     return j;
 }
 
-static json_t *pool_json(sl_backend_t *backend, const sl_pool_info_t *p)
+json_t *sl__pool_json(sl_backend_t *backend, const sl_pool_info_t *p)
 {
     json_t *buckets = json_object();
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
@@ -78,6 +78,21 @@ static json_t *pool_json(sl_backend_t *backend, const sl_pool_info_t *p)
     return out;
 }
 
+json_t *sl__agent_json(sl_server_t *srv, const sl_agent_info_t *a)
+{
+    json_t *j = json_pack("{s:s,s:s,s:f,s:I,s:f,s:b,s:I,s:I,s:I,s:I,s:I,s:s}", "name", a->name,
+                          "role", a->role ? a->role : "", "weight", a->weight, "repeats",
+                          (json_int_t)a->repeats, "estimate_error", a->estimate_error,
+                          "estimate_error_alert", a->alert_estimate_error, "leases",
+                          (json_int_t)a->leases, "queued", (json_int_t)a->queued, "tokens_in",
+                          (json_int_t)a->tokens_in, "tokens_out", (json_int_t)a->tokens_out,
+                          "got_429", (json_int_t)a->got_429, "state", a->state ? a->state : "");
+    if (!j) return NULL;
+    if (a->team) json_object_set_new(j, "team", json_string(a->team));
+    sl__features_annotate_agent(srv, a->name, j);
+    return j;
+}
+
 static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
@@ -86,12 +101,12 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
         return;
     }
     if (call->pool[0]) {
-        sl__reply_json(call, 200, pool_json(call->srv->backend, &pools[0]));
+        sl__reply_json(call, 200, sl__pool_json(call->srv->backend, &pools[0]));
         return;
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, pool_json(call->srv->backend, &pools[i]));
+        json_array_append_new(arr, sl__pool_json(call->srv->backend, &pools[i]));
     sl__reply_json(call, 200, json_pack("{s:o}", "pools", arr));
 }
 

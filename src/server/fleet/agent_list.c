@@ -47,21 +47,6 @@ static bool listed(const char *agent, void *ud)
     return bsearch(&key, all, n, sizeof(key), by_name) != NULL;
 }
 
-static json_t *info_json(sl_server_t *srv, const sl_agent_info_t *a)
-{
-    json_t *j = json_pack("{s:s,s:s,s:f,s:I,s:f,s:b,s:I,s:I,s:I,s:I,s:I,s:s}", "name", a->name,
-                          "role", a->role ? a->role : "", "weight", a->weight, "repeats",
-                          (json_int_t)a->repeats, "estimate_error", a->estimate_error,
-                          "estimate_error_alert", a->alert_estimate_error, "leases",
-                          (json_int_t)a->leases, "queued", (json_int_t)a->queued, "tokens_in",
-                          (json_int_t)a->tokens_in, "tokens_out", (json_int_t)a->tokens_out,
-                          "got_429", (json_int_t)a->got_429, "state", a->state ? a->state : "");
-    if (!j) return NULL;
-    if (a->team) json_object_set_new(j, "team", json_string(a->team));
-    sl__anomaly_annotate(srv, a->name, j);
-    return j;
-}
-
 static void on_agents(int rc, const sl_agent_info_t *a, size_t n, void *ud)
 {
     page_t *pg = ud;
@@ -102,7 +87,7 @@ static void on_agents(int rc, const sl_agent_info_t *a, size_t n, void *ud)
     json_t *arr = json_array();
     size_t shown = m < (size_t)pg->limit ? m : (size_t)pg->limit;
     for (size_t i = 0; page && i < shown; i++)
-        json_array_append_new(arr, page[i].info ? info_json(call->srv, page[i].info)
+        json_array_append_new(arr, page[i].info ? sl__agent_json(call->srv, page[i].info)
                                                 : json_incref(page[i].j));
     json_t *next = page && m > shown ? json_string(page[shown - 1].name) : json_null();
     free(page);

@@ -19,9 +19,7 @@ const sl_fleet_house_t *sl__fleet_house(const sl_server_t *srv)
 
 sl_fleet_house_t *sl__fleet_house_make(sl_server_t *srv)
 {
-    if (!srv->slot[SL_FEATURE_ID_fleet])
-        srv->slot[SL_FEATURE_ID_fleet] = calloc(1, sizeof(sl_fleet_house_t));
-    return srv->slot[SL_FEATURE_ID_fleet];
+    return sl__slot_make(srv, SL_FEATURE_ID_fleet, sizeof(sl_fleet_house_t));
 }
 
 /* ---- routes ---------------------------------------------------------------------------- */
@@ -182,6 +180,7 @@ const sl_feature_t sl_feature_fleet = {
     .n_routes = sizeof(routes) / sizeof(routes[0]),
     .on_event = on_event,
     .admit_check = admit_check,
+    .annotate_agent = sl__anomaly_annotate,
     .metrics = metrics,
     .tick = tick,
     .reload_prepare = reload_prepare,

@@ -19,7 +19,7 @@ void sl__proxy_on_event(sl_server_t *srv, const sl_bus_event_t *ev);
  * left to finish (sl__proxy_in_flight counts them); the rest are answered. */
 void sl__proxy_shutdown(sl_server_t *srv, bool drain);
 size_t sl__proxy_in_flight(const sl_server_t *srv);
-/* Frees the proxy (after shutdown). NULL srv->proxy is allowed. */
+/* Frees the proxy (after shutdown); nothing when it never started. */
 void sl__proxy_free(sl_server_t *srv);
 /* Handles `call` when its path is a proxy endpoint (segment 0 "anthropic" or "openai")
  * and returns true; false leaves the call alone. The body has not been read and auth
