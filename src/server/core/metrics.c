@@ -152,7 +152,7 @@ static void pool_sample(struct evbuffer *out, const char *metric, const char *po
 static const sl_hist_t empty_histogram;
 
 void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size_t n_pools,
-                        size_t n_waiters, struct evbuffer *out)
+                        struct evbuffer *out)
 {
     head(out, "sluice_leases_total", "counter", "Lease requests by answer.");
     for (size_t i = 0; i < n_pools; i++) {
@@ -247,6 +247,4 @@ void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size
                         m->backend_unavailable ? 1 : 0);
     evbuffer_add_printf(out, "sluice_alert{name=\"state_file_damaged\",pool=\"\"} %d\n",
                         m->state_file_damaged ? 1 : 0);
-    head(out, "sluice_long_poll_waiters", "gauge", "HTTP requests held open waiting for a grant.");
-    evbuffer_add_printf(out, "sluice_long_poll_waiters %zu\n", n_waiters);
 }

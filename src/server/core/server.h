@@ -83,7 +83,6 @@ struct sl_server {
     FILE *event_log;
     bool event_log_dirty;
     struct event *housekeeping; /* flushes the event log, forgets old owners, pings streams */
-    sl_idmap_t waiters;         /* ticket -> sl_call_t waiting on it */
     sl_idmap_t lease_owner;     /* lease -> sl_owner_t */
     sl_idmap_t ticket_owner;    /* ticket -> sl_owner_t */
     sl_namemap_t report_holds;  /* "pool \x1f token" -> double: when that token's reports
@@ -91,7 +90,6 @@ struct sl_server {
     sl_call_t *streams;         /* SSE subscribers */
     size_t n_streams;
     uint64_t streams_dropped; /* subscribers let go for not reading (events.c) */
-    size_t n_waiters;
     bool shutting_down;
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
     double shutdown_started_s; /* monotonic, when SIGTERM/SIGINT arrived */
@@ -269,7 +267,7 @@ void sl__metrics_free(sl_metrics_t *m);
 void sl__metrics_on_event(sl_metrics_t *m, const sl_event_t *ev);
 /* Appends the Prometheus text for `pools` and the event counters to `out`. */
 void sl__metrics_render(const sl_metrics_t *m, const sl_pool_info_t *pools, size_t n_pools,
-                        size_t n_waiters, struct evbuffer *out);
+                        struct evbuffer *out);
 
 /* jsonfmt.c: the hot answers (grant, settle) written without printf. */
 typedef struct sl_jbuf {

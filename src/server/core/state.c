@@ -326,7 +326,7 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
         sl__reply_error(call, 503, "out_of_memory", "metrics: out of memory");
         return;
     }
-    sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
+    sl__metrics_render(call->srv->metrics, pools, n, out);
     sl__events_metrics_render(call->srv, out);
     sl__features_metrics(call, pools, n, out);
     if (call->req)

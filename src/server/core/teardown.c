@@ -25,6 +25,5 @@ void sl__server_free_state(sl_server_t *srv)
     sl__idmap_foreach(&srv->ticket_owner, free_owner, NULL);
     sl__idmap_free(&srv->lease_owner);
     sl__idmap_free(&srv->ticket_owner);
-    sl__idmap_free(&srv->waiters);
     sl__namemap_free_all(&srv->report_holds);
 }

@@ -2,6 +2,8 @@
  * engine events that answer the long-polls waiting on a ticket. */
 #include "lease.h"
 
+#include <event2/buffer.h>
+
 static void r_lease_post(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)seg, (void)m, (void)q;
@@ -42,10 +44,23 @@ static void answer_waiters(sl_server_t *srv, bool drain)
     sl__waiters_shutdown(srv);
 }
 
+static void metrics(sl_call_t *call, const sl_pool_info_t *pools, size_t n_pools,
+                    struct evbuffer *out)
+{
+    (void)pools, (void)n_pools;
+    evbuffer_add_printf(out,
+                        "# HELP sluice_long_poll_waiters HTTP requests held open waiting for a "
+                        "grant.\n# TYPE sluice_long_poll_waiters gauge\n"
+                        "sluice_long_poll_waiters %zu\n",
+                        sl__waiters_count(call->srv));
+}
+
 const sl_feature_t sl_feature_lease = {
     .name = "lease",
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),
     .on_event = on_event,
+    .metrics = metrics,
     .shutdown = answer_waiters,
+    .free = sl__waiters_free,
 };

@@ -131,13 +131,21 @@ static void answer_decision(sl_call_t *call, const sl_decision_t *d)
 
 /* ---- waiters ---------------------------------------------------------------------- */
 
+/* The long-polls waiting on a ticket, in the lease API's slot (features.def); NULL until
+ * the first one. */
+static sl_lease_api_t *state_of(const sl_server_t *srv)
+{
+    return srv->slot[SL_FEATURE_ID_lease];
+}
+
 static void end_wait(sl_call_t *call, bool unhold)
 {
     sl_server_t *srv = call->srv;
     if (call->mode != SL_CALL_WAITING) return;
-    if (sl__idmap_get(&srv->waiters, call->ticket) == call)
-        sl__idmap_del(&srv->waiters, call->ticket);
-    srv->n_waiters--;
+    sl_lease_api_t *ls = state_of(srv); /* made when the wait began */
+    if (sl__idmap_get(&ls->waiters, call->ticket) == call)
+        sl__idmap_del(&ls->waiters, call->ticket);
+    ls->n_waiters--;
     call->mode = SL_CALL_PLAIN;
     if (call->wait_timer) event_del(call->wait_timer);
     call->gone = NULL;
@@ -177,20 +185,21 @@ static void on_waiter_gone(sl_call_t *call)
 static void start_wait(sl_call_t *call, uint64_t ticket, double wait_s)
 {
     sl_server_t *srv = call->srv;
-    sl_call_t *earlier = sl__idmap_get(&srv->waiters, ticket);
+    sl_lease_api_t *ls = sl__slot_make(srv, SL_FEATURE_ID_lease, sizeof(*ls));
+    sl_call_t *earlier = ls ? sl__idmap_get(&ls->waiters, ticket) : NULL;
     if (earlier) {
         /* Two clients on one ticket: the newer waits, the older gets the state now. */
         end_wait(earlier, false);
         sl_backend_ticket_poll(srv->backend, ticket, on_poll_answer, earlier);
     }
-    if (sl__idmap_put(&srv->waiters, ticket, call) < 0) {
+    if (!ls || sl__idmap_put(&ls->waiters, ticket, call) < 0) {
         sl_backend_ticket_poll(srv->backend, ticket, on_poll_answer, call);
         return;
     }
     call->mode = SL_CALL_WAITING;
     call->ticket = ticket;
     call->started_s = sl_backend_now(srv->backend);
-    srv->n_waiters++;
+    ls->n_waiters++;
     if (!call->wait_timer) call->wait_timer = evtimer_new(srv->base, on_wait_timeout, call);
     struct timeval tv = {.tv_sec = (time_t)wait_s,
                          .tv_usec = (suseconds_t)((wait_s - floor(wait_s)) * 1e6)};
@@ -206,7 +215,8 @@ static void start_wait(sl_call_t *call, uint64_t ticket, double wait_s)
 void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev)
 {
     if (!ev->ticket) return;
-    sl_call_t *call = sl__idmap_get(&srv->waiters, ev->ticket);
+    sl_lease_api_t *ls = state_of(srv);
+    sl_call_t *call = ls ? sl__idmap_get(&ls->waiters, ev->ticket) : NULL;
     if (!call) return;
     switch (ev->kind) {
     case SL_EV_GRANTED:
@@ -242,9 +252,23 @@ static void shutdown_waiter(uint64_t key, void *val, void *ud)
                     "server: sluiced is shutting down; retry elsewhere");
 }
 
+size_t sl__waiters_count(const sl_server_t *srv)
+{
+    return state_of(srv) ? state_of(srv)->n_waiters : 0;
+}
+
+void sl__waiters_free(sl_server_t *srv)
+{
+    sl_lease_api_t *ls = state_of(srv);
+    if (!ls) return;
+    sl__idmap_free(&ls->waiters);
+    free(ls);
+    srv->slot[SL_FEATURE_ID_lease] = NULL;
+}
+
 void sl__waiters_shutdown(sl_server_t *srv)
 {
-    sl__idmap_foreach(&srv->waiters, shutdown_waiter, NULL);
+    if (state_of(srv)) sl__idmap_foreach(&state_of(srv)->waiters, shutdown_waiter, NULL);
 }
 
 /* ---- POST /v1/leases -------------------------------------------------------------- */
