@@ -174,8 +174,10 @@ export class Lease {
   state: 'open' | 'settled' | 'cancelled';
   record(usage: UsageLike): this;
   settle(usage?: UsageLike): Promise<SettleResult>;
-  cancel(): Promise<void>;
-  extend(ttl: number): Promise<this>;
+  /** Resolves sluiced's answer ({status: "cancelled"}), or null for a local lease. */
+  cancel(): Promise<Record<string, unknown> | null>;
+  /** Resolves sluiced's answer ({status: "extended", expires_at}), or null for a local lease. */
+  extend(ttl: number): Promise<Record<string, unknown> | null>;
   /** Settles what was recorded, or cancels when nothing was; null when it cancelled or had ended. */
   dispose(): Promise<SettleResult | null>;
   [Symbol.asyncDispose](): Promise<SettleResult | null>;
@@ -237,6 +239,8 @@ export class Client {
   withLease<T>(options: LeaseOptions | (Partial<LeaseOptions> & EstimateOptions & { request: object }),
                fn: (lease: Lease) => Promise<T> | T): Promise<T>;
   getLease(id: string): Promise<Record<string, unknown>>;
+  /** A Lease for an id granted earlier (to settle, cancel or extend it); sends nothing. */
+  attachLease(id: string, options?: { pool?: string }): Lease;
   estimate(request: object, options?: EstimateOptions): Promise<Estimate>;
 
   check(limit: string, options?: LimitCheckOptions): Promise<LimitAnswer>;

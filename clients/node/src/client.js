@@ -219,9 +219,9 @@ export class Client {
     if (lease.local) {
       const l = this._forgetLocal(lease);
       this._localShare().adjust([l.in, l.out, 1], monoS());
-      return;
+      return null;
     }
-    await this._leaseCall(`cancel of lease ${lease.id}`, 'DELETE', `/v1/leases/${encodeURIComponent(lease.id)}`, null);
+    return this._leaseCall(`cancel of lease ${lease.id}`, 'DELETE', `/v1/leases/${encodeURIComponent(lease.id)}`, null);
   }
 
   async _extend(lease, ttlS) {
@@ -230,12 +230,25 @@ export class Client {
     if (!lease.local) {
       const b = await this._leaseCall(`extend of lease ${lease.id}`, 'POST',
                                       `/v1/leases/${encodeURIComponent(lease.id)}/extend`, { ttl: ttlS });
-      if (b === null) return;
+      if (b === null) return null;
       if (typeof b.expires_at === 'number') lease.expiresAt = b.expires_at;
-    } else {
-      lease.expiresAt = unixS() + ttlS;
+      lease.ttl = ttlS;
+      return b;
     }
+    lease.expiresAt = unixS() + ttlS;
     lease.ttl = ttlS;
+    return null;
+  }
+
+  /**
+   * A Lease object for a lease granted earlier (e.g. by a process that crashed), to settle,
+   * cancel or extend it by id. Sends nothing.
+   */
+  attachLease(id, { pool } = {}) {
+    if (typeof id !== 'string' || !id) throw new InvalidRequest(`lease id ${JSON.stringify(id)}: expected a string`);
+    return new Lease(this, { id, requestId: null, local: false, pool: pool ?? this.options.pool, expiresAt: 0,
+                             ttl: 0, weight: 1, charged: { input_tokens: 0, output_tokens: 0 },
+                             cachePenalty: false, answer: null });
   }
 
   /** GET /v1/leases/{id}: what sluiced knows of a lease (on a sluiced that serves it). */

@@ -53,16 +53,19 @@ export class Lease {
     return result;
   }
 
-  /** Gives the lease back unused (full refund). */
+  /** Gives the lease back unused (full refund). Resolves sluiced's answer (null: local). */
   async cancel() {
-    await this.client._cancel(this);
+    const answer = await this.client._cancel(this);
     this.state = 'cancelled';
+    return answer;
   }
 
-  /** Moves the expiry to now + ttlS seconds (capped by the pool) for a long stream. */
-  async extend(ttlS) {
-    await this.client._extend(this, ttlS);
-    return this;
+  /**
+   * Moves the expiry to now + ttlS seconds (capped by the pool) for a long stream; updates
+   * expiresAt. Resolves sluiced's answer ({status: "extended", expires_at}; null: local).
+   */
+  extend(ttlS) {
+    return this.client._extend(this, ttlS);
   }
 
   /**

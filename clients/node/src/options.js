@@ -84,7 +84,7 @@ export function leaseOptions(client, o = {}) {
     cachePrefixHash: pick(o, ['cachePrefixHash', 'cache_prefix_hash']),
     capOutput: pick(o, ['capOutput', 'cap_output']),
     ttl: pick(o, ['ttl', 'ttl_s'], 0),
-    maxWait: pick(o, ['maxWait', 'max_wait_s', 'max_wait'], Infinity),
+    maxWait: pick(o, ['maxWait', 'max_wait_s'], Infinity),
     requestId: pick(o, ['requestId', 'request_id']),
     onWait: pick(o, ['onWait', 'on_wait']),
     checkpoint: pick(o, ['checkpoint']),

@@ -16,7 +16,8 @@ const RATE_LIMIT_HEADER = /^(anthropic-ratelimit-|x-ratelimit-)/;
 function count(field, v) {
   if (v === undefined || v === null) return 0;
   if (!Number.isSafeInteger(v) || v < 0)
-    throw new InvalidRequest(`usage.${field} must be an integer >= 0, not ${JSON.stringify(v)}`);
+    throw new InvalidRequest(`usage.${field} must be an integer >= 0, not ${JSON.stringify(v)}`,
+                             { code: 'invalid_request' });
   return v;
 }
 
@@ -47,7 +48,8 @@ export function retryAfterSeconds(pairs, nowMs = Date.now()) {
  */
 export function usageFields(x) {
   if (!x || typeof x !== 'object')
-    throw new InvalidRequest(`record: expected a usage object, a message or a caught error, not ${JSON.stringify(x)}`);
+    throw new InvalidRequest(`record: expected a usage object, a message or a caught error, not ${JSON.stringify(x)}`,
+                             { code: 'invalid_request' });
   const status = typeof x.status === 'number' ? x.status : null;
   if (status !== null && status >= 400) return failureFields(x, status);
   const u = x.usage && typeof x.usage === 'object' ? x.usage : x;
@@ -76,7 +78,7 @@ export function usageFields(x) {
     if (u.spend_cap === true) out.spend_cap = true;
   } else {
     throw new InvalidRequest('record: the object has no usage (input_tokens/output_tokens or ' +
-                             'prompt_tokens/completion_tokens) and no error status');
+                             'prompt_tokens/completion_tokens) and no error status', { code: 'invalid_request' });
   }
   return out;
 }
