@@ -65,6 +65,28 @@ describe('leases', () => {
     assert.equal(await lease.dispose(), null); // once only
   });
 
+  test('await using ends the lease at the block\'s end (where the syntax exists)', async (t) => {
+    const AsyncFunction = (async () => {}).constructor;
+    let body;
+    try {
+      body = new AsyncFunction('c', `let kept;
+        { await using lease = await c.lease({ inputTokens: 10, outputTokens: 10 }); kept = lease; }
+        return kept;`);
+    } catch {
+      return t.skip(`Node ${process.version} has no \`await using\` syntax; Symbol.asyncDispose and withLease are tested`);
+    }
+    const lease = await body(client('node-using'));
+    assert.equal(lease.state, 'cancelled');
+  });
+
+  test('attachLease settles a lease granted to another Lease object by id', async () => {
+    const c = client('node-attach');
+    const granted = await c.lease({ inputTokens: 10, outputTokens: 10 });
+    const r = await c.attachLease(granted.id).settle({ input_tokens: 10, output_tokens: 2 });
+    assert.equal(r.adjust.output_tokens, 8);
+    await assert.rejects(granted.cancel(), sluice.Conflict);
+  });
+
   test('a queued lease calls the checkpoint before its first wait, then is granted', async () => {
     const holder = client('node-holder');
     const held = await holder.lease({ inputTokens: 10, outputTokens: 10, pool: 'one' });
