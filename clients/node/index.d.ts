@@ -271,7 +271,7 @@ export class NotFound extends SluiceError {}
 export class Forbidden extends SluiceError {}
 export class Conflict extends SluiceError {}
 export class LeaseExpired extends Conflict {}
-export class TooLarge extends SluiceError {}
+export class TooLarge extends InvalidRequest {}
 export class ExceedsCapacity extends SluiceError {}
 export class Unavailable extends SluiceError {}
 export class Unreachable extends SluiceError {}

@@ -11,6 +11,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { Client, errorClasses } from '../../clients/node/src/index.js';
 
 const DEFAULT_AGENT = 'conformance-node';
+// The expected classes by name; "Error" is the base of every language's tree.
+const CLASSES = { Error: errorClasses.SluiceError, ...errorClasses };
 
 /* One op: resolves the answer compared with `expect.ok` (sluiced's own fields). */
 const OPS = {
@@ -84,7 +86,7 @@ async function runStep(ctx, step, saved) {
     answer = await op(ctx, substitute(step.args ?? {}, saved), 'error' in expect);
   } catch (e) {
     if (!('error' in expect)) return `${e.name}: ${e.message}`;
-    const Cls = errorClasses[expect.error];
+    const Cls = CLASSES[expect.error];
     if (!Cls) return `the Node client has no error class ${expect.error}`;
     if (!(e instanceof Cls)) return `want ${expect.error}, got ${e.name}: ${e.message}`;
     if (expect.code !== undefined && e.code !== expect.code) return `want code ${expect.code}, got ${e.code} (${e.message})`;

@@ -1,9 +1,11 @@
 // The error classes of the sluice client: one tree under SluiceError, each carrying the answer.
 //
 // sluiced answers every error as {"error": {"type", "message"}} (docs/api.md "Errors") and a
-// lease reject as {"status": "rejected", "reason", "retry_after", "retry_at"}; the HTTP status
-// picks the class here, from one table, so `catch (e) { if (e instanceof NotFound) ... }`
-// works whatever call raised it. Every error keeps `status` (0 when sluiced was not
+// lease reject as {"status": "rejected", "reason", "retry_after", "retry_at"}; the API's error
+// code (its `type`, the contract) picks the class here, from one table, the HTTP status only
+// when the code is unknown, so `catch (e) { if (e instanceof NotFound) ... }` works whatever
+// call raised it. The classes and codes are the Python package's (clients/python), so the
+// shared conformance cases (tests/clients/cases.json) name the same classes for both. Every error keeps `status` (0 when sluiced was not
 // reached), `code` (the API's error type, or the reject's reason) and `body` (the answer).
 
 /** The base of every error the client throws. */
@@ -27,8 +29,8 @@ export class Forbidden extends SluiceError {}
 export class Conflict extends SluiceError {}
 /** 410 lease_expired: the lease was reaped (no refund). */
 export class LeaseExpired extends Conflict {}
-/** 413 body_too_large. */
-export class TooLarge extends SluiceError {}
+/** 413 body_too_large: a kind of InvalidRequest. */
+export class TooLarge extends InvalidRequest {}
 /** 422 exceeds_capacity: the need can never fit the pool (or the local share). */
 export class ExceedsCapacity extends SluiceError {}
 /** 503: sluiced's backend is unavailable (fail closed) or it has no tokenizer. */
@@ -67,11 +69,19 @@ export class LimitExceeded extends SluiceError {
   }
 }
 
-/* The one table of HTTP status -> class (409 and 410 differ by type). */
+/* The one table of API error code -> class (docs/api.md "Errors"). */
+const BY_CODE = new Map([
+  ['invalid_request', InvalidRequest], ['unsupported_media_type', InvalidRequest],
+  ['body_too_large', TooLarge], ['unauthorized', Forbidden], ['forbidden', Forbidden],
+  ['not_found', NotFound], ['already_settled', Conflict], ['lease_expired', LeaseExpired],
+  ['exceeds_capacity', ExceedsCapacity], ['backend_unavailable', Unavailable],
+  ['tokenizer_unavailable', Unavailable], ['shutting_down', Unavailable],
+  ['too_many_connections', Unavailable],
+]);
+/* For an answer without a known code: its HTTP status. */
 const BY_STATUS = new Map([
-  [400, InvalidRequest], [401, Forbidden], [403, Forbidden], [404, NotFound],
-  [409, Conflict], [410, LeaseExpired], [413, TooLarge], [422, ExceedsCapacity],
-  [503, Unavailable],
+  [400, InvalidRequest], [401, Forbidden], [403, Forbidden], [404, NotFound], [409, Conflict],
+  [410, LeaseExpired], [413, TooLarge], [415, InvalidRequest], [422, ExceedsCapacity], [503, Unavailable],
 ]);
 
 /**
@@ -82,15 +92,15 @@ const BY_STATUS = new Map([
 export function errorFromAnswer(what, status, body) {
   const err = body && typeof body === 'object' && body.error && typeof body.error === 'object'
     ? body.error : null;
-  if (status === 429) {
+  if (status === 429 && !(err && BY_CODE.has(err.type))) {
     const reason = (body && body.reason) || (err && err.type) || 'rejected';
     const Cls = reason === 'suspended' ? Suspended : Rejected;
     const retry = body && typeof body.retry_after === 'number' ? `, retry after ${body.retry_after} s` : '';
     return new Cls(`${what}: 429 ${reason}${err && err.message ? ': ' + err.message : ''}${retry}`,
                    { status, code: reason, body });
   }
-  const Cls = BY_STATUS.get(status) || ProtocolError;
   const code = err && typeof err.type === 'string' ? err.type : '';
+  const Cls = BY_CODE.get(code) || BY_STATUS.get(status) || ProtocolError;
   const message = err && typeof err.message === 'string' ? err.message : '';
   const text = message ? `${what}: ${status} ${code}: ${message}`
     : `${what}: HTTP ${status}${body === null ? ' with a body that is not JSON' : ''}`;

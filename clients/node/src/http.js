@@ -70,7 +70,7 @@ export class Transport {
         sock.once('close', () => clearTimeout(ct));
       });
       req.on('error', (e) => {
-        const u = new Unreachable(`${where}: ${e.message}`, { code: e.code || 'unreachable' });
+        const u = new Unreachable(`${where}: ${e.message}`, { code: 'unreachable' });
         // Only a reset before any answer on a reused connection is retried (see the top).
         u.reusedSocket = req.reusedSocket && !e.timedOut &&
           (e.code === 'ECONNRESET' || e.code === 'EPIPE');
@@ -88,7 +88,7 @@ export class Transport {
           }
           chunks.push(c);
         });
-        res.on('error', (e) => finish(reject, new Unreachable(`${where}: ${e.message}`, { code: e.code })));
+        res.on('error', (e) => finish(reject, new Unreachable(`${where}: ${e.message}`, { code: 'unreachable' })));
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           let parsed = null;

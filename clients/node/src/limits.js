@@ -123,10 +123,15 @@ export async function withLimit(client, o, fn) {
   const answer = await check(client, name, o);
   const sinceS = monoS();
   if (!answer.allowed) throw limitError(name, answer);
+  const end = () => (o.release === true ? release(client, name, { key: o.key, agent: o.agent })
+    : o.release !== false ? releaseHolds(client, answer, o.key, sinceS) : undefined);
+  let result;
   try {
-    return await fn(answer);
-  } finally {
-    if (o.release === true) await release(client, name, { key: o.key, agent: o.agent });
-    else if (o.release !== false) await releaseHolds(client, answer, o.key, sinceS);
+    result = await fn(answer);
+  } catch (e) {
+    await Promise.resolve(end()).catch(() => {}); // fn's error is the one to see
+    throw e;
   }
+  await end();
+  return result;
 }

@@ -51,11 +51,16 @@ test('errorFromAnswer maps statuses to classes and keeps the code', () => {
                  [409, sluice.Conflict], [410, sluice.LeaseExpired], [413, sluice.TooLarge],
                  [422, sluice.ExceedsCapacity], [503, sluice.Unavailable], [500, sluice.ProtocolError]];
   for (const [status, Cls] of cases) {
-    const e = errorFromAnswer('x', status, { error: { type: 't', message: 'm' } });
+    const e = errorFromAnswer('x', status, { error: { type: 't', message: 'm' } }); // an unknown code
     assert.ok(e instanceof Cls && e instanceof sluice.SluiceError, `${status}`);
     assert.equal(e.code, 't');
   }
   assert.ok(errorFromAnswer('x', 410, null) instanceof sluice.Conflict);
+  // the code decides, the status only when the code is unknown
+  assert.ok(errorFromAnswer('x', 404, { error: { type: 'already_settled' } }) instanceof sluice.Conflict);
+  assert.ok(errorFromAnswer('x', 413, { error: { type: 'body_too_large' } }) instanceof sluice.InvalidRequest);
+  assert.ok(errorFromAnswer('x', 415, { error: { type: 'unsupported_media_type' } }) instanceof sluice.InvalidRequest);
+  assert.ok(errorFromAnswer('x', 429, { error: { type: 'too_many_streams' } }) instanceof sluice.Rejected);
   const s = errorFromAnswer('x', 429, { status: 'rejected', reason: 'suspended', retry_after: 300 });
   assert.ok(s instanceof sluice.Suspended && s instanceof sluice.Rejected);
   assert.equal(s.retryAfter, 300);
