@@ -28,9 +28,10 @@ test('estimate counts an Anthropic body exactly and names the output reservation
   if (missing) return t.skip(missing);
   const c = new sluice.Client({ url: d.url, agent: 'node-est' });
   const e = await c.estimate(body);
-  assert.ok(Number.isSafeInteger(e.input_tokens) && e.input_tokens > 50, JSON.stringify(e));
+  assert.ok(Number.isSafeInteger(e.input_tokens) && e.input_tokens > 0, JSON.stringify(e));
+  assert.ok(e.cached_tokens > 100, 'the system prompt up to its cache_control is the cached prefix');
   assert.equal(e.output_tokens, 512);
-  assert.ok(Number.isSafeInteger(e.cached_tokens));
+  assert.match(e.cache_prefix_hash, /^[0-9a-f]{64}$/);
   assert.equal(e.estimated_locally, undefined);
   const openai = await c.estimate({ model: 'gpt-x', max_completion_tokens: 64, messages: [{ role: 'user', content: 'hi' }] });
   assert.equal(openai.output_tokens, 64);
@@ -42,6 +43,7 @@ test('leaseFor leases exactly the estimate', async (t) => {
   const lease = await c.leaseFor(body);
   assert.equal(lease.charged.output_tokens, 512);
   assert.equal(lease.estimate.output_tokens, 512);
+  assert.ok(lease.charged.input_tokens >= lease.estimate.input_tokens);
   await lease.cancel();
   const out = await c.withLease({ request: body }, async (l) => l.record({ input_tokens: l.estimate.input_tokens, output_tokens: 20 }));
   assert.equal(out.state, 'settled');
