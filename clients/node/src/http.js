@@ -23,7 +23,9 @@ export class Transport {
     this.basePath = this.base.pathname.replace(/\/+$/, '');
     this.mod = this.base.protocol === 'https:' ? https : http;
     // Free sockets are unref'd by the Agent, so an idle client never keeps a process alive.
-    this.agent = new this.mod.Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 8 });
+    // No cap on sockets: a held long-poll occupies one, and a request queued behind a cap
+    // would spend its timeout waiting for a socket and be taken for a dead sluiced.
+    this.agent = new this.mod.Agent({ keepAlive: true, maxFreeSockets: 16 });
     this.token = token || null;
     this.connectTimeoutMs = connectTimeoutS * 1000;
   }

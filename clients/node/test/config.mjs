@@ -16,6 +16,13 @@ pools:
     input_tpm: 6000
     output_tpm: 600000
     max_queue_wait_s: 1
+  crowd:
+    input_tpm: 600000
+    output_tpm: 600000
+    rpm: 100000
+    concurrency: 1
+    lease_duration_prior_s: 0.05
+    max_queue_wait_s: 600
   blocked:
     input_tpm: 600000
     output_tpm: 600000

@@ -184,6 +184,21 @@ describe('leases', () => {
     await lease.cancel();
   });
 
+  test('200 concurrent leases on one client wait in sluiced\'s queue and are all granted', async () => {
+    const c = client('node-many', { log: (l) => assert.fail(`no fail-open expected: ${l}`) });
+    let waited = 0;
+    const one = async () => {
+      const lease = await c.lease({ inputTokens: 1, outputTokens: 1, pool: 'crowd', maxWait: 60,
+                                    onWait: () => { waited++; } });
+      assert.equal(lease.local, false);
+      await lease.cancel();
+    };
+    await Promise.all(Array.from({ length: 200 }, one));
+    assert.ok(waited >= 100, `${waited} waits`); // the pool's concurrency 1 queued them
+    assert.equal(c.mode, 'coordinated');
+    c.close();
+  });
+
   test('calls reuse one keep-alive connection', async () => {
     const c = client('node-keepalive');
     for (let i = 0; i < 5; i++) await (await c.lease({ inputTokens: 1, outputTokens: 1 })).cancel();
