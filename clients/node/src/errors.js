@@ -31,7 +31,7 @@ export class Conflict extends SluiceError {}
 export class LeaseExpired extends Conflict {}
 /** 413 body_too_large: a kind of InvalidRequest. */
 export class TooLarge extends InvalidRequest {}
-/** 422 exceeds_capacity: the need can never fit the pool (or the local share). */
+/** exceeds_capacity (413; 422 from older servers): the need can never fit the pool (or the local share). */
 export class ExceedsCapacity extends SluiceError {}
 /** 503: sluiced's backend is unavailable (fail closed) or it has no tokenizer. */
 export class Unavailable extends SluiceError {}

@@ -166,7 +166,7 @@ describe('leases', () => {
     assert.equal(nf.code, 'not_found');
     const cap = await c.lease({ inputTokens: 1, outputTokens: 10_000_000 }).catch((x) => x);
     assert.ok(cap instanceof sluice.ExceedsCapacity, String(cap));
-    assert.equal(cap.status, 422);
+    assert.equal(cap.code, 'exceeds_capacity'); // told from body_too_large by its code, not its status
     const bad = await c.lease({ inputTokens: -5, outputTokens: 1 }).catch((x) => x);
     assert.ok(bad instanceof sluice.InvalidRequest);
     assert.match(bad.message, /input_tokens -5/);

@@ -59,6 +59,7 @@ test('errorFromAnswer maps statuses to classes and keeps the code', () => {
   // the code decides, the status only when the code is unknown
   assert.ok(errorFromAnswer('x', 404, { error: { type: 'already_settled' } }) instanceof sluice.Conflict);
   assert.ok(errorFromAnswer('x', 413, { error: { type: 'body_too_large' } }) instanceof sluice.InvalidRequest);
+  assert.ok(errorFromAnswer('x', 413, { error: { type: 'exceeds_capacity' } }) instanceof sluice.ExceedsCapacity);
   assert.ok(errorFromAnswer('x', 415, { error: { type: 'unsupported_media_type' } }) instanceof sluice.InvalidRequest);
   assert.ok(errorFromAnswer('x', 429, { error: { type: 'too_many_streams' } }) instanceof sluice.Rejected);
   const s = errorFromAnswer('x', 429, { status: 'rejected', reason: 'suspended', retry_after: 300 });
