@@ -8,6 +8,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { ProtocolError, Unreachable } from './errors.js';
+import { MAX_TIMER_MS } from './time.js';
 
 const MAX_ANSWER_BYTES = 16 << 20; // /v1/agents of a big fleet fits; a runaway does not
 
@@ -61,7 +62,7 @@ export class Transport {
       });
       const timer = setTimeout(() => {
         req.destroy(Object.assign(new Error(`no answer within ${timeoutS} s`), { timedOut: true }));
-      }, Math.max(1, timeoutS * 1000));
+      }, Math.min(MAX_TIMER_MS, Math.max(1, timeoutS * 1000))); // 24.8 days stands for "no limit"
       req.on('socket', (sock) => {
         if (!sock.connecting) return;
         const ct = setTimeout(() => {
