@@ -118,6 +118,8 @@ export interface LeaseOptions {
    * a checkpoint asks sluiced to hold it queued (max_wait = maxHold) rather than reject it. */
   checkpoint?: ((info: CheckpointInfo) => unknown) | Checkpoint;
   checkpointPath?: string;
+  /** Aborting it gives up the wait (Canceled; a queued ticket is given up). */
+  signal?: AbortSignal;
 }
 
 export interface EstimateOptions {

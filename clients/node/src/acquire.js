@@ -49,9 +49,22 @@ export function waitLeftS(acq) {
   return Math.max(0, acq.req.maxWait - (monoS() - acq.startedS));
 }
 
+const aborted = () => new Canceled('the signal gave up the wait', { code: 'canceled' });
+
+/* Sleeps `s` seconds unless the lease's signal aborts first (Canceled). */
+async function pause(acq, s) {
+  try {
+    await sleepS(s, acq.req.signal);
+  } catch (e) {
+    if (e.name === 'AbortError') throw aborted();
+    throw e;
+  }
+}
+
 /* Before every wait: the checkpoint once, then the wait callback (truthy: give up). */
 async function beforeWait(acq, kind, eta, position, reason) {
   const { req, client } = acq;
+  if (req.signal?.aborted) throw aborted();
   if (!acq.checkpointed && req.checkpoint) {
     const info = { requestId: acq.requestId, kind, eta, position, reason };
     if (typeof req.checkpoint === 'function') await req.checkpoint(info);
@@ -102,7 +115,7 @@ function maxWaitToAskS(acq) {
 
 async function post(acq, method, path, body, timeoutS) {
   try {
-    return await acq.client._http.request(method, path, body, timeoutS);
+    return await acq.client._http.request(method, path, body, timeoutS, acq.req.signal);
   } catch (e) {
     if (!(e instanceof Unreachable)) throw e;
     acq.why = e.message;
@@ -150,7 +163,7 @@ async function rejected(acq, body) {
   }
   await beforeWait(acq, 'rejected', waitS, 0, reason);
   // A little jitter so the agents rejected together do not return together.
-  await sleepS(waitS + Math.min(0.25, 0.05 * waitS) * Math.random());
+  await pause(acq, waitS + Math.min(0.25, 0.05 * waitS) * Math.random());
   return ASK_AGAIN;
 }
 
@@ -185,7 +198,8 @@ async function waitTicket(acq, queued) {
       throw e;
     }
     const waitS = Math.min(leftS, o.pollChunk);
-    const a = await post(acq, 'GET', `${path}?wait=${waitS.toFixed(3)}`, null, waitS + o.requestTimeout);
+    const a = await post(acq, 'GET', `${path}?wait=${waitS.toFixed(3)}`, null, waitS + o.requestTimeout)
+      .catch(async (e) => { if (e instanceof Canceled) await giveUpTicket(acq, ticket); throw e; });
     if (a === TRANSPORT) return a;
     if (a.status === 200) {
       const lease = takeGrant(acq, a.body);
@@ -211,7 +225,7 @@ async function sleepOutBackoff(acq) {
                        { code: 'backoff', body: { reason: 'backoff', retry_after: waitS,
                                                   retry_at: unixS() + waitS } });
   await beforeWait(acq, 'backoff', waitS, 0, 'backoff');
-  await sleepS(waitS);
+  await pause(acq, waitS);
 }
 
 /* Local mode: a lease from the local share, or null when sluiced answers again (ask it). */
@@ -237,7 +251,7 @@ async function localAcquire(acq) {
       throw e;
     }
     await beforeWait(acq, 'local', waitS, 0, null);
-    await sleepS(Math.min(waitS, Math.max(client._nextProbeS - monoS(), 0.01)));
+    await pause(acq, Math.min(waitS, Math.max(client._nextProbeS - monoS(), 0.01)));
   }
   return client._localLease(acq.requestId, req, need, cold);
 }

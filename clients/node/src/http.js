@@ -7,7 +7,7 @@
 // of being mistaken for a dead sluiced.
 import http from 'node:http';
 import https from 'node:https';
-import { ProtocolError, Unreachable } from './errors.js';
+import { Canceled, ProtocolError, Unreachable } from './errors.js';
 import { MAX_TIMER_MS } from './time.js';
 
 const MAX_ANSWER_BYTES = 16 << 20; // /v1/agents of a big fleet fits; a runaway does not
@@ -36,26 +36,35 @@ export class Transport {
 
   /**
    * METHOD path with an optional JSON `body`; resolves {status, body (parsed JSON or null),
-   * text, headers}. Rejects with Unreachable on a transport failure or when `timeoutS` passes.
+   * text, headers}. Rejects with Unreachable on a transport failure or when `timeoutS` passes,
+   * with Canceled when `signal` aborts (the connection is closed: a held wait gives up its place).
    */
-  async request(method, path, body, timeoutS) {
+  async request(method, path, body, timeoutS, signal) {
     const payload = body === undefined || body === null ? null : JSON.stringify(body);
     try {
-      return await this.once(method, path, payload, timeoutS);
+      return await this.once(method, path, payload, timeoutS, signal);
     } catch (e) {
       if (!e.reusedSocket) throw e;
-      return this.once(method, path, payload, timeoutS);
+      return this.once(method, path, payload, timeoutS, signal);
     }
   }
 
-  once(method, path, payload, timeoutS) {
+  once(method, path, payload, timeoutS, signal) {
     const headers = { 'content-type': 'application/json', accept: 'application/json' };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (payload !== null) headers['content-length'] = Buffer.byteLength(payload);
     const where = `${method} ${this.base.origin}${this.basePath}${path}`;
     return new Promise((resolve, reject) => {
+      if (signal?.aborted) { reject(new Canceled(`${where}: aborted`, { code: 'canceled' })); return; }
       let done = false;
-      const finish = (fn, v) => { if (!done) { done = true; clearTimeout(timer); fn(v); } };
+      const onAbort = () => req.destroy(Object.assign(new Error('aborted'), { aborted: true }));
+      const finish = (fn, v) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        fn(v);
+      };
       const req = this.mod.request({
         protocol: this.base.protocol, hostname: this.base.hostname, port: this.base.port,
         method, path: this.basePath + path, headers, agent: this.agent,
@@ -63,6 +72,7 @@ export class Transport {
       const timer = setTimeout(() => {
         req.destroy(Object.assign(new Error(`no answer within ${timeoutS} s`), { timedOut: true }));
       }, Math.min(MAX_TIMER_MS, Math.max(1, timeoutS * 1000))); // 24.8 days stands for "no limit"
+      signal?.addEventListener('abort', onAbort, { once: true });
       req.on('socket', (sock) => {
         if (!sock.connecting) return;
         const ct = setTimeout(() => {
@@ -73,6 +83,7 @@ export class Transport {
         sock.once('close', () => clearTimeout(ct));
       });
       req.on('error', (e) => {
+        if (e.aborted) { finish(reject, new Canceled(`${where}: aborted`, { code: 'canceled' })); return; }
         const u = new Unreachable(`${where}: ${e.message}`, { code: 'unreachable' });
         // Only a reset before any answer on a reused connection is retried (see the top).
         u.reusedSocket = req.reusedSocket && !e.timedOut &&

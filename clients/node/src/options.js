@@ -89,7 +89,10 @@ export function leaseOptions(client, o = {}) {
     onWait: pick(o, ['onWait', 'on_wait']),
     checkpoint: pick(o, ['checkpoint']),
     checkpointPath: pick(o, ['checkpointPath', 'checkpoint_path']),
+    signal: pick(o, ['signal']),
   };
+  if (r.signal !== undefined && !(typeof r.signal.aborted === 'boolean' && typeof r.signal.addEventListener === 'function'))
+    throw bad('signal', typeof r.signal, 'an AbortSignal');
   if (!(typeof r.maxWait === 'number' && r.maxWait >= 0)) throw bad('maxWait', r.maxWait, 'seconds >= 0 (Infinity: as long as needed)');
   if (!(typeof r.ttl === 'number' && Number.isFinite(r.ttl) && r.ttl >= 0)) throw bad('ttl', r.ttl, 'seconds > 0, or 0 for the pool\'s');
   if (r.requestId !== undefined && !(typeof r.requestId === 'string' && r.requestId.length >= 1 && r.requestId.length < 40))

@@ -137,6 +137,23 @@ describe('leases', () => {
     await held.cancel();
   });
 
+  test('an AbortSignal gives up a held wait: Canceled, and the place in the queue is freed', async () => {
+    const holder = client('node-holder4');
+    const held = await holder.lease({ inputTokens: 10, outputTokens: 10, pool: 'one' });
+    const c = client('node-abort');
+    for (const extra of [{}, { onWait: () => {} }]) { // a held POST, and a long-polled ticket
+      const ac = new AbortController();
+      setTimeout(() => ac.abort(), 200);
+      const t0 = performance.now();
+      const e = await c.lease({ inputTokens: 10, outputTokens: 10, pool: 'one', signal: ac.signal, ...extra }).catch((x) => x);
+      assert.ok(e instanceof sluice.Canceled, String(e));
+      assert.ok(performance.now() - t0 > 150 && performance.now() - t0 < 3000);
+    }
+    await new Promise((r) => setTimeout(r, 1200)); // sluiced drops a gone client's place within 1 s
+    assert.equal((await c.getPool('one')).queue.depth, 0);
+    await held.cancel();
+  });
+
   test('a reject whose retry lies beyond maxWait is Rejected with its fields', async () => {
     const c = client('node-reject');
     const big = await c.lease({ inputTokens: 5000, outputTokens: 10, pool: 'tight' });
