@@ -120,6 +120,8 @@ export interface LeaseOptions {
   checkpointPath?: string;
   /** Aborting it gives up the wait (Canceled; a queued ticket is given up). */
   signal?: AbortSignal;
+  /** This lease's maxHold (default: the client's). */
+  maxHold?: number;
 }
 
 export interface EstimateOptions {
@@ -240,7 +242,8 @@ export class Client {
   leaseFor(request: object, options?: Omit<LeaseOptions, 'inputTokens' | 'outputTokens' | 'cachedTokens'> & EstimateOptions): Promise<Lease>;
   withLease<T>(options: LeaseOptions | (Partial<LeaseOptions> & EstimateOptions & { request: object }),
                fn: (lease: Lease) => Promise<T> | T): Promise<T>;
-  getLease(id: string): Promise<Record<string, unknown>>;
+  /** GET /v1/tickets/{ticket}?wait=S: the GRANT or the QUEUED answer; NotFound when gone. */
+  getTicket(ticket: string, options?: { wait?: number }): Promise<Record<string, unknown>>;
   /** A Lease for an id granted earlier (to settle, cancel or extend it); sends nothing. */
   attachLease(id: string, options?: { pool?: string }): Lease;
   estimate(request: object, options?: EstimateOptions): Promise<Estimate>;

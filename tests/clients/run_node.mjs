@@ -1,54 +1,82 @@
-// run_node.mjs - the shared client conformance cases (tests/clients/cases.json) through the Node
-// client (clients/node): each step's op is made with the client's own API, its answer compared
-// with the expected subset, its error with the expected class and API code.
+// run_node.mjs - the conformance runner of the Node client (clients/node): every op of the shared
+// client conformance cases (tests/clients/cases.json, format and contract in
+// tests/clients/README.md) made through the package's public API, answers compared as subsets,
+// errors by the most specific shared class name and the API code.
 //
-// Usage: SLUICE_URL=http://127.0.0.1:PORT [SLUICE_TOKEN=...] node tests/clients/run_node.mjs CASES.json
-// Prints one line per case ("ok NAME" or "FAIL NAME: ..."); exits 1 when any case failed, 2 on a
-// bad case file. The sluiced at SLUICE_URL runs the case file's `config` (the caller starts it).
-// Args use the HTTP API's field names; "$var.field" in args is a saved answer's field.
+// Usage: SLUICE_URL=http://127.0.0.1:PORT node tests/clients/run_node.mjs [CASE_NAME...] CASES.json
+// (tests/clients/driver.py starts sluiced with the file's `config` and sends each case's
+// `before`). Prints "ok NAME" or "FAIL NAME: step N (op): why" per case, then a summary; exits
+// 0 when every case passed, 1 otherwise, 2 on a bad command line or case file.
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { Client, errorClasses } from '../../clients/node/src/index.js';
+import { Client } from '../../clients/node/src/index.js';
 
-const DEFAULT_AGENT = 'conformance-node';
-// The expected classes by name; "Error" is the base of every language's tree.
-const CLASSES = { Error: errorClasses.SluiceError, ...errorClasses };
+const DEFAULT_AGENT = 'conformance';
+const CLIENT_MAX_WAIT_S = 30; // an acquire's own bound unless the step's options.max_wait_s says
+// The shared class names (tests/clients/README.md "Error classes"); SluiceError is "Error".
+const CLASSES = new Set(['InvalidRequest', 'NotFound', 'Forbidden', 'LimitExceeded', 'Rejected',
+                         'Unreachable', 'Suspended', 'Conflict', 'ExceedsCapacity']);
 
-/* One op: resolves the answer compared with `expect.ok` (sluiced's own fields). */
+const clients = new Map(); // "agent\0pool\0role" -> Client
+const owner = new Map();   // lease id -> the Client that acquired it
+
+function client(agent = DEFAULT_AGENT, pool, role) {
+  const key = [agent, pool ?? '', role ?? ''].join('\0');
+  if (!clients.has(key))
+    clients.set(key, new Client({ url: process.env.SLUICE_URL, token: process.env.SLUICE_TOKEN || null,
+                                  agent, pool, role, requestTimeout: 5, failClosed: true }));
+  return clients.get(key);
+}
+/* A lease by id, on the client that acquired it (settle, cancel and renew go through it). */
+const leaseOf = (id) => (owner.get(id) ?? client()).attachLease(id);
+
 const OPS = {
-  async acquire(ctx, a) {
-    const lease = await ctx.client(a.agent).lease({ ...a, maxWait: a.wait ?? 0, wait: undefined });
-    ctx.leases.set(lease.id, lease);
-    return { ...lease.answer, id: lease.id };
+  async acquire(a, o) {
+    const { agent, pool, role, max_wait: maxWait, ...rest } = a;
+    const c = client(agent, pool, role);
+    // This client sends max_wait only when it checkpoints: so it does for a step that asks.
+    const hold = maxWait !== undefined ? { checkpoint: () => {}, maxHold: maxWait } : {};
+    const lease = await c.lease({ ...rest, ...hold, maxWait: o.max_wait_s ?? CLIENT_MAX_WAIT_S });
+    owner.set(lease.id, c);
+    return lease.answer;
   },
-  async settle(ctx, a) {
-    const { lease, agent, ...usage } = a;
-    return (await ctx.lease(agent, lease).settle(usage)).answer;
+  async settle(a) {
+    const { lease, ...usage } = a;
+    return (await leaseOf(lease).settle(usage)).answer;
   },
-  cancel: (ctx, a) => ctx.lease(a.agent, a.lease).cancel(),
-  renew: (ctx, a) => ctx.lease(a.agent, a.lease).extend(a.ttl),
-  get_lease: (ctx, a) => ctx.client(a.agent).getLease(a.lease),
-  estimate: (ctx, a) => ctx.client(a.agent).estimate(a.request, { pool: a.pool, model: a.model, api: a.api }),
-  async limit_check(ctx, a, expectsError) {
-    const name = a.limit ?? a.name;
-    const answer = await ctx.client(a.agent).check(name, a);
-    if (!answer.allowed && expectsError) throw ctx.client(a.agent).limitError(name, answer);
-    return answer.body;
+  cancel: (a) => leaseOf(a.lease).cancel(),
+  renew: (a) => leaseOf(a.lease).extend(a.ttl),
+  get_lease: (a) => client().getTicket(a.ticket, { wait: a.wait ?? 0 }),
+  estimate: (a) => client().estimate(a.request, { api: a.api, pool: a.pool, model: a.model }),
+  async limit_check(a, o) {
+    const c = client(a.agent);
+    const opts = { key: a.key, hits: a.hits ?? 1, action: a.action, wait: a.wait ?? 0 };
+    if (o.enforce) return c.withLimit({ limit: a.limit, ...opts }, (answer) => answer.body);
+    return (await c.check(a.limit, opts)).body;
   },
-  limit_release: (ctx, a) => ctx.client(a.agent).release(a.limit ?? a.name, a),
-  limit_report: (ctx, a) => ctx.client(a.agent).report(a.limit ?? a.name, a),
-  task_put: (ctx, a) => ctx.client(a.agent).putTask(a.task, a),
-  pool_get: (ctx, a) => ctx.client(a.agent).getPool(a.pool ?? 'default'),
+  limit_release: (a) => client(a.agent).release(a.limit, { key: a.key }),
+  limit_report: (a) => client(a.agent).report(a.limit, { successes: a.successes ?? 0, errors: a.errors ?? 0, key: a.key }),
+  task_put: (a) => client().putTask(a.task, { role: a.role, dependsOn: a.depends_on, state: a.state }),
+  pool_get: (a) => client().getPool(a.pool),
 };
 
-/* "$var.field.sub" -> the saved answer's field; anything else as it is (recursively). */
+/* The most specific shared class name an error is (its prototype chain, nearest first). */
+function classOf(e) {
+  for (let p = Object.getPrototypeOf(e); p && p !== Error.prototype; p = Object.getPrototypeOf(p))
+    if (CLASSES.has(p.constructor.name)) return p.constructor.name;
+  return 'Error';
+}
+
+/* "$var.field[.sub...]" -> that saved answer's field, keeping its JSON type; throws when absent. */
 function substitute(v, saved) {
-  if (typeof v === 'string' && v.startsWith('$')) {
+  if (typeof v === 'string' && v.startsWith('$') && v.includes('.')) {
     const [name, ...path] = v.slice(1).split('.');
     if (!(name in saved)) throw new Error(`${v}: nothing was saved as "${name}"`);
     let x = saved[name];
-    for (const p of path) x = x?.[p];
-    if (x === undefined) throw new Error(`${v}: the saved answer has no such field`);
+    for (const p of path) {
+      if (!x || typeof x !== 'object' || !(p in x)) throw new Error(`${v}: the saved answer has no "${p}"`);
+      x = x[p];
+    }
     return x;
   }
   if (Array.isArray(v)) return v.map((x) => substitute(x, saved));
@@ -56,90 +84,80 @@ function substitute(v, saved) {
   return v;
 }
 
-/* Where `got` differs from the expected subset `want`, as "path: want X, got Y"; null if none. */
-function mismatch(want, got, path = 'answer') {
+/* null when `want` is a subset of `got`, else where not. */
+function mismatch(want, got, where = 'answer') {
   if (want && typeof want === 'object' && !Array.isArray(want)) {
-    if (!got || typeof got !== 'object') return `${path}: want an object, got ${JSON.stringify(got)}`;
+    if (!got || typeof got !== 'object' || Array.isArray(got)) return `${where}: expected an object, got ${JSON.stringify(got)}`;
     for (const [k, w] of Object.entries(want)) {
-      const m = mismatch(w, got[k], `${path}.${k}`);
+      if (!(k in got)) return `${where}.${k}: missing (got ${JSON.stringify(got).slice(0, 300)})`;
+      const m = mismatch(w, got[k], `${where}.${k}`);
       if (m) return m;
     }
     return null;
   }
   if (Array.isArray(want)) {
-    if (!Array.isArray(got) || got.length !== want.length) return `${path}: want ${JSON.stringify(want)}, got ${JSON.stringify(got)}`;
+    if (!Array.isArray(got) || got.length !== want.length) return `${where}: expected ${JSON.stringify(want)}, got ${JSON.stringify(got)}`;
     for (let i = 0; i < want.length; i++) {
-      const m = mismatch(want[i], got[i], `${path}[${i}]`);
+      const m = mismatch(want[i], got[i], `${where}[${i}]`);
       if (m) return m;
     }
     return null;
   }
-  return isDeepStrictEqual(want, got) ? null : `${path}: want ${JSON.stringify(want)}, got ${JSON.stringify(got)}`;
+  return isDeepStrictEqual(want, got) ? null : `${where}: expected ${JSON.stringify(want)}, got ${JSON.stringify(got)}`;
 }
 
-async function runStep(ctx, step, saved) {
-  const op = OPS[step.op];
-  if (!op) return `unknown op "${step.op}"`;
-  const expect = step.expect ?? { ok: {} };
+/* One step; resolves [why or null, the answer to save]. */
+async function runStep(step, saved) {
+  let args, expect;
+  try {
+    args = substitute(step.args ?? {}, saved);
+    expect = substitute(step.expect ?? { ok: {} }, saved);
+  } catch (e) {
+    return [e.message, null];
+  }
+  if (!OPS[step.op]) return [`unknown op "${step.op}"`, null];
   let answer;
   try {
-    answer = await op(ctx, substitute(step.args ?? {}, saved), 'error' in expect);
+    answer = await OPS[step.op](args, step.options ?? {});
   } catch (e) {
-    if (!('error' in expect)) return `${e.name}: ${e.message}`;
-    const Cls = CLASSES[expect.error];
-    if (!Cls) return `the Node client has no error class ${expect.error}`;
-    if (!(e instanceof Cls)) return `want ${expect.error}, got ${e.name}: ${e.message}`;
-    if (expect.code !== undefined && e.code !== expect.code) return `want code ${expect.code}, got ${e.code} (${e.message})`;
-    if (step.save) saved[step.save] = e.body ?? {};
-    return null;
+    const cls = classOf(e);
+    if (!('error' in expect)) return [`expected an answer, got ${cls} (${e.code}): ${e.message}`, null];
+    if (cls !== expect.error || ('code' in expect && e.code !== expect.code))
+      return [`expected ${expect.error} (${expect.code ?? "any code"}), got ${cls} (${e.code}): ${e.message}`, null];
+    return [null, e.body && typeof e.body === 'object' ? { ...e.body, message: e.message } : { message: e.message }];
   }
-  if ('error' in expect) return `want ${expect.error}, got the answer ${JSON.stringify(answer)}`;
-  if (step.save) saved[step.save] = answer ?? {};
-  return mismatch(expect.ok ?? {}, answer);
-}
-
-function context() {
-  const clients = new Map();
-  const ctx = {
-    leases: new Map(),
-    client(agent = DEFAULT_AGENT) {
-      if (!clients.has(agent))
-        clients.set(agent, new Client({ url: process.env.SLUICE_URL, token: process.env.SLUICE_TOKEN || null,
-                                        agent, failClosed: true }));
-      return clients.get(agent);
-    },
-    lease(agent, id) { return ctx.leases.get(id) ?? ctx.client(agent).attachLease(id); },
-    close() { for (const c of clients.values()) c.close(); },
-  };
-  return ctx;
+  if (!('ok' in expect)) return [`expected ${JSON.stringify(expect)}, got an answer ${JSON.stringify(answer).slice(0, 300)}`, null];
+  return [mismatch(expect.ok, answer), answer];
 }
 
 async function main() {
-  const path = process.argv[2];
-  if (!path || !process.env.SLUICE_URL) {
-    console.error('usage: SLUICE_URL=http://HOST:PORT node run_node.mjs CASES.json');
-    process.exit(2);
+  const argv = process.argv.slice(2);
+  if (!argv.length || !process.env.SLUICE_URL) {
+    console.error('usage: SLUICE_URL=http://HOST:PORT node run_node.mjs [CASE_NAME...] CASES.json');
+    return 2;
   }
-  const file = JSON.parse(readFileSync(path, 'utf8'));
-  if (!Array.isArray(file.cases)) {
-    console.error(`${path}: no "cases" list`);
-    process.exit(2);
+  const only = new Set(argv.slice(0, -1));
+  const doc = JSON.parse(readFileSync(argv.at(-1), 'utf8'));
+  if (!Array.isArray(doc.cases)) {
+    console.error(`${argv.at(-1)}: no "cases" list`);
+    return 2;
   }
+  const cases = doc.cases.filter((c) => !only.size || only.has(c.name));
   let failed = 0;
-  for (const c of file.cases) {
-    const ctx = context();
+  for (const c of cases) {
     const saved = {};
     let why = null;
     for (let i = 0; i < (c.steps ?? []).length && !why; i++) {
-      const m = await runStep(ctx, c.steps[i], saved);
+      const [m, answer] = await runStep(c.steps[i], saved);
       if (m) why = `step ${i + 1} (${c.steps[i].op}): ${m}`;
+      else if (c.steps[i].save) saved[c.steps[i].save] = answer && typeof answer === 'object' ? answer : {};
     }
-    ctx.close();
     if (why) failed++;
     console.log(why ? `FAIL ${c.name}: ${why}` : `ok ${c.name}`);
   }
-  console.log(`${file.cases.length - failed}/${file.cases.length} cases passed (node)`);
-  process.exit(failed ? 1 : 0);
+  console.log(failed ? `${failed} of ${cases.length} cases failed` : `all ${cases.length} cases passed`);
+  for (const c of clients.values()) c.close();
+  return failed ? 1 : 0;
 }
 
-main();
+process.exitCode = await main();

@@ -110,7 +110,7 @@ function takeGrant(acq, body) {
  * to maxHold, no longer than it will wait) rather than rejected and left asleep. */
 function maxWaitToAskS(acq) {
   if (!acq.req.checkpoint) return 0;
-  return Math.min(acq.client.options.maxHold, waitLeftS(acq));
+  return Math.min(acq.req.maxHold, waitLeftS(acq));
 }
 
 async function post(acq, method, path, body, timeoutS) {

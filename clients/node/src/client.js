@@ -251,8 +251,18 @@ export class Client {
                              cachePenalty: false, answer: null });
   }
 
-  /** GET /v1/leases/{id}: what sluiced knows of a lease (on a sluiced that serves it). */
-  getLease(id) { return this._api(`lease ${id}`, 'GET', `/v1/leases/${encodeURIComponent(id)}`); }
+  /**
+   * One look at a queued lease request: GET /v1/tickets/{ticket}?wait=S. Resolves the GRANT
+   * (its `lease` is then this caller's to settle) or the QUEUED answer; NotFound when the
+   * ticket is gone (given up, expired, or granted and claimed).
+   */
+  async getTicket(ticket, { wait = 0 } = {}) {
+    const q = wait > 0 ? `?wait=${Number(wait).toFixed(3)}` : '';
+    const a = await this.call('GET', `/v1/tickets/${encodeURIComponent(ticket)}${q}`, null,
+                              wait + this.options.requestTimeout);
+    if (a.status !== 200 && a.status !== 202) throw errorFromAnswer(`ticket ${ticket}`, a.status, a.body);
+    return a.body;
+  }
 
   // ------------------------------------------------------------------ estimate
 

@@ -90,7 +90,10 @@ export function leaseOptions(client, o = {}) {
     checkpoint: pick(o, ['checkpoint']),
     checkpointPath: pick(o, ['checkpointPath', 'checkpoint_path']),
     signal: pick(o, ['signal']),
+    maxHold: pick(o, ['maxHold', 'max_hold_s'], client.options.maxHold),
   };
+  if (!(typeof r.maxHold === 'number' && r.maxHold >= 0 && r.maxHold <= 86400))
+    throw bad('maxHold', r.maxHold, 'seconds between 0 and 86400');
   if (r.signal !== undefined && !(typeof r.signal.aborted === 'boolean' && typeof r.signal.addEventListener === 'function'))
     throw bad('signal', typeof r.signal, 'an AbortSignal');
   if (!(typeof r.maxWait === 'number' && r.maxWait >= 0)) throw bad('maxWait', r.maxWait, 'seconds >= 0 (Infinity: as long as needed)');

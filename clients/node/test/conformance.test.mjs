@@ -14,11 +14,17 @@ const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const CASES = process.env.SLUICE_CASES ? join(ROOT, process.env.SLUICE_CASES)
   : fileURLToPath(new URL('cases.json', import.meta.url));
 
-/* Runs run_node.mjs on `cases` (a path) against a sluiced running the file's config. */
+/* Runs run_node.mjs on `cases` (a path) against a sluiced running the file's config, after
+ * each case's `before` requests (as tests/clients/driver.py does). */
 async function run(cases) {
   const file = JSON.parse(readFileSync(cases, 'utf8'));
   const d = await startSluiced(readFileSync(join(ROOT, file.config), 'utf8'));
   try {
+    for (const r of file.cases.flatMap((c) => c.before ?? [])) {
+      const a = await fetch(d.url + r.path, { method: r.method, headers: { 'content-type': 'application/json' },
+                                              body: r.body === undefined ? undefined : JSON.stringify(r.body) });
+      assert.ok(a.ok, `before: ${r.method} ${r.path}: ${a.status}`);
+    }
     return spawnSync(process.execPath, [join(ROOT, 'tests/clients/run_node.mjs'), cases],
                      { env: { ...process.env, SLUICE_URL: d.url }, encoding: 'utf8', timeout: 120000 });
   } finally {
@@ -45,13 +51,13 @@ test('the runner fails a case whose answer or error differs, and says where', as
   const r = await run(path);
   assert.equal(r.status, 1);
   const lines = r.stdout.trim().split('\n');
-  assert.match(lines[1], /^FAIL wrong class: step 1 \(acquire\): want Conflict, got NotFound: POST \/v1\/leases: 404 not_found: /);
+  assert.match(lines[1], /^FAIL wrong class: step 1 \(acquire\): expected Conflict \(any code\), got NotFound \(not_found\): POST \/v1\/leases: 404 not_found: /);
   lines[1] = 'FAIL wrong class';
   assert.deepEqual(lines, [
-    'FAIL wrong field: step 1 (acquire): answer.charged.output_tokens: want 2, got 1',
+    'FAIL wrong field: step 1 (acquire): answer.charged.output_tokens: expected 2, got 1',
     'FAIL wrong class',
-    'FAIL unsaved var: step 1 (cancel): Error: $x.lease: nothing was saved as "x"',
+    'FAIL unsaved var: step 1 (cancel): $x.lease: nothing was saved as "x"',
     'ok passes',
-    '1/4 cases passed (node)',
+    '3 of 4 cases failed',
   ]);
 });
