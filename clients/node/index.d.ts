@@ -140,8 +140,8 @@ export interface Estimate {
   /** The output reservation the pool would make. */
   output_tokens: number;
   cache_prefix_hash: string | null;
-  /** True when sluiced was unreachable and the client counted bytes / 4 itself. */
-  estimated_locally?: boolean;
+  /** False when sluiced was unreachable and the client counted bytes / 4 itself. */
+  exact: boolean;
   [field: string]: unknown;
 }
 

@@ -270,7 +270,7 @@ export class Client {
    * Counts `request` (an Anthropic or OpenAI request body) exactly: POST /v1/estimate. Resolves
    * sluiced's answer ({input_tokens, cached_tokens, output_tokens, cache_prefix_hash, ...}).
    * When sluiced is unreachable and the client fails open, a local rough count instead
-   * (bytes / 4, the proxy's fallback; `estimated_locally: true`).
+   * (bytes / 4, the proxy's fallback), marked `exact: false` (sluiced's count: `exact: true`).
    */
   async estimate(request, options = {}) {
     if (!request || typeof request !== 'object' || Array.isArray(request))
@@ -289,7 +289,7 @@ export class Client {
     this._goCoordinated();
     if (a.status !== 200) throw errorFromAnswer('estimate', a.status, a.body);
     if (!Number.isSafeInteger(a.body?.input_tokens)) throw new ProtocolError('estimate: the answer has no input_tokens', { status: 200, body: a.body });
-    return a.body;
+    return { ...a.body, exact: true };
   }
 
   // ------------------------------------------------------------------ action limits

@@ -17,6 +17,6 @@ export function localEstimate(body) {
     output_tokens: (limit ?? DEFAULT_OUTPUT_TOKENS) * choices,
     output_limit_tokens: limit ?? 0,
     cache_prefix_hash: null,
-    estimated_locally: true,
+    exact: false,
   };
 }

@@ -32,7 +32,7 @@ test('estimate counts an Anthropic body exactly and names the output reservation
   assert.ok(e.cached_tokens > 100, 'the system prompt up to its cache_control is the cached prefix');
   assert.equal(e.output_tokens, 512);
   assert.match(e.cache_prefix_hash, /^[0-9a-f]{64}$/);
-  assert.equal(e.estimated_locally, undefined);
+  assert.equal(e.exact, true);
   const openai = await c.estimate({ model: 'gpt-x', max_completion_tokens: 64, messages: [{ role: 'user', content: 'hi' }] });
   assert.equal(openai.output_tokens, 64);
 });
