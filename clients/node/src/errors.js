@@ -69,11 +69,13 @@ export class LimitExceeded extends SluiceError {
   }
 }
 
-/* The one table of API error code -> class (docs/api.md "Errors"). */
+/* The one table of API error code -> class (docs/api.md "Errors"; every type of sluiced's
+ * src/common/errors.def is here, which test/units.test.mjs checks). */
 const BY_CODE = new Map([
   ['invalid_request', InvalidRequest], ['unsupported_media_type', InvalidRequest],
   ['body_too_large', TooLarge], ['unauthorized', Forbidden], ['forbidden', Forbidden],
   ['not_found', NotFound], ['already_settled', Conflict], ['lease_expired', LeaseExpired],
+  ['conflict', Conflict], ['out_of_memory', Unavailable],
   ['exceeds_capacity', ExceedsCapacity], ['backend_unavailable', Unavailable],
   ['tokenizer_unavailable', Unavailable], ['shutting_down', Unavailable],
   ['too_many_connections', Unavailable],

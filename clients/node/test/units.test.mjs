@@ -1,5 +1,6 @@
 // Pure parts of the Node client: the backoff rule, usage shapes, retry-after, the local bucket.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { LocalBucket } from '../src/local.js';
 import { backoffDelay, errorFromAnswer, retryAfterSeconds, usageFields } from '../src/index.js';
@@ -65,6 +66,17 @@ test('errorFromAnswer maps statuses to classes and keeps the code', () => {
   const s = errorFromAnswer('x', 429, { status: 'rejected', reason: 'suspended', retry_after: 300 });
   assert.ok(s instanceof sluice.Suspended && s instanceof sluice.Rejected);
   assert.equal(s.retryAfter, 300);
+});
+
+test('every error type of sluiced\'s table (src/common/errors.def) has its class here', () => {
+  const def = readFileSync(new URL('../../../src/common/errors.def', import.meta.url), 'utf8');
+  const rows = [...def.matchAll(/^SL_ERROR\(\w+,\s*(\d+),\s*"(\w+)"/gm)];
+  assert.ok(rows.length >= 8, `${rows.length} rows`);
+  for (const [, status, type] of rows) {
+    const e = errorFromAnswer('x', Number(status), { error: { type, message: 'm' } });
+    assert.ok(!(e instanceof sluice.ProtocolError), `${type} (${status}) has no class`);
+    assert.equal(e.code, type);
+  }
 });
 
 test('the local bucket refills per minute, waits, and refuses what never fits', () => {
