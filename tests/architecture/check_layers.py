@@ -26,12 +26,13 @@ ALLOWED = {
     "limits": (set(), set()),
     "backend": (set(), {"engine.h"}),
     "backend/redis": ({"backend", "limits"}, {"engine.h"}),  # limits: the FCALL plans
-    "client": (set(), {"client.h"}),
+    "client": ({"common"}, {"client.h"}),  # common/errors.def: an answer's type -> code
     "sim": ({"provider"}, {"engine.h"}),
     # sluiced: a core and one folder per feature. A feature uses the core and the
     # libraries, never another feature; the core uses no feature: it reaches them through
     # the feature table (core/features.def, core/feature.h) and the event bus.
-    "server/core": ({"backend", "backend/redis", "limits"}, {"engine.h", "tokenizer.h"}),
+    # common: errors.def, the one error table the server and the client share.
+    "server/core": ({"backend", "backend/redis", "limits", "common"}, {"engine.h", "tokenizer.h"}),
     "server/lease": ({"server/core", "backend"}, {"engine.h", "tokenizer.h"}),
     "server/proxy": ({"server/core", "backend", "provider"}, {"engine.h", "tokenizer.h"}),
     "server/limits": ({"server/core", "backend", "backend/redis", "limits"}, {"engine.h"}),
