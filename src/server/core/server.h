@@ -198,9 +198,9 @@ int sl__admit_claims(const sl_call_t *call, sl_error_dialect_t dialect, const sl
  * (a different r->role is 400) — which the token must be allowed (403), the graph's
  * count of dependants capped at the token's max_unblocks, and the agent itself: every
  * feature's admit_check (sl__admit_agent; the fleet's: a new name past the agents bounds
- * or a suspended agent is 429). On 0, r->role may point at
- * `task_role`, which must outlive the request; the agent is noted as active (the only
- * change). On -1, `ref` says why and nothing was asked. */
+ * or a suspended agent is 429). On 0, r->role may point at `task_role`, which must
+ * outlive the request; the agent is noted as active (the only change). On -1, `ref` says
+ * why and nothing was asked. */
 int sl__admit(sl_call_t *call, sl_error_dialect_t dialect, sl_request_t *r,
               const char *task_role, sl_refusal_t *ref);
 /* The registered role of `task` ("worker" when it registered none), or NULL when the
@@ -239,6 +239,7 @@ json_t *sl__agent_json(sl_server_t *srv, const sl_agent_info_t *a);
 void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
+
 /* reload.c */
 void sl__handle_reload(sl_call_t *call);
 /* Rereads srv->config_path; on -1 (err says why) the running configuration is unchanged. */
