@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX    ?= /usr/local
 CMAKE_ARGS ?=
 
-.PHONY: all deps setup setup-run build test bench run demo fuzz install clean format
+.PHONY: all deps setup setup-run build test bench run demo fuzz install deb clean format
 
 all: build
 
@@ -69,8 +69,16 @@ demo: setup-run build
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# Debian packages (sluice, libsluice0, libsluice-client0, libsluice-dev) built with
+# debhelper from debian/ into DEB_OUT; installs the packaging tools and fetches the
+# vocabulary first when missing (README "Install").
+DEB_OUT ?= build-deb
+deb: setup-run
+	@bash scripts/setup.d/60-deb-tools.sh
+	@nice bash scripts/deb.sh $(DEB_OUT)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD) $(DEB_OUT)
