@@ -3,6 +3,7 @@
 # the staged headers and libraries found through the staged pkg-config files only.
 # usage: run.sh BUILD_DIR
 set -euo pipefail
+. "$(dirname "$0")/../listening.sh"
 build="$1"
 stage="$(mktemp -d /tmp/sluice-install.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
@@ -27,12 +28,7 @@ unset SLUICE_VOCAB
 printf 'pools:\n  default:\n    input_tpm: 6000\n' > "$stage/sluice.yaml"
 "$root/bin/sluiced" --config "$stage/sluice.yaml" --listen 127.0.0.1:0 >"$stage/out" 2>&1 &
 pid=$!
-for _ in $(seq 1 100); do
-  grep -q "listening on" "$stage/out" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$stage/out" | grep -o '[0-9]*$' || true)
+port=$(sl_wait_listening "$stage/out" "$pid")
 [ -n "$port" ] || { kill "$pid" 2>/dev/null; fail "the installed sluiced did not start: $(cat "$stage/out")"; }
 metric=$(curl -s "http://127.0.0.1:$port/metrics" | grep '^sluice_proxy_estimator_info' || true)
 kill "$pid"; wait "$pid" || true

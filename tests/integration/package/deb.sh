@@ -9,6 +9,7 @@
 # purged afterwards. Needs root (dpkg); refuses to touch a machine where sluice is installed.
 # usage: deb.sh SOURCE_DIR OUT_DIR
 set -euo pipefail
+. "$(dirname "$0")/../listening.sh"
 src=$1
 out=$2
 fail() { echo "package: FAIL: $*" >&2; exit 1; }
@@ -80,12 +81,7 @@ unit_user=(env -i PATH=/usr/bin:/bin "SLUICED_OPTS=--listen 127.0.0.1:0"
 # exec all the way down: the background job's pid is sluiced's, so signals reach it.
 (cd / && exec "${unit_user[@]}" sh -c "umask 0077; exec $cmd") >"$tmp/sluiced.out" 2>&1 &
 pid=$!
-for _ in $(seq 1 100); do
-  grep -q "listening on" "$tmp/sluiced.out" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/sluiced.out" | grep -o '[0-9]*$' || true)
+port=$(sl_wait_listening "$tmp/sluiced.out" "$pid")
 [ -n "$port" ] || { cat "$tmp/sluiced.out"; fail "the installed sluiced did not start"; }
 S="http://127.0.0.1:$port"
 grant=$(curl -s -X POST "$S/v1/leases" -H 'content-type: application/json' \
