@@ -29,7 +29,6 @@
  * request's header list; nothing here logs headers or echoes upstream requests.
  */
 #include "server.h"
-#include "fleet.h"
 #include "upstream.h"
 
 #include <errno.h>
