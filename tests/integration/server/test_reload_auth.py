@@ -106,6 +106,15 @@ class ReloadWithoutABody(unittest.TestCase):
             st, p, _ = s.call("GET", "/v1/pools/default", token="admin-secret-1")
             self.assertEqual((st, p["limits"]["input_tpm"]), (200, 7000))
 
+    def test_the_same_post_with_an_origin_is_415(self):
+        # What a web page's fetch() sends: no body, no type, but an Origin.
+        with Sluiced(AUTH) as s:
+            s.write_config(AUTH.replace("6000", "7000"))
+            status, text = self.post(s, {"Origin": "http://evil.example"})
+            self.assertEqual(status, 415, text)
+            st, p, _ = s.call("GET", "/v1/pools/default", token="admin-secret-1")
+            self.assertEqual((st, p["limits"]["input_tpm"]), (200, 6000))
+
     def test_a_body_of_another_media_type_is_still_415(self):
         with Sluiced(AUTH) as s:
             c = s.conn()
