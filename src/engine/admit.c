@@ -60,9 +60,16 @@ static double max_wait_s(const sl__pool_t *p)
     return SL__ADMIT_MAX_WAIT_CACHE_LIVES * p->cfg.cache_ttl_s;
 }
 
+double sl__admit_key(const sl__pool_t *p, double enqueued_at, int64_t depth)
+{
+    return enqueued_at - SL__ADMIT_LEVEL_CACHE_LIVES * p->cfg.cache_ttl_s * (double)depth;
+}
+
 void sl__admit_park(sl__pool_t *p, sl__ticket_t *t)
 {
     sl__treap_insert(&t->team->ws_root, t);
+    t->admit.tie = t->seq;
+    sl__heap_push(&p->ws_heap, &t->admit);
     t->ws_parked = true;
     t->park_next = NULL;
     t->park_prev = p->ws_tail;
@@ -77,6 +84,7 @@ void sl__admit_park(sl__pool_t *p, sl__ticket_t *t)
 void sl__admit_unpark(sl__pool_t *p, sl__ticket_t *t)
 {
     sl__treap_remove(&t->team->ws_root, t);
+    sl__heap_remove(&p->ws_heap, &t->admit);
     if (t->park_prev)
         t->park_prev->park_next = t->park_next;
     else
@@ -118,14 +126,8 @@ static double admit_outer(const sl__pool_t *p, const sl__ticket_t *t)
 
 sl__ticket_t *sl__admit_next(const sl__pool_t *p)
 {
-    sl__ticket_t *best = NULL;
-    for (size_t i = 0; i < p->n_teams; i++) {
-        sl__ticket_t *t = sl__treap_first(p->teams[i]->ws_root);
-        if (t && (!best || t->finish < best->finish ||
-                  (t->finish == best->finish && t->seq < best->seq)))
-            best = t;
-    }
-    return best;
+    sl__hnode_t *n = sl__heap_top(&p->ws_heap);
+    return n ? sl__container_of(n, sl__ticket_t, admit) : NULL;
 }
 
 void sl__admit_grant(sl_engine_t *e, sl__pool_t *p, double now)
@@ -160,6 +162,7 @@ double sl__admit_eta(const sl__pool_t *p, const sl__need_t *need, bool parked, d
 
 void sl__admit_free(sl__pool_t *p)
 {
+    sl__heap_free(&p->ws_heap); /* before the tickets it points to are freed */
     for (sl__ticket_t *t = p->ws_head, *next; t; t = next) {
         next = t->park_next;
         free(t);
