@@ -265,10 +265,13 @@ class PythonClient(unittest.TestCase):
         a = c.check("tool.call")
         self.assertFalse(a.allowed)
         self.assertEqual(a.denied_by, {"reason": "suspended"})
-        with self.assertRaises(sluice.LimitExceeded) as e:
+        with self.assertRaises(sluice.Suspended) as e:  # one class for a suspended agent
             with c.limit("tool.call"):
                 pass
         self.assertIn("suspended", str(e.exception))
+        self.assertIsInstance(e.exception, sluice.Error)
+        with self.assertRaises(sluice.Suspended):  # and for its leases
+            c.acquire(input_tokens=10, output_tokens=10, max_wait_s=0)
 
     def test_context_manager_of_a_peek_releases_nothing(self):
         c = self.client("py-ctx-peek")

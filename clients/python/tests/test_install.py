@@ -24,7 +24,7 @@ class Install(unittest.TestCase):
                                 "sluice.__file__)"], capture_output=True, text=True,
                                timeout=30, cwd=d)
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertTrue(p.stdout.startswith("0.1.0 " + venv), p.stdout)
+            self.assertTrue(p.stdout.startswith("0.2.0 " + venv), p.stdout)
 
 
 if __name__ == "__main__":
