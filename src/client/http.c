@@ -120,13 +120,6 @@ int sl__cl_http_error(sl_client_t *c, const sl__cl_http_answer_t *a, const char 
         type = type ? type : "";
         message = message ? message : "";
     }
-    /* The API's error type decides, not the status: a status may change (exceeds_capacity
-     * is 422 today and may become 413), the type is the contract. */
-    static const int typed[] = {SL_EINVAL, SL_ENOTFOUND, SL_EALREADY, SL_EEXPIRED, SL_ECAPACITY,
-                                SL_EUNAVAILABLE};
-    for (size_t i = 0; i < sizeof(typed) / sizeof(typed[0]); i++)
-        if (!strcmp(type, sl_strerror(typed[i])))
-            return sl__cl_fail(c, typed[i], "%s: %d %s: %s", what, a->status, type, message);
     int code;
     switch (a->status) {
     case 400:
@@ -145,10 +138,10 @@ int sl__cl_http_error(sl_client_t *c, const sl__cl_http_answer_t *a, const char 
     case 410:
         code = SL_EEXPIRED;
         break;
-    case 413:
-        code = SL_ETOOBIG;
+    case 413: /* a body over sluiced's limit, or a need no pool can ever hold */
+        code = strcmp(type, "exceeds_capacity") == 0 ? SL_ECAPACITY : SL_ETOOBIG;
         break;
-    case 422:
+    case 422: /* exceeds_capacity before sluiced answered it with 413 */
         code = SL_ECAPACITY;
         break;
     case 503:
