@@ -15,15 +15,11 @@ nothing more.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from .answers import Estimate, Lease, LimitAnswer, Settled
-from .errors import Error
+from .errors import Error, Unreachable
 from .usage import Usage, is_rate_limit_error, usage_from
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
 
 class LeaseScope:
     """The lease of a `with` block. `lease` is the granted Lease (after entry), `result`
@@ -143,7 +139,9 @@ class LeaseScope:
 class LimitScope:
     """`with client.limit(name):` - checks on entry (LimitExceeded or Suspended when
     denied); on exit ends the holds the check took at `concurrency` levels (release None),
-    releases `name` (True) or nothing (False)."""
+    releases `name` (True) or nothing (False). A release that cannot reach sluiced is
+    left to the hold's TTL: the block's work is done, and an exit never raises
+    Unreachable."""
 
     def __init__(self, client: Any, name: str, key: Optional[str], hits: int,
                  action: Optional[str], wait: float, release: Optional[bool]) -> None:
@@ -165,10 +163,13 @@ class LimitScope:
                                                self.wait))
 
     def __exit__(self, *exc: Any) -> bool:
-        if self.release is None and self.answer is not None:
-            self.client.release_holds(self.answer, self.key, self.checked_at)
-        elif self.release:
-            self.client.release(self.name, self.key)
+        try:
+            if self.release is None and self.answer is not None:
+                self.client.release_holds(self.answer, self.key, self.checked_at)
+            elif self.release:
+                self.client.release(self.name, self.key)
+        except Unreachable:
+            pass
         return False
 
     async def __aenter__(self) -> LimitAnswer:
@@ -176,8 +177,11 @@ class LimitScope:
                                                      self.action, self.wait))
 
     async def __aexit__(self, *exc: Any) -> bool:
-        if self.release is None and self.answer is not None:
-            await self.client.release_holds(self.answer, self.key, self.checked_at)
-        elif self.release:
-            await self.client.release(self.name, self.key)
+        try:
+            if self.release is None and self.answer is not None:
+                await self.client.release_holds(self.answer, self.key, self.checked_at)
+            elif self.release:
+                await self.client.release(self.name, self.key)
+        except Unreachable:
+            pass
         return False
