@@ -18,6 +18,7 @@ import sluice  # noqa: E402
 SLUICED = os.environ.get("SLUICED", "sluiced")
 
 CONFIG = """
+cold_start: full
 pools:
   default:
     input_tpm: 6000
