@@ -40,8 +40,6 @@ class _Base:
         self.agent = agent or env["agent"] or "python"
         self.pool = pool or env["pool"] or "default"
         self.role = role
-        if "request_timeout_s" in options and options["request_timeout_s"] is None:
-            del options["request_timeout_s"]
         self.options = Options(**options)
         self.options.check()
         self.failopen = FailOpen(self.options, self.agent, self.pool, self.url, log)

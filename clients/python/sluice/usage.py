@@ -69,20 +69,16 @@ def _has(obj: Any, name: str) -> bool:
 
 
 def retry_after_from_headers(headers: Any) -> Optional[float]:
-    """The provider's `retry-after` (seconds; or `retry-after-ms`) from a headers
-    mapping (an httpx.Headers, a dict with any case), or None."""
-    if headers is None:
+    """The provider's `retry-after` (seconds; or `retry-after-ms`) from a headers mapping
+    (an httpx.Headers, a dict in any case), or None."""
+    if not hasattr(headers, "items"):
         return None
-    lower = {str(k).lower(): v for k, v in dict(headers).items()} if not isinstance(
-        headers, Mapping) else {str(k).lower(): v for k, v in headers.items()}
+    lower = {str(k).lower(): v for k, v in headers.items()}
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        v = lower.get(name)
-        if v is None:
-            continue
         try:
-            return max(0.0, float(v) * scale)
-        except ValueError:
-            continue  # an HTTP date: not worth a parser; sluiced's own hold applies
+            return max(0.0, float(lower[name]) * scale)
+        except (KeyError, TypeError, ValueError):
+            continue  # absent, or an HTTP date: sluiced's own hold applies
     return None
 
 

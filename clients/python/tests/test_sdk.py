@@ -268,6 +268,31 @@ class FailOpen(unittest.TestCase):
         c.cancel(lease)
 
 
+    def test_the_asyncio_client_fails_open_the_same_way(self):
+        port = free_port()  # nothing listens there
+        lines = []
+
+        async def main():
+            async with sluice.AsyncClient(url="http://127.0.0.1:%d" % port, agent="sdk-alocal",
+                                          local_input_tpm=1000, local_output_tpm=1000,
+                                          local_rpm=10, log=lines.append) as c:
+                async with c.lease(input_tokens=600, output_tokens=10) as lease:
+                    lease.record({"input_tokens": 500, "output_tokens": 5})
+                self.assertTrue(lease.lease.local)
+                self.assertEqual(lease.result.adjust_input_tokens, 100)
+                with self.assertRaises(sluice.MaxWaitExceeded):  # 500 left of 1000 a minute
+                    await c.acquire(input_tokens=900, output_tokens=1, max_wait_s=0)
+                est = await c.estimate({"max_tokens": 77, "messages": [
+                    {"role": "user", "content": "x" * 400}]})
+                self.assertEqual((est.exact, est.output_tokens), (False, 77))
+                self.assertGreater(est.input_tokens, 100)
+                with self.assertRaises(sluice.Unreachable):
+                    await c.check("tool.call")
+
+        asyncio.run(main())
+        self.assertEqual(len(lines), 1, lines)
+
+
 class Auth(unittest.TestCase):
     def test_provider_headers_an_agent_token_may_not_send_are_reported(self):
         d = Daemon("auth:\n  tokens:\n    - token: worker-token-1\n      agent: w1\n")
