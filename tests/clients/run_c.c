@@ -532,7 +532,7 @@ int main(int argc, char **argv)
     json_array_foreach(cases, ci, kase)
     {
         json_t *saved = json_object();
-        char why[1024] = "";
+        char why[1024] = "", failure[2048] = "";
         size_t si;
         json_t *step;
         json_array_foreach(json_object_get(kase, "steps"), si, step)
@@ -567,17 +567,15 @@ int main(int argc, char **argv)
             json_decref(a);
             json_decref(expect);
             if (detail[0] || why[0]) {
-                char msg[1024];
-                snprintf(msg, sizeof(msg), "step %zu (%s): %s", si + 1, op ? op : "?",
+                snprintf(failure, sizeof(failure), "step %zu (%s): %s", si + 1, op ? op : "?",
                          detail[0] ? detail : why);
-                snprintf(why, sizeof(why), "%s", msg);
                 break;
             }
         }
         json_decref(saved);
-        if (why[0]) {
+        if (failure[0]) {
             failed++;
-            printf("FAIL %s: %s\n", str(kase, "name"), why);
+            printf("FAIL %s: %s\n", str(kase, "name"), failure);
         } else {
             printf("ok %s\n", str(kase, "name"));
         }
