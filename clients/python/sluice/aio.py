@@ -263,15 +263,10 @@ class AsyncClient(_Base):
                        pool: Optional[str] = None, model: Optional[str] = None) -> Estimate:
         return await self._run(self._p.estimate(request, api, pool, model))
 
-    async def lease_for(self, request: Mapping[str, Any], api: Optional[str] = None,
-                        **kw: Any) -> LeaseScope:
-        """`async with await client.lease_for(body) as lease:` (Client.lease_for)."""
-        est = await self.estimate(request, api, kw.get("pool"), kw.get("model"))
-        fields = est.lease_fields()
-        fields.update(kw)
-        scope = LeaseScope(self, fields)
-        scope.estimate = est
-        return scope
+    def lease_for(self, request: Mapping[str, Any], api: Optional[str] = None,
+                  **kw: Any) -> LeaseScope:
+        """`async with client.lease_for(body) as lease:` (Client.lease_for)."""
+        return LeaseScope(self, kw, request, api)
 
     async def put_task(self, task: str, role: Optional[str] = None,
                        depends_on: Optional[list] = None, state: Optional[str] = None) -> dict:

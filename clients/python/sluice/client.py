@@ -179,14 +179,10 @@ class Client(_Base):
 
     def lease_for(self, request: Mapping[str, Any], api: Optional[str] = None,
                   **kw: Any) -> LeaseScope:
-        """`with client.lease_for(body) as lease:` - a lease sized by estimate(body): input,
-        cached prefix, output reservation, model and prefix hash; no numbers to guess."""
-        est = self.estimate(request, api, kw.get("pool"), kw.get("model"))
-        fields = est.lease_fields()
-        fields.update(kw)
-        scope = LeaseScope(self, fields)
-        scope.estimate = est
-        return scope
+        """`with client.lease_for(body) as lease:` - a lease sized on entry by estimate(body):
+        input, cached prefix, output reservation, model and prefix hash (lease.estimate); no
+        numbers to guess. Other keywords are lease()'s and win over the estimate's."""
+        return LeaseScope(self, kw, request, api)
 
     # ---- the task graph and pools ----------------------------------------------------
 

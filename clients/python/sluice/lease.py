@@ -25,9 +25,11 @@ class LeaseScope:
     """The lease of a `with` block. `lease` is the granted Lease (after entry), `result`
     the Settled answer (after exit), `estimate` the Estimate of lease_for()."""
 
-    def __init__(self, client: Any, acquire_kwargs: Dict[str, Any]) -> None:
+    def __init__(self, client: Any, acquire_kwargs: Dict[str, Any],
+                 request: Optional[Mapping[str, Any]] = None, api: Optional[str] = None) -> None:
         self._client = client
         self._kw = acquire_kwargs
+        self._request, self._api = request, api  # lease_for: estimated on entry
         self.lease: Optional[Lease] = None
         self.usage: Optional[Usage] = None
         self.result: Optional[Settled] = None
@@ -71,8 +73,21 @@ class LeaseScope:
 
     # ---- blocking ------------------------------------------------------------------
 
+    def _sized(self, est: Optional[Estimate]) -> Dict[str, Any]:
+        """acquire's arguments: the estimate's figures under the caller's own."""
+        if est is None:
+            return self._kw
+        self.estimate = est
+        fields = est.lease_fields()
+        fields.update(self._kw)
+        return fields
+
+    def _estimate_args(self) -> tuple:
+        return self._request, self._api, self._kw.get("pool"), self._kw.get("model")
+
     def __enter__(self) -> "LeaseScope":
-        self.lease = self._client.acquire(**self._kw)
+        est = self._client.estimate(*self._estimate_args()) if self._request is not None else None
+        self.lease = self._client.acquire(**self._sized(est))
         return self
 
     def settle(self, usage: Any = None) -> Settled:
@@ -106,7 +121,9 @@ class LeaseScope:
     # ---- asyncio -------------------------------------------------------------------
 
     async def __aenter__(self) -> "LeaseScope":
-        self.lease = await self._client.acquire(**self._kw)
+        est = (await self._client.estimate(*self._estimate_args())
+               if self._request is not None else None)
+        self.lease = await self._client.acquire(**self._sized(est))
         return self
 
     async def asettle(self, usage: Any = None) -> Settled:

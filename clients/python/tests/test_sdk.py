@@ -282,10 +282,11 @@ class FailOpen(unittest.TestCase):
                 self.assertEqual(lease.result.adjust_input_tokens, 100)
                 with self.assertRaises(sluice.MaxWaitExceeded):  # 500 left of 1000 a minute
                     await c.acquire(input_tokens=900, output_tokens=1, max_wait_s=0)
-                est = await c.estimate({"max_tokens": 77, "messages": [
-                    {"role": "user", "content": "x" * 400}]})
-                self.assertEqual((est.exact, est.output_tokens), (False, 77))
-                self.assertGreater(est.input_tokens, 100)
+                body = {"max_tokens": 77, "messages": [{"role": "user", "content": "x" * 400}]}
+                async with c.lease_for(body) as lease:  # counted as the proxy's fallback
+                    lease.record({"input_tokens": 100, "output_tokens": 7})
+                self.assertEqual((lease.estimate.exact, lease.max_tokens), (False, 77))
+                self.assertGreater(lease.estimate.input_tokens, 100)
                 with self.assertRaises(sluice.Unreachable):
                     await c.check("tool.call")
 
