@@ -17,7 +17,7 @@ from .errors import (Conflict, Error, ExceedsCapacity, Forbidden, InvalidRequest
                      LimitExceeded, MaxWaitExceeded, NotFound, Rejected, Suspended,
                      Unavailable, Unreachable)
 from .failopen import Options, backoff_delay_s
-from .lease import LeaseScope, LimitScope
+from .scopes import LeaseScope, LimitScope
 from .usage import Usage, usage_from
 
 __all__ = ["AsyncClient", "Client", "Conflict", "Error", "Estimate", "ExceedsCapacity",

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 from .answers import Estimate, Lease, LimitAnswer, Settled
 from .client import _Base
 from .errors import Unreachable
-from .lease import LeaseScope, LimitScope
+from .scopes import LeaseScope, LimitScope
 from .protocol import FOREVER, Call, Invoke, Sleep, Steps, quote
 from .transport import decode_body, encode_body, request_headers, split_url
 from .usage import Usage, usage_from

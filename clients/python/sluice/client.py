@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
 from .answers import Estimate, Lease, LimitAnswer, Settled
 from .errors import LimitExceeded, Suspended
 from .failopen import FailOpen, Options
-from .lease import LeaseScope, LimitScope
+from .scopes import LeaseScope, LimitScope
 from .protocol import FOREVER, Call, Invoke, Protocol, Sleep, Steps, quote
 from .transport import SyncTransport
 from .usage import Usage, usage_from

@@ -1,4 +1,4 @@
-"""lease.py - `with client.lease(...) as lease:` and `with client.limit(...)`, blocking and
+"""scopes.py - `with client.lease(...) as lease:` and `with client.limit(...)`, blocking and
 `async with`.
 
 A lease scope acquires on entry and always ends the lease on exit, so a model call that
