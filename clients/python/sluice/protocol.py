@@ -161,20 +161,23 @@ class Protocol:
         return ans
 
     def extend(self, lease: Any, ttl_s: float) -> Steps[dict]:
-        """Moves the lease's expiry to now + ttl_s (a long stream)."""
+        """Moves the lease's expiry to now + ttl_s (a long stream); a Lease given is
+        updated (expires_at, ttl)."""
         lease_id, local = _lease_id(lease)
-        if local:
-            return {"status": "extended", "expires_at": time.time() + ttl_s}
-        try:
-            status, ans, _ = yield Call("POST", "/v1/leases/%s/extend" % quote(lease_id),
-                                        {"ttl": ttl_s}, self.opts.request_timeout_s)
-        except Unreachable as e:
-            self.fo.go_local(e.message)
-            return {"status": "extended", "expires_at": time.time() + ttl_s,
-                    "settled_locally": True}
-        self.fo.go_coordinated()
-        if status != 200:
-            raise from_answer(status, ans)
+        ans: Any = {"status": "extended", "expires_at": time.time() + ttl_s}
+        if not local:
+            try:
+                status, ans, _ = yield Call("POST", "/v1/leases/%s/extend" % quote(lease_id),
+                                            {"ttl": ttl_s}, self.opts.request_timeout_s)
+            except Unreachable as e:
+                self.fo.go_local(e.message)
+                ans = dict(ans, settled_locally=True)
+            else:
+                self.fo.go_coordinated()
+                if status != 200:
+                    raise from_answer(status, ans)
+        if isinstance(lease, Lease) and isinstance(ans.get("expires_at"), (int, float)):
+            lease.expires_at, lease.ttl = float(ans["expires_at"]), float(ttl_s)
         return ans
 
     def ticket(self, ticket: str, wait_s: float = 0) -> Steps[dict]:

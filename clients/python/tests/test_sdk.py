@@ -177,6 +177,14 @@ class Leases(unittest.TestCase):
             c.cancel(lease.lease)
         self.assertEqual(e.exception.code, "already_settled")
 
+    def test_extend_moves_the_lease_expiry(self):
+        c = self.client("sdk-extend")
+        with c.lease(input_tokens=10, output_tokens=10, ttl=5) as lease:
+            before = lease.lease.expires_at
+            c.extend(lease.lease, 300)
+            self.assertGreater(lease.lease.expires_at, before + 200)
+            lease.record({"input_tokens": 10, "output_tokens": 1})
+
     def test_a_clean_exit_without_record_settles_as_reserved(self):
         c = self.client("sdk-norecord")
         with c.lease(input_tokens=100, output_tokens=10) as lease:
