@@ -100,6 +100,7 @@ class AsyncTransport:
         self.connect_timeout_s = connect_timeout_s
         self.max_idle = max_idle
         self._idle: List[_Conn] = []
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.opened = 0  # connections opened so far (for tests and metrics)
 
     async def _connect(self) -> _Conn:
@@ -123,6 +124,14 @@ class AsyncTransport:
                       timeout_s: float) -> Tuple[int, Any, Dict[str, str]]:
         data = encode_body(body)
         msg = self._head(method, path, data) + (data or b"")
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a new event loop (another asyncio.run): the kept
+            for c in self._idle:    # connections belong to the old one
+                try:
+                    c.writer.transport.abort()
+                except RuntimeError:
+                    pass  # that loop is closed: the socket goes with its transport
+            self._idle, self._loop = [], loop
         for attempt in (0, 1):
             conn = None
             while self._idle and conn is None:

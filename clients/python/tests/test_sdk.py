@@ -276,6 +276,33 @@ class FailOpen(unittest.TestCase):
         c.cancel(lease)
 
 
+    def test_a_kept_alive_connection_closed_by_a_restart_is_sent_again(self):
+        d = Daemon()
+        self.addCleanup(d.close)
+        lines = []
+        c = sluice.Client(url=d.url, agent="sdk-stale", log=lines.append)
+        self.addCleanup(c.close)
+        ac = sluice.AsyncClient(url=d.url, agent="sdk-astale", log=lines.append)
+
+        async def main():
+            opened = ac.connections_opened
+            for restart in (False, True):
+                if restart:  # both pools now hold a connection sluiced closed
+                    d.stop()
+                    d.start()
+                with c.lease(input_tokens=10, output_tokens=10) as lease:
+                    lease.record({"input_tokens": 10, "output_tokens": 1})
+                self.assertFalse(lease.lease.local)
+                async with ac.lease(input_tokens=10, output_tokens=10) as alease:
+                    alease.record({"input_tokens": 10, "output_tokens": 1})
+                self.assertFalse(alease.lease.local)
+            self.assertEqual(ac.connections_opened - opened, 2)  # one more after the restart
+
+        asyncio.run(main())
+        asyncio.run(main())  # another event loop: the first loop's connections are dropped
+        self.assertEqual(lines, [])  # never thought sluiced was gone
+        self.assertEqual(c.mode, "coordinated")
+
     def test_the_asyncio_client_fails_open_the_same_way(self):
         port = free_port()  # nothing listens there
         lines = []
