@@ -473,8 +473,15 @@ static void on_request(sl_hreq_t *req, void *arg)
         size_t limit = api && n == 2 && !strcmp(seg[1], "estimate")
                            ? estimate_body_limit(&srv->config)
                            : srv->config.body_limit_bytes;
+        size_t body_len;
+        sl_hreq_body(req, &body_len);
+        /* `curl -X POST .../reload` sends neither a body nor a Content-Type. A web page's
+         * fetch() may send the same without a CORS preflight (the Content-Type rule is what
+         * keeps pages out), but a browser always adds Origin to it: only a request without
+         * one is let through untyped. */
+        bool untyped_ok = body_optional && body_len == 0 && !sl_hreq_header(req, "Origin");
         if (!method_has_body(call->method) ||
-            ((!api || check_content_type(call) == 0) &&
+            ((!api || untyped_ok || check_content_type(call) == 0) &&
              read_body(call, !body_optional, limit) == 0))
             route(call, n, seg, query);
     }
