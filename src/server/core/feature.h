@@ -61,6 +61,9 @@ typedef struct sl_route {
     sl_route_auth_t auth;
     bool body_optional; /* a POST may come without a body (admin actions) */
     void (*fn)(struct sl_call *call, char **seg, int method, const char *query);
+    /* The body a POST or PUT may carry (NULL: the lease API's body_limit_bytes); the
+     * feature's body_limit hook must say the same for the path, for the transport. */
+    size_t (*body_limit)(const struct sl_config *c);
 } sl_route_t;
 
 /* ---- the event bus -------------------------------------------------------------------- */
@@ -136,9 +139,9 @@ typedef struct sl_feature {
     /* Another way in than a bearer token (the dashboard's session cookie): true (and
      * call->admin set) when it lets the call on; false changes nothing. */
     bool (*authenticate)(struct sl_call *call, int n, char **seg);
-    /* The body limit of a request on the feature's paths (`path`: the first segment,
-     * `len` bytes), or 0 when the path is not its own; and the largest it may ever need
-     * (the transport's outer bound). */
+    /* The body limit of a request on the feature's paths (`path`: the path as it came,
+     * without its leading slashes, `len` bytes), or 0 when the path is not its own; and
+     * the largest it may ever need (the transport's outer bound). */
     size_t (*body_limit)(const struct sl_config *c, const char *path, size_t len);
     size_t (*max_body)(const struct sl_config *c);
 
@@ -159,10 +162,14 @@ typedef struct sl_feature {
     /* Housekeeping, every 0.25 s; `quarter` counts the calls from 1 (every second:
      * quarter % 4 == 0). */
     void (*tick)(struct sl_server *srv, unsigned quarter);
-    /* Reload: `reload_prepare` before the new configuration `next` replaces `running`
+    /* Reload: `reload_check` may refuse the new configuration `next` (-1 with `err`; the
+     * reload then changes nothing) and must change nothing itself unless it returns 0;
+     * `reload_prepare` before the new configuration `next` replaces `running`
      * keeps in `next` what only a restart may change (saying so on stderr); `reload`
      * after it did: 0, or -1 with `err` (logged as "sluiced: reload: ERR"; the reload
      * stands). */
+    int (*reload_check)(struct sl_server *srv, const struct sl_config *next, char *err,
+                        size_t errlen);
     void (*reload_prepare)(const struct sl_config *running, struct sl_config *next);
     int (*reload)(struct sl_server *srv, char *err, size_t errlen);
 
@@ -195,6 +202,9 @@ void sl__features_tick(struct sl_server *srv, unsigned quarter);
 /* early_start, then start: 0, or -1 with `err` from the first that failed. */
 int sl__features_early_start(struct sl_server *srv, char *err, size_t errlen);
 int sl__features_start(struct sl_server *srv, char *err, size_t errlen);
+/* Every feature's reload_check: 0, or -1 with `err` from the first that refused. */
+int sl__features_reload_check(struct sl_server *srv, const struct sl_config *next, char *err,
+                              size_t errlen);
 void sl__features_reload_prepare(const struct sl_config *running, struct sl_config *next);
 /* Every feature's reload; failures are logged, the reload stands. */
 void sl__features_reload(struct sl_server *srv);
@@ -206,7 +216,7 @@ void sl__features_free(struct sl_server *srv);
 /* The largest body any path may carry: the lease API's body_limit_bytes or a feature's
  * max_body. */
 size_t sl__features_max_body(const struct sl_config *c);
-/* The body limit of a path whose first segment is path[0, len): the first feature's
+/* The body limit of the path path[0, len) (raw, leading slashes cut): the first feature's
  * body_limit that claims it, else the lease API's body_limit_bytes. */
 size_t sl__features_body_limit(const struct sl_config *c, const char *path, size_t len);
 /* Configuration: every feature's defaults; the section `key` parsed by the feature that

@@ -80,6 +80,15 @@ int sl__features_start(sl_server_t *srv, char *err, size_t errlen)
     return 0;
 }
 
+int sl__features_reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->reload_check &&
+            sl__features[i]->reload_check(srv, next, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
 void sl__features_reload_prepare(const sl_config_t *running, sl_config_t *next)
 {
     for (size_t i = 0; i < N; i++)

@@ -64,12 +64,12 @@ static void ints_back(json_t *v)
     }
 }
 
-/* Parses the request body into call->body. Returns 0, or -1 after answering. */
-static int read_body(sl_call_t *call, bool required)
+/* Parses the request body into call->body (at most `limit` bytes). Returns 0, or -1
+ * after answering. */
+static int read_body(sl_call_t *call, bool required, size_t limit)
 {
     size_t len;
     const char *data = sl_hreq_body(call->req, &len);
-    size_t limit = call->srv->config.body_limit_bytes;
     if (len > limit) {
         sl__reply_error(call, 413, "body_too_large",
                         "body: %zu bytes is over the limit of %zu bytes", len, limit);
@@ -299,15 +299,15 @@ static void r_reload(sl_call_t *c, char **seg, int m, const char *q)
 /* The core's own endpoints; each feature's follow in features.def's order (feature.h,
  * sl_route_t: path segments, "*" matching any one, the methods allowed, the handler). */
 static const sl_route_t core_routes[] = {
-    {1, {"healthz"}, "GET", SL_ROUTE_OPEN, false, r_healthz},
-    {1, {"readyz"}, "GET", SL_ROUTE_OPEN, false, r_readyz},
-    {1, {"metrics"}, "GET", SL_ROUTE_OPEN, false, r_metrics},
-    {2, {"v1", "tasks"}, "GET", SL_ROUTE_TOKEN, false, r_tasks},
-    {3, {"v1", "tasks", "*"}, "GET, PUT, DELETE", SL_ROUTE_TOKEN, false, r_task},
-    {2, {"v1", "pools"}, "GET", SL_ROUTE_TOKEN, false, r_pools},
-    {3, {"v1", "pools", "*"}, "GET", SL_ROUTE_TOKEN, false, r_pool},
-    {2, {"v1", "events"}, "GET", SL_ROUTE_TOKEN, false, r_events},
-    {3, {"v1", "admin", "reload"}, "POST", SL_ROUTE_TOKEN, true, r_reload},
+    {1, {"healthz"}, "GET", SL_ROUTE_OPEN, false, r_healthz, NULL},
+    {1, {"readyz"}, "GET", SL_ROUTE_OPEN, false, r_readyz, NULL},
+    {1, {"metrics"}, "GET", SL_ROUTE_OPEN, false, r_metrics, NULL},
+    {2, {"v1", "tasks"}, "GET", SL_ROUTE_TOKEN, false, r_tasks, NULL},
+    {3, {"v1", "tasks", "*"}, "GET, PUT, DELETE", SL_ROUTE_TOKEN, false, r_task, NULL},
+    {2, {"v1", "pools"}, "GET", SL_ROUTE_TOKEN, false, r_pools, NULL},
+    {3, {"v1", "pools", "*"}, "GET", SL_ROUTE_TOKEN, false, r_pool, NULL},
+    {2, {"v1", "events"}, "GET", SL_ROUTE_TOKEN, false, r_events, NULL},
+    {3, {"v1", "admin", "reload"}, "POST", SL_ROUTE_TOKEN, true, r_reload, NULL},
 };
 
 static bool route_matches(const sl_route_t *r, int n, char **seg)
@@ -422,8 +422,18 @@ static void on_request(sl_hreq_t *req, void *arg)
             /* Bodies are read for every method that carries one (DELETE bodies are ignored). */
             bool body_optional = r ? r->body_optional : unmatched_body_optional(n, seg);
             bool api = n > 0 && !strcmp(seg[0], "v1");
+            size_t limit =
+                r && r->body_limit ? r->body_limit(&srv->config) : srv->config.body_limit_bytes;
+            size_t body_len;
+            sl_hreq_body(req, &body_len);
+            /* `curl -X POST .../reload` sends neither a body nor a Content-Type. A web page's
+             * fetch() may send the same without a CORS preflight (the Content-Type rule is
+             * what keeps pages out), but a browser always adds Origin to it: only a request
+             * without one is let through untyped. */
+            bool untyped_ok = body_optional && body_len == 0 && !sl_hreq_header(req, "Origin");
             if (!method_has_body(call->method) ||
-                ((!api || check_content_type(call) == 0) && read_body(call, !body_optional) == 0))
+                ((!api || untyped_ok || check_content_type(call) == 0) &&
+                 read_body(call, !body_optional, limit) == 0))
                 route(call, r, seg, query);
         }
     }
@@ -450,10 +460,7 @@ static size_t body_limit_for(sl_http_method_t method, const char *target, void *
     const char *p = target + path_off, *end = p + path_len;
     while (p < end && *p == '/')
         p++;
-    size_t n = 0;
-    while (p + n < end && p[n] != '/')
-        n++;
-    return sl__features_body_limit(c, p, n);
+    return sl__features_body_limit(c, p, (size_t)(end - p));
 }
 
 sl_httpd_limits_t sl__listener_limits(const sl_config_t *c)

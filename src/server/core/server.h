@@ -8,6 +8,7 @@
 
 #include <event2/event.h>
 #include <jansson.h>
+#include <sluice/tokenizer.h>
 
 #include "backend.h"
 #include "config.h"

@@ -13,7 +13,7 @@ static void r_history(sl_call_t *c, char **seg, int m, const char *q)
 }
 
 static const sl_route_t routes[] = {
-    {2, {"v1", "history"}, "GET", SL_ROUTE_TOKEN, false, r_history},
+    {2, {"v1", "history"}, "GET", SL_ROUTE_TOKEN, false, r_history, NULL},
 };
 
 static void on_event(sl_server_t *srv, const sl_bus_event_t *ev)

@@ -46,10 +46,10 @@ static void r_fleet(sl_call_t *c, char **seg, int m, const char *q)
 }
 
 static const sl_route_t routes[] = {
-    {2, {"v1", "agents"}, "GET", SL_ROUTE_TOKEN, false, r_agents},
-    {4, {"v1", "agents", "*", "release"}, "POST", SL_ROUTE_TOKEN, true, r_agent_release},
-    {4, {"v1", "agents", "*", "suspend"}, "POST", SL_ROUTE_TOKEN, true, r_agent_suspend},
-    {2, {"v1", "fleet"}, "GET", SL_ROUTE_TOKEN, false, r_fleet},
+    {2, {"v1", "agents"}, "GET", SL_ROUTE_TOKEN, false, r_agents, NULL},
+    {4, {"v1", "agents", "*", "release"}, "POST", SL_ROUTE_TOKEN, true, r_agent_release, NULL},
+    {4, {"v1", "agents", "*", "suspend"}, "POST", SL_ROUTE_TOKEN, true, r_agent_suspend, NULL},
+    {2, {"v1", "fleet"}, "GET", SL_ROUTE_TOKEN, false, r_fleet, NULL},
 };
 
 /* ---- configuration --------------------------------------------------------------------- */

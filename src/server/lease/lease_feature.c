@@ -25,11 +25,11 @@ static void r_ticket(sl_call_t *c, char **seg, int m, const char *q)
 }
 
 static const sl_route_t routes[] = {
-    {2, {"v1", "leases"}, "POST", SL_ROUTE_TOKEN, false, r_lease_post},
-    {3, {"v1", "leases", "*"}, "DELETE", SL_ROUTE_TOKEN, false, r_lease_cancel},
-    {4, {"v1", "leases", "*", "settle"}, "POST", SL_ROUTE_TOKEN, false, r_lease_action},
-    {4, {"v1", "leases", "*", "extend"}, "POST", SL_ROUTE_TOKEN, false, r_lease_action},
-    {3, {"v1", "tickets", "*"}, "GET, DELETE", SL_ROUTE_TOKEN, false, r_ticket},
+    {2, {"v1", "leases"}, "POST", SL_ROUTE_TOKEN, false, r_lease_post, NULL},
+    {3, {"v1", "leases", "*"}, "DELETE", SL_ROUTE_TOKEN, false, r_lease_cancel, NULL},
+    {4, {"v1", "leases", "*", "settle"}, "POST", SL_ROUTE_TOKEN, false, r_lease_action, NULL},
+    {4, {"v1", "leases", "*", "extend"}, "POST", SL_ROUTE_TOKEN, false, r_lease_action, NULL},
+    {3, {"v1", "tickets", "*"}, "GET, DELETE", SL_ROUTE_TOKEN, false, r_ticket, NULL},
 };
 
 static void on_event(sl_server_t *srv, const sl_bus_event_t *ev)

@@ -12,11 +12,11 @@ static void r_limits(sl_call_t *c, char **seg, int m, const char *q)
 }
 
 static const sl_route_t routes[] = {
-    {2, {"v1", "limits"}, "GET", SL_ROUTE_TOKEN, false, r_limits},
-    {3, {"v1", "limits", "*"}, "GET", SL_ROUTE_TOKEN, false, r_limits},
-    {4, {"v1", "limits", "*", "check"}, "POST", SL_ROUTE_TOKEN, false, r_limits},
-    {4, {"v1", "limits", "*", "release"}, "POST", SL_ROUTE_TOKEN, false, r_limits},
-    {4, {"v1", "limits", "*", "report"}, "POST", SL_ROUTE_TOKEN, false, r_limits},
+    {2, {"v1", "limits"}, "GET", SL_ROUTE_TOKEN, false, r_limits, NULL},
+    {3, {"v1", "limits", "*"}, "GET", SL_ROUTE_TOKEN, false, r_limits, NULL},
+    {4, {"v1", "limits", "*", "check"}, "POST", SL_ROUTE_TOKEN, false, r_limits, NULL},
+    {4, {"v1", "limits", "*", "release"}, "POST", SL_ROUTE_TOKEN, false, r_limits, NULL},
+    {4, {"v1", "limits", "*", "report"}, "POST", SL_ROUTE_TOKEN, false, r_limits, NULL},
 };
 
 static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,

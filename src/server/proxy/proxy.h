@@ -9,9 +9,16 @@
 typedef struct sl_proxy sl_proxy_t;
 
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
-/* Sets up the proxy on srv->base: the upstream client and the tokenizer (when a pool has
- * an upstream). Returns 0, or -1 with `err` set. */
+/* Sets up the proxy on srv->base: the upstream client and the tokenizer (unless
+ * `proxy.estimator: bytes`). Returns 0, or -1 with `err` set (a missing or invalid
+ * vocabulary names its path). */
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
+/* Loads the tokenizer vocabulary if configuration `c` estimates with it and none is
+ * loaded yet (a reload from `estimator: bytes`). Returns 0, or -1 with `err` naming the
+ * path; nothing changes then. */
+int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err, size_t errlen);
+/* sluice_proxy_estimator_info: the estimator in use and the vocabulary's path. */
+void sl__proxy_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 /* The bus (features.def): wakes the proxied calls waiting on a ticket the event names. */
 void sl__proxy_on_event(sl_server_t *srv, const sl_bus_event_t *ev);
 /* Answers every proxied call still waiting or streaming (503 / an SSE error event),
@@ -27,6 +34,11 @@ void sl__proxy_free(sl_server_t *srv);
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query);
 /* The largest body the transport must let through for the proxy. */
 size_t sl__proxy_body_limit(const sl_config_t *c);
+/* The proxy's tokenizer; NULL with `proxy.estimator: bytes` (or before the proxy started). */
+sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv);
+
+/* estimate.c: POST /v1/estimate, a provider request body counted as the proxy counts it. */
+void sl__handle_estimate(sl_call_t *call);
 
 /* proxy_usage.c: what a provider's answer says it used (pure functions, no I/O). */
 typedef struct sl_usage {
