@@ -172,7 +172,8 @@ int sl_cli_report(const sl_cli_conn_t *conn, sl_client_t *c, int rc)
     return exit_code(rc);
 }
 
-int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
+int sl_cli_call_json(const sl_cli_conn_t *conn, const char *method, const char *path,
+                     const char *json_body, json_t **body)
 {
     *body = NULL;
     sl_client_t *c;
@@ -180,18 +181,18 @@ int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
     if (code != SL_EXIT_OK) return code;
     int status = 0;
     char *text = NULL;
-    int rc = sl_client_call(c, "GET", path, NULL, conn->timeout_s, &status, &text);
+    int rc = sl_client_call(c, method, path, json_body, conn->timeout_s, &status, &text);
     if (rc < 0) {
         code = sl_cli_report(conn, c, rc);
     } else {
         json_t *v = json_loads(text, 0, NULL);
-        if (status == 200 && v) {
+        if (status >= 200 && status < 300 && v) {
             *body = v;
         } else {
             json_t *e = json_object_get(v, "error");
             const char *m = json_string_value(json_object_get(e, "message"));
-            fprintf(stderr, "%s: GET %s: HTTP %d%s%s\n", conn->cmd, path, status, m ? ": " : "",
-                    m ? m : "");
+            fprintf(stderr, "%s: %s %s: HTTP %d%s%s\n", conn->cmd, method, path, status,
+                    m ? ": " : "", m ? m : "");
             if (conn->json) printf("%s\n", text);
             json_decref(v);
             code = SL_EXIT_REFUSED;
@@ -200,4 +201,9 @@ int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
     free(text);
     sl_client_free(c);
     return code;
+}
+
+int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
+{
+    return sl_cli_call_json(conn, "GET", path, NULL, body);
 }

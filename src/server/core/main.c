@@ -169,7 +169,12 @@ static int run(sl_server_t *srv)
         err[0] = '\0';
     }
     sl_backend_set_event_cb(srv->backend, sl__events_on_backend_event, srv);
-    sl_backend_configure(srv->backend, &srv->config.settings, on_configured, err);
+    if (sl__tokens_start(srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: auth.minted_file: %s\n", err);
+        goto done;
+    }
+    if (sl__tokens_configure(srv, &srv->config, srv->minted, on_configured, err) < 0)
+        snprintf(err, sizeof err, "out of memory");
     if (err[0]) {
         fprintf(stderr, "sluiced: %s\n", err);
         goto done;

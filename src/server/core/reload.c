@@ -55,6 +55,10 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
+    if (sl__tokens_reload_check(srv, &next, err, errlen) < 0) {
+        sl_config_clear(&next);
+        return -1;
+    }
     if (strcmp(next.backend, srv->config.backend) != 0 ||
         next.redis_opt.fail != srv->config.redis_opt.fail)
         fprintf(stderr, "sluiced: reload: `backend` changes need a restart; keeping %s\n",
@@ -74,7 +78,12 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
-    sl_backend_configure(srv->backend, &next.settings, on_configured, w);
+    if (sl__tokens_configure(srv, &next, srv->minted, on_configured, w) < 0) {
+        snprintf(err, errlen, "out of memory");
+        sl_config_clear(&next);
+        free(w);
+        return -1;
+    }
     if (!w->called) {
         w->returned = true; /* answered later, on the loop */
     } else {
@@ -105,6 +114,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     srv->config.listen_host = NULL;
     sl_config_clear(&srv->config);
     srv->config = next;
+    sl__tokens_reloaded(srv);
     if (sl__limits_apply(srv, err, errlen) < 0) /* memory only: the running limits stay */
         fprintf(stderr, "sluiced: reload: keeping the running limits: %s\n", err);
     sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));

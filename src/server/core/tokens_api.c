@@ -1,0 +1,203 @@
+/* tokens_api.c - /v1/admin/tokens (mint, list, revoke) and the tokens' caps in the backend's settings.
+ *
+ * The engine keeps caps per agent name. A token naming one `agent` whose tier or own
+ * fields set caps hands them to that agent: the backend is configured with the file's
+ * `caps:` plus one entry per such agent (the first token of an agent wins; an agent the
+ * file's `caps.agents` names keeps those). The whole set is given at start, on every
+ * reload and after a mint or revoke that changes caps, as the backend lifts the caps a
+ * configure no longer names.
+ */
+#include "server.h"
+#include "tokens_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- caps of tokens into the backend's settings ---------------------------------- */
+
+typedef struct cand {
+    const char *agent;
+    sl_caps_t caps;
+    size_t order; /* config, file, then minted: the first wins */
+} cand_t;
+
+static int by_agent_then_order(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    int c = strcmp(x->agent, y->agent);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+static bool caps_set(const sl_caps_t *c)
+{
+    return c->max_share > 0 || c->max_rpm > 0 || c->max_concurrent > 0 ||
+           c->budget_usd_per_hour > 0 || c->budget_usd_per_day > 0;
+}
+
+static bool has_caps(const sl_token_rule_t *r)
+{
+    return r->agent && caps_set(&r->meta.caps);
+}
+
+int sl__tokens_configure(sl_server_t *srv, const sl_config_t *c, const sl_token_store_t *minted,
+                         sl_backend_done_cb cb, void *ud)
+{
+    size_t n_minted;
+    sl_token_rule_t *const *m = sl__token_store_rules(minted, &n_minted);
+    cand_t *cands = malloc((c->n_tokens + n_minted + 1) * sizeof(*cands));
+    sl_named_caps_t *caps = malloc((c->settings.n_caps + c->n_tokens + n_minted + 1) * sizeof(*caps));
+    if (!cands || !caps) {
+        free(cands), free(caps);
+        return -1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_tokens; i++)
+        if (has_caps(&c->tokens[i]))
+            cands[n] = (cand_t){c->tokens[i].agent, c->tokens[i].meta.caps, n}, n++;
+    for (size_t i = 0; i < n_minted; i++) {
+        /* against c's tiers: on a reload the minted tokens still hold the running ones */
+        sl_caps_t caps_now =
+            sl__token_effective_caps(sl__tier_find(&c->token_cfg, m[i]->meta.tier), &m[i]->meta.own);
+        if (m[i]->agent && caps_set(&caps_now)) cands[n] = (cand_t){m[i]->agent, caps_now, n}, n++;
+    }
+    qsort(cands, n, sizeof(*cands), by_agent_then_order);
+    sl_backend_settings_t s = c->settings;
+    memcpy(caps, c->settings.caps, c->settings.n_caps * sizeof(*caps));
+    s.caps = caps;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && !strcmp(cands[i].agent, cands[i - 1].agent)) continue;
+        if (sl_backend_settings_names_caps(&c->settings, cands[i].agent, false)) continue;
+        caps[s.n_caps++] = (sl_named_caps_t){.holder = (char *)cands[i].agent,
+                                             .caps = cands[i].caps};
+    }
+    sl_backend_configure(srv->backend, &s, cb, ud); /* the backends copy what they keep */
+    free(cands);
+    free(caps);
+    return 0;
+}
+
+static void on_caps_applied(int rc, double value, const char *errmsg, void *ud)
+{
+    (void)value, (void)ud;
+    if (rc != SL_OK)
+        fprintf(stderr, "sluiced: tokens: the backend refused the tokens' caps: %s\n",
+                errmsg ? errmsg : sl_strerror(rc));
+}
+
+static void apply_caps(sl_server_t *srv)
+{
+    if (sl__tokens_configure(srv, &srv->config, srv->minted, on_caps_applied, NULL) < 0)
+        fprintf(stderr, "sluiced: tokens: out of memory applying the tokens' caps\n");
+}
+
+/* ---- start, reload, stop ------------------------------------------------------------ */
+
+int sl__tokens_start(sl_server_t *srv, char *err, size_t errlen)
+{
+    srv->minted = sl__token_store_open(&srv->config.token_cfg, err, errlen);
+    return srv->minted ? 0 : -1;
+}
+
+int sl__tokens_reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen)
+{
+    return sl__token_store_check(srv->minted, &next->token_cfg, err, errlen);
+}
+
+void sl__tokens_reloaded(sl_server_t *srv)
+{
+    if (srv->minted) sl__token_store_reconfigure(srv->minted, &srv->config.token_cfg);
+}
+
+void sl__tokens_free(sl_server_t *srv)
+{
+    sl__token_store_free(srv->minted);
+    srv->minted = NULL;
+}
+
+sl_token_rule_t *sl__tokens_find(sl_server_t *srv, const char *secret)
+{
+    unsigned char sha[SL_TOKEN_SHA256_BYTES];
+    sl__token_sha256(secret, sha);
+    sl_token_rule_t *r = sl__token_index_find(srv->config.token_cfg.index, sha);
+    return r ? r : sl__token_store_find(srv->minted, sha);
+}
+
+/* ---- the routes --------------------------------------------------------------------- */
+
+static void reply_refusal(sl_call_t *call, const sl_token_refusal_t *ref)
+{
+    sl__reply_error(call, ref->status, ref->type, "%s", ref->message);
+}
+
+static void list_tokens(sl_call_t *call)
+{
+    const sl_config_t *c = &call->srv->config;
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < c->n_tokens; i++)
+        json_array_append_new(list, sl__token_rule_json(&c->tokens[i]));
+    size_t n;
+    sl_token_rule_t *const *m = sl__token_store_rules(call->srv->minted, &n);
+    for (size_t i = 0; list && i < n; i++)
+        json_array_append_new(list, sl__token_rule_json(m[i]));
+    sl__reply_json(call, 200,
+                   json_pack("{s:o, s:I, s:I}", "tokens", list ? list : json_array(), "minted",
+                             (json_int_t)n, "max_minted_tokens",
+                             (json_int_t)c->token_cfg.max_minted));
+}
+
+static void mint(sl_call_t *call)
+{
+    sl_token_refusal_t ref;
+    if (!call->srv->config.admin_token) {
+        sl__reply_error(call, 409, "conflict",
+                        "auth.admin_token: minted tokens need auth on (an admin token)");
+        return;
+    }
+    json_t *answer = sl__token_store_mint(call->srv->minted, &call->srv->config.token_cfg,
+                                          call->body, &ref);
+    if (!answer) {
+        reply_refusal(call, &ref);
+        return;
+    }
+    const char *id = json_string_value(json_object_get(answer, "id"));
+    sl_token_rule_t *r = sl__token_store_by_id(call->srv->minted, id);
+    if (r && has_caps(r)) apply_caps(call->srv);
+    sl__reply_json(call, 201, answer);
+}
+
+static void revoke(sl_call_t *call, const char *id)
+{
+    const sl_config_t *c = &call->srv->config;
+    for (size_t i = 0; i < c->n_tokens; i++)
+        if (!strcmp(c->tokens[i].meta.id, id)) {
+            sl__reply_error(call, 409, "conflict",
+                            "id: '%.128s' is a token of %s: remove it there and reload", id,
+                            c->tokens[i].meta.source == SL_TOKEN_FILE ? "auth.tokens_file"
+                                                                     : "auth.tokens");
+            return;
+        }
+    sl_token_refusal_t ref;
+    sl_token_rule_t *r;
+    if (sl__token_store_revoke(call->srv->minted, id, &ref, &r) < 0) {
+        reply_refusal(call, &ref);
+        return;
+    }
+    if (has_caps(r)) apply_caps(call->srv);
+    sl__reply_json(call, 200, json_pack("{s:s, s:s}", "id", id, "status", "revoked"));
+}
+
+void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *query)
+{
+    (void)query;
+    if (!call->admin) {
+        sl__reply_error(call, 403, "forbidden", "tokens: needs the admin token");
+        return;
+    }
+    if (seg[3])
+        revoke(call, seg[3]);
+    else if (method == SL_HTTP_POST)
+        mint(call);
+    else
+        list_tokens(call);
+}
