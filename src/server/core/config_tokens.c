@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <yaml.h>
 
@@ -296,6 +297,7 @@ int sl__config_tokens_finish(sl_config_t *c, const char *path, char *err, size_t
         snprintf(cfg->minted_file, n, "%s.tokens", c->state_file);
     }
     size_t n_config = c->n_tokens;
+    if (cfg->tokens_file) sl__file_stamp(cfg->tokens_file, &cfg->tokens_file_read);
     if (cfg->tokens_file && load_tokens_file(c, err, errlen) < 0) return -1;
     sl__token_index_free(cfg->index);
     if (!(cfg->index = sl__token_index_new(c->n_tokens)))
@@ -320,6 +322,23 @@ int sl__config_tokens_finish(sl_config_t *c, const char *path, char *err, size_t
         }
     }
     return 0;
+}
+
+void sl__file_stamp(const char *path, sl_file_stamp_t *out)
+{
+    struct stat st;
+    memset(out, 0, sizeof(*out));
+    if (stat(path, &st) < 0) return;
+    out->present = true;
+    out->inode = (long long)st.st_ino;
+    out->size_bytes = (long long)st.st_size;
+    out->mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+bool sl__file_stamp_equal(const sl_file_stamp_t *a, const sl_file_stamp_t *b)
+{
+    return a->present == b->present && a->inode == b->inode && a->size_bytes == b->size_bytes &&
+           a->mtime_ns == b->mtime_ns;
 }
 
 void sl__token_config_clear(sl_token_config_t *cfg)

@@ -61,6 +61,8 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
         sl__owners_forget_old(srv);
         sl__limits_sweep(srv);
     }
+    if (ticks % 8 == 0) /* 2 s */
+        sl__tokens_watch(srv);
     if (ticks % 60 == 0) /* 15 s */
         sl__events_ping_streams(srv);
 }

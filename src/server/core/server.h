@@ -192,6 +192,9 @@ int sl__tokens_start(sl_server_t *srv, char *err, size_t errlen);
 int sl__tokens_reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen);
 void sl__tokens_reloaded(sl_server_t *srv);
 void sl__tokens_free(sl_server_t *srv);
+/* Reloads the configuration when the tokens_file changed since it was read (housekeeping,
+ * every 2 s); a refused version is logged once and not retried until it changes again. */
+void sl__tokens_watch(sl_server_t *srv);
 /* GET, POST /v1/admin/tokens and DELETE /v1/admin/tokens/ID (the admin token only). */
 void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *query);
 

@@ -81,6 +81,12 @@ typedef struct sl_token_meta {
 
 typedef struct sl_token_index sl_token_index_t;
 
+/* What a file looked like when read: a change in any field means it was rewritten. */
+typedef struct sl_file_stamp {
+    bool present;
+    long long inode, size_bytes, mtime_ns;
+} sl_file_stamp_t;
+
 /* The configuration's part of it (sl_config_t.token_cfg). */
 typedef struct sl_token_config {
     sl_tier_t *tiers; /* `tiers:` */
@@ -89,6 +95,7 @@ typedef struct sl_token_config {
     char *minted_file;        /* auth.minted_file, else "<state_file>.tokens", else NULL */
     int64_t max_minted;       /* auth.max_minted_tokens: 10000 */
     sl_token_index_t *index;  /* auth.tokens and the tokens_file's, by SHA-256 */
+    sl_file_stamp_t tokens_file_read; /* the tokens_file as this configuration read it */
 } sl_token_config_t;
 
 struct sl_token_rule;
@@ -173,5 +180,8 @@ int sl__config_parse_auth_key(struct yaml_document_s *doc, const char *name,
  * state_file when not given. Errors name the file and line of the entry at fault. */
 int sl__config_tokens_finish(struct sl_config *c, const char *path, char *err, size_t errlen);
 void sl__token_config_clear(sl_token_config_t *cfg);
+/* The stamp of file `path` now (present false when it cannot be stat'ed). */
+void sl__file_stamp(const char *path, sl_file_stamp_t *out);
+bool sl__file_stamp_equal(const sl_file_stamp_t *a, const sl_file_stamp_t *b);
 
 #endif /* SL_TOKENS_H */

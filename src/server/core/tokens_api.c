@@ -10,9 +10,13 @@
 #include "server.h"
 #include "tokens_store.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 /* ---- caps of tokens into the backend's settings ---------------------------------- */
 
@@ -115,6 +119,26 @@ void sl__tokens_free(sl_server_t *srv)
     srv->minted = NULL;
 }
 
+void sl__tokens_watch(sl_server_t *srv)
+{
+    const sl_token_config_t *cfg = &srv->config.token_cfg;
+    if (!cfg->tokens_file || !srv->config_path || !srv->minted) return;
+    sl_file_stamp_t now;
+    sl__file_stamp(cfg->tokens_file, &now);
+    if (sl__file_stamp_equal(&now, &cfg->tokens_file_read) ||
+        sl__file_stamp_equal(&now, sl__token_store_refused_stamp(srv->minted)))
+        return;
+    char err[512];
+    if (sl__server_reload(srv, err, sizeof err) < 0) {
+        fprintf(stderr, "sluiced: %s changed; reload refused, keeping the running "
+                        "configuration: %s\n", cfg->tokens_file, err);
+        *sl__token_store_refused_stamp(srv->minted) = now; /* said once per version */
+        return;
+    }
+    fprintf(stderr, "sluiced: %s changed: configuration reloaded\n",
+            srv->config.token_cfg.tokens_file);
+}
+
 sl_token_rule_t *sl__tokens_find(sl_server_t *srv, const char *secret)
 {
     unsigned char sha[SL_TOKEN_SHA256_BYTES];
@@ -130,20 +154,59 @@ static void reply_refusal(sl_call_t *call, const sl_token_refusal_t *ref)
     sl__reply_error(call, ref->status, ref->type, "%s", ref->message);
 }
 
-static void list_tokens(sl_call_t *call)
+#define PAGE_DEFAULT 1000
+#define PAGE_MAX 10000
+
+/* Reads `name` of query `q` as a whole number in [min, max] (dflt when absent); -1 after
+ * answering 400 naming it and its value. */
+static int query_number(sl_call_t *call, struct evkeyvalq *q, const char *name, long min,
+                        long max, long dflt, long *out)
+{
+    const char *v = evhttp_find_header(q, name);
+    char *end;
+    errno = 0;
+    *out = v ? strtol(v, &end, 10) : dflt;
+    if (v && (!*v || *end || errno || *out < min || *out > max)) {
+        char shown[72];
+        snprintf(shown, sizeof shown, "%.64s", v);
+        evhttp_clear_headers(q); /* the query's strings before the reply frees the request */
+        sl__reply_error(call, 400, "invalid_request", "%s: '%s' is not an integer between %ld "
+                        "and %ld", name, shown, min, max);
+        return -1;
+    }
+    return 0;
+}
+
+/* One page: the configuration's tokens, then the minted ones, `limit` from `cursor` (an
+ * index into that order); `next_cursor` is where the next page starts, null after the last. */
+static void list_tokens(sl_call_t *call, const char *query)
 {
     const sl_config_t *c = &call->srv->config;
+    size_t n_minted;
+    sl_token_rule_t *const *m = sl__token_store_rules(call->srv->minted, &n_minted);
+    size_t total = c->n_tokens + n_minted;
+    struct evkeyvalq q = {0};
+    long limit, from;
+    if (query && *query && evhttp_parse_query_str(query, &q) < 0) {
+        sl__reply_error(call, 400, "invalid_request", "query: cannot be parsed");
+        return;
+    }
+    if (query_number(call, &q, "limit", 1, PAGE_MAX, PAGE_DEFAULT, &limit) < 0 ||
+        query_number(call, &q, "cursor", 0, (long)total, 0, &from) < 0)
+        return;
+    evhttp_clear_headers(&q);
     json_t *list = json_array();
-    for (size_t i = 0; list && i < c->n_tokens; i++)
-        json_array_append_new(list, sl__token_rule_json(&c->tokens[i]));
-    size_t n;
-    sl_token_rule_t *const *m = sl__token_store_rules(call->srv->minted, &n);
-    for (size_t i = 0; list && i < n; i++)
-        json_array_append_new(list, sl__token_rule_json(m[i]));
+    size_t end = (size_t)from + (size_t)limit < total ? (size_t)from + (size_t)limit : total;
+    for (size_t i = (size_t)from; list && i < end; i++)
+        json_array_append_new(list, sl__token_rule_json(i < c->n_tokens ? &c->tokens[i]
+                                                                        : m[i - c->n_tokens]));
+    char next[24];
+    snprintf(next, sizeof next, "%zu", end);
     sl__reply_json(call, 200,
-                   json_pack("{s:o, s:I, s:I}", "tokens", list ? list : json_array(), "minted",
-                             (json_int_t)n, "max_minted_tokens",
-                             (json_int_t)c->token_cfg.max_minted));
+                   json_pack("{s:o, s:o, s:I, s:I, s:I}", "tokens", list ? list : json_array(),
+                             "next_cursor", end < total ? json_string(next) : json_null(),
+                             "total", (json_int_t)total, "minted", (json_int_t)n_minted,
+                             "max_minted_tokens", (json_int_t)c->token_cfg.max_minted));
 }
 
 static void mint(sl_call_t *call)
@@ -189,7 +252,6 @@ static void revoke(sl_call_t *call, const char *id)
 
 void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *query)
 {
-    (void)query;
     if (!call->admin) {
         sl__reply_error(call, 403, "forbidden", "tokens: needs the admin token");
         return;
@@ -199,5 +261,5 @@ void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *quer
     else if (method == SL_HTTP_POST)
         mint(call);
     else
-        list_tokens(call);
+        list_tokens(call, query);
 }

@@ -45,7 +45,13 @@ struct sl_token_store {
     sl_token_index_t *index;  /* sized for the larger of max and n */
     sl_token_rule_t **retired; /* revoked, freed RETIRE_KEEP_S after */
     size_t n_retired;
+    sl_file_stamp_t refused;   /* the tokens_file version a reload last refused */
 };
+
+sl_file_stamp_t *sl__token_store_refused_stamp(sl_token_store_t *s)
+{
+    return &s->refused;
+}
 
 static double unix_now_s(void)
 {

@@ -46,4 +46,7 @@ int sl__token_store_check(const sl_token_store_t *s, const sl_token_config_t *ne
  * takes its max_minted_tokens. */
 void sl__token_store_reconfigure(sl_token_store_t *s, const sl_token_config_t *cfg);
 
+/* The tokens_file version a reload last refused (sl__tokens_watch does not retry it). */
+sl_file_stamp_t *sl__token_store_refused_stamp(sl_token_store_t *s);
+
 #endif /* SL_TOKENS_STORE_H */

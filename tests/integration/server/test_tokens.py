@@ -244,6 +244,17 @@ class TokensFile(Base):
         listed = [x for x in self.listing(s)["tokens"] if x["source"] == "file"]
         self.assertEqual([x["agent"] for x in listed], ["fb"])
 
+    def test_a_changed_tokens_file_is_picked_up_without_a_signal(self):
+        a, b = secrets.token_hex(32), secrets.token_hex(32)
+        path = self.write_tokens([{"sha256": sha(a), "agent": "fa"}])
+        s = self.start(config(self.state_dir, extra_auth="  tokens_file: %s\n" % path))
+        self.assertEqual(self.lease(s, b, "fb")[0], 401)
+        tmp = path + ".new"
+        os.rename(self.write_tokens([{"sha256": sha(b), "agent": "fb"}]), tmp)
+        os.rename(tmp, path)  # as a secret store's sync would: whole, by rename
+        self.assertTrue(wait_until(lambda: self.lease(s, b, "fb")[0] == 200, 10))
+        self.assertEqual(self.lease(s, a, "fa")[0], 401)
+
     def test_errors_name_the_file_line_and_key(self):
         good = sha("x" * 64)
         for entries, line, key in (
@@ -285,7 +296,17 @@ class TokensFile(Base):
             self.assertEqual(self.lease(s, tokens[i], "agent-%04d" % i)[0], 200, i)
             self.assertEqual(self.lease(s, tokens[i], "agent-%04d" % (i ^ 1))[0], 403, i)
         self.assertEqual(self.lease(s, secrets.token_hex(32), "agent-0000")[0], 401)
-        self.assertEqual(len(self.listing(s)["tokens"]), 2000)
+        first = self.listing(s)
+        self.assertEqual((len(first["tokens"]), first["total"], first["next_cursor"]),
+                         (1000, 2000, "1000"))
+        code, rest, _ = s.call("GET", "/v1/admin/tokens?limit=5000&cursor=1000", token=ADMIN)
+        self.assertEqual((code, len(rest["tokens"]), rest["next_cursor"]), (200, 1000, None))
+        self.assertEqual(rest["tokens"][-1]["agent"], "agent-1999")
+        for query, field in (("limit=0", "limit"), ("cursor=2001", "cursor"),
+                             ("limit=x", "limit")):
+            code, answer, _ = s.call("GET", "/v1/admin/tokens?" + query, token=ADMIN)
+            self.assertEqual(code, 400, answer)
+            self.assertIn(field, answer["error"]["message"])
 
 
 class Cli(Base):
