@@ -207,3 +207,33 @@ int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
 {
     return sl_cli_call_json(conn, "GET", path, NULL, body);
 }
+
+#define MAX_PAGES 10000 /* pages of 10,000: past agents.max_total's and the token stores' ceilings */
+
+int sl_cli_get_all_pages(const sl_cli_conn_t *conn, const char *path, const char *list_key,
+                         json_t **out)
+{
+    json_t *all = NULL;
+    char page_path[512];
+    snprintf(page_path, sizeof page_path, "%s?limit=10000", path);
+    for (int page = 0; page < MAX_PAGES; page++) {
+        json_t *body;
+        int code = sl_cli_get_json(conn, page_path, &body);
+        if (code != SL_EXIT_OK) {
+            json_decref(all);
+            return code;
+        }
+        if (!all) {
+            all = body;
+        } else {
+            json_array_extend(json_object_get(all, list_key), json_object_get(body, list_key));
+            json_object_set(all, "next_cursor", json_object_get(body, "next_cursor"));
+            json_decref(body);
+        }
+        const char *next = json_string_value(json_object_get(all, "next_cursor"));
+        if (!next) break;
+        snprintf(page_path, sizeof page_path, "%s?limit=10000&cursor=%.200s", path, next);
+    }
+    *out = all;
+    return SL_EXIT_OK;
+}

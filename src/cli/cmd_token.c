@@ -116,39 +116,10 @@ static const char *str_or(json_t *o, const char *key, const char *dflt)
     return s ? s : dflt;
 }
 
-#define MAX_PAGES 1000 /* 10,000 tokens a page: past any tokens_file and minted store */
-
-/* GET /v1/admin/tokens page after page (by next_cursor) into one answer in `*out`. */
-static int get_all_pages(sl_cli_conn_t *conn, json_t **out)
-{
-    json_t *all = NULL;
-    char path[128] = "/v1/admin/tokens?limit=10000";
-    for (int page = 0; page < MAX_PAGES; page++) {
-        json_t *body;
-        int code = sl_cli_get_json(conn, path, &body);
-        if (code != SL_EXIT_OK) {
-            json_decref(all);
-            return code;
-        }
-        if (!all) {
-            all = body;
-        } else {
-            json_array_extend(json_object_get(all, "tokens"), json_object_get(body, "tokens"));
-            json_object_set(all, "next_cursor", json_object_get(body, "next_cursor"));
-            json_decref(body);
-        }
-        const char *next = json_string_value(json_object_get(all, "next_cursor"));
-        if (!next) break;
-        snprintf(path, sizeof path, "/v1/admin/tokens?limit=10000&cursor=%.20s", next);
-    }
-    *out = all;
-    return SL_EXIT_OK;
-}
-
 static int list(sl_cli_conn_t *conn)
 {
     json_t *answer;
-    int code = get_all_pages(conn, &answer);
+    int code = sl_cli_get_all_pages(conn, "/v1/admin/tokens", "tokens", &answer);
     if (code != SL_EXIT_OK) return code;
     if (conn->json) {
         sl_cli_print_json(answer);
