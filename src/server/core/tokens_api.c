@@ -256,7 +256,9 @@ void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *quer
         sl__reply_error(call, 403, "forbidden", "tokens: needs the admin token");
         return;
     }
-    if (seg[3])
+    if (method != SL_HTTP_GET && !call->srv->minted) /* a server without a store (fuzz target) */
+        sl__reply_error(call, 409, "conflict", "tokens: this server keeps no minted tokens");
+    else if (seg[3])
         revoke(call, seg[3]);
     else if (method == SL_HTTP_POST)
         mint(call);

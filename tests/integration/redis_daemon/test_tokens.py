@@ -1,0 +1,66 @@
+"""test_tokens.py - the caps of a token's tier reach sluice.lua: a tokens_file token and a
+minted token of a tier with max_concurrent 1 are queued (202 agent_cap) behind their own
+lease on the Redis backend, as caps.agents would be, and a reload raising the tier's cap
+lets a second lease through at once."""
+import hashlib
+import os
+import secrets
+import tempfile
+import unittest
+
+from redis_harness import Redis, replica, wait_until
+
+ADMIN = "admin-secret-1"
+
+
+def sha(token):
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TierCapsOnRedis(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="sluice-tokens-")
+        self.addCleanup(self.tmp.cleanup)
+        self.file_token = secrets.token_hex(32)
+        path = os.path.join(self.tmp.name, "tokens.yaml")
+        with open(path, "w") as f:
+            f.write("tokens:\n  - sha256: %s\n    agent: f1\n    tier: one\n"
+                    % sha(self.file_token))
+        self.pools = ("  default:\n    input_tpm: 1000000\n    output_tpm: 100000\n"
+                      "    max_queue_wait_s: 300\n"
+                      "tiers:\n  one:\n    max_concurrent: 1\n"
+                      "auth:\n  admin_token: %s\n  tokens_file: %s\n  minted_file: %s\n"
+                      % (ADMIN, path, os.path.join(self.tmp.name, "minted.tokens")))
+        self.redis = Redis()
+        self.addCleanup(self.redis.close)
+        self.s = replica(self.redis, self.pools, cold_start="full")
+        self.s.__enter__()
+        self.addCleanup(self.s.__exit__, None, None, None)
+        self.assertTrue(wait_until(lambda: self.s.call("GET", "/readyz")[0] == 200, 10))
+
+    def lease(self, token, agent):
+        return self.s.call("POST", "/v1/leases",
+                           {"agent": agent, "input_tokens": 10, "output_tokens": 10},
+                           token=token)[:2]
+
+    def test_a_tier_cap_queues_file_and_minted_tokens_and_a_reload_raises_it(self):
+        status, minted, _ = self.s.call("POST", "/v1/admin/tokens",
+                                        {"agent": "m1", "tier": "one"}, token=ADMIN)
+        self.assertEqual(status, 201, minted)
+        for token, agent in ((self.file_token, "f1"), (minted["token"], "m1")):
+            self.assertEqual(self.lease(token, agent)[0], 200)
+            status, queued = self.lease(token, agent)
+            self.assertEqual((status, queued.get("limited_by")), (202, "agent_cap"), queued)
+        self.s.write_config(self.s_config().replace("max_concurrent: 1", "max_concurrent: 3"))
+        status, body, _ = self.s.call("POST", "/v1/admin/reload", token=ADMIN)
+        self.assertEqual(status, 200, body)
+        for token, agent in ((self.file_token, "f1"), (minted["token"], "m1")):
+            self.assertEqual(self.lease(token, agent)[0], 200)
+
+    def s_config(self):
+        with open(self.s.config_path) as f:
+            return f.read()
+
+
+if __name__ == "__main__":
+    unittest.main()
