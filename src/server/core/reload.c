@@ -112,6 +112,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     next.listen_host = srv->config.listen_host;
     next.listen_port = srv->config.listen_port;
     srv->config.listen_host = NULL;
+    sl__tokens_retire(srv);
     sl_config_clear(&srv->config);
     srv->config = next;
     sl__tokens_reloaded(srv);

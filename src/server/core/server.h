@@ -190,6 +190,9 @@ int sl__tokens_start(sl_server_t *srv, char *err, size_t errlen);
 /* Reload: whether every minted token resolves against `next` (-1 with `err`; changes
  * nothing); then, once `next` is in force, the minted tokens take its tiers. */
 int sl__tokens_reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen);
+/* Before a reload frees the running configuration: its tokens are kept some minutes more
+ * (a call holds a pointer to its token while it reads its body or waits in the queue). */
+void sl__tokens_retire(sl_server_t *srv);
 void sl__tokens_reloaded(sl_server_t *srv);
 void sl__tokens_free(sl_server_t *srv);
 /* Reloads the configuration when the tokens_file changed since it was read (housekeeping,

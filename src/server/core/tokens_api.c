@@ -108,6 +108,14 @@ int sl__tokens_reload_check(sl_server_t *srv, const sl_config_t *next, char *err
     return sl__token_store_check(srv->minted, &next->token_cfg, err, errlen);
 }
 
+void sl__tokens_retire(sl_server_t *srv)
+{
+    if (!srv->minted) return; /* no store (fuzz target): freed with the configuration */
+    sl__token_store_retire_rules(srv->minted, srv->config.tokens, srv->config.n_tokens);
+    srv->config.tokens = NULL;
+    srv->config.n_tokens = 0;
+}
+
 void sl__tokens_reloaded(sl_server_t *srv)
 {
     if (srv->minted) sl__token_store_reconfigure(srv->minted, &srv->config.token_cfg);

@@ -36,6 +36,7 @@
 #define SECRET_BYTES 32
 #define SECRET_PREFIX "slt_"
 #define RETIRE_KEEP_S 900.0 /* past the longest hold (proxy.max_hold_s 540, max_hold_s) */
+#define MAX_RETIRED_ARRAYS 16 /* reloads' token arrays kept at once: the oldest goes first */
 
 struct sl_token_store {
     char *path;               /* NULL: minting is off (no minted_file, no state_file) */
@@ -46,6 +47,12 @@ struct sl_token_store {
     sl_token_rule_t **retired; /* revoked, freed RETIRE_KEEP_S after */
     size_t n_retired;
     sl_file_stamp_t refused;   /* the tokens_file version a reload last refused */
+    struct retired_array {     /* a replaced configuration's tokens, freed RETIRE_KEEP_S after */
+        sl_token_rule_t *rules;
+        size_t n;
+        double retired_s;
+    } arrays[MAX_RETIRED_ARRAYS];
+    size_t n_arrays;
 };
 
 sl_file_stamp_t *sl__token_store_refused_stamp(sl_token_store_t *s)
@@ -75,6 +82,13 @@ static void rule_free(sl_token_rule_t *r)
     if (!r) return;
     sl__token_rule_clear(r);
     free(r);
+}
+
+static void free_array(struct retired_array *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        sl__token_rule_clear(&a->rules[i]);
+    free(a->rules);
 }
 
 /* ---- the file --------------------------------------------------------------------- */
@@ -260,6 +274,8 @@ void sl__token_store_free(sl_token_store_t *s)
         rule_free(s->rules[i]);
     for (size_t i = 0; i < s->n_retired; i++)
         rule_free(s->retired[i]);
+    for (size_t i = 0; i < s->n_arrays; i++)
+        free_array(&s->arrays[i]);
     free(s->rules);
     free(s->retired);
     sl__token_index_free(s->index);
@@ -279,9 +295,17 @@ sl_token_rule_t *const *sl__token_store_rules(const sl_token_store_t *s, size_t 
     return s ? s->rules : NULL;
 }
 
-/* Frees the revoked tokens no call can still hold. */
+/* Frees the revoked tokens, and the replaced configurations' ones, no call can still hold. */
 static void sweep_retired(sl_token_store_t *s, double now_s)
 {
+    size_t arrays = 0;
+    for (size_t i = 0; i < s->n_arrays; i++) {
+        if (now_s - s->arrays[i].retired_s >= RETIRE_KEEP_S)
+            free_array(&s->arrays[i]);
+        else
+            s->arrays[arrays++] = s->arrays[i];
+    }
+    s->n_arrays = arrays;
     size_t kept = 0;
     for (size_t i = 0; i < s->n_retired; i++) {
         if (now_s - s->retired[i]->meta.retired_s >= RETIRE_KEEP_S)
@@ -498,4 +522,16 @@ void sl__token_store_reconfigure(sl_token_store_t *s, const sl_token_config_t *c
         (cfg->minted_file && strcmp(cfg->minted_file, s->path) != 0))
         fprintf(stderr, "sluiced: reload: auth.minted_file changes need a restart; keeping %s\n",
                 s->path ? s->path : "none");
+}
+
+void sl__token_store_retire_rules(sl_token_store_t *s, sl_token_rule_t *rules, size_t n)
+{
+    double now = unix_now_s();
+    sweep_retired(s, now);
+    if (s->n_arrays == MAX_RETIRED_ARRAYS) { /* many reloads in 15 minutes: the oldest goes */
+        free_array(&s->arrays[0]);
+        memmove(s->arrays, s->arrays + 1, (MAX_RETIRED_ARRAYS - 1) * sizeof(s->arrays[0]));
+        s->n_arrays--;
+    }
+    s->arrays[s->n_arrays++] = (struct retired_array){rules, n, now};
 }

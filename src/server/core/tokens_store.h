@@ -46,6 +46,11 @@ int sl__token_store_check(const sl_token_store_t *s, const sl_token_config_t *ne
  * takes its max_minted_tokens. */
 void sl__token_store_reconfigure(sl_token_store_t *s, const sl_token_config_t *cfg);
 
+/* Takes `rules` (n of them, an array the replaced configuration owned) and frees them
+ * some minutes later: a call that authenticated with one may still be reading its body
+ * or queued when a reload replaces the configuration. */
+void sl__token_store_retire_rules(sl_token_store_t *s, sl_token_rule_t *rules, size_t n);
+
 /* The tokens_file version a reload last refused (sl__tokens_watch does not retry it). */
 sl_file_stamp_t *sl__token_store_refused_stamp(sl_token_store_t *s);
 
