@@ -207,7 +207,7 @@ int sl__config_parse_auth_key(yaml_document_t *doc, const char *name, yaml_node_
         if (!s || !*s) return fail(err, errlen, path, v, key, "expected a file name");
         char *full = beside(path, s);
         if (!full) return fail(err, errlen, path, v, key, "out of memory");
-        char **slot = name[0] == 't' ? &cfg->tokens_file : &cfg->minted_file;
+        char **slot = !strcmp(name, "tokens_file") ? &cfg->tokens_file : &cfg->minted_file;
         free(*slot);
         *slot = full;
         return 1;

@@ -67,7 +67,7 @@ int sl__tokens_configure(sl_server_t *srv, const sl_config_t *c, const sl_token_
     }
     qsort(cands, n, sizeof(*cands), by_agent_then_order);
     sl_backend_settings_t s = c->settings;
-    memcpy(caps, c->settings.caps, c->settings.n_caps * sizeof(*caps));
+    if (c->settings.n_caps) memcpy(caps, c->settings.caps, c->settings.n_caps * sizeof(*caps));
     s.caps = caps;
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && !strcmp(cands[i].agent, cands[i - 1].agent)) continue;
