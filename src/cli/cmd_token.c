@@ -8,20 +8,19 @@
 
 static void token_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: sluice token create (--agent A | --agent-prefix P) [--tier T] [BOUNDS]\n"
-            "       sluice token list\n"
-            "       sluice token revoke ID\n\n"
-            "create mints a token for agent A (or every agent named P...), prints its id and\n"
-            "the token: shown this once, sluiced keeps only its SHA-256. BOUNDS override the\n"
-            "tier's, field by field (docs/server.md \"Tokens at fleet scale\"):\n"
-            "  --roles R,R  --pools P,P  --priorities P,P  --max-unblocks N  --resync\n"
-            "  --max-share F  --max-rpm N  --max-concurrent N\n"
-            "  --budget-usd-per-hour X  --budget-usd-per-day X\n"
-            "list prints every token sluiced accepts (no secrets); revoke refuses a minted\n"
-            "token from now on. All three need the admin token.\n\n" SL_CLI_CONN_HELP
-            "\nexit codes: 0 ok, 2 usage error, 4 sluiced unreachable, 6 sluiced answered an\n"
-            "            error (a refused field, an unknown id, no admin token)\n");
+    fprintf(out, "usage: sluice token create (--agent A | --agent-prefix P) [--tier T] [BOUNDS]\n"
+                 "       sluice token list\n"
+                 "       sluice token revoke ID\n\n"
+                 "create mints a token for agent A (or every agent named P...), prints its id and\n"
+                 "the token: shown this once, sluiced keeps only its SHA-256. BOUNDS override the\n"
+                 "tier's, field by field (docs/server.md \"Tokens at fleet scale\"):\n"
+                 "  --roles R,R  --pools P,P  --priorities P,P  --max-unblocks N  --resync\n"
+                 "  --max-share F  --max-rpm N  --max-concurrent N\n"
+                 "  --budget-usd-per-hour X  --budget-usd-per-day X\n"
+                 "list prints every token sluiced accepts (no secrets); revoke refuses a minted\n"
+                 "token from now on. All three need the admin token.\n\n" SL_CLI_CONN_HELP
+                 "\nexit codes: 0 ok, 2 usage error, 4 sluiced unreachable, 6 sluiced answered an\n"
+                 "            error (a refused field, an unknown id, no admin token)\n");
 }
 
 /* "a,b,c" as a JSON array of names. */
@@ -80,9 +79,9 @@ static int create_body(sl_cli_conn_t *conn, int argc, char **argv, json_t *body)
                 fprintf(stderr, "sluice token create: %s: expected a number, got \"%s\"\n", a, v);
                 return SL_EXIT_USAGE;
             }
-            json_object_set_new(body, field, x == (double)(json_int_t)x
-                                                 ? json_integer((json_int_t)x)
-                                                 : json_real(x));
+            json_object_set_new(body, field,
+                                x == (double)(json_int_t)x ? json_integer((json_int_t)x)
+                                                           : json_real(x));
         }
     }
     return 0;
@@ -198,7 +197,8 @@ int sl_cli_token(int argc, char **argv)
         for (int i = 2; i < argc; i++) {
             int r = sl_cli_conn_option(&conn, argc, argv, &i);
             if (r <= 0) {
-                if (r == 0) fprintf(stderr, "sluice token list: unknown argument \"%s\"\n", argv[i]);
+                if (r == 0)
+                    fprintf(stderr, "sluice token list: unknown argument \"%s\"\n", argv[i]);
                 return SL_EXIT_USAGE;
             }
         }

@@ -65,14 +65,14 @@ static void test_a_sha256_is_64_hex_digits(void **state)
     unsigned char a[SL_TOKEN_SHA256_BYTES], b[SL_TOKEN_SHA256_BYTES];
     sl__token_sha256("abc", a);
     /* FIPS 180-2's example: SHA-256("abc") */
-    assert_int_equal(
-        sl__token_sha256_parse("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", b),
-        0);
+    assert_int_equal(sl__token_sha256_parse(
+                         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", b),
+                     0);
     assert_memory_equal(a, b, sizeof a);
     assert_int_equal(sl__token_sha256_parse("ba78", b), -1);
-    assert_int_equal(
-        sl__token_sha256_parse("zz7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", b),
-        -1);
+    assert_int_equal(sl__token_sha256_parse(
+                         "zz7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", b),
+                     -1);
 }
 
 static void test_a_bad_bound_names_the_value_and_changes_nothing(void **state)
@@ -80,12 +80,16 @@ static void test_a_bad_bound_names_the_value_and_changes_nothing(void **state)
     (void)state;
     sl_token_bounds_t b = {0};
     char what[400];
-    assert_int_equal(sl__token_bound_set(&b, "max_rpm", "12", NULL, 0, false, what, sizeof what), 0);
-    assert_int_equal(sl__token_bound_set(&b, "max_rpm", "1.5", NULL, 0, false, what, sizeof what), -1);
+    assert_int_equal(sl__token_bound_set(&b, "max_rpm", "12", NULL, 0, false, what, sizeof what),
+                     0);
+    assert_int_equal(sl__token_bound_set(&b, "max_rpm", "1.5", NULL, 0, false, what, sizeof what),
+                     -1);
     assert_non_null(strstr(what, "'1.5'"));
-    assert_int_equal(sl__token_bound_set(&b, "max_share", "2", NULL, 0, false, what, sizeof what), -1);
+    assert_int_equal(sl__token_bound_set(&b, "max_share", "2", NULL, 0, false, what, sizeof what),
+                     -1);
     assert_non_null(strstr(what, "'2'"));
-    assert_int_equal(sl__token_bound_set(&b, "colour", "red", NULL, 0, false, what, sizeof what), -2);
+    assert_int_equal(sl__token_bound_set(&b, "colour", "red", NULL, 0, false, what, sizeof what),
+                     -2);
     assert_non_null(strstr(what, "max_concurrent"));
     assert_int_equal(b.set, SL_TB_MAX_RPM);
     assert_int_equal(b.caps.max_rpm, 12);

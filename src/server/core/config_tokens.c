@@ -29,8 +29,8 @@ static unsigned long line_of(const yaml_node_t *n)
     return n ? (unsigned long)n->start_mark.line + 1 : 0UL;
 }
 
-static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *at,
-                const char *key, const char *what)
+static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *at, const char *key,
+                const char *what)
 {
     snprintf(err, errlen, "%s:%lu: %s: %s", path, line_of(at), key, what);
     return -1;
@@ -41,7 +41,8 @@ static int get_string(const yaml_node_t *v, const char *path, const char *key, c
                       char *err, size_t errlen)
 {
     const char *s = scalar(v);
-    if (!s) return fail(err, errlen, path, v, key, "expected a single value, not a list or a mapping");
+    if (!s)
+        return fail(err, errlen, path, v, key, "expected a single value, not a list or a mapping");
     char *copy = strdup(s);
     if (!copy) return fail(err, errlen, path, v, key, "out of memory");
     free(*out);
@@ -51,8 +52,7 @@ static int get_string(const yaml_node_t *v, const char *path, const char *key, c
 
 /* One bound field from its YAML value (a scalar, or a list of scalars). */
 static int set_bound(yaml_document_t *doc, sl_token_bounds_t *b, const char *name, yaml_node_t *v,
-                     const char *path, const char *key, const char *also, char *err,
-                     size_t errlen)
+                     const char *path, const char *key, const char *also, char *err, size_t errlen)
 {
     char what[400];
     int rc;
@@ -133,7 +133,8 @@ int sl__config_parse_token(yaml_document_t *doc, yaml_node_t *map, const char *p
         if (rc < 0) return -1;
     }
     if (hashed && !have_sha)
-        return fail(err, errlen, path, map, key, "every entry needs `sha256:` (the token's SHA-256)");
+        return fail(err, errlen, path, map, key,
+                    "every entry needs `sha256:` (the token's SHA-256)");
     if (!hashed && !r->token)
         return fail(err, errlen, path, map, key,
                     "every token needs a `token` of at least 8 characters");
@@ -176,8 +177,8 @@ int sl__config_parse_tiers(yaml_document_t *doc, yaml_node_t *section, const cha
             char fkey[192];
             snprintf(fkey, sizeof fkey, "%s.%s", key, fname ? fname : "?");
             if (!fname) return fail(err, errlen, path, fk, key, "keys must be plain names");
-            if (set_bound(doc, &t->bounds, fname, yaml_document_get_node(doc, f->value), path,
-                          fkey, NULL, err, errlen) < 0)
+            if (set_bound(doc, &t->bounds, fname, yaml_document_get_node(doc, f->value), path, fkey,
+                          NULL, err, errlen) < 0)
                 return -1;
         }
     }
@@ -216,8 +217,8 @@ int sl__config_parse_auth_key(yaml_document_t *doc, const char *name, yaml_node_
         char what[200];
         const char *s = scalar(v);
         if (!s) return fail(err, errlen, path, v, key, "expected a single value");
-        if (sl__config_number(s, 1, MAX_MINTED_CEILING, true, &cfg->max_minted, what,
-                              sizeof what) < 0)
+        if (sl__config_number(s, 1, MAX_MINTED_CEILING, true, &cfg->max_minted, what, sizeof what) <
+            0)
             return fail(err, errlen, path, v, key, what);
         return 1;
     }
@@ -277,7 +278,8 @@ static int load_tokens_file(sl_config_t *c, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) {
         sl_token_rule_t *r = &c->tokens[c->n_tokens++];
         memset(r, 0, sizeof(*r));
-        if (sl__config_parse_token(&doc, yaml_document_get_node(&doc, list->data.sequence.items.start[i]),
+        if (sl__config_parse_token(&doc,
+                                   yaml_document_get_node(&doc, list->data.sequence.items.start[i]),
                                    path, "tokens[]", true, r, err, errlen) < 0)
             goto done;
     }

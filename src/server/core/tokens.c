@@ -54,7 +54,7 @@ int sl__token_sha256_parse(const char *hex, unsigned char out[SL_TOKEN_SHA256_BY
 
 struct sl_token_index {
     sl_token_rule_t **slots;
-    size_t mask;  /* capacity - 1 (a power of two) */
+    size_t mask; /* capacity - 1 (a power of two) */
     size_t n, max;
 };
 
@@ -135,39 +135,47 @@ void sl__token_index_free(sl_token_index_t *ix)
 
 typedef enum { K_LIST, K_INT, K_SHARE, K_MONEY, K_BOOL } kind_t;
 
+/* One bound field: its name, its bit in `set`, its kind (how it is read and written), its
+ * largest value, and where it lives in sl_token_bounds_t (K_LIST: the char ** and, at
+ * count_at, its size_t count; K_INT: int64_t; K_SHARE, K_MONEY: double; K_BOOL: bool). */
 static const struct bound_field {
     const char *name;
     unsigned bit;
     kind_t kind;
-    double max; /* K_INT, K_MONEY: the largest value */
+    double max;
+    size_t at, count_at;
 } fields[] = {
-    {"roles", SL_TB_ROLES, K_LIST, 0},
-    {"pools", SL_TB_POOLS, K_LIST, 0},
-    {"priorities", SL_TB_PRIORITIES, K_LIST, 0},
-    {"max_unblocks", SL_TB_MAX_UNBLOCKS, K_INT, 1000000},
-    {"resync", SL_TB_RESYNC, K_BOOL, 0},
-    {"max_share", SL_TB_MAX_SHARE, K_SHARE, 1},
-    {"max_rpm", SL_TB_MAX_RPM, K_INT, 1e12},
-    {"max_concurrent", SL_TB_MAX_CONCURRENT, K_INT, 1e9},
-    {"budget_usd_per_hour", SL_TB_BUDGET_HOUR, K_MONEY, 1e12},
-    {"budget_usd_per_day", SL_TB_BUDGET_DAY, K_MONEY, 1e12},
+    {"roles", SL_TB_ROLES, K_LIST, 0, offsetof(sl_token_bounds_t, roles),
+     offsetof(sl_token_bounds_t, n_roles)},
+    {"pools", SL_TB_POOLS, K_LIST, 0, offsetof(sl_token_bounds_t, pools),
+     offsetof(sl_token_bounds_t, n_pools)},
+    {"priorities", SL_TB_PRIORITIES, K_LIST, 0, offsetof(sl_token_bounds_t, priorities),
+     offsetof(sl_token_bounds_t, n_priorities)},
+    {"max_unblocks", SL_TB_MAX_UNBLOCKS, K_INT, 1000000, offsetof(sl_token_bounds_t, max_unblocks),
+     0},
+    {"resync", SL_TB_RESYNC, K_BOOL, 0, offsetof(sl_token_bounds_t, resync), 0},
+    {"max_share", SL_TB_MAX_SHARE, K_SHARE, 1, offsetof(sl_token_bounds_t, caps.max_share), 0},
+    {"max_rpm", SL_TB_MAX_RPM, K_INT, 1e12, offsetof(sl_token_bounds_t, caps.max_rpm), 0},
+    {"max_concurrent", SL_TB_MAX_CONCURRENT, K_INT, 1e9,
+     offsetof(sl_token_bounds_t, caps.max_concurrent), 0},
+    {"budget_usd_per_hour", SL_TB_BUDGET_HOUR, K_MONEY, 1e12,
+     offsetof(sl_token_bounds_t, caps.budget_usd_per_hour), 0},
+    {"budget_usd_per_day", SL_TB_BUDGET_DAY, K_MONEY, 1e12,
+     offsetof(sl_token_bounds_t, caps.budget_usd_per_day), 0},
 };
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
 
 #define MAX_LIST_ITEMS 256
+
+/* The field's place in `b`. */
+#define AT(b, f, type) ((type *)((char *)(b) + (f)->at))
+#define COUNT_AT(b, f) ((size_t *)((char *)(b) + (f)->count_at))
 
 static const struct bound_field *field_named(const char *name)
 {
     for (size_t i = 0; i < N_FIELDS; i++)
         if (!strcmp(fields[i].name, name)) return &fields[i];
     return NULL;
-}
-
-static char ***list_of(sl_token_bounds_t *b, unsigned bit, size_t **n)
-{
-    if (bit == SL_TB_ROLES) return *n = &b->n_roles, &b->roles;
-    if (bit == SL_TB_POOLS) return *n = &b->n_pools, &b->pools;
-    return *n = &b->n_priorities, &b->priorities;
 }
 
 static void free_list(char **l, size_t n)
@@ -177,8 +185,8 @@ static void free_list(char **l, size_t n)
     free(l);
 }
 
-static int set_list(sl_token_bounds_t *b, const struct bound_field *f, char *const *items,
-                    size_t n, char *what, size_t whatlen)
+static int set_list(sl_token_bounds_t *b, const struct bound_field *f, char *const *items, size_t n,
+                    char *what, size_t whatlen)
 {
     if (n > MAX_LIST_ITEMS) {
         snprintf(what, whatlen, "%zu names, at most %d", n, MAX_LIST_ITEMS);
@@ -201,22 +209,21 @@ static int set_list(sl_token_bounds_t *b, const struct bound_field *f, char *con
         snprintf(what, whatlen, "out of memory");
         return -1;
     }
-    size_t *np;
-    char ***slot = list_of(b, f->bit, &np);
-    free_list(*slot, *np);
+    char ***slot = AT(b, f, char **);
+    free_list(*slot, *COUNT_AT(b, f));
     *slot = copy;
-    *np = n;
+    *COUNT_AT(b, f) = n;
     return 0;
 }
 
-static int set_scalar(sl_token_bounds_t *b, const struct bound_field *f, const char *s,
-                      char *what, size_t whatlen)
+static int set_scalar(sl_token_bounds_t *b, const struct bound_field *f, const char *s, char *what,
+                      size_t whatlen)
 {
     if (f->kind == K_BOOL) {
         if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))
-            b->resync = true;
+            *AT(b, f, bool) = true;
         else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))
-            b->resync = false;
+            *AT(b, f, bool) = false;
         else
             return snprintf(what, whatlen, "'%.64s' is not true or false", s), -1;
         return 0;
@@ -225,21 +232,17 @@ static int set_scalar(sl_token_bounds_t *b, const struct bound_field *f, const c
     errno = 0;
     double v = strtod(s, &end);
     bool integer = f->kind == K_INT;
-    double max = f->kind == K_SHARE ? 1 : f->max;
+    double max = f->max;
     if (errno || end == s || *end || !isfinite(v) || v < 0 || v > max ||
         (integer && v != floor(v))) {
         snprintf(what, whatlen, "'%.64s' must be %s between 0 and %g", s,
                  integer ? "a whole number" : "a number", max);
         return -1;
     }
-    switch (f->bit) {
-    case SL_TB_MAX_UNBLOCKS: b->max_unblocks = (int64_t)v; break;
-    case SL_TB_MAX_SHARE: b->caps.max_share = v; break;
-    case SL_TB_MAX_RPM: b->caps.max_rpm = (int64_t)v; break;
-    case SL_TB_MAX_CONCURRENT: b->caps.max_concurrent = (int64_t)v; break;
-    case SL_TB_BUDGET_HOUR: b->caps.budget_usd_per_hour = v; break;
-    default: b->caps.budget_usd_per_day = v; break;
-    }
+    if (integer)
+        *AT(b, f, int64_t) = (int64_t)v;
+    else
+        *AT(b, f, double) = v;
     return 0;
 }
 
@@ -257,12 +260,13 @@ int sl__token_bound_set(sl_token_bounds_t *b, const char *name, const char *valu
     const struct bound_field *f = field_named(name);
     if (!f) return known_fields(what, whatlen, name), -2;
     if ((f->kind == K_LIST) != is_list) {
-        snprintf(what, whatlen, f->kind == K_LIST ? "expected a list of names"
-                                                  : "expected a single value, not a list");
+        snprintf(what, whatlen,
+                 f->kind == K_LIST ? "expected a list of names"
+                                   : "expected a single value, not a list");
         return -1;
     }
-    int rc = is_list ? set_list(b, f, items, n, what, whatlen)
-                     : set_scalar(b, f, value, what, whatlen);
+    int rc =
+        is_list ? set_list(b, f, items, n, what, whatlen) : set_scalar(b, f, value, what, whatlen);
     if (rc == 0) b->set |= f->bit;
     return rc;
 }
@@ -275,8 +279,8 @@ int sl__token_bound_set_json(sl_token_bounds_t *b, const char *name, json_t *v, 
     if (f->kind == K_LIST) {
         size_t n = json_is_array(v) ? json_array_size(v) : 0;
         if (!json_is_array(v) || n > MAX_LIST_ITEMS)
-            return snprintf(what, whatlen, "expected a list of at most %d names",
-                            MAX_LIST_ITEMS), -1;
+            return snprintf(what, whatlen, "expected a list of at most %d names", MAX_LIST_ITEMS),
+                   -1;
         char *items[MAX_LIST_ITEMS];
         for (size_t i = 0; i < n; i++) {
             items[i] = (char *)json_string_value(json_array_get(v, i));
@@ -292,8 +296,9 @@ int sl__token_bound_set_json(sl_token_bounds_t *b, const char *name, json_t *v, 
     else if (f->kind != K_BOOL && json_is_real(v))
         snprintf(text, sizeof text, "%.17g", json_real_value(v));
     else
-        return snprintf(what, whatlen, "expected %s", f->kind == K_BOOL ? "true or false"
-                                                                        : "a number"), -1;
+        return snprintf(what, whatlen, "expected %s",
+                        f->kind == K_BOOL ? "true or false" : "a number"),
+               -1;
     return sl__token_bound_set(b, name, text, NULL, 0, false, what, whatlen);
 }
 
@@ -308,17 +313,16 @@ static json_t *list_json(char **l, size_t n)
 /* The value of field `f` of `b` as JSON. */
 static json_t *field_json(const sl_token_bounds_t *b, const struct bound_field *f)
 {
-    switch (f->bit) {
-    case SL_TB_ROLES: return list_json(b->roles, b->n_roles);
-    case SL_TB_POOLS: return list_json(b->pools, b->n_pools);
-    case SL_TB_PRIORITIES: return list_json(b->priorities, b->n_priorities);
-    case SL_TB_MAX_UNBLOCKS: return json_integer(b->max_unblocks);
-    case SL_TB_RESYNC: return json_boolean(b->resync);
-    case SL_TB_MAX_SHARE: return json_real(b->caps.max_share);
-    case SL_TB_MAX_RPM: return json_integer(b->caps.max_rpm);
-    case SL_TB_MAX_CONCURRENT: return json_integer(b->caps.max_concurrent);
-    case SL_TB_BUDGET_HOUR: return json_real(b->caps.budget_usd_per_hour);
-    default: return json_real(b->caps.budget_usd_per_day);
+    sl_token_bounds_t *m = (sl_token_bounds_t *)b; /* AT() casts; nothing is written */
+    switch (f->kind) {
+    case K_LIST:
+        return list_json(*AT(m, f, char **), *COUNT_AT(m, f));
+    case K_INT:
+        return json_integer(*AT(m, f, int64_t));
+    case K_BOOL:
+        return json_boolean(*AT(m, f, bool));
+    default:
+        return json_real(*AT(m, f, double));
     }
 }
 
@@ -326,7 +330,8 @@ json_t *sl__token_bounds_json(const sl_token_bounds_t *b)
 {
     json_t *o = json_object();
     for (size_t i = 0; o && i < N_FIELDS; i++)
-        if (b->set & fields[i].bit) json_object_set_new(o, fields[i].name, field_json(b, &fields[i]));
+        if (b->set & fields[i].bit)
+            json_object_set_new(o, fields[i].name, field_json(b, &fields[i]));
     return o;
 }
 
@@ -389,8 +394,7 @@ static int copy_list(char ***dst, size_t *n_dst, char **src, size_t n)
     return 0;
 }
 
-int sl__token_resolve(sl_token_rule_t *r, const sl_token_config_t *cfg, char *what,
-                      size_t whatlen)
+int sl__token_resolve(sl_token_rule_t *r, const sl_token_config_t *cfg, char *what, size_t whatlen)
 {
     const sl_tier_t *tier = NULL;
     if (r->meta.tier && !(tier = sl__tier_find(cfg, r->meta.tier))) {
@@ -447,17 +451,21 @@ json_t *sl__token_rule_json(const sl_token_rule_t *r)
     if (r->agent_prefix) json_object_set_new(o, "agent_prefix", json_string(r->agent_prefix));
     json_object_set_new(o, "tier", r->meta.tier ? json_string(r->meta.tier) : json_null());
     sl_token_bounds_t in_force = {.set = ~0u,
-                                  .roles = r->roles, .n_roles = r->n_roles,
-                                  .pools = r->pools, .n_pools = r->n_pools,
-                                  .priorities = r->priorities, .n_priorities = r->n_priorities,
-                                  .max_unblocks = r->max_unblocks, .resync = r->resync,
+                                  .roles = r->roles,
+                                  .n_roles = r->n_roles,
+                                  .pools = r->pools,
+                                  .n_pools = r->n_pools,
+                                  .priorities = r->priorities,
+                                  .n_priorities = r->n_priorities,
+                                  .max_unblocks = r->max_unblocks,
+                                  .resync = r->resync,
                                   .caps = r->meta.caps};
     json_object_set_new(o, "bounds", sl__token_bounds_json(&in_force));
     json_object_set_new(o, "own", sl__token_bounds_json(&r->meta.own));
-    json_object_set_new(o, "created", r->meta.created_s > 0 ? json_real(r->meta.created_s)
-                                                            : json_null());
-    json_object_set_new(o, "last_used", r->meta.last_used_s > 0 ? json_real(r->meta.last_used_s)
-                                                                : json_null());
+    json_object_set_new(o, "created",
+                        r->meta.created_s > 0 ? json_real(r->meta.created_s) : json_null());
+    json_object_set_new(o, "last_used",
+                        r->meta.last_used_s > 0 ? json_real(r->meta.last_used_s) : json_null());
     return o;
 }
 

@@ -17,7 +17,7 @@
 #include <jansson.h>
 #include <sluice/engine.h>
 
-#define SL_TOKEN_SHA256_BYTES 32
+#define SL_TOKEN_SHA256_BYTES    32
 #define SL_TOKEN_MAX_FILE_TOKENS 1000000 /* entries one tokens_file may hold */
 
 /* Which bounds a level (a tier, a token) gives itself; the others come from below it. */
@@ -68,15 +68,15 @@ typedef enum sl_token_source {
 /* What a token rule (config.h sl_token_rule_t) carries besides its resolved bounds. */
 typedef struct sl_token_meta {
     unsigned char sha256[SL_TOKEN_SHA256_BYTES]; /* of the secret: how it is found */
-    char *id;                /* its name in lists and in revoke: never the secret */
-    char *tier;              /* the tier it names, or NULL */
-    sl_token_bounds_t own;   /* the bounds it gives itself (over its tier's) */
-    sl_caps_t caps;          /* the caps in force: the tier's, then its own */
+    char *id;              /* its name in lists and in revoke: never the secret */
+    char *tier;            /* the tier it names, or NULL */
+    sl_token_bounds_t own; /* the bounds it gives itself (over its tier's) */
+    sl_caps_t caps;        /* the caps in force: the tier's, then its own */
     sl_token_source_t source;
-    int line;                /* config and file tokens: the line of its entry */
-    double created_s;        /* minted: Unix time of the mint; else 0 */
-    double last_used_s;      /* Unix time it last authenticated a call (0: not since start) */
-    double retired_s;        /* minted and revoked: when (freed some time after) */
+    int line;           /* config and file tokens: the line of its entry */
+    double created_s;   /* minted: Unix time of the mint; else 0 */
+    double last_used_s; /* Unix time it last authenticated a call (0: not since start) */
+    double retired_s;   /* minted and revoked: when (freed some time after) */
 } sl_token_meta_t;
 
 typedef struct sl_token_index sl_token_index_t;
@@ -91,10 +91,10 @@ typedef struct sl_file_stamp {
 typedef struct sl_token_config {
     sl_tier_t *tiers; /* `tiers:` */
     size_t n_tiers;
-    char *tokens_file;        /* auth.tokens_file, resolved against the config's directory */
-    char *minted_file;        /* auth.minted_file, else "<state_file>.tokens", else NULL */
-    int64_t max_minted;       /* auth.max_minted_tokens: 10000 */
-    sl_token_index_t *index;  /* auth.tokens and the tokens_file's, by SHA-256 */
+    char *tokens_file;       /* auth.tokens_file, resolved against the config's directory */
+    char *minted_file;       /* auth.minted_file, else "<state_file>.tokens", else NULL */
+    int64_t max_minted;      /* auth.max_minted_tokens: 10000 */
+    sl_token_index_t *index; /* auth.tokens and the tokens_file's, by SHA-256 */
     sl_file_stamp_t tokens_file_read; /* the tokens_file as this configuration read it */
 } sl_token_config_t;
 
@@ -172,9 +172,8 @@ int sl__config_parse_tiers(struct yaml_document_s *doc, struct yaml_node_s *sect
                            const char *path, sl_token_config_t *cfg, char *err, size_t errlen);
 /* An `auth:` key of this file's (tokens_file, minted_file, max_minted_tokens): returns 1
  * when handled, 0 when `name` is not one of them, -1 on error. */
-int sl__config_parse_auth_key(struct yaml_document_s *doc, const char *name,
-                              struct yaml_node_s *v, const char *path, struct sl_config *c,
-                              char *err, size_t errlen);
+int sl__config_parse_auth_key(struct yaml_document_s *doc, const char *name, struct yaml_node_s *v,
+                              const char *path, struct sl_config *c, char *err, size_t errlen);
 /* After the whole file is read: loads the tokens_file, resolves every token against the
  * tiers, refuses a token listed twice, builds the index and derives minted_file from
  * state_file when not given. Errors name the file and line of the entry at fault. */

@@ -1,4 +1,5 @@
-/* tokens_api.c - /v1/admin/tokens (mint, list, revoke) and the tokens' caps in the backend's settings.
+/* tokens_api.c - /v1/admin/tokens (mint, list, revoke) and the tokens' caps in the backend's
+ * settings.
  *
  * The engine keeps caps per agent name. A token naming one `agent` whose tier or own
  * fields set caps hands them to that agent: the backend is configured with the file's
@@ -50,20 +51,25 @@ int sl__tokens_configure(sl_server_t *srv, const sl_config_t *c, const sl_token_
     size_t n_minted;
     sl_token_rule_t *const *m = sl__token_store_rules(minted, &n_minted);
     cand_t *cands = malloc((c->n_tokens + n_minted + 1) * sizeof(*cands));
-    sl_named_caps_t *caps = malloc((c->settings.n_caps + c->n_tokens + n_minted + 1) * sizeof(*caps));
+    sl_named_caps_t *caps =
+        malloc((c->settings.n_caps + c->n_tokens + n_minted + 1) * sizeof(*caps));
     if (!cands || !caps) {
         free(cands), free(caps);
         return -1;
     }
     size_t n = 0;
-    for (size_t i = 0; i < c->n_tokens; i++)
-        if (has_caps(&c->tokens[i]))
-            cands[n] = (cand_t){c->tokens[i].agent, c->tokens[i].meta.caps, n}, n++;
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        if (!has_caps(&c->tokens[i])) continue;
+        cands[n] = (cand_t){c->tokens[i].agent, c->tokens[i].meta.caps, n};
+        n++;
+    }
     for (size_t i = 0; i < n_minted; i++) {
         /* against c's tiers: on a reload the minted tokens still hold the running ones */
-        sl_caps_t caps_now =
-            sl__token_effective_caps(sl__tier_find(&c->token_cfg, m[i]->meta.tier), &m[i]->meta.own);
-        if (m[i]->agent && caps_set(&caps_now)) cands[n] = (cand_t){m[i]->agent, caps_now, n}, n++;
+        sl_caps_t caps_now = sl__token_effective_caps(sl__tier_find(&c->token_cfg, m[i]->meta.tier),
+                                                      &m[i]->meta.own);
+        if (!m[i]->agent || !caps_set(&caps_now)) continue;
+        cands[n] = (cand_t){m[i]->agent, caps_now, n};
+        n++;
     }
     qsort(cands, n, sizeof(*cands), by_agent_then_order);
     sl_backend_settings_t s = c->settings;
@@ -72,8 +78,8 @@ int sl__tokens_configure(sl_server_t *srv, const sl_config_t *c, const sl_token_
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && !strcmp(cands[i].agent, cands[i - 1].agent)) continue;
         if (sl_backend_settings_names_caps(&c->settings, cands[i].agent, false)) continue;
-        caps[s.n_caps++] = (sl_named_caps_t){.holder = (char *)cands[i].agent,
-                                             .caps = cands[i].caps};
+        caps[s.n_caps++] =
+            (sl_named_caps_t){.holder = (char *)cands[i].agent, .caps = cands[i].caps};
     }
     sl_backend_configure(srv->backend, &s, cb, ud); /* the backends copy what they keep */
     free(cands);
@@ -138,8 +144,10 @@ void sl__tokens_watch(sl_server_t *srv)
         return;
     char err[512];
     if (sl__server_reload(srv, err, sizeof err) < 0) {
-        fprintf(stderr, "sluiced: %s changed; reload refused, keeping the running "
-                        "configuration: %s\n", cfg->tokens_file, err);
+        fprintf(stderr,
+                "sluiced: %s changed; reload refused, keeping the running "
+                "configuration: %s\n",
+                cfg->tokens_file, err);
         *sl__token_store_refused_stamp(srv->minted) = now; /* said once per version */
         return;
     }
@@ -163,12 +171,12 @@ static void reply_refusal(sl_call_t *call, const sl_token_refusal_t *ref)
 }
 
 #define PAGE_DEFAULT 1000
-#define PAGE_MAX 10000
+#define PAGE_MAX     10000
 
 /* Reads `name` of query `q` as a whole number in [min, max] (dflt when absent); -1 after
  * answering 400 naming it and its value. */
-static int query_number(sl_call_t *call, struct evkeyvalq *q, const char *name, long min,
-                        long max, long dflt, long *out)
+static int query_number(sl_call_t *call, struct evkeyvalq *q, const char *name, long min, long max,
+                        long dflt, long *out)
 {
     const char *v = evhttp_find_header(q, name);
     char *end;
@@ -178,8 +186,10 @@ static int query_number(sl_call_t *call, struct evkeyvalq *q, const char *name, 
         char shown[72];
         snprintf(shown, sizeof shown, "%.64s", v);
         evhttp_clear_headers(q); /* the query's strings before the reply frees the request */
-        sl__reply_error(call, 400, "invalid_request", "%s: '%s' is not an integer between %ld "
-                        "and %ld", name, shown, min, max);
+        sl__reply_error(call, 400, "invalid_request",
+                        "%s: '%s' is not an integer between %ld "
+                        "and %ld",
+                        name, shown, min, max);
         return -1;
     }
     return 0;
@@ -206,15 +216,15 @@ static void list_tokens(sl_call_t *call, const char *query)
     json_t *list = json_array();
     size_t end = (size_t)from + (size_t)limit < total ? (size_t)from + (size_t)limit : total;
     for (size_t i = (size_t)from; list && i < end; i++)
-        json_array_append_new(list, sl__token_rule_json(i < c->n_tokens ? &c->tokens[i]
-                                                                        : m[i - c->n_tokens]));
+        json_array_append_new(
+            list, sl__token_rule_json(i < c->n_tokens ? &c->tokens[i] : m[i - c->n_tokens]));
     char next[24];
     snprintf(next, sizeof next, "%zu", end);
     sl__reply_json(call, 200,
                    json_pack("{s:o, s:o, s:I, s:I, s:I}", "tokens", list ? list : json_array(),
-                             "next_cursor", end < total ? json_string(next) : json_null(),
-                             "total", (json_int_t)total, "minted", (json_int_t)n_minted,
-                             "max_minted_tokens", (json_int_t)c->token_cfg.max_minted));
+                             "next_cursor", end < total ? json_string(next) : json_null(), "total",
+                             (json_int_t)total, "minted", (json_int_t)n_minted, "max_minted_tokens",
+                             (json_int_t)c->token_cfg.max_minted));
 }
 
 static void mint(sl_call_t *call)
@@ -225,8 +235,8 @@ static void mint(sl_call_t *call)
                         "auth.admin_token: minted tokens need auth on (an admin token)");
         return;
     }
-    json_t *answer = sl__token_store_mint(call->srv->minted, &call->srv->config.token_cfg,
-                                          call->body, &ref);
+    json_t *answer =
+        sl__token_store_mint(call->srv->minted, &call->srv->config.token_cfg, call->body, &ref);
     if (!answer) {
         reply_refusal(call, &ref);
         return;
@@ -242,10 +252,9 @@ static void revoke(sl_call_t *call, const char *id)
     const sl_config_t *c = &call->srv->config;
     for (size_t i = 0; i < c->n_tokens; i++)
         if (!strcmp(c->tokens[i].meta.id, id)) {
-            sl__reply_error(call, 409, "conflict",
-                            "id: '%.128s' is a token of %s: remove it there and reload", id,
-                            c->tokens[i].meta.source == SL_TOKEN_FILE ? "auth.tokens_file"
-                                                                     : "auth.tokens");
+            sl__reply_error(
+                call, 409, "conflict", "id: '%.128s' is a token of %s: remove it there and reload",
+                id, c->tokens[i].meta.source == SL_TOKEN_FILE ? "auth.tokens_file" : "auth.tokens");
             return;
         }
     sl_token_refusal_t ref;

@@ -1,4 +1,5 @@
-/* tokens_store.c - minted agent tokens: made and revoked through the admin API, kept hashed on disk.
+/* tokens_store.c - minted agent tokens: made and revoked through the admin API, kept hashed on
+ * disk.
  *
  * The store is one JSON file (auth.minted_file, by default "<state_file>.tokens"):
  * {"version":1,"tokens":[{"id","sha256","agent"|"agent_prefix","tier","created","bounds"}]}.
@@ -31,23 +32,23 @@
 
 #include <openssl/rand.h>
 
-#define STORE_VERSION 1
-#define STORE_PATH_BYTES 4096
-#define SECRET_BYTES 32
-#define SECRET_PREFIX "slt_"
-#define RETIRE_KEEP_S 900.0 /* past the longest hold (proxy.max_hold_s 540, max_hold_s) */
-#define MAX_RETIRED_ARRAYS 16 /* reloads' token arrays kept at once: the oldest goes first */
+#define STORE_VERSION      1
+#define STORE_PATH_BYTES   4096
+#define SECRET_BYTES       32
+#define SECRET_PREFIX      "slt_"
+#define RETIRE_KEEP_S      900.0 /* past the longest hold (proxy.max_hold_s 540, max_hold_s) */
+#define MAX_RETIRED_ARRAYS 16    /* reloads' token arrays kept at once: the oldest goes first */
 
 struct sl_token_store {
-    char *path;               /* NULL: minting is off (no minted_file, no state_file) */
-    int64_t max;              /* auth.max_minted_tokens */
-    sl_token_rule_t **rules;  /* live tokens, each allocated on its own (stable pointers) */
+    char *path;              /* NULL: minting is off (no minted_file, no state_file) */
+    int64_t max;             /* auth.max_minted_tokens */
+    sl_token_rule_t **rules; /* live tokens, each allocated on its own (stable pointers) */
     size_t n;
-    sl_token_index_t *index;  /* sized for the larger of max and n */
+    sl_token_index_t *index;   /* sized for the larger of max and n */
     sl_token_rule_t **retired; /* revoked, freed RETIRE_KEEP_S after */
     size_t n_retired;
-    sl_file_stamp_t refused;   /* the tokens_file version a reload last refused */
-    struct retired_array {     /* a replaced configuration's tokens, freed RETIRE_KEEP_S after */
+    sl_file_stamp_t refused; /* the tokens_file version a reload last refused */
+    struct retired_array {   /* a replaced configuration's tokens, freed RETIRE_KEEP_S after */
         sl_token_rule_t *rules;
         size_t n;
         double retired_s;
@@ -109,8 +110,8 @@ static json_t *rule_record(const sl_token_rule_t *r)
 /* Writes every live token to the file, atomically and durably. */
 static int save(const sl_token_store_t *s, char *err, size_t errlen)
 {
-    json_t *list = json_array(), *doc = json_pack("{s:i, s:o}", "version", STORE_VERSION,
-                                                  "tokens", list);
+    json_t *list = json_array(),
+           *doc = json_pack("{s:i, s:o}", "version", STORE_VERSION, "tokens", list);
     char *text = NULL, tmp[STORE_PATH_BYTES];
     int fd = -1, rc = -1;
     for (size_t i = 0; doc && i < s->n; i++)
@@ -170,7 +171,8 @@ static sl_token_rule_t *rule_from_record(json_t *rec, const sl_token_config_t *c
     }
     const char *k;
     json_t *v;
-    json_object_foreach(bounds, k, v) {
+    json_object_foreach(bounds, k, v)
+    {
         char why[300];
         if (sl__token_bound_set_json(&r->meta.own, k, v, why, sizeof why) < 0) {
             snprintf(what, whatlen, "token %s: bounds.%s: %s", id, k, why);
@@ -208,7 +210,8 @@ static int load(sl_token_store_t *s, const sl_token_config_t *cfg, char *err, si
     }
     size_t i;
     json_t *rec;
-    json_array_foreach(list, i, rec) {
+    json_array_foreach(list, i, rec)
+    {
         char what[512];
         sl_token_rule_t *r = rule_from_record(rec, cfg, what, sizeof what);
         if (!r) {
@@ -355,7 +358,8 @@ static sl_token_rule_t *rule_from_body(json_t *body, const sl_token_config_t *cf
     }
     const char *k;
     json_t *v;
-    json_object_foreach(body, k, v) {
+    json_object_foreach(body, k, v)
+    {
         char what[400];
         int rc = 0;
         if (!strcmp(k, "agent"))
@@ -449,8 +453,7 @@ int sl__token_store_revoke(sl_token_store_t *s, const char *id, sl_token_refusal
     size_t i = 0;
     while (i < s->n && strcmp(s->rules[i]->meta.id, id) != 0)
         i++;
-    if (i == s->n)
-        return refuse(ref, 404, "not_found", "id: '%.128s' is not a minted token", id);
+    if (i == s->n) return refuse(ref, 404, "not_found", "id: '%.128s' is not a minted token", id);
     sl_token_rule_t **grown = realloc(s->retired, (s->n_retired + 1) * sizeof(*grown));
     if (!grown) return refuse(ref, 500, "internal", "tokens: out of memory");
     s->retired = grown;
@@ -488,9 +491,12 @@ int sl__token_store_check(const sl_token_store_t *s, const sl_token_config_t *ne
         probe.n_roles = probe.n_pools = probe.n_priorities = 0;
         char what[400];
         int rc = sl__token_resolve(&probe, next, what, sizeof what);
-        for (size_t k = 0; k < probe.n_roles; k++) free(probe.roles[k]);
-        for (size_t k = 0; k < probe.n_pools; k++) free(probe.pools[k]);
-        for (size_t k = 0; k < probe.n_priorities; k++) free(probe.priorities[k]);
+        for (size_t k = 0; k < probe.n_roles; k++)
+            free(probe.roles[k]);
+        for (size_t k = 0; k < probe.n_pools; k++)
+            free(probe.pools[k]);
+        for (size_t k = 0; k < probe.n_priorities; k++)
+            free(probe.priorities[k]);
         free(probe.roles), free(probe.pools), free(probe.priorities);
         if (rc < 0) {
             snprintf(err, errlen, "minted token %s (%s): %s", s->rules[i]->meta.id,

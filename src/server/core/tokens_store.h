@@ -8,8 +8,8 @@ typedef struct sl_token_store sl_token_store_t;
 
 /* Why a mint or a revoke was refused. */
 typedef struct sl_token_refusal {
-    int status;       /* 400, 404, 409 or 500 */
-    const char *type; /* static: invalid_request, not_found, conflict, internal */
+    int status;        /* 400, 404, 409 or 500 */
+    const char *type;  /* static: invalid_request, not_found, conflict, internal */
     char message[600]; /* names the field and the value */
 } sl_token_refusal_t;
 
