@@ -295,11 +295,13 @@ int main(int argc, char **argv)
         return 1;
     }
     if (check_only) {
-        printf("%s: ok (%zu pool%s, %zu role%s, auth %s)\n",
+        printf("%s: ok (%zu pool%s, %zu role%s, auth %s, %zu agent token%s, %zu tier%s)\n",
                config_path ? config_path : "(built-in defaults)", srv.config.settings.n_pools,
                srv.config.settings.n_pools == 1 ? "" : "s", srv.config.settings.n_roles,
                srv.config.settings.n_roles == 1 ? "" : "s",
-               sl_config_auth_enabled(&srv.config) ? "on" : "off");
+               sl_config_auth_enabled(&srv.config) ? "on" : "off", srv.config.n_tokens,
+               srv.config.n_tokens == 1 ? "" : "s", srv.config.token_cfg.n_tiers,
+               srv.config.token_cfg.n_tiers == 1 ? "" : "s");
         sl_config_clear(&srv.config);
         return 0;
     }

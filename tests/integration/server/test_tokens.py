@@ -290,8 +290,16 @@ class TokensFile(Base):
         tokens = [secrets.token_hex(32) for _ in range(2000)]
         path = self.write_tokens([{"sha256": sha(t), "agent": "agent-%04d" % i, "tier": "std"}
                                   for i, t in enumerate(tokens)])
-        s = self.start(config(self.state_dir, "tiers:\n  std:\n    max_concurrent: 4\n",
-                              "  tokens_file: %s\n" % path))
+        text = config(self.state_dir, "tiers:\n  std:\n    max_concurrent: 4\n",
+                      "  tokens_file: %s\n" % path)
+        cfg = os.path.join(self.state_dir, "sluice.yaml")
+        with open(cfg, "w") as f:
+            f.write(text)
+        r = subprocess.run([SLUICED, "--check-config", "--config", cfg], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("auth on, 2000 agent tokens, 1 tier)", r.stdout)
+        s = self.start(text)
         for i in (0, 1, 999, 1998, 1999):
             self.assertEqual(self.lease(s, tokens[i], "agent-%04d" % i)[0], 200, i)
             self.assertEqual(self.lease(s, tokens[i], "agent-%04d" % (i ^ 1))[0], 403, i)
