@@ -32,15 +32,19 @@ bool sl__token_identify(sl_call_t *call, const char *token)
     return true;
 }
 
-uint64_t sl__call_principal(const sl_call_t *call)
+uint64_t sl__token_principal(const sl_token_rule_t *t)
 {
-    if (!call->token) return 0;
     /* The first bytes of the secret's SHA-256: equal for every call with that token,
      * across reloads that keep it, and never shown anywhere. 0 is kept for the admin
      * token and auth off. */
     uint64_t h;
-    memcpy(&h, call->token->meta.sha256, sizeof h);
+    memcpy(&h, t->meta.sha256, sizeof h);
     return h ? h : 1;
+}
+
+uint64_t sl__call_principal(const sl_call_t *call)
+{
+    return call->token ? sl__token_principal(call->token) : 0;
 }
 
 bool sl__metrics_names_agents(sl_call_t *call)

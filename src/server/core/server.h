@@ -176,6 +176,8 @@ bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 /* Who is asking, as a number: one per agent token (a hash of it, never 0), 0 for the
  * admin token and with auth off. What one principal may create is bounded per principal. */
 uint64_t sl__call_principal(const sl_call_t *call);
+/* The principal of calls made with agent token `t` (sl__call_principal's number). */
+uint64_t sl__token_principal(const sl_token_rule_t *t);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
 
 /* tokens_api.c: agent tokens at fleet scale (tokens.h, tokens_store.h) */

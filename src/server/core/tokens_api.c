@@ -264,6 +264,12 @@ static void revoke(sl_call_t *call, const char *id)
         return;
     }
     if (has_caps(r)) apply_caps(call->srv);
+    /* Its open event streams end too: a revoked token sees nothing more. */
+    uint64_t who = sl__token_principal(r);
+    for (sl_call_t *sub = call->srv->streams, *next; sub; sub = next) {
+        next = sub->next;
+        if (sub->stream_principal == who) sl__call_drop(sub);
+    }
     sl__reply_json(call, 200, json_pack("{s:s, s:s}", "id", id, "status", "revoked"));
 }
 

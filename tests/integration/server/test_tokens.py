@@ -8,8 +8,10 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 from harness import SLUICED, Sluiced, wait_until
@@ -96,6 +98,32 @@ class MintListRevoke(Base):
         s2 = self.start(text)
         self.assertEqual(self.lease(s2, gone["token"], "g-1")[0], 401)
         self.assertEqual(self.lease(s2, keep["token"], "k1")[0], 200)
+
+    def test_a_revoke_ends_the_event_streams_of_the_token(self):
+        s = self.start(config(self.state_dir))
+        gone, keep = self.mint(s, {"agent": "g1"}), self.mint(s, {"agent": "k1"})
+        socks = {}
+        for t in (gone, keep):
+            sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            self.addCleanup(sock.close)
+            sock.sendall(("GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Authorization: Bearer %s\r\n\r\n" % t["token"]).encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(1)
+            self.assertIn(b" 200 ", head.split(b"\r\n")[0] + b" ")
+            socks[t["id"]] = sock
+        code, answer, _ = s.call("DELETE", "/v1/admin/tokens/" + gone["id"], token=ADMIN)
+        self.assertEqual(code, 200, answer)
+        ended, deadline = False, time.monotonic() + 5
+        while not ended and time.monotonic() < deadline:
+            ended = socks[gone["id"]].recv(65536) == b""  # pings or the end
+        self.assertTrue(ended)
+        socks[keep["id"]].settimeout(0.5)
+        try:
+            self.assertNotEqual(socks[keep["id"]].recv(65536), b"")  # still open
+        except socket.timeout:
+            pass
 
     def test_the_list_shows_no_secret_and_the_file_keeps_only_hashes(self):
         s = self.start(config(self.state_dir, extra_auth=(
