@@ -189,6 +189,24 @@ class MintListRevoke(Base):
         s.call("DELETE", "/v1/admin/tokens/" + made[0]["id"], token=ADMIN)
         self.mint(s, {"agent": "b9"})
 
+    def test_a_damaged_minted_file_stops_the_start_naming_it(self):
+        path = os.path.join(self.state_dir, "state.bin.tokens")
+        cfg = os.path.join(self.state_dir, "sluice.yaml")
+        with open(cfg, "w") as f:
+            f.write(config(self.state_dir))
+        for content, says in (("{not json", "not a minted-token file"),
+                              ('{"version":1,"tokens":[{"id":"tok_1","sha256":"ab",'
+                               '"agent":"a"}]}', "record 0"),
+                              ('{"version":1,"tokens":[{"id":"tok_1","sha256":"%s",'
+                               '"agent":"a","tier":"gold","bounds":{}}]}' % sha("x"), "gold")):
+            with open(path, "w") as f:
+                f.write(content)
+            r = subprocess.run([SLUICED, "--config", cfg, "--listen", "127.0.0.1:0"],
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(path, r.stderr)
+            self.assertIn(says, r.stderr)
+
     def test_minting_without_a_file_to_keep_tokens_is_refused(self):
         s = self.start(POOL + "auth:\n  admin_token: %s\n" % ADMIN)
         answer = self.mint(s, {"agent": "b1"}, status=409)
