@@ -87,18 +87,37 @@ int sl__tokens_configure(sl_server_t *srv, const sl_config_t *c, const sl_token_
     return 0;
 }
 
+/* An answer held until the backend has the new set of caps. */
+typedef struct caps_answer {
+    sl_call_t *call;
+    int status;
+    json_t *body;
+} caps_answer_t;
+
 static void on_caps_applied(int rc, double value, const char *errmsg, void *ud)
 {
-    (void)value, (void)ud;
-    if (rc != SL_OK)
+    caps_answer_t *a = ud;
+    (void)value;
+    if (rc != SL_OK) /* the token stays as written; its caps are what the backend kept */
         fprintf(stderr, "sluiced: tokens: the backend refused the tokens' caps: %s\n",
                 errmsg ? errmsg : sl_strerror(rc));
+    sl__reply_json(a->call, a->status, a->body);
+    free(a);
 }
 
-static void apply_caps(sl_server_t *srv)
+/* Answers `call` with (status, body) once the backend has every token's caps (at once on
+ * memory, after the configure's round trips on Redis): when a mint or revoke is answered,
+ * its caps are in force, or lifted. */
+static void reply_after_caps(sl_call_t *call, int status, json_t *body)
 {
-    if (sl__tokens_configure(srv, &srv->config, srv->minted, on_caps_applied, NULL) < 0)
+    caps_answer_t *a = malloc(sizeof(*a));
+    if (a) *a = (caps_answer_t){call, status, body};
+    if (!a || sl__tokens_configure(call->srv, &call->srv->config, call->srv->minted,
+                                   on_caps_applied, a) < 0) {
         fprintf(stderr, "sluiced: tokens: out of memory applying the tokens' caps\n");
+        free(a);
+        sl__reply_json(call, status, body);
+    }
 }
 
 /* ---- start, reload, stop ------------------------------------------------------------ */
@@ -243,8 +262,10 @@ static void mint(sl_call_t *call)
     }
     const char *id = json_string_value(json_object_get(answer, "id"));
     sl_token_rule_t *r = sl__token_store_by_id(call->srv->minted, id);
-    if (r && has_caps(r)) apply_caps(call->srv);
-    sl__reply_json(call, 201, answer);
+    if (r && has_caps(r))
+        reply_after_caps(call, 201, answer);
+    else
+        sl__reply_json(call, 201, answer);
 }
 
 static void revoke(sl_call_t *call, const char *id)
@@ -263,14 +284,17 @@ static void revoke(sl_call_t *call, const char *id)
         reply_refusal(call, &ref);
         return;
     }
-    if (has_caps(r)) apply_caps(call->srv);
     /* Its open event streams end too: a revoked token sees nothing more. */
     uint64_t who = sl__token_principal(r);
     for (sl_call_t *sub = call->srv->streams, *next; sub; sub = next) {
         next = sub->next;
         if (sub->stream_principal == who) sl__call_drop(sub);
     }
-    sl__reply_json(call, 200, json_pack("{s:s, s:s}", "id", id, "status", "revoked"));
+    json_t *answer = json_pack("{s:s, s:s}", "id", id, "status", "revoked");
+    if (has_caps(r))
+        reply_after_caps(call, 200, answer);
+    else
+        sl__reply_json(call, 200, answer);
 }
 
 void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *query)

@@ -52,14 +52,19 @@ class TierCapsOnRedis(unittest.TestCase):
         status, minted, _ = self.s.call("POST", "/v1/admin/tokens",
                                         {"agent": "m1", "tier": "one"}, token=ADMIN)
         self.assertEqual(status, 201, minted)
+        parked = {}
         for token, agent in ((self.file_token, "f1"), (minted["token"], "m1")):
             self.assertEqual(self.lease(token, agent)[0], 200)
             status, queued = self.lease(token, agent)
             self.assertEqual((status, queued.get("limited_by")), (202, "agent_cap"), queued)
+            parked[token] = queued["ticket"]
         self.s.write_config(self.s_config().replace("max_concurrent: 1", "max_concurrent: 3"))
         status, body, _ = self.s.call("POST", "/v1/admin/reload", token=ADMIN)
         self.assertEqual(status, 200, body)
         for token, agent in ((self.file_token, "f1"), (minted["token"], "m1")):
+            # Redis takes the new caps with the reload's configure, one round trip later.
+            self.assertTrue(wait_until(lambda: self.s.call(
+                "GET", "/v1/tickets/" + parked[token], token=token)[0] == 200, 10))
             self.assertEqual(self.lease(token, agent)[0], 200)
 
     def s_config(self):
