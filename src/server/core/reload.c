@@ -55,7 +55,8 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
-    if (sl__tokens_reload_check(srv, &next, err, errlen) < 0) {
+    if (sl__tokens_reload_check(srv, &next, err, errlen) < 0 ||
+        sl__proxy_estimator_ready(srv, &next, err, errlen) < 0) {
         sl_config_clear(&next);
         return -1;
     }
