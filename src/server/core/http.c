@@ -308,6 +308,8 @@ static const sl_route_t core_routes[] = {
     {3, {"v1", "pools", "*"}, "GET", SL_ROUTE_TOKEN, false, r_pool, NULL},
     {2, {"v1", "events"}, "GET", SL_ROUTE_TOKEN, false, r_events, NULL},
     {3, {"v1", "admin", "reload"}, "POST", SL_ROUTE_TOKEN, true, r_reload, NULL},
+    {3, {"v1", "admin", "tokens"}, "GET, POST", SL_ROUTE_TOKEN, true, sl__handle_tokens, NULL},
+    {4, {"v1", "admin", "tokens", "*"}, "DELETE", SL_ROUTE_TOKEN, false, sl__handle_tokens, NULL},
 };
 
 static bool route_matches(const sl_route_t *r, int n, char **seg)
