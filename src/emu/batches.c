@@ -232,19 +232,26 @@ static void end_openai(sl_emu_t *emu, sl_emu_batch_t *bt, double now)
             b->openai.requests++;
             sl__emu_new_id(emu, "req_", rid, sizeof rid);
             sl__emu_new_id(emu, "batch_req_", lid, sizeof lid);
-            json_t *out = json_pack(
-                "{s:s, s:O, s:{s:i, s:s, s:o}, s:n}", "id", lid, "custom_id",
-                json_object_get(line, "custom_id"), "response", "status_code", answer ? 200 : 400,
-                "request_id", rid, "body",
-                answer ? answer
-                       : json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", err, "type",
-                                   "invalid_request_error", "param", "code"));
+            json_t *response = json_object();
+            json_object_set_new(response, "status_code", json_integer(answer ? 200 : 400));
+            json_object_set_new(response, "request_id", json_string(rid));
+            json_object_set_new(response, "body",
+                                answer ? json_incref(answer)
+                                       : json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message",
+                                                   err, "type", "invalid_request_error", "param",
+                                                   "code"));
+            json_t *out = json_object();
+            json_object_set_new(out, "id", json_string(lid));
+            json_object_set(out, "custom_id", json_object_get(line, "custom_id"));
+            json_object_set_new(out, "response", response);
+            json_object_set_new(out, "error", json_null());
             char *s = out ? json_dumps(out, JSON_COMPACT) : NULL;
             struct evbuffer *to = answer ? ok_lines : err_lines;
             if (s && to) evbuffer_add_printf(to, "%s\n", s);
             free(s);
             json_decref(out);
             if (answer) {
+                json_decref(answer);
                 done++;
                 b->openai.succeeded++;
             } else {

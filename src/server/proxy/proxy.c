@@ -432,6 +432,9 @@ static void settle(px_t *px, bool provider_saw_it)
         }
         s.output_tokens = u->have_output ? u->output_tokens : u->output_seen_tokens;
     }
+    /* A batch's results are the usage of calls the provider made earlier, at the batch
+     * price: charged to the agent on the batch pool, but no sample of any estimate. */
+    if (px->batch_op == SL_BATCH_RESULTS || px->batch_op == SL_BATCH_FILE_CONTENT) s.failed = true;
     /* No headers: they resynced the pool when they arrived (resync_at_arrival). */
     sl_backend_settle(px->srv->backend, lease, &s, on_settled, (void *)(uintptr_t)lease);
 }
@@ -604,6 +607,10 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
              px->embeddings)
         sl__embeddings_usage_from_body((const char *)evbuffer_pullup(px->resp, -1),
                                        evbuffer_get_length(px->resp), &px->usage);
+    else if (result == SL_UPSTREAM_OK && px->status == 200 && px->resp &&
+             (px->batch_op == SL_BATCH_RESULTS || px->batch_op == SL_BATCH_FILE_CONTENT))
+        sl__batch_results_usage(px->api, (const char *)evbuffer_pullup(px->resp, -1),
+                                evbuffer_get_length(px->resp), &px->usage);
     else if (result == SL_UPSTREAM_OK && px->status == 200 && (px->moderations || px->batch_op))
         px->usage.have_input = px->usage.have_output = true; /* one request, no tokens */
     else if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200)

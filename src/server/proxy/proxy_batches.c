@@ -312,6 +312,47 @@ void sl__batch_on_answer(sl_batch_queue_t *q, sl_upstream_api_t api, sl_batch_op
     json_decref(j);
 }
 
+/* ---- the usage of results -------------------------------------------------------------------- */
+
+static int64_t usage_int(const json_t *usage, const char *key)
+{
+    const json_t *v = json_object_get(usage, key);
+    return json_is_integer(v) && json_integer_value(v) > 0 ? json_integer_value(v) : 0;
+}
+
+void sl__batch_results_usage(sl_upstream_api_t api, const char *body, size_t len, sl_usage_t *u)
+{
+    memset(u, 0, sizeof(*u));
+    u->have_input = u->have_output = true;
+    for (const char *p = body, *end = body + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        json_t *line = n > 1 ? json_loadb(p, n, 0, NULL) : NULL;
+        p += n + 1;
+        if (!line) continue;
+        if (api == SL_UPSTREAM_ANTHROPIC) {
+            const json_t *usage =
+                json_object_get(json_object_get(json_object_get(line, "result"), "message"),
+                                "usage");
+            u->input_tokens += usage_int(usage, "input_tokens");
+            u->cache_creation_input_tokens += usage_int(usage, "cache_creation_input_tokens");
+            u->cache_read_input_tokens += usage_int(usage, "cache_read_input_tokens");
+            u->output_tokens += usage_int(usage, "output_tokens");
+        } else {
+            const json_t *usage =
+                json_object_get(json_object_get(json_object_get(line, "response"), "body"),
+                                "usage");
+            int64_t cached = usage_int(json_object_get(usage, "prompt_tokens_details"),
+                                       "cached_tokens");
+            int64_t prompt = usage_int(usage, "prompt_tokens");
+            u->input_tokens += prompt > cached ? prompt - cached : 0;
+            u->cache_read_input_tokens += cached;
+            u->output_tokens += usage_int(usage, "completion_tokens");
+        }
+        json_decref(line);
+    }
+}
+
 /* ---- results_url ------------------------------------------------------------------------- */
 
 static bool rewrite_one(json_t *b, const char *base)

@@ -90,6 +90,11 @@ void sl__batch_on_answer(sl_batch_queue_t *q, sl_upstream_api_t api, sl_batch_op
                          const char *body, size_t len, const char *upload, size_t upload_len,
                          const char *ctype);
 
+/* The usage a batch's results add up to (Anthropic's results JSONL: result.message.usage;
+ * an OpenAI output file: response.body.usage of each line), into `u`. Lines without usage
+ * count 0; a body that is not JSONL leaves `u` at 0 with both sides reported. */
+void sl__batch_results_usage(sl_upstream_api_t api, const char *body, size_t len, sl_usage_t *u);
+
 /* Anthropic's batch objects carry `results_url`, an absolute URL at the provider that the
  * SDK fetches as is: rewritten to `base` + "/v1/messages/batches/{id}/results" (base e.g.
  * "http://HOST:8750/anthropic"). Returns a new malloc'ed body, or NULL when there is
