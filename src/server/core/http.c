@@ -457,8 +457,16 @@ static void on_request(sl_hreq_t *req, void *arg)
         bool body_optional = (n == 3 && !strcmp(seg[1], "admin")) ||
                              (n == 4 && !strcmp(seg[1], "agents")); /* .../release, /suspend */
         bool api = n > 0 && !strcmp(seg[0], "v1");
+        size_t body_len;
+        sl_hreq_body(req, &body_len);
+        /* `curl -X POST .../reload` sends neither a body nor a Content-Type. A web page's
+         * fetch() may send the same without a CORS preflight (the Content-Type rule is what
+         * keeps pages out), but a browser always adds Origin to it: only a request without
+         * one is let through untyped. */
+        bool untyped_ok = body_optional && body_len == 0 && !sl_hreq_header(req, "Origin");
         if (!method_has_body(call->method) ||
-            ((!api || check_content_type(call) == 0) && read_body(call, !body_optional) == 0))
+            ((!api || untyped_ok || check_content_type(call) == 0) &&
+             read_body(call, !body_optional) == 0))
             route(call, n, seg, query);
     }
     for (int i = 0; i < MAX_SEGMENTS; i++)

@@ -395,10 +395,17 @@ void sl__handle_history(sl_call_t *call, const char *query);
 void sl__history_free(sl_server_t *srv);
 
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
-/* Sets up the proxy on srv->base: the upstream client, the tokenizer (when a pool has
- * an upstream) and its view of backend events (it wraps the event callback, passing
- * every event on to sl__events_on_backend_event). Returns 0, or -1 with `err` set. */
+/* Sets up the proxy on srv->base: the upstream client, the tokenizer (unless
+ * `proxy.estimator: bytes`) and its view of backend events (it wraps the event callback,
+ * passing every event on to sl__events_on_backend_event). Returns 0, or -1 with `err` set
+ * (a missing or invalid vocabulary names its path). */
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
+/* Loads the tokenizer vocabulary if configuration `c` estimates with it and none is
+ * loaded yet (a reload from `estimator: bytes`). Returns 0, or -1 with `err` naming the
+ * path; nothing changes then. */
+int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err, size_t errlen);
+/* sluice_proxy_estimator_info: the estimator in use and the vocabulary's path. */
+void sl__proxy_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 /* Answers every proxied call still waiting or streaming (503 / an SSE error event),
  * settling what each used. With `drain`, calls the provider is already answering are
  * left to finish (sl__proxy_in_flight counts them); the rest are answered. */

@@ -186,8 +186,9 @@ static double ratio(const sl_window_t *part, const sl_window_t *all, double win,
     return n ? (double)sl__window_sum(part, win, now) / (double)n : NAN;
 }
 
-/* Pearson's correlation of the window's per-slot 429s and throttled requests (NaN when
- * either does not vary). */
+/* Pearson's correlation of the window's per-slot 429s and throttled requests; 0 when
+ * either does not vary (an idle pool, or one never throttled): no co-movement to see, and
+ * a NaN would break every graph and aggregate taken over the series. */
 static double correlation(const pool_watch_t *p, double win, double now)
 {
     uint32_t a[SL_WINDOW_SLOTS], b[SL_WINDOW_SLOTS];
@@ -205,7 +206,7 @@ static double correlation(const pool_watch_t *p, double win, double now)
         saa += (a[i] - ma) * (a[i] - ma);
         sbb += (b[i] - mb) * (b[i] - mb);
     }
-    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : NAN;
+    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0;
 }
 
 /* The pool's counts, or `none` for a pool nothing was counted for yet. */
@@ -270,7 +271,7 @@ static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n
     }
     head(out, "sluice_upstream_429_throttle_correlation", "gauge",
          "Pearson correlation of upstream 429s and throttled requests per slot of the window "
-         "(NaN when either is constant).");
+         "(0 when either is constant).");
     for (size_t i = 0; i < n_pools; i++)
         sample(out, "sluice_upstream_429_throttle_correlation", "pool", pools[i].name, "",
                correlation(view(w, pools[i].name, &none), win, now));
