@@ -19,8 +19,8 @@
 /* What batches were billed, per provider: their tokens are billed at the batch price
  * (half the standard price, both providers). */
 typedef struct sl_emu_batch_bill {
-    uint64_t batches;   /* created */
-    uint64_t requests;  /* processed (succeeded + errored) */
+    uint64_t batches;  /* created */
+    uint64_t requests; /* processed (succeeded + errored) */
     uint64_t succeeded;
     uint64_t errored;
     uint64_t canceled;
@@ -44,7 +44,7 @@ typedef struct sl_emu_batch {
     json_t *requests; /* Anthropic: the create's `requests`; OpenAI: the input file's lines */
     char *results;    /* Anthropic: the results JSONL once ended (malloc'ed) */
     size_t results_len;
-    double due_s;     /* processed at this time (provider clock) */
+    double due_s; /* processed at this time (provider clock) */
     bool canceling;
     bool ended;
 } sl_emu_batch_t;

@@ -79,8 +79,8 @@ static json_t *anthropic_result(sl_emu_t *emu, json_t *params, sl_emu_batch_bill
                           ? sl__count_anthropic_body(params)
                           : NULL;
     if (!counted) snprintf(err, sizeof err, "params: model and max_tokens >= 1 are required");
-    int rc = counted ? sl_estimate_json(emu->tok, SL_API_ANTHROPIC, counted, &est, err, sizeof err)
-                     : -1;
+    int rc =
+        counted ? sl_estimate_json(emu->tok, SL_API_ANTHROPIC, counted, &est, err, sizeof err) : -1;
     json_decref(counted);
     bill->requests++;
     if (rc != 0) {
@@ -101,8 +101,8 @@ static json_t *anthropic_result(sl_emu_t *emu, json_t *params, sl_emu_batch_bill
         "type", "message", "role", "assistant", "model", model, "content", "type", "text", "text",
         text ? text : "", "stop_reason", out < asked ? "end_turn" : "max_tokens", "stop_sequence",
         "usage", "input_tokens", (json_int_t)in, "cache_creation_input_tokens", (json_int_t)0,
-        "cache_read_input_tokens", (json_int_t)0, "output_tokens", (json_int_t)out,
-        "service_tier", "batch");
+        "cache_read_input_tokens", (json_int_t)0, "output_tokens", (json_int_t)out, "service_tier",
+        "batch");
     free(text);
     return json_pack("{s:s, s:o}", "type", "succeeded", "message", msg);
 }
@@ -137,8 +137,8 @@ static json_t *openai_body(sl_emu_t *emu, const char *endpoint, json_t *body,
     json_t *answer = json_pack(
         "{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s, s:n}, s:n, s:s}], s:{s:I, s:I, s:I}, "
         "s:s}",
-        "id", id, "object", "chat.completion", "created", (json_int_t)sl__emu_now(), "model",
-        model, "choices", "index", 0, "message", "role", "assistant", "content", text ? text : "",
+        "id", id, "object", "chat.completion", "created", (json_int_t)sl__emu_now(), "model", model,
+        "choices", "index", 0, "message", "role", "assistant", "content", text ? text : "",
         "refusal", "logprobs", "finish_reason", asked > 0 && out >= asked ? "length" : "stop",
         "usage", "prompt_tokens", (json_int_t)in, "completion_tokens", (json_int_t)out,
         "total_tokens", (json_int_t)(in + out), "service_tier", "default");
@@ -168,8 +168,8 @@ static void end_anthropic(sl_emu_t *emu, sl_emu_batch_t *bt, double now)
             ok += t && !strcmp(t, "succeeded");
             errored += !(t && !strcmp(t, "succeeded"));
         }
-        json_t *line = json_pack("{s:O, s:o}", "custom_id", json_object_get(r, "custom_id"),
-                                 "result", result);
+        json_t *line =
+            json_pack("{s:O, s:o}", "custom_id", json_object_get(r, "custom_id"), "result", result);
         char *s = line ? json_dumps(line, JSON_COMPACT) : NULL;
         if (s && out) evbuffer_add_printf(out, "%s\n", s);
         free(s);
@@ -236,10 +236,10 @@ static void end_openai(sl_emu_t *emu, sl_emu_batch_t *bt, double now)
             json_object_set_new(response, "status_code", json_integer(answer ? 200 : 400));
             json_object_set_new(response, "request_id", json_string(rid));
             json_object_set_new(response, "body",
-                                answer ? json_incref(answer)
-                                       : json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message",
-                                                   err, "type", "invalid_request_error", "param",
-                                                   "code"));
+                                answer
+                                    ? json_incref(answer)
+                                    : json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", err,
+                                                "type", "invalid_request_error", "param", "code"));
             json_t *out = json_object();
             json_object_set_new(out, "id", json_string(lid));
             json_object_set(out, "custom_id", json_object_get(line, "custom_id"));
@@ -414,10 +414,11 @@ static void anthropic_create(sl_emu_t *emu, struct evhttp_request *req, json_t *
     {
         const char *cid = json_string_value(json_object_get(r, "custom_id"));
         char msg[200];
-        const char *why = !custom_id_ok(cid)                  ? "custom_id must be 1-64 of [a-zA-Z0-9_-]"
-                          : json_object_get(seen, cid)        ? "custom_id is not unique"
-                          : !json_is_object(json_object_get(r, "params")) ? "params: expected an object"
-                                                                           : NULL;
+        const char *why = !custom_id_ok(cid)           ? "custom_id must be 1-64 of [a-zA-Z0-9_-]"
+                          : json_object_get(seen, cid) ? "custom_id is not unique"
+                          : !json_is_object(json_object_get(r, "params"))
+                              ? "params: expected an object"
+                              : NULL;
         if (why) {
             snprintf(msg, sizeof msg, "requests[%zu]: %s", i, why);
             json_decref(seen);
@@ -428,8 +429,7 @@ static void anthropic_create(sl_emu_t *emu, struct evhttp_request *req, json_t *
     }
     json_decref(seen);
     int64_t queued = anthropic_queued(b);
-    if (emu->opt.batch_queue_requests > 0 &&
-        queued + (int64_t)n > emu->opt.batch_queue_requests) {
+    if (emu->opt.batch_queue_requests > 0 && queued + (int64_t)n > emu->opt.batch_queue_requests) {
         char msg[256];
         snprintf(msg, sizeof msg,
                  "Number of batch requests in the processing queue (%lld + %zu) would exceed "
@@ -522,8 +522,8 @@ static void anthropic_batches(sl_emu_t *emu, struct evhttp_request *req, const c
                 b->n_batches--;
                 break;
             }
-        sl__emu_send_json(req, 200, json_pack("{s:s, s:s}", "id", id, "type",
-                                              "message_batch_deleted"));
+        sl__emu_send_json(req, 200,
+                          json_pack("{s:s, s:s}", "id", id, "type", "message_batch_deleted"));
         batch_free(bt);
     } else if (!strcmp(tail, "/results") && m == EVHTTP_REQ_GET) {
         if (!bt->ended || !bt->results) {
@@ -551,13 +551,14 @@ static void openai_create(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
     const char *endpoint = json_string_value(json_object_get(body, "endpoint"));
     const char *window = json_string_value(json_object_get(body, "completion_window"));
     sl_emu_file_t *f = file_id ? sl__emu_file(emu, file_id) : NULL;
-    const char *why = !f ? "input_file_id: no such file"
-                      : strcmp(f->purpose, "batch") ? "input_file_id: the file's purpose must be batch"
-                      : !endpoint || (strcmp(endpoint, "/v1/chat/completions") &&
-                                      strcmp(endpoint, "/v1/embeddings"))
-                          ? "endpoint: the emulator batches /v1/chat/completions and /v1/embeddings"
-                      : !window || strcmp(window, "24h") ? "completion_window: must be '24h'"
-                                                         : NULL;
+    const char *why =
+        !f                            ? "input_file_id: no such file"
+        : strcmp(f->purpose, "batch") ? "input_file_id: the file's purpose must be batch"
+        : !endpoint ||
+                (strcmp(endpoint, "/v1/chat/completions") && strcmp(endpoint, "/v1/embeddings"))
+            ? "endpoint: the emulator batches /v1/chat/completions and /v1/embeddings"
+        : !window || strcmp(window, "24h") ? "completion_window: must be '24h'"
+                                           : NULL;
     if (why) {
         sl__emu_send_error(emu, req, SL_EMU_OPENAI, 400, "invalid_request_error", why, NULL, NULL);
         return;
@@ -576,7 +577,8 @@ static void openai_create(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
     if (!bt) {
         sl__emu_send_error(emu, req, SL_EMU_OPENAI, 400, "invalid_request_error",
                            "input_file_id: the file holds no request lines (or the emulator "
-                           "holds no more batches)", NULL, NULL);
+                           "holds no more batches)",
+                           NULL, NULL);
         return;
     }
     json_t *meta = json_object_get(body, "metadata");
@@ -587,8 +589,8 @@ static void openai_create(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
         "completion_window", "24h", "status", "validating", "output_file_id", "error_file_id",
         "created_at", (json_int_t)sl__emu_now(), "in_progress_at", "expires_at",
         (json_int_t)sl__emu_now() + 86400, "finalizing_at", "completed_at", "failed_at",
-        "expired_at", "cancelling_at", "cancelled_at", "request_counts", "total", 0, "completed",
-        0, "failed", 0, "metadata", json_is_object(meta) ? meta : NULL);
+        "expired_at", "cancelling_at", "cancelled_at", "request_counts", "total", 0, "completed", 0,
+        "failed", 0, "metadata", json_is_object(meta) ? meta : NULL);
     emu->batches->openai.batches++;
     sl__emu_send_json(req, 200, batch_json(bt));
 }
@@ -689,8 +691,8 @@ json_t *sl__emu_batches_stats(sl_emu_t *emu)
     return json_pack("{s:o, s:o, s:f, s:I, s:{s:I, s:I}, s:I, s:I}", "anthropic",
                      bill_json(&b->anthropic), "openai", bill_json(&b->openai), "price_factor",
                      BATCH_PRICE_FACTOR, "queued_requests", (json_int_t)anthropic_queued(b),
-                     "embeddings", "requests", (json_int_t)b->embeddings.requests,
-                     "prompt_tokens", (json_int_t)b->embeddings.input_tokens, "moderations",
+                     "embeddings", "requests", (json_int_t)b->embeddings.requests, "prompt_tokens",
+                     (json_int_t)b->embeddings.input_tokens, "moderations",
                      (json_int_t)b->moderations, "http_429", (json_int_t)b->batch_429);
 }
 

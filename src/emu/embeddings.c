@@ -100,15 +100,16 @@ json_t *sl__embeddings_answer(sl_emu_t *emu, json_t *body, int64_t *tokens, char
         dim = json_integer_value(dims);
     }
     /* The inputs as a list: a string or one token array is a list of one. */
-    json_t *list = json_is_string(input) || (json_is_array(input) &&
-                                            json_is_integer(json_array_get(input, 0)))
-                       ? json_pack("[O]", input)
-                       : json_incref(input);
-    if (!json_is_array(list) || json_array_size(list) == 0 ||
-        json_array_size(list) > MAX_INPUTS) {
+    json_t *list =
+        json_is_string(input) || (json_is_array(input) && json_is_integer(json_array_get(input, 0)))
+            ? json_pack("[O]", input)
+            : json_incref(input);
+    if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > MAX_INPUTS) {
         json_decref(list);
-        snprintf(err, errlen, "input: expected a string or an array of 1-%d strings or token "
-                              "arrays", MAX_INPUTS);
+        snprintf(err, errlen,
+                 "input: expected a string or an array of 1-%d strings or token "
+                 "arrays",
+                 MAX_INPUTS);
         return NULL;
     }
     json_t *data = json_array();
@@ -137,8 +138,8 @@ json_t *sl__embeddings_answer(sl_emu_t *emu, json_t *body, int64_t *tokens, char
             break;
         }
         json_array_append_new(data, json_pack("{s:s, s:I, s:o}", "object", "embedding", "index",
-                                              (json_int_t)i,
-                                              "embedding", vector(seed, dim, fmt && !strcmp(fmt, "base64"))));
+                                              (json_int_t)i, "embedding",
+                                              vector(seed, dim, fmt && !strcmp(fmt, "base64"))));
     }
     if (i < json_array_size(list)) {
         snprintf(err, errlen, "input[%zu]: expected a non-empty string or array of token integers",
@@ -173,9 +174,18 @@ void sl__openai_embeddings(sl_emu_t *emu, struct evhttp_request *req, json_t *bo
 
 /* OpenAI's moderation categories (docs: platform.openai.com/docs/api-reference/moderations). */
 static const char *const categories[] = {
-    "harassment", "harassment/threatening", "hate",     "hate/threatening",
-    "illicit",    "illicit/violent",        "self-harm", "self-harm/intent",
-    "self-harm/instructions", "sexual",     "sexual/minors", "violence",
+    "harassment",
+    "harassment/threatening",
+    "hate",
+    "hate/threatening",
+    "illicit",
+    "illicit/violent",
+    "self-harm",
+    "self-harm/intent",
+    "self-harm/instructions",
+    "sexual",
+    "sexual/minors",
+    "violence",
     "violence/graphic",
 };
 
@@ -184,8 +194,7 @@ void sl__openai_moderations(sl_emu_t *emu, struct evhttp_request *req, json_t *b
     json_t *input = json_object_get(body, "input");
     const char *model = json_string_value(json_object_get(body, "model"));
     size_t n = json_is_string(input) ? 1 : json_is_array(input) ? json_array_size(input) : 0;
-    if (n == 0 || (json_is_array(input) && json_is_string(json_array_get(input, 0)) &&
-                   n > 32)) {
+    if (n == 0 || (json_is_array(input) && json_is_string(json_array_get(input, 0)) && n > 32)) {
         sl__emu_send_error(emu, req, SL_EMU_OPENAI, 400, "invalid_request_error",
                            "input: expected a string, an array of strings or of input objects",
                            "input", NULL);
@@ -201,8 +210,8 @@ void sl__openai_moderations(sl_emu_t *emu, struct evhttp_request *req, json_t *b
             json_object_set_new(scores, categories[k], json_real(1e-6 * (double)(k + 1)));
             json_object_set_new(types, categories[k], json_pack("[s]", "text"));
         }
-        json_array_append_new(results, json_pack("{s:b, s:o, s:o, s:o}", "flagged", 0,
-                                                 "categories", cats, "category_scores", scores,
+        json_array_append_new(results, json_pack("{s:b, s:o, s:o, s:o}", "flagged", 0, "categories",
+                                                 cats, "category_scores", scores,
                                                  "category_applied_input_types", types));
     }
     char id[48];
@@ -210,7 +219,7 @@ void sl__openai_moderations(sl_emu_t *emu, struct evhttp_request *req, json_t *b
     sl_emu_batches_t *b = sl__emu_batches(emu);
     if (b) b->moderations++;
     sl__emu_add_ratelimit_headers(emu, req, SL_EMU_OPENAI, NULL, sl__emu_now());
-    sl__emu_send_json(req, 200, json_pack("{s:s, s:s, s:o}", "id", id, "model",
-                                          model ? model : "omni-moderation-latest", "results",
-                                          results));
+    sl__emu_send_json(req, 200,
+                      json_pack("{s:s, s:s, s:o}", "id", id, "model",
+                                model ? model : "omni-moderation-latest", "results", results));
 }

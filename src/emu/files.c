@@ -10,8 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const purposes[] = {"batch", "assistants", "fine-tune", "vision",
-                                       "user_data", "evals", "batch_output"};
+static const char *const purposes[] = {"batch",     "assistants", "fine-tune",   "vision",
+                                       "user_data", "evals",      "batch_output"};
 
 void sl__emu_send_bytes(struct evhttp_request *req, const char *content_type, const char *data,
                         size_t len)
@@ -25,10 +25,10 @@ void sl__emu_send_bytes(struct evhttp_request *req, const char *content_type, co
 
 json_t *sl__emu_file_json(const sl_emu_file_t *f)
 {
-    return json_pack("{s:s, s:s, s:I, s:I, s:n, s:s, s:s, s:s, s:n}", "id", f->id, "object",
-                     "file", "bytes", (json_int_t)f->len, "created_at",
-                     (json_int_t)f->created_unix, "expires_at", "filename", f->filename,
-                     "purpose", f->purpose, "status", "processed", "status_details");
+    return json_pack("{s:s, s:s, s:I, s:I, s:n, s:s, s:s, s:s, s:n}", "id", f->id, "object", "file",
+                     "bytes", (json_int_t)f->len, "created_at", (json_int_t)f->created_unix,
+                     "expires_at", "filename", f->filename, "purpose", f->purpose, "status",
+                     "processed", "status_details");
 }
 
 sl_emu_file_t *sl__emu_file(sl_emu_t *emu, const char *id)
@@ -89,8 +89,7 @@ static void header_param(const char *head, size_t n, const char *key, char *out,
 
 /* Splits `body` by the boundary of `ctype` into at most `cap` parts; returns how many
  * (-1: not multipart). */
-static int multipart_parts(const char *body, size_t len, const char *ctype, part_t *parts,
-                           int cap)
+static int multipart_parts(const char *body, size_t len, const char *ctype, part_t *parts, int cap)
 {
     const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
     if (!b || strncasecmp(ctype, "multipart/form-data", 19) != 0) return -1;
@@ -132,8 +131,7 @@ static void upload(sl_emu_t *emu, struct evhttp_request *req)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(in);
-    const char *ctype =
-        evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+    const char *ctype = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
     part_t parts[8];
     int n = (int64_t)len > emu->opt.max_body_bytes
                 ? -2
@@ -143,9 +141,9 @@ static void upload(sl_emu_t *emu, struct evhttp_request *req)
         if (!strcmp(parts[i].name, "file")) file = &parts[i];
         if (!strcmp(parts[i].name, "purpose")) purpose = &parts[i];
     }
-    const char *why = n == -2  ? "The file is larger than the upload limit (--max-body-bytes)."
-                      : n < 0  ? "Expected a multipart/form-data body with a boundary."
-                      : !file  ? "Missing required parameter: 'file'."
+    const char *why = n == -2    ? "The file is larger than the upload limit (--max-body-bytes)."
+                      : n < 0    ? "Expected a multipart/form-data body with a boundary."
+                      : !file    ? "Missing required parameter: 'file'."
                       : !purpose ? "Missing required parameter: 'purpose'."
                                  : NULL;
     char purpose_s[32] = "";
@@ -155,12 +153,12 @@ static void upload(sl_emu_t *emu, struct evhttp_request *req)
         bool known = false;
         for (size_t i = 0; i < sizeof purposes / sizeof purposes[0] - 1; i++)
             known |= !strcmp(purpose_s, purposes[i]);
-        if (!known) why = "purpose: must be one of batch, assistants, fine-tune, vision, "
-                          "user_data, evals.";
+        if (!known)
+            why = "purpose: must be one of batch, assistants, fine-tune, vision, "
+                  "user_data, evals.";
     }
     if (why) {
-        sl__emu_send_error(emu, req, SL_EMU_OPENAI, 400, "invalid_request_error", why, NULL,
-                           NULL);
+        sl__emu_send_error(emu, req, SL_EMU_OPENAI, 400, "invalid_request_error", why, NULL, NULL);
         return;
     }
     char *data = malloc(file->len + 1);
@@ -197,10 +195,10 @@ void sl__openai_files(sl_emu_t *emu, struct evhttp_request *req, const char *res
         for (size_t i = b->n_files; i-- > 0;) /* newest first */
             json_array_append_new(data, sl__emu_file_json(b->files[i]));
         json_t *first = json_array_get(data, 0), *last = json_array_get(data, b->n_files - 1);
-        sl__emu_send_json(req, 200, json_pack("{s:s, s:o, s:b, s:O?, s:O?}", "object", "list",
-                                              "data", data, "has_more", 0, "first_id",
-                                              json_object_get(first, "id"), "last_id",
-                                              json_object_get(last, "id")));
+        sl__emu_send_json(req, 200,
+                          json_pack("{s:s, s:o, s:b, s:O?, s:O?}", "object", "list", "data", data,
+                                    "has_more", 0, "first_id", json_object_get(first, "id"),
+                                    "last_id", json_object_get(last, "id")));
         return;
     }
     char id[64];
@@ -221,8 +219,8 @@ void sl__openai_files(sl_emu_t *emu, struct evhttp_request *req, const char *res
                 b->n_files--;
                 break;
             }
-        sl__emu_send_json(req, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "file",
-                                              "deleted", 1));
+        sl__emu_send_json(req, 200,
+                          json_pack("{s:s, s:s, s:b}", "id", id, "object", "file", "deleted", 1));
         file_free(f);
     } else if (!strcmp(tail, "/content") && m == EVHTTP_REQ_GET) {
         sl__emu_send_bytes(req, "application/octet-stream", f->data, f->len);

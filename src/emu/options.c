@@ -99,8 +99,7 @@ void sl__emu_usage(FILE *out)
           "  --batch-rpm N          Anthropic: requests per minute to the batch endpoints\n"
           "                         (default 50; 0 = not limited)\n"
           "  --batch-queue N        Anthropic: requests of unfinished batches the processing\n"
-          "                         queue holds (default 100000; 0 = not limited)\n"
-          ,
+          "                         queue holds (default 100000; 0 = not limited)\n",
           out);
 }
 

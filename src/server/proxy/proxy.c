@@ -48,7 +48,7 @@
 #define SSE_EVENT_LIMIT_BYTES   (16u * 1024 * 1024) /* one event longer than this is passed raw */
 #define MAX_KEPT_HEADERS        48
 #define LEASE_TTL_S             86400.0 /* capped by the pool's max_lease_ttl_s */
-#define BATCH_RETRY_AFTER_S     60.0 /* a create over max_batch_requests: look again then */
+#define BATCH_RETRY_AFTER_S     60.0    /* a create over max_batch_requests: look again then */
 
 struct sl_proxy {
     sl_server_t *srv;
@@ -90,7 +90,7 @@ typedef struct px {
     bool embeddings;   /* OpenAI embeddings: input only (proxy_embeddings.c) */
     bool moderations;  /* OpenAI moderations: one request, no tokens */
     sl_batch_op_t batch_op; /* the batch APIs: one request on the batch pool */
-    int batch_hold;    /* a create's hold in the batch queue + 1; 0: none */
+    int batch_hold;         /* a create's hold in the batch queue + 1; 0: none */
     bool chained;      /* Responses with previous_response_id: the provider adds input */
     bool sse_through;  /* Responses: an event is being passed on part-way */
     const char *method; /* "POST", "GET" (model list, batch reads), "DELETE" (batch APIs) */
@@ -945,9 +945,9 @@ static const char *batch_pool(px_t *px)
     return NULL;
 }
 
-/* The pool for this call: the batch pool for the batch APIs, x-sluice-pool, the token's only pool, "" when it is to be
- * picked from the model once the body is read, or the first pool whose provider speaks
- * this endpoint's API. */
+/* The pool for this call: the batch pool for the batch APIs, x-sluice-pool, the token's
+ * only pool, "" when it is to be picked from the model once the body is read, or the first
+ * pool (not a batch pool) whose provider speaks this endpoint's API. */
 static const char *choose_pool(px_t *px)
 {
     if (px->batch_op) return batch_pool(px);
@@ -1348,8 +1348,7 @@ static void continue_call(px_t *px)
 /* The batch APIs: the pool's key, one request and no tokens on the batch pool; a create
  * first holds its requests in the pool's processing-queue bound (max_batch_requests),
  * refused 429 with a retry-after when they do not fit. */
-static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path,
-                        const char *query)
+static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path, const char *query)
 {
     const sl_config_t *c = &px->srv->config;
     size_t len = 0;
@@ -1357,8 +1356,10 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
     const char *ctype = sl_hreq_header(px->call->req, "Content-Type");
     bool upload = px->batch_op == SL_BATCH_FILE_UPLOAD;
     if (len > c->proxy.body_limit_bytes) {
-        px_error(px, 413, "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes "
-                          "(proxy.body_limit_bytes)", len, c->proxy.body_limit_bytes);
+        px_error(px, 413,
+                 "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes "
+                 "(proxy.body_limit_bytes)",
+                 len, c->proxy.body_limit_bytes);
         return;
     }
     /* Only what the SDKs send: a page cannot send either without a CORS preflight. */
@@ -1382,7 +1383,7 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
         char err[256];
         json_t *j = px->body ? json_loadb(px->body, px->body_len, 0, NULL) : NULL;
         int64_t n = json_is_object(j) ? sl__batch_create_requests(px->proxy->batches, px->api, j,
-                                                                   err, sizeof(err))
+                                                                  err, sizeof(err))
                                       : -1;
         if (!json_is_object(j)) snprintf(err, sizeof(err), "sluice: the body is not a JSON object");
         json_decref(j);
@@ -1392,9 +1393,10 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
         }
         int64_t queued = sl__batch_queued(px->proxy->batches, px->pool);
         if (n > up->max_batch_requests) {
-            px_error(px, 400, "sluice: a batch of %" PRId64 " requests never fits pool '%s' "
-                              "(max_batch_requests %" PRId64 ")", n, px->pool,
-                     up->max_batch_requests);
+            px_error(px, 400,
+                     "sluice: a batch of %" PRId64 " requests never fits pool '%s' "
+                     "(max_batch_requests %" PRId64 ")",
+                     n, px->pool, up->max_batch_requests);
             return;
         }
         int slot = queued + n <= up->max_batch_requests
@@ -1406,7 +1408,8 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
                      "sluice: batch pool '%s' has %" PRId64 " requests in the provider's "
                      "processing queue; %" PRId64 " more are over max_batch_requests %" PRId64
                      " (a batch leaves the count when a retrieve shows it ended); retry after "
-                     "%.0f s", px->pool, queued, n, up->max_batch_requests, BATCH_RETRY_AFTER_S);
+                     "%.0f s",
+                     px->pool, queued, n, up->max_batch_requests, BATCH_RETRY_AFTER_S);
             return;
         }
         px->batch_hold = slot + 1;
@@ -1482,9 +1485,9 @@ static void start_call(px_t *px, const char *path, const char *query)
     char err[256];
     if (px->embeddings || px->moderations) { /* input only, or one request and no tokens */
         int64_t in = 0;
-        int rc = px->embeddings ? sl__embeddings_input_tokens(tokenizer(px->proxy), j, &in, err,
-                                                             sizeof(err))
-                                : 0;
+        int rc = px->embeddings
+                     ? sl__embeddings_input_tokens(tokenizer(px->proxy), j, &in, err, sizeof(err))
+                     : 0;
         json_decref(j);
         if (rc < 0) {
             px_error(px, 400, "%s", err);
@@ -1596,8 +1599,8 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     const char *allow = NULL;
     char id[257];
     if (kind == SL_PROXY_NONE)
-        px->batch_op = sl__batch_resolve(api, raw, raw_len, call->method, path, sizeof(path), id,
-                                         &allow);
+        px->batch_op =
+            sl__batch_resolve(api, raw, raw_len, call->method, path, sizeof(path), id, &allow);
     if (allow) { /* a batch path with another method */
         sl_hreq_add_header(call->req, "Allow", allow);
         px_error(px, 405, "sluice: %.256s allows %s only", sl_hreq_target(call->req), allow);

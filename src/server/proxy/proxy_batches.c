@@ -31,12 +31,10 @@ typedef struct batch_route {
 static const batch_route_t routes[] = {
     {SL_UPSTREAM_ANTHROPIC, "/messages/batches", NULL, SL_HTTP_POST, SL_BATCH_CREATE, "GET, POST"},
     {SL_UPSTREAM_ANTHROPIC, "/messages/batches", NULL, SL_HTTP_GET, SL_BATCH_LIST, "GET, POST"},
-    {SL_UPSTREAM_ANTHROPIC, "/messages/batches", "", SL_HTTP_GET, SL_BATCH_RETRIEVE,
-     "GET, DELETE"},
+    {SL_UPSTREAM_ANTHROPIC, "/messages/batches", "", SL_HTTP_GET, SL_BATCH_RETRIEVE, "GET, DELETE"},
     {SL_UPSTREAM_ANTHROPIC, "/messages/batches", "", SL_HTTP_DELETE, SL_BATCH_DELETE,
      "GET, DELETE"},
-    {SL_UPSTREAM_ANTHROPIC, "/messages/batches", "/results", SL_HTTP_GET, SL_BATCH_RESULTS,
-     "GET"},
+    {SL_UPSTREAM_ANTHROPIC, "/messages/batches", "/results", SL_HTTP_GET, SL_BATCH_RESULTS, "GET"},
     {SL_UPSTREAM_ANTHROPIC, "/messages/batches", "/cancel", SL_HTTP_POST, SL_BATCH_CANCEL, "POST"},
     {SL_UPSTREAM_OPENAI, "/files", NULL, SL_HTTP_POST, SL_BATCH_FILE_UPLOAD, "GET, POST"},
     {SL_UPSTREAM_OPENAI, "/files", NULL, SL_HTTP_GET, SL_BATCH_FILE_LIST, "GET, POST"},
@@ -246,8 +244,7 @@ static int64_t count_lines(const char *text, size_t len)
 }
 
 /* The bytes of the multipart part named "file" in body[0, len), or NULL. */
-static const char *multipart_file(const char *body, size_t len, const char *ctype,
-                                  size_t *file_len)
+static const char *multipart_file(const char *body, size_t len, const char *ctype, size_t *file_len)
 {
     const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
     if (!b) return NULL;
@@ -331,19 +328,17 @@ void sl__batch_results_usage(sl_upstream_api_t api, const char *body, size_t len
         p += n + 1;
         if (!line) continue;
         if (api == SL_UPSTREAM_ANTHROPIC) {
-            const json_t *usage =
-                json_object_get(json_object_get(json_object_get(line, "result"), "message"),
-                                "usage");
+            const json_t *usage = json_object_get(
+                json_object_get(json_object_get(line, "result"), "message"), "usage");
             u->input_tokens += usage_int(usage, "input_tokens");
             u->cache_creation_input_tokens += usage_int(usage, "cache_creation_input_tokens");
             u->cache_read_input_tokens += usage_int(usage, "cache_read_input_tokens");
             u->output_tokens += usage_int(usage, "output_tokens");
         } else {
-            const json_t *usage =
-                json_object_get(json_object_get(json_object_get(line, "response"), "body"),
-                                "usage");
-            int64_t cached = usage_int(json_object_get(usage, "prompt_tokens_details"),
-                                       "cached_tokens");
+            const json_t *usage = json_object_get(
+                json_object_get(json_object_get(line, "response"), "body"), "usage");
+            int64_t cached =
+                usage_int(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
             int64_t prompt = usage_int(usage, "prompt_tokens");
             u->input_tokens += prompt > cached ? prompt - cached : 0;
             u->cache_read_input_tokens += cached;

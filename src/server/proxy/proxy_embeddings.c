@@ -43,16 +43,19 @@ static int count_one(sl_tokenizer_t *tok, const json_t *v, int64_t *tokens, size
     return -1;
 }
 
-int sl__embeddings_input_tokens(sl_tokenizer_t *tok, const json_t *body, int64_t *tokens,
-                                char *err, size_t errlen)
+int sl__embeddings_input_tokens(sl_tokenizer_t *tok, const json_t *body, int64_t *tokens, char *err,
+                                size_t errlen)
 {
     const json_t *in = json_object_get(body, "input");
     *tokens = 0;
     if (json_is_string(in)) return count_one(tok, in, tokens, 0, err, errlen);
     if (!json_is_array(in) || json_array_size(in) == 0) {
-        snprintf(err, errlen, "sluice: input: expected a string, an array of strings or token "
-                              "arrays, not %s",
-                 !in ? "nothing" : json_is_array(in) ? "an empty array" : "this value");
+        snprintf(err, errlen,
+                 "sluice: input: expected a string, an array of strings or token "
+                 "arrays, not %s",
+                 !in                 ? "nothing"
+                 : json_is_array(in) ? "an empty array"
+                                     : "this value");
         return -1;
     }
     if (json_array_size(in) > EMBEDDINGS_MAX_INPUTS) {

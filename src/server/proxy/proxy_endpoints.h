@@ -14,8 +14,8 @@
 /* The input tokens of an OpenAI embeddings body's `input`: a string, an array of
  * strings (each counted with `tok`), a token array or an array of token arrays
  * (counted by length). Returns 0, or -1 with `err` naming the field and what is wrong. */
-int sl__embeddings_input_tokens(sl_tokenizer_t *tok, const json_t *body, int64_t *tokens,
-                                char *err, size_t errlen);
+int sl__embeddings_input_tokens(sl_tokenizer_t *tok, const json_t *body, int64_t *tokens, char *err,
+                                size_t errlen);
 
 /* Reads an embeddings answer's `usage.prompt_tokens` into `u` (output 0, both sides
  * reported); an answer without it leaves `u` alone. */
