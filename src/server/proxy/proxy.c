@@ -930,7 +930,9 @@ static bool routes_by_model(const px_t *px)
 {
     const sl_config_t *c = &px->srv->config;
     for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
-        if (c->upstreams[i].api == px->api && c->upstreams[i].n_models > 0) return true;
+        if (c->upstreams[i].api == px->api && c->upstreams[i].n_models > 0 &&
+            !c->upstreams[i].batch)
+            return true;
     return false;
 }
 
@@ -972,7 +974,7 @@ static int route_by_model(px_t *px)
     const char *forbidden = NULL;
     for (size_t i = 0; i < c->settings.n_pools; i++) {
         const sl_pool_upstream_t *up = &c->upstreams[i];
-        if (up->api != px->api) continue;
+        if (up->api != px->api || up->batch) continue; /* batch pools serve the batch APIs */
         for (size_t k = 0; k < up->n_models; k++) {
             if (fnmatch(up->models[k], px->model, 0) != 0) continue;
             const char *name = c->settings.pools[i].name;

@@ -64,6 +64,16 @@ class BatchPool(unittest.TestCase):
             self.assertEqual(status, 200, payload)
             granted = [e["pool"] for e in s.events() if e["event"] == "granted"]
             self.assertEqual(granted, ["claude"])
+        # Not even when the batch pool lists the call's model, first in the file.
+        routed = ("pools:\n" +
+                  pool_yaml("claude-batch", "%s", "anthropic", "rpm: 1000",
+                            "batch: true\nmodels: [\"claude-*\"]") +
+                  pool_yaml("claude", "%s", "anthropic", ROOMY, "models: [\"claude-*\"]"))
+        with Emu(EMU_FAST) as emu, Sluiced(routed.replace("%s", emu.url)) as s:
+            status, _, payload = s.anthropic(message("hi", model="claude-x"), agent="m")
+            self.assertEqual(status, 200, payload)
+            granted = [e["pool"] for e in s.events() if e["event"] == "granted"]
+            self.assertEqual(granted, ["claude"])
 
     def test_max_batch_requests_without_batch_is_a_config_error(self):
         with Emu(EMU_FAST) as emu:
