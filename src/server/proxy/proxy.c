@@ -936,10 +936,12 @@ static bool routes_by_model(const px_t *px)
     return false;
 }
 
-/* The batch pool of this endpoint's provider: the first of its pools with `batch: true`,
- * or NULL. */
+/* The batch pool of this endpoint's provider: the one x-sluice-pool names (checked by
+ * identify), else the first of its pools with `batch: true`, or NULL. */
 static const char *batch_pool(px_t *px)
 {
+    const char *h = in_header(px, "x-sluice-pool");
+    if (h) return h;
     const sl_config_t *c = &px->srv->config;
     for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
         if (c->upstreams[i].api == px->api && c->upstreams[i].batch)
@@ -1072,6 +1074,13 @@ static int identify(px_t *px, identity_t *id)
     }
     if (strlen(pool) > 128) {
         px_error(px, 400, "sluice: x-sluice-pool: the name is longer than 128 characters");
+        return -1;
+    }
+    const sl_pool_upstream_t *bup = sl_config_pool_upstream(c, pool);
+    if (px->batch_op && (!bup || !bup->batch || bup->api != px->api)) {
+        px_error(px, 400, "sluice: x-sluice-pool: '%s' is not a batch pool of provider %s (a pool "
+                          "with batch: true); the batch endpoints use only those",
+                 pool, px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
         return -1;
     }
     /* The claims that need no body nor the task graph, refused before either is read;

@@ -25,8 +25,10 @@ def batch_of(n, prefix):
 
 
 class BatchPool(unittest.TestCase):
-    def batches(self, s, method, path="", body=None, agent="a"):
+    def batches(self, s, method, path="", body=None, agent="a", pool=None):
         headers = {"x-api-key": "t", "anthropic-version": "2023-06-01", "x-sluice-agent": agent}
+        if pool:
+            headers["x-sluice-pool"] = pool
         if body is not None:
             headers["content-type"] = "application/json"
         status, h, payload = s.request(method, "/anthropic/v1/messages/batches" + path, body,
@@ -74,6 +76,29 @@ class BatchPool(unittest.TestCase):
             self.assertEqual(status, 200, payload)
             granted = [e["pool"] for e in s.events() if e["event"] == "granted"]
             self.assertEqual(granted, ["claude"])
+
+    def test_x_sluice_pool_may_pick_another_batch_pool_and_nothing_else(self):
+        with Emu(EMU_FAST + ["--batch-seconds", "60"]) as emu:
+            text = (config(emu) + pool_yaml("claude-batch-2", emu.url, "anthropic", "rpm: 1000",
+                                            "batch: true\nmax_batch_requests: 2"))
+            with Sluiced(text) as s:
+                status, _, refused = self.batches(s, "POST", body=batch_of(1, "a"), agent="a",
+                                                  pool="claude")
+                self.assertEqual(status, 400, refused)
+                self.assertIn("x-sluice-pool: 'claude' is not a batch pool",
+                              refused["error"]["message"])
+                self.assertEqual(emu.stats()["batches"]["anthropic"]["batches"], 0)
+                status, _, ok = self.batches(s, "POST", body=batch_of(2, "b"), agent="a",
+                                             pool="claude-batch-2")
+                self.assertEqual(status, 200, ok)
+                # That pool's own bound: 2 more do not fit there, and do in the first one.
+                status, _, _ = self.batches(s, "POST", body=batch_of(2, "c"), agent="a",
+                                            pool="claude-batch-2")
+                self.assertEqual(status, 429)
+                status, _, _ = self.batches(s, "POST", body=batch_of(2, "c"), agent="a")
+                self.assertEqual(status, 200)
+                granted = [e["pool"] for e in s.events() if e["event"] == "granted"]
+                self.assertEqual(granted, ["claude-batch-2", "claude-batch"])
 
     def test_max_batch_requests_without_batch_is_a_config_error(self):
         with Emu(EMU_FAST) as emu:
