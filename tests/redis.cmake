@@ -1,8 +1,10 @@
 # Redis backend tests: conformance scenarios on the engine (unit) and on sluice.lua in a real
 # redis-server (integration); replicas, failure and Cluster tests start their own servers.
-add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c
-                                  ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenario.c)
-target_link_libraries(conformance_runner PRIVATE sluice_backend_redis)
+add_library(sluice_conformance_drive STATIC ${CMAKE_CURRENT_SOURCE_DIR}/conformance/drive.c
+                                           ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenario.c)
+target_link_libraries(sluice_conformance_drive PUBLIC sluice_backend_redis)
+add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c)
+target_link_libraries(conformance_runner PRIVATE sluice_conformance_drive)
 file(GLOB SL_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/*.scn)
 
 add_test(NAME conformance_engine COMMAND conformance_runner ${SL_SCENARIOS})
@@ -26,3 +28,14 @@ set_tests_properties(redis_replicas redis_kill_replica redis_failover redis_clus
                      conformance_redis PROPERTIES LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)
 # The Cluster key slot (cluster.c): CRC16-XMODEM and hash tags.
 sl_unit_test(test_redis_slot sluice_backend_redis)
+# The differential runner (tests/conformance/differential.c): seeded random operations on the
+# engine and on sluice.lua, every answer compared. A bounded run in the default suite; the
+# long run (10^5 operations) by label: ctest -L parity_long.
+add_executable(differential_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/differential.c)
+target_link_libraries(differential_runner PRIVATE sluice_conformance_drive)
+add_test(NAME differential_redis
+         COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 1 --seeds 3 --ops 2000")
+set_tests_properties(differential_redis PROPERTIES LABELS integration TIMEOUT 120 RUN_SERIAL TRUE)
+add_test(NAME differential_redis_long
+         COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 100 --seeds 10 --ops 10000")
+set_tests_properties(differential_redis_long PROPERTIES LABELS parity_long TIMEOUT 1800 RUN_SERIAL TRUE)

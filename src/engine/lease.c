@@ -519,14 +519,18 @@ static int replay(sl_engine_t *e, const sl__idem_t *d, double now, sl_decision_t
     return SL_OK;
 }
 
-static char *idem_key(const char *agent, const char *request_id)
+/* A request id is one POST's: its retries go to the same pool, and a request to another
+ * pool is another request (the Redis port keeps each pool's ids in that pool's slot). */
+static char *idem_key(const char *agent, const char *pool, const char *request_id)
 {
-    size_t na = strlen(agent), nr = strlen(request_id);
-    char *k = malloc(na + nr + 2);
+    size_t na = strlen(agent), np = strlen(pool), nr = strlen(request_id);
+    char *k = malloc(na + np + nr + 3);
     if (!k) return NULL;
     memcpy(k, agent, na);
     k[na] = '\x1f';
-    memcpy(k + na + 1, request_id, nr + 1);
+    memcpy(k + na + 1, pool, np);
+    k[na + 1 + np] = '\x1f';
+    memcpy(k + na + np + 2, request_id, nr + 1);
     return k;
 }
 
@@ -562,7 +566,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
 
     char *key = NULL;
     if (req->request_id) {
-        key = idem_key(req->agent, req->request_id);
+        key = idem_key(req->agent, pool_name, req->request_id);
         if (!key) return sl__fail(e, SL_ENOMEM, "out of memory");
         sl__idem_t *d = sl__strmap_get(&e->idem, key);
         if (d && d->at + e->cfg.idempotency_ttl_s > now_s) {
@@ -637,6 +641,16 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
 
     /* From here on the request is valid: time advances and records are created. */
     sl_engine_advance(e, now_s);
+    if (args.caps.h[0] || args.caps.h[1]) {
+        /* The caps decide on the state after the advance, whose drain may have granted
+         * the holder's waiting tickets (the check above refused what can never pass). */
+        cap_reason = NULL;
+        cap_wait_s = 0;
+        args.park_on = NULL;
+        if (sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s,
+                           &args.park_on) != 1)
+            cap_reason = NULL;
+    }
     if (!a) a = sl__agent_get(e, req->agent, true);
     if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;

@@ -1731,7 +1731,14 @@ local function next_wakeup(p)
   local ws_at = WS.next_at(p)
   if ws_at < at then at = ws_at end
   local id = queue_head(p)
-  local t = id and load_ticket(id) or (p.ws_n > 0 and WS.next(p))  -- else the next first call
+  local t = id and load_ticket(id)
+  if not t and p.ws_n > 0 then
+    t = WS.next(p)  -- the next first call
+    -- Held by its holder's max_concurrent, it goes at that holder's release, which drains:
+    -- a wake-up for its buckets would come back every microsecond until then.
+    local hs = t and CP.caps_resolve(p, t.agent)
+    if hs and CP.caps_at_concurrency(hs) then t = nil end
+  end
   if t then
     local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
     if eta_at < at then at = eta_at end
@@ -2320,6 +2327,13 @@ local function request(p, args, now)
   end
   -- From here on the request is valid: time advances and records are created.
   pool_advance(p, now)
+  if hs then
+    -- The caps decide on the state after the advance, whose drain may have granted the
+    -- holder's waiting tickets (the check above refused what can never pass).
+    hs = CP.caps_resolve(p, agent)
+    cap_reason, cap_wait, t.park_on = CP.caps_check(p, hs, need_of(t), now)
+    t.hs = hs
+  end
   a = a or agent_get(agent, true)
   if not cache then
     if ck == agent then cache = cache_view(a, true, ck) else cache = cache_make(ck) end
@@ -2744,9 +2758,14 @@ local function agent_forget(p, args, now)
   pool_advance(p, now)
   local name = args.agent or ''
   local a = agent_get(name, false)
-  if not a then return {forgotten = -1} end
-  local why
   local hkey = 'a:' .. name
+  if not a then
+    -- A configured team member is the operator's even before its first request (the
+    -- engine keeps its record from the configuration on; caps alone make no record).
+    if p.member_of[name] then return {forgotten = 0, kept = 'it is a member of a team'} end
+    return {forgotten = -1}
+  end
+  local why
   local st = CP.holder_state(p, {key = hkey}, false)
   if a.leases > 0 or a.queued > 0 then
     why = 'it holds a lease or a ticket'
