@@ -307,7 +307,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
 int sl_engine_ticket(sl_engine_t *e, uint64_t ticket, double now_s, sl_decision_t *out);
 
 /* Marks a queued ticket as held (a client is waiting on it right now) or not. A
- * held ticket never expires for idleness. Errors: SL_ENOTFOUND, SL_EALREADY. */
+ * held ticket never expires for idleness. Time advances to `now_s` first. Errors:
+ * SL_ETIME, SL_ENOTFOUND, SL_EALREADY. */
 int sl_engine_ticket_hold(sl_engine_t *e, uint64_t ticket, bool held, double now_s);
 
 /* Gives up a queued ticket's place. When the ticket was already granted, the lease

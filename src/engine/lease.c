@@ -776,14 +776,17 @@ int sl_engine_ticket(sl_engine_t *e, uint64_t ticket, double now_s, sl_decision_
 
 int sl_engine_ticket_hold(sl_engine_t *e, uint64_t ticket, bool held, double now_s)
 {
+    /* Time first, as every call given `now` does: the ticket may have been granted or have
+     * expired by now, and an old tombstone is gone (else the answer would depend on
+     * whether another call advanced the engine meanwhile). */
+    int rc = sl_engine_advance(e, now_s);
+    if (rc) return rc;
     uint64_t v;
     if (!sl__u64map_get(&e->tickets, ticket, &v))
         return sl__fail(e, SL_ENOTFOUND, "ticket %llu not found", (unsigned long long)ticket);
     if (v & 1)
         return sl__fail(e, SL_EALREADY, "ticket %llu is no longer queued",
                         (unsigned long long)ticket);
-    if (!isfinite(now_s) || now_s < e->now)
-        return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
     sl__ticket_t *t = (sl__ticket_t *)(uintptr_t)v;
     sl__pool_t *p = t->pool;
     if (held == t->held) return SL_OK;

@@ -571,7 +571,8 @@ static redisReply *lib_call(redis_run_t *rr, sl__rcmd_t *c, sl__rreply_t *rep, r
     redisReply *raw = rcmd(rr, c);
     r->rc = sl__rreply_parse(raw, rep);
     if (r->rc == SL__RPROTO) fprintf(stderr, "  redis: %s\n", rep->msg);
-    if (pool >= 0 && raw && raw->type == REDIS_REPLY_ARRAY) rr->wake_s[pool] = rep->wake_s;
+    /* as the backend (events.c): an error reply names no wake-up */
+    if (pool >= 0 && r->rc == SL_OK) rr->wake_s[pool] = rep->wake_s;
     return raw;
 }
 

@@ -2344,7 +2344,8 @@ local function request(p, args, now)
   local unblocks = num(args, 'unblocks', 0)
   local graph = num(args, 'graph_unblocks', -1)
   if graph >= 0 then unblocks = graph end
-  local w = role_v * (1 + 0.5 * unblocks) * prio_v
+  local base = role_v * (1 + 0.5 * unblocks) * prio_v
+  local w = base
   if a.repeats > 0 then w = w * 0.5 ^ a.repeats end
   local weight = w > p.weight_floor and w or p.weight_floor
   local ttl = num(args, 'ttl', 0)
@@ -2371,7 +2372,7 @@ local function request(p, args, now)
     out = decide(p, a, t, weight, ttl, cache, now)
   end
   a.role = role
-  a.weight = out.weight
+  a.weight = base  -- its weight before repeats: reported with the repeats as they are then
   touch(agent_key(agent))
   if out.status == 'rejected' then
     emit('rejected', {agent = agent, input_tokens = t.n0, output_tokens = t.n1,
@@ -2402,6 +2403,7 @@ end
 
 local function ticket_hold(p, args, now)
   local id = id_arg(args, 'ticket')
+  pool_advance(p, now)  -- as the engine: granted, expired or tombstone gone by now
   local t = load_ticket(id)
   if not t then
     if redis.call('HEXISTS', K('tend'), F(id)) == 1 then
@@ -2736,13 +2738,17 @@ local function pool_info(p, args, now)
 end
 
 -- The pool's agents, as "name\31role\31weight\31repeats\31estimate_error\31alert\31leases
--- \31queued\31tokens_in\31tokens_out\31got_429" strings in fields a1, a2, ...
+-- \31queued\31tokens_in\31tokens_out\31got_429" strings in fields a1, a2, ... The weight is
+-- the one its next request of the same kind would get: its last request's base with the
+-- repeats as they are now (a settle may have changed them since; src/engine/agent.c).
 local function agents(p, args, now)
   local out = {}
   for i, name in ipairs(redis.call('SMEMBERS', K('agents'))) do
     local a = agent_get(name, false)
     if a then
-      out['a' .. i] = table.concat({name, a.role, F(a.weight), F(a.repeats),
+      local w = a.weight * 0.5 ^ a.repeats
+      if w < p.weight_floor then w = p.weight_floor end
+      out['a' .. i] = table.concat({name, a.role, F(w), F(a.repeats),
         F(agent_mean_error(a)), F(a.alert), F(a.leases), F(a.queued), F(a.tin), F(a.tout),
         F(a.g429)}, '\31')
     end
