@@ -108,8 +108,4 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
 int redis_wake(redis_run_t *rr, double now_s);
 void redis_close(redis_run_t *rr);
 
-/* True when `a` and `b` hold the same result code and the same fields, numbers equal
- * within a relative 1e-9; otherwise `why` names the first difference. */
-bool results_equal(const result_t *a, const result_t *b, char *why, size_t n);
-
 #endif
