@@ -26,6 +26,11 @@ add_test(NAME redis_cluster COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redi
 # backend's own timeouts fire (what is tested here is correctness, not speed).
 set_tests_properties(redis_replicas redis_kill_replica redis_failover redis_cluster
                      conformance_redis PROPERTIES LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)
+# The Redis commands one lease costs (INFO commandstats): a lease naming a task is one FCALL.
+add_executable(test_redis_round_trips ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/test_redis_round_trips.c)
+target_link_libraries(test_redis_round_trips PRIVATE sluice_backend_redis)
+add_test(NAME redis_round_trips COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_round_trips>)
+set_tests_properties(redis_round_trips PROPERTIES LABELS integration TIMEOUT 60)
 # The Cluster key slot (cluster.c): CRC16-XMODEM and hash tags.
 sl_unit_test(test_redis_slot sluice_backend_redis)
 # The differential runner (tests/conformance/differential.c): seeded random operations on the

@@ -259,6 +259,12 @@ typedef struct sl_request {
      * output_tokens: the provider holds whatever max_tokens it is sent, so a reservation
      * below the figure sent would overbook it. Unset: output_tokens is reserved. */
     bool output_capped;
+    /* The roles the caller may take (its token's); NULL = any. The request's role is the
+     * registered role of its task when the task graph knows `task` (a `role` naming
+     * another is SL_EINVAL), and one outside this list is SL_EFORBIDDEN: the daemon need
+     * not read the graph before it asks. */
+    const char *const *roles_allowed;
+    size_t n_roles_allowed;
 } sl_request_t;
 
 typedef enum sl_status {
@@ -295,7 +301,8 @@ typedef struct sl_decision {
 
 /* Decides a request at `now_s`: GRANT, QUEUED or REJECT (docs/design.md "Decision").
  * Returns SL_OK with `out` filled, or an error with `out` untouched and the engine
- * unchanged: SL_EINVAL (bad field, unknown role or priority), SL_ENOTFOUND (pool),
+ * unchanged: SL_EINVAL (bad field, unknown role or priority, a role other than its
+ * task's), SL_EFORBIDDEN (a role outside roles_allowed), SL_ENOTFOUND (pool),
  * SL_ECAPACITY (can never fit), SL_ETIME. A request_id seen before from the same
  * agent returns the current state of the first answer (`replayed` set) and charges
  * nothing. */

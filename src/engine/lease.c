@@ -215,12 +215,27 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
         (rc = check_tokens(e, "unblocks", r->unblocks)))
         return rc;
     char known[SL__MAX_CLASSES * SL__CLASS_MAX];
-    *role = sl__role_find(e, r->role ? r->role : "worker");
+    /* A task in the graph decides the role (docs/design.md, "Reports and claims"): a
+     * worker cannot get a planner's weight by naming a planner's task, and asking for
+     * another role than the task's is a contradiction, not a choice. */
+    const sl__task_t *task = r->task ? sl__strmap_get(&e->tasks, r->task) : NULL;
+    const char *role_name = task ? task->role : r->role ? r->role : "worker";
+    if (task && r->role && strcmp(r->role, task->role) != 0)
+        return sl__fail(e, SL_EINVAL, "role: '%.64s' is not the role '%s' task '%s' is registered with",
+                        r->role, task->role, task->id);
+    bool allowed = !r->roles_allowed;
+    for (size_t i = 0; !allowed && i < r->n_roles_allowed; i++)
+        allowed = r->roles_allowed[i] && strcmp(r->roles_allowed[i], role_name) == 0;
+    if (!allowed)
+        return sl__fail(e, SL_EFORBIDDEN, "role: this token may not use role '%.64s'%s%s%s",
+                        role_name, task ? " (the role of task '" : "", task ? task->id : "",
+                        task ? "')" : "");
+    *role = sl__role_find(e, role_name);
     *prio = sl__prio_find(e, r->priority ? r->priority : "normal");
     if (!*role) {
         list_classes(e->roles, e->n_roles, known, sizeof known);
         return sl__fail(e, SL_EINVAL, "role \"%.64s\" is not configured (known: %s)",
-                        r->role ? r->role : "worker", known);
+                        role_name, known);
     }
     if (!*prio) {
         list_classes(e->prios, e->n_prios, known, sizeof known);

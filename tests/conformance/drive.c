@@ -265,6 +265,16 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->cache_prefix_hash = arg(op, "prefix");
     r->max_wait_s = arg_num(op, "max_wait", 0);
     r->output_capped = arg_num(op, "capped", 0) != 0;
+    /* allowed=a,b: the caller's roles (roles_allowed), valid until the next request */
+    static char allowed[512];
+    static const char *roles[16];
+    if (arg(op, "allowed")) {
+        snprintf(allowed, sizeof allowed, "%s", arg(op, "allowed"));
+        r->n_roles_allowed = 0;
+        for (char *s = strtok(allowed, ","); s && r->n_roles_allowed < 16; s = strtok(NULL, ","))
+            roles[r->n_roles_allowed++] = s;
+        r->roles_allowed = roles;
+    }
 }
 
 /* Headers are h.NAME=VALUE arguments. */
@@ -640,21 +650,15 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
         if (!r->rc) {
             int no = register_pool(rr, a1);
             sl__rcmd_configure(&c, a1, &cfg, &sc->ecfg, sc->roles, sc->prios, no, now, NULL);
-            sl__rcmd_str(&c, "teams", sc->teams);
-            sl__rcmd_str(&c, "members", sc->members);
-            sl__rcmd_str(&c, "caps", sc->caps);
+            sl__rcmd_str(&c, SL_FA(teams), sc->teams);
+            sl__rcmd_str(&c, SL_FA(members), sc->members);
+            sl__rcmd_str(&c, SL_FA(caps), sc->caps);
             raw = lib_call(rr, &c, &rep, r);
         }
     } else if (strcmp(name, "request") == 0) {
         sl_request_t req;
         request_from(op, &req);
-        int64_t graph = -1;
-        if (req.task) {
-            redisReply *g = fcall1(rr, "sluice_task_unblocks", "sluice:{graph}:tasks", req.task);
-            if (g && g->type == REDIS_REPLY_INTEGER) graph = g->integer;
-            if (g) freeReplyObject(g);
-        }
-        sl__rcmd_request(&c, &req, graph, now, NULL);
+        sl__rcmd_request(&c, &req, true, NULL, -1, now, NULL);
         raw = lib_call(rr, &c, &rep, r);
         if (!r->rc) {
             sl__rreply_decision(&rep, &d);
@@ -671,16 +675,16 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
                          : strcmp(name, "cancel") == 0  ? "sluice_cancel"
                                                         : "sluice_extend";
         sl__rcmd_begin(&c, fn, pool_of_id(rr, id), now, NULL);
-        sl__rcmd_u64(&c, is_ticket ? "ticket" : "lease", id);
-        if (strcmp(name, "hold") == 0) sl__rcmd_num(&c, "held", op->ntok > 2 ? atoi(op->tok[2]) : 0);
-        if (strcmp(name, "extend") == 0) sl__rcmd_num(&c, "ttl", arg_num(op, "ttl", 0));
+        sl__rcmd_u64(&c, is_ticket ? SL_FA(ticket) : SL_FA(lease), id);
+        if (strcmp(name, "hold") == 0) sl__rcmd_num(&c, SL_FA(held), op->ntok > 2 ? atoi(op->tok[2]) : 0);
+        if (strcmp(name, "extend") == 0) sl__rcmd_num(&c, SL_FA(ttl), arg_num(op, "ttl", 0));
         raw = lib_call(rr, &c, &rep, r);
         if (!r->rc && strcmp(name, "ticket") == 0) {
             sl__rreply_decision(&rep, &d);
             decision_result(&d, &rr->ids, r);
         }
         if (!r->rc && strcmp(name, "extend") == 0)
-            put_num(r, "expires_at", sl__rreply_num(&rep, "expires_at", 0) - SCN_T0);
+            put_num(r, "expires_at", sl__rreply_num(&rep, SL_FR(expires_at), 0) - SCN_T0);
     } else if (strcmp(name, "settle") == 0) {
         sl_settle_t s;
         headers_t h;
@@ -689,10 +693,10 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
         r->rc = sl__rcmd_settle(&c, pool_of_id(rr, id), id, &s, now, NULL, err, sizeof err);
         if (!r->rc) raw = lib_call(rr, &c, &rep, r);
         if (!r->rc) {
-            put_num(r, "adjust_in", sl__rreply_num(&rep, "adjust_input_tokens", 0));
-            put_num(r, "adjust_out", sl__rreply_num(&rep, "adjust_output_tokens", 0));
-            put_num(r, "estimate_error", sl__rreply_num(&rep, "estimate_error", 0));
-            put_num(r, "counted", sl__rreply_num(&rep, "counted", 1));
+            put_num(r, "adjust_in", sl__rreply_num(&rep, SL_FR(adjust_input_tokens), 0));
+            put_num(r, "adjust_out", sl__rreply_num(&rep, SL_FR(adjust_output_tokens), 0));
+            put_num(r, "estimate_error", sl__rreply_num(&rep, SL_FR(estimate_error), 0));
+            put_num(r, "counted", sl__rreply_num(&rep, SL_FR(counted), 1));
         }
     } else if (strcmp(name, "advance") == 0) {
         r->rc = SL_OK;
@@ -710,7 +714,7 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
         headers_from(op, &h);
         r->rc = sl__rcmd_resync(&c, a1, h.names, h.values, h.n, now, NULL, err, sizeof err);
         if (!r->rc) raw = lib_call(rr, &c, &rep, r);
-        if (!r->rc) put_num(r, "changed", sl__rreply_num(&rep, "changed", 0));
+        if (!r->rc) put_num(r, "changed", sl__rreply_num(&rep, SL_FR(changed), 0));
     } else if (strcmp(name, "task") == 0) {
         const char *argv[40];
         int argc = 0;
@@ -744,9 +748,9 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
         int forgotten = 0, kept = 0;
         for (int i = 0; i < rr->n_pools; i++) {
             sl__rcmd_begin(&c, "sluice_agent_forget", rr->pools[i], now, NULL);
-            sl__rcmd_str(&c, "agent", a1);
+            sl__rcmd_str(&c, SL_FA(agent), a1);
             redisReply *x = lib_call(rr, &c, &rep, r);
-            double f = r->rc == SL_OK ? sl__rreply_num(&rep, "forgotten", -1) : -1;
+            double f = r->rc == SL_OK ? sl__rreply_num(&rep, SL_FR(forgotten), -1) : -1;
             if (x) freeReplyObject(x);
             forgotten += f > 0;
             kept += f == 0;

@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '10'
+local VERSION = '11'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -1749,18 +1749,11 @@ end
 -- ---- the pool: configuration and hot state ----
 -- Ports: src/engine/pool.c.
 
-local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurrency',
-  'margin_start', 'margin_floor', 'margin_step_down', 'margin_step_up', 'recover_every_s',
-  'margin_floor_alert_s', 'lease_ttl_s', 'max_lease_ttl_s', 'max_queue_wait_s', 'cache_ttl_s',
-  'cache_reads_count', 'cache_bump_min_tokens', 'cache_bump', 'estimate_error_alert',
-  'estimate_error_window', 'claim_timeout_s', 'ticket_idle_s', 'tombstone_ttl_s',
-  'idempotency_ttl_s', 'weight_floor'}
-
--- Optional fields, after the derived ones, with configure's default for a caller that
--- does not send them.
-local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
-  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'margin_max', 0},
-  {'lease_duration_prior_s', 30}, {'backfill', 1}, {'working_set', 0}}
+-- The configure fields every caller sends, in the order of the stored record, and those
+-- appended later (optional, with configure's default for a caller that does not send
+-- them): both from fcall.def, the names the C backend sends.
+local CONFIG_FIELDS = FCALL.config
+local CONFIG_LATER = FCALL.config_later
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
@@ -1825,10 +1818,35 @@ end
 -- ---- call frame ----
 -- Ports: Redis-only: one call per decision (the C engine's entry points in src/engine/engine.c).
 
+-- Whether `name` is in `names` (fcall.def's names) or is one of `series` and a number.
+local function fcall_name(names, series, name)
+  if names[name] then return true end
+  for _, prefix in ipairs(series) do
+    if string.sub(name, 1, #prefix) == prefix and string.match(name, '^%d+$', #prefix + 1) then
+      return true
+    end
+  end
+  return false
+end
+
+-- The name/value pairs of argv from `from` on. A name fcall.def does not list is refused,
+-- and reading one is an error, so the two sides can only speak fcall.def's names.
+local ARGS_STRICT = {__index = function(_, name)
+  if not fcall_name(FCALL.arg, FCALL.arg_series, name) then
+    error('sluice: reads argument "' .. tostring(name) .. '", which fcall.def does not list')
+  end
+  return nil
+end}
+
 local function args_table(argv, from)
   local t = {}
-  for i = from, #argv - 1, 2 do t[argv[i]] = argv[i + 1] end
-  return t
+  for i = from, #argv - 1, 2 do
+    if not fcall_name(FCALL.arg, FCALL.arg_series, argv[i]) then
+      fail('invalid_request', 'argument "%s" is not one of fcall.def', argv[i])
+    end
+    t[argv[i]] = argv[i + 1]
+  end
+  return setmetatable(t, ARGS_STRICT)
 end
 
 local function num(args, name, default)
@@ -1853,6 +1871,7 @@ local function pool_call(keys, argv, fn, opts)
   S.pool_key = pool_key
   S.prefix = string.sub(pool_key, 1, #pool_key - 4)
   S.pool = string.match(pool_key, '^sluice:{(.*)}:pool$')
+  S.graph_key = keys[2] == 'sluice:{graph}:tasks' and keys[2] or nil  -- request (one node)
   local ok, res = pcall(function()
     if not S.pool then fail('invalid_request', 'key "%s" is not a sluice pool key', pool_key) end
     S.fixed = FIXED[S.prefix]
@@ -1904,7 +1923,12 @@ local function pool_call(keys, argv, fn, opts)
     error(res)
   end
   local flat = {}
-  for k, v in pairs(res[1]) do flat[#flat + 1] = k; flat[#flat + 1] = F(v) end
+  for k, v in pairs(res[1]) do
+    if not fcall_name(FCALL.reply, FCALL.reply_series, k) then
+      error('sluice: replies field "' .. tostring(k) .. '", which fcall.def does not list')
+    end
+    flat[#flat + 1] = k; flat[#flat + 1] = F(v)
+  end
   local evs = {}
   for i, ev in ipairs(S.events) do
     local e = {}
@@ -2242,8 +2266,55 @@ local function validate_request(args)
   end
 end
 
+-- The number of tasks waiting on task `id`, in `all` (HGETALL of the graph).
+local function task_unblocks(all, id)
+  local n = 0
+  for i = 2, #all, 2 do
+    local parts = {}
+    for s in string.gmatch(all[i] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
+    if parts[2] == 'waiting' then
+      for j = 3, #parts do if parts[j] == id then n = n + 1; break end end
+    end
+  end
+  return n
+end
+
+-- The role the request takes and the graph's count of tasks it unblocks (-1: the task is
+-- not in the graph, or none is named). The graph decides the role of a request naming a
+-- task in it (src/engine/lease.c, validate_request): read from the graph's key when the
+-- caller declared it (KEYS[2]: one node, so one round trip), else as the caller looked it
+-- up (`task_role`, `graph_unblocks`: a Cluster keeps the graph in another slot).
+local function request_role(args)
+  local task_role, unblocks = nil, num(args, 'graph_unblocks', -1)
+  if args.task and S.graph_key then
+    local rec = redis.call('HGET', S.graph_key, args.task)
+    if rec then
+      task_role = string.match(rec, '^([^\31]*)')
+      unblocks = task_unblocks(redis.call('HGETALL', S.graph_key), args.task)
+    end
+  elseif args.task then
+    task_role = args.task_role
+  end
+  if task_role and args.role and args.role ~= task_role then
+    fail('invalid_request', "role: '%s' is not the role '%s' task '%s' is registered with",
+         args.role, task_role, args.task)
+  end
+  local role = task_role or args.role or 'worker'
+  if args.roles_allowed then
+    local allowed = false
+    for r in string.gmatch(args.roles_allowed, '[^,]+') do allowed = allowed or r == role end
+    if not allowed then
+      fail('forbidden', "role: this token may not use role '%s'%s", role,
+           task_role and (" (the role of task '" .. args.task .. "')") or '')
+    end
+  end
+  local max_unblocks = num(args, 'max_unblocks', -1)
+  if max_unblocks >= 0 and unblocks > max_unblocks then unblocks = max_unblocks end
+  return role, unblocks
+end
+
 local function request(p, args, now)
-  local role = args.role or 'worker'
+  local role, graph = request_role(args)
   local prio = args.priority or 'normal'
   local role_v = p.role_v[role]
   if not role_v then
@@ -2342,7 +2413,6 @@ local function request(p, args, now)
   t.ck = ck
   if args.model then calib_get(p, args.model, true) end
   local unblocks = num(args, 'unblocks', 0)
-  local graph = num(args, 'graph_unblocks', -1)
   if graph >= 0 then unblocks = graph end
   local base = role_v * (1 + 0.5 * unblocks) * prio_v
   local w = base
@@ -2925,23 +2995,22 @@ redis.register_function('sluice_task_delete', function(keys, argv)
   return redis.call('HDEL', keys[1], argv[1])
 end)
 
-local function task_unblocks(all, id)
-  local n = 0
-  for i = 2, #all, 2 do
-    local parts = {}
-    for s in string.gmatch(all[i] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
-    if parts[2] == 'waiting' then
-      for j = 3, #parts do if parts[j] == id then n = n + 1; break end end
-    end
-  end
-  return n
-end
 
 -- Returns the task's unblocks, or -1 when the task is not in the graph.
 redis.register_function{function_name = 'sluice_task_unblocks', flags = {'no-writes'},
   callback = function(keys, argv)
     if redis.call('HEXISTS', keys[1], argv[1]) == 0 then return -1 end
     return task_unblocks(redis.call('HGETALL', keys[1]), argv[1])
+  end}
+
+-- Returns {role, unblocks} of the task, or -1 when it is not in the graph: what a request
+-- on a Redis Cluster sends as task_role and graph_unblocks (there the graph is in another
+-- slot than the pool; on one node the request reads it itself).
+redis.register_function{function_name = 'sluice_task_role', flags = {'no-writes'},
+  callback = function(keys, argv)
+    local rec = redis.call('HGET', keys[1], argv[1])
+    if not rec then return -1 end
+    return {string.match(rec, '^([^\31]*)'), task_unblocks(redis.call('HGETALL', keys[1]), argv[1])}
   end}
 
 -- Every task as {id, "role\31state\31deps...", unblocks}.
