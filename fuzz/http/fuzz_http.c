@@ -1,4 +1,4 @@
-/* fuzz_http.c - libFuzzer target for sluiced's request reader (src/server/http_parse.c,
+/* fuzz_http.c - libFuzzer target for sluiced's request reader (src/server/core/http_parse.c,
  * on http-parser).
  *
  * The first byte picks the limits and a cut point; the rest is what a client sent. The

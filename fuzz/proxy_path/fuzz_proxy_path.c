@@ -1,4 +1,4 @@
-/* fuzz_proxy_path.c - libFuzzer target for the proxy's path router (src/server/proxy_routes.c,
+/* fuzz_proxy_path.c - libFuzzer target for the proxy's path router (src/server/proxy/proxy_routes.c,
  * sl__proxy_resolve).
  *
  * The first byte picks the API (its low bit: Anthropic or OpenAI); the rest is the path as

@@ -27,8 +27,12 @@ enum {
 typedef struct sl_tokenizer sl_tokenizer_t;
 
 /* The vocabulary path used when sl_tokenizer_load() gets NULL: $SLUICE_VOCAB when set
- * and non-empty, else the build's default (data/claude.json in the source tree).
- * The returned string is static or the environment's; do not free it. */
+ * and non-empty; else, for a program run from its build tree, data/claude.json of the
+ * source tree; else share/sluice/claude.json of the prefix the program is installed in
+ * (found from the program's own path, so `cmake --install --prefix` and DESTDIR staging
+ * move it along; /usr/share/sluice/claude.json for /usr/bin/sluiced). An installed
+ * program never reads the build tree. The returned string is static or the
+ * environment's; do not free it. */
 const char *sl_tokenizer_default_path(void);
 
 /* Loads the npm package's claude.json (bpe_ranks, pat_str, special_tokens,

@@ -62,7 +62,7 @@ static const char *event_name(sl_event_kind_t k)
     return (size_t)k < sizeof names / sizeof names[0] && names[k] ? names[k] : "unknown";
 }
 
-/* One line in the shape of sluiced's event log (src/server/events.c). */
+/* One line in the shape of sluiced's event log (src/server/core/events.c). */
 static void log_event(FILE *f, const sl_event_t *ev)
 {
     fprintf(f, "{\"ts\":%.3f,\"event\":\"%s\"", ev->now_s, event_name(ev->kind));

@@ -658,7 +658,7 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
     } else if (strcmp(name, "request") == 0) {
         sl_request_t req;
         request_from(op, &req);
-        sl__rcmd_request(&c, &req, true, NULL, -1, now, NULL);
+        sl__rcmd_request(&c, &req, true, SL__RGRAPH_NONE, now, NULL);
         raw = lib_call(rr, &c, &rep, r);
         if (!r->rc) {
             sl__rreply_decision(&rep, &d);

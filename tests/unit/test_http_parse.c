@@ -1,4 +1,4 @@
-/* test_http_parse.c - unit tests for sluiced's request reader (src/server/http_parse.c):
+/* test_http_parse.c - unit tests for sluiced's request reader (src/server/core/http_parse.c):
  * requests assembled from pieces, limits, refusals, pipelining, 100-continue. */
 
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/http_parse.h"
+#include "server/core/http_parse.h"
 
 static const sl_http_limits_t LIMITS = {.max_head_bytes = 4096, .max_fields = 16,
                                         .max_body_bytes = 100};

@@ -1,4 +1,4 @@
-/* test_jsonfmt.c - unit tests for the hot answers' number writing (src/server/jsonfmt.c). */
+/* test_jsonfmt.c - unit tests for the hot answers' number writing (src/server/core/jsonfmt.c). */
 
 #include <stdarg.h>
 #include <stddef.h>

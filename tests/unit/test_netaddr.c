@@ -1,4 +1,4 @@
-/* test_netaddr.c - unit tests for src/server/netaddr.c: loopback is an address property,
+/* test_netaddr.c - unit tests for src/server/core/netaddr.c: loopback is an address property,
  * not a spelling. */
 
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "server/netaddr.h"
+#include "server/core/netaddr.h"
 
 static bool v4_is_loopback(const char *a)
 {

@@ -63,18 +63,17 @@ static void on_request_reply(rb_t *rb, rcall_t *c, redisReply *r)
 }
 
 /* On one node the library reads the task graph in the request's own call (one round trip);
- * on a Cluster the caller looked the task up first (`task_role`, `graph_unblocks`). */
-static void send_request(rb_t *rb, rop_t *op, const char *task_role, int64_t graph_unblocks)
+ * on a Cluster the caller looked the task up first (`graph`). */
+static void send_request(rb_t *rb, rop_t *op, sl__rgraph_t graph)
 {
     sl__rcmd_t cmd;
-    sl__rcmd_request(&cmd, &op->req, rb->cl == NULL, task_role, graph_unblocks, NAN,
-                     rb->opt.replica_id);
+    sl__rcmd_request(&cmd, &op->req, rb->cl == NULL, graph, NAN, rb->opt.replica_id);
     sl__rb_add_history(&cmd, sl__rb_pool_by_name(rb, op->pool));
     op->waiting = 0;
     sl__rb_send_cmd(rb, &cmd, on_request_reply, op, 0, false);
 }
 
-/* sluice_task_role's answer on a Cluster: {role, unblocks}, or -1 (not in the graph). */
+/* sluice_task_role's answer on a Cluster: {role, unblocks, chain}, or -1 (not in the graph). */
 static void on_task_role(rb_t *rb, rcall_t *c, redisReply *r)
 {
     rop_t *op = c->ctx;
@@ -83,10 +82,7 @@ static void on_task_role(rb_t *rb, rcall_t *c, redisReply *r)
         on_request_reply(rb, c, NULL);
         return;
     }
-    bool known = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                 r->element[0]->type == REDIS_REPLY_STRING &&
-                 r->element[1]->type == REDIS_REPLY_INTEGER;
-    send_request(rb, op, known ? r->element[0]->str : NULL, known ? r->element[1]->integer : -1);
+    send_request(rb, op, sl__rgraph_parse(r)); /* the library caps unblocks (max_unblocks) */
 }
 
 /* Copies the request's roles_allowed into one allocation the op owns (op->items): the
@@ -162,7 +158,7 @@ void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decisio
         sl__rb_send_cmd(rb, &cmd, on_task_role, op, 0, false);
         return;
     }
-    send_request(rb, op, NULL, -1);
+    send_request(rb, op, SL__RGRAPH_NONE);
 }
 
 static void on_ticket_reply(rb_t *rb, rcall_t *c, redisReply *r)

@@ -137,9 +137,21 @@ int sl__rcaps_format(char *out, size_t len, bool team, const char *holder, const
                     caps->budget_usd_per_hour, caps->budget_usd_per_day);
 }
 
-void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key,
-                      const char *task_role, int64_t graph_unblocks, double now_s,
-                      const char *origin)
+sl__rgraph_t sl__rgraph_parse(const redisReply *r)
+{
+    sl__rgraph_t g = SL__RGRAPH_NONE;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[2]->type == REDIS_REPLY_INTEGER) {
+        snprintf(g.role, sizeof g.role, "%s", r->element[0]->str);
+        g.unblocks = r->element[1]->integer;
+        g.depth = r->element[2]->integer;
+    }
+    return g;
+}
+
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key, sl__rgraph_t graph,
+                      double now_s, const char *origin)
 {
     sl__rcmd_begin2(c, "sluice_request", req->pool ? req->pool : "default",
                     req->task && graph_key ? SL__RGRAPH_KEY : NULL, now_s, origin);
@@ -150,8 +162,9 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key,
     sl__rcmd_str(c, SL_FA(role), req->role);
     sl__rcmd_str(c, SL_FA(task), req->task);
     sl__rcmd_num(c, SL_FA(unblocks), (double)req->unblocks);
-    if (graph_unblocks >= 0) sl__rcmd_num(c, SL_FA(graph_unblocks), (double)graph_unblocks);
-    sl__rcmd_str(c, SL_FA(task_role), task_role);
+    if (graph.unblocks >= 0) sl__rcmd_num(c, SL_FA(graph_unblocks), (double)graph.unblocks);
+    if (graph.depth >= 1) sl__rcmd_num(c, SL_FA(graph_depth), (double)graph.depth);
+    if (graph.role[0]) sl__rcmd_str(c, SL_FA(task_role), graph.role);
     if (req->max_unblocks_set) sl__rcmd_num(c, SL_FA(max_unblocks), (double)req->max_unblocks);
     if (req->roles_allowed) {
         char list[1024];

@@ -86,13 +86,23 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
 /* The task graph's key: one hash for every pool, in its own Cluster slot. */
 #define SL__RGRAPH_KEY "sluice:{graph}:tasks"
 
-/* Builds a request. The library resolves the role of a task the graph knows (and its
- * unblocks) itself: with `graph_key` the graph's key is the call's second key (one node:
- * one round trip); on a Cluster, where the graph lives in another slot, the caller looked
- * it up first (sluice_task_role) and passes `task_role` (NULL: not in the graph) and
- * `graph_unblocks` (-1: not in the graph). */
-void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key,
-                      const char *task_role, int64_t graph_unblocks, double now_s,
+/* The task graph's answer about a request's task (`sluice_task_role`): its registered
+ * role, its waiting dependants and its remaining chain (graph.c); "", -1, -1 when the
+ * graph does not know it. */
+typedef struct sl__rgraph {
+    int64_t unblocks, depth;
+    char role[72];
+} sl__rgraph_t;
+#define SL__RGRAPH_NONE ((sl__rgraph_t){-1, -1, ""})
+/* Reads a `sluice_task_role` reply (NULL, -1 or an error: SL__RGRAPH_NONE). */
+sl__rgraph_t sl__rgraph_parse(const redisReply *r);
+
+/* Builds a request. The library resolves the role, unblocks and chain of a task the
+ * graph knows itself: with `graph_key` the graph's key is the call's second key (one
+ * node: one round trip); on a Cluster, where the graph lives in another slot, the caller
+ * looked it up first (sluice_task_role) and passes `graph` (SL__RGRAPH_NONE: unknown). */
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key, sl__rgraph_t graph,
+                      double now_s,
                       const char *origin);
 
 /* Builds a settle of `lease` in `pool`, classifying and validating the provider

@@ -425,6 +425,16 @@ local function max_bp(p)
   return m > p.start_bp and m or p.start_bp
 end
 
+-- The length of the interval now running: recover_every_s back to the start; above it at
+-- most one refill period (margin.c, SL__CLIMB_EVERY_MAX_S).
+local CLIMB_EVERY_MAX_S = 60
+local function step_every(p)
+  if p.margin_bp >= p.start_bp and p.recover_every_s > CLIMB_EVERY_MAX_S then
+    return CLIMB_EVERY_MAX_S
+  end
+  return p.recover_every_s
+end
+
 -- Whether the interval of recovery now running may take the margin up: below the start
 -- always; at or above it only when a provider header agreed during it.
 local function may_climb(p)
@@ -434,7 +444,7 @@ end
 
 local function margin_next_step_at(p)
   local at = math.huge
-  if may_climb(p) then at = p.clean_since + p.recover_every_s end
+  if may_climb(p) then at = p.clean_since + step_every(p) end
   if p.floor_since >= 0 and p.alert_floor == 0 then
     local alert_at = p.floor_since + p.margin_floor_alert_s
     if alert_at < at then at = alert_at end
@@ -443,8 +453,9 @@ local function margin_next_step_at(p)
 end
 
 local function margin_advance(p, now)
-  local top, every = max_bp(p), p.recover_every_s
-  while p.margin_bp < top and p.clean_since + every <= now do
+  local top = max_bp(p)
+  while p.margin_bp < top and p.clean_since + step_every(p) <= now do
+    local every = step_every(p)
     local t = p.clean_since + every
     if p.margin_bp >= p.start_bp and not (p.agreed_at > p.clean_since and p.agreed_at <= t) then
       -- Above the start an interval no header vouched for earns nothing: skip to the one
@@ -1473,10 +1484,12 @@ end
 -- settled is a task's first call; with `working_set` it goes only when nothing is queued
 -- and it fits, else it waits parked (never rejected for the wait): per team a sorted set
 -- P.."w:<team>" by inner tag (the queue's member format), all of them by arrival in
--- P.."wsa", their count and summed needs in ws_n and ws0..ws3. Admitted in inner-tag order
--- across teams when the queue is empty; after WS.LIVES cache lives a parked one joins the
--- queue at its tag.
+-- P.."wsa", their count and summed needs in ws_n and ws0..ws3. Admitted when the queue is
+-- empty in the order of P.."wsk": arrival - WS.LEVEL cache lives x its task's remaining
+-- chain (graph.c; the member starts with the seq, so ties go by arrival); after WS.LIVES
+-- cache lives a parked one joins the queue at its tag.
 WS.LIVES = 10
+WS.LEVEL = 3
 
 function WS.key(team) return S.prefix .. 'w:' .. team end
 
@@ -1486,8 +1499,9 @@ end
 
 function WS.open(p) return p.qn == 0 and p.ws_n == 0 end
 
-function WS.park(p, t)
+function WS.park(p, t, depth)
   redis.call('ZADD', WS.key(t.team), F(t.finish), qmember(t))
+  redis.call('ZADD', K('wsk'), F(t.enq - WS.LEVEL * p.cache_ttl_s * depth), qmember(t))
   redis.call('ZADD', K('wsa'), F(t.enq), F(t.id))
   for b = 0, NB - 1 do p['ws' .. b] = p['ws' .. b] + t['n' .. b] end
   p.ws_n = p.ws_n + 1
@@ -1497,6 +1511,7 @@ end
 
 function WS.unpark(p, t)
   redis.call('ZREM', WS.key(t.team), qmember(t))
+  redis.call('ZREM', K('wsk'), qmember(t))
   redis.call('ZREM', K('wsa'), F(t.id))
   for b = 0, NB - 1 do p['ws' .. b] = p['ws' .. b] - t['n' .. b] end
   p.ws_n = p.ws_n - 1
@@ -1522,23 +1537,11 @@ function WS.promote(p, now)
   p.ws_prom = now
 end
 
--- The parked first call to admit next: the lowest inner tag (finish, then arrival) over
--- the teams' first ones.
+-- The parked first call to admit next: the lowest admission key, then the first to arrive.
 function WS.next(p)
   if p.ws_n <= 0 then return nil end
-  local best, best_m
-  local teams = team_list()
-  for i = 1, #teams do
-    local h = redis.call('ZRANGE', WS.key(teams[i]), 0, 0, 'WITHSCORES')
-    if #h > 0 then
-      local id, _, seq = parse_member(h[1])
-      local f = tonumber(h[2])
-      if not best or f < best_m.f or (f == best_m.f and seq < best_m.seq) then
-        best, best_m = id, {f = f, seq = seq}
-      end
-    end
-  end
-  return best and load_ticket(best)
+  local id = parse_member(redis.call('ZRANGE', K('wsk'), 0, 0)[1])
+  return load_ticket(id)
 end
 
 function WS.grant(p, now)
@@ -2223,7 +2226,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
   elseif ws_park then
-    WS.park(p, tk)
+    WS.park(p, tk, t.depth)
   else
     queue_insert(p, tk)
   end
@@ -2279,18 +2282,50 @@ local function task_unblocks(all, id)
   return n
 end
 
--- The role the request takes and the graph's count of tasks it unblocks (-1: the task is
--- not in the graph, or none is named). The graph decides the role of a request naming a
--- task in it (src/engine/lease.c, validate_request): read from the graph's key when the
--- caller declared it (KEYS[2]: one node, so one round trip), else as the caller looked it
--- up (`task_role`, `graph_unblocks`: a Cluster keeps the graph in another slot).
+-- The remaining chain of task id (graph.c, sl_engine_task_depth): 1 + the longest among
+-- its waiting dependants, by rounds of relaxation over every edge, capped at DEPTH_MAX.
+local DEPTH_MAX = 64
+local function task_depth(all, id)
+  local depth, waiting, deps = {}, {}, {}
+  for i = 1, #all, 2 do
+    local parts = {}
+    for s in string.gmatch(all[i + 1] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
+    depth[all[i]] = 1
+    waiting[all[i]] = parts[2] == 'waiting'
+    deps[all[i]] = {unpack(parts, 3)}
+  end
+  for _ = 1, DEPTH_MAX do
+    local nxt, grew = {}, false
+    for k, v in pairs(depth) do nxt[k] = v end
+    for d, ds in pairs(deps) do
+      if waiting[d] then
+        local via = math.min(depth[d] + 1, DEPTH_MAX)
+        for _, dep in ipairs(ds) do
+          if nxt[dep] and nxt[dep] < via then nxt[dep] = via; grew = true end
+        end
+      end
+    end
+    depth = nxt
+    if not grew then break end
+  end
+  return depth[id]
+end
+
+-- The role the request takes, the graph's count of tasks it unblocks and its task's
+-- remaining chain (-1, -1 when the task is not in the graph or none is named). The graph
+-- decides the role of a request naming a task in it (src/engine/lease.c,
+-- validate_request): read from the graph's key when the caller declared it (KEYS[2]: one
+-- node, so one round trip), else as the caller looked it up (`task_role`,
+-- `graph_unblocks`, `graph_depth`: a Cluster keeps the graph in another slot).
 local function request_role(args)
-  local task_role, unblocks = nil, num(args, 'graph_unblocks', -1)
+  local task_role = nil
+  local unblocks, depth = num(args, 'graph_unblocks', -1), num(args, 'graph_depth', -1)
   if args.task and S.graph_key then
     local rec = redis.call('HGET', S.graph_key, args.task)
     if rec then
+      local all = redis.call('HGETALL', S.graph_key)
       task_role = string.match(rec, '^([^\31]*)')
-      unblocks = task_unblocks(redis.call('HGETALL', S.graph_key), args.task)
+      unblocks, depth = task_unblocks(all, args.task), task_depth(all, args.task)
     end
   elseif args.task then
     task_role = args.task_role
@@ -2310,11 +2345,11 @@ local function request_role(args)
   end
   local max_unblocks = num(args, 'max_unblocks', -1)
   if max_unblocks >= 0 and unblocks > max_unblocks then unblocks = max_unblocks end
-  return role, unblocks
+  return role, unblocks, depth
 end
 
 local function request(p, args, now)
-  local role, graph = request_role(args)
+  local role, graph, graph_depth = request_role(args)
   local prio = args.priority or 'normal'
   local role_v = p.role_v[role]
   if not role_v then
@@ -2414,6 +2449,7 @@ local function request(p, args, now)
   if args.model then calib_get(p, args.model, true) end
   local unblocks = num(args, 'unblocks', 0)
   if graph >= 0 then unblocks = graph end
+  t.depth = math.max(1, graph_depth)  -- its task's remaining chain
   local base = role_v * (1 + 0.5 * unblocks) * prio_v
   local w = base
   if a.repeats > 0 then w = w * 0.5 ^ a.repeats end
@@ -2996,21 +3032,26 @@ redis.register_function('sluice_task_delete', function(keys, argv)
 end)
 
 
--- Returns the task's unblocks, or -1 when the task is not in the graph.
+
+-- Returns {the task's unblocks, its remaining chain}, or -1 when the task is not in the
+-- graph.
 redis.register_function{function_name = 'sluice_task_unblocks', flags = {'no-writes'},
   callback = function(keys, argv)
     if redis.call('HEXISTS', keys[1], argv[1]) == 0 then return -1 end
-    return task_unblocks(redis.call('HGETALL', keys[1]), argv[1])
+    local all = redis.call('HGETALL', keys[1])
+    return {task_unblocks(all, argv[1]), task_depth(all, argv[1])}
   end}
 
--- Returns {role, unblocks} of the task, or -1 when it is not in the graph: what a request
--- on a Redis Cluster sends as task_role and graph_unblocks (there the graph is in another
--- slot than the pool; on one node the request reads it itself).
+-- Returns {role, unblocks, remaining chain} of the task, or -1 when it is not in the
+-- graph: what a request on a Redis Cluster sends as task_role, graph_unblocks and
+-- graph_depth (there the graph is in another slot than the pool; on one node the request
+-- reads it itself).
 redis.register_function{function_name = 'sluice_task_role', flags = {'no-writes'},
   callback = function(keys, argv)
     local rec = redis.call('HGET', keys[1], argv[1])
     if not rec then return -1 end
-    return {string.match(rec, '^([^\31]*)'), task_unblocks(redis.call('HGETALL', keys[1]), argv[1])}
+    local all = redis.call('HGETALL', keys[1])
+    return {string.match(rec, '^([^\31]*)'), task_unblocks(all, argv[1]), task_depth(all, argv[1])}
   end}
 
 -- Every task as {id, "role\31state\31deps...", unblocks}.

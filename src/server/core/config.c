@@ -1,0 +1,1276 @@
+/* config.c - loads sluiced's YAML configuration (libyaml document API) with line-exact errors.
+ *
+ * The file is parsed into a libyaml document and walked; every node carries its line,
+ * so every error names the key path and the line ("pools.default.rpm"). Unknown keys
+ * are errors: a typo in a limit must not silently leave the pool unlimited.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+typedef struct parse {
+    yaml_document_t *doc;
+    const char *path;
+    char *err;
+    size_t errlen;
+} parse_t;
+
+/* Writes "FILE:LINE: KEY: MESSAGE" (MESSAGE from fmt, printf-style) into p->err; returns -1. */
+static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    snprintf(p->err, p->errlen, "%s:%lu: %s: %s", p->path,
+             n ? (unsigned long)n->start_mark.line + 1 : 0UL, key, msg);
+    return -1;
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static yaml_node_t *node(parse_t *p, int index)
+{
+    return yaml_document_get_node(p->doc, index);
+}
+
+static int want_scalar(parse_t *p, const yaml_node_t *n, const char *key, const char **out)
+{
+    *out = scalar(n);
+    if (!*out) return fail(p, n, key, "expected a single value, not a list or a mapping");
+    return 0;
+}
+
+static int get_string(parse_t *p, const yaml_node_t *n, const char *key, char **out)
+{
+    const char *s;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    char *copy = strdup(s);
+    if (!copy) return fail(p, n, key, "out of memory");
+    free(*out);
+    *out = copy;
+    return 0;
+}
+
+static int get_i64(parse_t *p, const yaml_node_t *n, const char *key, int64_t *out)
+{
+    const char *s;
+    char *end;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > SL_TOKENS_MAX)
+        return fail(p, n, key, "'%s' is not an integer between 0 and 2^53", s);
+    *out = v;
+    return 0;
+}
+
+static int get_double(parse_t *p, const yaml_node_t *n, const char *key, double *out)
+{
+    const char *s;
+    char *end;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0)
+        return fail(p, n, key, "'%s' is not a non-negative number", s);
+    *out = v;
+    return 0;
+}
+
+static int get_bool(parse_t *p, const yaml_node_t *n, const char *key, bool *out)
+{
+    const char *s;
+    if (want_scalar(p, n, key, &s) < 0) return -1;
+    if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))
+        *out = true;
+    else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))
+        *out = false;
+    else
+        return fail(p, n, key, "'%s' is not true or false", s);
+    return 0;
+}
+
+static int want_mapping(parse_t *p, const yaml_node_t *n, const char *key)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return fail(p, n, key, "expected a mapping of keys to values");
+    return 0;
+}
+
+/* ---- upstreams (the proxy) ---------------------------------------------------------- */
+
+static void upstream_clear(sl_pool_upstream_t *up)
+{
+    if (up->api_key) {
+        /* The key is a secret: do not leave it in freed memory. */
+        volatile char *k = up->api_key;
+        for (size_t i = 0; k[i]; i++)
+            k[i] = '\0';
+    }
+    free(up->url);
+    free(up->api_key);
+    free(up->api_key_env);
+    free(up->api_key_file);
+    free(up->ca_file);
+    for (size_t i = 0; i < up->n_models; i++)
+        free(up->models[i]);
+    free(up->models);
+    memset(up, 0, sizeof(*up));
+}
+
+static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
+                             size_t *n_out);
+
+/* Pool keys that describe the provider behind the pool. Sets *handled when `kname`
+ * is one of them. */
+static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
+                              sl_pool_upstream_t *up, bool *handled)
+{
+    *handled = true;
+    if (!strcmp(kname, "upstream_url")) {
+        if (get_string(p, v, key, &up->url) < 0) return -1;
+        if (strncmp(up->url, "http://", 7) != 0 && strncmp(up->url, "https://", 8) != 0)
+            return fail(p, v, key, "'%s' must start with http:// or https://", up->url);
+        size_t n = strlen(up->url);
+        while (n > 0 && up->url[n - 1] == '/')
+            up->url[--n] = '\0';
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)up->url[i] <= ' ' || up->url[i] == 0x7f)
+                return fail(p, v, key, "'%s' contains a space or control character", up->url);
+        return 0;
+    }
+    if (!strcmp(kname, "provider")) {
+        const char *s;
+        if (want_scalar(p, v, key, &s) < 0) return -1;
+        if (!strcmp(s, "anthropic"))
+            up->api = SL_UPSTREAM_ANTHROPIC;
+        else if (!strcmp(s, "openai"))
+            up->api = SL_UPSTREAM_OPENAI;
+        else
+            return fail(p, v, key, "unknown provider '%s' (known: anthropic, openai)", s);
+        return 0;
+    }
+    if (!strcmp(kname, "api_key_env")) return get_string(p, v, key, &up->api_key_env);
+    if (!strcmp(kname, "api_key_file")) return get_string(p, v, key, &up->api_key_file);
+    if (!strcmp(kname, "ca_file")) return get_string(p, v, key, &up->ca_file);
+    if (!strcmp(kname, "models")) {
+        if (parse_string_list(p, v, key, &up->models, &up->n_models) < 0) return -1;
+        for (size_t i = 0; i < up->n_models; i++)
+            if (!*up->models[i] || strlen(up->models[i]) > 128)
+                return fail(p, v, key, "pattern '%s' must be 1-128 characters", up->models[i]);
+        return 0;
+    }
+    if (!strcmp(kname, "api_key"))
+        return fail(p, v, key,
+                    "keys are not written in the configuration; use api_key_env (a variable "
+                    "name) or api_key_file (a file holding the key)");
+    *handled = false;
+    return 0;
+}
+
+/* A key is sent as a header value: it must be one printable line. */
+static bool key_ok(const char *k)
+{
+    if (!*k || strlen(k) > 4096) return false;
+    for (const char *c = k; *c; c++)
+        if ((unsigned char)*c < 0x21 || (unsigned char)*c > 0x7e) return false;
+    return true;
+}
+
+/* Checks a pool's upstream keys together and reads its key. */
+static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
+                           sl_pool_upstream_t *up)
+{
+    char key[320];
+    snprintf(key, sizeof(key), "pools.%s", name);
+    if (!up->url) {
+        if (up->api || up->api_key_env || up->api_key_file || up->ca_file)
+            return fail(p, map, key,
+                        "provider, api_key_env, api_key_file and ca_file need upstream_url");
+        return 0;
+    }
+    if (!up->api)
+        return fail(p, map, key, "upstream_url needs provider: anthropic or openai");
+    if (!up->api_key_env == !up->api_key_file)
+        return fail(p, map, key, "upstream_url needs exactly one of api_key_env or api_key_file");
+    if (up->api_key_env) {
+        const char *k = getenv(up->api_key_env);
+        snprintf(key, sizeof(key), "pools.%s.api_key_env", name);
+        if (!k || !*k)
+            return fail(p, map, key, "the environment variable %s is not set", up->api_key_env);
+        up->api_key = strdup(k);
+    } else {
+        snprintf(key, sizeof(key), "pools.%s.api_key_file", name);
+        FILE *f = fopen(up->api_key_file, "rb");
+        if (!f) {
+            char why[300];
+            snprintf(why, sizeof(why), "%.200s: %s", up->api_key_file, strerror(errno));
+            return fail(p, map, key, "cannot read %s", why);
+        }
+        char buf[4100];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+            buf[--n] = '\0';
+        up->api_key = strdup(buf);
+        memset(buf, 0, sizeof(buf));
+    }
+    if (!up->api_key) return fail(p, map, key, "out of memory");
+    if (!key_ok(up->api_key))
+        return fail(p, map, key,
+                    "the key must be one line of printable characters without spaces (at most "
+                    "4096)");
+    if (up->ca_file) {
+        FILE *f = fopen(up->ca_file, "rb");
+        snprintf(key, sizeof(key), "pools.%s.ca_file", name);
+        if (!f) {
+            char why[300];
+            snprintf(why, sizeof(why), "%.200s: %s", up->ca_file, strerror(errno));
+            return fail(p, map, key, "cannot read %s", why);
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+/* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
+ * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated, continue_capped,
+ * estimator} */
+static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "proxy") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        char key[96];
+        snprintf(key, sizeof(key), "proxy.%.64s", kname ? kname : "?");
+        int64_t n = 0;
+        double d = 0;
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, "proxy", "keys must be plain names");
+        } else if (!strcmp(kname, "body_limit_bytes")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 1024 || n > 1024 * 1024 * 1024))
+                rc = fail(p, v, key, "'%s' must be between 1024 and 1073741824", scalar(v));
+            c->proxy.body_limit_bytes = (size_t)n;
+        } else if (!strcmp(kname, "max_headers")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 8 || n > 10000))
+                rc = fail(p, v, key, "'%s' must be between 8 and 10000", scalar(v));
+            c->proxy.max_headers = (size_t)n;
+        } else if (!strcmp(kname, "idle_timeout_s") || !strcmp(kname, "connect_timeout_s") ||
+                   !strcmp(kname, "ping_interval_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 0.01 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 0.01 and 86400", scalar(v));
+            if (kname[0] == 'i')
+                c->proxy.idle_timeout_s = d;
+            else if (kname[0] == 'c')
+                c->proxy.connect_timeout_s = d;
+            else
+                c->proxy.ping_interval_s = d;
+        } else if (!strcmp(kname, "max_hold_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 0.1 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
+            c->proxy.max_hold_s = d;
+        } else if (!strcmp(kname, "default_pool")) {
+            free(c->proxy.default_pool);
+            c->proxy.default_pool = NULL;
+            rc = get_string(p, v, key, &c->proxy.default_pool);
+        } else if (!strcmp(kname, "allow_unauthenticated")) {
+            rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
+        } else if (!strcmp(kname, "continue_capped")) {
+            rc = get_bool(p, v, key, &c->proxy.continue_capped);
+        } else if (!strcmp(kname, "estimator")) {
+            const char *s = scalar(v);
+            rc = 0;
+            if (s && !strcmp(s, "tokenizer"))
+                c->proxy.estimate_bytes = false;
+            else if (s && !strcmp(s, "bytes"))
+                c->proxy.estimate_bytes = true;
+            else
+                rc = fail(p, v, key, "'%s' must be tokenizer or bytes", s ? s : "(not a scalar)");
+        } else {
+            rc = fail(p, k, "proxy",
+                      "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
+                      "connect_timeout_s, ping_interval_s, max_hold_s, default_pool, "
+                      "allow_unauthenticated, continue_capped, estimator)",
+                      kname);
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* One `server.allowed_hosts` entry: a host name or address as a Host header carries it,
+ * optionally with ":port"; kept in lower case. */
+static int parse_allowed_host(parse_t *p, yaml_node_t *v, char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 261)
+        return fail(p, v, "server.allowed_hosts", "'%s' must be 1-261 characters", name);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= ' ' || ch >= 0x7f || strchr("/?#@,\"\\", ch))
+            return fail(p, v, "server.allowed_hosts",
+                        "'%s' is not a host name (letters, digits, '.', '-', ':' and [IPv6])",
+                        name);
+        if (ch >= 'A' && ch <= 'Z') name[i] = (char)(ch - 'A' + 'a');
+    }
+    return 0;
+}
+
+/* server: {max_connections, max_pending_output_bytes, write_timeout_s, idle_timeout_s,
+ * head_timeout_s, body_min_rate_bytes_per_s, allowed_hosts} */
+static int parse_server(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "server") < 0) return -1;
+    sl_listener_config_t *l = &c->server;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        char key[96];
+        snprintf(key, sizeof(key), "server.%.64s", kname ? kname : "?");
+        int64_t n = 0;
+        double d = 0;
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, "server", "keys must be plain names");
+        } else if (!strcmp(kname, "max_connections")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 1 || n > 1000000))
+                rc = fail(p, v, key, "'%s' must be between 1 and 1000000", scalar(v));
+            l->max_connections = (size_t)n;
+        } else if (!strcmp(kname, "max_pending_output_bytes")) {
+            rc = get_i64(p, v, key, &n);
+            if (rc == 0 && (n < 4096 || n > 1024 * 1024 * 1024))
+                rc = fail(p, v, key, "'%s' must be between 4096 and 1073741824", scalar(v));
+            l->max_pending_output_bytes = (size_t)n;
+        } else if (!strcmp(kname, "write_timeout_s") || !strcmp(kname, "idle_timeout_s") ||
+                   !strcmp(kname, "head_timeout_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 0.1 || d > 86400))
+                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
+            if (kname[0] == 'w')
+                l->write_timeout_s = d;
+            else if (kname[0] == 'i')
+                l->idle_timeout_s = d;
+            else
+                l->head_timeout_s = d;
+        } else if (!strcmp(kname, "body_min_rate_bytes_per_s")) {
+            rc = get_double(p, v, key, &d);
+            if (rc == 0 && (d < 1 || d > 1e9))
+                rc = fail(p, v, key, "'%s' must be between 1 and 1000000000", scalar(v));
+            l->body_min_rate_bytes_per_s = d;
+        } else if (!strcmp(kname, "allowed_hosts")) {
+            for (size_t i = 0; i < l->n_allowed_hosts; i++)
+                free(l->allowed_hosts[i]);
+            free(l->allowed_hosts);
+            l->allowed_hosts = NULL;
+            l->n_allowed_hosts = 0;
+            rc = parse_string_list(p, v, key, &l->allowed_hosts, &l->n_allowed_hosts);
+            for (size_t i = 0; rc == 0 && i < l->n_allowed_hosts; i++)
+                rc = parse_allowed_host(p, v, l->allowed_hosts[i]);
+        } else {
+            rc = fail(p, k, "server",
+                      "unknown key '%s' (known: max_connections, max_pending_output_bytes, "
+                      "write_timeout_s, idle_timeout_s, head_timeout_s, "
+                      "body_min_rate_bytes_per_s, allowed_hosts)",
+                      kname);
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name)
+{
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        if (!strcmp(c->settings.pools[i].name, name)) return c->upstreams ? &c->upstreams[i] : NULL;
+    return NULL;
+}
+
+/* Pool keys are exactly sl_pool_config_t's fields. */
+enum field_type { F_I64, F_DOUBLE, F_BOOL, F_INT };
+static const struct pool_field {
+    const char *name;
+    enum field_type type;
+    size_t offset;
+} pool_fields[] = {
+#define PF(name, type)                                                                             \
+    {                                                                                              \
+#name, type, offsetof(sl_pool_config_t, name)                                              \
+    }
+    PF(input_tpm, F_I64),
+    PF(output_tpm, F_I64),
+    PF(rpm, F_I64),
+    PF(tokens_tpm, F_I64),
+    PF(concurrency, F_I64),
+    PF(margin_start, F_DOUBLE),
+    PF(margin_floor, F_DOUBLE),
+    PF(margin_step_down, F_DOUBLE),
+    PF(margin_step_up, F_DOUBLE),
+    PF(margin_max, F_DOUBLE),
+    PF(recover_every_s, F_DOUBLE),
+    PF(margin_floor_alert_s, F_DOUBLE),
+    PF(lease_ttl_s, F_DOUBLE),
+    PF(max_lease_ttl_s, F_DOUBLE),
+    PF(max_queue_wait_s, F_DOUBLE),
+    PF(cache_ttl_s, F_DOUBLE),
+    PF(cache_reads_count, F_BOOL),
+    PF(cache_bump_min_tokens, F_I64),
+    PF(cache_bump, F_DOUBLE),
+    PF(estimate_error_alert, F_DOUBLE),
+    PF(estimate_error_window, F_INT),
+    PF(claim_timeout_s, F_DOUBLE),
+    PF(ticket_idle_s, F_DOUBLE),
+    PF(price_input_per_mtok, F_DOUBLE),
+    PF(price_output_per_mtok, F_DOUBLE),
+    PF(spend_cap_reset_s, F_DOUBLE),
+    PF(lease_duration_prior_s, F_DOUBLE),
+    PF(backfill, F_BOOL),
+    PF(working_set, F_BOOL),
+#undef PF
+};
+
+/* Pool keys that bound what a settle report may do (sl_pool_bounds_t). Sets *handled
+ * when `kname` is one of them. */
+static int parse_bounds_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
+                            sl_pool_bounds_t *b, bool *handled)
+{
+    *handled = true;
+    if (!strcmp(kname, "max_settle_tokens")) {
+        if (get_i64(p, v, key, &b->max_settle_tokens) < 0) return -1;
+        if (b->max_settle_tokens < 1)
+            return fail(p, v, key, "'%s' must be at least 1 (leave it out for the default)",
+                        scalar(v));
+        return 0;
+    }
+    if (!strcmp(kname, "max_retry_after_s")) {
+        if (get_double(p, v, key, &b->max_retry_after_s) < 0) return -1;
+        if (b->max_retry_after_s < 1 || b->max_retry_after_s > 86400)
+            return fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
+        return 0;
+    }
+    if (!strcmp(kname, "limits_from")) {
+        const char *s = scalar(v);
+        if (s && !strcmp(s, "config"))
+            b->limits_from_provider = false;
+        else if (s && !strcmp(s, "provider"))
+            b->limits_from_provider = true;
+        else
+            return fail(p, v, key, "'%s' must be config or provider", s ? s : "(not a scalar)");
+        return 0;
+    }
+    if (!strcmp(kname, "max_report_pool_block_s")) {
+        if (get_double(p, v, key, &b->max_report_pool_block_s) < 0) return -1;
+        if (b->max_report_pool_block_s < 0 || b->max_report_pool_block_s > 86400)
+            return fail(p, v, key, "'%s' must be between 0 and 86400", scalar(v));
+        return 0;
+    }
+    if (!strcmp(kname, "max_resync_factor")) {
+        if (get_double(p, v, key, &b->max_resync_factor) < 0) return -1;
+        if (b->max_resync_factor < 1 || b->max_resync_factor > 1000)
+            return fail(p, v, key, "'%s' must be between 1 and 1000", scalar(v));
+        return 0;
+    }
+    *handled = false;
+    return 0;
+}
+
+static void bounds_init(sl_pool_bounds_t *b)
+{
+    b->max_settle_tokens = 0;
+    b->max_retry_after_s = 300;
+    b->max_report_pool_block_s = 60;
+    b->max_resync_factor = 2;
+    b->limits_from_provider = false;
+}
+
+static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,
+                      sl_pool_upstream_t *up, sl_pool_bounds_t *bounds)
+{
+    char key[320];
+    snprintf(key, sizeof(key), "pools.%s", name);
+    if (want_mapping(p, map, key) < 0) return -1;
+    sl_pool_config_init(cfg);
+    bounds_init(bounds);
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        const struct pool_field *f = NULL;
+        for (size_t i = 0; kname && i < sizeof(pool_fields) / sizeof(pool_fields[0]); i++)
+            if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
+        snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
+        bool handled = false;
+        if (!f && kname && !strcmp(kname, "output_reserve")) {
+            const char *sv;
+            if (want_scalar(p, v, key, &sv) < 0) return -1;
+            if (strcmp(sv, "max_tokens") != 0 && strcmp(sv, "learned") != 0)
+                return fail(p, v, key, "'%s' must be max_tokens or learned", sv);
+            cfg->output_reserve_learned = !strcmp(sv, "learned");
+            continue;
+        }
+        if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
+        if (!f && kname && !handled && parse_bounds_key(p, kname, v, key, bounds, &handled) < 0)
+            return -1;
+        if (handled) continue;
+        if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
+        char *dst = (char *)cfg + f->offset;
+        int64_t i64;
+        int rc = 0;
+        switch (f->type) {
+        case F_I64:
+            rc = get_i64(p, v, key, (int64_t *)(void *)dst);
+            break;
+        case F_DOUBLE:
+            rc = get_double(p, v, key, (double *)(void *)dst);
+            break;
+        case F_BOOL:
+            rc = get_bool(p, v, key, (bool *)(void *)dst);
+            break;
+        case F_INT:
+            rc = get_i64(p, v, key, &i64);
+            if (rc == 0 && i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
+            if (rc == 0) *(int *)(void *)dst = (int)i64;
+            break;
+        }
+        if (rc < 0) return -1;
+    }
+    return finish_upstream(p, name, map, up);
+}
+
+static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "pools") < 0) return -1;
+    size_t n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+    if (n == 0) return fail(p, map, "pools", "at least one pool is needed");
+    /* The file's pools replace the built-in default pool. */
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        free(c->settings.pools[i].name);
+    free(c->settings.pools);
+    free(c->pool_lines);
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        upstream_clear(&c->upstreams[i]);
+    free(c->upstreams);
+    free(c->bounds);
+    c->settings.n_pools = 0;
+    c->settings.pools = calloc(n, sizeof(*c->settings.pools));
+    c->pool_lines = calloc(n, sizeof(*c->pool_lines));
+    c->upstreams = calloc(n, sizeof(*c->upstreams));
+    c->bounds = calloc(n, sizeof(*c->bounds));
+    if (!c->settings.pools || !c->pool_lines || !c->upstreams || !c->bounds)
+        return fail(p, map, "pools", "out of memory");
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key);
+        const char *name = scalar(k);
+        if (!name || !*name || strlen(name) > 128)
+            return fail(p, k, "pools", "a pool name must be 1-128 characters");
+        for (size_t i = 0; i < c->settings.n_pools; i++)
+            if (!strcmp(c->settings.pools[i].name, name))
+                return fail(p, k, "pools", "pool '%s' is defined twice", name);
+        sl_named_pool_t *np = &c->settings.pools[c->settings.n_pools];
+        np->name = strdup(name);
+        if (!np->name) return fail(p, k, "pools", "out of memory");
+        c->pool_lines[c->settings.n_pools] = (int)k->start_mark.line + 1;
+        c->settings.n_pools++; /* counted first, so a failure below frees what was parsed */
+        if (parse_pool(p, name, node(p, pr->value), &np->config,
+                       &c->upstreams[c->settings.n_pools - 1],
+                       &c->bounds[c->settings.n_pools - 1]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* roles: {name: weight} and priorities: {name: factor}. */
+static int parse_factors(parse_t *p, yaml_node_t *map, const char *what, sl_named_factor_t **out,
+                         size_t *n_out)
+{
+    if (want_mapping(p, map, what) < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key);
+        const char *name = scalar(k);
+        char key[320];
+        snprintf(key, sizeof(key), "%s.%s", what, name ? name : "?");
+        if (!name || !*name || strlen(name) > 64)
+            return fail(p, k, what, "a name must be 1-64 characters");
+        double value;
+        if (get_double(p, node(p, pr->value), key, &value) < 0) return -1;
+        if (!(value > 0))
+            return fail(p, node(p, pr->value), key, "'%s' must be above 0",
+                        scalar(node(p, pr->value)));
+        size_t i;
+        for (i = 0; i < *n_out; i++)
+            if (!strcmp((*out)[i].name, name)) break;
+        if (i == *n_out) {
+            sl_named_factor_t *grown = realloc(*out, (*n_out + 1) * sizeof(**out));
+            if (!grown) return fail(p, k, key, "out of memory");
+            *out = grown;
+            grown[i].name = strdup(name);
+            if (!grown[i].name) return fail(p, k, key, "out of memory");
+            (*n_out)++;
+        }
+        (*out)[i].value = value;
+    }
+    return 0;
+}
+
+static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
+                             size_t *n_out)
+{
+    if (!seq || seq->type != YAML_SEQUENCE_NODE) return fail(p, seq, key, "expected a list");
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    *out = calloc(n ? n : 1, sizeof(char *));
+    if (!*out) return fail(p, seq, key, "out of memory");
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        char *s = NULL;
+        if (get_string(p, node(p, *it), key, &s) < 0) return -1;
+        (*out)[(*n_out)++] = s;
+    }
+    return 0;
+}
+
+/* A team's fair-queue weight, checked with the engine's rules so the error names the
+ * line, the field and the value. */
+static int get_team_weight(parse_t *p, yaml_node_t *v, const char *fkey, const char *team,
+                           double *out)
+{
+    if (get_double(p, v, fkey, out) < 0) return -1;
+    sl_engine_t *e = sl_engine_new(NULL);
+    if (!e) return fail(p, v, fkey, "out of memory%s", "");
+    int rc = sl_engine_set_team_weight(e, team, *out);
+    if (rc != SL_OK) rc = fail(p, v, fkey, "%s", sl_engine_errmsg(e));
+    sl_engine_free(e);
+    return rc;
+}
+
+/* One holder's caps: {max_share, max_rpm, max_concurrent, budget_usd_per_hour,
+ * budget_usd_per_day} and, for a team, weight (in the fair queue) and members:
+ * [agent, ...]. */
+static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool team,
+                          sl_config_t *c)
+{
+    char key[400];
+    snprintf(key, sizeof(key), "caps.%s.%s", team ? "teams" : "agents", holder);
+    if (want_mapping(p, map, key) < 0) return -1;
+    sl_named_caps_t *grown = realloc(c->settings.caps, (c->settings.n_caps + 1) * sizeof(*grown));
+    if (!grown) return fail(p, map, key, "out of memory");
+    c->settings.caps = grown;
+    sl_named_caps_t *nc = &grown[c->settings.n_caps];
+    memset(nc, 0, sizeof(*nc));
+    nc->holder = strdup(holder);
+    if (!nc->holder) return fail(p, map, key, "out of memory");
+    nc->team = team;
+    c->settings.n_caps++;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        char fkey[480];
+        snprintf(fkey, sizeof(fkey), "%s.%s", key, kname ? kname : "?");
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, key, "keys must be plain names");
+        } else if (!strcmp(kname, "max_share")) {
+            rc = get_double(p, v, fkey, &nc->caps.max_share);
+        } else if (!strcmp(kname, "max_rpm")) {
+            rc = get_i64(p, v, fkey, &nc->caps.max_rpm);
+        } else if (!strcmp(kname, "max_concurrent")) {
+            rc = get_i64(p, v, fkey, &nc->caps.max_concurrent);
+        } else if (!strcmp(kname, "budget_usd_per_hour")) {
+            rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_hour);
+        } else if (!strcmp(kname, "budget_usd_per_day")) {
+            rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_day);
+        } else if (team && !strcmp(kname, "weight")) {
+            rc = get_team_weight(p, v, fkey, holder, &nc->weight);
+        } else if (team && !strcmp(kname, "members")) {
+            char **names = NULL;
+            size_t n = 0;
+            rc = parse_string_list(p, v, fkey, &names, &n);
+            for (size_t i = 0; i < n; i++) {
+                /* One team per agent: the queue and per: team limits must agree on it. */
+                const char *other = NULL;
+                for (size_t j = 0; !other && j < c->settings.n_members; j++)
+                    if (!strcmp(c->settings.members[j].agent, names[i]) &&
+                        strcmp(c->settings.members[j].team, holder) != 0)
+                        other = c->settings.members[j].team;
+                if (other && rc == 0)
+                    rc = fail(p, v, fkey, "'%s' is already a member of team '%s' (an agent is "
+                              "in one team at most)", names[i], other);
+                sl_team_member_t *m =
+                    realloc(c->settings.members, (c->settings.n_members + 1) * sizeof(*m));
+                if (!m) {
+                    rc = fail(p, v, fkey, "out of memory");
+                    free(names[i]);
+                    continue;
+                }
+                c->settings.members = m;
+                m[c->settings.n_members].agent = names[i];
+                m[c->settings.n_members].team = strdup(holder);
+                c->settings.n_members++;
+            }
+            free(names);
+        } else {
+            rc = fail(p, k, fkey,
+                      team ? "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
+                             "budget_usd_per_hour, budget_usd_per_day, weight, members)"
+                           : "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
+                             "budget_usd_per_hour, budget_usd_per_day)",
+                      kname);
+        }
+        if (rc < 0) return -1;
+    }
+    /* Checked here so the error names the line; the engine repeats the checks. */
+    sl_engine_t *e = sl_engine_new(NULL);
+    if (!e) return fail(p, map, key, "out of memory");
+    int rc = sl_engine_set_caps(e, holder, team, &nc->caps);
+    if (rc != SL_OK) rc = fail(p, map, key, "%s", sl_engine_errmsg(e));
+    sl_engine_free(e);
+    return rc;
+}
+
+/* caps: {agents: {NAME|"*": {...}}, teams: {NAME: {..., members: [...]}}} */
+static int parse_caps(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "caps") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        bool team = kname && !strcmp(kname, "teams");
+        if (!kname || (!team && strcmp(kname, "agents") != 0))
+            return fail(p, k, "caps", "unknown key '%s' (known: agents, teams)",
+                        kname ? kname : "?");
+        if (want_mapping(p, v, team ? "caps.teams" : "caps.agents") < 0) return -1;
+        for (yaml_node_pair_t *h = v->data.mapping.pairs.start; h < v->data.mapping.pairs.top;
+             h++) {
+            const char *holder = scalar(node(p, h->key));
+            if (!holder || !*holder || strlen(holder) > 128)
+                return fail(p, node(p, h->key), team ? "caps.teams" : "caps.agents",
+                            "a name must be 1-128 characters");
+            if (parse_one_caps(p, node(p, h->value), holder, team, c) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int parse_token(parse_t *p, yaml_node_t *map, sl_token_rule_t *t)
+{
+    if (want_mapping(p, map, "auth.tokens[]") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        int rc;
+        if (!kname)
+            rc = fail(p, k, "auth.tokens[]", "keys must be plain names");
+        else if (!strcmp(kname, "token"))
+            rc = get_string(p, v, "auth.tokens[].token", &t->token);
+        else if (!strcmp(kname, "agent"))
+            rc = get_string(p, v, "auth.tokens[].agent", &t->agent);
+        else if (!strcmp(kname, "agent_prefix"))
+            rc = get_string(p, v, "auth.tokens[].agent_prefix", &t->agent_prefix);
+        else if (!strcmp(kname, "roles"))
+            rc = parse_string_list(p, v, "auth.tokens[].roles", &t->roles, &t->n_roles);
+        else if (!strcmp(kname, "pools"))
+            rc = parse_string_list(p, v, "auth.tokens[].pools", &t->pools, &t->n_pools);
+        else if (!strcmp(kname, "priorities"))
+            rc = parse_string_list(p, v, "auth.tokens[].priorities", &t->priorities,
+                                   &t->n_priorities);
+        else if (!strcmp(kname, "max_unblocks")) {
+            rc = get_i64(p, v, "auth.tokens[].max_unblocks", &t->max_unblocks);
+            if (rc == 0 && t->max_unblocks > 1000000)
+                rc = fail(p, v, "auth.tokens[].max_unblocks", "'%s' must be at most 1000000",
+                          scalar(v));
+        } else if (!strcmp(kname, "resync"))
+            rc = get_bool(p, v, "auth.tokens[].resync", &t->resync);
+        else
+            rc = fail(p, k, "auth.tokens[]", "unknown key '%s'", kname);
+        if (rc < 0) return -1;
+    }
+    if (!t->token || strlen(t->token) < 8)
+        return fail(p, map, "auth.tokens[].token",
+                    "every token needs a `token` of at least 8 characters");
+    if (!t->agent == !t->agent_prefix)
+        return fail(p, map, "auth.tokens[]", "give exactly one of `agent` or `agent_prefix`");
+    return 0;
+}
+
+static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "auth") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        if (kname && !strcmp(kname, "admin_token")) {
+            if (get_string(p, v, "auth.admin_token", &c->admin_token) < 0) return -1;
+            if (strlen(c->admin_token) < 8)
+                return fail(p, v, "auth.admin_token", "must be at least 8 characters");
+        } else if (kname && !strcmp(kname, "tokens")) {
+            if (!v || v->type != YAML_SEQUENCE_NODE)
+                return fail(p, v, "auth.tokens", "expected a list");
+            size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+            c->tokens = calloc(n ? n : 1, sizeof(*c->tokens));
+            if (!c->tokens) return fail(p, v, "auth.tokens", "out of memory");
+            for (yaml_node_item_t *it = v->data.sequence.items.start;
+                 it < v->data.sequence.items.top; it++) {
+                sl_token_rule_t *t = &c->tokens[c->n_tokens++];
+                t->max_unblocks = 8;
+                if (parse_token(p, node(p, *it), t) < 0) return -1;
+                for (size_t j = 0; j + 1 < c->n_tokens; j++)
+                    if (!strcmp(c->tokens[j].token, t->token))
+                        return fail(p, node(p, *it), "auth.tokens[].token",
+                                    "the same token is listed twice");
+            }
+        } else {
+            return fail(p, k, "auth", "unknown key '%s'", kname ? kname : "?");
+        }
+    }
+    return 0;
+}
+
+static int parse_engine(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "engine") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        double *dst = NULL;
+        if (kname && !strcmp(kname, "tombstone_ttl_s"))
+            dst = &c->engine.tombstone_ttl_s;
+        else if (kname && !strcmp(kname, "idempotency_ttl_s"))
+            dst = &c->engine.idempotency_ttl_s;
+        else if (kname && !strcmp(kname, "weight_floor"))
+            dst = &c->engine.weight_floor;
+        else
+            return fail(p, k, "engine", "unknown key '%s'", kname ? kname : "?");
+        char key[96];
+        snprintf(key, sizeof(key), "engine.%s", kname);
+        if (get_double(p, v, key, dst) < 0) return -1;
+    }
+    return 0;
+}
+
+/* backend: memory | redis://[:pw@]host[:port][/db][?fail=..&timeout_ms=..&tick_ms=..] */
+static int parse_backend(parse_t *p, const yaml_node_t *v, sl_config_t *c)
+{
+    if (get_string(p, v, "backend", &c->backend) < 0) return -1;
+    c->redis = false;
+    if (!strcmp(c->backend, "memory")) return 0;
+    if (strncmp(c->backend, "redis://", 8) != 0 && strncmp(c->backend, "rediss://", 9) != 0)
+        return fail(p, v, "backend", "unknown backend '%s' (memory, or redis://HOST:PORT/DB)",
+                    c->backend);
+    char err[384];
+    sl_redis_options_init(&c->redis_opt);
+    if (sl_redis_options_parse_url(&c->redis_opt, c->backend, err, sizeof(err)) < 0)
+        return fail(p, v, "backend", "%s", err);
+    c->redis = true;
+    return 0;
+}
+
+/* `backend_fail` against the backend: it needs a redis:// URL, and must agree with the
+ * URL's own ?fail= when both are given. */
+static int apply_backend_fail(parse_t *p, sl_config_t *c)
+{
+    if (c->backend_fail < 0) return 0;
+    const char *name = c->backend_fail == SL_REDIS_FAIL_OPEN ? "open" : "closed";
+    if (!c->redis) {
+        snprintf(p->err, p->errlen,
+                 "%s: backend_fail: '%s' needs a redis:// backend (backend is '%s')", p->path,
+                 name, c->backend);
+        return -1;
+    }
+    const char *q = strchr(c->backend, '?');
+    if (q && strstr(q, "fail=") && (int)c->redis_opt.fail != c->backend_fail) {
+        snprintf(p->err, p->errlen,
+                 "%s: backend_fail: '%s' contradicts the backend URL's ?fail= (%s)", p->path,
+                 name, c->redis_opt.fail == SL_REDIS_FAIL_OPEN ? "open" : "closed");
+        return -1;
+    }
+    c->redis_opt.fail = (sl_redis_fail_t)c->backend_fail;
+    return 0;
+}
+
+/* The top-level `cold_start` reaches a redis:// backend unless its URL names its own
+ * ?cold_start=, which wins. */
+static void apply_cold_start(sl_config_t *c)
+{
+    if (!c->redis) return;
+    const char *q = strchr(c->backend, '?');
+    if (q && strstr(q, "cold_start=")) return;
+    c->redis_opt.cold_start_full = c->cold_start == SL_COLD_START_FULL;
+}
+
+static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
+{
+    if (!root) return 0; /* an empty file: the defaults */
+    if (want_mapping(p, root, "(top level)") < 0) return -1;
+    for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        int rc;
+        if (!kname) {
+            rc = fail(p, k, "(top level)", "keys must be plain names");
+        } else if (!strcmp(kname, "listen")) {
+            const char *s;
+            char err[256];
+            rc = want_scalar(p, v, "listen", &s);
+            if (rc == 0 && sl_config_set_listen(c, s, err, sizeof(err)) < 0)
+                rc = fail(p, v, "listen", "%s", err);
+        } else if (!strcmp(kname, "backend")) {
+            rc = parse_backend(p, v, c);
+        } else if (!strcmp(kname, "backend_fail")) {
+            const char *s;
+            rc = want_scalar(p, v, "backend_fail", &s);
+            if (rc == 0 && !strcmp(s, "open"))
+                c->backend_fail = SL_REDIS_FAIL_OPEN;
+            else if (rc == 0 && !strcmp(s, "closed"))
+                c->backend_fail = SL_REDIS_FAIL_CLOSED;
+            else if (rc == 0)
+                rc = fail(p, v, "backend_fail", "'%s' must be open or closed", s);
+        } else if (!strcmp(kname, "body_limit_bytes")) {
+            int64_t n;
+            rc = get_i64(p, v, "body_limit_bytes", &n);
+            if (rc == 0 && (n < 1024 || n > 64 * 1024 * 1024))
+                rc = fail(p, v, "body_limit_bytes", "'%s' must be between 1024 and 67108864",
+                          scalar(v));
+            if (rc == 0) c->body_limit_bytes = (size_t)n;
+        } else if (!strcmp(kname, "max_unblocks")) {
+            rc = get_i64(p, v, "max_unblocks", &c->max_unblocks);
+            if (rc == 0 && c->max_unblocks > 1000000)
+                rc = fail(p, v, "max_unblocks", "'%s' must be at most 1000000", scalar(v));
+        } else if (!strcmp(kname, "max_wait_s")) {
+            rc = get_double(p, v, "max_wait_s", &c->max_wait_s);
+            if (rc == 0 && (c->max_wait_s < 1 || c->max_wait_s > 3600))
+                rc = fail(p, v, "max_wait_s", "'%s' must be between 1 and 3600", scalar(v));
+        } else if (!strcmp(kname, "max_hold_s")) {
+            rc = get_double(p, v, "max_hold_s", &c->max_hold_s);
+            if (rc == 0 && (c->max_hold_s < 1 || c->max_hold_s > 86400))
+                rc = fail(p, v, "max_hold_s", "'%s' must be between 1 and 86400", scalar(v));
+        } else if (!strcmp(kname, "event_log")) {
+            rc = get_string(p, v, "event_log", &c->event_log);
+            if (rc == 0 && !*c->event_log) {
+                free(c->event_log);
+                c->event_log = NULL;
+            }
+        } else if (!strcmp(kname, "state_file")) {
+            rc = get_string(p, v, "state_file", &c->state_file);
+            if (rc == 0 && !*c->state_file) {
+                free(c->state_file);
+                c->state_file = NULL;
+            }
+        } else if (!strcmp(kname, "state_fsync_interval_s")) {
+            rc = get_double(p, v, "state_fsync_interval_s", &c->state_fsync_interval_s);
+            if (rc == 0 && c->state_fsync_interval_s > 3600)
+                rc = fail(p, v, "state_fsync_interval_s", "'%s' must be between 0 and 3600",
+                          scalar(v));
+        } else if (!strcmp(kname, "cold_start")) {
+            const char *s;
+            rc = want_scalar(p, v, "cold_start", &s);
+            if (rc == 0 && !strcmp(s, "empty"))
+                c->cold_start = SL_COLD_START_EMPTY;
+            else if (rc == 0 && !strcmp(s, "full"))
+                c->cold_start = SL_COLD_START_FULL;
+            else if (rc == 0)
+                rc = fail(p, v, "cold_start", "'%s' must be empty or full", s);
+        } else if (!strcmp(kname, "engine")) {
+            rc = parse_engine(p, v, c);
+        } else if (!strcmp(kname, "pools")) {
+            rc = parse_pools(p, v, c);
+        } else if (!strcmp(kname, "roles")) {
+            rc = parse_factors(p, v, "roles", &c->settings.roles, &c->settings.n_roles);
+        } else if (!strcmp(kname, "priorities")) {
+            rc = parse_factors(p, v, "priorities", &c->settings.priorities,
+                               &c->settings.n_priorities);
+        } else if (!strcmp(kname, "auth")) {
+            rc = parse_auth(p, v, c);
+        } else if (!strcmp(kname, "caps")) {
+            rc = parse_caps(p, v, c);
+        } else if (!strcmp(kname, "proxy")) {
+            rc = parse_proxy(p, v, c);
+        } else if (!strcmp(kname, "server")) {
+            rc = parse_server(p, v, c);
+        } else if (!strcmp(kname, "limits")) {
+            rc = sl__config_parse_limits(p->doc, v, p->path, &c->limits, p->err, p->errlen);
+        } else if (!strcmp(kname, "fleet")) {
+            rc = sl__config_parse_fleet(p->doc, v, p->path, &c->fleet, p->err, p->errlen);
+        } else if (!strcmp(kname, "events")) {
+            rc = sl__config_parse_events(p->doc, v, p->path, &c->events, p->err, p->errlen);
+        } else if (!strcmp(kname, "agents")) {
+            rc = sl__config_parse_agents(p->doc, v, p->path, &c->agents, p->err, p->errlen);
+        } else {
+            rc = fail(p, k, kname, "unknown key '%s'", kname);
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* Checks the values against the engine on a scratch engine, naming the pool's line. */
+static int check_with_engine(parse_t *p, sl_config_t *c)
+{
+    char msg[512];
+    long bad_pool;
+    if (sl_backend_settings_validate(&c->settings, &bad_pool, msg, sizeof(msg)) != SL_OK) {
+        int line = bad_pool >= 0 && c->pool_lines ? c->pool_lines[bad_pool] : 0;
+        snprintf(p->err, p->errlen, "%s:%d: %s", p->path, line, msg);
+        return -1;
+    }
+    if (c->proxy.default_pool) {
+        const sl_pool_upstream_t *up = sl_config_pool_upstream(c, c->proxy.default_pool);
+        if (!up || !up->url) {
+            snprintf(p->err, p->errlen,
+                     "%s: proxy.default_pool: '%.128s' is not a pool with an upstream_url",
+                     p->path, c->proxy.default_pool);
+            return -1;
+        }
+    }
+    if (c->engine.weight_floor <= 0 || c->engine.tombstone_ttl_s <= 0 ||
+        c->engine.idempotency_ttl_s <= 0) {
+        snprintf(p->err, p->errlen, "%s: engine: every value must be above 0", p->path);
+        return -1;
+    }
+    return 0;
+}
+
+int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
+{
+    int rc = -1;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    bool have_parser = false, have_doc = false;
+    parse_t p = {.doc = &doc, .path = path, .err = err, .errlen = errlen};
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    have_parser = true;
+    yaml_parser_set_input_file(&parser, f);
+    if (!yaml_parser_load(&parser, &doc)) {
+        snprintf(err, errlen, "%s:%lu: YAML syntax: %s %s", path,
+                 (unsigned long)parser.problem_mark.line + 1,
+                 parser.problem ? parser.problem : "error", parser.context ? parser.context : "");
+        goto done;
+    }
+    have_doc = true;
+    if (parse_root(&p, yaml_document_get_root_node(&doc), c) < 0) goto done;
+    if (apply_backend_fail(&p, c) < 0) goto done;
+    apply_cold_start(c);
+    if (c->state_file && c->redis) {
+        snprintf(err, errlen, "%s: state_file: '%s' needs the memory backend (backend is '%s'; "
+                 "Redis keeps its own state)", path, c->state_file, c->backend);
+        goto done;
+    }
+    if (check_with_engine(&p, c) < 0) goto done;
+    rc = 0;
+done:
+    if (have_doc) yaml_document_delete(&doc);
+    if (have_parser) yaml_parser_delete(&parser);
+    if (f) fclose(f);
+    if (rc < 0) sl_config_clear(c);
+    return rc;
+}
+
+int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t errlen)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr) {
+        snprintf(err, errlen, "'%s' is not HOST:PORT", addr);
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    long port = strtol(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || *end || port < 0 || port > 65535) {
+        snprintf(err, errlen, "'%s' has no valid port (0-65535)", addr);
+        return -1;
+    }
+    const char *h = addr;
+    size_t hn = (size_t)(colon - addr);
+    if (hn >= 2 && h[0] == '[' && h[hn - 1] == ']') {
+        h++;
+        hn -= 2;
+    }
+    char *host = strndup(h, hn);
+    if (!host) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    free(c->listen_host);
+    c->listen_host = host;
+    c->listen_port = (int)port;
+    return 0;
+}
+
+int sl_config_defaults(sl_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->listen_host = strdup("127.0.0.1");
+    c->listen_port = 8750;
+    c->backend = strdup("memory");
+    c->backend_fail = -1;
+    c->body_limit_bytes = 64 * 1024;
+    c->max_wait_s = 300;
+    c->max_hold_s = SL_CHECKPOINTED_MAX_WAIT_S;
+    c->state_fsync_interval_s = 1.0;
+    c->cold_start = SL_COLD_START_EMPTY;
+    sl__config_fleet_defaults(&c->fleet);
+    sl__config_guard_defaults(&c->events, &c->agents);
+    sl_engine_config_init(&c->engine);
+    c->proxy.body_limit_bytes = 32u * 1024 * 1024;
+    c->proxy.max_headers = 100;
+    c->proxy.idle_timeout_s = 300;
+    c->proxy.connect_timeout_s = 10;
+    c->proxy.ping_interval_s = 5;
+    c->proxy.max_hold_s = 540;
+    c->server.max_connections = 4096;
+    c->server.max_pending_output_bytes = 64 * 1024;
+    c->server.write_timeout_s = 30;
+    c->server.idle_timeout_s = 60;
+    c->server.head_timeout_s = 10;
+    c->server.body_min_rate_bytes_per_s = 1024;
+    c->settings.pools = calloc(1, sizeof(*c->settings.pools));
+    c->pool_lines = calloc(1, sizeof(*c->pool_lines));
+    c->upstreams = calloc(1, sizeof(*c->upstreams));
+    c->bounds = calloc(1, sizeof(*c->bounds));
+    c->max_unblocks = 1000;
+    if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines || !c->upstreams ||
+        !c->bounds)
+        goto fail;
+    bounds_init(&c->bounds[0]);
+    c->settings.pools[0].name = strdup("default");
+    if (!c->settings.pools[0].name) goto fail;
+    sl_pool_config_init(&c->settings.pools[0].config);
+    c->settings.n_pools = 1;
+    return 0;
+fail:
+    sl_config_clear(c);
+    return -1;
+}
+
+static long pool_index(const sl_config_t *c, const char *name)
+{
+    for (size_t i = 0; name && i < c->settings.n_pools; i++)
+        if (!strcmp(c->settings.pools[i].name, name)) return (long)i;
+    return -1;
+}
+
+const sl_pool_bounds_t *sl_config_pool_bounds(const sl_config_t *c, const char *name)
+{
+    long i = pool_index(c, name);
+    return i >= 0 && c->bounds ? &c->bounds[i] : NULL;
+}
+
+const sl_pool_config_t *sl_config_pool(const sl_config_t *c, const char *name)
+{
+    long i = pool_index(c, name);
+    return i >= 0 ? &c->settings.pools[i].config : NULL;
+}
+
+#define DEFAULT_SETTLE_CEILING_TOKENS 10000000
+
+static int64_t settle_ceiling(const sl_pool_config_t *pc, const sl_pool_bounds_t *b)
+{
+    if (b->max_settle_tokens > 0) return b->max_settle_tokens;
+    int64_t largest = pc->input_tpm;
+    if (pc->output_tpm > largest) largest = pc->output_tpm;
+    if (pc->tokens_tpm > largest) largest = pc->tokens_tpm;
+    if (largest == 0) return DEFAULT_SETTLE_CEILING_TOKENS;
+    double derived = (double)largest * b->max_resync_factor;
+    return derived >= (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)derived;
+}
+
+int64_t sl_config_settle_ceiling(const sl_config_t *c, const char *name)
+{
+    long i = pool_index(c, name);
+    if (i >= 0 && c->bounds) return settle_ceiling(&c->settings.pools[i].config, &c->bounds[i]);
+    int64_t most = 0;
+    for (size_t k = 0; c->bounds && k < c->settings.n_pools; k++) {
+        int64_t v = settle_ceiling(&c->settings.pools[k].config, &c->bounds[k]);
+        if (v > most) most = v;
+    }
+    return most ? most : DEFAULT_SETTLE_CEILING_TOKENS;
+}
+
+double sl_config_priority_factor(const sl_config_t *c, const char *name)
+{
+    for (size_t i = 0; i < c->settings.n_priorities; i++)
+        if (!strcmp(c->settings.priorities[i].name, name)) return c->settings.priorities[i].value;
+    if (!strcmp(name, "high")) return 4;
+    if (!strcmp(name, "normal")) return 1;
+    if (!strcmp(name, "low")) return 0.25;
+    return -1;
+}
+
+bool sl_config_auth_enabled(const sl_config_t *c)
+{
+    return c->admin_token != NULL || c->n_tokens > 0;
+}
+
+static void free_list(char **l, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+void sl_config_clear(sl_config_t *c)
+{
+    free(c->listen_host);
+    free(c->backend);
+    free(c->event_log);
+    free(c->state_file);
+    free(c->admin_token);
+    free(c->pool_lines);
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
+        upstream_clear(&c->upstreams[i]);
+    free(c->upstreams);
+    free(c->bounds);
+    sl_backend_settings_clear(&c->settings);
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        free(c->tokens[i].token);
+        free(c->tokens[i].agent);
+        free(c->tokens[i].agent_prefix);
+        free_list(c->tokens[i].roles, c->tokens[i].n_roles);
+        free_list(c->tokens[i].pools, c->tokens[i].n_pools);
+        free_list(c->tokens[i].priorities, c->tokens[i].n_priorities);
+    }
+    free(c->tokens);
+    free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
+    json_decref(c->limits);
+    free(c->proxy.default_pool);
+    memset(c, 0, sizeof(*c));
+}

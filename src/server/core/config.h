@@ -1,0 +1,225 @@
+/* config.h - sluiced's configuration: the YAML file, its defaults and its validation. */
+#ifndef SL_CONFIG_H
+#define SL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+#include <sluice/engine.h>
+
+#include "backend.h"
+
+/* One agent token: who may present it and what it may use. */
+typedef struct sl_token_rule {
+    char *token;
+    char *agent;        /* the one agent name it stands for, or NULL */
+    char *agent_prefix; /* or every agent name starting with this, or NULL */
+    char **roles;       /* roles it may ask for; n_roles 0 = any */
+    size_t n_roles;
+    char **pools; /* pools it may use; n_pools 0 = any */
+    size_t n_pools;
+    char **priorities;    /* priorities it may ask for; n_priorities 0 = every priority whose
+                             factor is at most 1 (normal, low: no boost without saying so) */
+    size_t n_priorities;
+    int64_t max_unblocks; /* the largest `unblocks` it may claim: 8 */
+    bool resync;          /* its settle `headers` may resync pools: false */
+} sl_token_rule_t;
+
+/* What one settle report may do to a pool, enforced by sluiced before any backend sees
+ * the report (so memory and Redis alike). The `pools.<name>.*` keys of the same names. */
+typedef struct sl_pool_bounds {
+    int64_t max_settle_tokens; /* a settle count above this is refused; 0 = derived:
+                                  max_resync_factor x the pool's largest token limit,
+                                  or 10,000,000 when no token limit is set */
+    double max_retry_after_s;  /* 300: a reported retry_after is capped to this */
+    double max_report_pool_block_s; /* 60: a reported retry_after holds the whole pool at
+                                       most this; the rest (up to max_retry_after_s) holds
+                                       only the reporting agent. The proxy's own upstream
+                                       answers are not reports and are not bounded so */
+    double max_resync_factor;  /* 2: an adopted limit stays within [configured / f,
+                                  configured x f] (values outside are clamped) */
+    bool limits_from_provider; /* `limits_from`: false ("config", the default): the
+                                  configured limit is a ceiling no header raises; true
+                                  ("provider"): headers may raise it too */
+} sl_pool_bounds_t;
+
+/* Which wire format a pool's provider speaks (the proxy endpoints it serves). */
+typedef enum sl_upstream_api {
+    SL_UPSTREAM_NONE = 0, /* the pool is not proxied (lease API only) */
+    SL_UPSTREAM_ANTHROPIC,  /* /anthropic/v1/messages */
+    SL_UPSTREAM_OPENAI,     /* /openai/v1/chat/completions */
+} sl_upstream_api_t;
+
+/* How the proxy reaches a pool's provider. The key is read from the environment or a
+ * file when the configuration loads; it is never written anywhere. */
+typedef struct sl_pool_upstream {
+    sl_upstream_api_t api;
+    char *url;          /* upstream_url without a trailing '/', e.g. "https://api.anthropic.com" */
+    char *api_key;      /* the provider key (secret) */
+    char *api_key_env;  /* the variable it came from, or NULL */
+    char *api_key_file; /* or the file, or NULL */
+    char *ca_file;      /* PEM bundle that verifies the provider; NULL = system CAs */
+    char **models;      /* glob patterns (fnmatch) of the models the proxy routes here */
+    size_t n_models;    /* 0: the pool takes no part in routing by model */
+} sl_pool_upstream_t;
+
+/* The proxy's limits (the `proxy:` section). */
+typedef struct sl_proxy_config {
+    size_t body_limit_bytes;    /* 33554432: larger request bodies get 413 */
+    size_t max_headers;         /* 100: requests with more headers get 431 */
+    double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
+    double connect_timeout_s;   /* 10 */
+    double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
+    double max_hold_s;          /* 540: a proxied call waits in the queue this long (under the
+                                   SDKs' 10-minute timeouts) before it is refused */
+    char *default_pool;         /* NULL: a model no pool's `models` matches is a 400; else
+                                   such calls go to this pool */
+    bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
+                                   identify an agent (with auth off they always do) */
+    bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
+                                   below the client's max_tokens is continued (docs/proxy.md) */
+    bool estimate_bytes;        /* false (`estimator: tokenizer`): the vocabulary is loaded at
+                                   start and a missing one is a startup error; true
+                                   (`estimator: bytes`): input is estimated as body bytes / 4 */
+} sl_proxy_config_t;
+
+/* The listener's bounds on every connection, and the names it answers to (the `server:`
+ * section; docs/server.md has the reasons for the defaults). */
+typedef struct sl_listener_config {
+    size_t max_connections;           /* 4096; never more than the descriptor limit allows */
+    size_t max_pending_output_bytes;  /* 65536: answers a client has not read, before its
+                                         connection's next requests wait unread */
+    double write_timeout_s;           /* 30: a backlog the client does not take: closed */
+    double idle_timeout_s;            /* 60: a keep-alive connection with nothing to do */
+    double head_timeout_s;            /* 10: a request head must arrive in this, absolute */
+    double body_min_rate_bytes_per_s; /* 1024: a body slower than this (after a grace of
+                                         head_timeout_s) is dropped */
+    char **allowed_hosts;             /* with auth off, Host names served besides the
+                                         loopback ones ("name" or "name:port"), lower case */
+    size_t n_allowed_hosts;
+} sl_listener_config_t;
+
+/* Event streams (the `events:` section, docs/server.md): how many /v1/events subscribers
+ * sluiced keeps, and what one may leave unread before it is let go. */
+typedef struct sl_events_config {
+    int64_t max_streams;           /* 64: open streams in all */
+    int64_t max_streams_per_token; /* 4: open streams of one agent token */
+    int64_t stream_buffer_bytes;   /* 262144: events a subscriber has not read, then closed */
+} sl_events_config_t;
+
+/* Agent names (the `agents:` section, docs/server.md and design.md "Agents are forgotten"). */
+typedef struct sl_agents_config {
+    double forget_idle_s;  /* 3600: an agent holding nothing this long is forgotten */
+    int64_t max_per_token; /* 10000: agents one agent token may have known at once */
+    int64_t max_total;     /* 100000: agents known at once, every token together */
+} sl_agents_config_t;
+
+/* Watching the fleet (the `fleet:` section, docs/observe.md "Anomalies"). */
+typedef struct sl_fleet_config {
+    double window_s;           /* 300: the 429 rate's and the throttle metrics' sliding window */
+    double anomaly_window_s;   /* 60: the window of per-agent request and violation counts */
+    double anomaly_z;          /* 3: robust deviations above the baseline median that flag */
+    int64_t anomaly_min_agents; /* 5: agents of a role active in the window before any flags */
+    int64_t anomaly_min_count;  /* 20: an agent's own count in the window before it flags */
+    bool suspend_anomalous;     /* false: a flagged agent is refused 429 `suspended` */
+    int64_t metrics_top_agents; /* 20: per-agent series in /metrics (the rest: `other`) */
+} sl_fleet_config_t;
+
+typedef struct sl_config {
+    char *listen_host;       /* "127.0.0.1" */
+    int listen_port;         /* 8750 */
+    char *backend;           /* "memory", or the redis:// URL */
+    bool redis;              /* backend is a redis:// URL, parsed into redis_opt */
+    sl_redis_options_t redis_opt; /* the URL's options, `backend_fail` applied */
+    int backend_fail;        /* the `backend_fail` key: -1 unset, else an sl_redis_fail_t */
+    size_t body_limit_bytes; /* 65536 */
+    double max_wait_s;       /* longest a long-poll is held: 300 */
+    double max_hold_s;       /* the largest `max_wait` a lease request may ask for (the
+                                longest ETA it is queued for rather than rejected): 540 */
+    char *event_log;         /* JSON-lines event log path, or NULL */
+    char *state_file;        /* memory backend: where its state survives restarts, or NULL */
+    double state_fsync_interval_s; /* 1: a power failure loses at most this much; 0: every write */
+    sl_cold_start_t cold_start;    /* SL_COLD_START_EMPTY: unknown pools start empty */
+    sl_engine_config_t engine;
+    sl_backend_settings_t settings; /* pools, roles, priorities */
+    int *pool_lines;                /* line of each pool in the file (0 = built in) */
+    char *admin_token;              /* NULL = no admin token */
+    sl_token_rule_t *tokens;
+    size_t n_tokens;
+    sl_pool_upstream_t *upstreams; /* one per pool, in settings.pools' order */
+    sl_pool_bounds_t *bounds;      /* one per pool, in settings.pools' order */
+    int64_t max_unblocks;          /* 1000: the largest `unblocks` of a call without an agent
+                                      token (admin, auth off); tokens have their own */
+    sl_proxy_config_t proxy;
+    sl_listener_config_t server;
+    json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
+    sl_fleet_config_t fleet;
+    sl_events_config_t events;
+    sl_agents_config_t agents;
+} sl_config_t;
+
+/* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
+ * "default" without limits, the engine's roles and priorities, no auth. Returns 0, or
+ * -1 when out of memory. */
+int sl_config_defaults(sl_config_t *c);
+
+/* Loads `path` into `c` (over the defaults). Returns 0, or -1 with `err` holding
+ * "FILE:LINE: key: what is wrong"; `c` is then cleared. Values are checked against the
+ * engine's rules too, so a file that loads is one the engine accepts. */
+int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen);
+
+/* Splits "HOST:PORT" ("[::1]:8750" for IPv6) into c->listen_host and c->listen_port.
+ * Returns 0, or -1 with a message in `err`. */
+int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t errlen);
+
+/* The upstream of pool `name`, or NULL when the pool is unknown. */
+const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name);
+
+/* The bounds of pool `name`, or NULL when the pool is unknown. */
+const sl_pool_bounds_t *sl_config_pool_bounds(const sl_config_t *c, const char *name);
+
+/* The configuration of pool `name`, or NULL when the pool is unknown. */
+const sl_pool_config_t *sl_config_pool(const sl_config_t *c, const char *name);
+
+/* The largest settle count pool `name` accepts (max_settle_tokens, or its derived
+ * default). `name` NULL or unknown: the largest over every pool. */
+int64_t sl_config_settle_ceiling(const sl_config_t *c, const char *name);
+
+/* The factor of priority `name` (the configured one, else the engine's built-in high
+ * 4, normal 1, low 0.25), or -1 when no such priority exists. */
+double sl_config_priority_factor(const sl_config_t *c, const char *name);
+
+/* True when auth is on: an admin token or any agent token is configured. */
+bool sl_config_auth_enabled(const sl_config_t *c);
+
+/* config_limits.c: reads the `limits:` mapping `section` of `doc` into `*out` (replacing
+ * it) as the limits library's JSON, validated and linked on a scratch set. Returns 0, or
+ * -1 with `err` holding "FILE:LINE: limits.NAME.FIELD: ..." (the field's line). */
+struct yaml_document_s;
+struct yaml_node_s;
+int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, json_t **out, char *err, size_t errlen);
+
+/* config_fleet.c: the `fleet:` section's defaults, and reading it from mapping `section`
+ * (errors as `FILE:LINE: fleet.KEY: ...`). */
+void sl__config_fleet_defaults(sl_fleet_config_t *f);
+int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
+                           const char *path, sl_fleet_config_t *f, char *err, size_t errlen);
+
+/* Reads number `s` into `field` (an int64_t when `integer`, else a double) when it is
+ * within [min, max]; otherwise returns -1 with `what` saying "'s' must be ... between". */
+int sl__config_number(const char *s, double min, double max, bool integer, void *field,
+                      char *what, size_t whatlen);
+/* config_guard.c: the `events:` and `agents:` sections' defaults, and reading each from
+ * mapping `section` (errors as `FILE:LINE: events.KEY: ...`; `out` unchanged on error). */
+void sl__config_guard_defaults(sl_events_config_t *ev, sl_agents_config_t *ag);
+int sl__config_parse_events(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, sl_events_config_t *out, char *err, size_t errlen);
+int sl__config_parse_agents(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, sl_agents_config_t *out, char *err, size_t errlen);
+
+/* Frees everything inside `c` and zeroes it. */
+void sl_config_clear(sl_config_t *c);
+
+#endif /* SL_CONFIG_H */
