@@ -658,7 +658,16 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
     } else if (strcmp(name, "request") == 0) {
         sl_request_t req;
         request_from(op, &req);
-        sl__rcmd_request(&c, &req, true, SL__RGRAPH_NONE, now, NULL);
+        /* As the backend: one node reads the graph in the request's call; a Cluster
+         * (several nodes) keeps it in another slot, so it is looked up first. */
+        bool cluster = strchr(rr->host, ',') != NULL;
+        sl__rgraph_t graph = SL__RGRAPH_NONE;
+        if (req.task && cluster) {
+            redisReply *g = fcall1(rr, "sluice_task_role", SL__RGRAPH_KEY, req.task);
+            graph = sl__rgraph_parse(g);
+            if (g) freeReplyObject(g);
+        }
+        sl__rcmd_request(&c, &req, !cluster, graph, now, NULL);
         raw = lib_call(rr, &c, &rep, r);
         if (!r->rc) {
             sl__rreply_decision(&rep, &d);
