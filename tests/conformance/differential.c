@@ -310,10 +310,14 @@ static bool run_line(scenario_t *sc, engine_run_t *er, redis_run_t *rr, gen_t *g
     static result_t re, rd;
     memset(&re, 0, sizeof re);
     memset(&rd, 0, sizeof rd);
-    if (engine_wake(er, SCN_T0 + op.t_s) < 0 || redis_wake(rr, SCN_T0 + op.t_s) < 0) {
-        fprintf(stderr, "seed %llu op %ld: more than %d wake-ups before it: one that changes "
-                        "nothing keeps coming back\n  %s\n",
-                (unsigned long long)seed, no, SCN_MAX_WAKEUPS, text);
+    int woke_engine = engine_wake(er, SCN_T0 + op.t_s);
+    int woke_redis = woke_engine < 0 ? 0 : redis_wake(rr, SCN_T0 + op.t_s);
+    if (woke_engine < 0 || woke_redis < 0) {
+        fprintf(stderr, "seed %llu op %ld: more than %d wake-ups of %s before it: one that "
+                        "changes nothing keeps coming back (at %.6f)\n  %s\n",
+                (unsigned long long)seed, no, SCN_MAX_WAKEUPS,
+                woke_engine < 0 ? "the engine" : "redis",
+                (woke_engine < 0 ? sl_engine_next_wakeup(er->e) : SCN_T0) - SCN_T0, text);
         return false;
     }
     engine_op(er, sc, &op, &re);

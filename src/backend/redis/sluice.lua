@@ -1742,6 +1742,10 @@ local function next_wakeup(p)
     local hs = t and CP.caps_resolve(p, t.agent)
     if hs and CP.caps_at_concurrency(hs) then t = nil end
   end
+  -- At the pool's concurrency nothing goes before a release, which drains (and an expiry
+  -- is a wake-up above): the head's expected release time would come back every time it
+  -- passed without one, every microsecond when leases take no time.
+  if p.concurrency > 0 and p.in_flight >= p.concurrency then t = nil end
   if t then
     local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
     if eta_at < at then at = eta_at end
