@@ -191,7 +191,7 @@ int scenario_load(const char *path, scenario_t *sc)
     scenario_init(sc, path);
     char line[4096];
     int lineno = 0;
-    while (fgets(line, sizeof line, f) && sc->n < SCN_MAX_OPS) {
+    while (fgets(line, sizeof line, f) && sc->n < SCN_MAX_OPS && sc->n_lines < SCN_MAX_OPS) {
         lineno++;
         char *copy = dupstr(line);
         if (!copy) break;

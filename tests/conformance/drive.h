@@ -21,7 +21,7 @@
 
 #define SCN_T0 1796000000.0
 #define SCN_MAX_VARS 256
-#define SCN_MAX_OPS 2048
+#define SCN_MAX_OPS 16384 /* a differential run's dump replays whole */
 #define SCN_MAX_POOLS 64
 #define SCN_MAX_WAKEUPS 10000 /* in one step: more is a wake-up that makes no progress */
 

@@ -55,79 +55,76 @@ static bool check_expect(const char *exp, const result_t *r, ids_t *ids, char *w
     return scn_value_matches(f, name, want, 0, 1e-9, why, n);
 }
 
-static result_t res_engine[SCN_MAX_OPS], res_redis[SCN_MAX_OPS];
+/* Checks op's expectations on `r`; returns how many failed (each reported). */
+static int expectations(const char *path, const op_t *op, const result_t *r, ids_t *ids,
+                        const char *who)
+{
+    int failures = 0;
+    char why[256];
+    for (int j = 0; j < op->nexpect; j++) {
+        if (check_expect(op->expect[j], r, ids, why, sizeof why)) continue;
+        fprintf(stderr, "%s:%d: %s: %s\n  got:", path, op->line, who, why);
+        scn_print_fields(stderr, r);
+        fprintf(stderr, "\n");
+        failures++;
+    }
+    return failures;
+}
 
+static void print_verbose(const char *path, const op_t *op, const char *who, const result_t *r)
+{
+    printf("%s:%d %s:", path, op->line, who);
+    scn_print_fields(stdout, r);
+    printf("\n");
+}
+
+/* Runs one file: each operation on the engine, then (with `rr`) on the library, the two
+ * answers compared at once, so a run of any length needs two answers of memory. */
 static int run_file(const char *path, redis_run_t *rr, bool verbose)
 {
     static scenario_t sc;
+    static result_t re, rd;
     if (scenario_load(path, &sc) != 0) return 1;
     int failures = 0;
-    engine_run_t er = {.e = sl_engine_new(&sc.ecfg)};
-    for (int i = 0; i < sc.n; i++) {
-        memset(&res_engine[i], 0, sizeof res_engine[i]);
-        if (sc.wakeups) engine_wake(&er, SCN_T0 + sc.ops[i].t_s);
-        engine_op(&er, &sc, &sc.ops[i], &res_engine[i]);
-        int rc = sl_engine_check(er.e);
-        if (rc) {
-            fprintf(stderr, "%s:%d: engine invariant broken: %s\n", path, sc.ops[i].line,
-                    sl_engine_errmsg(er.e));
-            failures++;
-        }
-        char why[256];
-        for (int j = 0; j < sc.ops[i].nexpect; j++) {
-            if (!check_expect(sc.ops[i].expect[j], &res_engine[i], &er.ids, why, sizeof why)) {
-                fprintf(stderr, "%s:%d: engine: %s\n  got:", path, sc.ops[i].line, why);
-                scn_print_fields(stderr, &res_engine[i]);
-                fprintf(stderr, "\n");
-                failures++;
-            }
-        }
-        if (verbose) {
-            printf("%s:%d engine:", path, sc.ops[i].line);
-            scn_print_fields(stdout, &res_engine[i]);
-            printf("\n");
-        }
-    }
-    sl_engine_free(er.e);
-    ids_free(&er.ids);
     if (rr && sc.engine_only) {
         printf("%s: engine only\n", path);
         rr = NULL;
     }
-    if (rr) {
-        if (redis_reset(rr) != 0) {
-            scenario_free(&sc);
-            return failures + 1;
-        }
-        for (int i = 0; i < sc.n; i++) {
-            memset(&res_redis[i], 0, sizeof res_redis[i]);
-            if (sc.wakeups) redis_wake(rr, SCN_T0 + sc.ops[i].t_s);
-            redis_op(rr, &sc, &sc.ops[i], &res_redis[i]);
-            char why[256];
-            for (int j = 0; j < sc.ops[i].nexpect; j++) {
-                if (!check_expect(sc.ops[i].expect[j], &res_redis[i], &rr->ids, why, sizeof why)) {
-                    fprintf(stderr, "%s:%d: redis: %s\n  got:", path, sc.ops[i].line, why);
-                    scn_print_fields(stderr, &res_redis[i]);
-                    fprintf(stderr, "\n");
-                    failures++;
-                }
-            }
-            if (!results_equal(&res_engine[i], &res_redis[i], why, sizeof why)) {
-                fprintf(stderr, "%s:%d: engine and redis differ (%s)\n  engine:", path,
-                        sc.ops[i].line, why);
-                scn_print_fields(stderr, &res_engine[i]);
-                fprintf(stderr, "\n  redis: ");
-                scn_print_fields(stderr, &res_redis[i]);
-                fprintf(stderr, "\n");
-                failures++;
-            }
-            if (verbose) {
-                printf("%s:%d redis: ", path, sc.ops[i].line);
-                scn_print_fields(stdout, &res_redis[i]);
-                printf("\n");
-            }
-        }
+    if (rr && redis_reset(rr) != 0) {
+        scenario_free(&sc);
+        return 1;
     }
+    engine_run_t er = {.e = sl_engine_new(&sc.ecfg)};
+    for (int i = 0; i < sc.n; i++) {
+        const op_t *op = &sc.ops[i];
+        memset(&re, 0, sizeof re);
+        if (sc.wakeups) engine_wake(&er, SCN_T0 + op->t_s);
+        engine_op(&er, &sc, op, &re);
+        if (sl_engine_check(er.e)) {
+            fprintf(stderr, "%s:%d: engine invariant broken: %s\n", path, op->line,
+                    sl_engine_errmsg(er.e));
+            failures++;
+        }
+        failures += expectations(path, op, &re, &er.ids, "engine");
+        if (verbose) print_verbose(path, op, "engine", &re);
+        if (!rr) continue;
+        memset(&rd, 0, sizeof rd);
+        if (sc.wakeups) redis_wake(rr, SCN_T0 + op->t_s);
+        redis_op(rr, &sc, op, &rd);
+        failures += expectations(path, op, &rd, &rr->ids, "redis");
+        char why[256];
+        if (!results_equal(&re, &rd, why, sizeof why)) {
+            fprintf(stderr, "%s:%d: engine and redis differ (%s)\n  engine:", path, op->line, why);
+            scn_print_fields(stderr, &re);
+            fprintf(stderr, "\n  redis: ");
+            scn_print_fields(stderr, &rd);
+            fprintf(stderr, "\n");
+            failures++;
+        }
+        if (verbose) print_verbose(path, op, "redis", &rd);
+    }
+    sl_engine_free(er.e);
+    ids_free(&er.ids);
     printf("%s %s (%d operations%s)\n", failures ? "FAIL" : "ok  ", path, sc.n,
            rr ? ", engine and redis" : ", engine only");
     scenario_free(&sc);

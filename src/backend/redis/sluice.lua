@@ -2901,10 +2901,17 @@ local function agent_forget(p, args, now)
       end
     end
   end
+  if not why and p.ablk_until > now then
+    -- its own retry-after holds it (forgetting would lift it)
+    local v = redis.call('HGET', K('ablk'), name)
+    if v and tonumber(v) > now then
+      why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's"
+    end
+  end
   if not why then
     local g = team_get(DEFAULT_TEAM, false)
     if now - a.cls < p.cache_ttl_s or a.lf > (g and g.vtime or 0) then
-      why = "its prompt cache or fair-queue tag in a pool is not a new agent's"
+      why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's"
     end
   end
   if why then return {forgotten = 0, kept = why} end
