@@ -205,7 +205,10 @@ static double correlation(const pool_watch_t *p, double win, double now)
         saa += (a[i] - ma) * (a[i] - ma);
         sbb += (b[i] - mb) * (b[i] - mb);
     }
-    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : NAN;
+    /* Pearson's r is undefined when a series is constant (an idle pool, or 429s with no
+     * throttling): 0, "no co-movement seen", so the gauge is never NaN (which breaks
+     * alert rules and averages). */
+    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0;
 }
 
 /* The pool's counts, or `none` for a pool nothing was counted for yet. */
@@ -270,7 +273,7 @@ static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n
     }
     head(out, "sluice_upstream_429_throttle_correlation", "gauge",
          "Pearson correlation of upstream 429s and throttled requests per slot of the window "
-         "(NaN when either is constant).");
+         "(0 when either is constant).");
     for (size_t i = 0; i < n_pools; i++)
         sample(out, "sluice_upstream_429_throttle_correlation", "pool", pools[i].name, "",
                correlation(view(w, pools[i].name, &none), win, now));
