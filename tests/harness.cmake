@@ -28,6 +28,13 @@ if(SL_NODE)
            WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/harness)
   set_tests_properties(proxy_test_harness_resync PROPERTIES LABELS harness TIMEOUT 240
                        ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;SLUICED=$<TARGET_FILE:sluiced>;PYTHON3=${SL_PYTHON3}")
+  # README's "Put your fleet behind sluice": N processes on one prefix token, each naming
+  # itself (Claude Code's ANTHROPIC_CUSTOM_HEADERS, Codex's env_http_headers).
+  add_test(NAME proxy_test_harness_naming
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/offline.sh ${SL_NODE} --test --test-reporter=spec ${CMAKE_CURRENT_SOURCE_DIR}/harness/naming.test.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/harness)
+  set_tests_properties(proxy_test_harness_naming PROPERTIES LABELS harness TIMEOUT 240
+                       ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>;SLUICED=$<TARGET_FILE:sluiced>;PYTHON3=${SL_PYTHON3}")
   # The fleet proof (fleet.test.mjs): ten Claude Code processes on one key, straight to
   # sluice-emu and then through sluiced. Minutes long: label slow, -DSL_SLOW_TESTS=ON.
   if(SL_SLOW_TESTS)

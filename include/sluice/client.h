@@ -11,7 +11,7 @@
  * Errors. Every function that can fail returns 0 or a negative SL_E* code of
  * common.h (compare with `rc == SL_EREJECTED`). sluiced's HTTP errors come back as the
  * engine's codes they stand for (400 SL_EINVAL, 404 SL_ENOTFOUND, 409 SL_EALREADY,
- * 410 SL_EEXPIRED, 422 SL_ECAPACITY, 503 SL_EUNAVAILABLE); an argument the library
+ * 410 SL_EEXPIRED, 413 `exceeds_capacity` SL_ECAPACITY, 503 SL_EUNAVAILABLE); an argument the library
  * refuses before sending anything is SL_EARG. sl_client_errmsg() gives a sentence for
  * the last error of a client. The library never aborts, exits or prints, except the one
  * alert line per switch into or out of local mode (sent to the `log` callback,

@@ -24,7 +24,7 @@ enum {
     SL_ENOTFOUND = -2,    /* unknown pool, lease or ticket (404) */
     SL_EALREADY = -3,     /* the lease or ticket was settled or cancelled before (409) */
     SL_EEXPIRED = -4,     /* the lease was reaped: no refund (410) */
-    SL_ECAPACITY = -5,    /* the need can never fit the pool (422) */
+    SL_ECAPACITY = -5,    /* the need can never fit the pool (413 exceeds_capacity) */
     SL_ETIME = -6,        /* `now_s` is earlier than a time the engine already saw */
     SL_ENOMEM = -7,       /* allocation failed; nothing changed */
     SL_EEXIST = -8,       /* the id is already in use */

@@ -1,4 +1,4 @@
-/* overlay.h - sluice overlay: 429 timestamps against turn timestamps (seed 000's one test). */
+/* overlay.h - sluice overlay: 429 timestamps against turn timestamps (the incident's one test: do the 429s follow the work or the retries?). */
 #ifndef SL_CLI_OVERLAY_H
 #define SL_CLI_OVERLAY_H
 

@@ -138,10 +138,10 @@ int sl__cl_http_error(sl_client_t *c, const sl__cl_http_answer_t *a, const char 
     case 410:
         code = SL_EEXPIRED;
         break;
-    case 413:
-        code = SL_ETOOBIG;
+    case 413: /* a body over sluiced's limit, or a need no pool can ever hold */
+        code = strcmp(type, "exceeds_capacity") == 0 ? SL_ECAPACITY : SL_ETOOBIG;
         break;
-    case 422:
+    case 422: /* exceeds_capacity before sluiced answered it with 413 */
         code = SL_ECAPACITY;
         break;
     case 503:

@@ -1,4 +1,4 @@
-/* adaptive.c - AIMD of a key's rate on its reported error rate (seed 001's AdaptiveRateLimiter, per key).
+/* adaptive.c - AIMD of a key's rate on its reported error rate (additive increase, multiplicative decrease, per key).
  *
  * A key remembers its last `window` outcomes (one bit each, 1 = error) and its
  * current rate, which starts at the configured `rate`. Each report appends its

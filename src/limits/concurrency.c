@@ -1,7 +1,7 @@
 /* concurrency.c - a counting semaphore per key: at most `rate` units held at once, each hold ended by release or by its TTL.
  *
  * A check that is allowed takes a hold of its units that ends ttl_s later unless
- * released first (seed 002's semaphore, with a TTL so a crashed holder cannot keep it
+ * released first (a semaphore, with a TTL so a crashed holder cannot keep it
  * forever). Holds all live ttl_s, so the ring of end times is in order: a release ends
  * the oldest live hold (the one nearest its TTL) and expiry pops from the front. A
  * denied hit's retry_after counts on the TTLs alone: a release may come sooner. At

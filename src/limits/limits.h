@@ -78,7 +78,7 @@ typedef struct sl_limit_cost {
     int64_t cost;       /* 0..SL_LIMITS_MAX_COST units per hit */
 } sl_limit_cost_t;
 
-/* AIMD on the reported error rate (seed 001's AdaptiveRateLimiter). */
+/* AIMD on the reported error rate: additive increase, multiplicative decrease. */
 typedef struct sl_limit_adaptive {
     bool enabled;
     double min_rate, max_rate; /* the current rate stays in [min_rate, max_rate] */

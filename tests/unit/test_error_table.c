@@ -21,7 +21,7 @@ static void test_the_lease_api_answers_each_code_as_api_md_says(void **state)
         {SL_ENOTFOUND, 404, "not_found"},
         {SL_EALREADY, 409, "already_settled"},
         {SL_EEXPIRED, 410, "lease_expired"},
-        {SL_ECAPACITY, 422, "exceeds_capacity"},
+        {SL_ECAPACITY, 413, "exceeds_capacity"},
         {SL_EEXIST, 409, "conflict"},
         {SL_ENOMEM, 503, "out_of_memory"},
         {SL_EUNAVAILABLE, 503, "backend_unavailable"},
@@ -42,7 +42,7 @@ test_the_proxy_differs_only_where_the_provider_says_400_for_what_never_fits(void
         int lease_api = sl__error_status(rc, SL_DIALECT_LEASE_API, NULL);
         int provider = sl__error_status(rc, SL_DIALECT_PROVIDER, NULL);
         if (rc == SL_ECAPACITY) {
-            assert_int_equal(lease_api, 422);
+            assert_int_equal(lease_api, 413);
             assert_int_equal(provider, 400); /* docs/proxy.md: invalid_request_error */
         } else {
             assert_int_equal(provider, lease_api);

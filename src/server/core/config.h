@@ -114,7 +114,7 @@ typedef struct sl_agents_config {
 
 /* Watching the fleet (the `fleet:` section, docs/observe.md "Anomalies"). */
 typedef struct sl_fleet_config {
-    double window_s;           /* 300: the 429 rate's and seed 001's sliding window */
+    double window_s;           /* 300: the 429 rate's and the throttle metrics' sliding window */
     double anomaly_window_s;   /* 60: the window of per-agent request and violation counts */
     double anomaly_z;          /* 3: robust deviations above the baseline median that flag */
     int64_t anomaly_min_agents; /* 5: agents of a role active in the window before any flags */

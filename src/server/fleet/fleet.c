@@ -1,4 +1,4 @@
-/* fleet.c - the four numbers of seed 000, live: 429 rate, tokens per finished task, task time,
+/* fleet.c - the fleet's four numbers, live: 429 rate, tokens per finished task, task time,
  * critical-path wait.
  *
  * sluiced learns the task graph from its writes (PUT/DELETE /v1/tasks/{task}) and which

@@ -1,4 +1,4 @@
-/* watch_metrics.c - seed 001's metrics: throttle rate, burst capacity use, time to reset,
+/* watch_metrics.c - the throttle metrics: throttle rate, burst capacity use, time to reset,
  * adjustments, 429s against throttling.
  *
  * Counted per pool from engine events and per action limit from the checks' answers;

@@ -54,7 +54,7 @@ class AccountingOnRedis(unittest.TestCase):
     def test_max_tokens_above_the_output_bucket_is_refused_and_a_model_cache_is_its_own(self):
         # The provider holds max_tokens from the start: 128,000 never fits 8,500.
         st, g, _ = self.lease("b", 100, out=128000)
-        self.assertEqual(st, 422, g)
+        self.assertEqual(st, 413, g)
         self.assertEqual(g["error"]["type"], "exceeds_capacity")
         self.assertIn("output_tokens 128000", g["error"]["message"])
         st, g, _ = self.lease("b", 100, out=8500)

@@ -155,9 +155,9 @@ class Endpoints(SharedSluiced):
         finally:
             s.stop()
 
-    def test_exceeds_capacity_is_422(self):
+    def test_exceeds_capacity_is_413(self):
         status, e, _ = self.s.lease("huge", 6000)
-        self.assertEqual((status, e["error"]["type"]), (422, "exceeds_capacity"))
+        self.assertEqual((status, e["error"]["type"]), (413, "exceeds_capacity"))
 
     def test_unknown_pool_is_404(self):
         status, e, _ = self.s.lease("x", 1, pool="nope")

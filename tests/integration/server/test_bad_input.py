@@ -60,7 +60,7 @@ LEASE_CASES = [
     ("unknown field", with_(imput_tokens=5), 400, "invalid_request", "imput_tokens"),
     ("10 MiB body", " " * (10 * 1024 * 1024), 413, "body_too_large", "body"),
     ("unknown pool", with_(pool="nope"), 404, "not_found", "nope"),
-    ("never fits", with_(input_tokens=100000), 422, "exceeds_capacity", "input_tokens"),
+    ("never fits", with_(input_tokens=100000), 413, "exceeds_capacity", "input_tokens"),
 ]
 
 

@@ -149,7 +149,7 @@ class Reports(Case):
                                       headers={"anthropic-ratelimit-input-tokens-limit": "1"})
         self.assertEqual(status, 200, body)
         self.assertEqual(self.s.pool("resync")["limits"]["input_tpm"], 30000)  # 60000 / 2
-        # A limit of "1" would have made this request 422 (exceeds_capacity) for ever.
+        # A limit of "1" would have made this request 413 (exceeds_capacity) for ever.
         status, body, _ = self.lease(RESYNC, "reporter", "resync", input_tokens=20000)
         self.assertIn(status, (200, 202), body)
 
