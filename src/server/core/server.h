@@ -278,7 +278,7 @@ void sl__access_log_free(sl_server_t *srv);
 void sl__usage_record(sl_server_t *srv, const char *agent, const char *pool, const char *model,
                       const sl_settle_t *s);
 /* A proxied call of `pool` took `upstream_s` from sending to its last byte; a stream's
- * first byte came after `first_token_s` (< 0: not a stream, or none came). */
+ * first output event came after `first_token_s` (< 0: not a stream, or none came). */
 void sl__usage_latency(sl_server_t *srv, const char *pool, double upstream_s, double first_token_s);
 /* The team `agent` is counted in: its caps.teams membership, else "default". */
 const char *sl__usage_team(const sl_server_t *srv, const char *agent);

@@ -123,7 +123,7 @@ typedef struct px {
     struct evbuffer *sse;  /* bytes of an incomplete event */
     sl_usage_t usage;
     double sent_s;       /* monotonic: the request went to the provider (0: not yet) */
-    double first_byte_s; /* monotonic: a stream's first byte came back (0: not yet) */
+    double first_token_s; /* monotonic: a stream's first output event came (0: not yet) */
     struct px *prev, *next;
 } px_t;
 
@@ -560,7 +560,6 @@ static int on_up_body(void *ud, const char *data, size_t len)
         return 1;
     }
     if (!px->call->req) return -1;
-    if (px->first_byte_s == 0) px->first_byte_s = monotonic_s();
     if (client_backlog(px) > CLIENT_HIGH_WATER_BYTES) {
         px->paused = true; /* on_client_drained resumes */
         return 0;
@@ -569,6 +568,7 @@ static int on_up_body(void *ud, const char *data, size_t len)
     if (!out) return -1;
     evbuffer_add(px->sse, data, len);
     take_events(px, out);
+    if (px->first_token_s == 0 && px->usage.output_seen_tokens > 0) px->first_token_s = monotonic_s();
     send_chunk(px, out);
     evbuffer_free(out);
     return 1;
@@ -580,8 +580,8 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
     px->xfer = NULL;
     if (px->sent_s > 0)
         sl__usage_latency(px->srv, px->pool, monotonic_s() - px->sent_s,
-                          px->first_byte_s > 0 ? px->first_byte_s - px->sent_s : -1);
-    px->sent_s = px->first_byte_s = 0;
+                          px->first_token_s > 0 ? px->first_token_s - px->sent_s : -1);
+    px->sent_s = px->first_token_s = 0;
     if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200 &&
         px->responses)
         sl__responses_usage_from_body((const char *)evbuffer_pullup(px->resp, -1),
@@ -666,7 +666,7 @@ static void px_forward(px_t *px)
         .idle_timeout_s = c->proxy.idle_timeout_s,
     };
     px->sent_s = monotonic_s();
-    px->first_byte_s = 0;
+    px->first_token_s = 0;
     px->xfer = sl_upstream_start(px->proxy->up, &rq, &up_cbs, px, err, sizeof(err));
     if (!px->xfer) {
         cancel_lease(px);

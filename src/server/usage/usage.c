@@ -227,8 +227,8 @@ void sl__usage_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_
         sl__hist_write(out, "sluice_upstream_latency_seconds", "pool", u->pools[i].name,
                        &u->pools[i].latency, latency_bounds_s, N_LATENCY);
     head(out, "sluice_upstream_time_to_first_token_seconds", "histogram",
-         "Proxied streams: from sending the request to the provider to the first byte of its "
-         "event stream.");
+         "Proxied streams: from sending the request to the provider to its first output event "
+         "(a content delta or chunk).");
     for (size_t i = 0; u && i < u->n_pools; i++)
         sl__hist_write(out, "sluice_upstream_time_to_first_token_seconds", "pool",
                        u->pools[i].name, &u->pools[i].first_token, first_token_bounds_s, N_FIRST);
