@@ -3,6 +3,9 @@ day's rollup behind GET /v1/usage, and the 429/throttle correlation of an idle p
 
 Every figure is computed from the prices the config states, so each is checked exactly.
 """
+import json
+import os
+import subprocess
 import time
 import unittest
 
@@ -166,6 +169,40 @@ class UsageEndpoint(unittest.TestCase):
             lease_and_settle(s, "r1", PRICED, model="test-model-7")
             self.assertTrue(wait_until(
                 lambda: s.call("GET", "/v1/usage?since=60s")[1]["total"]["calls"] == 1, 2))
+
+
+def sluice(*args):
+    p = subprocess.run([os.environ.get("SLUICE", "sluice"), "usage", *args],
+                       capture_output=True, text=True, timeout=20)
+    return p.returncode, p.stdout, p.stderr
+
+
+class UsageCommand(unittest.TestCase):
+    def test_sluice_usage_prints_a_row_per_team_and_the_total(self):
+        with Sluiced(CONFIG) as s:
+            lease_and_settle(s, "r1", PRICED, model="test-model-7")
+            lease_and_settle(s, "loner", PRICED)
+            url = "http://127.0.0.1:%d" % s.port
+            code, out, err = sluice("--server", url, "--since", "10m")
+            self.assertEqual(code, 0, err)
+            lines = out.splitlines()
+            self.assertEqual(lines[0].split(), ["TEAM", "CALLS", "INPUT", "OUTPUT", "CACHE_READ",
+                                                "CACHE_WRITE", "COST_USD"])
+            self.assertEqual(lines[1].split(), ["red", "1", "1000", "100", "500", "200",
+                                                "%.4f" % PRICED_USD])
+            self.assertEqual(lines[3].split()[:2], ["total", "2"])
+            # An RFC 3339 time with an offset goes through the query encoded ('+' and ':').
+            since = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - 600))
+            code, out, err = sluice("--server", url, "--by", "agent", "--since", since, "--json")
+            self.assertEqual(code, 0, err)
+            body = json.loads(out)
+            self.assertEqual(sorted(r["agent"] for r in body["rows"]), ["loner", "r1"])
+            code, _, err = sluice("--server", url, "--by", "user")
+            self.assertEqual(code, 2)
+            self.assertIn('--by: "user" must be team, agent or model', err)
+            code, _, err = sluice("--server", url, "--since", "yesterday")
+            self.assertEqual(code, 6)
+            self.assertIn("since: 'yesterday' must be", err)
 
 
 if __name__ == "__main__":
