@@ -213,9 +213,19 @@ done:
     free(g.counts);
 }
 
+/* The latency of configured pool `name`, or empty histograms when it has none yet. */
+static const pool_latency_t *latency_view(const sl_usage_state_t *u, const char *name)
+{
+    static const pool_latency_t none;
+    for (size_t i = 0; u && i < u->n_pools; i++)
+        if (!strcmp(u->pools[i].name, name)) return &u->pools[i];
+    return &none;
+}
+
 void sl__usage_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_agents)
 {
     static const sl_namemap_t none;
+    const sl_backend_settings_t *pools = &srv->config.settings;
     const sl_usage_state_t *u = srv->usage;
     size_t top_n = name_agents ? (size_t)srv->config.fleet.metrics_top_agents : 0;
     render_dimension(u ? &u->by_agent : &none, "agent", true, top_n, out);
@@ -223,15 +233,17 @@ void sl__usage_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_
     render_dimension(u ? &u->by_model : &none, "model", false, 0, out);
     head(out, "sluice_upstream_latency_seconds", "histogram",
          "Proxied calls: from sending the request to the provider to the answer's last byte.");
-    for (size_t i = 0; u && i < u->n_pools; i++)
-        sl__hist_write(out, "sluice_upstream_latency_seconds", "pool", u->pools[i].name,
-                       &u->pools[i].latency, latency_bounds_s, N_LATENCY);
+    for (size_t i = 0; i < pools->n_pools; i++) /* every pool has rows, as the lease waits */
+        sl__hist_write(out, "sluice_upstream_latency_seconds", "pool", pools->pools[i].name,
+                       &latency_view(u, pools->pools[i].name)->latency, latency_bounds_s,
+                       N_LATENCY);
     head(out, "sluice_upstream_time_to_first_token_seconds", "histogram",
          "Proxied streams: from sending the request to the provider to its first output event "
          "(a content delta or chunk).");
-    for (size_t i = 0; u && i < u->n_pools; i++)
+    for (size_t i = 0; i < pools->n_pools; i++)
         sl__hist_write(out, "sluice_upstream_time_to_first_token_seconds", "pool",
-                       u->pools[i].name, &u->pools[i].first_token, first_token_bounds_s, N_FIRST);
+                       pools->pools[i].name, &latency_view(u, pools->pools[i].name)->first_token,
+                       first_token_bounds_s, N_FIRST);
 }
 
 void sl__usage_free(sl_server_t *srv)
