@@ -52,9 +52,8 @@ static double monotonic_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int sl__access_log_open(sl_server_t *srv, char *err, size_t errlen)
+int sl__access_log_open(sl_server_t *srv, const char *path, char *err, size_t errlen)
 {
-    const char *path = srv->config.access_log;
     if (!srv->access && !(srv->access = calloc(1, sizeof(*srv->access)))) {
         snprintf(err, errlen, "access_log: out of memory");
         return -1;

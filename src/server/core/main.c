@@ -176,7 +176,7 @@ static int run(sl_server_t *srv)
     }
     sl__suspend_sync(srv); /* the memory backend answers at once: refused from the start */
     if (sl__events_open_log(srv, err, sizeof(err)) < 0 ||
-        sl__access_log_open(srv, err, sizeof(err)) < 0 ||
+        sl__access_log_open(srv, srv->config.access_log, err, sizeof(err)) < 0 ||
         sl__server_start(srv, err, sizeof(err)) < 0) {
         sl__log(SL_LOG_ERROR, "%s", err);
         goto done;

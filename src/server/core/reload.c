@@ -55,6 +55,12 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
+    /* Reopened even when unchanged (log rotation); before anything else changes, so a
+     * file that cannot be opened refuses the whole reload. */
+    if (sl__access_log_open(srv, next.access_log, err, errlen) < 0) {
+        sl_config_clear(&next);
+        return -1;
+    }
     if (strcmp(next.backend, srv->config.backend) != 0 ||
         next.redis_opt.fail != srv->config.redis_opt.fail)
         sl__log(SL_LOG_WARN, "reload: `backend` changes need a restart; keeping %s",
@@ -113,7 +119,6 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     /* Reopened even when unchanged, so a rotated file is picked up. */
     if (sl__events_open_log(srv, err, errlen) < 0) return -1;
     sl__log_set_format((sl_log_format_t)srv->config.log_format);
-    if (sl__access_log_open(srv, err, errlen) < 0) return -1;
     return 0;
 }
 

@@ -257,9 +257,10 @@ void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
 
 /* access.c: the access log and the proxied requests by endpoint and status. */
-/* (Re)opens config.access_log ("stderr", a file appended to, or NULL: none); the counts
- * are kept. Returns 0, or -1 with `err` naming the key and the path. */
-int sl__access_log_open(sl_server_t *srv, char *err, size_t errlen);
+/* (Re)opens the access log at `path` ("stderr", a file appended to, or NULL: none); the
+ * counts are kept. Returns 0, or -1 with `err` naming the key and the path (the log
+ * stays where it was). */
+int sl__access_log_open(sl_server_t *srv, const char *path, char *err, size_t errlen);
 /* Gives `call` a record when the access log is on or `proxied`; its line is written and
  * (proxied) counted when the request finishes. */
 void sl__access_begin(sl_call_t *call, bool proxied);

@@ -110,6 +110,32 @@ class AccessLog(unittest.TestCase):
         missing = next(l for l in lines if "/v1/nothing-here" in l)
         self.assertIn("method=GET path=/v1/nothing-here status=404", missing)
 
+    def test_a_reload_reopens_the_access_log_and_refuses_one_it_cannot_open(self):
+        logs = tempfile.TemporaryDirectory(prefix="sluiced-access-")
+        self.addCleanup(logs.cleanup)
+        path = os.path.join(logs.name, "access.log")
+        config = "access_log: %s\n%s" % (path, POOL)
+        s = Sluiced(config)
+        s.call("GET", "/healthz")
+        os.rename(path, path + ".1")  # logrotate moves it ...
+        st, b, _ = s.call("POST", "/v1/admin/reload", {})  # ... and signals a reload
+        self.assertEqual(st, 200, b)
+        s.call("GET", "/v1/pools")
+        s.write_config(config.replace(path, os.path.join(logs.name, "missing", "access.log")))
+        st, b, _ = s.call("POST", "/v1/admin/reload", {})
+        self.assertEqual(st, 400, b)
+        self.assertIn("access_log: cannot open '%s/missing/access.log'" % logs.name,
+                      b["error"]["message"])
+        s.call("GET", "/v1/fleet")  # still logged where it was
+        stop(s)
+        with open(path + ".1") as f:
+            self.assertIn("path=/healthz", f.read())
+        with open(path) as f:
+            text = f.read()
+        self.assertIn("path=/v1/pools", text)
+        self.assertIn("path=/v1/fleet", text)
+        self.assertNotIn("path=/healthz", text)
+
     def test_access_log_to_stderr_in_json(self):
         s = Sluiced("log_format: json\naccess_log: stderr\n" + POOL)
         lease = lease_settle_and_miss(s)
