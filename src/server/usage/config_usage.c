@@ -58,7 +58,8 @@ static json_t *parse_one(yaml_document_t *doc, yaml_node_t *map, const char *pat
     }
     for (size_t i = 0; i < 2; i++)
         if (v[i] < 0) {
-            fail(err, errlen, path, map, pattern, price_keys[i], "is required");
+            fail(err, errlen, path, map, pattern, price_keys[i],
+                 "missing: input_per_mtok and output_per_mtok are required");
             return NULL;
         }
     for (size_t i = 2; i < N_PRICE_KEYS; i++)

@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from harness import Sluiced, wait_until
+from harness import Sluiced, refused_config, wait_until
 from test_fleet import metrics, value
 
 CONFIG = """
@@ -109,6 +109,28 @@ class Chargeback(unittest.TestCase):
         with Sluiced(CONFIG) as s:
             self.assertEqual(
                 value(metrics(s), 'sluice_upstream_429_throttle_correlation{pool="default"}'), 0)
+
+
+class PricesConfig(unittest.TestCase):
+    def test_bad_prices_name_the_pattern_the_key_and_the_value(self):
+        pool = "pools:\n  default:\n    input_tpm: 1000\n"
+        cases = {
+            '  "claude-x*":\n    input_per_mtok: 3\n':
+                ':3: prices.claude-x*.output_per_mtok: missing: input_per_mtok and '
+                'output_per_mtok are required',
+            '  "claude-x*":\n    input_per_mtok: 3\n    output_per_mtok: -1\n':
+                ":4: prices.claude-x*.output_per_mtok: '-1' must be a number between 0 and 1e+06",
+            '  "claude-x*":\n    input_per_mtok: 3\n    output_per_mtok: 1\n    cache_hit: 2\n':
+                ":5: prices.claude-x*.cache_hit: unknown key (known: input_per_mtok, "
+                "output_per_mtok, cache_read_per_mtok, cache_write_per_mtok)",
+            '  "claude-x*": 3\n': ":2: prices.claude-x*: expected a mapping",
+        }
+        for body, message in cases.items():
+            out = refused_config("prices:\n" + body + pool)
+            self.assertIsNotNone(out, body)
+            self.assertIn(message, out)
+        self.assertIsNone(refused_config("prices:\n" + '  "claude-x*":\n    input_per_mtok: 3\n'
+                                         "    output_per_mtok: 15\n" + pool))
 
 
 class UsageEndpoint(unittest.TestCase):
