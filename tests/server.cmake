@@ -21,6 +21,7 @@ sl_unit_test(test_http_parse sluice_http_parse)
 # (name map, sliding window, top-N series): units of sluiced_core.
 sl_unit_test(test_netaddr sluiced_core)
 sl_unit_test(test_jsonfmt sluiced_core)
+sl_unit_test(test_log sluiced_core)
 sl_unit_test(test_fleet_helpers sluiced_core)
 # The one error->HTTP table (errors.def), in the lease API's and the provider's dialect.
 sl_unit_test(test_error_table sluiced_core)
