@@ -74,7 +74,7 @@ static void set_tokens(json_t *j, const sl_event_t *ev)
     json_object_set_new(j, "output_tokens", json_integer(ev->output_tokens));
 }
 
-static json_t *event_json(const sl_event_t *ev)
+json_t *sl__event_json(const sl_event_t *ev)
 {
     json_t *j = json_pack("{s:f,s:s}", "ts", ev->now_s, "event", kind_name(ev->kind));
     if (!j) return NULL;
@@ -373,8 +373,9 @@ void sl__events_on_backend_event(const sl_event_t *ev, void *ud)
     sl__fleet_on_event(srv, ev);
     sl__anomaly_on_event(srv, ev);
     sl__watch_on_event(srv, ev);
+    sl__history_on_event(srv, ev);
     if (srv->event_log || srv->streams) {
-        json_t *j = event_json(ev);
+        json_t *j = sl__event_json(ev);
         char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
         if (line && srv->event_log) {
             fputs(line, srv->event_log);

@@ -317,6 +317,11 @@ static void r_events(sl_call_t *c, char **seg, int m, const char *q)
     (void)seg, (void)m, (void)q;
     sl__events_subscribe(c);
 }
+static void r_history(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)seg, (void)m;
+    sl__handle_history(c, q);
+}
 static void r_fleet(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)seg, (void)m, (void)q;
@@ -374,6 +379,7 @@ static const struct route {
     {4, {"v1", "agents", "*", "suspend"}, "POST", r_agent_suspend},
     {2, {"v1", "fleet"}, "GET", r_fleet},
     {2, {"v1", "usage"}, "GET", r_usage},
+    {2, {"v1", "history"}, "GET", r_history},
     {2, {"v1", "events"}, "GET", r_events},
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
     {2, {"v1", "limits"}, "GET", r_limits},

@@ -54,6 +54,7 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
         sl__agents_sweep(srv);
         sl__anomaly_tick(srv);
         sl__watch_tick(srv);
+        sl__history_tick(srv);
     }
     if (ticks % 40 == 4) /* 1 s after the start, then every 10 s */
         sl__fleet_sync(srv);

@@ -25,6 +25,7 @@ typedef struct sl_metrics sl_metrics_t;
 typedef struct sl_proxy sl_proxy_t;
 typedef struct sl_limits_api sl_limits_api_t;
 typedef struct sl_dashboard sl_dashboard_t;
+typedef struct sl_history sl_history_t;
 typedef struct sl_agents sl_agents_t;
 typedef struct sl_access sl_access_t;
 typedef struct sl_access_log sl_access_log_t;
@@ -107,6 +108,7 @@ struct sl_server {
     sl_proxy_t *proxy; /* the provider proxy (proxy.c) */
     sl_limits_api_t *limits; /* action limits (limits_api.c) */
     sl_dashboard_t *dashboard; /* the dashboard's login session (dashboard.c), NULL until one */
+    sl_history_t *history;     /* the last hour the dashboard draws (history.c), NULL until one */
     sl_fleet_t *fleet;         /* the four numbers (fleet.c), NULL until the first event */
     sl_anomaly_t *anomaly;     /* per-agent rates and flags (anomaly.c), NULL until one */
     sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
@@ -252,6 +254,8 @@ size_t sl__bound_limit_headers(const sl_server_t *srv, const char *pool, bool fr
 void sl__handle_pools(sl_call_t *call, const char *pool);
 /* GET /v1/agents[?limit=N&cursor=NAME] (agent_list.c): a page of agents by name. */
 void sl__handle_agents(sl_call_t *call, const char *query);
+/* One agent as GET /v1/agents writes it, its anomaly flag included (NULL: out of memory). */
+json_t *sl__agent_json(sl_server_t *srv, const sl_agent_info_t *a);
 void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
@@ -415,6 +419,24 @@ bool sl__dashboard_route(sl_call_t *call, int n, char **seg, const char *query);
 bool sl__dashboard_authenticate(sl_call_t *call, int n, char **seg);
 /* Forgets the login session (at exit). */
 void sl__dashboard_free(sl_server_t *srv);
+
+/* state.c: one pool as GET /v1/pools writes it (NULL when out of memory). */
+json_t *sl__pool_json(sl_backend_t *backend, const sl_pool_info_t *p);
+/* events.c: one engine event as the event log and /v1/events write it. */
+json_t *sl__event_json(const sl_event_t *ev);
+
+/* history.c: the last hour the dashboard draws (pool samples, 429/grant bins, events). */
+/* Keeps `ev` (a copy) in the bins and the recent events. */
+void sl__history_on_event(sl_server_t *srv, const sl_event_t *ev);
+/* Once a second: samples every pool when a sample is due (every 5 s). */
+void sl__history_tick(sl_server_t *srv);
+/* The samples after `since` (server time, s), the bins of the last hour and the events
+ * after sequence number `after` (the high-rate kinds only when `all`); NULL when out of
+ * memory. */
+json_t *sl__history_json(sl_server_t *srv, double since, uint64_t after, bool all);
+/* GET /v1/history?since=&after=&fold= (docs/api.md). */
+void sl__handle_history(sl_call_t *call, const char *query);
+void sl__history_free(sl_server_t *srv);
 
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
 /* Sets up the proxy on srv->base: the upstream client, the tokenizer (when a pool has

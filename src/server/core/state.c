@@ -39,7 +39,7 @@ static json_t *pool_config_json(const sl_pool_config_t *c)
     return j;
 }
 
-static json_t *pool_json(sl_backend_t *backend, const sl_pool_info_t *p)
+json_t *sl__pool_json(sl_backend_t *backend, const sl_pool_info_t *p)
 {
     json_t *buckets = json_object();
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
@@ -86,12 +86,12 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
         return;
     }
     if (call->pool[0]) {
-        sl__reply_json(call, 200, pool_json(call->srv->backend, &pools[0]));
+        sl__reply_json(call, 200, sl__pool_json(call->srv->backend, &pools[0]));
         return;
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, pool_json(call->srv->backend, &pools[i]));
+        json_array_append_new(arr, sl__pool_json(call->srv->backend, &pools[i]));
     sl__reply_json(call, 200, json_pack("{s:o}", "pools", arr));
 }
 

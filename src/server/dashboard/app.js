@@ -1,33 +1,42 @@
-/* app.js - the live dashboard: /v1/events (EventSource) plus periodic GETs of /v1/pools,
- * /v1/agents, /v1/fleet and /v1/limits, drawn as tables and SVG. No library, nothing from elsewhere.
+/* app.js - the live dashboard: the data sluiced inlines into the page (its first paint),
+ * then GET /v1/history every second (new samples, 429/grant bins, events) and periodic
+ * GETs of /v1/pools, /v1/agents, /v1/fleet and /v1/limits, drawn as tables and SVG. No
+ * library, nothing from elsewhere.
+ *
+ * Why polls and not the /v1/events stream: a page must finish loading for a plain headless
+ * `chromium --screenshot` (and `--virtual-time-budget`, which waits for every fetch to end
+ * and so never returns while a stream is open), and sluiced keeps the last hour anyway
+ * (history.c), so a poll a second loses nothing.
  *
  * Every value from the API reaches the page as text (textContent, SVG attributes), never
  * as markup. The queue's tickets with their weight and ETA come from the `queued` events
- * this page has seen: /v1/pools gives only the queue's depth and its head's ETA, so a
- * ticket queued before the page opened counts in the depth but is not listed. */
+ * in sluiced's recent events: /v1/pools gives only the queue's depth and its head's ETA. */
 'use strict';
 
 const POLL_MS = 2000;          /* /v1/pools and /v1/agents */
+const HISTORY_POLL_MS = 1000;  /* /v1/history: samples, bins, events */
 const LIMITS_POLL_MS = 5000;
-const HISTORY = 180;           /* samples kept per pool: 6 minutes at POLL_MS */
-const BIN_S = 2;               /* the overlay's bins */
-const BINS = 60;               /* 2 minutes */
+const HISTORY_S = 3600;        /* the charts' span: the hour sluiced keeps */
+const BIN_S = 2;               /* sluiced's bins (history.c) */
+const SPANS = {'2 minutes': [120, 2], '15 minutes': [900, 10], '1 hour': [3600, 30]}; /* span, bin */
 const EVENTS_SHOWN = 40;
+const FOLDED = new Set(['resync', 'margin']); /* high-rate kinds, counted unless asked for */
 const SVG_NS = 'http://www.w3.org/2000/svg';
-const EVENT_NAMES = ['granted', 'queued', 'rejected', 'settled', 'cancelled', 'reaped', 'unclaimed',
-  'ticket_cancelled', 'ticket_expired', 'ticket_rejected', 'upstream_429', 'margin', 'alert',
-  'limit_adopted', 'resync', 'suspension'];
-
 const state = {
-  pools: new Map(),    /* name -> {info, history: [{t, level: {}, capacity: {}, inflight, depth}]} */
+  pools: new Map(),    /* name -> {info, history: [{t, margin, inflight, depth, buckets: {b: [level, capacity, limit]}}]} */
   agents: [],
   fleet: null,         /* GET /v1/fleet */
   tickets: new Map(),  /* ticket -> {pool, agent, weight, eta, at} (from events) */
   bins: new Map(),     /* floor(ts / BIN_S) -> {grants, upstream429, refused} */
   events: [],          /* newest first */
   alerts: new Map(),   /* "pool/name" -> {pool, name, since, source} */
-  clockSkewS: 0,       /* server time - this browser's time, from the events */
+  clockSkewS: 0,       /* server time - this browser's time, from /v1/history */
   problems: new Map(), /* what failed, by source */
+  seq: 0,              /* the last event read from /v1/history */
+  lastSampleT: 0,      /* the newest pool sample read */
+  folded: {},          /* high-rate events counted, by kind (since sluiced started) */
+  showAll: false,      /* show the high-rate events too (fold=none) */
+  span: '2 minutes',   /* the overlay's span */
 };
 
 /* ---- DOM helpers ------------------------------------------------------------------ */
@@ -102,13 +111,7 @@ async function pollPools() {
         state.pools.set(p.name, entry);
       }
       entry.info = p;
-      const sample = {t, level: {}, capacity: {}, inflight: p.leases_in_flight, depth: p.queue.depth};
-      for (const [b, v] of Object.entries(p.buckets || {})) {
-        sample.level[b] = v.level;
-        sample.capacity[b] = v.capacity;
-      }
-      entry.history.push(sample);
-      if (entry.history.length > HISTORY) entry.history.shift();
+      entry.infoT = t;
     }
     for (const name of [...state.pools.keys()]) if (!seen.has(name)) state.pools.delete(name);
     setProblem('pools', null);
@@ -157,42 +160,46 @@ async function pollLimits() {
   }
 }
 
-function bin(ts) {
-  const k = Math.floor(ts / BIN_S);
-  let b = state.bins.get(k);
-  if (!b) {
-    b = {grants: 0, upstream429: 0, refused: 0};
-    state.bins.set(k, b);
-    const oldest = k - 2 * BINS;
-    for (const key of state.bins.keys()) if (key < oldest) state.bins.delete(key);
+/* Adds sluiced's samples, bins and events (a /v1/history answer or the page's inlined copy). */
+function takeHistory(h) {
+  if (!h) return;
+  if (typeof h.now === 'number') state.clockSkewS = h.now - Date.now() / 1000;
+  for (const [name, samples] of Object.entries(h.pools || {})) {
+    let entry = state.pools.get(name);
+    if (!entry) continue; /* a pool /v1/pools does not list (any more) */
+    for (const smp of samples) {
+      if (entry.history.length && smp.t <= entry.history[entry.history.length - 1].t) continue;
+      entry.history.push(smp);
+      state.lastSampleT = Math.max(state.lastSampleT, smp.t);
+    }
+    const oldest = nowS() - HISTORY_S;
+    while (entry.history.length && entry.history[0].t < oldest) entry.history.shift();
   }
-  return b;
+  for (const b of h.bins || []) state.bins.set(Math.floor(b.t / BIN_S), b);
+  const oldestBin = Math.floor((nowS() - HISTORY_S) / BIN_S);
+  for (const key of state.bins.keys()) if (key < oldestBin) state.bins.delete(key);
+  for (const ev of h.events || []) {
+    if (ev.seq <= state.seq) continue;
+    state.seq = ev.seq;
+    onEvent(ev.event, ev);
+  }
+  if (typeof h.seq === 'number' && !state.showAll) state.seq = Math.max(state.seq, h.seq);
+  if (h.folded) state.folded = h.folded;
 }
 
 function onEvent(name, ev) {
-  if (typeof ev.ts === 'number') state.clockSkewS = ev.ts - Date.now() / 1000;
   switch (name) {
     case 'granted':
-      bin(ev.ts).grants++;
       if (ev.ticket) state.tickets.delete(ev.ticket);
       break;
     case 'queued':
       state.tickets.set(ev.ticket, {pool: ev.pool, agent: ev.agent, weight: ev.weight,
         eta: ev.eta, at: ev.ts});
       break;
-    case 'rejected':
-      bin(ev.ts).refused++;
-      break;
     case 'ticket_rejected':
-      bin(ev.ts).refused++;
-      state.tickets.delete(ev.ticket);
-      break;
     case 'ticket_cancelled':
     case 'ticket_expired':
       state.tickets.delete(ev.ticket);
-      break;
-    case 'upstream_429':
-      bin(ev.ts).upstream429++;
       break;
     case 'suspension': /* the agents table and the fleet's count change now */
       pollAgents();
@@ -208,35 +215,29 @@ function onEvent(name, ev) {
     default:
       break;
   }
+  if (FOLDED.has(name) && !state.showAll) return;
   state.events.unshift({name, ev});
   if (state.events.length > EVENTS_SHOWN) state.events.length = EVENTS_SHOWN;
   scheduleRender();
   schedulePoolsSoon();
 }
 
-function connectEvents() {
+async function pollHistory() {
   const badge = document.getElementById('stream');
-  const source = new EventSource('/v1/events');
-  source.onopen = () => {
+  try {
+    const since = state.lastSampleT;
+    const h = await getJSON('/v1/history?since=' + since + '&after=' + state.seq +
+                            (state.showAll ? '&fold=none' : ''));
+    takeHistory(h);
     badge.textContent = 'live';
     badge.className = 'badge on';
-  };
-  source.onerror = () => {
+    setProblem('history', null);
+  } catch (e) {
     badge.textContent = 'reconnecting';
     badge.className = 'badge off';
-  };
-  for (const name of EVENT_NAMES) {
-    source.addEventListener(name, (m) => {
-      let ev;
-      try {
-        ev = JSON.parse(m.data);
-      } catch (e) {
-        setProblem('events', 'an event that is not JSON: ' + e.message);
-        return;
-      }
-      onEvent(name, ev);
-    });
+    setProblem('history', e.message);
   }
+  scheduleRender();
 }
 
 /* An event changes the buckets: fetch them soon, at most every 250 ms. */
@@ -298,96 +299,155 @@ function renderAlerts() {
   }
 }
 
-/* The seed's one test, live: 429s above the axis, turn starts (grants) below. */
+/* The incident's one test, live: 429s above the axis, turn starts (grants) below, over
+ * the chosen span (sluiced's 2 s bins summed into the span's bins). */
 function renderOverlay() {
   const svg = document.getElementById('overlay');
   svg.replaceChildren();
+  const [spanS, binS] = SPANS[state.span];
+  const nBins = spanS / binS;
   const W = 760, H = 170, left = 40, right = 10, mid = 85, half = 70;
-  const end = Math.floor(nowS() / BIN_S);
+  const end = Math.floor(nowS() / binS);
   const counts = [];
   let max = 1, grants = 0, ups = 0, refused = 0;
-  for (let k = end - BINS + 1; k <= end; k++) {
-    const b = state.bins.get(k) || {grants: 0, upstream429: 0, refused: 0};
+  for (let k = end - nBins + 1; k <= end; k++) {
+    const b = {grants: 0, upstream_429: 0, refused: 0};
+    for (let j = (k * binS) / BIN_S; j < ((k + 1) * binS) / BIN_S; j++) {
+      const x = state.bins.get(j);
+      if (!x) continue;
+      b.grants += x.grants;
+      b.upstream_429 += x.upstream_429;
+      b.refused += x.refused;
+    }
     counts.push(b);
-    max = Math.max(max, b.grants, b.upstream429 + b.refused);
+    max = Math.max(max, b.grants, b.upstream_429 + b.refused);
     grants += b.grants;
-    ups += b.upstream429;
+    ups += b.upstream_429;
     refused += b.refused;
   }
-  const bw = (W - left - right) / BINS;
+  const bw = (W - left - right) / nBins;
   svg.appendChild(svgEl('line', {x1: left, x2: W - right, y1: mid, y2: mid, stroke: '#8c959f'}));
   svg.appendChild(svgEl('text', {x: 2, y: 14}, '429s'));
   svg.appendChild(svgEl('text', {x: 2, y: mid + 14}, 'turns'));
   svg.appendChild(svgEl('text', {x: left - 4, y: mid - half + 8, 'text-anchor': 'end'}, max));
   counts.forEach((b, i) => {
     const x = left + i * bw;
-    const hu = (b.upstream429 / max) * half, hr = (b.refused / max) * half;
-    if (hu) svg.appendChild(svgEl('rect', {x, y: mid - hu, width: bw - 1, height: hu, fill: '#cf222e'}));
-    if (hr) svg.appendChild(svgEl('rect', {x, y: mid - hu - hr, width: bw - 1, height: hr, fill: '#fb8f44'}));
+    const hu = (b.upstream_429 / max) * half, hr = (b.refused / max) * half;
+    if (hu) svg.appendChild(svgEl('rect', {x, y: mid - hu, width: Math.max(1, bw - 1), height: hu, fill: '#cf222e'}));
+    if (hr) svg.appendChild(svgEl('rect', {x, y: mid - hu - hr, width: Math.max(1, bw - 1), height: hr, fill: '#fb8f44'}));
     const hg = (b.grants / max) * half;
-    if (hg) svg.appendChild(svgEl('rect', {x, y: mid + 1, width: bw - 1, height: hg, fill: '#0969da'}));
+    if (hg) svg.appendChild(svgEl('rect', {x, y: mid + 1, width: Math.max(1, bw - 1), height: hg, fill: '#0969da'}));
   });
-  for (let s = 0; s <= BINS * BIN_S; s += 30) {
-    const x = W - right - (s / BIN_S) * bw;
-    svg.appendChild(svgEl('text', {x, y: H - 4, 'text-anchor': 'middle'}, s === 0 ? 'now' : '-' + s + ' s'));
+  const tick = spanS / 4;
+  for (let sec = 0; sec <= spanS; sec += tick) {
+    const x = W - right - (sec / binS) * bw;
+    const label = sec === 0 ? 'now' : sec >= 120 ? '-' + Math.round(sec / 60) + ' min' : '-' + sec + ' s';
+    svg.appendChild(svgEl('text', {x, y: H - 4, 'text-anchor': 'middle'}, label));
   }
   document.getElementById('overlay-summary').textContent =
-    'last 2 minutes: ' + grants + ' grants, ' + ups + ' upstream 429s (red), ' + refused +
+    'last ' + state.span + ': ' + grants + ' grants, ' + ups + ' upstream 429s (red), ' + refused +
     ' refused by sluice (orange)';
 }
 
-/* One bucket over time: its level (filled), capacity (limit x margin), the limit and the
- * margin floor's capacity. */
-function bucketChart(entry, bucket) {
+/* The bucket that binds: the one with the least of its capacity left now. */
+function bindingBucket(info) {
+  let best = null, least = Infinity;
+  for (const [name, b] of Object.entries(info.buckets || {})) {
+    const left = b.capacity > 0 ? b.level / b.capacity : 0;
+    if (left < least) least = left, best = name;
+  }
+  return best;
+}
+
+/* What the charts span: the samples sluiced kept (an hour at most), 2 minutes at least. */
+function chartSpanS() {
+  let oldest = nowS();
+  for (const entry of state.pools.values()) if (entry.history.length) oldest = Math.min(oldest, entry.history[0].t);
+  return Math.min(HISTORY_S, Math.max(120, nowS() - oldest));
+}
+
+/* The x of time t on a chart W wide (the plot starts at `left`). */
+function timeX(t, W, left) {
+  const span = chartSpanS();
+  return left + ((t - (nowS() - span)) / span) * (W - left);
+}
+
+function timeAxis(svg, W, H, left) {
+  const span = chartSpanS();
+  for (let q = 4; q >= 0; q--) {
+    const ago = (span * q) / 4;
+    const x = timeX(nowS() - ago, W, left);
+    svg.appendChild(svgEl('text', {x: Math.max(left + 14, Math.min(x, W - 14)), y: H - 2, 'text-anchor': 'middle'},
+      q === 0 ? 'now' : '-' + fmt(ago / 60, ago < 600 ? 1 : 0) + ' min'));
+  }
+}
+
+/* One bucket over the charts' span (up to the last hour): its level (filled), capacity (limit x margin, the
+ * margin line), the limit, the margin floor's capacity; values written on the chart. */
+function bucketChart(entry, bucket, binding) {
   const b = entry.info.buckets[bucket];
   const floor = entry.info.config ? entry.info.config.margin_floor : null;
-  const W = 300, H = 90;
+  const W = 600, H = 180, left = 54, top = 22, bottom = 14;
   const svg = svgEl('svg', {viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': bucket});
-  const top = b.limit > 0 ? b.limit : Math.max(1, b.capacity);
-  const y = (v) => H - 4 - (Math.max(0, v) / top) * (H - 14);
-  const x = (i) => (i / (HISTORY - 1)) * W;
-  const h = entry.history.filter((s) => s.level[bucket] !== undefined);
-  const off = HISTORY - h.length;
-  if (h.length > 1) {
-    let area = 'M' + x(off) + ',' + y(0);
-    let cap = '';
-    h.forEach((s, i) => {
-      area += ' L' + x(off + i) + ',' + y(s.level[bucket]);
-      cap += (i ? ' L' : 'M') + x(off + i) + ',' + y(s.capacity[bucket]);
+  const ceil = b.limit > 0 ? b.limit : Math.max(1, b.capacity);
+  const y = (v) => H - bottom - (Math.max(0, v) / ceil) * (H - bottom - top);
+  const h = entry.history.filter((s) => s.buckets && s.buckets[bucket]);
+  const pts = h.map((s) => [timeX(s.t, W, left), s.buckets[bucket][0], s.buckets[bucket][1]]);
+  pts.push([timeX(nowS(), W, left), b.level, b.capacity]); /* now, from /v1/pools */
+  if (pts.length > 1) {
+    let area = 'M' + pts[0][0] + ',' + y(0), cap = '';
+    pts.forEach(([x, level, capacity], i) => {
+      area += ' L' + x + ',' + y(level);
+      cap += (i ? ' L' : 'M') + x + ',' + y(capacity);
     });
-    area += ' L' + x(off + h.length - 1) + ',' + y(0) + ' Z';
-    svg.appendChild(svgEl('path', {d: area, fill: '#b6d7ff', stroke: '#0969da'}));
-    svg.appendChild(svgEl('path', {d: cap, fill: 'none', stroke: '#bc4c00', 'stroke-width': 1.5}));
+    area += ' L' + pts[pts.length - 1][0] + ',' + y(0) + ' Z';
+    svg.appendChild(svgEl('path', {d: area, fill: binding ? '#ffd8b5' : '#b6d7ff', stroke: binding ? '#bc4c00' : '#0969da'}));
+    svg.appendChild(svgEl('path', {d: cap, fill: 'none', stroke: '#bc4c00', 'stroke-width': 1.5, class: 'margin-line'}));
   }
-  svg.appendChild(svgEl('line', {x1: 0, x2: W, y1: y(top), y2: y(top), stroke: '#8c959f', 'stroke-dasharray': '4 3'}));
+  svg.appendChild(svgEl('line', {x1: left, x2: W, y1: y(ceil), y2: y(ceil), stroke: '#8c959f', 'stroke-dasharray': '4 3'}));
+  svg.appendChild(svgEl('text', {x: left - 4, y: y(ceil) + 4, 'text-anchor': 'end'}, fmt(ceil, 0)));
+  svg.appendChild(svgEl('text', {x: left - 4, y: y(0), 'text-anchor': 'end'}, '0'));
+  svg.appendChild(svgEl('text', {x: left - 4, y: y(b.capacity) + 4, 'text-anchor': 'end', fill: '#bc4c00'},
+    'x' + fmt(entry.info.margin, 2)));
   if (floor !== null && b.limit > 0)
-    svg.appendChild(svgEl('line', {x1: 0, x2: W, y1: y(b.limit * floor), y2: y(b.limit * floor),
+    svg.appendChild(svgEl('line', {x1: left, x2: W, y1: y(b.limit * floor), y2: y(b.limit * floor),
       stroke: '#cf222e', 'stroke-dasharray': '2 3'}));
-  svg.appendChild(svgEl('text', {x: 4, y: 10}, bucket + ': ' + fmt(b.level, 0) + ' of ' + fmt(b.capacity, 0) +
-    ' (limit ' + fmt(b.limit) + ')'));
-  const box = el('div', null, 'chart');
+  timeAxis(svg, W, H, left);
+  const box = el('div', null, 'chart' + (binding ? ' binding' : ''));
+  box.dataset.bucket = bucket;
+  const title = el('div', null, 'chart-title');
+  title.appendChild(el('strong', bucket));
+  if (binding) title.appendChild(el('span', 'binds', 'binds'));
+  title.appendChild(document.createTextNode(' ' + fmt(b.level, 0) + ' of ' + fmt(b.capacity, 0) +
+    ' (limit ' + fmt(b.limit) + ' x margin ' + fmt(entry.info.margin, 3) + ')'));
+  box.appendChild(title);
   box.appendChild(svg);
   return box;
 }
 
 function flightChart(entry) {
-  const W = 300, H = 90;
+  const W = 600, H = 180, left = 54, top = 22, bottom = 14;
   const svg = svgEl('svg', {viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'leases in flight'});
-  const h = entry.history;
+  const h = entry.history.slice();
+  const info = entry.info;
+  h.push({t: nowS(), inflight: info.leases_in_flight, depth: info.queue.depth});
   const max = Math.max(1, ...h.map((s) => Math.max(s.inflight, s.depth)));
-  const y = (v) => H - 4 - (v / max) * (H - 14);
-  const off = HISTORY - h.length;
-  const x = (i) => ((off + i) / (HISTORY - 1)) * W;
+  const y = (v) => H - bottom - (v / max) * (H - bottom - top);
   for (const [key, color] of [['inflight', '#1a7f37'], ['depth', '#8250df']]) {
     if (h.length < 2) break;
     let d = '';
-    h.forEach((s, i) => { d += (i ? ' L' : 'M') + x(i) + ',' + y(s[key]); });
+    h.forEach((s, i) => { d += (i ? ' L' : 'M') + timeX(s.t, W, left) + ',' + y(s[key]); });
     svg.appendChild(svgEl('path', {d, fill: 'none', stroke: color, 'stroke-width': 1.5}));
   }
-  const last = h[h.length - 1] || {inflight: 0, depth: 0};
-  svg.appendChild(svgEl('text', {x: 4, y: 10}, 'in flight ' + last.inflight + ' (green), queued ' + last.depth +
-    ' (purple), max ' + max));
+  svg.appendChild(svgEl('text', {x: left - 4, y: y(max) + 4, 'text-anchor': 'end'}, max));
+  svg.appendChild(svgEl('text', {x: left - 4, y: y(0), 'text-anchor': 'end'}, '0'));
+  timeAxis(svg, W, H, left);
   const box = el('div', null, 'chart');
+  const title = el('div', null, 'chart-title');
+  title.appendChild(el('strong', 'leases'));
+  title.appendChild(document.createTextNode(' in flight ' + info.leases_in_flight + ' (green), queued ' +
+    info.queue.depth + ' (purple)'));
+  box.appendChild(title);
   box.appendChild(svg);
   return box;
 }
@@ -432,12 +492,13 @@ function renderPools() {
     const p = entry.info;
     const card = el('div', null, 'pool');
     card.dataset.pool = p.name;
-    const side = el('div');
+    const side = el('div', null, 'side');
     side.appendChild(el('h3', 'pool ' + p.name));
     side.appendChild(statsTable(p));
     side.appendChild(ticketsTable(p.name));
     const charts = el('div', null, 'charts');
-    for (const bucket of Object.keys(p.buckets || {})) charts.appendChild(bucketChart(entry, bucket));
+    const binding = bindingBucket(p);
+    for (const bucket of Object.keys(p.buckets || {})) charts.appendChild(bucketChart(entry, bucket, bucket === binding));
     if (Object.keys(p.buckets || {}).length === 0) charts.appendChild(el('p', 'no limits configured', 'quiet'));
     charts.appendChild(flightChart(entry));
     card.appendChild(side);
@@ -519,6 +580,9 @@ function renderEvents() {
   for (const {name, ev} of state.events)
     tbody.appendChild(row([fmtTime(ev.ts), name, ev.pool || '', ev.agent || '', ev.lease || ev.ticket || '',
       eventDetail(name, ev)]));
+  const f = state.folded || {};
+  document.getElementById('folded').textContent = state.showAll ? 'showing every event' :
+    'folded since sluiced started: ' + Object.entries(f).map(([k, n]) => k + ' x' + fmt(n)).join(', ');
 }
 
 /* Whatever shape GET /v1/limits has: a table per array of objects, else key: value rows. */
@@ -526,6 +590,10 @@ function renderLimits(body) {
   const root = document.getElementById('limits');
   root.replaceChildren();
   const list = Array.isArray(body) ? body : Array.isArray(body.limits) ? body.limits : null;
+  if (list && list.length === 0) {
+    root.appendChild(el('p', 'no action limits configured', 'quiet'));
+    return;
+  }
   if (list && list.every((x) => x && typeof x === 'object')) {
     const keys = [...new Set(list.flatMap((x) => Object.keys(x)))];
     const t = el('table');
@@ -540,12 +608,46 @@ function renderLimits(body) {
 
 /* ---- start ------------------------------------------------------------------------ */
 
-connectEvents();
+/* The data sluiced wrote into the page (dashboard.c): drawn before any request returns. */
+function takeInitial() {
+  const tag = document.getElementById('initial');
+  if (!tag) return;
+  let d;
+  try {
+    d = JSON.parse(tag.textContent);
+  } catch (e) {
+    setProblem('initial', 'the page\'s data is not JSON: ' + e.message);
+    return;
+  }
+  if (d.history && typeof d.history.now === 'number') state.clockSkewS = d.history.now - Date.now() / 1000;
+  for (const p of d.pools || []) state.pools.set(p.name, {info: p, infoT: nowS(), history: []});
+  state.agents = d.agents || [];
+  takeHistory(d.history);
+}
+
+function controls() {
+  const span = document.getElementById('span');
+  for (const name of Object.keys(SPANS)) {
+    const o = el('option', name);
+    o.value = name;
+    span.appendChild(o);
+  }
+  span.value = state.span;
+  span.addEventListener('change', () => { state.span = span.value; render(); });
+  const all = document.getElementById('show-all');
+  all.addEventListener('change', () => { state.showAll = all.checked; state.events = []; state.seq = 0; pollHistory(); });
+}
+
+controls();
+takeInitial();
+render();
+pollHistory();
 pollPools();
 pollAgents();
 pollLimits();
 pollFleet();
+setInterval(pollHistory, HISTORY_POLL_MS);
 setInterval(pollFleet, POLL_MS);
 setInterval(pollPools, POLL_MS);
 setInterval(pollAgents, POLL_MS);
-setInterval(render, 1000); /* the overlay's time axis moves on when nothing happens */
+setInterval(render, 1000); /* the time axes move on when nothing happens */

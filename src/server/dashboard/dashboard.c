@@ -6,6 +6,12 @@
  * styles, images and connections from this origin only (no inline script or style), so
  * text from the API that reached the page as markup could not run.
  *
+ * First paint. GET / answers the page with the data it draws inlined (a
+ * `<script id="initial" type="application/json">` block, which no CSP rule runs): the pools,
+ * the first INITIAL_AGENTS agents and the last hour (history.c). So the page shows the
+ * fleet before any request of its own returns, and a page opened during an incident shows
+ * the hour before it. The page is then answered `no-store`, without an ETag.
+ *
  * Auth. With auth off the page is served like the rest of the API (the Host rule of
  * http.c has already refused other names). With auth on it needs the admin token, but a
  * browser cannot send a bearer header on a navigation, nor on an EventSource. So:
@@ -27,12 +33,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 
 #define COOKIE_NAME     "sluice_dashboard"
 #define SESSION_BYTES   32
 #define SESSION_HEX     (2 * SESSION_BYTES)
 #define TOKEN_MAX_BYTES 4096
+#define INITIAL_AGENTS  200
+#define INITIAL_MARKER  "<!--initial-->"
 
 /* The page may load from and connect to its own origin only; nothing inline, no frames,
  * no plugins, no form posting elsewhere. */
@@ -177,6 +186,95 @@ static void serve(sl_call_t *call, const sl_dashboard_asset_t *a, int status)
     sl__call_free(call);
 }
 
+/* ---- the page with its data ------------------------------------------------------ */
+
+/* Answers index.html with `initial` (stolen) written where the page has INITIAL_MARKER. */
+static void serve_page(sl_call_t *call, json_t *initial)
+{
+    const sl_dashboard_asset_t *a = asset("index.html");
+    char *js = initial ? json_dumps(initial, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(initial);
+    const char *page_text = (const char *)a->data, *mark = NULL;
+    size_t mlen = sizeof(INITIAL_MARKER) - 1;
+    for (size_t i = 0; !mark && i + mlen <= a->len; i++)
+        if (!memcmp(page_text + i, INITIAL_MARKER, mlen)) mark = page_text + i;
+    if (!js || !mark || !call->req) { /* out of memory, or gone: the page fetches its data */
+        free(js);
+        if (call->req) serve(call, a, 200);
+        else sl__call_free(call);
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    if (!out) {
+        free(js);
+        serve(call, a, 200);
+        return;
+    }
+    size_t before = (size_t)(mark - page_text);
+    evbuffer_add(out, page_text, before);
+    evbuffer_add_printf(out, "<script id=\"initial\" type=\"application/json\">");
+    for (const char *p = js; *p; p++) { /* '<' only inside JSON strings: \u003c there */
+        if (*p == '<') evbuffer_add(out, "\\u003c", 6);
+        else evbuffer_add(out, p, 1);
+    }
+    evbuffer_add_printf(out, "</script>");
+    size_t after = before + mlen;
+    evbuffer_add(out, page_text + after, a->len - after);
+    free(js);
+    sl_hreq_t *req = call->req;
+    security_headers(req);
+    sl_hreq_add_header(req, "Cache-Control", "no-store");
+    size_t len = evbuffer_get_length(out);
+    sl_hreq_reply(req, 200, a->content_type, (const char *)evbuffer_pullup(out, -1), len);
+    evbuffer_free(out);
+    call->req = NULL;
+    sl__call_free(call);
+}
+
+typedef struct page_fetch {
+    sl_call_t *call;
+    json_t *pools;
+} page_fetch_t;
+
+static void on_page_agents(int rc, const sl_agent_info_t *agents, size_t n, void *ud)
+{
+    page_fetch_t *pf = ud;
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && rc == SL_OK && i < n && i < INITIAL_AGENTS; i++)
+        json_array_append_new(arr, sl__agent_json(pf->call->srv, &agents[i]));
+    json_t *hist = sl__history_json(pf->call->srv, 0, 0, false);
+    json_t *initial = json_pack("{s:o,s:o,s:o}", "pools", pf->pools ? pf->pools : json_array(),
+                                "agents", arr ? arr : json_array(), "history",
+                                hist ? hist : json_null());
+    sl_call_t *call = pf->call;
+    free(pf);
+    serve_page(call, initial);
+}
+
+static void on_page_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg,
+                          void *ud)
+{
+    page_fetch_t *pf = ud;
+    (void)errmsg;
+    pf->pools = json_array();
+    for (size_t i = 0; pf->pools && rc == SL_OK && i < n; i++)
+        json_array_append_new(pf->pools, sl__pool_json(pf->call->srv->backend, &pools[i]));
+    sl_backend_agents(pf->call->srv->backend, on_page_agents, pf);
+}
+
+/* GET / for a reader: the page, once the pools and agents it inlines are read. A
+ * revalidation (If-None-Match) is not answered 304: the data is new every time. */
+static void page(sl_call_t *call)
+{
+    page_fetch_t *pf = calloc(1, sizeof(*pf));
+    if (!pf) {
+        serve(call, asset("index.html"), 200);
+        return;
+    }
+    pf->call = call;
+    sl_backend_pools(call->srv->backend, NULL, on_page_pools, pf);
+}
+
 static void login_redirect(sl_call_t *call)
 {
     const char *key = session_issue(call->srv);
@@ -212,7 +310,8 @@ static void handle(sl_call_t *call, const char *file, const char *query)
     }
     const sl_config_t *c = &call->srv->config;
     if (!sl_config_auth_enabled(c) || bearer_is_admin(call) || session_valid(call)) {
-        serve(call, a, 200);
+        if (!strcmp(file, "index.html")) page(call);
+        else serve(call, a, 200);
         return;
     }
     /* Only the page's own address takes the token; it is never echoed back. */
@@ -248,6 +347,7 @@ static const struct {
 } readable[] = {
     {2, {"v1", "pools"}},  {3, {"v1", "pools", "*"}},  {2, {"v1", "agents"}}, {2, {"v1", "events"}},
     {2, {"v1", "limits"}}, {3, {"v1", "limits", "*"}}, {2, {"v1", "tasks"}},  {2, {"v1", "fleet"}},
+    {2, {"v1", "history"}},
 };
 
 bool sl__dashboard_authenticate(sl_call_t *call, int n, char **seg)

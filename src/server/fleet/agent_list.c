@@ -46,7 +46,7 @@ static bool listed(const char *agent, void *ud)
     return bsearch(&key, all, n, sizeof(key), by_name) != NULL;
 }
 
-static json_t *info_json(sl_server_t *srv, const sl_agent_info_t *a)
+json_t *sl__agent_json(sl_server_t *srv, const sl_agent_info_t *a)
 {
     json_t *j = json_pack("{s:s,s:s,s:f,s:I,s:f,s:b,s:I,s:I,s:I,s:I,s:I,s:s}", "name", a->name,
                           "role", a->role ? a->role : "", "weight", a->weight, "repeats",
@@ -101,7 +101,7 @@ static void on_agents(int rc, const sl_agent_info_t *a, size_t n, void *ud)
     json_t *arr = json_array();
     size_t shown = m < (size_t)pg->limit ? m : (size_t)pg->limit;
     for (size_t i = 0; page && i < shown; i++)
-        json_array_append_new(arr, page[i].info ? info_json(call->srv, page[i].info)
+        json_array_append_new(arr, page[i].info ? sl__agent_json(call->srv, page[i].info)
                                                 : json_incref(page[i].j));
     json_t *next = page && m > shown ? json_string(page[shown - 1].name) : json_null();
     free(page);
