@@ -117,9 +117,13 @@ static void note_decision(sl_call_t *call, const sl_decision_t *d)
         o = sl__owner_obtain(&call->srv->lease_owner, d->lease);
     else if (model && d->status == SL_QUEUED && !d->replayed)
         o = sl__owner_obtain(&call->srv->ticket_owner, d->ticket);
+    const char *agent = json_string_value(json_object_get(call->body, "agent"));
+    if (o && !o->agent[0] && agent) { /* made here: its owner as the event will say */
+        snprintf(o->agent, sizeof(o->agent), "%s", agent);
+        snprintf(o->pool, sizeof(o->pool), "%s", call->pool);
+    }
     if (o && model) snprintf(o->model, sizeof(o->model), "%s", model);
-    sl__access_note(call, json_string_value(json_object_get(call->body, "agent")), call->pool,
-                    d->status == SL_GRANTED ? d->lease : 0);
+    sl__access_note(call, agent, call->pool, d->status == SL_GRANTED ? d->lease : 0);
 }
 
 static void answer_decision(sl_call_t *call, const sl_decision_t *d)
