@@ -180,6 +180,16 @@ void sl__log(sl_log_level_t level, const char *fmt, ...)
     va_end(ap);
 }
 
+_Static_assert((int)SL_BACKEND_LOG_INFO == (int)SL_LOG_INFO &&
+                   (int)SL_BACKEND_LOG_WARN == (int)SL_LOG_WARN &&
+                   (int)SL_BACKEND_LOG_ERROR == (int)SL_LOG_ERROR,
+               "the backends' levels are the logger's");
+
+void sl__log_backend(sl_backend_log_level_t level, const char *msg)
+{
+    sl__log_line(stderr, (sl_log_level_t)level, msg, NULL, 0);
+}
+
 void sl__log_stdout(sl_log_level_t level, const char *fmt, ...)
 {
     va_list ap;

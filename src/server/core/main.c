@@ -270,6 +270,7 @@ int main(int argc, char **argv)
         return 1;
     }
     sl__log_set_format((sl_log_format_t)srv.config.log_format);
+    sl_backend_set_log(sl__log_backend);
     if (listen && sl_config_set_listen(&srv.config, listen, err, sizeof(err)) < 0) {
         sl__log(SL_LOG_ERROR, "--listen: %s", err);
         sl_config_clear(&srv.config);

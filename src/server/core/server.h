@@ -293,6 +293,9 @@ void sl__usage_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_
 void sl__handle_usage(sl_call_t *call, const char *query);
 void sl__usage_free(sl_server_t *srv);
 
+/* log.c: the backends' messages (sl_backend_set_log) as sluiced's log lines. */
+void sl__log_backend(sl_backend_log_level_t level, const char *msg);
+
 /* reload.c */
 void sl__handle_reload(sl_call_t *call);
 /* Rereads srv->config_path; on -1 (err says why) the running configuration is unchanged. */

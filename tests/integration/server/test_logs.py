@@ -82,6 +82,21 @@ class LogLines(unittest.TestCase):
                             for l in lines), lines)
         self.assertTrue(any(l["msg"].startswith("listening on http://") for l in lines), lines)
 
+    def test_the_backends_messages_are_log_lines_too(self):
+        state = tempfile.TemporaryDirectory(prefix="sluiced-state-")
+        self.addCleanup(state.cleanup)
+        config = "log_format: json\nstate_file: %s/state\n%s" % (state.name, POOL)
+        s = Sluiced(config)
+        st, g, _ = s.lease("a1", 10)  # in flight at the restart
+        self.assertEqual(st, 200, g)
+        stop(s)
+        s = Sluiced(config)
+        _, err = stop(s)
+        lines = [json.loads(l) for l in err.splitlines() if l]
+        restored = [l for l in lines if l["msg"].startswith("state_file: 1 leases in flight")]
+        self.assertEqual(len(restored), 1, err)
+        self.assertEqual(restored[0]["level"], "info")
+
     def test_a_bad_log_format_names_the_key_and_the_value(self):
         status, output = check_config("log_format: xml\n" + POOL)
         self.assertNotEqual(status, 0)
