@@ -1,6 +1,6 @@
 # libsluice-client and the sluice command: unit tests (label unit) and process-level
 # tests against a real sluiced on a free 127.0.0.1 port (label integration).
-foreach(t test_client_backoff test_client_checkpoint test_client_local)
+foreach(t test_client_backoff test_client_checkpoint test_client_local test_client_errors)
   sl_unit_test(${t} sluice_client_static)
   target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/src/client)
 endforeach()

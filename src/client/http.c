@@ -120,36 +120,44 @@ int sl__cl_http_error(sl_client_t *c, const sl__cl_http_answer_t *a, const char 
         type = type ? type : "";
         message = message ? message : "";
     }
-    int code;
-    switch (a->status) {
-    case 400:
-        code = SL_EINVAL;
-        break;
-    case 401: /* fall through */
-    case 403:
-        code = SL_EAUTH;
-        break;
-    case 404:
-        code = SL_ENOTFOUND;
-        break;
-    case 409:
-        code = SL_EALREADY;
-        break;
-    case 410:
-        code = SL_EEXPIRED;
-        break;
-    case 413: /* a body over sluiced's limit, or a need no pool can ever hold */
-        code = strcmp(type, "exceeds_capacity") == 0 ? SL_ECAPACITY : SL_ETOOBIG;
-        break;
-    case 422: /* exceeds_capacity before sluiced answered it with 413 */
-        code = SL_ECAPACITY;
-        break;
-    case 503:
-        code = SL_EUNAVAILABLE;
-        break;
-    default:
-        code = a->body ? SL_EHTTP : SL_EPROTO;
-        break;
+    int code = 0;
+    /* The answer's type, by sluiced's own table (src/common/errors.def); then the status
+     * for what the table does not name (auth, a body too large, an older server). */
+#define SL_ERROR(rc, status, name, provider_status)                                                \
+    if (!code && !strcmp(type, name)) code = rc;
+#include "../common/errors.def"
+#undef SL_ERROR
+    if (!code) {
+        switch (a->status) {
+        case 400:
+            code = SL_EINVAL;
+            break;
+        case 401: /* fall through */
+        case 403:
+            code = SL_EAUTH;
+            break;
+        case 404:
+            code = SL_ENOTFOUND;
+            break;
+        case 409:
+            code = SL_EALREADY;
+            break;
+        case 410:
+            code = SL_EEXPIRED;
+            break;
+        case 413:
+            code = SL_ETOOBIG;
+            break;
+        case 422: /* exceeds_capacity, from a server before 413 */
+            code = SL_ECAPACITY;
+            break;
+        case 503:
+            code = SL_EUNAVAILABLE;
+            break;
+        default:
+            code = a->body ? SL_EHTTP : SL_EPROTO;
+            break;
+        }
     }
     if (*message) return sl__cl_fail(c, code, "%s: %d %s: %s", what, a->status, type, message);
     return sl__cl_fail(c, code, "%s: HTTP %d%s", what, a->status,

@@ -1,4 +1,4 @@
-/* test_error_table.c - the one error->HTTP table (src/server/core/errors.def) for both dialects. */
+/* test_error_table.c - the one error->HTTP table (src/common/errors.def) for both dialects. */
 
 #include <stdarg.h>
 #include <stddef.h>

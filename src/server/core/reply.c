@@ -117,7 +117,7 @@ int sl__error_status(int rc, sl_error_dialect_t dialect, const char **type)
     case code:                                                                                     \
         if (type) *type = name;                                                                    \
         return dialect == SL_DIALECT_PROVIDER ? provider_status : status;
-#include "errors.def"
+#include "../../common/errors.def"
 #undef SL_ERROR
     default:
         if (type) *type = "internal";

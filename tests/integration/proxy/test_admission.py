@@ -100,7 +100,7 @@ class OneAdmission(unittest.TestCase):
         self.assertEqual(self.role_of(proxy[2]), "worker")
 
     def test_a_need_that_can_never_fit_is_413_on_the_lease_api_and_the_providers_400(self):
-        # One table (src/server/core/errors.def): the proxy's 400 is the provider's own answer
+        # One table (src/common/errors.def): the proxy's 400 is the provider's own answer
         # for an oversized request (docs/proxy.md), in its error shape.
         lease, proxy = self.both("agent-token-workers", "worker-", max_tokens=59000)
         self.assertEqual(lease[0], 413, lease)
