@@ -13,8 +13,7 @@ static const struct builtin_price {
 #undef SL_PRICE
 };
 
-sl_price_t sl__usage_price(const sl_server_t *srv, const char *model, const char *pool,
-                           const char **source)
+sl_price_t sl__usage_price(const sl_server_t *srv, const char *model, const char *pool)
 {
     if (model && *model) {
         size_t i;
@@ -23,7 +22,6 @@ sl_price_t sl__usage_price(const sl_server_t *srv, const char *model, const char
         {
             const char *pattern = json_string_value(json_object_get(row, "pattern"));
             if (!pattern || fnmatch(pattern, model, 0) != 0) continue;
-            *source = "config";
             return (sl_price_t){json_number_value(json_object_get(row, "input")),
                                 json_number_value(json_object_get(row, "output")),
                                 json_number_value(json_object_get(row, "cache_read")),
@@ -31,11 +29,9 @@ sl_price_t sl__usage_price(const sl_server_t *srv, const char *model, const char
         }
         for (i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
             if (fnmatch(builtin[i].pattern, model, 0) == 0) {
-                *source = "builtin";
                 return builtin[i].price;
             }
     }
-    *source = "pool";
     const sl_pool_config_t *pc = pool ? sl_config_pool(&srv->config, pool) : NULL;
     double in = pc ? pc->price_input_per_mtok : 0, out = pc ? pc->price_output_per_mtok : 0;
     return (sl_price_t){in, out, in, in};

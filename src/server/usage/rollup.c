@@ -128,9 +128,13 @@ static json_t *counts_json(const sl_usage_counts_t *c)
 static void row_json(const char *name, void *val, void *ud)
 {
     json_t *rows = ud;
+    char shown[130];
+    snprintf(shown, sizeof(shown), "%s", name);
+    sl__utf8_scrub(shown); /* names came from JSON or headers; a JSON string either way */
     json_t *r = counts_json(val);
-    if (r) json_object_set_new(r, "name", json_string(name));
-    if (r) json_array_append_new(rows, r);
+    if (r && json_object_set_new(r, "name", json_string(shown)) == 0)
+        json_array_append(rows, r);
+    json_decref(r);
 }
 
 static int by_cost_desc(const void *a, const void *b)

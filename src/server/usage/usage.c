@@ -92,8 +92,7 @@ void sl__usage_record(sl_server_t *srv, const char *agent, const char *pool, con
         .cache_write_tokens = s->cache_creation_input_tokens,
         .calls = 1,
     };
-    const char *source;
-    sl_price_t price = sl__usage_price(srv, model, pool, &source);
+    sl_price_t price = sl__usage_price(srv, model, pool);
     c.cost_usd = sl__usage_cost(&price, &c);
     double now = sl__usage_now_s();
     if (u->started_s == 0) u->started_s = now;

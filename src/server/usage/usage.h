@@ -49,9 +49,8 @@ struct sl_usage_state {
 /* prices.c: the price of `model` (NULL or "": none) used in `pool`: the configuration's
  * `prices:` (first pattern that matches), then prices.def, then the pool's
  * price_input_per_mtok / price_output_per_mtok (cache reads and writes at the input
- * price). Sets *source to "config", "builtin" or "pool". */
-sl_price_t sl__usage_price(const sl_server_t *srv, const char *model, const char *pool,
-                           const char **source);
+ * price; 0 when the pool names none). */
+sl_price_t sl__usage_price(const sl_server_t *srv, const char *model, const char *pool);
 /* The cost in USD of `c`'s tokens at `p`. */
 double sl__usage_cost(const sl_price_t *p, const sl_usage_counts_t *c);
 
