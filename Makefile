@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX    ?= /usr/local
 CMAKE_ARGS ?=
 
-.PHONY: all deps setup setup-run build test bench run demo fuzz install clean format
+.PHONY: all deps setup setup-run build test bench run demo fuzz install deb clean format
 
 all: build
 
@@ -53,7 +53,10 @@ fuzz: setup
 
 # Installs what is missing, builds, and serves the lease API on 127.0.0.1:8750 (Ctrl-C stops).
 RUN_LISTEN ?= 127.0.0.1:8750
-run: setup-run build
+# Builds sluiced alone (not the tests, benchmarks, fuzz replays, simulator or clients it
+# does not run): a first `make run` on a fresh clone is a configure and one target.
+run: setup-run $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target sluiced
 	@echo "== sluiced on http://$(RUN_LISTEN) (memory backend, examples/sluice.yaml); Ctrl-C stops"
 	@echo "== first call to try, in another terminal:"
 	@echo "   curl -s -X POST http://$(RUN_LISTEN)/v1/leases -H 'content-type: application/json' -d '{\"agent\":\"me\",\"input_tokens\":1000,\"output_tokens\":500,\"wait\":10}'"
@@ -63,14 +66,23 @@ run: setup-run build
 
 # sluice-emu, sluiced proxying a pool to it and a small fleet of curl agents; prints the
 # dashboard's URL (DEMO_LISTEN, default 127.0.0.1:8750); Ctrl-C stops everything.
-demo: setup-run build
+demo: setup-run $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target sluiced sluice-emu
 	@bash scripts/demo.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# Debian packages (sluice, libsluice0, libsluice-client0, libsluice-dev) built with
+# debhelper from debian/ into DEB_OUT; installs the packaging tools and fetches the
+# vocabulary first when missing (README "Install").
+DEB_OUT ?= build-deb
+deb: setup-run
+	@bash scripts/setup.d/60-deb-tools.sh
+	@nice bash scripts/deb.sh $(DEB_OUT)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD) $(DEB_OUT)

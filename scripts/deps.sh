@@ -32,17 +32,5 @@ PKGS=(
 # chromium (the dashboard's browser test) is large: scripts/setup.d/40-dashboard-browser.sh
 # installs it in the setup step, with the test's npm packages.
 
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-echo "deps.sh: installing ${missing[*]}"
-# Refresh the package lists once per machine, then only when they are older than a day.
-if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
-  $SUDO apt-get update -qq
-fi
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+. "$(dirname "$0")/apt-install.sh"
+sl_apt_install deps.sh "${PKGS[@]}"

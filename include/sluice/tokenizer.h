@@ -27,8 +27,12 @@ enum {
 typedef struct sl_tokenizer sl_tokenizer_t;
 
 /* The vocabulary path used when sl_tokenizer_load() gets NULL: $SLUICE_VOCAB when set
- * and non-empty, else the build's default (data/claude.json in the source tree).
- * The returned string is static or the environment's; do not free it. */
+ * and non-empty; else, for a program run from its build tree, data/claude.json of the
+ * source tree; else share/sluice/claude.json of the prefix the program is installed in
+ * (found from the program's own path, so `cmake --install --prefix` and DESTDIR staging
+ * move it along; /usr/share/sluice/claude.json for /usr/bin/sluiced). An installed
+ * program never reads the build tree. The returned string is static or the
+ * environment's; do not free it. */
 const char *sl_tokenizer_default_path(void);
 
 /* Loads the npm package's claude.json (bpe_ranks, pat_str, special_tokens,
@@ -90,6 +94,10 @@ struct json_t; /* jansson's */
  * proxy that reads the body itself does not parse it twice. Same results and errors. */
 int sl_estimate_json(sl_tokenizer_t *tok, sl_api_t api, const struct json_t *root,
                      sl_estimate_t *out, char *err, size_t err_size);
+
+/* What SL_API_AUTO takes the parsed body `root` for: SL_API_OPENAI or SL_API_ANTHROPIC
+ * (the rules above; never SL_API_OPENAI_RESPONSES). */
+sl_api_t sl_estimate_detect_api(const struct json_t *root);
 
 #ifdef __cplusplus
 }

@@ -9,10 +9,6 @@
 
 #include "tokenizer_internal.h"
 
-#ifndef SL_DEFAULT_VOCAB_PATH
-#define SL_DEFAULT_VOCAB_PATH "data/claude.json"
-#endif
-
 /* Word cache: pieces that needed merging (so are not one token), by their bytes.
  * Natural text repeats a small set of words, so a bounded table cleared when full
  * keeps the hit rate high without growing with the input. */
@@ -48,14 +44,6 @@ struct sl_tokenizer {
     size_t cache_arena_used;
     size_t cache_entries;
 };
-
-const char *sl_tokenizer_default_path(void)
-{
-    const char *env = getenv("SLUICE_VOCAB");
-    if (env && *env)
-        return env;
-    return SL_DEFAULT_VOCAB_PATH;
-}
 
 static void set_err(char *err, size_t err_size, const char *fmt, const char *a, const char *b)
 {

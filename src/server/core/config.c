@@ -252,7 +252,8 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
 }
 
 /* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
- * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated, continue_capped} */
+ * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated, continue_capped,
+ * estimator} */
 static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
 {
     if (want_mapping(p, map, "proxy") < 0) return -1;
@@ -301,11 +302,20 @@ static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
             rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
         } else if (!strcmp(kname, "continue_capped")) {
             rc = get_bool(p, v, key, &c->proxy.continue_capped);
+        } else if (!strcmp(kname, "estimator")) {
+            const char *s = scalar(v);
+            rc = 0;
+            if (s && !strcmp(s, "tokenizer"))
+                c->proxy.estimate_bytes = false;
+            else if (s && !strcmp(s, "bytes"))
+                c->proxy.estimate_bytes = true;
+            else
+                rc = fail(p, v, key, "'%s' must be tokenizer or bytes", s ? s : "(not a scalar)");
         } else {
             rc = fail(p, k, "proxy",
                       "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
                       "connect_timeout_s, ping_interval_s, max_hold_s, default_pool, "
-                      "allow_unauthenticated, continue_capped)",
+                      "allow_unauthenticated, continue_capped, estimator)",
                       kname);
         }
         if (rc < 0) return -1;

@@ -79,6 +79,9 @@ typedef struct sl_proxy_config {
                                    identify an agent (with auth off they always do) */
     bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
                                    below the client's max_tokens is continued (docs/proxy.md) */
+    bool estimate_bytes;        /* false (`estimator: tokenizer`): the vocabulary is loaded at
+                                   start and a missing one is a startup error; true
+                                   (`estimator: bytes`): input is estimated as body bytes / 4 */
 } sl_proxy_config_t;
 
 /* The listener's bounds on every connection, and the names it answers to (the `server:`

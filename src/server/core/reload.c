@@ -61,6 +61,10 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
+    if (sl__proxy_estimator_ready(srv, &next, err, errlen) < 0) {
+        sl_config_clear(&next);
+        return -1;
+    }
     if (strcmp(next.backend, srv->config.backend) != 0 ||
         next.redis_opt.fail != srv->config.redis_opt.fail)
         sl__log(SL_LOG_WARN, "reload: `backend` changes need a restart; keeping %s",

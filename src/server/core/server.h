@@ -8,6 +8,7 @@
 
 #include <event2/event.h>
 #include <jansson.h>
+#include <sluice/tokenizer.h>
 
 #include "backend.h"
 #include "config.h"
@@ -187,6 +188,8 @@ bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool
 
 /* leases.c */
 void sl__handle_lease_post(sl_call_t *call);
+/* POST /v1/estimate (estimate.c): a provider request body counted as the proxy counts it. */
+void sl__handle_estimate(sl_call_t *call);
 void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action, int method);
 void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *query);
 void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev);
@@ -442,10 +445,17 @@ void sl__handle_history(sl_call_t *call, const char *query);
 void sl__history_free(sl_server_t *srv);
 
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
-/* Sets up the proxy on srv->base: the upstream client, the tokenizer (when a pool has
- * an upstream) and its view of backend events (it wraps the event callback, passing
- * every event on to sl__events_on_backend_event). Returns 0, or -1 with `err` set. */
+/* Sets up the proxy on srv->base: the upstream client, the tokenizer (unless
+ * `proxy.estimator: bytes`) and its view of backend events (it wraps the event callback,
+ * passing every event on to sl__events_on_backend_event). Returns 0, or -1 with `err` set
+ * (a missing or invalid vocabulary names its path). */
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
+/* Loads the tokenizer vocabulary if configuration `c` estimates with it and none is
+ * loaded yet (a reload from `estimator: bytes`). Returns 0, or -1 with `err` naming the
+ * path; nothing changes then. */
+int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err, size_t errlen);
+/* sluice_proxy_estimator_info: the estimator in use and the vocabulary's path. */
+void sl__proxy_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 /* Answers every proxied call still waiting or streaming (503 / an SSE error event),
  * settling what each used. With `drain`, calls the provider is already answering are
  * left to finish (sl__proxy_in_flight counts them); the rest are answered. */
@@ -459,6 +469,9 @@ void sl__proxy_free(sl_server_t *srv);
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query);
 /* The largest body the transport must let through for the proxy. */
 size_t sl__proxy_body_limit(const sl_config_t *c);
+/* The proxy's tokenizer, loaded on first use; NULL when no vocabulary can be loaded (said
+ * once on stderr). */
+sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv);
 
 /* proxy_usage.c: what a provider's answer says it used (pure functions, no I/O). */
 typedef struct sl_usage {

@@ -186,8 +186,9 @@ static double ratio(const sl_window_t *part, const sl_window_t *all, double win,
     return n ? (double)sl__window_sum(part, win, now) / (double)n : NAN;
 }
 
-/* Pearson's correlation of the window's per-slot 429s and throttled requests (NaN when
- * either does not vary). */
+/* Pearson's correlation of the window's per-slot 429s and throttled requests; 0 when
+ * either does not vary (an idle pool, or one never throttled): no co-movement to see, and
+ * a NaN would break every graph and aggregate taken over the series. */
 static double correlation(const pool_watch_t *p, double win, double now)
 {
     uint32_t a[SL_WINDOW_SLOTS], b[SL_WINDOW_SLOTS];
@@ -205,9 +206,6 @@ static double correlation(const pool_watch_t *p, double win, double now)
         saa += (a[i] - ma) * (a[i] - ma);
         sbb += (b[i] - mb) * (b[i] - mb);
     }
-    /* Pearson's r is undefined when a series is constant (an idle pool, or 429s with no
-     * throttling): 0, "no co-movement seen", so the gauge is never NaN (which breaks
-     * alert rules and averages). */
     return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0;
 }
 

@@ -53,8 +53,8 @@
 struct sl_proxy {
     sl_server_t *srv;
     sl_upstream_t *up;
-    sl_tokenizer_t *tok;
-    bool tok_warned;
+    sl_tokenizer_t *tok; /* NULL only with `estimator: bytes` */
+    char *vocab_path;    /* where tok was loaded from */
     sl_idmap_t waiters; /* ticket -> px_t waiting on it */
     struct px *calls;   /* every call in progress */
 };
@@ -1095,16 +1095,45 @@ static int build_upstream(px_t *px, const sl_pool_upstream_t *up, const char *pa
 
 /* ---- the request ---------------------------------------------------------------------------------- */
 
+/* The vocabulary, or NULL when the configuration says `estimator: bytes`. */
 static sl_tokenizer_t *tokenizer(sl_proxy_t *proxy)
 {
-    if (proxy->tok || proxy->tok_warned) return proxy->tok;
-    char err[512];
-    if (sl_tokenizer_load(NULL, &proxy->tok, err, sizeof(err)) != 0) {
-        sl__log(SL_LOG_WARN,
-                "proxy: no tokenizer (%s); estimating input as body bytes / 4", err);
-        proxy->tok_warned = true;
+    return proxy->srv->config.proxy.estimate_bytes ? NULL : proxy->tok;
+}
+
+int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err, size_t errlen)
+{
+    sl_proxy_t *proxy = srv->proxy;
+    if (c->proxy.estimate_bytes || !proxy || proxy->tok) return 0;
+    /* Never a silent downgrade: bytes / 4 can be off by a factor of two or more on code
+     * and non-Latin text, so only the configuration may choose it. */
+    const char *path = sl_tokenizer_default_path();
+    char why[512];
+    if (sl_tokenizer_load(NULL, &proxy->tok, why, sizeof(why)) != 0) {
+        snprintf(err, errlen,
+                 "proxy: tokenizer vocabulary: %s; install it there, point SLUICE_VOCAB at it, "
+                 "or set `proxy.estimator: bytes` to estimate input as body bytes / 4",
+                 why);
+        return -1;
     }
-    return proxy->tok;
+    free(proxy->vocab_path);
+    proxy->vocab_path = strdup(path);
+    sl__log(SL_LOG_INFO, "proxy: estimating input with the tokenizer vocabulary %s", path);
+    return 0;
+}
+
+void sl__proxy_metrics_render(const sl_server_t *srv, struct evbuffer *out)
+{
+    const sl_proxy_t *proxy = srv->proxy;
+    bool bytes = srv->config.proxy.estimate_bytes || !proxy || !proxy->tok;
+    evbuffer_add_printf(out,
+                        "# HELP sluice_proxy_estimator_info How the proxy estimates input "
+                        "tokens: the tokenizer and its vocabulary, or body bytes / 4.\n"
+                        "# TYPE sluice_proxy_estimator_info gauge\n"
+                        "sluice_proxy_estimator_info{estimator=\"%s\",vocabulary=\"",
+                        bytes ? "bytes" : "tokenizer");
+    if (!bytes && proxy->vocab_path) sl__prom_label(out, proxy->vocab_path);
+    evbuffer_add_printf(out, "\"} 1\n");
 }
 
 /* Reads the body: size limit, JSON, stream flags, model; OpenAI streams get
@@ -1485,6 +1514,11 @@ size_t sl__proxy_body_limit(const sl_config_t *c)
     return c->proxy.body_limit_bytes;
 }
 
+sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv)
+{
+    return srv->proxy ? tokenizer(srv->proxy) : NULL;
+}
+
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
 {
     sl_proxy_t *proxy = calloc(1, sizeof(*proxy));
@@ -1500,12 +1534,7 @@ int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
         return -1;
     }
     srv->proxy = proxy;
-    const sl_config_t *c = &srv->config;
-    for (size_t i = 0; i < c->settings.n_pools; i++)
-        if (c->upstreams && c->upstreams[i].url) {
-            tokenizer(proxy); /* loaded now rather than on the first call */
-            break;
-        }
+    if (sl__proxy_estimator_ready(srv, &srv->config, err, errlen) < 0) return -1;
     sl_backend_set_event_cb(srv->backend, on_backend_event, srv);
     return 0;
 }
@@ -1565,6 +1594,7 @@ void sl__proxy_free(sl_server_t *srv)
     sl__proxy_shutdown(srv, false);
     sl_upstream_free(proxy->up);
     sl_tokenizer_free(proxy->tok);
+    free(proxy->vocab_path);
     sl__idmap_free(&proxy->waiters);
     free(proxy);
     srv->proxy = NULL;

@@ -10,6 +10,10 @@ build=$2
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 log=$(mktemp /tmp/sluice-make-run.XXXXXX)
 cd "$src"
+# It builds sluiced alone: on a fresh clone a configure and one target, not every test.
+builds=$(make -n --no-print-directory run BUILD="$build" | grep -- '^cmake --build' || true)
+[ "$(wc -l <<<"$builds")" -eq 1 ] && grep -Eq -- "--target sluiced$" <<<"$builds" \
+  || { echo "make_run.sh: make run builds: $builds"; exit 1; }
 setsid make --no-print-directory run BUILD="$build" RUN_LISTEN="127.0.0.1:$port" >"$log" 2>&1 &
 pid=$!
 cleanup() { kill -TERM -- "-$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"; }

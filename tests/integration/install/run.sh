@@ -3,6 +3,7 @@
 # the staged headers and libraries found through the staged pkg-config files only.
 # usage: run.sh BUILD_DIR
 set -euo pipefail
+. "$(dirname "$0")/../listening.sh"
 build="$1"
 stage="$(mktemp -d /tmp/sluice-install.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
@@ -17,6 +18,28 @@ for f in bin/sluiced bin/sluice include/sluice/common.h include/sluice/engine.h 
   [ -e "$root/$f" ] || fail "$f was not installed"
 done
 grep -q "^\.TH SLUICE 1" "$root/share/man/man1/sluice.1" || fail "sluice(1) has no .TH header"
+for f in share/sluice/claude.json share/doc/sluice/examples/sluice.yaml; do
+  [ -s "$root/$f" ] || fail "$f was not installed"
+done
+
+# The installed sluiced loads the installed vocabulary, never the build tree's: with it
+# in place /metrics names it; moved away, the start fails naming that path.
+unset SLUICE_VOCAB
+printf 'pools:\n  default:\n    input_tpm: 6000\n' > "$stage/sluice.yaml"
+"$root/bin/sluiced" --config "$stage/sluice.yaml" --listen 127.0.0.1:0 >"$stage/out" 2>&1 &
+pid=$!
+port=$(sl_wait_listening "$stage/out" "$pid")
+[ -n "$port" ] || { kill "$pid" 2>/dev/null; fail "the installed sluiced did not start: $(cat "$stage/out")"; }
+metric=$(curl -s "http://127.0.0.1:$port/metrics" | grep '^sluice_proxy_estimator_info' || true)
+kill "$pid"; wait "$pid" || true
+[ "$metric" = "sluice_proxy_estimator_info{estimator=\"tokenizer\",vocabulary=\"$root/share/sluice/claude.json\"} 1" ] \
+  || fail "the installed sluiced's estimator: '$metric'"
+mv "$root/share/sluice/claude.json" "$stage/moved.json"
+if "$root/bin/sluiced" --config "$stage/sluice.yaml" --listen 127.0.0.1:0 >"$stage/out" 2>&1; then
+  fail "the installed sluiced started without its vocabulary"
+fi
+grep -q "$root/share/sluice/claude.json" "$stage/out" \
+  || fail "the error does not name the installed vocabulary: $(cat "$stage/out")"
 
 export PKG_CONFIG_PATH="$root/lib/pkgconfig"
 cat > "$stage/engine_user.c" <<'C'

@@ -21,8 +21,10 @@ class ContentType(unittest.TestCase):
     def tearDownClass(cls):
         cls.d.stop()
 
-    def assert_415(self, path, ctype, method="POST", body=LEASE):
+    def assert_415(self, path, ctype, method="POST", body=LEASE, origin=None):
         headers = {"Content-Type": ctype} if ctype is not None else {}
+        if origin:
+            headers["Origin"] = origin
         before = self.d.pool()
         c = self.d.conn()
         c.putrequest(method, path)
@@ -52,7 +54,10 @@ class ContentType(unittest.TestCase):
 
     def test_a_post_without_content_type_is_415(self):
         self.assert_415("/v1/leases", None)
-        self.assert_415("/v1/admin/reload", None, body="")
+        # A bodyless POST without a type is curl's reload (test_reload_auth.py); a page's
+        # fetch() sends the same, but with an Origin.
+        self.assert_415("/v1/admin/reload", None, body="", origin="http://evil.example")
+        self.assert_415("/v1/agents/a1/suspend", None, body="", origin="null")
 
     def test_put_of_a_task_needs_json_too(self):
         self.assert_415("/v1/tasks/t1", "text/plain", method="PUT", body='{"role":"worker"}')

@@ -144,6 +144,16 @@ class SeedMetrics(unittest.TestCase):
             self.assertIn('sluice_upstream_429_throttle_correlation{pool="default"}', m)
             self.assertEqual(value(m, 'sluice_agent_violations_total{agent="c"}'), 1)
 
+    def test_an_idle_pool_has_a_429_throttle_correlation_of_zero_not_nan(self):
+        # Nothing throttled and no 429 in the window: no co-movement, which is 0; a NaN
+        # breaks Grafana's lines and every aggregate taken over it.
+        with Sluiced(CONFIG) as s:
+            self.assertEqual(value(metrics(s),
+                                   'sluice_upstream_429_throttle_correlation{pool="default"}'), 0)
+            s.lease("a", 10)  # requests, none throttled: still constant, still 0
+            self.assertEqual(value(metrics(s),
+                                   'sluice_upstream_429_throttle_correlation{pool="default"}'), 0)
+
     def test_two_thousand_agents_make_at_most_n_plus_one_series_per_metric(self):
         with Sluiced(CONFIG.replace("input_tpm: 6000", "input_tpm: 100000000")) as s:
             c = s.conn()

@@ -86,6 +86,47 @@ class ReloadOnLoopback(unittest.TestCase):
             self.assertTrue(wait_until(lambda: s.call("GET", "/v1/pools/default")[0] == 200, 5))
 
 
+class ReloadWithoutABody(unittest.TestCase):
+    """`curl -X POST .../v1/admin/reload` sends no body and no Content-Type: it reloads."""
+
+    def post(self, s, headers):
+        c = s.conn()
+        c.request("POST", "/v1/admin/reload", headers=dict(headers, Authorization="Bearer admin-secret-1"))
+        r = c.getresponse()
+        text = r.read().decode()
+        c.close()
+        return r.status, text
+
+    def test_a_post_without_body_or_content_type_reloads(self):
+        with Sluiced(AUTH) as s:
+            s.write_config(AUTH.replace("6000", "7000"))
+            status, text = self.post(s, {})
+            self.assertEqual(status, 200, text)
+            self.assertIn('"reloaded"', text)
+            st, p, _ = s.call("GET", "/v1/pools/default", token="admin-secret-1")
+            self.assertEqual((st, p["limits"]["input_tpm"]), (200, 7000))
+
+    def test_the_same_post_with_an_origin_is_415(self):
+        # What a web page's fetch() sends: no body, no type, but an Origin.
+        with Sluiced(AUTH) as s:
+            s.write_config(AUTH.replace("6000", "7000"))
+            status, text = self.post(s, {"Origin": "http://evil.example"})
+            self.assertEqual(status, 415, text)
+            st, p, _ = s.call("GET", "/v1/pools/default", token="admin-secret-1")
+            self.assertEqual((st, p["limits"]["input_tpm"]), (200, 6000))
+
+    def test_a_body_of_another_media_type_is_still_415(self):
+        with Sluiced(AUTH) as s:
+            c = s.conn()
+            c.request("POST", "/v1/admin/reload", body="x=1",
+                      headers={"Authorization": "Bearer admin-secret-1",
+                               "Content-Type": "application/x-www-form-urlencoded"})
+            r = c.getresponse()
+            r.read()
+            c.close()
+            self.assertEqual(r.status, 415)
+
+
 class LoopbackFromTheAddress(unittest.TestCase):
     def check(self, listen):
         r = subprocess.run([SLUICED, "--check-config", "--listen", listen],
