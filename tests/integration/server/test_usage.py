@@ -105,6 +105,22 @@ class Chargeback(unittest.TestCase):
             self.assertEqual(value(m, 'sluice_agent_tokens_total{agent="other",kind="input"}'),
                              100 + 200 + 300 + 400 + 500)
 
+    def test_with_auth_on_an_anonymous_scrape_names_no_agent(self):
+        auth = CONFIG + "auth:\n  admin_token: admin-secret-1\n  tokens:\n" \
+                        "    - token: agent-secret-1\n      agent_prefix: r\n"
+        with Sluiced(auth) as s:
+            s.token = "agent-secret-1"
+            lease_and_settle(s, "r1", PRICED, model="test-model-7")
+            s.token = None
+            m = metrics(s)
+            agents = {l.split('agent="')[1].split('"')[0] for l in m.splitlines()
+                      if l.startswith("sluice_agent_tokens_total{")}
+            self.assertEqual(agents, {"other"})
+            self.assertAlmostEqual(value(m, 'sluice_team_cost_usd_total{team="red"}'), PRICED_USD)
+            s.token = "admin-secret-1"
+            self.assertEqual(
+                value(metrics(s), 'sluice_agent_tokens_total{agent="r1",kind="input"}'), 1000)
+
     def test_an_idle_pool_has_a_correlation_of_zero_not_nan(self):
         with Sluiced(CONFIG) as s:
             self.assertEqual(
