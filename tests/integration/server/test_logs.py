@@ -179,8 +179,8 @@ class NoSecrets(unittest.TestCase):
         key_file = os.path.join(keys.name, "provider.key")
         with open(key_file, "w") as f:
             f.write(SECRETS[2] + "\n")
-        config = ("access_log: stderr\n"
-                  "auth:\n  admin_token: %s\n  tokens:\n    - token: %s\n      agent: a1\n"
+        config = ("access_log: stderr\nauth:\n  minted_file: %s/minted\n" % keys.name +
+                  "  admin_token: %s\n  tokens:\n    - token: %s\n      agent: a1\n"
                   "pools:\n  default:\n    input_tpm: 100000000\n    output_tpm: 100000000\n"
                   "    upstream_url: http://127.0.0.1:9\n    provider: anthropic\n"
                   "    api_key_file: %s\n" % (SECRETS[0], SECRETS[1], key_file))
@@ -201,10 +201,17 @@ class NoSecrets(unittest.TestCase):
                               "content-type": "application/json"})
         self.assertEqual(conn.getresponse().status, 502)  # nothing listens on port 9
         conn.close()
+        st, minted, _ = s.call("POST", "/v1/admin/tokens", {"agent": "a2"}, token=admin)
+        self.assertEqual(st, 201, minted)
+        st, g, _ = s.call("POST", "/v1/leases", {"agent": "a2", "input_tokens": 10,
+                                                 "output_tokens": 10}, token=minted["token"])
+        self.assertEqual(st, 200, g)
         break_config_and_reload(s)
         with open(s.event_log) as f:
             events = f.read()
         out, err = stop(s)
+        self.assertIn("agent=a2", err)
+        self.assertNotIn(minted["token"], out + err + events)
         self.assertIn("access method=GET path=/ status=", err)  # the login was logged ...
         for secret in SECRETS:  # ... without its query, and nothing else names a secret
             for name, text in (("stdout", out), ("stderr", err), ("event log", events)):
