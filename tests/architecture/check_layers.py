@@ -38,6 +38,7 @@ ALLOWED = {
     "server/limits": ({"server/core", "backend", "backend/redis", "limits"}, {"engine.h"}),
     "server/fleet": ({"server/core", "backend"}, {"engine.h"}),
     "server/dashboard": ({"server/core"}, {"engine.h"}),
+    "server/usage": ({"server/core", "backend"}, {"engine.h"}),
     "emu": ({"provider"}, {"tokenizer.h"}),
     "cli": ({"sim"}, {"client.h", "tokenizer.h"}),
 }

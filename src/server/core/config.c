@@ -5,6 +5,7 @@
  * are errors: a typo in a limit must not silently leave the pool unlimited.
  */
 #include "config.h"
+#include "log.h"
 
 #include <errno.h>
 #include <math.h>
@@ -950,6 +951,19 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
                 free(c->event_log);
                 c->event_log = NULL;
             }
+        } else if (!strcmp(kname, "log_format")) {
+            const char *s;
+            sl_log_format_t lf;
+            rc = want_scalar(p, v, "log_format", &s);
+            if (rc == 0 && sl__log_format_parse(s, &lf) < 0)
+                rc = fail(p, v, "log_format", "'%s' must be text or json", s);
+            if (rc == 0) c->log_format = (int)lf;
+        } else if (!strcmp(kname, "access_log")) {
+            rc = get_string(p, v, "access_log", &c->access_log);
+            if (rc == 0 && !*c->access_log) {
+                free(c->access_log);
+                c->access_log = NULL;
+            }
         } else if (!strcmp(kname, "state_file")) {
             rc = get_string(p, v, "state_file", &c->state_file);
             if (rc == 0 && !*c->state_file) {
@@ -991,6 +1005,8 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = parse_server(p, v, c);
         } else if (!strcmp(kname, "limits")) {
             rc = sl__config_parse_limits(p->doc, v, p->path, &c->limits, p->err, p->errlen);
+        } else if (!strcmp(kname, "prices")) {
+            rc = sl__config_parse_prices(p->doc, v, p->path, &c->prices, p->err, p->errlen);
         } else if (!strcmp(kname, "fleet")) {
             rc = sl__config_parse_fleet(p->doc, v, p->path, &c->fleet, p->err, p->errlen);
         } else if (!strcmp(kname, "events")) {
@@ -1228,6 +1244,7 @@ void sl_config_clear(sl_config_t *c)
     free(c->listen_host);
     free(c->backend);
     free(c->event_log);
+    free(c->access_log);
     free(c->state_file);
     free(c->admin_token);
     free(c->pool_lines);
@@ -1242,6 +1259,7 @@ void sl_config_clear(sl_config_t *c)
     sl__token_config_clear(&c->token_cfg);
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
     json_decref(c->limits);
+    json_decref(c->prices);
     free(c->proxy.default_pool);
     memset(c, 0, sizeof(*c));
 }

@@ -144,6 +144,8 @@ typedef struct sl_config {
     double max_hold_s;       /* the largest `max_wait` a lease request may ask for (the
                                 longest ETA it is queued for rather than rejected): 540 */
     char *event_log;         /* JSON-lines event log path, or NULL */
+    int log_format;          /* sl_log_format_t (log.h): SL_LOG_TEXT */
+    char *access_log;        /* "stderr", a file path, or NULL: no access log */
     char *state_file;        /* memory backend: where its state survives restarts, or NULL */
     double state_fsync_interval_s; /* 1: a power failure loses at most this much; 0: every write */
     sl_cold_start_t cold_start;    /* SL_COLD_START_EMPTY: unknown pools start empty */
@@ -161,6 +163,7 @@ typedef struct sl_config {
     sl_proxy_config_t proxy;
     sl_listener_config_t server;
     json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
+    json_t *prices; /* `prices:` [{pattern, input, output, cache_read, cache_write}]; NULL: none */
     sl_fleet_config_t fleet;
     sl_events_config_t events;
     sl_agents_config_t agents;
@@ -206,6 +209,10 @@ bool sl_config_auth_enabled(const sl_config_t *c);
 struct yaml_document_s;
 struct yaml_node_s;
 int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, json_t **out, char *err, size_t errlen);
+
+/* usage/config_usage.c: the `prices:` section (errors as `FILE:LINE: prices.PATTERN.KEY`). */
+int sl__config_parse_prices(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, json_t **out, char *err, size_t errlen);
 
 /* config_fleet.c: the `fleet:` section's defaults, and reading it from mapping `section`

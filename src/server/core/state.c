@@ -310,6 +310,8 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     sl__agents_metrics_render(call->srv, out);
     sl__anomaly_metrics_render(call->srv, out, sl__metrics_names_agents(call));
     sl__watch_metrics_render(call->srv, pools, n, out);
+    sl__usage_metrics_render(call->srv, out, sl__metrics_names_agents(call));
+    sl__access_metrics_render(call->srv, out);
     sl__proxy_metrics_render(call->srv, out);
     if (call->req)
         sl_hreq_reply(call->req, 200, "text/plain; version=0.0.4; charset=utf-8",

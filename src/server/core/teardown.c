@@ -33,4 +33,6 @@ void sl__server_free_state(sl_server_t *srv)
     sl__idmap_free(&srv->ticket_owner);
     sl__idmap_free(&srv->waiters);
     sl__namemap_free_all(&srv->report_holds);
+    sl__access_log_free(srv);
+    sl__usage_free(srv);
 }
