@@ -1,5 +1,6 @@
 /* main.c - sluiced: flags, configuration, signals and the one event loop. */
 #include "netaddr.h"
+#include "pacing.h"
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -170,6 +171,10 @@ static int run(sl_server_t *srv)
         err[0] = '\0';
     }
     sl_backend_set_event_cb(srv->backend, sl__events_on_backend_event, srv);
+    if (sl__pacing_start(srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        goto done;
+    }
     sl_backend_configure(srv->backend, &srv->config.settings, on_configured, err);
     if (err[0]) {
         fprintf(stderr, "sluiced: %s\n", err);

@@ -4,6 +4,7 @@
  * takes its settings, before the running configuration is replaced. The listener and the
  * backend stay what they were at start (a change there is logged as needing a restart).
  */
+#include "pacing.h"
 #include "server.h"
 
 #include <stdio.h>
@@ -78,6 +79,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
+    sl__pacing_prepare(srv, &next); /* published limits and ramps stay in force */
     sl_backend_configure(srv->backend, &next.settings, on_configured, w);
     if (!w->called) {
         w->returned = true; /* answered later, on the loop */
@@ -109,6 +111,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     srv->config.listen_host = NULL;
     sl_config_clear(&srv->config);
     srv->config = next;
+    sl__pacing_reloaded(srv);
     if (sl__limits_apply(srv, err, errlen) < 0) /* memory only: the running limits stay */
         fprintf(stderr, "sluiced: reload: keeping the running limits: %s\n", err);
     sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));

@@ -108,6 +108,7 @@ struct sl_server {
     sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
     sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
+    struct sl_pacing *pacing;  /* published limits and the slow start (provider_limits/) */
 };
 
 /* http.c */

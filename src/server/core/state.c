@@ -1,4 +1,5 @@
 /* state.c - read-only views (pools, agents, tasks, health, metrics) and task writes. */
+#include "pacing.h"
 #include "server.h"
 
 #include <math.h>
@@ -305,6 +306,7 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
     sl__limits_metrics_render(call->srv, out);
+    sl__pacing_metrics_render(call->srv, out);
     sl__fleet_metrics_render(call->srv, out);
     sl__events_metrics_render(call->srv, out);
     sl__agents_metrics_render(call->srv, out);

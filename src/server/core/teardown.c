@@ -4,6 +4,7 @@
  * Why one function: each feature that keeps state on the server adds a line here, once;
  * when sluiced and the fuzz target each kept their own list, a new feature's map was freed
  * by one and leaked by the other (LeakSanitizer in CI). */
+#include "pacing.h"
 #include "server.h"
 
 #include <stdlib.h>
@@ -26,6 +27,7 @@ void sl__server_free_state(sl_server_t *srv)
     sl__suspend_free(srv);
     sl__watch_free(srv);
     sl__history_free(srv);
+    sl__pacing_free(srv);
     sl__idmap_foreach(&srv->lease_owner, free_owner, NULL);
     sl__idmap_foreach(&srv->ticket_owner, free_owner, NULL);
     sl__idmap_free(&srv->lease_owner);
