@@ -5,10 +5,13 @@
  * quiet night, although every bucket holds room. The ramp caps the input tokens a pool
  * admits per minute at R(t) = base x factor^(minutes since the pool went busy), base =
  * the floor, until R reaches the pool's own limit. The engine's buckets admit, over any
- * 60 s, at most their capacity at the window's start plus the refill during it; with a
- * limit growing by f per minute that is L(t) x (1/f + (1 - 1/f) / ln f), so the limit
- * handed to the engine is R(t) divided by that (0.82 R for f = 2), and the margin takes
- * its share off too: no window admits more than R.
+ * 60 s, at most their capacity at the window's start plus the refill during it. The
+ * limit handed to the engine is L = c x R: in the first minute a window holds the full
+ * bucket of the start, L0, plus the refill since, L0 (f^u - 1) / ln f after u minutes,
+ * which stays under R = base f^u when c <= 1 for f >= e; later a window holds
+ * L(t) x (1/f + (1 - 1/f) / ln f), under R when c <= 1 / that (0.82 for f = 2). So c is
+ * the smaller of the two, and the margin takes its share off too: no window admits more
+ * than R.
  *
  * A pool is busy while it has leases in flight or tickets queued; seen idle for
  * `ramp_idle_s` it is held at the floor again (armed), and the growth starts at the
@@ -33,7 +36,8 @@ bool sl__ramp_active(const sl_pool_ramp_t *r, const sl_pace_pool_t *pp)
 static int64_t engine_cap(double rate_tpm, double f)
 {
     double g = 1.0 / f + (1.0 - 1.0 / f) / log(f);
-    double cap = floor(rate_tpm / g);
+    double c = 1.0 / g < 1.0 ? 1.0 / g : 1.0;
+    double cap = floor(rate_tpm * c);
     return cap < 1 ? 1 : (int64_t)cap;
 }
 
