@@ -400,6 +400,11 @@ int sl_engine_task_delete(sl_engine_t *e, const char *id);
 
 /* Number of tasks in state waiting that list `id` in depends_on (0 for unknown). */
 int64_t sl_engine_task_unblocks(const sl_engine_t *e, const char *id);
+/* The remaining chain of task `id`: 1 + the longest remaining chain among the tasks in
+ * state waiting that list it in depends_on (counted up to 64 tasks; a cycle counts as
+ * the longest), or -1 when `id` is not in the graph. It orders a pool's parked first
+ * calls under working_set (docs/design.md "Working set"). */
+int64_t sl_engine_task_depth(sl_engine_t *e, const char *id);
 
 /* A task as seen by sl_engine_task_foreach(). */
 typedef struct sl_task_info {

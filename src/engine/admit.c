@@ -22,23 +22,31 @@
  * *parked*, out of the queue, so it never blocks a continuation. "Admit a task only
  * while the running tasks' token rate fits the refill" is measured here rather than
  * modelled: while continuations queue, the running tasks already ask for more than the
- * buckets refill, and admitting another would slow them all. Parked first calls are
- * admitted in the order of their fair-queue tags (weights: role, the task graph's
- * `unblocks`, priority, repeats), across the teams (the inner tags: team weights
- * order the calls of admitted tasks, not the admissions; ordering admissions by outer
- * tags, measured, lets the heavy teams' tasks in first and finishes the fleet 11% later
- * on scale-200 at a tenth), each granted when the queue is empty and it fits. A
+ * buckets refill, and admitting another would slow them all.
+ *
+ * In what order. Once the caches stay warm the quota buys the same tokens whatever the
+ * order, and the makespan is set by the tail: the chains still running, unloaded, when
+ * the buckets stop binding. So parked first calls are admitted by the remaining chain of
+ * their task (its depth in the task graph, graph.c: Hu's highest level first), with an
+ * age term so a leaf that has waited long outranks a newer deep task: the key is
+ * arrival - SL__ADMIT_LEVEL_CACHE_LIVES x cache_ttl_s x depth (900 s a level by default,
+ * about one task's run), lowest first, ties by arrival; each granted when the queue is
+ * empty and it fits. Fair-queue tags (role, `unblocks`, priority, repeats) and team
+ * weights order the calls of admitted tasks, not the admissions (ordering admissions by
+ * team tags, measured, let the heavy teams' tasks in first and finished the fleet 11%
+ * later on scale-200 at a tenth; by depth, 3% sooner there and 5% on the seed fleet at
+ * 20 times its demand: docs/design.md "Working set"). A
  * parked call waits for no ETA limit (it is answered QUEUED, limited_by `working_set`,
  * and is never rejected for the wait: its client checkpoints). So that no task waits for
  * ever behind a fleet that never pauses, the oldest parked first call that has waited
  * SL__ADMIT_MAX_WAIT_CACHE_LIVES cache lives joins the queue at its tag, at most one per
- * cache life. Sparingly, because an old first call has the lowest tag and goes first:
+ * cache life. Sparingly, because an old first call goes first once queued:
  * letting every old one in at once rebuilds the crowd the working set exists to avoid
  * (measured on the seed fleet at 20 times its demand, makespan over the bound: 2.06
  * with all at once, 1.82 with the next as soon as the one before was served). Nobody
  * starves without it in a finite fleet (the running tasks end, the queue empties; among
- * the parked, the tags of new ones start at the team's clock, which passes the old
- * ones'); it is the guard against a task that never ends.
+ * the parked, a new one's key is at least its arrival - 64 levels, which passes any old
+ * one's key in time); it is the guard against a task that never ends.
  */
 #include "internal.h"
 
@@ -60,9 +68,16 @@ static double max_wait_s(const sl__pool_t *p)
     return SL__ADMIT_MAX_WAIT_CACHE_LIVES * p->cfg.cache_ttl_s;
 }
 
+double sl__admit_key(const sl__pool_t *p, double enqueued_at, int64_t depth)
+{
+    return enqueued_at - SL__ADMIT_LEVEL_CACHE_LIVES * p->cfg.cache_ttl_s * (double)depth;
+}
+
 void sl__admit_park(sl__pool_t *p, sl__ticket_t *t)
 {
     sl__treap_insert(&t->team->ws_root, t);
+    t->admit.tie = t->seq;
+    sl__heap_push(&p->ws_heap, &t->admit);
     t->ws_parked = true;
     t->park_next = NULL;
     t->park_prev = p->ws_tail;
@@ -77,6 +92,7 @@ void sl__admit_park(sl__pool_t *p, sl__ticket_t *t)
 void sl__admit_unpark(sl__pool_t *p, sl__ticket_t *t)
 {
     sl__treap_remove(&t->team->ws_root, t);
+    sl__heap_remove(&p->ws_heap, &t->admit);
     if (t->park_prev)
         t->park_prev->park_next = t->park_next;
     else
@@ -118,14 +134,8 @@ static double admit_outer(const sl__pool_t *p, const sl__ticket_t *t)
 
 sl__ticket_t *sl__admit_next(const sl__pool_t *p)
 {
-    sl__ticket_t *best = NULL;
-    for (size_t i = 0; i < p->n_teams; i++) {
-        sl__ticket_t *t = sl__treap_first(p->teams[i]->ws_root);
-        if (t && (!best || t->finish < best->finish ||
-                  (t->finish == best->finish && t->seq < best->seq)))
-            best = t;
-    }
-    return best;
+    sl__hnode_t *n = sl__heap_top(&p->ws_heap);
+    return n ? sl__container_of(n, sl__ticket_t, admit) : NULL;
 }
 
 void sl__admit_grant(sl_engine_t *e, sl__pool_t *p, double now)
@@ -160,6 +170,7 @@ double sl__admit_eta(const sl__pool_t *p, const sl__need_t *need, bool parked, d
 
 void sl__admit_free(sl__pool_t *p)
 {
+    sl__heap_free(&p->ws_heap); /* before the tickets it points to are freed */
     for (sl__ticket_t *t = p->ws_head, *next; t; t = next) {
         next = t->park_next;
         free(t);

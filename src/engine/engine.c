@@ -381,9 +381,9 @@ static int check_pool(sl_engine_t *e, sl__pool_t *p)
             return sl__fail(e, SL_EINVAL, "pool %s: first call %llu parked by the working set is "
                             "inconsistent", p->name, (unsigned long long)t->id);
     }
-    if (ws != p->ws_n)
-        return sl__fail(e, SL_EINVAL, "pool %s: %lld first calls parked, %lld listed", p->name,
-                        (long long)p->ws_n, (long long)ws);
+    if (ws != p->ws_n || (int64_t)p->ws_heap.len != ws)
+        return sl__fail(e, SL_EINVAL, "pool %s: %lld first calls parked, %lld listed, %lld by key",
+                        p->name, (long long)p->ws_n, (long long)ws, (long long)p->ws_heap.len);
     if (parked != p->n_parked)
         return sl__fail(e, SL_EINVAL, "pool %s: %lld tickets parked, %lld on the holders' lists",
                         p->name, (long long)p->n_parked, (long long)parked);

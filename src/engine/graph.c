@@ -2,7 +2,16 @@
  *
  * A planner whose output unblocks six workers is worth more per token than a leaf:
  * if both wait 30 s, the planner's wait delays seven agents. A lease naming a task
- * gets unblocks = the number of tasks in state waiting that list it in depends_on. */
+ * gets unblocks = the number of tasks in state waiting that list it in depends_on.
+ *
+ * Its depth (the remaining chain) orders the tasks the working set has not admitted yet
+ * (admit.c): 1 + the longest remaining chain among those waiting dependants, so a task
+ * that four more must follow one after another starts before a leaf. Counted in tasks,
+ * not in estimated time: measured in `sluice sim` (docs/sim.md), the count did better
+ * than each task's expected duration from the scenario itself. Computed for the whole
+ * graph at once, by rounds of relaxation over its edges (round k knows every chain of
+ * at most k tasks; a value that never stops growing is a cycle, capped), and kept until
+ * the graph is written again: O(rounds x edges) per write, nothing per request. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -55,6 +64,7 @@ int sl_engine_task_put(sl_engine_t *e, const char *id, const char *role,
     sl__task_t *old = sl__strmap_del(&e->tasks, id);
     task_free(old);
     sl__strmap_put(&e->tasks, t->id, t);
+    e->graph_gen++;
     return SL_OK;
 nomem:
     task_free(t);
@@ -66,6 +76,7 @@ int sl_engine_task_delete(sl_engine_t *e, const char *id)
     sl__task_t *t = id ? sl__strmap_del(&e->tasks, id) : NULL;
     if (!t) return sl__fail(e, SL_ENOTFOUND, "task \"%.140s\" not found", id ? id : "(null)");
     task_free(t);
+    e->graph_gen++;
     return SL_OK;
 }
 
@@ -84,6 +95,48 @@ int64_t sl_engine_task_unblocks(const sl_engine_t *e, const char *id)
         }
     }
     return n;
+}
+
+/* One round: every waiting task raises each of its dependencies to 1 + its own depth of the
+ * round before. Returns whether some depth grew. */
+static bool depth_round(sl_engine_t *e)
+{
+    for (size_t i = 0; i < e->tasks.cap; i++)
+        if (e->tasks.slots[i].hash) {
+            sl__task_t *t = e->tasks.slots[i].val;
+            t->depth_next = t->depth;
+        }
+    for (size_t i = 0; i < e->tasks.cap; i++) {
+        if (!e->tasks.slots[i].hash) continue;
+        const sl__task_t *d = e->tasks.slots[i].val;
+        if (d->state != SL_TASK_WAITING) continue;
+        int64_t via = d->depth + 1 > SL__GRAPH_DEPTH_MAX ? SL__GRAPH_DEPTH_MAX : d->depth + 1;
+        for (size_t j = 0; j < d->n_deps; j++) {
+            sl__task_t *t = sl__strmap_get(&e->tasks, d->deps[j]);
+            if (t && t->depth_next < via) t->depth_next = via;
+        }
+    }
+    bool grew = false;
+    for (size_t i = 0; i < e->tasks.cap; i++)
+        if (e->tasks.slots[i].hash) {
+            sl__task_t *t = e->tasks.slots[i].val;
+            grew |= t->depth_next != t->depth;
+            t->depth = t->depth_next;
+        }
+    return grew;
+}
+
+int64_t sl_engine_task_depth(sl_engine_t *e, const char *id)
+{
+    const sl__task_t *task = id ? sl__strmap_get(&e->tasks, id) : NULL;
+    if (!task) return -1;
+    if (e->depth_gen != e->graph_gen) {
+        for (size_t i = 0; i < e->tasks.cap; i++)
+            if (e->tasks.slots[i].hash) ((sl__task_t *)e->tasks.slots[i].val)->depth = 1;
+        for (int round = 0; round < SL__GRAPH_DEPTH_MAX && depth_round(e); round++) {}
+        e->depth_gen = e->graph_gen;
+    }
+    return task->depth;
 }
 
 void sl_engine_task_foreach(const sl_engine_t *e, void (*fn)(const sl_task_info_t *t, void *ud),

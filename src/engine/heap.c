@@ -4,6 +4,12 @@
 #include <assert.h>
 #include <stdlib.h>
 
+/* Whether a comes out of the heap before b. */
+static int earlier(const sl__hnode_t *a, const sl__hnode_t *b)
+{
+    return a->at < b->at || (a->at == b->at && a->tie < b->tie);
+}
+
 static void place(sl__heap_t *h, size_t i, sl__hnode_t *n)
 {
     h->items[i] = n;
@@ -15,7 +21,7 @@ static void sift_up(sl__heap_t *h, size_t i)
     sl__hnode_t *n = h->items[i];
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (h->items[parent]->at <= n->at) break;
+        if (!earlier(n, h->items[parent])) break;
         place(h, i, h->items[parent]);
         i = parent;
     }
@@ -28,8 +34,8 @@ static void sift_down(sl__heap_t *h, size_t i)
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= h->len) break;
-        if (c + 1 < h->len && h->items[c + 1]->at < h->items[c]->at) c++;
-        if (h->items[c]->at >= n->at) break;
+        if (c + 1 < h->len && earlier(h->items[c + 1], h->items[c])) c++;
+        if (!earlier(h->items[c], n)) break;
         place(h, i, h->items[c]);
         i = c;
     }

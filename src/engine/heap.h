@@ -3,12 +3,14 @@
 #define SL_ENGINE_HEAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define SL__HEAP_NONE ((size_t)-1)
 
 /* Embed in the object that has a deadline; `idx` is SL__HEAP_NONE when not in a heap. */
 typedef struct sl__hnode {
     double at;
+    uint64_t tie; /* orders equal deadlines (lowest first); 0 where order does not matter */
     size_t idx;
 } sl__hnode_t;
 
@@ -20,7 +22,7 @@ typedef struct sl__heap {
 
 /* Makes room for one more item so a following push cannot fail. 0 or -1. */
 int sl__heap_reserve(sl__heap_t *h);
-/* Pushes `n` (not in any heap) with deadline n->at. Call sl__heap_reserve first. */
+/* Pushes `n` (not in any heap) with deadline n->at (ties: n->tie). Call sl__heap_reserve first. */
 void sl__heap_push(sl__heap_t *h, sl__hnode_t *n);
 /* The earliest node, or NULL. */
 sl__hnode_t *sl__heap_top(const sl__heap_t *h);

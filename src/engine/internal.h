@@ -17,6 +17,10 @@
 #define SL__LEVEL_EPS      1e-6 /* tolerance of invariant checks on double levels */
 #define SL__BACKFILL_WINDOW 16  /* queued tickets (the head included) backfill.c looks at */
 #define SL__ADMIT_MAX_WAIT_CACHE_LIVES 10 /* a parked first call joins the queue after this */
+#define SL__ADMIT_LEVEL_CACHE_LIVES 3 /* a level of remaining chain is worth this long a wait */
+#define SL__GRAPH_DEPTH_MAX 64        /* remaining chains are counted up to this many tasks */
+#define SL__CLIMB_EVERY_MAX_S 60.0    /* the margin's climb above its start: a step at most
+                                         this often (one refill period; margin.c) */
 
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
@@ -178,6 +182,7 @@ typedef struct sl__ticket {
     bool ws_parked;                 /* a first call parked by the working set (admit.c); then
                                        park_prev/park_next chain the pool's arrival list */
     struct sl__ticket *park_prev, *park_next;
+    sl__hnode_t admit; /* parked first call: in the pool's ws_heap at its admission key (admit.c) */
     /* treap */
     struct sl__ticket *left, *right;
     uint32_t prio;
@@ -220,6 +225,7 @@ typedef struct sl__pool {
     struct sl__ticket *ws_head, *ws_tail; /* first calls parked by the working set, by
                                              arrival (by tag: their teams' ws_root) */
     int64_t ws_n;
+    sl__heap_t ws_heap; /* the same, by admission key: arrival - level x depth, then seq */
     double ws_promoted_at; /* when the working set's age bound last queued a first call */
     uint64_t seq;
     sl__heap_t lease_heap;  /* leases by expires_at */
@@ -264,6 +270,8 @@ typedef struct sl__task {
     sl_task_state_t state;
     char **deps;
     size_t n_deps;
+    int64_t depth, depth_next; /* its remaining chain (graph.c), valid at the engine's
+                                  graph_gen == depth_gen */
 } sl__task_t;
 
 /* Ended states: of leases in the `ended` ring, of tickets in the ticket map (value =
@@ -299,6 +307,7 @@ struct sl_engine {
     sl__strmap_t idem;
     sl__idem_t *idem_head, *idem_tail;
     sl__strmap_t tasks;
+    uint64_t graph_gen, depth_gen; /* task writes; the writes the tasks' depths count */
     sl__strmap_t holders; /* holder key -> sl__holder_t */
     sl__strmap_t teams;   /* team name -> sl__team_t (weights) */
     sl__class_t roles[SL__MAX_CLASSES];
@@ -545,6 +554,10 @@ bool sl__admit_is_first_call(const sl__pool_t *p, const sl__cache_t *cache);
 /* Whether a first call may go now: nothing queued, no first call parked before it. */
 bool sl__admit_open(const sl__pool_t *p);
 /* Parks a first call out of the queue / takes it back off (the caller queues or ends it). */
+/* The admission key of a first call parked at `enqueued_at` whose task has remaining chain
+ * `depth` (1 without a task graph): lower goes first. */
+double sl__admit_key(const sl__pool_t *p, double enqueued_at, int64_t depth);
+/* Parks t (its admit.at set to its key; the caller reserved room in p->ws_heap). */
 void sl__admit_park(sl__pool_t *p, sl__ticket_t *t);
 void sl__admit_unpark(sl__pool_t *p, sl__ticket_t *t);
 /* Moves the oldest first call parked past its bound into the queue at its tag, at most

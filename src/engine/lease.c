@@ -67,6 +67,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     /* A grant from the queue must be fetched by its client before the TTL starts. */
     l->claimed = ticket == 0;
     l->expiry.idx = SL__HEAP_NONE;
+    l->expiry.tie = 0;
     l->expiry.at = now + (l->claimed ? ttl_s : p->cfg.claim_timeout_s);
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sl__limited(p, (sl_bucket_t)b)) p->level[b] -= (double)need->n[b];
@@ -352,6 +353,7 @@ typedef struct decide_args {
     double cap_wait_s;       /* then: when it frees a slot */
     const char *cap_reason;
     bool first_call;         /* a task's first call under the working set (admit.c) */
+    int64_t depth;           /* then: its task's remaining chain (graph.c), 1 without one */
 } decide_args_t;
 
 /* Grants the request at once past the blocked queue head when backfill.c admits it;
@@ -445,7 +447,8 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
         reject(p, a->weight, eta_s, now, out, a->park_on ? a->cap_reason : NULL, limited_by);
         return SL_OK;
     }
-    if (sl__heap_reserve(&p->ticket_heap) != 0 || sl__u64map_reserve(&e->tickets, 1) != 0)
+    if (sl__heap_reserve(&p->ticket_heap) != 0 || sl__u64map_reserve(&e->tickets, 1) != 0 ||
+        (ws_park && sl__heap_reserve(&p->ws_heap) != 0))
         return sl__fail(e, SL_ENOMEM, "out of memory queueing a request");
     sl__ticket_t *t = calloc(1, sizeof *t);
     if (!t) return sl__fail(e, SL_ENOMEM, "out of memory queueing a request");
@@ -467,11 +470,15 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->ttl_s = a->ttl_s;
     t->prio = sl__rand32(e);
     t->idle.idx = SL__HEAP_NONE;
+    t->idle.tie = 0;
     t->idle.at = now + p->cfg.ticket_idle_s;
     if (a->park_on)
         sl__caps_park(p, a->park_on, t, false);
-    else if (ws_park)
+    else if (ws_park) {
+        t->admit.idx = SL__HEAP_NONE;
+        t->admit.at = sl__admit_key(p, now, a->depth);
         sl__admit_park(p, t);
+    }
     else
         sl__queue_insert(p, t);
     sl__heap_push(&p->ticket_heap, &t->idle);
@@ -650,9 +657,11 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     }
     const char *role = role_c->name;
     int64_t unblocks = req->unblocks;
+    args.depth = 1;
     if (req->task && sl__strmap_get(&e->tasks, req->task)) {
         unblocks = sl_engine_task_unblocks(e, req->task);
         if (req->max_unblocks_set && unblocks > req->max_unblocks) unblocks = req->max_unblocks;
+        args.depth = sl_engine_task_depth(e, req->task);
     }
     double w = role_c->value * (1 + 0.5 * (double)unblocks) * prio_c->value;
     if (a->repeats > 0) w *= pow(0.5, (double)a->repeats);

@@ -42,6 +42,17 @@ static void emit_floor_alert(sl_engine_t *e, sl__pool_t *p, double now, bool act
     sl__emit(e, &ev);
 }
 
+/* The length of the interval now running: recover_every_s back to the start; above it, at
+ * most one refill period (SL__CLIMB_EVERY_MAX_S), since a provider header vouches for the
+ * whole bucket and a period is the time the provider's bucket takes to turn over. */
+static double step_every_s(const sl__pool_t *p)
+{
+    double every_s = p->cfg.recover_every_s;
+    if (p->margin_bp >= p->start_bp && every_s > SL__CLIMB_EVERY_MAX_S)
+        every_s = SL__CLIMB_EVERY_MAX_S;
+    return every_s;
+}
+
 /* Whether the interval of recovery now running may take the margin up: below the start
  * always; at or above it only when a provider header agreed during it. */
 static bool may_climb(const sl__pool_t *p)
@@ -53,7 +64,7 @@ static bool may_climb(const sl__pool_t *p)
 double sl__margin_next_step_at(const sl__pool_t *p)
 {
     double at = INFINITY;
-    if (may_climb(p)) at = p->clean_since + p->cfg.recover_every_s;
+    if (may_climb(p)) at = p->clean_since + step_every_s(p);
     if (p->floor_since >= 0 && !p->alert_floor) {
         double alert_at = p->floor_since + p->cfg.margin_floor_alert_s;
         if (alert_at < at) at = alert_at;
@@ -66,8 +77,8 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
     int start_bp = p->start_bp;
     int floor_bp = p->floor_bp;
     int up_bp = p->up_bp;
-    double every_s = p->cfg.recover_every_s;
-    while (p->margin_bp < p->max_bp && p->clean_since + every_s <= now) {
+    double every_s;
+    while (p->margin_bp < p->max_bp && p->clean_since + (every_s = step_every_s(p)) <= now) {
         double t = p->clean_since + every_s;
         if (p->margin_bp >= start_bp && !(p->agreed_at > p->clean_since && p->agreed_at <= t)) {
             /* Above the start an interval no header vouched for earns nothing: skip to the

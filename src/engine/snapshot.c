@@ -252,6 +252,7 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     lease->ttl_s = l->ttl_s;
     lease->claimed = l->claimed;
     lease->expiry.idx = SL__HEAP_NONE;
+    lease->expiry.tie = 0;
     lease->expiry.at = l->expires_at;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         p->reserved[b] += (double)l->need[b];

@@ -589,10 +589,10 @@ static void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, resu
     } else if (strcmp(name, "request") == 0) {
         sl_request_t req;
         request_from(op, &req);
-        int64_t graph = -1;
+        sl__rgraph_t graph = SL__RGRAPH_NONE;
         if (req.task) {
             redisReply *g = fcall1(rr, "sluice_task_unblocks", "sluice:{graph}:tasks", req.task);
-            if (g && g->type == REDIS_REPLY_INTEGER) graph = g->integer;
+            graph = sl__rgraph_parse(g);
             if (g) freeReplyObject(g);
         }
         sl__rcmd_request(&c, &req, graph, now, NULL);

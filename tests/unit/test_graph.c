@@ -1,4 +1,4 @@
-/* test_graph.c - the task graph (src/engine/graph.c): unblocks, replace, delete, refusals. */
+/* test_graph.c - the task graph (src/engine/graph.c): unblocks, depth, replace, delete, refusals. */
 #include "engine_harness.h"
 
 static size_t n_seen;
@@ -44,6 +44,59 @@ static void test_unblocks_counts_only_waiting_dependents(void **state)
 
     e = plan_with_three(SL_TASK_DONE, SL_TASK_RUNNING, SL_TASK_DONE);
     assert_int_equal(sl_engine_task_unblocks(e, "plan"), 0);
+    sl_engine_free(e);
+}
+
+static void put(sl_engine_t *e, const char *id, const char *dep1, const char *dep2,
+                sl_task_state_t st)
+{
+    const char *deps[] = {dep1, dep2};
+    size_t n = dep2 ? 2 : dep1 ? 1 : 0;
+    assert_int_equal(sl_engine_task_put(e, id, NULL, n ? deps : NULL, n, st), SL_OK);
+}
+
+static void test_depth_is_the_longest_remaining_chain_of_waiting_tasks(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    /* plan -> f1 -> review, plan -> f2; a lint chain l1 -> l2 -> l3 -> l4 of its own */
+    put(e, "plan", NULL, NULL, SL_TASK_RUNNING);
+    put(e, "f1", "plan", NULL, SL_TASK_WAITING);
+    put(e, "f2", "plan", NULL, SL_TASK_WAITING);
+    put(e, "review", "f1", "f2", SL_TASK_WAITING);
+    put(e, "l1", NULL, NULL, SL_TASK_WAITING);
+    put(e, "l2", "l1", NULL, SL_TASK_WAITING);
+    put(e, "l3", "l2", NULL, SL_TASK_WAITING);
+    put(e, "l4", "l3", NULL, SL_TASK_WAITING);
+    assert_int_equal(sl_engine_task_depth(e, "plan"), 3);
+    assert_int_equal(sl_engine_task_depth(e, "f2"), 2);
+    assert_int_equal(sl_engine_task_depth(e, "review"), 1);
+    assert_int_equal(sl_engine_task_depth(e, "l1"), 4);
+    assert_int_equal(sl_engine_task_depth(e, "nobody"), -1);
+    /* a dependant that is no longer waiting does not count; a write is seen at once */
+    put(e, "f1", "plan", NULL, SL_TASK_RUNNING);
+    put(e, "f2", "plan", NULL, SL_TASK_DONE);
+    assert_int_equal(sl_engine_task_depth(e, "plan"), 1);
+    assert_int_equal(sl_engine_task_depth(e, "f1"), 2);
+    assert_int_equal(sl_engine_task_unblocks(e, "plan"), 0);
+    assert_int_equal(sl_engine_task_delete(e, "l2"), SL_OK);
+    assert_int_equal(sl_engine_task_depth(e, "l1"), 1);
+    sl_engine_free(e);
+}
+
+static void test_depth_of_a_cycle_is_capped(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    put(e, "a", "b", NULL, SL_TASK_WAITING);
+    put(e, "b", "a", NULL, SL_TASK_WAITING);
+    put(e, "c", NULL, NULL, SL_TASK_WAITING);
+    put(e, "head", NULL, NULL, SL_TASK_RUNNING);
+    put(e, "d", "head", NULL, SL_TASK_WAITING);
+    assert_int_equal(sl_engine_task_depth(e, "a"), 64);
+    assert_int_equal(sl_engine_task_depth(e, "b"), 64);
+    assert_int_equal(sl_engine_task_depth(e, "c"), 1);
+    assert_int_equal(sl_engine_task_depth(e, "head"), 2);
     sl_engine_free(e);
 }
 
@@ -158,6 +211,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unblocks_counts_only_waiting_dependents),
         cmocka_unit_test(test_unknown_task_unblocks_nothing),
+        cmocka_unit_test(test_depth_is_the_longest_remaining_chain_of_waiting_tasks),
+        cmocka_unit_test(test_depth_of_a_cycle_is_capped),
         cmocka_unit_test(test_put_again_replaces_the_task),
         cmocka_unit_test(test_foreach_reports_every_task_with_its_unblocks),
         cmocka_unit_test(test_task_depending_on_itself_is_refused_and_changes_nothing),

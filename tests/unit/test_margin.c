@@ -188,6 +188,35 @@ static void test_the_margin_climbs_above_its_start_only_while_headers_agree(void
     sl_engine_free(e);
 }
 
+static void test_above_its_start_the_margin_steps_once_per_refill_period(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100); /* recover_every_s 180 */
+    /* A header agreeing in every 60 s interval: 12 steps from 0.85 to 0.97 in 720 s. */
+    for (int i = 0; i < 12; i++) {
+        resync_remaining(e, "100000", T0 + 10 + 60.0 * i);
+        assert_int_equal(sl_engine_advance(e, T0 + 60.0 * (i + 1) - 0.5), SL_OK);
+        assert_true(fabs(harness_margin(e) - (0.85 + 0.01 * i)) < 1e-12);
+        assert_int_equal(sl_engine_advance(e, T0 + 60.0 * (i + 1)), SL_OK);
+        assert_true(fabs(harness_margin(e) - (0.86 + 0.01 * i)) < 1e-12);
+    }
+    sl_engine_free(e);
+    /* Below the start, recovering from a 429, a step still takes recover_every_s. */
+    e = harness_engine(100000, 10000, 100);
+    sl_request_t r = harness_req("a", 1000, 0);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0 + 1, &d), SL_OK);
+    sl_settle_t st = {.input_tokens = 1000, .got_429 = true};
+    assert_int_equal(sl_engine_settle(e, d.lease, &st, T0 + 2, NULL), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
+    resync_remaining(e, "100000", T0 + 10);
+    assert_int_equal(sl_engine_advance(e, T0 + 2 + 179), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
+    assert_int_equal(sl_engine_advance(e, T0 + 2 + 180), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.81) < 1e-12);
+    sl_engine_free(e);
+}
+
 static void test_agent_retry_after_holds_only_the_reporting_agent(void **state)
 {
     (void)state;
@@ -229,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
         cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
         cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
+        cmocka_unit_test(test_above_its_start_the_margin_steps_once_per_refill_period),
         cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,10 +62,10 @@ static void on_request_reply(rb_t *rb, rcall_t *c, redisReply *r)
     sl__rb_rop_free(op);
 }
 
-static void send_request(rb_t *rb, rop_t *op, int64_t graph_unblocks)
+static void send_request(rb_t *rb, rop_t *op, sl__rgraph_t graph)
 {
     sl__rcmd_t cmd;
-    sl__rcmd_request(&cmd, &op->req, graph_unblocks, NAN, rb->opt.replica_id);
+    sl__rcmd_request(&cmd, &op->req, graph, NAN, rb->opt.replica_id);
     sl__rb_add_history(&cmd, sl__rb_pool_by_name(rb, op->pool));
     op->waiting = 0;
     sl__rb_send_cmd(rb, &cmd, on_request_reply, op, 0, false);
@@ -79,9 +79,9 @@ static void on_graph_unblocks(rb_t *rb, rcall_t *c, redisReply *r)
         on_request_reply(rb, c, NULL);
         return;
     }
-    int64_t graph = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    if (graph > 0 && op->req.max_unblocks_set && graph > op->req.max_unblocks)
-        graph = op->req.max_unblocks; /* as the engine: no more than the token may claim */
+    sl__rgraph_t graph = sl__rgraph_parse(r);
+    if (graph.unblocks > 0 && op->req.max_unblocks_set && graph.unblocks > op->req.max_unblocks)
+        graph.unblocks = op->req.max_unblocks; /* as the engine: no more than the token may claim */
     send_request(rb, op, graph);
 }
 
@@ -131,7 +131,7 @@ void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decisio
         sl__rb_send_cmd(rb, &cmd, on_graph_unblocks, op, 0, false);
         return;
     }
-    send_request(rb, op, -1);
+    send_request(rb, op, SL__RGRAPH_NONE);
 }
 
 static void on_ticket_reply(rb_t *rb, rcall_t *c, redisReply *r)

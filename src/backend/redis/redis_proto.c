@@ -143,8 +143,19 @@ int sl__rcaps_format(char *out, size_t len, bool team, const char *holder, const
                     caps->budget_usd_per_hour, caps->budget_usd_per_day);
 }
 
-void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unblocks,
-                      double now_s, const char *origin)
+sl__rgraph_t sl__rgraph_parse(const redisReply *r)
+{
+    sl__rgraph_t g = SL__RGRAPH_NONE;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
+        g.unblocks = r->element[0]->integer;
+        g.depth = r->element[1]->integer;
+    }
+    return g;
+}
+
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, sl__rgraph_t graph, double now_s,
+                      const char *origin)
 {
     sl__rcmd_begin(c, "sluice_request", req->pool ? req->pool : "default", now_s, origin);
     sl__rcmd_str(c, "agent", req->agent);
@@ -154,7 +165,8 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unbl
     sl__rcmd_str(c, "role", req->role);
     sl__rcmd_str(c, "task", req->task);
     sl__rcmd_num(c, "unblocks", (double)req->unblocks);
-    if (graph_unblocks >= 0) sl__rcmd_num(c, "graph_unblocks", (double)graph_unblocks);
+    if (graph.unblocks >= 0) sl__rcmd_num(c, "graph_unblocks", (double)graph.unblocks);
+    if (graph.depth >= 1) sl__rcmd_num(c, "graph_depth", (double)graph.depth);
     sl__rcmd_str(c, "priority", req->priority);
     sl__rcmd_str(c, "cache_key", req->cache_key);
     if (req->ttl_s != 0) sl__rcmd_num(c, "ttl", req->ttl_s);

@@ -65,9 +65,18 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
                         const sl_engine_config_t *ecfg, const char *roles, const char *prios,
                         int pool_no, double now_s, const char *origin);
 
-/* Builds a request; `graph_unblocks` >= 0 when the task graph knows req->task. */
-void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, int64_t graph_unblocks,
-                      double now_s, const char *origin);
+/* The task graph's answer about a request's task (`sluice_task_unblocks`): its waiting
+ * dependants and its remaining chain (graph.c), both -1 when the graph does not know it. */
+typedef struct sl__rgraph {
+    int64_t unblocks, depth;
+} sl__rgraph_t;
+#define SL__RGRAPH_NONE ((sl__rgraph_t){-1, -1})
+/* Reads a `sluice_task_unblocks` reply (NULL or an error: SL__RGRAPH_NONE). */
+sl__rgraph_t sl__rgraph_parse(const redisReply *r);
+
+/* Builds a request with what the task graph said about req->task. */
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, sl__rgraph_t graph, double now_s,
+                      const char *origin);
 
 /* Builds a settle of `lease` in `pool`, classifying and validating the provider
  * headers here (the engine's rules). Returns SL_OK, or SL_EINVAL with `err` filled

@@ -425,6 +425,16 @@ local function max_bp(p)
   return m > p.start_bp and m or p.start_bp
 end
 
+-- The length of the interval now running: recover_every_s back to the start; above it at
+-- most one refill period (margin.c, SL__CLIMB_EVERY_MAX_S).
+local CLIMB_EVERY_MAX_S = 60
+local function step_every(p)
+  if p.margin_bp >= p.start_bp and p.recover_every_s > CLIMB_EVERY_MAX_S then
+    return CLIMB_EVERY_MAX_S
+  end
+  return p.recover_every_s
+end
+
 -- Whether the interval of recovery now running may take the margin up: below the start
 -- always; at or above it only when a provider header agreed during it.
 local function may_climb(p)
@@ -434,7 +444,7 @@ end
 
 local function margin_next_step_at(p)
   local at = math.huge
-  if may_climb(p) then at = p.clean_since + p.recover_every_s end
+  if may_climb(p) then at = p.clean_since + step_every(p) end
   if p.floor_since >= 0 and p.alert_floor == 0 then
     local alert_at = p.floor_since + p.margin_floor_alert_s
     if alert_at < at then at = alert_at end
@@ -443,8 +453,9 @@ local function margin_next_step_at(p)
 end
 
 local function margin_advance(p, now)
-  local top, every = max_bp(p), p.recover_every_s
-  while p.margin_bp < top and p.clean_since + every <= now do
+  local top = max_bp(p)
+  while p.margin_bp < top and p.clean_since + step_every(p) <= now do
+    local every = step_every(p)
     local t = p.clean_since + every
     if p.margin_bp >= p.start_bp and not (p.agreed_at > p.clean_since and p.agreed_at <= t) then
       -- Above the start an interval no header vouched for earns nothing: skip to the one
@@ -1473,10 +1484,12 @@ end
 -- settled is a task's first call; with `working_set` it goes only when nothing is queued
 -- and it fits, else it waits parked (never rejected for the wait): per team a sorted set
 -- P.."w:<team>" by inner tag (the queue's member format), all of them by arrival in
--- P.."wsa", their count and summed needs in ws_n and ws0..ws3. Admitted in inner-tag order
--- across teams when the queue is empty; after WS.LIVES cache lives a parked one joins the
--- queue at its tag.
+-- P.."wsa", their count and summed needs in ws_n and ws0..ws3. Admitted when the queue is
+-- empty in the order of P.."wsk": arrival - WS.LEVEL cache lives x its task's remaining
+-- chain (graph.c; the member starts with the seq, so ties go by arrival); after WS.LIVES
+-- cache lives a parked one joins the queue at its tag.
 WS.LIVES = 10
+WS.LEVEL = 3
 
 function WS.key(team) return S.prefix .. 'w:' .. team end
 
@@ -1486,8 +1499,9 @@ end
 
 function WS.open(p) return p.qn == 0 and p.ws_n == 0 end
 
-function WS.park(p, t)
+function WS.park(p, t, depth)
   redis.call('ZADD', WS.key(t.team), F(t.finish), qmember(t))
+  redis.call('ZADD', K('wsk'), F(t.enq - WS.LEVEL * p.cache_ttl_s * depth), qmember(t))
   redis.call('ZADD', K('wsa'), F(t.enq), F(t.id))
   for b = 0, NB - 1 do p['ws' .. b] = p['ws' .. b] + t['n' .. b] end
   p.ws_n = p.ws_n + 1
@@ -1497,6 +1511,7 @@ end
 
 function WS.unpark(p, t)
   redis.call('ZREM', WS.key(t.team), qmember(t))
+  redis.call('ZREM', K('wsk'), qmember(t))
   redis.call('ZREM', K('wsa'), F(t.id))
   for b = 0, NB - 1 do p['ws' .. b] = p['ws' .. b] - t['n' .. b] end
   p.ws_n = p.ws_n - 1
@@ -1522,23 +1537,11 @@ function WS.promote(p, now)
   p.ws_prom = now
 end
 
--- The parked first call to admit next: the lowest inner tag (finish, then arrival) over
--- the teams' first ones.
+-- The parked first call to admit next: the lowest admission key, then the first to arrive.
 function WS.next(p)
   if p.ws_n <= 0 then return nil end
-  local best, best_m
-  local teams = team_list()
-  for i = 1, #teams do
-    local h = redis.call('ZRANGE', WS.key(teams[i]), 0, 0, 'WITHSCORES')
-    if #h > 0 then
-      local id, _, seq = parse_member(h[1])
-      local f = tonumber(h[2])
-      if not best or f < best_m.f or (f == best_m.f and seq < best_m.seq) then
-        best, best_m = id, {f = f, seq = seq}
-      end
-    end
-  end
-  return best and load_ticket(best)
+  local id = parse_member(redis.call('ZRANGE', K('wsk'), 0, 0)[1])
+  return load_ticket(id)
 end
 
 function WS.grant(p, now)
@@ -2192,7 +2195,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
   elseif ws_park then
-    WS.park(p, tk)
+    WS.park(p, tk, t.depth)
   else
     queue_insert(p, tk)
   end
@@ -2330,6 +2333,7 @@ local function request(p, args, now)
   local unblocks = num(args, 'unblocks', 0)
   local graph = num(args, 'graph_unblocks', -1)
   if graph >= 0 then unblocks = graph end
+  t.depth = math.max(1, num(args, 'graph_depth', 1))  -- its task's remaining chain
   local w = role_v * (1 + 0.5 * unblocks) * prio_v
   if a.repeats > 0 then w = w * 0.5 ^ a.repeats end
   local weight = w > p.weight_floor and w or p.weight_floor
@@ -2912,11 +2916,42 @@ local function task_unblocks(all, id)
   return n
 end
 
--- Returns the task's unblocks, or -1 when the task is not in the graph.
+-- The remaining chain of task id (graph.c, sl_engine_task_depth): 1 + the longest among
+-- its waiting dependants, by rounds of relaxation over every edge, capped at DEPTH_MAX.
+local DEPTH_MAX = 64
+local function task_depth(all, id)
+  local depth, waiting, deps = {}, {}, {}
+  for i = 1, #all, 2 do
+    local parts = {}
+    for s in string.gmatch(all[i + 1] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
+    depth[all[i]] = 1
+    waiting[all[i]] = parts[2] == 'waiting'
+    deps[all[i]] = {unpack(parts, 3)}
+  end
+  for _ = 1, DEPTH_MAX do
+    local nxt, grew = {}, false
+    for k, v in pairs(depth) do nxt[k] = v end
+    for d, ds in pairs(deps) do
+      if waiting[d] then
+        local via = math.min(depth[d] + 1, DEPTH_MAX)
+        for _, dep in ipairs(ds) do
+          if nxt[dep] and nxt[dep] < via then nxt[dep] = via; grew = true end
+        end
+      end
+    end
+    depth = nxt
+    if not grew then break end
+  end
+  return depth[id]
+end
+
+-- Returns {the task's unblocks, its remaining chain}, or -1 when the task is not in the
+-- graph.
 redis.register_function{function_name = 'sluice_task_unblocks', flags = {'no-writes'},
   callback = function(keys, argv)
     if redis.call('HEXISTS', keys[1], argv[1]) == 0 then return -1 end
-    return task_unblocks(redis.call('HGETALL', keys[1]), argv[1])
+    local all = redis.call('HGETALL', keys[1])
+    return {task_unblocks(all, argv[1]), task_depth(all, argv[1])}
   end}
 
 -- Every task as {id, "role\31state\31deps...", unblocks}.

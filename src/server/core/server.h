@@ -8,6 +8,7 @@
 
 #include <event2/event.h>
 #include <jansson.h>
+#include <sluice/tokenizer.h>
 
 #include "backend.h"
 #include "config.h"
@@ -180,6 +181,8 @@ bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool
 
 /* leases.c */
 void sl__handle_lease_post(sl_call_t *call);
+/* POST /v1/estimate (estimate.c): a provider request body counted as the proxy counts it. */
+void sl__handle_estimate(sl_call_t *call);
 void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action, int method);
 void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *query);
 void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev);
@@ -420,6 +423,9 @@ void sl__proxy_free(sl_server_t *srv);
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query);
 /* The largest body the transport must let through for the proxy. */
 size_t sl__proxy_body_limit(const sl_config_t *c);
+/* The proxy's tokenizer, loaded on first use; NULL when no vocabulary can be loaded (said
+ * once on stderr). */
+sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv);
 
 /* proxy_usage.c: what a provider's answer says it used (pure functions, no I/O). */
 typedef struct sl_usage {

@@ -1476,6 +1476,11 @@ size_t sl__proxy_body_limit(const sl_config_t *c)
     return c->proxy.body_limit_bytes;
 }
 
+sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv)
+{
+    return srv->proxy ? tokenizer(srv->proxy) : NULL;
+}
+
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
 {
     sl_proxy_t *proxy = calloc(1, sizeof(*proxy));
