@@ -95,6 +95,9 @@ typedef struct sl_published_config {
     char **pools;      /* pools that adopt them; n_pools 0 = every proxied pool of a
                           provider configured here */
     size_t n_pools;
+    char **group_pools;  /* `groups:` pool -> the Anthropic group type it draws from */
+    char **group_types;  /* (model_group when not named: batch, token_count, files, ...) */
+    size_t n_groups;
     sl_published_source_t anthropic, openai;
 } sl_published_config_t;
 

@@ -45,6 +45,12 @@ void sl__config_published_clear(sl_published_config_t *c)
     free_source(&c->openai);
     for (size_t i = 0; i < c->n_pools; i++) free(c->pools[i]);
     free(c->pools);
+    for (size_t i = 0; i < c->n_groups; i++) {
+        free(c->group_pools[i]);
+        free(c->group_types[i]);
+    }
+    free(c->group_pools);
+    free(c->group_types);
     memset(c, 0, sizeof(*c));
 }
 
@@ -136,6 +142,50 @@ static int parse_source(yaml_document_t *doc, yaml_node_t *map, const char *path
     return 0;
 }
 
+/* `groups: {POOL: GROUP_TYPE}`: the Anthropic group a pool draws from. */
+static int parse_groups(yaml_document_t *doc, yaml_node_t *map, const char *path,
+                        sl_published_config_t *c, char *err, size_t errlen)
+{
+    static const char *const known[] = {"model_group", "batch", "token_count", "files",
+                                        "skills", "web_search"};
+    if (map->type != YAML_MAPPING_NODE)
+        return fail(err, errlen, path, map, "groups", "expected a mapping of pool: group type");
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(doc, p->value);
+        if (!k || !v || k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE)
+            return fail(err, errlen, path, map, "groups", "expected pool: group type");
+        const char *pool = (const char *)k->data.scalar.value;
+        const char *type = (const char *)v->data.scalar.value;
+        bool ok = false;
+        for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+            if (!strcmp(type, known[i])) ok = true;
+        if (!ok) {
+            char what[300];
+            snprintf(what, sizeof(what),
+                     "'%.64s' is not a group type (known: model_group, batch, token_count, "
+                     "files, skills, web_search)",
+                     type);
+            char key[200];
+            snprintf(key, sizeof(key), "groups.%.128s", pool);
+            return fail(err, errlen, path, v, key, what);
+        }
+        char **gp = realloc(c->group_pools, (c->n_groups + 1) * sizeof(*gp));
+        if (gp) c->group_pools = gp;
+        char **gt = gp ? realloc(c->group_types, (c->n_groups + 1) * sizeof(*gt)) : NULL;
+        if (gt) c->group_types = gt;
+        char *a = gt ? strdup(pool) : NULL, *b = a ? strdup(type) : NULL;
+        if (!b) {
+            free(a);
+            return fail(err, errlen, path, v, "groups", "out of memory");
+        }
+        c->group_pools[c->n_groups] = a;
+        c->group_types[c->n_groups++] = b;
+    }
+    return 0;
+}
+
 int sl__config_parse_published(yaml_document_t *doc, yaml_node_t *section, const char *path,
                                sl_published_config_t *out, char *err, size_t errlen)
 {
@@ -182,9 +232,11 @@ int sl__config_parse_published(yaml_document_t *doc, yaml_node_t *section, const
                 if (!c.pools[c.n_pools]) rc = fail(err, errlen, path, e, kn, "out of memory");
                 else c.n_pools++;
             }
+        } else if (!strcmp(kn, "groups")) {
+            rc = parse_groups(doc, v, path, &c, err, errlen);
         } else {
             rc = fail(err, errlen, path, k, kn,
-                      "unknown key (known: refresh_s, anthropic, openai, pools)");
+                      "unknown key (known: refresh_s, anthropic, openai, pools, groups)");
         }
     }
     if (rc == 0 && !c.anthropic.key && !c.openai.key)

@@ -5,8 +5,9 @@
  *     "limits": [{"type": "requests_per_minute" | "input_tokens_per_minute" |
  *     "output_tokens_per_minute", "value": N}, ...]}, ...]}. A pool takes the first
  *     model_group listing a model its `models` patterns match (the first model_group
- *     when it has no patterns). Other groups (batch, token_count, files, ...) have
- *     limits of their own that no pool of messages draws from.
+ *     when it has no patterns). A pool named under `groups:` takes that group type's
+ *     entry instead (batch, token_count, files, ...: limits of an API surface, not of
+ *     a model class).
  *   OpenAI: GET {url}/v1/organization/projects/{project}/rate_limits (Bearer): {"data":
  *     [{"model": M, "max_requests_per_1_minute": N, "max_tokens_per_1_minute": N}]}: a
  *     pool takes the first entry whose model its patterns match, as rpm and tokens_tpm.
@@ -45,8 +46,18 @@ typedef struct fetch {
     char errmsg[256];
     int *pending;
     bool blocking;
-    sl_upstream_t *own; /* the background client this fetch made, freed after it */
+    struct fetch *prev, *next; /* background reads in flight (freed at shutdown) */
 } fetch_t;
+
+static fetch_t *in_flight; /* background reads not yet done */
+
+static void unlink_fetch(fetch_t *f)
+{
+    if (f->prev) f->prev->next = f->next;
+    else if (in_flight == f) in_flight = f->next;
+    if (f->next) f->next->prev = f->prev;
+    f->prev = f->next = NULL;
+}
 
 static void on_headers(void *ud, int status, const char *const *names, const char *const *values,
                        size_t n)
@@ -92,9 +103,10 @@ static int64_t limit_value(json_t *limits, const char *type)
 }
 
 /* Finds the pool's figures in `doc`; returns false (with `why`) when none apply. */
-static bool map_limits(const sl_pool_upstream_t *up, json_t *doc, int64_t out[4], char *group,
-                       size_t group_len, char *why, size_t why_len)
+static bool map_limits(const sl_pool_upstream_t *up, const char *want, json_t *doc,
+                       int64_t out[4], char *group, size_t group_len, char *why, size_t why_len)
 {
+    bool by_model = !strcmp(want, "model_group");
     json_t *data = json_object_get(doc, "data");
     if (!json_is_array(data)) {
         snprintf(why, why_len, "the answer has no \"data\" list");
@@ -108,8 +120,8 @@ static bool map_limits(const sl_pool_upstream_t *up, json_t *doc, int64_t out[4]
         if (up->api == SL_UPSTREAM_ANTHROPIC) {
             json_t *gt = json_object_get(e, "group_type");
             if (!json_is_string(gt)) gt = json_object_get(json_object_get(e, "group"), "type");
-            if (!json_is_string(gt) || strcmp(json_string_value(gt), "model_group") != 0) continue;
-            bool hit = up->n_models == 0;
+            if (!json_is_string(gt) || strcmp(json_string_value(gt), want) != 0) continue;
+            bool hit = up->n_models == 0 || !by_model;
             size_t j;
             json_t *m;
             json_array_foreach(json_object_get(e, "models"), j, m)
@@ -122,7 +134,7 @@ static bool map_limits(const sl_pool_upstream_t *up, json_t *doc, int64_t out[4]
             out[1] = limit_value(limits, "input_tokens_per_minute");
             out[2] = limit_value(limits, "output_tokens_per_minute");
             json_t *id = json_object_get(e, "id");
-            snprintf(group, group_len, "model_group %s", json_is_string(id) ? json_string_value(id) : "");
+            snprintf(group, group_len, "%s %s", want, json_is_string(id) ? json_string_value(id) : "");
             return true;
         }
         json_t *m = json_object_get(e, "model");
@@ -135,8 +147,9 @@ static bool map_limits(const sl_pool_upstream_t *up, json_t *doc, int64_t out[4]
         snprintf(group, group_len, "model %s", json_string_value(m));
         return true;
     }
-    snprintf(why, why_len, "no %s matches the pool's models",
-             up->api == SL_UPSTREAM_ANTHROPIC ? "model_group" : "entry");
+    snprintf(why, why_len, "no %s %s the pool's",
+             up->api == SL_UPSTREAM_ANTHROPIC ? want : "entry",
+             by_model ? "matches the models" : "group is listed for");
     return false;
 }
 
@@ -216,7 +229,12 @@ static int finish(fetch_t *f, char *err, size_t errlen)
     json_t *doc = f->status == 200 && f->body ? json_loadb(f->body, f->len, 0, NULL) : NULL;
     int64_t pub[4];
     char group[96] = "", why[160] = "";
-    if (!doc || !up || !pp || !map_limits(up, doc, pub, group, sizeof(group), why, sizeof(why))) {
+    const char *want = "model_group";
+    for (size_t i = 0; i < srv->config.published.n_groups; i++)
+        if (!strcmp(srv->config.published.group_pools[i], f->pool))
+            want = srv->config.published.group_types[i];
+    if (!doc || !up || !pp ||
+        !map_limits(up, want, doc, pub, group, sizeof(group), why, sizeof(why))) {
         snprintf(err, errlen, "provider_limits: pool '%s': %s answered HTTP %d: %s", f->pool,
                  f->url, f->status, doc ? why : "not a JSON rate-limit list");
         json_decref(doc);
@@ -236,6 +254,7 @@ static void on_done(void *ud, int result, bool request_sent, const char *errmsg)
     f->done = true;
     if (f->pending) (*f->pending)--;
     if (f->blocking) return;
+    unlink_fetch(f);
     char err[600];
     if (finish(f, err, sizeof(err)) < 0)
         fprintf(stderr, "sluiced: %s; keeping the limits in force\n", err);
@@ -323,8 +342,14 @@ static sl_upstream_t *background_client(sl_server_t *srv)
 
 void sl__published_free_client(void)
 {
-    sl_upstream_free(background);
+    sl_upstream_free(background); /* cancels the reads in flight, without callbacks */
     background = NULL;
+    while (in_flight) {
+        fetch_t *f = in_flight;
+        unlink_fetch(f);
+        free(f->body);
+        free(f);
+    }
 }
 
 int sl__published_fetch(sl_server_t *srv, bool blocking, char *err, size_t errlen)
@@ -366,6 +391,10 @@ int sl__published_fetch(sl_server_t *srv, bool blocking, char *err, size_t errle
             f->pending = &pending;
             pending++;
             started[n_started++] = f;
+        } else {
+            f->next = in_flight;
+            if (in_flight) in_flight->prev = f;
+            in_flight = f;
         }
     }
     if (!blocking) {
