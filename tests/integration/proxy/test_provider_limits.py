@@ -111,6 +111,30 @@ class ProviderLimits(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         return p.stderr
 
+    def test_bad_values_are_refused_naming_the_key_and_value(self):
+        cases = [
+            ("pools:\n  p:\n    ramp: maybe\n", "pools.p.ramp: 'maybe' must be auto, on or off"),
+            ("pools:\n  p:\n    ramp_factor: 1\n", "pools.p.ramp_factor: '1' must be a number"),
+            ("provider_limits:\n  anthropic:\n    admin_key: sk-ant-admin01-x\n",
+             "provider_limits.anthropic.admin_key: admin keys are not written in the "
+             "configuration"),
+            ("provider_limits:\n  openai:\n    admin_key_env: %s\n" % ADMIN_ENV,
+             "provider_limits.openai: needs project"),
+            ("provider_limits:\n  refresh_s: 5\n  anthropic:\n    admin_key_env: %s\n"
+             % ADMIN_ENV, "provider_limits.refresh_s: '5' must be a number between 60 and 86400"),
+            ("provider_limits:\n  groups: {p: nothing}\n",
+             "provider_limits.groups.p: 'nothing' is not a group type"),
+        ]
+        for text, want in cases:
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "sluice.yaml")
+                with open(path, "w") as f:
+                    f.write(text)
+                p = subprocess.run([SLUICED, "--config", path, "--listen", "127.0.0.1:0"],
+                                   capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(p.returncode, 0, text)
+            self.assertIn(want, p.stderr)
+
     def test_a_missing_admin_key_is_a_startup_error_naming_the_variable(self):
         with Emu(EMU_ARGS) as emu:
             err = self.start_failure(emu, None)
