@@ -72,7 +72,14 @@ class ColdStart(unittest.TestCase):
         with Emu(EMU_ARGS) as emu:
             with Sluiced("pools:\n" + pool_yaml("claude", emu.url, extra=extra)) as s:
                 started = time.monotonic()
-                statuses = fleet(lambda i: s.anthropic(BODY, agent="agent-%d" % i)[0])
+                answers = {}
+
+                def send(i):
+                    status, _, body = s.anthropic(BODY, agent="agent-%d" % i)
+                    if status != 200:
+                        answers[status] = body[:300]
+                    return status
+                statuses = fleet(send)
                 took_s = time.monotonic() - started
                 stats = emu.stats()
                 _, err = s.stop()
@@ -80,7 +87,7 @@ class ColdStart(unittest.TestCase):
               "429s, %.1f s" % (FACTOR, FLOOR_TPM, statuses.count(200),
                                 stats["http_429_acceleration"], took_s))
         self.assertEqual(stats["http_429_acceleration"], 0)
-        self.assertEqual(statuses.count(200), AGENTS, statuses)
+        self.assertEqual(statuses.count(200), AGENTS, (answers, err[-3000:]))
         self.assertLess(took_s, 60)
 
     def test_without_the_ramp_sluiced_meets_them_and_learns_the_ramp(self):
