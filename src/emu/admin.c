@@ -63,6 +63,11 @@ static void anthropic_rate_limits(sl_emu_t *emu, struct evhttp_request *req)
     add_limit(limits, "output_tokens_per_minute", c->output_tpm);
     json_t *data = json_array();
     json_array_append_new(data, anthropic_group("rl_emu_models", "model_group", models, limits));
+    if (emu->opt.batch_rpm > 0) { /* the Message Batches endpoints' own RPM (batches.c) */
+        json_t *b = json_array();
+        add_limit(b, "requests_per_minute", emu->opt.batch_rpm);
+        json_array_append_new(data, anthropic_group("rl_emu_batch", "batch", json_null(), b));
+    }
     if (c->count_tokens_rpm > 0) {
         json_t *ct = json_array();
         add_limit(ct, "requests_per_minute", c->count_tokens_rpm);

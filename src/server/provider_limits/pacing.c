@@ -113,7 +113,9 @@ void sl__pacing_apply(sl_server_t *srv, sl_config_t *c, bool push)
         np->config.output_tpm = v[2];
         np->config.tokens_tpm = v[3];
     }
-    if (push) sl_backend_configure(srv->backend, &c->settings, on_configured, NULL);
+    /* The backend takes the whole settings, the minted tokens' caps with them. */
+    if (push && sl__tokens_configure(srv, c, srv->minted, on_configured, NULL) < 0)
+        fprintf(stderr, "sluiced: provider_limits: out of memory; keeping the limits in force\n");
 }
 
 static void on_refresh(evutil_socket_t fd, short what, void *arg)

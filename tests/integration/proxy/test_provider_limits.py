@@ -89,12 +89,14 @@ class ProviderLimits(unittest.TestCase):
     def test_a_pool_drawing_from_another_group(self):
         # The token counting endpoint's own group, named for a pool under `groups:`.
         section = ("provider_limits:\n  anthropic:\n    admin_key_env: %s\n"
-                   "  groups: {counting: token_count}\n" % ADMIN_ENV)
-        with Emu(EMU_ARGS + ["--count-tokens-rpm", "7"]) as emu:
+                   "  groups: {counting: token_count, batches: batch}\n" % ADMIN_ENV)
+        with Emu(EMU_ARGS + ["--count-tokens-rpm", "7", "--batch-rpm", "9"]) as emu:
             text = ("pools:\n" + pool_yaml("claude", emu.url, extra="models: [claude-*]")
-                    + pool_yaml("counting", emu.url, extra="models: [none-*]") + section)
+                    + pool_yaml("counting", emu.url, extra="models: [none-*]")
+                    + pool_yaml("batches", emu.url, extra="models: [none-*]") + section)
             with Sluiced(text) as s:
                 self.assertEqual(s.pool("counting")["limits"]["rpm"], 7)
+                self.assertEqual(s.pool("batches")["limits"]["rpm"], 9)
                 self.assertEqual(s.pool("claude")["limits"]["rpm"], 50)
 
     def start_failure(self, emu, env_value):
