@@ -73,6 +73,11 @@ void sl__emu_usage(FILE *out)
         "\n",
         out);
     fputs(
+        "rate-limit endpoints (the admin key: --admin-key):\n"
+        "  GET  /v1/organizations/rate_limits  the limits as Anthropic's Admin API lists them\n"
+        "  GET  /v1/organization/projects/ID/rate_limits  as OpenAI's project rate limits\n"
+        "  POST /emu/limits       {\"input_tpm\": N, ...}: change the limits at once (no key)\n"
+        "\n"
         "acceleration limit (off by default; docs/emu.md):\n"
         "  --accel-idle-s X       after X s with no call (and at start) a ramp begins: uncached\n"
         "                         input admitted in any 60 s may grow at most --accel-factor\n"
