@@ -37,7 +37,8 @@ typedef struct fetch {
     sl_server_t *srv;
     char pool[129];
     char url[1400];
-    const sl_published_source_t *src;
+    char key_from[300]; /* "variable NAME" or "file PATH": where the admin key came from
+                           (copied: a reload may free the configuration meanwhile) */
     int status;
     char *body;
     size_t len;
@@ -213,8 +214,6 @@ static int finish(fetch_t *f, char *err, size_t errlen)
     sl_server_t *srv = f->srv;
     const sl_pool_upstream_t *up = sl_config_pool_upstream(&srv->config, f->pool);
     sl_pace_pool_t *pp = srv->pacing ? sl__pace_pool(srv->pacing, f->pool) : NULL;
-    const char *keyname = f->src->key_env ? f->src->key_env : f->src->key_file;
-    const char *keykind = f->src->key_env ? "variable" : "file";
     if (f->result != SL_UPSTREAM_OK) {
         snprintf(err, errlen, "provider_limits: pool '%s': cannot read %s: %s", f->pool, f->url,
                  f->errmsg);
@@ -222,8 +221,8 @@ static int finish(fetch_t *f, char *err, size_t errlen)
     }
     if (f->status == 401 || f->status == 403) {
         snprintf(err, errlen,
-                 "provider_limits: pool '%s': %s refused the admin key in %s %s (HTTP %d)",
-                 f->pool, f->url, keykind, keyname, f->status);
+                 "provider_limits: pool '%s': %s refused the admin key in %s (HTTP %d)",
+                 f->pool, f->url, f->key_from, f->status);
         return -1;
     }
     json_t *doc = f->status == 200 && f->body ? json_loadb(f->body, f->len, 0, NULL) : NULL;
@@ -293,7 +292,8 @@ static fetch_t *start_one(sl_server_t *srv, sl_upstream_t *u, const char *name,
         return NULL;
     }
     f->srv = srv;
-    f->src = src;
+    snprintf(f->key_from, sizeof(f->key_from), "%s %s", src->key_env ? "variable" : "file",
+             src->key_env ? src->key_env : src->key_file);
     snprintf(f->pool, sizeof(f->pool), "%s", name);
     const char *base = src->url ? src->url : up->url;
     if (up->api == SL_UPSTREAM_ANTHROPIC)
