@@ -2,7 +2,8 @@
  *
  * sluiced's `limits: provider` reads these at start, on reload and hourly:
  *   GET /v1/organizations/rate_limits (Anthropic's Admin API, key in x-api-key):
- *     {"data": [{"type": "rate_limit", "id": ..., "group": {"type": "model_group"},
+ *     {"data": [{"type": "rate_limit", "id": ..., "group": {"type": "model_group", "id",
+ *       "display_name"},
  *       "group_type": "model_group", "models": [...], "limits": [{"type":
  *       "requests_per_minute", "value": N}, {"type": "input_tokens_per_minute", ...},
  *       {"type": "output_tokens_per_minute", ...}]}, {... "token_count" ...}],
@@ -46,9 +47,16 @@ static void add_limit(json_t *limits, const char *type, int64_t value)
 
 static json_t *anthropic_group(const char *id, const char *type, json_t *models, json_t *limits)
 {
-    return json_pack("{s:s, s:s, s:{s:s}, s:s, s:o, s:o}", "type", "rate_limit", "id", id,
-                     "group", "type", type, "group_type", type, "models", models, "limits",
-                     limits);
+    json_t *e = json_pack("{s:s, s:s, s:{s:s}, s:s, s:o, s:o}", "type", "rate_limit", "id", id,
+                          "group", "type", type, "group_type", type, "models", models, "limits",
+                          limits);
+    /* A model group names itself (an opaque id and a display name), as the API's does. */
+    if (e && !strcmp(type, "model_group")) {
+        json_t *g = json_object_get(e, "group");
+        json_object_set_new(g, "id", json_string("rlg_emu_models"));
+        json_object_set_new(g, "display_name", json_string("sluice-emu models"));
+    }
+    return e;
 }
 
 static void anthropic_rate_limits(sl_emu_t *emu, struct evhttp_request *req)

@@ -21,7 +21,8 @@ class Admin(unittest.TestCase):
             groups = {g["group_type"]: g for g in doc["data"]}
             m = groups["model_group"]
             self.assertEqual(m["type"], "rate_limit")
-            self.assertEqual(m["group"], {"type": "model_group"})
+            self.assertEqual(m["group"], {"type": "model_group", "id": "rlg_emu_models",
+                                          "display_name": "sluice-emu models"})
             self.assertIn("claude-sonnet-4-5-20250929", m["models"])
             self.assertEqual({l["type"]: l["value"] for l in m["limits"]},
                              {"requests_per_minute": 50, "input_tokens_per_minute": 40000,
