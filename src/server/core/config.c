@@ -500,6 +500,15 @@ static int parse_bounds_key(parse_t *p, const char *kname, yaml_node_t *v, const
             return fail(p, v, key, "'%s' must be between 0 and 86400", scalar(v));
         return 0;
     }
+    if (!strncmp(kname, "ramp", 4)) {
+        char what[240];
+        const char *sv = scalar(v);
+        if (!sv) return fail(p, v, key, "expected a single value");
+        if (sl__config_ramp_key(kname, sv, &b->ramp, handled, what, sizeof(what)) < 0)
+            return fail(p, v, key, "%s", what);
+        if (*handled) return 0;
+        *handled = true;
+    }
     if (!strcmp(kname, "max_resync_factor")) {
         if (get_double(p, v, key, &b->max_resync_factor) < 0) return -1;
         if (b->max_resync_factor < 1 || b->max_resync_factor > 1000)
@@ -517,6 +526,7 @@ static void bounds_init(sl_pool_bounds_t *b)
     b->max_report_pool_block_s = 60;
     b->max_resync_factor = 2;
     b->limits_from_provider = false;
+    sl__config_ramp_defaults(&b->ramp);
 }
 
 static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,
@@ -1013,6 +1023,9 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = sl__config_parse_events(p->doc, v, p->path, &c->events, p->err, p->errlen);
         } else if (!strcmp(kname, "agents")) {
             rc = sl__config_parse_agents(p->doc, v, p->path, &c->agents, p->err, p->errlen);
+        } else if (!strcmp(kname, "provider_limits")) {
+            rc = sl__config_parse_published(p->doc, v, p->path, &c->published, p->err,
+                                            p->errlen);
         } else {
             rc = fail(p, k, kname, "unknown key '%s'", kname);
         }
@@ -1261,5 +1274,6 @@ void sl_config_clear(sl_config_t *c)
     json_decref(c->limits);
     json_decref(c->prices);
     free(c->proxy.default_pool);
+    sl__config_published_clear(&c->published);
     memset(c, 0, sizeof(*c));
 }

@@ -176,6 +176,10 @@ static int run(sl_server_t *srv)
         sl__log(SL_LOG_ERROR, "auth.minted_file: %s", err);
         goto done;
     }
+    if (sl__pacing_start(srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        goto done;
+    }
     if (sl__tokens_configure(srv, &srv->config, srv->minted, on_configured, err) < 0)
         snprintf(err, sizeof err, "out of memory");
     if (err[0]) {

@@ -85,6 +85,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
+    sl__pacing_prepare(srv, &next); /* published limits and ramps stay in force */
     if (sl__tokens_configure(srv, &next, srv->minted, on_configured, w) < 0) {
         snprintf(err, errlen, "out of memory");
         sl_config_clear(&next);
@@ -122,6 +123,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     sl__tokens_retire(srv);
     sl_config_clear(&srv->config);
     srv->config = next;
+    sl__pacing_reloaded(srv);
     sl__tokens_reloaded(srv);
     if (sl__limits_apply(srv, err, errlen) < 0) /* memory only: the running limits stay */
         sl__log(SL_LOG_WARN, "reload: keeping the running limits: %s", err);

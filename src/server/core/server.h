@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "config.h"
 #include "fleet.h"
+#include "pacing.h" /* provider_limits/: published limits and the ramp */
 #include "httpd.h"
 #include "idmap.h"
 #include "log.h"
@@ -117,6 +118,7 @@ struct sl_server {
     sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
     sl_access_log_t *access;   /* the access log and proxied-request counts (access.c) */
     sl_usage_state_t *usage;   /* tokens, cost and latency (usage/), NULL until one */
+    struct sl_pacing *pacing;  /* published limits and the slow start (provider_limits/) */
     struct sl_token_store *minted; /* minted agent tokens (tokens_store.c) */
 };
 

@@ -417,7 +417,13 @@ static void settle(px_t *px, bool provider_saw_it)
     uint64_t lease = px->lease;
     px->lease = 0;
     sl_settle_t s = {.retry_after_s = -1};
-    if (px->status == 429) {
+    size_t body_len = px->status == 429 && px->resp ? evbuffer_get_length(px->resp) : 0;
+    if (body_len && sl__pacing_is_acceleration((const char *)evbuffer_pullup(px->resp, -1),
+                                               body_len)) {
+        /* Not a full bucket: the ramp learns from it (pacing.h), no margin cut, no hold. */
+        s.failed = true;
+        sl__pacing_on_acceleration(px->srv, px->pool);
+    } else if (px->status == 429) {
         s.got_429 = true;
         s.retry_after_s = px->retry_after_s;
         size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;

@@ -152,7 +152,8 @@ class Observe(unittest.TestCase):
         text = " ".join(rules_exprs() + dashboard_exprs())
         alerts = set(re.findall(r'sluice_alert\{name="([a-z_]+)"', text))
         self.assertEqual(alerts, {"margin_at_floor", "estimate_error", "backend_unavailable",
-                                  "spend_cap", "anomaly", "state_file_damaged"})
+                                  "spend_cap", "anomaly", "state_file_damaged",
+                                  "provider_limits_changed"})
         for a in alerts:
             self.assertIn('sluice_alert{name="%s"' % a, self.metrics)
         results = set()
