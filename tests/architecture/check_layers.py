@@ -33,11 +33,13 @@ ALLOWED = {
     # the feature table (core/features.def, core/feature.h) and the event bus.
     # common: errors.def, the one error table the server and the client share.
     "server/core": ({"backend", "backend/redis", "limits", "common"}, {"engine.h", "tokenizer.h"}),
+    "server/provider_limits": ({"server/core", "backend", "provider"}, {"engine.h"}),
     "server/lease": ({"server/core", "backend"}, {"engine.h", "tokenizer.h"}),
     "server/proxy": ({"server/core", "backend", "provider"}, {"engine.h", "tokenizer.h"}),
     "server/limits": ({"server/core", "backend", "backend/redis", "limits"}, {"engine.h"}),
     "server/fleet": ({"server/core", "backend"}, {"engine.h"}),
     "server/dashboard": ({"server/core"}, {"engine.h"}),
+    "server/usage": ({"server/core", "backend"}, {"engine.h"}),
     "emu": ({"provider"}, {"tokenizer.h"}),
     "cli": ({"sim"}, {"client.h", "tokenizer.h"}),
 }

@@ -1,6 +1,7 @@
 /* test_feature_table.c - the feature table (src/server/core/features.def) and the event bus:
- * each line a feature named as its folder, no two routes answering one path, and the
- * backend's one event callback left to the core once every feature started. */
+ * each line a feature named as its folder, no two routes answering one path, the
+ * backend's one event callback left to the core once every feature started, and a
+ * settle published on the bus counted by usage. */
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,12 +91,30 @@ static void test_starting_every_feature_leaves_the_backend_event_callback_the_co
     event_base_free(srv.base);
 }
 
+/* The lease API and the proxy no longer call usage: a settle they publish is what it counts. */
+static void test_a_settle_on_the_bus_is_counted_by_usage(void **state)
+{
+    (void)state;
+    static sl_server_t srv;
+    memset(&srv, 0, sizeof(srv));
+    assert_int_equal(sl_config_defaults(&srv.config), 0);
+    assert_null(srv.slot[SL_FEATURE_ID_usage]);
+    sl_settle_t s = {.input_tokens = 100, .output_tokens = 20, .retry_after_s = -1};
+    sl_bus_event_t ev = {.kind = SL_BUS_USAGE, .usage = {"a1", "default", "claude-x", &s}};
+    sl__bus_publish(&srv, &ev);
+    assert_non_null(srv.slot[SL_FEATURE_ID_usage]); /* usage.h's state, made by the count */
+    sl__features_free(&srv);
+    assert_null(srv.slot[SL_FEATURE_ID_usage]);
+    sl_config_clear(&srv.config);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_line_of_features_def_is_the_feature_of_its_name),
         cmocka_unit_test(test_no_two_feature_routes_answer_the_same_path),
         cmocka_unit_test(test_starting_every_feature_leaves_the_backend_event_callback_the_cores),
+        cmocka_unit_test(test_a_settle_on_the_bus_is_counted_by_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

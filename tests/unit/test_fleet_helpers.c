@@ -14,6 +14,7 @@
 #include <event2/buffer.h>
 
 #include "fleet.h"
+#include "server.h" /* sl__agent_series */
 
 static void test_a_name_map_finds_every_live_name_after_many_deletions(void **state)
 {

@@ -76,6 +76,10 @@ typedef enum sl_bus_kind {
     SL_BUS_DECISION,    /* a lease request was decided (lease API or proxy): `decision` */
     SL_BUS_LIMIT_CHECK, /* an action-limit check was answered: `limit_check` */
     SL_BUS_TASK_WRITE,  /* the backend took a task write (PUT or DELETE): `task_write` */
+    SL_BUS_USAGE,       /* a call was settled with what it used (lease API, proxy): `usage` */
+    SL_BUS_UPSTREAM,    /* a proxied call's answer ended (proxy): `upstream` */
+    SL_BUS_ACCELERATION, /* the provider refused a proxied call with an acceleration-limit
+                            429, not a full bucket (proxy): `acceleration` */
 } sl_bus_kind_t;
 
 typedef struct sl_bus_event {
@@ -100,6 +104,20 @@ typedef struct sl_bus_event {
             const char *const *deps;
             size_t n_deps;
         } task_write;
+        struct {
+            const char *agent; /* the lease's agent and pool ("" when not known) */
+            const char *pool;
+            const char *model; /* the model the request named, NULL when none */
+            const sl_settle_t *s; /* the tokens the provider billed */
+        } usage;
+        struct {
+            const char *pool;
+            double upstream_s;    /* from sending to the answer's last byte */
+            double first_token_s; /* a stream's first output event after sending; < 0: none */
+        } upstream;
+        struct {
+            const char *pool;
+        } acceleration;
     };
 } sl_bus_event_t;
 
@@ -122,6 +140,17 @@ typedef struct sl_feature {
     void (*config_defaults)(struct sl_config *c);
     int (*config_parse)(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
                         struct sl_config *c, char *err, size_t errlen);
+
+    /* Called when a configuration is freed (sl_config_clear): frees what config_parse
+     * kept in it. */
+    void (*config_clear)(struct sl_config *c);
+
+    /* The backend's settings: just before the backend first takes srv->config at start
+     * (`settings_start`: 0, or -1 with `err`; sluiced does not start) and just before it
+     * takes a reload's `next` (`settings_reload`), a feature may lower figures in them
+     * (the provider's published limits). */
+    int (*settings_start)(struct sl_server *srv, char *err, size_t errlen);
+    void (*settings_reload)(struct sl_server *srv, struct sl_config *next);
 
     /* Start: once the backend took the configuration (`early_start`: before the event log
      * is opened), and just before the listener starts (`start`). Both return 0, or -1
@@ -199,6 +228,10 @@ void sl__features_annotate_agent(struct sl_server *srv, const char *agent, struc
 void sl__features_metrics(struct sl_call *call, const sl_pool_info_t *pools, size_t n_pools,
                           struct evbuffer *out);
 void sl__features_tick(struct sl_server *srv, unsigned quarter);
+/* settings_start: 0, or -1 with `err` from the first that failed. */
+int sl__features_settings_start(struct sl_server *srv, char *err, size_t errlen);
+void sl__features_settings_reload(struct sl_server *srv, struct sl_config *next);
+void sl__features_config_clear(struct sl_config *c);
 /* early_start, then start: 0, or -1 with `err` from the first that failed. */
 int sl__features_early_start(struct sl_server *srv, char *err, size_t errlen);
 int sl__features_start(struct sl_server *srv, char *err, size_t errlen);

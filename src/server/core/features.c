@@ -65,6 +65,27 @@ void sl__features_tick(sl_server_t *srv, unsigned quarter)
         if (sl__features[i]->tick) sl__features[i]->tick(srv, quarter);
 }
 
+int sl__features_settings_start(sl_server_t *srv, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->settings_start &&
+            sl__features[i]->settings_start(srv, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+void sl__features_settings_reload(sl_server_t *srv, sl_config_t *next)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->settings_reload) sl__features[i]->settings_reload(srv, next);
+}
+
+void sl__features_config_clear(sl_config_t *c)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->config_clear) sl__features[i]->config_clear(c);
+}
+
 int sl__features_early_start(sl_server_t *srv, char *err, size_t errlen)
 {
     for (size_t i = 0; i < N; i++)
@@ -100,7 +121,7 @@ void sl__features_reload(sl_server_t *srv)
     char err[512];
     for (size_t i = 0; i < N; i++)
         if (sl__features[i]->reload && sl__features[i]->reload(srv, err, sizeof(err)) < 0)
-            fprintf(stderr, "sluiced: reload: %s\n", err);
+            sl__log(SL_LOG_WARN, "reload: %s", err);
 }
 
 void sl__features_shutdown(sl_server_t *srv, bool drain)

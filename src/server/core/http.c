@@ -400,6 +400,7 @@ static void on_request(sl_hreq_t *req, void *arg)
     char segbuf[PATH_MAX_BYTES + MAX_SEGMENTS];
     sl_call_t *call = sl__call_new(srv, req);
     if (!call) return; /* answered 503 */
+    sl__access_begin(call, false);
     if (srv->shutting_down) {
         sl__reply_error(call, 503, "shutting_down", "server: sluiced is shutting down");
         return;

@@ -15,6 +15,7 @@
 #include "feature.h"
 #include "httpd.h"
 #include "idmap.h"
+#include "log.h"
 #include "namemap.h"
 #include "redis.h"
 
@@ -23,6 +24,8 @@ struct evbuffer;
 typedef struct sl_server sl_server_t;
 typedef struct sl_call sl_call_t;
 typedef struct sl_metrics sl_metrics_t;
+typedef struct sl_access sl_access_t;
+typedef struct sl_access_log sl_access_log_t;
 
 /* What a call is doing while it has not been answered. */
 typedef enum sl_call_mode {
@@ -60,6 +63,7 @@ struct sl_call {
     /* Settles: rate-limit headers left out because the caller may not resync (the answer
      * says so; the settle itself is applied). */
     size_t headers_ignored;
+    sl_access_t *access; /* the access log's record of it (access.c), or NULL */
 };
 
 /* Who owns a lease or a ticket and in which pool, learnt from engine events (the engine
@@ -71,6 +75,7 @@ typedef struct sl_owner {
     bool rejected;     /* tickets: rejected after queueing (margin cut) */
     double retry_at;   /* when rejected */
     double ended_at_s; /* forgotten a while after this */
+    char model[129];   /* the model the lease request named, "" when none (for usage) */
 } sl_owner_t;
 
 struct sl_server {
@@ -94,6 +99,7 @@ struct sl_server {
     bool shutting_down;
     struct event *sig_hup, *sig_term, *sig_int, *exit_timer;
     double shutdown_started_s; /* monotonic, when SIGTERM/SIGINT arrived */
+    sl_access_log_t *access;   /* the access log and proxied-request counts (access.c) */
     struct sl_token_store *minted; /* minted agent tokens (tokens_store.c) */
     /* Each feature's state, by its sl_feature_id_t: NULL until the feature sets it; the
      * feature's own files alone know what it points to (features.def). */
@@ -169,6 +175,19 @@ bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 /* Who is asking, as a number: one per agent token (a hash of it, never 0), 0 for the
  * admin token and with auth off. What one principal may create is bounded per principal. */
 uint64_t sl__call_principal(const sl_call_t *call);
+
+/* agent_series.c: per-agent Prometheus series of bounded cardinality (the fleet's and
+ * usage's per-agent metrics). */
+typedef struct sl_agent_value {
+    const char *agent;
+    double value;
+} sl_agent_value_t;
+/* Writes `metric{agent="A"<labels>} v` for the `top_n` largest nonzero of the `n` values
+ * (sorted in place, ties by name) and, with `other` and more agents with a nonzero value,
+ * one `agent="other"` series with the sum of the rest: at most top_n + 1 series. `labels`
+ * is "" or text starting with a comma (`,metric="requests"`). */
+void sl__agent_series(struct evbuffer *out, const char *metric, const char *labels,
+                      sl_agent_value_t *vals, size_t n, size_t top_n, bool other);
 /* The principal of calls made with agent token `t` (sl__call_principal's number). */
 uint64_t sl__token_principal(const sl_token_rule_t *t);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
@@ -222,21 +241,17 @@ int64_t sl__max_unblocks(const sl_call_t *call);
  * the claim named as `dialect`'s caller spells it. */
 int sl__admit_claims(const sl_call_t *call, sl_error_dialect_t dialect, const sl_request_t *r,
                      sl_refusal_t *ref);
-/* Admits `r` for sl_backend_request: sl__admit_claims, then the role — `task_role`, the
- * registered role of r->task (NULL when it names no task in the graph), replaces r->role
- * (a different r->role is 400) — which the token must be allowed (403), the graph's
- * count of dependants capped at the token's max_unblocks, and the agent itself: every
- * feature's admit_check (sl__admit_agent; the fleet's: a new name past the agents bounds
- * or a suspended agent is 429). On 0, r->role may point at `task_role`, which must
- * outlive the request; the agent is noted as active (the only change). On -1, `ref` says
- * why and nothing was asked. */
+/* Admits `r` for sl_backend_request: sl__admit_claims, then the role — `task_role`, when
+ * the caller knows r->task's registered role (NULL: the backend's request resolves a
+ * task's role itself, the token's roles going with it as roles_allowed), replaces
+ * r->role (a different r->role is 400) — which the token must be allowed (403), the
+ * graph's count of dependants capped at the token's max_unblocks, and the agent itself:
+ * every feature's admit_check (sl__admit_agent; the fleet's: a new name past the agents
+ * bounds or a suspended agent is 429). On 0, r->role may point at `task_role`, which must
+ * outlive the request, and r->roles_allowed at the token's roles; the agent is noted as
+ * active (the only change). On -1, `ref` says why and nothing was asked. */
 int sl__admit(sl_call_t *call, sl_error_dialect_t dialect, sl_request_t *r,
               const char *task_role, sl_refusal_t *ref);
-/* The registered role of `task` ("worker" when it registered none), or NULL when the
- * graph has no such task, passed to `cb` (with SL_OK, or the backend's error). `role` is
- * valid during the callback only. `cb` may run before this returns. */
-typedef void (*sl_task_role_cb)(int rc, const char *role, void *ud);
-void sl__task_role(sl_server_t *srv, const char *task, sl_task_role_cb cb, void *ud);
 
 /* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
  * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;
@@ -268,6 +283,26 @@ json_t *sl__agent_json(sl_server_t *srv, const sl_agent_info_t *a);
 void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
+
+/* access.c: the access log and the proxied requests by endpoint and status. */
+/* (Re)opens the access log at `path` ("stderr", a file appended to, or NULL: none); the
+ * counts are kept. Returns 0, or -1 with `err` naming the key and the path (the log
+ * stays where it was). */
+int sl__access_log_open(sl_server_t *srv, const char *path, char *err, size_t errlen);
+/* Gives `call` a record when the access log is on or `proxied`; its line is written and
+ * (proxied) counted when the request finishes. */
+void sl__access_begin(sl_call_t *call, bool proxied);
+/* What the call is about, for its access log line (NULL, "" and 0 leave a field alone). */
+void sl__access_note(sl_call_t *call, const char *agent, const char *pool, uint64_t lease);
+/* The proxy's endpoint (a static label such as "/anthropic/v1/messages") it is counted as. */
+void sl__access_route(sl_call_t *call, const char *route);
+/* The call is being freed: its record no longer points at it. */
+void sl__access_call_gone(sl_call_t *call);
+void sl__access_metrics_render(const sl_server_t *srv, struct evbuffer *out);
+void sl__access_log_free(sl_server_t *srv);
+
+/* log.c: the backends' messages (sl_backend_set_log) as sluiced's log lines. */
+void sl__log_backend(sl_backend_log_level_t level, const char *msg);
 
 /* reload.c */
 void sl__handle_reload(sl_call_t *call);
@@ -332,6 +367,9 @@ void sl__events_ping_streams(sl_server_t *srv);
 /* Appends the event streams' gauge and the count of subscribers let go to `out`. */
 void sl__events_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 void sl__owners_forget_old(sl_server_t *srv);
+/* The owner record of `id` in `map` (lease_owner or ticket_owner), a blank one made when
+ * there is none yet (an answer can come before its event); NULL when out of memory. */
+sl_owner_t *sl__owner_obtain(sl_idmap_t *map, uint64_t id);
 /* Writes `j` (stolen; NULL is ignored) to the event log and to every /v1/events subscriber
  * as an event named `event` (events that do not come from the backend, e.g. limit_adapted). */
 void sl__events_publish(sl_server_t *srv, const char *event, json_t *j);

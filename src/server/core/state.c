@@ -328,6 +328,7 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     }
     sl__metrics_render(call->srv->metrics, pools, n, out);
     sl__events_metrics_render(call->srv, out);
+    sl__access_metrics_render(call->srv, out);
     sl__features_metrics(call, pools, n, out);
     if (call->req)
         sl_hreq_reply(call->req, 200, "text/plain; version=0.0.4; charset=utf-8",

@@ -27,4 +27,5 @@ void sl__server_free_state(sl_server_t *srv)
     sl__idmap_free(&srv->lease_owner);
     sl__idmap_free(&srv->ticket_owner);
     sl__namemap_free_all(&srv->report_holds);
+    sl__access_log_free(srv);
 }

@@ -1,7 +1,7 @@
 /* fleet.h - watching the fleet: the four numbers (fleet.c), anomaly detection and
  * suspension (anomaly.c, suspend.c), seed 001's metrics (watch_metrics.c), the agent
- * registry and list (agent_registry.c, agent_list.c) and their helpers (slidewin.c,
- * agent_series.c), registered with the core by fleet_feature.c. Internal to src/server/fleet/. */
+ * registry and list (agent_registry.c, agent_list.c) and their helper (slidewin.c),
+ * registered with the core by fleet_feature.c. Internal to src/server/fleet/. */
 #ifndef SL_FLEET_H
 #define SL_FLEET_H
 
@@ -36,18 +36,6 @@ void sl__window_slots(const sl_window_t *w, double window_s, double now_s,
                       uint32_t out[SL_WINDOW_SLOTS]);
 /* Empties the window. */
 void sl__window_clear(sl_window_t *w);
-
-/* ---- agent_series.c: per-agent Prometheus series of bounded cardinality ------------ */
-typedef struct sl_agent_value {
-    const char *agent;
-    double value;
-} sl_agent_value_t;
-/* Writes `metric{agent="A"<labels>} v` for the `top_n` largest nonzero of the `n` values
- * (sorted in place, ties by name) and, with `other` and more agents with a nonzero value,
- * one `agent="other"` series with the sum of the rest: at most top_n + 1 series. `labels`
- * is "" or text starting with a comma (`,metric="requests"`). */
-void sl__agent_series(struct evbuffer *out, const char *metric, const char *labels,
-                      sl_agent_value_t *vals, size_t n, size_t top_n, bool other);
 
 /* ---- fleet_feature.c: the fleet's state on the server ----------------------------- */
 typedef struct sl_fleet sl_fleet_t;

@@ -70,9 +70,9 @@ static void reload_prepare(const sl_config_t *running, sl_config_t *next)
 {
     if (next->fleet.window_s != running->fleet.window_s ||
         next->fleet.anomaly_window_s != running->fleet.anomaly_window_s)
-        fprintf(stderr,
-                "sluiced: reload: fleet.window_s and fleet.anomaly_window_s changes need "
-                "a restart; keeping %g s and %g s\n",
+        sl__log(SL_LOG_WARN,
+                "reload: fleet.window_s and fleet.anomaly_window_s changes need "
+                "a restart; keeping %g s and %g s",
                 running->fleet.window_s, running->fleet.anomaly_window_s);
     next->fleet.window_s = running->fleet.window_s;
     next->fleet.anomaly_window_s = running->fleet.anomaly_window_s;
@@ -108,6 +108,8 @@ static void on_event(sl_server_t *srv, const sl_bus_event_t *ev)
     case SL_BUS_TASK_WRITE:
         sl__fleet_on_task_write(srv, ev->task_write.id, ev->task_write.put, ev->task_write.state,
                                 ev->task_write.deps, ev->task_write.n_deps);
+        break;
+    default: /* usage, upstream latency, acceleration 429s: not the fleet's */
         break;
     }
 }

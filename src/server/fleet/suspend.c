@@ -266,7 +266,7 @@ static void on_synced(int rc, const sl_suspension_t *list, size_t n, const char 
     sl_server_t *srv = c->srv;
     suspend_state(srv)->syncing = false;
     if (rc == SL_ENOTFOUND) {
-        fprintf(stderr, "sluiced: %s: writing back the %zu this replica holds\n", errmsg,
+        sl__log(SL_LOG_WARN, "%s: writing back the %zu this replica holds", errmsg,
                 suspend_state(srv)->n_active);
         sl__namemap_foreach(&suspend_state(srv)->agents, write_back, srv);
     }

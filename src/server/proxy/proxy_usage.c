@@ -20,6 +20,7 @@
 #include "proxy.h"
 
 #include <string.h>
+#include <strings.h>
 
 static int64_t int_field(const json_t *o, const char *k, bool *have)
 {
@@ -220,6 +221,15 @@ bool sl__usage_from_event(sl_upstream_api_t api, const char *ev, size_t len,
 {
     if (api == SL_UPSTREAM_OPENAI) return openai_event(ev, len, drop_usage_chunk, u);
     return anthropic_event(ev, len, u);
+}
+
+bool sl__is_acceleration_429(const char *body, size_t len)
+{
+    static const char needle[] = "acceleration limit";
+    size_t n = sizeof(needle) - 1;
+    for (size_t i = 0; i + n <= len; i++)
+        if (!strncasecmp(body + i, needle, n)) return true;
+    return false;
 }
 
 bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,

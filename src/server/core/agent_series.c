@@ -7,7 +7,6 @@
  * series (N is fleet.metrics_top_agents). Who is in the top N can change between
  * scrapes: a counter's `other` may then go down, which rate() reads as a reset.
  */
-#include "fleet.h"
 #include "server.h"
 
 #include <stdlib.h>

@@ -1,0 +1,57 @@
+/* provider_limits_feature.c - published limits and the slow start register with the core
+ * (features.def): the `provider_limits:` section, the limits in force written into the
+ * backend's settings at start and on every reload, the background read after a reload,
+ * the acceleration 429s the proxy meets (from the bus), the alert and ramp gauges, and
+ * the teardown. Its refresh and the ramp's tick are its own timers (pacing.c). */
+#include "pacing.h"
+#include "server.h"
+
+static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
+                        sl_config_t *c, char *err, size_t errlen)
+{
+    return sl__config_parse_published(doc, section, path, &c->published, err, errlen);
+}
+
+static void config_clear(sl_config_t *c)
+{
+    sl__config_published_clear(&c->published);
+}
+
+/* Published limits and ramps stay in force across a reload. */
+static void settings_reload(sl_server_t *srv, sl_config_t *next)
+{
+    sl__pacing_prepare(srv, next);
+}
+
+/* Reads the published limits again, in the background (errors are logged there). */
+static int reload(sl_server_t *srv, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    sl__pacing_reloaded(srv);
+    return 0;
+}
+
+static void on_event(sl_server_t *srv, const sl_bus_event_t *ev)
+{
+    if (ev->kind == SL_BUS_ACCELERATION) sl__pacing_on_acceleration(srv, ev->acceleration.pool);
+}
+
+static void metrics(sl_call_t *call, const sl_pool_info_t *pools, size_t n_pools,
+                    struct evbuffer *out)
+{
+    (void)pools, (void)n_pools;
+    sl__pacing_metrics_render(call->srv, out);
+}
+
+const sl_feature_t sl_feature_provider_limits = {
+    .name = "provider_limits",
+    .config_key = "provider_limits",
+    .config_parse = config_parse,
+    .config_clear = config_clear,
+    .settings_start = sl__pacing_start,
+    .settings_reload = settings_reload,
+    .on_event = on_event,
+    .metrics = metrics,
+    .reload = reload,
+    .free = sl__pacing_free,
+};
