@@ -1,5 +1,6 @@
 # The Python package clients/python (standard library only): its unittest suite against a
-# real sluiced on a free port, and an offline pip install into a fresh venv.
+# real sluiced on a free port (and sluice-emu for the agent of examples/agent_sdk.py), and an
+# offline pip install into a fresh venv.
 find_program(SL_PYTHON3 python3 REQUIRED)
 add_test(NAME python_client
          COMMAND ${SL_PYTHON3} -m unittest discover -v -s ${PROJECT_SOURCE_DIR}/clients/python/tests
@@ -7,4 +8,4 @@ add_test(NAME python_client
 set_tests_properties(python_client PROPERTIES
   LABELS integration
   TIMEOUT 300
-  ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;PYTHONDONTWRITEBYTECODE=1")
+  ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;PYTHONDONTWRITEBYTECODE=1")

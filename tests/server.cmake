@@ -22,5 +22,7 @@ sl_unit_test(test_http_parse sluice_http_parse)
 sl_unit_test(test_netaddr sluiced_core)
 sl_unit_test(test_jsonfmt sluiced_core)
 sl_unit_test(test_fleet_helpers sluiced_core)
+# Agent tokens by SHA-256: the index, the bounds' field table, tiers (core/tokens.c).
+sl_unit_test(test_tokens sluiced_core)
 # The one error->HTTP table (errors.def), in the lease API's and the provider's dialect.
 sl_unit_test(test_error_table sluiced_core)

@@ -736,7 +736,7 @@ static int estimate_responses(est_t *e, const json_t *root, sl_estimate_t *out)
 }
 
 /* The rules of SL_API_AUTO, documented in the header. */
-static sl_api_t detect_api(const json_t *root)
+sl_api_t sl_estimate_detect_api(const json_t *root)
 {
     if (json_object_get(root, "max_completion_tokens"))
         return SL_API_OPENAI;
@@ -788,7 +788,7 @@ int sl_estimate_json(sl_tokenizer_t *tok, sl_api_t api, const json_t *root, sl_e
         bad_value(&e, "body", "not a JSON object:", root);
     } else {
         if (api == SL_API_AUTO)
-            api = detect_api(root);
+            api = sl_estimate_detect_api(root);
         if (api == SL_API_OPENAI)
             estimate_openai(&e, root, out);
         else if (api == SL_API_OPENAI_RESPONSES)

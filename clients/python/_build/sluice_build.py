@@ -11,14 +11,14 @@ import os
 import tarfile
 import zipfile
 
-NAME, VERSION = "sluice", "0.1.0"
+NAME, VERSION = "sluice", "0.2.0"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAG = "py3-none-any"
 METADATA = """Metadata-Version: 2.1
 Name: sluice
 Version: %s
 Summary: Client of sluiced: leases before model calls, action-limit checks
-Requires-Python: >=3.8
+Requires-Python: >=3.11
 """ % VERSION
 WHEEL = """Wheel-Version: 1.0
 Generator: sluice_build
@@ -29,7 +29,8 @@ Tag: %s
 
 def _sources():
     pkg = os.path.join(ROOT, NAME)
-    return sorted(os.path.join(NAME, f) for f in os.listdir(pkg) if f.endswith(".py"))
+    return sorted(os.path.join(NAME, f) for f in os.listdir(pkg)
+                  if f.endswith(".py") or f == "py.typed")
 
 
 def _digest(data):

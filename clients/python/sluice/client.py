@@ -1,496 +1,297 @@
-"""client.py - sluiced over HTTP/JSON: leases (acquire, settle, cancel) and action limits
-(check, release, report; a context manager and a decorator), blocking and asyncio."""
-import asyncio
+"""client.py - the blocking client of sluiced: leases (with `with client.lease(...)`), the
+estimator, action limits, the task graph; fail-open as libsluice-client."""
+from __future__ import annotations
+
 import functools
-import json
 import os
-import random
-import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-import uuid
+from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
 
-POLL_CHUNK_S = 20.0  # longest single long-poll, as libsluice-client
-FOREVER = float("inf")
-MAX_WAIT_SENT_S = 1e9  # the largest `wait` sluiced takes (it holds up to its max_wait_s)
-# The `max_wait` an acquire that saves a checkpoint asks for: held queued for an ETA up to
-# this rather than rejected past the pool's max_queue_wait_s (SL_CHECKPOINTED_MAX_WAIT_S of
-# <sluice/common.h>, as libsluice-client; under the provider SDKs' 10-minute timeouts).
-MAX_HOLD_S = 540.0
+from .answers import Estimate, Lease, LimitAnswer, Settled
+from .errors import LimitExceeded, Suspended
+from .failopen import FailOpen, Options
+from .scopes import LeaseScope, LimitScope
+from .protocol import FOREVER, Call, Invoke, Protocol, Sleep, Steps, quote
+from .transport import SyncTransport
+from .usage import Usage, usage_from
 
-
-class Error(Exception):
-    """sluiced answered an error: `status` (HTTP), `type` and `message` of its body."""
-
-    def __init__(self, status, type_, message):
-        super().__init__("%s (%s): %s" % (type_, status, message))
-        self.status, self.type, self.message = status, type_, message
+DEFAULT_URL = "http://127.0.0.1:8750"
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Unreachable(Error):
-    """sluiced could not be reached (refused, reset, timeout)."""
-
-    def __init__(self, why):
-        super().__init__(0, "unreachable", why)
-
-
-class Rejected(Error):
-    """A lease was rejected and its retry_at lies beyond max_wait_s."""
-
-    def __init__(self, answer):
-        super().__init__(429, answer.get("reason", "rejected"), json.dumps(answer))
-        self.answer = answer
+def env_settings() -> Dict[str, Optional[str]]:
+    """The environment a client is built from: SLUICE_URL, SLUICE_TOKEN, SLUICE_AGENT,
+    SLUICE_POOL."""
+    return {"url": os.environ.get("SLUICE_URL"), "token": os.environ.get("SLUICE_TOKEN"),
+            "agent": os.environ.get("SLUICE_AGENT"), "pool": os.environ.get("SLUICE_POOL")}
 
 
-class MaxWaitExceeded(Error):
-    """max_wait_s ran out while the lease was queued (its ticket was given up)."""
+class _Base:
+    """What the blocking and the asyncio client share: settings and the protocol state."""
 
-    def __init__(self, answer):
-        super().__init__(202, "max_wait", json.dumps(answer))
-        self.answer = answer
-
-
-class LimitExceeded(Exception):
-    """An action limit denied the check (raised by limit() and limited())."""
-
-    def __init__(self, answer):
-        d = answer.denied_by or {}
-        super().__init__("denied by %s (%s), retry after %ss" % (
-            d.get("limit", d.get("reason")), d.get("key"), answer.retry_after))
-        self.answer = answer
-
-
-class Lease(dict):
-    """A granted lease: sluiced's GRANT answer (`lease`, `expires_at`, `charged`, ...)."""
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
+                 agent: Optional[str] = None, pool: Optional[str] = None,
+                 role: Optional[str] = None, log: Optional[Callable[[str], None]] = None,
+                 **options: Any) -> None:
+        env = env_settings()
+        self.url = (url or env["url"] or DEFAULT_URL).rstrip("/")
+        self.token = token if token is not None else env["token"]
+        self.agent = agent or env["agent"] or "python"
+        self.pool = pool or env["pool"] or "default"
+        self.role = role
+        self.options = Options(**options)
+        self.options.check()
+        self.failopen = FailOpen(self.options, self.agent, self.pool, self.url, log)
+        self._p = Protocol(self.agent, self.pool, role, self.options, self.failopen)
 
     @property
-    def id(self):
-        return self["lease"]
+    def mode(self) -> str:
+        """"coordinated", or "local" while sluiced is unreachable (fail-open)."""
+        return "local" if self.failopen.local else "coordinated"
+
+    @property
+    def max_hold_s(self) -> float:
+        return self.options.max_hold_s
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self.options.request_timeout_s
 
 
-class LimitAnswer:
-    """The answer of a limit check (200 or 429 of POST /v1/limits/{name}/check)."""
+class Client(_Base):
+    """A blocking client. Options (keyword): url ($SLUICE_URL, else http://127.0.0.1:8750),
+    token ($SLUICE_TOKEN), agent ($SLUICE_AGENT, else "python"), pool ($SLUICE_POOL, else
+    "default"), role, log (a function taking the ALERT lines; default stderr), and the
+    fields of failopen.Options (connect_timeout_s 0.5, request_timeout_s 1, fail_closed,
+    fleet_size, local_*_tpm, probe_interval_s 5, backoff_base_s 1, backoff_cap_s 30,
+    max_hold_s 540, ...). One client may be shared by threads; each call is blocking."""
 
-    def __init__(self, body, headers, waited_s):
-        self.body = body
-        self.allowed = bool(body.get("allowed"))
-        self.limit = body.get("limit")
-        self.remaining = body.get("remaining")
-        self.retry_after = body.get("retry_after", 0)
-        self.reset_after = body.get("reset_after", 0)
-        self.checked = body.get("checked", [])
-        self.denied_by = body.get("denied_by")
-        if not self.allowed and self.denied_by is None and "reason" in body:
-            # refused before any limit was asked (a suspended agent): denied by that reason
-            self.denied_by = {"reason": body["reason"]}
-        self.headers = headers
-        self.waited = waited_s
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
+                 agent: Optional[str] = None, pool: Optional[str] = None,
+                 role: Optional[str] = None, **options: Any) -> None:
+        super().__init__(url, token, agent, pool, role, **options)
+        self._http = SyncTransport(self.url, self.token, self.options.connect_timeout_s)
 
-    def __bool__(self):
-        return self.allowed
+    def close(self) -> None:
+        """Closes the kept-alive connections (the client stays usable)."""
+        self._http.close()
 
-    def __repr__(self):
-        return "LimitAnswer(allowed=%r, limit=%r, remaining=%r, retry_after=%r)" % (
-            self.allowed, self.limit, self.remaining, self.retry_after)
+    def __enter__(self) -> "Client":
+        return self
 
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
-def save_checkpoint(path, cp):
-    """Writes checkpoint `cp` (a dict: goal, step, files, decisions, next_call, request_id)
-    in libsluice-client's format, atomically: a temporary file beside `path`, fsync,
-    rename, fsync of the directory."""
-    cp = dict(cp)
-    cp["sluice_checkpoint"] = 1
-    cp["saved_at"] = time.time()
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(cp, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    def _run(self, steps: Steps[T]) -> T:
+        """Drives a protocol generator with blocking I/O."""
+        value: Any = None
+        error: Optional[BaseException] = None
+        while True:
+            try:
+                op = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as stop:
+                return stop.value
+            value, error = None, None
+            if isinstance(op, Call):
+                try:
+                    value = self._http.request(op.method, op.path, op.body, op.timeout_s)
+                except Exception as e:  # Unreachable, thrown back for fail-open
+                    error = e
+            elif isinstance(op, Sleep):
+                time.sleep(max(0.0, op.seconds))
+            elif isinstance(op, Invoke):
+                value = op.fn(*op.args)
 
+    # ---- raw -----------------------------------------------------------------------
 
-class Client:
-    """A blocking client. Not locked: use one per thread (as libsluice-client)."""
-
-    def __init__(self, url=None, token=None, agent=None, pool=None, role=None,
-                 request_timeout_s=5.0, max_hold_s=MAX_HOLD_S):
-        self.url = (url or os.environ.get("SLUICE_URL") or "http://127.0.0.1:8750").rstrip("/")
-        self.token = token if token is not None else os.environ.get("SLUICE_TOKEN")
-        self.agent = agent or os.environ.get("SLUICE_AGENT") or "python"
-        self.pool = pool
-        self.role = role
-        self.request_timeout_s = request_timeout_s
-        if not 0 <= max_hold_s <= 86400:
-            raise ValueError("max_hold_s %r must be between 0 and 86400 seconds" % (max_hold_s,))
-        self.max_hold_s = max_hold_s  # 0: never ask to be held past the pool's wait limit
-        self._limit_configs = {}  # name -> its configuration, for release_holds
-
-    # ---- HTTP ----------------------------------------------------------------------
-
-    def call(self, method, path, body=None, timeout_s=None):
-        """One API call. Returns (status, parsed JSON body, headers as a lower-case dict);
-        raises Unreachable when sluiced cannot be reached."""
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = "Bearer " + self.token
-        req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s or self.request_timeout_s) as r:
-                status, raw, hdrs = r.status, r.read(), r.headers
-        except urllib.error.HTTPError as e:
-            status, raw, hdrs = e.code, e.read(), e.headers
-        except (urllib.error.URLError, OSError) as e:
-            raise Unreachable("%s: %s" % (self.url, getattr(e, "reason", e)))
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = raw.decode(errors="replace")
-        return status, parsed, {k.lower(): v for k, v in hdrs.items()}
-
-    @staticmethod
-    def _error(status, body):
-        e = body.get("error", {}) if isinstance(body, dict) else {}
-        return Error(status, e.get("type", "http_%d" % status), e.get("message", str(body)))
+    def call(self, method: str, path: str, body: Any = None,
+             timeout_s: Optional[float] = None) -> tuple:
+        """One API call: (status, parsed JSON body, headers with lower-case names); raises
+        Unreachable when sluiced cannot be reached."""
+        return self._http.request(method, path, body, timeout_s or self.options.request_timeout_s)
 
     # ---- leases --------------------------------------------------------------------
 
-    def acquire(self, input_tokens, output_tokens, cached_tokens=0, max_wait_s=FOREVER,
-                checkpoint=None, checkpoint_path=None, on_wait=None, request_id=None, **fields):
-        """Takes a lease (POST /v1/leases), waiting while queued or rejected. Before the
-        first wait the checkpoint (a dict) is saved to checkpoint_path with the request's
-        request_id, so a restarted agent re-sends the same request (charged once);
-        on_wait(kind, eta_s, answer) hears every wait and may return True to give up.
-        With a checkpoint the request asks sluiced to hold it queued (`max_wait`) for an
-        ETA up to the client's max_hold_s (and no longer than max_wait_s leaves) instead
-        of rejecting it: a checkpointed agent loses nothing by waiting in line, while one
-        asleep until retry_at leaves capacity unused.
-        Returns a Lease; raises Rejected, MaxWaitExceeded, Error, Unreachable."""
-        started = time.monotonic()
-        request_id = request_id or uuid.uuid4().hex
-        saved = False
-        body = {"agent": self.agent, "input_tokens": input_tokens,
-                "output_tokens": output_tokens, "cached_tokens": cached_tokens,
-                "request_id": request_id}
-        if self.pool:
-            body["pool"] = self.pool
-        if self.role:
-            body["role"] = self.role
-        body.update(fields)
+    def acquire(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0,
+                max_wait_s: float = FOREVER, checkpoint: Any = None,
+                checkpoint_path: Optional[str] = None,
+                on_wait: Optional[Callable[[str, float, dict], Any]] = None,
+                request_id: Optional[str] = None, **fields: Any) -> Lease:
+        """Takes a lease (POST /v1/leases), waiting while queued or rejected, as
+        libsluice-client: queued leases long-poll their ticket, rejected ones sleep until
+        retry_at, a 429 reported on a settle is slept out first, and while sluiced is
+        unreachable the lease comes from the local share (fail-open). Before the first
+        wait the checkpoint is saved: a callable is called with the request_id, a dict is
+        written to checkpoint_path with it (so a restarted agent re-sends the same request,
+        charged once); a checkpointed acquire asks to be held queued (`max_wait`, up to
+        max_hold_s) rather than rejected. on_wait(kind, eta_s, answer) hears every wait
+        and may return True to give up. Other lease fields (model, task, priority, ttl,
+        cache_prefix_hash, cap_output, max_wait, ...) pass through by name.
+        Raises Rejected (retry_at beyond max_wait_s), MaxWaitExceeded, Suspended,
+        ExceedsCapacity, InvalidRequest, Forbidden, NotFound, Unreachable (fail_closed)."""
+        return self._run(self._p.acquire(input_tokens, output_tokens, cached_tokens,
+                                         max_wait_s, checkpoint, checkpoint_path, on_wait,
+                                         request_id, **fields))
 
-        def left():
-            return max_wait_s - (time.monotonic() - started)
+    def settle(self, lease: Any, input_tokens: int = 0, output_tokens: int = 0,
+               cache_creation_input_tokens: int = 0, cache_read_input_tokens: int = 0,
+               got_429: bool = False, retry_after: Optional[float] = None,
+               headers: Optional[Mapping[str, str]] = None, usage: Any = None,
+               failed: bool = False) -> Settled:
+        """Reports what the call used (POST /v1/leases/{id}/settle): the figures, or
+        `usage` (an SDK usage object, a dict, a caught 429: usage.usage_from). Provider
+        headers sluiced may not take from this token are left out by sluiced and counted
+        in `headers_ignored`. A 429 starts the full-jitter backoff (`backoff_s`)."""
+        if usage is None:
+            usage = Usage(input_tokens, output_tokens, cache_creation_input_tokens,
+                          cache_read_input_tokens, got_429, retry_after, failed,
+                          dict(headers or {}))
+        else:
+            usage = usage_from(usage, headers)
+        return self._run(self._p.settle(lease, usage))
 
-        def before_wait(kind, eta, answer):
-            nonlocal saved
-            if checkpoint is not None and checkpoint_path and not saved:
-                cp = dict(checkpoint)
-                cp["request_id"] = request_id
-                save_checkpoint(checkpoint_path, cp)
-                saved = True
-            if on_wait and on_wait(kind, eta, answer):
-                raise MaxWaitExceeded(answer)
-
-        while True:
-            hold = min(self.max_hold_s, left()) if checkpoint is not None and checkpoint_path else 0
-            if hold > 0:
-                body["max_wait"] = hold
-            else:
-                body.pop("max_wait", None)
-            status, ans, _ = self.call("POST", "/v1/leases", body)
-            if status == 200:
-                return Lease(ans)
-            if status == 202:
-                ticket = ans["ticket"]
-                while True:
-                    before_wait("queued", ans.get("eta"), ans)
-                    chunk = min(POLL_CHUNK_S, left())
-                    if chunk <= 0:
-                        self.call("DELETE", "/v1/tickets/%s" % ticket)
-                        raise MaxWaitExceeded(ans)
-                    status, ans, _ = self.call("GET", "/v1/tickets/%s?wait=%g" % (ticket, chunk),
-                                               timeout_s=chunk + self.request_timeout_s)
-                    if status == 200:
-                        return Lease(ans)
-                    if status != 202:
-                        break
-                if status != 429:
-                    raise self._error(status, ans)
-            if status == 429:
-                retry_at = ans.get("retry_at", time.time() + ans.get("retry_after", 1))
-                delay = max(0.0, retry_at - time.time()) + random.uniform(0, 0.25)
-                if delay > left():
-                    raise Rejected(ans)
-                before_wait("rejected", delay, ans)
-                time.sleep(delay)
-                body["request_id"] = request_id = uuid.uuid4().hex  # a new request
-                continue
-            raise self._error(status, ans)
-
-    def settle(self, lease, input_tokens, output_tokens, cache_creation_input_tokens=0,
-               cache_read_input_tokens=0, got_429=False, retry_after=None, headers=None):
-        """Reports what the call used (POST /v1/leases/{id}/settle); returns the answer."""
-        body = {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                "cache_creation_input_tokens": cache_creation_input_tokens,
-                "cache_read_input_tokens": cache_read_input_tokens, "got_429": bool(got_429)}
-        if retry_after is not None:
-            body["retry_after"] = retry_after
-        if headers:
-            body["headers"] = {k.lower(): v for k, v in headers.items()}
-        lease_id = lease.id if isinstance(lease, Lease) else lease
-        status, ans, _ = self.call("POST", "/v1/leases/%s/settle" % lease_id, body)
-        if status != 200:
-            raise self._error(status, ans)
-        return ans
-
-    def cancel(self, lease):
+    def cancel(self, lease: Any) -> dict:
         """Gives a lease back unused (DELETE /v1/leases/{id}, full refund)."""
-        lease_id = lease.id if isinstance(lease, Lease) else lease
-        status, ans, _ = self.call("DELETE", "/v1/leases/%s" % lease_id)
-        if status != 200:
-            raise self._error(status, ans)
-        return ans
+        return self._run(self._p.cancel(lease))
+
+    def extend(self, lease: Any, ttl_s: float) -> dict:
+        """Moves the lease's expiry to now + ttl_s (POST /v1/leases/{id}/extend)."""
+        return self._run(self._p.extend(lease, ttl_s))
+
+    def ticket(self, ticket: str, wait_s: float = 0) -> dict:
+        """GET /v1/tickets/{ticket}?wait=S: the GRANT or the QUEUED answer."""
+        return self._run(self._p.ticket(ticket, wait_s))
+
+    def lease(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0,
+              **kw: Any) -> LeaseScope:
+        """`with client.lease(input_tokens=..., output_tokens=..., model=...) as lease:` -
+        acquires on entry (acquire's arguments, checkpoint included), settles on exit what
+        `lease.record(...)` was given, settles a caught 429 (an SDK RateLimitError leaving
+        the block) as one, and cancels on any other exception."""
+        return LeaseScope(self, dict(kw, input_tokens=input_tokens, output_tokens=output_tokens,
+                                     cached_tokens=cached_tokens))
+
+    def estimate(self, request: Mapping[str, Any], api: Optional[str] = None,
+                 pool: Optional[str] = None, model: Optional[str] = None) -> Estimate:
+        """Counts a provider request body exactly (POST /v1/estimate)."""
+        return self._run(self._p.estimate(request, api, pool, model))
+
+    def lease_for(self, request: Mapping[str, Any], api: Optional[str] = None,
+                  **kw: Any) -> LeaseScope:
+        """`with client.lease_for(body) as lease:` - a lease sized on entry by estimate(body):
+        input, cached prefix, output reservation, model and prefix hash (lease.estimate); no
+        numbers to guess. Other keywords are lease()'s and win over the estimate's."""
+        return LeaseScope(self, kw, request, api)
+
+    # ---- the task graph and pools ----------------------------------------------------
+
+    def put_task(self, task: str, role: Optional[str] = None,
+                 depends_on: Optional[list] = None, state: Optional[str] = None) -> dict:
+        """PUT /v1/tasks/{task}."""
+        body: Dict[str, Any] = {}
+        for k, v in (("role", role), ("depends_on", depends_on), ("state", state)):
+            if v is not None:
+                body[k] = v
+        return self._run(self._p.call("PUT", "/v1/tasks/" + quote(task), body))
+
+    def get_pool(self, name: Optional[str] = None) -> dict:
+        """GET /v1/pools/{pool}: limits, margin, buckets, queue, alerts."""
+        return self._run(self._p.call("GET", "/v1/pools/" + quote(name or self.pool)))
 
     # ---- action limits -------------------------------------------------------------
 
-    def _limit_path(self, name, action):
-        return "/v1/limits/%s/%s" % (urllib.parse.quote(name, safe=""), action)
-
-    def check(self, name, key=None, hits=1, action=None, wait=0.0, agent=None):
+    def check(self, name: str, key: Optional[str] = None, hits: int = 1,
+              action: Optional[str] = None, wait: float = 0.0,
+              agent: Optional[str] = None) -> LimitAnswer:
         """Checks action limit `name` (and its parents). While denied it waits up to
         `wait` seconds: sluiced holds a check of an on_limit: queue limit; for the others
         the client sleeps retry_after and asks again. Returns a LimitAnswer (allowed or
-        not); raises Error (400, 403, 404) and Unreachable."""
-        started = time.monotonic()
-        while True:
-            left = min(max(0.0, wait - (time.monotonic() - started)), MAX_WAIT_SENT_S)
-            body = {"agent": agent or self.agent, "hits": hits}
-            if key is not None:
-                body["key"] = key
-            if action is not None:
-                body["action"] = action
-            if left > 0:
-                body["wait"] = left
-            status, ans, hdrs = self.call("POST", self._limit_path(name, "check"), body,
-                                          timeout_s=self.request_timeout_s + left)
-            if status not in (200, 429):
-                raise self._error(status, ans)
-            answer = LimitAnswer(ans, hdrs, time.monotonic() - started)
-            retry = answer.retry_after
-            if answer.allowed or hits == 0 or retry is None or retry < 0:
-                return answer
-            if retry > wait - (time.monotonic() - started):
-                return answer
-            time.sleep(retry)
+        not); raises InvalidRequest, Forbidden, NotFound and Unreachable (limits are
+        never decided locally)."""
+        return self._run(self._p.check(name, key, hits, action, wait, agent))
 
-    def release(self, name, key=None, agent=None):
+    def release(self, name: str, key: Optional[str] = None, agent: Optional[str] = None) -> dict:
         """Ends one hold of a concurrency limit (POST /v1/limits/{name}/release)."""
-        body = {"agent": agent or self.agent}
-        if key is not None:
-            body["key"] = key
-        status, ans, _ = self.call("POST", self._limit_path(name, "release"), body)
-        if status != 200:
-            raise self._error(status, ans)
-        return ans
+        return self._run(self._p.release(name, key, agent))
 
-    def report(self, name, successes=0, errors=0, key=None, agent=None):
+    def report(self, name: str, successes: int = 0, errors: int = 0, key: Optional[str] = None,
+               agent: Optional[str] = None) -> dict:
         """Feeds outcomes to an adaptive limit; returns the answer (its `rate`)."""
-        body = {"agent": agent or self.agent, "successes": successes, "errors": errors}
-        if key is not None:
-            body["key"] = key
-        status, ans, _ = self.call("POST", self._limit_path(name, "report"), body)
-        if status != 200:
-            raise self._error(status, ans)
-        return ans
+        return self._run(self._p.report(name, successes, errors, key, agent))
 
-    def _limit_config(self, name):
-        """A limit's configuration (GET /v1/limits/{name}), asked once per Client."""
-        cache = self._limit_configs
-        if name not in cache:
-            status, ans, _ = self.call("GET", "/v1/limits/" + urllib.parse.quote(name, safe=""))
-            if status != 200:
-                raise self._error(status, ans)
-            cache[name] = ans.get("config", {})
-        return cache[name]
+    def release_holds(self, answer: LimitAnswer, key: Optional[str] = None,
+                      since: Optional[float] = None) -> None:
+        """Ends the holds an allowed check took at `concurrency` levels (protocol doc)."""
+        self._run(self._p.release_holds(answer, key, since))
 
-    def _takes_key(self, name, depth=0):
-        """True when `name` or an ancestor counts per: key (its calls then carry `key`)."""
-        cfg = self._limit_config(name)
-        return cfg.get("per") == "key" or (depth < 8 and any(
-            self._takes_key(p, depth + 1) for p in cfg.get("parents", [])))
+    def limit(self, name: str, key: Optional[str] = None, hits: int = 1,
+              action: Optional[str] = None, wait: float = 0.0,
+              release: Optional[bool] = None) -> LimitScope:
+        """A context manager: checks on entry (raises LimitExceeded when denied, Suspended
+        for a suspended agent) and on exit ends the holds the check took at `concurrency`
+        levels. release=True releases `name` instead, False nothing."""
+        return LimitScope(self, name, key, hits, action, wait, release)
 
-    def release_holds(self, answer, key=None, since=None):
-        """Ends the holds an allowed check took: one per `concurrency` level of
-        answer.checked that was charged (cost > 0), the limit's own or a parent's, each
-        with `key` only where that level takes one. A hold whose TTL (the level's
-        reset_after) has passed since `since` (time.monotonic() of the check) is skipped,
-        and one already gone (404) is not an error: the release would end another's."""
-        if not answer.allowed:
-            return
-        for lv in answer.checked:
-            name = lv.get("limit")
-            if not lv.get("cost") or self._limit_config(name).get("algorithm") != "concurrency":
-                continue
-            if since is not None and time.monotonic() - since >= lv.get("reset_after", 0):
-                continue
-            try:
-                self.release(name, key if self._takes_key(name) else None)
-            except Error as e:
-                if e.status != 404:
-                    raise
-
-    def limit(self, name, key=None, hits=1, action=None, wait=0.0, release=None):
-        """A context manager: checks on entry (raises LimitExceeded when denied) and on
-        exit ends the holds the check took at `concurrency` levels (the limit's or its
-        parents'; release_holds). release=True releases `name` instead, False nothing."""
-        return _LimitContext(self, name, key, hits, action, wait, release)
-
-    def limited(self, name, key=None, hits=1, action=None, wait=0.0, release=None):
+    def limited(self, name: str, key: Optional[str] = None, hits: int = 1,
+                action: Optional[str] = None, wait: float = 0.0,
+                release: Optional[bool] = None) -> Callable[[F], F]:
         """A decorator: every call of the function runs inside limit(...)."""
-        def wrap(fn):
+        def wrap(fn: F) -> F:
             @functools.wraps(fn)
-            def inner(*args, **kw):
+            def inner(*args: Any, **kw: Any) -> Any:
                 with self.limit(name, key, hits, action, wait, release):
                     return fn(*args, **kw)
-            return inner
+            return inner  # type: ignore[return-value]
         return wrap
 
 
-class _LimitContext:
-    def __init__(self, client, name, key, hits, action, wait, release):
-        self.client, self.name, self.key = client, name, key
-        self.hits, self.action, self.wait, self.release = hits, action, wait, release
-        self.answer = None
-
-    def __enter__(self):
-        self.answer = self.client.check(self.name, self.key, self.hits, self.action, self.wait)
-        self.checked_at = time.monotonic()
-        if not self.answer.allowed:
-            raise LimitExceeded(self.answer)
-        return self.answer
-
-    def __exit__(self, *exc):
-        if self.release is None:
-            self.client.release_holds(self.answer, self.key, self.checked_at)
-        elif self.release:
-            self.client.release(self.name, self.key)
-        return False
-
-    async def __aenter__(self):
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.__enter__)
-
-    async def __aexit__(self, *exc):
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.__exit__, *exc)
+def denied(answer: LimitAnswer) -> Exception:
+    """The exception of a denied check: Suspended for a suspended agent, else
+    LimitExceeded."""
+    if (answer.denied_by or {}).get("reason") == "suspended":
+        return Suspended(dict(answer.raw, reason="suspended"),
+                         "agent suspended: limit checks are refused until it is released")
+    return LimitExceeded(answer)
 
 
-class AsyncClient:
-    """The asyncio twin of Client: the same methods, awaited. Each call runs in the loop's
-    default executor on a Client of its own thread (a Client is not shared)."""
+# ---- the module's default client: rebuilt when the environment it came from changes -------
 
-    def __init__(self, **options):
-        self._options = options
-        self._local = __import__("threading").local()
-
-    def _client(self):
-        c = getattr(self._local, "client", None)
-        if c is None:
-            c = self._local.client = Client(**self._options)
-        return c
-
-    async def _run(self, method, *args, **kw):
-        loop = asyncio.get_running_loop()
-        fn = functools.partial(lambda: getattr(self._client(), method)(*args, **kw))
-        return await loop.run_in_executor(None, fn)
-
-    async def acquire(self, *args, **kw):
-        return await self._run("acquire", *args, **kw)
-
-    async def settle(self, *args, **kw):
-        return await self._run("settle", *args, **kw)
-
-    async def cancel(self, *args, **kw):
-        return await self._run("cancel", *args, **kw)
-
-    async def check(self, *args, **kw):
-        return await self._run("check", *args, **kw)
-
-    async def release(self, *args, **kw):
-        return await self._run("release", *args, **kw)
-
-    async def report(self, *args, **kw):
-        return await self._run("report", *args, **kw)
-
-    def limit(self, name, key=None, hits=1, action=None, wait=0.0, release=None):
-        """`async with ac.limit("tool.call"):` - checks on entry, releases holds on exit."""
-        return _LimitContext(_ThreadClient(self), name, key, hits, action, wait, release)
-
-    def limited(self, name, key=None, hits=1, action=None, wait=0.0, release=None):
-        """A decorator for coroutine functions: each call runs inside `async with limit()`."""
-        def wrap(fn):
-            @functools.wraps(fn)
-            async def inner(*args, **kw):
-                async with self.limit(name, key, hits, action, wait, release):
-                    return await fn(*args, **kw)
-            return inner
-        return wrap
+_default: Optional[Client] = None
+_default_env: Optional[Dict[str, Optional[str]]] = None
 
 
-class _ThreadClient:
-    """The executor thread's Client of an AsyncClient (for _LimitContext)."""
-
-    def __init__(self, ac):
-        self.ac = ac
-
-    def check(self, *args):
-        return self.ac._client().check(*args)
-
-    def release(self, *args):
-        return self.ac._client().release(*args)
-
-    def release_holds(self, *args):
-        return self.ac._client().release_holds(*args)
-
-
-_default = None
-
-
-def default_client():
-    """The module's Client, from $SLUICE_URL, $SLUICE_TOKEN and $SLUICE_AGENT."""
-    global _default
-    if _default is None:
-        _default = Client()
+def default_client() -> Client:
+    """The module's Client, from $SLUICE_URL, $SLUICE_TOKEN, $SLUICE_AGENT and
+    $SLUICE_POOL; a new one when any of them changed since the last call."""
+    global _default, _default_env
+    env = env_settings()
+    if _default is None or env != _default_env:
+        if _default is not None:
+            _default.close()
+        _default, _default_env = Client(), env
     return _default
 
 
-def limit(name, key=None, hits=1, action=None, wait=0.0, release=None):
+def limit(name: str, key: Optional[str] = None, hits: int = 1, action: Optional[str] = None,
+          wait: float = 0.0, release: Optional[bool] = None) -> LimitScope:
     """`with sluice.limit("db.query"):` on the default client."""
     return default_client().limit(name, key, hits, action, wait, release)
 
 
-def limited(name, key=None, hits=1, action=None, wait=0.0, release=None):
+def limited(name: str, key: Optional[str] = None, hits: int = 1, action: Optional[str] = None,
+            wait: float = 0.0, release: Optional[bool] = None) -> Callable[[F], F]:
     """`@sluice.limited("tool.call")` on the default client (resolved at each call)."""
-    def wrap(fn):
+    def wrap(fn: F) -> F:
         @functools.wraps(fn)
-        def inner(*args, **kw):
+        def inner(*args: Any, **kw: Any) -> Any:
             with default_client().limit(name, key, hits, action, wait, release):
                 return fn(*args, **kw)
-        return inner
+        return inner  # type: ignore[return-value]
     return wrap
+
+
+def lease(input_tokens: int, output_tokens: int, cached_tokens: int = 0,
+          **kw: Any) -> LeaseScope:
+    """`with sluice.lease(...) as l:` on the default client."""
+    return default_client().lease(input_tokens, output_tokens, cached_tokens, **kw)

@@ -18,6 +18,7 @@ import sluice  # noqa: E402
 SLUICED = os.environ.get("SLUICED", "sluiced")
 
 CONFIG = """
+cold_start: full
 pools:
   default:
     input_tpm: 6000
@@ -265,10 +266,13 @@ class PythonClient(unittest.TestCase):
         a = c.check("tool.call")
         self.assertFalse(a.allowed)
         self.assertEqual(a.denied_by, {"reason": "suspended"})
-        with self.assertRaises(sluice.LimitExceeded) as e:
+        with self.assertRaises(sluice.Suspended) as e:  # one class for a suspended agent
             with c.limit("tool.call"):
                 pass
         self.assertIn("suspended", str(e.exception))
+        self.assertIsInstance(e.exception, sluice.Error)
+        with self.assertRaises(sluice.Suspended):  # and for its leases
+            c.acquire(input_tokens=10, output_tokens=10, max_wait_s=0)
 
     def test_context_manager_of_a_peek_releases_nothing(self):
         c = self.client("py-ctx-peek")

@@ -20,11 +20,13 @@ class Install(unittest.TestCase):
                                     PACKAGE], capture_output=True, text=True, timeout=120,
                                    env=dict(os.environ, PIP_NO_INPUT="1"))
                 self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            p = subprocess.run([py, "-c", "import sluice, sys; print(sluice.__version__, "
-                                "sluice.__file__)"], capture_output=True, text=True,
-                               timeout=30, cwd=d)
+            p = subprocess.run([py, "-c", "import os, sluice; print(sluice.__version__, "
+                                "sluice.__file__, os.path.exists(os.path.join(os.path.dirname("
+                                "sluice.__file__), 'py.typed')))"], capture_output=True,
+                               text=True, timeout=30, cwd=d)
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertTrue(p.stdout.startswith("0.1.0 " + venv), p.stdout)
+            self.assertTrue(p.stdout.startswith("0.2.0 " + venv), p.stdout)
+            self.assertTrue(p.stdout.strip().endswith("True"), p.stdout)  # typed: py.typed
 
 
 if __name__ == "__main__":

@@ -59,12 +59,19 @@ static void ints_back(json_t *v)
     }
 }
 
-/* Parses the request body into call->body. Returns 0, or -1 after answering. */
-static int read_body(sl_call_t *call, bool required)
+/* POST /v1/estimate reads a provider request body: it takes as much as the proxy would. */
+static size_t estimate_body_limit(const sl_config_t *c)
+{
+    size_t proxy = sl__proxy_body_limit(c);
+    return proxy > c->body_limit_bytes ? proxy : c->body_limit_bytes;
+}
+
+/* Parses the request body into call->body (at most `limit` bytes). Returns 0, or -1
+ * after answering. */
+static int read_body(sl_call_t *call, bool required, size_t limit)
 {
     size_t len;
     const char *data = sl_hreq_body(call->req, &len);
-    size_t limit = call->srv->config.body_limit_bytes;
     if (len > limit) {
         sl__reply_error(call, 413, "body_too_large",
                         "body: %zu bytes is over the limit of %zu bytes", len, limit);
@@ -273,6 +280,11 @@ static void r_lease_post(sl_call_t *c, char **seg, int m, const char *q)
     (void)seg, (void)m, (void)q;
     sl__handle_lease_post(c);
 }
+static void r_estimate(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)seg, (void)m, (void)q;
+    sl__handle_estimate(c);
+}
 static void r_lease_cancel(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)q;
@@ -360,6 +372,7 @@ static const struct route {
     {1, {"readyz"}, "GET", r_readyz},
     {1, {"metrics"}, "GET", r_metrics},
     {2, {"v1", "leases"}, "POST", r_lease_post},
+    {2, {"v1", "estimate"}, "POST", r_estimate},
     {3, {"v1", "leases", "*"}, "DELETE", r_lease_cancel},
     {4, {"v1", "leases", "*", "settle"}, "POST", r_lease_action},
     {4, {"v1", "leases", "*", "extend"}, "POST", r_lease_action},
@@ -375,6 +388,8 @@ static const struct route {
     {2, {"v1", "history"}, "GET", r_history},
     {2, {"v1", "events"}, "GET", r_events},
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
+    {3, {"v1", "admin", "tokens"}, "GET, POST", sl__handle_tokens},
+    {4, {"v1", "admin", "tokens", "*"}, "DELETE", sl__handle_tokens},
     {2, {"v1", "limits"}, "GET", r_limits},
     {3, {"v1", "limits", "*"}, "GET", r_limits},
     {4, {"v1", "limits", "*", "check"}, "POST", r_limits},
@@ -457,6 +472,9 @@ static void on_request(sl_hreq_t *req, void *arg)
         bool body_optional = (n == 3 && !strcmp(seg[1], "admin")) ||
                              (n == 4 && !strcmp(seg[1], "agents")); /* .../release, /suspend */
         bool api = n > 0 && !strcmp(seg[0], "v1");
+        size_t limit = api && n == 2 && !strcmp(seg[1], "estimate")
+                           ? estimate_body_limit(&srv->config)
+                           : srv->config.body_limit_bytes;
         size_t body_len;
         sl_hreq_body(req, &body_len);
         /* `curl -X POST .../reload` sends neither a body nor a Content-Type. A web page's
@@ -466,7 +484,7 @@ static void on_request(sl_hreq_t *req, void *arg)
         bool untyped_ok = body_optional && body_len == 0 && !sl_hreq_header(req, "Origin");
         if (!method_has_body(call->method) ||
             ((!api || untyped_ok || check_content_type(call) == 0) &&
-             read_body(call, !body_optional) == 0))
+             read_body(call, !body_optional, limit) == 0))
             route(call, n, seg, query);
     }
     for (int i = 0; i < MAX_SEGMENTS; i++)
@@ -508,6 +526,7 @@ static size_t body_limit_for(sl_http_method_t method, const char *target, void *
                             : n == 6 && !strncmp(p, "openai", 6)  ? SL_UPSTREAM_OPENAI
                                                                   : SL_UPSTREAM_NONE;
     if (api != SL_UPSTREAM_NONE && proxies(c, api)) return sl__proxy_body_limit(c);
+    if (end - p == 11 && !strncmp(p, "v1/estimate", 11)) return estimate_body_limit(c);
     return c->body_limit_bytes;
 }
 

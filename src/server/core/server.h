@@ -8,6 +8,7 @@
 
 #include <event2/event.h>
 #include <jansson.h>
+#include <sluice/tokenizer.h>
 
 #include "backend.h"
 #include "config.h"
@@ -108,6 +109,7 @@ struct sl_server {
     sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
     sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
+    struct sl_token_store *minted; /* minted agent tokens (tokens_store.c) */
 };
 
 /* http.c */
@@ -175,10 +177,39 @@ bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 /* Who is asking, as a number: one per agent token (a hash of it, never 0), 0 for the
  * admin token and with auth off. What one principal may create is bounded per principal. */
 uint64_t sl__call_principal(const sl_call_t *call);
+/* The principal of calls made with agent token `t` (sl__call_principal's number). */
+uint64_t sl__token_principal(const sl_token_rule_t *t);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
+
+/* tokens_api.c: agent tokens at fleet scale (tokens.h, tokens_store.h) */
+/* The agent token whose SHA-256 is that of `secret` (the configuration's, then the
+ * minted ones), or NULL. O(1). */
+sl_token_rule_t *sl__tokens_find(sl_server_t *srv, const char *secret);
+/* Configures the backend with c's settings plus the caps of c's and the minted tokens
+ * (each capped token's `agent`). -1 when out of memory (cb not called). */
+struct sl_token_store;
+int sl__tokens_configure(sl_server_t *srv, const sl_config_t *c,
+                         const struct sl_token_store *minted, sl_backend_done_cb cb, void *ud);
+/* Opens the minted store (at start, after the configuration). -1 with `err`. */
+int sl__tokens_start(sl_server_t *srv, char *err, size_t errlen);
+/* Reload: whether every minted token resolves against `next` (-1 with `err`; changes
+ * nothing); then, once `next` is in force, the minted tokens take its tiers. */
+int sl__tokens_reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen);
+/* Before a reload frees the running configuration: its tokens are kept some minutes more
+ * (a call holds a pointer to its token while it reads its body or waits in the queue). */
+void sl__tokens_retire(sl_server_t *srv);
+void sl__tokens_reloaded(sl_server_t *srv);
+void sl__tokens_free(sl_server_t *srv);
+/* Reloads the configuration when the tokens_file changed since it was read (housekeeping,
+ * every 2 s); a refused version is logged once and not retried until it changes again. */
+void sl__tokens_watch(sl_server_t *srv);
+/* GET, POST /v1/admin/tokens and DELETE /v1/admin/tokens/ID (the admin token only). */
+void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *query);
 
 /* leases.c */
 void sl__handle_lease_post(sl_call_t *call);
+/* POST /v1/estimate (estimate.c): a provider request body counted as the proxy counts it. */
+void sl__handle_estimate(sl_call_t *call);
 void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action, int method);
 void sl__handle_ticket(sl_call_t *call, const char *id, int method, const char *query);
 void sl__waiters_on_event(sl_server_t *srv, const sl_event_t *ev);
@@ -419,6 +450,9 @@ void sl__proxy_free(sl_server_t *srv);
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query);
 /* The largest body the transport must let through for the proxy. */
 size_t sl__proxy_body_limit(const sl_config_t *c);
+/* The proxy's tokenizer, loaded on first use; NULL when no vocabulary can be loaded (said
+ * once on stderr). */
+sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv);
 
 /* proxy_usage.c: what a provider's answer says it used (pure functions, no I/O). */
 typedef struct sl_usage {
@@ -475,6 +509,8 @@ typedef enum sl_proxy_kind {
     SL_PROXY_COUNT_TOKENS, /* passed through without a lease */
     SL_PROXY_MODELS,       /* GET, passed through without a lease */
     SL_PROXY_HELLO,        /* Anthropic's /api/hello connectivity check: answered here */
+    SL_PROXY_EMBEDDINGS,   /* OpenAI embeddings: leased on input, settled (proxy_embeddings.c) */
+    SL_PROXY_MODERATIONS,  /* OpenAI moderations: a lease of one request, no tokens */
 } sl_proxy_kind_t;
 /* Resolves the request's path as it came (path[0, len): raw bytes, no query, nothing
  * decoded) against the documented spellings of `api`'s endpoints ("/anthropic/..." or
@@ -483,6 +519,10 @@ typedef enum sl_proxy_kind {
  * SL_PROXY_NONE (proxy_routes.c). */
 sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_t len,
                                   char *upstream, size_t upstream_size);
+/* A model or object id: one raw path segment decoded into `id` (room for 257 bytes);
+ * false for an empty or overlong id, a byte outside [A-Za-z0-9._:@-] once decoded, or a
+ * dot segment (proxy_routes.c). */
+bool sl__proxy_id_decode(const char *raw, size_t len, char *id);
 
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
  * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */
