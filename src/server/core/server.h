@@ -253,6 +253,20 @@ int sl__admit(sl_call_t *call, sl_error_dialect_t dialect, sl_request_t *r,
 typedef void (*sl_task_role_cb)(int rc, const char *role, void *ud);
 void sl__task_role(sl_server_t *srv, const char *task, sl_task_role_cb cb, void *ud);
 
+/* limits/keys.c: a pool of several keys (design.md, "A pool of several keys").
+ * sl__keys_request is sl_backend_request for an admitted request: when req->pool names a
+ * key group, the key that should grant soonest (equal ETAs: the emptiest) is written as
+ * "POOL:KEY" into `pool_out` (at least 129 bytes, living until `cb` has run) and asked;
+ * otherwise the request goes to its pool as it is. `cb` may run before this returns. */
+void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
+                      size_t pool_out_size, sl_backend_decision_cb cb, void *ud);
+/* Key `p`'s estimated seconds until it could grant `r`'s need (INFINITY: never), and
+ * its room (the least share left of its limited buckets and concurrency, 0-1). */
+double sl__key_eta_s(const sl_pool_info_t *p, const sl_request_t *r, double now_s);
+double sl__key_room(const sl_pool_info_t *p);
+/* The key name of pool `pool` ("POOL:KEY" -> KEY), or NULL for a pool of one key. */
+const char *sl__key_name(const sl_config_t *c, const char *pool);
+
 /* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
  * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;
  * clamped values are written to `scratch`, one slot per header) for a lease of `pool`

@@ -1,0 +1,155 @@
+"""test_keys.py - a pool of several keys: a fleet through the proxy uses every key, each
+with its own limits, and meets no 429 from any (design.md, "A pool of several keys")."""
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+
+from harness import SLUICED, Emu, Sluiced, message
+
+KEY_BIG = "sk-ant-key-big-0123456789abcdef"
+KEY_SMALL = "sk-ant-key-small-0123456789abcdef"
+
+
+def emu_args(output_tpm):
+    """An emulator with `output_tpm` as its only binding limit and quick answers."""
+    return ["--input-tpm", "100000000", "--output-tpm", str(output_tpm), "--rpm", "1000000",
+            "--ttft-ms", "0", "--tokens-per-s", "100000", "--latency-spread", "0",
+            "--output-tokens", "24"]
+
+
+def two_keys_config(big, small):
+    """Pool `claude` with two keys of unequal tiers, each on its own emulator (a workspace
+    each), with the emulator's limits; the second also sends a workspace header."""
+    return ("pools:\n  claude:\n    provider: anthropic\n    upstream_url: %s\n"
+            "    input_tpm: 100000000\n    rpm: 100000\n    max_queue_wait_s: 120\n"
+            "    keys:\n"
+            "      - name: big\n        api_key_env: SLUICE_KEY_BIG\n        output_tpm: 6000\n"
+            "      - name: small\n        api_key_env: SLUICE_KEY_SMALL\n"
+            "        upstream_url: %s\n        output_tpm: 3000\n"
+            "        headers:\n          anthropic-workspace: ws-small\n"
+            % (big.url, small.url))
+
+
+class TwoKeys(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.environ["SLUICE_KEY_BIG"] = KEY_BIG
+        os.environ["SLUICE_KEY_SMALL"] = KEY_SMALL
+        cls.big = Emu(emu_args(6000), key=KEY_BIG)
+        cls.small = Emu(emu_args(3000), key=KEY_SMALL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.big.stop()
+        cls.small.stop()
+
+    def setUp(self):  # full buckets for each test; the emulators' counts are read as deltas
+        self.s = Sluiced(two_keys_config(self.big, self.small))
+        self.before = self.big.stats()["admitted"], self.small.stats()["admitted"]
+
+    def tearDown(self):
+        self.s.stop()
+        self.s.dir.cleanup()
+
+    def test_a_fleet_uses_both_keys_and_meets_no_429(self):
+        # 8 agents x 6 calls of max_tokens 1000: 48,000 output tokens reserved, far more
+        # than one key holds at once (5,100 and 2,550 at the 0.85 margin).
+        statuses, lock = [], threading.Lock()
+
+        def agent(i):
+            for _ in range(6):
+                status, _, payload = self.s.anthropic(message(max_tokens=1000),
+                                                      agent="fleet-%d" % i)
+                with lock:
+                    statuses.append((status, payload[:200]))
+
+        threads = [threading.Thread(target=agent, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(len(statuses), 48)
+        self.assertEqual([s for s in statuses if s[0] != 200], [])
+        big, small = self.big.stats(), self.small.stats()
+        used = big["admitted"] - self.before[0], small["admitted"] - self.before[1]
+        self.assertGreater(used[0], 0, big)
+        self.assertGreater(used[1], 0, small)
+        self.assertEqual(sum(used), 48)
+        self.assertEqual(big["http_429"], 0)
+        self.assertEqual(small["http_429"], 0)
+        # Each key's pool settled what its emulator billed.
+        pools = {p["name"]: p for p in self.s.get("/v1/pools")["pools"]}
+        self.assertIn("claude:big", pools)
+        self.assertIn("claude:small", pools)
+        self.assertNotIn("claude", pools)
+        self.assertEqual(pools["claude:big"]["totals"]["granted"], used[0])
+        self.assertEqual(pools["claude:small"]["totals"]["granted"], used[1])
+
+    def test_a_lease_names_its_key_never_the_secret(self):
+        seen = set()
+        for i in range(3):  # a fourth fits neither key's remaining output: it would queue
+            status, _, payload = self.s.request(
+                "POST", "/v1/leases",
+                {"agent": "lease-%d" % i, "pool": "claude", "input_tokens": 10,
+                 "output_tokens": 2000})
+            self.assertEqual(status, 200, payload)
+            body = json.loads(payload)
+            self.assertIn(body["key"], ("big", "small"))
+            self.assertEqual(body["pool"], "claude:" + body["key"])
+            self.assertNotIn(b"sk-ant", payload)
+            seen.add(body["key"])
+        # 2,000 of 5,100 (big) and of 2,550 (small): the emptiest key takes each lease
+        # (big, then small, then big again).
+        self.assertEqual(seen, {"big", "small"})
+
+    def test_equal_etas_go_to_the_emptiest_key(self):
+        # A fresh agent's lease when both keys could grant at once: the one with more room.
+        pools = {p["name"]: p for p in self.s.get("/v1/pools")["pools"]}
+        room = {k: pools["claude:" + k]["buckets"]["output_tokens"]["level"]
+                / pools["claude:" + k]["buckets"]["output_tokens"]["capacity"]
+                for k in ("big", "small")}
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases", {"agent": "emptiest", "pool": "claude", "input_tokens": 1,
+                                    "output_tokens": 1})
+        self.assertEqual(status, 200, payload)
+        self.assertEqual(json.loads(payload)["key"], max(room, key=room.get), room)
+
+
+class BadKeys(unittest.TestCase):
+    def check(self, text, needle):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sluice.yaml")
+            with open(path, "w") as f:
+                f.write(text)
+            env = dict(os.environ, SLUICE_KEY_BIG=KEY_BIG)
+            r = subprocess.run([SLUICED, "--config", path, "--check-config"], env=env,
+                               capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn(needle, r.stderr)
+            self.assertNotIn(KEY_BIG, r.stderr + r.stdout)
+
+    POOL = ("pools:\n  claude:\n    provider: anthropic\n    upstream_url: http://127.0.0.1:9\n"
+            "    keys:\n")
+
+    def test_a_key_without_its_secret_is_refused(self):
+        self.check(self.POOL + "      - name: a\n", "pools.claude:a: upstream_url needs exactly one")
+
+    def test_a_key_may_not_change_the_model_family(self):
+        self.check(self.POOL + "      - name: a\n        api_key_env: SLUICE_KEY_BIG\n"
+                   "        models: ['gpt-*']\n", "pools.claude.keys[0]: unknown key 'models'")
+
+    def test_a_key_named_twice_is_refused(self):
+        k = "      - name: a\n        api_key_env: SLUICE_KEY_BIG\n"
+        self.check(self.POOL + k + k, "key 'claude:a' is named twice")
+
+    def test_the_pool_key_is_not_also_given(self):
+        self.check(self.POOL.replace("    keys:\n", "    api_key_env: SLUICE_KEY_BIG\n    keys:\n")
+                   + "      - name: a\n        api_key_env: SLUICE_KEY_BIG\n",
+                   "names each key's api_key_env")
+
+
+if __name__ == "__main__":
+    unittest.main()
