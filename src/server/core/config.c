@@ -700,6 +700,9 @@ static int parse_key_entry(parse_t *p, const char *group, size_t index, yaml_nod
 static int expand_keys(parse_t *p, sl_config_t *c, yaml_node_t *keys, size_t later)
 {
     size_t n_keys = (size_t)(keys->data.sequence.items.top - keys->data.sequence.items.start);
+    if (n_keys > SL_CONFIG_KEYS_MAX)
+        return fail(p, keys, c->settings.pools[c->settings.n_pools - 1].name,
+                    "keys: %zu keys are more than %d", n_keys, SL_CONFIG_KEYS_MAX);
     size_t at = c->settings.n_pools - 1, cap = at + n_keys + later;
     sl_named_pool_t tmpl_pool = c->settings.pools[at];
     sl_pool_upstream_t tmpl_up = c->upstreams[at];

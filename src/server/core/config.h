@@ -186,6 +186,8 @@ int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t err
 /* The upstream of pool `name`, or NULL when the pool is unknown. */
 const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name);
 
+#define SL_CONFIG_KEYS_MAX 64 /* keys of one pool */
+
 /* The pools of key group `group` (a pool with `keys:`), in the file's order: writes up to
  * `max` indices into settings.pools and returns how many it has (0: not a group). */
 size_t sl_config_key_members(const sl_config_t *c, const char *group, size_t *idx, size_t max);

@@ -260,10 +260,6 @@ void sl__task_role(sl_server_t *srv, const char *task, sl_task_role_cb cb, void 
  * otherwise the request goes to its pool as it is. `cb` may run before this returns. */
 void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
                       size_t pool_out_size, sl_backend_decision_cb cb, void *ud);
-/* Key `p`'s estimated seconds until it could grant `r`'s need (INFINITY: never), and
- * its room (the least share left of its limited buckets and concurrency, 0-1). */
-double sl__key_eta_s(const sl_pool_info_t *p, const sl_request_t *r, double now_s);
-double sl__key_room(const sl_pool_info_t *p);
 /* The key name of pool `pool` ("POOL:KEY" -> KEY), or NULL for a pool of one key. */
 const char *sl__key_name(const sl_config_t *c, const char *pool);
 
