@@ -183,6 +183,13 @@ static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, con
                 return fail(p, v, key, "pattern '%s' must be 1-128 characters", up->models[i]);
         return 0;
     }
+    if (!strcmp(kname, "batch")) return get_bool(p, v, key, &up->batch);
+    if (!strcmp(kname, "max_batch_requests")) {
+        if (get_i64(p, v, key, &up->max_batch_requests) < 0) return -1;
+        if (up->max_batch_requests < 1 || up->max_batch_requests > 100000000)
+            return fail(p, v, key, "'%s' must be between 1 and 100000000", scalar(v));
+        return 0;
+    }
     if (!strcmp(kname, "api_key"))
         return fail(p, v, key,
                     "keys are not written in the configuration; use api_key_env (a variable "
@@ -214,6 +221,9 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
     }
     if (!up->api)
         return fail(p, map, key, "upstream_url needs provider: anthropic or openai");
+    if (up->max_batch_requests && !up->batch)
+        return fail(p, map, key, "max_batch_requests needs batch: true");
+    if (!up->max_batch_requests) up->max_batch_requests = 100000; /* Anthropic's queue bound */
     if (!up->api_key_env == !up->api_key_file)
         return fail(p, map, key, "upstream_url needs exactly one of api_key_env or api_key_file");
     if (up->api_key_env) {
@@ -652,6 +662,8 @@ static int parse_key_entry(parse_t *p, const char *group, size_t index, yaml_nod
         return fail(p, entry, key, "key name '%s' must be 1-64 of [A-Za-z0-9._-] (and POOL:KEY at most 128)", kn);
     if (!(np->name = strdup(full))) return fail(p, entry, key, "out of memory");
     up->api = tmpl->api;
+    up->batch = tmpl->batch;
+    up->max_batch_requests = tmpl->max_batch_requests;
     if (!(up->key_group = strdup(group)) || !(up->key_name = strdup(kn)) ||
         (tmpl->ca_file && !(up->ca_file = strdup(tmpl->ca_file))) ||
         (tmpl->n_models && !(up->models = calloc(tmpl->n_models, sizeof(char *)))))

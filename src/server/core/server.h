@@ -519,6 +519,8 @@ typedef enum sl_proxy_kind {
     SL_PROXY_COUNT_TOKENS, /* passed through without a lease */
     SL_PROXY_MODELS,       /* GET, passed through without a lease */
     SL_PROXY_HELLO,        /* Anthropic's /api/hello connectivity check: answered here */
+    SL_PROXY_EMBEDDINGS,   /* OpenAI embeddings: leased on input, settled (proxy_embeddings.c) */
+    SL_PROXY_MODERATIONS,  /* OpenAI moderations: a lease of one request, no tokens */
 } sl_proxy_kind_t;
 /* Resolves the request's path as it came (path[0, len): raw bytes, no query, nothing
  * decoded) against the documented spellings of `api`'s endpoints ("/anthropic/..." or
@@ -527,6 +529,10 @@ typedef enum sl_proxy_kind {
  * SL_PROXY_NONE (proxy_routes.c). */
 sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_t len,
                                   char *upstream, size_t upstream_size);
+/* A model or object id: one raw path segment decoded into `id` (room for 257 bytes);
+ * false for an empty or overlong id, a byte outside [A-Za-z0-9._:@-] once decoded, or a
+ * dot segment (proxy_routes.c). */
+bool sl__proxy_id_decode(const char *raw, size_t len, char *id);
 
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
  * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */
