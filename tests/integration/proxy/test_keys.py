@@ -7,10 +7,15 @@ import tempfile
 import threading
 import unittest
 
-from harness import SLUICED, Emu, Sluiced, message
+from harness import SLUICED, Emu, Sluiced, message, wait_for
 
 KEY_BIG = "sk-ant-key-big-0123456789abcdef"
 KEY_SMALL = "sk-ant-key-small-0123456789abcdef"
+
+
+def backend_config():
+    """The backend line: memory here; redis_daemon/test_proxy_keys.py sets a Redis one."""
+    return ""
 
 
 def emu_args(output_tpm):
@@ -23,7 +28,7 @@ def emu_args(output_tpm):
 def two_keys_config(big, small):
     """Pool `claude` with two keys of unequal tiers, each on its own emulator (a workspace
     each), with the emulator's limits; the second also sends a workspace header."""
-    return ("pools:\n  claude:\n    provider: anthropic\n    upstream_url: %s\n"
+    return (backend_config() + "pools:\n  claude:\n    provider: anthropic\n    upstream_url: %s\n"
             "    input_tpm: 100000000\n    rpm: 100000\n    max_queue_wait_s: 120\n"
             "    keys:\n"
             "      - name: big\n        api_key_env: SLUICE_KEY_BIG\n        output_tpm: 6000\n"
@@ -48,6 +53,7 @@ class TwoKeys(unittest.TestCase):
 
     def setUp(self):  # full buckets for each test; the emulators' counts are read as deltas
         self.s = Sluiced(two_keys_config(self.big, self.small))
+        wait_for(lambda: self.s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
         self.before = self.big.stats()["admitted"], self.small.stats()["admitted"]
 
     def tearDown(self):
