@@ -262,6 +262,13 @@ void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
                       size_t pool_out_size, sl_backend_decision_cb cb, void *ud);
 /* The key name of pool `pool` ("POOL:KEY" -> KEY), or NULL for a pool of one key. */
 const char *sl__key_name(const sl_config_t *c, const char *pool);
+/* Whether `name` is a pool of several keys (its keys are the pools "NAME:KEY"). */
+bool sl__is_key_group(const sl_config_t *c, const char *name);
+/* GET /v1/pools: adds "key" and "key_of" to the JSON of a key's pool; returns it. */
+json_t *sl__keys_describe(const sl_config_t *c, json_t *pool_json);
+/* GET /v1/pools/GROUP: {"name": GROUP, "keys": [each key's pool JSON]} from `pools`. */
+json_t *sl__keys_pool_json(sl_server_t *srv, const char *group, const sl_pool_info_t *pools,
+                           size_t n);
 
 /* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
  * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;

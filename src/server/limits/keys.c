@@ -86,3 +86,34 @@ const char *sl__key_name(const sl_config_t *c, const char *pool)
     const sl_pool_upstream_t *up = pool ? sl_config_pool_upstream(c, pool) : NULL;
     return up && up->key_group && strcmp(pool, up->key_group) != 0 ? up->key_name : NULL;
 }
+
+bool sl__is_key_group(const sl_config_t *c, const char *name)
+{
+    size_t first;
+    return sl_config_key_members(c, name, &first, 1) > 0;
+}
+
+json_t *sl__keys_describe(const sl_config_t *c, json_t *pool_json)
+{
+    const char *name = json_string_value(json_object_get(pool_json, "name"));
+    const sl_pool_upstream_t *up = name ? sl_config_pool_upstream(c, name) : NULL;
+    if (up && up->key_group && strcmp(name, up->key_group) != 0) {
+        json_object_set_new(pool_json, "key", json_string(up->key_name));
+        json_object_set_new(pool_json, "key_of", json_string(up->key_group));
+    }
+    return pool_json;
+}
+
+json_t *sl__keys_pool_json(sl_server_t *srv, const char *group, const sl_pool_info_t *pools,
+                           size_t n)
+{
+    const sl_config_t *c = &srv->config;
+    json_t *keys = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const sl_pool_upstream_t *up = sl_config_pool_upstream(c, pools[i].name);
+        if (up && up->key_group && !strcmp(up->key_group, group) &&
+            strcmp(pools[i].name, group) != 0)
+            json_array_append_new(keys, sl__keys_describe(c, sl__pool_json(srv->backend, &pools[i])));
+    }
+    return json_pack("{s:s,s:o}", "name", group, "keys", keys);
+}

@@ -91,6 +91,12 @@ class TwoKeys(unittest.TestCase):
         self.assertIn("claude:big", pools)
         self.assertIn("claude:small", pools)
         self.assertNotIn("claude", pools)
+        self.assertEqual((pools["claude:small"]["key"], pools["claude:small"]["key_of"]),
+                         ("small", "claude"))
+        group = self.s.get("/v1/pools/claude")
+        self.assertEqual(group["name"], "claude")
+        self.assertEqual([k["key"] for k in group["keys"]], ["big", "small"])
+        self.assertEqual(group["keys"][1]["limits"]["output_tpm"], 3000)
         self.assertEqual(pools["claude:big"]["totals"]["granted"], used[0])
         self.assertEqual(pools["claude:small"]["totals"]["granted"], used[1])
 
