@@ -266,6 +266,9 @@ const char *sl__key_name(const sl_config_t *c, const char *pool);
 bool sl__is_key_group(const sl_config_t *c, const char *name);
 /* GET /v1/pools: adds "key" and "key_of" to the JSON of a key's pool; returns it. */
 json_t *sl__keys_describe(const sl_config_t *c, json_t *pool_json);
+/* /metrics: sluice_pool_key{pool, key_of, key} 1 per key (the keys' own series are
+ * their pools', pool="POOL:KEY"; this joins them to their pool and key). */
+void sl__keys_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 /* GET /v1/pools/GROUP: {"name": GROUP, "keys": [each key's pool JSON]} from `pools`. */
 json_t *sl__keys_pool_json(sl_server_t *srv, const char *group, const sl_pool_info_t *pools,
                            size_t n);

@@ -313,6 +313,7 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
     sl__limits_metrics_render(call->srv, out);
+    sl__keys_metrics_render(call->srv, out);
     sl__fleet_metrics_render(call->srv, out);
     sl__events_metrics_render(call->srv, out);
     sl__agents_metrics_render(call->srv, out);

@@ -12,6 +12,9 @@
  * goes to that key alone (pinning, for operators).
  */
 #include "server.h"
+#include "fleet.h" /* sl__prom_label */
+
+#include <event2/buffer.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,4 +119,26 @@ json_t *sl__keys_pool_json(sl_server_t *srv, const char *group, const sl_pool_in
             json_array_append_new(keys, sl__keys_describe(c, sl__pool_json(srv->backend, &pools[i])));
     }
     return json_pack("{s:s,s:o}", "name", group, "keys", keys);
+}
+
+void sl__keys_metrics_render(const sl_server_t *srv, struct evbuffer *out)
+{
+    const sl_config_t *c = &srv->config;
+    bool any = false;
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++) {
+        const sl_pool_upstream_t *up = &c->upstreams[i];
+        if (!up->key_group) continue;
+        if (!any)
+            evbuffer_add_printf(out, "# HELP sluice_pool_key A key of a pool of several keys: "
+                                     "its own pool's name, the pool it belongs to, its name.\n"
+                                     "# TYPE sluice_pool_key gauge\n");
+        any = true;
+        evbuffer_add_printf(out, "sluice_pool_key{pool=\"");
+        sl__prom_label(out, c->settings.pools[i].name);
+        evbuffer_add_printf(out, "\",key_of=\"");
+        sl__prom_label(out, up->key_group);
+        evbuffer_add_printf(out, "\",key=\"");
+        sl__prom_label(out, up->key_name);
+        evbuffer_add_printf(out, "\"} 1\n");
+    }
 }

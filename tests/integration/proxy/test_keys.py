@@ -97,6 +97,11 @@ class TwoKeys(unittest.TestCase):
         self.assertEqual(group["name"], "claude")
         self.assertEqual([k["key"] for k in group["keys"]], ["big", "small"])
         self.assertEqual(group["keys"][1]["limits"]["output_tpm"], 3000)
+        _, _, metrics = self.s.request("GET", "/metrics")
+        self.assertIn(b'sluice_pool_key{pool="claude:small",key_of="claude",key="small"} 1',
+                      metrics)
+        self.assertIn(b'sluice_leases_total{pool="claude:small",result="granted"} %d' % used[1],
+                      metrics)
         self.assertEqual(pools["claude:big"]["totals"]["granted"], used[0])
         self.assertEqual(pools["claude:small"]["totals"]["granted"], used[1])
 
