@@ -122,6 +122,33 @@ class TwoKeys(unittest.TestCase):
         # (big, then small, then big again).
         self.assertEqual(seen, {"big", "small"})
 
+    def test_a_settle_and_its_headers_land_on_its_keys_pool(self):
+        def output_level(key):
+            return self.s.get("/v1/pools/claude:" + key)["buckets"]["output_tokens"]["level"]
+
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases", {"agent": "settler", "pool": "claude", "input_tokens": 10,
+                                    "output_tokens": 2000})
+        self.assertEqual(status, 200, payload)
+        lease = json.loads(payload)
+        key, other = "big", "small"
+        self.assertEqual(lease["key"], key)  # both full: the tie goes to the first key
+        before = output_level(key), output_level(other)
+        # The provider says this key's output bucket is at 1,000 (a resync) and the call
+        # used 50 of the 2,000 reserved (a refund of 1,950).
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases/%s/settle" % lease["lease"],
+            {"input_tokens": 10, "output_tokens": 50,
+             "headers": {"anthropic-ratelimit-output-tokens-remaining": "1000",
+                         "anthropic-ratelimit-output-tokens-limit": "6000"}})
+        self.assertEqual(status, 200, payload)
+        after = output_level(key), output_level(other)
+        # The refund alone would have brought this key back to nearly full (before +
+        # 1,950); the header it resynced from holds it well below that.
+        self.assertLess(after[0], before[0] + 1950 - 400)
+        # The other key's bucket only refilled (it was full: it stays full).
+        self.assertAlmostEqual(after[1], before[1], delta=1)
+
     def test_equal_etas_go_to_the_emptiest_key(self):
         # A fresh agent's lease when both keys could grant at once: the one with more room.
         pools = {p["name"]: p for p in self.s.get("/v1/pools")["pools"]}
