@@ -162,6 +162,30 @@ class TwoKeys(unittest.TestCase):
         self.assertEqual(json.loads(payload)["key"], max(room, key=room.get), room)
 
 
+class KeysAndTokens(unittest.TestCase):
+    def test_a_token_of_the_pool_may_use_its_keys_and_no_other_token_may(self):
+        auth = ("auth:\n  tokens:\n"
+                "    - {token: tok-claude-0123456789, agent: a1, pools: [claude]}\n"
+                "    - {token: tok-other-0123456789, agent: a2, pools: [other]}\n")
+        os.environ["SLUICE_KEY_BIG"] = KEY_BIG
+        os.environ["SLUICE_KEY_SMALL"] = KEY_SMALL
+        with Emu(emu_args(6000), key=KEY_BIG) as big, Emu(emu_args(3000), key=KEY_SMALL) as small:
+            text = two_keys_config(big, small) + (
+                "  other:\n    input_tpm: 1000\n" + auth)
+            with Sluiced(text) as s:
+                def lease(token, agent, pool):
+                    return s.request("POST", "/v1/leases",
+                                     {"agent": agent, "pool": pool, "input_tokens": 1,
+                                      "output_tokens": 1},
+                                     {"authorization": "Bearer " + token})
+                self.assertEqual(lease("tok-claude-0123456789", "a1", "claude")[0], 200)
+                status, _, payload = lease("tok-claude-0123456789", "a1", "claude:small")
+                self.assertEqual(status, 200, payload)
+                self.assertEqual(json.loads(payload)["key"], "small")  # pinned
+                self.assertEqual(lease("tok-other-0123456789", "a2", "claude")[0], 403)
+                self.assertEqual(lease("tok-other-0123456789", "a2", "claude:small")[0], 403)
+
+
 class BadKeys(unittest.TestCase):
     def check(self, text, needle):
         with tempfile.TemporaryDirectory() as d:
