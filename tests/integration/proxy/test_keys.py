@@ -2,6 +2,7 @@
 with its own limits, and meets no 429 from any (design.md, "A pool of several keys")."""
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -184,6 +185,31 @@ class KeysAndTokens(unittest.TestCase):
                 self.assertEqual(json.loads(payload)["key"], "small")  # pinned
                 self.assertEqual(lease("tok-other-0123456789", "a2", "claude")[0], 403)
                 self.assertEqual(lease("tok-other-0123456789", "a2", "claude:small")[0], 403)
+
+
+class KeysReload(unittest.TestCase):
+    def test_a_reload_adds_a_key_and_changes_a_keys_limits(self):
+        os.environ["SLUICE_KEY_BIG"] = KEY_BIG
+        os.environ["SLUICE_KEY_SMALL"] = KEY_SMALL
+        with Emu(emu_args(6000), key=KEY_BIG) as big, Emu(emu_args(3000), key=KEY_SMALL) as small:
+            with Sluiced(two_keys_config(big, small)) as s:
+                text = two_keys_config(big, small).replace("output_tpm: 3000", "output_tpm: 2000")
+                text += ("      - name: third\n        api_key_env: SLUICE_KEY_BIG\n"
+                         "        output_tpm: 1000\n")
+                with open(s.config_path) as f:
+                    head = f.read().split("pools:")[0]
+                with open(s.config_path, "w") as f:
+                    f.write(head + text)
+                s.proc.send_signal(signal.SIGHUP)
+                wait_for(lambda: len(s.get("/v1/pools/claude")["keys"]) == 3, 10, "the reload")
+                keys = {k["key"]: k for k in s.get("/v1/pools/claude")["keys"]}
+                self.assertEqual(keys["small"]["limits"]["output_tpm"], 2000)
+                self.assertEqual(keys["third"]["limits"]["output_tpm"], 1000)
+                status, _, payload = s.request(
+                    "POST", "/v1/leases", {"agent": "r", "pool": "claude:third",
+                                            "input_tokens": 1, "output_tokens": 1})
+                self.assertEqual(status, 200, payload)
+                self.assertEqual(json.loads(payload)["key"], "third")
 
 
 class BadKeys(unittest.TestCase):
