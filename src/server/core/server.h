@@ -110,6 +110,7 @@ struct sl_server {
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
     sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
     struct sl_token_store *minted; /* minted agent tokens (tokens_store.c) */
+    struct sl_keys_memo *keys_memo; /* request ids' keys (limits/keys.c), NULL until one */
 };
 
 /* http.c */
@@ -260,6 +261,8 @@ void sl__task_role(sl_server_t *srv, const char *task, sl_task_role_cb cb, void 
  * otherwise the request goes to its pool as it is. `cb` may run before this returns. */
 void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
                       size_t pool_out_size, sl_backend_decision_cb cb, void *ud);
+/* Frees what keys.c keeps (the request ids' keys). */
+void sl__keys_free(sl_server_t *srv);
 /* The key name of pool `pool` ("POOL:KEY" -> KEY), or NULL for a pool of one key. */
 const char *sl__key_name(const sl_config_t *c, const char *pool);
 /* Whether `name` is a pool of several keys (its keys are the pools "NAME:KEY"). */

@@ -16,9 +16,57 @@
 
 #include <event2/buffer.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A retry of a request (same agent and request_id) must reach the key of its first
+ * answer: the engine (and sluice.lua, per pool) recognises a replay only in the pool that
+ * answered it. So the key chosen for each request_id is remembered for the engine's
+ * idempotency window, in a fixed table indexed by a hash of (pool, agent, request_id):
+ * memory is bounded (MEMO_SLOTS entries, about 200 KiB), and a slot overwritten by
+ * another request only loses the stickiness of an old one. Per replica: on Redis, a retry
+ * that reaches another replica is routed afresh. */
+#define MEMO_SLOTS 8192
+
+typedef struct memo_slot {
+    uint64_t hash; /* 0: empty */
+    double at_s;
+    char pool[129]; /* the key's pool, "POOL:KEY" */
+} memo_slot_t;
+
+struct sl_keys_memo {
+    memo_slot_t slot[MEMO_SLOTS];
+};
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0x1f) * 1099511628211ULL; /* a separator, so ("ab","c") != ("a","bc") */
+}
+
+static uint64_t memo_hash(const char *group, const sl_request_t *r)
+{
+    uint64_t h = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, group), r->agent), r->request_id);
+    return h ? h : 1;
+}
+
+/* The slot of `r`'s request_id in `group`, or NULL (no id, or out of memory). */
+static memo_slot_t *memo_slot(sl_server_t *srv, const char *group, const sl_request_t *r,
+                              uint64_t *hash)
+{
+    if (!r->request_id || !r->agent) return NULL;
+    if (!srv->keys_memo && !(srv->keys_memo = calloc(1, sizeof(*srv->keys_memo)))) return NULL;
+    *hash = memo_hash(group, r);
+    return &srv->keys_memo->slot[*hash % MEMO_SLOTS];
+}
+
+void sl__keys_free(sl_server_t *srv)
+{
+    free(srv->keys_memo);
+    srv->keys_memo = NULL;
+}
 
 typedef struct keys_pick {
     sl_server_t *srv;
@@ -52,9 +100,20 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
     const sl_pool_info_t *info[SL_CONFIG_KEYS_MAX];
     for (size_t k = 0; k < n_keys; k++)
         info[k] = find_info(pools, n, c->settings.pools[idx[k]].name);
-    int best = sl_keys_pick(info, n_keys, &pk->req, sl_backend_now(pk->srv->backend));
+    double now = sl_backend_now(pk->srv->backend);
+    int best = sl_keys_pick(info, n_keys, &pk->req, now);
     size_t chosen = idx[best < 0 ? 0 : best]; /* none known to the backend yet: the first */
+    uint64_t hash = 0;
+    memo_slot_t *m = memo_slot(pk->srv, pk->group, &pk->req, &hash);
+    if (m && m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)
+        for (size_t k = 0; k < n_keys; k++) /* a retry: its first key, if it still is one */
+            if (!strcmp(c->settings.pools[idx[k]].name, m->pool)) chosen = idx[k];
     snprintf(pk->pool_out, pk->pool_out_size, "%s", c->settings.pools[chosen].name);
+    if (m && !(m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)) {
+        m->hash = hash;
+        m->at_s = now;
+        snprintf(m->pool, sizeof(m->pool), "%s", pk->pool_out);
+    }
     pk->req.pool = pk->pool_out;
     sl_backend_request(pk->srv->backend, &pk->req, pk->cb, pk->ud);
     free(pk);

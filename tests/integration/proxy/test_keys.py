@@ -150,6 +150,22 @@ class TwoKeys(unittest.TestCase):
         # The other key's bucket only refilled (it was full: it stays full).
         self.assertAlmostEqual(after[1], before[1], delta=1)
 
+    def test_a_replayed_request_id_answers_its_first_key(self):
+        body = {"agent": "retrier", "pool": "claude", "input_tokens": 10, "output_tokens": 2000,
+                "request_id": "req-1"}
+        status, _, payload = self.s.request("POST", "/v1/leases", body)
+        self.assertEqual(status, 200, payload)
+        first = json.loads(payload)
+        self.assertEqual(first["key"], "big")
+        # big now holds 3,100 of 5,100 and small 2,550 of 2,550: a new request would go to
+        # small; the retry of the same request is the first lease, on big.
+        status, _, payload = self.s.request("POST", "/v1/leases", body)
+        self.assertEqual(status, 200, payload)
+        again = json.loads(payload)
+        self.assertTrue(again.get("replayed"), again)
+        self.assertEqual((again["lease"], again["key"], again["pool"]),
+                         (first["lease"], "big", "claude:big"))
+
     def test_equal_etas_go_to_the_emptiest_key(self):
         # A fresh agent's lease when both keys could grant at once: the one with more room.
         pools = {p["name"]: p for p in self.s.get("/v1/pools")["pools"]}
