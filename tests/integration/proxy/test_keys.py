@@ -1,5 +1,6 @@
 """test_keys.py - a pool of several keys: a fleet through the proxy uses every key, each
 with its own limits, and meets no 429 from any (design.md, "A pool of several keys")."""
+import http.server
 import json
 import os
 import signal
@@ -201,6 +202,62 @@ class KeysAndTokens(unittest.TestCase):
                 self.assertEqual(json.loads(payload)["key"], "small")  # pinned
                 self.assertEqual(lease("tok-other-0123456789", "a2", "claude")[0], 403)
                 self.assertEqual(lease("tok-other-0123456789", "a2", "claude:small")[0], 403)
+
+
+class Capture:
+    """A stand-in provider on a free port that records each request's headers and answers
+    a minimal Anthropic message."""
+
+    def __init__(self):
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                seen.append({k.lower(): v for k, v in self.headers.items()})
+                body = json.dumps({
+                    "id": "msg_1", "type": "message", "role": "assistant",
+                    "model": "claude-emu-1", "stop_reason": "end_turn",
+                    "content": [{"type": "text", "text": "hi"}],
+                    "usage": {"input_tokens": 5, "output_tokens": 2}}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class KeysForward(unittest.TestCase):
+    def test_each_key_goes_with_its_secret_url_and_headers(self):
+        os.environ["SLUICE_KEY_BIG"] = KEY_BIG
+        os.environ["SLUICE_KEY_SMALL"] = KEY_SMALL
+        big, small = Capture(), Capture()
+        try:
+            with Sluiced(two_keys_config(big, small)) as s:
+                for pool in ("claude:big", "claude:small", "claude"):
+                    status, _, payload = s.anthropic(message(max_tokens=10),
+                                                     extra={"x-sluice-pool": pool})
+                    self.assertEqual(status, 200, payload)
+        finally:
+            big.close()
+            small.close()
+        # Pinned to big, pinned to small, then the group: both full, the tie goes to the
+        # first key, big (it has refilled the 10 tokens the first call held).
+        self.assertEqual([h["x-api-key"] for h in big.seen], [KEY_BIG, KEY_BIG])
+        self.assertEqual([h["x-api-key"] for h in small.seen], [KEY_SMALL])
+        self.assertEqual(small.seen[0].get("anthropic-workspace"), "ws-small")
+        self.assertTrue(all("anthropic-workspace" not in h for h in big.seen))
 
 
 class KeysReload(unittest.TestCase):
