@@ -12,7 +12,6 @@
  * goes to that key alone (pinning, for operators).
  */
 #include "server.h"
-#include "fleet.h" /* sl__prom_label */
 
 #include <event2/buffer.h>
 
@@ -192,12 +191,9 @@ void sl__keys_metrics_render(const sl_server_t *srv, struct evbuffer *out)
                                      "its own pool's name, the pool it belongs to, its name.\n"
                                      "# TYPE sluice_pool_key gauge\n");
         any = true;
-        evbuffer_add_printf(out, "sluice_pool_key{pool=\"");
-        sl__prom_label(out, c->settings.pools[i].name);
-        evbuffer_add_printf(out, "\",key_of=\"");
-        sl__prom_label(out, up->key_group);
-        evbuffer_add_printf(out, "\",key=\"");
-        sl__prom_label(out, up->key_name);
-        evbuffer_add_printf(out, "\"} 1\n");
+        /* Pool and key names are [A-Za-z0-9._:-] (the engine's pool names, checked when
+         * the configuration loads): nothing in them needs a label's escaping. */
+        evbuffer_add_printf(out, "sluice_pool_key{pool=\"%s\",key_of=\"%s\",key=\"%s\"} 1\n",
+                            c->settings.pools[i].name, up->key_group, up->key_name);
     }
 }
