@@ -42,6 +42,7 @@ void sl__call_free(sl_call_t *call)
 {
     sl_server_t *srv = call->srv;
     if (call->req) sl_hreq_on_gone(call->req, NULL, NULL);
+    sl__access_call_gone(call);
     if (call->wait_timer) event_free(call->wait_timer);
     if (call->mode == SL_CALL_STREAM) {
         if (call->prev)
@@ -118,6 +119,12 @@ int sl__error_status(int rc, sl_error_dialect_t dialect, const char **type)
         return dialect == SL_DIALECT_PROVIDER ? provider_status : status;
 #include "../../common/errors.def"
 #undef SL_ERROR
+    case SL_EFORBIDDEN:
+        /* A role the token may not take, or a lease of an agent it may not act as: the
+         * answer of auth, which is not in errors.def (whose types the clients map back
+         * to a code; theirs for 403 is SL_EAUTH). */
+        if (type) *type = "forbidden";
+        return 403;
     default:
         if (type) *type = "internal";
         return 500;
