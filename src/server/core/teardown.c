@@ -22,6 +22,7 @@ void sl__server_free_state(sl_server_t *srv)
     srv->metrics = NULL;
     sl__features_free(srv); /* after the backend: its last callbacks may name agents */
     sl__tokens_free(srv);
+    sl__keys_free(srv);
     sl__idmap_foreach(&srv->lease_owner, free_owner, NULL);
     sl__idmap_foreach(&srv->ticket_owner, free_owner, NULL);
     sl__idmap_free(&srv->lease_owner);
