@@ -259,7 +259,15 @@ typedef struct sl_request {
      * output_tokens: the provider holds whatever max_tokens it is sent, so a reservation
      * below the figure sent would overbook it. Unset: output_tokens is reserved. */
     bool output_capped;
+    /* The lifetime the provider keeps the cached prefix after this call starts: 0 = the
+     * pool's cache_ttl_s (a 5-minute write); 3600 for Anthropic's ttl "1h". Up to
+     * SL_CACHE_TTL_MAX_S. A longer life is never shortened by a later, shorter call
+     * (docs/design.md "Cache lifetimes"). */
+    double cache_ttl_s;
 } sl_request_t;
+
+/* The longest cache lifetime a request may name (one day). */
+#define SL_CACHE_TTL_MAX_S 86400.0
 
 typedef enum sl_status {
     SL_GRANTED = 1,

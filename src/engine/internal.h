@@ -26,7 +26,9 @@
 typedef struct sl__cache {
     char *key;
     double used_at;        /* start (grant) of the last counted call: the provider runs the
-                              cache life from the call's start; -INFINITY: cold */
+                              cache life from the call's start; -INFINITY: cold. The cache
+                              lapses at used_at + the pool's cache_ttl_s: a call with a
+                              longer life (1h) sets it later (sl__cache_touch) */
     int64_t tokens;        /* size of the cached prefix last seen */
     int64_t refs;          /* leases and tickets that point here: never swept while > 0 */
 } sl__cache_t;
@@ -138,6 +140,7 @@ typedef struct sl__need {
     int64_t prompt_tokens;      /* input + cached as estimated (corrected), warm or cold:
                                    what the estimate error compares the billed prompt with */
     bool penalty;               /* the cached prefix is charged as uncached input */
+    double cache_ttl_s;         /* the call's cache lifetime; 0 = the pool's cache_ttl_s */
 } sl__need_t;
 
 typedef struct sl__lease {
@@ -426,6 +429,10 @@ sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_ke
 /* Drops caches that are cold at `now` and that no lease or ticket points at, once the
  * pool holds caches_sweep_at of them (amortised O(1) per new cache). */
 void sl__cache_sweep(sl__pool_t *p, double now);
+/* Records a counted call of `c` that started at start_s and keeps the prefix ttl_s (0 =
+ * the pool's cache_ttl_s): the cache lapses at the later of its current end of life and
+ * start_s + ttl_s, kept as used_at = end of life - the pool's cache_ttl_s (lease.c). */
+void sl__cache_touch(const sl__pool_t *p, sl__cache_t *c, double start_s, double ttl_s);
 double sl__agent_record_error(sl_engine_t *e, sl__pool_t *p, sl__agent_t *a, int window,
                               double limit, double err);
 int sl__agent_record_signature(sl__agent_t *a, const char *sig);

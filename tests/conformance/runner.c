@@ -245,6 +245,7 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->cache_prefix_hash = arg(op, "prefix");
     r->max_wait_s = arg_num(op, "max_wait", 0);
     r->output_capped = arg_num(op, "capped", 0) != 0;
+    r->cache_ttl_s = arg_num(op, "cache_ttl", 0);
 }
 
 /* Headers are h.NAME=VALUE arguments. */

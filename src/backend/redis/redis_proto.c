@@ -175,6 +175,7 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, sl__rgraph_t graph
     sl__rcmd_str(c, "cache_prefix_hash", req->cache_prefix_hash);
     if (req->max_wait_s != 0) sl__rcmd_num(c, "max_wait_s", req->max_wait_s);
     if (req->output_capped) sl__rcmd_num(c, "output_capped", 1);
+    if (req->cache_ttl_s != 0) sl__rcmd_num(c, "cache_ttl_s", req->cache_ttl_s);
 }
 
 /* ---- provider headers (docs/design.md "Resync"; classified by the engine's headers.c) ---- */

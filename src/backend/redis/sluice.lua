@@ -563,6 +563,8 @@ local function cache_make(ck)
   return {rec = r, key = key, ls = 'ls', tok = 'tok'}
 end
 
+local CACHE_TTL_MAX_S = 86400  -- engine.h SL_CACHE_TTL_MAX_S
+
 local function cache_warm(p, c, now)
   return c ~= nil and now - c.rec[c.ls] < p.cache_ttl_s
 end
@@ -685,8 +687,9 @@ end
 
 local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
-  nil, {'park', 'woke', 'ws'})  -- caps: the holder it is parked on, the holder that woke it;
-  -- ws: '1' while the working set parks it (a task's first call)
+  nil, {'park', 'woke', 'ws', 'cttl'})  -- caps: the holder it is parked on, the holder that
+  -- woke it; ws: '1' while the working set parks it (a task's first call); cttl: the call's
+  -- cache lifetime in seconds ('' = the pool's cache_ttl_s)
 local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
 local DEFAULT_TEAM = 'default'
 
@@ -892,7 +895,8 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
-  nil, {'caph'})  -- caps: its cost in USD, its holders' keys (caps section)
+  nil, {'caph', 'cttl'})  -- caps: its cost in USD, its holders' keys (caps section); cttl as
+  -- the ticket's
 
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
@@ -1287,7 +1291,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     model = t.model, est = t.est, n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3,
     cached = t.cached, pen = t.pen, pt = t.pt, weight = weight, granted_at = now, waited = waited,
     ttl = ttl, claimed = claimed and 1 or 0,
-    exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = ''}
+    exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = '', cttl = t.cttl or ''}
   if hs then CP.caps_take(p, hs, l, now) end
   for b = 0, NB - 1 do
     if limited(p, b) then p['lv' .. b] = p['lv' .. b] - l['n' .. b] end
@@ -2190,7 +2194,8 @@ local function decide(p, a, t, weight, ttl, cache, now)
   local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
-    idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = ''}
+    idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = '',
+    cttl = t.cttl or ''}
   create(ticket_key(id), TICKET, tk)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
@@ -2220,6 +2225,10 @@ local function validate_request(args)
   check_tokens(args, 'cached_tokens')
   check_tokens(args, 'output_tokens')
   check_tokens(args, 'unblocks')
+  local cttl = num(args, 'cache_ttl_s', 0)
+  if not (cttl >= 0 and cttl <= CACHE_TTL_MAX_S) then
+    fail('invalid_request', 'cache_ttl_s %s must be in [0, %s] seconds', F(cttl), F(CACHE_TTL_MAX_S))
+  end
   if args.task and not valid_name(args.task) then
     fail('invalid_request', 'task "%s" must be 1-128 of [A-Za-z0-9._:-]', args.task)
   end
@@ -2283,7 +2292,7 @@ local function request(p, args, now)
   local cached = corrected(cached_tokens, ratio)
   local t = {est = input_tokens + cached_tokens, cached = cached, pt = input + cached,
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or '',
-             first_call = first_call}
+             first_call = first_call, cttl = args.cache_ttl_s or ''}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
   -- Only a call capped to its reservation may reserve less than its max_tokens: the
@@ -2584,8 +2593,12 @@ local function settle(p, args, now)
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)
     -- The cache life runs from the call's start, as the provider counts it: the grant,
-    -- the earliest the call can have been sent; the later start wins (engine: lease.c).
-    if l.granted_at > c.rec[c.ls] then c.rec[c.ls] = l.granted_at end
+    -- the earliest the call can have been sent; the later end of life wins (engine:
+    -- lease.c, sl__cache_touch): a call keeping the prefix cttl seconds moves the start
+    -- by cttl - cache_ttl_s, so the cache lapses at start + cttl.
+    local cttl = tonumber(l.cttl) or 0
+    local start = l.granted_at + (cttl > 0 and cttl - p.cache_ttl_s or 0)
+    if start > c.rec[c.ls] then c.rec[c.ls] = start end
     c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
     touch(c.key)
     spend_cap_alert(p, false)  -- a call went through: no longer capped
