@@ -14,6 +14,7 @@
  * planner task, and a role other than the task's is a contradiction (400), not a choice.
  */
 #include "server.h"
+#include "long_context.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -131,6 +132,8 @@ int sl__admit(sl_call_t *call, sl_error_dialect_t d, sl_request_t *r, const char
         ref->retry_after_s = srv->config.fleet.anomaly_window_s;
         return -1;
     }
+    /* Above the provider's long-context threshold: the pool's long-context limits. */
+    sl__long_context_route(&srv->config, r);
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * are errors: a typo in a limit must not silently leave the pool unlimited.
  */
 #include "config.h"
+#include "long_context.h"
 
 #include <errno.h>
 #include <math.h>
@@ -535,6 +536,12 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
             if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
         bool handled = false;
+        if (!f && kname && !strcmp(kname, "long_context")) {
+            char msg[320];
+            if (sl__long_context_parse(p->doc, v, name, up, msg, sizeof msg) < 0)
+                return fail(p, v, key, "%s", msg);
+            continue;
+        }
         if (!f && kname && !strcmp(kname, "output_reserve")) {
             const char *sv;
             if (want_scalar(p, v, key, &sv) < 0) return -1;
@@ -612,6 +619,8 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
                        &c->bounds[c->settings.n_pools - 1]) < 0)
             return -1;
     }
+    char msg[320];
+    if (sl__long_context_expand(c, msg, sizeof msg) < 0) return fail(p, map, "pools", "%s", msg);
     return 0;
 }
 

@@ -68,6 +68,13 @@ typedef struct sl_pool_upstream {
     bool batch;         /* false: the batch endpoints (batches, files) use this pool */
     int64_t max_batch_requests; /* 100000: requests of batch pools' batches in the
                                    provider's processing queue */
+    /* `long_context:` (long_context.c): a call whose prompt is above threshold_tokens
+     * leases from the pool "<pool>:long_context", which this pool's parse adds with
+     * these limits (docs/design.md "Long context"). threshold_tokens 0: none. */
+    int64_t long_context_threshold_tokens;
+    int64_t long_context_input_tpm;  /* 0: not limited */
+    int64_t long_context_output_tpm; /* 0: not limited */
+    bool long_context_of;            /* this pool is another pool's long-context pool */
 } sl_pool_upstream_t;
 
 /* The proxy's limits (the `proxy:` section). */
