@@ -329,6 +329,10 @@ typedef struct sl_settle {
     int64_t output_tokens;
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
+    /* The part of cache_creation_input_tokens written as 1-hour entries (Anthropic's
+     * usage.cache_creation.ephemeral_1h_input_tokens), at most it: budgets price 1-hour
+     * writes at 2x the input price, the rest of the writes at 1.25x. */
+    int64_t cache_creation_1h_input_tokens;
     bool got_429;                    /* the call with this lease came back 429 */
     double retry_after_s;            /* < 0 when the provider sent none: holds every
                                         agent's grants in the pool that long */

@@ -470,6 +470,14 @@ int64_t sl__caps_parked_ahead(const sl__ticket_t *t);
 /* Removes a ticket from wherever it waits (the queue or a park). */
 void sl__ticket_detach(sl__pool_t *p, sl__ticket_t *t);
 double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens);
+/* Anthropic prices a 5-minute cache write at 1.25x the base input price and a 1-hour write
+ * at 2x (docs/design.md "Cache lifetimes"). */
+#define SL__CACHE_WRITE_5M_PRICE 1.25
+#define SL__CACHE_WRITE_1H_PRICE 2.0
+/* What a settled call cost: sl__caps_cost_usd of its input and output, plus the premium
+ * of its cache writes over the input price (cc tokens written, cc_1h of them for an hour). */
+double sl__caps_billed_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t cc, int64_t cc_1h,
+                                int64_t out_tokens);
 /* The most output tokens the share caps of `c` let a request with `in_tokens` of input
  * reserve (output and combined buckets), or -1 when no share cap limits output. */
 int64_t sl__caps_output_fit(const sl__pool_t *p, const sl__capref_t *c, int64_t in_tokens);

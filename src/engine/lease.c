@@ -861,8 +861,16 @@ static int validate_settle(sl_engine_t *e, const sl_settle_t *s)
     if ((rc = check_tokens(e, "input_tokens", s->input_tokens)) ||
         (rc = check_tokens(e, "output_tokens", s->output_tokens)) ||
         (rc = check_tokens(e, "cache_creation_input_tokens", s->cache_creation_input_tokens)) ||
-        (rc = check_tokens(e, "cache_read_input_tokens", s->cache_read_input_tokens)))
+        (rc = check_tokens(e, "cache_read_input_tokens", s->cache_read_input_tokens)) ||
+        (rc = check_tokens(e, "cache_creation_1h_input_tokens",
+                           s->cache_creation_1h_input_tokens)))
         return rc;
+    if (s->cache_creation_1h_input_tokens > s->cache_creation_input_tokens)
+        return sl__fail(e, SL_EINVAL,
+                        "cache_creation_1h_input_tokens %lld must be at most "
+                        "cache_creation_input_tokens %lld",
+                        (long long)s->cache_creation_1h_input_tokens,
+                        (long long)s->cache_creation_input_tokens);
     if (isnan(s->retry_after_s) || isinf(s->retry_after_s) || s->retry_after_s > 86400)
         return sl__fail(e, SL_EINVAL, "retry_after %g must be a number of seconds up to 86400",
                         s->retry_after_s);
@@ -918,7 +926,10 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     if (l->caps.h[0] || l->caps.h[1]) {
         int64_t cap_delta[SL_BUCKET_COUNT] = {adj_in, adj_out, 0, adj_in + adj_out};
         sl__caps_give(p, &l->caps, cap_delta,
-                      l->caps.cost_usd - sl__caps_cost_usd(p, actual_in, actual_out), now_s);
+                      l->caps.cost_usd -
+                          sl__caps_billed_cost_usd(p, actual_in, s->cache_creation_input_tokens,
+                                                   s->cache_creation_1h_input_tokens, actual_out),
+                      now_s);
     }
 
     /* Only calls the provider answered teach: a refused or broken call's zero or

@@ -242,7 +242,9 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
         (rc = check_tokens("output_tokens", s->output_tokens, err, errlen)) ||
         (rc = check_tokens("cache_creation_input_tokens", s->cache_creation_input_tokens, err,
                            errlen)) ||
-        (rc = check_tokens("cache_read_input_tokens", s->cache_read_input_tokens, err, errlen)))
+        (rc = check_tokens("cache_read_input_tokens", s->cache_read_input_tokens, err, errlen)) ||
+        (rc = check_tokens("cache_creation_1h_input_tokens", s->cache_creation_1h_input_tokens,
+                           err, errlen)))
         return rc;
     if (isnan(s->retry_after_s) || isinf(s->retry_after_s) || s->retry_after_s > 86400) {
         snprintf(err, errlen, "retry_after %g must be a number of seconds up to 86400",
@@ -265,6 +267,9 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
     sl__rcmd_num(c, "output_tokens", (double)s->output_tokens);
     sl__rcmd_num(c, "cache_creation_input_tokens", (double)s->cache_creation_input_tokens);
     sl__rcmd_num(c, "cache_read_input_tokens", (double)s->cache_read_input_tokens);
+    if (s->cache_creation_1h_input_tokens)
+        sl__rcmd_num(c, "cache_creation_1h_input_tokens",
+                     (double)s->cache_creation_1h_input_tokens);
     sl__rcmd_num(c, "got_429", s->got_429 ? 1 : 0);
     sl__rcmd_num(c, "retry_after", s->retry_after_s < 0 ? -1 : s->retry_after_s);
     if (s->agent_retry_after_s > 0) sl__rcmd_num(c, "agent_retry_after", s->agent_retry_after_s);

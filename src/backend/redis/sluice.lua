@@ -995,6 +995,15 @@ function CP.caps_resolve(p, agent)
   return hs
 end
 
+-- Port of sl__caps_billed_cost_usd: cache writes cost 1.25x (5 minutes) or 2x (1 hour)
+-- the input price.
+local CACHE_WRITE_5M_PRICE, CACHE_WRITE_1H_PRICE = 1.25, 2.0
+
+function CP.billed_cost_usd(p, inn, cc, cc1h, out)
+  local premium = (cc - cc1h) * (CACHE_WRITE_5M_PRICE - 1) + cc1h * (CACHE_WRITE_1H_PRICE - 1)
+  return CP.cost_usd(p, inn, out) + premium * p.price_input_per_mtok / 1e6
+end
+
 function CP.cost_usd(p, inn, out)
   return inn * p.price_input_per_mtok / 1e6 + out * p.price_output_per_mtok / 1e6
 end
@@ -2553,6 +2562,11 @@ local function settle(p, args, now)
   local output = check_tokens(args, 'output_tokens')
   local cc = check_tokens(args, 'cache_creation_input_tokens')
   local cr = check_tokens(args, 'cache_read_input_tokens')
+  local cc1h = check_tokens(args, 'cache_creation_1h_input_tokens')
+  if cc1h > cc then
+    fail('invalid_request', 'cache_creation_1h_input_tokens %s must be at most ' ..
+         'cache_creation_input_tokens %s', F(cc1h), F(cc))
+  end
   local retry_after = num(args, 'retry_after', -1)
   local sig = args.failure_signature or ''
   pool_advance(p, now)
@@ -2575,7 +2589,7 @@ local function settle(p, args, now)
   local hs = CP.lease_holders(p, l)
   if hs then
     CP.caps_give(p, hs, {[0] = adj_in, adj_out, 0, adj_in + adj_out},
-              l.cusd - CP.cost_usd(p, actual_in, actual_out), now)
+              l.cusd - CP.billed_cost_usd(p, actual_in, cc, cc1h, actual_out), now)
   end
   -- Only calls the provider answered teach: a refused or broken call's zero or partial
   -- usage says nothing about the estimate or the cache.

@@ -194,6 +194,7 @@ static int check_counts(const sl_call_t *call, const char *pool, const sl_settle
         {"output_tokens", s->output_tokens},
         {"cache_creation_input_tokens", s->cache_creation_input_tokens},
         {"cache_read_input_tokens", s->cache_read_input_tokens},
+        {"cache_creation_1h_input_tokens", s->cache_creation_1h_input_tokens},
     };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
         if (counts[i].value <= ceiling) continue;

@@ -460,6 +460,8 @@ typedef struct sl_usage {
     int64_t output_tokens;
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
+    int64_t cache_creation_1h_input_tokens; /* Anthropic's cache_creation
+                                               .ephemeral_1h_input_tokens (0: none) */
     bool have_input;  /* the input side was reported */
     bool have_output; /* the final output count was reported */
     int64_t output_seen_tokens; /* streams: a rough count of the output seen so far */

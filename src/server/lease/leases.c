@@ -610,6 +610,7 @@ static const char *const settle_fields[] = {"input_tokens",
                                             "output_tokens",
                                             "cache_creation_input_tokens",
                                             "cache_read_input_tokens",
+                                            "cache_creation_1h_input_tokens",
                                             "got_429",
                                             "retry_after",
                                             "headers",
@@ -636,6 +637,8 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
                          msg, sizeof(msg)) < 0 ||
         sl__json_get_int(b, "cache_read_input_tokens", false, &s.cache_read_input_tokens, msg,
                          sizeof(msg)) < 0 ||
+        sl__json_get_int(b, "cache_creation_1h_input_tokens", false,
+                         &s.cache_creation_1h_input_tokens, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "got_429", &s.got_429, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "spend_cap", &s.spend_cap, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "failed", &s.failed, msg, sizeof(msg)) < 0 ||

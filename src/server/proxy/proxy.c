@@ -427,6 +427,10 @@ static void settle(px_t *px, bool provider_saw_it)
             s.input_tokens = u->input_tokens;
             s.cache_creation_input_tokens = u->cache_creation_input_tokens;
             s.cache_read_input_tokens = u->cache_read_input_tokens;
+            s.cache_creation_1h_input_tokens =
+                u->cache_creation_1h_input_tokens <= u->cache_creation_input_tokens
+                    ? u->cache_creation_1h_input_tokens
+                    : u->cache_creation_input_tokens;
         } else {
             /* Never reported (the call broke off): assume the estimate was spent. */
             s.input_tokens = px->est.input_tokens;
