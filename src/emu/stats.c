@@ -7,8 +7,8 @@
  *    "cache_read_input": N, "output": N}, "outside": {...}, "levels": {...},
  *    "http": {...}, "spend_capped": bool, "overloaded": N, "stream_errors": N,
  *    "count_tokens": {"requests": N, "http_429": N, "limit_rpm": N},
- *    "long_context": N (calls that drew from the long-context limits)}; tokens also holds
- *    "cache_creation_1h_input" (the 1-hour part of cache_creation_input). */
+ *    "long_context": N (calls that drew from the long-context limits),
+ *    "cache_creation_1h_input_tokens": N (the 1-hour part of tokens.cache_creation_input)} */
 #include "emu.h"
 
 #include <string.h>
@@ -60,7 +60,7 @@ void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req)
                                       "http_429", (json_int_t)s.count_tokens_429, "limit_rpm",
                                       (json_int_t)cfg->count_tokens_rpm));
         /* 1-hour cache writes and long-context calls (issue 28). */
-        json_object_set_new(json_object_get(body, "tokens"), "cache_creation_1h_input",
+        json_object_set_new(body, "cache_creation_1h_input_tokens",
                             json_integer((json_int_t)s.cache_creation_1h_input_tokens));
         json_object_set_new(body, "long_context", json_integer((json_int_t)s.long_context));
         json_t *http = json_object_get(body, "http");

@@ -40,7 +40,7 @@ class OneHourWrites(unittest.TestCase):
                              u["cache_creation_input_tokens"])
             self.assertEqual(u["cache_creation"]["ephemeral_5m_input_tokens"], 0)
             st = emu.stats()
-            self.assertEqual(st["tokens"]["cache_creation_1h_input"],
+            self.assertEqual(st["cache_creation_1h_input_tokens"],
                              u["cache_creation_input_tokens"])
 
     def test_a_5m_write_is_billed_as_a_5m_write(self):
