@@ -1564,30 +1564,12 @@ static void request_lease(px_t *px, const char *task_role)
     sl_backend_request(px->srv->backend, &r, on_decision, px);
 }
 
-static void on_task_role(int rc, const char *role, void *ud)
-{
-    px_t *px = ud;
-    if (px->gone) { /* the client left while the graph was read */
-        px_free(px);
-        return;
-    }
-    if (rc != SL_OK) {
-        px_error(px, sl__error_status(rc, SL_DIALECT_PROVIDER, NULL),
-                 "sluice: tasks: the task graph cannot be read: %s", sl_strerror(rc));
-        return;
-    }
-    request_lease(px, role);
-}
-
-/* Asks for the lease; a call naming a task first learns the task's registered role,
- * which decides the call's role as on the lease API (admit.c). */
+/* Asks for the lease; a call naming a task takes the task's registered role, decided by
+ * the backend's request as on the lease API (admit.c). */
 static void ask_lease(px_t *px)
 {
     px->phase = PX_START;
-    if (px->id.task)
-        sl__task_role(px->srv, px->id.task, on_task_role, px);
-    else
-        request_lease(px, NULL);
+    request_lease(px, NULL);
 }
 
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
