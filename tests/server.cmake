@@ -21,6 +21,7 @@ sl_unit_test(test_http_parse sluice_http_parse)
 # (name map, sliding window, top-N series): units of sluiced_core.
 sl_unit_test(test_netaddr sluiced_core)
 sl_unit_test(test_jsonfmt sluiced_core)
+sl_unit_test(test_log sluiced_core)
 sl_unit_test(test_fleet_helpers sluiced_core)
 # Agent tokens by SHA-256: the index, the bounds' field table, tiers (core/tokens.c).
 sl_unit_test(test_tokens sluiced_core)
