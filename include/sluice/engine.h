@@ -485,6 +485,19 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
 void sl_engine_pool_foreach(const sl_engine_t *e, void (*fn)(const sl_pool_info_t *p, void *ud),
                             void *ud);
 
+/* A pool of several keys is one pool per key (docs/design.md, "A pool of several keys").
+ * sl_keys_pick: of the `n` keys' pools (as sl_engine_pool_info fills them at `now_s`; a
+ * NULL entry is skipped), the index of the one that should grant `r`'s need soonest,
+ * equal ETAs (within 1 ms) going to the emptiest; -1 when none could ever hold the
+ * need (the caller asks any key, whose engine answers SL_ECAPACITY). It reads only
+ * its arguments: the chosen pool decides the request by the engine's rules.
+ * sl_key_eta_s: seconds until pool `p` could grant `r` (INFINITY: never), queue included.
+ * sl_key_room: the least share left of `p`'s limited buckets and concurrency (0-1). */
+int sl_keys_pick(const sl_pool_info_t *const *keys, size_t n, const sl_request_t *r,
+                 double now_s);
+double sl_key_eta_s(const sl_pool_info_t *p, const sl_request_t *r, double now_s);
+double sl_key_room(const sl_pool_info_t *p);
+
 /* Calls `fn` for every model calibrated in pool `pool`. Errors: SL_ENOTFOUND. */
 int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
                                   void (*fn)(const sl_calibration_info_t *c, void *ud), void *ud);

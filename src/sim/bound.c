@@ -139,6 +139,7 @@ static double bucket_bound_s(double total, int64_t limit, double least_finish_s)
 int sl_sim_bounds(const sl_sim_scenario_t *sc, uint64_t seed, sl_sim_bounds_t *out)
 {
     sl_sim_scenario_t x = *sc; /* shares the groups, read-only */
+    x.n_keys = 0;              /* one unlimited provider serves every call at once */
     sl_provider_config_t *p = &x.provider;
     double fastest = 1.0 - p->latency_spread;
     p->input_tpm = p->output_tpm = p->rpm = p->tokens_tpm = 0;
@@ -160,7 +161,11 @@ int sl_sim_bounds(const sl_sim_scenario_t *sc, uint64_t seed, sl_sim_bounds_t *o
         *out = (sl_sim_bounds_t){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
         return -1;
     }
-    const sl_provider_config_t *lim = &sc->provider;
+    /* Several keys admit at most the sum of their buckets: the bound of one bucket of
+     * the summed limit holds for them together. */
+    sl_provider_config_t limits;
+    sl__sim_limits(sc, &limits);
+    const sl_provider_config_t *lim = &limits;
     double least = isfinite(rep.least_finish_s) ? rep.least_finish_s : 0;
     int64_t in = r.uncached_input_tokens, o = r.output_tokens;
     *out = (sl_sim_bounds_t){

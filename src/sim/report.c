@@ -35,6 +35,30 @@ static void print_ratio(char *buf, size_t cap, double x, double bound)
     else snprintf(buf, cap, "-");
 }
 
+/* A pool of several keys: the calls each key's provider admitted and refused 429. */
+static void keys_table(FILE *out, const sl_sim_scenario_t *sc, const sl_sim_result_t *r, size_t n)
+{
+    if (sc->n_keys == 0) return;
+    fprintf(out, "\nkeys (admitted / 429s):\n");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "%-13s", r[i].strategy);
+        for (int k = 0; k < r[i].n_keys; k++)
+            fprintf(out, "  %s %lld / %lld", sc->keys[k].name, (long long)r[i].key_admitted[k],
+                    (long long)r[i].key_429[k]);
+        fputc('\n', out);
+    }
+}
+
+static void keys_json(FILE *out, const sl_sim_scenario_t *sc, const sl_sim_result_t *s)
+{
+    if (sc->n_keys == 0) return;
+    fputs(",\"keys\":[", out);
+    for (int k = 0; k < s->n_keys; k++)
+        fprintf(out, "%s{\"name\":\"%s\",\"admitted\":%lld,\"http_429\":%lld}", k ? "," : "",
+                sc->keys[k].name, (long long)s->key_admitted[k], (long long)s->key_429[k]);
+    fputc(']', out);
+}
+
 void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                          const sl_sim_result_t *r, size_t n)
 {
@@ -92,6 +116,7 @@ void sl_sim_report_table(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                  "written, per task. A run that is not done/all was cut at the duration: its\n"
                  "makespan and ratios are lower bounds of its own.\n");
     sl_sim_report_teams_table(out, sc, r, n);
+    keys_table(out, sc, r, n);
 }
 
 static void json_number(FILE *out, double v, const char *fmt)
@@ -149,6 +174,7 @@ void sl_sim_report_json(FILE *out, const sl_sim_scenario_t *sc, uint64_t seed,
                 (long long)s->uncached_input_tokens, (long long)s->output_tokens,
                 (long long)s->prefix_rewrites, s->prefix_rewrites_per_task);
         sl_sim_report_teams_json(out, s);
+        keys_json(out, sc, s);
         fputc('}', out);
     }
     fputs("]}\n", out);

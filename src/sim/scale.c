@@ -62,6 +62,13 @@ int sl_sim_scenario_scale(sl_sim_scenario_t *sc, double limits_scale, int demand
     p->rpm = scaled(p->rpm, limits_scale);
     p->tokens_tpm = scaled(p->tokens_tpm, limits_scale);
     p->outside_rpm *= limits_scale; /* the outside user keeps its share of the requests */
+    for (int k = 0; k < sc->n_keys; k++) {
+        sl_sim_key_t *key = &sc->keys[k];
+        key->input_tpm = scaled(key->input_tpm, limits_scale);
+        key->output_tpm = scaled(key->output_tpm, limits_scale);
+        key->rpm = scaled(key->rpm, limits_scale);
+        key->tokens_tpm = scaled(key->tokens_tpm, limits_scale);
+    }
     /* The same work on a key F times smaller, or N times the work on the same key, takes
      * about N / F times as long: give the run that much time unless told otherwise. */
     double stretch = (double)demand_scale / limits_scale;

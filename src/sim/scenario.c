@@ -131,6 +131,59 @@ static void parse_provider(ctx_t *c, const yaml_node_t *map, sl_provider_config_
     }
 }
 
+/* keys: [{name, input_tpm, output_tpm, rpm, tokens_tpm}]: a limit a key leaves out is
+ * the provider section's. */
+static void parse_keys(ctx_t *c, const yaml_node_t *v, sl_sim_scenario_t *sc)
+{
+    int n = v->type == YAML_SEQUENCE_NODE
+                ? (int)(v->data.sequence.items.top - v->data.sequence.items.start)
+                : 0;
+    if (n < 1 || n > SL_SIM_KEYS_MAX) {
+        fail(c, "keys: expected a list of 1 to %d keys", SL_SIM_KEYS_MAX);
+        return;
+    }
+    for (int i = 0; i < n && !c->failed; i++) {
+        const yaml_node_t *map = yaml_document_get_node(c->doc, v->data.sequence.items.start[i]);
+        sl_sim_key_t *key = &sc->keys[i];
+        *key = (sl_sim_key_t){.input_tpm = -1, .output_tpm = -1, .rpm = -1, .tokens_tpm = -1};
+        snprintf(key->name, sizeof key->name, "k%d", i);
+        if (!map || map->type != YAML_MAPPING_NODE) {
+            fail(c, "keys[%d]: expected a mapping", i);
+            return;
+        }
+        for (yaml_node_pair_t *kv = map->data.mapping.pairs.start;
+             kv < map->data.mapping.pairs.top && !c->failed; kv++) {
+            const char *k = scalar(yaml_document_get_node(c->doc, kv->key));
+            const yaml_node_t *val = yaml_document_get_node(c->doc, kv->value);
+            char path[64];
+            snprintf(path, sizeof path, "keys[%d].%s", i, k ? k : "?");
+            if (!k) fail(c, "keys[%d]: keys must be scalars", i);
+            else if (!strcmp(k, "name")) get_str(c, path, val, key->name, sizeof key->name);
+            else if (!strcmp(k, "input_tpm")) key->input_tpm = get_int(c, path, val, 0, TOK_MAX);
+            else if (!strcmp(k, "output_tpm")) key->output_tpm = get_int(c, path, val, 0, TOK_MAX);
+            else if (!strcmp(k, "rpm")) key->rpm = get_int(c, path, val, 0, TOK_MAX);
+            else if (!strcmp(k, "tokens_tpm")) key->tokens_tpm = get_int(c, path, val, 0, TOK_MAX);
+            else fail(c, "keys[%d]: unknown key \"%s\" (a key sets name and its limits)", i, k);
+        }
+        for (int j = 0; j < i && !c->failed; j++)
+            if (!strcmp(sc->keys[j].name, key->name))
+                fail(c, "keys[%d].name: \"%s\" is named twice", i, key->name);
+    }
+    sc->n_keys = n;
+}
+
+/* A limit a key left out is the provider's (known once the whole file is read). */
+static void keys_inherit(sl_sim_scenario_t *sc)
+{
+    for (int i = 0; i < sc->n_keys; i++) {
+        sl_sim_key_t *k = &sc->keys[i];
+        if (k->input_tpm < 0) k->input_tpm = sc->provider.input_tpm;
+        if (k->output_tpm < 0) k->output_tpm = sc->provider.output_tpm;
+        if (k->rpm < 0) k->rpm = sc->provider.rpm;
+        if (k->tokens_tpm < 0) k->tokens_tpm = sc->provider.tokens_tpm;
+    }
+}
+
 static void parse_after(ctx_t *c, const char *path, const yaml_node_t *v, sl_sim_group_t *g)
 {
     if (v->type != YAML_SEQUENCE_NODE) {
@@ -315,12 +368,14 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
             else if (!strcmp(k, "team_weights")) parse_team_weights(&c, v, sc);
             else if (!strcmp(k, "provider")) parse_provider(&c, v, &sc->provider);
             else if (!strcmp(k, "agents")) parse_agents(&c, v, sc);
+            else if (!strcmp(k, "keys")) parse_keys(&c, v, sc);
             else fail(&c, "unknown key \"%s\"", k);
         }
     }
     if (!c.failed && sc->replan_max < sc->replan_min)
         fail(&c, "replan_max: %g is below replan_min %g", sc->replan_max, sc->replan_min);
     if (!c.failed) check_graph(&c, sc);
+    if (!c.failed) keys_inherit(sc);
     if (!c.failed && sc->team_weight && sc->n_team_weights > sc->teams)
         fail(&c, "team_weights: %d weights for %d teams", sc->n_team_weights, sc->teams);
     if (!c.failed && sc->team_weight) {

@@ -11,6 +11,7 @@
  * Failures during that recovery only delay it; they do not start another.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,7 +356,7 @@ void sl__sim_send(sim_run_t *run, sim_agent_t *a)
         .max_tokens = a->send_max_tokens > 0 ? a->send_max_tokens : a->g->max_tokens,
         .output_tokens = a->call_output, /* the provider cuts it at max_tokens */
     };
-    sl_provider_begin(run->provider, &call, run->now_s, &a->res);
+    sl_provider_begin(run->providers[a->key], &call, run->now_s, &a->res);
     if (run->strat->started) run->strat->started(run, a, &a->res);
     sl_sim_bin_t *bin = bin_at(run, run->now_s);
     bin->requests++;
@@ -406,7 +407,7 @@ void sl__sim_send(sim_run_t *run, sim_agent_t *a)
 
 static void call_end(sim_run_t *run, sim_agent_t *a)
 {
-    sl_provider_end(run->provider, &a->res, run->now_s);
+    sl_provider_end(run->providers[a->key], &a->res, run->now_s);
     run->strat->result(run, a, &a->res);
     if (a->recovering) {
         if (--a->recovery_calls_left > 0) {
@@ -599,13 +600,40 @@ static double wave_period(const sl_sim_bin_t *bins, size_t n)
     return period_s;
 }
 
+/* The limit over every key: their sum, 0 (unlimited) when one key is unlimited. */
+static int64_t summed(const sl_sim_scenario_t *sc, size_t offset)
+{
+    int64_t total = 0;
+    for (int k = 0; k < sc->n_keys; k++) {
+        int64_t v = *(const int64_t *)(const void *)((const char *)&sc->keys[k] + offset);
+        if (v <= 0) return 0;
+        total += v;
+    }
+    return total;
+}
+
+void sl__sim_limits(const sl_sim_scenario_t *sc, sl_provider_config_t *out)
+{
+    *out = sc->provider;
+    if (sc->n_keys == 0) return;
+    out->input_tpm = summed(sc, offsetof(sl_sim_key_t, input_tpm));
+    out->output_tpm = summed(sc, offsetof(sl_sim_key_t, output_tpm));
+    out->rpm = summed(sc, offsetof(sl_sim_key_t, rpm));
+    out->tokens_tpm = summed(sc, offsetof(sl_sim_key_t, tokens_tpm));
+}
+
 static void finish_result(sim_run_t *run)
 {
     sl_sim_result_t *res = run->res;
-    sl_provider_stats_t st;
-    sl_provider_stats(run->provider, &st);
-    res->tokens_billed = st.input_tokens + st.cache_creation_input_tokens +
-                         st.cache_read_input_tokens + st.output_tokens;
+    res->n_keys = run->n_providers;
+    for (int k = 0; k < run->n_providers; k++) {
+        sl_provider_stats_t st;
+        sl_provider_stats(run->providers[k], &st);
+        res->tokens_billed += st.input_tokens + st.cache_creation_input_tokens +
+                              st.cache_read_input_tokens + st.output_tokens;
+        res->key_admitted[k] = (int64_t)st.admitted;
+        res->key_429[k] = (int64_t)st.http_429;
+    }
     res->rate_429 = res->requests ? (double)res->http_429 / (double)res->requests : 0;
     res->tasks_done = run->tasks_done;
     res->tasks_total = run->n_tasks;
@@ -618,12 +646,13 @@ static void finish_result(sim_run_t *run)
     /* Trim the series to the makespan. */
     size_t keep = (size_t)ceil(res->makespan_s / SL_SIM_BIN_S);
     if (keep < res->n_bins) res->n_bins = keep;
-    double itpm = (double)run->sc->provider.input_tpm;
+    sl_provider_config_t lim;
+    sl__sim_limits(run->sc, &lim);
+    double itpm = (double)lim.input_tpm, otpm = (double)lim.output_tpm;
     res->input_tpm_utilization =
         itpm > 0 && res->makespan_s > 0
             ? (double)res->uncached_input_tokens / (itpm / 60.0 * res->makespan_s)
             : 0;
-    double otpm = (double)run->sc->provider.output_tpm;
     res->output_tpm_utilization =
         otpm > 0 && res->makespan_s > 0
             ? (double)res->output_tokens / (otpm / 60.0 * res->makespan_s)
@@ -682,15 +711,25 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
     snprintf(out->strategy, sizeof out->strategy, "%s", st->name);
     sim_run_t run = {.sc = sc, .strat = st, .seed = seed, .events = events, .ctx = ctx,
                      .res = out};
-    sl_provider_config_t pc = sc->provider;
-    pc.seed = seed ^ 0x70726f7669646572ULL;
-    char perr[200];
-    run.provider = sl_provider_new(&pc, 0, perr, sizeof perr);
-    if (!run.provider) {
-        snprintf(err, errlen, "%s", perr);
-        return -1;
-    }
     int rc = -1;
+    run.n_providers = sc->n_keys > 0 ? sc->n_keys : 1;
+    for (int k = 0; k < run.n_providers; k++) {
+        sl_provider_config_t pc = sc->provider;
+        if (sc->n_keys > 0) {
+            pc.input_tpm = sc->keys[k].input_tpm;
+            pc.output_tpm = sc->keys[k].output_tpm;
+            pc.rpm = sc->keys[k].rpm;
+            pc.tokens_tpm = sc->keys[k].tokens_tpm;
+        }
+        pc.seed = (seed ^ 0x70726f7669646572ULL) + (uint64_t)k;
+        char perr[200];
+        run.providers[k] = sl_provider_new(&pc, 0, perr, sizeof perr);
+        if (!run.providers[k]) {
+            snprintf(err, errlen, "%s", perr);
+            goto done;
+        }
+    }
+    run.provider = run.providers[0];
     if (build_fleet(&run) != 0 || sl__sim_teams_init(&run) != 0) {
         snprintf(err, errlen, "out of memory building the fleet");
         goto done;
@@ -701,6 +740,7 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
     for (int i = 0; i < run.n_agents; i++) {
         sim_agent_t *a = &run.agents[i];
         a->phase = PH_BLOCKED;
+        a->key = i % run.n_providers; /* without a coordinator: a fixed share of the fleet */
         double at = sl_rng_uniform(&start_rng) * sc->start_window_s;
         if (run.tasks[a->task0].deps_left == 0) schedule(&run, a, at, EV_START);
     }
@@ -714,7 +754,8 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
     }
     st->fini(&run);
 done:
-    sl_provider_free(run.provider);
+    for (int k = 0; k < run.n_providers; k++)
+        sl_provider_free(run.providers[k]);
     sl__sim_teams_free(&run);
     free_fleet(&run);
     if (rc != 0) sl_sim_result_free(out);
@@ -733,7 +774,9 @@ void sl_sim_result_free(sl_sim_result_t *r)
 
 double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc)
 {
-    if (sc->provider.input_tpm <= 0) return 0;
+    sl_provider_config_t lim;
+    sl__sim_limits(sc, &lim); /* several keys: their summed input TPM */
+    if (lim.input_tpm <= 0) return 0;
     double drift = sc->provider.drift, total = 0;
     for (int g = 0; g < sc->n_groups; g++) {
         const sl_sim_group_t *grp = &sc->groups[g];
@@ -746,7 +789,6 @@ double sl_sim_lower_bound_s(const sl_sim_scenario_t *sc)
     }
     /* The bucket starts full: a minute's worth is admitted at once, the rest at the
      * refill rate. */
-    double after_first_bucket = total - (double)sc->provider.input_tpm;
-    return after_first_bucket > 0 ? after_first_bucket / ((double)sc->provider.input_tpm / 60.0)
-                                  : 0;
+    double after_first_bucket = total - (double)lim.input_tpm;
+    return after_first_bucket > 0 ? after_first_bucket / ((double)lim.input_tpm / 60.0) : 0;
 }

@@ -41,6 +41,14 @@ typedef struct sl_sim_group {
     int n_after;
 } sl_sim_group_t;
 
+/* A pool of several keys (design.md, "A pool of several keys"): each key is a provider
+ * of its own with these limits and the `provider:` section's other settings. */
+#define SL_SIM_KEYS_MAX 8
+typedef struct sl_sim_key {
+    char name[32];
+    int64_t input_tpm, output_tpm, rpm, tokens_tpm; /* -1 while parsing: the provider's */
+} sl_sim_key_t;
+
 typedef struct sl_sim_scenario {
     char name[64];
     uint64_t seed;                /* used when the command line gives none */
@@ -57,6 +65,8 @@ typedef struct sl_sim_scenario {
     double *team_weight;          /* [teams]: team k's weight (team_weights; NULL = all 1) */
     int n_team_weights;           /* weights the list gave (the rest are 1) */
     sl_provider_config_t provider;
+    sl_sim_key_t keys[SL_SIM_KEYS_MAX]; /* `keys:`; the provider's limits are then unused */
+    int n_keys;                   /* 0: one key with the provider's limits */
     sl_sim_group_t *groups;
     int n_groups;
     double limits_scale;          /* what sl_sim_scenario_scale() applied (1: as written) */
@@ -191,6 +201,9 @@ typedef struct sl_sim_result {
     sl_sim_team_stat_t *teams;    /* [n_teams] when the scenario has 2 or more teams; owned */
     int n_teams;
     double all_backlogged_s;      /* time every team was backlogged at once */
+    int n_keys;                   /* the scenario's keys (1 when it names none) */
+    int64_t key_admitted[SL_SIM_KEYS_MAX]; /* calls each key's provider admitted */
+    int64_t key_429[SL_SIM_KEYS_MAX];      /* and answered 429 */
 } sl_sim_result_t;
 
 /* Runs scenario `sc` under `strategy` with `seed`. `events` (may be NULL) receives

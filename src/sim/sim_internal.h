@@ -52,6 +52,8 @@ typedef struct sim_agent {
     bool rpm_reserved;
     int sem_next;        /* FIFO link of the semaphore queue (-1 = none) */
     int prefix_written_k; /* the task whose prefix it last wrote to the cache (-1: none) */
+    int key;              /* the key (run->providers) its next call goes to: the strategy's
+                             choice (sluice: sl_keys_pick), else its index mod the keys */
 } sim_agent_t;
 
 typedef struct sim_task {
@@ -119,7 +121,9 @@ struct sim_run {
     void *ctx;            /* the caller's, for a strategy to report into (bound.c) */
     uint64_t seed;
     double now_s;
-    sl_provider_t *provider;
+    sl_provider_t *provider; /* providers[0] */
+    sl_provider_t *providers[SL_SIM_KEYS_MAX]; /* one per key of the scenario */
+    int n_providers;
     sim_agent_t *agents;
     int n_agents;
     sim_task_t *tasks;
@@ -155,6 +159,10 @@ void sl__sim_teams_served(sim_run_t *run, const sim_agent_t *a, int64_t tokens,
 bool sl__sim_teams_all_backlogged(const sim_run_t *run);
 /* Fills run->res->teams at the end of the run; 0 or -1 (out of memory). */
 int sl__sim_teams_finish(sim_run_t *run);
+
+/* The scenario's limits over all its keys (each the keys' sum; 0 when one key is
+ * unlimited), the provider section's other settings; the provider's with no `keys:`. */
+void sl__sim_limits(const sl_sim_scenario_t *sc, sl_provider_config_t *out);
 
 /* Sends the agent's current call to the provider now. */
 void sl__sim_send(sim_run_t *run, sim_agent_t *a);

@@ -215,6 +215,32 @@ static int put_teams(sim_run_t *run, sl_engine_t *e)
     return rc;
 }
 
+/* The engine pool of key k: "default" for a scenario of one key, else "default:NAME", as
+ * sluiced names a pool of several keys (design.md, "A pool of several keys"). */
+static const char *key_pool(const sim_run_t *run, int k, char *buf, size_t len)
+{
+    if (run->sc->n_keys == 0) return "default";
+    snprintf(buf, len, "default:%s", run->sc->keys[k].name);
+    return buf;
+}
+
+/* The key a's request should go to now, by the rule sluiced uses (sl_keys_pick). */
+static int pick_key(sim_run_t *run, const sl_request_t *req)
+{
+    sluice_state_t *s = run->sdata;
+    if (run->n_providers < 2) return 0;
+    sl_pool_info_t info[SL_SIM_KEYS_MAX];
+    const sl_pool_info_t *keys[SL_SIM_KEYS_MAX];
+    char name[80];
+    sl_engine_advance(s->e, run->now_s);
+    for (int k = 0; k < run->n_providers; k++)
+        keys[k] = sl_engine_pool_info(s->e, key_pool(run, k, name, sizeof name), &info[k]) == SL_OK
+                      ? &info[k]
+                      : NULL;
+    int best = sl_keys_pick(keys, (size_t)run->n_providers, req, run->now_s);
+    return best < 0 ? 0 : best;
+}
+
 static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *err, size_t errlen)
 {
     sluice_state_t *s = calloc(1, sizeof *s);
@@ -241,7 +267,17 @@ static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *er
     /* Its agents checkpoint before every wait, so a task's first call may wait parked
      * while the running tasks keep their caches warm (the working set, admit.c). */
     cfg.working_set = !equal;
-    int rc = sl_engine_configure_pool(s->e, "default", &cfg, 0);
+    int rc = SL_OK;
+    for (int k = 0; rc == SL_OK && k < run->n_providers; k++) {
+        char name[80];
+        if (run->sc->n_keys > 0) {
+            cfg.input_tpm = run->sc->keys[k].input_tpm;
+            cfg.output_tpm = run->sc->keys[k].output_tpm;
+            cfg.rpm = run->sc->keys[k].rpm;
+            cfg.tokens_tpm = run->sc->keys[k].tokens_tpm;
+        }
+        rc = sl_engine_configure_pool(s->e, key_pool(run, k, name, sizeof name), &cfg, 0);
+    }
     if (rc == SL_OK && equal) {
         rc = sl_engine_set_role(s->e, "planner", 1.0);
         if (rc == SL_OK) rc = sl_engine_set_role(s->e, "reviewer", 1.0);
@@ -321,6 +357,9 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         /* Checkpointed, so held as the real client asks (0: sluice-equal, no checkpoint). */
         .max_wait_s = s->equal ? 0 : SL_CHECKPOINTED_MAX_WAIT_S,
     };
+    char pool[80];
+    a->key = pick_key(run, &req);
+    req.pool = key_pool(run, a->key, pool, sizeof pool);
     sl_decision_t d;
     int rc = sl_engine_request(s->e, &req, run->now_s, &d);
     if (rc != SL_OK) {
@@ -367,14 +406,16 @@ static void sluice_started(sim_run_t *run, sim_agent_t *a, const sl_provider_res
     sluice_state_t *s = run->sdata;
     if (!a->lease) return;
     sl_provider_header_t h[SL_PROVIDER_MAX_HEADERS];
-    size_t nh = sl_provider_headers(run->provider, SL_PROVIDER_ANTHROPIC, r, run->now_s, h,
+    size_t nh = sl_provider_headers(run->providers[a->key], SL_PROVIDER_ANTHROPIC, r, run->now_s, h,
                                     SL_PROVIDER_MAX_HEADERS);
     const char *names[SL_PROVIDER_MAX_HEADERS], *values[SL_PROVIDER_MAX_HEADERS];
     for (size_t i = 0; i < nh; i++) {
         names[i] = h[i].name;
         values[i] = h[i].value;
     }
-    if (nh > 0 && sl_engine_resync(s->e, "default", names, values, nh, run->now_s, NULL) != SL_OK)
+    char pool[80];
+    if (nh > 0 && sl_engine_resync(s->e, key_pool(run, a->key, pool, sizeof pool), names, values,
+                                   nh, run->now_s, NULL) != SL_OK)
         sl__sim_fail(run, "%s: resync l_%" PRIu64 ": %s", a->name, a->lease,
                      sl_engine_errmsg(s->e));
 }

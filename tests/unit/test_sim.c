@@ -545,6 +545,55 @@ static void test_dominant_period_finds_the_burst_spacing(void **state)
     assert_true(sl_sim_dominant_period(wave, 11, 5.0).period_s < 0);
 }
 
+/* A pool of two keys of unequal tiers (scenarios/two-keys.yaml): sluice sends each call
+ * to the key that grants it soonest, so the fleet uses both and meets no 429 on either. */
+static void test_a_pool_of_two_keys_uses_both_with_no_429(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    load("two-keys.yaml", &sc);
+    assert_int_equal(sc.n_keys, 2);
+    assert_int_equal(sc.keys[1].output_tpm, 16000);
+    const char *strategies[] = {"sluice", "sluice-learned", "sluice-equal"};
+    for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++) {
+        sl_sim_result_t r;
+        char err[256];
+        if (sl_sim_run(&sc, strategies[i], 1, NULL, &r, err, sizeof err) != 0)
+            fail_msg("%s", err);
+        print_message("%s: big %lld, small %lld calls admitted; 429s %lld / %lld\n",
+                      strategies[i], (long long)r.key_admitted[0], (long long)r.key_admitted[1],
+                      (long long)r.key_429[0], (long long)r.key_429[1]);
+        assert_int_equal(r.n_keys, 2);
+        assert_true(r.key_admitted[0] > 0);
+        assert_true(r.key_admitted[1] > 0);
+        assert_int_equal(r.key_429[0] + r.key_429[1], 0);
+        assert_int_equal(r.http_429, 0);
+        assert_int_equal(r.tasks_done, r.tasks_total);
+        sl_sim_result_free(&r);
+    }
+    sl_sim_scenario_free(&sc);
+}
+
+static void test_a_key_of_a_scenario_names_its_field_when_wrong(void **state)
+{
+    (void)state;
+    static const char *const bad[][2] = {
+        {"keys: []\n", "keys: expected a list of 1 to 8 keys"},
+        {"keys:\n  - {name: a, output_tpm: -5}\n", "keys[0].output_tpm"},
+        {"keys:\n  - {name: a, models: x}\n", "keys[0]: unknown key \"models\""},
+        {"keys:\n  - {name: a}\n  - {name: a}\n", "keys[1].name: \"a\" is named twice"},
+    };
+    static const char base[] = "name: k\nprovider: {input_tpm: 1000, output_tpm: 1000, rpm: 10}\n"
+                               "agents:\n  - {name: w, count: 1, turns: 1}\n";
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512], err[256];
+        snprintf(text, sizeof text, "%s%s", base, bad[i][0]);
+        sl_sim_scenario_t sc;
+        assert_int_equal(sl_sim_scenario_parse(text, strlen(text), &sc, err, sizeof err), -1);
+        if (!strstr(err, bad[i][1])) fail_msg("%s: got \"%s\"", bad[i][0], err);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +615,8 @@ int main(void)
         cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
         cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),
         cmocka_unit_test(test_json_reports_the_bounds_and_ratios),
+        cmocka_unit_test(test_a_pool_of_two_keys_uses_both_with_no_429),
+        cmocka_unit_test(test_a_key_of_a_scenario_names_its_field_when_wrong),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,9 @@ bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool
 {
     if (call->admin) return true;
     const sl_token_rule_t *t = call->token;
-    return t && (!role || in_list(t->roles, t->n_roles, role)) &&
-           (!pool || in_list(t->pools, t->n_pools, pool));
+    if (!t || (role && !in_list(t->roles, t->n_roles, role))) return false;
+    if (!pool || in_list(t->pools, t->n_pools, pool)) return true;
+    /* A key of a pool of several keys ("POOL:KEY") is usable where its pool is. */
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(&call->srv->config, pool);
+    return up && up->key_group && in_list(t->pools, t->n_pools, up->key_group);
 }

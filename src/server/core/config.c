@@ -8,6 +8,7 @@
 #include "long_context.h"
 #include "log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <yaml.h>
 
@@ -133,6 +135,11 @@ static void upstream_clear(sl_pool_upstream_t *up)
     for (size_t i = 0; i < up->n_models; i++)
         free(up->models[i]);
     free(up->models);
+    free(up->key_group);
+    free(up->key_name);
+    for (size_t i = 0; i < up->n_headers; i++)
+        free(up->headers[i]);
+    free(up->headers);
     memset(up, 0, sizeof(*up));
 }
 
@@ -416,11 +423,12 @@ static int parse_server(parse_t *p, yaml_node_t *map, sl_config_t *c)
     return 0;
 }
 
+static long pool_index(const sl_config_t *c, const char *name);
+
 const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name)
 {
-    for (size_t i = 0; i < c->settings.n_pools; i++)
-        if (!strcmp(c->settings.pools[i].name, name)) return c->upstreams ? &c->upstreams[i] : NULL;
-    return NULL;
+    long i = pool_index(c, name);
+    return i >= 0 && c->upstreams ? &c->upstreams[i] : NULL;
 }
 
 /* Pool keys are exactly sl_pool_config_t's fields. */
@@ -531,7 +539,7 @@ static void bounds_init(sl_pool_bounds_t *b)
 }
 
 static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,
-                      sl_pool_upstream_t *up, sl_pool_bounds_t *bounds)
+                      sl_pool_upstream_t *up, sl_pool_bounds_t *bounds, yaml_node_t **keys)
 {
     char key[320];
     snprintf(key, sizeof(key), "pools.%s", name);
@@ -561,6 +569,13 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
             cfg->output_reserve_learned = !strcmp(sv, "learned");
             continue;
         }
+        if (!f && kname && !strcmp(kname, "keys")) {
+            if (!v || v->type != YAML_SEQUENCE_NODE || v->data.sequence.items.top ==
+                                                           v->data.sequence.items.start)
+                return fail(p, v, key, "expected a list of at least one key");
+            *keys = v;
+            continue;
+        }
         if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
         if (!f && kname && !handled && parse_bounds_key(p, kname, v, key, bounds, &handled) < 0)
             return -1;
@@ -587,7 +602,172 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
         }
         if (rc < 0) return -1;
     }
+    if (*keys) { /* each key reads its own secret (config_keys below) */
+        if (up->api_key_env || up->api_key_file)
+            return fail(p, map, key,
+                        "a pool with keys names each key's api_key_env or api_key_file in its "
+                        "entry, not the pool's");
+        if (!up->url || !up->api)
+            return fail(p, map, key, "keys need the pool's upstream_url and provider");
+        return 0;
+    }
     return finish_upstream(p, name, map, up);
+}
+
+/* ---- keys: a pool of several provider keys (design.md, "A pool of several keys") ---------- */
+
+/* What a key may set besides its secret: its own limits (the rest of the pool's settings
+ * are the pool's, so keys differ by workspace or project, never by model family). */
+static bool key_limit(const char *kname)
+{
+    static const char *const limits[] = {"input_tpm", "output_tpm", "rpm", "tokens_tpm",
+                                         "concurrency"};
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+        if (!strcmp(kname, limits[i])) return true;
+    return false;
+}
+
+/* A key's `headers:` mapping (e.g. OpenAI-Project, anthropic-workspace) into "Name: value"
+ * lines; the provider key's own header and the framing headers are not for it to set. */
+static int parse_key_headers(parse_t *p, yaml_node_t *map, const char *key, sl_pool_upstream_t *up)
+{
+    if (want_mapping(p, map, key) < 0) return -1;
+    size_t n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+    if (!(up->headers = calloc(n ? n : 1, sizeof(char *)))) return fail(p, map, key, "out of memory");
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        const char *name = scalar(node(p, pr->key)), *value;
+        if (want_scalar(p, node(p, pr->value), key, &value) < 0) return -1;
+        bool ok = name && *name && strlen(name) <= 64;
+        for (const char *c = name; ok && *c; c++)
+            ok = isalnum((unsigned char)*c) || *c == '-' || *c == '_';
+        if (!ok) return fail(p, map, key, "header name '%s' must be 1-64 of [A-Za-z0-9_-]", name ? name : "?");
+        static const char *const reserved[] = {"authorization", "x-api-key", "host",
+                                               "content-length", "transfer-encoding"};
+        for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+            if (!strcasecmp(name, reserved[i]))
+                return fail(p, map, key, "header '%s' is set by the proxy, not by a key", name);
+        if (!key_ok(value) && *value)
+            return fail(p, node(p, pr->value), key, "the value of '%s' must be one printable line", name);
+        size_t len = strlen(name) + strlen(value) + 3;
+        if (!(up->headers[up->n_headers] = malloc(len))) return fail(p, map, key, "out of memory");
+        snprintf(up->headers[up->n_headers++], len, "%s: %s", name, value);
+    }
+    return 0;
+}
+
+/* The pool of key entry `entry` of group `group`: its name "GROUP:KEY", the group's
+ * config and upstream (`tmpl`) with the key's limits, secret, URL and headers. */
+static int parse_key_entry(parse_t *p, const char *group, size_t index, yaml_node_t *entry,
+                           const sl_pool_upstream_t *tmpl, sl_named_pool_t *np,
+                           sl_pool_upstream_t *up)
+{
+    char key[400];
+    snprintf(key, sizeof(key), "pools.%s.keys[%zu]", group, index);
+    if (want_mapping(p, entry, key) < 0) return -1;
+    const char *kn = NULL;
+    for (yaml_node_pair_t *pr = entry->data.mapping.pairs.start;
+         pr < entry->data.mapping.pairs.top; pr++)
+        if (scalar(node(p, pr->key)) && !strcmp(scalar(node(p, pr->key)), "name"))
+            if (want_scalar(p, node(p, pr->value), key, &kn) < 0) return -1;
+    if (!kn) return fail(p, entry, key, "a key needs a name (1-64 of [A-Za-z0-9._-])");
+    char full[200];
+    snprintf(full, sizeof(full), "%s:%s", group, kn);
+    bool ok = *kn && strlen(kn) <= 64 && strlen(full) <= 128;
+    for (const char *c = kn; ok && *c; c++)
+        ok = isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-';
+    if (!ok)
+        return fail(p, entry, key, "key name '%s' must be 1-64 of [A-Za-z0-9._-] (and POOL:KEY at most 128)", kn);
+    if (!(np->name = strdup(full))) return fail(p, entry, key, "out of memory");
+    up->api = tmpl->api;
+    up->batch = tmpl->batch;
+    up->max_batch_requests = tmpl->max_batch_requests;
+    if (!(up->key_group = strdup(group)) || !(up->key_name = strdup(kn)) ||
+        (tmpl->ca_file && !(up->ca_file = strdup(tmpl->ca_file))) ||
+        (tmpl->n_models && !(up->models = calloc(tmpl->n_models, sizeof(char *)))))
+        return fail(p, entry, key, "out of memory");
+    for (; up->n_models < tmpl->n_models; up->n_models++)
+        if (!(up->models[up->n_models] = strdup(tmpl->models[up->n_models])))
+            return fail(p, entry, key, "out of memory");
+    for (yaml_node_pair_t *pr = entry->data.mapping.pairs.start;
+         pr < entry->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        char fkey[480];
+        snprintf(fkey, sizeof(fkey), "%s.%s", key, kname ? kname : "?");
+        if (!kname) return fail(p, k, key, "keys must be plain names");
+        if (!strcmp(kname, "name")) continue;
+        if (key_limit(kname)) {
+            for (size_t i = 0; i < sizeof(pool_fields) / sizeof(pool_fields[0]); i++)
+                if (!strcmp(kname, pool_fields[i].name) &&
+                    get_i64(p, v, fkey, (int64_t *)(void *)((char *)&np->config +
+                                                            pool_fields[i].offset)) < 0)
+                    return -1;
+            continue;
+        }
+        if (!strcmp(kname, "headers")) {
+            if (parse_key_headers(p, v, fkey, up) < 0) return -1;
+            continue;
+        }
+        bool handled = false;
+        if (!strcmp(kname, "upstream_url") || !strcmp(kname, "api_key_env") ||
+            !strcmp(kname, "api_key_file") || !strcmp(kname, "api_key")) {
+            if (parse_upstream_key(p, kname, v, fkey, up, &handled) < 0) return -1;
+            continue;
+        }
+        return fail(p, k, key,
+                    "unknown key '%s' (a key sets name, api_key_env or api_key_file, "
+                    "upstream_url, headers and input_tpm, output_tpm, rpm, tokens_tpm, "
+                    "concurrency; the rest is the pool's)",
+                    kname);
+    }
+    if (!up->url && !(up->url = strdup(tmpl->url))) return fail(p, entry, key, "out of memory");
+    return finish_upstream(p, full, entry, up);
+}
+
+/* Replaces the last pool parsed (a pool with `keys:`) by one pool per key, leaving room
+ * for the `later` pools still to come. */
+static int expand_keys(parse_t *p, sl_config_t *c, yaml_node_t *keys, size_t later)
+{
+    size_t n_keys = (size_t)(keys->data.sequence.items.top - keys->data.sequence.items.start);
+    if (n_keys > SL_CONFIG_KEYS_MAX)
+        return fail(p, keys, c->settings.pools[c->settings.n_pools - 1].name,
+                    "keys: %zu keys are more than %d", n_keys, SL_CONFIG_KEYS_MAX);
+    size_t at = c->settings.n_pools - 1, cap = at + n_keys + later;
+    sl_named_pool_t tmpl_pool = c->settings.pools[at];
+    sl_pool_upstream_t tmpl_up = c->upstreams[at];
+    sl_pool_bounds_t tmpl_bounds = c->bounds[at];
+    void *g1 = realloc(c->settings.pools, cap * sizeof(*c->settings.pools));
+    if (g1) c->settings.pools = g1;
+    void *g2 = realloc(c->pool_lines, cap * sizeof(*c->pool_lines));
+    if (g2) c->pool_lines = g2;
+    void *g3 = realloc(c->upstreams, cap * sizeof(*c->upstreams));
+    if (g3) c->upstreams = g3;
+    void *g4 = realloc(c->bounds, cap * sizeof(*c->bounds));
+    if (g4) c->bounds = g4;
+    c->settings.n_pools = at; /* the template is now owned here, and freed below */
+    int rc = 0;
+    if (!g1 || !g2 || !g3 || !g4) rc = fail(p, keys, tmpl_pool.name, "out of memory");
+    for (size_t i = 0; rc == 0 && i < cap - at; i++) {
+        memset(&c->settings.pools[at + i], 0, sizeof(c->settings.pools[0]));
+        memset(&c->upstreams[at + i], 0, sizeof(c->upstreams[0]));
+    }
+    for (size_t i = 0; rc == 0 && i < n_keys; i++) {
+        yaml_node_t *entry = node(p, keys->data.sequence.items.start[i]);
+        size_t slot = c->settings.n_pools++;
+        c->settings.pools[slot].config = tmpl_pool.config;
+        c->bounds[slot] = tmpl_bounds;
+        c->pool_lines[slot] = entry ? (int)entry->start_mark.line + 1 : 0;
+        rc = parse_key_entry(p, tmpl_pool.name, i, entry, &tmpl_up, &c->settings.pools[slot],
+                             &c->upstreams[slot]);
+        for (size_t j = 0; rc == 0 && j < slot; j++)
+            if (!strcmp(c->settings.pools[j].name, c->settings.pools[slot].name))
+                rc = fail(p, entry, tmpl_pool.name, "key '%s' is named twice (or is a pool's name)",
+                          c->settings.pools[slot].name);
+    }
+    free(tmpl_pool.name);
+    upstream_clear(&tmpl_up);
+    return rc;
 }
 
 static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
@@ -618,16 +798,21 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
         if (!name || !*name || strlen(name) > 128)
             return fail(p, k, "pools", "a pool name must be 1-128 characters");
         for (size_t i = 0; i < c->settings.n_pools; i++)
-            if (!strcmp(c->settings.pools[i].name, name))
+            if (!strcmp(c->settings.pools[i].name, name) ||
+                (c->upstreams[i].key_group && !strcmp(c->upstreams[i].key_group, name)))
                 return fail(p, k, "pools", "pool '%s' is defined twice", name);
         sl_named_pool_t *np = &c->settings.pools[c->settings.n_pools];
         np->name = strdup(name);
         if (!np->name) return fail(p, k, "pools", "out of memory");
         c->pool_lines[c->settings.n_pools] = (int)k->start_mark.line + 1;
         c->settings.n_pools++; /* counted first, so a failure below frees what was parsed */
+        yaml_node_t *keys = NULL;
         if (parse_pool(p, name, node(p, pr->value), &np->config,
                        &c->upstreams[c->settings.n_pools - 1],
-                       &c->bounds[c->settings.n_pools - 1]) < 0)
+                       &c->bounds[c->settings.n_pools - 1], &keys) < 0)
+            return -1;
+        if (keys && expand_keys(p, c, keys,
+                                (size_t)(map->data.mapping.pairs.top - pr - 1)) < 0)
             return -1;
     }
     char msg[320];
@@ -1195,11 +1380,26 @@ fail:
     return -1;
 }
 
+/* The index of pool `name`; a key group's name stands for its first key's pool (they
+ * share the provider, the models and every setting but the limits). -1: unknown. */
 static long pool_index(const sl_config_t *c, const char *name)
 {
     for (size_t i = 0; name && i < c->settings.n_pools; i++)
         if (!strcmp(c->settings.pools[i].name, name)) return (long)i;
+    size_t first;
+    if (name && sl_config_key_members(c, name, &first, 1) > 0) return (long)first;
     return -1;
+}
+
+size_t sl_config_key_members(const sl_config_t *c, const char *group, size_t *idx, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; group && c->upstreams && i < c->settings.n_pools; i++)
+        if (c->upstreams[i].key_group && !strcmp(c->upstreams[i].key_group, group)) {
+            if (n < max) idx[n] = i;
+            n++;
+        }
+    return n < max ? n : max;
 }
 
 const sl_pool_bounds_t *sl_config_pool_bounds(const sl_config_t *c, const char *name)

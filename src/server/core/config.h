@@ -90,6 +90,12 @@ typedef struct sl_pool_upstream {
     int64_t long_context_input_tpm;  /* 0: not limited */
     int64_t long_context_output_tpm; /* 0: not limited */
     bool long_context_of;            /* this pool is another pool's long-context pool */
+    /* A pool with `keys:` becomes one pool per key, named "POOL:KEY" (design.md, "A pool
+     * of several keys"); each such pool's upstream names its group and key. */
+    char *key_group;    /* POOL, or NULL for a pool of one key */
+    char *key_name;     /* KEY */
+    char **headers;     /* "Name: value" lines this key adds (workspace, project), or NULL */
+    size_t n_headers;
 } sl_pool_upstream_t;
 
 /* Reading the provider's published rate limits (the `provider_limits:` section,
@@ -230,6 +236,12 @@ int sl_config_set_listen(sl_config_t *c, const char *addr, char *err, size_t err
 
 /* The upstream of pool `name`, or NULL when the pool is unknown. */
 const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name);
+
+#define SL_CONFIG_KEYS_MAX 64 /* keys of one pool */
+
+/* The pools of key group `group` (a pool with `keys:`), in the file's order: writes up to
+ * `max` indices into settings.pools and returns how many it has (0: not a group). */
+size_t sl_config_key_members(const sl_config_t *c, const char *group, size_t *idx, size_t max);
 
 /* The bounds of pool `name`, or NULL when the pool is unknown. */
 const sl_pool_bounds_t *sl_config_pool_bounds(const sl_config_t *c, const char *name);

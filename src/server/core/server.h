@@ -120,6 +120,7 @@ struct sl_server {
     sl_usage_state_t *usage;   /* tokens, cost and latency (usage/), NULL until one */
     struct sl_pacing *pacing;  /* published limits and the slow start (provider_limits/) */
     struct sl_token_store *minted; /* minted agent tokens (tokens_store.c) */
+    struct sl_keys_memo *keys_memo; /* request ids' keys (limits/keys.c), NULL until one */
 };
 
 /* http.c */
@@ -259,6 +260,28 @@ int sl__admit_claims(const sl_call_t *call, sl_error_dialect_t dialect, const sl
  * asked. */
 int sl__admit(sl_call_t *call, sl_error_dialect_t dialect, sl_request_t *r,
               const char *task_role, sl_refusal_t *ref);
+
+/* limits/keys.c: a pool of several keys (design.md, "A pool of several keys").
+ * sl__keys_request is sl_backend_request for an admitted request: when req->pool names a
+ * key group, the key that should grant soonest (equal ETAs: the emptiest) is written as
+ * "POOL:KEY" into `pool_out` (at least 129 bytes, living until `cb` has run) and asked;
+ * otherwise the request goes to its pool as it is. `cb` may run before this returns. */
+void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
+                      size_t pool_out_size, sl_backend_decision_cb cb, void *ud);
+/* Frees what keys.c keeps (the request ids' keys). */
+void sl__keys_free(sl_server_t *srv);
+/* The key name of pool `pool` ("POOL:KEY" -> KEY), or NULL for a pool of one key. */
+const char *sl__key_name(const sl_config_t *c, const char *pool);
+/* Whether `name` is a pool of several keys (its keys are the pools "NAME:KEY"). */
+bool sl__is_key_group(const sl_config_t *c, const char *name);
+/* GET /v1/pools: adds "key" and "key_of" to the JSON of a key's pool; returns it. */
+json_t *sl__keys_describe(const sl_config_t *c, json_t *pool_json);
+/* /metrics: sluice_pool_key{pool, key_of, key} 1 per key (the keys' own series are
+ * their pools', pool="POOL:KEY"; this joins them to their pool and key). */
+void sl__keys_metrics_render(const sl_server_t *srv, struct evbuffer *out);
+/* GET /v1/pools/GROUP: {"name": GROUP, "keys": [each key's pool JSON]} from `pools`. */
+json_t *sl__keys_pool_json(sl_server_t *srv, const char *group, const sl_pool_info_t *pools,
+                           size_t n);
 
 /* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
  * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;

@@ -85,13 +85,20 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
         sl__reply_engine_error(call, rc, errmsg);
         return;
     }
+    const sl_config_t *c = &call->srv->config;
+    if (call->pool[0] && sl__is_key_group(c, call->pool)) { /* a pool of several keys */
+        sl__reply_json(call, 200, sl__keys_pool_json(call->srv, call->pool, pools, n));
+        return;
+    }
     if (call->pool[0]) {
-        sl__reply_json(call, 200, sl__pool_json(call->srv->backend, &pools[0]));
+        sl__reply_json(call, 200,
+                       sl__keys_describe(c, sl__pool_json(call->srv->backend, &pools[0])));
         return;
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, sl__pool_json(call->srv->backend, &pools[i]));
+        json_array_append_new(arr,
+                              sl__keys_describe(c, sl__pool_json(call->srv->backend, &pools[i])));
     sl__reply_json(call, 200, json_pack("{s:o}", "pools", arr));
 }
 
@@ -103,6 +110,7 @@ void sl__handle_pools(sl_call_t *call, const char *pool)
             return;
         }
         snprintf(call->pool, sizeof(call->pool), "%s", pool);
+        if (sl__is_key_group(&call->srv->config, pool)) pool = NULL; /* read every key's */
     }
     sl_backend_pools(call->srv->backend, pool, on_pools, call);
 }
@@ -305,6 +313,7 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
     sl__limits_metrics_render(call->srv, out);
+    sl__keys_metrics_render(call->srv, out);
     sl__pacing_metrics_render(call->srv, out);
     sl__fleet_metrics_render(call->srv, out);
     sl__events_metrics_render(call->srv, out);

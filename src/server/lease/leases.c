@@ -60,11 +60,19 @@ json_t *sl__grant_json(const sl_decision_t *d, const char *pool)
     return j;
 }
 
-static json_t *queued_json(const sl_decision_t *d, const char *pool)
+/* Adds the key of a pool of several keys (its name, never its secret). Returns `j`. */
+static json_t *with_key(json_t *j, const char *key)
+{
+    if (j && key) json_object_set_new(j, "key", json_string(key));
+    return j;
+}
+
+static json_t *queued_json(const sl_decision_t *d, const char *pool, const char *key)
 {
     json_t *j = json_pack("{s:s,s:o,s:f,s:I,s:f,s:s}", "status", "queued", "ticket",
                           id_json('t', d->ticket), "eta", d->eta_s, "position",
                           (json_int_t)d->position, "weight", d->weight, "pool", pool ? pool : "");
+    if (j) with_key(j, key);
     if (j && d->limited_by) json_object_set_new(j, "limited_by", json_string(d->limited_by));
     if (j && d->replayed) json_object_set_new(j, "replayed", json_true());
     return j;
@@ -75,15 +83,20 @@ static json_t *queued_json(const sl_decision_t *d, const char *pool)
 static void reply_grant(sl_call_t *call, const sl_decision_t *d)
 {
     sl_jbuf_t b = {.len = 0};
+    const char *key = sl__key_name(&call->srv->config, call->pool);
     if (!sl__name_ok(call->pool, 128) || !isfinite(d->expires_at) || !isfinite(d->weight) ||
         !isfinite(d->waited_s) || !isfinite(d->ttl_s)) {
-        sl__reply_json(call, 200, sl__grant_json(d, call->pool));
+        sl__reply_json(call, 200, with_key(sl__grant_json(d, call->pool), key));
         return;
     }
     sl__jb_lit(&b, "{\"status\":\"granted\",\"lease\":\"l_");
     sl__jb_u64(&b, d->lease);
     sl__jb_lit(&b, "\",\"pool\":\"");
     sl__jb_lit(&b, call->pool);
+    if (key) { /* a key name is POOL:KEY's tail: the pool name's characters, no escaping */
+        sl__jb_lit(&b, "\",\"key\":\"");
+        sl__jb_lit(&b, key);
+    }
     sl__jb_key_seconds(&b, "\",\"expires_at\":", d->expires_at);
     sl__jb_key_seconds(&b, ",\"ttl\":", d->ttl_s);
     sl__jb_key_num(&b, ",\"weight\":", d->weight);
@@ -100,7 +113,7 @@ static void reply_grant(sl_call_t *call, const sl_decision_t *d)
     if (d->replayed) sl__jb_lit(&b, ",\"replayed\":true");
     sl__jb_lit(&b, "}\n");
     if (b.overflow) {
-        sl__reply_json(call, 200, sl__grant_json(d, call->pool));
+        sl__reply_json(call, 200, with_key(sl__grant_json(d, call->pool), key));
         return;
     }
     sl__reply_text(call, 200, b.buf, b.len);
@@ -141,7 +154,8 @@ static void answer_decision(sl_call_t *call, const sl_decision_t *d)
         reply_grant(call, d);
         return;
     case SL_QUEUED:
-        sl__reply_json(call, 202, queued_json(d, call->pool));
+        sl__reply_json(call, 202,
+                       queued_json(d, call->pool, sl__key_name(&call->srv->config, call->pool)));
         return;
     case SL_REJECTED:
         sl__reply_rejected_by(call, d->reason, d->limited_by, d->retry_after_s, d->retry_at);
@@ -375,7 +389,7 @@ static void request_with_role(sl_call_t *call, sl_request_t *r, double wait_s,
     }
     call->wait_s = fmin(wait_s, call->srv->config.max_wait_s);
     r->max_wait_s = held_wait_s(call, r);
-    sl_backend_request(call->srv->backend, r, on_lease_decision, call);
+    sl__keys_request(call->srv, r, call->pool, sizeof(call->pool), on_lease_decision, call);
 }
 
 void sl__handle_lease_post(sl_call_t *call)

@@ -111,6 +111,8 @@ typedef struct px {
     char *ca_file;
     char **up_headers; /* "Name: value" lines for the provider, the key among them */
     size_t n_up_headers;
+    size_t url_path_at;   /* where the path starts in url (after the upstream's base) */
+    size_t key_header_at; /* up_headers from here on are the key's (keyed pools: rekey) */
     sl_estimate_t est;
     sl_proxy_output_t out; /* the body's output limit (proxy_output.c) */
     identity_t id;
@@ -146,6 +148,7 @@ static void px_free(px_t *px);
 static void px_forward(px_t *px);
 static void continue_call(px_t *px);
 static int cap_forwarded_output(px_t *px, int64_t reserved_tokens);
+static int rekey_upstream(px_t *px);
 static void px_client_gone(px_t *px);
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -826,7 +829,7 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
     switch (d->status) {
     case SL_GRANTED:
         px->lease = d->lease;
-        if (cap_forwarded_output(px, d->charged_output_tokens) < 0) {
+        if (rekey_upstream(px) < 0 || cap_forwarded_output(px, d->charged_output_tokens) < 0) {
             cancel_lease(px);
             px_error(px, 503, "sluice: out of memory");
             return;
@@ -970,6 +973,13 @@ static bool routes_by_model(const px_t *px)
     return false;
 }
 
+/* The name a call takes pool i by: a key of a pool of several keys goes by its pool
+ * (keys.c picks the key when the lease is asked for). */
+static const char *routed_name(const sl_config_t *c, size_t i)
+{
+    return c->upstreams[i].key_group ? c->upstreams[i].key_group : c->settings.pools[i].name;
+}
+
 /* The batch pool of this endpoint's provider: the one x-sluice-pool names (checked by
  * identify), else the first of its pools with `batch: true`, or NULL. */
 static const char *batch_pool(px_t *px)
@@ -997,7 +1007,7 @@ static const char *choose_pool(px_t *px)
     const sl_config_t *c = &px->srv->config;
     for (size_t i = 0; i < c->settings.n_pools; i++)
         if (c->upstreams && c->upstreams[i].api == px->api && !c->upstreams[i].batch)
-            return c->settings.pools[i].name;
+            return routed_name(c, i);
     return NULL;
 }
 
@@ -1013,7 +1023,7 @@ static int route_by_model(px_t *px)
         if (up->api != px->api || up->batch) continue; /* batch pools serve the batch APIs */
         for (size_t k = 0; k < up->n_models; k++) {
             if (fnmatch(up->models[k], px->model, 0) != 0) continue;
-            const char *name = c->settings.pools[i].name;
+            const char *name = routed_name(c, i);
             if (!sl__token_may_use(px->call, NULL, name)) {
                 if (!forbidden) forbidden = name;
                 break;
@@ -1158,20 +1168,16 @@ static int add_up_header(px_t *px, const char *name, const char *value)
     return 0;
 }
 
-/* The provider's URL, headers (the pool's key in place of the agent's) and TLS settings. */
-static int build_upstream(px_t *px, const sl_pool_upstream_t *up, const char *path,
-                          const char *query)
+/* The key's own headers: its secret as the provider takes it, then its workspace or
+ * project headers. Marks where they start (rekey_upstream replaces them). */
+static int add_key_headers(px_t *px, const sl_pool_upstream_t *up)
 {
-    size_t n = strlen(up->url) + strlen(path) + (query ? strlen(query) + 1 : 0) + 1;
-    px->url = malloc(n);
-    if (!px->url) return -1;
-    snprintf(px->url, n, "%s%s%s%s", up->url, path, query && *query ? "?" : "",
-             query && *query ? query : "");
-    if (up->ca_file && !(px->ca_file = strdup(up->ca_file))) return -1;
-    for (size_t i = 0; i < sl_hreq_header_count(px->call->req); i++) {
-        const char *name, *value;
-        sl_hreq_header_at(px->call->req, i, &name, &value);
-        if (forward_request_header(name) && add_up_header(px, name, value) < 0) return -1;
+    px->key_header_at = px->n_up_headers;
+    for (size_t i = 0; i < up->n_headers; i++) {
+        const char *colon = strchr(up->headers[i], ':');
+        char name[72];
+        snprintf(name, sizeof(name), "%.*s", (int)(colon - up->headers[i]), up->headers[i]);
+        if (add_up_header(px, name, colon + 2) < 0) return -1;
     }
     if (up->api == SL_UPSTREAM_OPENAI) {
         char *bearer = malloc(strlen(up->api_key) + 8);
@@ -1183,6 +1189,47 @@ static int build_upstream(px_t *px, const sl_pool_upstream_t *up, const char *pa
         return rc;
     }
     return add_up_header(px, "x-api-key", up->api_key);
+}
+
+/* The provider's URL, headers (the pool's key in place of the agent's) and TLS settings. */
+static int build_upstream(px_t *px, const sl_pool_upstream_t *up, const char *path,
+                          const char *query)
+{
+    size_t n = strlen(up->url) + strlen(path) + (query ? strlen(query) + 1 : 0) + 1;
+    px->url = malloc(n);
+    if (!px->url) return -1;
+    snprintf(px->url, n, "%s%s%s%s", up->url, path, query && *query ? "?" : "",
+             query && *query ? query : "");
+    px->url_path_at = strlen(up->url);
+    if (up->ca_file && !(px->ca_file = strdup(up->ca_file))) return -1;
+    for (size_t i = 0; i < sl_hreq_header_count(px->call->req); i++) {
+        const char *name, *value;
+        sl_hreq_header_at(px->call->req, i, &name, &value);
+        if (forward_request_header(name) && add_up_header(px, name, value) < 0) return -1;
+    }
+    return add_key_headers(px, up);
+}
+
+/* A pool of several keys: the call goes with the key of the pool its lease came from
+ * (px->pool, "POOL:KEY" once keys.c has chosen), in place of the group's first key's
+ * URL and headers that build_upstream put there. Returns 0, or -1 when out of memory. */
+static int rekey_upstream(px_t *px)
+{
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->pool);
+    if (!up || !up->key_group || !px->url) return 0;
+    size_t n = strlen(up->url) + strlen(px->url + px->url_path_at) + 1;
+    char *url = malloc(n);
+    if (!url) return -1;
+    snprintf(url, n, "%s%s", up->url, px->url + px->url_path_at);
+    free(px->url);
+    px->url = url;
+    px->url_path_at = strlen(up->url);
+    while (px->n_up_headers > px->key_header_at) {
+        char *h = px->up_headers[--px->n_up_headers];
+        memset(h, 0, strlen(h)); /* the key is a secret */
+        free(h);
+    }
+    return add_key_headers(px, up);
 }
 
 /* ---- the request ---------------------------------------------------------------------------------- */
@@ -1588,7 +1635,7 @@ static void request_lease(px_t *px, const char *task_role)
         return;
     }
     px->long_context = r.pool != asked_pool;
-    sl_backend_request(px->srv->backend, &r, on_decision, px);
+    sl__keys_request(px->srv, &r, px->pool, sizeof(px->pool), on_decision, px);
 }
 
 /* Asks for the lease; a call naming a task takes the task's registered role, decided by

@@ -33,10 +33,10 @@ _stop = procs.stop
 
 
 class Emu:
-    """One sluice-emu accepting only REAL_KEY."""
+    """One sluice-emu accepting only `key` (REAL_KEY)."""
 
-    def __init__(self, args=EMU_FAST, tls=None):
-        argv = [SLUICE_EMU, "--listen", "127.0.0.1:0", "--api-key", REAL_KEY, *args]
+    def __init__(self, args=EMU_FAST, tls=None, key=REAL_KEY):
+        argv = [SLUICE_EMU, "--listen", "127.0.0.1:0", "--api-key", key, *args]
         if tls:
             argv += ["--tls-cert", tls[0], "--tls-key", tls[1]]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

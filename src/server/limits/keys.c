@@ -1,0 +1,199 @@
+/* keys.c - a pool of several provider keys: which key a lease goes to.
+ *
+ * A pool with `keys:` is one engine pool per key, named "POOL:KEY" (config.c expands
+ * it), so each key has its own buckets, margin, cold start, queue and provider headers
+ * on both backends without a rule of the engine or of sluice.lua changing
+ * (docs/design.md, "A pool of several keys", has the why). What the engine cannot know
+ * is that those pools are one: a lease naming POOL is sent here first, and goes to the
+ * key that should grant it soonest, by the keys' own state (GET /v1/pools's figures)
+ * and the engine's pure rule sl_keys_pick() (src/engine/keys.c, which the simulator
+ * uses too). The chosen key's pool then decides the request exactly as any pool does,
+ * so the choice can cost waiting but never overbook a key. A lease naming "POOL:KEY"
+ * goes to that key alone (pinning, for operators).
+ */
+#include "server.h"
+
+#include <event2/buffer.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A retry of a request (same agent and request_id) must reach the key of its first
+ * answer: the engine (and sluice.lua, per pool) recognises a replay only in the pool that
+ * answered it. So the key chosen for each request_id is remembered for the engine's
+ * idempotency window, in a fixed table indexed by a hash of (pool, agent, request_id):
+ * memory is bounded (MEMO_SLOTS entries, about 200 KiB), and a slot overwritten by
+ * another request only loses the stickiness of an old one. Per replica: on Redis, a retry
+ * that reaches another replica is routed afresh. */
+#define MEMO_SLOTS 8192
+
+typedef struct memo_slot {
+    uint64_t hash; /* 0: empty */
+    double at_s;
+    char pool[129]; /* the key's pool, "POOL:KEY" */
+} memo_slot_t;
+
+struct sl_keys_memo {
+    memo_slot_t slot[MEMO_SLOTS];
+};
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0x1f) * 1099511628211ULL; /* a separator, so ("ab","c") != ("a","bc") */
+}
+
+static uint64_t memo_hash(const char *group, const sl_request_t *r)
+{
+    uint64_t h = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, group), r->agent), r->request_id);
+    return h ? h : 1;
+}
+
+/* The slot of `r`'s request_id in `group`, or NULL (no id, or out of memory). */
+static memo_slot_t *memo_slot(sl_server_t *srv, const char *group, const sl_request_t *r,
+                              uint64_t *hash)
+{
+    if (!r->request_id || !r->agent) return NULL;
+    if (!srv->keys_memo && !(srv->keys_memo = calloc(1, sizeof(*srv->keys_memo)))) return NULL;
+    *hash = memo_hash(group, r);
+    return &srv->keys_memo->slot[*hash % MEMO_SLOTS];
+}
+
+void sl__keys_free(sl_server_t *srv)
+{
+    free(srv->keys_memo);
+    srv->keys_memo = NULL;
+}
+
+typedef struct keys_pick {
+    sl_server_t *srv;
+    sl_request_t req; /* the caller's; its strings are the caller's and outlive the pick */
+    char group[129];
+    char *pool_out;
+    size_t pool_out_size;
+    sl_backend_decision_cb cb;
+    void *ud;
+} keys_pick_t;
+
+static const sl_pool_info_t *find_info(const sl_pool_info_t *pools, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pools[i].name && !strcmp(pools[i].name, name)) return &pools[i];
+    return NULL;
+}
+
+static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg, void *ud)
+{
+    keys_pick_t *pk = ud;
+    const sl_config_t *c = &pk->srv->config; /* as of now: a reload may have changed it */
+    size_t idx[SL_CONFIG_KEYS_MAX];
+    size_t n_keys = sl_config_key_members(c, pk->group, idx, SL_CONFIG_KEYS_MAX);
+    if (rc != SL_OK || n_keys == 0) {
+        if (rc == SL_OK) rc = SL_ENOTFOUND;
+        pk->cb(rc, NULL, rc == SL_ENOTFOUND && !errmsg ? "pool: no such pool" : errmsg, pk->ud);
+        free(pk);
+        return;
+    }
+    const sl_pool_info_t *info[SL_CONFIG_KEYS_MAX];
+    for (size_t k = 0; k < n_keys; k++)
+        info[k] = find_info(pools, n, c->settings.pools[idx[k]].name);
+    double now = sl_backend_now(pk->srv->backend);
+    int best = sl_keys_pick(info, n_keys, &pk->req, now);
+    size_t chosen = idx[best < 0 ? 0 : best]; /* none known to the backend yet: the first */
+    uint64_t hash = 0;
+    memo_slot_t *m = memo_slot(pk->srv, pk->group, &pk->req, &hash);
+    if (m && m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)
+        for (size_t k = 0; k < n_keys; k++) /* a retry: its first key, if it still is one */
+            if (!strcmp(c->settings.pools[idx[k]].name, m->pool)) chosen = idx[k];
+    snprintf(pk->pool_out, pk->pool_out_size, "%s", c->settings.pools[chosen].name);
+    if (m && !(m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)) {
+        m->hash = hash;
+        m->at_s = now;
+        snprintf(m->pool, sizeof(m->pool), "%s", pk->pool_out);
+    }
+    pk->req.pool = pk->pool_out;
+    sl_backend_request(pk->srv->backend, &pk->req, pk->cb, pk->ud);
+    free(pk);
+}
+
+void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
+                      size_t pool_out_size, sl_backend_decision_cb cb, void *ud)
+{
+    const char *pool = req->pool ? req->pool : "default";
+    size_t first;
+    if (sl_config_key_members(&srv->config, pool, &first, 1) == 0 || strlen(pool) > 128) {
+        sl_backend_request(srv->backend, req, cb, ud);
+        return;
+    }
+    keys_pick_t *pk = calloc(1, sizeof(*pk));
+    if (!pk) {
+        cb(SL_ENOMEM, NULL, "out of memory", ud);
+        return;
+    }
+    pk->srv = srv;
+    pk->req = *req;
+    snprintf(pk->group, sizeof(pk->group), "%s", pool);
+    pk->pool_out = pool_out;
+    pk->pool_out_size = pool_out_size;
+    pk->cb = cb;
+    pk->ud = ud;
+    sl_backend_pools(srv->backend, NULL, on_pools, pk);
+}
+
+const char *sl__key_name(const sl_config_t *c, const char *pool)
+{
+    const sl_pool_upstream_t *up = pool ? sl_config_pool_upstream(c, pool) : NULL;
+    return up && up->key_group && strcmp(pool, up->key_group) != 0 ? up->key_name : NULL;
+}
+
+bool sl__is_key_group(const sl_config_t *c, const char *name)
+{
+    size_t first;
+    return sl_config_key_members(c, name, &first, 1) > 0;
+}
+
+json_t *sl__keys_describe(const sl_config_t *c, json_t *pool_json)
+{
+    const char *name = json_string_value(json_object_get(pool_json, "name"));
+    const sl_pool_upstream_t *up = name ? sl_config_pool_upstream(c, name) : NULL;
+    if (up && up->key_group && strcmp(name, up->key_group) != 0) {
+        json_object_set_new(pool_json, "key", json_string(up->key_name));
+        json_object_set_new(pool_json, "key_of", json_string(up->key_group));
+    }
+    return pool_json;
+}
+
+json_t *sl__keys_pool_json(sl_server_t *srv, const char *group, const sl_pool_info_t *pools,
+                           size_t n)
+{
+    const sl_config_t *c = &srv->config;
+    json_t *keys = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const sl_pool_upstream_t *up = sl_config_pool_upstream(c, pools[i].name);
+        if (up && up->key_group && !strcmp(up->key_group, group) &&
+            strcmp(pools[i].name, group) != 0)
+            json_array_append_new(keys, sl__keys_describe(c, sl__pool_json(srv->backend, &pools[i])));
+    }
+    return json_pack("{s:s,s:o}", "name", group, "keys", keys);
+}
+
+void sl__keys_metrics_render(const sl_server_t *srv, struct evbuffer *out)
+{
+    const sl_config_t *c = &srv->config;
+    bool any = false;
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++) {
+        const sl_pool_upstream_t *up = &c->upstreams[i];
+        if (!up->key_group) continue;
+        if (!any)
+            evbuffer_add_printf(out, "# HELP sluice_pool_key A key of a pool of several keys: "
+                                     "its own pool's name, the pool it belongs to, its name.\n"
+                                     "# TYPE sluice_pool_key gauge\n");
+        any = true;
+        /* Pool and key names are [A-Za-z0-9._:-] (the engine's pool names, checked when
+         * the configuration loads): nothing in them needs a label's escaping. */
+        evbuffer_add_printf(out, "sluice_pool_key{pool=\"%s\",key_of=\"%s\",key=\"%s\"} 1\n",
+                            c->settings.pools[i].name, up->key_group, up->key_name);
+    }
+}
