@@ -137,51 +137,50 @@ static void upstream_clear(sl_pool_upstream_t *up)
 static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
                              size_t *n_out);
 
-/* Pool keys that describe the provider behind the pool. Sets *handled when `kname`
- * is one of them. */
-static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
-                              sl_pool_upstream_t *up, bool *handled)
+/* The pool keys of the provider behind the pool that are more than a string (the rows
+ * of pool_keys[] of type F_CUSTOM). */
+static int set_upstream_url(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
 {
-    *handled = true;
-    if (!strcmp(kname, "upstream_url")) {
-        if (get_string(p, v, key, &up->url) < 0) return -1;
-        if (strncmp(up->url, "http://", 7) != 0 && strncmp(up->url, "https://", 8) != 0)
-            return fail(p, v, key, "'%s' must start with http:// or https://", up->url);
-        size_t n = strlen(up->url);
-        while (n > 0 && up->url[n - 1] == '/')
-            up->url[--n] = '\0';
-        for (size_t i = 0; i < n; i++)
-            if ((unsigned char)up->url[i] <= ' ' || up->url[i] == 0x7f)
-                return fail(p, v, key, "'%s' contains a space or control character", up->url);
-        return 0;
-    }
-    if (!strcmp(kname, "provider")) {
-        const char *s;
-        if (want_scalar(p, v, key, &s) < 0) return -1;
-        if (!strcmp(s, "anthropic"))
-            up->api = SL_UPSTREAM_ANTHROPIC;
-        else if (!strcmp(s, "openai"))
-            up->api = SL_UPSTREAM_OPENAI;
-        else
-            return fail(p, v, key, "unknown provider '%s' (known: anthropic, openai)", s);
-        return 0;
-    }
-    if (!strcmp(kname, "api_key_env")) return get_string(p, v, key, &up->api_key_env);
-    if (!strcmp(kname, "api_key_file")) return get_string(p, v, key, &up->api_key_file);
-    if (!strcmp(kname, "ca_file")) return get_string(p, v, key, &up->ca_file);
-    if (!strcmp(kname, "models")) {
-        if (parse_string_list(p, v, key, &up->models, &up->n_models) < 0) return -1;
-        for (size_t i = 0; i < up->n_models; i++)
-            if (!*up->models[i] || strlen(up->models[i]) > 128)
-                return fail(p, v, key, "pattern '%s' must be 1-128 characters", up->models[i]);
-        return 0;
-    }
-    if (!strcmp(kname, "api_key"))
-        return fail(p, v, key,
-                    "keys are not written in the configuration; use api_key_env (a variable "
-                    "name) or api_key_file (a file holding the key)");
-    *handled = false;
+    if (get_string(p, v, key, &up->url) < 0) return -1;
+    if (strncmp(up->url, "http://", 7) != 0 && strncmp(up->url, "https://", 8) != 0)
+        return fail(p, v, key, "'%s' must start with http:// or https://", up->url);
+    size_t n = strlen(up->url);
+    while (n > 0 && up->url[n - 1] == '/')
+        up->url[--n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)up->url[i] <= ' ' || up->url[i] == 0x7f)
+            return fail(p, v, key, "'%s' contains a space or control character", up->url);
     return 0;
+}
+
+static int set_provider(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
+{
+    const char *s;
+    if (want_scalar(p, v, key, &s) < 0) return -1;
+    if (!strcmp(s, "anthropic"))
+        up->api = SL_UPSTREAM_ANTHROPIC;
+    else if (!strcmp(s, "openai"))
+        up->api = SL_UPSTREAM_OPENAI;
+    else
+        return fail(p, v, key, "unknown provider '%s' (known: anthropic, openai)", s);
+    return 0;
+}
+
+static int set_models(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
+{
+    if (parse_string_list(p, v, key, &up->models, &up->n_models) < 0) return -1;
+    for (size_t i = 0; i < up->n_models; i++)
+        if (!*up->models[i] || strlen(up->models[i]) > 128)
+            return fail(p, v, key, "pattern '%s' must be 1-128 characters", up->models[i]);
+    return 0;
+}
+
+static int refuse_api_key(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
+{
+    (void)up;
+    return fail(p, v, key,
+                "keys are not written in the configuration; use api_key_env (a variable "
+                "name) or api_key_file (a file holding the key)");
 }
 
 /* A key is sent as a header value: it must be one printable line. */
@@ -411,17 +410,33 @@ const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const ch
     return NULL;
 }
 
-/* Pool keys are exactly sl_pool_config_t's fields. */
-enum field_type { F_I64, F_DOUBLE, F_BOOL, F_INT };
-static const struct pool_field {
+/* ---- pools.NAME.*: one table of keys, like nginx's directive slots ------------------ */
+
+/* How a key's value is read. */
+enum field_type {
+    F_I64,    /* int64_t, 0 to 2^53 */
+    F_DOUBLE, /* double, non-negative */
+    F_BOOL,   /* true/yes/on or false/no/off */
+    F_INT,    /* int, 0 to 10^6 */
+    F_STRING, /* char * (a copy) */
+    F_CHOICE, /* bool: choices[0] is false, choices[1] true */
+    F_CUSTOM, /* set() reads it */
+};
+/* Which of the pool's three structures a key fills. */
+enum pool_part { P_CONFIG, P_UPSTREAM, P_BOUNDS };
+
+/* A pool key: its name, type, where it goes and, for F_I64 and F_DOUBLE, its bounds
+ * (min <= max; max 0: no upper bound); both 0: only the type's own. */
+static const struct pool_key {
     const char *name;
     enum field_type type;
+    enum pool_part part;
     size_t offset;
-} pool_fields[] = {
-#define PF(name, type)                                                                             \
-    {                                                                                              \
-#name, type, offsetof(sl_pool_config_t, name)                                              \
-    }
+    double min, max;
+    const char *choices[2];
+    int (*set)(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up);
+} pool_keys[] = {
+#define PF(name, type) {#name, type, P_CONFIG, offsetof(sl_pool_config_t, name), 0, 0, {0}, NULL}
     PF(input_tpm, F_I64),
     PF(output_tpm, F_I64),
     PF(rpm, F_I64),
@@ -452,50 +467,77 @@ static const struct pool_field {
     PF(backfill, F_BOOL),
     PF(working_set, F_BOOL),
 #undef PF
+    {"output_reserve", F_CHOICE, P_CONFIG, offsetof(sl_pool_config_t, output_reserve_learned), 0,
+     0, {"max_tokens", "learned"}, NULL},
+    /* The provider behind the pool (the proxy). */
+#define UP(name, type, set) {#name, type, P_UPSTREAM, 0, 0, 0, {0}, set}
+    UP(upstream_url, F_CUSTOM, set_upstream_url),
+    UP(provider, F_CUSTOM, set_provider),
+    {"api_key_env", F_STRING, P_UPSTREAM, offsetof(sl_pool_upstream_t, api_key_env), 0, 0, {0},
+     NULL},
+    {"api_key_file", F_STRING, P_UPSTREAM, offsetof(sl_pool_upstream_t, api_key_file), 0, 0, {0},
+     NULL},
+    {"ca_file", F_STRING, P_UPSTREAM, offsetof(sl_pool_upstream_t, ca_file), 0, 0, {0}, NULL},
+    UP(models, F_CUSTOM, set_models),
+    UP(api_key, F_CUSTOM, refuse_api_key),
+#undef UP
+    /* What a settle report may do to the pool (sl_pool_bounds_t, report_bounds.c). */
+    {"max_settle_tokens", F_I64, P_BOUNDS, offsetof(sl_pool_bounds_t, max_settle_tokens), 1, 0,
+     {0}, NULL},
+    {"max_retry_after_s", F_DOUBLE, P_BOUNDS, offsetof(sl_pool_bounds_t, max_retry_after_s), 1,
+     86400, {0}, NULL},
+    {"limits_from", F_CHOICE, P_BOUNDS, offsetof(sl_pool_bounds_t, limits_from_provider), 0, 0,
+     {"config", "provider"}, NULL},
+    {"max_report_pool_block_s", F_DOUBLE, P_BOUNDS,
+     offsetof(sl_pool_bounds_t, max_report_pool_block_s), 0, 86400, {0}, NULL},
+    {"max_resync_factor", F_DOUBLE, P_BOUNDS, offsetof(sl_pool_bounds_t, max_resync_factor), 1,
+     1000, {0}, NULL},
 };
 
-/* Pool keys that bound what a settle report may do (sl_pool_bounds_t). Sets *handled
- * when `kname` is one of them. */
-static int parse_bounds_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
-                            sl_pool_bounds_t *b, bool *handled)
+const char *sl__config_pool_key(size_t i)
 {
-    *handled = true;
-    if (!strcmp(kname, "max_settle_tokens")) {
-        if (get_i64(p, v, key, &b->max_settle_tokens) < 0) return -1;
-        if (b->max_settle_tokens < 1)
-            return fail(p, v, key, "'%s' must be at least 1 (leave it out for the default)",
-                        scalar(v));
+    return i < sizeof(pool_keys) / sizeof(pool_keys[0]) ? pool_keys[i].name : NULL;
+}
+
+/* Reads `v` into `dst` as row `f` says, bounds included. */
+static int set_pool_key(parse_t *p, const struct pool_key *f, yaml_node_t *v, const char *key,
+                        char *dst, sl_pool_upstream_t *up)
+{
+    int64_t i64;
+    double num = 0;
+    const char *s;
+    switch (f->type) {
+    case F_I64:
+        if (get_i64(p, v, key, (int64_t *)(void *)dst) < 0) return -1;
+        num = (double)*(int64_t *)(void *)dst;
+        break;
+    case F_DOUBLE:
+        if (get_double(p, v, key, (double *)(void *)dst) < 0) return -1;
+        num = *(double *)(void *)dst;
+        break;
+    case F_BOOL:
+        return get_bool(p, v, key, (bool *)(void *)dst);
+    case F_INT:
+        if (get_i64(p, v, key, &i64) < 0) return -1;
+        if (i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
+        *(int *)(void *)dst = (int)i64;
         return 0;
-    }
-    if (!strcmp(kname, "max_retry_after_s")) {
-        if (get_double(p, v, key, &b->max_retry_after_s) < 0) return -1;
-        if (b->max_retry_after_s < 1 || b->max_retry_after_s > 86400)
-            return fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
+    case F_STRING:
+        return get_string(p, v, key, (char **)(void *)dst);
+    case F_CHOICE:
+        if (want_scalar(p, v, key, &s) < 0) return -1;
+        if (strcmp(s, f->choices[0]) != 0 && strcmp(s, f->choices[1]) != 0)
+            return fail(p, v, key, "'%s' must be %s or %s", s, f->choices[0], f->choices[1]);
+        *(bool *)(void *)dst = !strcmp(s, f->choices[1]);
         return 0;
+    case F_CUSTOM:
+        return f->set(p, v, key, up);
     }
-    if (!strcmp(kname, "limits_from")) {
-        const char *s = scalar(v);
-        if (s && !strcmp(s, "config"))
-            b->limits_from_provider = false;
-        else if (s && !strcmp(s, "provider"))
-            b->limits_from_provider = true;
-        else
-            return fail(p, v, key, "'%s' must be config or provider", s ? s : "(not a scalar)");
-        return 0;
-    }
-    if (!strcmp(kname, "max_report_pool_block_s")) {
-        if (get_double(p, v, key, &b->max_report_pool_block_s) < 0) return -1;
-        if (b->max_report_pool_block_s < 0 || b->max_report_pool_block_s > 86400)
-            return fail(p, v, key, "'%s' must be between 0 and 86400", scalar(v));
-        return 0;
-    }
-    if (!strcmp(kname, "max_resync_factor")) {
-        if (get_double(p, v, key, &b->max_resync_factor) < 0) return -1;
-        if (b->max_resync_factor < 1 || b->max_resync_factor > 1000)
-            return fail(p, v, key, "'%s' must be between 1 and 1000", scalar(v));
-        return 0;
-    }
-    *handled = false;
+    if (f->max > 0 && (num < f->min || num > f->max))
+        return fail(p, v, key, "'%s' must be between %g and %g", scalar(v), f->min, f->max);
+    if (num < f->min)
+        return fail(p, v, key, "'%s' must be at least %g (leave it out for the default)",
+                    scalar(v), f->min);
     return 0;
 }
 
@@ -516,48 +558,18 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
     if (want_mapping(p, map, key) < 0) return -1;
     sl_pool_config_init(cfg);
     bounds_init(bounds);
+    char *parts[] = {[P_CONFIG] = (char *)cfg, [P_UPSTREAM] = (char *)up,
+                     [P_BOUNDS] = (char *)bounds};
     for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
          pr++) {
         yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
         const char *kname = scalar(k);
-        const struct pool_field *f = NULL;
-        for (size_t i = 0; kname && i < sizeof(pool_fields) / sizeof(pool_fields[0]); i++)
-            if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
+        const struct pool_key *f = NULL;
+        for (size_t i = 0; kname && !f && i < sizeof(pool_keys) / sizeof(pool_keys[0]); i++)
+            if (!strcmp(kname, pool_keys[i].name)) f = &pool_keys[i];
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
-        bool handled = false;
-        if (!f && kname && !strcmp(kname, "output_reserve")) {
-            const char *sv;
-            if (want_scalar(p, v, key, &sv) < 0) return -1;
-            if (strcmp(sv, "max_tokens") != 0 && strcmp(sv, "learned") != 0)
-                return fail(p, v, key, "'%s' must be max_tokens or learned", sv);
-            cfg->output_reserve_learned = !strcmp(sv, "learned");
-            continue;
-        }
-        if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
-        if (!f && kname && !handled && parse_bounds_key(p, kname, v, key, bounds, &handled) < 0)
-            return -1;
-        if (handled) continue;
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
-        char *dst = (char *)cfg + f->offset;
-        int64_t i64;
-        int rc = 0;
-        switch (f->type) {
-        case F_I64:
-            rc = get_i64(p, v, key, (int64_t *)(void *)dst);
-            break;
-        case F_DOUBLE:
-            rc = get_double(p, v, key, (double *)(void *)dst);
-            break;
-        case F_BOOL:
-            rc = get_bool(p, v, key, (bool *)(void *)dst);
-            break;
-        case F_INT:
-            rc = get_i64(p, v, key, &i64);
-            if (rc == 0 && i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
-            if (rc == 0) *(int *)(void *)dst = (int)i64;
-            break;
-        }
-        if (rc < 0) return -1;
+        if (set_pool_key(p, f, v, key, parts[f->part] + f->offset, up) < 0) return -1;
     }
     return finish_upstream(p, name, map, up);
 }
