@@ -276,6 +276,10 @@ void sl_backend_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void 
 /* Frees the strings and arrays inside `s` (not `s` itself). */
 void sl_backend_settings_clear(sl_backend_settings_t *s);
 
+/* fsyncs the directory holding file `path`, so that a rename into it survives a power
+ * failure (the state file's snapshots, sluiced's minted-token store). 0, or -1 with errno. */
+int sl_backend_sync_dir(const char *path);
+
 /* Whether `s` (NULL: none) sets caps for `holder` (a team's when `team`): a reload lifts
  * only the caps its settings no longer name, so a holder named again keeps its state
  * (what its budgets have left). */

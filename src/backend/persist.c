@@ -149,7 +149,6 @@ static void rec_end(buf_t *b, size_t at)
 }
 
 static void *sync_main(void *arg);
-static void sync_dir(const char *path);
 
 /* The journal's room after a snapshot, at least (sl__persist_set_journal_min). */
 static size_t journal_min = JOURNAL_MIN;
@@ -208,7 +207,7 @@ static int keep_aside(sl_persist_t *p, char *err, size_t errlen)
                  p->path, p->damage, p->kept_path, strerror(errno));
         return -1;
     }
-    sync_dir(p->path);
+    sl_backend_sync_dir(p->path);
     return 0;
 }
 
@@ -597,8 +596,7 @@ static void snap_pool(const sl_pool_info_t *info, void *ud)
     sl_engine_calibration_state_foreach(s->e, info->name, snap_calib, s);
 }
 
-/* fsyncs the directory holding `path`, so a rename in it is durable. */
-static void sync_dir(const char *path)
+int sl_backend_sync_dir(const char *path)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
@@ -610,9 +608,10 @@ static void sync_dir(const char *path)
     else
         snprintf(dir, sizeof dir, ".");
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    fsync(fd);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
     close(fd);
+    return rc;
 }
 
 int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errlen)
@@ -653,7 +652,7 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
         goto fail;
     }
     if (fdatasync(fd) < 0 || rename(p->tmp_path, p->path) < 0) goto fail;
-    sync_dir(p->path);
+    sl_backend_sync_dir(p->path);
     map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) goto fail;
     sync_lock(p);

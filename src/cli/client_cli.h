@@ -59,6 +59,15 @@ int sl_cli_client(const sl_cli_conn_t *conn, sl_client_t **out);
  * Prints the error (text, or JSON on stdout with --json) and returns its exit code. */
 int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body);
 
+/* As sl_cli_get_json for any METHOD, with `json_body` (NULL: none); any 2xx is success. */
+int sl_cli_call_json(const sl_cli_conn_t *conn, const char *method, const char *path,
+                     const char *json_body, json_t **body);
+
+/* GET `path` page after page (limit=10000, then each next_cursor) into one answer in
+ * *out: the first page's, with every page's `list_key` array appended. Exit code. */
+int sl_cli_get_all_pages(const sl_cli_conn_t *conn, const char *path, const char *list_key,
+                         json_t **out);
+
 /* Prints a failure of a client call (rc < 0) and returns the exit code for it. */
 int sl_cli_report(const sl_cli_conn_t *conn, sl_client_t *c, int rc);
 

@@ -25,35 +25,6 @@ static const char *str(json_t *o, const char *key)
     return s ? s : "-";
 }
 
-#define MAX_PAGES 10000 /* 10,000 agents a page: far past agents.max_total's ceiling */
-
-/* GET /v1/agents page after page (by next_cursor) into one answer in `*out`. */
-static int get_all_pages(sl_cli_conn_t *conn, json_t **out)
-{
-    json_t *all = NULL;
-    char path[256] = "/v1/agents?limit=10000";
-    for (int page = 0; page < MAX_PAGES; page++) {
-        json_t *body;
-        int code = sl_cli_get_json(conn, path, &body);
-        if (code != SL_EXIT_OK) {
-            json_decref(all);
-            return code;
-        }
-        if (!all) {
-            all = body;
-        } else {
-            json_array_extend(json_object_get(all, "agents"), json_object_get(body, "agents"));
-            json_object_set(all, "next_cursor", json_object_get(body, "next_cursor"));
-            json_decref(body);
-        }
-        const char *next = json_string_value(json_object_get(all, "next_cursor"));
-        if (!next) break;
-        snprintf(path, sizeof path, "/v1/agents?limit=10000&cursor=%s", next);
-    }
-    *out = all;
-    return SL_EXIT_OK;
-}
-
 int sl_cli_agents(int argc, char **argv)
 {
     sl_cli_conn_t conn;
@@ -72,7 +43,7 @@ int sl_cli_agents(int argc, char **argv)
         }
     }
     json_t *body;
-    int code = get_all_pages(&conn, &body);
+    int code = sl_cli_get_all_pages(&conn, "/v1/agents", "agents", &body);
     if (code != SL_EXIT_OK) return code;
     if (conn.json) {
         sl_cli_print_json(body);

@@ -172,7 +172,8 @@ int sl_cli_report(const sl_cli_conn_t *conn, sl_client_t *c, int rc)
     return exit_code(rc);
 }
 
-int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
+int sl_cli_call_json(const sl_cli_conn_t *conn, const char *method, const char *path,
+                     const char *json_body, json_t **body)
 {
     *body = NULL;
     sl_client_t *c;
@@ -180,18 +181,18 @@ int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
     if (code != SL_EXIT_OK) return code;
     int status = 0;
     char *text = NULL;
-    int rc = sl_client_call(c, "GET", path, NULL, conn->timeout_s, &status, &text);
+    int rc = sl_client_call(c, method, path, json_body, conn->timeout_s, &status, &text);
     if (rc < 0) {
         code = sl_cli_report(conn, c, rc);
     } else {
         json_t *v = json_loads(text, 0, NULL);
-        if (status == 200 && v) {
+        if (status >= 200 && status < 300 && v) {
             *body = v;
         } else {
             json_t *e = json_object_get(v, "error");
             const char *m = json_string_value(json_object_get(e, "message"));
-            fprintf(stderr, "%s: GET %s: HTTP %d%s%s\n", conn->cmd, path, status, m ? ": " : "",
-                    m ? m : "");
+            fprintf(stderr, "%s: %s %s: HTTP %d%s%s\n", conn->cmd, method, path, status,
+                    m ? ": " : "", m ? m : "");
             if (conn->json) printf("%s\n", text);
             json_decref(v);
             code = SL_EXIT_REFUSED;
@@ -200,4 +201,39 @@ int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
     free(text);
     sl_client_free(c);
     return code;
+}
+
+int sl_cli_get_json(const sl_cli_conn_t *conn, const char *path, json_t **body)
+{
+    return sl_cli_call_json(conn, "GET", path, NULL, body);
+}
+
+#define MAX_PAGES 10000 /* pages of 10,000: past agents.max_total's and the token stores' ceilings */
+
+int sl_cli_get_all_pages(const sl_cli_conn_t *conn, const char *path, const char *list_key,
+                         json_t **out)
+{
+    json_t *all = NULL;
+    char page_path[512];
+    snprintf(page_path, sizeof page_path, "%s?limit=10000", path);
+    for (int page = 0; page < MAX_PAGES; page++) {
+        json_t *body;
+        int code = sl_cli_get_json(conn, page_path, &body);
+        if (code != SL_EXIT_OK) {
+            json_decref(all);
+            return code;
+        }
+        if (!all) {
+            all = body;
+        } else {
+            json_array_extend(json_object_get(all, list_key), json_object_get(body, list_key));
+            json_object_set(all, "next_cursor", json_object_get(body, "next_cursor"));
+            json_decref(body);
+        }
+        const char *next = json_string_value(json_object_get(all, "next_cursor"));
+        if (!next) break;
+        snprintf(page_path, sizeof page_path, "%s?limit=10000&cursor=%.200s", path, next);
+    }
+    *out = all;
+    return SL_EXIT_OK;
 }

@@ -25,26 +25,26 @@ bool sl__token_identify(sl_call_t *call, const char *token)
         call->admin = true;
         return true;
     }
-    for (size_t i = 0; i < c->n_tokens; i++) { /* the configuration refuses a token twice */
-        if (sl__token_equal(token, c->tokens[i].token)) {
-            call->token = &c->tokens[i];
-            return true;
-        }
-    }
-    return false;
+    sl_token_rule_t *t = sl__tokens_find(call->srv, token); /* by SHA-256: tokens_api.c */
+    if (!t) return false;
+    t->meta.last_used_s = sl_backend_now(call->srv->backend);
+    call->token = t;
+    return true;
+}
+
+uint64_t sl__token_principal(const sl_token_rule_t *t)
+{
+    /* The first bytes of the secret's SHA-256: equal for every call with that token,
+     * across reloads that keep it, and never shown anywhere. 0 is kept for the admin
+     * token and auth off. */
+    uint64_t h;
+    memcpy(&h, t->meta.sha256, sizeof h);
+    return h ? h : 1;
 }
 
 uint64_t sl__call_principal(const sl_call_t *call)
 {
-    if (!call->token) return 0;
-    /* FNV-1a of the secret: equal for every call with that token, across reloads that keep
-     * it, and never shown anywhere. 0 is kept for the admin token and auth off. */
-    uint64_t h = 1469598103934665603ull;
-    for (const char *s = call->token->token; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h ? h : 1;
+    return call->token ? sl__token_principal(call->token) : 0;
 }
 
 bool sl__metrics_names_agents(sl_call_t *call)

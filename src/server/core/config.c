@@ -791,48 +791,6 @@ static int parse_caps(parse_t *p, yaml_node_t *map, sl_config_t *c)
     return 0;
 }
 
-static int parse_token(parse_t *p, yaml_node_t *map, sl_token_rule_t *t)
-{
-    if (want_mapping(p, map, "auth.tokens[]") < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        int rc;
-        if (!kname)
-            rc = fail(p, k, "auth.tokens[]", "keys must be plain names");
-        else if (!strcmp(kname, "token"))
-            rc = get_string(p, v, "auth.tokens[].token", &t->token);
-        else if (!strcmp(kname, "agent"))
-            rc = get_string(p, v, "auth.tokens[].agent", &t->agent);
-        else if (!strcmp(kname, "agent_prefix"))
-            rc = get_string(p, v, "auth.tokens[].agent_prefix", &t->agent_prefix);
-        else if (!strcmp(kname, "roles"))
-            rc = parse_string_list(p, v, "auth.tokens[].roles", &t->roles, &t->n_roles);
-        else if (!strcmp(kname, "pools"))
-            rc = parse_string_list(p, v, "auth.tokens[].pools", &t->pools, &t->n_pools);
-        else if (!strcmp(kname, "priorities"))
-            rc = parse_string_list(p, v, "auth.tokens[].priorities", &t->priorities,
-                                   &t->n_priorities);
-        else if (!strcmp(kname, "max_unblocks")) {
-            rc = get_i64(p, v, "auth.tokens[].max_unblocks", &t->max_unblocks);
-            if (rc == 0 && t->max_unblocks > 1000000)
-                rc = fail(p, v, "auth.tokens[].max_unblocks", "'%s' must be at most 1000000",
-                          scalar(v));
-        } else if (!strcmp(kname, "resync"))
-            rc = get_bool(p, v, "auth.tokens[].resync", &t->resync);
-        else
-            rc = fail(p, k, "auth.tokens[]", "unknown key '%s'", kname);
-        if (rc < 0) return -1;
-    }
-    if (!t->token || strlen(t->token) < 8)
-        return fail(p, map, "auth.tokens[].token",
-                    "every token needs a `token` of at least 8 characters");
-    if (!t->agent == !t->agent_prefix)
-        return fail(p, map, "auth.tokens[]", "give exactly one of `agent` or `agent_prefix`");
-    return 0;
-}
-
 static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
 {
     if (want_mapping(p, map, "auth") < 0) return -1;
@@ -851,17 +809,18 @@ static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
             c->tokens = calloc(n ? n : 1, sizeof(*c->tokens));
             if (!c->tokens) return fail(p, v, "auth.tokens", "out of memory");
             for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top; it++) {
-                sl_token_rule_t *t = &c->tokens[c->n_tokens++];
-                t->max_unblocks = 8;
-                if (parse_token(p, node(p, *it), t) < 0) return -1;
-                for (size_t j = 0; j + 1 < c->n_tokens; j++)
-                    if (!strcmp(c->tokens[j].token, t->token))
-                        return fail(p, node(p, *it), "auth.tokens[].token",
-                                    "the same token is listed twice");
-            }
+                 it < v->data.sequence.items.top; it++) /* resolved in sl__config_tokens_finish */
+                if (sl__config_parse_token(p->doc, node(p, *it), p->path, "auth.tokens[]", false,
+                                           &c->tokens[c->n_tokens++], p->err, p->errlen) < 0)
+                    return -1;
         } else {
-            return fail(p, k, "auth", "unknown key '%s'", kname ? kname : "?");
+            int rc = kname ? sl__config_parse_auth_key(p->doc, kname, v, p->path, c, p->err,
+                                                       p->errlen)
+                           : 0;
+            if (rc < 0) return -1;
+            if (rc == 0)
+                return fail(p, k, "auth", "unknown key '%s' (known: admin_token, tokens, "
+                            "tokens_file, minted_file, max_minted_tokens)", kname ? kname : "?");
         }
     }
     return 0;
@@ -1026,6 +985,8 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = parse_auth(p, v, c);
         } else if (!strcmp(kname, "caps")) {
             rc = parse_caps(p, v, c);
+        } else if (!strcmp(kname, "tiers")) {
+            rc = sl__config_parse_tiers(p->doc, v, p->path, &c->token_cfg, p->err, p->errlen);
         } else if (!strcmp(kname, "proxy")) {
             rc = parse_proxy(p, v, c);
         } else if (!strcmp(kname, "server")) {
@@ -1073,30 +1034,36 @@ static int check_with_engine(parse_t *p, sl_config_t *c)
     return 0;
 }
 
+int sl__config_yaml_load(const char *path, yaml_document_t *doc, char *err, size_t errlen)
+{
+    yaml_parser_t parser;
+    FILE *f = fopen(path, "rb");
+    if (!f) return snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)), -1;
+    int rc = -1;
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+    } else {
+        yaml_parser_set_input_file(&parser, f);
+        if (yaml_parser_load(&parser, doc))
+            rc = 0;
+        else
+            snprintf(err, errlen, "%s:%lu: YAML syntax: %s %s", path,
+                     (unsigned long)parser.problem_mark.line + 1,
+                     parser.problem ? parser.problem : "error",
+                     parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+    }
+    fclose(f);
+    return rc;
+}
+
 int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
 {
     int rc = -1;
-    yaml_parser_t parser;
     yaml_document_t doc;
-    bool have_parser = false, have_doc = false;
+    bool have_doc = false;
     parse_t p = {.doc = &doc, .path = path, .err = err, .errlen = errlen};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!yaml_parser_initialize(&parser)) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        goto done;
-    }
-    have_parser = true;
-    yaml_parser_set_input_file(&parser, f);
-    if (!yaml_parser_load(&parser, &doc)) {
-        snprintf(err, errlen, "%s:%lu: YAML syntax: %s %s", path,
-                 (unsigned long)parser.problem_mark.line + 1,
-                 parser.problem ? parser.problem : "error", parser.context ? parser.context : "");
-        goto done;
-    }
+    if (sl__config_yaml_load(path, &doc, err, errlen) < 0) goto done;
     have_doc = true;
     if (parse_root(&p, yaml_document_get_root_node(&doc), c) < 0) goto done;
     if (apply_backend_fail(&p, c) < 0) goto done;
@@ -1107,11 +1074,10 @@ int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
         goto done;
     }
     if (check_with_engine(&p, c) < 0) goto done;
+    if (sl__config_tokens_finish(c, path, err, errlen) < 0) goto done;
     rc = 0;
 done:
     if (have_doc) yaml_document_delete(&doc);
-    if (have_parser) yaml_parser_delete(&parser);
-    if (f) fclose(f);
     if (rc < 0) sl_config_clear(c);
     return rc;
 }
@@ -1272,15 +1238,10 @@ void sl_config_clear(sl_config_t *c)
     free(c->upstreams);
     free(c->bounds);
     sl_backend_settings_clear(&c->settings);
-    for (size_t i = 0; i < c->n_tokens; i++) {
-        free(c->tokens[i].token);
-        free(c->tokens[i].agent);
-        free(c->tokens[i].agent_prefix);
-        free_list(c->tokens[i].roles, c->tokens[i].n_roles);
-        free_list(c->tokens[i].pools, c->tokens[i].n_pools);
-        free_list(c->tokens[i].priorities, c->tokens[i].n_priorities);
-    }
+    for (size_t i = 0; i < c->n_tokens; i++)
+        sl__token_rule_clear(&c->tokens[i]);
     free(c->tokens);
+    sl__token_config_clear(&c->token_cfg);
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
     json_decref(c->limits);
     free(c->proxy.default_pool);

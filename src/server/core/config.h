@@ -9,10 +9,13 @@
 #include <sluice/engine.h>
 
 #include "backend.h"
+#include "tokens.h"
 
-/* One agent token: who may present it and what it may use. */
+/* One agent token: who may present it and what it may use (its tier's bounds and its
+ * own, resolved: config_tokens.c). */
 typedef struct sl_token_rule {
-    char *token;
+    char *token;        /* the secret (auth.tokens), or NULL for a hashed token */
+    sl_token_meta_t meta; /* its SHA-256, id, tier, own bounds, caps (tokens.h) */
     char *agent;        /* the one agent name it stands for, or NULL */
     char *agent_prefix; /* or every agent name starting with this, or NULL */
     char **roles;       /* roles it may ask for; n_roles 0 = any */
@@ -145,8 +148,9 @@ typedef struct sl_config {
     sl_backend_settings_t settings; /* pools, roles, priorities */
     int *pool_lines;                /* line of each pool in the file (0 = built in) */
     char *admin_token;              /* NULL = no admin token */
-    sl_token_rule_t *tokens;
+    sl_token_rule_t *tokens; /* auth.tokens, then the tokens_file's */
     size_t n_tokens;
+    sl_token_config_t token_cfg; /* tiers, tokens_file, the minted store's place (tokens.h) */
     sl_pool_upstream_t *upstreams; /* one per pool, in settings.pools' order */
     sl_pool_bounds_t *bounds;      /* one per pool, in settings.pools' order */
     int64_t max_unblocks;          /* 1000: the largest `unblocks` of a call without an agent
@@ -252,6 +256,10 @@ int sl__config_parse_events(struct yaml_document_s *doc, struct yaml_node_s *sec
                             const char *path, sl_events_config_t *out, char *err, size_t errlen);
 int sl__config_parse_agents(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, sl_agents_config_t *out, char *err, size_t errlen);
+
+/* Opens and parses YAML file `path` into `doc` (the caller deletes it). Returns 0, or -1
+ * with `err` saying "FILE: cannot open: ..." or "FILE:LINE: YAML syntax: ...". */
+int sl__config_yaml_load(const char *path, struct yaml_document_s *doc, char *err, size_t errlen);
 
 /* Frees everything inside `c` and zeroes it. */
 void sl_config_clear(sl_config_t *c);

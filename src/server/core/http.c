@@ -388,6 +388,8 @@ static const struct route {
     {2, {"v1", "history"}, "GET", r_history},
     {2, {"v1", "events"}, "GET", r_events},
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
+    {3, {"v1", "admin", "tokens"}, "GET, POST", sl__handle_tokens},
+    {4, {"v1", "admin", "tokens", "*"}, "DELETE", sl__handle_tokens},
     {2, {"v1", "limits"}, "GET", r_limits},
     {3, {"v1", "limits", "*"}, "GET", r_limits},
     {4, {"v1", "limits", "*", "check"}, "POST", r_limits},

@@ -62,6 +62,8 @@ static void on_housekeeping(evutil_socket_t fd, short what, void *ud)
         sl__owners_forget_old(srv);
         sl__limits_sweep(srv);
     }
+    if (ticks % 8 == 0) /* 2 s */
+        sl__tokens_watch(srv);
     if (ticks % 60 == 0) /* 15 s */
         sl__events_ping_streams(srv);
 }
@@ -170,7 +172,12 @@ static int run(sl_server_t *srv)
         err[0] = '\0';
     }
     sl_backend_set_event_cb(srv->backend, sl__events_on_backend_event, srv);
-    sl_backend_configure(srv->backend, &srv->config.settings, on_configured, err);
+    if (sl__tokens_start(srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: auth.minted_file: %s\n", err);
+        goto done;
+    }
+    if (sl__tokens_configure(srv, &srv->config, srv->minted, on_configured, err) < 0)
+        snprintf(err, sizeof err, "out of memory");
     if (err[0]) {
         fprintf(stderr, "sluiced: %s\n", err);
         goto done;
@@ -288,11 +295,13 @@ int main(int argc, char **argv)
         return 1;
     }
     if (check_only) {
-        printf("%s: ok (%zu pool%s, %zu role%s, auth %s)\n",
+        printf("%s: ok (%zu pool%s, %zu role%s, auth %s, %zu agent token%s, %zu tier%s)\n",
                config_path ? config_path : "(built-in defaults)", srv.config.settings.n_pools,
                srv.config.settings.n_pools == 1 ? "" : "s", srv.config.settings.n_roles,
                srv.config.settings.n_roles == 1 ? "" : "s",
-               sl_config_auth_enabled(&srv.config) ? "on" : "off");
+               sl_config_auth_enabled(&srv.config) ? "on" : "off", srv.config.n_tokens,
+               srv.config.n_tokens == 1 ? "" : "s", srv.config.token_cfg.n_tiers,
+               srv.config.token_cfg.n_tiers == 1 ? "" : "s");
         sl_config_clear(&srv.config);
         return 0;
     }

@@ -55,7 +55,8 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
-    if (sl__proxy_estimator_ready(srv, &next, err, errlen) < 0) {
+    if (sl__tokens_reload_check(srv, &next, err, errlen) < 0 ||
+        sl__proxy_estimator_ready(srv, &next, err, errlen) < 0) {
         sl_config_clear(&next);
         return -1;
     }
@@ -78,7 +79,12 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
-    sl_backend_configure(srv->backend, &next.settings, on_configured, w);
+    if (sl__tokens_configure(srv, &next, srv->minted, on_configured, w) < 0) {
+        snprintf(err, errlen, "out of memory");
+        sl_config_clear(&next);
+        free(w);
+        return -1;
+    }
     if (!w->called) {
         w->returned = true; /* answered later, on the loop */
     } else {
@@ -107,8 +113,10 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     next.listen_host = srv->config.listen_host;
     next.listen_port = srv->config.listen_port;
     srv->config.listen_host = NULL;
+    sl__tokens_retire(srv);
     sl_config_clear(&srv->config);
     srv->config = next;
+    sl__tokens_reloaded(srv);
     if (sl__limits_apply(srv, err, errlen) < 0) /* memory only: the running limits stay */
         fprintf(stderr, "sluiced: reload: keeping the running limits: %s\n", err);
     sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));

@@ -161,8 +161,8 @@ static double pool_hold_s(const sl_call_t *call, const char *pool, double want_s
                           double max_pool_s, double window_s)
 {
     char key[320];
-    snprintf(key, sizeof key, "%s\x1f%s", pool ? pool : "",
-             call->token && !call->admin ? call->token->token : "");
+    snprintf(key, sizeof key, "%s\x1f%016" PRIx64, pool ? pool : "",
+             call->admin ? 0 : sl__call_principal(call));
     double now = sl_backend_now(call->srv->backend);
     report_hold_t *h = sl__namemap_obtain(&call->srv->report_holds, key, sizeof *h,
                                           MAX_REPORT_HOLDS, NULL);

@@ -109,6 +109,7 @@ struct sl_server {
     sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
     sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
+    struct sl_token_store *minted; /* minted agent tokens (tokens_store.c) */
 };
 
 /* http.c */
@@ -176,7 +177,34 @@ bool sl__token_may_act_as(const sl_call_t *call, const char *agent);
 /* Who is asking, as a number: one per agent token (a hash of it, never 0), 0 for the
  * admin token and with auth off. What one principal may create is bounded per principal. */
 uint64_t sl__call_principal(const sl_call_t *call);
+/* The principal of calls made with agent token `t` (sl__call_principal's number). */
+uint64_t sl__token_principal(const sl_token_rule_t *t);
 bool sl__token_may_use(const sl_call_t *call, const char *role, const char *pool);
+
+/* tokens_api.c: agent tokens at fleet scale (tokens.h, tokens_store.h) */
+/* The agent token whose SHA-256 is that of `secret` (the configuration's, then the
+ * minted ones), or NULL. O(1). */
+sl_token_rule_t *sl__tokens_find(sl_server_t *srv, const char *secret);
+/* Configures the backend with c's settings plus the caps of c's and the minted tokens
+ * (each capped token's `agent`). -1 when out of memory (cb not called). */
+struct sl_token_store;
+int sl__tokens_configure(sl_server_t *srv, const sl_config_t *c,
+                         const struct sl_token_store *minted, sl_backend_done_cb cb, void *ud);
+/* Opens the minted store (at start, after the configuration). -1 with `err`. */
+int sl__tokens_start(sl_server_t *srv, char *err, size_t errlen);
+/* Reload: whether every minted token resolves against `next` (-1 with `err`; changes
+ * nothing); then, once `next` is in force, the minted tokens take its tiers. */
+int sl__tokens_reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen);
+/* Before a reload frees the running configuration: its tokens are kept some minutes more
+ * (a call holds a pointer to its token while it reads its body or waits in the queue). */
+void sl__tokens_retire(sl_server_t *srv);
+void sl__tokens_reloaded(sl_server_t *srv);
+void sl__tokens_free(sl_server_t *srv);
+/* Reloads the configuration when the tokens_file changed since it was read (housekeeping,
+ * every 2 s); a refused version is logged once and not retried until it changes again. */
+void sl__tokens_watch(sl_server_t *srv);
+/* GET, POST /v1/admin/tokens and DELETE /v1/admin/tokens/ID (the admin token only). */
+void sl__handle_tokens(sl_call_t *call, char **seg, int method, const char *query);
 
 /* leases.c */
 void sl__handle_lease_post(sl_call_t *call);

@@ -26,6 +26,7 @@ void sl__server_free_state(sl_server_t *srv)
     sl__suspend_free(srv);
     sl__watch_free(srv);
     sl__history_free(srv);
+    sl__tokens_free(srv);
     sl__idmap_foreach(&srv->lease_owner, free_owner, NULL);
     sl__idmap_foreach(&srv->ticket_owner, free_owner, NULL);
     sl__idmap_free(&srv->lease_owner);
