@@ -38,7 +38,8 @@ void sl_u64map_free(sl_u64map_t *m);
  * entry, e.g. inside the value) or owns copies of them (the *_copy functions, sl_strmap_
  * obtain and sl_strmap_free_keys); one map uses one way, never both. */
 typedef struct sl_strmap_slot {
-    uint64_t hash; /* 0 = empty slot */
+    uint32_t hash;    /* 0 = empty slot */
+    uint32_t key_len; /* strlen(key): a key is compared only when hash and length agree */
     const char *key;
     void *val;
 } sl_strmap_slot_t;
@@ -52,13 +53,12 @@ typedef struct sl_strmap {
     };
 } sl_strmap_t;
 
-/* The hash of a NUL-terminated string (never 0). */
-uint64_t sl_strhash(const char *s);
 /* The slot holding `key`, or NULL. The pointer is valid until the next put or delete. */
 sl_strmap_slot_t *sl_strmap_find(const sl_strmap_t *m, const char *key);
 /* The value under `key`, or NULL. */
 void *sl_strmap_get(const sl_strmap_t *m, const char *key);
-/* Inserts or replaces under the borrowed `key`. 0, or -1 when out of memory (unchanged). */
+/* Inserts or replaces under the borrowed `key`. 0, or -1 when out of memory or the key is
+ * 4 GiB long (unchanged). */
 int sl_strmap_put(sl_strmap_t *m, const char *key, void *val);
 /* Makes room for `extra` more keys, so that many puts cannot fail. 0 or -1. */
 int sl_strmap_reserve(sl_strmap_t *m, size_t extra);
