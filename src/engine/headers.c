@@ -26,48 +26,48 @@
 
 #include <string.h>
 
+/* The one table of the provider rate-limit headers sluice reads: name -> bucket and field.
+ * The engine's resync, the Redis backend's request, the settle path's report bounds and
+ * the proxy all classify through it (sl_header_classify, sl_header_is_ratelimit). */
+#define ROW(name, anthropic, bucket, field) {name, {true, anthropic, bucket, field}}
+static const struct header_row {
+    const char *name;
+    sl_header_kind_t kind;
+} header_rows[] = {
+    ROW("anthropic-ratelimit-requests-limit", true, SL_BUCKET_REQUESTS, SL_HEADER_LIMIT),
+    ROW("anthropic-ratelimit-requests-remaining", true, SL_BUCKET_REQUESTS, SL_HEADER_REMAINING),
+    ROW("anthropic-ratelimit-requests-reset", true, SL_BUCKET_REQUESTS, SL_HEADER_RESET),
+    ROW("anthropic-ratelimit-input-tokens-limit", true, SL_BUCKET_INPUT, SL_HEADER_LIMIT),
+    ROW("anthropic-ratelimit-input-tokens-remaining", true, SL_BUCKET_INPUT, SL_HEADER_REMAINING),
+    ROW("anthropic-ratelimit-input-tokens-reset", true, SL_BUCKET_INPUT, SL_HEADER_RESET),
+    ROW("anthropic-ratelimit-output-tokens-limit", true, SL_BUCKET_OUTPUT, SL_HEADER_LIMIT),
+    ROW("anthropic-ratelimit-output-tokens-remaining", true, SL_BUCKET_OUTPUT,
+        SL_HEADER_REMAINING),
+    ROW("anthropic-ratelimit-output-tokens-reset", true, SL_BUCKET_OUTPUT, SL_HEADER_RESET),
+    /* The most restrictive token limit, whichever it is: validated, never applied. */
+    ROW("anthropic-ratelimit-tokens-limit", true, -1, SL_HEADER_LIMIT),
+    ROW("anthropic-ratelimit-tokens-remaining", true, -1, SL_HEADER_REMAINING),
+    ROW("anthropic-ratelimit-tokens-reset", true, -1, SL_HEADER_RESET),
+    ROW("x-ratelimit-limit-requests", false, SL_BUCKET_REQUESTS, SL_HEADER_LIMIT),
+    ROW("x-ratelimit-remaining-requests", false, SL_BUCKET_REQUESTS, SL_HEADER_REMAINING),
+    ROW("x-ratelimit-reset-requests", false, SL_BUCKET_REQUESTS, SL_HEADER_RESET),
+    ROW("x-ratelimit-limit-tokens", false, SL_BUCKET_TOKENS, SL_HEADER_LIMIT),
+    ROW("x-ratelimit-remaining-tokens", false, SL_BUCKET_TOKENS, SL_HEADER_REMAINING),
+    ROW("x-ratelimit-reset-tokens", false, SL_BUCKET_TOKENS, SL_HEADER_RESET),
+};
+#undef ROW
+
+bool sl_header_is_ratelimit(const char *name)
+{
+    return !strncmp(name, "anthropic-ratelimit-", 20) || !strncmp(name, "x-ratelimit-", 12);
+}
+
 sl_header_kind_t sl_header_classify(const char *name)
 {
-    sl_header_kind_t h = {.known = false, .bucket = -1};
-    static const char *const a_buckets[] = {"requests", "input-tokens", "output-tokens", "tokens"};
-    static const int a_map[] = {SL_BUCKET_REQUESTS, SL_BUCKET_INPUT, SL_BUCKET_OUTPUT, -1};
-    static const char *const fields[] = {"limit", "remaining", "reset"};
-    const char *ap = "anthropic-ratelimit-";
-    if (strncmp(name, ap, strlen(ap)) == 0) {
-        const char *rest = name + strlen(ap);
-        for (int i = 0; i < 4; i++) {
-            size_t n = strlen(a_buckets[i]);
-            if (strncmp(rest, a_buckets[i], n) != 0 || rest[n] != '-') continue;
-            for (int f = 0; f < 3; f++) {
-                if (strcmp(rest + n + 1, fields[f]) == 0) {
-                    h.known = true;
-                    h.anthropic = true;
-                    h.bucket = a_map[i];
-                    h.field = (sl_header_field_t)f;
-                    return h;
-                }
-            }
-        }
-        return h;
-    }
-    const char *op = "x-ratelimit-";
-    if (strncmp(name, op, strlen(op)) == 0) {
-        const char *rest = name + strlen(op);
-        for (int f = 0; f < 3; f++) {
-            size_t n = strlen(fields[f]);
-            if (strncmp(rest, fields[f], n) != 0 || rest[n] != '-') continue;
-            if (strcmp(rest + n + 1, "requests") == 0)
-                h.bucket = SL_BUCKET_REQUESTS;
-            else if (strcmp(rest + n + 1, "tokens") == 0)
-                h.bucket = SL_BUCKET_TOKENS;
-            else
-                return h;
-            h.known = true;
-            h.field = (sl_header_field_t)f;
-            return h;
-        }
-    }
-    return h;
+    if (sl_header_is_ratelimit(name))
+        for (size_t i = 0; i < sizeof header_rows / sizeof header_rows[0]; i++)
+            if (!strcmp(name, header_rows[i].name)) return header_rows[i].kind;
+    return (sl_header_kind_t){.known = false, .bucket = -1};
 }
 
 bool sl_header_parse_count(const char *s, int64_t *out)
