@@ -1,7 +1,8 @@
-/* test_config_keys.c - every key of sluiced's config field tables (the pools' table of
- * config.c, and the `fleet:`, `events:` and `agents:` tables read by config_table.c) is
- * documented in docs/server.md and shown in examples/sluice.yaml, so a new row cannot land
- * undocumented. (example_config_has_every_key checks the top-level keys.) */
+/* test_config_keys.c - every key of sluiced's config field tables (the pools' and the
+ * proxy's tables of config.c, and the `fleet:`, `events:` and `agents:` tables read by
+ * config_table.c) is documented (docs/server.md; the proxy's keys in docs/proxy.md) and
+ * shown in examples/sluice.yaml, so a new row cannot land undocumented.
+ * (example_config_has_every_key checks the top-level keys.) */
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,7 +76,7 @@ static void check_key(const char *doc, const char *example, const char *section,
                       int *missing)
 {
     if (!documented(doc, key)) {
-        print_error("%s.%s is not documented in docs/server.md\n", section, key);
+        print_error("%s.%s is not documented (docs/server.md, docs/proxy.md)\n", section, key);
         (*missing)++;
     }
     if (!in_example(example, key)) {
@@ -89,11 +90,16 @@ static void test_every_table_key_is_documented_and_in_the_example(void **state)
     (void)state;
     char *doc = slurp("docs/server.md");
     char *example = slurp("examples/sluice.yaml");
+    char *proxy_doc = slurp("docs/proxy.md");
     int missing = 0;
     size_t n_pool = 0;
     for (const char *k; (k = sl__config_pool_key(n_pool)) != NULL; n_pool++)
         check_key(doc, example, "pools.NAME", k, &missing);
     assert_true(n_pool > 30); /* the table is there */
+    size_t n_proxy = 0;
+    for (const char *k; (k = sl__config_proxy_key(n_proxy)) != NULL; n_proxy++)
+        check_key(proxy_doc, example, "proxy", k, &missing);
+    assert_true(n_proxy > 5);
     const sl_config_table_t *tables[] = {&sl__fleet_table, &sl__events_table, &sl__agents_table};
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         assert_true(tables[t]->n_fields > 0);
@@ -101,6 +107,7 @@ static void test_every_table_key_is_documented_and_in_the_example(void **state)
             check_key(doc, example, tables[t]->section, tables[t]->fields[i].key, &missing);
     }
     free(doc);
+    free(proxy_doc);
     free(example);
     assert_int_equal(missing, 0);
 }

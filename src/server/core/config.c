@@ -249,78 +249,6 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
     return 0;
 }
 
-/* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
- * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated, continue_capped,
- * estimator} */
-static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
-{
-    if (want_mapping(p, map, "proxy") < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        char key[96];
-        snprintf(key, sizeof(key), "proxy.%.64s", kname ? kname : "?");
-        int64_t n = 0;
-        double d = 0;
-        int rc;
-        if (!kname) {
-            rc = fail(p, k, "proxy", "keys must be plain names");
-        } else if (!strcmp(kname, "body_limit_bytes")) {
-            rc = get_i64(p, v, key, &n);
-            if (rc == 0 && (n < 1024 || n > 1024 * 1024 * 1024))
-                rc = fail(p, v, key, "'%s' must be between 1024 and 1073741824", scalar(v));
-            c->proxy.body_limit_bytes = (size_t)n;
-        } else if (!strcmp(kname, "max_headers")) {
-            rc = get_i64(p, v, key, &n);
-            if (rc == 0 && (n < 8 || n > 10000))
-                rc = fail(p, v, key, "'%s' must be between 8 and 10000", scalar(v));
-            c->proxy.max_headers = (size_t)n;
-        } else if (!strcmp(kname, "idle_timeout_s") || !strcmp(kname, "connect_timeout_s") ||
-                   !strcmp(kname, "ping_interval_s")) {
-            rc = get_double(p, v, key, &d);
-            if (rc == 0 && (d < 0.01 || d > 86400))
-                rc = fail(p, v, key, "'%s' must be between 0.01 and 86400", scalar(v));
-            if (kname[0] == 'i')
-                c->proxy.idle_timeout_s = d;
-            else if (kname[0] == 'c')
-                c->proxy.connect_timeout_s = d;
-            else
-                c->proxy.ping_interval_s = d;
-        } else if (!strcmp(kname, "max_hold_s")) {
-            rc = get_double(p, v, key, &d);
-            if (rc == 0 && (d < 0.1 || d > 86400))
-                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
-            c->proxy.max_hold_s = d;
-        } else if (!strcmp(kname, "default_pool")) {
-            free(c->proxy.default_pool);
-            c->proxy.default_pool = NULL;
-            rc = get_string(p, v, key, &c->proxy.default_pool);
-        } else if (!strcmp(kname, "allow_unauthenticated")) {
-            rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
-        } else if (!strcmp(kname, "continue_capped")) {
-            rc = get_bool(p, v, key, &c->proxy.continue_capped);
-        } else if (!strcmp(kname, "estimator")) {
-            const char *s = scalar(v);
-            rc = 0;
-            if (s && !strcmp(s, "tokenizer"))
-                c->proxy.estimate_bytes = false;
-            else if (s && !strcmp(s, "bytes"))
-                c->proxy.estimate_bytes = true;
-            else
-                rc = fail(p, v, key, "'%s' must be tokenizer or bytes", s ? s : "(not a scalar)");
-        } else {
-            rc = fail(p, k, "proxy",
-                      "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
-                      "connect_timeout_s, ping_interval_s, max_hold_s, default_pool, "
-                      "allow_unauthenticated, continue_capped, estimator)",
-                      kname);
-        }
-        if (rc < 0) return -1;
-    }
-    return 0;
-}
-
 /* One `server.allowed_hosts` entry: a host name or address as a Host header carries it,
  * optionally with ":port"; kept in lower case. */
 static int parse_allowed_host(parse_t *p, yaml_node_t *v, char *name)
@@ -410,7 +338,7 @@ const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const ch
     return NULL;
 }
 
-/* ---- pools.NAME.*: one table of keys, like nginx's directive slots ------------------ */
+/* ---- pools.NAME.* and proxy.*: tables of keys, like nginx's directive slots --------- */
 
 /* How a key's value is read. */
 enum field_type {
@@ -418,24 +346,27 @@ enum field_type {
     F_DOUBLE, /* double, non-negative */
     F_BOOL,   /* true/yes/on or false/no/off */
     F_INT,    /* int, 0 to 10^6 */
+    F_SIZE,   /* size_t, within [min, max] */
     F_STRING, /* char * (a copy) */
     F_CHOICE, /* bool: choices[0] is false, choices[1] true */
     F_CUSTOM, /* set() reads it */
 };
-/* Which of the pool's three structures a key fills. */
-enum pool_part { P_CONFIG, P_UPSTREAM, P_BOUNDS };
+/* Which structure a key fills: a pool's three, or the section's one (P_CONFIG). */
+enum key_part { P_CONFIG, P_UPSTREAM, P_BOUNDS };
 
-/* A pool key: its name, type, where it goes and, for F_I64 and F_DOUBLE, its bounds
+/* A key: its name, type, where it goes and, for F_I64, F_SIZE and F_DOUBLE, its bounds
  * (min <= max; max 0: no upper bound); both 0: only the type's own. */
-static const struct pool_key {
+typedef struct config_key {
     const char *name;
     enum field_type type;
-    enum pool_part part;
+    enum key_part part;
     size_t offset;
     double min, max;
     const char *choices[2];
     int (*set)(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up);
-} pool_keys[] = {
+} config_key_t;
+
+static const config_key_t pool_keys[] = {
 #define PF(name, type) {#name, type, P_CONFIG, offsetof(sl_pool_config_t, name), 0, 0, {0}, NULL}
     PF(input_tpm, F_I64),
     PF(output_tpm, F_I64),
@@ -499,9 +430,9 @@ const char *sl__config_pool_key(size_t i)
     return i < sizeof(pool_keys) / sizeof(pool_keys[0]) ? pool_keys[i].name : NULL;
 }
 
-/* Reads `v` into `dst` as row `f` says, bounds included. */
-static int set_pool_key(parse_t *p, const struct pool_key *f, yaml_node_t *v, const char *key,
-                        char *dst, sl_pool_upstream_t *up)
+/* Reads `v` into `dst` as row `f` says, bounds included (`up`: for F_CUSTOM rows). */
+static int set_key(parse_t *p, const config_key_t *f, yaml_node_t *v, const char *key, char *dst,
+                   sl_pool_upstream_t *up)
 {
     int64_t i64;
     double num = 0;
@@ -522,6 +453,11 @@ static int set_pool_key(parse_t *p, const struct pool_key *f, yaml_node_t *v, co
         if (i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
         *(int *)(void *)dst = (int)i64;
         return 0;
+    case F_SIZE:
+        if (get_i64(p, v, key, &i64) < 0) return -1;
+        *(size_t *)(void *)dst = (size_t)i64;
+        num = (double)i64;
+        break;
     case F_STRING:
         return get_string(p, v, key, (char **)(void *)dst);
     case F_CHOICE:
@@ -534,10 +470,65 @@ static int set_pool_key(parse_t *p, const struct pool_key *f, yaml_node_t *v, co
         return f->set(p, v, key, up);
     }
     if (f->max > 0 && (num < f->min || num > f->max))
-        return fail(p, v, key, "'%s' must be between %g and %g", scalar(v), f->min, f->max);
+        return fail(p, v, key, "'%s' must be between %.15g and %.15g", scalar(v), f->min, f->max);
     if (num < f->min)
-        return fail(p, v, key, "'%s' must be at least %g (leave it out for the default)",
+        return fail(p, v, key, "'%s' must be at least %.15g (leave it out for the default)",
                     scalar(v), f->min);
+    return 0;
+}
+
+/* The row of `rows` (n of them) named `name`, or NULL. */
+static const config_key_t *find_key(const config_key_t *rows, size_t n, const char *name)
+{
+    for (size_t i = 0; name && i < n; i++)
+        if (!strcmp(name, rows[i].name)) return &rows[i];
+    return NULL;
+}
+
+#define PX(name, type, min, max) {#name, type, P_CONFIG, offsetof(sl_proxy_config_t, name), min, max, {0}, NULL}
+static const config_key_t proxy_keys[] = {
+    PX(body_limit_bytes, F_SIZE, 1024, 1073741824),
+    PX(max_headers, F_SIZE, 8, 10000),
+    PX(idle_timeout_s, F_DOUBLE, 0.01, 86400),
+    PX(connect_timeout_s, F_DOUBLE, 0.01, 86400),
+    PX(ping_interval_s, F_DOUBLE, 0.01, 86400),
+    PX(max_hold_s, F_DOUBLE, 0.1, 86400),
+    PX(default_pool, F_STRING, 0, 0),
+    PX(allow_unauthenticated, F_BOOL, 0, 0),
+    PX(continue_capped, F_BOOL, 0, 0),
+    {"estimator", F_CHOICE, P_CONFIG, offsetof(sl_proxy_config_t, estimate_bytes), 0, 0,
+     {"tokenizer", "bytes"}, NULL},
+};
+#undef PX
+#define N_PROXY_KEYS (sizeof(proxy_keys) / sizeof(proxy_keys[0]))
+
+const char *sl__config_proxy_key(size_t i)
+{
+    return i < N_PROXY_KEYS ? proxy_keys[i].name : NULL;
+}
+
+/* proxy: every key of proxy_keys[]. */
+static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "proxy") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        if (!kname) return fail(p, k, "proxy", "keys must be plain names");
+        const config_key_t *f = find_key(proxy_keys, N_PROXY_KEYS, kname);
+        if (!f) {
+            char known[400];
+            int at = 0;
+            for (size_t i = 0; i < N_PROXY_KEYS && at >= 0 && (size_t)at < sizeof known; i++)
+                at += snprintf(known + at, sizeof known - (size_t)at, "%s%s", i ? ", " : "",
+                               proxy_keys[i].name);
+            return fail(p, k, "proxy", "unknown key '%s' (known: %s)", kname, known);
+        }
+        char key[96];
+        snprintf(key, sizeof(key), "proxy.%.64s", kname);
+        if (set_key(p, f, v, key, (char *)&c->proxy + f->offset, NULL) < 0) return -1;
+    }
     return 0;
 }
 
@@ -564,12 +555,11 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
          pr++) {
         yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
         const char *kname = scalar(k);
-        const struct pool_key *f = NULL;
-        for (size_t i = 0; kname && !f && i < sizeof(pool_keys) / sizeof(pool_keys[0]); i++)
-            if (!strcmp(kname, pool_keys[i].name)) f = &pool_keys[i];
+        const config_key_t *f =
+            find_key(pool_keys, sizeof(pool_keys) / sizeof(pool_keys[0]), kname);
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
-        if (set_pool_key(p, f, v, key, parts[f->part] + f->offset, up) < 0) return -1;
+        if (set_key(p, f, v, key, parts[f->part] + f->offset, up) < 0) return -1;
     }
     return finish_upstream(p, name, map, up);
 }

@@ -238,8 +238,9 @@ typedef struct sl_config_table {
  * says. Returns 0, or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..." and `out` as it
  * was (a copy is written only when every key is good). An unknown key's message lists the
  * table's keys. */
-/* The name of row `i` of the pools' key table (config.c), NULL past the last. */
+/* The name of row `i` of the pools' (the proxy's) key table (config.c), NULL past the last. */
 const char *sl__config_pool_key(size_t i);
+const char *sl__config_proxy_key(size_t i);
 /* The tables of the sections read this way (config_fleet.c, config_guard.c). */
 extern const sl_config_table_t sl__fleet_table, sl__events_table, sl__agents_table;
 int sl__config_read_table(struct yaml_document_s *doc, struct yaml_node_s *section,
