@@ -10,22 +10,13 @@
  * leaving a tombstone: a map that saw a million keys come and go probes like a fresh one,
  * and "empty slot" is the only stop condition. */
 #include "map.h"
+#include "mix.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MIN_CAP 16
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 /* The capacity for len + extra entries at load <= 1/2, or `cap` when it is enough. */
 static size_t cap_for(size_t cap, size_t len, size_t extra)
@@ -53,7 +44,7 @@ bool sl_u64map_get(const sl_u64map_t *m, uint64_t key, uint64_t *val)
     if (m->cap == 0 || key == 0) return false;
     assert(m->len < m->cap && "probing ends only at an empty slot");
     size_t mask = m->cap - 1;
-    for (size_t i = mix64(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = sl_mix64(key) & mask;; i = (i + 1) & mask) {
         if (m->keys[i] == key) {
             if (val) *val = m->vals[i];
             return true;
@@ -76,7 +67,7 @@ int sl_u64map_reserve(sl_u64map_t *m, size_t extra)
     size_t mask = cap - 1;
     for (size_t j = 0; j < m->cap; j++) {
         if (m->keys[j] == 0) continue;
-        size_t i = mix64(m->keys[j]) & mask;
+        size_t i = sl_mix64(m->keys[j]) & mask;
         while (keys[i])
             i = (i + 1) & mask;
         keys[i] = m->keys[j];
@@ -95,7 +86,7 @@ int sl_u64map_put(sl_u64map_t *m, uint64_t key, uint64_t val)
     if (key == 0) return -1;
     if (m->cap) {
         size_t mask = m->cap - 1;
-        for (size_t i = mix64(key) & mask; m->keys[i]; i = (i + 1) & mask) {
+        for (size_t i = sl_mix64(key) & mask; m->keys[i]; i = (i + 1) & mask) {
             if (m->keys[i] == key) {
                 m->vals[i] = val;
                 return 0;
@@ -104,7 +95,7 @@ int sl_u64map_put(sl_u64map_t *m, uint64_t key, uint64_t val)
     }
     if (sl_u64map_reserve(m, 1) != 0) return -1;
     size_t mask = m->cap - 1;
-    size_t i = mix64(key) & mask;
+    size_t i = sl_mix64(key) & mask;
     while (m->keys[i])
         i = (i + 1) & mask;
     m->len++;
@@ -118,7 +109,7 @@ static void u64map_del_at(sl_u64map_t *m, size_t i)
 {
     size_t mask = m->cap - 1;
     for (size_t j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
-        if (!may_fill(i, j, mix64(m->keys[j]) & mask)) continue;
+        if (!may_fill(i, j, sl_mix64(m->keys[j]) & mask)) continue;
         m->keys[i] = m->keys[j];
         m->vals[i] = m->vals[j];
         i = j;
@@ -132,7 +123,7 @@ bool sl_u64map_del(sl_u64map_t *m, uint64_t key)
 {
     if (m->cap == 0 || key == 0) return false;
     size_t mask = m->cap - 1;
-    size_t i = mix64(key) & mask;
+    size_t i = sl_mix64(key) & mask;
     while (m->keys[i] != key) {
         if (m->keys[i] == 0) return false;
         i = (i + 1) & mask;
@@ -182,7 +173,7 @@ static uint32_t strhash(const char *s, size_t n)
     w = 0; /* the tail by shifts: a short memcpy into w stalls on store forwarding */
     for (size_t k = 0; k < n; k++)
         w |= (uint64_t)(unsigned char)s[k] << (8 * k);
-    uint32_t h32 = (uint32_t)(mix64(h ^ w) >> 32);
+    uint32_t h32 = (uint32_t)(sl_mix64(h ^ w) >> 32);
     return h32 ? h32 : 1;
 }
 

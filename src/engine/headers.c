@@ -30,31 +30,29 @@
  * The engine's resync, the Redis backend's request, the settle path's report bounds and
  * the proxy all classify through it (sl_header_classify, sl_header_is_ratelimit). */
 #define ROW(name, anthropic, bucket, field) {name, {true, anthropic, bucket, field}}
+/* Anthropic: PREFIX-{limit,remaining,reset}; OpenAI: x-ratelimit-{limit,remaining,reset}-NAME. */
+#define ANTHROPIC(prefix, bucket)                                                                  \
+    ROW(prefix "-limit", true, bucket, SL_HEADER_LIMIT),                                           \
+        ROW(prefix "-remaining", true, bucket, SL_HEADER_REMAINING),                               \
+        ROW(prefix "-reset", true, bucket, SL_HEADER_RESET)
+#define OPENAI(name, bucket)                                                                       \
+    ROW("x-ratelimit-limit-" name, false, bucket, SL_HEADER_LIMIT),                                \
+        ROW("x-ratelimit-remaining-" name, false, bucket, SL_HEADER_REMAINING),                    \
+        ROW("x-ratelimit-reset-" name, false, bucket, SL_HEADER_RESET)
 static const struct header_row {
     const char *name;
     sl_header_kind_t kind;
 } header_rows[] = {
-    ROW("anthropic-ratelimit-requests-limit", true, SL_BUCKET_REQUESTS, SL_HEADER_LIMIT),
-    ROW("anthropic-ratelimit-requests-remaining", true, SL_BUCKET_REQUESTS, SL_HEADER_REMAINING),
-    ROW("anthropic-ratelimit-requests-reset", true, SL_BUCKET_REQUESTS, SL_HEADER_RESET),
-    ROW("anthropic-ratelimit-input-tokens-limit", true, SL_BUCKET_INPUT, SL_HEADER_LIMIT),
-    ROW("anthropic-ratelimit-input-tokens-remaining", true, SL_BUCKET_INPUT, SL_HEADER_REMAINING),
-    ROW("anthropic-ratelimit-input-tokens-reset", true, SL_BUCKET_INPUT, SL_HEADER_RESET),
-    ROW("anthropic-ratelimit-output-tokens-limit", true, SL_BUCKET_OUTPUT, SL_HEADER_LIMIT),
-    ROW("anthropic-ratelimit-output-tokens-remaining", true, SL_BUCKET_OUTPUT,
-        SL_HEADER_REMAINING),
-    ROW("anthropic-ratelimit-output-tokens-reset", true, SL_BUCKET_OUTPUT, SL_HEADER_RESET),
+    ANTHROPIC("anthropic-ratelimit-requests", SL_BUCKET_REQUESTS),
+    ANTHROPIC("anthropic-ratelimit-input-tokens", SL_BUCKET_INPUT),
+    ANTHROPIC("anthropic-ratelimit-output-tokens", SL_BUCKET_OUTPUT),
     /* The most restrictive token limit, whichever it is: validated, never applied. */
-    ROW("anthropic-ratelimit-tokens-limit", true, -1, SL_HEADER_LIMIT),
-    ROW("anthropic-ratelimit-tokens-remaining", true, -1, SL_HEADER_REMAINING),
-    ROW("anthropic-ratelimit-tokens-reset", true, -1, SL_HEADER_RESET),
-    ROW("x-ratelimit-limit-requests", false, SL_BUCKET_REQUESTS, SL_HEADER_LIMIT),
-    ROW("x-ratelimit-remaining-requests", false, SL_BUCKET_REQUESTS, SL_HEADER_REMAINING),
-    ROW("x-ratelimit-reset-requests", false, SL_BUCKET_REQUESTS, SL_HEADER_RESET),
-    ROW("x-ratelimit-limit-tokens", false, SL_BUCKET_TOKENS, SL_HEADER_LIMIT),
-    ROW("x-ratelimit-remaining-tokens", false, SL_BUCKET_TOKENS, SL_HEADER_REMAINING),
-    ROW("x-ratelimit-reset-tokens", false, SL_BUCKET_TOKENS, SL_HEADER_RESET),
+    ANTHROPIC("anthropic-ratelimit-tokens", -1),
+    OPENAI("requests", SL_BUCKET_REQUESTS),
+    OPENAI("tokens", SL_BUCKET_TOKENS),
 };
+#undef OPENAI
+#undef ANTHROPIC
 #undef ROW
 
 bool sl_header_is_ratelimit(const char *name)

@@ -39,7 +39,7 @@ ALLOWED = {
     "server/limits": ({"server/core", "backend", "backend/redis", "limits"}, {"engine.h"}),
     "server/fleet": ({"server/core", "backend", "common"}, {"engine.h"}),  # common/map.h
     "server/dashboard": ({"server/core"}, {"engine.h"}),
-    "emu": ({"provider"}, {"tokenizer.h"}),
+    "emu": ({"provider", "common"}, {"tokenizer.h"}),  # common/mix.h: the filler's mixer
     "cli": ({"sim"}, {"client.h", "tokenizer.h"}),
 }
 
