@@ -75,7 +75,7 @@ static void configure(const char *pool)
 static void request_cmd(sl__rcmd_t *cmd, const char *pool, const char *agent, int64_t tokens)
 {
     sl_request_t req = {.agent = agent, .pool = pool, .input_tokens = tokens};
-    sl__rcmd_request(cmd, &req, SL__RGRAPH_NONE, NAN, "");
+    sl__rcmd_request(cmd, &req, false, SL__RGRAPH_NONE, NAN, "");
 }
 
 /* Queues n requests of distinct agents, pipelined; returns nothing, exits on error. */
@@ -145,7 +145,7 @@ static void grant_path(const char *pool, const char *caps, const char *members, 
         snprintf(agent, sizeof agent, "g%d", i % 100);
         sl_request_t req = {.agent = agent, .pool = pool, .input_tokens = 1000,
                             .output_tokens = 100};
-        sl__rcmd_request(&cmd, &req, SL__RGRAPH_NONE, NAN, "");
+        sl__rcmd_request(&cmd, &req, false, SL__RGRAPH_NONE, NAN, "");
         r = command_argv(&cmd);
         expect_ok(r, "request");
         sl__rreply_t rep;

@@ -1,8 +1,10 @@
 # Redis backend tests: conformance scenarios on the engine (unit) and on sluice.lua in a real
 # redis-server (integration); replicas, failure and Cluster tests start their own servers.
-add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c
-                                  ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenario.c)
-target_link_libraries(conformance_runner PRIVATE sluice_backend_redis)
+add_library(sluice_conformance_drive STATIC ${CMAKE_CURRENT_SOURCE_DIR}/conformance/drive.c
+                                           ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenario.c)
+target_link_libraries(sluice_conformance_drive PUBLIC sluice_backend_redis)
+add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/runner.c)
+target_link_libraries(conformance_runner PRIVATE sluice_conformance_drive)
 file(GLOB SL_SCENARIOS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/*.scn)
 
 add_test(NAME conformance_engine COMMAND conformance_runner ${SL_SCENARIOS})
@@ -24,5 +26,21 @@ add_test(NAME redis_cluster COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redi
 # backend's own timeouts fire (what is tested here is correctness, not speed).
 set_tests_properties(redis_replicas redis_kill_replica redis_failover redis_cluster
                      conformance_redis PROPERTIES LABELS integration TIMEOUT 300 RUN_SERIAL TRUE)
+# The Redis commands one lease costs (INFO commandstats): a lease naming a task is one FCALL.
+add_executable(test_redis_round_trips ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/test_redis_round_trips.c)
+target_link_libraries(test_redis_round_trips PRIVATE sluice_backend_redis)
+add_test(NAME redis_round_trips COMMAND ${SL_WITH_REDIS} $<TARGET_FILE:test_redis_round_trips>)
+set_tests_properties(redis_round_trips PROPERTIES LABELS integration TIMEOUT 60)
 # The Cluster key slot (cluster.c): CRC16-XMODEM and hash tags.
 sl_unit_test(test_redis_slot sluice_backend_redis)
+# The differential runner (tests/conformance/differential.c): seeded random operations on the
+# engine and on sluice.lua, every answer compared. A bounded run in the default suite; the
+# long run (10^5 operations) by label: ctest -L parity_long.
+add_executable(differential_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/differential.c)
+target_link_libraries(differential_runner PRIVATE sluice_conformance_drive)
+add_test(NAME differential_redis
+         COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 1 --seeds 3 --ops 2000")
+set_tests_properties(differential_redis PROPERTIES LABELS integration TIMEOUT 120 RUN_SERIAL TRUE)
+add_test(NAME differential_redis_long
+         COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 100 --seeds 10 --ops 10000")
+set_tests_properties(differential_redis_long PROPERTIES LABELS parity_long TIMEOUT 1800 RUN_SERIAL TRUE)

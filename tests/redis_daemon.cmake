@@ -14,7 +14,7 @@ foreach(t ${SL_REDIS_DAEMON_TESTS})
     LABELS integration
     TIMEOUT 300
     RUN_SERIAL TRUE
-    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;REDIS_SERVER=${SL_REDIS_SERVER};PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;REDIS_SERVER=${SL_REDIS_SERVER};SLUICE_REDIS_LIBRARY=${SL_REDIS_LIBRARY};PYTHONDONTWRITEBYTECODE=1")
 endforeach()
 
 # Fault scenarios judged by sluice-emu (tests/integration/redis_daemon/fault_emu.py): about

@@ -29,6 +29,8 @@ enum {
     SL_ENOMEM = -7,       /* allocation failed; nothing changed */
     SL_EEXIST = -8,       /* the id is already in use */
     SL_EUNAVAILABLE = -9, /* a networked backend cannot decide now (fail: closed; 503) */
+    SL_EFORBIDDEN = -10,  /* the caller may not have what it asked: a role its token does not
+                             allow, a lease or ticket of an agent it may not act as (403) */
     /* The client library's and the tokenizer's. */
     SL_EARG = -20,         /* an argument is NULL, negative, too long or malformed: refused
                               before anything was sent or changed */

@@ -259,6 +259,12 @@ typedef struct sl_request {
      * output_tokens: the provider holds whatever max_tokens it is sent, so a reservation
      * below the figure sent would overbook it. Unset: output_tokens is reserved. */
     bool output_capped;
+    /* The roles the caller may take (its token's); NULL = any. The request's role is the
+     * registered role of its task when the task graph knows `task` (a `role` naming
+     * another is SL_EINVAL), and one outside this list is SL_EFORBIDDEN: the daemon need
+     * not read the graph before it asks. */
+    const char *const *roles_allowed;
+    size_t n_roles_allowed;
 } sl_request_t;
 
 typedef enum sl_status {
@@ -295,7 +301,8 @@ typedef struct sl_decision {
 
 /* Decides a request at `now_s`: GRANT, QUEUED or REJECT (docs/design.md "Decision").
  * Returns SL_OK with `out` filled, or an error with `out` untouched and the engine
- * unchanged: SL_EINVAL (bad field, unknown role or priority), SL_ENOTFOUND (pool),
+ * unchanged: SL_EINVAL (bad field, unknown role or priority, a role other than its
+ * task's), SL_EFORBIDDEN (a role outside roles_allowed), SL_ENOTFOUND (pool),
  * SL_ECAPACITY (can never fit), SL_ETIME. A request_id seen before from the same
  * agent returns the current state of the first answer (`replayed` set) and charges
  * nothing. */
@@ -307,7 +314,8 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
 int sl_engine_ticket(sl_engine_t *e, uint64_t ticket, double now_s, sl_decision_t *out);
 
 /* Marks a queued ticket as held (a client is waiting on it right now) or not. A
- * held ticket never expires for idleness. Errors: SL_ENOTFOUND, SL_EALREADY. */
+ * held ticket never expires for idleness. Time advances to `now_s` first. Errors:
+ * SL_ETIME, SL_ENOTFOUND, SL_EALREADY. */
 int sl_engine_ticket_hold(sl_engine_t *e, uint64_t ticket, bool held, double now_s);
 
 /* Gives up a queued ticket's place. When the ticket was already granted, the lease

@@ -158,8 +158,9 @@ typedef struct sl_backend_actor {
     const char *agent_prefix;
 } sl_backend_actor_t;
 
-/* The lease or ticket belongs to an agent the caller may not act as (HTTP 403). */
-#define SL_BACKEND_EFORBIDDEN (-40)
+/* The lease or ticket belongs to an agent the caller may not act as (HTTP 403): the
+ * engine's SL_EFORBIDDEN, which a request for a role the caller may not take answers. */
+#define SL_BACKEND_EFORBIDDEN SL_EFORBIDDEN
 
 /* The common head of every backend; implementations embed it first. */
 struct sl_backend {

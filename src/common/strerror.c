@@ -25,6 +25,8 @@ const char *sl_strerror(int code)
         return "already_exists";
     case SL_EUNAVAILABLE:
         return "backend_unavailable";
+    case SL_EFORBIDDEN:
+        return "forbidden";
     case SL_EARG:
         return "invalid_argument";
     case SL_EUNREACHABLE:

@@ -36,6 +36,9 @@ typedef struct sl_emu_options {
     int cache_breakpoints; /* 1..4: breakpoints, counted back from the last, that the prompt
                               cache reads and writes (1: the last one only) */
     char script[1024];     /* --script FILE: scripted turns ("" = none) */
+    double batch_s;        /* --batch-seconds: a batch is processed this long after create */
+    int64_t batch_rpm;     /* --batch-rpm: Anthropic batch endpoint requests per minute */
+    int64_t batch_queue_requests; /* --batch-queue: Anthropic processing-queue bound */
 } sl_emu_options_t;
 
 /* Parses argv into `o` (defaults first). Returns 0 to run, 1 when --help or --version
@@ -86,6 +89,7 @@ typedef struct sl_emu {
     json_t *stored;            /* Responses kept for previous_response_id: id -> items */
     json_t *stored_order;      /* their ids, oldest first (evicted beyond a cap) */
     struct event *sig_term, *sig_int;
+    struct sl_emu_batches *batches; /* files, batches and their counters (batches.c) */
 } sl_emu_t;
 
 /* Now on the provider's clock: Unix seconds, so reset headers print real times. */
@@ -366,6 +370,32 @@ void sl__openai_responses(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
 
 /* models.c: GET /v1/models (id NULL) and GET /v1/models/{id} in `api`'s shape. */
 void sl__emu_models(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, const char *id);
+
+/* http.c, for the endpoints outside its table: answers 401 and returns false when the key
+ * is missing or wrong; parses the body as one JSON object (answers 400 or 413 and returns
+ * NULL otherwise; *raw is the body, malloc'ed). */
+bool sl__emu_check_key(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api);
+json_t *sl__emu_read_json(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, char **raw,
+                          size_t *raw_len);
+
+/* embeddings.c: POST /v1/embeddings and POST /v1/moderations (OpenAI). */
+void sl__openai_embeddings(sl_emu_t *emu, struct evhttp_request *req, json_t *body);
+void sl__openai_moderations(sl_emu_t *emu, struct evhttp_request *req, json_t *body);
+/* The embeddings answer of `body` (new reference), or NULL with `err` naming the field;
+ * *tokens is its usage.prompt_tokens. Also what an embeddings batch line gets. */
+json_t *sl__embeddings_answer(sl_emu_t *emu, json_t *body, int64_t *tokens, char *err,
+                              size_t errlen);
+
+/* batches.c: the batch APIs and OpenAI's files. sl__emu_batch_api says whether `path`
+ * is one of theirs (or embeddings / moderations) and which API's shape it speaks (-1:
+ * none); sl__emu_batch_request answers it. */
+int sl__emu_batch_api(const char *path);
+void sl__emu_batch_request(sl_emu_t *emu, struct evhttp_request *req, const char *path);
+/* Ends the batches due by now; their results are billed. */
+void sl__emu_batches_advance(sl_emu_t *emu);
+/* {"anthropic": {...}, "openai": {...}, "embeddings": {...}} for /stats (new reference). */
+json_t *sl__emu_batches_stats(sl_emu_t *emu);
+void sl__emu_batches_free(sl_emu_t *emu);
 
 /* stats.c: GET /stats, GET /health, POST /emu/spend-cap. */
 void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req);

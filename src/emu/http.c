@@ -200,7 +200,7 @@ static const char *presented_key(struct evhttp_request *req, sl_emu_api_t api)
 }
 
 /* Answers 401 and returns false when the key is missing or wrong. */
-static bool check_key(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api)
+bool sl__emu_check_key(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api)
 {
     const char *k = presented_key(req, api);
     bool ok = k && *k && (!emu->opt.api_key[0] || key_equal(k, emu->opt.api_key));
@@ -237,8 +237,8 @@ static bool check_key(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t ap
 /* ---- routing ------------------------------------------------------------------------ */
 
 /* Parses the body as one JSON object. Answers 400 and returns NULL otherwise. */
-static json_t *read_body(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, char **raw,
-                         size_t *raw_len)
+json_t *sl__emu_read_json(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, char **raw,
+                          size_t *raw_len)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t n = evbuffer_get_length(in);
@@ -344,11 +344,17 @@ static void on_request(struct evhttp_request *req, void *arg)
     if ((route == ROUTE_MODELS || route == ROUTE_MODEL) &&
         !evhttp_find_header(evhttp_request_get_input_headers(req), "anthropic-version"))
         api = SL_EMU_OPENAI;
+    if (route == ROUTE_NONE && sl__emu_batch_api(path) == SL_EMU_OPENAI) api = SL_EMU_OPENAI;
     char rid[48];
     sl__emu_new_id(emu, "req_", rid, sizeof rid);
     evhttp_add_header(evhttp_request_get_output_headers(req),
                       api == SL_EMU_OPENAI ? "x-request-id" : "request-id", rid);
 
+    int extra = route == ROUTE_NONE ? sl__emu_batch_api(path) : -1;
+    if (extra >= 0) { /* embeddings, moderations, the batch APIs, files (batches.c) */
+        sl__emu_batch_request(emu, req, path);
+        return;
+    }
     if (route == ROUTE_NONE) {
         char msg[160];
         snprintf(msg, sizeof msg, "Not found: %.100s", path);
@@ -374,7 +380,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         sl__emu_health(emu, req);
         return;
     }
-    if (route != ROUTE_SPEND_CAP && !check_key(emu, req, api)) return;
+    if (route != ROUTE_SPEND_CAP && !sl__emu_check_key(emu, req, api)) return;
     if (route == ROUTE_MODELS || route == ROUTE_MODEL) {
         char *id = route == ROUTE_MODEL ? evhttp_uridecode(path + 11, 0, NULL) : NULL;
         sl__emu_models(emu, req, api, id);
@@ -389,7 +395,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     char *raw = NULL;
     size_t raw_len = 0;
-    json_t *body = read_body(emu, req, api, &raw, &raw_len);
+    json_t *body = sl__emu_read_json(emu, req, api, &raw, &raw_len);
     if (!body) return;
     switch (route) {
     case ROUTE_MESSAGES:
@@ -501,6 +507,7 @@ int sl__emu_bound_port(const sl_emu_t *emu)
 void sl__emu_stop(sl_emu_t *emu)
 {
     sl__emu_calls_shutdown(emu);
+    sl__emu_batches_free(emu);
     if (emu->http) evhttp_free(emu->http);
     emu->http = NULL;
     if (emu->ssl_ctx) SSL_CTX_free((SSL_CTX *)emu->ssl_ctx);

@@ -88,6 +88,19 @@ void sl__emu_usage(FILE *out)
         "\n"
         "Flags take their value as the next argument or after '=' (--rpm=50).\n",
         out);
+    fputs("\n"
+          "more endpoints (docs/emu.md \"Embeddings, moderations and batches\"):\n"
+          "  POST /v1/embeddings, POST /v1/moderations          OpenAI\n"
+          "  /v1/messages/batches[/ID[/results|/cancel]]        Anthropic Message Batches\n"
+          "  /v1/files[/ID[/content]], /v1/batches[/ID[/cancel]]  OpenAI Files and Batch\n"
+          "\n"
+          "batches:\n"
+          "  --batch-seconds X      a batch is processed this long after its create (default 2)\n"
+          "  --batch-rpm N          Anthropic: requests per minute to the batch endpoints\n"
+          "                         (default 50; 0 = not limited)\n"
+          "  --batch-queue N        Anthropic: requests of unfinished batches the processing\n"
+          "                         queue holds (default 100000; 0 = not limited)\n",
+          out);
 }
 
 /* Parses a whole decimal integer in [min, max]. */
@@ -170,6 +183,9 @@ static void set_defaults(sl_emu_options_t *o)
     o->ping_interval_s = 5.0;
     o->max_body_bytes = 32 * 1024 * 1024;
     o->cache_breakpoints = 1;
+    o->batch_s = 2.0;
+    o->batch_rpm = 50;                /* Anthropic's batch endpoints */
+    o->batch_queue_requests = 100000; /* Anthropic's processing queue */
     const char *key = getenv("SLUICE_EMU_API_KEY");
     if (key && *key && strlen(key) < sizeof o->api_key)
         snprintf(o->api_key, sizeof o->api_key, "%s", key);
@@ -278,6 +294,12 @@ int sl__emu_parse_options(int argc, char **argv, sl_emu_options_t *o, char *err,
             o->ping_interval_s = (double)n / 1000.0;
         } else if (!strcmp(flag, "--max-body-bytes")) {
             rc = parse_int(flag, val, 1024, INT64_C(1) << 32, &o->max_body_bytes, err, errlen);
+        } else if (!strcmp(flag, "--batch-seconds")) {
+            rc = parse_num(flag, val, 0, 86400, false, &o->batch_s, err, errlen);
+        } else if (!strcmp(flag, "--batch-rpm")) {
+            rc = parse_int(flag, val, 0, big, &o->batch_rpm, err, errlen);
+        } else if (!strcmp(flag, "--batch-queue")) {
+            rc = parse_int(flag, val, 0, big, &o->batch_queue_requests, err, errlen);
         } else if (!strcmp(flag, "--api-key")) {
             rc = copy_str(flag, val, o->api_key, sizeof o->api_key, err, errlen);
         } else if (!strcmp(flag, "--tls-cert")) {

@@ -64,6 +64,8 @@ void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req)
         json_object_set_new(http, "responses_stream",
                             json_integer((json_int_t)n->responses_stream));
         json_object_set_new(http, "models", json_integer((json_int_t)n->models));
+        /* Embeddings, moderations and batches (batches.c), billed apart from the calls. */
+        json_object_set_new(body, "batches", sl__emu_batches_stats(emu));
     }
     sl__emu_send_json(req, 200, body);
 }

@@ -292,7 +292,7 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
     return 1;
 }
 
-sl__capstate_t *sl__caps_at_concurrency(sl__pool_t *p, const sl__capref_t *c)
+sl__capstate_t *sl__caps_at_concurrency(const sl__pool_t *p, const sl__capref_t *c)
 {
     for (int i = 0; i < 2; i++) {
         const sl__holder_t *h = c->h[i];

@@ -11,6 +11,7 @@
  *   (configured or set by an admin): those are the operator's, not the agent's;
  * - its copy of the "*" caps is as a new agent's would be: nothing in flight or
  *   parked, every share and rpm bucket full in every pool, both budgets full;
+ * - in every pool, no retry-after of its own report holds it (forgetting would lift it);
  * - in every pool, its own prompt cache is cold (a forgotten warm cache would only be
  *   charged as cold, but a new name gets nothing the old one did not);
  * - in every pool, its fair-queue tag is not ahead of its team's clock: a new agent
@@ -30,6 +31,7 @@
 static bool pagent_idle(sl_engine_t *e, sl__pool_t *p, const sl__pagent_t *pa, double now)
 {
     if (pa->cache.refs > 0) return false;
+    if (pa->blocked_until > now) return false; /* its own retry-after holds it: not a new agent's */
     if (now - pa->cache.used_at < p->cfg.cache_ttl_s) return false; /* warm */
     const sl__pteam_t *pt = sl__pteam_get(e, p, SL__DEFAULT_TEAM, false);
     return pa->last_finish <= (pt ? pt->vtime : 0);
@@ -52,7 +54,7 @@ int sl_engine_agent_forget(sl_engine_t *e, const char *agent, double now_s)
     for (size_t i = 0; !why && i < e->n_pools; i++) {
         sl__pagent_t *pa = sl__strmap_get(&e->pools[i]->pagents, a->name);
         if (pa && !pagent_idle(e, e->pools[i], pa, now_s))
-            why = "its prompt cache or fair-queue tag in a pool is not a new agent's";
+            why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's";
     }
     if (why) return sl__fail(e, SL_EEXIST, "agent \"%s\" is kept: %s", a->name, why);
     sl__caps_agent_drop(e, a->name);

@@ -447,7 +447,7 @@ int sl__caps_check(sl_engine_t *e, const sl__pool_t *p, const sl__capref_t *c,
                    const sl__need_t *need, double now, const char **reason, double *retry_after_s,
                    sl__capstate_t **park_on);
 /* The holder state of `c` whose max_concurrent is reached in p, or NULL. */
-sl__capstate_t *sl__caps_at_concurrency(sl__pool_t *p, const sl__capref_t *c);
+sl__capstate_t *sl__caps_at_concurrency(const sl__pool_t *p, const sl__capref_t *c);
 /* Seconds until a slot of st's holder frees for a request behind `ahead` others waiting
  * for it (the pool's release formula); *reason receives agent_cap or team_cap. */
 double sl__caps_release_eta(const sl__pool_t *p, const sl__capstate_t *st, int64_t ahead,

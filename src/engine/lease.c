@@ -216,12 +216,27 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
         (rc = check_tokens(e, "unblocks", r->unblocks)))
         return rc;
     char known[SL__MAX_CLASSES * SL__CLASS_MAX];
-    *role = sl__role_find(e, r->role ? r->role : "worker");
+    /* A task in the graph decides the role (docs/design.md, "Reports and claims"): a
+     * worker cannot get a planner's weight by naming a planner's task, and asking for
+     * another role than the task's is a contradiction, not a choice. */
+    const sl__task_t *task = r->task ? sl__strmap_get(&e->tasks, r->task) : NULL;
+    const char *role_name = task ? task->role : r->role ? r->role : "worker";
+    if (task && r->role && strcmp(r->role, task->role) != 0)
+        return sl__fail(e, SL_EINVAL, "role: '%.64s' is not the role '%s' task '%s' is registered with",
+                        r->role, task->role, task->id);
+    bool allowed = !r->roles_allowed;
+    for (size_t i = 0; !allowed && i < r->n_roles_allowed; i++)
+        allowed = r->roles_allowed[i] && strcmp(r->roles_allowed[i], role_name) == 0;
+    if (!allowed)
+        return sl__fail(e, SL_EFORBIDDEN, "role: this token may not use role '%.64s'%s%s%s",
+                        role_name, task ? " (the role of task '" : "", task ? task->id : "",
+                        task ? "')" : "");
+    *role = sl__role_find(e, role_name);
     *prio = sl__prio_find(e, r->priority ? r->priority : "normal");
     if (!*role) {
         list_classes(e->roles, e->n_roles, known, sizeof known);
         return sl__fail(e, SL_EINVAL, "role \"%.64s\" is not configured (known: %s)",
-                        r->role ? r->role : "worker", known);
+                        role_name, known);
     }
     if (!*prio) {
         list_classes(e->prios, e->n_prios, known, sizeof known);
@@ -526,14 +541,18 @@ static int replay(sl_engine_t *e, const sl__idem_t *d, double now, sl_decision_t
     return SL_OK;
 }
 
-static char *idem_key(const char *agent, const char *request_id)
+/* A request id is one POST's: its retries go to the same pool, and a request to another
+ * pool is another request (the Redis port keeps each pool's ids in that pool's slot). */
+static char *idem_key(const char *agent, const char *pool, const char *request_id)
 {
-    size_t na = strlen(agent), nr = strlen(request_id);
-    char *k = malloc(na + nr + 2);
+    size_t na = strlen(agent), np = strlen(pool), nr = strlen(request_id);
+    char *k = malloc(na + np + nr + 3);
     if (!k) return NULL;
     memcpy(k, agent, na);
     k[na] = '\x1f';
-    memcpy(k + na + 1, request_id, nr + 1);
+    memcpy(k + na + 1, pool, np);
+    k[na + 1 + np] = '\x1f';
+    memcpy(k + na + np + 2, request_id, nr + 1);
     return k;
 }
 
@@ -569,7 +588,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
 
     char *key = NULL;
     if (req->request_id) {
-        key = idem_key(req->agent, req->request_id);
+        key = idem_key(req->agent, pool_name, req->request_id);
         if (!key) return sl__fail(e, SL_ENOMEM, "out of memory");
         sl__idem_t *d = sl__strmap_get(&e->idem, key);
         if (d && d->at + e->cfg.idempotency_ttl_s > now_s) {
@@ -644,6 +663,16 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
 
     /* From here on the request is valid: time advances and records are created. */
     sl_engine_advance(e, now_s);
+    if (args.caps.h[0] || args.caps.h[1]) {
+        /* The caps decide on the state after the advance, whose drain may have granted
+         * the holder's waiting tickets (the check above refused what can never pass). */
+        cap_reason = NULL;
+        cap_wait_s = 0;
+        args.park_on = NULL;
+        if (sl__caps_check(e, p, &args.caps, &args.need, now_s, &cap_reason, &cap_wait_s,
+                           &args.park_on) != 1)
+            cap_reason = NULL;
+    }
     if (!a) a = sl__agent_get(e, req->agent, true);
     if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;
@@ -771,14 +800,17 @@ int sl_engine_ticket(sl_engine_t *e, uint64_t ticket, double now_s, sl_decision_
 
 int sl_engine_ticket_hold(sl_engine_t *e, uint64_t ticket, bool held, double now_s)
 {
+    /* Time first, as every call given `now` does: the ticket may have been granted or have
+     * expired by now, and an old tombstone is gone (else the answer would depend on
+     * whether another call advanced the engine meanwhile). */
+    int rc = sl_engine_advance(e, now_s);
+    if (rc) return rc;
     uint64_t v;
     if (!sl__u64map_get(&e->tickets, ticket, &v))
         return sl__fail(e, SL_ENOTFOUND, "ticket %llu not found", (unsigned long long)ticket);
     if (v & 1)
         return sl__fail(e, SL_EALREADY, "ticket %llu is no longer queued",
                         (unsigned long long)ticket);
-    if (!isfinite(now_s) || now_s < e->now)
-        return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
     sl__ticket_t *t = (sl__ticket_t *)(uintptr_t)v;
     sl__pool_t *p = t->pool;
     if (held == t->held) return SL_OK;

@@ -308,7 +308,16 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
     double admit_at = sl__admit_next_at(p);
     if (admit_at < at) at = admit_at;
     const sl__ticket_t *head = sl__queue_head(p);
-    if (!head && p->ws_n) head = sl__admit_next(p); /* the next first call */
+    if (!head && p->ws_n) {
+        head = sl__admit_next(p); /* the next first call */
+        /* Held by its holder's max_concurrent, it goes at that holder's release, which
+         * drains: a wake-up for its buckets would come back every microsecond until then. */
+        if (head && sl__caps_at_concurrency(p, &head->caps)) head = NULL;
+    }
+    /* At the pool's concurrency nothing goes before a release, which drains (and an
+     * expiry is a wake-up above): the head's expected release time would come back every
+     * time it passed without one, every microsecond when leases take no time. */
+    if (p->cfg.concurrency > 0 && p->in_flight >= p->cfg.concurrency) head = NULL;
     if (head) {
         /* A microsecond late, so rounding never leaves the head a hair short. */
         double need[SL_BUCKET_COUNT];

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,4 +102,39 @@ bool scn_value_matches(const field_t *f, const char *name, const char *want, dou
     if (strcmp(f->str, want) == 0) return true;
     snprintf(why, n, "%s: want %s, got %s", name, want, f->str);
     return false;
+}
+
+static bool num_close(double a, double b, double rel)
+{
+    if (a == b) return true;
+    if (isnan(a) || isnan(b)) return false;
+    return fabs(a - b) <= rel * fmax(1.0, fmax(fabs(a), fabs(b)));
+}
+
+/* Every field of `a` is in `b` with the same value. */
+static bool fields_in(const result_t *a, const result_t *b, const char *b_name, char *why,
+                      size_t n)
+{
+    for (int i = 0; i < a->n; i++) {
+        const field_t *fb = get_field(b, a->f[i].name);
+        if (!fb) {
+            snprintf(why, n, "%s missing on %s", a->f[i].name, b_name);
+            return false;
+        }
+        if (a->f[i].is_num ? !num_close(a->f[i].num, fb->num, 1e-9)
+                           : strcmp(a->f[i].str, fb->str) != 0) {
+            snprintf(why, n, "%s differs", a->f[i].name);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool results_equal(const result_t *a, const result_t *b, char *why, size_t n)
+{
+    if (a->rc != b->rc) {
+        snprintf(why, n, "rc %d vs %d", a->rc, b->rc);
+        return false;
+    }
+    return fields_in(a, b, "redis", why, n) && fields_in(b, a, "the library", why, n);
 }

@@ -65,4 +65,9 @@ void scn_print_fields(FILE *out, const result_t *r);
 bool scn_value_matches(const field_t *f, const char *name, const char *want, double tol_integral,
                        double rel_tol, char *why, size_t n);
 
+/* True when `a` (the C side's) and `b` (Redis's) hold the same result code and the same
+ * fields, numbers equal within a relative 1e-9; otherwise `why` names the first
+ * difference. */
+bool results_equal(const result_t *a, const result_t *b, char *why, size_t n);
+
 #endif

@@ -137,6 +137,7 @@ static void op_request(world_t *w)
     r.cached_tokens = rnd(w) % 3 == 0 ? rnd_range(w, 0, 30000) : 0;
     r.output_tokens = rnd_range(w, 0, 4000);
     r.task = rnd(w) % 4 == 0 ? "plan" : NULL;
+    if (r.task && rnd(w) % 2) r.role = NULL; /* the task's role (planner), else a refusal */
     r.unblocks = rnd_range(w, 0, 3);
     r.cache_key = rnd(w) % 8 == 0 ? "shared-prefix" : NULL;
     char task_cache[16]; /* a task's own cache: its first call meets the working set */
@@ -155,7 +156,9 @@ static void op_request(world_t *w)
     if (rnd(w) % 3 == 0) r.max_wait_s = rnd01(w) * 600; /* the proxy's hold */
     sl_decision_t d;
     int rc = sl_engine_request(w->e, &r, w->now, &d);
-    if (rc != SL_OK && rc != SL_ECAPACITY) fail_world(w, sl_engine_errmsg(w->e), 0);
+    bool contradicts = r.task && r.role && strcmp(r.role, "planner") != 0; /* plan's role */
+    if (rc != SL_OK && rc != SL_ECAPACITY && !(contradicts && rc == SL_EINVAL))
+        fail_world(w, sl_engine_errmsg(w->e), 0);
 }
 
 static void op_settle(world_t *w)

@@ -183,7 +183,7 @@ static void test_delete_removes_the_task_and_an_unknown_one_is_not_found(void **
 }
 
 /* design.md "Weight": w = role_base x (1 + 0.5 x unblocks) x ...; for a task in the
- * graph, unblocks comes from the graph, else from the request. */
+ * graph, unblocks and the role come from the graph, else from the request. */
 static void test_request_weight_follows_the_graph_for_a_registered_task(void **state)
 {
     (void)state;
@@ -192,10 +192,10 @@ static void test_request_weight_follows_the_graph_for_a_registered_task(void **s
 
     sl_request_t r = harness_req("a1", 100, 10);
     r.task = "plan";
-    r.unblocks = 40; /* ignored: the graph says 2 */
+    r.unblocks = 40; /* ignored: the graph says 2, and the role planner (3) */
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    assert_true(fabs(d.weight - 1.0 * (1 + 0.5 * 2)) < 1e-9);
+    assert_true(fabs(d.weight - 3.0 * (1 + 0.5 * 2)) < 1e-9);
 
     sl_request_t u = harness_req("a2", 100, 10);
     u.task = "not-in-the-graph";
@@ -203,6 +203,44 @@ static void test_request_weight_follows_the_graph_for_a_registered_task(void **s
     assert_int_equal(sl_engine_request(e, &u, T0, &d), SL_OK);
     assert_true(fabs(d.weight - 1.0 * (1 + 0.5 * 4)) < 1e-9);
     harness_check(e);
+    sl_engine_free(e);
+}
+
+/* The task's registered role is the request's: another role named is a contradiction
+ * (SL_EINVAL), a role outside roles_allowed (the caller's token) is SL_EFORBIDDEN, and
+ * either refusal changes nothing (docs/design.md, "Reports and claims"). */
+static void test_a_task_gives_its_role_and_a_role_the_caller_may_not_take_is_forbidden(void **state)
+{
+    (void)state;
+    sl_engine_t *e = plan_with_three(SL_TASK_WAITING, SL_TASK_WAITING, SL_TASK_RUNNING);
+    sl_decision_t d;
+    harness_snapshot_t before = harness_snapshot(e);
+    sl_request_t r = harness_req("a1", 100, 10);
+    r.task = "plan";
+    r.role = "worker";
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "'worker' is not the role 'planner' task 'plan'"));
+    const char *workers[] = {"worker"};
+    r.role = NULL;
+    r.roles_allowed = workers;
+    r.n_roles_allowed = 1;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EFORBIDDEN);
+    assert_non_null(strstr(sl_engine_errmsg(e), "may not use role 'planner' (the role of task 'plan')"));
+    assert_string_equal(before.text, harness_snapshot(e).text);
+    const char *leads[] = {"worker", "planner"};
+    r.roles_allowed = leads;
+    r.n_roles_allowed = 2;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_agent_info_t info;
+    assert_int_equal(sl_engine_agent_info(e, "a1", &info), SL_OK);
+    assert_string_equal(info.role, "planner");
+    /* a task the graph does not know keeps the role asked, checked the same way */
+    sl_request_t u = harness_req("a2", 100, 10);
+    u.task = "not-in-the-graph";
+    u.role = "planner";
+    u.roles_allowed = workers;
+    u.n_roles_allowed = 1;
+    assert_int_equal(sl_engine_request(e, &u, T0, &d), SL_EFORBIDDEN);
     sl_engine_free(e);
 }
 
@@ -219,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_bad_id_role_state_or_dependency_is_refused_naming_the_value),
         cmocka_unit_test(test_delete_removes_the_task_and_an_unknown_one_is_not_found),
         cmocka_unit_test(test_request_weight_follows_the_graph_for_a_registered_task),
+        cmocka_unit_test(test_a_task_gives_its_role_and_a_role_the_caller_may_not_take_is_forbidden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -280,8 +280,8 @@ static void peek_queued(rb_t *rb)
         *id = rb->queued[i].id;
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_ticket", rb->pools[idx].name, NAN, rb->opt.replica_id);
-        sl__rcmd_u64(&cmd, "ticket", *id);
-        sl__rcmd_num(&cmd, "peek", 1);
+        sl__rcmd_u64(&cmd, SL_FA(ticket), *id);
+        sl__rcmd_num(&cmd, SL_FA(peek), 1);
         sl__rb_add_history(&cmd, &rb->pools[idx]);
         sl__rb_send_cmd(rb, &cmd, on_peeked, id, idx, true);
     }
@@ -326,10 +326,10 @@ static void finish_connect_step(rb_t *rb)
         size_t j = i;
         char name[16];
         for (; j < rb->n_doubts && n < 80 && strcmp(rb->doubts[j].pool, pool) == 0; j++) {
-            snprintf(name, sizeof name, "k%d", ++n);
+            snprintf(name, sizeof name, "%s%d", SL_FA(k), ++n);
             sl__rcmd_str(&cmd, name, rb->doubts[j].key);
         }
-        sl__rcmd_num(&cmd, "kn", n);
+        sl__rcmd_num(&cmd, SL_FA(kn), n);
         sl__rb_send_cmd(rb, &cmd, on_internal_reply, NULL, 0, true);
         i = j;
     }
@@ -358,7 +358,7 @@ static void on_configured(rb_t *rb, rcall_t *c, redisReply *r)
         return;
     }
     sl__rb_queue_reply_events(rb, &rep);
-    sl__rb_note_wake(rb, sl__rreply_get(&rep, "name"), &rep);
+    sl__rb_note_wake(rb, sl__rreply_get(&rep, SL_FR(name)), &rep);
     finish_connect_step(rb);
 }
 
@@ -366,9 +366,9 @@ static void on_configured(rb_t *rb, rcall_t *c, redisReply *r)
  * one this replica saw, and whether this replica knew an earlier epoch (a loss). */
 void sl__rb_add_configure_history(rb_t *rb, sl__rcmd_t *cmd, const rpool_t *p)
 {
-    sl__rcmd_str(cmd, "cold_start", rb->opt.cold_start_full ? "full" : "empty");
-    if (rb->max_next_n > 0) sl__rcmd_num(cmd, "seed_n", rb->max_next_n);
-    if (p->epoch > 0) sl__rcmd_num(cmd, "lost", 1);
+    sl__rcmd_str(cmd, SL_FA(cold_start), rb->opt.cold_start_full ? "full" : "empty");
+    if (rb->max_next_n > 0) sl__rcmd_num(cmd, SL_FA(seed_n), rb->max_next_n);
+    if (p->epoch > 0) sl__rcmd_num(cmd, SL_FA(lost), 1);
     sl__rb_add_history(cmd, p);
 }
 

@@ -248,8 +248,8 @@ void sl__rb_note_state(rb_t *rb, rpool_t *p, const sl__rreply_t *rep)
 void sl__rb_add_history(sl__rcmd_t *cmd, const rpool_t *p)
 {
     if (!p || !(p->epoch > 0)) return;
-    sl__rcmd_num(cmd, "ep", p->epoch);
-    sl__rcmd_num(cmd, "hw", p->next_n);
+    sl__rcmd_num(cmd, SL_FA(ep), p->epoch);
+    sl__rcmd_num(cmd, SL_FA(hw), p->next_n);
 }
 
 void sl__rb_note_wake(rb_t *rb, const char *pool, const sl__rreply_t *rep)

@@ -236,9 +236,12 @@ void sl__rb_send_charges(rb_t *rb)
                  (unsigned long long)rb->local_base, (unsigned long long)p->charge_seq);
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_charge", p->name, NAN, rb->opt.replica_id);
-        sl__rcmd_str(&cmd, "key", key);
-        static const char *const names[SL_BUCKET_COUNT] = {"c0", "c1", "c2", "c3"};
-        for (int b = 0; b < SL_BUCKET_COUNT; b++) sl__rcmd_num(&cmd, names[b], p->charge[b]);
+        sl__rcmd_str(&cmd, SL_FA(key), key);
+        char name[16];
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+            snprintf(name, sizeof name, "%s%d", SL_FA(c), b);
+            sl__rcmd_num(&cmd, name, p->charge[b]);
+        }
         sl__rb_add_history(&cmd, p);
         p->charge_in_flight = true;
         sl__rb_send_cmd(rb, &cmd, on_charged, NULL, i, true);

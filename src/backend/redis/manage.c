@@ -101,9 +101,9 @@ void sl__rb_add_teams(const rb_t *rb, sl__rcmd_t *cmd)
     for (size_t i = 0; ok && i < s->n_members; i++)
         ok = list_add(&members, &ml, &mc, s->members[i].agent, s->members[i].team);
     if (ok) {
-        sl__rcmd_str(cmd, "teams", teams);
-        sl__rcmd_str(cmd, "members", members);
-        sl__rcmd_str(cmd, "caps", caps);
+        sl__rcmd_str(cmd, SL_FA(teams), teams);
+        sl__rcmd_str(cmd, SL_FA(members), members);
+        sl__rcmd_str(cmd, SL_FA(caps), caps);
     }
     free(teams);
     free(members);
@@ -117,7 +117,7 @@ static void on_user_configured(rb_t *rb, rcall_t *c, redisReply *r)
     int rc = sl__rreply_parse(r, &rep);
     if (rc == SL_OK) {
         sl__rb_queue_reply_events(rb, &rep);
-        sl__rb_note_wake(rb, sl__rreply_get(&rep, "name"), &rep);
+        sl__rb_note_wake(rb, sl__rreply_get(&rep, SL_FR(name)), &rep);
     } else if (rc != SL__RPROTO && op->rc == SL_OK) {
         op->rc = rc;
         snprintf(op->errmsg, sizeof op->errmsg, "%s", rep.msg);
@@ -542,7 +542,7 @@ static void on_agent_forget(rb_t *rb, rcall_t *c, redisReply *r)
     rop_t *op = c->ctx;
     sl__rreply_t rep;
     int rc = sl__rreply_parse(r, &rep);
-    double f = rc == SL_OK ? sl__rreply_num(&rep, "forgotten", -1) : -1;
+    double f = rc == SL_OK ? sl__rreply_num(&rep, SL_FR(forgotten), -1) : -1;
     op->n += f > 0;
     op->cap += f == 0;
     if (rc == SL_OK && c->idx < rb->n_pools) { /* it advanced the pool: reaps are events */
@@ -576,7 +576,7 @@ void sl__rb_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb 
         sl__rcmd_t cmd;
         sl__rcmd_begin(&cmd, "sluice_agent_forget", rb->pools[i].name, NAN, rb->opt.replica_id);
         sl__rb_add_history(&cmd, &rb->pools[i]);
-        sl__rcmd_str(&cmd, "agent", agent);
+        sl__rcmd_str(&cmd, SL_FA(agent), agent);
         sl__rb_send_cmd(rb, &cmd, on_agent_forget, op, i, false);
     }
 }

@@ -62,16 +62,19 @@ static void on_request_reply(rb_t *rb, rcall_t *c, redisReply *r)
     sl__rb_rop_free(op);
 }
 
+/* On one node the library reads the task graph in the request's own call (one round trip);
+ * on a Cluster the caller looked the task up first (`graph`). */
 static void send_request(rb_t *rb, rop_t *op, sl__rgraph_t graph)
 {
     sl__rcmd_t cmd;
-    sl__rcmd_request(&cmd, &op->req, graph, NAN, rb->opt.replica_id);
+    sl__rcmd_request(&cmd, &op->req, rb->cl == NULL, graph, NAN, rb->opt.replica_id);
     sl__rb_add_history(&cmd, sl__rb_pool_by_name(rb, op->pool));
     op->waiting = 0;
     sl__rb_send_cmd(rb, &cmd, on_request_reply, op, 0, false);
 }
 
-static void on_graph_unblocks(rb_t *rb, rcall_t *c, redisReply *r)
+/* sluice_task_role's answer on a Cluster: {role, unblocks, chain}, or -1 (not in the graph). */
+static void on_task_role(rb_t *rb, rcall_t *c, redisReply *r)
 {
     rop_t *op = c->ctx;
     if (!r) {
@@ -79,10 +82,29 @@ static void on_graph_unblocks(rb_t *rb, rcall_t *c, redisReply *r)
         on_request_reply(rb, c, NULL);
         return;
     }
-    sl__rgraph_t graph = sl__rgraph_parse(r);
-    if (graph.unblocks > 0 && op->req.max_unblocks_set && graph.unblocks > op->req.max_unblocks)
-        graph.unblocks = op->req.max_unblocks; /* as the engine: no more than the token may claim */
-    send_request(rb, op, graph);
+    send_request(rb, op, sl__rgraph_parse(r)); /* the library caps unblocks (max_unblocks) */
+}
+
+/* Copies the request's roles_allowed into one allocation the op owns (op->items): the
+ * fail-open engine may decide it after the caller's strings are gone. */
+static bool copy_roles(rop_t *op, const sl_request_t *req)
+{
+    if (!req->roles_allowed) return true;
+    size_t n = req->n_roles_allowed, bytes = n * sizeof(char *) + 1;
+    for (size_t i = 0; i < n; i++) bytes += strlen(req->roles_allowed[i] ? req->roles_allowed[i] : "") + 1;
+    char **list = malloc(bytes);
+    if (!list) return false;
+    char *at = (char *)(list + n);
+    for (size_t i = 0; i < n; i++) {
+        const char *role = req->roles_allowed[i] ? req->roles_allowed[i] : "";
+        size_t len = strlen(role) + 1;
+        memcpy(at, role, len);
+        list[i] = at;
+        at += len;
+    }
+    op->items = list;
+    op->req.roles_allowed = (const char *const *)list;
+    return true;
 }
 
 void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decision_cb cb, void *ud)
@@ -109,6 +131,11 @@ void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decisio
     op->strs[8] = sl__rb_dup_or_null(req->cache_prefix_hash); /* borrowed by the caller: copied */
     op->req.cache_prefix_hash = op->strs[8];
     op->pool = sl__rb_dup_or_null(req->pool ? req->pool : "default");
+    if (!copy_roles(op, req)) {
+        cb(SL_ENOMEM, NULL, "out of memory", ud);
+        sl__rb_rop_free(op);
+        return;
+    }
     if (!req->request_id && req->agent) {
         snprintf(op->rid, sizeof op->rid, "~%.63s.%llu", rb->opt.replica_id,
                  (unsigned long long)++rb->seq);
@@ -124,11 +151,11 @@ void sl__rb_request(sl_backend_t *b, const sl_request_t *req, sl_backend_decisio
         sl__rb_rop_free(op);
         return;
     }
-    if (req->task) {
+    if (req->task && rb->cl) { /* a Cluster: the graph is in another slot than the pool */
         sl__rcmd_t cmd;
-        sl__rcmd_graph(&cmd, "sluice_task_unblocks");
+        sl__rcmd_graph(&cmd, "sluice_task_role");
         sl__rcmd_raw(&cmd, req->task);
-        sl__rb_send_cmd(rb, &cmd, on_graph_unblocks, op, 0, false);
+        sl__rb_send_cmd(rb, &cmd, on_task_role, op, 0, false);
         return;
     }
     send_request(rb, op, SL__RGRAPH_NONE);
@@ -156,8 +183,8 @@ static void on_ticket_reply(rb_t *rb, rcall_t *c, redisReply *r)
 /* Names the caller (sl_backend_set_actor) so the library checks the owner it keeps. */
 static void add_actor(rb_t *rb, sl__rcmd_t *cmd)
 {
-    sl__rcmd_str(cmd, "actor", rb->base.actor.agent);
-    sl__rcmd_str(cmd, "actor_prefix", rb->base.actor.agent_prefix);
+    sl__rcmd_str(cmd, SL_FA(actor), rb->base.actor.agent);
+    sl__rcmd_str(cmd, SL_FA(actor_prefix), rb->base.actor.agent_prefix);
 }
 
 /* A local id of another replica (or of this one's earlier run): only it could settle it. */
@@ -238,7 +265,7 @@ void sl__rb_ticket_poll(sl_backend_t *b, uint64_t ticket, sl_backend_decision_cb
     op->cb.decision = cb;
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, "sluice_ticket", p->name, NAN, rb->opt.replica_id);
-    sl__rcmd_u64(&cmd, "ticket", ticket);
+    sl__rcmd_u64(&cmd, SL_FA(ticket), ticket);
     add_actor(rb, &cmd);
     sl__rb_add_history(&cmd, p);
     sl__rb_send_cmd(rb, &cmd, on_ticket_reply, op, 0, false);
@@ -262,7 +289,7 @@ void sl__rb_on_done_reply(rb_t *rb, rcall_t *c, redisReply *r)
             sl__rb_note_wake(rb, op->pool, &rep);
         }
         if (op->cb.done)
-            op->cb.done(rc, rc == SL_OK ? sl__rreply_num(&rep, "expires_at", 0) : 0,
+            op->cb.done(rc, rc == SL_OK ? sl__rreply_num(&rep, SL_FR(expires_at), 0) : 0,
                         rc == SL_OK ? NULL : rep.msg, op->ud);
     }
     sl__rb_rop_free(op);
@@ -285,15 +312,15 @@ static void id_op(rb_t *rb, const char *fn, const char *id_name, uint64_t id, in
     sl__rcmd_t cmd;
     sl__rcmd_begin(&cmd, fn, p->name, NAN, rb->opt.replica_id);
     sl__rcmd_u64(&cmd, id_name, id);
-    if (held >= 0) sl__rcmd_num(&cmd, "held", held);
-    if (ttl_s > 0) sl__rcmd_num(&cmd, "ttl", ttl_s);
+    if (held >= 0) sl__rcmd_num(&cmd, SL_FA(held), held);
+    if (ttl_s > 0) sl__rcmd_num(&cmd, SL_FA(ttl), ttl_s);
     add_actor(rb, &cmd);
     sl__rb_add_history(&cmd, p);
     if (deferrable) {
         /* keep a copy to replay if Redis turns out to be down */
         sl__rcmd_begin(&op->cmd, fn, p->name, NAN, rb->opt.replica_id);
         sl__rcmd_u64(&op->cmd, id_name, id);
-        if (ttl_s > 0) sl__rcmd_num(&op->cmd, "ttl", ttl_s);
+        if (ttl_s > 0) sl__rcmd_num(&op->cmd, SL_FA(ttl), ttl_s);
         add_actor(rb, &op->cmd);
     }
     sl__rb_send_cmd(rb, &cmd, sl__rb_on_done_reply, op, 0, false);
@@ -317,7 +344,7 @@ void sl__rb_ticket_hold(sl_backend_t *b, uint64_t ticket, bool held, sl_backend_
         local_done(rb, sl_engine_ticket_hold(rb->local, sl__rb_engine_id(rb, ticket), held, sl__rb_now(b)), 0, cb, ud);
         return;
     }
-    id_op(rb, "sluice_ticket_hold", "ticket", ticket, held ? 1 : 0, 0, false, cb, ud);
+    id_op(rb, "sluice_ticket_hold", SL_FA(ticket), ticket, held ? 1 : 0, 0, false, cb, ud);
 }
 
 /* A cancel of a lease or a ticket (`kind`): refused when another replica's, on the local
@@ -344,12 +371,12 @@ static void cancel_op(sl_backend_t *b, const char *kind, uint64_t id,
 
 void sl__rb_ticket_cancel(sl_backend_t *b, uint64_t ticket, sl_backend_done_cb cb, void *ud)
 {
-    cancel_op(b, "ticket", ticket, sl_engine_ticket_cancel, "sluice_ticket_cancel", false, cb, ud);
+    cancel_op(b, SL_FA(ticket), ticket, sl_engine_ticket_cancel, "sluice_ticket_cancel", false, cb, ud);
 }
 
 void sl__rb_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud)
 {
-    cancel_op(b, "lease", lease, sl_engine_cancel, "sluice_cancel", true, cb, ud);
+    cancel_op(b, SL_FA(lease), lease, sl_engine_cancel, "sluice_cancel", true, cb, ud);
 }
 
 void sl__rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_done_cb cb,
@@ -371,7 +398,7 @@ void sl__rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_don
         if (cb) cb(SL_EINVAL, 0, "ttl must be a finite number of seconds > 0", ud);
         return;
     }
-    id_op(rb, "sluice_extend", "lease", lease, -1, ttl_s, true, cb, ud);
+    id_op(rb, "sluice_extend", SL_FA(lease), lease, -1, ttl_s, true, cb, ud);
 }
 
 static void on_settle_reply(rb_t *rb, rcall_t *c, redisReply *r)
@@ -390,10 +417,10 @@ static void on_settle_reply(rb_t *rb, rcall_t *c, redisReply *r)
         op->cb.settle(rc, NULL, rep.msg, op->ud);
     } else {
         sl_settle_result_t res = {
-            .adjust_input_tokens = (int64_t)sl__rreply_num(&rep, "adjust_input_tokens", 0),
-            .adjust_output_tokens = (int64_t)sl__rreply_num(&rep, "adjust_output_tokens", 0),
-            .estimate_error = sl__rreply_num(&rep, "estimate_error", 0),
-            .not_counted = sl__rreply_num(&rep, "counted", 1) == 0,
+            .adjust_input_tokens = (int64_t)sl__rreply_num(&rep, SL_FR(adjust_input_tokens), 0),
+            .adjust_output_tokens = (int64_t)sl__rreply_num(&rep, SL_FR(adjust_output_tokens), 0),
+            .estimate_error = sl__rreply_num(&rep, SL_FR(estimate_error), 0),
+            .not_counted = sl__rreply_num(&rep, SL_FR(counted), 1) == 0,
         };
         sl__rb_queue_reply_events(rb, &rep);
         sl__rb_note_wake(rb, op->pool, &rep);

@@ -9,6 +9,17 @@
 
 #include "backend.h"
 
+/* ---- the names of fcall.def ---- */
+
+#define SL_FCALL_ARG(n) const char sl__fa_##n[] = #n;
+#define SL_FCALL_ARG_SERIES(n) const char sl__fa_##n[] = #n;
+#define SL_FCALL_REPLY(n) const char sl__fr_##n[] = #n;
+#define SL_FCALL_REPLY_SERIES(n) const char sl__fr_##n[] = #n;
+#define SL_FCALL_CONFIG(n, src) const char sl__fa_##n[] = #n;
+#define SL_FCALL_CONFIG_LATER(n, src, dflt) const char sl__fa_##n[] = #n;
+#include "fcall.def"
+#include "fcall_end.h"
+
 /* ---- commands ---- */
 
 static void push(sl__rcmd_t *c, const char *s, size_t n)
@@ -44,19 +55,26 @@ void sl__rcmd_graph(sl__rcmd_t *c, const char *fn)
     sl__rcmd_raw(c, "FCALL");
     sl__rcmd_raw(c, fn);
     sl__rcmd_raw(c, "1");
-    sl__rcmd_raw(c, "sluice:{graph}:tasks");
+    sl__rcmd_raw(c, SL__RGRAPH_KEY);
 }
 
 void sl__rcmd_begin(sl__rcmd_t *c, const char *fn, const char *pool, double now_s,
                     const char *origin)
 {
+    sl__rcmd_begin2(c, fn, pool, NULL, now_s, origin);
+}
+
+void sl__rcmd_begin2(sl__rcmd_t *c, const char *fn, const char *pool, const char *key2,
+                     double now_s, const char *origin)
+{
     c->argc = 0;
     sl__rcmd_raw(c, "FCALL");
     sl__rcmd_raw(c, fn);
-    sl__rcmd_raw(c, "1");
+    sl__rcmd_raw(c, key2 ? "2" : "1");
     char key[160];
     snprintf(key, sizeof key, "sluice:{%s}:pool", pool ? pool : "default");
     sl__rcmd_raw(c, key);
+    if (key2) sl__rcmd_raw(c, key2);
     if (isnan(now_s)) sl__rcmd_raw(c, "");
     else pushf(c, "%.17g", now_s);
     sl__rcmd_raw(c, origin ? origin : "");
@@ -97,43 +115,19 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
         ecfg = &defaults;
     }
     sl__rcmd_begin(c, "sluice_configure", name, now_s, origin);
-    sl__rcmd_num(c, "input_tpm", (double)cfg->input_tpm);
-    sl__rcmd_num(c, "output_tpm", (double)cfg->output_tpm);
-    sl__rcmd_num(c, "rpm", (double)cfg->rpm);
-    sl__rcmd_num(c, "tokens_tpm", (double)cfg->tokens_tpm);
-    sl__rcmd_num(c, "concurrency", (double)cfg->concurrency);
-    sl__rcmd_num(c, "margin_start", cfg->margin_start);
-    sl__rcmd_num(c, "margin_floor", cfg->margin_floor);
-    sl__rcmd_num(c, "margin_step_down", cfg->margin_step_down);
-    sl__rcmd_num(c, "margin_step_up", cfg->margin_step_up);
-    sl__rcmd_num(c, "margin_max", cfg->margin_max);
-    sl__rcmd_num(c, "recover_every_s", cfg->recover_every_s);
-    sl__rcmd_num(c, "margin_floor_alert_s", cfg->margin_floor_alert_s);
-    sl__rcmd_num(c, "lease_ttl_s", cfg->lease_ttl_s);
-    sl__rcmd_num(c, "max_lease_ttl_s", cfg->max_lease_ttl_s);
-    sl__rcmd_num(c, "max_queue_wait_s", cfg->max_queue_wait_s);
-    sl__rcmd_num(c, "cache_ttl_s", cfg->cache_ttl_s);
-    sl__rcmd_num(c, "cache_reads_count", cfg->cache_reads_count ? 1 : 0);
-    sl__rcmd_num(c, "cache_bump_min_tokens", (double)cfg->cache_bump_min_tokens);
-    sl__rcmd_num(c, "cache_bump", cfg->cache_bump);
-    sl__rcmd_num(c, "estimate_error_alert", cfg->estimate_error_alert);
-    sl__rcmd_num(c, "estimate_error_window", cfg->estimate_error_window);
-    sl__rcmd_num(c, "claim_timeout_s", cfg->claim_timeout_s);
-    sl__rcmd_num(c, "ticket_idle_s", cfg->ticket_idle_s);
-    sl__rcmd_num(c, "spend_cap_reset_s", cfg->spend_cap_reset_s);
-    sl__rcmd_num(c, "output_reserve_learned", cfg->output_reserve_learned ? 1 : 0);
-    sl__rcmd_num(c, "backfill", cfg->backfill ? 1 : 0);
-    sl__rcmd_num(c, "working_set", cfg->working_set ? 1 : 0);
-    sl__rcmd_num(c, "price_input_per_mtok", cfg->price_input_per_mtok);
-    sl__rcmd_num(c, "price_output_per_mtok", cfg->price_output_per_mtok);
-    sl__rcmd_num(c, "lease_duration_prior_s", cfg->lease_duration_prior_s);
-    sl__rcmd_num(c, "tombstone_ttl_s", ecfg->tombstone_ttl_s);
-    sl__rcmd_num(c, "idempotency_ttl_s", ecfg->idempotency_ttl_s);
-    sl__rcmd_num(c, "weight_floor",
-                 isfinite(ecfg->weight_floor) && ecfg->weight_floor > 0 ? ecfg->weight_floor : 0.1);
-    sl__rcmd_str(c, "roles", roles);
-    sl__rcmd_str(c, "prios", prios);
-    sl__rcmd_num(c, "pool_no", pool_no);
+    sl_engine_config_t engine = *ecfg;
+    if (!(isfinite(engine.weight_floor) && engine.weight_floor > 0)) engine.weight_floor = 0.1;
+    /* Every configuration field fcall.def lists, the pool's or the engine's. */
+#define SL__CONFIG_POOL(n) cfg->n
+#define SL__CONFIG_ENGINE(n) engine.n
+#define SL_FCALL_CONFIG(n, src) sl__rcmd_num(c, SL_FA(n), (double)SL__CONFIG_##src(n));
+#define SL_FCALL_CONFIG_LATER(n, src, dflt) SL_FCALL_CONFIG(n, src)
+#include "fcall_config_only.h"
+#include "fcall.def"
+#include "fcall_end.h"
+    sl__rcmd_str(c, SL_FA(roles), roles);
+    sl__rcmd_str(c, SL_FA(prios), prios);
+    sl__rcmd_num(c, SL_FA(pool_no), pool_no);
 }
 
 int sl__rcaps_format(char *out, size_t len, bool team, const char *holder, const sl_caps_t *caps)
@@ -146,35 +140,51 @@ int sl__rcaps_format(char *out, size_t len, bool team, const char *holder, const
 sl__rgraph_t sl__rgraph_parse(const redisReply *r)
 {
     sl__rgraph_t g = SL__RGRAPH_NONE;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
-        g.unblocks = r->element[0]->integer;
-        g.depth = r->element[1]->integer;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[2]->type == REDIS_REPLY_INTEGER) {
+        snprintf(g.role, sizeof g.role, "%s", r->element[0]->str);
+        g.unblocks = r->element[1]->integer;
+        g.depth = r->element[2]->integer;
     }
     return g;
 }
 
-void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, sl__rgraph_t graph, double now_s,
-                      const char *origin)
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key, sl__rgraph_t graph,
+                      double now_s, const char *origin)
 {
-    sl__rcmd_begin(c, "sluice_request", req->pool ? req->pool : "default", now_s, origin);
-    sl__rcmd_str(c, "agent", req->agent);
-    sl__rcmd_num(c, "input_tokens", (double)req->input_tokens);
-    sl__rcmd_num(c, "cached_tokens", (double)req->cached_tokens);
-    sl__rcmd_num(c, "output_tokens", (double)req->output_tokens);
-    sl__rcmd_str(c, "role", req->role);
-    sl__rcmd_str(c, "task", req->task);
-    sl__rcmd_num(c, "unblocks", (double)req->unblocks);
-    if (graph.unblocks >= 0) sl__rcmd_num(c, "graph_unblocks", (double)graph.unblocks);
-    if (graph.depth >= 1) sl__rcmd_num(c, "graph_depth", (double)graph.depth);
-    sl__rcmd_str(c, "priority", req->priority);
-    sl__rcmd_str(c, "cache_key", req->cache_key);
-    if (req->ttl_s != 0) sl__rcmd_num(c, "ttl", req->ttl_s);
-    sl__rcmd_str(c, "request_id", req->request_id);
-    sl__rcmd_str(c, "model", req->model);
-    sl__rcmd_str(c, "cache_prefix_hash", req->cache_prefix_hash);
-    if (req->max_wait_s != 0) sl__rcmd_num(c, "max_wait_s", req->max_wait_s);
-    if (req->output_capped) sl__rcmd_num(c, "output_capped", 1);
+    sl__rcmd_begin2(c, "sluice_request", req->pool ? req->pool : "default",
+                    req->task && graph_key ? SL__RGRAPH_KEY : NULL, now_s, origin);
+    sl__rcmd_str(c, SL_FA(agent), req->agent);
+    sl__rcmd_num(c, SL_FA(input_tokens), (double)req->input_tokens);
+    sl__rcmd_num(c, SL_FA(cached_tokens), (double)req->cached_tokens);
+    sl__rcmd_num(c, SL_FA(output_tokens), (double)req->output_tokens);
+    sl__rcmd_str(c, SL_FA(role), req->role);
+    sl__rcmd_str(c, SL_FA(task), req->task);
+    sl__rcmd_num(c, SL_FA(unblocks), (double)req->unblocks);
+    if (graph.unblocks >= 0) sl__rcmd_num(c, SL_FA(graph_unblocks), (double)graph.unblocks);
+    if (graph.depth >= 1) sl__rcmd_num(c, SL_FA(graph_depth), (double)graph.depth);
+    if (graph.role[0]) sl__rcmd_str(c, SL_FA(task_role), graph.role);
+    if (req->max_unblocks_set) sl__rcmd_num(c, SL_FA(max_unblocks), (double)req->max_unblocks);
+    if (req->roles_allowed) {
+        char list[1024];
+        size_t n = 0;
+        list[0] = '\0';
+        for (size_t i = 0; i < req->n_roles_allowed && n < sizeof list; i++) {
+            int k = snprintf(list + n, sizeof list - n, "%s%s", i ? "," : "",
+                             req->roles_allowed[i] ? req->roles_allowed[i] : "");
+            n += k > 0 ? (size_t)k : 0;
+        }
+        sl__rcmd_str(c, SL_FA(roles_allowed), list);
+    }
+    sl__rcmd_str(c, SL_FA(priority), req->priority);
+    sl__rcmd_str(c, SL_FA(cache_key), req->cache_key);
+    if (req->ttl_s != 0) sl__rcmd_num(c, SL_FA(ttl), req->ttl_s);
+    sl__rcmd_str(c, SL_FA(request_id), req->request_id);
+    sl__rcmd_str(c, SL_FA(model), req->model);
+    sl__rcmd_str(c, SL_FA(cache_prefix_hash), req->cache_prefix_hash);
+    if (req->max_wait_s != 0) sl__rcmd_num(c, SL_FA(max_wait_s), req->max_wait_s);
+    if (req->output_capped) sl__rcmd_num(c, SL_FA(output_capped), 1);
 }
 
 /* ---- provider headers (docs/design.md "Resync"; classified by the engine's headers.c) ---- */
@@ -213,12 +223,12 @@ static int add_headers(sl__rcmd_t *c, const char *const *names, const char *cons
             !sl_header_parse_count(values[i], &v))
             continue;
         if (c->argc + 4 >= SL__RCMD_MAX_ARGS) break;
-        snprintf(name, sizeof name, "h%d", ++n);
+        snprintf(name, sizeof name, "%s%d", SL_FA(h), ++n);
         snprintf(entry, sizeof entry, "%d:%d:%s:%lld", h.anthropic ? 1 : 0, h.bucket,
                  FIELD_NAMES[h.field], (long long)v);
         sl__rcmd_str(c, name, entry);
     }
-    sl__rcmd_num(c, "hn", n);
+    sl__rcmd_num(c, SL_FA(hn), n);
     return SL_OK;
 }
 
@@ -259,18 +269,18 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
         return SL_EINVAL;
     }
     sl__rcmd_begin(c, "sluice_settle", pool, now_s, origin);
-    sl__rcmd_u64(c, "lease", lease);
-    sl__rcmd_num(c, "input_tokens", (double)s->input_tokens);
-    sl__rcmd_num(c, "output_tokens", (double)s->output_tokens);
-    sl__rcmd_num(c, "cache_creation_input_tokens", (double)s->cache_creation_input_tokens);
-    sl__rcmd_num(c, "cache_read_input_tokens", (double)s->cache_read_input_tokens);
-    sl__rcmd_num(c, "got_429", s->got_429 ? 1 : 0);
-    sl__rcmd_num(c, "retry_after", s->retry_after_s < 0 ? -1 : s->retry_after_s);
-    if (s->agent_retry_after_s > 0) sl__rcmd_num(c, "agent_retry_after", s->agent_retry_after_s);
-    sl__rcmd_num(c, "spend_cap", s->spend_cap ? 1 : 0);
-    sl__rcmd_num(c, "failed", s->failed ? 1 : 0);
+    sl__rcmd_u64(c, SL_FA(lease), lease);
+    sl__rcmd_num(c, SL_FA(input_tokens), (double)s->input_tokens);
+    sl__rcmd_num(c, SL_FA(output_tokens), (double)s->output_tokens);
+    sl__rcmd_num(c, SL_FA(cache_creation_input_tokens), (double)s->cache_creation_input_tokens);
+    sl__rcmd_num(c, SL_FA(cache_read_input_tokens), (double)s->cache_read_input_tokens);
+    sl__rcmd_num(c, SL_FA(got_429), s->got_429 ? 1 : 0);
+    sl__rcmd_num(c, SL_FA(retry_after), s->retry_after_s < 0 ? -1 : s->retry_after_s);
+    if (s->agent_retry_after_s > 0) sl__rcmd_num(c, SL_FA(agent_retry_after), s->agent_retry_after_s);
+    sl__rcmd_num(c, SL_FA(spend_cap), s->spend_cap ? 1 : 0);
+    sl__rcmd_num(c, SL_FA(failed), s->failed ? 1 : 0);
     if (s->failure_signature && s->failure_signature[0])
-        sl__rcmd_str(c, "failure_signature", s->failure_signature);
+        sl__rcmd_str(c, SL_FA(failure_signature), s->failure_signature);
     rc = add_headers(c, s->header_names, s->header_values, s->header_count, err, errlen);
     if (rc) sl__rcmd_free(c);
     return rc;
@@ -290,11 +300,11 @@ int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, const char *const *names,
 
 int sl__rcode(const char *name)
 {
-    static const int codes[] = {SL_OK,       SL_EINVAL,   SL_ENOTFOUND, SL_EALREADY, SL_EEXPIRED,
-                                SL_ECAPACITY, SL_ETIME,   SL_ENOMEM,    SL_EEXIST};
+    static const int codes[] = {SL_OK,       SL_EINVAL, SL_ENOTFOUND, SL_EALREADY,
+                                SL_EEXPIRED, SL_ECAPACITY, SL_ETIME,  SL_ENOMEM,
+                                SL_EEXIST,   SL_EFORBIDDEN};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (strcmp(name, sl_strerror(codes[i])) == 0) return codes[i];
-    if (strcmp(name, "forbidden") == 0) return SL_BACKEND_EFORBIDDEN;
     return SL__RPROTO;
 }
 
@@ -394,88 +404,66 @@ static const char *reject_reason(const char *v)
 void sl__rreply_decision(const sl__rreply_t *rep, sl_decision_t *out)
 {
     memset(out, 0, sizeof *out);
-    const char *status = sl__rreply_get(rep, "status");
+    const char *status = sl__rreply_get(rep, SL_FR(status));
     out->status = !status                         ? SL_REJECTED
                   : strcmp(status, "granted") == 0 ? SL_GRANTED
                   : strcmp(status, "queued") == 0  ? SL_QUEUED
                                                    : SL_REJECTED;
-    out->lease = to_u64(sl__rreply_get(rep, "lease"));
-    out->ticket = to_u64(sl__rreply_get(rep, "ticket"));
-    out->expires_at = sl__rreply_num(rep, "expires_at", 0);
-    out->ttl_s = sl__rreply_num(rep, "ttl", 0);
-    out->weight = sl__rreply_num(rep, "weight", 0);
-    out->charged_input_tokens = to_i64(sl__rreply_get(rep, "charged_input_tokens"));
-    out->charged_output_tokens = to_i64(sl__rreply_get(rep, "charged_output_tokens"));
-    out->charged_requests = to_i64(sl__rreply_get(rep, "charged_requests"));
-    out->cache_penalty = sl__rreply_num(rep, "cache_penalty", 0) != 0;
-    out->waited_s = sl__rreply_num(rep, "waited", 0);
-    out->eta_s = sl__rreply_num(rep, "eta", 0);
-    out->position = to_i64(sl__rreply_get(rep, "position"));
-    out->retry_after_s = sl__rreply_num(rep, "retry_after", 0);
-    out->retry_at = sl__rreply_num(rep, "retry_at", 0);
-    if (out->status == SL_REJECTED) out->reason = reject_reason(sl__rreply_get(rep, "reason"));
-    out->limited_by = sl__rreply_limited_by(sl__rreply_get(rep, "limited_by"));
-    out->replayed = sl__rreply_num(rep, "replayed", 0) != 0;
+    out->lease = to_u64(sl__rreply_get(rep, SL_FR(lease)));
+    out->ticket = to_u64(sl__rreply_get(rep, SL_FR(ticket)));
+    out->expires_at = sl__rreply_num(rep, SL_FR(expires_at), 0);
+    out->ttl_s = sl__rreply_num(rep, SL_FR(ttl), 0);
+    out->weight = sl__rreply_num(rep, SL_FR(weight), 0);
+    out->charged_input_tokens = to_i64(sl__rreply_get(rep, SL_FR(charged_input_tokens)));
+    out->charged_output_tokens = to_i64(sl__rreply_get(rep, SL_FR(charged_output_tokens)));
+    out->charged_requests = to_i64(sl__rreply_get(rep, SL_FR(charged_requests)));
+    out->cache_penalty = sl__rreply_num(rep, SL_FR(cache_penalty), 0) != 0;
+    out->waited_s = sl__rreply_num(rep, SL_FR(waited), 0);
+    out->eta_s = sl__rreply_num(rep, SL_FR(eta), 0);
+    out->position = to_i64(sl__rreply_get(rep, SL_FR(position)));
+    out->retry_after_s = sl__rreply_num(rep, SL_FR(retry_after), 0);
+    out->retry_at = sl__rreply_num(rep, SL_FR(retry_at), 0);
+    if (out->status == SL_REJECTED) out->reason = reject_reason(sl__rreply_get(rep, SL_FR(reason)));
+    out->limited_by = sl__rreply_limited_by(sl__rreply_get(rep, SL_FR(limited_by)));
+    out->replayed = sl__rreply_num(rep, SL_FR(replayed), 0) != 0;
 }
 
 void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
 {
     memset(out, 0, sizeof *out);
-    out->name = sl__rreply_get(rep, "name");
+    out->name = sl__rreply_get(rep, SL_FR(name));
     sl_pool_config_t *c = &out->config;
     sl_pool_config_init(c);
-#define CFG(field, type) c->field = (type)sl__rreply_num(rep, "cfg_" #field, (double)c->field)
-    CFG(input_tpm, int64_t);
-    CFG(output_tpm, int64_t);
-    CFG(rpm, int64_t);
-    CFG(tokens_tpm, int64_t);
-    CFG(concurrency, int64_t);
-    CFG(margin_start, double);
-    CFG(margin_floor, double);
-    CFG(margin_step_down, double);
-    CFG(margin_step_up, double);
-    CFG(recover_every_s, double);
-    CFG(margin_floor_alert_s, double);
-    CFG(lease_ttl_s, double);
-    CFG(max_lease_ttl_s, double);
-    CFG(max_queue_wait_s, double);
-    CFG(cache_ttl_s, double);
-    CFG(cache_bump_min_tokens, int64_t);
-    CFG(cache_bump, double);
-    CFG(estimate_error_alert, double);
-    CFG(estimate_error_window, int);
-    CFG(claim_timeout_s, double);
-    CFG(ticket_idle_s, double);
-    CFG(spend_cap_reset_s, double);
-    CFG(lease_duration_prior_s, double);
-    CFG(margin_max, double);
-#undef CFG
-    c->output_reserve_learned = sl__rreply_num(rep, "cfg_output_reserve_learned", 0) != 0;
-    c->backfill = sl__rreply_num(rep, "cfg_backfill", 1) != 0;
-    c->working_set = sl__rreply_num(rep, "cfg_working_set", 0) != 0;
-    c->cache_reads_count = sl__rreply_num(rep, "cfg_cache_reads_count", 0) != 0;
-    out->margin = sl__rreply_num(rep, "margin", 0);
+    /* cfg_NAME for every pool field fcall.def lists (the engine's are not the pool's). */
+#define SL__DECODE_POOL(n) c->n = (__typeof__(c->n))sl__rreply_num(rep, "cfg_" #n, (double)c->n);
+#define SL__DECODE_ENGINE(n)
+#define SL_FCALL_CONFIG(n, src) SL__DECODE_##src(n)
+#define SL_FCALL_CONFIG_LATER(n, src, dflt) SL_FCALL_CONFIG(n, src)
+#include "fcall_config_only.h"
+#include "fcall.def"
+#include "fcall_end.h"
+    out->margin = sl__rreply_num(rep, SL_FR(margin), 0);
     char name[32];
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
-        snprintf(name, sizeof name, "level%d", b);
+        snprintf(name, sizeof name, "%s%d", SL_FR(level), b);
         out->level[b] = sl__rreply_num(rep, name, 0);
-        snprintf(name, sizeof name, "capacity%d", b);
+        snprintf(name, sizeof name, "%s%d", SL_FR(capacity), b);
         out->capacity[b] = sl__rreply_num(rep, name, 0);
-        snprintf(name, sizeof name, "refill%d", b);
+        snprintf(name, sizeof name, "%s%d", SL_FR(refill), b);
         out->refill_per_s[b] = sl__rreply_num(rep, name, 0);
-        snprintf(name, sizeof name, "limit%d", b);
+        snprintf(name, sizeof name, "%s%d", SL_FR(limit), b);
         out->limit[b] = to_i64(sl__rreply_get(rep, name));
     }
-    out->queue_depth = to_i64(sl__rreply_get(rep, "queue_depth"));
-    out->head_eta_s = sl__rreply_num(rep, "head_eta", -1);
-    out->leases_in_flight = to_i64(sl__rreply_get(rep, "leases_in_flight"));
-    out->alert_margin_at_floor = sl__rreply_num(rep, "alert_margin_at_floor", 0) != 0;
-    out->alert_spend_cap = sl__rreply_num(rep, "alert_spend_cap", 0) != 0;
-    out->blocked_until = sl__rreply_num(rep, "blocked_until", -INFINITY);
-    out->granted_total = to_u64(sl__rreply_get(rep, "granted_total"));
-    out->queued_total = to_u64(sl__rreply_get(rep, "queued_total"));
-    out->rejected_total = to_u64(sl__rreply_get(rep, "rejected_total"));
-    out->upstream_429_total = to_u64(sl__rreply_get(rep, "upstream_429_total"));
+    out->queue_depth = to_i64(sl__rreply_get(rep, SL_FR(queue_depth)));
+    out->head_eta_s = sl__rreply_num(rep, SL_FR(head_eta), -1);
+    out->leases_in_flight = to_i64(sl__rreply_get(rep, SL_FR(leases_in_flight)));
+    out->alert_margin_at_floor = sl__rreply_num(rep, SL_FR(alert_margin_at_floor), 0) != 0;
+    out->alert_spend_cap = sl__rreply_num(rep, SL_FR(alert_spend_cap), 0) != 0;
+    out->blocked_until = sl__rreply_num(rep, SL_FR(blocked_until), -INFINITY);
+    out->granted_total = to_u64(sl__rreply_get(rep, SL_FR(granted_total)));
+    out->queued_total = to_u64(sl__rreply_get(rep, SL_FR(queued_total)));
+    out->rejected_total = to_u64(sl__rreply_get(rep, SL_FR(rejected_total)));
+    out->upstream_429_total = to_u64(sl__rreply_get(rep, SL_FR(upstream_429_total)));
 }
 
 /* ---- events ---- */

@@ -22,7 +22,7 @@
 #include <sluice/engine.h>
 
 /* The Functions library version this build speaks (sluice.lua's VERSION). */
-#define SL__REDIS_LIB_VERSION "10"
+#define SL__REDIS_LIB_VERSION "11"
 
 #define SL__RID_SHIFT 40
 #define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */
@@ -30,6 +30,21 @@
 #define SL__RPOOL_LOCAL_HASHED 6144 /* 4096..6143 given by the registry, 6144.. hashed */
 #define SL__RPOOL_LOCAL_MAX 8191
 #define SL__RCMD_MAX_ARGS 200
+
+/* Every name of fcall.def as a C identifier: SL_FA(name) is an argument's name,
+ * SL_FR(name) a reply field's (a series' prefix for the numbered ones). A name fcall.def
+ * does not list does not compile; sluice.lua is built with the same list (fcall_lua.cmake)
+ * and refuses any other. */
+#define SL_FCALL_ARG(n) extern const char sl__fa_##n[];
+#define SL_FCALL_ARG_SERIES(n) extern const char sl__fa_##n[];
+#define SL_FCALL_REPLY(n) extern const char sl__fr_##n[];
+#define SL_FCALL_REPLY_SERIES(n) extern const char sl__fr_##n[];
+#define SL_FCALL_CONFIG(n, src) extern const char sl__fa_##n[];
+#define SL_FCALL_CONFIG_LATER(n, src, dflt) extern const char sl__fa_##n[];
+#include "fcall.def"
+#include "fcall_end.h"
+#define SL_FA(name) sl__fa_##name
+#define SL_FR(name) sl__fr_##name
 
 /* An FCALL being built. */
 typedef struct sl__rcmd {
@@ -45,6 +60,9 @@ void sl__rcmd_graph(sl__rcmd_t *c, const char *fn);
  * `origin` NULL or "" means the library publishes no events. */
 void sl__rcmd_begin(sl__rcmd_t *c, const char *fn, const char *pool, double now_s,
                     const char *origin);
+/* The same with a second key (NULL: none), "FCALL fn 2 sluice:{pool}:pool KEY ...". */
+void sl__rcmd_begin2(sl__rcmd_t *c, const char *fn, const char *pool, const char *key2,
+                     double now_s, const char *origin);
 /* Appends a name/value pair; a NULL value appends nothing. */
 void sl__rcmd_str(sl__rcmd_t *c, const char *name, const char *value);
 void sl__rcmd_num(sl__rcmd_t *c, const char *name, double v);
@@ -65,17 +83,26 @@ void sl__rcmd_configure(sl__rcmd_t *c, const char *name, const sl_pool_config_t 
                         const sl_engine_config_t *ecfg, const char *roles, const char *prios,
                         int pool_no, double now_s, const char *origin);
 
-/* The task graph's answer about a request's task (`sluice_task_unblocks`): its waiting
- * dependants and its remaining chain (graph.c), both -1 when the graph does not know it. */
+/* The task graph's key: one hash for every pool, in its own Cluster slot. */
+#define SL__RGRAPH_KEY "sluice:{graph}:tasks"
+
+/* The task graph's answer about a request's task (`sluice_task_role`): its registered
+ * role, its waiting dependants and its remaining chain (graph.c); "", -1, -1 when the
+ * graph does not know it. */
 typedef struct sl__rgraph {
     int64_t unblocks, depth;
+    char role[72];
 } sl__rgraph_t;
-#define SL__RGRAPH_NONE ((sl__rgraph_t){-1, -1})
-/* Reads a `sluice_task_unblocks` reply (NULL or an error: SL__RGRAPH_NONE). */
+#define SL__RGRAPH_NONE ((sl__rgraph_t){-1, -1, ""})
+/* Reads a `sluice_task_role` reply (NULL, -1 or an error: SL__RGRAPH_NONE). */
 sl__rgraph_t sl__rgraph_parse(const redisReply *r);
 
-/* Builds a request with what the task graph said about req->task. */
-void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, sl__rgraph_t graph, double now_s,
+/* Builds a request. The library resolves the role, unblocks and chain of a task the
+ * graph knows itself: with `graph_key` the graph's key is the call's second key (one
+ * node: one round trip); on a Cluster, where the graph lives in another slot, the caller
+ * looked it up first (sluice_task_role) and passes `graph` (SL__RGRAPH_NONE: unknown). */
+void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key, sl__rgraph_t graph,
+                      double now_s,
                       const char *origin);
 
 /* Builds a settle of `lease` in `pool`, classifying and validating the provider

@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '10'
+local VERSION = '11'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -1734,7 +1734,18 @@ local function next_wakeup(p)
   local ws_at = WS.next_at(p)
   if ws_at < at then at = ws_at end
   local id = queue_head(p)
-  local t = id and load_ticket(id) or (p.ws_n > 0 and WS.next(p))  -- else the next first call
+  local t = id and load_ticket(id)
+  if not t and p.ws_n > 0 then
+    t = WS.next(p)  -- the next first call
+    -- Held by its holder's max_concurrent, it goes at that holder's release, which drains:
+    -- a wake-up for its buckets would come back every microsecond until then.
+    local hs = t and CP.caps_resolve(p, t.agent)
+    if hs and CP.caps_at_concurrency(hs) then t = nil end
+  end
+  -- At the pool's concurrency nothing goes before a release, which drains (and an expiry
+  -- is a wake-up above): the head's expected release time would come back every time it
+  -- passed without one, every microsecond when leases take no time.
+  if p.concurrency > 0 and p.in_flight >= p.concurrency then t = nil end
   if t then
     local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
     if eta_at < at then at = eta_at end
@@ -1745,18 +1756,11 @@ end
 -- ---- the pool: configuration and hot state ----
 -- Ports: src/engine/pool.c.
 
-local CONFIG_FIELDS = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm', 'concurrency',
-  'margin_start', 'margin_floor', 'margin_step_down', 'margin_step_up', 'recover_every_s',
-  'margin_floor_alert_s', 'lease_ttl_s', 'max_lease_ttl_s', 'max_queue_wait_s', 'cache_ttl_s',
-  'cache_reads_count', 'cache_bump_min_tokens', 'cache_bump', 'estimate_error_alert',
-  'estimate_error_window', 'claim_timeout_s', 'ticket_idle_s', 'tombstone_ttl_s',
-  'idempotency_ttl_s', 'weight_floor'}
-
--- Optional fields, after the derived ones, with configure's default for a caller that
--- does not send them.
-local CONFIG_LATER = {{'spend_cap_reset_s', 3600}, {'output_reserve_learned', 0},
-  {'price_input_per_mtok', 0}, {'price_output_per_mtok', 0}, {'margin_max', 0},
-  {'lease_duration_prior_s', 30}, {'backfill', 1}, {'working_set', 0}}
+-- The configure fields every caller sends, in the order of the stored record, and those
+-- appended later (optional, with configure's default for a caller that does not send
+-- them): both from fcall.def, the names the C backend sends.
+local CONFIG_FIELDS = FCALL.config
+local CONFIG_LATER = FCALL.config_later
 
 -- The configuration as configure() wrote it, with the margin steps in basis points.
 -- Limits adopted from provider headers are hot state (lim0..lim3), not configuration.
@@ -1821,10 +1825,35 @@ end
 -- ---- call frame ----
 -- Ports: Redis-only: one call per decision (the C engine's entry points in src/engine/engine.c).
 
+-- Whether `name` is in `names` (fcall.def's names) or is one of `series` and a number.
+local function fcall_name(names, series, name)
+  if names[name] then return true end
+  for _, prefix in ipairs(series) do
+    if string.sub(name, 1, #prefix) == prefix and string.match(name, '^%d+$', #prefix + 1) then
+      return true
+    end
+  end
+  return false
+end
+
+-- The name/value pairs of argv from `from` on. A name fcall.def does not list is refused,
+-- and reading one is an error, so the two sides can only speak fcall.def's names.
+local ARGS_STRICT = {__index = function(_, name)
+  if not fcall_name(FCALL.arg, FCALL.arg_series, name) then
+    error('sluice: reads argument "' .. tostring(name) .. '", which fcall.def does not list')
+  end
+  return nil
+end}
+
 local function args_table(argv, from)
   local t = {}
-  for i = from, #argv - 1, 2 do t[argv[i]] = argv[i + 1] end
-  return t
+  for i = from, #argv - 1, 2 do
+    if not fcall_name(FCALL.arg, FCALL.arg_series, argv[i]) then
+      fail('invalid_request', 'argument "%s" is not one of fcall.def', argv[i])
+    end
+    t[argv[i]] = argv[i + 1]
+  end
+  return setmetatable(t, ARGS_STRICT)
 end
 
 local function num(args, name, default)
@@ -1849,6 +1878,7 @@ local function pool_call(keys, argv, fn, opts)
   S.pool_key = pool_key
   S.prefix = string.sub(pool_key, 1, #pool_key - 4)
   S.pool = string.match(pool_key, '^sluice:{(.*)}:pool$')
+  S.graph_key = keys[2] == 'sluice:{graph}:tasks' and keys[2] or nil  -- request (one node)
   local ok, res = pcall(function()
     if not S.pool then fail('invalid_request', 'key "%s" is not a sluice pool key', pool_key) end
     S.fixed = FIXED[S.prefix]
@@ -1900,7 +1930,12 @@ local function pool_call(keys, argv, fn, opts)
     error(res)
   end
   local flat = {}
-  for k, v in pairs(res[1]) do flat[#flat + 1] = k; flat[#flat + 1] = F(v) end
+  for k, v in pairs(res[1]) do
+    if not fcall_name(FCALL.reply, FCALL.reply_series, k) then
+      error('sluice: replies field "' .. tostring(k) .. '", which fcall.def does not list')
+    end
+    flat[#flat + 1] = k; flat[#flat + 1] = F(v)
+  end
   local evs = {}
   for i, ev in ipairs(S.events) do
     local e = {}
@@ -2238,8 +2273,87 @@ local function validate_request(args)
   end
 end
 
+-- The number of tasks waiting on task `id`, in `all` (HGETALL of the graph).
+local function task_unblocks(all, id)
+  local n = 0
+  for i = 2, #all, 2 do
+    local parts = {}
+    for s in string.gmatch(all[i] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
+    if parts[2] == 'waiting' then
+      for j = 3, #parts do if parts[j] == id then n = n + 1; break end end
+    end
+  end
+  return n
+end
+
+-- The remaining chain of task id (graph.c, sl_engine_task_depth): 1 + the longest among
+-- its waiting dependants, by rounds of relaxation over every edge, capped at DEPTH_MAX.
+local DEPTH_MAX = 64
+local function task_depth(all, id)
+  local depth, waiting, deps = {}, {}, {}
+  for i = 1, #all, 2 do
+    local parts = {}
+    for s in string.gmatch(all[i + 1] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
+    depth[all[i]] = 1
+    waiting[all[i]] = parts[2] == 'waiting'
+    deps[all[i]] = {unpack(parts, 3)}
+  end
+  for _ = 1, DEPTH_MAX do
+    local nxt, grew = {}, false
+    for k, v in pairs(depth) do nxt[k] = v end
+    for d, ds in pairs(deps) do
+      if waiting[d] then
+        local via = math.min(depth[d] + 1, DEPTH_MAX)
+        for _, dep in ipairs(ds) do
+          if nxt[dep] and nxt[dep] < via then nxt[dep] = via; grew = true end
+        end
+      end
+    end
+    depth = nxt
+    if not grew then break end
+  end
+  return depth[id]
+end
+
+-- The role the request takes, the graph's count of tasks it unblocks and its task's
+-- remaining chain (-1, -1 when the task is not in the graph or none is named). The graph
+-- decides the role of a request naming a task in it (src/engine/lease.c,
+-- validate_request): read from the graph's key when the caller declared it (KEYS[2]: one
+-- node, so one round trip), else as the caller looked it up (`task_role`,
+-- `graph_unblocks`, `graph_depth`: a Cluster keeps the graph in another slot).
+local function request_role(args)
+  local task_role = nil
+  local unblocks, depth = num(args, 'graph_unblocks', -1), num(args, 'graph_depth', -1)
+  if args.task and S.graph_key then
+    local rec = redis.call('HGET', S.graph_key, args.task)
+    if rec then
+      local all = redis.call('HGETALL', S.graph_key)
+      task_role = string.match(rec, '^([^\31]*)')
+      unblocks, depth = task_unblocks(all, args.task), task_depth(all, args.task)
+    end
+  elseif args.task then
+    task_role = args.task_role
+  end
+  if task_role and args.role and args.role ~= task_role then
+    fail('invalid_request', "role: '%s' is not the role '%s' task '%s' is registered with",
+         args.role, task_role, args.task)
+  end
+  local role = task_role or args.role or 'worker'
+  if args.roles_allowed then
+    local allowed = false
+    for r in string.gmatch(args.roles_allowed, '[^,]+') do allowed = allowed or r == role end
+    if not allowed then
+      fail('forbidden', "role: this token may not use role '%s'%s", role,
+           task_role and (" (the role of task '" .. args.task .. "')") or '')
+    end
+  end
+  local max_unblocks = num(args, 'max_unblocks', -1)
+  if max_unblocks >= 0 and unblocks > max_unblocks then unblocks = max_unblocks end
+  return role, unblocks, depth
+end
+
 local function request(p, args, now)
-  local role = args.role or 'worker'
+  local role, graph, graph_depth = request_role(args)
   local prio = args.priority or 'normal'
   local role_v = p.role_v[role]
   if not role_v then
@@ -2323,6 +2437,13 @@ local function request(p, args, now)
   end
   -- From here on the request is valid: time advances and records are created.
   pool_advance(p, now)
+  if hs then
+    -- The caps decide on the state after the advance, whose drain may have granted the
+    -- holder's waiting tickets (the check above refused what can never pass).
+    hs = CP.caps_resolve(p, agent)
+    cap_reason, cap_wait, t.park_on = CP.caps_check(p, hs, need_of(t), now)
+    t.hs = hs
+  end
   a = a or agent_get(agent, true)
   if not cache then
     if ck == agent then cache = cache_view(a, true, ck) else cache = cache_make(ck) end
@@ -2331,10 +2452,10 @@ local function request(p, args, now)
   t.ck = ck
   if args.model then calib_get(p, args.model, true) end
   local unblocks = num(args, 'unblocks', 0)
-  local graph = num(args, 'graph_unblocks', -1)
   if graph >= 0 then unblocks = graph end
-  t.depth = math.max(1, num(args, 'graph_depth', 1))  -- its task's remaining chain
-  local w = role_v * (1 + 0.5 * unblocks) * prio_v
+  t.depth = math.max(1, graph_depth)  -- its task's remaining chain
+  local base = role_v * (1 + 0.5 * unblocks) * prio_v
+  local w = base
   if a.repeats > 0 then w = w * 0.5 ^ a.repeats end
   local weight = w > p.weight_floor and w or p.weight_floor
   local ttl = num(args, 'ttl', 0)
@@ -2361,7 +2482,7 @@ local function request(p, args, now)
     out = decide(p, a, t, weight, ttl, cache, now)
   end
   a.role = role
-  a.weight = out.weight
+  a.weight = base  -- its weight before repeats: reported with the repeats as they are then
   touch(agent_key(agent))
   if out.status == 'rejected' then
     emit('rejected', {agent = agent, input_tokens = t.n0, output_tokens = t.n1,
@@ -2392,6 +2513,7 @@ end
 
 local function ticket_hold(p, args, now)
   local id = id_arg(args, 'ticket')
+  pool_advance(p, now)  -- as the engine: granted, expired or tombstone gone by now
   local t = load_ticket(id)
   if not t then
     if redis.call('HEXISTS', K('tend'), F(id)) == 1 then
@@ -2726,13 +2848,17 @@ local function pool_info(p, args, now)
 end
 
 -- The pool's agents, as "name\31role\31weight\31repeats\31estimate_error\31alert\31leases
--- \31queued\31tokens_in\31tokens_out\31got_429" strings in fields a1, a2, ...
+-- \31queued\31tokens_in\31tokens_out\31got_429" strings in fields a1, a2, ... The weight is
+-- the one its next request of the same kind would get: its last request's base with the
+-- repeats as they are now (a settle may have changed them since; src/engine/agent.c).
 local function agents(p, args, now)
   local out = {}
   for i, name in ipairs(redis.call('SMEMBERS', K('agents'))) do
     local a = agent_get(name, false)
     if a then
-      out['a' .. i] = table.concat({name, a.role, F(a.weight), F(a.repeats),
+      local w = a.weight * 0.5 ^ a.repeats
+      if w < p.weight_floor then w = p.weight_floor end
+      out['a' .. i] = table.concat({name, a.role, F(w), F(a.repeats),
         F(agent_mean_error(a)), F(a.alert), F(a.leases), F(a.queued), F(a.tin), F(a.tout),
         F(a.g429)}, '\31')
     end
@@ -2748,9 +2874,14 @@ local function agent_forget(p, args, now)
   pool_advance(p, now)
   local name = args.agent or ''
   local a = agent_get(name, false)
-  if not a then return {forgotten = -1} end
-  local why
   local hkey = 'a:' .. name
+  if not a then
+    -- A configured team member is the operator's even before its first request (the
+    -- engine keeps its record from the configuration on; caps alone make no record).
+    if p.member_of[name] then return {forgotten = 0, kept = 'it is a member of a team'} end
+    return {forgotten = -1}
+  end
+  local why
   local st = CP.holder_state(p, {key = hkey}, false)
   if a.leases > 0 or a.queued > 0 then
     why = 'it holds a lease or a ticket'
@@ -2770,10 +2901,17 @@ local function agent_forget(p, args, now)
       end
     end
   end
+  if not why and p.ablk_until > now then
+    -- its own retry-after holds it (forgetting would lift it)
+    local v = redis.call('HGET', K('ablk'), name)
+    if v and tonumber(v) > now then
+      why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's"
+    end
+  end
   if not why then
     local g = team_get(DEFAULT_TEAM, false)
     if now - a.cls < p.cache_ttl_s or a.lf > (g and g.vtime or 0) then
-      why = "its prompt cache or fair-queue tag in a pool is not a new agent's"
+      why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's"
     end
   end
   if why then return {forgotten = 0, kept = why} end
@@ -2904,46 +3042,7 @@ redis.register_function('sluice_task_delete', function(keys, argv)
   return redis.call('HDEL', keys[1], argv[1])
 end)
 
-local function task_unblocks(all, id)
-  local n = 0
-  for i = 2, #all, 2 do
-    local parts = {}
-    for s in string.gmatch(all[i] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
-    if parts[2] == 'waiting' then
-      for j = 3, #parts do if parts[j] == id then n = n + 1; break end end
-    end
-  end
-  return n
-end
 
--- The remaining chain of task id (graph.c, sl_engine_task_depth): 1 + the longest among
--- its waiting dependants, by rounds of relaxation over every edge, capped at DEPTH_MAX.
-local DEPTH_MAX = 64
-local function task_depth(all, id)
-  local depth, waiting, deps = {}, {}, {}
-  for i = 1, #all, 2 do
-    local parts = {}
-    for s in string.gmatch(all[i + 1] .. '\31', '([^\31]*)\31') do parts[#parts + 1] = s end
-    depth[all[i]] = 1
-    waiting[all[i]] = parts[2] == 'waiting'
-    deps[all[i]] = {unpack(parts, 3)}
-  end
-  for _ = 1, DEPTH_MAX do
-    local nxt, grew = {}, false
-    for k, v in pairs(depth) do nxt[k] = v end
-    for d, ds in pairs(deps) do
-      if waiting[d] then
-        local via = math.min(depth[d] + 1, DEPTH_MAX)
-        for _, dep in ipairs(ds) do
-          if nxt[dep] and nxt[dep] < via then nxt[dep] = via; grew = true end
-        end
-      end
-    end
-    depth = nxt
-    if not grew then break end
-  end
-  return depth[id]
-end
 
 -- Returns {the task's unblocks, its remaining chain}, or -1 when the task is not in the
 -- graph.
@@ -2952,6 +3051,18 @@ redis.register_function{function_name = 'sluice_task_unblocks', flags = {'no-wri
     if redis.call('HEXISTS', keys[1], argv[1]) == 0 then return -1 end
     local all = redis.call('HGETALL', keys[1])
     return {task_unblocks(all, argv[1]), task_depth(all, argv[1])}
+  end}
+
+-- Returns {role, unblocks, remaining chain} of the task, or -1 when it is not in the
+-- graph: what a request on a Redis Cluster sends as task_role, graph_unblocks and
+-- graph_depth (there the graph is in another slot than the pool; on one node the request
+-- reads it itself).
+redis.register_function{function_name = 'sluice_task_role', flags = {'no-writes'},
+  callback = function(keys, argv)
+    local rec = redis.call('HGET', keys[1], argv[1])
+    if not rec then return -1 end
+    local all = redis.call('HGETALL', keys[1])
+    return {string.match(rec, '^([^\31]*)'), task_unblocks(all, argv[1]), task_depth(all, argv[1])}
   end}
 
 -- Every task as {id, "role\31state\31deps...", unblocks}.

@@ -206,6 +206,9 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
     }
     if (!up->api)
         return fail(p, map, key, "upstream_url needs provider: anthropic or openai");
+    if (up->max_batch_requests && !up->batch)
+        return fail(p, map, key, "max_batch_requests needs batch: true");
+    if (!up->max_batch_requests) up->max_batch_requests = 100000; /* Anthropic's queue bound */
     if (!up->api_key_env == !up->api_key_file)
         return fail(p, map, key, "upstream_url needs exactly one of api_key_env or api_key_file");
     if (up->api_key_env) {
@@ -410,6 +413,9 @@ static const config_key_t pool_keys[] = {
      NULL},
     {"ca_file", F_STRING, P_UPSTREAM, offsetof(sl_pool_upstream_t, ca_file), 0, 0, {0}, NULL},
     UP(models, F_CUSTOM, set_models),
+    {"batch", F_BOOL, P_UPSTREAM, offsetof(sl_pool_upstream_t, batch), 0, 0, {0}, NULL},
+    {"max_batch_requests", F_I64, P_UPSTREAM, offsetof(sl_pool_upstream_t, max_batch_requests),
+     1, 100000000, {0}, NULL},
     UP(api_key, F_CUSTOM, refuse_api_key),
 #undef UP
     /* What a settle report may do to the pool (sl_pool_bounds_t, report_bounds.c). */

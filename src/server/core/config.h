@@ -65,6 +65,9 @@ typedef struct sl_pool_upstream {
     char *ca_file;      /* PEM bundle that verifies the provider; NULL = system CAs */
     char **models;      /* glob patterns (fnmatch) of the models the proxy routes here */
     size_t n_models;    /* 0: the pool takes no part in routing by model */
+    bool batch;         /* false: the batch endpoints (batches, files) use this pool */
+    int64_t max_batch_requests; /* 100000: requests of batch pools' batches in the
+                                   provider's processing queue */
 } sl_pool_upstream_t;
 
 /* The proxy's limits (the `proxy:` section). */

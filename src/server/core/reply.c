@@ -118,6 +118,12 @@ int sl__error_status(int rc, sl_error_dialect_t dialect, const char **type)
         return dialect == SL_DIALECT_PROVIDER ? provider_status : status;
 #include "../../common/errors.def"
 #undef SL_ERROR
+    case SL_EFORBIDDEN:
+        /* A role the token may not take, or a lease of an agent it may not act as: the
+         * answer of auth, which is not in errors.def (whose types the clients map back
+         * to a code; theirs for 403 is SL_EAUTH). */
+        if (type) *type = "forbidden";
+        return 403;
     default:
         if (type) *type = "internal";
         return 500;

@@ -238,20 +238,17 @@ int64_t sl__max_unblocks(const sl_call_t *call);
  * the claim named as `dialect`'s caller spells it. */
 int sl__admit_claims(const sl_call_t *call, sl_error_dialect_t dialect, const sl_request_t *r,
                      sl_refusal_t *ref);
-/* Admits `r` for sl_backend_request: sl__admit_claims, then the role — `task_role`, the
- * registered role of r->task (NULL when it names no task in the graph), replaces r->role
- * (a different r->role is 400) — which the token must be allowed (403), the graph's
- * count of dependants capped at the token's max_unblocks, and the agent itself: a new
- * name past the agents bounds or a suspended agent is 429. On 0, r->role may point at
- * `task_role`, which must outlive the request; the agent is noted as active (the only
- * change). On -1, `ref` says why and nothing was asked. */
+/* Admits `r` for sl_backend_request: sl__admit_claims, then the role — `task_role`, when
+ * the caller knows r->task's registered role (NULL: the backend's request resolves a
+ * task's role itself, the token's roles going with it as roles_allowed), replaces
+ * r->role (a different r->role is 400) — which the token must be allowed (403), the
+ * graph's count of dependants capped at the token's max_unblocks, and the agent itself: a
+ * new name past the agents bounds or a suspended agent is 429. On 0, r->role may point at
+ * `task_role`, which must outlive the request, and r->roles_allowed at the token's roles;
+ * the agent is noted as active (the only change). On -1, `ref` says why and nothing was
+ * asked. */
 int sl__admit(sl_call_t *call, sl_error_dialect_t dialect, sl_request_t *r,
               const char *task_role, sl_refusal_t *ref);
-/* The registered role of `task` ("worker" when it registered none), or NULL when the
- * graph has no such task, passed to `cb` (with SL_OK, or the backend's error). `role` is
- * valid during the callback only. `cb` may run before this returns. */
-typedef void (*sl_task_role_cb)(int rc, const char *role, void *ud);
-void sl__task_role(sl_server_t *srv, const char *task, sl_task_role_cb cb, void *ud);
 
 /* report_bounds.c: what a settle report may do (the file's top says the rules). Checks
  * and bounds `s` (its header_count entries of `names`/`values`, rewritten in place;
@@ -509,6 +506,8 @@ typedef enum sl_proxy_kind {
     SL_PROXY_COUNT_TOKENS, /* passed through without a lease */
     SL_PROXY_MODELS,       /* GET, passed through without a lease */
     SL_PROXY_HELLO,        /* Anthropic's /api/hello connectivity check: answered here */
+    SL_PROXY_EMBEDDINGS,   /* OpenAI embeddings: leased on input, settled (proxy_embeddings.c) */
+    SL_PROXY_MODERATIONS,  /* OpenAI moderations: a lease of one request, no tokens */
 } sl_proxy_kind_t;
 /* Resolves the request's path as it came (path[0, len): raw bytes, no query, nothing
  * decoded) against the documented spellings of `api`'s endpoints ("/anthropic/..." or
@@ -517,6 +516,10 @@ typedef enum sl_proxy_kind {
  * SL_PROXY_NONE (proxy_routes.c). */
 sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_t len,
                                   char *upstream, size_t upstream_size);
+/* A model or object id: one raw path segment decoded into `id` (room for 257 bytes);
+ * false for an empty or overlong id, a byte outside [A-Za-z0-9._:@-] once decoded, or a
+ * dot segment (proxy_routes.c). */
+bool sl__proxy_id_decode(const char *raw, size_t len, char *id);
 
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
  * (Anthropic: "spend limit" wording and no retry-after; OpenAI: insufficient_quota). */

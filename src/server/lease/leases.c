@@ -356,28 +356,6 @@ static void request_with_role(sl_call_t *call, sl_request_t *r, double wait_s,
     sl_backend_request(call->srv->backend, r, on_lease_decision, call);
 }
 
-/* A lease naming a task, while the graph is asked for the task's role. The request's
- * strings are the call's body's, which lives as long as the call. */
-typedef struct task_pending {
-    sl_call_t *call;
-    sl_request_t r;
-    double wait_s;
-} task_pending_t;
-
-static void on_task_role(int rc, const char *role, void *ud)
-{
-    task_pending_t *p = ud;
-    sl_call_t *call = p->call;
-    sl_request_t r = p->r;
-    double wait_s = p->wait_s;
-    free(p);
-    if (rc != SL_OK) {
-        sl__reply_engine_error(call, rc, "tasks: the task graph cannot be read");
-        return;
-    }
-    request_with_role(call, &r, wait_s, role);
-}
-
 void sl__handle_lease_post(sl_call_t *call)
 {
     char msg[MSG_LEN];
@@ -395,18 +373,8 @@ void sl__handle_lease_post(sl_call_t *call)
         return;
     }
     snprintf(call->pool, sizeof(call->pool), "%s", pool);
-    if (!r.task) {
-        request_with_role(call, &r, wait_s, NULL);
-        return;
-    }
-    /* A task in the graph decides the role (and unblocks): look it up first. */
-    task_pending_t *p = malloc(sizeof(*p));
-    if (!p) {
-        sl__reply_error(call, 503, "out_of_memory", "server: out of memory");
-        return;
-    }
-    *p = (task_pending_t){.call = call, .r = r, .wait_s = wait_s};
-    sl__task_role(call->srv, r.task, on_task_role, p);
+    /* A task in the graph decides the role (and unblocks): the backend's request does. */
+    request_with_role(call, &r, wait_s, NULL);
 }
 
 /* ---- tickets ---------------------------------------------------------------------- */

@@ -28,7 +28,7 @@
  * noticed whether an answer is being written to it or not. The real key is only ever in the upstream
  * request's header list; nothing here logs headers or echoes upstream requests.
  */
-#include "server.h"
+#include "proxy_endpoints.h"
 #include "upstream.h"
 
 #include <errno.h>
@@ -48,6 +48,7 @@
 #define SSE_EVENT_LIMIT_BYTES   (16u * 1024 * 1024) /* one event longer than this is passed raw */
 #define MAX_KEPT_HEADERS        48
 #define LEASE_TTL_S             86400.0 /* capped by the pool's max_lease_ttl_s */
+#define BATCH_RETRY_AFTER_S     60.0    /* a create over max_batch_requests: look again then */
 
 struct sl_proxy {
     sl_server_t *srv;
@@ -56,6 +57,7 @@ struct sl_proxy {
     char *vocab_path;    /* where tok was loaded from */
     sl_idmap_t waiters; /* ticket -> px_t waiting on it */
     struct px *calls;   /* every call in progress */
+    sl_batch_queue_t *batches; /* batches in the providers' queues (proxy_batches.c) */
 };
 
 typedef enum px_phase {
@@ -85,9 +87,13 @@ typedef struct px {
     sl_upstream_api_t api;
     bool unleased;     /* count_tokens, models: passed through without a lease */
     bool responses;    /* the OpenAI Responses API */
+    bool embeddings;   /* OpenAI embeddings: input only (proxy_embeddings.c) */
+    bool moderations;  /* OpenAI moderations: one request, no tokens */
+    sl_batch_op_t batch_op; /* the batch APIs: one request on the batch pool */
+    int batch_hold;         /* a create's hold in the batch queue + 1; 0: none */
     bool chained;      /* Responses with previous_response_id: the provider adds input */
     bool sse_through;  /* Responses: an event is being passed on part-way */
-    const char *method; /* "POST", or "GET" for the model list */
+    const char *method; /* "POST", "GET" (model list, batch reads), "DELETE" (batch APIs) */
     bool stream;       /* the client asked for an event stream */
     bool client_usage; /* OpenAI: the client itself asked for include_usage */
     bool gone;         /* the client left while the backend was deciding */
@@ -426,6 +432,9 @@ static void settle(px_t *px, bool provider_saw_it)
         }
         s.output_tokens = u->have_output ? u->output_tokens : u->output_seen_tokens;
     }
+    /* A batch's results are the usage of calls the provider made earlier, at the batch
+     * price: charged to the agent on the batch pool, but no sample of any estimate. */
+    if (px->batch_op == SL_BATCH_RESULTS || px->batch_op == SL_BATCH_FILE_CONTENT) s.failed = true;
     /* No headers: they resynced the pool when they arrived (resync_at_arrival). */
     sl_backend_settle(px->srv->backend, lease, &s, on_settled, (void *)(uintptr_t)lease);
 }
@@ -559,6 +568,32 @@ static int on_up_body(void *ud, const char *data, size_t len)
     return 1;
 }
 
+/* The provider answered a batch call: the queue learns what the answer shows, and
+ * Anthropic's results_url is pointed at the proxy. */
+static void batch_answered(px_t *px)
+{
+    size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
+    const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
+    sl_batch_queue_t *q = px->proxy->batches;
+    if (px->batch_hold) {
+        sl__batch_created(q, px->batch_hold - 1, px->status, body, len);
+        px->batch_hold = 0;
+    }
+    if (px->status != 200) return;
+    sl__batch_on_answer(q, px->api, px->batch_op, body, len, px->body, px->body_len,
+                        in_header(px, "Content-Type"));
+    const char *host = in_header(px, "Host");
+    if (px->api != SL_UPSTREAM_ANTHROPIC || !host || px->batch_op == SL_BATCH_RESULTS) return;
+    char base[320];
+    snprintf(base, sizeof(base), "http://%.256s/anthropic", host);
+    char *again = sl__batch_rewrite_results_url(body, len, base);
+    if (again) {
+        evbuffer_drain(px->resp, len);
+        evbuffer_add(px->resp, again, strlen(again));
+        free(again);
+    }
+}
+
 static void on_up_done(void *ud, int result, bool request_sent, const char *errmsg)
 {
     px_t *px = ud;
@@ -567,6 +602,16 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
         px->responses)
         sl__responses_usage_from_body((const char *)evbuffer_pullup(px->resp, -1),
                                       evbuffer_get_length(px->resp), &px->usage);
+    else if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200 &&
+             px->embeddings)
+        sl__embeddings_usage_from_body((const char *)evbuffer_pullup(px->resp, -1),
+                                       evbuffer_get_length(px->resp), &px->usage);
+    else if (result == SL_UPSTREAM_OK && px->status == 200 && px->resp &&
+             (px->batch_op == SL_BATCH_RESULTS || px->batch_op == SL_BATCH_FILE_CONTENT))
+        sl__batch_results_usage(px->api, (const char *)evbuffer_pullup(px->resp, -1),
+                                evbuffer_get_length(px->resp), &px->usage);
+    else if (result == SL_UPSTREAM_OK && px->status == 200 && (px->moderations || px->batch_op))
+        px->usage.have_input = px->usage.have_output = true; /* one request, no tokens */
     else if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200)
         sl__usage_from_body(px->api, (const char *)evbuffer_pullup(px->resp, -1),
                             evbuffer_get_length(px->resp), &px->usage);
@@ -611,6 +656,7 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
         px_error(px, status, "sluice: the provider could not be reached: %s", errmsg);
         return;
     }
+    if (px->batch_op) batch_answered(px);
     size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
     const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
     if (px->sse_started) { /* our stream is open: the provider's error goes inside it */
@@ -831,6 +877,7 @@ static void px_free(px_t *px)
     stop_waiting(px);
     if (px->xfer) sl_upstream_cancel(px->xfer);
     if (px->lease) cancel_lease(px); /* a path that forgot to settle: give it back */
+    if (px->batch_hold) sl__batch_release(proxy->batches, px->batch_hold - 1);
     sl__cont_free(px->cont);
     unwatch_client(px);
     if (px->wait_timer) event_free(px->wait_timer);
@@ -882,15 +929,31 @@ static bool routes_by_model(const px_t *px)
 {
     const sl_config_t *c = &px->srv->config;
     for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
-        if (c->upstreams[i].api == px->api && c->upstreams[i].n_models > 0) return true;
+        if (c->upstreams[i].api == px->api && c->upstreams[i].n_models > 0 &&
+            !c->upstreams[i].batch)
+            return true;
     return false;
 }
 
-/* The pool for this call: x-sluice-pool, the token's only pool, "" when it is to be
- * picked from the model once the body is read, or the first pool whose provider speaks
- * this endpoint's API. */
+/* The batch pool of this endpoint's provider: the one x-sluice-pool names (checked by
+ * identify), else the first of its pools with `batch: true`, or NULL. */
+static const char *batch_pool(px_t *px)
+{
+    const char *h = in_header(px, "x-sluice-pool");
+    if (h) return h;
+    const sl_config_t *c = &px->srv->config;
+    for (size_t i = 0; c->upstreams && i < c->settings.n_pools; i++)
+        if (c->upstreams[i].api == px->api && c->upstreams[i].batch)
+            return c->settings.pools[i].name;
+    return NULL;
+}
+
+/* The pool for this call: the batch pool for the batch APIs, x-sluice-pool, the token's
+ * only pool, "" when it is to be picked from the model once the body is read, or the first
+ * pool (not a batch pool) whose provider speaks this endpoint's API. */
 static const char *choose_pool(px_t *px)
 {
+    if (px->batch_op) return batch_pool(px);
     const char *h = in_header(px, "x-sluice-pool");
     if (h) return h;
     const sl_token_rule_t *t = px->call->token;
@@ -898,7 +961,8 @@ static const char *choose_pool(px_t *px)
     if (routes_by_model(px)) return "";
     const sl_config_t *c = &px->srv->config;
     for (size_t i = 0; i < c->settings.n_pools; i++)
-        if (c->upstreams && c->upstreams[i].api == px->api) return c->settings.pools[i].name;
+        if (c->upstreams && c->upstreams[i].api == px->api && !c->upstreams[i].batch)
+            return c->settings.pools[i].name;
     return NULL;
 }
 
@@ -911,7 +975,7 @@ static int route_by_model(px_t *px)
     const char *forbidden = NULL;
     for (size_t i = 0; i < c->settings.n_pools; i++) {
         const sl_pool_upstream_t *up = &c->upstreams[i];
-        if (up->api != px->api) continue;
+        if (up->api != px->api || up->batch) continue; /* batch pools serve the batch APIs */
         for (size_t k = 0; k < up->n_models; k++) {
             if (fnmatch(up->models[k], px->model, 0) != 0) continue;
             const char *name = c->settings.pools[i].name;
@@ -995,6 +1059,13 @@ static int identify(px_t *px, identity_t *id)
         id->unblocks = v;
     }
     const char *pool = choose_pool(px);
+    if (!pool && px->batch_op) {
+        px_error(px, 404,
+                 "sluice: %.256s is a batch endpoint, served with a batch pool: no pool of "
+                 "provider %s has `batch: true` (see docs/proxy.md)",
+                 sl_hreq_target(call->req), px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
+        return -1;
+    }
     if (!pool) {
         px_error(px, 404, "sluice: no pool has an upstream with provider %s",
                  px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
@@ -1002,6 +1073,13 @@ static int identify(px_t *px, identity_t *id)
     }
     if (strlen(pool) > 128) {
         px_error(px, 400, "sluice: x-sluice-pool: the name is longer than 128 characters");
+        return -1;
+    }
+    const sl_pool_upstream_t *bup = sl_config_pool_upstream(c, pool);
+    if (px->batch_op && (!bup || !bup->batch || bup->api != px->api)) {
+        px_error(px, 400, "sluice: x-sluice-pool: '%s' is not a batch pool of provider %s (a pool "
+                          "with batch: true); the batch endpoints use only those",
+                 pool, px->api == SL_UPSTREAM_OPENAI ? "openai" : "anthropic");
         return -1;
     }
     /* The claims that need no body nor the task graph, refused before either is read;
@@ -1277,6 +1355,84 @@ static void continue_call(px_t *px)
     ask_lease(px);
 }
 
+/* The batch APIs: the pool's key, one request and no tokens on the batch pool; a create
+ * first holds its requests in the pool's processing-queue bound (max_batch_requests),
+ * refused 429 with a retry-after when they do not fit. */
+static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path, const char *query)
+{
+    const sl_config_t *c = &px->srv->config;
+    size_t len = 0;
+    const char *in = sl_hreq_body(px->call->req, &len);
+    const char *ctype = sl_hreq_header(px->call->req, "Content-Type");
+    bool upload = px->batch_op == SL_BATCH_FILE_UPLOAD;
+    if (len > c->proxy.body_limit_bytes) {
+        px_error(px, 413,
+                 "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes "
+                 "(proxy.body_limit_bytes)",
+                 len, c->proxy.body_limit_bytes);
+        return;
+    }
+    /* Only what the SDKs send: a page cannot send either without a CORS preflight. */
+    if ((upload && (!ctype || strncasecmp(ctype, "multipart/form-data", 19) != 0)) ||
+        (!upload && len > 0 && (!ctype || !sl__is_json_media_type(ctype)))) {
+        px_error(px, 415, "sluice: Content-Type: '%.128s' is not accepted; %s takes %s",
+                 ctype ? ctype : "(missing)", sl_hreq_target(px->call->req),
+                 upload ? "multipart/form-data" : "application/json");
+        return;
+    }
+    if (len > 0 && strcmp(px->method, "POST") == 0) {
+        if (!(px->body = malloc(len + 1))) {
+            px_error(px, 503, "sluice: out of memory");
+            return;
+        }
+        memcpy(px->body, in, len);
+        px->body[len] = '\0';
+        px->body_len = len;
+    }
+    if (px->batch_op == SL_BATCH_CREATE) {
+        char err[256];
+        json_t *j = px->body ? json_loadb(px->body, px->body_len, 0, NULL) : NULL;
+        int64_t n = json_is_object(j) ? sl__batch_create_requests(px->proxy->batches, px->api, j,
+                                                                  err, sizeof(err))
+                                      : -1;
+        if (!json_is_object(j)) snprintf(err, sizeof(err), "sluice: the body is not a JSON object");
+        json_decref(j);
+        if (n < 0) {
+            px_error(px, 400, "%s", err);
+            return;
+        }
+        int64_t queued = sl__batch_queued(px->proxy->batches, px->pool);
+        if (n > up->max_batch_requests) {
+            px_error(px, 400,
+                     "sluice: a batch of %" PRId64 " requests never fits pool '%s' "
+                     "(max_batch_requests %" PRId64 ")",
+                     n, px->pool, up->max_batch_requests);
+            return;
+        }
+        int slot = queued + n <= up->max_batch_requests
+                       ? sl__batch_hold(px->proxy->batches, px->pool, n)
+                       : -1;
+        if (slot < 0) {
+            set_retry_headers(px, BATCH_RETRY_AFTER_S);
+            px_error(px, 429,
+                     "sluice: batch pool '%s' has %" PRId64 " requests in the provider's "
+                     "processing queue; %" PRId64 " more are over max_batch_requests %" PRId64
+                     " (a batch leaves the count when a retrieve shows it ended); retry after "
+                     "%.0f s",
+                     px->pool, queued, n, up->max_batch_requests, BATCH_RETRY_AFTER_S);
+            return;
+        }
+        px->batch_hold = slot + 1;
+    }
+    if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {
+        px_error(px, 503, "sluice: out of memory");
+        return;
+    }
+    watch_client(px);
+    px->stream = false;
+    ask_lease(px);
+}
+
 static void start_call(px_t *px, const char *path, const char *query)
 {
     const sl_config_t *c = &px->srv->config;
@@ -1290,6 +1446,11 @@ static void start_call(px_t *px, const char *path, const char *query)
     if (identify(px, &id) < 0) return;
     const sl_pool_upstream_t *up = NULL;
     if (px->pool[0] && !(up = pool_upstream(px))) return;
+    px->id = id;
+    if (px->batch_op) {
+        start_batch(px, up, path, query);
+        return;
+    }
     if (!strcmp(px->method, "GET")) { /* the model list: no body, no lease */
         if (!up) { /* routed by model, and a list names none: the first pool of this API */
             for (size_t i = 0; i < c->settings.n_pools && !px->pool[0]; i++)
@@ -1332,6 +1493,21 @@ static void start_call(px_t *px, const char *path, const char *query)
         return;
     }
     char err[256];
+    if (px->embeddings || px->moderations) { /* input only, or one request and no tokens */
+        int64_t in = 0;
+        int rc = px->embeddings
+                     ? sl__embeddings_input_tokens(tokenizer(px->proxy), j, &in, err, sizeof(err))
+                     : 0;
+        json_decref(j);
+        if (rc < 0) {
+            px_error(px, 400, "%s", err);
+            return;
+        }
+        px->stream = false;
+        px->est.input_tokens = in;
+        ask_lease(px);
+        return;
+    }
     if (sl__proxy_output_read(px->api, px->responses, j, &px->out, err, sizeof(err)) < 0) {
         json_decref(j);
         px_error(px, 400, "%s", err);
@@ -1340,7 +1516,6 @@ static void start_call(px_t *px, const char *path, const char *query)
     estimate(px, j);
     if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
     json_decref(j);
-    px->id = id;
     ask_lease(px);
 }
 
@@ -1376,30 +1551,12 @@ static void request_lease(px_t *px, const char *task_role)
     sl_backend_request(px->srv->backend, &r, on_decision, px);
 }
 
-static void on_task_role(int rc, const char *role, void *ud)
-{
-    px_t *px = ud;
-    if (px->gone) { /* the client left while the graph was read */
-        px_free(px);
-        return;
-    }
-    if (rc != SL_OK) {
-        px_error(px, sl__error_status(rc, SL_DIALECT_PROVIDER, NULL),
-                 "sluice: tasks: the task graph cannot be read: %s", sl_strerror(rc));
-        return;
-    }
-    request_lease(px, role);
-}
-
-/* Asks for the lease; a call naming a task first learns the task's registered role,
- * which decides the call's role as on the lease API (admit.c). */
+/* Asks for the lease; a call naming a task takes the task's registered role, decided by
+ * the backend's request as on the lease API (admit.c). */
 static void ask_lease(px_t *px)
 {
     px->phase = PX_START;
-    if (px->id.task)
-        sl__task_role(px->srv, px->id.task, on_task_role, px);
-    else
-        request_lease(px, NULL);
+    request_lease(px, NULL);
 }
 
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
@@ -1431,16 +1588,32 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     const char *raw = sl_hreq_path(call->req, &raw_len); /* routed as it came: byte for byte */
     sl_proxy_kind_t kind = sl__proxy_resolve(api, raw, raw_len, path, sizeof(path));
     bool get = kind == SL_PROXY_MODELS || kind == SL_PROXY_HELLO; /* HEAD is a GET here */
+    const char *allow = NULL;
+    char id[257];
+    if (kind == SL_PROXY_NONE)
+        px->batch_op =
+            sl__batch_resolve(api, raw, raw_len, call->method, path, sizeof(path), id, &allow);
+    if (allow) { /* a batch path with another method */
+        sl_hreq_add_header(call->req, "Allow", allow);
+        px_error(px, 405, "sluice: %.256s allows %s only", sl_hreq_target(call->req), allow);
+        return true;
+    }
+    if (px->batch_op) {
+        px->method = sl__batch_method(px->batch_op);
+        start_call(px, path, query);
+        return true;
+    }
     if (kind == SL_PROXY_NONE) {
         px_error(px, 404,
                  "sluice: %.256s is not an endpoint sluice proxies (it proxies %s; see "
                  "docs/proxy.md)",
                  sl_hreq_target(call->req),
-                 api == SL_UPSTREAM_OPENAI ? "POST /openai/v1/chat/completions, POST "
-                                             "/openai/v1/responses and GET /openai/v1/models"
-                                           : "POST /anthropic/v1/messages, POST "
-                                             "/anthropic/v1/messages/count_tokens and GET "
-                                             "/anthropic/v1/models");
+                 api == SL_UPSTREAM_OPENAI
+                     ? "POST /openai/v1/chat/completions, POST /openai/v1/responses, POST "
+                       "/openai/v1/embeddings, POST /openai/v1/moderations, GET "
+                       "/openai/v1/models, /openai/v1/files and /openai/v1/batches"
+                     : "POST /anthropic/v1/messages, POST /anthropic/v1/messages/count_tokens, "
+                       "/anthropic/v1/messages/batches and GET /anthropic/v1/models");
         return true;
     }
     if (call->method != (get ? SL_HTTP_GET : SL_HTTP_POST)) {
@@ -1457,6 +1630,8 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     px->method = get ? "GET" : "POST";
     px->unleased = kind == SL_PROXY_COUNT_TOKENS || kind == SL_PROXY_MODELS;
     px->responses = kind == SL_PROXY_RESPONSES;
+    px->embeddings = kind == SL_PROXY_EMBEDDINGS;
+    px->moderations = kind == SL_PROXY_MODERATIONS;
     start_call(px, path, query);
     return true;
 }
@@ -1485,6 +1660,12 @@ int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
     if (!proxy->up) {
         free(proxy);
         snprintf(err, errlen, "proxy: libcurl cannot be initialised");
+        return -1;
+    }
+    if (!(proxy->batches = sl__batch_queue_new())) {
+        sl_upstream_free(proxy->up);
+        free(proxy);
+        snprintf(err, errlen, "proxy: out of memory");
         return -1;
     }
     srv->proxy = proxy;
@@ -1547,6 +1728,7 @@ void sl__proxy_free(sl_server_t *srv)
     if (!proxy) return;
     sl__proxy_shutdown(srv, false);
     sl_upstream_free(proxy->up);
+    sl__batch_queue_free(proxy->batches);
     sl_tokenizer_free(proxy->tok);
     free(proxy->vocab_path);
     sl__idmap_free(&proxy->waiters);

@@ -3,8 +3,9 @@
  * SDKs differ in whether their base URL ends in /v1: the Anthropic SDKs append
  * /v1/messages to `.../anthropic`, the Vercel AI SDK appends /messages to a base URL
  * that must include /v1, the OpenAI SDKs append /chat/completions to `.../openai/v1`.
- * Both spellings are the same endpoint here. What sluice does not coordinate (files,
- * batches, fine-tuning, ...) is refused by the caller with a message naming the path
+ * Both spellings are the same endpoint here. The batch APIs (and OpenAI's files) are
+ * resolved by proxy_batches.c with the same rules. What sluice does not coordinate
+ * (fine-tuning, audio, ...) is refused by the caller with a message naming the path
  * rather than passed through: the pool's key is spent only on calls that took a lease
  * or that the provider does not rate-limit (count_tokens, the model list).
  *
@@ -14,7 +15,7 @@
  * encoded slash is a 404 here, so no HTTP client or provider server can resolve what
  * leaves with the pool's key into another endpoint (`/models/..?x=1` into `/v1/?x=1`).
  */
-#include "server.h"
+#include "proxy_endpoints.h"
 
 #include <string.h>
 
@@ -33,6 +34,8 @@ static const proxy_route_t routes[] = {
     {SL_UPSTREAM_OPENAI, "/chat/completions", SL_PROXY_CALL, "/v1/chat/completions"},
     {SL_UPSTREAM_OPENAI, "/responses", SL_PROXY_RESPONSES, "/v1/responses"},
     {SL_UPSTREAM_OPENAI, "/models", SL_PROXY_MODELS, "/v1/models"},
+    {SL_UPSTREAM_OPENAI, "/embeddings", SL_PROXY_EMBEDDINGS, "/v1/embeddings"},
+    {SL_UPSTREAM_OPENAI, "/moderations", SL_PROXY_MODERATIONS, "/v1/moderations"},
 };
 
 /* Does path[0, len) begin with the NUL-terminated `prefix`? */
@@ -60,7 +63,7 @@ static int hex_value(char c)
  * overlong id, a byte outside [A-Za-z0-9._:@-] once decoded (so no '/', '\', '%', no
  * control byte) and the dot segments "." and ".." however they are spelled, which an HTTP
  * client or the provider's server would resolve into another path. */
-static bool model_id_decode(const char *raw, size_t len, char *id)
+bool sl__proxy_id_decode(const char *raw, size_t len, char *id)
 {
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
@@ -100,7 +103,7 @@ sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_
         size_t plen = strlen(r->path);
         char id[257];
         if (r->kind == SL_PROXY_MODELS && starts_with(path, len, r->path) && len > plen &&
-            path[plen] == '/' && model_id_decode(path + plen + 1, len - plen - 1, id)) {
+            path[plen] == '/' && sl__proxy_id_decode(path + plen + 1, len - plen - 1, id)) {
             snprintf(upstream, upstream_size, "%s/%s", r->upstream, id); /* /models/{id} */
             return r->kind;
         }

@@ -190,15 +190,17 @@ class PromptCache(unittest.TestCase):
             self.assertEqual(usage["cache_creation_input_tokens"], 0)
 
     def test_entry_lapses_after_the_ttl(self):
-        with Emu(limits(extra=["--cache-min-tokens", "0", "--cache-ttl-s", "1"])) as emu:
-            body = cached_body("Cached for one second only.", "hello")
+        # A 4 s life and steps about a second away from each edge, so a loaded machine's
+        # delays cannot move a call across one (a 1 s life failed under CI load).
+        with Emu(limits(extra=["--cache-min-tokens", "0", "--cache-ttl-s", "4"])) as emu:
+            body = cached_body("Cached for four seconds only.", "hello")
             u = [json.loads(emu.anthropic(body)[2])["usage"]]
-            time.sleep(0.5)
-            u.append(json.loads(emu.anthropic(body)[2])["usage"])  # hit: refreshed to t+1.5
-            time.sleep(0.7)
-            u.append(json.loads(emu.anthropic(body)[2])["usage"])  # hit thanks to refresh
-            time.sleep(1.3)
-            u.append(json.loads(emu.anthropic(body)[2])["usage"])  # lapsed: written again
+            time.sleep(2.0)
+            u.append(json.loads(emu.anthropic(body)[2])["usage"])  # hit: refreshed to t+6
+            time.sleep(2.8)
+            u.append(json.loads(emu.anthropic(body)[2])["usage"])  # at t+4.8: hit thanks to refresh
+            time.sleep(5.2)
+            u.append(json.loads(emu.anthropic(body)[2])["usage"])  # at t+10 > t+8.8: lapsed
             self.assertGreater(u[0]["cache_creation_input_tokens"], 0)
             self.assertGreater(u[1]["cache_read_input_tokens"], 0)
             self.assertGreater(u[2]["cache_read_input_tokens"], 0)

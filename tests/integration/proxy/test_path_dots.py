@@ -26,6 +26,14 @@ TRICKS = [
     "/anthropic/v1/models/..", "/anthropic/v1/models/.", "/anthropic/v1/models/%2e%2e",
     "/anthropic/v1/models/%2E", "/anthropic//v1/models", "/anthropic/v1/models/",
     "/anthropic/v1/models/x/..", "/anthropic/api/./hello",
+    # The batch APIs' ids follow the same rules (a batch pool is configured below).
+    "/openai/v1/files/..", "/openai/v1/files/.", "/openai/v1/files/%2e%2e/content",
+    "/openai/v1/files/a%2Fb", "/openai/v1/files/", "/openai/v1//files", "/openai/v1/files/a\\b",
+    "/openai/v1/files/file-1/content/", "/openai/v1/files/file-1/%63ontent",
+    "/openai/v1/batches/..", "/openai/v1/batches/%2E%2E", "/openai/v1/batches/a%2fb",
+    "/anthropic/v1/messages/batches/%2e%2e/results", "/anthropic/v1/messages/batches/a%5Cb",
+    "/anthropic/v1/messages/batches/x/", "/anthropic/v1/messages/batches//results",
+    "/anthropic/v1/messages/batches/./results", "/anthropic/v1/files",
 ]
 
 
@@ -53,8 +61,10 @@ class PathDots(unittest.TestCase):
         cls.upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
         threading.Thread(target=cls.upstream.serve_forever, daemon=True).start()
         url = "http://127.0.0.1:%d" % cls.upstream.server_address[1]
-        cls.sluiced = Sluiced("pools:\n%s%s" % (pool_yaml("claude", url, "anthropic", LIMITS),
-                                                pool_yaml("gpt", url, "openai", LIMITS)))
+        cls.sluiced = Sluiced("pools:\n%s%s%s%s" % (
+            pool_yaml("claude", url, "anthropic", LIMITS), pool_yaml("gpt", url, "openai", LIMITS),
+            pool_yaml("claude-batch", url, "anthropic", "rpm: 10000", "batch: true"),
+            pool_yaml("gpt-batch", url, "openai", "rpm: 10000", "batch: true")))
 
     @classmethod
     def tearDownClass(cls):
@@ -76,6 +86,21 @@ class PathDots(unittest.TestCase):
                                 "/v1/models/claude-sonnet-4-5"),
                                ("/openai/v1/models/ft%3Agpt-4.1%3Aacme",
                                 "/v1/models/ft:gpt-4.1:acme")):
+            status, _, payload = self.get(path)
+            self.assertEqual(status, 200, (path, payload))
+            self.assertEqual(Recorder.seen[-1][0], upstream, path)
+            self.assertIn(REAL_KEY, Recorder.seen[-1][1], path)
+
+    def test_batch_paths_reach_the_provider_byte_for_byte_with_their_ids_decoded(self):
+        Recorder.seen.clear()
+        for path, upstream in (("/openai/v1/files/file-abc", "/v1/files/file-abc"),
+                               ("/openai/files/file-abc/content", "/v1/files/file-abc/content"),
+                               ("/openai/v1/files/ft%3Afile", "/v1/files/ft:file"),
+                               ("/openai/v1/batches?limit=2", "/v1/batches?limit=2"),
+                               ("/openai/v1/batches/batch_1", "/v1/batches/batch_1"),
+                               ("/anthropic/v1/messages/batches/msgbatch_1/results",
+                                "/v1/messages/batches/msgbatch_1/results"),
+                               ("/anthropic/messages/batches", "/v1/messages/batches")):
             status, _, payload = self.get(path)
             self.assertEqual(status, 200, (path, payload))
             self.assertEqual(Recorder.seen[-1][0], upstream, path)

@@ -111,8 +111,10 @@ class Paths(SharedProxy):
     def test_what_sluice_does_not_coordinate_is_refused_naming_the_path(self):
         s = self.sluiced
         for path, shape in (("/anthropic/v1/files", "anthropic"),
-                            ("/anthropic/v1/messages/batches", "anthropic"),
-                            ("/openai/v1/embeddings", "openai"),
+                            ("/anthropic/v1/messages/batches", "anthropic"),  # no batch pool
+                            ("/openai/v1/batches", "openai"),
+                            ("/openai/v1/fine_tuning/jobs", "openai"),
+                            ("/openai/v1/audio/speech", "openai"),
                             ("/openai/v1/chat", "openai")):
             status, _, payload = s.request("POST", path, {}, {"content-type": "application/json"})
             self.assertEqual(status, 404, (path, payload))

@@ -36,8 +36,9 @@ from harness import SLUICED
 REDIS_CLI = os.environ.get("REDIS_CLI") or shutil.which("redis-cli") or os.path.join(
     os.path.dirname(REDIS_SERVER), "redis-cli")
 
-LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "src", "backend",
-                   "redis", "sluice.lua")
+# The library as Redis loads it: sluice.lua with fcall.def's names as its prelude (the
+# build writes it; src/backend/redis/CMakeLists.txt).
+LUA = os.environ["SLUICE_REDIS_LIBRARY"]
 ADMIN = "admin-secret-1"
 AGENT = "fleet-token"
 

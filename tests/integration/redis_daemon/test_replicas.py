@@ -256,8 +256,11 @@ class RedisStops(unittest.TestCase):
         st, s, _ = b.call("POST", "/v1/leases/%s/settle" % d["lease"],
                           {"input_tokens": 1000, "output_tokens": 1})
         self.assertEqual(st, 200, s)  # state kept across the outage
-        alerts = [e for e in events_of([a], "alert") if e.get("alert") == "backend_unavailable"]
-        self.assertEqual([e["active"] for e in alerts], [True, False])
+        alerts = [e["active"] for e in events_of([a], "alert") if e.get("alert") == "backend_unavailable"]
+        # Raised with the outage, cleared after it. On a starved machine a command past its
+        # deadline right after the recovery may raise and clear it once more: never left up.
+        self.assertEqual(alerts[:2], [True, False], alerts)
+        self.assertFalse(alerts[-1], alerts)
 
     def test_fail_open_grants_on_the_local_share_then_recovers_without_double_charging(self):
         a, b = self.start(2, "open")
