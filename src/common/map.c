@@ -162,7 +162,7 @@ void sl_u64map_free(sl_u64map_t *m)
 /* The hash of `n` bytes at `s`, 8 at a time (a lookup of a short name costs a few
  * multiplications, not one per byte), finalised so short keys spread over the table.
  * Never 0. */
-static uint32_t strhash(const char *s, size_t n)
+static inline uint32_t strhash(const char *s, size_t n)
 {
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
     for (; n >= 8; s += 8, n -= 8) {
@@ -177,8 +177,9 @@ static uint32_t strhash(const char *s, size_t n)
     return h32 ? h32 : 1;
 }
 
-/* The slot of `key` (length n, hash h), or the empty slot ending its probe run. cap > 0. */
-static size_t strmap_probe(const sl_strmap_t *m, const char *key, size_t n, uint32_t h)
+/* The slot of `key` (length n, hash h), or the empty slot ending its probe run. cap > 0.
+ * Inline: it is most of a lookup. */
+static inline size_t strmap_probe(const sl_strmap_t *m, const char *key, size_t n, uint32_t h)
 {
     size_t mask = m->cap - 1, i = h & mask;
     for (;; i = (i + 1) & mask) {
