@@ -41,5 +41,7 @@ endif()
 sl_unit_test(test_proxy_responses sluiced_core)
 # The output a proxied call holds, its cap, and the continued answer's pieces.
 sl_unit_test(test_proxy_output sluiced_core)
+# A call started from inside another's header callback (a resync granting a queued call).
+sl_unit_test(test_upstream_reentry sluiced_core)
 # The batch APIs' routes, queue count and results usage, and the embeddings count.
 sl_unit_test(test_proxy_batches sluiced_core)

@@ -21,6 +21,7 @@ sl_unit_test(test_http_parse sluice_http_parse)
 # (name map, sliding window, top-N series): units of sluiced_core.
 sl_unit_test(test_netaddr sluiced_core)
 sl_unit_test(test_jsonfmt sluiced_core)
+sl_unit_test(test_log sluiced_core)
 sl_unit_test(test_fleet_helpers sluiced_core)
 # Every key of the config field tables documented (docs/server.md) and in the example.
 sl_unit_test(test_config_keys sluiced_core)

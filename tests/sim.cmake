@@ -1,6 +1,8 @@
 # Provider model and simulator tests (issue 7): unit tests here, the CLI run in
 # tests/integration/sim/.
 sl_unit_test(test_provider sluice_provider)
+# The acceleration limit (src/provider/accel.c).
+sl_unit_test(test_provider_accel sluice_provider)
 sl_unit_test(test_provider_headers sluice_provider sluice_static)
 sl_unit_test(test_sim sluice_sim)
 target_compile_definitions(test_sim PRIVATE SL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

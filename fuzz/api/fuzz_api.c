@@ -119,7 +119,18 @@ struct sl_hreq {
     bool finished;
     bool streaming;
     int status;
+    void (*on_finish)(void *ud, const sl_hreq_t *r, int status); /* the access log's hook */
+    void *on_finish_ud;
 };
+
+/* The request is finished: its finish hook runs once, as the real transport's does. */
+static void finish(sl_hreq_t *r)
+{
+    r->finished = true;
+    void (*cb)(void *, const sl_hreq_t *, int) = r->on_finish;
+    r->on_finish = NULL;
+    if (cb) cb(r->on_finish_ud, r, r->status);
+}
 
 struct sl_httpd {
     void (*on_request)(sl_hreq_t *req, void *ud);
@@ -332,7 +343,7 @@ void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const voi
         abort();
     }
     r->status = status;
-    r->finished = true;
+    finish(r);
 }
 void sl_hreq_start(sl_hreq_t *r, int status, const char *content_type)
 {
@@ -346,7 +357,7 @@ void sl_hreq_send(sl_hreq_t *r, const void *data, size_t len)
 }
 void sl_hreq_end(sl_hreq_t *r)
 {
-    r->finished = true;
+    finish(r);
 }
 size_t sl_hreq_backlog(const sl_hreq_t *r)
 {
@@ -359,7 +370,14 @@ void sl_hreq_on_drained(sl_hreq_t *r, void (*drained)(void *ud), void *ud)
 }
 void sl_hreq_abort(sl_hreq_t *r)
 {
-    r->finished = true;
+    finish(r);
+}
+
+void sl_hreq_on_finish(sl_hreq_t *r, void (*finished)(void *ud, const sl_hreq_t *r, int status),
+                       void *ud)
+{
+    r->on_finish = finished;
+    r->on_finish_ud = ud;
 }
 
 void sl_hreq_watch(sl_hreq_t *r)
@@ -539,7 +557,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* Clients of unanswered calls (waiters, event streams) leave. */
     for (int i = 0; i < n_reqs; i++)
-        if (!reqs[i].finished && reqs[i].gone) reqs[i].gone(reqs[i].gone_ud);
+        if (!reqs[i].finished) {
+            if (reqs[i].gone) reqs[i].gone(reqs[i].gone_ud);
+            reqs[i].status = 0; /* no answer: the client left */
+            finish(&reqs[i]);
+        }
     sl__waiters_shutdown(&srv);
     sl__events_close_streams(&srv);
     sl__server_stop(&srv);

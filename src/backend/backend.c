@@ -3,6 +3,7 @@
 
 #include <time.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,26 @@
 void sl_backend_free(sl_backend_t *b)
 {
     if (b) b->ops->free(b);
+}
+
+static sl_backend_log_cb log_cb;
+
+void sl_backend_set_log(sl_backend_log_cb cb)
+{
+    log_cb = cb;
+}
+
+void sl__backend_log(sl_backend_log_level_t level, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (log_cb)
+        log_cb(level, msg);
+    else
+        fprintf(stderr, "sluiced: %s\n", msg);
 }
 
 void sl_backend_set_event_cb(sl_backend_t *b, sl_backend_event_cb cb, void *ud)

@@ -229,6 +229,20 @@ void sl_backend_free(sl_backend_t *b);
 /* Sets the receiver of engine events (NULL to stop). */
 void sl_backend_set_event_cb(sl_backend_t *b, sl_backend_event_cb cb, void *ud);
 
+/* What the backends have to say (Redis down, a state file restored), one message a call,
+ * without a newline. sluiced hands them to its logger (time, level, text or JSON); with no
+ * callback set (NULL) they go to stderr as "sluiced: MESSAGE". Process-wide. */
+typedef enum sl_backend_log_level {
+    SL_BACKEND_LOG_INFO = 0,
+    SL_BACKEND_LOG_WARN,
+    SL_BACKEND_LOG_ERROR,
+} sl_backend_log_level_t;
+typedef void (*sl_backend_log_cb)(sl_backend_log_level_t level, const char *msg);
+void sl_backend_set_log(sl_backend_log_cb cb);
+/* Formats a message and passes it on as sl_backend_set_log says. */
+void sl__backend_log(sl_backend_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Sets the caller of the operations dispatched next (NULL: anyone) until set again. The
  * strings are borrowed until then. A backend with one replica may ignore it (the server
  * checks owners it learnt from events). */

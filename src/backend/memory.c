@@ -270,9 +270,9 @@ static void remember_applied(memory_backend_t *m, const sl_backend_settings_t *s
 /* Says on stderr that the state file was refused, why, and where it is kept. */
 static void say_damaged(const sl_persist_t *p)
 {
-    fprintf(stderr,
-            "sluiced: state_file does not verify (%s): nothing of it restored, cold start; "
-            "kept as %s (alert state_file_damaged)\n",
+    sl__backend_log(SL_BACKEND_LOG_ERROR,
+            "state_file does not verify (%s): nothing of it restored, cold start; "
+            "kept as %s (alert state_file_damaged)",
             sl__persist_damage(p), sl__persist_kept_path(p));
 }
 
@@ -368,7 +368,7 @@ static void mem_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_ba
             }
             sl__persist_restore_rest(m->persist, m->engine, now, &restored, &dropped);
             if (restored || dropped)
-                fprintf(stderr, "sluiced: state_file: %zu leases in flight restored%s\n", restored,
+                sl__backend_log(SL_BACKEND_LOG_INFO, "state_file: %zu leases in flight restored%s", restored,
                         dropped ? " (some named pools no longer configured: dropped)" : "");
             if (sl__persist_snapshot(m->persist, m->engine, err, sizeof(err)) < 0) rc = SL_EINVAL;
         } else if (rc == SL_OK && m->persist) {
@@ -744,8 +744,8 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
         if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED)
             say_damaged(m->persist);
         else if (sl__persist_was_v1(m->persist))
-            fprintf(stderr, "sluiced: state_file: %s is format 1 (SLSTATE1): read once, "
-                            "rewritten as format 2\n", opt->state_file);
+            sl__backend_log(SL_BACKEND_LOG_INFO, "state_file: %s is format 1 (SLSTATE1): read once, "
+                                 "rewritten as format 2", opt->state_file);
         double latest_s = sl__persist_latest_s(m->persist);
         double now_s = sl_backend_clock_now(&m->clock);
         if (latest_s > now_s) m->clock.start_real_s += latest_s - now_s;

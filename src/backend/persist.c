@@ -691,11 +691,11 @@ static void snapshot_or_wait(sl_persist_t *p, sl_engine_t *e)
     if (p->broken && mono_s() < p->retry_at) return;
     bool was_broken = p->broken;
     if (sl__persist_snapshot(p, e, err, sizeof err) < 0) {
-        if (!was_broken) fprintf(stderr, "sluiced: %s (retrying every second)\n", err);
+        if (!was_broken) sl__backend_log(SL_BACKEND_LOG_ERROR, "%s (retrying every second)", err);
         p->broken = true;
         p->retry_at = mono_s() + RETRY_EVERY_S;
     } else if (was_broken) {
-        fprintf(stderr, "sluiced: state_file: %s written again\n", p->path);
+        sl__backend_log(SL_BACKEND_LOG_INFO, "state_file: %s written again", p->path);
     }
 }
 

@@ -28,6 +28,7 @@ typedef struct sl_emu_options {
     sl_provider_config_t provider;
     bool spend_capped;   /* --spend-cap: refuse every call from the start */
     char api_key[256];   /* "" = any non-empty key is accepted */
+    char admin_key[256]; /* the rate-limit endpoints' key; "" = any non-empty key */
     char tls_cert[1024]; /* "" = plain HTTP */
     char tls_key[1024];
     char vocab[1024];       /* "" = the tokenizer's default path */
@@ -370,6 +371,15 @@ void sl__openai_responses(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
 
 /* models.c: GET /v1/models (id NULL) and GET /v1/models/{id} in `api`'s shape. */
 void sl__emu_models(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, const char *id);
+
+/* models.c: the i-th model id of `api`'s fixed list, NULL past its end. */
+const char *sl__emu_model_id(sl_emu_api_t api, size_t i);
+
+/* admin.c: the provider's rate-limit endpoints (Anthropic's Admin API
+ * GET /v1/organizations/rate_limits, OpenAI's GET /v1/organization/projects/{id}/rate_limits)
+ * and the runtime knob POST /emu/limits. Answers and returns true when `path` is one of
+ * them; false leaves the request to the other routes. */
+bool sl__emu_admin_route(sl_emu_t *emu, struct evhttp_request *req, const char *path);
 
 /* http.c, for the endpoints outside its table: answers 401 and returns false when the key
  * is missing or wrong; parses the body as one JSON object (answers 400 or 413 and returns

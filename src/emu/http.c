@@ -333,6 +333,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path || !*path) path = "/";
+    if (sl__emu_admin_route(emu, req, path)) return;
     enum evhttp_cmd_type want = EVHTTP_REQ_GET;
     route_t route = find_route(path, &want);
     sl_emu_api_t api = route == ROUTE_CHAT || route == ROUTE_RESPONSES ||

@@ -36,6 +36,12 @@ static const struct {
 #define N_ANTHROPIC (sizeof anthropic_models / sizeof anthropic_models[0])
 #define N_OPENAI    (sizeof openai_models / sizeof openai_models[0])
 
+const char *sl__emu_model_id(sl_emu_api_t api, size_t i)
+{
+    if (api == SL_EMU_ANTHROPIC) return i < N_ANTHROPIC ? anthropic_models[i].id : NULL;
+    return i < N_OPENAI ? openai_models[i].id : NULL;
+}
+
 static json_t *anthropic_entry(const char *id, const char *name, const char *created)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:n, s:s, s:n, s:n, s:n, s:n}", "type", "model", "id",

@@ -72,6 +72,24 @@ void sl__emu_usage(FILE *out)
         "                         answered with the file's turns[k] (docs/emu.md)\n"
         "\n",
         out);
+    fputs(
+        "rate-limit endpoints (the admin key: --admin-key):\n"
+        "  GET  /v1/organizations/rate_limits  the limits as Anthropic's Admin API lists them\n"
+        "  GET  /v1/organization/projects/ID/rate_limits  as OpenAI's project rate limits\n"
+        "  POST /emu/limits       {\"input_tpm\": N, ...}: change the limits at once (no key)\n"
+        "\n"
+        "acceleration limit (off by default; docs/emu.md):\n"
+        "  --accel-idle-s X       after X s with no call (and at start) a ramp begins: uncached\n"
+        "                         input admitted in any 60 s may grow at most --accel-factor\n"
+        "                         per minute from max(--accel-floor-tpm, the minute before);\n"
+        "                         beyond it a 429 naming the acceleration limit (0 = off)\n"
+        "  --accel-factor X       growth per minute (> 1, default 2)\n"
+        "  --accel-floor-tpm N    the allowance a ramp starts from at least (default 10000)\n"
+        "  --admin-key K          the key of the rate-limit endpoints (GET\n"
+        "                         /v1/organizations/rate_limits, GET /v1/organization/projects/\n"
+        "                         ID/rate_limits); default $SLUICE_EMU_ADMIN_KEY, else any\n"
+        "\n",
+        out);
     /* Two pieces: C11 compilers need only take string literals of 4095 bytes. */
     fputs(
         "server:\n"
@@ -189,6 +207,9 @@ static void set_defaults(sl_emu_options_t *o)
     const char *key = getenv("SLUICE_EMU_API_KEY");
     if (key && *key && strlen(key) < sizeof o->api_key)
         snprintf(o->api_key, sizeof o->api_key, "%s", key);
+    const char *admin = getenv("SLUICE_EMU_ADMIN_KEY");
+    if (admin && *admin && strlen(admin) < sizeof o->admin_key)
+        snprintf(o->admin_key, sizeof o->admin_key, "%s", admin);
 }
 
 int sl__emu_parse_options(int argc, char **argv, sl_emu_options_t *o, char *err, size_t errlen)
@@ -294,6 +315,14 @@ int sl__emu_parse_options(int argc, char **argv, sl_emu_options_t *o, char *err,
             o->ping_interval_s = (double)n / 1000.0;
         } else if (!strcmp(flag, "--max-body-bytes")) {
             rc = parse_int(flag, val, 1024, INT64_C(1) << 32, &o->max_body_bytes, err, errlen);
+        } else if (!strcmp(flag, "--accel-idle-s")) {
+            rc = parse_num(flag, val, 0, 86400, false, &pc->accel_idle_s, err, errlen);
+        } else if (!strcmp(flag, "--accel-factor")) {
+            rc = parse_num(flag, val, 1.0001, 1000, false, &pc->accel_factor, err, errlen);
+        } else if (!strcmp(flag, "--accel-floor-tpm")) {
+            rc = parse_int(flag, val, 1, big, &pc->accel_floor_tpm, err, errlen);
+        } else if (!strcmp(flag, "--admin-key")) {
+            rc = copy_str(flag, val, o->admin_key, sizeof o->admin_key, err, errlen);
         } else if (!strcmp(flag, "--batch-seconds")) {
             rc = parse_num(flag, val, 0, 86400, false, &o->batch_s, err, errlen);
         } else if (!strcmp(flag, "--batch-rpm")) {

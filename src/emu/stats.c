@@ -53,6 +53,8 @@ void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req)
         /* Faults and token counting (keys added after the original set). */
         json_object_set_new(body, "overloaded", json_integer((json_int_t)s.overloaded));
         json_object_set_new(body, "stream_errors", json_integer((json_int_t)s.stream_errors));
+        json_object_set_new(body, "http_429_acceleration",
+                            json_integer((json_int_t)s.http_429_acceleration));
         json_object_set_new(body, "count_tokens",
                             json_pack("{s:I, s:I, s:I}", "requests", (json_int_t)s.count_tokens,
                                       "http_429", (json_int_t)s.count_tokens_429, "limit_rpm",

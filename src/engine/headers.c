@@ -126,7 +126,8 @@ static double implied_level(const sl__pool_t *p, sl_header_kind_t h, int64_t v)
 static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names,
                          const char *const *values, size_t count, double now)
 {
-    bool lowered = false, agreed = false;
+    bool lowered = false;
+    unsigned agreed_bits = 0;
     for (size_t i = 0; i < count; i++) {
         sl_header_kind_t h = sl_header_classify(names[i]);
         if (!h.known || h.bucket < 0 || h.field != SL_HEADER_REMAINING) continue;
@@ -137,9 +138,9 @@ static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names
         if (implied_level(p, h, v) < p->level[h.bucket])
             lowered = true;
         else
-            agreed = true;
+            agreed_bits |= 1u << h.bucket;
     }
-    sl__margin_headers(e, p, lowered, agreed, now);
+    sl__margin_headers(e, p, lowered, agreed_bits, now);
 }
 
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,

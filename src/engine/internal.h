@@ -19,8 +19,8 @@
 #define SL__ADMIT_MAX_WAIT_CACHE_LIVES 10 /* a parked first call joins the queue after this */
 #define SL__ADMIT_LEVEL_CACHE_LIVES 3 /* a level of remaining chain is worth this long a wait */
 #define SL__GRAPH_DEPTH_MAX 64        /* remaining chains are counted up to this many tasks */
-#define SL__CLIMB_EVERY_MAX_S 60.0    /* the margin's climb above its start: a step at most
-                                         this often (one refill period; margin.c) */
+#define SL__CLIMB_PERIOD_S 60.0 /* the margin's climb from its start to its ceiling takes at
+                                   least this long (one refill period; margin.c) */
 
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
@@ -204,6 +204,8 @@ typedef struct sl__pool {
     double clean_since;                     /* last 429 or margin raise: the recovery clock */
     double agreed_at;     /* the last provider `remaining` header that showed at least the
                              room the pool believes (the climb above the start needs one) */
+    unsigned agreed_bits; /* bit b: a `remaining` header of bucket b agreed since the last
+                             step (a step above the start adds its room to those levels) */
     uint64_t cut_id;      /* the engine's next id at the last cut: a lease with a lower id
                              was granted before it, so its 429 is the same congestion event */
     double floor_since;                     /* when the margin reached the floor, or -1 */
@@ -373,8 +375,11 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now);
 bool sl__margin_cut(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double now);
 /* What the provider's `remaining` headers of one report said (before they are applied):
  * `lowered`: one shows less room than the pool believes, which takes a margin above the
- * start back to the start and restarts the climb; else `agreed`: the climb may go on. */
-void sl__margin_headers(sl_engine_t *e, sl__pool_t *p, bool lowered, bool agreed, double now);
+ * start back to the start and restarts the climb; else `agreed_bits` (bit b: bucket b's
+ * header showed at least that room): the climb may go on, and its next step adds its
+ * room to those buckets' levels. */
+void sl__margin_headers(sl_engine_t *e, sl__pool_t *p, bool lowered, unsigned agreed_bits,
+                        double now);
 double sl__margin_next_step_at(const sl__pool_t *p);
 double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now);
 

@@ -43,14 +43,34 @@ static void emit_floor_alert(sl_engine_t *e, sl__pool_t *p, double now, bool act
 }
 
 /* The length of the interval now running: recover_every_s back to the start; above it, at
- * most one refill period (SL__CLIMB_EVERY_MAX_S), since a provider header vouches for the
- * whole bucket and a period is the time the provider's bucket takes to turn over. */
+ * most the share of one refill period (SL__CLIMB_PERIOD_S) that makes the whole climb from
+ * the start to the ceiling last one period (5 s a step with the defaults: 0.01 a step,
+ * 0.85 to 0.97). A provider header vouches for the whole bucket, and a period is the time
+ * the provider's bucket takes to turn over: outside use at a steady rate has shown in the
+ * headers (and taken the margin back to the start) before the climb is over. */
 static double step_every_s(const sl__pool_t *p)
 {
     double every_s = p->cfg.recover_every_s;
-    if (p->margin_bp >= p->start_bp && every_s > SL__CLIMB_EVERY_MAX_S)
-        every_s = SL__CLIMB_EVERY_MAX_S;
+    if (p->margin_bp >= p->start_bp && p->max_bp > p->start_bp) {
+        double climb_every_s =
+            SL__CLIMB_PERIOD_S * (double)p->up_bp / (double)(p->max_bp - p->start_bp);
+        if (every_s > climb_every_s) every_s = climb_every_s;
+    }
     return every_s;
+}
+
+/* A step above the start moves `step_bp` of each bucket's reserve into its level, for the
+ * buckets whose `remaining` header agreed during the interval: the header showed the
+ * provider's room at least level + reserve (headers.c), and the step keeps level +
+ * reserve where it was, so the pool claims no more than the provider vouched for. Without
+ * it a step only raised the ceiling and the refill, and the reserve the start kept (15% of
+ * a full bucket) stayed unused for a run of a few minutes (docs/design.md "Margin"). */
+static void step_into_levels(sl__pool_t *p, int step_bp)
+{
+    for (int b = 0; b < SL_BUCKET_COUNT; b++)
+        if (sl__limited(p, (sl_bucket_t)b) && (p->agreed_bits & (1u << b)))
+            p->level[b] += (double)p->limit[b] * step_bp / 10000.0;
+    sl__clamp_levels(p);
 }
 
 /* Whether the interval of recovery now running may take the margin up: below the start
@@ -58,7 +78,7 @@ static double step_every_s(const sl__pool_t *p)
 static bool may_climb(const sl__pool_t *p)
 {
     if (p->margin_bp >= p->max_bp) return false;
-    return p->margin_bp < p->start_bp || p->agreed_at > p->clean_since;
+    return p->margin_bp < p->start_bp || p->agreed_at >= p->clean_since;
 }
 
 double sl__margin_next_step_at(const sl__pool_t *p)
@@ -80,12 +100,13 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
     double every_s;
     while (p->margin_bp < p->max_bp && p->clean_since + (every_s = step_every_s(p)) <= now) {
         double t = p->clean_since + every_s;
-        if (p->margin_bp >= start_bp && !(p->agreed_at > p->clean_since && p->agreed_at <= t)) {
+        if (p->margin_bp >= start_bp && !(p->agreed_at >= p->clean_since && p->agreed_at < t)) {
             /* Above the start an interval no header vouched for earns nothing: skip to the
-             * one holding the last agreement, or to the last that ended by now. */
-            double until = p->agreed_at > t ? p->agreed_at : now;
-            double k = p->agreed_at > t ? ceil((until - p->clean_since) / every_s) - 1
-                                         : floor((until - p->clean_since) / every_s);
+             * one holding the last agreement, or to the last that ended by now. An
+             * interval holds its start, not its end: a header read at the instant the
+             * advance closed an interval counts for the next. */
+            double k = p->agreed_at >= t ? floor((p->agreed_at - p->clean_since) / every_s)
+                                         : floor((now - p->clean_since) / every_s);
             p->clean_since += (k >= 1 ? k : 1) * every_s;
             continue;
         }
@@ -94,7 +115,10 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now)
             emit_floor_alert(e, p, p->floor_since + p->cfg.margin_floor_alert_s, true);
         sl__refill(p, t); /* refill at the old capacity up to the step */
         int ceiling_bp = p->margin_bp < start_bp ? start_bp : p->max_bp;
+        int old_bp = p->margin_bp;
         p->margin_bp = p->margin_bp + up_bp > ceiling_bp ? ceiling_bp : p->margin_bp + up_bp;
+        if (old_bp >= start_bp) step_into_levels(p, p->margin_bp - old_bp);
+        p->agreed_bits = 0;
         p->clean_since = t;
         if (p->margin_bp > floor_bp && p->floor_since >= 0) {
             p->floor_since = -1;
@@ -116,6 +140,7 @@ bool sl__margin_cut(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double now
     int old_bp = p->margin_bp;
     p->margin_bp = p->margin_bp - down_bp < floor_bp ? floor_bp : p->margin_bp - down_bp;
     p->clean_since = now;
+    p->agreed_bits = 0;
     if (p->margin_bp <= floor_bp && p->floor_since < 0) p->floor_since = now;
     sl__clamp_levels(p);
     if (p->margin_bp != old_bp) {
@@ -125,12 +150,18 @@ bool sl__margin_cut(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double now
     return true;
 }
 
-void sl__margin_headers(sl_engine_t *e, sl__pool_t *p, bool lowered, bool agreed, double now)
+void sl__margin_headers(sl_engine_t *e, sl__pool_t *p, bool lowered, unsigned agreed_bits,
+                        double now)
 {
     if (!lowered) {
-        if (agreed) p->agreed_at = now;
+        if (agreed_bits) {
+            p->agreed_at = now;
+            p->agreed_bits |= agreed_bits;
+        }
         return;
     }
+    p->agreed_bits = 0;
+    p->agreed_at = -INFINITY;
     if (p->margin_bp < p->start_bp) return; /* recovering from a 429: headers do not stop it */
     p->clean_since = now;                   /* the climb starts over */
     if (p->margin_bp == p->start_bp) return;

@@ -161,6 +161,7 @@ static const char *limit_words(sl_provider_limit_t l)
     case SL_PROVIDER_LIMIT_OUTPUT: return "output tokens per minute";
     case SL_PROVIDER_LIMIT_TOKENS: return "tokens per minute";
     case SL_PROVIDER_LIMIT_COUNT_TOKENS: return "token counting requests per minute";
+    case SL_PROVIDER_LIMIT_ACCELERATION: return "input tokens per minute";
     default: return "requests";
     }
 }
@@ -187,6 +188,25 @@ size_t sl_provider_error_body(const sl_provider_t *p, sl_provider_style_t style,
         if (cap) buf[0] = '\0';
         return 0;
     case SL_PROVIDER_RATE_LIMITED:
+        if (r->limit == SL_PROVIDER_LIMIT_ACCELERATION) {
+            /* The wording is this model's: the provider's page names the limit
+             * ("acceleration limits") and the advice (ramp up gradually). */
+            const char *msg =
+                "Your organization's usage is increasing too quickly: this request exceeds "
+                "the acceleration limit. Please ramp up your traffic gradually and try "
+                "again later.";
+            if (anthropic)
+                n = snprintf(buf, cap,
+                             "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
+                             "\"message\":\"%s\"}}",
+                             msg);
+            else
+                n = snprintf(buf, cap,
+                             "{\"error\":{\"message\":\"%s\",\"type\":\"tokens\",\"param\":null,"
+                             "\"code\":\"rate_limit_exceeded\"}}",
+                             msg);
+            break;
+        }
         if (anthropic)
             n = snprintf(buf, cap,
                          "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","

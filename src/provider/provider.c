@@ -28,6 +28,8 @@ void sl_provider_config_init(sl_provider_config_t *cfg)
     cfg->default_output_tokens = 1000;
     cfg->drift = 1.0;
     cfg->seed = 1;
+    cfg->accel_factor = 2.0;
+    cfg->accel_floor_tpm = 10000;
 }
 
 static bool bad_time(double v)
@@ -69,6 +71,11 @@ static bool validate(const sl_provider_config_t *c, char *err, size_t errlen)
     CHECK(!isfinite(c->stream_error_rate) || c->stream_error_rate < 0 || c->stream_error_rate > 1,
           "stream_error_rate", c->stream_error_rate);
     CHECK(c->count_tokens_rpm < 0, "count_tokens_rpm", c->count_tokens_rpm);
+    CHECK(bad_time(c->accel_idle_s), "accel_idle_s", c->accel_idle_s);
+    CHECK(c->accel_idle_s > 0 && (!isfinite(c->accel_factor) || c->accel_factor <= 1 ||
+                                  c->accel_factor > 1000),
+          "accel_factor", c->accel_factor);
+    CHECK(c->accel_idle_s > 0 && c->accel_floor_tpm < 1, "accel_floor_tpm", c->accel_floor_tpm);
 #undef CHECK
     if (!field) return true;
     if (err && errlen) snprintf(err, errlen, "provider config: %s = %g is out of range", field, value);
@@ -179,6 +186,7 @@ sl_provider_t *sl_provider_new(const sl_provider_config_t *cfg, double now_s, ch
     if (cfg->outside_share > 0)
         p->outside_next_s = now_s + draw_exp(&p->outside_rng, 60.0 / outside_rate_per_min(cfg));
     if (sl__cache_init(&p->cache) != 0) goto oom;
+    sl__accel_init(&p->accel);
     return p;
 oom:
     free(p);
@@ -357,6 +365,14 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     need[SL__PB_INPUT] = (double)uncached;
     need[SL__PB_OUTPUT] = (double)reserved_out;
     need[SL__PB_TOKENS] = (double)(uncached + reserved_out);
+    double accel_wait_s = 0;
+    if (sl__accel_refuses(p, uncached, now, &accel_wait_s)) {
+        refuse(p, out, SL_PROVIDER_RATE_LIMITED);
+        out->limit = SL_PROVIDER_LIMIT_ACCELERATION;
+        out->retry_after_s = accel_wait_s;
+        p->stats.http_429_acceleration++;
+        return;
+    }
     for (int b = 0; b < SL__PB_COUNT; b++) {
         if (p->limit[b] > 0 && (p->level[b] < need[b] || need[b] > (double)p->limit[b])) {
             refuse(p, out, SL_PROVIDER_RATE_LIMITED);
@@ -369,6 +385,7 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
 
     for (int b = 0; b < SL__PB_COUNT; b++)
         if (p->limit[b] > 0) p->level[b] -= need[b];
+    sl__accel_admit(p, uncached, now);
     if (hit) {
         hit->expires_at = now + p->cfg.cache_ttl_s;
     } else if (creation > 0 && sl__cache_put(&p->cache, call->cache_key, prefix,
@@ -459,6 +476,24 @@ void sl_provider_end(sl_provider_t *p, const sl_provider_result_t *r, double now
         p->level[b] += back;
         if (p->level[b] > (double)p->limit[b]) p->level[b] = (double)p->limit[b];
     }
+}
+
+int sl_provider_set_limits(sl_provider_t *p, int64_t input_tpm, int64_t output_tpm, int64_t rpm,
+                           int64_t tokens_tpm, double now_s)
+{
+    if (input_tpm < 0 || output_tpm < 0 || rpm < 0 || tokens_tpm < 0) return -1;
+    sl__provider_advance(p, now_s);
+    const int64_t next[SL__PB_COUNT] = {rpm, input_tpm, output_tpm, tokens_tpm};
+    for (int b = 0; b < SL__PB_COUNT; b++) {
+        if (p->limit[b] <= 0) p->level[b] = (double)next[b];
+        p->limit[b] = next[b];
+        if (p->level[b] > (double)next[b]) p->level[b] = (double)next[b];
+    }
+    p->cfg.input_tpm = input_tpm;
+    p->cfg.output_tpm = output_tpm;
+    p->cfg.rpm = rpm;
+    p->cfg.tokens_tpm = tokens_tpm;
+    return 0;
 }
 
 bool sl_provider_cache_warm(const sl_provider_t *p, uint64_t cache_key, double now_s)

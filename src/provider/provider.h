@@ -85,6 +85,12 @@ typedef struct sl_provider_config {
     double stream_error_rate;   /* 0: share (0..1) of admitted streaming calls that break
                                    off mid-stream with an overloaded error */
     int64_t count_tokens_rpm;   /* token counting requests per minute; 0 = not limited */
+    /* The acceleration limit (accel.c), off while accel_idle_s is 0: after this long with
+     * no call (and from creation), uncached input tokens admitted in any 60 s may grow
+     * at most by accel_factor per minute from max(accel_floor_tpm, the minute before). */
+    double accel_idle_s;      /* 0 = no acceleration limit */
+    double accel_factor;      /* 2: growth allowed per minute (> 1) */
+    int64_t accel_floor_tpm;  /* 10000: the allowance a ramp starts from at least */
 } sl_provider_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0 = not limited). */
@@ -162,6 +168,7 @@ typedef enum sl_provider_limit {
     SL_PROVIDER_LIMIT_OUTPUT,
     SL_PROVIDER_LIMIT_TOKENS,
     SL_PROVIDER_LIMIT_COUNT_TOKENS, /* the token counting endpoint's own RPM */
+    SL_PROVIDER_LIMIT_ACCELERATION, /* usage grew faster than the acceleration limit allows */
 } sl_provider_limit_t;
 
 /* The answer to one call. */
@@ -246,7 +253,18 @@ typedef struct sl_provider_stats {
     int64_t outside_input_tokens;
     int64_t outside_output_tokens;
     int64_t cache_entries;       /* live or lapsed entries still held */
+    uint64_t http_429_acceleration; /* rate limited by the acceleration limit (in http_429_rate) */
 } sl_provider_stats_t;
+
+/* Changes the limits in force at `now_s` (the emulator's runtime knob): a bucket keeps
+ * its level, clamped to a lower limit; a bucket limited only now starts full. Negative
+ * values are refused (-1, nothing changed). */
+int sl_provider_set_limits(sl_provider_t *p, int64_t input_tpm, int64_t output_tpm, int64_t rpm,
+                           int64_t tokens_tpm, double now_s);
+
+/* The acceleration allowance in force at `now_s` in uncached input tokens per minute,
+ * or -1 when no ramp binds (limit off, or the ramp has caught up with the limits). */
+double sl_provider_accel_allowance(const sl_provider_t *p, double now_s);
 
 void sl_provider_stats(const sl_provider_t *p, sl_provider_stats_t *out);
 
@@ -295,7 +313,10 @@ size_t sl_provider_headers(sl_provider_t *p, sl_provider_style_t style,
  *   OpenAI overloaded:    {"error":{"message":"The engine is currently overloaded, please
  *                         try again later","type":"server_error","param":null,"code":null}}
  *   Count tokens 429:     rate_limit_error / rate_limit_exceeded naming the token
- *                         counting requests-per-minute limit. */
+ *                         counting requests-per-minute limit.
+ *   Acceleration 429:     rate_limit_error / rate_limit_exceeded whose message says the
+ *                         organisation's usage grew too fast and names the "acceleration
+ *                         limit" (the phrase callers recognise it by). */
 size_t sl_provider_error_body(const sl_provider_t *p, sl_provider_style_t style,
                               const sl_provider_result_t *r, char *buf, size_t cap);
 

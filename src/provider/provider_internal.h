@@ -33,6 +33,25 @@ const sl__cache_entry_t *sl__cache_peek(const sl__cache_t *c, uint64_t key, doub
 /* Inserts or overwrites (key -> tokens, expires_at). Returns 0 or -1 (out of memory). */
 int sl__cache_put(sl__cache_t *c, uint64_t key, int64_t tokens, double expires_at, double now);
 
+/* The acceleration limit's state (accel.c): admitted uncached input per second over
+ * the last minute, and the ramp in force. */
+#define SL__ACCEL_SLOTS 60
+typedef struct sl__accel {
+    int64_t slot_tokens[SL__ACCEL_SLOTS]; /* tokens admitted in second slot_second[i] */
+    int64_t slot_second[SL__ACCEL_SLOTS];
+    double last_call_s;  /* the latest call (admitted or not); -INFINITY before any */
+    bool ramping;        /* a ramp is in force */
+    double ramp_start_s; /* when it began */
+    double ramp_base;    /* its allowance at the start, tokens per minute */
+} sl__accel_t;
+
+/* Refuses (true) a call needing `tokens` uncached input at `now` beyond the allowance,
+ * setting *retry_after_s; else false. Arms a ramp after an idle period first. */
+bool sl__accel_refuses(sl_provider_t *p, int64_t tokens, double now, double *retry_after_s);
+/* Records `tokens` admitted at `now`. */
+void sl__accel_admit(sl_provider_t *p, int64_t tokens, double now);
+void sl__accel_init(sl__accel_t *a);
+
 struct sl_provider {
     sl_provider_config_t cfg;
     double now_s;                     /* latest time seen; buckets are refilled to it */
@@ -46,6 +65,7 @@ struct sl_provider {
     double outside_next_s;
     sl__cache_t cache;
     sl_provider_stats_t stats;
+    sl__accel_t accel;
 };
 
 /* Plays outside traffic and refills the buckets up to `now_s` (no-op for the past). */

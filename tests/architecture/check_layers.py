@@ -33,12 +33,16 @@ ALLOWED = {
     # libraries, never another feature.
     # core -> fleet is the one arrow left against that: server.h still names the fleet's
     # hooks (fleet.h) until the feature table and the event bus replace them (issue 26).
-    "server/core": ({"backend", "backend/redis", "limits", "server/fleet", "common"}, {"engine.h", "tokenizer.h"}),
+    # core -> provider_limits likewise: server.h names the ramp's and published limits' hooks.
+    "server/core": ({"backend", "backend/redis", "limits", "server/fleet", "server/provider_limits", "common"},
+                    {"engine.h", "tokenizer.h"}),
+    "server/provider_limits": ({"server/core", "backend", "provider"}, {"engine.h"}),
     "server/lease": ({"server/core", "backend"}, {"engine.h", "tokenizer.h"}),
     "server/proxy": ({"server/core", "backend", "provider"}, {"engine.h", "tokenizer.h"}),
     "server/limits": ({"server/core", "backend", "backend/redis", "limits"}, {"engine.h"}),
     "server/fleet": ({"server/core", "backend", "common"}, {"engine.h"}),  # common/map.h
     "server/dashboard": ({"server/core"}, {"engine.h"}),
+    "server/usage": ({"server/core", "backend"}, {"engine.h"}),
     "emu": ({"provider", "common"}, {"tokenizer.h"}),  # common/mix.h: the filler's mixer
     "cli": ({"sim"}, {"client.h", "tokenizer.h"}),
 }

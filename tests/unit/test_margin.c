@@ -188,16 +188,17 @@ static void test_the_margin_climbs_above_its_start_only_while_headers_agree(void
     sl_engine_free(e);
 }
 
-static void test_above_its_start_the_margin_steps_once_per_refill_period(void **state)
+static void test_above_its_start_the_climb_to_the_ceiling_takes_one_refill_period(void **state)
 {
     (void)state;
     sl_engine_t *e = harness_engine(100000, 10000, 100); /* recover_every_s 180 */
-    /* A header agreeing in every 60 s interval: 12 steps from 0.85 to 0.97 in 720 s. */
+    /* A header agreeing in every 5 s interval: 12 steps from 0.85 to 0.97 in 60 s, one
+     * refill period for the whole climb (was one period a step: 720 s). */
     for (int i = 0; i < 12; i++) {
-        resync_remaining(e, "100000", T0 + 10 + 60.0 * i);
-        assert_int_equal(sl_engine_advance(e, T0 + 60.0 * (i + 1) - 0.5), SL_OK);
+        resync_remaining(e, "100000", T0 + 1 + 5.0 * i);
+        assert_int_equal(sl_engine_advance(e, T0 + 5.0 * (i + 1) - 0.5), SL_OK);
         assert_true(fabs(harness_margin(e) - (0.85 + 0.01 * i)) < 1e-12);
-        assert_int_equal(sl_engine_advance(e, T0 + 60.0 * (i + 1)), SL_OK);
+        assert_int_equal(sl_engine_advance(e, T0 + 5.0 * (i + 1)), SL_OK);
         assert_true(fabs(harness_margin(e) - (0.86 + 0.01 * i)) < 1e-12);
     }
     sl_engine_free(e);
@@ -214,6 +215,29 @@ static void test_above_its_start_the_margin_steps_once_per_refill_period(void **
     assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
     assert_int_equal(sl_engine_advance(e, T0 + 2 + 180), SL_OK);
     assert_true(fabs(harness_margin(e) - 0.81) < 1e-12);
+    sl_engine_free(e);
+}
+
+/* A header that shows the provider's room at least level + reserve vouches for the
+ * reserve: a step above the start moves its share of the reserve into the level of that
+ * bucket (level + reserve unchanged), not of a bucket no header spoke for. */
+static void test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouched_for(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(100000, 10000, 100);
+    /* Spend the input bucket down to 5,000 (of 85,000) and the output one to 5,000. */
+    harness_grant(e, "a", 80000, 3500, T0);
+    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 5000.0) < 1e-6);
+    /* A second later the provider, holding the same 80,000, refilled at its full rate:
+     * 21,667 room, sent as 22,000, against ours 6,417 + the 15,000 reserve. */
+    resync_remaining(e, "22000", T0 + 1);
+    assert_int_equal(sl_engine_advance(e, T0 + 5), SL_OK);
+    assert_true(fabs(harness_margin(e) - 0.86) < 1e-12);
+    /* 5 s refill at 85,000 a minute, plus the step's 1,000 of the reserve. */
+    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - (5000.0 + 85000.0 / 12 + 1000.0)) <
+                1e-6);
+    /* No output header agreed: that level only refilled. */
+    assert_true(fabs(harness_level(e, SL_BUCKET_OUTPUT) - (5000.0 + 8500.0 / 12)) < 1e-6);
     sl_engine_free(e);
 }
 
@@ -258,7 +282,8 @@ int main(void)
         cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
         cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
         cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
-        cmocka_unit_test(test_above_its_start_the_margin_steps_once_per_refill_period),
+        cmocka_unit_test(test_above_its_start_the_climb_to_the_ceiling_takes_one_refill_period),
+        cmocka_unit_test(test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouched_for),
         cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -141,7 +141,7 @@ static void on_refreshed(rb_t *rb, rcall_t *c, redisReply *r)
     (void)c;
     if (!rb->cl) return;
     rb->cl->refreshing = false;
-    if (r && !read_slots(rb, r)) fprintf(stderr, "sluiced: redis cluster: CLUSTER SLOTS unreadable\n");
+    if (r && !read_slots(rb, r)) sl__backend_log(SL_BACKEND_LOG_WARN, "redis cluster: CLUSTER SLOTS unreadable");
 }
 
 static void refresh_map(rb_t *rb)
@@ -184,7 +184,7 @@ void sl__rcl_start(rb_t *rb)
     if (!rb->cl) {
         rb->cl = calloc(1, sizeof *rb->cl);
         if (!rb->cl) return;
-        fprintf(stderr, "sluiced: redis %s:%d is a Cluster: routing by slot\n", rb->opt.host, rb->opt.port);
+        sl__backend_log(SL_BACKEND_LOG_INFO, "redis %s:%d is a Cluster: routing by slot", rb->opt.host, rb->opt.port);
     }
     memset(rb->cl->slot_node, 0xff, sizeof rb->cl->slot_node);
     rb->cl->ready = false;

@@ -139,7 +139,7 @@ void sl__rb_on_deadline(evutil_socket_t fd, short what, void *ud)
         due = rb->cl && rb->head ? sl__rcl_first_due(rb) : rb->head;
     }
     if (due && due->deadline <= sl__rb_now(&rb->base)) {
-        fprintf(stderr, "sluiced: redis did not answer within %.3f s\n", rb->opt.timeout_s);
+        sl__backend_log(SL_BACKEND_LOG_WARN, "redis did not answer within %.3f s", rb->opt.timeout_s);
         go_down(rb);
     } else {
         arm_deadline(rb);
@@ -179,7 +179,7 @@ void sl__rb_on_disconnect(const redisAsyncContext *ac, int status)
         rb->sub = NULL;
     } else if (sl__rcl_lost(rb, ac) && !rb->freeing) {
         /* A master went away: down as when the single node does (cluster.c). */
-        fprintf(stderr, "sluiced: redis cluster: a master closed its connection\n");
+        sl__backend_log(SL_BACKEND_LOG_WARN, "redis cluster: a master closed its connection");
         note_outage(rb);
         rb->up = false;
         sl__rb_set_alert(rb, true);
@@ -235,7 +235,7 @@ static void on_internal_reply(rb_t *rb, rcall_t *c, redisReply *r)
 /* A step of connecting failed: drop the connection so the next tick starts over. */
 void sl__rb_connect_failed(rb_t *rb, const char *what, const char *why)
 {
-    fprintf(stderr, "sluiced: redis %s:%d: %s: %s\n", rb->opt.host, rb->opt.port, what, why);
+    sl__backend_log(SL_BACKEND_LOG_WARN, "redis %s:%d: %s: %s", rb->opt.host, rb->opt.port, what, why);
     sl__rb_drop_connections(rb);
 }
 
@@ -427,7 +427,7 @@ static void send_configure_all(rb_t *rb)
 static void recover_lost_state(rb_t *rb)
 {
     if (!rb->up) return;
-    fprintf(stderr, "sluiced: redis %s:%d lost sluice's state: configuring again\n",
+    sl__backend_log(SL_BACKEND_LOG_WARN, "redis %s:%d lost sluice's state: configuring again",
             rb->opt.host, rb->opt.port);
     note_outage(rb);
     rb->up = false;

@@ -157,7 +157,7 @@ void sl__rb_set_alert(rb_t *rb, bool active)
     ev.alert = "backend_unavailable";
     ev.active = active;
     sl__rb_queue_event(rb, &ev);
-    fprintf(stderr, "sluiced: redis %s:%d %s\n", rb->opt.host, rb->opt.port,
+    sl__backend_log(active ? SL_BACKEND_LOG_WARN : SL_BACKEND_LOG_INFO, "redis %s:%d %s", rb->opt.host, rb->opt.port,
             active ? "unavailable" : "available again");
 }
 
@@ -219,9 +219,9 @@ void sl__rb_note_state(rb_t *rb, rpool_t *p, const sl__rreply_t *rep)
     double redis_now = sl__rb_now(&rb->base) + rb->offset_s;
     if (rep->lost_until_s > p->lost_until_s) p->lost_until_s = rep->lost_until_s;
     if (p->epoch > 0 && rep->epoch != p->epoch) {
-        fprintf(stderr,
-                "sluiced: redis: pool %s lost its state (epoch %.0f, now %.0f): cold start, "
-                "alert backend_state_lost\n",
+        sl__backend_log(SL_BACKEND_LOG_WARN,
+                "redis: pool %s lost its state (epoch %.0f, now %.0f): cold start, "
+                "alert backend_state_lost",
                 p->name, p->epoch, rep->epoch);
         if (p->lost_until_s < redis_now + COLD_S) p->lost_until_s = redis_now + COLD_S;
         /* Its queue went with it: every ticket queued here before now has ended. */

@@ -209,7 +209,7 @@ static void on_charged(rb_t *rb, rcall_t *c, redisReply *r)
         sl__rb_note_state(rb, p, &rep);
     } else if (rc != SL__RPROTO) {
         /* A charge the library refuses is dropped, not retried forever. */
-        fprintf(stderr, "sluiced: redis: charging pool %s for its fail-open grants failed: %s\n",
+        sl__backend_log(SL_BACKEND_LOG_WARN, "redis: charging pool %s for its fail-open grants failed: %s",
                 p->name, rep.msg);
         memset(p->charge, 0, sizeof p->charge);
         p->charge_seq = 0;

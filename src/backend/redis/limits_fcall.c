@@ -250,7 +250,7 @@ static void on_limits_loaded(rb_t *rb, rcall_t *c, redisReply *r)
 {
     (void)c;
     if (r && r->type == REDIS_REPLY_ERROR)
-        fprintf(stderr, "sluiced: redis %s:%d: loading limits.lua failed: %s (limits stay local)\n",
+        sl__backend_log(SL_BACKEND_LOG_WARN, "redis %s:%d: loading limits.lua failed: %s (limits stay local)",
                 rb->opt.host, rb->opt.port, r->str);
 }
 

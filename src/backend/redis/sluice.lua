@@ -426,20 +426,36 @@ local function max_bp(p)
 end
 
 -- The length of the interval now running: recover_every_s back to the start; above it at
--- most one refill period (margin.c, SL__CLIMB_EVERY_MAX_S).
-local CLIMB_EVERY_MAX_S = 60
+-- most the share of one refill period that makes the climb from the start to the ceiling
+-- last one period (margin.c, SL__CLIMB_PERIOD_S).
+local CLIMB_PERIOD_S = 60
 local function step_every(p)
-  if p.margin_bp >= p.start_bp and p.recover_every_s > CLIMB_EVERY_MAX_S then
-    return CLIMB_EVERY_MAX_S
+  local every = p.recover_every_s
+  local top = max_bp(p)
+  if p.margin_bp >= p.start_bp and top > p.start_bp then
+    local climb_every = CLIMB_PERIOD_S * p.up_bp / (top - p.start_bp)
+    if every > climb_every then every = climb_every end
   end
-  return p.recover_every_s
+  return every
+end
+
+-- A step above the start moves step_bp of each bucket's reserve into its level, for the
+-- buckets whose remaining header agreed during the interval (margin.c step_into_levels).
+local function step_into_levels(p, step_bp)
+  local bits = p.agreed_bits or 0
+  for b = 0, NB - 1 do
+    if limited(p, b) and math.floor(bits / 2 ^ b) % 2 == 1 then
+      p['lv' .. b] = p['lv' .. b] + p['lim' .. b] * step_bp / 10000.0
+    end
+  end
+  clamp_levels(p)
 end
 
 -- Whether the interval of recovery now running may take the margin up: below the start
 -- always; at or above it only when a provider header agreed during it.
 local function may_climb(p)
   if p.margin_bp >= max_bp(p) then return false end
-  return p.margin_bp < p.start_bp or p.agreed_at > p.clean_since
+  return p.margin_bp < p.start_bp or p.agreed_at >= p.clean_since
 end
 
 local function margin_next_step_at(p)
@@ -457,12 +473,13 @@ local function margin_advance(p, now)
   while p.margin_bp < top and p.clean_since + step_every(p) <= now do
     local every = step_every(p)
     local t = p.clean_since + every
-    if p.margin_bp >= p.start_bp and not (p.agreed_at > p.clean_since and p.agreed_at <= t) then
+    if p.margin_bp >= p.start_bp and not (p.agreed_at >= p.clean_since and p.agreed_at < t) then
       -- Above the start an interval no header vouched for earns nothing: skip to the one
-      -- holding the last agreement, or to the last that ended by now.
+      -- holding the last agreement, or to the last that ended by now (an interval holds
+      -- its start, not its end).
       local k
-      if p.agreed_at > t then
-        k = math.ceil((p.agreed_at - p.clean_since) / every) - 1
+      if p.agreed_at >= t then
+        k = math.floor((p.agreed_at - p.clean_since) / every)
       else
         k = math.floor((now - p.clean_since) / every)
       end
@@ -474,7 +491,10 @@ local function margin_advance(p, now)
       end
       refill(p, t)  -- refill at the old capacity up to the step
       local ceiling = p.margin_bp < p.start_bp and p.start_bp or top
+      local old_bp = p.margin_bp
       p.margin_bp = p.margin_bp + p.up_bp > ceiling and ceiling or p.margin_bp + p.up_bp
+      if old_bp >= p.start_bp then step_into_levels(p, p.margin_bp - old_bp) end
+      p.agreed_bits = 0
       p.clean_since = t
       if p.margin_bp > p.floor_bp and p.floor_since >= 0 then
         p.floor_since = -1
@@ -492,11 +512,23 @@ end
 -- What a report's `remaining` headers say at today's margin, before they are applied:
 -- one showing less room than the pool believes takes a margin above the start back to
 -- the start and restarts the climb; otherwise an agreement lets the climb go on.
-local function margin_headers(p, lowered, agreed, now)
+local function margin_headers(p, lowered, agreed_bits, now)
   if not lowered then
-    if agreed then p.agreed_at = now end
+    if agreed_bits > 0 then
+      p.agreed_at = now
+      local bits = p.agreed_bits or 0
+      for b = 0, NB - 1 do
+        local bit = 2 ^ b
+        if math.floor(agreed_bits / bit) % 2 == 1 and math.floor(bits / bit) % 2 == 0 then
+          bits = bits + bit
+        end
+      end
+      p.agreed_bits = bits
+    end
     return
   end
+  p.agreed_bits = 0
+  p.agreed_at = -math.huge
   if p.margin_bp < p.start_bp then return end  -- recovering from a 429: not stopped
   p.clean_since = now
   if p.margin_bp == p.start_bp then return end
@@ -1655,6 +1687,7 @@ local function margin_cut(p, id, now)
   local old = p.margin_bp
   p.margin_bp = p.margin_bp - p.down_bp < p.floor_bp and p.floor_bp or p.margin_bp - p.down_bp
   p.clean_since = now
+  p.agreed_bits = 0
   if p.margin_bp <= p.floor_bp and p.floor_since < 0 then p.floor_since = now end
   clamp_levels(p)
   if p.margin_bp ~= old then
@@ -1783,7 +1816,7 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
-  'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom'})
+  'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -2021,7 +2054,7 @@ local function configure(p, args, now)
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
     purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
     agreed_at = -math.huge, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
-    ws3 = 0, ws_prom = -math.huge},
+    ws3 = 0, ws_prom = -math.huge, agreed_bits = 0},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -2616,18 +2649,18 @@ local function resync_apply(p, args, now)
     end
   end
   -- The margin hears what the remaining values say at today's margin (as the engine).
-  local lowered, agreed = false, false
+  local lowered, agreed_bits = false, 0
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) and
         not (S.now < p.cold_until and math.floor(p.cold_raised / 2 ^ h.b) % 2 == 0) then
       if implied_level(p, h) < p['lv' .. h.b] then
         lowered = true
-      else
-        agreed = true
+      elseif math.floor(agreed_bits / 2 ^ h.b) % 2 == 0 then
+        agreed_bits = agreed_bits + 2 ^ h.b
       end
     end
   end
-  margin_headers(p, lowered, agreed, now)
+  margin_headers(p, lowered, agreed_bits, now)
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) then
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 1

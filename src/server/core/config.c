@@ -5,6 +5,7 @@
  * are errors: a typo in a limit must not silently leave the pool unlimited.
  */
 #include "config.h"
+#include "log.h"
 
 #include <errno.h>
 #include <math.h>
@@ -545,6 +546,7 @@ static void bounds_init(sl_pool_bounds_t *b)
     b->max_report_pool_block_s = 60;
     b->max_resync_factor = 2;
     b->limits_from_provider = false;
+    sl__config_ramp_defaults(&b->ramp);
 }
 
 static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,
@@ -564,6 +566,15 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
         const config_key_t *f =
             find_key(pool_keys, sizeof(pool_keys) / sizeof(pool_keys[0]), kname);
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
+        if (!f && kname && !strncmp(kname, "ramp", 4)) { /* ramp_*: its own reader */
+            char what[240];
+            bool handled = false;
+            const char *sv = scalar(v);
+            if (!sv) return fail(p, v, key, "expected a single value");
+            if (sl__config_ramp_key(kname, sv, &bounds->ramp, &handled, what, sizeof(what)) < 0)
+                return fail(p, v, key, "%s", what);
+            if (handled) continue;
+        }
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
         if (set_key(p, f, v, key, parts[f->part] + f->offset, up) < 0) return -1;
     }
@@ -948,6 +959,19 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
                 free(c->event_log);
                 c->event_log = NULL;
             }
+        } else if (!strcmp(kname, "log_format")) {
+            const char *s;
+            sl_log_format_t lf;
+            rc = want_scalar(p, v, "log_format", &s);
+            if (rc == 0 && sl__log_format_parse(s, &lf) < 0)
+                rc = fail(p, v, "log_format", "'%s' must be text or json", s);
+            if (rc == 0) c->log_format = (int)lf;
+        } else if (!strcmp(kname, "access_log")) {
+            rc = get_string(p, v, "access_log", &c->access_log);
+            if (rc == 0 && !*c->access_log) {
+                free(c->access_log);
+                c->access_log = NULL;
+            }
         } else if (!strcmp(kname, "state_file")) {
             rc = get_string(p, v, "state_file", &c->state_file);
             if (rc == 0 && !*c->state_file) {
@@ -989,12 +1013,17 @@ static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
             rc = parse_server(p, v, c);
         } else if (!strcmp(kname, "limits")) {
             rc = sl__config_parse_limits(p->doc, v, p->path, &c->limits, p->err, p->errlen);
+        } else if (!strcmp(kname, "prices")) {
+            rc = sl__config_parse_prices(p->doc, v, p->path, &c->prices, p->err, p->errlen);
         } else if (!strcmp(kname, "fleet")) {
             rc = sl__config_parse_fleet(p->doc, v, p->path, &c->fleet, p->err, p->errlen);
         } else if (!strcmp(kname, "events")) {
             rc = sl__config_parse_events(p->doc, v, p->path, &c->events, p->err, p->errlen);
         } else if (!strcmp(kname, "agents")) {
             rc = sl__config_parse_agents(p->doc, v, p->path, &c->agents, p->err, p->errlen);
+        } else if (!strcmp(kname, "provider_limits")) {
+            rc = sl__config_parse_published(p->doc, v, p->path, &c->published, p->err,
+                                            p->errlen);
         } else {
             rc = fail(p, k, kname, "unknown key '%s'", kname);
         }
@@ -1226,6 +1255,7 @@ void sl_config_clear(sl_config_t *c)
     free(c->listen_host);
     free(c->backend);
     free(c->event_log);
+    free(c->access_log);
     free(c->state_file);
     free(c->admin_token);
     free(c->pool_lines);
@@ -1240,6 +1270,8 @@ void sl_config_clear(sl_config_t *c)
     sl__token_config_clear(&c->token_cfg);
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
     json_decref(c->limits);
+    json_decref(c->prices);
     free(c->proxy.default_pool);
+    sl__config_published_clear(&c->published);
     memset(c, 0, sizeof(*c));
 }

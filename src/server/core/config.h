@@ -29,6 +29,20 @@ typedef struct sl_token_rule {
     bool resync;          /* its settle `headers` may resync pools: false */
 } sl_token_rule_t;
 
+/* A pool's slow start (docs/design.md "Slow start"): `pools.NAME.ramp*` keys. */
+typedef enum sl_ramp_mode {
+    SL_RAMP_AUTO = 0, /* off until the pool meets an acceleration 429, then on (default) */
+    SL_RAMP_ON,       /* every cold start and every idle period ramps */
+    SL_RAMP_OFF,
+} sl_ramp_mode_t;
+
+typedef struct sl_pool_ramp {
+    sl_ramp_mode_t mode;
+    int64_t floor_tpm; /* 10000: input tokens per minute a ramp starts from */
+    double factor;     /* 2: growth per minute (1 < f <= 100) */
+    double idle_s;     /* 60: nothing in flight or queued this long re-arms the ramp */
+} sl_pool_ramp_t;
+
 /* What one settle report may do to a pool, enforced by sluiced before any backend sees
  * the report (so memory and Redis alike). The `pools.<name>.*` keys of the same names. */
 typedef struct sl_pool_bounds {
@@ -45,6 +59,7 @@ typedef struct sl_pool_bounds {
     bool limits_from_provider; /* `limits_from`: false ("config", the default): the
                                   configured limit is a ceiling no header raises; true
                                   ("provider"): headers may raise it too */
+    sl_pool_ramp_t ramp;       /* the slow start (provider_limits/ramp.c) */
 } sl_pool_bounds_t;
 
 /* Which wire format a pool's provider speaks (the proxy endpoints it serves). */
@@ -69,6 +84,28 @@ typedef struct sl_pool_upstream {
     int64_t max_batch_requests; /* 100000: requests of batch pools' batches in the
                                    provider's processing queue */
 } sl_pool_upstream_t;
+
+/* Reading the provider's published rate limits (the `provider_limits:` section,
+ * provider_limits/): one admin key per provider, never in the file. */
+typedef struct sl_published_source {
+    char *key_env;  /* the variable holding the admin key, or NULL */
+    char *key_file; /* or the file, or NULL */
+    char *key;      /* the admin key read at load (secret), NULL when neither is set */
+    char *url;      /* NULL: each pool's upstream_url */
+    char *project;  /* OpenAI: the project whose limits are read */
+} sl_published_source_t;
+
+typedef struct sl_published_config {
+    bool on;           /* the section is present */
+    double refresh_s;  /* 3600: read again this often (and at start and on reload) */
+    char **pools;      /* pools that adopt them; n_pools 0 = every proxied pool of a
+                          provider configured here */
+    size_t n_pools;
+    char **group_pools;  /* `groups:` pool -> the Anthropic group type it draws from */
+    char **group_types;  /* (model_group when not named: batch, token_count, files, ...) */
+    size_t n_groups;
+    sl_published_source_t anthropic, openai;
+} sl_published_config_t;
 
 /* The proxy's limits (the `proxy:` section). */
 typedef struct sl_proxy_config {
@@ -144,6 +181,8 @@ typedef struct sl_config {
     double max_hold_s;       /* the largest `max_wait` a lease request may ask for (the
                                 longest ETA it is queued for rather than rejected): 540 */
     char *event_log;         /* JSON-lines event log path, or NULL */
+    int log_format;          /* sl_log_format_t (log.h): SL_LOG_TEXT */
+    char *access_log;        /* "stderr", a file path, or NULL: no access log */
     char *state_file;        /* memory backend: where its state survives restarts, or NULL */
     double state_fsync_interval_s; /* 1: a power failure loses at most this much; 0: every write */
     sl_cold_start_t cold_start;    /* SL_COLD_START_EMPTY: unknown pools start empty */
@@ -161,9 +200,11 @@ typedef struct sl_config {
     sl_proxy_config_t proxy;
     sl_listener_config_t server;
     json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
+    json_t *prices; /* `prices:` [{pattern, input, output, cache_read, cache_write}]; NULL: none */
     sl_fleet_config_t fleet;
     sl_events_config_t events;
     sl_agents_config_t agents;
+    sl_published_config_t published; /* `provider_limits:` */
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
@@ -206,6 +247,10 @@ bool sl_config_auth_enabled(const sl_config_t *c);
 struct yaml_document_s;
 struct yaml_node_s;
 int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
+                            const char *path, json_t **out, char *err, size_t errlen);
+
+/* usage/config_usage.c: the `prices:` section (errors as `FILE:LINE: prices.PATTERN.KEY`). */
+int sl__config_parse_prices(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, json_t **out, char *err, size_t errlen);
 
 /* config_fleet.c: the `fleet:` section's defaults, and reading it from mapping `section`
@@ -260,6 +305,18 @@ int sl__config_parse_events(struct yaml_document_s *doc, struct yaml_node_s *sec
                             const char *path, sl_events_config_t *out, char *err, size_t errlen);
 int sl__config_parse_agents(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, sl_agents_config_t *out, char *err, size_t errlen);
+
+/* provider_limits/config_published.c: reads the `provider_limits:` section (errors as
+ * `FILE:LINE: provider_limits.KEY: ...`, a missing admin key naming its variable or
+ * file); frees what it holds; reads one `pools.NAME.ramp*` key (`*handled` false when
+ * `kname` is not one; -1 with `what` saying why the value is wrong). */
+int sl__config_parse_published(struct yaml_document_s *doc, struct yaml_node_s *section,
+                               const char *path, sl_published_config_t *out, char *err,
+                               size_t errlen);
+void sl__config_published_clear(sl_published_config_t *c);
+void sl__config_ramp_defaults(sl_pool_ramp_t *r);
+int sl__config_ramp_key(const char *kname, const char *value, sl_pool_ramp_t *r, bool *handled,
+                        char *what, size_t whatlen);
 
 /* Opens and parses YAML file `path` into `doc` (the caller deletes it). Returns 0, or -1
  * with `err` saying "FILE: cannot open: ..." or "FILE:LINE: YAML syntax: ...". */

@@ -136,16 +136,23 @@ json_t *sl__event_json(const sl_event_t *ev)
 
 /* ---- owners ----------------------------------------------------------------------- */
 
-static void owner_set(sl_idmap_t *map, uint64_t id, const sl_event_t *ev)
+sl_owner_t *sl__owner_obtain(sl_idmap_t *map, uint64_t id)
 {
     sl_owner_t *o = sl__idmap_get(map, id);
     if (!o) {
         o = calloc(1, sizeof(*o));
         if (!o || sl__idmap_put(map, id, o) < 0) {
             free(o);
-            return;
+            return NULL;
         }
     }
+    return o;
+}
+
+static void owner_set(sl_idmap_t *map, uint64_t id, const sl_event_t *ev)
+{
+    sl_owner_t *o = sl__owner_obtain(map, id);
+    if (!o) return;
     snprintf(o->agent, sizeof(o->agent), "%s", ev->agent ? ev->agent : "");
     snprintf(o->pool, sizeof(o->pool), "%s", ev->pool ? ev->pool : "");
 }
@@ -160,13 +167,22 @@ static void ticket_ended(sl_server_t *srv, const sl_event_t *ev, bool rejected)
     o->retry_at = ev->retry_at;
 }
 
+/* A queued ticket was granted: the lease keeps the model its request named. */
+static void ticket_granted(sl_server_t *srv, const sl_event_t *ev)
+{
+    const sl_owner_t *t = sl__idmap_get(&srv->ticket_owner, ev->ticket);
+    sl_owner_t *l = sl__idmap_get(&srv->lease_owner, ev->lease);
+    if (t && l) snprintf(l->model, sizeof(l->model), "%s", t->model);
+    ticket_ended(srv, ev, false);
+}
+
 static void track_owners(sl_server_t *srv, const sl_event_t *ev)
 {
     switch (ev->kind) {
     case SL_EV_GRANTED:
         /* Kept with auth off too: a settle is bounded by its lease's pool. */
         owner_set(&srv->lease_owner, ev->lease, ev);
-        if (ev->ticket) ticket_ended(srv, ev, false);
+        if (ev->ticket) ticket_granted(srv, ev);
         break;
     case SL_EV_QUEUED:
         owner_set(&srv->ticket_owner, ev->ticket, ev);

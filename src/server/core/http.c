@@ -339,6 +339,12 @@ static void r_fleet(sl_call_t *c, char **seg, int m, const char *q)
     (void)seg, (void)m, (void)q;
     sl__handle_fleet(c);
 }
+static void r_usage(sl_call_t *c, char **seg, int m, const char *q)
+{
+    (void)seg, (void)m;
+    sl__handle_usage(c, q);
+}
+
 static void r_agent_release(sl_call_t *c, char **seg, int m, const char *q)
 {
     (void)m, (void)q;
@@ -385,6 +391,7 @@ static const struct route {
     {4, {"v1", "agents", "*", "release"}, "POST", r_agent_release},
     {4, {"v1", "agents", "*", "suspend"}, "POST", r_agent_suspend},
     {2, {"v1", "fleet"}, "GET", r_fleet},
+    {2, {"v1", "usage"}, "GET", r_usage},
     {2, {"v1", "history"}, "GET", r_history},
     {2, {"v1", "events"}, "GET", r_events},
     {3, {"v1", "admin", "reload"}, "POST", r_reload},
@@ -447,6 +454,7 @@ static void on_request(sl_hreq_t *req, void *arg)
     char segbuf[PATH_MAX_BYTES + MAX_SEGMENTS];
     sl_call_t *call = sl__call_new(srv, req);
     if (!call) return; /* answered 503 */
+    sl__access_begin(call, false);
     if (srv->shutting_down) {
         sl__reply_error(call, 503, "shutting_down", "server: sluiced is shutting down");
         return;

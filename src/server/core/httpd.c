@@ -28,6 +28,7 @@
  * connection is answered 503 and closed. The sweep, once a second, enforces the times.
  */
 #include "httpd.h"
+#include "log.h"
 #include "netaddr.h"
 
 #include <errno.h>
@@ -88,6 +89,9 @@ struct sl_hreq {
     void (*drained)(void *ud);
     void *drained_ud;
     bool watched; /* the request waits: a client that closes must be noticed (probe) */
+    int status;   /* the status answered, 0 before an answer */
+    void (*finished)(void *ud, const sl_hreq_t *r, int status);
+    void *finished_ud;
 };
 
 struct conn {
@@ -238,6 +242,7 @@ static void on_resume(evutil_socket_t fd, short what, void *ud);
 
 static void req_free(sl_hreq_t *r)
 {
+    if (r->finished) r->finished(r->finished_ud, r, r->status);
     hbuf_free(&r->out_headers);
     free(r);
 }
@@ -810,7 +815,7 @@ static void on_accept_error(struct evconnlistener *l, void *ud)
     int err = EVUTIL_SOCKET_ERROR();
     static bool warned;
     if (!warned) {
-        fprintf(stderr, "sluiced: accept: %s; pausing new connections briefly\n",
+        sl__log(SL_LOG_WARN, "accept: %s; pausing new connections briefly",
                 evutil_socket_error_to_string(err));
         warned = true;
     }
@@ -1047,6 +1052,13 @@ void sl_hreq_watch(sl_hreq_t *r)
     if (!c->reading) conn_flush(c, false);
 }
 
+void sl_hreq_on_finish(sl_hreq_t *r, void (*finished)(void *ud, const sl_hreq_t *r, int status),
+                       void *ud)
+{
+    r->finished = finished;
+    r->finished_ud = ud;
+}
+
 void sl_hreq_on_drained(sl_hreq_t *r, void (*drained)(void *ud), void *ud)
 {
     r->drained = drained;
@@ -1092,6 +1104,7 @@ void sl_hreq_reply(sl_hreq_t *r, int status, const char *content_type, const voi
     conn_t *c = r->conn;
     /* Half-closed: the last request read is the last one answered. */
     bool close = !r->keep_alive || (c->eof && hbuf_pending(&c->in) == 0) || c->d->draining;
+    r->status = status;
     if (put_head(c, r, status, content_type, (int64_t)len, false, close) < 0 ||
         (r->method != SL_HTTP_HEAD && hbuf_add(&c->out, body, len) < 0))
         conn_kill(c);
@@ -1103,6 +1116,7 @@ void sl_hreq_start(sl_hreq_t *r, int status, const char *content_type)
 {
     conn_t *c = r->conn;
     r->streaming = true;
+    r->status = status;
     r->chunked = !r->http10;
     bool close = r->http10 || !r->keep_alive;
     if (put_head(c, r, status, content_type, -1, r->chunked, close) < 0) conn_kill(c);

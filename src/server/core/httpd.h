@@ -95,6 +95,11 @@ const char *sl_hreq_body(const sl_hreq_t *r, size_t *len);
  * freed when it returns and must not be used from then on. */
 void sl_hreq_on_gone(sl_hreq_t *r, void (*gone)(void *ud), void *ud);
 
+/* `finished` runs once when `r` is finished, however that happens (answered, aborted,
+ * the client gone: after `gone`), with the status answered (0: none was); `r` may be read
+ * during the call, and is freed when it returns. NULL removes it. */
+void sl_hreq_on_finish(sl_hreq_t *r, void (*finished)(void *ud, const sl_hreq_t *r, int status),
+                       void *ud);
 /* `r` waits (a long-poll, a queued call, a stream): a client that shuts only its write side
  * is still answered, but one that closed altogether must be noticed while `r` waits, so once
  * the connection is half-closed an interim "100 Continue" is written before the answer (a

@@ -90,14 +90,14 @@ static void on_signal(evutil_socket_t sig, short what, void *ud)
     if (sig == SIGHUP) {
         char err[512];
         if (sl__server_reload(srv, err, sizeof(err)) < 0)
-            fprintf(stderr, "sluiced: reload refused, keeping the running configuration: %s\n",
+            sl__log(SL_LOG_WARN, "reload refused, keeping the running configuration: %s",
                     err);
         else
-            fprintf(stderr, "sluiced: configuration reloaded from %s\n", srv->config_path);
+            sl__log(SL_LOG_INFO, "configuration reloaded from %s", srv->config_path);
         return;
     }
     if (srv->shutting_down) return;
-    fprintf(stderr, "sluiced: %s: draining and exiting\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    sl__log(SL_LOG_INFO, "%s: draining and exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     srv->shutdown_started_s = monotonic_s();
     sl__server_shutdown(srv);
     struct timeval tv = {0, (suseconds_t)(SHUTDOWN_CHECK_S * 1e6)};
@@ -125,9 +125,9 @@ static void raise_fd_limit(void)
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
     }
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < FD_LIMIT_WARN)
-        fprintf(stderr,
-                "sluiced: only %llu file descriptors (ulimit -n): about that many agents can "
-                "wait or stream at once\n",
+        sl__log(SL_LOG_WARN,
+                "only %llu file descriptors (ulimit -n): about that many agents can "
+                "wait or stream at once",
                 (unsigned long long)rl.rlim_cur);
 }
 
@@ -145,7 +145,7 @@ static int run(sl_server_t *srv)
     if (!srv->base) srv->base = event_base_new();
     srv->metrics = sl__metrics_new();
     if (!srv->base || !srv->metrics) {
-        fprintf(stderr, "sluiced: out of memory\n");
+        sl__log(SL_LOG_ERROR, "out of memory");
         goto done;
     }
     if (srv->config.redis) {
@@ -153,7 +153,7 @@ static int run(sl_server_t *srv)
             sl_backend_redis_new(srv->base, &srv->config.redis_opt, &srv->config.engine, err,
                                  sizeof(err));
         if (!srv->backend) {
-            fprintf(stderr, "sluiced: backend: %s\n", err[0] ? err : "out of memory");
+            sl__log(SL_LOG_ERROR, "backend: %s", err[0] ? err : "out of memory");
             goto done;
         }
         err[0] = '\0';
@@ -166,31 +166,36 @@ static int run(sl_server_t *srv)
         srv->backend =
             sl_backend_memory_open(srv->base, &srv->config.engine, &mopt, err, sizeof(err));
         if (!srv->backend) {
-            fprintf(stderr, "sluiced: backend: %s\n", err);
+            sl__log(SL_LOG_ERROR, "backend: %s", err);
             goto done;
         }
         err[0] = '\0';
     }
     sl_backend_set_event_cb(srv->backend, sl__events_on_backend_event, srv);
     if (sl__tokens_start(srv, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluiced: auth.minted_file: %s\n", err);
+        sl__log(SL_LOG_ERROR, "auth.minted_file: %s", err);
+        goto done;
+    }
+    if (sl__pacing_start(srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
         goto done;
     }
     if (sl__tokens_configure(srv, &srv->config, srv->minted, on_configured, err) < 0)
         snprintf(err, sizeof err, "out of memory");
     if (err[0]) {
-        fprintf(stderr, "sluiced: %s\n", err);
+        sl__log(SL_LOG_ERROR, "%s", err);
         goto done;
     }
     sl__suspend_sync(srv); /* the memory backend answers at once: refused from the start */
     if (sl__events_open_log(srv, err, sizeof(err)) < 0 ||
+        sl__access_log_open(srv, srv->config.access_log, err, sizeof(err)) < 0 ||
         sl__server_start(srv, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluiced: %s\n", err);
+        sl__log(SL_LOG_ERROR, "%s", err);
         goto done;
     }
     if (!sl_config_auth_enabled(&srv->config) && !sl_httpd_is_loopback(srv->http)) {
-        fprintf(stderr, "sluiced: listen: %s was bound to an address that is not loopback and "
-                        "no auth tokens are configured; refusing to start\n",
+        sl__log(SL_LOG_ERROR, "listen: %s was bound to an address that is not loopback and "
+                        "no auth tokens are configured; refusing to start",
                 srv->config.listen_host);
         goto done;
     }
@@ -204,7 +209,7 @@ static int run(sl_server_t *srv)
         !srv->sig_int || event_add(srv->housekeeping, &quarter) < 0 ||
         event_add(srv->sig_hup, NULL) < 0 || event_add(srv->sig_term, NULL) < 0 ||
         event_add(srv->sig_int, NULL) < 0) {
-        fprintf(stderr, "sluiced: cannot set up timers and signals\n");
+        sl__log(SL_LOG_ERROR, "cannot set up timers and signals");
         goto done;
     }
     int port = sl_httpd_port(srv->http);
@@ -218,11 +223,10 @@ static int run(sl_server_t *srv)
                  srv->config.redis_opt.fail == SL_REDIS_FAIL_OPEN ? "open" : "closed");
     else
         snprintf(backend, sizeof(backend), "%s", srv->backend->ops->name);
-    printf("sluiced: listening on http://%s%s%s:%d (backend %s, %zu pool%s, auth %s)\n",
+    sl__log_stdout(SL_LOG_INFO, "listening on http://%s%s%s:%d (backend %s, %zu pool%s, auth %s)",
            v6 ? "[" : "", host, v6 ? "]" : "", port, backend,
            srv->config.settings.n_pools, srv->config.settings.n_pools == 1 ? "" : "s",
            sl_config_auth_enabled(&srv->config) ? "on" : "off");
-    fflush(stdout);
     event_base_dispatch(srv->base);
     rc = 0;
 done:
@@ -261,7 +265,7 @@ int main(int argc, char **argv)
         } else if (!strncmp(argv[i], "--listen=", 9)) {
             listen = argv[i] + 9;
         } else {
-            fprintf(stderr, "sluiced: unknown or incomplete argument '%s'\n", argv[i]);
+            sl__log(SL_LOG_ERROR, "unknown or incomplete argument '%s'", argv[i]);
             usage(stderr);
             return EXIT_USAGE;
         }
@@ -269,15 +273,17 @@ int main(int argc, char **argv)
 
     static sl_server_t srv;
     if (sl_config_defaults(&srv.config) < 0) {
-        fprintf(stderr, "sluiced: out of memory\n");
+        sl__log(SL_LOG_ERROR, "out of memory");
         return 1;
     }
     if (config_path && sl_config_load(config_path, &srv.config, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluiced: %s\n", err);
+        sl__log(SL_LOG_ERROR, "%s", err);
         return 1;
     }
+    sl__log_set_format((sl_log_format_t)srv.config.log_format);
+    sl_backend_set_log(sl__log_backend);
     if (listen && sl_config_set_listen(&srv.config, listen, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluiced: --listen: %s\n", err);
+        sl__log(SL_LOG_ERROR, "--listen: %s", err);
         sl_config_clear(&srv.config);
         return EXIT_USAGE;
     }
@@ -287,9 +293,9 @@ int main(int argc, char **argv)
     if (!sl_config_auth_enabled(&srv.config) &&
         (sl_net_host_is_loopback(srv.config.listen_host, &loopback, why, sizeof(why)) < 0 ||
          !loopback)) {
-        fprintf(stderr,
-                "sluiced: listen: %s is not a loopback address%s%s%s and no auth tokens are "
-                "configured; refusing to start (add auth.tokens or listen on 127.0.0.1)\n",
+        sl__log(SL_LOG_ERROR,
+                "listen: %s is not a loopback address%s%s%s and no auth tokens are "
+                "configured; refusing to start (add auth.tokens or listen on 127.0.0.1)",
                 srv.config.listen_host, why[0] ? " (" : "", why, why[0] ? ")" : "");
         sl_config_clear(&srv.config);
         return 1;
@@ -306,7 +312,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!config_path)
-        fprintf(stderr, "sluiced: no --config: one pool \"default\" without limits\n");
+        sl__log(SL_LOG_INFO, "no --config: one pool \"default\" without limits");
     signal(SIGPIPE, SIG_IGN);
     srv.config_path = config_path;
     srv.listen_from_flag = listen != NULL;

@@ -28,7 +28,7 @@ static void on_configured(int rc, double value, const char *errmsg, void *ud)
         return;
     }
     if (rc != SL_OK)
-        fprintf(stderr, "sluiced: reload: the backend refused the new settings: %s\n",
+        sl__log(SL_LOG_WARN, "reload: the backend refused the new settings: %s",
                 errmsg ? errmsg : sl_strerror(rc));
     free(w);
 }
@@ -55,6 +55,12 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
+    /* Reopened even when unchanged (log rotation); before anything else changes, so a
+     * file that cannot be opened refuses the whole reload. */
+    if (sl__access_log_open(srv, next.access_log, err, errlen) < 0) {
+        sl_config_clear(&next);
+        return -1;
+    }
     if (sl__tokens_reload_check(srv, &next, err, errlen) < 0 ||
         sl__proxy_estimator_ready(srv, &next, err, errlen) < 0) {
         sl_config_clear(&next);
@@ -62,7 +68,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     }
     if (strcmp(next.backend, srv->config.backend) != 0 ||
         next.redis_opt.fail != srv->config.redis_opt.fail)
-        fprintf(stderr, "sluiced: reload: `backend` changes need a restart; keeping %s\n",
+        sl__log(SL_LOG_WARN, "reload: `backend` changes need a restart; keeping %s",
                 srv->config.backend);
     free(next.backend);
     next.backend = strdup(srv->config.backend);
@@ -79,6 +85,7 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
         sl_config_clear(&next);
         return -1;
     }
+    sl__pacing_prepare(srv, &next); /* published limits and ramps stay in force */
     if (sl__tokens_configure(srv, &next, srv->minted, on_configured, w) < 0) {
         snprintf(err, errlen, "out of memory");
         sl_config_clear(&next);
@@ -99,13 +106,13 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     /* The listener and backend stay; limits, roles, tokens, body limit and log are new. */
     if (!srv->listen_from_flag && (strcmp(next.listen_host, srv->config.listen_host) != 0 ||
                                    next.listen_port != srv->config.listen_port))
-        fprintf(stderr, "sluiced: reload: `listen` changes need a restart; keeping %s:%d\n",
+        sl__log(SL_LOG_WARN, "reload: `listen` changes need a restart; keeping %s:%d",
                 srv->config.listen_host, srv->config.listen_port);
     /* The windows' slots are cut to their length: a new length waits for a restart. */
     if (next.fleet.window_s != srv->config.fleet.window_s ||
         next.fleet.anomaly_window_s != srv->config.fleet.anomaly_window_s)
-        fprintf(stderr, "sluiced: reload: fleet.window_s and fleet.anomaly_window_s changes need "
-                        "a restart; keeping %g s and %g s\n",
+        sl__log(SL_LOG_WARN, "reload: fleet.window_s and fleet.anomaly_window_s changes need "
+                        "a restart; keeping %g s and %g s",
                 srv->config.fleet.window_s, srv->config.fleet.anomaly_window_s);
     next.fleet.window_s = srv->config.fleet.window_s;
     next.fleet.anomaly_window_s = srv->config.fleet.anomaly_window_s;
@@ -116,14 +123,16 @@ int sl__server_reload(sl_server_t *srv, char *err, size_t errlen)
     sl__tokens_retire(srv);
     sl_config_clear(&srv->config);
     srv->config = next;
+    sl__pacing_reloaded(srv);
     sl__tokens_reloaded(srv);
     if (sl__limits_apply(srv, err, errlen) < 0) /* memory only: the running limits stay */
-        fprintf(stderr, "sluiced: reload: keeping the running limits: %s\n", err);
+        sl__log(SL_LOG_WARN, "reload: keeping the running limits: %s", err);
     sl_httpd_set_max_body(srv->http, sl__outer_body_limit(&srv->config));
     sl_httpd_limits_t limits = sl__listener_limits(&srv->config);
     sl_httpd_set_limits(srv->http, &limits);
     /* Reopened even when unchanged, so a rotated file is picked up. */
     if (sl__events_open_log(srv, err, errlen) < 0) return -1;
+    sl__log_set_format((sl_log_format_t)srv->config.log_format);
     return 0;
 }
 
@@ -135,7 +144,7 @@ void sl__handle_reload(sl_call_t *call)
         return;
     }
     if (sl__server_reload(call->srv, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluiced: reload refused, keeping the running configuration: %s\n", err);
+        sl__log(SL_LOG_WARN, "reload refused, keeping the running configuration: %s", err);
         sl__reply_error(call, 400, "invalid_request", "config: %s", err);
         return;
     }

@@ -42,6 +42,7 @@ void sl__call_free(sl_call_t *call)
 {
     sl_server_t *srv = call->srv;
     if (call->req) sl_hreq_on_gone(call->req, NULL, NULL);
+    sl__access_call_gone(call);
     if (call->wait_timer) event_free(call->wait_timer);
     if (call->mode == SL_CALL_STREAM) {
         if (call->prev)

@@ -117,10 +117,10 @@ size_t sl__bound_limit_headers(const sl_server_t *srv, const char *pool, bool fr
             if (bounded != v) {
                 snprintf(scratch[kept], sizeof(scratch[kept]), "%" PRId64, bounded);
                 if (warn_now(srv))
-                    fprintf(stderr,
-                            "sluiced: %s: %s %.32s for pool '%s' bounded to %s (configured "
+                    sl__log(SL_LOG_WARN,
+                            "%s: %s %.32s for pool '%s' bounded to %s (configured "
                             "%s %" PRId64 ", limits_from %s, max_resync_factor %g; further "
-                            "bounds for 10 s are not logged)\n",
+                            "bounds for 10 s are not logged)",
                             from_provider ? "proxy" : "settle", names[i], values[i], pool,
                             scratch[kept], what, *configured,
                             b->limits_from_provider ? "provider" : "config",

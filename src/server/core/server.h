@@ -13,8 +13,10 @@
 #include "backend.h"
 #include "config.h"
 #include "fleet.h"
+#include "pacing.h" /* provider_limits/: published limits and the ramp */
 #include "httpd.h"
 #include "idmap.h"
+#include "log.h"
 #include "redis.h"
 
 struct evbuffer;
@@ -27,6 +29,9 @@ typedef struct sl_limits_api sl_limits_api_t;
 typedef struct sl_dashboard sl_dashboard_t;
 typedef struct sl_history sl_history_t;
 typedef struct sl_agents sl_agents_t;
+typedef struct sl_access sl_access_t;
+typedef struct sl_access_log sl_access_log_t;
+typedef struct sl_usage_state sl_usage_state_t;
 
 /* What a call is doing while it has not been answered. */
 typedef enum sl_call_mode {
@@ -64,6 +69,7 @@ struct sl_call {
     /* Settles: rate-limit headers left out because the caller may not resync (the answer
      * says so; the settle itself is applied). */
     size_t headers_ignored;
+    sl_access_t *access; /* the access log's record of it (access.c), or NULL */
 };
 
 /* Who owns a lease or a ticket and in which pool, learnt from engine events (the engine
@@ -75,6 +81,7 @@ typedef struct sl_owner {
     bool rejected;     /* tickets: rejected after queueing (margin cut) */
     double retry_at;   /* when rejected */
     double ended_at_s; /* forgotten a while after this */
+    char model[129];   /* the model the lease request named, "" when none (for usage) */
 } sl_owner_t;
 
 struct sl_server {
@@ -109,6 +116,9 @@ struct sl_server {
     sl_suspend_t *suspend;     /* suspended agents as the backend holds them (suspend.c) */
     sl_watch_t *watch;         /* seed 001's metrics (watch_metrics.c), NULL until one */
     sl_agents_t *agents;       /* the agent names known (agent_registry.c), NULL until one */
+    sl_access_log_t *access;   /* the access log and proxied-request counts (access.c) */
+    sl_usage_state_t *usage;   /* tokens, cost and latency (usage/), NULL until one */
+    struct sl_pacing *pacing;  /* published limits and the slow start (provider_limits/) */
     struct sl_token_store *minted; /* minted agent tokens (tokens_store.c) */
 };
 
@@ -280,6 +290,42 @@ void sl__handle_tasks(sl_call_t *call, const char *task, int method);
 void sl__handle_readyz(sl_call_t *call);
 void sl__handle_metrics(sl_call_t *call);
 
+/* access.c: the access log and the proxied requests by endpoint and status. */
+/* (Re)opens the access log at `path` ("stderr", a file appended to, or NULL: none); the
+ * counts are kept. Returns 0, or -1 with `err` naming the key and the path (the log
+ * stays where it was). */
+int sl__access_log_open(sl_server_t *srv, const char *path, char *err, size_t errlen);
+/* Gives `call` a record when the access log is on or `proxied`; its line is written and
+ * (proxied) counted when the request finishes. */
+void sl__access_begin(sl_call_t *call, bool proxied);
+/* What the call is about, for its access log line (NULL, "" and 0 leave a field alone). */
+void sl__access_note(sl_call_t *call, const char *agent, const char *pool, uint64_t lease);
+/* The proxy's endpoint (a static label such as "/anthropic/v1/messages") it is counted as. */
+void sl__access_route(sl_call_t *call, const char *route);
+/* The call is being freed: its record no longer points at it. */
+void sl__access_call_gone(sl_call_t *call);
+void sl__access_metrics_render(const sl_server_t *srv, struct evbuffer *out);
+void sl__access_log_free(sl_server_t *srv);
+
+/* usage/: tokens, cost and latency for chargeback (docs/observe.md "Chargeback"). */
+/* A call of `agent` in `pool` naming `model` (NULL: unknown) was settled with `s`'s
+ * tokens: counted per agent, team and model, priced, and added to the day's rollup. */
+void sl__usage_record(sl_server_t *srv, const char *agent, const char *pool, const char *model,
+                      const sl_settle_t *s);
+/* A proxied call of `pool` took `upstream_s` from sending to its last byte; a stream's
+ * first output event came after `first_token_s` (< 0: not a stream, or none came). */
+void sl__usage_latency(sl_server_t *srv, const char *pool, double upstream_s, double first_token_s);
+/* The team `agent` is counted in: its caps.teams membership, else "default". */
+const char *sl__usage_team(const sl_server_t *srv, const char *agent);
+/* Appends the token, cost and latency series; agents by name only with `name_agents`. */
+void sl__usage_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_agents);
+/* GET /v1/usage?by=team|agent|model&since=... (admin). */
+void sl__handle_usage(sl_call_t *call, const char *query);
+void sl__usage_free(sl_server_t *srv);
+
+/* log.c: the backends' messages (sl_backend_set_log) as sluiced's log lines. */
+void sl__log_backend(sl_backend_log_level_t level, const char *msg);
+
 /* reload.c */
 void sl__handle_reload(sl_call_t *call);
 /* Rereads srv->config_path; on -1 (err says why) the running configuration is unchanged. */
@@ -353,6 +399,9 @@ void sl__events_ping_streams(sl_server_t *srv);
 /* Appends the event streams' gauge and the count of subscribers let go to `out`. */
 void sl__events_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 void sl__owners_forget_old(sl_server_t *srv);
+/* The owner record of `id` in `map` (lease_owner or ticket_owner), a blank one made when
+ * there is none yet (an answer can come before its event); NULL when out of memory. */
+sl_owner_t *sl__owner_obtain(sl_idmap_t *map, uint64_t id);
 /* Writes `j` (stolen; NULL is ignored) to the event log and to every /v1/events subscriber
  * as an event named `event` (events that do not come from the backend, e.g. limit_adapted). */
 void sl__events_publish(sl_server_t *srv, const char *event, json_t *j);

@@ -305,11 +305,14 @@ static void on_metrics_pools(int rc, const sl_pool_info_t *pools, size_t n, cons
     }
     sl__metrics_render(call->srv->metrics, pools, n, call->srv->n_waiters, out);
     sl__limits_metrics_render(call->srv, out);
+    sl__pacing_metrics_render(call->srv, out);
     sl__fleet_metrics_render(call->srv, out);
     sl__events_metrics_render(call->srv, out);
     sl__agents_metrics_render(call->srv, out);
     sl__anomaly_metrics_render(call->srv, out, sl__metrics_names_agents(call));
     sl__watch_metrics_render(call->srv, pools, n, out);
+    sl__usage_metrics_render(call->srv, out, sl__metrics_names_agents(call));
+    sl__access_metrics_render(call->srv, out);
     sl__proxy_metrics_render(call->srv, out);
     if (call->req)
         sl_hreq_reply(call->req, 200, "text/plain; version=0.0.4; charset=utf-8",

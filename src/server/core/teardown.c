@@ -26,6 +26,7 @@ void sl__server_free_state(sl_server_t *srv)
     sl__suspend_free(srv);
     sl__watch_free(srv);
     sl__history_free(srv);
+    sl__pacing_free(srv);
     sl__tokens_free(srv);
     sl__idmap_foreach(&srv->lease_owner, free_owner, NULL);
     sl__idmap_foreach(&srv->ticket_owner, free_owner, NULL);
@@ -33,4 +34,6 @@ void sl__server_free_state(sl_server_t *srv)
     sl__idmap_free(&srv->ticket_owner);
     sl__idmap_free(&srv->waiters);
     sl__namemap_free_all(&srv->report_holds);
+    sl__access_log_free(srv);
+    sl__usage_free(srv);
 }

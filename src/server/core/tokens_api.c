@@ -99,7 +99,7 @@ static void on_caps_applied(int rc, double value, const char *errmsg, void *ud)
     caps_answer_t *a = ud;
     (void)value;
     if (rc != SL_OK) /* the token stays as written; its caps are what the backend kept */
-        fprintf(stderr, "sluiced: tokens: the backend refused the tokens' caps: %s\n",
+        sl__log(SL_LOG_WARN, "tokens: the backend refused the tokens' caps: %s",
                 errmsg ? errmsg : sl_strerror(rc));
     sl__reply_json(a->call, a->status, a->body);
     free(a);
@@ -114,7 +114,7 @@ static void reply_after_caps(sl_call_t *call, int status, json_t *body)
     if (a) *a = (caps_answer_t){call, status, body};
     if (!a || sl__tokens_configure(call->srv, &call->srv->config, call->srv->minted,
                                    on_caps_applied, a) < 0) {
-        fprintf(stderr, "sluiced: tokens: out of memory applying the tokens' caps\n");
+        sl__log(SL_LOG_ERROR, "tokens: out of memory applying the tokens' caps");
         free(a);
         sl__reply_json(call, status, body);
     }
@@ -163,14 +163,14 @@ void sl__tokens_watch(sl_server_t *srv)
         return;
     char err[512];
     if (sl__server_reload(srv, err, sizeof err) < 0) {
-        fprintf(stderr,
-                "sluiced: %s changed; reload refused, keeping the running "
-                "configuration: %s\n",
+        sl__log(SL_LOG_WARN,
+                "%s changed; reload refused, keeping the running "
+                "configuration: %s",
                 cfg->tokens_file, err);
         *sl__token_store_refused_stamp(srv->minted) = now; /* said once per version */
         return;
     }
-    fprintf(stderr, "sluiced: %s changed: configuration reloaded\n",
+    sl__log(SL_LOG_INFO, "%s changed: configuration reloaded",
             srv->config.token_cfg.tokens_file);
 }
 

@@ -19,6 +19,7 @@
  * still be reading its body or waiting in the queue, then freed.
  */
 #include "tokens_store.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -512,7 +513,7 @@ void sl__token_store_reconfigure(sl_token_store_t *s, const sl_token_config_t *c
     for (size_t i = 0; i < s->n; i++) {
         char what[400];
         if (sl__token_resolve(s->rules[i], cfg, what, sizeof what) < 0)
-            fprintf(stderr, "sluiced: reload: minted token %s keeps its bounds: %s\n",
+            sl__log(SL_LOG_WARN, "reload: minted token %s keeps its bounds: %s",
                     s->rules[i]->meta.id, what);
     }
     if (cfg->max_minted != s->max) {
@@ -520,13 +521,13 @@ void sl__token_store_reconfigure(sl_token_store_t *s, const sl_token_config_t *c
         s->max = cfg->max_minted;
         if (reindex(s) < 0) {
             s->max = was;
-            fprintf(stderr, "sluiced: reload: auth.max_minted_tokens keeps %lld (out of memory)\n",
+            sl__log(SL_LOG_WARN, "reload: auth.max_minted_tokens keeps %lld (out of memory)",
                     (long long)was);
         }
     }
     if ((cfg->minted_file == NULL) != (s->path == NULL) ||
         (cfg->minted_file && strcmp(cfg->minted_file, s->path) != 0))
-        fprintf(stderr, "sluiced: reload: auth.minted_file changes need a restart; keeping %s\n",
+        sl__log(SL_LOG_WARN, "reload: auth.minted_file changes need a restart; keeping %s",
                 s->path ? s->path : "none");
 }
 

@@ -257,7 +257,7 @@ static void on_synced(int rc, const sl_suspension_t *list, size_t n, const char 
     sl_server_t *srv = c->srv;
     srv->suspend->syncing = false;
     if (rc == SL_ENOTFOUND) {
-        fprintf(stderr, "sluiced: %s: writing back the %zu this replica holds\n", errmsg,
+        sl__log(SL_LOG_WARN, "%s: writing back the %zu this replica holds", errmsg,
                 srv->suspend->n_active);
         sl__namemap_foreach(&srv->suspend->agents, write_back, srv);
     }

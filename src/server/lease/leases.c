@@ -106,6 +106,26 @@ static void reply_grant(sl_call_t *call, const sl_decision_t *d)
     sl__reply_text(call, 200, b.buf, b.len);
 }
 
+/* The lease's agent, pool and id for the access log; the model it named for usage. */
+static void note_decision(sl_call_t *call, const sl_decision_t *d)
+{
+    const char *model = json_string_value(json_object_get(call->body, "model"));
+    sl_owner_t *o = NULL;
+    /* The lease's events come after this answer on the memory backend: the record is
+     * made here when needed. A replayed grant may name a lease already ended: left alone. */
+    if (model && d->status == SL_GRANTED && !d->replayed)
+        o = sl__owner_obtain(&call->srv->lease_owner, d->lease);
+    else if (model && d->status == SL_QUEUED && !d->replayed)
+        o = sl__owner_obtain(&call->srv->ticket_owner, d->ticket);
+    const char *agent = json_string_value(json_object_get(call->body, "agent"));
+    if (o && !o->agent[0] && agent) { /* made here: its owner as the event will say */
+        snprintf(o->agent, sizeof(o->agent), "%s", agent);
+        snprintf(o->pool, sizeof(o->pool), "%s", call->pool);
+    }
+    if (o && model) snprintf(o->model, sizeof(o->model), "%s", model);
+    sl__access_note(call, agent, call->pool, d->status == SL_GRANTED ? d->lease : 0);
+}
+
 static void answer_decision(sl_call_t *call, const sl_decision_t *d)
 {
     if (!call->req && d->status == SL_GRANTED && !d->replayed) {
@@ -115,6 +135,7 @@ static void answer_decision(sl_call_t *call, const sl_decision_t *d)
         sl__call_free(call);
         return;
     }
+    note_decision(call, d);
     switch (d->status) {
     case SL_GRANTED:
         reply_grant(call, d);
@@ -530,9 +551,22 @@ static void reply_lease_error(sl_call_t *call, int rc, const char *errmsg)
     "this token may not resync pools from rate-limit headers (needs `resync: true` on the "      \
     "token, or the admin token); the usage was applied without them"
 
+/* What a settle's usage is counted as, kept from before the settle (which forgets the
+ * lease's owner) to its answer. */
+typedef struct settle_note {
+    sl_owner_t owner;
+    sl_settle_t tokens; /* the counts only */
+} settle_note_t;
+
 static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, void *ud)
 {
     sl_call_t *call = ud;
+    settle_note_t *note = call->owner;
+    call->owner = NULL;
+    if (note && rc == SL_OK)
+        sl__usage_record(call->srv, note->owner.agent, note->owner.pool,
+                         note->owner.model[0] ? note->owner.model : NULL, &note->tokens);
+    free(note);
     if (rc != SL_OK) {
         reply_lease_error(call, rc, errmsg);
         return;
@@ -655,6 +689,15 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
     if (sl__bound_settle(call, o && o->pool[0] ? o->pool : NULL, &s, names, values, clamped,
                          &call->headers_ignored, &status, msg, sizeof(msg)) < 0)
         goto invalid;
+    settle_note_t *note = o ? calloc(1, sizeof(*note)) : NULL; /* none: not counted */
+    if (note) {
+        note->owner = *o;
+        note->tokens = (sl_settle_t){.input_tokens = s.input_tokens,
+                                     .output_tokens = s.output_tokens,
+                                     .cache_creation_input_tokens = s.cache_creation_input_tokens,
+                                     .cache_read_input_tokens = s.cache_read_input_tokens};
+    }
+    call->owner = note;
     sl_backend_settle(call->srv->backend, lease, &s, on_settled, call);
     free(lower);
     return;
@@ -673,8 +716,10 @@ void sl__handle_lease_action(sl_call_t *call, const char *id, const char *action
         return;
     }
     sl_backend_t *backend = call->srv->backend; /* the call may be freed by its answer */
-    if (check_owner(call, sl__idmap_get(&call->srv->lease_owner, lease), "lease", id) < 0) return;
+    const sl_owner_t *owner = sl__idmap_get(&call->srv->lease_owner, lease);
+    if (check_owner(call, owner, "lease", id) < 0) return;
     call->lease = lease;
+    sl__access_note(call, owner ? owner->agent : NULL, owner ? owner->pool : NULL, lease);
     if (!action) {
         sl_backend_cancel(call->srv->backend, lease, on_cancelled, call);
     } else if (!strcmp(action, "settle")) {

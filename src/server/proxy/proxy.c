@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <sluice/tokenizer.h>
@@ -127,8 +128,17 @@ typedef struct px {
     struct evbuffer *resp; /* a buffered answer */
     struct evbuffer *sse;  /* bytes of an incomplete event */
     sl_usage_t usage;
+    double sent_s;       /* monotonic: the request went to the provider (0: not yet) */
+    double first_token_s; /* monotonic: a stream's first output event came (0: not yet) */
     struct px *prev, *next;
 } px_t;
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void px_free(px_t *px);
 static void px_forward(px_t *px);
@@ -374,7 +384,7 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
     uint64_t lease = (uint64_t)(uintptr_t)ud;
     (void)r;
     if (rc != SL_OK)
-        fprintf(stderr, "sluiced: proxy: settle of l_%" PRIu64 " failed: %s\n", lease,
+        sl__log(SL_LOG_WARN, "proxy: settle of l_%" PRIu64 " failed: %s", lease,
                 errmsg ? errmsg : sl_strerror(rc));
 }
 
@@ -383,7 +393,7 @@ static void on_cancelled(int rc, double value, const char *errmsg, void *ud)
     uint64_t lease = (uint64_t)(uintptr_t)ud;
     (void)value;
     if (rc != SL_OK && rc != SL_EALREADY)
-        fprintf(stderr, "sluiced: proxy: cancel of l_%" PRIu64 " failed: %s\n", lease,
+        sl__log(SL_LOG_WARN, "proxy: cancel of l_%" PRIu64 " failed: %s", lease,
                 errmsg ? errmsg : sl_strerror(rc));
 }
 
@@ -407,7 +417,13 @@ static void settle(px_t *px, bool provider_saw_it)
     uint64_t lease = px->lease;
     px->lease = 0;
     sl_settle_t s = {.retry_after_s = -1};
-    if (px->status == 429) {
+    size_t body_len = px->status == 429 && px->resp ? evbuffer_get_length(px->resp) : 0;
+    if (body_len && sl__pacing_is_acceleration((const char *)evbuffer_pullup(px->resp, -1),
+                                               body_len)) {
+        /* Not a full bucket: the ramp learns from it (pacing.h), no margin cut, no hold. */
+        s.failed = true;
+        sl__pacing_on_acceleration(px->srv, px->pool);
+    } else if (px->status == 429) {
         s.got_429 = true;
         s.retry_after_s = px->retry_after_s;
         size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
@@ -435,6 +451,9 @@ static void settle(px_t *px, bool provider_saw_it)
     /* A batch's results are the usage of calls the provider made earlier, at the batch
      * price: charged to the agent on the batch pool, but no sample of any estimate. */
     if (px->batch_op == SL_BATCH_RESULTS || px->batch_op == SL_BATCH_FILE_CONTENT) s.failed = true;
+    /* The provider billed what it reported, whatever sluice's settle answers. */
+    sl__usage_record(px->srv, px->agent, px->pool, px->model, &s);
+    if (px->call) sl__access_note(px->call, NULL, NULL, lease);
     /* No headers: they resynced the pool when they arrived (resync_at_arrival). */
     sl_backend_settle(px->srv->backend, lease, &s, on_settled, (void *)(uintptr_t)lease);
 }
@@ -456,7 +475,7 @@ static void on_resynced(int rc, double value, const char *errmsg, void *ud)
     (void)value;
     /* Unavailable: a snapshot is worth nothing later, and the next call brings another. */
     if (rc != SL_OK && rc != SL_EUNAVAILABLE && rc != SL_ENOTFOUND)
-        fprintf(stderr, "sluiced: proxy: resync from the headers of l_%" PRIu64 " failed: %s\n",
+        sl__log(SL_LOG_WARN, "proxy: resync from the headers of l_%" PRIu64 " failed: %s",
                 lease, errmsg ? errmsg : sl_strerror(rc));
 }
 
@@ -563,6 +582,7 @@ static int on_up_body(void *ud, const char *data, size_t len)
     if (!out) return -1;
     evbuffer_add(px->sse, data, len);
     take_events(px, out);
+    if (px->first_token_s == 0 && px->usage.output_seen_tokens > 0) px->first_token_s = monotonic_s();
     send_chunk(px, out);
     evbuffer_free(out);
     return 1;
@@ -598,6 +618,10 @@ static void on_up_done(void *ud, int result, bool request_sent, const char *errm
 {
     px_t *px = ud;
     px->xfer = NULL;
+    if (px->sent_s > 0)
+        sl__usage_latency(px->srv, px->pool, monotonic_s() - px->sent_s,
+                          px->first_token_s > 0 ? px->first_token_s - px->sent_s : -1);
+    px->sent_s = px->first_token_s = 0;
     if (result == SL_UPSTREAM_OK && !px->streaming && px->resp && px->status == 200 &&
         px->responses)
         sl__responses_usage_from_body((const char *)evbuffer_pullup(px->resp, -1),
@@ -692,6 +716,8 @@ static void px_forward(px_t *px)
         .connect_timeout_s = c->proxy.connect_timeout_s,
         .idle_timeout_s = c->proxy.idle_timeout_s,
     };
+    px->sent_s = monotonic_s();
+    px->first_token_s = 0;
     px->xfer = sl_upstream_start(px->proxy->up, &rq, &up_cbs, px, err, sizeof(err));
     if (!px->xfer) {
         cancel_lease(px);
@@ -1175,7 +1201,7 @@ int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err,
     }
     free(proxy->vocab_path);
     proxy->vocab_path = strdup(path);
-    fprintf(stderr, "sluiced: proxy: estimating input with the tokenizer vocabulary %s\n", path);
+    sl__log(SL_LOG_INFO, "proxy: estimating input with the tokenizer vocabulary %s", path);
     return 0;
 }
 
@@ -1259,7 +1285,7 @@ static void estimate(px_t *px, const json_t *j)
         /* Let the provider judge the body; reserve by size, and say so: the answer
          * carries x-sluice-estimate: fallback, stderr the reason. */
         if (tok)
-            fprintf(stderr, "sluiced: proxy: agent '%s': %s body estimated as bytes / 4: %s\n",
+            sl__log(SL_LOG_WARN, "proxy: agent '%s': %s body estimated as bytes / 4: %s",
                     px->agent, px->responses ? "responses" : px->api == SL_UPSTREAM_OPENAI
                                                                  ? "chat completions"
                                                                  : "messages",
@@ -1544,6 +1570,7 @@ static void request_lease(px_t *px, const char *task_role)
         .output_capped = px->out.cappable,
     };
     sl_refusal_t ref;
+    sl__access_note(px->call, px->agent, px->pool, 0);
     if (sl__admit(px->call, SL_DIALECT_PROVIDER, &r, task_role, &ref) < 0) {
         px_refuse(px, &ref);
         return;
@@ -1557,6 +1584,39 @@ static void ask_lease(px_t *px)
 {
     px->phase = PX_START;
     request_lease(px, NULL);
+}
+
+/* The endpoint a proxied request is counted as in sluice_proxy_requests_total: one of a
+ * few static labels, whatever path the client sent. */
+static const char *route_label(sl_upstream_api_t api, sl_proxy_kind_t kind)
+{
+    bool openai = api == SL_UPSTREAM_OPENAI;
+    switch (kind) {
+    case SL_PROXY_CALL:
+        return openai ? "/openai/v1/chat/completions" : "/anthropic/v1/messages";
+    case SL_PROXY_RESPONSES:
+        return "/openai/v1/responses";
+    case SL_PROXY_COUNT_TOKENS:
+        return "/anthropic/v1/messages/count_tokens";
+    case SL_PROXY_MODELS:
+        return openai ? "/openai/v1/models" : "/anthropic/v1/models";
+    case SL_PROXY_HELLO:
+        return "/anthropic/api/hello";
+    case SL_PROXY_EMBEDDINGS:
+        return "/openai/v1/embeddings";
+    case SL_PROXY_MODERATIONS:
+        return "/openai/v1/moderations";
+    case SL_PROXY_NONE:
+        break;
+    }
+    return openai ? "/openai/other" : "/anthropic/other";
+}
+
+/* As route_label, for the batch and file endpoints (ids left out: one label each). */
+static const char *batch_label(sl_upstream_api_t api, sl_batch_op_t op)
+{
+    if (op >= SL_BATCH_FILE_UPLOAD) return "/openai/v1/files";
+    return api == SL_UPSTREAM_OPENAI ? "/openai/v1/batches" : "/anthropic/v1/messages/batches";
 }
 
 bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
@@ -1587,12 +1647,15 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
     size_t raw_len;
     const char *raw = sl_hreq_path(call->req, &raw_len); /* routed as it came: byte for byte */
     sl_proxy_kind_t kind = sl__proxy_resolve(api, raw, raw_len, path, sizeof(path));
+    sl__access_begin(call, true);
+    sl__access_route(call, route_label(api, kind));
     bool get = kind == SL_PROXY_MODELS || kind == SL_PROXY_HELLO; /* HEAD is a GET here */
     const char *allow = NULL;
     char id[257];
     if (kind == SL_PROXY_NONE)
         px->batch_op =
             sl__batch_resolve(api, raw, raw_len, call->method, path, sizeof(path), id, &allow);
+    if (px->batch_op) sl__access_route(call, batch_label(api, px->batch_op));
     if (allow) { /* a batch path with another method */
         sl_hreq_add_header(call->req, "Allow", allow);
         px_error(px, 405, "sluice: %.256s allows %s only", sl_hreq_target(call->req), allow);

@@ -23,8 +23,9 @@ RULES = os.path.join(SRC, "monitoring", "prometheus", "sluice.rules.yml")
 DASHBOARD = os.path.join(SRC, "monitoring", "grafana", "sluice.json")
 SLUICE = os.environ.get("SLUICE", "sluice")
 # One action limit, so that the per-limit series exist (they are printed per configured limit).
+# A price, so that the per-agent cost series have samples (top N of the nonzero ones).
 CONFIG = ("limits:\n  tool.call:\n    algorithm: fixed_window\n    rate: 10\n    period_s: 60\n"
-          "pools:\n  default:" + SMALL_POOL)
+          "pools:\n  default:" + SMALL_POOL + "    price_input_per_mtok: 3\n")
 N_CYCLES = 12
 
 
@@ -104,6 +105,8 @@ class Observe(unittest.TestCase):
                                          {"input_tokens": 100, "output_tokens": 5,
                                           "got_429": True})
             assert status == 200, body
+        # A request to a path the proxy does not serve: the proxied-request counter has one.
+        cls.s.call("GET", "/anthropic/v1/not-an-endpoint")
         # One agent past its action limit: the per-agent violation series has a sample.
         for _ in range(11):
             cls.s.call("POST", "/v1/limits/tool.call/check", {"agent": "agent0"})
@@ -149,7 +152,8 @@ class Observe(unittest.TestCase):
         text = " ".join(rules_exprs() + dashboard_exprs())
         alerts = set(re.findall(r'sluice_alert\{name="([a-z_]+)"', text))
         self.assertEqual(alerts, {"margin_at_floor", "estimate_error", "backend_unavailable",
-                                  "spend_cap", "anomaly", "state_file_damaged"})
+                                  "spend_cap", "anomaly", "state_file_damaged",
+                                  "provider_limits_changed"})
         for a in alerts:
             self.assertIn('sluice_alert{name="%s"' % a, self.metrics)
         results = set()

@@ -8,7 +8,10 @@
  * Reentrancy: on_headers and on_body run inside curl's own callbacks, where a handle
  * must not be removed. A cancel requested there only marks the transfer; the curl
  * callback then returns an abort code and the transfer is torn down when curl reports
- * it finished (silently, since it was cancelled). on_done always runs outside curl.
+ * it finished (silently, since it was cancelled). on_done always runs outside curl. A
+ * transfer started there (a header callback resyncs a pool, which grants a queued call)
+ * cannot be added to the multi handle either (curl refuses a recursive call): it is
+ * added from the loop, at the next turn of the timer event, before curl runs again.
  *
  * Idle timeout: our own timer per transfer, pushed back by every byte received and
  * stopped while the receiver has paused the transfer (a slow client is not the
@@ -47,6 +50,7 @@ struct sl_upstream {
     sl_upstream_xfer_t *spare; /* finished transfers kept for reuse (linked by next) */
     size_t n_spare;
     bool in_action; /* inside curl_multi_socket_action */
+    struct event *adder; /* adds the transfers started inside curl (add_pending_xfers) */
 };
 
 struct sl_upstream_xfer {
@@ -66,6 +70,7 @@ struct sl_upstream_xfer {
     bool paused;
     bool headers_done; /* on_headers ran */
     bool in_multi;     /* added to the multi handle */
+    bool add_pending;  /* started inside curl: added from the loop (add_pending_xfers) */
     size_t hlen;
     const char *hnames[MAX_HEADERS], *hvalues[MAX_HEADERS];
     size_t hcount;
@@ -315,6 +320,32 @@ static void on_socket_event(evutil_socket_t fd, short what, void *ud)
     check_done(u);
 }
 
+/* Adds the transfers started inside curl; one curl refuses ends with on_done now. */
+static void add_pending_xfers(sl_upstream_t *u)
+{
+    for (sl_upstream_xfer_t *x = u->xfers, *next; x; x = next) {
+        next = x->next;
+        if (!x->add_pending) continue;
+        x->add_pending = false;
+        if (curl_multi_add_handle(u->multi, x->easy) == CURLM_OK) {
+            u->running++;
+            x->in_multi = true;
+            continue;
+        }
+        sl_upstream_cbs_t cbs = x->cbs;
+        void *ud = x->ud;
+        xfer_free(x);
+        if (cbs.on_done) cbs.on_done(ud, SL_UPSTREAM_EIO, false, "upstream: cannot start the request");
+    }
+}
+
+static void on_adder_event(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    add_pending_xfers(ud);
+}
+
 static void on_timer_event(evutil_socket_t fd, short what, void *ud)
 {
     sl_upstream_t *u = ud;
@@ -382,7 +413,8 @@ sl_upstream_t *sl_upstream_new(struct event_base *base)
     u->base = base;
     u->multi = curl_multi_init();
     u->timer = evtimer_new(base, on_timer_event, u);
-    if (!u->multi || !u->timer) {
+    u->adder = event_new(base, -1, 0, on_adder_event, u);
+    if (!u->multi || !u->timer || !u->adder) {
         sl_upstream_free(u);
         return NULL;
     }
@@ -405,6 +437,7 @@ void sl_upstream_free(sl_upstream_t *u)
     }
     if (u->multi) curl_multi_cleanup(u->multi);
     if (u->timer) event_free(u->timer);
+    if (u->adder) event_free(u->adder);
     free(u);
 }
 
@@ -475,6 +508,16 @@ sl_upstream_xfer_t *sl_upstream_start(sl_upstream_t *u, const sl_upstream_reques
         goto fail;
     }
     x->idle_tv = seconds_tv(req->idle_timeout_s > 0 ? req->idle_timeout_s : 300);
+    if (u->in_action) {
+        /* Inside curl: added from the loop (add_pending_xfers), this very turn. */
+        x->add_pending = true;
+        x->next = u->xfers;
+        if (u->xfers) u->xfers->prev = x;
+        u->xfers = x;
+        event_active(u->adder, EV_TIMEOUT, 0);
+        idle_restart(x);
+        return x;
+    }
     if (curl_multi_add_handle(u->multi, e) != CURLM_OK) {
         snprintf(err, errlen, "upstream: cannot start the request");
         goto fail;
