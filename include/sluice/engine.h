@@ -693,6 +693,11 @@ typedef struct sl_header_kind {
  * {.known = false, .bucket = -1}. */
 sl_header_kind_t sl_header_classify(const char *name);
 
+/* Whether header `name` (lower-case) is of the providers' rate-limit families,
+ * anthropic-ratelimit-* or x-ratelimit-*, whether sluice reads that name or not: what a
+ * caller without the right to resync may not report, and what the proxy hands to resync. */
+bool sl_header_is_ratelimit(const char *name);
+
 /* Parses a count header's value: decimal digits only, at most SL_TOKENS_MAX. Returns
  * false, *out untouched, for anything else (the empty string, a sign, a fraction). */
 bool sl_header_parse_count(const char *value, int64_t *out);

@@ -11,17 +11,14 @@
 #include <jansson.h>
 #include <sluice/engine.h>
 
+#include "../../common/map.h"
+
 struct evbuffer;
 struct sl_server;
 struct sl_call;
 
-/* ---- namemap.c: an open-addressing hash map from names (copied) to pointers -------- */
-typedef struct sl_namemap {
-    char **keys; /* NULL = empty slot */
-    void **vals;
-    size_t cap; /* a power of two, or 0 */
-    size_t count;
-} sl_namemap_t;
+/* ---- namemap.c: names (copied) to pointers, on the common string map ------------- */
+typedef sl_strmap_t sl_namemap_t; /* `= {0}` is an empty map; .count is its entry count */
 /* The value stored under `key`, or NULL. */
 void *sl__namemap_get(const sl_namemap_t *m, const char *key);
 /* Stores `val` under a copy of `key`, replacing any value. Returns the stored key (valid

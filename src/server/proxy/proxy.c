@@ -505,8 +505,7 @@ static void resync_at_arrival(px_t *px, const char *const *names, const char *co
     char scratch[MAX_KEPT_HEADERS][24];
     size_t count = 0;
     for (size_t i = 0; i < n && count < MAX_KEPT_HEADERS; i++) {
-        if (!prefix_ci(names[i], "anthropic-ratelimit-") && !prefix_ci(names[i], "x-ratelimit-"))
-            continue;
+        if (!sl_header_is_ratelimit(names[i])) continue; /* names are lower-case */
         rl_names[count] = names[i];
         rl_values[count] = values[i];
         count++;
