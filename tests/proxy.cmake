@@ -39,6 +39,7 @@ if(SL_SLOW_TESTS)
 endif()
 # The Responses usage, its stream pass-through and the path table (units of sluiced_core).
 sl_unit_test(test_proxy_responses sluiced_core)
+sl_unit_test(test_proxy_usage sluiced_core)
 # The output a proxied call holds, its cap, and the continued answer's pieces.
 sl_unit_test(test_proxy_output sluiced_core)
 # A call started from inside another's header callback (a resync granting a queued call).

@@ -23,6 +23,9 @@ sl_unit_test(test_netaddr sluiced_core)
 sl_unit_test(test_jsonfmt sluiced_core)
 sl_unit_test(test_log sluiced_core)
 sl_unit_test(test_fleet_helpers sluiced_core)
+# Every key of the config field tables documented (docs/server.md) and in the example.
+sl_unit_test(test_config_keys sluiced_core)
+target_compile_definitions(test_config_keys PRIVATE SL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 # Agent tokens by SHA-256: the index, the bounds' field table, tiers (core/tokens.c).
 sl_unit_test(test_tokens sluiced_core)
 # The one error->HTTP table (errors.def), in the lease API's and the provider's dialect.

@@ -259,6 +259,11 @@ typedef struct sl_request {
      * output_tokens: the provider holds whatever max_tokens it is sent, so a reservation
      * below the figure sent would overbook it. Unset: output_tokens is reserved. */
     bool output_capped;
+    /* The lifetime the provider keeps the cached prefix after this call starts: 0 = the
+     * pool's cache_ttl_s (a 5-minute write); 3600 for Anthropic's ttl "1h". Up to
+     * SL_CACHE_TTL_MAX_S. A longer life is never shortened by a later, shorter call
+     * (docs/design.md "Cache lifetimes"). */
+    double cache_ttl_s;
     /* The roles the caller may take (its token's); NULL = any. The request's role is the
      * registered role of its task when the task graph knows `task` (a `role` naming
      * another is SL_EINVAL), and one outside this list is SL_EFORBIDDEN: the daemon need
@@ -266,6 +271,9 @@ typedef struct sl_request {
     const char *const *roles_allowed;
     size_t n_roles_allowed;
 } sl_request_t;
+
+/* The longest cache lifetime a request may name (one day). */
+#define SL_CACHE_TTL_MAX_S 86400.0
 
 typedef enum sl_status {
     SL_GRANTED = 1,
@@ -329,6 +337,10 @@ typedef struct sl_settle {
     int64_t output_tokens;
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
+    /* The part of cache_creation_input_tokens written as 1-hour entries (Anthropic's
+     * usage.cache_creation.ephemeral_1h_input_tokens), at most it: budgets price 1-hour
+     * writes at 2x the input price, the rest of the writes at 1.25x. */
+    int64_t cache_creation_1h_input_tokens;
     bool got_429;                    /* the call with this lease came back 429 */
     double retry_after_s;            /* < 0 when the provider sent none: holds every
                                         agent's grants in the pool that long */
@@ -680,6 +692,11 @@ typedef struct sl_header_kind {
 /* Classifies header `name` (lower-case). A name sluice does not read is
  * {.known = false, .bucket = -1}. */
 sl_header_kind_t sl_header_classify(const char *name);
+
+/* Whether header `name` (lower-case) is of the providers' rate-limit families,
+ * anthropic-ratelimit-* or x-ratelimit-*, whether sluice reads that name or not: what a
+ * caller without the right to resync may not report, and what the proxy hands to resync. */
+bool sl_header_is_ratelimit(const char *name);
 
 /* Parses a count header's value: decimal digits only, at most SL_TOKENS_MAX. Returns
  * false, *out untouched, for anything else (the empty string, a sign, a fraction). */

@@ -34,8 +34,10 @@ static json_t *usage_json(const sl_emu_call_t *c, int64_t output_tokens)
                      (json_int_t)r->input_tokens, "cache_creation_input_tokens",
                      (json_int_t)r->cache_creation_input_tokens, "cache_read_input_tokens",
                      (json_int_t)r->cache_read_input_tokens, "cache_creation",
-                     "ephemeral_5m_input_tokens", (json_int_t)r->cache_creation_input_tokens,
-                     "ephemeral_1h_input_tokens", (json_int_t)0, "output_tokens",
+                     "ephemeral_5m_input_tokens",
+                     (json_int_t)(r->cache_creation_input_tokens - r->cache_creation_1h_input_tokens),
+                     "ephemeral_1h_input_tokens", (json_int_t)r->cache_creation_1h_input_tokens,
+                     "output_tokens",
                      (json_int_t)output_tokens, "service_tier", "standard");
 }
 
@@ -457,6 +459,13 @@ void sl__anthropic_messages(sl_emu_t *emu, struct evhttp_request *req, json_t *b
     }
     if (call.cached_prefix_tokens > 0 && emu->opt.cache_breakpoints > 1)
         earlier_breakpoints(emu, counted, &call);
+    char ttl_err[256];
+    if (!sl__cache_ttls(counted, &call, ttl_err, sizeof ttl_err)) {
+        json_decref(counted);
+        sl__emu_call_free(c);
+        bad_request(emu, req, ttl_err);
+        return;
+    }
     json_decref(counted);
     json_t *turn = sl__script_turn(emu, sl__script_assistant_turns(body));
     bool ok = true;

@@ -347,6 +347,12 @@ typedef struct sl_emu_breakpoint {
  * last breakpoint. */
 size_t sl__prefix_breakpoints(json_t *body, sl_emu_breakpoint_t *out, size_t cap);
 
+/* Sets call->ttl_1h and each earlier breakpoint's ttl_1h from the cache_control markers of
+ * `body` (matched by prefix key; call's breakpoints filled first). Returns false with a
+ * sentence in `err` when a ttl is not "5m" or "1h" or a 1-hour marker follows a 5-minute
+ * one, as the API refuses (cache_ttl.c). */
+bool sl__cache_ttls(json_t *body, sl_provider_call_t *call, char *err, size_t errlen);
+
 /* ---- endpoints ---------------------------------------------------------------------- */
 
 /* anthropic.c */

@@ -10,6 +10,7 @@
  * Token i of a text depends only on (seed, i), so a stream can emit any range of it
  * in any chunking and the concatenation is the same text. */
 #include "emu.h"
+#include "../common/mix.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -61,22 +62,13 @@ int sl__filler_init(sl_tokenizer_t *tok, char *err, size_t errlen)
     return 0;
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 /* Token i of the text `seed`: a full stop after roughly every twelfth word (never
  * first, never twice in a row), a word otherwise. */
 static void token_at(uint64_t seed, int64_t i, const char **s, size_t *len)
 {
-    uint64_t h = mix(seed ^ mix((uint64_t)i + 0x632be59bd9b4e019ULL));
-    uint64_t prev = i > 0 ? mix(seed ^ mix((uint64_t)(i - 1) + 0x632be59bd9b4e019ULL)) : 1;
+    uint64_t h = sl_mix64(seed ^ sl_mix64((uint64_t)i + 0x632be59bd9b4e019ULL));
+    uint64_t prev =
+        i > 0 ? sl_mix64(seed ^ sl_mix64((uint64_t)(i - 1) + 0x632be59bd9b4e019ULL)) : 1;
     bool stop = i > 0 && h % 12 == 0 && prev % 12 != 0;
     if (stop) {
         *s = ".";

@@ -72,6 +72,15 @@ void sl__emu_usage(FILE *out)
         "                         answered with the file's turns[k] (docs/emu.md)\n"
         "\n",
         out);
+    fputs("long context and cache lifetimes (docs/emu.md):\n"
+        "  --long-context-threshold N  a call whose prompt is above N tokens draws from the\n"
+        "                         long-context limits below instead of --input-tpm and\n"
+        "                         --output-tpm (Anthropic: 200000; default 0: off)\n"
+        "  --long-context-input-tpm N   long-context input tokens per minute\n"
+        "  --long-context-output-tpm N  long-context output tokens per minute\n"
+        "  --cache-ttl-1h-s X     lifetime of a write marked \"ttl\": \"1h\" (default 3600)\n"
+        "\n",
+          out);
     fputs(
         "rate-limit endpoints (the admin key: --admin-key):\n"
         "  GET  /v1/organizations/rate_limits  the limits as Anthropic's Admin API lists them\n"
@@ -299,6 +308,14 @@ int sl__emu_parse_options(int argc, char **argv, sl_emu_options_t *o, char *err,
             rc = parse_int(flag, val, 0, big, &pc->spend_cap_tokens, err, errlen);
         } else if (!strcmp(flag, "--cache-ttl-s")) {
             rc = parse_num(flag, val, 0, 86400 * 365, false, &pc->cache_ttl_s, err, errlen);
+        } else if (!strcmp(flag, "--cache-ttl-1h-s")) {
+            rc = parse_num(flag, val, 0, 86400 * 365, false, &pc->cache_ttl_1h_s, err, errlen);
+        } else if (!strcmp(flag, "--long-context-threshold")) {
+            rc = parse_int(flag, val, 0, big, &pc->long_context_threshold_tokens, err, errlen);
+        } else if (!strcmp(flag, "--long-context-input-tpm")) {
+            rc = parse_int(flag, val, 0, big, &pc->long_context_input_tpm, err, errlen);
+        } else if (!strcmp(flag, "--long-context-output-tpm")) {
+            rc = parse_int(flag, val, 0, big, &pc->long_context_output_tpm, err, errlen);
         } else if (!strcmp(flag, "--cache-min-tokens")) {
             rc = parse_int(flag, val, 0, big, &pc->cache_min_tokens, err, errlen);
         } else if (!strcmp(flag, "--count-tokens-rpm")) {

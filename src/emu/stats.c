@@ -6,7 +6,9 @@
  *    "http_429_spend_cap": N, "tokens": {"input": N, "cache_creation_input": N,
  *    "cache_read_input": N, "output": N}, "outside": {...}, "levels": {...},
  *    "http": {...}, "spend_capped": bool, "overloaded": N, "stream_errors": N,
- *    "count_tokens": {"requests": N, "http_429": N, "limit_rpm": N}} */
+ *    "count_tokens": {"requests": N, "http_429": N, "limit_rpm": N},
+ *    "long_context": N (calls that drew from the long-context limits),
+ *    "cache_creation_1h_input_tokens": N (the 1-hour part of tokens.cache_creation_input)} */
 #include "emu.h"
 
 #include <string.h>
@@ -59,6 +61,10 @@ void sl__emu_stats(sl_emu_t *emu, struct evhttp_request *req)
                             json_pack("{s:I, s:I, s:I}", "requests", (json_int_t)s.count_tokens,
                                       "http_429", (json_int_t)s.count_tokens_429, "limit_rpm",
                                       (json_int_t)cfg->count_tokens_rpm));
+        /* 1-hour cache writes and long-context calls (issue 28). */
+        json_object_set_new(body, "cache_creation_1h_input_tokens",
+                            json_integer((json_int_t)s.cache_creation_1h_input_tokens));
+        json_object_set_new(body, "long_context", json_integer((json_int_t)s.long_context));
         json_t *http = json_object_get(body, "http");
         json_object_set_new(http, "status_503", json_integer((json_int_t)n->http_503));
         json_object_set_new(http, "status_529", json_integer((json_int_t)n->http_529));

@@ -164,6 +164,15 @@ double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tok
            (double)out_tokens * p->cfg.price_output_per_mtok / 1e6;
 }
 
+double sl__caps_billed_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t cc, int64_t cc_1h,
+                                int64_t out_tokens)
+{
+    double premium = (double)(cc - cc_1h) * (SL__CACHE_WRITE_5M_PRICE - 1) +
+                     (double)cc_1h * (SL__CACHE_WRITE_1H_PRICE - 1);
+    return sl__caps_cost_usd(p, in_tokens, out_tokens) +
+           premium * p->cfg.price_input_per_mtok / 1e6;
+}
+
 /* The capacity of a holder's cap on bucket b in pool p (0 = no cap). */
 static double cap_capacity(const sl__pool_t *p, const sl_caps_t *c, int b)
 {

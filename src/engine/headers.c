@@ -26,48 +26,46 @@
 
 #include <string.h>
 
+/* The one table of the provider rate-limit headers sluice reads: name -> bucket and field.
+ * The engine's resync, the Redis backend's request, the settle path's report bounds and
+ * the proxy all classify through it (sl_header_classify, sl_header_is_ratelimit). */
+#define ROW(name, anthropic, bucket, field) {name, {true, anthropic, bucket, field}}
+/* Anthropic: PREFIX-{limit,remaining,reset}; OpenAI: x-ratelimit-{limit,remaining,reset}-NAME. */
+#define ANTHROPIC(prefix, bucket)                                                                  \
+    ROW(prefix "-limit", true, bucket, SL_HEADER_LIMIT),                                           \
+        ROW(prefix "-remaining", true, bucket, SL_HEADER_REMAINING),                               \
+        ROW(prefix "-reset", true, bucket, SL_HEADER_RESET)
+#define OPENAI(name, bucket)                                                                       \
+    ROW("x-ratelimit-limit-" name, false, bucket, SL_HEADER_LIMIT),                                \
+        ROW("x-ratelimit-remaining-" name, false, bucket, SL_HEADER_REMAINING),                    \
+        ROW("x-ratelimit-reset-" name, false, bucket, SL_HEADER_RESET)
+static const struct header_row {
+    const char *name;
+    sl_header_kind_t kind;
+} header_rows[] = {
+    ANTHROPIC("anthropic-ratelimit-requests", SL_BUCKET_REQUESTS),
+    ANTHROPIC("anthropic-ratelimit-input-tokens", SL_BUCKET_INPUT),
+    ANTHROPIC("anthropic-ratelimit-output-tokens", SL_BUCKET_OUTPUT),
+    /* The most restrictive token limit, whichever it is: validated, never applied. */
+    ANTHROPIC("anthropic-ratelimit-tokens", -1),
+    OPENAI("requests", SL_BUCKET_REQUESTS),
+    OPENAI("tokens", SL_BUCKET_TOKENS),
+};
+#undef OPENAI
+#undef ANTHROPIC
+#undef ROW
+
+bool sl_header_is_ratelimit(const char *name)
+{
+    return !strncmp(name, "anthropic-ratelimit-", 20) || !strncmp(name, "x-ratelimit-", 12);
+}
+
 sl_header_kind_t sl_header_classify(const char *name)
 {
-    sl_header_kind_t h = {.known = false, .bucket = -1};
-    static const char *const a_buckets[] = {"requests", "input-tokens", "output-tokens", "tokens"};
-    static const int a_map[] = {SL_BUCKET_REQUESTS, SL_BUCKET_INPUT, SL_BUCKET_OUTPUT, -1};
-    static const char *const fields[] = {"limit", "remaining", "reset"};
-    const char *ap = "anthropic-ratelimit-";
-    if (strncmp(name, ap, strlen(ap)) == 0) {
-        const char *rest = name + strlen(ap);
-        for (int i = 0; i < 4; i++) {
-            size_t n = strlen(a_buckets[i]);
-            if (strncmp(rest, a_buckets[i], n) != 0 || rest[n] != '-') continue;
-            for (int f = 0; f < 3; f++) {
-                if (strcmp(rest + n + 1, fields[f]) == 0) {
-                    h.known = true;
-                    h.anthropic = true;
-                    h.bucket = a_map[i];
-                    h.field = (sl_header_field_t)f;
-                    return h;
-                }
-            }
-        }
-        return h;
-    }
-    const char *op = "x-ratelimit-";
-    if (strncmp(name, op, strlen(op)) == 0) {
-        const char *rest = name + strlen(op);
-        for (int f = 0; f < 3; f++) {
-            size_t n = strlen(fields[f]);
-            if (strncmp(rest, fields[f], n) != 0 || rest[n] != '-') continue;
-            if (strcmp(rest + n + 1, "requests") == 0)
-                h.bucket = SL_BUCKET_REQUESTS;
-            else if (strcmp(rest + n + 1, "tokens") == 0)
-                h.bucket = SL_BUCKET_TOKENS;
-            else
-                return h;
-            h.known = true;
-            h.field = (sl_header_field_t)f;
-            return h;
-        }
-    }
-    return h;
+    if (sl_header_is_ratelimit(name))
+        for (size_t i = 0; i < sizeof header_rows / sizeof header_rows[0]; i++)
+            if (!strcmp(name, header_rows[i].name)) return header_rows[i].kind;
+    return (sl_header_kind_t){.known = false, .bucket = -1};
 }
 
 bool sl_header_parse_count(const char *s, int64_t *out)

@@ -26,7 +26,9 @@
 typedef struct sl__cache {
     char *key;
     double used_at;        /* start (grant) of the last counted call: the provider runs the
-                              cache life from the call's start; -INFINITY: cold */
+                              cache life from the call's start; -INFINITY: cold. The cache
+                              lapses at used_at + the pool's cache_ttl_s: a call with a
+                              longer life (1h) sets it later (sl__cache_touch) */
     int64_t tokens;        /* size of the cached prefix last seen */
     int64_t refs;          /* leases and tickets that point here: never swept while > 0 */
 } sl__cache_t;
@@ -138,6 +140,7 @@ typedef struct sl__need {
     int64_t prompt_tokens;      /* input + cached as estimated (corrected), warm or cold:
                                    what the estimate error compares the billed prompt with */
     bool penalty;               /* the cached prefix is charged as uncached input */
+    double cache_ttl_s;         /* the call's cache lifetime; 0 = the pool's cache_ttl_s */
 } sl__need_t;
 
 typedef struct sl__lease {
@@ -431,6 +434,10 @@ sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_ke
 /* Drops caches that are cold at `now` and that no lease or ticket points at, once the
  * pool holds caches_sweep_at of them (amortised O(1) per new cache). */
 void sl__cache_sweep(sl__pool_t *p, double now);
+/* Records a counted call of `c` that started at start_s and keeps the prefix ttl_s (0 =
+ * the pool's cache_ttl_s): the cache lapses at the later of its current end of life and
+ * start_s + ttl_s, kept as used_at = end of life - the pool's cache_ttl_s (lease.c). */
+void sl__cache_touch(const sl__pool_t *p, sl__cache_t *c, double start_s, double ttl_s);
 double sl__agent_record_error(sl_engine_t *e, sl__pool_t *p, sl__agent_t *a, int window,
                               double limit, double err);
 int sl__agent_record_signature(sl__agent_t *a, const char *sig);
@@ -468,6 +475,14 @@ int64_t sl__caps_parked_ahead(const sl__ticket_t *t);
 /* Removes a ticket from wherever it waits (the queue or a park). */
 void sl__ticket_detach(sl__pool_t *p, sl__ticket_t *t);
 double sl__caps_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t out_tokens);
+/* Anthropic prices a 5-minute cache write at 1.25x the base input price and a 1-hour write
+ * at 2x (docs/design.md "Cache lifetimes"). */
+#define SL__CACHE_WRITE_5M_PRICE 1.25
+#define SL__CACHE_WRITE_1H_PRICE 2.0
+/* What a settled call cost: sl__caps_cost_usd of its input and output, plus the premium
+ * of its cache writes over the input price (cc tokens written, cc_1h of them for an hour). */
+double sl__caps_billed_cost_usd(const sl__pool_t *p, int64_t in_tokens, int64_t cc, int64_t cc_1h,
+                                int64_t out_tokens);
 /* The most output tokens the share caps of `c` let a request with `in_tokens` of input
  * reserve (output and combined buckets), or -1 when no share cap limits output. */
 int64_t sl__caps_output_fit(const sl__pool_t *p, const sl__capref_t *c, int64_t in_tokens);

@@ -215,6 +215,9 @@ static int validate_request(sl_engine_t *e, const sl_request_t *r, const sl__cla
         (rc = check_tokens(e, "output_tokens", r->output_tokens)) ||
         (rc = check_tokens(e, "unblocks", r->unblocks)))
         return rc;
+    if (!(r->cache_ttl_s >= 0 && r->cache_ttl_s <= SL_CACHE_TTL_MAX_S))
+        return sl__fail(e, SL_EINVAL, "cache_ttl_s %g must be in [0, %g] seconds",
+                        r->cache_ttl_s, SL_CACHE_TTL_MAX_S);
     char known[SL__MAX_CLASSES * SL__CLASS_MAX];
     /* A task in the graph decides the role (docs/design.md, "Reports and claims"): a
      * worker cannot get a planner's weight by naming a planner's task, and asking for
@@ -276,6 +279,12 @@ static int64_t corrected(int64_t tokens, double ratio)
     if (ratio == 1.0) return tokens;
     double v = ceil((double)tokens * ratio - 1e-9);
     return v > (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)v;
+}
+
+void sl__cache_touch(const sl__pool_t *p, sl__cache_t *c, double start_s, double ttl_s)
+{
+    double shift = ttl_s > 0 ? ttl_s - p->cfg.cache_ttl_s : 0;
+    if (start_s + shift > c->used_at) c->used_at = start_s + shift;
 }
 
 static bool cache_warm(const sl__pool_t *p, const sl__cache_t *c, double now)
@@ -624,6 +633,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.need.cached_tokens = cached;
     args.need.prompt_tokens = input + cached;
     args.need.penalty = !warm && cached > 0;
+    args.need.cache_ttl_s = req->cache_ttl_s;
     args.first_call = sl__admit_is_first_call(p, cache);
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
@@ -883,8 +893,16 @@ static int validate_settle(sl_engine_t *e, const sl_settle_t *s)
     if ((rc = check_tokens(e, "input_tokens", s->input_tokens)) ||
         (rc = check_tokens(e, "output_tokens", s->output_tokens)) ||
         (rc = check_tokens(e, "cache_creation_input_tokens", s->cache_creation_input_tokens)) ||
-        (rc = check_tokens(e, "cache_read_input_tokens", s->cache_read_input_tokens)))
+        (rc = check_tokens(e, "cache_read_input_tokens", s->cache_read_input_tokens)) ||
+        (rc = check_tokens(e, "cache_creation_1h_input_tokens",
+                           s->cache_creation_1h_input_tokens)))
         return rc;
+    if (s->cache_creation_1h_input_tokens > s->cache_creation_input_tokens)
+        return sl__fail(e, SL_EINVAL,
+                        "cache_creation_1h_input_tokens %lld must be at most "
+                        "cache_creation_input_tokens %lld",
+                        (long long)s->cache_creation_1h_input_tokens,
+                        (long long)s->cache_creation_input_tokens);
     if (isnan(s->retry_after_s) || isinf(s->retry_after_s) || s->retry_after_s > 86400)
         return sl__fail(e, SL_EINVAL, "retry_after %g must be a number of seconds up to 86400",
                         s->retry_after_s);
@@ -940,7 +958,10 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     if (l->caps.h[0] || l->caps.h[1]) {
         int64_t cap_delta[SL_BUCKET_COUNT] = {adj_in, adj_out, 0, adj_in + adj_out};
         sl__caps_give(p, &l->caps, cap_delta,
-                      l->caps.cost_usd - sl__caps_cost_usd(p, actual_in, actual_out), now_s);
+                      l->caps.cost_usd -
+                          sl__caps_billed_cost_usd(p, actual_in, s->cache_creation_input_tokens,
+                                                   s->cache_creation_1h_input_tokens, actual_out),
+                      now_s);
     }
 
     /* Only calls the provider answered teach: a refused or broken call's zero or
@@ -963,9 +984,9 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         int64_t cache_tokens = s->cache_read_input_tokens + s->cache_creation_input_tokens;
         /* The provider counts a cache's life from the start of the call that used it, not
          * from its end. The call started at its grant or after, so counting from the grant
-         * never believes a cache warm past what the provider keeps; the later start wins
-         * when calls settle out of order. */
-        if (l->granted_at > l->cache->used_at) l->cache->used_at = l->granted_at;
+         * never believes a cache warm past what the provider keeps; the later end of life
+         * wins when calls settle out of order or a 5-minute call reads a 1-hour entry. */
+        sl__cache_touch(p, l->cache, l->granted_at, l->need.cache_ttl_s);
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
         sl__calib_record_output(l->calib, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);

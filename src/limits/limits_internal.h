@@ -3,6 +3,7 @@
 #define SLUICE_LIMITS_INTERNAL_H
 
 #include "limits.h"
+#include "../common/map.h"
 
 /* One entry of a log: sliding_window (time of the hits, units) or concurrency (the
  * time the hold ends, units). */
@@ -62,18 +63,13 @@ typedef struct sl__algorithm {
 extern const sl__algorithm_t sl__token_bucket, sl__leaky_bucket, sl__fixed_window,
     sl__sliding_window, sl__sliding_window_approx, sl__gcra, sl__concurrency;
 
-/* Key map: string -> state, open addressing with linear probing. */
+/* Key map: string -> state, nodes indexed by the common string map (keymap.c). */
 typedef struct sl__knode {
-    uint64_t hash;
     sl__kstate_t state;
-    size_t key_len;
-    char key[]; /* NUL-terminated */
+    char key[]; /* NUL-terminated; the map borrows it */
 } sl__knode_t;
 
-typedef struct sl__kmap {
-    sl__knode_t **slot;
-    size_t cap, n; /* cap: a power of two or 0 */
-} sl__kmap_t;
+typedef sl_strmap_t sl__kmap_t; /* values: sl__knode_t *; iterate slots[i].val (NULL: empty) */
 
 sl__knode_t *sl__kmap_find(const sl__kmap_t *m, const char *key);
 /* Inserts a fresh node for `key` (absent). NULL when out of memory (map unchanged). */

@@ -200,7 +200,7 @@ int sl_limits_config(const sl_limits_t *ls, const char *name, const sl_limit_con
     const sl__limit_t *l = find(ls, name);
     if (!l) return SL_ENOTFOUND;
     if (cfg) *cfg = &l->cfg;
-    if (keys) *keys = l->keys.n;
+    if (keys) *keys = l->keys.len;
     return SL_OK;
 }
 
@@ -263,7 +263,7 @@ static size_t sweep_limit(sl__limit_t *l, int64_t now_us)
     size_t freed = 0;
     int64_t soonest = INT64_MAX;
     for (size_t i = 0; i < l->keys.cap;) {
-        sl__knode_t *node = l->keys.slot[i];
+        sl__knode_t *node = l->keys.slots[i].val;
         if (!node) {
             i++;
             continue;
@@ -295,9 +295,9 @@ size_t sl_limits_sweep(sl_limits_t *ls, int64_t now_us)
 /* Can a new key get state in l now? Sweeps once when full. */
 static bool has_room(sl__limit_t *l, int64_t now_us)
 {
-    if ((int64_t)l->keys.n < l->cfg.max_keys) return true;
+    if ((int64_t)l->keys.len < l->cfg.max_keys) return true;
     if (now_us >= l->no_rest_until_us) sweep_limit(l, now_us);
-    return (int64_t)l->keys.n < l->cfg.max_keys;
+    return (int64_t)l->keys.len < l->cfg.max_keys;
 }
 
 static int64_t effective_now(const sl__knode_t *node, int64_t now_us)

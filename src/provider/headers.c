@@ -161,6 +161,8 @@ static const char *limit_words(sl_provider_limit_t l)
     case SL_PROVIDER_LIMIT_OUTPUT: return "output tokens per minute";
     case SL_PROVIDER_LIMIT_TOKENS: return "tokens per minute";
     case SL_PROVIDER_LIMIT_COUNT_TOKENS: return "token counting requests per minute";
+    case SL_PROVIDER_LIMIT_LONG_CONTEXT_INPUT: return "long context input tokens per minute";
+    case SL_PROVIDER_LIMIT_LONG_CONTEXT_OUTPUT: return "long context output tokens per minute";
     case SL_PROVIDER_LIMIT_ACCELERATION: return "input tokens per minute";
     default: return "requests";
     }
@@ -174,6 +176,8 @@ static int64_t limit_value(const sl_provider_t *p, sl_provider_limit_t l)
     case SL_PROVIDER_LIMIT_OUTPUT: return p->limit[SL__PB_OUTPUT];
     case SL_PROVIDER_LIMIT_TOKENS: return p->limit[SL__PB_TOKENS];
     case SL_PROVIDER_LIMIT_COUNT_TOKENS: return p->cfg.count_tokens_rpm;
+    case SL_PROVIDER_LIMIT_LONG_CONTEXT_INPUT: return p->limit[SL__PB_LC_INPUT];
+    case SL_PROVIDER_LIMIT_LONG_CONTEXT_OUTPUT: return p->limit[SL__PB_LC_OUTPUT];
     default: return 0;
     }
 }

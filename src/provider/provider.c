@@ -21,6 +21,7 @@ void sl_provider_config_init(sl_provider_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->cache_ttl_s = 300;
+    cfg->cache_ttl_1h_s = 3600;
     cfg->cache_min_tokens = 1024;
     cfg->ttft_s = 0.6;
     cfg->output_tokens_per_s = 60;
@@ -53,6 +54,11 @@ static bool validate(const sl_provider_config_t *c, char *err, size_t errlen)
     CHECK(c->rpm < 0, "rpm", c->rpm);
     CHECK(c->tokens_tpm < 0, "tokens_tpm", c->tokens_tpm);
     CHECK(bad_time(c->cache_ttl_s), "cache_ttl_s", c->cache_ttl_s);
+    CHECK(bad_time(c->cache_ttl_1h_s), "cache_ttl_1h_s", c->cache_ttl_1h_s);
+    CHECK(c->long_context_threshold_tokens < 0, "long_context_threshold_tokens",
+          c->long_context_threshold_tokens);
+    CHECK(c->long_context_input_tpm < 0, "long_context_input_tpm", c->long_context_input_tpm);
+    CHECK(c->long_context_output_tpm < 0, "long_context_output_tpm", c->long_context_output_tpm);
     CHECK(c->cache_min_tokens < 0, "cache_min_tokens", c->cache_min_tokens);
     CHECK(bad_time(c->ttft_s), "ttft_s", c->ttft_s);
     CHECK(bad_time(c->prefill_tokens_per_s), "prefill_tokens_per_s", c->prefill_tokens_per_s);
@@ -176,6 +182,8 @@ sl_provider_t *sl_provider_new(const sl_provider_config_t *cfg, double now_s, ch
     p->limit[SL__PB_INPUT] = cfg->input_tpm;
     p->limit[SL__PB_OUTPUT] = cfg->output_tpm;
     p->limit[SL__PB_TOKENS] = cfg->tokens_tpm;
+    p->limit[SL__PB_LC_INPUT] = cfg->long_context_input_tpm;
+    p->limit[SL__PB_LC_OUTPUT] = cfg->long_context_output_tpm;
     for (int b = 0; b < SL__PB_COUNT; b++) p->level[b] = (double)p->limit[b];
     p->count_tokens_level = (double)cfg->count_tokens_rpm;
     sl_rng_seed(&p->rng, cfg->seed);
@@ -236,6 +244,8 @@ static const sl_provider_limit_t limit_of_bucket[SL__PB_COUNT] = {
     [SL__PB_INPUT] = SL_PROVIDER_LIMIT_INPUT,
     [SL__PB_OUTPUT] = SL_PROVIDER_LIMIT_OUTPUT,
     [SL__PB_TOKENS] = SL_PROVIDER_LIMIT_TOKENS,
+    [SL__PB_LC_INPUT] = SL_PROVIDER_LIMIT_LONG_CONTEXT_INPUT,
+    [SL__PB_LC_OUTPUT] = SL_PROVIDER_LIMIT_LONG_CONTEXT_OUTPUT,
 };
 
 /* Seconds until every limited bucket holds `need` (a need above the limit waits
@@ -284,8 +294,43 @@ static bool earlier_valid(const sl_provider_call_t *call)
         int64_t t = call->earlier[i].prefix_tokens;
         if (t <= prev || t >= call->cached_prefix_tokens) return false;
         prev = t;
+        /* Longer lifetimes come first: a 1-hour breakpoint after a 5-minute one is refused. */
+        bool next_1h = i + 1 < call->earlier_count ? call->earlier[i + 1].ttl_1h : call->ttl_1h;
+        if (next_1h && !call->earlier[i].ttl_1h) return false;
     }
     return true;
+}
+
+/* The lifetime of a breakpoint's entry. */
+static double ttl_of(const sl_provider_t *p, bool ttl_1h)
+{
+    return ttl_1h ? p->cfg.cache_ttl_1h_s : p->cfg.cache_ttl_s;
+}
+
+/* Writes `key` (`tokens` long) to live until now + ttl, or refreshes it: a refresh
+ * never shortens an entry (a 5-minute read of a 1-hour entry keeps its hour). */
+static int cache_write(sl_provider_t *p, uint64_t key, int64_t tokens, double ttl, double now)
+{
+    sl__cache_entry_t *e = sl__cache_find(&p->cache, key, tokens, now);
+    if (e) {
+        if (now + ttl > e->expires_at) e->expires_at = now + ttl;
+        return 0;
+    }
+    return sl__cache_put(&p->cache, key, tokens, now + ttl, now);
+}
+
+/* Of `creation` tokens written from `read` up to `prefix`: those up to the last 1-hour
+ * breakpoint beyond the hit are 1-hour writes (Anthropic's "mixing TTLs" billing). */
+static int64_t creation_1h(const sl_provider_t *p, const sl_provider_call_t *call, int64_t read,
+                           int64_t prefix)
+{
+    if (call->ttl_1h) return prefix - read;
+    int64_t last_1h = read;
+    for (size_t i = 0; i < call->earlier_count; i++) {
+        int64_t t = sl_provider_count(p, call->earlier[i].prefix_tokens);
+        if (call->earlier[i].ttl_1h && t > last_1h && t < prefix) last_1h = t;
+    }
+    return last_1h - read;
 }
 
 /* The prefix tokens (as the provider counts them) of the longest earlier breakpoint
@@ -302,15 +347,15 @@ static int64_t earlier_hit(sl_provider_t *p, const sl_provider_call_t *call, int
 }
 
 /* Writes (or refreshes) an entry at every earlier breakpoint long enough to cache:
- * the call processed their prefixes, which are now cached for `cache_ttl_s`. */
+ * the call processed their prefixes, which are now cached for their lifetime. */
 static void write_earlier(sl_provider_t *p, const sl_provider_call_t *call, int64_t prefix,
                           double now)
 {
     for (size_t i = 0; i < call->earlier_count; i++) {
         int64_t t = sl_provider_count(p, call->earlier[i].prefix_tokens);
         if (t >= prefix || t < p->cfg.cache_min_tokens) continue;
-        if (sl__cache_put(&p->cache, call->earlier[i].cache_key, t, now + p->cfg.cache_ttl_s,
-                          now) != 0)
+        if (cache_write(p, call->earlier[i].cache_key, t, ttl_of(p, call->earlier[i].ttl_1h),
+                        now) != 0)
             return; /* no room: a later call misses there */
     }
 }
@@ -357,14 +402,17 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
         creation = prefix - read; /* from the longest hit up to the last breakpoint */
     }
     int64_t uncached = in + creation + (p->cfg.cache_reads_count ? read : 0);
+    /* Long context: the whole prompt above the threshold (Anthropic: > 200k tokens). */
+    bool lc = p->cfg.long_context_threshold_tokens > 0 &&
+              in + prefix > p->cfg.long_context_threshold_tokens;
 
     int64_t choices = call->choices > 1 ? call->choices : 1;
     int64_t reserved_out = call->max_tokens * choices; /* at most 2^53 x 128: no overflow */
     double need[SL__PB_COUNT] = {0};
     need[SL__PB_REQUESTS] = 1;
-    need[SL__PB_INPUT] = (double)uncached;
-    need[SL__PB_OUTPUT] = (double)reserved_out;
-    need[SL__PB_TOKENS] = (double)(uncached + reserved_out);
+    need[lc ? SL__PB_LC_INPUT : SL__PB_INPUT] = (double)uncached;
+    need[lc ? SL__PB_LC_OUTPUT : SL__PB_OUTPUT] = (double)reserved_out;
+    if (!lc) need[SL__PB_TOKENS] = (double)(uncached + reserved_out);
     double accel_wait_s = 0;
     if (sl__accel_refuses(p, uncached, now, &accel_wait_s)) {
         refuse(p, out, SL_PROVIDER_RATE_LIMITED);
@@ -374,7 +422,10 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
         return;
     }
     for (int b = 0; b < SL__PB_COUNT; b++) {
-        if (p->limit[b] > 0 && (p->level[b] < need[b] || need[b] > (double)p->limit[b])) {
+        bool lc_bucket = b == SL__PB_LC_INPUT || b == SL__PB_LC_OUTPUT;
+        bool applies = b == SL__PB_REQUESTS || lc == lc_bucket;
+        if (applies && p->limit[b] > 0 &&
+            (p->level[b] < need[b] || need[b] > (double)p->limit[b])) {
             refuse(p, out, SL_PROVIDER_RATE_LIMITED);
             out->limit = limit_of_bucket[b];
             double w = ceil(wait_for(p, need) - 1e-9);
@@ -386,12 +437,11 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     for (int b = 0; b < SL__PB_COUNT; b++)
         if (p->limit[b] > 0) p->level[b] -= need[b];
     sl__accel_admit(p, uncached, now);
-    if (hit) {
-        hit->expires_at = now + p->cfg.cache_ttl_s;
-    } else if (creation > 0 && sl__cache_put(&p->cache, call->cache_key, prefix,
-                                             now + p->cfg.cache_ttl_s, now) != 0) {
+    if ((hit || creation > 0) &&
+        cache_write(p, call->cache_key, prefix, ttl_of(p, call->ttl_1h), now) != 0) {
         /* No room to remember the prefix: the next call simply misses again. */
     }
+    int64_t creation_1h_tokens = creation > 0 ? creation_1h(p, call, read, prefix) : 0;
     if (prefix >= p->cfg.cache_min_tokens) write_earlier(p, call, prefix, now);
 
     int64_t output = call->output_tokens;
@@ -415,6 +465,8 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     out->input_tokens = in;
     out->cache_creation_input_tokens = creation;
     out->cache_read_input_tokens = read;
+    out->cache_creation_1h_input_tokens = creation_1h_tokens;
+    out->long_context = lc;
     out->output_tokens = output;
     out->choices = choices;
     out->reserved_output_tokens = reserved_out;
@@ -430,6 +482,8 @@ void sl_provider_begin(sl_provider_t *p, const sl_provider_call_t *call, double 
     p->stats.input_tokens += in;
     p->stats.cache_creation_input_tokens += creation;
     p->stats.cache_read_input_tokens += read;
+    p->stats.cache_creation_1h_input_tokens += creation_1h_tokens;
+    if (lc) p->stats.long_context++;
     p->stats.output_tokens += output * choices;
 }
 
@@ -469,8 +523,8 @@ void sl_provider_end(sl_provider_t *p, const sl_provider_result_t *r, double now
     double back =
         (double)(r->reserved_output_tokens - r->output_tokens * (r->choices > 1 ? r->choices : 1));
     if (back <= 0) return;
-    const int bs[2] = {SL__PB_OUTPUT, SL__PB_TOKENS};
-    for (int i = 0; i < 2; i++) {
+    const int bs[2] = {r->long_context ? SL__PB_LC_OUTPUT : SL__PB_OUTPUT, SL__PB_TOKENS};
+    for (int i = 0; i < (r->long_context ? 1 : 2); i++) {
         int b = bs[i];
         if (p->limit[b] <= 0) continue;
         p->level[b] += back;

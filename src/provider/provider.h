@@ -66,6 +66,8 @@ typedef struct sl_provider_config {
     int64_t rpm;                /* requests per minute; 0 = not limited */
     int64_t tokens_tpm;         /* combined input + output per minute (OpenAI); 0 = not limited */
     double cache_ttl_s;         /* 300: an entry lives this long after its last use */
+    double cache_ttl_1h_s;      /* 3600: the lifetime of a write marked ttl "1h" (billed
+                                   as a 1-hour write) */
     int64_t cache_min_tokens;   /* 1024: shorter prefixes are not cached */
     bool cache_reads_count;     /* false: cache reads do not count against input TPM */
     double ttft_s;              /* 0.6: time to first token, before prefill */
@@ -85,6 +87,13 @@ typedef struct sl_provider_config {
     double stream_error_rate;   /* 0: share (0..1) of admitted streaming calls that break
                                    off mid-stream with an overloaded error */
     int64_t count_tokens_rpm;   /* token counting requests per minute; 0 = not limited */
+    /* Long context (Anthropic, models with the 1M context window): a call whose prompt
+     * (input + cached prefix, as the provider counts it) is above the threshold draws its
+     * input and output tokens from buckets of their own instead of input_tpm and
+     * output_tpm (its request still counts against rpm). 0 = no long-context limits. */
+    int64_t long_context_threshold_tokens; /* 0 = off (Anthropic: 200000) */
+    int64_t long_context_input_tpm;        /* 0 = not limited */
+    int64_t long_context_output_tpm;       /* 0 = not limited */
     /* The acceleration limit (accel.c), off while accel_idle_s is 0: after this long with
      * no call (and from creation), uncached input tokens admitted in any 60 s may grow
      * at most by accel_factor per minute from max(accel_floor_tpm, the minute before). */
@@ -125,6 +134,7 @@ int64_t sl_provider_count(const sl_provider_t *p, int64_t tokenizer_tokens);
 typedef struct sl_provider_breakpoint {
     int64_t prefix_tokens; /* > 0, and below the next breakpoint's */
     uint64_t cache_key;
+    bool ttl_1h;           /* marked ttl "1h": written as a 1-hour entry */
 } sl_provider_breakpoint_t;
 
 /* One model call, as the caller's tokenizer sees it. The prompt is split at the
@@ -145,6 +155,12 @@ typedef struct sl_provider_call {
      * is up to max_tokens, so the output (and combined) limit is charged max_tokens x
      * choices at the start, and every choice's output is billed. */
     int64_t choices;
+    /* The last breakpoint is marked ttl "1h". A 1-hour breakpoint may not follow a
+     * 5-minute one (the call is invalid: longer lifetimes come first). Writes are billed
+     * as the provider documents for mixed lifetimes: the prompt from the longest hit up
+     * to the last 1-hour breakpoint is a 1-hour write, the rest up to the last
+     * breakpoint a 5-minute write. */
+    bool ttl_1h;
 } sl_provider_call_t;
 
 #define SL_PROVIDER_MAX_CHOICES 128 /* OpenAI's documented bound on n */
@@ -168,6 +184,8 @@ typedef enum sl_provider_limit {
     SL_PROVIDER_LIMIT_OUTPUT,
     SL_PROVIDER_LIMIT_TOKENS,
     SL_PROVIDER_LIMIT_COUNT_TOKENS, /* the token counting endpoint's own RPM */
+    SL_PROVIDER_LIMIT_LONG_CONTEXT_INPUT,  /* long_context_input_tpm */
+    SL_PROVIDER_LIMIT_LONG_CONTEXT_OUTPUT, /* long_context_output_tpm */
     SL_PROVIDER_LIMIT_ACCELERATION, /* usage grew faster than the acceleration limit allows */
 } sl_provider_limit_t;
 
@@ -182,6 +200,9 @@ typedef struct sl_provider_result {
     int64_t input_tokens;                 /* uncached input after the breakpoint */
     int64_t cache_creation_input_tokens;  /* prefix written to the cache (a miss) */
     int64_t cache_read_input_tokens;      /* prefix read from the cache (a hit) */
+    int64_t cache_creation_1h_input_tokens; /* the part of cache_creation_input_tokens
+                                               written as 1-hour entries (the rest: 5m) */
+    bool long_context;                    /* drew from the long-context buckets */
     int64_t output_tokens;                /* what the model writes per choice (before the
                                              error, for a stream that breaks off) */
     int64_t choices;                      /* >= 1: the output billed is output_tokens x
@@ -247,6 +268,8 @@ typedef struct sl_provider_stats {
     int64_t input_tokens;
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
+    int64_t cache_creation_1h_input_tokens; /* part of cache_creation_input_tokens */
+    uint64_t long_context;       /* admitted calls that drew from the long-context buckets */
     int64_t output_tokens;
     uint64_t outside_requests;   /* outside traffic admitted */
     uint64_t outside_refused;    /* outside traffic that found no room */

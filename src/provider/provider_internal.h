@@ -7,7 +7,17 @@
 /* The largest token count accepted in a call (2^53, exact in a double). */
 #define SL_PROVIDER_TOKENS_MAX ((int64_t)1 << 53)
 
-enum { SL__PB_REQUESTS = 0, SL__PB_INPUT, SL__PB_OUTPUT, SL__PB_TOKENS, SL__PB_COUNT };
+/* The buckets; the long-context pair is used instead of INPUT and OUTPUT by a call
+ * above long_context_threshold_tokens. */
+enum {
+    SL__PB_REQUESTS = 0,
+    SL__PB_INPUT,
+    SL__PB_OUTPUT,
+    SL__PB_TOKENS,
+    SL__PB_LC_INPUT,
+    SL__PB_LC_OUTPUT,
+    SL__PB_COUNT
+};
 
 typedef struct sl__cache_entry {
     uint64_t key;

@@ -265,6 +265,7 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->cache_prefix_hash = arg(op, "prefix");
     r->max_wait_s = arg_num(op, "max_wait", 0);
     r->output_capped = arg_num(op, "capped", 0) != 0;
+    r->cache_ttl_s = arg_num(op, "cache_ttl", 0);
     /* allowed=a,b: the caller's roles (roles_allowed), valid until the next request */
     static char allowed[512];
     static const char *roles[16];
@@ -306,6 +307,7 @@ static void settle_from(const op_t *op, sl_settle_t *s, headers_t *h)
     s->output_tokens = (int64_t)arg_num(op, "out", 0);
     s->cache_creation_input_tokens = (int64_t)arg_num(op, "cc", 0);
     s->cache_read_input_tokens = (int64_t)arg_num(op, "cr", 0);
+    s->cache_creation_1h_input_tokens = (int64_t)arg_num(op, "cc1h", 0);
     s->got_429 = arg_num(op, "got_429", 0) != 0;
     s->retry_after_s = arg_num(op, "retry_after", -1);
     s->agent_retry_after_s = arg_num(op, "agent_retry_after", 0);

@@ -156,6 +156,35 @@ static void test_header_classify_names_bucket_and_field(void **state)
     }
 }
 
+/* The families the settle path keeps from callers without the right to resync and the
+ * proxy hands to resync: every name the classifier reads, and its unread neighbours. */
+static void test_header_is_ratelimit_covers_every_classified_name(void **state)
+{
+    (void)state;
+    const char *const buckets[] = {"requests", "input-tokens", "output-tokens", "tokens"};
+    const char *const fields[] = {"limit", "remaining", "reset"};
+    char name[80];
+    for (size_t b = 0; b < 4; b++) {
+        for (size_t f = 0; f < 3; f++) {
+            snprintf(name, sizeof name, "anthropic-ratelimit-%s-%s", buckets[b], fields[f]);
+            assert_true(sl_header_classify(name).known);
+            assert_true(sl_header_is_ratelimit(name));
+            if (b == 0 || b == 3) { /* OpenAI's requests and tokens */
+                snprintf(name, sizeof name, "x-ratelimit-%s-%s", fields[f], buckets[b]);
+                assert_true(sl_header_classify(name).known);
+                assert_true(sl_header_is_ratelimit(name));
+            }
+        }
+    }
+    assert_true(sl_header_is_ratelimit("x-ratelimit-limit-images")); /* read by no one */
+    assert_false(sl_header_classify("x-ratelimit-limit-images").known);
+    assert_true(sl_header_is_ratelimit("anthropic-ratelimit-requests-used"));
+    const char *const other[] = {"retry-after", "anthropic-version", "ratelimit", "x-ratelimit",
+                                 "content-type", ""};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        assert_false(sl_header_is_ratelimit(other[i]));
+}
+
 static void test_header_parse_count_takes_digits_up_to_the_token_maximum(void **state)
 {
     (void)state;
@@ -181,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_malformed_header_is_rejected_and_changes_nothing),
         cmocka_unit_test(test_settle_resyncs_from_headers_after_the_refund),
         cmocka_unit_test(test_header_classify_names_bucket_and_field),
+        cmocka_unit_test(test_header_is_ratelimit_covers_every_classified_name),
         cmocka_unit_test(test_header_parse_count_takes_digits_up_to_the_token_maximum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -139,6 +139,67 @@ static void test_warm_cache_about_to_lapse_gets_the_bump(void **state)
     sl_engine_free(e);
 }
 
+/* Queues `r` at `now` behind a drained bucket (an ETA of about 17 s) and returns its weight. */
+static double weight_behind_a_drained_bucket(sl_engine_t *e, const sl_request_t *r, double now,
+                                             const char *drainer)
+{
+    uint64_t l = harness_grant(e, drainer, 102000, 0, now);
+    sl_settle_t s = harness_settle(130000, 0); /* 28k of debt: the next grant is ~17 s away */
+    assert_int_equal(sl_engine_settle(e, l, &s, now, NULL), SL_OK);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, r, now, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    assert_int_equal(sl_engine_ticket_cancel(e, d.ticket, now), SL_OK);
+    return d.weight;
+}
+
+static void test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(120000, 0, 0); /* capacity 102,000, 1,700/s */
+    sl_request_t r = harness_req("big", 1000, 0);
+    r.cached_tokens = 50000;
+    r.cache_ttl_s = 3600; /* cache_control ttl "1h" */
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_settle_t s = harness_settle(1000, 0);
+    s.cache_creation_input_tokens = 50000;
+    s.cache_creation_1h_input_tokens = 50000;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_OK);
+    /* At 290 s a 5-minute cache would lapse within the ETA; this one lives an hour. */
+    assert_true(fabs(weight_behind_a_drained_bucket(e, &r, T0 + 290, "d1") - 1.0) < 1e-12);
+    /* 10 s before the hour ends it is about to lapse: bumped. */
+    assert_true(fabs(weight_behind_a_drained_bucket(e, &r, T0 + 3590, "d2") - 1.5) < 1e-12);
+    harness_check(e);
+    sl_engine_free(e);
+}
+
+static void test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged(void **state)
+{
+    (void)state;
+    sl_engine_t *e = harness_engine(120000, 0, 0);
+    sl_request_t r = harness_req("a", 1000, 0);
+    sl_decision_t d;
+    r.cache_ttl_s = -1;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "cache_ttl_s -1"));
+    r.cache_ttl_s = NAN;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
+    r.cache_ttl_s = SL_CACHE_TTL_MAX_S + 1;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
+    r.cache_ttl_s = 3600;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_settle_t s = harness_settle(1000, 0);
+    s.cache_creation_input_tokens = 10;
+    s.cache_creation_1h_input_tokens = 11;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_EINVAL);
+    assert_non_null(strstr(sl_engine_errmsg(e), "cache_creation_1h_input_tokens 11"));
+    s.cache_creation_1h_input_tokens = 10;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_OK); /* still live */
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 static void test_a_need_that_can_never_fit_is_exceeds_capacity(void **state)
 {
     (void)state;
@@ -643,6 +704,8 @@ int main(void)
         cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
         cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
         cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
+        cmocka_unit_test(test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes),
+        cmocka_unit_test(test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged),
         cmocka_unit_test(test_agent_info_shows_the_current_weight_after_repeats),
         cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
         cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use),

@@ -142,6 +142,67 @@ static void test_cache_life_runs_from_the_calls_start(void **state)
     sl_provider_free(p);
 }
 
+/* A 1-hour write is billed as one and kept an hour; a 5-minute read of it never shortens it;
+ * mixed lifetimes bill 1-hour up to the last 1-hour breakpoint (issue 28). */
+static void test_1h_writes_are_billed_and_kept_an_hour(void **state)
+{
+    (void)state;
+    sl_provider_t *p = make(10000000, 0, 0);
+    sl_provider_call_t c = {.input_tokens = 100, .cached_prefix_tokens = 50000, .cache_key = 9,
+                            .max_tokens = 10, .output_tokens = 5, .ttl_1h = true};
+    sl_provider_result_t r;
+    sl_provider_begin(p, &c, 0, &r);
+    assert_int_equal(r.cache_creation_input_tokens, 50000);
+    assert_int_equal(r.cache_creation_1h_input_tokens, 50000);
+    assert_true(sl_provider_cache_warm(p, 9, 3599));
+    c.ttl_1h = false; /* a 5-minute read at 3000 s: the hour still ends at 3600 */
+    sl_provider_begin(p, &c, 3000, &r);
+    assert_int_equal(r.cache_read_input_tokens, 50000);
+    assert_true(sl_provider_cache_warm(p, 9, 3599));
+    assert_false(sl_provider_cache_warm(p, 9, 3601));
+    /* Mixed: a 1-hour breakpoint at 20,000 then a 5-minute one at 60,000, both cold. */
+    sl_provider_call_t m = {.input_tokens = 100, .cached_prefix_tokens = 60000, .cache_key = 11,
+                            .max_tokens = 10, .output_tokens = 5, .earlier_count = 1,
+                            .earlier = {{.prefix_tokens = 20000, .cache_key = 10, .ttl_1h = true}}};
+    sl_provider_begin(p, &m, 4000, &r);
+    assert_int_equal(r.cache_creation_input_tokens, 60000);
+    assert_int_equal(r.cache_creation_1h_input_tokens, 20000);
+    /* A 1-hour breakpoint after a 5-minute one is invalid. */
+    m.earlier[0].ttl_1h = false;
+    m.ttl_1h = true;
+    m.cache_key = 12;
+    sl_provider_begin(p, &m, 4001, &r);
+    assert_int_equal(r.refusal, SL_PROVIDER_INVALID);
+    sl_provider_free(p);
+}
+
+/* Prompts above the long-context threshold draw from buckets of their own. */
+static void test_long_context_calls_have_their_own_buckets(void **state)
+{
+    (void)state;
+    sl_provider_config_t cfg;
+    sl_provider_config_init(&cfg);
+    cfg.input_tpm = 1000000;
+    cfg.long_context_threshold_tokens = 200000;
+    cfg.long_context_input_tpm = 300000;
+    sl_provider_t *p = sl_provider_new(&cfg, 0, NULL, 0);
+    assert_non_null(p);
+    sl_provider_result_t r = call(p, 0, 250000, 0, 0, 10, 5);
+    assert_int_equal(r.refusal, SL_PROVIDER_OK);
+    assert_true(r.long_context);
+    r = call(p, 0, 250000, 0, 0, 10, 5); /* 50,000 left in the long-context bucket */
+    assert_int_equal(r.refusal, SL_PROVIDER_RATE_LIMITED);
+    assert_int_equal(r.limit, SL_PROVIDER_LIMIT_LONG_CONTEXT_INPUT);
+    assert_int_equal((int64_t)r.retry_after_s, 40); /* 200,000 at 5,000 a second */
+    r = call(p, 0, 190000, 0, 0, 10, 5); /* at the threshold or below: the standard bucket */
+    assert_int_equal(r.refusal, SL_PROVIDER_OK);
+    assert_false(r.long_context);
+    sl_provider_stats_t st;
+    sl_provider_stats(p, &st);
+    assert_int_equal(st.long_context, 1);
+    sl_provider_free(p);
+}
+
 static void test_short_prefixes_are_not_cached(void **state)
 {
     (void)state;
@@ -457,6 +518,8 @@ int main(void)
         cmocka_unit_test(test_cache_life_runs_from_the_calls_start),
         cmocka_unit_test(test_short_prefixes_are_not_cached),
         cmocka_unit_test(test_cache_reads_count_when_configured),
+        cmocka_unit_test(test_1h_writes_are_billed_and_kept_an_hour),
+        cmocka_unit_test(test_long_context_calls_have_their_own_buckets),
         cmocka_unit_test(test_drift_scales_the_providers_counts),
         cmocka_unit_test(test_usage_sums_equal_the_stats),
         cmocka_unit_test(test_spend_cap_is_a_429_without_retry_after),

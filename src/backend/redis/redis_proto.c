@@ -185,6 +185,7 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key, sl
     sl__rcmd_str(c, SL_FA(cache_prefix_hash), req->cache_prefix_hash);
     if (req->max_wait_s != 0) sl__rcmd_num(c, SL_FA(max_wait_s), req->max_wait_s);
     if (req->output_capped) sl__rcmd_num(c, SL_FA(output_capped), 1);
+    if (req->cache_ttl_s != 0) sl__rcmd_num(c, SL_FA(cache_ttl_s), req->cache_ttl_s);
 }
 
 /* ---- provider headers (docs/design.md "Resync"; classified by the engine's headers.c) ---- */
@@ -251,7 +252,9 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
         (rc = check_tokens("output_tokens", s->output_tokens, err, errlen)) ||
         (rc = check_tokens("cache_creation_input_tokens", s->cache_creation_input_tokens, err,
                            errlen)) ||
-        (rc = check_tokens("cache_read_input_tokens", s->cache_read_input_tokens, err, errlen)))
+        (rc = check_tokens("cache_read_input_tokens", s->cache_read_input_tokens, err, errlen)) ||
+        (rc = check_tokens("cache_creation_1h_input_tokens", s->cache_creation_1h_input_tokens,
+                           err, errlen)))
         return rc;
     if (isnan(s->retry_after_s) || isinf(s->retry_after_s) || s->retry_after_s > 86400) {
         snprintf(err, errlen, "retry_after %g must be a number of seconds up to 86400",
@@ -274,6 +277,9 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
     sl__rcmd_num(c, SL_FA(output_tokens), (double)s->output_tokens);
     sl__rcmd_num(c, SL_FA(cache_creation_input_tokens), (double)s->cache_creation_input_tokens);
     sl__rcmd_num(c, SL_FA(cache_read_input_tokens), (double)s->cache_read_input_tokens);
+    if (s->cache_creation_1h_input_tokens)
+        sl__rcmd_num(c, SL_FA(cache_creation_1h_input_tokens),
+                     (double)s->cache_creation_1h_input_tokens);
     sl__rcmd_num(c, SL_FA(got_429), s->got_429 ? 1 : 0);
     sl__rcmd_num(c, SL_FA(retry_after), s->retry_after_s < 0 ? -1 : s->retry_after_s);
     if (s->agent_retry_after_s > 0) sl__rcmd_num(c, SL_FA(agent_retry_after), s->agent_retry_after_s);

@@ -595,6 +595,8 @@ local function cache_make(ck)
   return {rec = r, key = key, ls = 'ls', tok = 'tok'}
 end
 
+local CACHE_TTL_MAX_S = 86400  -- engine.h SL_CACHE_TTL_MAX_S
+
 local function cache_warm(p, c, now)
   return c ~= nil and now - c.rec[c.ls] < p.cache_ttl_s
 end
@@ -717,8 +719,9 @@ end
 
 local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
-  nil, {'park', 'woke', 'ws'})  -- caps: the holder it is parked on, the holder that woke it;
-  -- ws: '1' while the working set parks it (a task's first call)
+  nil, {'park', 'woke', 'ws', 'cttl'})  -- caps: the holder it is parked on, the holder that
+  -- woke it; ws: '1' while the working set parks it (a task's first call); cttl: the call's
+  -- cache lifetime in seconds ('' = the pool's cache_ttl_s)
 local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
 local DEFAULT_TEAM = 'default'
 
@@ -924,7 +927,8 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
-  nil, {'caph'})  -- caps: its cost in USD, its holders' keys (caps section)
+  nil, {'caph', 'cttl'})  -- caps: its cost in USD, its holders' keys (caps section); cttl as
+  -- the ticket's
 
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
@@ -1021,6 +1025,15 @@ function CP.caps_resolve(p, agent)
   if #hs == 0 then return nil end
   for _, h in ipairs(hs) do h.st = CP.holder_state(p, h, false) end
   return hs
+end
+
+-- Port of sl__caps_billed_cost_usd: cache writes cost 1.25x (5 minutes) or 2x (1 hour)
+-- the input price.
+local CACHE_WRITE_5M_PRICE, CACHE_WRITE_1H_PRICE = 1.25, 2.0
+
+function CP.billed_cost_usd(p, inn, cc, cc1h, out)
+  local premium = (cc - cc1h) * (CACHE_WRITE_5M_PRICE - 1) + cc1h * (CACHE_WRITE_1H_PRICE - 1)
+  return CP.cost_usd(p, inn, out) + premium * p.price_input_per_mtok / 1e6
 end
 
 function CP.cost_usd(p, inn, out)
@@ -1319,7 +1332,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     model = t.model, est = t.est, n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3,
     cached = t.cached, pen = t.pen, pt = t.pt, weight = weight, granted_at = now, waited = waited,
     ttl = ttl, claimed = claimed and 1 or 0,
-    exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = ''}
+    exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = '', cttl = t.cttl or ''}
   if hs then CP.caps_take(p, hs, l, now) end
   for b = 0, NB - 1 do
     if limited(p, b) then p['lv' .. b] = p['lv' .. b] - l['n' .. b] end
@@ -2258,7 +2271,8 @@ local function decide(p, a, t, weight, ttl, cache, now)
   local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
-    idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = ''}
+    idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = '',
+    cttl = t.cttl or ''}
   create(ticket_key(id), TICKET, tk)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
@@ -2288,6 +2302,10 @@ local function validate_request(args)
   check_tokens(args, 'cached_tokens')
   check_tokens(args, 'output_tokens')
   check_tokens(args, 'unblocks')
+  local cttl = num(args, 'cache_ttl_s', 0)
+  if not (cttl >= 0 and cttl <= CACHE_TTL_MAX_S) then
+    fail('invalid_request', 'cache_ttl_s %s must be in [0, %s] seconds', F(cttl), F(CACHE_TTL_MAX_S))
+  end
   if args.task and not valid_name(args.task) then
     fail('invalid_request', 'task "%s" must be 1-128 of [A-Za-z0-9._:-]', args.task)
   end
@@ -2430,7 +2448,7 @@ local function request(p, args, now)
   local cached = corrected(cached_tokens, ratio)
   local t = {est = input_tokens + cached_tokens, cached = cached, pt = input + cached,
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or '',
-             first_call = first_call}
+             first_call = first_call, cttl = args.cache_ttl_s or ''}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
   -- Only a call capped to its reservation may reserve less than its max_tokens: the
@@ -2699,6 +2717,11 @@ local function settle(p, args, now)
   local output = check_tokens(args, 'output_tokens')
   local cc = check_tokens(args, 'cache_creation_input_tokens')
   local cr = check_tokens(args, 'cache_read_input_tokens')
+  local cc1h = check_tokens(args, 'cache_creation_1h_input_tokens')
+  if cc1h > cc then
+    fail('invalid_request', 'cache_creation_1h_input_tokens %s must be at most ' ..
+         'cache_creation_input_tokens %s', F(cc1h), F(cc))
+  end
   local retry_after = num(args, 'retry_after', -1)
   local sig = args.failure_signature or ''
   pool_advance(p, now)
@@ -2721,7 +2744,7 @@ local function settle(p, args, now)
   local hs = CP.lease_holders(p, l)
   if hs then
     CP.caps_give(p, hs, {[0] = adj_in, adj_out, 0, adj_in + adj_out},
-              l.cusd - CP.cost_usd(p, actual_in, actual_out), now)
+              l.cusd - CP.billed_cost_usd(p, actual_in, cc, cc1h, actual_out), now)
   end
   -- Only calls the provider answered teach: a refused or broken call's zero or partial
   -- usage says nothing about the estimate or the cache.
@@ -2739,8 +2762,12 @@ local function settle(p, args, now)
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)
     -- The cache life runs from the call's start, as the provider counts it: the grant,
-    -- the earliest the call can have been sent; the later start wins (engine: lease.c).
-    if l.granted_at > c.rec[c.ls] then c.rec[c.ls] = l.granted_at end
+    -- the earliest the call can have been sent; the later end of life wins (engine:
+    -- lease.c, sl__cache_touch): a call keeping the prefix cttl seconds moves the start
+    -- by cttl - cache_ttl_s, so the cache lapses at start + cttl.
+    local cttl = tonumber(l.cttl) or 0
+    local start = l.granted_at + (cttl > 0 and cttl - p.cache_ttl_s or 0)
+    if start > c.rec[c.ls] then c.rec[c.ls] = start end
     c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
     touch(c.key)
     spend_cap_alert(p, false)  -- a call went through: no longer capped

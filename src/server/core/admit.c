@@ -17,6 +17,7 @@
  * Redis, one round trip.
  */
 #include "server.h"
+#include "long_context.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -122,5 +123,8 @@ int sl__admit(sl_call_t *call, sl_error_dialect_t d, sl_request_t *r, const char
     r->max_unblocks_set = true; /* the graph's count is bounded like the claimed one */
     r->max_unblocks = sl__max_unblocks(call);
     /* The agent itself: what the features say of it (the fleet: its bounds, suspension). */
-    return sl__admit_agent(call, SL_ADMIT_LEASE, r->agent, role, ref);
+    if (sl__admit_agent(call, SL_ADMIT_LEASE, r->agent, role, ref) < 0) return -1;
+    /* Above the provider's long-context threshold: the pool's long-context limits. */
+    sl__long_context_route(&call->srv->config, r);
+    return 0;
 }

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 #include "feature.h"
+#include "long_context.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -146,58 +147,50 @@ static void upstream_clear(sl_pool_upstream_t *up)
 static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
                              size_t *n_out);
 
-/* Pool keys that describe the provider behind the pool. Sets *handled when `kname`
- * is one of them. */
-static int parse_upstream_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
-                              sl_pool_upstream_t *up, bool *handled)
+/* The pool keys of the provider behind the pool that are more than a string (the rows
+ * of pool_keys[] of type F_CUSTOM). */
+static int set_upstream_url(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
 {
-    *handled = true;
-    if (!strcmp(kname, "upstream_url")) {
-        if (get_string(p, v, key, &up->url) < 0) return -1;
-        if (strncmp(up->url, "http://", 7) != 0 && strncmp(up->url, "https://", 8) != 0)
-            return fail(p, v, key, "'%s' must start with http:// or https://", up->url);
-        size_t n = strlen(up->url);
-        while (n > 0 && up->url[n - 1] == '/')
-            up->url[--n] = '\0';
-        for (size_t i = 0; i < n; i++)
-            if ((unsigned char)up->url[i] <= ' ' || up->url[i] == 0x7f)
-                return fail(p, v, key, "'%s' contains a space or control character", up->url);
-        return 0;
-    }
-    if (!strcmp(kname, "provider")) {
-        const char *s;
-        if (want_scalar(p, v, key, &s) < 0) return -1;
-        if (!strcmp(s, "anthropic"))
-            up->api = SL_UPSTREAM_ANTHROPIC;
-        else if (!strcmp(s, "openai"))
-            up->api = SL_UPSTREAM_OPENAI;
-        else
-            return fail(p, v, key, "unknown provider '%s' (known: anthropic, openai)", s);
-        return 0;
-    }
-    if (!strcmp(kname, "api_key_env")) return get_string(p, v, key, &up->api_key_env);
-    if (!strcmp(kname, "api_key_file")) return get_string(p, v, key, &up->api_key_file);
-    if (!strcmp(kname, "ca_file")) return get_string(p, v, key, &up->ca_file);
-    if (!strcmp(kname, "models")) {
-        if (parse_string_list(p, v, key, &up->models, &up->n_models) < 0) return -1;
-        for (size_t i = 0; i < up->n_models; i++)
-            if (!*up->models[i] || strlen(up->models[i]) > 128)
-                return fail(p, v, key, "pattern '%s' must be 1-128 characters", up->models[i]);
-        return 0;
-    }
-    if (!strcmp(kname, "batch")) return get_bool(p, v, key, &up->batch);
-    if (!strcmp(kname, "max_batch_requests")) {
-        if (get_i64(p, v, key, &up->max_batch_requests) < 0) return -1;
-        if (up->max_batch_requests < 1 || up->max_batch_requests > 100000000)
-            return fail(p, v, key, "'%s' must be between 1 and 100000000", scalar(v));
-        return 0;
-    }
-    if (!strcmp(kname, "api_key"))
-        return fail(p, v, key,
-                    "keys are not written in the configuration; use api_key_env (a variable "
-                    "name) or api_key_file (a file holding the key)");
-    *handled = false;
+    if (get_string(p, v, key, &up->url) < 0) return -1;
+    if (strncmp(up->url, "http://", 7) != 0 && strncmp(up->url, "https://", 8) != 0)
+        return fail(p, v, key, "'%s' must start with http:// or https://", up->url);
+    size_t n = strlen(up->url);
+    while (n > 0 && up->url[n - 1] == '/')
+        up->url[--n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)up->url[i] <= ' ' || up->url[i] == 0x7f)
+            return fail(p, v, key, "'%s' contains a space or control character", up->url);
     return 0;
+}
+
+static int set_provider(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
+{
+    const char *s;
+    if (want_scalar(p, v, key, &s) < 0) return -1;
+    if (!strcmp(s, "anthropic"))
+        up->api = SL_UPSTREAM_ANTHROPIC;
+    else if (!strcmp(s, "openai"))
+        up->api = SL_UPSTREAM_OPENAI;
+    else
+        return fail(p, v, key, "unknown provider '%s' (known: anthropic, openai)", s);
+    return 0;
+}
+
+static int set_models(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
+{
+    if (parse_string_list(p, v, key, &up->models, &up->n_models) < 0) return -1;
+    for (size_t i = 0; i < up->n_models; i++)
+        if (!*up->models[i] || strlen(up->models[i]) > 128)
+            return fail(p, v, key, "pattern '%s' must be 1-128 characters", up->models[i]);
+    return 0;
+}
+
+static int refuse_api_key(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up)
+{
+    (void)up;
+    return fail(p, v, key,
+                "keys are not written in the configuration; use api_key_env (a variable "
+                "name) or api_key_file (a file holding the key)");
 }
 
 /* A key is sent as a header value: it must be one printable line. */
@@ -265,78 +258,6 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
             return fail(p, map, key, "cannot read %s", why);
         }
         fclose(f);
-    }
-    return 0;
-}
-
-/* proxy: {body_limit_bytes, max_headers, idle_timeout_s, connect_timeout_s,
- * ping_interval_s, max_hold_s, default_pool, allow_unauthenticated, continue_capped,
- * estimator} */
-static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
-{
-    if (want_mapping(p, map, "proxy") < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        char key[96];
-        snprintf(key, sizeof(key), "proxy.%.64s", kname ? kname : "?");
-        int64_t n = 0;
-        double d = 0;
-        int rc;
-        if (!kname) {
-            rc = fail(p, k, "proxy", "keys must be plain names");
-        } else if (!strcmp(kname, "body_limit_bytes")) {
-            rc = get_i64(p, v, key, &n);
-            if (rc == 0 && (n < 1024 || n > 1024 * 1024 * 1024))
-                rc = fail(p, v, key, "'%s' must be between 1024 and 1073741824", scalar(v));
-            c->proxy.body_limit_bytes = (size_t)n;
-        } else if (!strcmp(kname, "max_headers")) {
-            rc = get_i64(p, v, key, &n);
-            if (rc == 0 && (n < 8 || n > 10000))
-                rc = fail(p, v, key, "'%s' must be between 8 and 10000", scalar(v));
-            c->proxy.max_headers = (size_t)n;
-        } else if (!strcmp(kname, "idle_timeout_s") || !strcmp(kname, "connect_timeout_s") ||
-                   !strcmp(kname, "ping_interval_s")) {
-            rc = get_double(p, v, key, &d);
-            if (rc == 0 && (d < 0.01 || d > 86400))
-                rc = fail(p, v, key, "'%s' must be between 0.01 and 86400", scalar(v));
-            if (kname[0] == 'i')
-                c->proxy.idle_timeout_s = d;
-            else if (kname[0] == 'c')
-                c->proxy.connect_timeout_s = d;
-            else
-                c->proxy.ping_interval_s = d;
-        } else if (!strcmp(kname, "max_hold_s")) {
-            rc = get_double(p, v, key, &d);
-            if (rc == 0 && (d < 0.1 || d > 86400))
-                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
-            c->proxy.max_hold_s = d;
-        } else if (!strcmp(kname, "default_pool")) {
-            free(c->proxy.default_pool);
-            c->proxy.default_pool = NULL;
-            rc = get_string(p, v, key, &c->proxy.default_pool);
-        } else if (!strcmp(kname, "allow_unauthenticated")) {
-            rc = get_bool(p, v, key, &c->proxy.allow_unauthenticated);
-        } else if (!strcmp(kname, "continue_capped")) {
-            rc = get_bool(p, v, key, &c->proxy.continue_capped);
-        } else if (!strcmp(kname, "estimator")) {
-            const char *s = scalar(v);
-            rc = 0;
-            if (s && !strcmp(s, "tokenizer"))
-                c->proxy.estimate_bytes = false;
-            else if (s && !strcmp(s, "bytes"))
-                c->proxy.estimate_bytes = true;
-            else
-                rc = fail(p, v, key, "'%s' must be tokenizer or bytes", s ? s : "(not a scalar)");
-        } else {
-            rc = fail(p, k, "proxy",
-                      "unknown key '%s' (known: body_limit_bytes, max_headers, idle_timeout_s, "
-                      "connect_timeout_s, ping_interval_s, max_hold_s, default_pool, "
-                      "allow_unauthenticated, continue_capped, estimator)",
-                      kname);
-        }
-        if (rc < 0) return -1;
     }
     return 0;
 }
@@ -431,17 +352,36 @@ const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const ch
     return i >= 0 && c->upstreams ? &c->upstreams[i] : NULL;
 }
 
-/* Pool keys are exactly sl_pool_config_t's fields. */
-enum field_type { F_I64, F_DOUBLE, F_BOOL, F_INT };
-static const struct pool_field {
+/* ---- pools.NAME.* and proxy.*: tables of keys, like nginx's directive slots --------- */
+
+/* How a key's value is read. */
+enum field_type {
+    F_I64,    /* int64_t, 0 to 2^53 */
+    F_DOUBLE, /* double, non-negative */
+    F_BOOL,   /* true/yes/on or false/no/off */
+    F_INT,    /* int, 0 to 10^6 */
+    F_SIZE,   /* size_t, within [min, max] */
+    F_STRING, /* char * (a copy) */
+    F_CHOICE, /* bool: choices[0] is false, choices[1] true */
+    F_CUSTOM, /* set() reads it */
+};
+/* Which structure a key fills: a pool's three, or the section's one (P_CONFIG). */
+enum key_part { P_CONFIG, P_UPSTREAM, P_BOUNDS };
+
+/* A key: its name, type, where it goes and, for F_I64, F_SIZE and F_DOUBLE, its bounds
+ * (min <= max; max 0: no upper bound); both 0: only the type's own. */
+typedef struct config_key {
     const char *name;
     enum field_type type;
+    enum key_part part;
     size_t offset;
-} pool_fields[] = {
-#define PF(name, type)                                                                             \
-    {                                                                                              \
-#name, type, offsetof(sl_pool_config_t, name)                                              \
-    }
+    double min, max;
+    const char *choices[2];
+    int (*set)(parse_t *p, yaml_node_t *v, const char *key, sl_pool_upstream_t *up);
+} config_key_t;
+
+static const config_key_t pool_keys[] = {
+#define PF(name, type) {#name, type, P_CONFIG, offsetof(sl_pool_config_t, name), 0, 0, {0}, NULL}
     PF(input_tpm, F_I64),
     PF(output_tpm, F_I64),
     PF(rpm, F_I64),
@@ -472,59 +412,140 @@ static const struct pool_field {
     PF(backfill, F_BOOL),
     PF(working_set, F_BOOL),
 #undef PF
+    {"output_reserve", F_CHOICE, P_CONFIG, offsetof(sl_pool_config_t, output_reserve_learned), 0,
+     0, {"max_tokens", "learned"}, NULL},
+    /* The provider behind the pool (the proxy). */
+#define UP(name, type, set) {#name, type, P_UPSTREAM, 0, 0, 0, {0}, set}
+    UP(upstream_url, F_CUSTOM, set_upstream_url),
+    UP(provider, F_CUSTOM, set_provider),
+    {"api_key_env", F_STRING, P_UPSTREAM, offsetof(sl_pool_upstream_t, api_key_env), 0, 0, {0},
+     NULL},
+    {"api_key_file", F_STRING, P_UPSTREAM, offsetof(sl_pool_upstream_t, api_key_file), 0, 0, {0},
+     NULL},
+    {"ca_file", F_STRING, P_UPSTREAM, offsetof(sl_pool_upstream_t, ca_file), 0, 0, {0}, NULL},
+    UP(models, F_CUSTOM, set_models),
+    {"batch", F_BOOL, P_UPSTREAM, offsetof(sl_pool_upstream_t, batch), 0, 0, {0}, NULL},
+    {"max_batch_requests", F_I64, P_UPSTREAM, offsetof(sl_pool_upstream_t, max_batch_requests),
+     1, 100000000, {0}, NULL},
+    UP(api_key, F_CUSTOM, refuse_api_key),
+#undef UP
+    /* What a settle report may do to the pool (sl_pool_bounds_t, report_bounds.c). */
+    {"max_settle_tokens", F_I64, P_BOUNDS, offsetof(sl_pool_bounds_t, max_settle_tokens), 1, 0,
+     {0}, NULL},
+    {"max_retry_after_s", F_DOUBLE, P_BOUNDS, offsetof(sl_pool_bounds_t, max_retry_after_s), 1,
+     86400, {0}, NULL},
+    {"limits_from", F_CHOICE, P_BOUNDS, offsetof(sl_pool_bounds_t, limits_from_provider), 0, 0,
+     {"config", "provider"}, NULL},
+    {"max_report_pool_block_s", F_DOUBLE, P_BOUNDS,
+     offsetof(sl_pool_bounds_t, max_report_pool_block_s), 0, 86400, {0}, NULL},
+    {"max_resync_factor", F_DOUBLE, P_BOUNDS, offsetof(sl_pool_bounds_t, max_resync_factor), 1,
+     1000, {0}, NULL},
 };
 
-/* Pool keys that bound what a settle report may do (sl_pool_bounds_t). Sets *handled
- * when `kname` is one of them. */
-static int parse_bounds_key(parse_t *p, const char *kname, yaml_node_t *v, const char *key,
-                            sl_pool_bounds_t *b, bool *handled)
+const char *sl__config_pool_key(size_t i)
 {
-    *handled = true;
-    if (!strcmp(kname, "max_settle_tokens")) {
-        if (get_i64(p, v, key, &b->max_settle_tokens) < 0) return -1;
-        if (b->max_settle_tokens < 1)
-            return fail(p, v, key, "'%s' must be at least 1 (leave it out for the default)",
-                        scalar(v));
+    return i < sizeof(pool_keys) / sizeof(pool_keys[0]) ? pool_keys[i].name : NULL;
+}
+
+/* Reads `v` into `dst` as row `f` says, bounds included (`up`: for F_CUSTOM rows). */
+static int set_key(parse_t *p, const config_key_t *f, yaml_node_t *v, const char *key, char *dst,
+                   sl_pool_upstream_t *up)
+{
+    int64_t i64;
+    double num = 0;
+    const char *s;
+    switch (f->type) {
+    case F_I64:
+        if (get_i64(p, v, key, (int64_t *)(void *)dst) < 0) return -1;
+        num = (double)*(int64_t *)(void *)dst;
+        break;
+    case F_DOUBLE:
+        if (get_double(p, v, key, (double *)(void *)dst) < 0) return -1;
+        num = *(double *)(void *)dst;
+        break;
+    case F_BOOL:
+        return get_bool(p, v, key, (bool *)(void *)dst);
+    case F_INT:
+        if (get_i64(p, v, key, &i64) < 0) return -1;
+        if (i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
+        *(int *)(void *)dst = (int)i64;
         return 0;
-    }
-    if (!strcmp(kname, "max_retry_after_s")) {
-        if (get_double(p, v, key, &b->max_retry_after_s) < 0) return -1;
-        if (b->max_retry_after_s < 1 || b->max_retry_after_s > 86400)
-            return fail(p, v, key, "'%s' must be between 1 and 86400", scalar(v));
+    case F_SIZE:
+        if (get_i64(p, v, key, &i64) < 0) return -1;
+        *(size_t *)(void *)dst = (size_t)i64;
+        num = (double)i64;
+        break;
+    case F_STRING:
+        return get_string(p, v, key, (char **)(void *)dst);
+    case F_CHOICE:
+        if (want_scalar(p, v, key, &s) < 0) return -1;
+        if (strcmp(s, f->choices[0]) != 0 && strcmp(s, f->choices[1]) != 0)
+            return fail(p, v, key, "'%s' must be %s or %s", s, f->choices[0], f->choices[1]);
+        *(bool *)(void *)dst = !strcmp(s, f->choices[1]);
         return 0;
+    case F_CUSTOM:
+        return f->set(p, v, key, up);
     }
-    if (!strcmp(kname, "limits_from")) {
-        const char *s = scalar(v);
-        if (s && !strcmp(s, "config"))
-            b->limits_from_provider = false;
-        else if (s && !strcmp(s, "provider"))
-            b->limits_from_provider = true;
-        else
-            return fail(p, v, key, "'%s' must be config or provider", s ? s : "(not a scalar)");
-        return 0;
+    if (f->max > 0 && (num < f->min || num > f->max))
+        return fail(p, v, key, "'%s' must be between %.15g and %.15g", scalar(v), f->min, f->max);
+    if (num < f->min)
+        return fail(p, v, key, "'%s' must be at least %.15g (leave it out for the default)",
+                    scalar(v), f->min);
+    return 0;
+}
+
+/* The row of `rows` (n of them) named `name`, or NULL. */
+static const config_key_t *find_key(const config_key_t *rows, size_t n, const char *name)
+{
+    for (size_t i = 0; name && i < n; i++)
+        if (!strcmp(name, rows[i].name)) return &rows[i];
+    return NULL;
+}
+
+#define PX(name, type, min, max) {#name, type, P_CONFIG, offsetof(sl_proxy_config_t, name), min, max, {0}, NULL}
+static const config_key_t proxy_keys[] = {
+    PX(body_limit_bytes, F_SIZE, 1024, 1073741824),
+    PX(max_headers, F_SIZE, 8, 10000),
+    PX(idle_timeout_s, F_DOUBLE, 0.01, 86400),
+    PX(connect_timeout_s, F_DOUBLE, 0.01, 86400),
+    PX(ping_interval_s, F_DOUBLE, 0.01, 86400),
+    PX(max_hold_s, F_DOUBLE, 0.1, 86400),
+    PX(default_pool, F_STRING, 0, 0),
+    PX(allow_unauthenticated, F_BOOL, 0, 0),
+    PX(continue_capped, F_BOOL, 0, 0),
+    {"estimator", F_CHOICE, P_CONFIG, offsetof(sl_proxy_config_t, estimate_bytes), 0, 0,
+     {"tokenizer", "bytes"}, NULL},
+};
+#undef PX
+#define N_PROXY_KEYS (sizeof(proxy_keys) / sizeof(proxy_keys[0]))
+
+const char *sl__config_proxy_key(size_t i)
+{
+    return i < N_PROXY_KEYS ? proxy_keys[i].name : NULL;
+}
+
+/* proxy: every key of proxy_keys[]. */
+static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
+{
+    if (want_mapping(p, map, "proxy") < 0) return -1;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *kname = scalar(k);
+        if (!kname) return fail(p, k, "proxy", "keys must be plain names");
+        const config_key_t *f = find_key(proxy_keys, N_PROXY_KEYS, kname);
+        if (!f) {
+            char known[400];
+            int at = 0;
+            for (size_t i = 0; i < N_PROXY_KEYS && at >= 0 && (size_t)at < sizeof known; i++)
+                at += snprintf(known + at, sizeof known - (size_t)at, "%s%s", i ? ", " : "",
+                               proxy_keys[i].name);
+            return fail(p, k, "proxy", "unknown key '%s' (known: %s)", kname, known);
+        }
+        char key[96];
+        snprintf(key, sizeof(key), "proxy.%.64s", kname);
+        if (set_key(p, f, v, key, (char *)&c->proxy + f->offset, NULL) < 0) return -1;
     }
-    if (!strcmp(kname, "max_report_pool_block_s")) {
-        if (get_double(p, v, key, &b->max_report_pool_block_s) < 0) return -1;
-        if (b->max_report_pool_block_s < 0 || b->max_report_pool_block_s > 86400)
-            return fail(p, v, key, "'%s' must be between 0 and 86400", scalar(v));
-        return 0;
-    }
-    if (!strncmp(kname, "ramp", 4)) {
-        char what[240];
-        const char *sv = scalar(v);
-        if (!sv) return fail(p, v, key, "expected a single value");
-        if (sl__config_ramp_key(kname, sv, &b->ramp, handled, what, sizeof(what)) < 0)
-            return fail(p, v, key, "%s", what);
-        if (*handled) return 0;
-        *handled = true;
-    }
-    if (!strcmp(kname, "max_resync_factor")) {
-        if (get_double(p, v, key, &b->max_resync_factor) < 0) return -1;
-        if (b->max_resync_factor < 1 || b->max_resync_factor > 1000)
-            return fail(p, v, key, "'%s' must be between 1 and 1000", scalar(v));
-        return 0;
-    }
-    *handled = false;
     return 0;
 }
 
@@ -546,21 +567,19 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
     if (want_mapping(p, map, key) < 0) return -1;
     sl_pool_config_init(cfg);
     bounds_init(bounds);
+    char *parts[] = {[P_CONFIG] = (char *)cfg, [P_UPSTREAM] = (char *)up,
+                     [P_BOUNDS] = (char *)bounds};
     for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
          pr++) {
         yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
         const char *kname = scalar(k);
-        const struct pool_field *f = NULL;
-        for (size_t i = 0; kname && i < sizeof(pool_fields) / sizeof(pool_fields[0]); i++)
-            if (!strcmp(kname, pool_fields[i].name)) f = &pool_fields[i];
+        const config_key_t *f =
+            find_key(pool_keys, sizeof(pool_keys) / sizeof(pool_keys[0]), kname);
         snprintf(key, sizeof(key), "pools.%s.%s", name, kname ? kname : "?");
-        bool handled = false;
-        if (!f && kname && !strcmp(kname, "output_reserve")) {
-            const char *sv;
-            if (want_scalar(p, v, key, &sv) < 0) return -1;
-            if (strcmp(sv, "max_tokens") != 0 && strcmp(sv, "learned") != 0)
-                return fail(p, v, key, "'%s' must be max_tokens or learned", sv);
-            cfg->output_reserve_learned = !strcmp(sv, "learned");
+        if (!f && kname && !strcmp(kname, "long_context")) {
+            char msg[320];
+            if (sl__long_context_parse(p->doc, v, name, up, msg, sizeof msg) < 0)
+                return fail(p, v, key, "%s", msg);
             continue;
         }
         if (!f && kname && !strcmp(kname, "keys")) {
@@ -570,31 +589,17 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
             *keys = v;
             continue;
         }
-        if (!f && kname && parse_upstream_key(p, kname, v, key, up, &handled) < 0) return -1;
-        if (!f && kname && !handled && parse_bounds_key(p, kname, v, key, bounds, &handled) < 0)
-            return -1;
-        if (handled) continue;
-        if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
-        char *dst = (char *)cfg + f->offset;
-        int64_t i64;
-        int rc = 0;
-        switch (f->type) {
-        case F_I64:
-            rc = get_i64(p, v, key, (int64_t *)(void *)dst);
-            break;
-        case F_DOUBLE:
-            rc = get_double(p, v, key, (double *)(void *)dst);
-            break;
-        case F_BOOL:
-            rc = get_bool(p, v, key, (bool *)(void *)dst);
-            break;
-        case F_INT:
-            rc = get_i64(p, v, key, &i64);
-            if (rc == 0 && i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
-            if (rc == 0) *(int *)(void *)dst = (int)i64;
-            break;
+        if (!f && kname && !strncmp(kname, "ramp", 4)) { /* ramp_*: its own reader */
+            char what[240];
+            bool handled = false;
+            const char *sv = scalar(v);
+            if (!sv) return fail(p, v, key, "expected a single value");
+            if (sl__config_ramp_key(kname, sv, &bounds->ramp, &handled, what, sizeof(what)) < 0)
+                return fail(p, v, key, "%s", what);
+            if (handled) continue;
         }
-        if (rc < 0) return -1;
+        if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
+        if (set_key(p, f, v, key, parts[f->part] + f->offset, up) < 0) return -1;
     }
     if (*keys) { /* each key reads its own secret (config_keys below) */
         if (up->api_key_env || up->api_key_file)
@@ -691,22 +696,20 @@ static int parse_key_entry(parse_t *p, const char *group, size_t index, yaml_nod
         snprintf(fkey, sizeof(fkey), "%s.%s", key, kname ? kname : "?");
         if (!kname) return fail(p, k, key, "keys must be plain names");
         if (!strcmp(kname, "name")) continue;
-        if (key_limit(kname)) {
-            for (size_t i = 0; i < sizeof(pool_fields) / sizeof(pool_fields[0]); i++)
-                if (!strcmp(kname, pool_fields[i].name) &&
-                    get_i64(p, v, fkey, (int64_t *)(void *)((char *)&np->config +
-                                                            pool_fields[i].offset)) < 0)
-                    return -1;
+        const config_key_t *f =
+            find_key(pool_keys, sizeof(pool_keys) / sizeof(pool_keys[0]), kname);
+        if (key_limit(kname) && f) { /* a limit of sl_pool_config_t, read by the pools' table */
+            if (set_key(p, f, v, fkey, (char *)&np->config + f->offset, up) < 0) return -1;
             continue;
         }
         if (!strcmp(kname, "headers")) {
             if (parse_key_headers(p, v, fkey, up) < 0) return -1;
             continue;
         }
-        bool handled = false;
-        if (!strcmp(kname, "upstream_url") || !strcmp(kname, "api_key_env") ||
-            !strcmp(kname, "api_key_file") || !strcmp(kname, "api_key")) {
-            if (parse_upstream_key(p, kname, v, fkey, up, &handled) < 0) return -1;
+        if (f && f->part == P_UPSTREAM &&
+            (!strcmp(kname, "upstream_url") || !strcmp(kname, "api_key_env") ||
+             !strcmp(kname, "api_key_file") || !strcmp(kname, "api_key"))) {
+            if (set_key(p, f, v, fkey, (char *)up + f->offset, up) < 0) return -1;
             continue;
         }
         return fail(p, k, key,
@@ -809,6 +812,8 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
                                 (size_t)(map->data.mapping.pairs.top - pr - 1)) < 0)
             return -1;
     }
+    char msg[320];
+    if (sl__long_context_expand(c, msg, sizeof msg) < 0) return fail(p, map, "pools", "%s", msg);
     return 0;
 }
 

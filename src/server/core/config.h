@@ -83,6 +83,13 @@ typedef struct sl_pool_upstream {
     bool batch;         /* false: the batch endpoints (batches, files) use this pool */
     int64_t max_batch_requests; /* 100000: requests of batch pools' batches in the
                                    provider's processing queue */
+    /* `long_context:` (long_context.c): a call whose prompt is above threshold_tokens
+     * leases from the pool "<pool>:long_context", which this pool's parse adds with
+     * these limits (docs/design.md "Long context"). threshold_tokens 0: none. */
+    int64_t long_context_threshold_tokens;
+    int64_t long_context_input_tpm;  /* 0: not limited */
+    int64_t long_context_output_tpm; /* 0: not limited */
+    bool long_context_of;            /* this pool is another pool's long-context pool */
     /* A pool with `keys:` becomes one pool per key, named "POOL:KEY" (design.md, "A pool
      * of several keys"); each such pool's upstream names its group and key. */
     char *key_group;    /* POOL, or NULL for a pool of one key */
@@ -259,6 +266,41 @@ bool sl_config_auth_enabled(const sl_config_t *c);
 struct yaml_document_s;
 struct yaml_node_s;
 
+/* config_table.c: a flat section read through its field table (nginx's slots). */
+typedef enum sl_field_type {
+    SL_FIELD_INT,    /* int64_t within [min, max] */
+    SL_FIELD_NUMBER, /* double within [min, max] */
+    SL_FIELD_BOOL,   /* bool: true or false */
+} sl_field_type_t;
+/* One key of a section: its name, type, offset in the section's struct and bounds. */
+typedef struct sl_config_field {
+    const char *key;
+    sl_field_type_t type;
+    size_t offset;
+    double min, max;
+} sl_config_field_t;
+/* A section: its name, its struct's size and its keys. */
+typedef struct sl_config_table {
+    const char *section;
+    size_t size;
+    const sl_config_field_t *fields;
+    size_t n_fields;
+} sl_config_table_t;
+/* The table of section `name` whose struct is `type`, keys in the array `fields`. */
+#define SL_CONFIG_TABLE(name, type, fields)                                                        \
+    {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0])}
+/* Reads mapping `section` of `doc` into the struct at `out` (t->size bytes) as table `t`
+ * says. Returns 0, or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..." and `out` as it
+ * was (a copy is written only when every key is good). An unknown key's message lists the
+ * table's keys. */
+/* The name of row `i` of the pools' (the proxy's) key table (config.c), NULL past the last. */
+const char *sl__config_pool_key(size_t i);
+const char *sl__config_proxy_key(size_t i);
+/* The tables of the sections read this way (config_fleet.c, config_guard.c). */
+extern const sl_config_table_t sl__fleet_table, sl__events_table, sl__agents_table;
+int sl__config_read_table(struct yaml_document_s *doc, struct yaml_node_s *section,
+                          const sl_config_table_t *t, const char *path, void *out, char *err,
+                          size_t errlen);
 /* Reads number `s` into `field` (an int64_t when `integer`, else a double) when it is
  * within [min, max]; otherwise returns -1 with `what` saying "'s' must be ... between". */
 int sl__config_number(const char *s, double min, double max, bool integer, void *field,

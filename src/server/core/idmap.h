@@ -1,19 +1,16 @@
-/* idmap.h - an open-addressing hash map from nonzero uint64 ids (leases, tickets) to pointers. */
+/* idmap.h - a map from nonzero uint64 ids (leases, tickets) to pointers, on the common u64 map. */
 #ifndef SL_IDMAP_H
 #define SL_IDMAP_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct sl_idmap {
-    uint64_t *keys; /* 0 = empty, UINT64_MAX = deleted */
-    void **vals;
-    size_t cap;   /* a power of two, or 0 */
-    size_t used;  /* live + deleted slots */
-    size_t count; /* live entries */
-} sl_idmap_t;
+#include "../../common/map.h"
 
-/* The value stored under `key` (nonzero, not UINT64_MAX), or NULL. */
+/* The common u64 map (src/common/map.h) holding pointers: `= {0}` is an empty map. */
+typedef sl_u64map_t sl_idmap_t;
+
+/* The value stored under `key` (nonzero), or NULL. */
 void *sl__idmap_get(const sl_idmap_t *m, uint64_t key);
 
 /* Stores `val` under `key`, replacing any value. Returns 0, or -1 when out of memory

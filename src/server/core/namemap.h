@@ -1,16 +1,13 @@
-/* namemap.h - an open-addressing hash map from names (copied) to pointers (namemap.c): the
- * core's report holds and the features' per-agent and per-task state. */
+/* namemap.h - names (copied) to pointers, on the common string map (namemap.c): the core's
+ * report holds and the features' per-agent and per-task state. */
 #ifndef SL_NAMEMAP_H
 #define SL_NAMEMAP_H
 
 #include <stddef.h>
 
-typedef struct sl_namemap {
-    char **keys; /* NULL = empty slot */
-    void **vals;
-    size_t cap; /* a power of two, or 0 */
-    size_t count;
-} sl_namemap_t;
+#include "../../common/map.h"
+
+typedef sl_strmap_t sl_namemap_t; /* `= {0}` is an empty map; .count is its entry count */
 /* The value stored under `key`, or NULL. */
 void *sl__namemap_get(const sl_namemap_t *m, const char *key);
 /* Stores `val` under a copy of `key`, replacing any value. Returns the stored key (valid

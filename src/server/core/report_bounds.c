@@ -36,36 +36,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_ratelimit_header(const char *name)
-{
-    return !strncmp(name, "anthropic-ratelimit-", 20) || !strncmp(name, "x-ratelimit-", 12);
-}
-
 /* The configured limit a `*-limit` header would replace, or NULL for other headers
  * (anthropic-ratelimit-tokens-limit describes whichever limit binds and is never
- * adopted). `what` names the configuration key for messages. */
+ * adopted). `what` names the configuration key for messages. The header's bucket comes
+ * from the engine's one table of rate-limit headers (sl_header_classify). */
 static const int64_t *limit_of_header(const sl_pool_config_t *pc, const char *name,
                                       const char **what)
 {
     static const struct {
-        const char *header;
         const char *key;
         size_t offset;
-    } map[] = {
-        {"anthropic-ratelimit-requests-limit", "rpm", offsetof(sl_pool_config_t, rpm)},
-        {"anthropic-ratelimit-input-tokens-limit", "input_tpm",
-         offsetof(sl_pool_config_t, input_tpm)},
-        {"anthropic-ratelimit-output-tokens-limit", "output_tpm",
-         offsetof(sl_pool_config_t, output_tpm)},
-        {"x-ratelimit-limit-requests", "rpm", offsetof(sl_pool_config_t, rpm)},
-        {"x-ratelimit-limit-tokens", "tokens_tpm", offsetof(sl_pool_config_t, tokens_tpm)},
+    } by_bucket[SL_BUCKET_COUNT] = {
+        [SL_BUCKET_INPUT] = {"input_tpm", offsetof(sl_pool_config_t, input_tpm)},
+        [SL_BUCKET_OUTPUT] = {"output_tpm", offsetof(sl_pool_config_t, output_tpm)},
+        [SL_BUCKET_REQUESTS] = {"rpm", offsetof(sl_pool_config_t, rpm)},
+        [SL_BUCKET_TOKENS] = {"tokens_tpm", offsetof(sl_pool_config_t, tokens_tpm)},
     };
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        if (strcmp(name, map[i].header) != 0) continue;
-        *what = map[i].key;
-        return (const int64_t *)(const void *)((const char *)pc + map[i].offset);
-    }
-    return NULL;
+    sl_header_kind_t h = sl_header_classify(name);
+    if (!h.known || h.field != SL_HEADER_LIMIT || h.bucket < 0) return NULL;
+    *what = by_bucket[h.bucket].key;
+    return (const int64_t *)(const void *)((const char *)pc + by_bucket[h.bucket].offset);
+}
+
+/* Whether `name` is a `*-limit` header that resyncs a bucket (its row in the table). */
+static bool is_bucket_limit(const char *name)
+{
+    sl_header_kind_t h = sl_header_classify(name);
+    return h.known && h.field == SL_HEADER_LIMIT && h.bucket >= 0;
 }
 
 /* Clamps are logged at most once per 10 s: reports come at the agents' rate, and a
@@ -111,9 +108,7 @@ size_t sl__bound_limit_headers(const sl_server_t *srv, const char *pool, bool fr
     for (size_t i = 0; i < count; i++) {
         const char *what = NULL;
         const int64_t *configured = pc ? limit_of_header(pc, names[i], &what) : NULL;
-        bool is_limit = pc ? configured != NULL
-                           : strstr(names[i], "-limit") != NULL && is_ratelimit_header(names[i]) &&
-                                 strcmp(names[i], "anthropic-ratelimit-tokens-limit") != 0;
+        bool is_limit = pc ? configured != NULL : is_bucket_limit(names[i]);
         int64_t v;
         if (is_limit && !configured) continue; /* a pool not known here: cannot be bounded */
         if (is_limit && sl_header_parse_count(values[i], &v) && v != 0) {
@@ -194,6 +189,7 @@ static int check_counts(const sl_call_t *call, const char *pool, const sl_settle
         {"output_tokens", s->output_tokens},
         {"cache_creation_input_tokens", s->cache_creation_input_tokens},
         {"cache_read_input_tokens", s->cache_read_input_tokens},
+        {"cache_creation_1h_input_tokens", s->cache_creation_1h_input_tokens},
     };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
         if (counts[i].value <= ceiling) continue;
@@ -243,7 +239,7 @@ int sl__bound_settle(const sl_call_t *call, const char *pool, sl_settle_t *s, co
     bool may_resync = call->admin || (call->token && call->token->resync);
     size_t allowed = 0;
     for (size_t i = 0; i < s->header_count; i++) {
-        if (is_ratelimit_header(names[i]) && !may_resync) {
+        if (sl_header_is_ratelimit(names[i]) && !may_resync) {
             (*ignored)++;
             continue;
         }

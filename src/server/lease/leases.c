@@ -337,7 +337,7 @@ static const char *const lease_fields[] = {
     "agent", "pool", "input_tokens", "cached_tokens", "output_tokens",
     "role",  "task", "unblocks",     "priority",      "cache_key",
     "wait",  "ttl",  "request_id",   "model",         "cache_prefix_hash",
-    "max_wait", "cap_output", NULL};
+    "max_wait", "cap_output", "cache_ttl_s", NULL};
 
 /* Fills `r` and `wait_s` from the body. Returns 0, or -1 with `msg` naming the field. */
 static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s, char *msg,
@@ -361,7 +361,8 @@ static int parse_lease_request(const json_t *b, sl_request_t *r, double *wait_s,
         sl__json_get_string(b, "model", false, 128, false, &r->model, msg, n) < 0 ||
         sl__json_get_string(b, "cache_prefix_hash", false, 128, false, &r->cache_prefix_hash, msg,
                             n) < 0 ||
-        sl__json_get_bool(b, "cap_output", &r->output_capped, msg, n) < 0)
+        sl__json_get_bool(b, "cap_output", &r->output_capped, msg, n) < 0 ||
+        sl__json_get_number(b, "cache_ttl_s", false, 0, false, &r->cache_ttl_s, msg, n) < 0)
         return -1;
     return 0;
 }
@@ -657,6 +658,7 @@ static const char *const settle_fields[] = {"input_tokens",
                                             "output_tokens",
                                             "cache_creation_input_tokens",
                                             "cache_read_input_tokens",
+                                            "cache_creation_1h_input_tokens",
                                             "got_429",
                                             "retry_after",
                                             "headers",
@@ -683,6 +685,8 @@ static void handle_settle(sl_call_t *call, uint64_t lease)
                          msg, sizeof(msg)) < 0 ||
         sl__json_get_int(b, "cache_read_input_tokens", false, &s.cache_read_input_tokens, msg,
                          sizeof(msg)) < 0 ||
+        sl__json_get_int(b, "cache_creation_1h_input_tokens", false,
+                         &s.cache_creation_1h_input_tokens, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "got_429", &s.got_429, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "spend_cap", &s.spend_cap, msg, sizeof(msg)) < 0 ||
         sl__json_get_bool(b, "failed", &s.failed, msg, sizeof(msg)) < 0 ||

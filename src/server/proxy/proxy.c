@@ -108,6 +108,8 @@ typedef struct px {
     char pool[129];
     char model[129];
     char prefix_hash[65]; /* "" when the call has no cached prefix */
+    double cache_ttl_s;   /* the prefix's lifetime (ttl "1h": 3600); 0 = the pool's */
+    bool long_context;    /* leased from the pool's long-context pool (sl__admit routed it) */
     const char *limited_by; /* static: what bound the call when it was queued */
     char *body; /* what goes upstream (owned) */
     size_t body_len;
@@ -452,6 +454,10 @@ static void settle(px_t *px, bool provider_saw_it)
             s.input_tokens = u->input_tokens;
             s.cache_creation_input_tokens = u->cache_creation_input_tokens;
             s.cache_read_input_tokens = u->cache_read_input_tokens;
+            s.cache_creation_1h_input_tokens =
+                u->cache_creation_1h_input_tokens <= u->cache_creation_input_tokens
+                    ? u->cache_creation_1h_input_tokens
+                    : u->cache_creation_input_tokens;
         } else {
             /* Never reported (the call broke off): assume the estimate was spent. */
             s.input_tokens = px->est.input_tokens;
@@ -501,13 +507,14 @@ static void on_resynced(int rc, double value, const char *errmsg, void *ud)
 static void resync_at_arrival(px_t *px, const char *const *names, const char *const *values,
                               size_t n)
 {
-    if (!px->lease) return;
+    /* A long-context call's headers describe the standard limits, not the long-context
+     * pool it leased from: they would resync the wrong buckets. */
+    if (!px->lease || px->long_context) return;
     const char *rl_names[MAX_KEPT_HEADERS], *rl_values[MAX_KEPT_HEADERS];
     char scratch[MAX_KEPT_HEADERS][24];
     size_t count = 0;
     for (size_t i = 0; i < n && count < MAX_KEPT_HEADERS; i++) {
-        if (!prefix_ci(names[i], "anthropic-ratelimit-") && !prefix_ci(names[i], "x-ratelimit-"))
-            continue;
+        if (!sl_header_is_ratelimit(names[i])) continue; /* names are lower-case */
         rl_names[count] = names[i];
         rl_values[count] = values[i];
         count++;
@@ -1607,6 +1614,7 @@ static void start_call(px_t *px, const char *path, const char *query)
     }
     estimate(px, j);
     if (sl__prefix_hash(px->api, j, px->prefix_hash) <= 0) px->prefix_hash[0] = '\0';
+    px->cache_ttl_s = sl__prefix_cache_ttl_s(px->api, j);
     json_decref(j);
     ask_lease(px);
 }
@@ -1634,13 +1642,16 @@ static void request_lease(px_t *px, const char *task_role)
         .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
         /* The body goes upstream with at most the output reserved (cap_forwarded_output). */
         .output_capped = px->out.cappable,
+        .cache_ttl_s = px->cache_ttl_s,
     };
     sl_refusal_t ref;
     sl__access_note(px->call, px->agent, px->pool, 0);
+    const char *asked_pool = r.pool;
     if (sl__admit(px->call, SL_DIALECT_PROVIDER, &r, task_role, &ref) < 0) {
         px_refuse(px, &ref);
         return;
     }
+    px->long_context = r.pool != asked_pool;
     sl__keys_request(px->srv, &r, px->pool, sizeof(px->pool), on_decision, px);
 }
 

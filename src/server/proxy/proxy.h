@@ -46,6 +46,8 @@ typedef struct sl_usage {
     int64_t output_tokens;
     int64_t cache_creation_input_tokens;
     int64_t cache_read_input_tokens;
+    int64_t cache_creation_1h_input_tokens; /* Anthropic's cache_creation
+                                               .ephemeral_1h_input_tokens (0: none) */
     bool have_input;            /* the input side was reported */
     bool have_output;           /* the final output count was reported */
     int64_t output_seen_tokens; /* streams: a rough count of the output seen so far */
@@ -172,5 +174,12 @@ char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left);
  * cache_control, OpenAI's tools and messages before the newest. Returns 1 when there
  * is such a prefix, 0 when there is none (`out` untouched), -1 when out of memory. */
 int sl__prefix_hash(sl_upstream_api_t api, const json_t *body, char out[65]);
+
+/* Anthropic's 1-hour cache lifetime (cache_control {"ttl": "1h"}). */
+#define SL_CACHE_TTL_1H_S 3600.0
+/* proxy_prefix.c: the lifetime the provider keeps the prefix of sl__prefix_hash for: 3600
+ * when an Anthropic body's last cache_control says "ttl": "1h", else 0 (the pool's
+ * cache_ttl_s: the 5-minute default). The lease's sl_request_t.cache_ttl_s. */
+double sl__prefix_cache_ttl_s(sl_upstream_api_t api, const json_t *body);
 
 #endif /* SL_PROXY_H */

@@ -52,15 +52,20 @@ static bool has_breakpoint(const json_t *v)
 }
 
 /* Counts the parts of an Anthropic body in cache order up to and including the last
- * breakpoint, adding each to `h` when `h` is given. Returns that count (0: none). */
-static size_t anthropic_parts(const json_t *body, prefix_t *h, size_t upto)
+ * breakpoint, adding each to `h` when `h` is given, and setting *last_bp (when given) to
+ * that breakpoint's part. Returns that count (0: none). */
+static size_t anthropic_parts(const json_t *body, prefix_t *h, size_t upto,
+                              const json_t **last_bp)
 {
     size_t n = 0, last = 0, i, k;
     const json_t *v, *b;
 #define PART(tag, part)                                                                            \
     do {                                                                                           \
         n++;                                                                                       \
-        if (has_breakpoint(part)) last = n;                                                        \
+        if (has_breakpoint(part)) {                                                                \
+            last = n;                                                                              \
+            if (last_bp) *last_bp = (part);                                                        \
+        }                                                                                          \
         if (h && n <= upto) add_part(h, tag, part);                                                \
     } while (0)
     json_array_foreach(json_object_get(body, "tools"), i, v) PART("tool", v);
@@ -103,7 +108,8 @@ static size_t openai_parts(const json_t *body, prefix_t *h)
 int sl__prefix_hash(sl_upstream_api_t api, const json_t *body, char out[65])
 {
     size_t upto =
-        api == SL_UPSTREAM_ANTHROPIC ? anthropic_parts(body, NULL, 0) : openai_parts(body, NULL);
+        api == SL_UPSTREAM_ANTHROPIC ? anthropic_parts(body, NULL, 0, NULL)
+                                     : openai_parts(body, NULL);
     if (upto == 0) return 0;
     prefix_t h = {.md = EVP_MD_CTX_new()};
     if (!h.md || EVP_DigestInit_ex(h.md, EVP_sha256(), NULL) != 1) {
@@ -111,7 +117,7 @@ int sl__prefix_hash(sl_upstream_api_t api, const json_t *body, char out[65])
         return -1;
     }
     if (api == SL_UPSTREAM_ANTHROPIC)
-        anthropic_parts(body, &h, upto);
+        anthropic_parts(body, &h, upto, NULL);
     else
         openai_parts(body, &h);
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -122,4 +128,13 @@ int sl__prefix_hash(sl_upstream_api_t api, const json_t *body, char out[65])
     for (unsigned int i = 0; i < 32 && i < md_len; i++)
         snprintf(out + 2 * i, 3, "%02x", md[i]);
     return 1;
+}
+
+double sl__prefix_cache_ttl_s(sl_upstream_api_t api, const json_t *body)
+{
+    if (api != SL_UPSTREAM_ANTHROPIC) return 0;
+    const json_t *last = NULL;
+    if (anthropic_parts(body, NULL, 0, &last) == 0 || !last) return 0;
+    const char *ttl = json_string_value(json_object_get(json_object_get(last, "cache_control"), "ttl"));
+    return ttl && strcmp(ttl, "1h") == 0 ? SL_CACHE_TTL_1H_S : 0;
 }

@@ -47,6 +47,9 @@ static void anthropic_usage(const json_t *usage, sl_usage_t *u, bool input_side)
         h = false;
         v = int_field(usage, "cache_read_input_tokens", &h);
         if (h) u->cache_read_input_tokens = v;
+        h = false;
+        v = int_field(json_object_get(usage, "cache_creation"), "ephemeral_1h_input_tokens", &h);
+        if (h) u->cache_creation_1h_input_tokens = v;
     }
     /* message_start's output_tokens is a placeholder (1): only final counts count. */
     if (have_out && !input_side) {
