@@ -29,6 +29,8 @@ target_link_libraries(limits_differential_runner PRIVATE sluice_limits_drive)
 add_test(NAME limits_differential_redis
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/with-redis.sh sh -c "exec $<TARGET_FILE:limits_differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 1 --seeds 3 --ops 2000")
 set_tests_properties(limits_differential_redis PROPERTIES LABELS integration TIMEOUT 120 RUN_SERIAL TRUE)
-add_test(NAME limits_differential_redis_long
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/with-redis.sh sh -c "exec $<TARGET_FILE:limits_differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 100 --seeds 10 --ops 10000")
-set_tests_properties(limits_differential_redis_long PROPERTIES LABELS parity_long TIMEOUT 1800 RUN_SERIAL TRUE)
+if(SL_SLOW_TESTS) # the long run goes with the slow suite: ctest -L parity_long
+  add_test(NAME limits_differential_redis_long
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis/with-redis.sh sh -c "exec $<TARGET_FILE:limits_differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 100 --seeds 10 --ops 10000")
+  set_tests_properties(limits_differential_redis_long PROPERTIES LABELS "slow;parity_long" TIMEOUT 1800 RUN_SERIAL TRUE)
+endif()
