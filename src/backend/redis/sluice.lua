@@ -821,10 +821,11 @@ local function queue_head(p)
 end
 
 -- Requests ahead in a team's own zset: their count, summed needs and (when `want_cost`)
--- summed costs, at a cost that does not grow with the queue. `member` names a queued
--- ticket (its rank is the count ahead); nil means a new request with tag `finish`,
--- which goes after every request of an equal tag (its sequence number is the highest),
--- so the count is ZCOUNT up to `finish`. A synchronised burst gives thousands of equal
+-- summed costs, at a cost that does not grow with the queue. `member` names a ticket:
+-- its rank is the count ahead (a parked one is not in the zset: the rank its tag would
+-- have); nil means a new request with tag `finish`, which goes after every request of
+-- an equal tag (its sequence number is the highest), so the count is ZCOUNT up to
+-- `finish`. A synchronised burst gives thousands of equal
 -- tags: nothing here walks them. The sums walk whichever side of the position is
 -- shorter and use the team's running sums for the other; a position more than
 -- WALK_MAX from both ends takes the team's mean need for the requests ahead (the ETA
@@ -841,6 +842,21 @@ local function walk_sums(q, from, to, sign, sums, want_cost)
   return c
 end
 
+-- The rank (finish, seq) would have in zset q when its member is not there (a ticket
+-- parked on a holder's max_concurrent keeps its tag out of the queue): the members of
+-- lower score, then a binary search among those of equal score, which sort by member,
+-- i.e. by sequence number (as the engine's key, queue.c). O(log^2 n), walks nothing.
+local function rank_absent(q, finish, seq)
+  local lo = redis.call('ZCOUNT', q, '-inf', '(' .. F(finish))
+  local hi = redis.call('ZCOUNT', q, '-inf', F(finish))
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local _, _, s = parse_member(redis.call('ZRANGE', q, mid, mid)[1])
+    if s < seq then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
 local function inner_prefix(g, finish, member, want_cost)
   local q = team_q(g.name)
   local depth = g.qn
@@ -848,7 +864,11 @@ local function inner_prefix(g, finish, member, want_cost)
   if depth == 0 then return 0, sums, 0 end
   local ahead
   if member then
-    ahead = redis.call('ZRANK', q, member) or depth
+    ahead = redis.call('ZRANK', q, member)
+    if not ahead then
+      local _, _, seq = parse_member(member)
+      ahead = rank_absent(q, finish, seq)
+    end
   else
     ahead = redis.call('ZCOUNT', q, '-inf', F(finish))
   end
