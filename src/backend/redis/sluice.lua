@@ -764,7 +764,8 @@ local function parse_member(m)
 end
 
 -- p.qn is the queue's length over all teams: an empty queue (the usual case) costs no
--- query, and the head is looked up once per call until the queue changes (S.qid).
+-- query, and the head is looked up once per call until the queue or a team's outer
+-- tags change (S.qid: reset by insert, remove and grant).
 -- A team that was idle starts at max(V, its last outer tag): no credit for idle time.
 local function queue_insert(p, t)
   local g = team_get(t.team, true)
@@ -1363,6 +1364,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
   if finish > g.vtime then g.vtime = finish end
   g.lo = outer
   g.base = outer
+  S.qid = nil  -- the team's outer tags moved: another team's head may lead now
   touch(team_key(g.name))
   if outer > p.vtime then p.vtime = outer end
   if finish > a.lf then a.lf = finish end
