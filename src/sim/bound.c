@@ -209,6 +209,8 @@ int sl_sim_bounds(const sl_sim_scenario_t *sc, uint64_t seed, sl_sim_bounds_t *o
     out->tight_s = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i] > out->tight_s) out->tight_s = parts[i];
+    /* Both hold, so the larger does: where the path binds, the chain term is below it. */
+    if (out->chain_s >= 0 && out->chain_s < out->tight_s) out->chain_s = out->tight_s;
     return 0;
 }
 

@@ -27,7 +27,8 @@
  * C + C/60 x t by time t, so B(theta) <= C + C/60 x (makespan - theta).
  *
  * At the smallest theta it is the input bound with the shortest chain for the least
- * finish; at the largest, the longest chain. The maximum over the calls is the bound. */
+ * finish; at the largest, the longest chain. The maximum over the calls is the term
+ * returned here; bound.c reports the larger of it and the tight bound. */
 #include <math.h>
 #include <stdlib.h>
 

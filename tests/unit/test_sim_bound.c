@@ -149,6 +149,7 @@ static int check_no_strategy_beats(const sl_sim_scenario_t *sc, uint64_t seed)
     assert_true(b.tight_s >= b.combined_s - 1e-9 || b.tight_s >= b.path_s);
     /* The ideal run's input includes the repeat-failure turns: above the formula. */
     if (b.input_s >= 0) assert_true(b.input_s - b.least_finish_s >= b.token_s - 1e-9);
+    if (b.input_s >= 0) assert_true(b.chain_s >= b.tight_s - 1e-9);
     int finished = 0;
     char err[256];
     for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
