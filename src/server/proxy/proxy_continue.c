@@ -54,8 +54,8 @@ struct sl_cont {
     bool merge_first;      /* the part's block 0 continues the open text block */
     struct evbuffer *held; /* events held back until the next says whether it was cut */
     enum { HELD_NONE, HELD_TEXT_STOP, HELD_TOOL } held_kind;
-    bool writing_tool; /* the block being written is a tool_use (its events held) */
-    json_t *block;     /* the block being written (a copy, for the prefill) */
+    bool writing_tool;   /* the block being written is a tool_use (its events held) */
+    json_t *block;       /* the block being written (a copy, for the prefill) */
     sl__oai_cont_t *oai; /* an OpenAI call: all of it is proxy_continue_openai.c's */
 };
 
@@ -400,8 +400,7 @@ static void on_message_delta(sl_cont_t *c, json_t *d, struct evbuffer *out)
     emit(out, "message_delta", d);
 }
 
-void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, bool to_client,
-                    struct evbuffer *out)
+void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, bool to_client, struct evbuffer *out)
 {
     if (c->oai) {
         sl__oai_cont_event(c->oai, ev, len, to_client, out);
