@@ -136,6 +136,26 @@ test('responses.create: a cut Response comes back completed, with the summed usa
   assert.equal(r.usage.total_tokens, sum.input + sum.output);
 });
 
+test('a call asking for JSON is capped but not continued: a second message is no JSON', async (ctx) => {
+  const before = await getJson(ctx.emu.port, '/stats');
+  const c = await openai(ctx, 'chat-json').chat.completions.create(
+    ask({ max_completion_tokens: 20000, response_format: { type: 'json_object' } }));
+  assert.equal(c.choices[0].finish_reason, 'length');
+  assert.ok(c.usage.completion_tokens < LONG);
+  assert.equal((await billedSince(ctx, before)).requests, 1);
+});
+
+test('the cap is learned per agent group: a planner with no samples is not capped', async (ctx) => {
+  const before = await getJson(ctx.emu.port, '/stats');
+  const client = new OpenAI({
+    apiKey: 'sluice-unused', baseURL: `http://127.0.0.1:${ctx.port}/openai/v1`, maxRetries: 0,
+    timeout: 30000, defaultHeaders: { 'x-sluice-agent': 'plan-1', 'x-sluice-role': 'planner' } });
+  const c = await client.chat.completions.create(ask({ max_completion_tokens: 20000 }));
+  assert.equal(c.choices[0].finish_reason, 'stop');
+  assert.equal(c.usage.completion_tokens, LONG); // the whole answer in one call
+  assert.equal((await billedSince(ctx, before)).requests, 1);
+});
+
 test('an answer within the cap is one call, as it came', async (ctx) => {
   const before = await getJson(ctx.emu.port, '/stats');
   const c = await openai(ctx, 'chat-short').chat.completions.create({

@@ -314,6 +314,25 @@ static void test_a_cut_response_goes_on_and_joins_into_the_last(void **state)
     sl__cont_free(c);
 }
 
+/* A call asking for JSON is not continued: a second message would be a second document. */
+static void test_a_call_asking_for_json_is_not_continued(void **state)
+{
+    (void)state;
+    const char *bodies[] = {
+        "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
+        "{\"response_format\":{\"type\":\"json_object\"}}",
+        "{\"text\":{\"format\":{\"type\":\"json_schema\"}}}",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        json_t *j = json_loads(bodies[i], 0, NULL);
+        assert_false(sl__oai_cont_takes(j, i == 2));
+        json_decref(j);
+    }
+    json_t *text = json_loads("{\"response_format\":{\"type\":\"text\"}}", 0, NULL);
+    assert_true(sl__oai_cont_takes(text, false));
+    json_decref(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_a_cut_stream_is_spliced_with_one_finish_and_the_summed_usage),
         cmocka_unit_test(test_a_stream_with_a_tool_call_ends_as_cut_without_the_unasked_usage),
         cmocka_unit_test(test_a_cut_response_goes_on_and_joins_into_the_last),
+        cmocka_unit_test(test_a_call_asking_for_json_is_not_continued),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1371,12 +1371,14 @@ static void estimate(px_t *px, const json_t *j)
     px->est.output_tokens = sl__proxy_output_tokens(&px->out);
 }
 
-/* proxy.continue_capped applies: the client named its own limit, asks one choice, and
- * is not a Responses stream (whose events proxy_continue_openai.c does not splice). */
-static bool continuable(const px_t *px)
+/* proxy.continue_capped applies to the call whose body is `j`: the client named its own
+ * limit, asks one choice, and is not a Responses stream (whose events
+ * proxy_continue_openai.c does not splice) nor an OpenAI call asking for JSON. */
+static bool continuable(const px_t *px, const json_t *j)
 {
     return px->srv->config.proxy.continue_capped && px->out.per_choice_tokens > 0 &&
-           px->out.choices == 1 && !(px->responses && px->stream);
+           px->out.choices == 1 && !(px->responses && px->stream) &&
+           (px->api != SL_UPSTREAM_OPENAI || sl__oai_cont_takes(j, px->responses));
 }
 
 /* The lease reserved less output than the call asks (output_reserve: learned, a share
@@ -1389,7 +1391,7 @@ static int cap_forwarded_output(px_t *px, int64_t reserved_tokens)
     if (!px->out.cappable || reserved_tokens >= asked) return 0;
     json_t *j = json_loadb(px->body, px->body_len, 0, NULL);
     /* proxy.continue_capped: an answer cut at the cap is continued (proxy_continue.c). */
-    if (j && !px->cont && continuable(px)) {
+    if (j && !px->cont && continuable(px, j)) {
         if (!(px->cont = sl__cont_new(px->api, px->responses, j, px->out.field,
                                       px->out.per_choice_tokens))) {
             json_decref(j);

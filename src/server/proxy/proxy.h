@@ -188,6 +188,10 @@ bool sl__oai_cont_wants_more(const sl__oai_cont_t *c);
 int sl__oai_cont_absorb(sl__oai_cont_t *c, const char *body, size_t len);
 char *sl__oai_cont_answer(sl__oai_cont_t *c);
 char *sl__oai_cont_next_body(sl__oai_cont_t *c, int64_t *max_tokens_left);
+/* Whether an OpenAI call's body may be continued: not one asking for JSON
+ * (response_format / text.format json_schema or json_object), which a second message
+ * would break. */
+bool sl__oai_cont_takes(const json_t *body, bool responses);
 /* Adds every integer of the usage object `part` to `into`'s, nested objects (token
  * details) too; other members `into` lacks are copied. */
 void sl__usage_sum(json_t *into, const json_t *part);

@@ -30,6 +30,7 @@
 #include <event2/buffer.h>
 
 #define MAX_ROUNDS 8 /* a call is continued at most this many times, as Anthropic's */
+#define RESPONSES_MIN_OUTPUT 16 /* the Responses API refuses a max_output_tokens below it */
 
 struct sl__oai_cont {
     bool responses;        /* the Responses API; else Chat Completions */
@@ -51,6 +52,14 @@ struct sl__oai_cont {
     char finish[32];       /* that chunk's finish_reason */
     bool decided;          /* the part's usage came: held released or dropped */
 };
+
+bool sl__oai_cont_takes(const json_t *body, bool responses)
+{
+    const json_t *format = responses ? json_object_get(json_object_get(body, "text"), "format")
+                                     : json_object_get(body, "response_format");
+    const char *type = json_string_value(json_object_get(format, "type"));
+    return !type || (strcmp(type, "json_schema") && strcmp(type, "json_object"));
+}
 
 sl__oai_cont_t *sl__oai_cont_new(bool responses, const json_t *client_body, const char *field,
                                  int64_t client_max_tokens)
@@ -137,7 +146,8 @@ static int64_t part_output(const sl__oai_cont_t *c, const json_t *usage)
 static bool part_ended(sl__oai_cont_t *c, bool cut, const json_t *usage)
 {
     int64_t out = part_output(c, usage);
-    bool more = cut && out >= c->round_cap && c->out_total + out < c->client_max &&
+    int64_t least = c->responses ? RESPONSES_MIN_OUTPUT : 1; /* what the next part may ask */
+    bool more = cut && out >= c->round_cap && c->out_total + out + least <= c->client_max &&
                 c->rounds < MAX_ROUNDS && !c->part_other && evbuffer_get_length(c->text) > 0;
     if (json_is_object(usage)) sl__usage_sum(c->usage, usage);
     c->out_total += out;
