@@ -136,6 +136,48 @@ test('responses.create: a cut Response comes back completed, with the summed usa
   assert.equal(r.usage.total_tokens, sum.input + sum.output);
 });
 
+test('a Responses stream is spliced: one message, ordered sequence numbers, the summed usage', async (ctx) => {
+  const before = await getJson(ctx.emu.port, '/stats');
+  const stream = await openai(ctx, 'resp-stream').responses.create(
+    { model: 'gpt-emu-1', input: 'Hello', max_output_tokens: 20000, stream: true });
+  const events = [];
+  for await (const ev of stream) events.push(ev);
+  const types = events.map((e) => e.type);
+  assert.equal(types.filter((t) => t === 'response.created').length, 1);
+  assert.equal(types.filter((t) => t === 'response.output_item.added').length, 1);
+  assert.equal(types.filter((t) => t === 'response.output_text.done').length, 1);
+  assert.equal(types.filter((t) => t === 'response.completed').length, 1);
+  assert.equal(types[types.length - 1], 'response.completed');
+  assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+  const item = events.find((e) => e.type === 'response.output_item.added').item.id;
+  const deltas = events.filter((e) => e.type === 'response.output_text.delta');
+  assert.ok(deltas.every((e) => e.item_id === item && e.output_index === 0));
+  const text = deltas.map((e) => e.delta).join('');
+  assert.ok(text.startsWith('Alpha'), text.slice(0, 40));
+  assert.ok(text.endsWith('omega.'), text.slice(-40));
+  assert.equal(events.find((e) => e.type === 'response.output_text.done').text, text);
+  const final = events[events.length - 1].response;
+  assert.equal(final.id, events[0].response.id, 'the id response.created announced');
+  assert.equal(final.status, 'completed');
+  assert.equal(final.output.filter((i) => i.type === 'message').length, 1);
+  assert.equal(final.output.find((i) => i.type === 'message').content[0].text, text);
+  assert.equal(final.output.find((i) => i.type === 'message').id, item);
+  const sum = await assertSettledIsBilled(ctx, 'resp-stream', before);
+  assert.equal(final.usage.input_tokens, sum.input);
+  assert.equal(final.usage.output_tokens, sum.output);
+});
+
+test('responses.stream (the SDK helper) gives the joined final Response', async (ctx) => {
+  const before = await getJson(ctx.emu.port, '/stats');
+  const stream = openai(ctx, 'resp-helper').responses.stream(
+    { model: 'gpt-emu-1', input: 'Hello', max_output_tokens: 20000 });
+  const final = await stream.finalResponse();
+  assert.equal(final.status, 'completed');
+  assert.ok(final.output_text.startsWith('Alpha'));
+  assert.ok(final.output_text.endsWith('omega.'));
+  await assertSettledIsBilled(ctx, 'resp-helper', before);
+});
+
 test('a call asking for JSON is capped but not continued: a second message is no JSON', async (ctx) => {
   const before = await getJson(ctx.emu.port, '/stats');
   const c = await openai(ctx, 'chat-json').chat.completions.create(

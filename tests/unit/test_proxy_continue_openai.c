@@ -314,6 +314,71 @@ static void test_a_cut_response_goes_on_and_joins_into_the_last(void **state)
     sl__cont_free(c);
 }
 
+#define REV(type, json) "event: " type "\ndata: {\"type\":\"" type "\"," json "}"
+
+/* A Responses stream: the second part's message continues the first's (its item id and
+ * output_index, no second opening), the closing events come once with the whole text,
+ * the sequence numbers run on, the last event has the first id and the summed usage. */
+static void test_a_cut_responses_stream_is_spliced_into_one_message(void **state)
+{
+    (void)state;
+    sl_cont_t *c = cont(true, "{\"model\":\"m\",\"input\":\"hi\",\"max_output_tokens\":500}",
+                        "max_output_tokens", 500);
+    sl__cont_round(c, 80);
+    const char *part1[] = {
+        REV("response.created", "\"response\":{\"id\":\"resp_1\",\"max_output_tokens\":80},"
+                                "\"sequence_number\":0"),
+        REV("response.output_item.added", "\"output_index\":0,\"item\":{\"id\":\"msg_1\","
+                                          "\"type\":\"message\",\"content\":[]}"),
+        REV("response.output_text.delta",
+            "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Alpha \""),
+        REV("response.output_text.done",
+            "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"text\":\"Alpha \""),
+        REV("response.incomplete",
+            "\"response\":{\"id\":\"resp_1\",\"status\":\"incomplete\",\"incomplete_details\":"
+            "{\"reason\":\"max_output_tokens\"},\"output\":[{\"id\":\"msg_1\",\"type\":"
+            "\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"Alpha \"}]}],"
+            "\"usage\":{\"input_tokens\":8,\"output_tokens\":80,\"total_tokens\":88}}"),
+    };
+    char *got1 = feed(c, part1, 5, true);
+    assert_true(sl__cont_wants_more(c));
+    assert_non_null(strstr(got1, "\"max_output_tokens\":500")); /* the client's, in created */
+    assert_int_equal(count(got1, "output_text.done"), 0);
+    assert_int_equal(count(got1, "response.incomplete"), 0);
+    assert_non_null(strstr(got1, "\"sequence_number\":2"));
+    int64_t left = 0;
+    free(sl__cont_next_body(c, &left));
+    sl__cont_round(c, 160);
+    const char *part2[] = {
+        REV("response.created", "\"response\":{\"id\":\"resp_2\"},\"sequence_number\":0"),
+        REV("response.output_item.added", "\"output_index\":0,\"item\":{\"id\":\"msg_2\","
+                                          "\"type\":\"message\",\"content\":[]}"),
+        REV("response.output_text.delta",
+            "\"item_id\":\"msg_2\",\"output_index\":0,\"content_index\":0,\"delta\":\"omega.\""),
+        REV("response.output_text.done",
+            "\"item_id\":\"msg_2\",\"output_index\":0,\"content_index\":0,\"text\":\"omega.\""),
+        REV("response.completed",
+            "\"response\":{\"id\":\"resp_2\",\"status\":\"completed\",\"output\":[{\"id\":"
+            "\"msg_2\",\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":"
+            "\"omega.\"}]}],\"usage\":{\"input_tokens\":12,\"output_tokens\":3,"
+            "\"total_tokens\":15}}"),
+    };
+    char *got2 = feed(c, part2, 5, true);
+    assert_false(sl__cont_wants_more(c));
+    assert_int_equal(count(got2, "response.created"), 0);
+    assert_int_equal(count(got2, "output_item.added"), 0);
+    assert_int_equal(count(got2, "msg_2"), 0);
+    assert_int_equal(count(got2, "resp_2"), 0);
+    assert_non_null(strstr(got2, "\"delta\":\"omega.\",\"sequence_number\":3"));
+    assert_non_null(strstr(got2, "\"text\":\"Alpha omega.\",\"sequence_number\":4"));
+    assert_non_null(strstr(got2, "\"input_tokens\":20"));
+    assert_non_null(strstr(got2, "\"output_tokens\":83"));
+    assert_non_null(strstr(got2, "\"sequence_number\":5"));
+    free(got1);
+    free(got2);
+    sl__cont_free(c);
+}
+
 /* A call asking for JSON is not continued: a second message would be a second document. */
 static void test_a_call_asking_for_json_is_not_continued(void **state)
 {
@@ -344,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_a_stream_with_a_tool_call_ends_as_cut_without_the_unasked_usage),
         cmocka_unit_test(test_a_cut_response_goes_on_and_joins_into_the_last),
         cmocka_unit_test(test_a_call_asking_for_json_is_not_continued),
+        cmocka_unit_test(test_a_cut_responses_stream_is_spliced_into_one_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

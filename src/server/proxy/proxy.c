@@ -558,7 +558,7 @@ static size_t client_backlog(px_t *px)
 /* Moves every complete event from px->sse to `out`, reading usage on the way. */
 static void take_events(px_t *px, struct evbuffer *out)
 {
-    if (px->responses) {
+    if (px->responses && !px->cont) {
         sl__responses_take_events(px->sse, out, &px->sse_through, &px->usage);
         return;
     }
@@ -572,7 +572,11 @@ static void take_events(px_t *px, struct evbuffer *out)
         size_t len = (size_t)end.pos + 2;
         const char *ev = (const char *)evbuffer_pullup(px->sse, (ev_ssize_t)len);
         bool drop = px->api == SL_UPSTREAM_OPENAI && !px->client_usage;
-        bool pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
+        bool pass = true;
+        if (px->responses) /* continued (proxy_continue_openai.c): whole events */
+            sl__responses_usage_from_event(ev, len - 2, &px->usage);
+        else
+            pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
         if (px->cont) { /* spliced with the other parts of the answer */
             sl__cont_event(px->cont, ev, len - 2, pass, out);
             evbuffer_drain(px->sse, len);
@@ -1372,12 +1376,11 @@ static void estimate(px_t *px, const json_t *j)
 }
 
 /* proxy.continue_capped applies to the call whose body is `j`: the client named its own
- * limit, asks one choice, and is not a Responses stream (whose events
- * proxy_continue_openai.c does not splice) nor an OpenAI call asking for JSON. */
+ * limit, asks one choice, and is not an OpenAI call asking for JSON. */
 static bool continuable(const px_t *px, const json_t *j)
 {
     return px->srv->config.proxy.continue_capped && px->out.per_choice_tokens > 0 &&
-           px->out.choices == 1 && !(px->responses && px->stream) &&
+           px->out.choices == 1 &&
            (px->api != SL_UPSTREAM_OPENAI || sl__oai_cont_takes(j, px->responses));
 }
 

@@ -176,7 +176,8 @@ char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left);
 
 /* proxy_continue_openai.c: the same for OpenAI Chat Completions and the Responses API
  * (no prefill: the cut text goes back as an assistant message). Each function is its
- * sl__cont_* counterpart's; sl__oai_cont_event takes Chat Completions chunks only. */
+ * sl__cont_* counterpart's; sl__oai_cont_event takes Chat Completions chunks and whole
+ * Responses events. */
 typedef struct sl__oai_cont sl__oai_cont_t;
 sl__oai_cont_t *sl__oai_cont_new(bool responses, const json_t *client_body, const char *field,
                                  int64_t client_max_tokens);

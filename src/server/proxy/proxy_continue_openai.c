@@ -17,6 +17,16 @@
  * under the first part's id, and one closing: the finish chunk (held back until the
  * part's usage says whether it was cut at the cap) and one usage chunk with the sum.
  *
+ * A Responses stream is spliced the same way: the first part's response.created and
+ * .in_progress, every part's item events renumbered (output_index, and the message's
+ * item_id: a later part's message continues the first's, its opening events dropped),
+ * the message's closing events (output_text.done, content_part.done, output_item.done,
+ * each repeating the whole text) held back until the part's last event says whether it
+ * was cut, then sent with the whole text; sequence_number counts the client's events;
+ * the last event carries the joined Response (as above) with the summed usage, under the
+ * first part's id, which response.created announced (the SDKs refuse a stream whose
+ * Response id changes).
+ *
  * Where it cannot be exact, the answer ends as the provider cut it (finish_reason
  * "length", status incomplete): a part that wrote a tool call, a refusal or no text at
  * all (reasoning only) has nothing an assistant message can carry.
@@ -31,6 +41,7 @@
 
 #define MAX_ROUNDS 8 /* a call is continued at most this many times, as Anthropic's */
 #define RESPONSES_MIN_OUTPUT 16 /* the Responses API refuses a max_output_tokens below it */
+#define MAX_ITEMS            64 /* output items of a part renumbered; later ones keep their index */
 
 struct sl__oai_cont {
     bool responses;        /* the Responses API; else Chat Completions */
@@ -47,10 +58,17 @@ struct sl__oai_cont {
     json_t *first;         /* Chat: the first part's object (non-stream) */
     json_t *outputs;       /* Responses: the earlier parts' non-message output items */
     /* Chat streams. */
-    json_t *id, *created;  /* the first part's chunk id and created */
+    json_t *id, *created;  /* the first part's chunk id and created (Responses: its id) */
     struct evbuffer *held; /* the part's finish chunk, until its usage says if it was cut */
     char finish[32];       /* that chunk's finish_reason */
     bool decided;          /* the part's usage came: held released or dropped */
+    /* Responses streams. */
+    json_int_t seq;            /* the client's next sequence_number */
+    json_t *msg_id;            /* the answer's message item id (the first part's) */
+    json_int_t msg_index;      /* its output_index for the client */
+    json_int_t next_index;     /* the client's next output_index */
+    json_t *part_msg_id;       /* the current part's message item id */
+    json_int_t map[MAX_ITEMS]; /* the part's output_index -> the client's (-1: none yet) */
 };
 
 bool sl__oai_cont_takes(const json_t *body, bool responses)
@@ -90,6 +108,8 @@ void sl__oai_cont_free(sl__oai_cont_t *c)
     json_decref(c->outputs);
     json_decref(c->id);
     json_decref(c->created);
+    json_decref(c->msg_id);
+    json_decref(c->part_msg_id);
     if (c->text) evbuffer_free(c->text);
     if (c->held) evbuffer_free(c->held);
     free(c);
@@ -103,6 +123,10 @@ void sl__oai_cont_round(sl__oai_cont_t *c, int64_t cap_tokens)
     c->decided = false;
     c->finish[0] = '\0';
     evbuffer_drain(c->held, evbuffer_get_length(c->held));
+    json_decref(c->part_msg_id);
+    c->part_msg_id = NULL;
+    for (int i = 0; i < MAX_ITEMS; i++)
+        c->map[i] = -1;
 }
 
 bool sl__oai_cont_wants_more(const sl__oai_cont_t *c)
@@ -299,7 +323,6 @@ static void responses_join(sl__oai_cont_t *c, json_t *r, json_t *first_message)
     json_decref(text);
     json_object_set_new(r, "output", joined);
     json_object_set(r, "usage", c->usage);
-    json_object_set_new(r, c->field, json_integer((json_int_t)c->client_max)); /* as asked */
 }
 
 /* The first message item of `output`, or NULL. */
@@ -333,6 +356,7 @@ static int responses_absorb(sl__oai_cont_t *c, json_t *r)
         return 1;
     }
     if (c->rounds > 0) responses_join(c, r, c->first);
+    json_object_set_new(r, c->field, json_integer((json_int_t)c->client_max)); /* as asked */
     json_decref(c->first);
     c->first = json_incref(r);
     return 0;
@@ -420,12 +444,153 @@ static void chat_usage_chunk(sl__oai_cont_t *c, json_t *d, bool to_client, struc
     data_line(out, d);
 }
 
+/* ---- streams: Responses -------------------------------------------------------------- */
+
+static void responses_emit(sl__oai_cont_t *c, struct evbuffer *out, json_t *d)
+{
+    json_object_set_new(d, "sequence_number", json_integer(c->seq++));
+    const char *type = json_string_value(json_object_get(d, "type"));
+    char *s = json_dumps(d, JSON_COMPACT);
+    if (s) evbuffer_add_printf(out, "event: %s\ndata: %s\n\n", type ? type : "message", s);
+    free(s);
+}
+
+/* The client's output_index for the part's `k`: the answer's message for the part's
+ * message, a new one for any other item. */
+static json_int_t client_index(sl__oai_cont_t *c, json_int_t k, bool message)
+{
+    if (k < 0 || k >= MAX_ITEMS) return c->next_index + k;
+    if (c->map[k] < 0) {
+        if (message && c->msg_id && c->rounds > 0) {
+            c->map[k] = c->msg_index;
+        } else {
+            c->map[k] = c->next_index++;
+            if (message && !c->msg_id) c->msg_index = c->map[k];
+        }
+    }
+    return c->map[k];
+}
+
+/* An item event: renumbered; the part's message under the answer's message id; the
+ * message's own opening events of a later part dropped; its closing events held back
+ * until the part's end says whether it was cut. */
+static void responses_item_event(sl__oai_cont_t *c, const char *type, json_t *d,
+                                 struct evbuffer *out)
+{
+    json_t *item = json_object_get(d, "item");
+    const char *it = json_string_value(json_object_get(item, "type"));
+    if (!strcmp(type, "response.output_item.added") && it && !strcmp(it, "message") &&
+        !c->part_msg_id)
+        c->part_msg_id = json_incref(json_object_get(item, "id"));
+    json_t *item_id = json_object_get(d, "item_id");
+    if (!item_id) item_id = json_object_get(item, "id");
+    bool message = c->part_msg_id && json_equal(item_id, c->part_msg_id);
+    bool merged = message && c->msg_id && c->rounds > 0;
+    json_int_t k = json_integer_value(json_object_get(d, "output_index"));
+    json_object_set_new(d, "output_index", json_integer(client_index(c, k, message)));
+    if (message && !c->msg_id) c->msg_id = json_incref(item_id);
+    if (merged) {
+        if (json_object_get(d, "item_id")) json_object_set(d, "item_id", c->msg_id);
+        if (json_is_object(item)) json_object_set(item, "id", c->msg_id);
+        if (!strcmp(type, "response.output_item.added") ||
+            !strcmp(type, "response.content_part.added"))
+            return;
+    }
+    if (message && (!strcmp(type, "response.output_text.done") ||
+                    !strcmp(type, "response.content_part.done") ||
+                    !strcmp(type, "response.output_item.done"))) {
+        char *s = json_dumps(d, JSON_COMPACT);
+        if (s) evbuffer_add_printf(c->held, "%s\n", s);
+        free(s);
+        return;
+    }
+    responses_emit(c, out, d);
+}
+
+/* The held closing events of the message, their text the whole answer's. */
+static void release_message_done(sl__oai_cont_t *c, struct evbuffer *out)
+{
+    size_t n = evbuffer_get_length(c->text);
+    json_t *text = json_stringn((const char *)evbuffer_pullup(c->text, -1), n);
+    char *line;
+    size_t len;
+    while ((line = evbuffer_readln(c->held, &len, EVBUFFER_EOL_LF))) {
+        json_t *d = json_loadb(line, len, 0, NULL);
+        free(line);
+        if (!d) continue;
+        if (c->rounds > 0) {
+            json_t *part = json_object_get(d, "part");
+            json_t *item = json_object_get(d, "item");
+            if (json_object_get(d, "text")) json_object_set(d, "text", text);
+            if (json_is_object(part)) json_object_set(part, "text", text);
+            if (json_is_object(item))
+                json_object_set(json_array_get(json_object_get(item, "content"), 0), "text", text);
+        }
+        responses_emit(c, out, d);
+        json_decref(d);
+    }
+    json_decref(text);
+}
+
+/* The part's last event (response.completed, .incomplete, .failed): the answer goes on
+ * (everything held dropped), or ends with the message's closing events and the joined
+ * Response with the summed usage. */
+static void responses_end(sl__oai_cont_t *c, json_t *d, struct evbuffer *out)
+{
+    json_t *r = json_object_get(d, "response");
+    int rc = json_is_object(r) ? responses_absorb(c, r) : -1;
+    if (rc == 1) {
+        c->want_more = true;
+        evbuffer_drain(c->held, evbuffer_get_length(c->held));
+        return;
+    }
+    release_message_done(c, out);
+    /* The ids the stream announced: the SDKs refuse a stream whose Response id changes. */
+    if (rc == 0 && c->id) json_object_set(c->first, "id", c->id);
+    json_t *message = rc == 0 ? first_message(json_object_get(c->first, "output")) : NULL;
+    if (message && c->msg_id) json_object_set(message, "id", c->msg_id);
+    if (rc == 0) json_object_set(d, "response", c->first);
+    responses_emit(c, out, d);
+}
+
+static void responses_event(sl__oai_cont_t *c, json_t *d, struct evbuffer *out)
+{
+    const char *type = json_string_value(json_object_get(d, "type"));
+    json_t *r = json_object_get(d, "response");
+    if (!type) {
+        responses_emit(c, out, d);
+    } else if (!strcmp(type, "response.completed") || !strcmp(type, "response.incomplete") ||
+               !strcmp(type, "response.failed")) {
+        responses_end(c, d, out);
+    } else if (json_is_object(r)) { /* created, in_progress: the first part's */
+        if (c->rounds > 0) return;
+        if (!c->id) c->id = json_incref(json_object_get(r, "id"));
+        json_object_set_new(r, c->field, json_integer((json_int_t)c->client_max));
+        responses_emit(c, out, d);
+    } else if (json_object_get(d, "output_index")) {
+        /* The text is read from the part's last event, whole (responses_end). */
+        responses_item_event(c, type, d, out);
+    } else {
+        responses_emit(c, out, d);
+    }
+}
+
 void sl__oai_cont_event(sl__oai_cont_t *c, const char *ev, size_t len, bool to_client,
                         struct evbuffer *out)
 {
     size_t n = 0;
     const char *v = sl__sse_field(ev, len, "data:", &n);
-    json_t *d = v && !c->responses ? json_loadb(v, n, 0, NULL) : NULL;
+    json_t *d = v ? json_loadb(v, n, 0, NULL) : NULL;
+    if (c->responses) {
+        if (json_is_object(d))
+            responses_event(c, d, out);
+        else if (to_client) { /* not an event this understands: as it came */
+            evbuffer_add(out, ev, len);
+            evbuffer_add(out, "\n\n", 2);
+        }
+        json_decref(d);
+        return;
+    }
     if (v && n == 6 && !memcmp(v, "[DONE]", 6)) {
         if (c->want_more) return;
         evbuffer_add_buffer(out, c->held); /* a part without usage: its finish as it came */
