@@ -266,41 +266,89 @@ bool sl_config_auth_enabled(const sl_config_t *c);
 struct yaml_document_s;
 struct yaml_node_s;
 
-/* config_table.c: a flat section read through its field table (nginx's slots). */
+/* config_table.c: every section is read through its field table (nginx's slots). */
 typedef enum sl_field_type {
     SL_FIELD_INT,    /* int64_t within [min, max] */
     SL_FIELD_NUMBER, /* double within [min, max] */
-    SL_FIELD_BOOL,   /* bool: true or false */
+    SL_FIELD_BOOL,   /* bool: true (yes, on) or false (no, off); with `choices`, the
+                        names of false and of true (estimator: tokenizer or bytes) */
+    SL_FIELD_SIZE,   /* size_t within [min, max] */
+    SL_FIELD_STRING, /* char *, a copy (the old one freed); "" leaves NULL */
+    SL_FIELD_CHOICE, /* int: the index of the value in `choices` (NULL-terminated) */
+    SL_FIELD_CUSTOM, /* `read` reads it (a list, a nested section, a checked string) */
 } sl_field_type_t;
-/* One key of a section: its name, type, offset in the section's struct and bounds. */
+
+/* What a table reader hands a custom row: the document, the file, the configuration being
+ * loaded, the row's full key ("server.allowed_hosts", "caps.teams.core.weight"), the
+ * caller's argument, and where the error goes. */
+typedef struct sl_config_ctx {
+    struct yaml_document_s *doc;
+    const char *path;
+    struct sl_config *c; /* NULL for a section read on its own (fleet:, events:, agents:) */
+    const char *key;
+    const void *arg;
+    char *err;
+    size_t errlen;
+} sl_config_ctx_t;
+
+/* One key of a section: its name, type, offset in the section's struct and bounds; a
+ * CHOICE row's names, a CUSTOM row's reader (`field` is the struct's address plus the
+ * offset; 0, or -1 with x->err filled, by sl__config_fail for one shape). */
 typedef struct sl_config_field {
     const char *key;
     sl_field_type_t type;
     size_t offset;
     double min, max;
+    const char *const *choices;
+    int (*read)(sl_config_ctx_t *x, struct yaml_node_s *v, void *field);
 } sl_config_field_t;
-/* A section: its name, its struct's size and its keys. */
+/* A section: its name ("" at the top level, where keys stand alone), its struct's size,
+ * its keys, and what reads a key no row names (`other`: 1 when it took the key, 0 when
+ * it does not know it either, -1 with x->err; NULL: an unknown key is an error). */
 typedef struct sl_config_table {
     const char *section;
     size_t size;
     const sl_config_field_t *fields;
     size_t n_fields;
+    int (*other)(sl_config_ctx_t *x, const char *key, struct yaml_node_s *k,
+                 struct yaml_node_s *v, void *out);
 } sl_config_table_t;
 /* The table of section `name` whose struct is `type`, keys in the array `fields`. */
 #define SL_CONFIG_TABLE(name, type, fields)                                                        \
-    {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0])}
-/* Reads mapping `section` of `doc` into the struct at `out` (t->size bytes) as table `t`
- * says. Returns 0, or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..." and `out` as it
- * was (a copy is written only when every key is good). An unknown key's message lists the
- * table's keys. */
-/* The name of row `i` of the pools' (the proxy's) key table (config.c), NULL past the last. */
-const char *sl__config_pool_key(size_t i);
-const char *sl__config_proxy_key(size_t i);
-/* The tables of the sections read this way (config_fleet.c, config_guard.c). */
-extern const sl_config_table_t sl__fleet_table, sl__events_table, sl__agents_table;
+    {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0]), NULL}
+/* Reads mapping `section` of `doc` into the struct at `out` as table `t` says. Returns 0,
+ * or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..."; `out` may then hold the keys
+ * before the bad one (sl_config_load clears the whole configuration on an error). An
+ * unknown key's message lists the table's keys. */
 int sl__config_read_table(struct yaml_document_s *doc, struct yaml_node_s *section,
                           const sl_config_table_t *t, const char *path, void *out, char *err,
                           size_t errlen);
+/* The same within a load: `x` gives the document, file, configuration and argument; the
+ * section's name for error messages is `section` when not NULL (a holder's caps:
+ * "caps.agents.NAME"), else t->section. */
+int sl__config_read_fields(const sl_config_ctx_t *x, struct yaml_node_s *map,
+                           const sl_config_table_t *t, const char *section, void *out);
+/* Reads node `v` of key `key` into `out` through the row of `t` naming it: 1 when one
+ * does, 0 when no row names `key`, -1 with x->err (x->key: the key's full name). */
+int sl__config_read_row(const sl_config_ctx_t *x, const sl_config_table_t *t, const char *key,
+                        struct yaml_node_s *v, void *out);
+/* Writes "FILE:LINE: KEY: MESSAGE" (KEY: x->key, the line: node `at`'s) into x->err and
+ * returns -1: the one shape of every configuration error. */
+int sl__config_fail(const sl_config_ctx_t *x, const struct yaml_node_s *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A string list (a YAML sequence of scalars) into a new array at *out, *n_out entries
+ * (added to *out's). 0, or -1 via sl__config_fail. */
+int sl__config_string_list(const sl_config_ctx_t *x, struct yaml_node_s *seq, char ***out,
+                           size_t *n_out);
+/* config.c: the `pools:` section (its own table, three structs behind it). */
+int sl__config_parse_pools(const sl_config_ctx_t *x, struct yaml_node_s *map);
+/* The name of row `i` of the pools' key table (config.c), NULL past the last. */
+const char *sl__config_pool_key(size_t i);
+/* The tables of the core's sections (config_sections.c, config_guard.c, config_tokens.c);
+ * a feature's are in its sl_feature_t (config_table, pool_table). */
+extern const sl_config_table_t sl__events_table, sl__agents_table;
+extern const sl_config_table_t sl__root_table, sl__server_table, sl__engine_table,
+    sl__agent_caps_table, sl__team_caps_table, sl__auth_table;
 /* Reads number `s` into `field` (an int64_t when `integer`, else a double) when it is
  * within [min, max]; otherwise returns -1 with `what` saying "'s' must be ... between". */
 int sl__config_number(const char *s, double min, double max, bool integer, void *field,
@@ -312,13 +360,6 @@ int sl__config_parse_events(struct yaml_document_s *doc, struct yaml_node_s *sec
                             const char *path, sl_events_config_t *out, char *err, size_t errlen);
 int sl__config_parse_agents(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, sl_agents_config_t *out, char *err, size_t errlen);
-
-/* provider_limits/config_published.c: reads one `pools.NAME.ramp*` key (`*handled` false
- * when `kname` is not one; -1 with `what` saying why the value is wrong), and the ramp's
- * defaults. */
-void sl__config_ramp_defaults(sl_pool_ramp_t *r);
-int sl__config_ramp_key(const char *kname, const char *value, sl_pool_ramp_t *r, bool *handled,
-                        char *what, size_t whatlen);
 
 /* Opens and parses YAML file `path` into `doc` (the caller deletes it). Returns 0, or -1
  * with `err` saying "FILE: cannot open: ..." or "FILE:LINE: YAML syntax: ...". */

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,34 +197,63 @@ static char *beside(const char *config_path, const char *name)
     return out;
 }
 
-int sl__config_parse_auth_key(yaml_document_t *doc, const char *name, yaml_node_t *v,
-                              const char *path, sl_config_t *c, char *err, size_t errlen)
+/* ---- the `auth:` section's table (read by config_table.c into sl_config_t) --------------- */
+
+static int read_admin_token(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 {
-    (void)doc;
-    sl_token_config_t *cfg = &c->token_cfg;
-    char key[64];
-    snprintf(key, sizeof key, "auth.%s", name);
-    if (!strcmp(name, "tokens_file") || !strcmp(name, "minted_file")) {
-        const char *s = scalar(v);
-        if (!s || !*s) return fail(err, errlen, path, v, key, "expected a file name");
-        char *full = beside(path, s);
-        if (!full) return fail(err, errlen, path, v, key, "out of memory");
-        char **slot = !strcmp(name, "tokens_file") ? &cfg->tokens_file : &cfg->minted_file;
-        free(*slot);
-        *slot = full;
-        return 1;
-    }
-    if (!strcmp(name, "max_minted_tokens")) {
-        char what[200];
-        const char *s = scalar(v);
-        if (!s) return fail(err, errlen, path, v, key, "expected a single value");
-        if (sl__config_number(s, 1, MAX_MINTED_CEILING, true, &cfg->max_minted, what, sizeof what) <
-            0)
-            return fail(err, errlen, path, v, key, what);
-        return 1;
-    }
+    const char *s = scalar(v);
+    if (!s) return sl__config_fail(x, v, "expected a single value, not a list or a mapping");
+    if (strlen(s) < 8) return sl__config_fail(x, v, "must be at least 8 characters");
+    char *copy = strdup(s);
+    if (!copy) return sl__config_fail(x, v, "out of memory");
+    free(*(char **)field);
+    *(char **)field = copy;
     return 0;
 }
+
+/* auth.tokens: a list of token mappings (resolved in sl__config_tokens_finish). */
+static int read_tokens(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    (void)field;
+    sl_config_t *c = x->c;
+    if (!v || v->type != YAML_SEQUENCE_NODE) return sl__config_fail(x, v, "expected a list");
+    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    sl_token_rule_t *grown = realloc(c->tokens, (c->n_tokens + n + 1) * sizeof(*grown));
+    if (!grown) return sl__config_fail(x, v, "out of memory");
+    c->tokens = grown;
+    memset(grown + c->n_tokens, 0, (n + 1) * sizeof(*grown));
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+         it++)
+        if (sl__config_parse_token(x->doc, yaml_document_get_node(x->doc, *it), x->path,
+                                   "auth.tokens[]", false, &c->tokens[c->n_tokens++], x->err,
+                                   x->errlen) < 0)
+            return -1;
+    return 0;
+}
+
+/* tokens_file, minted_file: a file name, against the configuration's directory. */
+static int read_file_name(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    const char *s = scalar(v);
+    if (!s || !*s) return sl__config_fail(x, v, "expected a file name");
+    char *full = beside(x->path, s);
+    if (!full) return sl__config_fail(x, v, "out of memory");
+    free(*(char **)field);
+    *(char **)field = full;
+    return 0;
+}
+
+#define AUTH(key, member, fn) {#key, SL_FIELD_CUSTOM, offsetof(sl_config_t, member), 0, 0, NULL, fn}
+static const sl_config_field_t auth_fields[] = {
+    AUTH(admin_token, admin_token, read_admin_token),
+    AUTH(tokens, tokens, read_tokens),
+    AUTH(tokens_file, token_cfg.tokens_file, read_file_name),
+    AUTH(minted_file, token_cfg.minted_file, read_file_name),
+    {"max_minted_tokens", SL_FIELD_INT, offsetof(sl_config_t, token_cfg.max_minted), 1,
+     MAX_MINTED_CEILING, NULL, NULL},
+};
+#undef AUTH
+const sl_config_table_t sl__auth_table = SL_CONFIG_TABLE("auth", sl_config_t, auth_fields);
 
 /* Reads the tokens_file's entries onto the end of c->tokens. */
 static int load_tokens_file(sl_config_t *c, char *err, size_t errlen)

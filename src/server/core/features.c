@@ -187,6 +187,31 @@ int sl__features_config_parse(const char *key, struct yaml_document_s *doc,
     return 0;
 }
 
+int sl__features_config_check(const sl_config_t *c, const char *path, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->config_check && sl__features[i]->config_check(c, path, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+void sl__features_pool_defaults(sl_pool_bounds_t *b)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->pool_defaults) sl__features[i]->pool_defaults(b);
+}
+
+int sl__features_pool_key(const sl_config_ctx_t *x, const char *key, struct yaml_node_s *v,
+                          sl_pool_bounds_t *b)
+{
+    for (size_t i = 0; i < N; i++) {
+        const sl_config_table_t *t = sl__features[i]->pool_table;
+        int rc = t ? sl__config_read_row(x, t, key, v, b) : 0;
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 bool sl__features_claim(sl_call_t *call, int n, char **seg, const char *query)
 {
     for (size_t i = 0; i < N; i++)

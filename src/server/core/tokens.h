@@ -170,10 +170,6 @@ int sl__config_parse_token(struct yaml_document_s *doc, struct yaml_node_s *map,
 /* The `tiers:` section (NAME: {bound fields}). */
 int sl__config_parse_tiers(struct yaml_document_s *doc, struct yaml_node_s *section,
                            const char *path, sl_token_config_t *cfg, char *err, size_t errlen);
-/* An `auth:` key of this file's (tokens_file, minted_file, max_minted_tokens): returns 1
- * when handled, 0 when `name` is not one of them, -1 on error. */
-int sl__config_parse_auth_key(struct yaml_document_s *doc, const char *name, struct yaml_node_s *v,
-                              const char *path, struct sl_config *c, char *err, size_t errlen);
 /* After the whole file is read: loads the tokens_file, resolves every token against the
  * tiers, refuses a token listed twice, builds the index and derives minted_file from
  * state_file when not given. Errors name the file and line of the entry at fault. */

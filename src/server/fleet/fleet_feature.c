@@ -177,6 +177,7 @@ const sl_feature_t sl_feature_fleet = {
     .config_key = "fleet",
     .config_defaults = config_defaults,
     .config_parse = config_parse,
+    .config_table = &sl__fleet_table,
     .early_start = early_start,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),

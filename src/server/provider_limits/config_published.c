@@ -1,4 +1,5 @@
-/* config_published.c - the `provider_limits:` YAML section and the pools' `ramp*` keys.
+/* config_published.c - the `provider_limits:` YAML section and the pools' `ramp*` keys (a pool
+ * table the core reads through the feature table: `pools.NAME.ramp_factor: ...`).
  *
  *   provider_limits:
  *     refresh_s: 3600
@@ -11,6 +12,7 @@
 #include "pacing.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,36 +253,28 @@ int sl__config_parse_published(yaml_document_t *doc, yaml_node_t *section, const
     return 0;
 }
 
-void sl__config_ramp_defaults(sl_pool_ramp_t *r)
+/* ---- the pools' ramp keys: a pool table the core reads through the feature table ------- */
+
+void sl__config_ramp_defaults(sl_pool_bounds_t *b)
 {
-    r->mode = SL_RAMP_AUTO;
-    r->floor_tpm = 10000;
-    r->factor = 2;
-    r->idle_s = 60;
+    b->ramp.mode = SL_RAMP_AUTO;
+    b->ramp.floor_tpm = 10000;
+    b->ramp.factor = 2;
+    b->ramp.idle_s = 60;
 }
 
-int sl__config_ramp_key(const char *kname, const char *value, sl_pool_ramp_t *r, bool *handled,
-                        char *what, size_t whatlen)
-{
-    *handled = true;
-    if (!strcmp(kname, "ramp")) {
-        if (!strcmp(value, "auto")) r->mode = SL_RAMP_AUTO;
-        else if (!strcmp(value, "on")) r->mode = SL_RAMP_ON;
-        else if (!strcmp(value, "off")) r->mode = SL_RAMP_OFF;
-        else {
-            snprintf(what, whatlen, "'%.64s' must be auto, on or off", value);
-            return -1;
-        }
-        return 0;
-    }
-    if (!strcmp(kname, "ramp_floor_tpm"))
-        return sl__config_number(value, 1, 1e15, true, &r->floor_tpm, what, whatlen);
-    if (!strcmp(kname, "ramp_factor")) {
-        if (sl__config_number(value, 1.01, 100, false, &r->factor, what, whatlen) < 0) return -1;
-        return 0;
-    }
-    if (!strcmp(kname, "ramp_idle_s"))
-        return sl__config_number(value, 1, 86400, false, &r->idle_s, what, whatlen);
-    *handled = false;
-    return 0;
-}
+static const char *const ramp_modes[] = {"auto", "on", "off", NULL}; /* sl_ramp_mode_t */
+
+#define RAMP(key, member, type, min, max)                                                          \
+    {#key, type, offsetof(sl_pool_bounds_t, ramp.member), min, max, NULL, NULL}
+static const sl_config_field_t ramp_fields[] = {
+    {"ramp", SL_FIELD_CHOICE, offsetof(sl_pool_bounds_t, ramp.mode), 0, 0, ramp_modes, NULL},
+    RAMP(ramp_floor_tpm, floor_tpm, SL_FIELD_INT, 1, 1e15),
+    RAMP(ramp_factor, factor, SL_FIELD_NUMBER, 1.01, 100),
+    RAMP(ramp_idle_s, idle_s, SL_FIELD_NUMBER, 1, 86400),
+};
+#undef RAMP
+const sl_config_table_t sl__ramp_table =
+    SL_CONFIG_TABLE("pools.NAME", sl_pool_bounds_t, ramp_fields);
+
+_Static_assert(sizeof(sl_ramp_mode_t) == sizeof(int), "ramp is read as an int");

@@ -53,6 +53,9 @@ int sl__config_parse_published(struct yaml_document_s *doc, struct yaml_node_s *
                                const char *path, sl_published_config_t *out, char *err,
                                size_t errlen);
 void sl__config_published_clear(sl_published_config_t *c);
+/* The pools' `ramp*` keys (offsets into sl_pool_bounds_t) and their defaults. */
+extern const sl_config_table_t sl__ramp_table;
+void sl__config_ramp_defaults(sl_pool_bounds_t *b);
 
 /* At start, before the backend is first configured: reads the published limits of
  * every pool that adopts them (blocking, up to 10 s per provider; a missing, refused or
