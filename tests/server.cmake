@@ -26,6 +26,8 @@ sl_unit_test(test_fleet_helpers sluiced_core)
 # Every key of the config field tables documented (docs/server.md) and in the example.
 sl_unit_test(test_config_keys sluiced_core)
 target_compile_definitions(test_config_keys PRIVATE SL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# The core's sections and the features' keys as field tables: good values and bad ones.
+sl_unit_test(test_config_sections sluiced_core)
 # Agent tokens by SHA-256: the index, the bounds' field table, tiers (core/tokens.c).
 sl_unit_test(test_tokens sluiced_core)
 # The one error->HTTP table (errors.def), in the lease API's and the provider's dialect.
