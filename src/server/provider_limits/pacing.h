@@ -63,6 +63,9 @@ void sl__config_ramp_defaults(sl_pool_bounds_t *b);
  * pools whose ramp is on, and writes the limits in force into srv->config. Schedules
  * the hourly refresh and the ramp's tick on srv->base. Returns 0, or -1 with `err`. */
 int sl__pacing_start(struct sl_server *srv, char *err, size_t errlen);
+/* The core's tick (feature.h, every 0.25 s; `quarter` counts them): the ramp's tick every
+ * 0.5 s, and the published limits read again once refresh_s passed since the last read. */
+void sl__pacing_tick(struct sl_server *srv, unsigned quarter);
 
 /* On reload, before the backend takes `next`: records next's pools' figures as the
  * configured ones and writes the limits in force into it. */

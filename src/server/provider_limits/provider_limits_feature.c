@@ -2,7 +2,8 @@
  * (features.def): the `provider_limits:` section, the limits in force written into the
  * backend's settings at start and on every reload, the background read after a reload,
  * the acceleration 429s the proxy meets (from the bus), the alert and ramp gauges, and
- * the teardown. Its refresh and the ramp's tick are its own timers (pacing.c). */
+ * the teardown. Its refresh and the ramp's tick run on the core's tick (pacing.c): the
+ * feature keeps no timer of its own. */
 #include "pacing.h"
 #include "server.h"
 
@@ -54,6 +55,7 @@ const sl_feature_t sl_feature_provider_limits = {
     .settings_reload = settings_reload,
     .on_event = on_event,
     .metrics = metrics,
+    .tick = sl__pacing_tick,
     .reload = reload,
     .free = sl__pacing_free,
 };
