@@ -111,14 +111,14 @@ void sl__token_sha256(const char *secret, unsigned char out[SL_TOKEN_SHA256_BYTE
 /* Parses 64 hex digits into `out`; -1 when `hex` is anything else. */
 int sl__token_sha256_parse(const char *hex, unsigned char out[SL_TOKEN_SHA256_BYTES]);
 
-/* An open-addressing table of borrowed rules by their meta.sha256, sized for `n`.
- * NULL when out of memory. */
+/* Borrowed rules by their meta.sha256 (the common string map, keyed by the digest's hex),
+ * holding at most `n`. NULL when out of memory. */
 sl_token_index_t *sl__token_index_new(size_t n);
 /* Adds `r` (borrowed; must outlive its place in the index). Returns 0, -1 when the same
  * SHA-256 is already in (the one in is returned in *dup when dup is not NULL), or -2 when
- * the index is full (it never grows past the n it was made for). */
+ * the index is full (it never grows past the n it was made for) or out of memory. */
 int sl__token_index_add(sl_token_index_t *ix, struct sl_token_rule *r, struct sl_token_rule **dup);
-/* The rule with SHA-256 `sha`, or NULL; the digests are compared in constant time. */
+/* The rule with SHA-256 `sha`, or NULL. */
 struct sl_token_rule *sl__token_index_find(const sl_token_index_t *ix,
                                            const unsigned char sha[SL_TOKEN_SHA256_BYTES]);
 /* Takes `r` out (no-op when it is not in). */
