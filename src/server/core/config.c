@@ -36,13 +36,12 @@ static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *f
     __attribute__((format(printf, 4, 5)));
 static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt, ...)
 {
-    char msg[384];
+    sl_config_ctx_t x = {.doc = p->doc, .path = p->path, .key = key, .err = p->err,
+                         .errlen = p->errlen};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    sl__config_vfail(&x, n, fmt, ap);
     va_end(ap);
-    snprintf(p->err, p->errlen, "%s:%lu: %s: %s", p->path,
-             n ? (unsigned long)n->start_mark.line + 1 : 0UL, key, msg);
     return -1;
 }
 

@@ -2,6 +2,7 @@
 #ifndef SL_CONFIG_H
 #define SL_CONFIG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -336,6 +337,8 @@ int sl__config_read_row(const sl_config_ctx_t *x, const sl_config_table_t *t, co
  * returns -1: the one shape of every configuration error. */
 int sl__config_fail(const sl_config_ctx_t *x, const struct yaml_node_s *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+int sl__config_vfail(const sl_config_ctx_t *x, const struct yaml_node_s *at, const char *fmt,
+                     va_list ap) __attribute__((format(printf, 3, 0)));
 /* A string list (a YAML sequence of scalars) into a new array at *out, *n_out entries
  * (added to *out's). 0, or -1 via sl__config_fail. */
 int sl__config_string_list(const sl_config_ctx_t *x, struct yaml_node_s *seq, char ***out,

@@ -39,15 +39,21 @@ int sl__config_number(const char *s, double min, double max, bool integer, void 
     return 0;
 }
 
-int sl__config_fail(const sl_config_ctx_t *x, const yaml_node_t *at, const char *fmt, ...)
+int sl__config_vfail(const sl_config_ctx_t *x, const yaml_node_t *at, const char *fmt, va_list ap)
 {
     char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     snprintf(x->err, x->errlen, "%s:%lu: %s: %s", x->path,
              at ? (unsigned long)at->start_mark.line + 1 : 0UL, x->key, msg);
+    return -1;
+}
+
+int sl__config_fail(const sl_config_ctx_t *x, const yaml_node_t *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sl__config_vfail(x, at, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
