@@ -174,6 +174,14 @@ static void test_feature_keys_fail_in_the_same_shape(void **state)
     refused("pools:\n  p:\n    ramp_factor: 1\n",
             ":3: pools.p.ramp_factor: '1' must be a number between 1.01 and 100");
     refused("pools:\n  p:\n    ramp_speed: 1\n", "pools.p.ramp_speed: unknown pool key");
+    refused("provider_limits:\n  refresh_s: 5\n",
+            ":2: provider_limits.refresh_s: '5' must be a number between 60 and 86400");
+    refused("provider_limits:\n  anthropic:\n    admin_key: x\n",
+            ":3: provider_limits.anthropic.admin_key: admin keys are not written");
+    refused("provider_limits:\n  anthropic:\n    url: ftp://x\n",
+            ":3: provider_limits.anthropic.url: 'ftp://x' must start with http:// or https://");
+    refused("provider_limits:\n  refresh: 60\n", ":2: provider_limits.refresh: unknown key "
+                                                   "'refresh' (known: refresh_s, anthropic,");
 }
 
 int main(void)

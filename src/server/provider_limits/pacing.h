@@ -53,6 +53,8 @@ int sl__config_parse_published(struct yaml_document_s *doc, struct yaml_node_s *
                                const char *path, sl_published_config_t *out, char *err,
                                size_t errlen);
 void sl__config_published_clear(sl_published_config_t *c);
+/* The section's table (for test_config_keys). */
+extern const sl_config_table_t sl__published_table;
 /* The pools' `ramp*` keys (offsets into sl_pool_bounds_t) and their defaults. */
 extern const sl_config_table_t sl__ramp_table;
 void sl__config_ramp_defaults(sl_pool_bounds_t *b);

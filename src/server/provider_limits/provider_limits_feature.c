@@ -49,6 +49,7 @@ const sl_feature_t sl_feature_provider_limits = {
     .config_key = "provider_limits",
     .config_parse = config_parse,
     .config_clear = config_clear,
+    .config_table = &sl__published_table,
     .pool_table = &sl__ramp_table,
     .pool_defaults = sl__config_ramp_defaults,
     .settings_start = sl__pacing_start,
