@@ -100,6 +100,14 @@ static void test_bad_auth_values_name_file_line_key_and_value(void **state)
     refused("auth:\n  max_minted_tokens: 0\n",
             ":2: auth.max_minted_tokens: '0' must be an integer between 1 and");
     refused("auth:\n  tokens: {a: 1}\n", ":2: auth.tokens: expected a list");
+    refused("auth:\n  tokens:\n    - token: short\n      agent: a\n",
+            ":3: auth.tokens[].token: must be at least 8 characters");
+    refused("auth:\n  tokens:\n    - token: abcdefgh12\n      agent: a\n      max_rpm: lots\n",
+            ":5: auth.tokens[].max_rpm: 'lots' must be a whole number between 0 and");
+    refused("auth:\n  tokens:\n    - token: abcdefgh12\n      agent: a\n      colour: red\n",
+            ":5: auth.tokens[]: unknown key 'colour' (known: ");
+    refused("auth:\n  tokens:\n    - token: abcdefgh12\n      agent_prefix: a\n      agent: b\n",
+            ":3: auth.tokens[]: give exactly one of `agent` or `agent_prefix`");
     refused("auth:\n  tokenz: []\n", ":2: auth.tokenz: unknown key 'tokenz' (known: admin_token, "
                                       "tokens, tokens_file, minted_file, max_minted_tokens)");
 }
