@@ -74,6 +74,7 @@ static int set_bound(yaml_document_t *doc, sl_token_bounds_t *b, const char *nam
 
 /* ---- a token entry's table (auth.tokens[] or a tokens_file entry) ---------------------- */
 
+/* A secret (a token, the admin token): at least 8 characters. */
 static int read_secret(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 {
     const char *s = scalar(v);
@@ -214,18 +215,6 @@ static char *beside(const char *config_path, const char *name)
 
 /* ---- the `auth:` section's table (read by config_table.c into sl_config_t) --------------- */
 
-static int read_admin_token(sl_config_ctx_t *x, yaml_node_t *v, void *field)
-{
-    const char *s = scalar(v);
-    if (!s) return sl__config_fail(x, v, "expected a single value, not a list or a mapping");
-    if (strlen(s) < 8) return sl__config_fail(x, v, "must be at least 8 characters");
-    char *copy = strdup(s);
-    if (!copy) return sl__config_fail(x, v, "out of memory");
-    free(*(char **)field);
-    *(char **)field = copy;
-    return 0;
-}
-
 /* auth.tokens: a list of token mappings (resolved in sl__config_tokens_finish). */
 static int read_tokens(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 {
@@ -260,7 +249,7 @@ static int read_file_name(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 
 #define AUTH(key, member, fn) {#key, SL_FIELD_CUSTOM, offsetof(sl_config_t, member), 0, 0, NULL, fn}
 static const sl_config_field_t auth_fields[] = {
-    AUTH(admin_token, admin_token, read_admin_token),
+    AUTH(admin_token, admin_token, read_secret), /* a secret as a token's: 8 or more */
     AUTH(tokens, tokens, read_tokens),
     AUTH(tokens_file, token_cfg.tokens_file, read_file_name),
     AUTH(minted_file, token_cfg.minted_file, read_file_name),
