@@ -60,6 +60,7 @@ static void test_good_values_of_every_converted_section_land_in_the_struct(void 
                   "engine:\n  weight_floor: 0.5\n"
                   "roles:\n  reviewer: 3\n"
                   "auth:\n  admin_token: abcdefgh12\n  max_minted_tokens: 5\n"
+                  "  tokens:\n    - {token: tokentoken1, agent_prefix: ''}\n"
                   "caps:\n  agents:\n    a:\n      max_rpm: 30\n"
                   "  teams:\n    t:\n      weight: 2\n      members: [a, b]\n"
                   "proxy:\n  estimator: bytes\n  max_headers: 50\n"
@@ -79,6 +80,8 @@ static void test_good_values_of_every_converted_section_land_in_the_struct(void 
     assert_true(sl_config_priority_factor(&c, "normal") == 1);
     assert_string_equal(c.admin_token, "abcdefgh12");
     assert_int_equal(c.token_cfg.max_minted, 5);
+    assert_int_equal(c.n_tokens, 1);
+    assert_string_equal(c.tokens[0].agent_prefix, ""); /* "": every agent, not "unset" */
     assert_int_equal(c.settings.n_caps, 2);
     assert_int_equal(c.settings.caps[0].caps.max_rpm, 30);
     assert_true(c.settings.caps[1].team && c.settings.caps[1].weight == 2);

@@ -274,7 +274,8 @@ typedef enum sl_field_type {
     SL_FIELD_BOOL,   /* bool: true (yes, on) or false (no, off); with `choices`, the
                         names of false and of true (estimator: tokenizer or bytes) */
     SL_FIELD_SIZE,   /* size_t within [min, max] */
-    SL_FIELD_STRING, /* char *, a copy (the old one freed); "" leaves NULL */
+    SL_FIELD_STRING, /* char *, a copy (the old one freed) */
+    SL_FIELD_OPTIONAL, /* char *, a copy, or NULL for "" (a path left unset: event_log) */
     SL_FIELD_CHOICE, /* int: the index of the value in `choices` (NULL-terminated) */
     SL_FIELD_CUSTOM, /* `read` reads it (a list, a nested section, a checked string) */
 } sl_field_type_t;

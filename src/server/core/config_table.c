@@ -124,9 +124,11 @@ static int set_field(const sl_config_ctx_t *x, const sl_config_field_t *f, yaml_
         else
             return sl__config_fail(x, v, "'%.64s' must be true or false", s);
         return 0;
-    case SL_FIELD_STRING: {
-        char *copy = *s ? strdup(s) : NULL;
-        if (*s && !copy) return sl__config_fail(x, v, "out of memory");
+    case SL_FIELD_STRING:
+    case SL_FIELD_OPTIONAL: {
+        bool unset = f->type == SL_FIELD_OPTIONAL && !*s;
+        char *copy = unset ? NULL : strdup(s);
+        if (!unset && !copy) return sl__config_fail(x, v, "out of memory");
         free(*(char **)(void *)dst);
         *(char **)(void *)dst = copy;
         return 0;

@@ -117,7 +117,7 @@ static int refuse_admin_key(sl_config_ctx_t *x, yaml_node_t *v, void *field)
                                  "holding the key)");
 }
 
-#define SRC(key, member) {#key, SL_FIELD_STRING, offsetof(sl_published_source_t, member), 0, 0, NULL, NULL}
+#define SRC(key, member) {#key, SL_FIELD_OPTIONAL, offsetof(sl_published_source_t, member), 0, 0, NULL, NULL}
 static const sl_config_field_t source_fields[] = {
     SRC(admin_key_env, key_env),
     SRC(admin_key_file, key_file),
