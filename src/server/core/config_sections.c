@@ -340,7 +340,6 @@ static int read_feature_section(sl_config_ctx_t *x, const char *key, yaml_node_t
 }
 
 static const char *const backend_fail_names[] = {"closed", "open", NULL}; /* sl_redis_fail_t */
-static const char *const log_format_names[] = {"text", "json", NULL};     /* sl_log_format_t */
 static const char *const cold_start_names[] = {"empty", "full", NULL};    /* sl_cold_start_t */
 
 #define TOP(key, type, min, max) {#key, type, offsetof(sl_config_t, key), min, max, NULL, NULL}
@@ -355,7 +354,7 @@ static const sl_config_field_t root_fields[] = {
     TOP(max_wait_s, SL_FIELD_NUMBER, 1, 3600),
     TOP(max_hold_s, SL_FIELD_NUMBER, 1, 86400),
     TOP(event_log, SL_FIELD_OPTIONAL, 0, 0),
-    CHOICE(log_format, log_format_names),
+    CHOICE(log_format, sl__log_format_names),
     TOP(access_log, SL_FIELD_OPTIONAL, 0, 0),
     TOP(state_file, SL_FIELD_OPTIONAL, 0, 0),
     TOP(state_fsync_interval_s, SL_FIELD_NUMBER, 0, 3600),
