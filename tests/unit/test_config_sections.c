@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "proxy.h" /* the proxy section's struct: SL_PROXY_CONF */
 
 /* Loads `yaml` from a temporary file into `c`; returns sl_config_load's answer, `err` its
  * message prefixed by nothing (the file's name is cut to "F"). */
@@ -86,8 +87,8 @@ static void test_good_values_of_every_converted_section_land_in_the_struct(void 
     assert_int_equal(c.settings.caps[0].caps.max_rpm, 30);
     assert_true(c.settings.caps[1].team && c.settings.caps[1].weight == 2);
     assert_int_equal(c.settings.n_members, 2);
-    assert_true(c.proxy.estimate_bytes);
-    assert_int_equal(c.proxy.max_headers, 50);
+    assert_true(SL_PROXY_CONF(&c)->estimate_bytes);
+    assert_int_equal(SL_PROXY_CONF(&c)->max_headers, 50);
     const sl_pool_bounds_t *b = sl_config_pool_bounds(&c, "p");
     assert_non_null(b);
     assert_int_equal(b->ramp.mode, SL_RAMP_ON);

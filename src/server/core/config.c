@@ -840,7 +840,6 @@ int sl_config_defaults(sl_config_t *c)
     c->max_hold_s = SL_CHECKPOINTED_MAX_WAIT_S;
     c->state_fsync_interval_s = 1.0;
     c->cold_start = SL_COLD_START_EMPTY;
-    sl__features_config_defaults(c);
     sl__config_guard_defaults(&c->events, &c->agents);
     sl_engine_config_init(&c->engine);
     c->server.max_connections = 4096;
@@ -855,7 +854,7 @@ int sl_config_defaults(sl_config_t *c)
     c->bounds = calloc(1, sizeof(*c->bounds));
     c->max_unblocks = 1000;
     if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines || !c->upstreams ||
-        !c->bounds)
+        !c->bounds || sl__features_config_defaults(c) < 0)
         goto fail;
     bounds_init(&c->bounds[0]);
     c->settings.pools[0].name = strdup("default");

@@ -10,6 +10,7 @@
 #include <sluice/engine.h>
 
 #include "backend.h"
+#include "feature.h"
 #include "tokens.h"
 
 /* One agent token: who may present it and what it may use (its tier's bounds and its
@@ -99,48 +100,6 @@ typedef struct sl_pool_upstream {
     size_t n_headers;
 } sl_pool_upstream_t;
 
-/* Reading the provider's published rate limits (the `provider_limits:` section,
- * provider_limits/): one admin key per provider, never in the file. */
-typedef struct sl_published_source {
-    char *key_env;  /* the variable holding the admin key, or NULL */
-    char *key_file; /* or the file, or NULL */
-    char *key;      /* the admin key read at load (secret), NULL when neither is set */
-    char *url;      /* NULL: each pool's upstream_url */
-    char *project;  /* OpenAI: the project whose limits are read */
-} sl_published_source_t;
-
-typedef struct sl_published_config {
-    bool on;           /* the section is present */
-    double refresh_s;  /* 3600: read again this often (and at start and on reload) */
-    char **pools;      /* pools that adopt them; n_pools 0 = every proxied pool of a
-                          provider configured here */
-    size_t n_pools;
-    char **group_pools;  /* `groups:` pool -> the Anthropic group type it draws from */
-    char **group_types;  /* (model_group when not named: batch, token_count, files, ...) */
-    size_t n_groups;
-    sl_published_source_t anthropic, openai;
-} sl_published_config_t;
-
-/* The proxy's limits (the `proxy:` section). */
-typedef struct sl_proxy_config {
-    size_t body_limit_bytes;    /* 33554432: larger request bodies get 413 */
-    size_t max_headers;         /* 100: requests with more headers get 431 */
-    double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
-    double connect_timeout_s;   /* 10 */
-    double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
-    double max_hold_s;          /* 540: a proxied call waits in the queue this long (under the
-                                   SDKs' 10-minute timeouts) before it is refused */
-    char *default_pool;         /* NULL: a model no pool's `models` matches is a 400; else
-                                   such calls go to this pool */
-    bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
-                                   identify an agent (with auth off they always do) */
-    bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
-                                   below the client's max_tokens is continued (docs/proxy.md) */
-    bool estimate_bytes;        /* false (`estimator: tokenizer`): the vocabulary is loaded at
-                                   start and a missing one is a startup error; true
-                                   (`estimator: bytes`): input is estimated as body bytes / 4 */
-} sl_proxy_config_t;
-
 /* The listener's bounds on every connection, and the names it answers to (the `server:`
  * section; docs/server.md has the reasons for the defaults). */
 typedef struct sl_listener_config {
@@ -211,14 +170,15 @@ typedef struct sl_config {
     sl_pool_bounds_t *bounds;      /* one per pool, in settings.pools' order */
     int64_t max_unblocks;          /* 1000: the largest `unblocks` of a call without an agent
                                       token (admin, auth off); tokens have their own */
-    sl_proxy_config_t proxy;
     sl_listener_config_t server;
     json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
     json_t *prices; /* `prices:` [{pattern, input, output, cache_read, cache_write}]; NULL: none */
     sl_fleet_config_t fleet;
     sl_events_config_t events;
     sl_agents_config_t agents;
-    sl_published_config_t published; /* `provider_limits:` */
+    /* Each feature's own section (feature.h `config_defaults`: allocated there, freed by
+     * `config_clear`), by SL_FEATURE_ID_NAME; the core knows none of their shapes. */
+    void *feature[SL_FEATURE_COUNT];
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool

@@ -137,10 +137,11 @@ typedef struct sl_feature {
 
     /* Configuration: the top-level key of its section (NULL: none), read by the core's
      * configuration loader into the core's `sl_config_t` (config.h holds the types):
-     * `config_defaults` when a configuration starts, `config_parse` on the section's
+     * `config_defaults` when a configuration starts (0, or -1 when out of memory; a
+     * feature's own struct goes in c->feature[SL_FEATURE_ID_NAME]), `config_parse` on the section's
      * mapping (0, or -1 with `err` as "FILE:LINE: key.field: ..."). */
     const char *config_key;
-    void (*config_defaults)(struct sl_config *c);
+    int (*config_defaults)(struct sl_config *c);
     int (*config_parse)(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
                         struct sl_config *c, char *err, size_t errlen);
 
@@ -266,9 +267,9 @@ size_t sl__features_max_body(const struct sl_config *c);
 /* The body limit of the path path[0, len) (raw, leading slashes cut): the first feature's
  * body_limit that claims it, else the lease API's body_limit_bytes. */
 size_t sl__features_body_limit(const struct sl_config *c, const char *path, size_t len);
-/* Configuration: every feature's defaults; the section `key` parsed by the feature that
+/* Configuration: every feature's defaults (0, or -1 out of memory); the section `key` parsed by the feature that
  * owns it: 1 when one did, 0 when no feature owns `key`, -1 with `err` on a bad section. */
-void sl__features_config_defaults(struct sl_config *c);
+int sl__features_config_defaults(struct sl_config *c);
 int sl__features_config_parse(const char *key, struct yaml_document_s *doc,
                               struct yaml_node_s *section, const char *path, struct sl_config *c,
                               char *err, size_t errlen);

@@ -169,10 +169,11 @@ size_t sl__features_body_limit(const sl_config_t *c, const char *path, size_t le
     return c->body_limit_bytes;
 }
 
-void sl__features_config_defaults(sl_config_t *c)
+int sl__features_config_defaults(sl_config_t *c)
 {
     for (size_t i = 0; i < N; i++)
-        if (sl__features[i]->config_defaults) sl__features[i]->config_defaults(c);
+        if (sl__features[i]->config_defaults && sl__features[i]->config_defaults(c) < 0) return -1;
+    return 0;
 }
 
 int sl__features_config_parse(const char *key, struct yaml_document_s *doc,

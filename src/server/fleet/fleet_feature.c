@@ -54,9 +54,10 @@ static const sl_route_t routes[] = {
 
 /* ---- configuration --------------------------------------------------------------------- */
 
-static void config_defaults(sl_config_t *c)
+static int config_defaults(sl_config_t *c)
 {
     sl__config_fleet_defaults(&c->fleet);
+    return 0;
 }
 
 static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,

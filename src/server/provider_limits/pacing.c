@@ -120,7 +120,7 @@ void sl__pacing_apply(sl_server_t *srv, sl_config_t *c, bool push)
 /* The published limits are read again refresh_s after the last read (start, reload). */
 static void schedule_refresh(sl_server_t *srv, sl_pacing_t *pc)
 {
-    pc->next_refresh_s = sl_backend_now(srv->backend) + srv->config.published.refresh_s;
+    pc->next_refresh_s = sl_backend_now(srv->backend) + SL_PUBLISHED(&srv->config)->refresh_s;
 }
 
 void sl__pacing_tick(sl_server_t *srv, unsigned quarter)
@@ -129,7 +129,7 @@ void sl__pacing_tick(sl_server_t *srv, unsigned quarter)
     if (!pc) return;
     double now_s = sl_backend_now(srv->backend);
     if (quarter % RAMP_EVERY_QUARTERS == 0) sl__ramp_tick(srv, now_s);
-    if (srv->config.published.on && now_s >= pc->next_refresh_s) {
+    if (SL_PUBLISHED(&srv->config)->on && now_s >= pc->next_refresh_s) {
         char err[512];
         schedule_refresh(srv, pc);
         sl__published_fetch(srv, false, err, sizeof(err));
@@ -151,7 +151,7 @@ int sl__pacing_start(sl_server_t *srv, char *err, size_t errlen)
         if (pp && sl__ramp_active(&srv->config.bounds[i].ramp, pp))
             sl__ramp_arm(pp, &srv->config.bounds[i].ramp);
     }
-    if (srv->config.published.on && sl__published_fetch(srv, true, err, errlen) < 0) return -1;
+    if (SL_PUBLISHED(&srv->config)->on && sl__published_fetch(srv, true, err, errlen) < 0) return -1;
     sl__pacing_apply(srv, &srv->config, false);
     schedule_refresh(srv, pc);
     return 0;
@@ -170,7 +170,7 @@ void sl__pacing_reloaded(sl_server_t *srv)
     if (!pc) return;
     schedule_refresh(srv, pc);
     char err[512];
-    if (srv->config.published.on) sl__published_fetch(srv, false, err, sizeof(err));
+    if (SL_PUBLISHED(&srv->config)->on) sl__published_fetch(srv, false, err, sizeof(err));
 }
 
 void sl__pacing_free(sl_server_t *srv)

@@ -42,6 +42,31 @@ typedef struct sl_pacing sl_pacing_t;
 
 /* The feature's state: srv->slot[SL_FEATURE_ID_provider_limits] (server.h), NULL before
  * sl__pacing_start. */
+/* Reading the provider's published rate limits (the `provider_limits:` section,
+ * provider_limits/): one admin key per provider, never in the file. */
+typedef struct sl_published_source {
+    char *key_env;  /* the variable holding the admin key, or NULL */
+    char *key_file; /* or the file, or NULL */
+    char *key;      /* the admin key read at load (secret), NULL when neither is set */
+    char *url;      /* NULL: each pool's upstream_url */
+    char *project;  /* OpenAI: the project whose limits are read */
+} sl_published_source_t;
+
+typedef struct sl_published_config {
+    bool on;           /* the section is present */
+    double refresh_s;  /* 3600: read again this often (and at start and on reload) */
+    char **pools;      /* pools that adopt them; n_pools 0 = every proxied pool of a
+                          provider configured here */
+    size_t n_pools;
+    char **group_pools;  /* `groups:` pool -> the Anthropic group type it draws from */
+    char **group_types;  /* (model_group when not named: batch, token_count, files, ...) */
+    size_t n_groups;
+    sl_published_source_t anthropic, openai;
+} sl_published_config_t;
+
+/* The `provider_limits:` section of configuration `c` (config_published.c). */
+#define SL_PUBLISHED(c) ((sl_published_config_t *)(c)->feature[SL_FEATURE_ID_provider_limits])
+
 #define SL_PACING(srv) ((sl_pacing_t *)(srv)->slot[SL_FEATURE_ID_provider_limits])
 
 /* config_published.c: reads the `provider_limits:` section (errors as

@@ -28,35 +28,41 @@ static const sl_config_field_t proxy_fields[] = {
 #undef PX
 const sl_config_table_t sl__proxy_table = SL_CONFIG_TABLE("proxy", sl_proxy_config_t, proxy_fields);
 
-void sl__config_proxy_defaults(sl_config_t *c)
+int sl__config_proxy_defaults(sl_config_t *c)
 {
-    sl_proxy_config_t *px = &c->proxy;
+    sl_proxy_config_t *px = calloc(1, sizeof(*px));
+    if (!px) return -1;
+    c->feature[SL_FEATURE_ID_proxy] = px;
     px->body_limit_bytes = 32u * 1024 * 1024;
     px->max_headers = 100;
     px->idle_timeout_s = 300;
     px->connect_timeout_s = 10;
     px->ping_interval_s = 5;
     px->max_hold_s = 540;
+    return 0;
 }
 
 int sl__config_parse_proxy(struct yaml_document_s *doc, struct yaml_node_s *section,
                            const char *path, sl_config_t *c, char *err, size_t errlen)
 {
-    return sl__config_read_table(doc, section, &sl__proxy_table, path, &c->proxy, err, errlen);
+    return sl__config_read_table(doc, section, &sl__proxy_table, path, SL_PROXY_CONF(c), err,
+                                 errlen);
 }
 
 int sl__config_check_proxy(const sl_config_t *c, const char *path, char *err, size_t errlen)
 {
-    if (!c->proxy.default_pool) return 0;
-    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, c->proxy.default_pool);
+    if (!SL_PROXY_CONF(c)->default_pool) return 0;
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, SL_PROXY_CONF(c)->default_pool);
     if (up && up->url) return 0;
     snprintf(err, errlen, "%s: proxy.default_pool: '%.128s' is not a pool with an upstream_url",
-             path, c->proxy.default_pool);
+             path, SL_PROXY_CONF(c)->default_pool);
     return -1;
 }
 
 void sl__config_proxy_clear(sl_config_t *c)
 {
-    free(c->proxy.default_pool);
-    c->proxy.default_pool = NULL;
+    sl_proxy_config_t *px = SL_PROXY_CONF(c);
+    if (px) free(px->default_pool);
+    free(px);
+    c->feature[SL_FEATURE_ID_proxy] = NULL;
 }
