@@ -135,11 +135,13 @@ typedef enum sl_admit_kind {
 typedef struct sl_feature {
     const char *name; /* its folder's name */
 
-    /* Configuration: the top-level key of its section (NULL: none), read by the core's
-     * configuration loader into the core's `sl_config_t` (config.h holds the types):
-     * `config_defaults` when a configuration starts (0, or -1 when out of memory; a
-     * feature's own struct goes in c->feature[SL_FEATURE_ID_NAME]), `config_parse` on the section's
-     * mapping (0, or -1 with `err` as "FILE:LINE: key.field: ..."). */
+    /* Configuration: the top-level key of its section (NULL: none), found by the core's
+     * configuration loader. The section's struct is the feature's own, declared in its
+     * header and kept in c->feature[SL_FEATURE_ID_NAME] (the proxy's, provider_limits'), or
+     * for a section another feature reads too, a field of `sl_config_t` (`fleet:`,
+     * `limits:`, `prices:`). `config_defaults` when a configuration starts (allocates the
+     * struct: 0, or -1 when out of memory), `config_parse` on the section's mapping (0,
+     * or -1 with `err` as "FILE:LINE: key.field: ..."). */
     const char *config_key;
     int (*config_defaults)(struct sl_config *c);
     int (*config_parse)(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
