@@ -38,5 +38,7 @@ sl_unit_test(test_config_sections sluiced_core)
 sl_unit_test(test_tokens sluiced_core)
 # The one error->HTTP table (errors.def), in the lease API's and the provider's dialect.
 sl_unit_test(test_error_table sluiced_core)
+# The built-in list prices (usage/prices.def).
+sl_unit_test(test_prices sluiced_core)
 # The feature table (core/features.def) and the event bus.
 sl_unit_test(test_feature_table sluiced_core)
