@@ -518,6 +518,11 @@ void sl__calib_update_output(sl__calib_t *c);
 void sl__pool_free(sl__pool_t *p);
 void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now);
 void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now);
+/* keyqueue.c: p (a key of a pool of several keys, its queue empty) grants its siblings'
+ * queued tickets that fit it and not their own key, the longest waiting first. */
+void sl__keys_drain(sl_engine_t *e, sl__pool_t *p, double now);
+/* When the next sibling ticket sl__keys_drain would take fits p (INFINITY: none). */
+double sl__keys_next_wakeup(const sl_engine_t *e, const sl__pool_t *p);
 double sl__pool_next_wakeup(const sl__pool_t *p);
 void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
 /* Raises or clears the pool's spend_cap alert (an ALERT event when it changes). */
