@@ -138,12 +138,52 @@ static void test_a_refill_of_the_other_key_wakes_the_ticket(void **state)
     sl_engine_free(e);
 }
 
+/* The lease a key took from a sibling's queue is that key's in the state a restart keeps:
+ * restored into a new engine, it is still b's, and its settle frees b. */
+static void test_a_restart_keeps_the_key_that_granted_the_ticket(void **state)
+{
+    (void)state;
+    sl_engine_t *e = two_keys(1);
+    sl_decision_t la = ask(e, "p:a", "x", T0), lb = ask(e, "p:b", "y", T0);
+    sl_decision_t q = ask(e, "p:a", "z", T0 + 1);
+    sl_settle_t s = harness_settle(100, 10);
+    assert_int_equal(sl_engine_settle(e, lb.lease, &s, T0 + 2, NULL), SL_OK);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 2, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+
+    sl_engine_t *r = two_keys(1);
+    assert_int_equal(sl_engine_set_id_base(r, sl_engine_next_id(e)), SL_OK);
+    const char *pools[2] = {"p:a", "p:b"};
+    for (int i = 0; i < 2; i++) {
+        sl_pool_state_t ps;
+        assert_int_equal(sl_engine_pool_state(e, pools[i], &ps), SL_OK);
+        assert_int_equal(sl_engine_pool_restore(r, pools[i], &ps, T0 + 3), SL_OK);
+    }
+    uint64_t ids[2] = {la.lease, d.lease};
+    for (int i = 0; i < 2; i++) {
+        sl_lease_state_t ls;
+        assert_int_equal(sl_engine_lease_state(e, ids[i], &ls), SL_OK);
+        assert_int_equal(sl_engine_lease_restore(r, &ls, T0 + 3), SL_OK);
+    }
+    assert_string_equal(pool_of(r, d.lease), "p:b");
+    assert_string_equal(pool_of(r, la.lease), "p:a");
+    assert_int_equal(sl_engine_settle(r, d.lease, &s, T0 + 4, NULL), SL_OK);
+    sl_pool_info_t b;
+    assert_int_equal(sl_engine_pool_info(r, "p:b", &b), SL_OK);
+    assert_int_equal(b.leases_in_flight, 0);
+    harness_check(r);
+    sl_engine_free(r);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_ticket_queued_on_a_is_granted_on_b_when_b_frees_first),
         cmocka_unit_test(test_a_key_serves_its_own_queue_first),
         cmocka_unit_test(test_a_refill_of_the_other_key_wakes_the_ticket),
+        cmocka_unit_test(test_a_restart_keeps_the_key_that_granted_the_ticket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
