@@ -275,6 +275,9 @@ typedef struct sl_request {
      * not read the graph before it asks. */
     const char *const *roles_allowed;
     size_t n_roles_allowed;
+    /* Named one key of a pool of several keys (POOL:KEY, an operator's pinning): queued,
+     * it waits for that key alone; no other key of its key_group grants it. */
+    bool key_pinned;
 } sl_request_t;
 
 /* The longest cache lifetime a request may name (one day). */

@@ -182,6 +182,7 @@ typedef struct sl__ticket {
     sl__hnode_t idle; /* deadline for idleness; not in the heap while held */
     struct sl__capstate *parked_on; /* waiting for this holder's release, not in the queue */
     struct sl__capstate *woken_by;  /* moved back to the queue by that holder's release */
+    bool key_pinned;                /* its request named this key alone (keyqueue.c) */
     bool ws_parked;                 /* a first call parked by the working set (admit.c); then
                                        park_prev/park_next chain the pool's arrival list */
     struct sl__ticket *park_prev, *park_next;

@@ -9,7 +9,9 @@
  * first) while they fit it and do not fit their own key. The ticket ends as granted with
  * a lease of the key that took it, so its client's poll answers that lease, and settle,
  * resync and the state file land on that key (the lease's pool). A key with a queue of
- * its own serves that first: taking a sibling's ticket then would pass its own head.
+ * its own serves that first: taking a sibling's ticket then would pass its own head. A
+ * ticket whose request named its key alone (key_pinned, an operator's POOL:KEY) is left
+ * to that key.
  *
  * The ticket's need is carried over, except that a prompt cache warm on its own key is
  * cold on the other (a provider's cache is per workspace): the prefix is then charged as
@@ -43,7 +45,9 @@ static sl__ticket_t *next_sibling_head(const sl_engine_t *e, const sl__pool_t *p
         const sl__pool_t *q = e->pools[i];
         if (q == p || q->cfg.key_group != p->cfg.key_group || q->queued == 0) continue;
         sl__ticket_t *t = sl__queue_head(q);
-        if (!t || sl__fits(q, &t->need, now)) continue; /* its own key serves it */
+        /* Its own key serves it when it fits; a pinned one waits for its own key (and
+         * the tickets behind it with it: only heads are taken). */
+        if (!t || t->key_pinned || sl__fits(q, &t->need, now)) continue;
         if (!best || t->enqueued_at < best->enqueued_at ||
             (t->enqueued_at == best->enqueued_at && t->id < best->id))
             best = t;

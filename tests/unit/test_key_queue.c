@@ -138,6 +138,31 @@ static void test_a_refill_of_the_other_key_wakes_the_ticket(void **state)
     sl_engine_free(e);
 }
 
+/* A request that named its key alone (an operator's POOL:KEY) waits for that key. */
+static void test_a_pinned_ticket_waits_for_its_own_key(void **state)
+{
+    (void)state;
+    sl_engine_t *e = two_keys(1);
+    sl_decision_t la = ask(e, "p:a", "x", T0), lb = ask(e, "p:b", "y", T0);
+    sl_request_t r = harness_req("z", 100, 1000);
+    r.pool = "p:a";
+    r.key_pinned = true;
+    sl_decision_t q;
+    assert_int_equal(sl_engine_request(e, &r, T0 + 1, &q), SL_OK);
+    assert_int_equal(q.status, SL_QUEUED);
+    sl_settle_t s = harness_settle(100, 10);
+    assert_int_equal(sl_engine_settle(e, lb.lease, &s, T0 + 2, NULL), SL_OK);
+    sl_decision_t d;
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 2, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    assert_int_equal(sl_engine_settle(e, la.lease, &s, T0 + 3, NULL), SL_OK);
+    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 3, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    assert_string_equal(pool_of(e, d.lease), "p:a");
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 /* The lease a key took from a sibling's queue is that key's in the state a restart keeps:
  * restored into a new engine, it is still b's, and its settle frees b. */
 static void test_a_restart_keeps_the_key_that_granted_the_ticket(void **state)
@@ -184,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_a_key_serves_its_own_queue_first),
         cmocka_unit_test(test_a_refill_of_the_other_key_wakes_the_ticket),
         cmocka_unit_test(test_a_restart_keeps_the_key_that_granted_the_ticket),
+        cmocka_unit_test(test_a_pinned_ticket_waits_for_its_own_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,7 +124,9 @@ void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
     const char *pool = req->pool ? req->pool : "default";
     size_t first;
     if (sl_config_key_members(&srv->config, pool, &first, 1) == 0 || strlen(pool) > 128) {
-        sl_backend_request(srv->backend, req, cb, ud);
+        sl_request_t pinned = *req; /* POOL:KEY: that key alone, queued too (keyqueue.c) */
+        pinned.key_pinned = sl__key_name(&srv->config, pool) != NULL;
+        sl_backend_request(srv->backend, &pinned, cb, ud);
         return;
     }
     keys_pick_t *pk = calloc(1, sizeof(*pk));
