@@ -179,7 +179,10 @@ static void ticket_granted(sl_server_t *srv, const sl_event_t *ev)
     sl_owner_t *t = sl__idmap_get(&srv->ticket_owner, ev->ticket);
     sl_owner_t *l = sl__idmap_get(&srv->lease_owner, ev->lease);
     if (t && l) snprintf(l->model, sizeof(l->model), "%s", t->model);
-    if (t && ev->pool) snprintf(t->pool, sizeof(t->pool), "%s", ev->pool);
+    if (t && ev->pool) {
+        sl__keys_note_grant(srv, t->pool, ev->pool);
+        snprintf(t->pool, sizeof(t->pool), "%s", ev->pool);
+    }
     ticket_ended(srv, ev, false);
 }
 

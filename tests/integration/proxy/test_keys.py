@@ -330,6 +330,11 @@ class KeysOneQueue(unittest.TestCase):
                                  [200, 200, 200], results)
                 self.assertEqual(s.get("/v1/pools/claude:" + other)["totals"]["granted"], 2)
                 self.assertEqual(s.get("/v1/pools/claude:" + queued_on)["totals"]["granted"], 1)
+                _, _, metrics = s.request("GET", "/metrics")
+                self.assertIn(b'sluice_pool_key_taken_total{pool="claude:%s"} 1'
+                              % other.encode(), metrics)
+                self.assertIn(b'sluice_pool_key_taken_total{pool="claude:%s"} 0'
+                              % queued_on.encode(), metrics)
         finally:
             for g in (big, small):
                 for _ in range(3):
