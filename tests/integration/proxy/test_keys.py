@@ -301,6 +301,7 @@ class KeysOneQueue(unittest.TestCase):
         try:
             with Sluiced(text) as s:
                 self.s = s
+                wait_for(lambda: s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
                 threads = [threading.Thread(target=call, args=("on-big", "claude:big")),
                            threading.Thread(target=call, args=("on-small", "claude:small"))]
                 for t in threads:
