@@ -157,6 +157,10 @@ int scenario_line(scenario_t *sc, char *line, int lineno, op_t *op)
         sc->engine_only = true;
         return 0;
     }
+    if (strcmp(tok[0], "one_server") == 0) {
+        sc->one_server = true;
+        return 0;
+    }
     if (strcmp(tok[0], "wakeups") == 0) {
         sc->wakeups = true;
         return 0;

@@ -931,6 +931,18 @@ local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0
   nil, {'caph', 'cttl'})  -- caps: its cost in USD, its holders' keys (caps section); cttl as
   -- the ticket's
 
+-- A ticket's poll claims the lease it was granted (its TTL starts); `peek`: a replica
+-- asking after a grant it may have missed, not its holder. Returns whether it changed.
+local function lease_claim(p, l, now, args)
+  if l.claimed ~= 0 or (args and args.peek) then return false end
+  local old = l.exp
+  l.claimed = 1
+  l.exp = now + l.ttl
+  zput(p, 'lx', 'lx_at', l.id, old, l.exp)
+  touch(lease_key(l.id))
+  return true
+end
+
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
           ttl = l.ttl, weight = l.weight, charged_input_tokens = l.n0,
@@ -2015,12 +2027,7 @@ function KQ.claim(name, lease, id, now, args, check_actor)
     fail('already_settled', 'ticket %s was granted lease %s, which has ended', F(id), F(lease))
   end
   check_actor(args, l.agent, 'ticket', id)
-  if l.claimed == 0 and not (args and args.peek) then
-    local old = l.exp
-    l.claimed = 1
-    l.exp = now + l.ttl
-    zput(lp, 'lx', 'lx_at', l.id, old, l.exp)
-    touch(lease_key(l.id))
+  if lease_claim(lp, l, now, args) then
     if lp.now < now then lp.now = now end
     redis.call('HSET', S.pool_key, 'st', encode(ST, lp))
   end
@@ -2344,14 +2351,7 @@ local function ticket_state(p, id, now, args)
     local l = load_lease(lease)
     if l then
       check_actor(args, l.agent, 'ticket', id)
-      -- `peek`: a replica asking after a grant it may have missed, not its holder.
-      if l.claimed == 0 and not (args and args.peek) then
-        local old = l.exp
-        l.claimed = 1
-        l.exp = now + l.ttl
-        zput(p, 'lx', 'lx_at', l.id, old, l.exp)
-        touch(lease_key(l.id))
-      end
+      lease_claim(p, l, now, args)
       return fill_grant(l)
     end
     fail('already_settled', 'ticket %s was granted lease %s, which has ended', F(id), F(lease))
