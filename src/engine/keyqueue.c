@@ -26,7 +26,7 @@ static sl__need_t need_on(const sl__pool_t *p, const sl__ticket_t *t, const sl__
                           double now)
 {
     sl__need_t n = t->need;
-    bool warm = c && isfinite(c->used_at) && c->used_at + p->cfg.cache_ttl_s > now;
+    bool warm = c && now - c->used_at < p->cfg.cache_ttl_s; /* lease.c's cache_warm */
     if (!n.penalty && n.cached_tokens > 0 && !warm && !p->cfg.cache_reads_count &&
         !t->pool->cfg.cache_reads_count) {
         n.n[SL_BUCKET_INPUT] += n.cached_tokens;
