@@ -76,8 +76,10 @@ static bool take(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, double now)
     if (sl__caps_check(e, p, &caps, &need, now, &reason, &wait_s, NULL) != SL_OK) return false;
     if (!c && !(c = sl__cache_get(p, pa, t->cache->key, true))) return false;
     sl__calib_t *calib = t->calib ? sl__calib_get(p, t->calib->model, true) : NULL;
+    /* Its (model, group) output entry, by the same key in p (sl__calib_outputs). */
+    sl__calib_t *outs = t->outs ? sl__calib_get(p, t->outs->model, true) : NULL;
     sl__pteam_t *pt = sl__pteam_get(e, p, a->team ? a->team : SL__DEFAULT_TEAM, true);
-    if ((t->calib && !calib) || !pt) return false;
+    if ((t->calib && !calib) || (t->outs && !outs) || !pt) return false;
     /* Its tags in p as an arrival now: it was served by p's clock, not ahead of it. */
     double cost = sl__cost(p, &need);
     double start = pt->vtime > pa->last_finish ? pt->vtime : pa->last_finish;
@@ -89,7 +91,7 @@ static bool take(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, double now)
     if (sl__grant(e, p, pa, c, &need, &caps, t->weight, &tags, t->ttl_s, t->id,
                   now - t->enqueued_at, now, &l) != SL_OK)
         return false;
-    sl__lease_set_calib(l, calib, t->est_prompt_tokens);
+    sl__lease_set_calib(l, calib, outs, t->est_prompt_tokens);
     sl__queue_remove(t->pool, t);
     sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
     return true;
