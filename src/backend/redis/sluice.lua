@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '12'
+local VERSION = '13'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -48,7 +48,20 @@ local LIMIT_FIELD = {'input_tpm', 'output_tpm', 'rpm', 'tokens_tpm'}
 local END_SETTLED, END_CANCELLED, END_REAPED, END_GRANTED, END_EXPIRED, END_REJECTED =
     1, 2, 3, 4, 5, 6
 local QUEUE_WAIT = 'queue_wait_exceeds_max'
-local CALIB_WINDOW, CALIB_MIN_SAMPLES, CALIB_MIN_TOKENS = 64, 5, 100
+-- The library's constants, in one table: Lua 5.1 allows a chunk 200 locals, and the
+-- library's functions need them more than its numbers do.
+local CONST = {
+  CALIB_WINDOW = 64, CALIB_MIN_SAMPLES = 5, CALIB_MIN_TOKENS = 100,
+  LEASE_MEAN_ALPHA = 0.2,  -- weight of the newest duration in the moving average
+  ID_FLOOR_T0 = 1735689600, ID_FLOOR_PER_S = 1000, COLD_S = 60,
+  CLIMB_PERIOD_S = 60,
+  CACHE_TTL_MAX_S = 86400,  -- engine.h SL_CACHE_TTL_MAX_S
+  OUTPUT_MIN_SAMPLES = 20,
+  WALK_MAX = 128,
+  REASON_AGENT = 'agent_cap', REASON_TEAM = 'team_cap', REASON_BUDGET = 'budget_exhausted',
+  CACHE_WRITE_5M_PRICE = 1.25, CACHE_WRITE_1H_PRICE = 2.0,
+  DEPTH_MAX = 64,
+}
 
 -- Integers (ids, tokens, counters: most numbers written) take '%d', which prints what
 -- '%.17g' prints for them at half the cost; the rest need 17 digits to round-trip.
@@ -292,12 +305,11 @@ local function release_eta(p, releases, slots, earliest, now)
   return eta
 end
 
-local LEASE_MEAN_ALPHA = 0.2  -- weight of the newest duration in the moving average
 
 local function record_lease_duration(p, d)
   if not (d >= 0) or d == math.huge then return end
   if p.lease_samples == 0 then p.lease_mean_s = d
-  else p.lease_mean_s = p.lease_mean_s + LEASE_MEAN_ALPHA * (d - p.lease_mean_s) end
+  else p.lease_mean_s = p.lease_mean_s + CONST.LEASE_MEAN_ALPHA * (d - p.lease_mean_s) end
   p.lease_samples = p.lease_samples + 1
 end
 
@@ -359,10 +371,9 @@ local function id_n(p, id) return id - p.pool_no * ID_SHIFT end
 -- epoch". A new epoch starts cold (buckets empty, unless configured `cold_start:
 -- full`), for the spending of its last minute is not known, and raises the alert
 -- backend_state_lost for COLD_S on every replica (p.lost_until).
-local ID_FLOOR_T0, ID_FLOOR_PER_S, COLD_S = 1735689600, 1000, 60
 
 local function id_floor(now)
-  local n = math.floor((now - ID_FLOOR_T0) * ID_FLOOR_PER_S)
+  local n = math.floor((now - CONST.ID_FLOOR_T0) * CONST.ID_FLOOR_PER_S)
   return n > 1 and n or 1
 end
 
@@ -373,9 +384,9 @@ local function epoch_start(p, now, seed, lost)
   if p.next_n and p.next_n > n then n = p.next_n end
   p.next_n, p.first_n, p.epoch = n, n, n
   p.last_refill = now
-  p.cold_until = p.cold_empty == 1 and now + COLD_S or -math.huge
+  p.cold_until = p.cold_empty == 1 and now + CONST.COLD_S or -math.huge
   p.cold_raised = 0  -- buckets whose first provider report came in the window (bits)
-  p.lost_until = lost and now + COLD_S or -math.huge
+  p.lost_until = lost and now + CONST.COLD_S or -math.huge
   for b = 0, NB - 1 do
     local cap = p['lim' .. b] > 0 and p['lim' .. b] * p.margin_bp / 10000.0 or 0
     p['lv' .. b] = p.cold_empty == 1 and 0 or cap
@@ -428,12 +439,11 @@ end
 -- The length of the interval now running: recover_every_s back to the start; above it at
 -- most the share of one refill period that makes the climb from the start to the ceiling
 -- last one period (margin.c, SL__CLIMB_PERIOD_S).
-local CLIMB_PERIOD_S = 60
 local function step_every(p)
   local every = p.recover_every_s
   local top = max_bp(p)
   if p.margin_bp >= p.start_bp and top > p.start_bp then
-    local climb_every = CLIMB_PERIOD_S * p.up_bp / (top - p.start_bp)
+    local climb_every = CONST.CLIMB_PERIOD_S * p.up_bp / (top - p.start_bp)
     if every > climb_every then every = climb_every end
   end
   return every
@@ -595,7 +605,6 @@ local function cache_make(ck)
   return {rec = r, key = key, ls = 'ls', tok = 'tok'}
 end
 
-local CACHE_TTL_MAX_S = 86400  -- engine.h SL_CACHE_TTL_MAX_S
 
 local function cache_warm(p, c, now)
   return c ~= nil and now - c.rec[c.ls] < p.cache_ttl_s
@@ -614,7 +623,7 @@ local function fill_to(t, n)
 end
 
 local function calib_record(model, est, actual)
-  if model == nil or model == '' or est < CALIB_MIN_TOKENS then return end
+  if model == nil or model == '' or est < CONST.CALIB_MIN_TOKENS then return end
   local c = calib_get(nil, model, false)
   if not c then return end
   local r = actual / est
@@ -622,12 +631,12 @@ local function calib_record(model, est, actual)
   if r > 5 then r = 5 end
   local sample = c.samples
   sample[c.pos + 1] = r
-  c.pos = (c.pos + 1) % CALIB_WINDOW
-  if c.n < CALIB_WINDOW then c.n = c.n + 1 end
+  c.pos = (c.pos + 1) % CONST.CALIB_WINDOW
+  if c.n < CONST.CALIB_WINDOW then c.n = c.n + 1 end
   c.total = c.total + 1
   fill_to(sample, c.n)
   touch(S.prefix .. 'M:' .. model)
-  if c.n < CALIB_MIN_SAMPLES then return end
+  if c.n < CONST.CALIB_MIN_SAMPLES then return end
   local sorted = {}
   for i = 1, c.n do sorted[i] = sample[i] end
   table.sort(sorted)
@@ -643,7 +652,6 @@ end
 -- layout is unchanged; 64 numbers per model and role: bounded. A lease written before
 -- groups (ogrp '') records under P.."O:"..model, the key of that time.
 local OUTS = codec({}, {'n', 'pos', 'p95'}, 'samples')
-local OUTPUT_MIN_SAMPLES = 20
 
 local function outputs_key(model, group)
   if group == nil or group == '' then return S.prefix .. 'O:' .. model end
@@ -661,12 +669,12 @@ local function output_record(model, group, tokens)
   local o = load(key, OUTS) or create(key, OUTS, {n = 0, pos = 0, p95 = 0, samples = {}})
   local sample = o.samples
   sample[o.pos + 1] = tokens
-  o.pos = (o.pos + 1) % CALIB_WINDOW
-  if o.n < CALIB_WINDOW then o.n = o.n + 1 end
+  o.pos = (o.pos + 1) % CONST.CALIB_WINDOW
+  if o.n < CONST.CALIB_WINDOW then o.n = o.n + 1 end
   fill_to(sample, o.n)
   touch(key)
   o.p95 = 0
-  if o.n < OUTPUT_MIN_SAMPLES then return end
+  if o.n < CONST.OUTPUT_MIN_SAMPLES then return end
   local sorted = {}
   for i = 1, o.n do sorted[i] = sample[i] end
   table.sort(sorted)
@@ -838,7 +846,6 @@ end
 -- shorter and use the team's running sums for the other; a position more than
 -- WALK_MAX from both ends takes the team's mean need for the requests ahead (the ETA
 -- is advisory; every queue of up to 2 x WALK_MAX is exact, as the engine's).
-local WALK_MAX = 128
 
 local function walk_sums(q, from, to, sign, sums, want_cost)
   local c = 0
@@ -883,9 +890,9 @@ local function inner_prefix(g, finish, member, want_cost)
   if ahead == 0 then return 0, sums, 0 end
   local rest = depth - ahead
   local c
-  if ahead <= rest and ahead <= WALK_MAX then
+  if ahead <= rest and ahead <= CONST.WALK_MAX then
     c = walk_sums(q, 0, ahead - 1, 1, sums, want_cost)
-  elseif rest < ahead and rest <= WALK_MAX then
+  elseif rest < ahead and rest <= CONST.WALK_MAX then
     for b = 0, NB - 1 do sums[b] = g['s' .. b] end
     c = g.cs
     if rest > 0 then c = c - walk_sums(q, ahead, -1, -1, sums, want_cost) end
@@ -901,7 +908,7 @@ end
 local function outer_prefix(p, o, outer, inclusive, sums)
   local w = team_weight(p, o.name)
   local count, acc = 0, 0
-  for _, m in ipairs(redis.call('ZRANGE', team_q(o.name), 0, WALK_MAX - 1)) do
+  for _, m in ipairs(redis.call('ZRANGE', team_q(o.name), 0, CONST.WALK_MAX - 1)) do
     local id, n = parse_member(m)
     local c = load_ticket(id).cost
     local tag = o.base + (acc + c) / w
@@ -998,7 +1005,6 @@ local CP = {}
 local WS = {}  -- the working set's functions (their section follows backfilling)
 local KQ = {}  -- one queue over the keys of a pool of several keys (its section follows the
               -- configuration's decoding, which it uses)
-local REASON_AGENT, REASON_TEAM, REASON_BUDGET = 'agent_cap', 'team_cap', 'budget_exhausted'
 local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
   'blast'})
 local NO_CAPS = {share = 0, rpm = 0, conc = 0, bh = 0, bd = 0}
@@ -1071,10 +1077,9 @@ end
 
 -- Port of sl__caps_billed_cost_usd: cache writes cost 1.25x (5 minutes) or 2x (1 hour)
 -- the input price.
-local CACHE_WRITE_5M_PRICE, CACHE_WRITE_1H_PRICE = 1.25, 2.0
 
 function CP.billed_cost_usd(p, inn, cc, cc1h, out)
-  local premium = (cc - cc1h) * (CACHE_WRITE_5M_PRICE - 1) + cc1h * (CACHE_WRITE_1H_PRICE - 1)
+  local premium = (cc - cc1h) * (CONST.CACHE_WRITE_5M_PRICE - 1) + cc1h * (CONST.CACHE_WRITE_1H_PRICE - 1)
   return CP.cost_usd(p, inn, out) + premium * p.price_input_per_mtok / 1e6
 end
 
@@ -1140,7 +1145,7 @@ function CP.caps_check(p, hs, need, now)
   local wait, why, other, conc = 0, nil, false, nil
   for _, h in ipairs(hs) do
     local st, c = h.st, h.c
-    local reason = h.team and REASON_TEAM or REASON_AGENT
+    local reason = h.team and CONST.REASON_TEAM or CONST.REASON_AGENT
     local kind = h.team and 'team' or 'agent'
     for b = 0, NB - 1 do
       local cap = CP.cap_capacity(p, c, b)
@@ -1171,12 +1176,12 @@ function CP.caps_check(p, hs, need, now)
       if c.bh > 0 and hour < cost then
         other = true
         local t = (cost - hour) / (c.bh / 3600.0)
-        if t >= wait then wait, why = t, REASON_BUDGET end
+        if t >= wait then wait, why = t, CONST.REASON_BUDGET end
       end
       if c.bd > 0 and day < cost then
         other = true
         local t = (cost - day) / (c.bd / 86400.0)
-        if t >= wait then wait, why = t, REASON_BUDGET end
+        if t >= wait then wait, why = t, CONST.REASON_BUDGET end
       end
     end
   end
@@ -1362,7 +1367,7 @@ function CP.caps_parked_eta(p, t, now)
              c = CP.holder_caps(p, key)}
   local st = load(CP.holder_key(key), HOLDER)
   local ahead = redis.call('LPOS', CP.park_key(key), F(t.id)) or 0
-  return CP.caps_release_eta(p, h, st, ahead, now), h.team and REASON_TEAM or REASON_AGENT
+  return CP.caps_release_eta(p, h, st, ahead, now), h.team and CONST.REASON_TEAM or CONST.REASON_AGENT
 end
 
 -- t: {agent, own, ck, model, est, n0..n3, cached, pen}; g its team's record, `finish`
@@ -2498,8 +2503,8 @@ local function validate_request(args)
   check_tokens(args, 'output_tokens')
   check_tokens(args, 'unblocks')
   local cttl = num(args, 'cache_ttl_s', 0)
-  if not (cttl >= 0 and cttl <= CACHE_TTL_MAX_S) then
-    fail('invalid_request', 'cache_ttl_s %s must be in [0, %s] seconds', F(cttl), F(CACHE_TTL_MAX_S))
+  if not (cttl >= 0 and cttl <= CONST.CACHE_TTL_MAX_S) then
+    fail('invalid_request', 'cache_ttl_s %s must be in [0, %s] seconds', F(cttl), F(CONST.CACHE_TTL_MAX_S))
   end
   if args.task and not valid_name(args.task) then
     fail('invalid_request', 'task "%s" must be 1-128 of [A-Za-z0-9._:-]', args.task)
@@ -2534,7 +2539,6 @@ end
 
 -- The remaining chain of task id (graph.c, sl_engine_task_depth): 1 + the longest among
 -- its waiting dependants, by rounds of relaxation over every edge, capped at DEPTH_MAX.
-local DEPTH_MAX = 64
 local function task_depth(all, id)
   local depth, waiting, deps = {}, {}, {}
   for i = 1, #all, 2 do
@@ -2544,12 +2548,12 @@ local function task_depth(all, id)
     waiting[all[i]] = parts[2] == 'waiting'
     deps[all[i]] = {unpack(parts, 3)}
   end
-  for _ = 1, DEPTH_MAX do
+  for _ = 1, CONST.DEPTH_MAX do
     local nxt, grew = {}, false
     for k, v in pairs(depth) do nxt[k] = v end
     for d, ds in pairs(deps) do
       if waiting[d] then
-        local via = math.min(depth[d] + 1, DEPTH_MAX)
+        local via = math.min(depth[d] + 1, CONST.DEPTH_MAX)
         for _, dep in ipairs(ds) do
           if nxt[dep] and nxt[dep] < via then nxt[dep] = via; grew = true end
         end
