@@ -622,6 +622,7 @@ typedef struct sl_lease_state {
     double ttl_s;
     double expires_at;
     bool claimed; /* the client knows about the grant (false: granted from the queue, unfetched) */
+    double cache_ttl_s; /* the call's cache lifetime (sl_request_t.cache_ttl_s); 0 = the pool's */
 } sl_lease_state_t;
 
 /* Fills `out` for live lease `lease`; its strings live as long as the lease and its

@@ -152,6 +152,7 @@ static void fill_lease_state(const sl__lease_t *l, sl_lease_state_t *out)
     out->ttl_s = l->ttl_s;
     out->expires_at = l->expiry.at;
     out->claimed = l->claimed;
+    out->cache_ttl_s = l->need.cache_ttl_s;
 }
 
 int sl_engine_lease_state(const sl_engine_t *e, uint64_t lease, sl_lease_state_t *out)
@@ -202,6 +203,9 @@ static int validate_lease_state(sl_engine_t *e, const sl_lease_state_t *l)
         !isfinite(l->waited_s))
         return sl__fail(e, SL_EINVAL, "lease %llu: weight %g, ttl %g or a time is not valid",
                         (unsigned long long)l->id, l->weight, l->ttl_s);
+    if (!(l->cache_ttl_s >= 0 && l->cache_ttl_s <= SL_CACHE_TTL_MAX_S))
+        return sl__fail(e, SL_EINVAL, "lease %llu: cache_ttl_s %g must be in [0, %g] seconds",
+                        (unsigned long long)l->id, l->cache_ttl_s, SL_CACHE_TTL_MAX_S);
     if ((l->cache_key && !*l->cache_key) || (l->model && !*l->model))
         return sl__fail(e, SL_EINVAL, "lease %llu: an empty cache_key or model",
                         (unsigned long long)l->id);
@@ -243,6 +247,7 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
         lease->need.n[b] = l->need[b];
     lease->need.cached_tokens = l->cached_tokens;
     lease->need.penalty = l->cache_penalty;
+    lease->need.cache_ttl_s = l->cache_ttl_s;
     lease->caps = caps;
     /* The caps' buckets were not saved: charging them again errs on the safe side. */
     sl__caps_take(p, &lease->caps, &lease->need, now_s);

@@ -112,10 +112,10 @@ sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_
  * dot segment (proxy_routes.c). */
 bool sl__proxy_id_decode(const char *raw, size_t len, char *id);
 
-/* Whether a provider 429 body is an acceleration-limit refusal (it names the
- * "acceleration limit"; sluice-emu's and, by the provider's page, Anthropic's): not a
- * full bucket, but a pool grown too fast (the provider_limits feature's ramp learns from
- * it: SL_BUS_ACCELERATION). */
+/* Whether a provider 429 body is an acceleration-limit refusal (Anthropic's
+ * error.details.error_code "ramp_limit_exceeded", or a message naming the "acceleration
+ * limit"; docs/emu.md): not a full bucket, but a pool grown too fast (the provider_limits
+ * feature's ramp learns from it: SL_BUS_ACCELERATION). */
 bool sl__is_acceleration_429(const char *body, size_t len);
 
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
