@@ -4,11 +4,14 @@
 // retry and once through sluiced (pool with the same limits). Prints per run: makespan
 // (until the last process exits), the emulator's 429s, broken turns, and the input the
 // emulator billed over the input capacity of the run (the bucket starts full: input TPM
-// + input TPM / 60 x makespan), and for sluiced over the part it allows itself (x its
-// margin, 0.85 at start). Bounded: every process is killed after 240 s.
+// + input TPM / 60 x makespan), and for sluiced over the part it allowed itself (its
+// start margin's share of the full bucket, the refill at its margin of each moment, and
+// the reserve each step of its climb moved into the level). Bounded: every process is
+// killed after 240 s.
 //
 // Where the time goes, per run (the emulator's /stats and sluiced's /v1/pools polled every
-// 100 ms, each call's [asked, answered] from the agents): the first answer; the seconds the
+// 100 ms, each call's [asked, answered] from the agents): the first call asked (the
+// processes starting) and the first answer; the seconds the
 // emulator's input bucket held a whole call's input while some agent's call was waiting
 // (queued in sluiced, or asleep in the SDK's retry back-off), i.e. capacity left idle; the
 // input-capacity bound (the seconds the refill needs for the input billed beyond the full
@@ -85,12 +88,25 @@ function phases(t0, res, samples, perCall, margin0) {
     if (waiting > 0 && s.level >= perCall) idle_ms += dt;
     if (s.queued > 0 && s.poolLevel !== null && s.poolLevel >= perCall) poolIdle_ms += dt;
   }
+  /* What sluiced allowed itself: the full bucket at its start margin, the refill at the
+   * margin of each moment, and the 1% of the limit each step above the start moved into
+   * the level (docs/design.md "Margin"). */
+  let allowed = margin0 === null ? null : LIMITS.input_tpm * margin0;
+  for (let i = 1; allowed !== null && i < samples.length; i++) {
+    const m = samples[i - 1].margin === null ? margin0 : samples[i - 1].margin;
+    allowed += LIMITS.input_tpm / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
+  }
+  if (allowed !== null) {
+    const top = Math.max(margin0, ...samples.map((x) => x.margin || 0));
+    allowed += LIMITS.input_tpm * (top - margin0);
+  }
   const reached = (m) => {
     const s = samples.find((x) => x.margin !== null && x.margin >= m - 1e-9);
     return s ? ((s.t - t0) / 1000).toFixed(1) : '-';
   };
   return { first_s: (Math.min(...answered) - t0) / 1000, idle_s: idle_ms / 1000,
-           poolIdle: margin0 === null ? '-' : (poolIdle_ms / 1000).toFixed(1) + ' s',
+           ask_s: (Math.min(...spans.map((c) => c[0])) - t0) / 1000,
+           poolIdle: margin0 === null ? '-' : (poolIdle_ms / 1000).toFixed(1) + ' s', allowed,
            last_s: (Math.max(...answered) - t0) / 1000,
            spread_s: (Math.max(...lastOf) - Math.min(...lastOf)) / 1000,
            climb: margin0 === null ? '-' : `0.90@${reached(0.90)} 0.95@${reached(0.95)} ` +
@@ -114,10 +130,12 @@ async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort) {
   return { label, makespan, http429: st.http_429, calls: st.requests,
            broken: res.reduce((n, r) => n + r.broken, 0),
            gaveUp: res.filter((r) => r.gave_up).length, input,
-           used: input / capacity, usedOwn: margin ? input / (capacity * margin) : null,
+           used: input / capacity, usedOwn: null,
            bound_s: Math.max(0, (input - LIMITS.input_tpm * share) / (LIMITS.input_tpm * share / 60)),
            ...phases(t0, res, poll.samples, perCall, margin) };
 }
+/* Input billed over what sluiced allowed itself (phases: its margin over time). */
+function usedOwn(r) { if (r.allowed) r.usedOwn = r.input / r.allowed; return r; }
 
 const load = loadavg()[0];
 const runs = [];
@@ -135,8 +153,9 @@ for (let pair = 0; pair < PAIRS; pair++) {
   try {
     const pools0 = await getJson(sluiced.port, '/v1/pools');
     const margin = pools0.pools && pools0.pools[0] ? pools0.pools[0].margin : 0.85;
-    runs.push(await fleet('through sluiced', emu, `http://127.0.0.1:${sluiced.port}/anthropic`,
-                          true, margin, sluiced.port));
+    runs.push(usedOwn(await fleet('through sluiced', emu,
+                                  `http://127.0.0.1:${sluiced.port}/anthropic`, true, margin,
+                                  sluiced.port)));
   } finally { await sluiced.stop(); await emu.stop(); }
 }
 }
@@ -151,14 +170,16 @@ for (const r of runs)
               `${String(r.calls).padStart(6)} ${String(r.broken).padStart(13)} ${String(r.gaveUp).padStart(8)} ` +
               `${String(r.input).padStart(13)} ${(100 * r.used).toFixed(0).padStart(14)}% ` +
               `${r.usedOwn === null ? '                 -' : (100 * r.usedOwn).toFixed(0).padStart(18) + '%'}`);
-console.log('\nwhere the time went   first answer  idle with calls waiting  capacity bound  ' +
+console.log('\nwhere the time went   first ask  first answer  idle with calls waiting  capacity bound  ' +
             'last answer  agents spread  pool idle, queued  margin climb');
 for (const r of runs)
-  console.log(`${r.label.padEnd(20)} ${r.first_s.toFixed(1).padStart(11)} s ${r.idle_s.toFixed(1).padStart(21)} s ` +
+  console.log(`${r.label.padEnd(20)} ${r.ask_s.toFixed(1).padStart(7)} s ${r.first_s.toFixed(1).padStart(11)} s ` +
+              `${r.idle_s.toFixed(1).padStart(21)} s ` +
               `${r.bound_s.toFixed(1).padStart(13)} s ${r.last_s.toFixed(1).padStart(10)} s ` +
               `${r.spread_s.toFixed(1).padStart(12)} s ${r.poolIdle.padStart(18)}  ${r.climb}`);
 console.log('idle with calls waiting: the emulator\'s input bucket held a call\'s input while a call ' +
             'waited (for sluiced mostly the margin\'s reserve); pool idle, queued: sluiced\'s own input ' +
-            'level held a call\'s input while calls were queued in it');
+            'level held a call\'s input (as billed; its estimate of the head\'s need may be more) ' +
+            'while calls were queued in it');
 console.log('capacity bound: seconds of refill the input billed beyond a full bucket needs, at the ' +
             'provider\'s rate (direct) or at the pool\'s start margin (sluiced)');
