@@ -1,7 +1,7 @@
 # Proxy tests: process-level tests of sluiced's provider proxy against the real
 # sluice-emu (tests/integration/proxy/test_*.py, Python 3 standard library, label
 # integration), and the official SDKs through the proxy (tests/e2e/proxy_*.test.mjs, node,
-# label e2e; skipped when tests/e2e/node_modules is not installed).
+# label e2e; skipped when tests/node_modules is not installed).
 find_program(SL_PYTHON3 python3 REQUIRED)
 set(_proxy_env "SLUICED=$<TARGET_FILE:sluiced>" "SLUICE_EMU=$<TARGET_FILE:sluice-emu>"
                "PYTHONDONTWRITEBYTECODE=1")
@@ -42,6 +42,7 @@ sl_unit_test(test_proxy_responses sluiced_core)
 sl_unit_test(test_proxy_usage sluiced_core)
 # The output a proxied call holds, its cap, and the continued answer's pieces.
 sl_unit_test(test_proxy_output sluiced_core)
+sl_unit_test(test_proxy_continue_openai sluiced_core)
 # A call started from inside another's header callback (a resync granting a queued call).
 sl_unit_test(test_upstream_reentry sluiced_core)
 # The batch APIs' routes, queue count and results usage, and the embeddings count.

@@ -141,6 +141,7 @@ static void fill_lease_state(const sl__lease_t *l, sl_lease_state_t *out)
     out->agent = l->pa->agent->name;
     out->cache_key = l->cache ? l->cache->key : NULL;
     out->model = l->calib ? l->calib->model : NULL;
+    out->outputs = l->outs ? l->outs->model : NULL;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         out->need[b] = l->need.n[b];
     out->cached_tokens = l->need.cached_tokens;
@@ -227,11 +228,15 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     sl__pagent_t *pa = a ? sl__pagent_get(p, a, true) : NULL;
     sl__cache_t *cache = pa ? sl__cache_get(p, pa, l->cache_key, true) : NULL;
     sl__calib_t *calib = l->model ? sl__calib_get(p, l->model, true) : NULL;
+    /* The state keeps no role: the agent's last one stands for the lease's group. */
+    sl__calib_t *outs =
+        l->model && a ? sl__calib_outputs(p, l->model, a->role[0] ? a->role : NULL, true) : NULL;
     sl__lease_t *lease = calloc(1, sizeof *lease);
     sl__capref_t caps = {0};
     if (a) sl__caps_resolve(e, a, a->name, &caps);
-    if (!cache || (l->model && !calib) || !lease || sl__heap_reserve(&p->lease_heap) != 0 ||
-        sl__u64map_reserve(&e->leases, 1) != 0 || sl__caps_reserve(p, &caps) != SL_OK) {
+    if (!cache || (l->model && (!calib || !outs)) || !lease ||
+        sl__heap_reserve(&p->lease_heap) != 0 || sl__u64map_reserve(&e->leases, 1) != 0 ||
+        sl__caps_reserve(p, &caps) != SL_OK) {
         free(lease);
         return sl__fail(e, SL_ENOMEM, "out of memory restoring lease %llu",
                         (unsigned long long)l->id);
@@ -242,6 +247,7 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     lease->pa = pa;
     lease->cache = cache;
     lease->calib = calib;
+    lease->outs = outs;
     lease->est_prompt_tokens = l->est_prompt_tokens;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         lease->need.n[b] = l->need[b];
@@ -312,7 +318,8 @@ int sl_engine_calibration_restore(sl_engine_t *e, const char *pool,
     int rc;
     sl__pool_t *p = find_pool(e, pool, &rc);
     if (!p) return rc;
-    if (!c || !c->model || !*c->model || strlen(c->model) > SL__NAME_MAX)
+    /* A model's name, or a (model, group) output entry's "model US role". */
+    if (!c || !c->model || !*c->model || strlen(c->model) > SL__NAME_MAX + 1 + SL__CLASS_MAX)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": calibration without a model", p->name);
     if (c->n < 0 || c->n > SL__CALIB_WINDOW || c->pos < 0 || c->pos >= SL__CALIB_WINDOW ||
         c->total < c->n)

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <sluice/tokenizer.h>
@@ -50,6 +51,12 @@
 #define MAX_KEPT_HEADERS        48
 #define LEASE_TTL_S             86400.0 /* capped by the pool's max_lease_ttl_s */
 #define BATCH_RETRY_AFTER_S     60.0    /* a create over max_batch_requests: look again then */
+/* How long the backend keeps a create's hold when its answer never comes (this process
+ * died mid-call): longer than any create takes to be answered. */
+#define BATCH_HOLD_TTL_S 3600.0
+/* How long a batch stays counted when nobody sees it end: both providers end (expire) a
+ * batch at the latest 24 h after its create; an hour more for the end to be processed. */
+#define BATCH_WINDOW_S (25 * 3600.0)
 
 struct sl_proxy {
     sl_server_t *srv;
@@ -58,7 +65,9 @@ struct sl_proxy {
     char *vocab_path;    /* where tok was loaded from */
     sl_idmap_t waiters; /* ticket -> px_t waiting on it */
     struct px *calls;   /* every call in progress */
-    sl_batch_queue_t *batches; /* batches in the providers' queues (proxy_batches.c) */
+    sl_batch_queue_t *batches; /* uploaded files' line counts (proxy_batches.c) */
+    uint64_t hold_nonce;       /* makes this process's hold ids unique among replicas */
+    uint64_t holds;            /* hold ids issued */
 };
 
 /* The feature's state on the server (its slot, features.def); NULL until it is made. */
@@ -97,7 +106,10 @@ typedef struct px {
     bool embeddings;   /* OpenAI embeddings: input only (proxy_embeddings.c) */
     bool moderations;  /* OpenAI moderations: one request, no tokens */
     sl_batch_op_t batch_op; /* the batch APIs: one request on the batch pool */
-    int batch_hold;         /* a create's hold in the batch queue + 1; 0: none */
+    /* A create's hold in the backend's batch queue ("" none), and the pool it is in. */
+    char batch_hold[48];
+    char batch_pool[129];
+    int64_t batch_requests; /* the create's requests */
     bool chained;      /* Responses with previous_response_id: the provider adds input */
     bool sse_through;  /* Responses: an event is being passed on part-way */
     const char *method; /* "POST", "GET" (model list, batch reads), "DELETE" (batch APIs) */
@@ -372,7 +384,7 @@ static void px_reject(px_t *px, const char *reason, const char *limited_by, doub
     px_error(px, 429,
              "sluice: pool '%s' has no capacity for agent '%s' within proxy.max_hold_s %.0f s "
              "(%s; limited by %s, which frees in %.1f s); retry after %.1f s",
-             px->pool, px->agent, px->srv->config.proxy.max_hold_s,
+             px->pool, px->agent, SL_PROXY_CONF(&px->srv->config)->max_hold_s,
              reason ? reason : "queue_wait_exceeds_max", limited_by ? limited_by : "the pool",
              retry_after_s > 0 ? retry_after_s : 0.0, retry_after_s > 0 ? retry_after_s : 0.0);
 }
@@ -558,7 +570,7 @@ static size_t client_backlog(px_t *px)
 /* Moves every complete event from px->sse to `out`, reading usage on the way. */
 static void take_events(px_t *px, struct evbuffer *out)
 {
-    if (px->responses) {
+    if (px->responses && !px->cont) {
         sl__responses_take_events(px->sse, out, &px->sse_through, &px->usage);
         return;
     }
@@ -572,9 +584,13 @@ static void take_events(px_t *px, struct evbuffer *out)
         size_t len = (size_t)end.pos + 2;
         const char *ev = (const char *)evbuffer_pullup(px->sse, (ev_ssize_t)len);
         bool drop = px->api == SL_UPSTREAM_OPENAI && !px->client_usage;
-        bool pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
-        if (pass && px->cont) { /* spliced with the other parts of the answer */
-            sl__cont_event(px->cont, ev, len - 2, out);
+        bool pass = true;
+        if (px->responses) /* continued (proxy_continue_openai.c): whole events */
+            sl__responses_usage_from_event(ev, len - 2, &px->usage);
+        else
+            pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
+        if (px->cont) { /* spliced with the other parts of the answer */
+            sl__cont_event(px->cont, ev, len - 2, pass, out);
             evbuffer_drain(px->sse, len);
         } else if (pass) {
             evbuffer_remove_buffer(px->sse, out, len);
@@ -608,6 +624,29 @@ static int on_up_body(void *ud, const char *data, size_t len)
     return 1;
 }
 
+/* The backend's batch queue answered a bind or a release: nothing waits on it (a failure
+ * leaves an entry that the backend forgets after its ttl). */
+static void on_batch_queue_done(int rc, bool counted, int64_t queued, const char *errmsg,
+                                void *ud)
+{
+    (void)rc, (void)counted, (void)queued, (void)errmsg, (void)ud;
+}
+
+static void batch_queue_call(px_t *px, sl_batchq_op_t op, const char *id, const char *new_id,
+                             int64_t requests, double ttl_s)
+{
+    sl_batchq_call_t c = {.op = op, .pool = px->batch_pool, .id = id, .new_id = new_id,
+                          .requests = requests, .ttl_s = ttl_s};
+    sl_backend_batch_queue(px->srv->backend, &c, on_batch_queue_done, NULL);
+}
+
+/* A batch an answer shows ended leaves the queue (once, whichever replica sees it). */
+static void on_batch_ended(const char *id, void *ud)
+{
+    px_t *px = ud;
+    batch_queue_call(px, SL_BATCHQ_RELEASE, id, NULL, 0, 0);
+}
+
 /* The provider answered a batch call: the queue learns what the answer shows, and
  * Anthropic's results_url is pointed at the proxy. */
 static void batch_answered(px_t *px)
@@ -615,13 +654,18 @@ static void batch_answered(px_t *px)
     size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
     const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
     sl_batch_queue_t *q = px->proxy->batches;
-    if (px->batch_hold) {
-        sl__batch_created(q, px->batch_hold - 1, px->status, body, len);
-        px->batch_hold = 0;
+    if (px->batch_hold[0]) {
+        char id[SL_BATCHQ_ID_MAX + 1];
+        int64_t requests = px->batch_requests;
+        if (px->status == 200 && sl__batch_created(body, len, id, &requests))
+            batch_queue_call(px, SL_BATCHQ_BIND, px->batch_hold, id, requests, BATCH_WINDOW_S);
+        else
+            batch_queue_call(px, SL_BATCHQ_RELEASE, px->batch_hold, NULL, 0, 0);
+        px->batch_hold[0] = '\0';
     }
     if (px->status != 200) return;
     sl__batch_on_answer(q, px->api, px->batch_op, body, len, px->body, px->body_len,
-                        in_header(px, "Content-Type"));
+                        in_header(px, "Content-Type"), on_batch_ended, px);
     const char *host = in_header(px, "Host");
     if (px->api != SL_UPSTREAM_ANTHROPIC || !host || px->batch_op == SL_BATCH_RESULTS) return;
     char base[320];
@@ -737,8 +781,8 @@ static void px_forward(px_t *px)
         .body = px->body,
         .body_len = px->body_len,
         .ca_file = px->ca_file,
-        .connect_timeout_s = c->proxy.connect_timeout_s,
-        .idle_timeout_s = c->proxy.idle_timeout_s,
+        .connect_timeout_s = SL_PROXY_CONF(c)->connect_timeout_s,
+        .idle_timeout_s = SL_PROXY_CONF(c)->idle_timeout_s,
     };
     px->sent_s = monotonic_s();
     px->first_token_s = 0;
@@ -770,7 +814,7 @@ static void start_event_stream(px_t *px)
     sl_hreq_start(px->call->req, 200, "text/event-stream; charset=utf-8");
     px->sse_started = true;
     on_ping(-1, 0, px); /* the first bytes now: the client's first-byte timer stops */
-    double s = px->srv->config.proxy.ping_interval_s;
+    double s = SL_PROXY_CONF(&px->srv->config)->ping_interval_s;
     struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
     px->ping = event_new(px->srv->base, -1, EV_PERSIST, on_ping, px);
     if (px->ping) event_add(px->ping, &tv);
@@ -808,7 +852,7 @@ static void queue_call(px_t *px, uint64_t ticket)
     }
     px->phase = PX_QUEUED;
     px->ticket = ticket;
-    double s = srv->config.proxy.max_hold_s;
+    double s = SL_PROXY_CONF(&srv->config)->max_hold_s;
     struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
     if (!px->wait_timer) px->wait_timer = evtimer_new(srv->base, on_wait_timeout, px);
     if (px->wait_timer) evtimer_add(px->wait_timer, &tv);
@@ -932,7 +976,7 @@ static void px_free(px_t *px)
     stop_waiting(px);
     if (px->xfer) sl_upstream_cancel(px->xfer);
     if (px->lease) cancel_lease(px); /* a path that forgot to settle: give it back */
-    if (px->batch_hold) sl__batch_release(proxy->batches, px->batch_hold - 1);
+    if (px->batch_hold[0]) batch_queue_call(px, SL_BATCHQ_RELEASE, px->batch_hold, NULL, 0, 0);
     sl__cont_free(px->cont);
     unwatch_client(px);
     if (px->wait_timer) event_free(px->wait_timer);
@@ -1054,7 +1098,7 @@ static int route_by_model(px_t *px)
                  px->model, forbidden);
         return -1;
     }
-    const char *def = c->proxy.default_pool;
+    const char *def = SL_PROXY_CONF(c)->default_pool;
     if (def && sl__token_may_use(px->call, NULL, def)) {
         snprintf(px->pool, sizeof(px->pool), "%s", def);
         return 0;
@@ -1078,7 +1122,7 @@ static int identify(px_t *px, identity_t *id)
         const char *key = presented_key(px);
         if (key) sl__token_identify(call, key);
         if (!call->admin && !call->token) {
-            if (c->proxy.allow_unauthenticated && agent) {
+            if (SL_PROXY_CONF(c)->allow_unauthenticated && agent) {
                 call->admin = true; /* identified by its headers, as the config allows */
             } else {
                 px_error(px, 401,
@@ -1254,13 +1298,13 @@ static int rekey_upstream(px_t *px)
 /* The vocabulary, or NULL when the configuration says `estimator: bytes`. */
 static sl_tokenizer_t *tokenizer(sl_proxy_t *proxy)
 {
-    return proxy->srv->config.proxy.estimate_bytes ? NULL : proxy->tok;
+    return SL_PROXY_CONF(&proxy->srv->config)->estimate_bytes ? NULL : proxy->tok;
 }
 
 int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err, size_t errlen)
 {
     sl_proxy_t *proxy = proxy_of(srv);
-    if (c->proxy.estimate_bytes || !proxy || proxy->tok) return 0;
+    if (SL_PROXY_CONF(c)->estimate_bytes || !proxy || proxy->tok) return 0;
     /* Never a silent downgrade: bytes / 4 can be off by a factor of two or more on code
      * and non-Latin text, so only the configuration may choose it. */
     const char *path = sl_tokenizer_default_path();
@@ -1281,7 +1325,7 @@ int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err,
 void sl__proxy_metrics_render(const sl_server_t *srv, struct evbuffer *out)
 {
     const sl_proxy_t *proxy = proxy_of(srv);
-    bool bytes = srv->config.proxy.estimate_bytes || !proxy || !proxy->tok;
+    bool bytes = SL_PROXY_CONF(&srv->config)->estimate_bytes || !proxy || !proxy->tok;
     evbuffer_add_printf(out,
                         "# HELP sluice_proxy_estimator_info How the proxy estimates input "
                         "tokens: the tokenizer and its vocabulary, or body bytes / 4.\n"
@@ -1299,9 +1343,9 @@ static json_t *read_body(px_t *px)
     const sl_config_t *c = &px->srv->config;
     size_t len;
     const char *in = sl_hreq_body(px->call->req, &len);
-    if (len > c->proxy.body_limit_bytes) {
+    if (len > SL_PROXY_CONF(c)->body_limit_bytes) {
         px_error(px, 413, "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes",
-                 len, c->proxy.body_limit_bytes);
+                 len, SL_PROXY_CONF(c)->body_limit_bytes);
         return NULL;
     }
     px->body = malloc(len + 1);
@@ -1371,6 +1415,15 @@ static void estimate(px_t *px, const json_t *j)
     px->est.output_tokens = sl__proxy_output_tokens(&px->out);
 }
 
+/* proxy.continue_capped applies to the call whose body is `j`: the client named its own
+ * limit, asks one choice, and is not an OpenAI call asking for JSON. */
+static bool continuable(const px_t *px, const json_t *j)
+{
+    return SL_PROXY_CONF(&px->srv->config)->continue_capped && px->out.per_choice_tokens > 0 &&
+           px->out.choices == 1 &&
+           (px->api != SL_UPSTREAM_OPENAI || sl__oai_cont_takes(j, px->responses));
+}
+
 /* The lease reserved less output than the call asks (output_reserve: learned, a share
  * cap): the body goes upstream with its limit lowered to the reservation, so the provider
  * never holds more than sluice reserved. Returns 0, or -1 when out of memory. */
@@ -1381,9 +1434,9 @@ static int cap_forwarded_output(px_t *px, int64_t reserved_tokens)
     if (!px->out.cappable || reserved_tokens >= asked) return 0;
     json_t *j = json_loadb(px->body, px->body_len, 0, NULL);
     /* proxy.continue_capped: an answer cut at the cap is continued (proxy_continue.c). */
-    if (j && !px->cont && px->srv->config.proxy.continue_capped &&
-        px->api == SL_UPSTREAM_ANTHROPIC && !px->responses && px->out.per_choice_tokens > 0) {
-        if (!(px->cont = sl__cont_new(j, px->out.per_choice_tokens))) {
+    if (j && !px->cont && continuable(px, j)) {
+        if (!(px->cont = sl__cont_new(px->api, px->responses, j, px->out.field,
+                                      px->out.per_choice_tokens))) {
             json_decref(j);
             return -1;
         }
@@ -1454,6 +1507,50 @@ static void continue_call(px_t *px)
     ask_lease(px);
 }
 
+/* The backend answered a create's hold: the lease is asked for when its requests fit the
+ * processing-queue bound; over it, a 429 in the provider's shape with a retry-after. */
+static void on_batch_held(int rc, bool counted, int64_t queued, const char *errmsg, void *ud)
+{
+    px_t *px = ud;
+    if (rc != SL_OK || !counted) px->batch_hold[0] = '\0';
+    if (px->gone) { /* the client left while the backend decided: px_free releases */
+        px_free(px);
+        return;
+    }
+    if (rc != SL_OK) {
+        px_error(px, sl__error_status(rc, SL_DIALECT_PROVIDER, NULL), "sluice: %s",
+                 errmsg && *errmsg ? errmsg : sl_strerror(rc));
+        return;
+    }
+    if (!counted) {
+        const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->batch_pool);
+        set_retry_headers(px, BATCH_RETRY_AFTER_S);
+        px_error(px, 429,
+                 "sluice: batch pool '%s' has %" PRId64 " requests in the provider's "
+                 "processing queue; %" PRId64 " more are over max_batch_requests %" PRId64
+                 " (a batch leaves the count when a retrieve shows it ended); retry after "
+                 "%.0f s",
+                 px->batch_pool, queued, px->batch_requests, up ? up->max_batch_requests : 0,
+                 BATCH_RETRY_AFTER_S);
+        return;
+    }
+    ask_lease(px);
+}
+
+/* Holds a create's `requests` in the backend's queue of its batch pool (shared by every
+ * replica) before the create goes to the provider; on_batch_held goes on. */
+static void hold_batch(px_t *px, int64_t requests, int64_t max_requests)
+{
+    sl_proxy_t *proxy = px->proxy;
+    snprintf(px->batch_hold, sizeof(px->batch_hold), "hold-%016" PRIx64 "-%" PRIu64,
+             proxy->hold_nonce, ++proxy->holds);
+    px->batch_requests = requests;
+    sl_batchq_call_t c = {.op = SL_BATCHQ_ADD, .pool = px->batch_pool, .id = px->batch_hold,
+                          .requests = requests, .max_requests = max_requests,
+                          .ttl_s = BATCH_HOLD_TTL_S};
+    sl_backend_batch_queue(px->srv->backend, &c, on_batch_held, px);
+}
+
 /* The batch APIs: the pool's key, one request and no tokens on the batch pool; a create
  * first holds its requests in the pool's processing-queue bound (max_batch_requests),
  * refused 429 with a retry-after when they do not fit. */
@@ -1464,11 +1561,13 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
     const char *in = sl_hreq_body(px->call->req, &len);
     const char *ctype = sl_hreq_header(px->call->req, "Content-Type");
     bool upload = px->batch_op == SL_BATCH_FILE_UPLOAD;
-    if (len > c->proxy.body_limit_bytes) {
+    /* The batch pool's name before a lease may make px->pool "POOL:KEY". */
+    snprintf(px->batch_pool, sizeof(px->batch_pool), "%s", px->pool);
+    if (len > SL_PROXY_CONF(c)->body_limit_bytes) {
         px_error(px, 413,
                  "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes "
                  "(proxy.body_limit_bytes)",
-                 len, c->proxy.body_limit_bytes);
+                 len, SL_PROXY_CONF(c)->body_limit_bytes);
         return;
     }
     /* Only what the SDKs send: a page cannot send either without a CORS preflight. */
@@ -1488,19 +1587,19 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
         px->body[len] = '\0';
         px->body_len = len;
     }
+    int64_t n = 0;
     if (px->batch_op == SL_BATCH_CREATE) {
         char err[256];
         json_t *j = px->body ? json_loadb(px->body, px->body_len, 0, NULL) : NULL;
-        int64_t n = json_is_object(j) ? sl__batch_create_requests(px->proxy->batches, px->api, j,
-                                                                  err, sizeof(err))
-                                      : -1;
+        n = json_is_object(j) ? sl__batch_create_requests(px->proxy->batches, px->api, j, err,
+                                                          sizeof(err))
+                              : -1;
         if (!json_is_object(j)) snprintf(err, sizeof(err), "sluice: the body is not a JSON object");
         json_decref(j);
         if (n < 0) {
             px_error(px, 400, "%s", err);
             return;
         }
-        int64_t queued = sl__batch_queued(px->proxy->batches, px->pool);
         if (n > up->max_batch_requests) {
             px_error(px, 400,
                      "sluice: a batch of %" PRId64 " requests never fits pool '%s' "
@@ -1508,20 +1607,6 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
                      n, px->pool, up->max_batch_requests);
             return;
         }
-        int slot = queued + n <= up->max_batch_requests
-                       ? sl__batch_hold(px->proxy->batches, px->pool, n)
-                       : -1;
-        if (slot < 0) {
-            set_retry_headers(px, BATCH_RETRY_AFTER_S);
-            px_error(px, 429,
-                     "sluice: batch pool '%s' has %" PRId64 " requests in the provider's "
-                     "processing queue; %" PRId64 " more are over max_batch_requests %" PRId64
-                     " (a batch leaves the count when a retrieve shows it ended); retry after "
-                     "%.0f s",
-                     px->pool, queued, n, up->max_batch_requests, BATCH_RETRY_AFTER_S);
-            return;
-        }
-        px->batch_hold = slot + 1;
     }
     if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {
         px_error(px, 503, "sluice: out of memory");
@@ -1529,16 +1614,19 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
     }
     watch_client(px);
     px->stream = false;
-    ask_lease(px);
+    if (px->batch_op == SL_BATCH_CREATE)
+        hold_batch(px, n, up->max_batch_requests);
+    else
+        ask_lease(px);
 }
 
 static void start_call(px_t *px, const char *path, const char *query)
 {
     const sl_config_t *c = &px->srv->config;
     size_t n_headers = sl_hreq_header_count(px->call->req);
-    if (n_headers > c->proxy.max_headers) {
+    if (n_headers > SL_PROXY_CONF(c)->max_headers) {
         px_error(px, 431, "sluice: %zu request headers are more than the proxy's limit of %zu",
-                 n_headers, c->proxy.max_headers);
+                 n_headers, SL_PROXY_CONF(c)->max_headers);
         return;
     }
     identity_t id;
@@ -1639,7 +1727,7 @@ static void request_lease(px_t *px, const char *task_role)
          * model, so calibration does not learn that gap as the tokenizer's error. */
         .model = px->model[0] && !px->chained ? px->model : NULL,
         .cache_prefix_hash = px->prefix_hash[0] ? px->prefix_hash : NULL,
-        .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
+        .max_wait_s = SL_PROXY_CONF(&px->srv->config)->max_hold_s, /* hold, don't refuse */
         /* The body goes upstream with at most the output reserved (cap_forwarded_output). */
         .output_capped = px->out.cappable,
         .cache_ttl_s = px->cache_ttl_s,
@@ -1780,7 +1868,7 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
 
 size_t sl__proxy_body_limit(const sl_config_t *c)
 {
-    return c->proxy.body_limit_bytes;
+    return SL_PROXY_CONF(c)->body_limit_bytes;
 }
 
 sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv)
@@ -1802,6 +1890,10 @@ int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
         snprintf(err, errlen, "proxy: libcurl cannot be initialised");
         return -1;
     }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    proxy->hold_nonce = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                        ((uint64_t)getpid() << 40);
     if (!(proxy->batches = sl__batch_queue_new())) {
         sl_upstream_free(proxy->up);
         free(proxy);

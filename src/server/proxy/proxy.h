@@ -6,6 +6,29 @@
 #include "server.h"
 #include "upstream.h"
 
+/* The proxy's limits (the `proxy:` section). */
+typedef struct sl_proxy_config {
+    size_t body_limit_bytes;    /* 33554432: larger request bodies get 413 */
+    size_t max_headers;         /* 100: requests with more headers get 431 */
+    double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
+    double connect_timeout_s;   /* 10 */
+    double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
+    double max_hold_s;          /* 540: a proxied call waits in the queue this long (under the
+                                   SDKs' 10-minute timeouts) before it is refused */
+    char *default_pool;         /* NULL: a model no pool's `models` matches is a 400; else
+                                   such calls go to this pool */
+    bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
+                                   identify an agent (with auth off they always do) */
+    bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
+                                   below the client's max_tokens is continued (docs/proxy.md) */
+    bool estimate_bytes;        /* false (`estimator: tokenizer`): the vocabulary is loaded at
+                                   start and a missing one is a startup error; true
+                                   (`estimator: bytes`): input is estimated as body bytes / 4 */
+} sl_proxy_config_t;
+
+/* The proxy's section of configuration `c` (config_proxy.c; set by sl_config_defaults). */
+#define SL_PROXY_CONF(c) ((sl_proxy_config_t *)(c)->feature[SL_FEATURE_ID_proxy])
+
 typedef struct sl_proxy sl_proxy_t;
 
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
@@ -13,6 +36,16 @@ typedef struct sl_proxy sl_proxy_t;
  * `proxy.estimator: bytes`). Returns 0, or -1 with `err` set (a missing or invalid
  * vocabulary names its path). */
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
+
+/* config_proxy.c: the `proxy:` section's table, defaults, reader (errors as
+ * "FILE:LINE: proxy.KEY: ..."), the check of default_pool against the pools (after the
+ * whole file), and what clearing a configuration frees of it. */
+extern const sl_config_table_t sl__proxy_table;
+int sl__config_proxy_defaults(sl_config_t *c);
+int sl__config_parse_proxy(struct yaml_document_s *doc, struct yaml_node_s *section,
+                           const char *path, sl_config_t *c, char *err, size_t errlen);
+int sl__config_check_proxy(const sl_config_t *c, const char *path, char *err, size_t errlen);
+void sl__config_proxy_clear(sl_config_t *c);
 /* Loads the tokenizer vocabulary if configuration `c` estimates with it and none is
  * loaded yet (a reload from `estimator: bytes`). Returns 0, or -1 with `err` naming the
  * path; nothing changes then. */
@@ -146,18 +179,23 @@ int64_t sl__proxy_output_tokens(const sl_proxy_output_t *o);
  * when out of memory. */
 int sl__proxy_output_cap(json_t *body, const sl_proxy_output_t *o, int64_t reserved_tokens);
 
-/* proxy_continue.c: one client answer from several capped Anthropic Messages calls
- * (proxy.continue_capped). Pure functions on JSON; the proxy does leases and I/O. */
+/* proxy_continue.c: one client answer from several capped calls (proxy.continue_capped).
+ * Pure functions on JSON; the proxy does leases and I/O. */
 typedef struct sl_cont sl_cont_t;
-/* A continuation state for a call whose body is `client_body` (copied) and whose own
- * max_tokens is `client_max_tokens`; NULL when out of memory. */
-sl_cont_t *sl__cont_new(const json_t *client_body, int64_t client_max_tokens);
+/* A continuation state for a call of `api` (`responses`: the Responses API) whose body is
+ * `client_body` (copied) and whose own limit, in the body's `field` (static), is
+ * `client_max_tokens`; NULL when out of memory. */
+sl_cont_t *sl__cont_new(sl_upstream_api_t api, bool responses, const json_t *client_body,
+                        const char *field, int64_t client_max_tokens);
 void sl__cont_free(sl_cont_t *c);
-/* The next part is sent with max_tokens `cap_tokens`. */
+/* The next part is sent with its limit at `cap_tokens`. */
 void sl__cont_round(sl_cont_t *c, int64_t cap_tokens);
 /* A streamed part: one SSE event (its bytes up to the blank line) in, what the client
- * gets appended to `out` (events renumbered, joined, held back or dropped). */
-void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, struct evbuffer *out);
+ * gets appended to `out` (events renumbered, joined, held back or dropped). `to_client`
+ * false: the event is read but never reaches the client (the OpenAI usage chunk sluice
+ * asked for; the Anthropic half skips such events). */
+void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, bool to_client,
+                    struct evbuffer *out);
 /* After a streamed part: it was cut at its cap and the answer goes on. */
 bool sl__cont_wants_more(const sl_cont_t *c);
 /* A whole (non-stream) part's body: 1 when the answer goes on, 0 when it is complete
@@ -168,6 +206,29 @@ char *sl__cont_answer(sl_cont_t *c);
 /* The next part's body as JSON text (the caller frees; NULL when out of memory), and in
  * *max_tokens_left what the client's limit leaves. */
 char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left);
+
+/* proxy_continue_openai.c: the same for OpenAI Chat Completions and the Responses API
+ * (no prefill: the cut text goes back as an assistant message). Each function is its
+ * sl__cont_* counterpart's; sl__oai_cont_event takes Chat Completions chunks and whole
+ * Responses events. */
+typedef struct sl__oai_cont sl__oai_cont_t;
+sl__oai_cont_t *sl__oai_cont_new(bool responses, const json_t *client_body, const char *field,
+                                 int64_t client_max_tokens);
+void sl__oai_cont_free(sl__oai_cont_t *c);
+void sl__oai_cont_round(sl__oai_cont_t *c, int64_t cap_tokens);
+void sl__oai_cont_event(sl__oai_cont_t *c, const char *ev, size_t len, bool to_client,
+                        struct evbuffer *out);
+bool sl__oai_cont_wants_more(const sl__oai_cont_t *c);
+int sl__oai_cont_absorb(sl__oai_cont_t *c, const char *body, size_t len);
+char *sl__oai_cont_answer(sl__oai_cont_t *c);
+char *sl__oai_cont_next_body(sl__oai_cont_t *c, int64_t *max_tokens_left);
+/* Whether an OpenAI call's body may be continued: not one asking for JSON
+ * (response_format / text.format json_schema or json_object), which a second message
+ * would break. */
+bool sl__oai_cont_takes(const json_t *body, bool responses);
+/* Adds every integer of the usage object `part` to `into`'s, nested objects (token
+ * details) too; other members `into` lacks are copied. */
+void sl__usage_sum(json_t *into, const json_t *part);
 
 /* proxy_prefix.c: the SHA-256 (64 hex digits and a NUL in `out`) of the prompt prefix
  * a call of `api` expects from the provider's cache: Anthropic's blocks up to the last
