@@ -88,6 +88,11 @@ typedef struct sl_pool_config {
     bool working_set;              /* false; true: the first call of a task (a cache
                                       identity never settled) waits, parked, while any
                                       request is queued (docs/design.md, "Working set") */
+    int64_t key_group;             /* 0: none. Pools of one nonzero key_group are the keys
+                                      of one pool of several keys: a key whose own queue
+                                      is empty grants the queued tickets of the others when
+                                      they fit it and not their own key (one queue over
+                                      the keys; docs/design.md, "A pool of several keys") */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
@@ -270,6 +275,9 @@ typedef struct sl_request {
      * not read the graph before it asks. */
     const char *const *roles_allowed;
     size_t n_roles_allowed;
+    /* Named one key of a pool of several keys (POOL:KEY, an operator's pinning): queued,
+     * it waits for that key alone; no other key of its key_group grants it. */
+    bool key_pinned;
 } sl_request_t;
 
 /* The longest cache lifetime a request may name (one day). */

@@ -282,6 +282,8 @@ double sl_engine_next_wakeup(const sl_engine_t *e)
     for (size_t i = 0; i < e->n_pools; i++) {
         double t = sl__pool_next_wakeup(e->pools[i]);
         if (t < at) at = t;
+        t = sl__keys_next_wakeup(e, e->pools[i]);
+        if (t < at) at = t;
     }
     return at;
 }

@@ -182,6 +182,7 @@ typedef struct sl__ticket {
     sl__hnode_t idle; /* deadline for idleness; not in the heap while held */
     struct sl__capstate *parked_on; /* waiting for this holder's release, not in the queue */
     struct sl__capstate *woken_by;  /* moved back to the queue by that holder's release */
+    bool key_pinned;                /* its request named this key alone (keyqueue.c) */
     bool ws_parked;                 /* a first call parked by the working set (admit.c); then
                                        park_prev/park_next chain the pool's arrival list */
     struct sl__ticket *park_prev, *park_next;
@@ -524,6 +525,11 @@ void sl__calib_update_output(sl__calib_t *c);
 void sl__pool_free(sl__pool_t *p);
 void sl__pool_advance(sl_engine_t *e, sl__pool_t *p, double now);
 void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now);
+/* keyqueue.c: p (a key of a pool of several keys, its queue empty) grants its siblings'
+ * queued tickets that fit it and not their own key, the longest waiting first. */
+void sl__keys_drain(sl_engine_t *e, sl__pool_t *p, double now);
+/* When the next sibling ticket sl__keys_drain would take fits p (INFINITY: none). */
+double sl__keys_next_wakeup(const sl_engine_t *e, const sl__pool_t *p);
 double sl__pool_next_wakeup(const sl__pool_t *p);
 void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
 /* Raises or clears the pool's spend_cap alert (an ALERT event when it changes). */

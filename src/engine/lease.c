@@ -376,6 +376,7 @@ typedef struct decide_args {
     double weight;
     double ttl_s;
     double max_wait_s; /* the longest ETA that is queued */
+    bool key_pinned;   /* the request named this key alone (keyqueue.c) */
     sl__capstate_t *park_on; /* held back only by this holder's max_concurrent */
     double cap_wait_s;       /* then: when it frees a slot */
     const char *cap_reason;
@@ -496,6 +497,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->seq = ++p->seq;
     t->enqueued_at = now;
     t->ttl_s = a->ttl_s;
+    t->key_pinned = a->key_pinned;
     t->prio = sl__rand32(e);
     t->idle.idx = SL__HEAP_NONE;
     t->idle.tie = 0;
@@ -716,6 +718,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.ttl_s = ttl_s > p->cfg.max_lease_ttl_s ? p->cfg.max_lease_ttl_s : ttl_s;
 
     args.max_wait_s = req->max_wait_s > 0 ? req->max_wait_s : p->cfg.max_queue_wait_s;
+    args.key_pinned = req->key_pinned;
     if (pa->blocked_until > now_s) {
         /* Its own 429 report asked for a longer wait than the pool takes on its word. */
         reject(p, args.weight, pa->blocked_until - now_s, now_s, out, REASON_AGENT_RETRY_AFTER,

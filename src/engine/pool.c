@@ -61,7 +61,8 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         (rc = check_limit(e, name, "rpm", c->rpm)) ||
         (rc = check_limit(e, name, "tokens_tpm", c->tokens_tpm)) ||
         (rc = check_limit(e, name, "concurrency", c->concurrency)) ||
-        (rc = check_limit(e, name, "cache_bump_min_tokens", c->cache_bump_min_tokens)))
+        (rc = check_limit(e, name, "cache_bump_min_tokens", c->cache_bump_min_tokens)) ||
+        (rc = check_limit(e, name, "key_group", c->key_group)))
         return rc;
     if (!(c->margin_floor > 0 && c->margin_floor <= c->margin_start && c->margin_start <= 1))
         return sl__fail(e, SL_EINVAL,
@@ -254,6 +255,7 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now)
         }
     }
     if (p->ws_n && p->queued == 0) sl__admit_grant(e, p, now);
+    sl__keys_drain(e, p, now);
 }
 
 void sl__spend_cap_alert(sl_engine_t *e, sl__pool_t *p, bool active, double now)

@@ -369,6 +369,13 @@ int sl_sim_scenario_parse(const char *text, size_t len, sl_sim_scenario_t *sc, c
             else if (!strcmp(k, "provider")) parse_provider(&c, v, &sc->provider);
             else if (!strcmp(k, "agents")) parse_agents(&c, v, sc);
             else if (!strcmp(k, "keys")) parse_keys(&c, v, sc);
+            else if (!strcmp(k, "keys_queue")) {
+                char q[16];
+                get_str(&c, k, v, q, sizeof q);
+                if (!strcmp(q, "per_key")) sc->keys_per_key_queue = true;
+                else if (strcmp(q, "one") != 0 && !c.failed)
+                    fail(&c, "keys_queue \"%s\" must be one or per_key", q);
+            }
             else fail(&c, "unknown key \"%s\"", k);
         }
     }

@@ -67,6 +67,8 @@ typedef struct sl_sim_scenario {
     sl_provider_config_t provider;
     sl_sim_key_t keys[SL_SIM_KEYS_MAX]; /* `keys:`; the provider's limits are then unused */
     int n_keys;                   /* 0: one key with the provider's limits */
+    bool keys_per_key_queue;      /* `keys_queue: per_key`: each key's queue its own (the
+                                     rule before one queue over the keys), to compare */
     sl_sim_group_t *groups;
     int n_groups;
     double limits_scale;          /* what sl_sim_scenario_scale() applied (1: as written) */

@@ -154,6 +154,15 @@ static sim_agent_t *agent_by_ticket(sim_run_t *run, uint64_t ticket)
 static void grant(const sluice_state_t *s, sim_agent_t *a, const sl_decision_t *d)
 {
     a->lease = d->lease;
+    /* Another key than the one it queued on may have granted it (one queue over the
+     * keys, keyqueue.c): the call goes to the provider of the lease's key. */
+    const sim_run_t *run = s->run;
+    sl_lease_state_t l;
+    if (run->sc->n_keys > 0 && sl_engine_lease_state(s->e, d->lease, &l) == SL_OK) {
+        const char *colon = strchr(l.pool, ':');
+        for (int k = 0; colon && k < run->n_providers; k++)
+            if (!strcmp(colon + 1, run->sc->keys[k].name)) a->key = k;
+    }
     a->send_max_tokens = s->learned ? d->charged_output_tokens : 0;
 }
 
@@ -275,6 +284,8 @@ static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *er
             cfg.output_tpm = run->sc->keys[k].output_tpm;
             cfg.rpm = run->sc->keys[k].rpm;
             cfg.tokens_tpm = run->sc->keys[k].tokens_tpm;
+            /* One queue over the keys, as sluiced configures them (keyqueue.c). */
+            cfg.key_group = run->sc->keys_per_key_queue ? 0 : 1;
         }
         rc = sl_engine_configure_pool(s->e, key_pool(run, k, name, sizeof name), &cfg, 0);
     }

@@ -157,6 +157,10 @@ int scenario_line(scenario_t *sc, char *line, int lineno, op_t *op)
         sc->engine_only = true;
         return 0;
     }
+    if (strcmp(tok[0], "one_server") == 0) {
+        sc->one_server = true;
+        return 0;
+    }
     if (strcmp(tok[0], "wakeups") == 0) {
         sc->wakeups = true;
         return 0;
@@ -240,6 +244,7 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(lease_duration_prior_s);
     N(backfill);
     N(working_set);
+    N(key_group);
     N(price_input_per_mtok);
     N(price_output_per_mtok);
 #undef N
@@ -265,6 +270,7 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->cache_prefix_hash = arg(op, "prefix");
     r->max_wait_s = arg_num(op, "max_wait", 0);
     r->output_capped = arg_num(op, "capped", 0) != 0;
+    r->key_pinned = arg_num(op, "pin", 0) != 0;
     r->cache_ttl_s = arg_num(op, "cache_ttl", 0);
     /* allowed=a,b: the caller's roles (roles_allowed), valid until the next request */
     static char allowed[512];

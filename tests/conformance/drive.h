@@ -59,6 +59,8 @@ typedef struct scenario {
     char *lines[SCN_MAX_OPS];       /* the split copies the ops point into */
     int n_lines;
     bool engine_only; /* "engine_only": what the Redis library does not port */
+    bool one_server;  /* "one_server": what sluice.lua does over several pools' slots on one
+                         Redis server only (engine only against a Cluster) */
     bool wakeups;     /* "wakeups": every wake-up is delivered at its time (engine_wake) */
 } scenario_t;
 

@@ -90,6 +90,11 @@ static int run_file(const char *path, redis_run_t *rr, bool verbose)
         printf("%s: engine only\n", path);
         rr = NULL;
     }
+    if (rr && sc.one_server && strchr(rr->host, ',')) {
+        printf("%s: engine only (one Redis server: a Cluster keeps each pool in its own slot)\n",
+               path);
+        rr = NULL;
+    }
     if (rr && redis_reset(rr) != 0) {
         scenario_free(&sc);
         return 1;

@@ -119,6 +119,24 @@ static void test_a_provider_hold_counts_in_the_eta(void **state)
     sl_engine_free(e);
 }
 
+/* A key whose margin climbed holds more than its starting capacity, but the engine refuses
+ * a need above limit x margin_start for good: such a need never goes to that key (the
+ * simulator's --demand-scale 4 run of two-keys.yaml met the refusal). */
+static void test_a_need_above_the_starting_capacity_skips_a_climbed_key(void **state)
+{
+    (void)state;
+    sl_pool_info_t big, small;
+    sl_engine_t *e = two_keys();
+    sl_request_t r = need_output("a", 2700); /* small: start capacity 2,550, climbed 2,910 */
+    assert_int_equal(sl_engine_pool_info(e, "p:big", &big), SL_OK);
+    assert_int_equal(sl_engine_pool_info(e, "p:small", &small), SL_OK);
+    small.capacity[SL_BUCKET_OUTPUT] = small.level[SL_BUCKET_OUTPUT] = 2910;
+    big.level[SL_BUCKET_OUTPUT] = 0; /* big must wait 2,700 / 85 = 32 s */
+    const sl_pool_info_t *keys[2] = {&big, &small};
+    assert_int_equal(sl_keys_pick(keys, 2, &r, T0), 0);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -127,6 +145,7 @@ int main(void)
         cmocka_unit_test(test_a_key_too_small_for_the_need_is_never_picked),
         cmocka_unit_test(test_tickets_queued_on_a_key_count_in_its_eta),
         cmocka_unit_test(test_a_provider_hold_counts_in_the_eta),
+        cmocka_unit_test(test_a_need_above_the_starting_capacity_skips_a_climbed_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -686,10 +686,11 @@ end
 
 local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
-  nil, {'park', 'woke', 'ws', 'cttl', 'ogrp'})  -- caps: the holder it is parked on, the
-  -- holder that woke it; ws: '1' while the working set parks it (a task's first call); cttl:
-  -- the call's cache lifetime in seconds ('' = the pool's cache_ttl_s); ogrp: its agent
-  -- group (role), whose output percentile it learns
+  nil, {'park', 'woke', 'ws', 'cttl', 'ogrp', 'pin'})  -- caps: the holder it is parked on,
+  -- the holder that woke it; ws: '1' while the working set parks it (a task's first call);
+  -- cttl: the call's cache lifetime in seconds ('' = the pool's cache_ttl_s); ogrp: its
+  -- agent group (role), whose output percentile it learns; pin: '1' when its request
+  -- named this key alone (KQ below)
 local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
 local DEFAULT_TEAM = 'default'
 
@@ -732,7 +733,8 @@ local function parse_member(m)
 end
 
 -- p.qn is the queue's length over all teams: an empty queue (the usual case) costs no
--- query, and the head is looked up once per call until the queue changes (S.qid).
+-- query, and the head is looked up once per call until the queue or a team's outer
+-- tags change (S.qid: reset by insert, remove and grant).
 -- A team that was idle starts at max(V, its last outer tag): no credit for idle time.
 local function queue_insert(p, t)
   local g = team_get(t.team, true)
@@ -789,10 +791,11 @@ local function queue_head(p)
 end
 
 -- Requests ahead in a team's own zset: their count, summed needs and (when `want_cost`)
--- summed costs, at a cost that does not grow with the queue. `member` names a queued
--- ticket (its rank is the count ahead); nil means a new request with tag `finish`,
--- which goes after every request of an equal tag (its sequence number is the highest),
--- so the count is ZCOUNT up to `finish`. A synchronised burst gives thousands of equal
+-- summed costs, at a cost that does not grow with the queue. `member` names a ticket:
+-- its rank is the count ahead (a parked one is not in the zset: the rank its tag would
+-- have); nil means a new request with tag `finish`, which goes after every request of
+-- an equal tag (its sequence number is the highest), so the count is ZCOUNT up to
+-- `finish`. A synchronised burst gives thousands of equal
 -- tags: nothing here walks them. The sums walk whichever side of the position is
 -- shorter and use the team's running sums for the other; a position more than
 -- WALK_MAX from both ends takes the team's mean need for the requests ahead (the ETA
@@ -809,6 +812,21 @@ local function walk_sums(q, from, to, sign, sums, want_cost)
   return c
 end
 
+-- The rank (finish, seq) would have in zset q when its member is not there (a ticket
+-- parked on a holder's max_concurrent keeps its tag out of the queue): the members of
+-- lower score, then a binary search among those of equal score, which sort by member,
+-- i.e. by sequence number (as the engine's key, queue.c). O(log^2 n), walks nothing.
+local function rank_absent(q, finish, seq)
+  local lo = redis.call('ZCOUNT', q, '-inf', '(' .. F(finish))
+  local hi = redis.call('ZCOUNT', q, '-inf', F(finish))
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local _, _, s = parse_member(redis.call('ZRANGE', q, mid, mid)[1])
+    if s < seq then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
 local function inner_prefix(g, finish, member, want_cost)
   local q = team_q(g.name)
   local depth = g.qn
@@ -816,7 +834,11 @@ local function inner_prefix(g, finish, member, want_cost)
   if depth == 0 then return 0, sums, 0 end
   local ahead
   if member then
-    ahead = redis.call('ZRANK', q, member) or depth
+    ahead = redis.call('ZRANK', q, member)
+    if not ahead then
+      local _, _, seq = parse_member(member)
+      ahead = rank_absent(q, finish, seq)
+    end
   else
     ahead = redis.call('ZCOUNT', q, '-inf', F(finish))
   end
@@ -898,6 +920,18 @@ local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0
   nil, {'caph', 'cttl', 'ogrp'})  -- caps: its cost in USD, its holders' keys (caps
   -- section); cttl and ogrp as the ticket's
 
+-- A ticket's poll claims the lease it was granted (its TTL starts); `peek`: a replica
+-- asking after a grant it may have missed, not its holder. Returns whether it changed.
+local function lease_claim(p, l, now, args)
+  if l.claimed ~= 0 or (args and args.peek) then return false end
+  local old = l.exp
+  l.claimed = 1
+  l.exp = now + l.ttl
+  zput(p, 'lx', 'lx_at', l.id, old, l.exp)
+  touch(lease_key(l.id))
+  return true
+end
+
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
           ttl = l.ttl, weight = l.weight, charged_input_tokens = l.n0,
@@ -924,6 +958,8 @@ end
 -- 200 locals.
 local CP = {}
 local WS = {}  -- the working set's functions (their section follows backfilling)
+local KQ = {}  -- one queue over the keys of a pool of several keys (its section follows the
+              -- configuration's decoding, which it uses)
 local REASON_AGENT, REASON_TEAM, REASON_BUDGET = 'agent_cap', 'team_cap', 'budget_exhausted'
 local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
   'blast'})
@@ -1312,6 +1348,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
   if finish > g.vtime then g.vtime = finish end
   g.lo = outer
   g.base = outer
+  S.qid = nil  -- the team's outer tags moved: another team's head may lead now
   touch(team_key(g.name))
   if outer > p.vtime then p.vtime = outer end
   if finish > a.lf then a.lf = finish end
@@ -1341,15 +1378,17 @@ local function lease_end(p, l, state, refund, now)
   lease_forget(p, l, state)
 end
 
-local function tomb_add(p, id, state, lease)
-  redis.call('HSET', K('tend'), F(id), state .. ':' .. F(lease))
+local function tomb_add(p, id, state, lease, lease_pool)
+  local v = state .. ':' .. F(lease)
+  if lease_pool then v = v .. ':' .. lease_pool end  -- granted by another key (KQ)
+  redis.call('HSET', K('tend'), F(id), v)
   redis.call('ZADD', K('tendz'), F(S.now), F(id))
   local due = S.now + p.tombstone_ttl_s
   if due < p.purge_at then p.purge_at = due end
 end
 
 -- Ends a ticket that is no longer in the queue.
-local function ticket_end(p, t, state, lease, now)
+local function ticket_end(p, t, state, lease, now, lease_pool)
   if state == END_CANCELLED or state == END_EXPIRED then
     emit(state == END_CANCELLED and 'ticket_cancelled' or 'ticket_expired',
          {agent = t.agent, ticket = t.id, waited = now - t.enq})
@@ -1358,7 +1397,7 @@ local function ticket_end(p, t, state, lease, now)
   CP.caps_unwake(p, t)
   local a = agent_get(t.agent, false)
   if a then a.queued = a.queued - 1; touch(agent_key(t.agent)) end
-  tomb_add(p, t.id, state, lease)
+  tomb_add(p, t.id, state, lease, lease_pool)
   drop(ticket_key(t.id))
 end
 
@@ -1615,6 +1654,7 @@ local function drain(p, now)
     end
   end
   if p.ws_n > 0 and p.qn == 0 then WS.grant(p, now) end
+  if p.key_group ~= 0 then KQ.drain(p, now) end
 end
 
 local function reject_unfit(p, now)
@@ -1838,6 +1878,157 @@ local function config_mt(s)
   return mt
 end
 
+
+-- ---- one queue over the keys ----
+-- Ports: src/engine/keyqueue.c. The keys of a pool with `keys:` are pools "POOL:KEY" of one
+-- nonzero key_group; a key whose own queue is empty after its drain grants the heads of
+-- its siblings' queues (the longest waiting first) while each fits it and not its own
+-- key, and is not pinned to it. Each pool lives in its own slot ({POOL:KEY}), so this
+-- reads and writes the siblings' keys from this pool's call: on one Redis server that is
+-- one atomic call; on a Cluster the siblings' keys are on other slots, the reads fail
+-- (redis.pcall) and each key's queue stays its own. Siblings are the registry's pools
+-- named "POOL:<name>" (sluice:{registry}:pools, where every replica registers its pools).
+
+-- Switches the call to pool `name`'s keys (S.prefix and the per-pool caches of S);
+-- returns what KQ.leave restores.
+function KQ.enter(name)
+  local saved = {prefix = S.prefix, fixed = S.fixed, pool = S.pool, pool_key = S.pool_key,
+                 tl = S.tl, qid = S.qid, qouter = S.qouter}
+  S.prefix = 'sluice:{' .. name .. '}:'
+  S.pool_key = S.prefix .. 'pool'
+  S.pool = name
+  S.fixed = FIXED[S.prefix]
+  if not S.fixed then S.fixed = {}; FIXED[S.prefix] = S.fixed end
+  S.tl, S.qid, S.qouter = nil, nil, nil
+  return saved
+end
+
+function KQ.leave(saved)
+  S.prefix, S.fixed, S.pool, S.pool_key = saved.prefix, saved.fixed, saved.pool, saved.pool_key
+  S.tl, S.qid, S.qouter = saved.tl, saved.qid, saved.qouter
+end
+
+-- The entered pool's hot state with its configuration, or nil (gone, another layout, or
+-- on another Cluster slot).
+function KQ.load()
+  local raw = redis.pcall('HMGET', S.pool_key, 'cfg', 'st')
+  if type(raw) ~= 'table' or raw.err or not raw[1] or not raw[2] then return nil end
+  local ok, st = pcall(decode, ST, raw[2])
+  local okc, mt = pcall(config_mt, raw[1])
+  if not ok or not okc then return nil end
+  return setmetatable(st, mt)
+end
+
+-- The other keys' pools of this pool's key group, by name.
+function KQ.siblings()
+  local group = string.match(S.pool, '^(.*):[^:]*$')
+  if not group then return {} end
+  local all = redis.pcall('HKEYS', 'sluice:{registry}:pools')
+  if type(all) ~= 'table' or all.err then return {} end
+  local prefix, out = group .. ':', {}
+  for _, n in ipairs(all) do
+    if n ~= S.pool and string.sub(n, 1, #prefix) == prefix and
+        not string.find(n, ':', #prefix + 1, true) then
+      out[#out + 1] = n
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+-- Grants best.t (the head of sibling best.name's queue, whose state is best.q) on p when
+-- it fits p now; false, with nothing changed, when it does not.
+function KQ.take(p, best, now)
+  local t, q = best.t, best.q
+  local a = agent_get(t.agent, false)
+  local c = nil
+  if t.own == 1 then
+    if a then c = cache_view(a, true, t.ck) end
+  else
+    c = cache_view(a, false, t.ck)
+  end
+  -- A provider's cache is per workspace: a prefix warm on its own key is cold here.
+  local n = {n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, pen = t.pen}
+  if t.pen == 0 and t.cached > 0 and not cache_warm(p, c, now) and p.cache_reads_count == 0 and
+      q.cache_reads_count == 0 then
+    n.n0, n.n3, n.pen = n.n0 + t.cached, n.n3 + t.cached, 1
+  end
+  local need = need_of(n)
+  for b = 0, NB - 1 do
+    if limited(p, b) and need[b] > capacity(p, b) then return false end
+  end
+  if not fits(p, need, now) then return false end
+  if p.ablk_until > now then
+    local until_s = tonumber(redis.call('HGET', K('ablk'), t.agent) or '')
+    if until_s and until_s > now then return false end
+  end
+  local hs = CP.caps_resolve(p, t.agent)
+  if hs then
+    local ok, why = pcall(CP.caps_check, p, hs, need, now)
+    if not ok or why then return false end
+  end
+  a = a or agent_get(t.agent, true)
+  local g = team_get(team_of(p, t.agent), true)
+  -- Its tags in p as an arrival now: served by p's clock, never ahead of it.
+  local cst = cost(p, need)
+  local start = g.vtime > a.lf and g.vtime or a.lf
+  local finish = start + cst / t.weight
+  local _, _, outer = queue_place(p, g, finish, nil, cst)
+  local tt = {own = t.own, ck = t.ck, model = t.model, est = t.est, n0 = n.n0, n1 = n.n1,
+              n2 = n.n2, n3 = n.n3, cached = t.cached, pen = n.pen, pt = t.pt, cttl = t.cttl,
+              ogrp = t.ogrp}
+  local l = grant(p, a, tt, t.weight, g, finish, outer, t.ttl, t.id, now - t.enq, now, hs)
+  local here = S.pool
+  local saved = KQ.enter(best.name)
+  queue_remove(q, t)
+  ticket_end(q, t, END_GRANTED, l.id, now, here)
+  if q.now < now then q.now = now end
+  redis.call('HSET', S.pool_key, 'st', encode(ST, q))
+  KQ.leave(saved)
+  return true
+end
+
+function KQ.drain(p, now)
+  if p.qn > 0 or p.ws_n > 0 then return end
+  local names = KQ.siblings()
+  while p.qn == 0 and p.ws_n == 0 and #names > 0 do
+    local best = nil
+    for _, name in ipairs(names) do
+      local saved = KQ.enter(name)
+      local q = KQ.load()
+      if q and q.key_group == p.key_group and q.qn > 0 and q.now <= now then
+        refill(q, now)  -- as its own drain would see it now
+        local id = queue_head(q)
+        local t = id and load_ticket(id)
+        if t and t.pin ~= '1' and not fits(q, need_of(t), now) and
+            (not best or t.enq < best.t.enq or (t.enq == best.t.enq and t.id < best.t.id)) then
+          best = {name = name, q = q, t = t}
+        end
+      end
+      KQ.leave(saved)
+    end
+    if not best or not KQ.take(p, best, now) then return end
+  end
+end
+
+-- A ticket's poll when another key granted it: that key's lease, claimed there;
+-- `check_actor` is ticket_state's (defined after this section).
+function KQ.claim(name, lease, id, now, args, check_actor)
+  local saved = KQ.enter(name)
+  local lp = KQ.load()
+  local l = lp and load_lease(lease)
+  if not l then
+    fail('already_settled', 'ticket %s was granted lease %s, which has ended', F(id), F(lease))
+  end
+  check_actor(args, l.agent, 'ticket', id)
+  if lease_claim(lp, l, now, args) then
+    if lp.now < now then lp.now = now end
+    redis.call('HSET', S.pool_key, 'st', encode(ST, lp))
+  end
+  local d = fill_grant(l)
+  KQ.leave(saved)
+  return d
+end
 
 -- ---- call frame ----
 -- Ports: Redis-only: one call per decision (the C engine's entry points in src/engine/engine.c).
@@ -2143,21 +2334,18 @@ local function ticket_state(p, id, now, args)
   end
   local tomb = redis.call('HGET', K('tend'), F(id))
   if not tomb then ticket_unknown(p, id) end
-  local state, lease = string.match(tomb, '^(%d+):(.*)$')
+  local state, lease, lease_pool = string.match(tomb, '^(%d+):([^:]*):?(.*)$')
   state = tonumber(state)
   lease = tonumber(lease)
   if state == END_GRANTED then
+    -- Granted by another key of its pool (KQ): the lease is that key's.
+    if lease_pool ~= '' and lease_pool ~= S.pool then
+      return KQ.claim(lease_pool, lease, id, now, args, check_actor)
+    end
     local l = load_lease(lease)
     if l then
       check_actor(args, l.agent, 'ticket', id)
-      -- `peek`: a replica asking after a grant it may have missed, not its holder.
-      if l.claimed == 0 and not (args and args.peek) then
-        local old = l.exp
-        l.claimed = 1
-        l.exp = now + l.ttl
-        zput(p, 'lx', 'lx_at', l.id, old, l.exp)
-        touch(lease_key(l.id))
-      end
+      lease_claim(p, l, now, args)
       return fill_grant(l)
     end
     fail('already_settled', 'ticket %s was granted lease %s, which has ended', F(id), F(lease))
@@ -2243,7 +2431,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
     idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = '',
-    cttl = t.cttl or '', ogrp = t.ogrp or ''}
+    cttl = t.cttl or '', ogrp = t.ogrp or '', pin = t.pin or ''}
   create(ticket_key(id), TICKET, tk)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
@@ -2419,7 +2607,8 @@ local function request(p, args, now)
   local cached = corrected(cached_tokens, ratio)
   local t = {est = input_tokens + cached_tokens, cached = cached, pt = input + cached,
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or '',
-             first_call = first_call, cttl = args.cache_ttl_s or '', ogrp = role}
+             first_call = first_call, cttl = args.cache_ttl_s or '', ogrp = role,
+             pin = num(args, 'key_pinned', 0) ~= 0 and '1' or ''}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
   -- Only a call capped to its reservation may reserve less than its max_tokens: the

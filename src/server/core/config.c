@@ -617,6 +617,7 @@ static int expand_keys(parse_t *p, sl_config_t *c, yaml_node_t *keys, size_t lat
         yaml_node_t *entry = node(p, keys->data.sequence.items.start[i]);
         size_t slot = c->settings.n_pools++;
         c->settings.pools[slot].config = tmpl_pool.config;
+        c->settings.pools[slot].config.key_group = (int64_t)at + 1; /* one queue over the keys */
         c->bounds[slot] = tmpl_bounds;
         c->pool_lines[slot] = entry ? (int)entry->start_mark.line + 1 : 0;
         rc = parse_key_entry(p, tmpl_pool.name, i, entry, &tmpl_up, &c->settings.pools[slot],

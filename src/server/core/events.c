@@ -171,12 +171,18 @@ static void ticket_ended(sl_server_t *srv, const sl_event_t *ev, bool rejected)
     o->retry_at = ev->retry_at;
 }
 
-/* A queued ticket was granted: the lease keeps the model its request named. */
+/* A queued ticket was granted: the lease keeps the model its request named, and the
+ * ticket names the lease's pool (another key of a pool of several keys may have granted
+ * it: its poll then answers that key). */
 static void ticket_granted(sl_server_t *srv, const sl_event_t *ev)
 {
-    const sl_owner_t *t = sl__idmap_get(&srv->ticket_owner, ev->ticket);
+    sl_owner_t *t = sl__idmap_get(&srv->ticket_owner, ev->ticket);
     sl_owner_t *l = sl__idmap_get(&srv->lease_owner, ev->lease);
     if (t && l) snprintf(l->model, sizeof(l->model), "%s", t->model);
+    if (t && ev->pool) {
+        sl__keys_note_grant(srv, t->pool, ev->pool);
+        snprintf(t->pool, sizeof(t->pool), "%s", ev->pool);
+    }
     ticket_ended(srv, ev, false);
 }
 

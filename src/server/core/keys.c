@@ -35,9 +35,41 @@ typedef struct memo_slot {
     char pool[129]; /* the key's pool, "POOL:KEY" */
 } memo_slot_t;
 
+/* Grants of a ticket by another key than the one it queued on (one queue over the keys,
+ * src/engine/keyqueue.c), counted per granting key for /metrics: at most TAKEN_KEYS keys
+ * (a pool has at most SL_CONFIG_KEYS_MAX; more pools of keys share the table, and a key
+ * beyond it is not counted). */
+#define TAKEN_KEYS 64
+
+typedef struct taken_count {
+    char pool[129]; /* the granting key's pool, "POOL:KEY"; "" = free */
+    uint64_t n;
+} taken_count_t;
+
 struct sl_keys_memo {
     memo_slot_t slot[MEMO_SLOTS];
+    taken_count_t taken[TAKEN_KEYS];
 };
+
+static struct sl_keys_memo *memo_of(sl_server_t *srv)
+{
+    if (!srv->keys_memo) srv->keys_memo = calloc(1, sizeof(*srv->keys_memo));
+    return srv->keys_memo;
+}
+
+void sl__keys_note_grant(sl_server_t *srv, const char *queued_on, const char *granted_on)
+{
+    if (!queued_on || !granted_on || !strcmp(queued_on, granted_on) || strlen(granted_on) > 128 ||
+        !sl__key_name(&srv->config, granted_on) || !memo_of(srv))
+        return;
+    taken_count_t *t = srv->keys_memo->taken;
+    for (size_t i = 0; i < TAKEN_KEYS; i++) {
+        if (t[i].pool[0] && strcmp(t[i].pool, granted_on) != 0) continue;
+        if (!t[i].pool[0]) snprintf(t[i].pool, sizeof(t[i].pool), "%s", granted_on);
+        t[i].n++;
+        return;
+    }
+}
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -55,8 +87,7 @@ static uint64_t memo_hash(const char *group, const sl_request_t *r)
 static memo_slot_t *memo_slot(sl_server_t *srv, const char *group, const sl_request_t *r,
                               uint64_t *hash)
 {
-    if (!r->request_id || !r->agent) return NULL;
-    if (!srv->keys_memo && !(srv->keys_memo = calloc(1, sizeof(*srv->keys_memo)))) return NULL;
+    if (!r->request_id || !r->agent || !memo_of(srv)) return NULL;
     *hash = memo_hash(group, r);
     return &srv->keys_memo->slot[*hash % MEMO_SLOTS];
 }
@@ -124,7 +155,9 @@ void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
     const char *pool = req->pool ? req->pool : "default";
     size_t first;
     if (sl_config_key_members(&srv->config, pool, &first, 1) == 0 || strlen(pool) > 128) {
-        sl_backend_request(srv->backend, req, cb, ud);
+        sl_request_t pinned = *req; /* POOL:KEY: that key alone, queued too (keyqueue.c) */
+        pinned.key_pinned = sl__key_name(&srv->config, pool) != NULL;
+        sl_backend_request(srv->backend, &pinned, cb, ud);
         return;
     }
     keys_pick_t *pk = calloc(1, sizeof(*pk));
@@ -195,5 +228,19 @@ void sl__keys_metrics_render(const sl_server_t *srv, struct evbuffer *out)
          * the configuration loads): nothing in them needs a label's escaping. */
         evbuffer_add_printf(out, "sluice_pool_key{pool=\"%s\",key_of=\"%s\",key=\"%s\"} 1\n",
                             c->settings.pools[i].name, up->key_group, up->key_name);
+    }
+    if (!any) return;
+    evbuffer_add_printf(out, "# HELP sluice_pool_key_taken_total Queued requests a key granted "
+                             "from another key's queue (one queue over the keys).\n"
+                             "# TYPE sluice_pool_key_taken_total counter\n");
+    for (size_t i = 0; i < c->settings.n_pools; i++) {
+        const sl_pool_upstream_t *up = &c->upstreams[i];
+        if (!up->key_group) continue;
+        uint64_t n = 0;
+        for (size_t k = 0; srv->keys_memo && k < TAKEN_KEYS; k++)
+            if (!strcmp(srv->keys_memo->taken[k].pool, c->settings.pools[i].name))
+                n = srv->keys_memo->taken[k].n;
+        evbuffer_add_printf(out, "sluice_pool_key_taken_total{pool=\"%s\"} %llu\n",
+                            c->settings.pools[i].name, (unsigned long long)n);
     }
 }

@@ -261,7 +261,11 @@ int sl__admit(sl_call_t *call, sl_error_dialect_t dialect, sl_request_t *r,
  * otherwise the request goes to its pool as it is. `cb` may run before this returns. */
 void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,
                       size_t pool_out_size, sl_backend_decision_cb cb, void *ud);
-/* Frees what keys.c keeps (the request ids' keys). */
+/* A ticket queued on key pool `queued_on` was granted by key pool `granted_on` (one
+ * queue over the keys): counted for /metrics (sluice_pool_key_taken_total) when they
+ * differ and `granted_on` is a key's pool. */
+void sl__keys_note_grant(sl_server_t *srv, const char *queued_on, const char *granted_on);
+/* Frees what keys.c keeps (the request ids' keys, the counts). */
 void sl__keys_free(sl_server_t *srv);
 /* The key name of pool `pool` ("POOL:KEY" -> KEY), or NULL for a pool of one key. */
 const char *sl__key_name(const sl_config_t *c, const char *pool);

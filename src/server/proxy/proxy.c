@@ -916,6 +916,9 @@ static void on_ticket_event(sl_proxy_t *proxy, const sl_event_t *ev)
     switch (ev->kind) {
     case SL_EV_GRANTED:
         stop_waiting(px);
+        /* Another key of a pool of several keys may have granted it (one queue over the
+         * keys): the call goes out with the key of the lease's pool. */
+        if (ev->pool) snprintf(px->pool, sizeof(px->pool), "%s", ev->pool);
         /* The poll claims the lease (unclaimed grants are refunded after a while). */
         sl_backend_ticket_poll(px->srv->backend, ev->ticket, on_decision, px);
         break;

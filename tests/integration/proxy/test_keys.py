@@ -260,6 +260,92 @@ class KeysForward(unittest.TestCase):
         self.assertTrue(all("anthropic-workspace" not in h for h in big.seen))
 
 
+class Gate(Capture):
+    """A Capture whose answers wait until release() (each call, in arrival order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.open = threading.Semaphore(0)
+        handler = self.server.RequestHandlerClass
+        base_post, gate = handler.do_POST, self
+
+        def do_post(req):
+            gate.arrived += 1
+            gate.open.acquire(timeout=60)
+            base_post(req)
+
+        self.arrived = 0
+        handler.do_POST = do_post
+
+    def release(self):
+        self.open.release()
+
+
+class KeysOneQueue(unittest.TestCase):
+    """One queue over the keys (design.md, "One queue over the keys"): a call queued on
+    one key goes out with another key's secret when that key frees first."""
+
+    def test_a_queued_call_goes_out_with_the_key_that_frees_first(self):
+        os.environ["SLUICE_KEY_BIG"] = KEY_BIG
+        os.environ["SLUICE_KEY_SMALL"] = KEY_SMALL
+        big, small = Gate(), Gate()
+        text = two_keys_config(big, small).replace(
+            "        output_tpm: 6000\n", "        output_tpm: 6000\n        concurrency: 1\n").replace(
+            "        output_tpm: 3000\n", "        output_tpm: 3000\n        concurrency: 1\n")
+        results, other = {}, None
+
+        def call(name, pool):
+            extra = {"x-sluice-pool": pool} if pool else None
+            results[name] = self.s.anthropic(message(max_tokens=10), agent=name, extra=extra)
+
+        try:
+            with Sluiced(text) as s:
+                self.s = s
+                wait_for(lambda: s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
+                threads = [threading.Thread(target=call, args=("on-big", "claude:big")),
+                           threading.Thread(target=call, args=("on-small", "claude:small"))]
+                for t in threads:
+                    t.start()
+                wait_for(lambda: big.arrived == 1 and small.arrived == 1, 10, "both keys busy")
+                # Both keys at their concurrency: the third call queues on one of them.
+                threads.append(threading.Thread(target=call, args=("queued", None)))
+                threads[-1].start()
+
+                def depth(key):
+                    return s.get("/v1/pools/claude:" + key)["queue"]["depth"]
+
+                wait_for(lambda: depth("big") + depth("small") == 1, 10, "the call queued")
+                queued_on = "big" if depth("big") else "small"
+                other, other_gate = ("small", small) if queued_on == "big" else ("big", big)
+                own_gate = big if queued_on == "big" else small
+                # The other key finishes first: the queued call goes out with it, while the
+                # key it queued on still holds its call.
+                other_gate.release()
+                wait_for(lambda: other_gate.arrived == 2, 10, "the queued call on the other key")
+                self.assertEqual(own_gate.arrived, 1)
+                other_gate.release()
+                own_gate.release()
+                for t in threads:
+                    t.join(30)
+                self.assertEqual([results[n][0] for n in ("on-big", "on-small", "queued")],
+                                 [200, 200, 200], results)
+                self.assertEqual(s.get("/v1/pools/claude:" + other)["totals"]["granted"], 2)
+                self.assertEqual(s.get("/v1/pools/claude:" + queued_on)["totals"]["granted"], 1)
+                _, _, metrics = s.request("GET", "/metrics")
+                self.assertIn(b'sluice_pool_key_taken_total{pool="claude:%s"} 1'
+                              % other.encode(), metrics)
+                self.assertIn(b'sluice_pool_key_taken_total{pool="claude:%s"} 0'
+                              % queued_on.encode(), metrics)
+        finally:
+            for g in (big, small):
+                for _ in range(3):
+                    g.release()
+                g.close()
+        secret = KEY_SMALL if other == "small" else KEY_BIG
+        seen = small.seen if other == "small" else big.seen
+        self.assertEqual([h["x-api-key"] for h in seen], [secret, secret])
+
+
 class KeysReload(unittest.TestCase):
     def test_a_reload_adds_a_key_and_changes_a_keys_limits(self):
         os.environ["SLUICE_KEY_BIG"] = KEY_BIG

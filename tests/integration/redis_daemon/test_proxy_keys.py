@@ -47,7 +47,15 @@ class RedisTwoKeys(cases.TwoKeys):
         super().setUp()
 
 
-del cases.TwoKeys, cases.BadKeys
+class RedisKeysOneQueue(cases.KeysOneQueue):
+    """One queue over the keys on sluice.lua: the key that frees first takes the call
+    queued on the other (KQ in sluice.lua, over the keys' slots of one Redis server)."""
+
+    def setUp(self):
+        REDIS.command("FLUSHALL")
+
+
+del cases.TwoKeys, cases.BadKeys, cases.KeysOneQueue
 
 if __name__ == "__main__":
     unittest.main()
