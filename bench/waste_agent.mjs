@@ -2,7 +2,8 @@
 // WORDS words each (max_tokens 8,192, the SDK's own retry: maxRetries 2, retry-after
 // honoured), a TEST_MS pause after each ("run the tests"). A call the SDK still fails
 // with a 429 breaks the turn: one re-read call of the same size, then the turn again (at
-// most 6 times). Prints one JSON line {"agent","calls","broken","gave_up"} and exits 0.
+// most 6 times). Prints one JSON line {"agent","calls","broken","gave_up","spans_ms"} (each
+// call's [asked, answered] epoch ms, for the fleet's per-phase timing) and exits 0.
 //
 //   node waste_agent.mjs NAME BASE_URL TURNS WORDS TEST_MS [AGENT_HEADER]
 import { createRequire } from 'node:module';
@@ -23,11 +24,15 @@ const client = new Anthropic({ apiKey: 'sk-ant-e2e-real-pool-key-5150', baseURL,
                                timeout: 180000,
                                defaultHeaders: header ? { 'x-sluice-agent': name } : {} });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const stats = { agent: name, calls: 0, broken: 0, gave_up: false };
-const call = (turn) => {
+const stats = { agent: name, calls: 0, broken: 0, gave_up: false, spans_ms: [] };
+const call = async (turn) => {
   stats.calls++;
-  return client.messages.create({ model: 'claude-emu-1', max_tokens: 8192,
-                                  messages: [{ role: 'user', content: `turn ${turn}: ${prompt}` }] });
+  const span = [Date.now(), 0]; /* [asked, answered or failed] in epoch ms, SDK retries inside */
+  stats.spans_ms.push(span);
+  try {
+    return await client.messages.create({ model: 'claude-emu-1', max_tokens: 8192,
+                                          messages: [{ role: 'user', content: `turn ${turn}: ${prompt}` }] });
+  } finally { span[1] = Date.now(); }
 };
 outer: for (let turn = 0; turn < TURNS; turn++) {
   for (;;) {

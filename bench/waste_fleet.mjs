@@ -4,15 +4,30 @@
 // retry and once through sluiced (pool with the same limits). Prints per run: makespan
 // (until the last process exits), the emulator's 429s, broken turns, and the input the
 // emulator billed over the input capacity of the run (the bucket starts full: input TPM
-// + input TPM / 60 x makespan), and for sluiced over the part it allows itself (x its
-// margin, 0.85 at start). Bounded: every process is killed after 240 s.
+// + input TPM / 60 x makespan), and for sluiced over the part it allowed itself (its
+// start margin's share of the full bucket, the refill at its margin of each moment, and
+// the reserve each step of its climb moved into the level). Bounded: every process is
+// killed after 240 s.
 //
-//   SLUICED=... SLUICE_EMU=... node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS]
+// Where the time goes, per run (the emulator's /stats and sluiced's /v1/pools polled every
+// 100 ms, each call's [asked, answered] from the agents): the first call asked (the
+// processes starting) and the first answer; the seconds the
+// emulator's input bucket held a whole call's input while some agent's call was waiting
+// (queued in sluiced, or asleep in the SDK's retry back-off), i.e. capacity left idle; the
+// input-capacity bound (the seconds the refill needs for the input billed beyond the full
+// bucket at start, at the provider's rate and at the rate the pool allows itself at start);
+// the last call's answer and the spread of the agents' last answers; for sluiced the
+// seconds its own input level held a call's input while calls were queued in it, and the
+// margin's climb (when it reached 0.90, 0.95, its ceiling). PAIRS runs the two in turn.
+//
+//   SLUICED=... SLUICE_EMU=... node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
 import { spawn } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { getJson, pool, startEmu, startSluiced } from '../tests/e2e/proxy_harness.mjs';
 
 const AGENTS = Number(process.argv[2] || 10), TURNS = Number(process.argv[3] || 4);
 const WORDS = Number(process.argv[4] || 15000), TEST_MS = 2000;
+const PAIRS = Number(process.argv[5] || 1), POLL_MS = 100;
 const LIMITS = { input_tpm: 400000, output_tpm: 40000, rpm: 2000 };
 const EMU_ARGS = ['--input-tpm', String(LIMITS.input_tpm), '--output-tpm', String(LIMITS.output_tpm),
                   '--rpm', String(LIMITS.rpm), '--ttft-ms', '200', '--tokens-per-s', '2000',
@@ -37,23 +52,94 @@ function runAgent(name, baseURL, viaSluice) {
   });
 }
 
-async function fleet(label, emu, baseURL, viaSluice, margin) {
+/* Samples {t (ms), level (the emulator's input bucket), active (calls at the emulator),
+ * margin (sluiced's, or null)} every POLL_MS until stop() is called. */
+function poller(emuPort, sluicedPort) {
+  const samples = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const t = Date.now();
+      try {
+        const st = await getJson(emuPort, '/stats');
+        const pools = sluicedPort ? await getJson(sluicedPort, '/v1/pools') : null;
+        const p = pools && pools.pools[0];
+        samples.push({ t, level: st.levels.input_tokens, active: st.http.active,
+                       margin: p ? p.margin : null,
+                       poolLevel: p ? p.buckets.input_tokens.level : null,
+                       queued: p ? p.queue.depth : 0 });
+      } catch { /* a poll lost under load: the next one counts */ }
+      await new Promise((r) => setTimeout(r, Math.max(0, POLL_MS - (Date.now() - t))));
+    }
+  })();
+  return { samples, stop: async () => { running = false; await loop; } };
+}
+
+/* Where the time went: see the header. `perCall` is the input one call bills. */
+function phases(t0, res, samples, perCall, margin0) {
+  const spans = res.flatMap((r) => r.spans_ms || []);
+  const answered = spans.map((s) => s[1]).filter((x) => x > 0);
+  const lastOf = res.map((r) => Math.max(0, ...(r.spans_ms || []).map((s) => s[1])))
+                    .filter((x) => x > 0);
+  let idle_ms = 0, poolIdle_ms = 0;
+  for (let i = 1; i < samples.length; i++) {
+    const s = samples[i], dt = s.t - samples[i - 1].t;
+    const waiting = spans.filter((c) => c[0] <= s.t && (c[1] === 0 || c[1] > s.t)).length - s.active;
+    if (waiting > 0 && s.level >= perCall) idle_ms += dt;
+    if (s.queued > 0 && s.poolLevel !== null && s.poolLevel >= perCall) poolIdle_ms += dt;
+  }
+  /* What sluiced allowed itself: the full bucket at its start margin, the refill at the
+   * margin of each moment, and the 1% of the limit each step above the start moved into
+   * the level (docs/design.md "Margin"). */
+  let allowed = margin0 === null ? null : LIMITS.input_tpm * margin0;
+  for (let i = 1; allowed !== null && i < samples.length; i++) {
+    const m = samples[i - 1].margin === null ? margin0 : samples[i - 1].margin;
+    allowed += LIMITS.input_tpm / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
+  }
+  if (allowed !== null) {
+    const top = Math.max(margin0, ...samples.map((x) => x.margin || 0));
+    allowed += LIMITS.input_tpm * (top - margin0);
+  }
+  const reached = (m) => {
+    const s = samples.find((x) => x.margin !== null && x.margin >= m - 1e-9);
+    return s ? ((s.t - t0) / 1000).toFixed(1) : '-';
+  };
+  return { first_s: (Math.min(...answered) - t0) / 1000, idle_s: idle_ms / 1000,
+           ask_s: (Math.min(...spans.map((c) => c[0])) - t0) / 1000,
+           poolIdle: margin0 === null ? '-' : (poolIdle_ms / 1000).toFixed(1) + ' s', allowed,
+           last_s: (Math.max(...answered) - t0) / 1000,
+           spread_s: (Math.max(...lastOf) - Math.min(...lastOf)) / 1000,
+           climb: margin0 === null ? '-' : `0.90@${reached(0.90)} 0.95@${reached(0.95)} ` +
+             `max ${Math.max(...samples.map((x) => x.margin || 0)).toFixed(2)}` };
+}
+
+async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort) {
+  const poll = poller(emu.port, sluicedPort);
   const t0 = Date.now();
   const names = Array.from({ length: AGENTS }, (_, i) => `agent-${i + 1}`);
   const res = await Promise.all(names.map((n) => runAgent(n, baseURL, viaSluice)));
   const makespan = (Date.now() - t0) / 1000;
+  await poll.stop();
   const st = await getJson(emu.port, '/stats');
   const input = st.tokens.input + st.tokens.cache_creation_input;
   const capacity = LIMITS.input_tpm + LIMITS.input_tpm / 60 * makespan;
   const errors = res.filter((r) => r.error);
   for (const e of errors) console.error(`${label}: ${e.agent}: ${e.error}`);
+  const perCall = input / Math.max(1, st.admitted);
+  const share = margin || 1;
   return { label, makespan, http429: st.http_429, calls: st.requests,
            broken: res.reduce((n, r) => n + r.broken, 0),
            gaveUp: res.filter((r) => r.gave_up).length, input,
-           used: input / capacity, usedOwn: margin ? input / (capacity * margin) : null };
+           used: input / capacity, usedOwn: null,
+           bound_s: Math.max(0, (input - LIMITS.input_tpm * share) / (LIMITS.input_tpm * share / 60)),
+           ...phases(t0, res, poll.samples, perCall, margin) };
 }
+/* Input billed over what sluiced allowed itself (phases: its margin over time). */
+function usedOwn(r) { if (r.allowed) r.usedOwn = r.input / r.allowed; return r; }
 
+const load = loadavg()[0];
 const runs = [];
+for (let pair = 0; pair < PAIRS; pair++) {
 {
   const emu = await startEmu(EMU_ARGS);
   try {
@@ -67,13 +153,16 @@ const runs = [];
   try {
     const pools0 = await getJson(sluiced.port, '/v1/pools');
     const margin = pools0.pools && pools0.pools[0] ? pools0.pools[0].margin : 0.85;
-    runs.push(await fleet('through sluiced', emu, `http://127.0.0.1:${sluiced.port}/anthropic`,
-                          true, margin));
+    runs.push(usedOwn(await fleet('through sluiced', emu,
+                                  `http://127.0.0.1:${sluiced.port}/anthropic`, true, margin,
+                                  sluiced.port)));
   } finally { await sluiced.stop(); await emu.stop(); }
+}
 }
 console.log(`(c) real fleet: ${AGENTS} agent processes x ${TURNS} turns of ${WORDS} words, ` +
             `max_tokens 8192, ${TEST_MS} ms test pause; emulator ${LIMITS.input_tpm} input TPM, ` +
-            `${LIMITS.output_tpm} output TPM`);
+            `${LIMITS.output_tpm} output TPM; ${PAIRS} pair(s), load average ${load.toFixed(1)} at ` +
+            `start, ${loadavg()[0].toFixed(1)} at end`);
 console.log('run                  makespan  emu 429s  calls  broken turns  gave up  input billed  ' +
             'input/capacity  input/own capacity');
 for (const r of runs)
@@ -81,3 +170,16 @@ for (const r of runs)
               `${String(r.calls).padStart(6)} ${String(r.broken).padStart(13)} ${String(r.gaveUp).padStart(8)} ` +
               `${String(r.input).padStart(13)} ${(100 * r.used).toFixed(0).padStart(14)}% ` +
               `${r.usedOwn === null ? '                 -' : (100 * r.usedOwn).toFixed(0).padStart(18) + '%'}`);
+console.log('\nwhere the time went   first ask  first answer  idle with calls waiting  capacity bound  ' +
+            'last answer  agents spread  pool idle, queued  margin climb');
+for (const r of runs)
+  console.log(`${r.label.padEnd(20)} ${r.ask_s.toFixed(1).padStart(7)} s ${r.first_s.toFixed(1).padStart(11)} s ` +
+              `${r.idle_s.toFixed(1).padStart(21)} s ` +
+              `${r.bound_s.toFixed(1).padStart(13)} s ${r.last_s.toFixed(1).padStart(10)} s ` +
+              `${r.spread_s.toFixed(1).padStart(12)} s ${r.poolIdle.padStart(18)}  ${r.climb}`);
+console.log('idle with calls waiting: the emulator\'s input bucket held a call\'s input while a call ' +
+            'waited (for sluiced mostly the margin\'s reserve); pool idle, queued: sluiced\'s own input ' +
+            'level held a call\'s input (as billed; its estimate of the head\'s need may be more) ' +
+            'while calls were queued in it');
+console.log('capacity bound: seconds of refill the input billed beyond a full bucket needs, at the ' +
+            'provider\'s rate (direct) or at the pool\'s start margin (sluiced)');

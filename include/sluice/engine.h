@@ -409,6 +409,12 @@ double sl_engine_next_wakeup(const sl_engine_t *e);
  * changed. */
 int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
                      const char *const *values, size_t count, double now_s, int *changed);
+/* sl_engine_resync of the pool of live lease `lease`, with the headers its call returned:
+ * only such a report, from a lease granted since the margin last changed, earns a step of
+ * the margin's climb above its start (docs/design.md "Margin"). Errors as sl_engine_settle
+ * for the lease, then as sl_engine_resync. */
+int sl_engine_resync_lease(sl_engine_t *e, uint64_t lease, const char *const *names,
+                           const char *const *values, size_t count, double now_s, int *changed);
 
 /* Task graph (PUT /v1/tasks/{task}). */
 typedef enum sl_task_state {

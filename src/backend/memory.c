@@ -506,7 +506,7 @@ static void mem_resync(sl_backend_t *b, uint64_t lease, const char *const *names
         return;
     }
     op_begin(m);
-    int rc = sl_engine_resync(m->engine, l.pool, names, values, count, mem_now(b), NULL);
+    int rc = sl_engine_resync_lease(m->engine, lease, names, values, count, mem_now(b), NULL);
     finish_done(m, rc, 0, cb, ud);
 }
 

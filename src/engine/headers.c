@@ -124,7 +124,7 @@ static double implied_level(const sl__pool_t *p, sl_header_kind_t h, int64_t v)
  * level), or do they show at least as much? A cold-start window's first value of a
  * bucket raises rather than compares, and says neither. */
 static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names,
-                         const char *const *values, size_t count, double now)
+                         const char *const *values, size_t count, uint64_t lease_id, double now)
 {
     bool lowered = false;
     unsigned agreed_bits = 0;
@@ -140,11 +140,11 @@ static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names
         else
             agreed_bits |= 1u << h.bucket;
     }
-    sl__margin_headers(e, p, lowered, agreed_bits, now);
+    sl__margin_headers(e, p, lowered, agreed_bits, lease_id, now);
 }
 
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, double now, bool apply, int *changed)
+               size_t count, uint64_t lease_id, double now, bool apply, int *changed)
 {
     int n_changed = 0;
     /* Validate everything first: a malformed header changes nothing. */
@@ -166,7 +166,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     if (!apply) return SL_OK;
     bool adopted = false;
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) judge_margin(e, p, names, values, count, now);
+        if (pass == 1) judge_margin(e, p, names, values, count, lease_id, now);
         for (size_t i = 0; i < count; i++) {
             sl_header_kind_t h = sl_header_classify(names[i]);
             if (!h.known || h.bucket < 0) continue;
@@ -218,20 +218,26 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     return SL_OK;
 }
 
-int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
-                     const char *const *values, size_t count, double now_s, int *changed)
+int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char *const *names,
+                    const char *const *values, size_t count, double now_s, int *changed)
 {
-    sl__pool_t *p = pool ? sl__pool_find(e, pool) : NULL;
-    if (!p) return sl__fail(e, SL_ENOTFOUND, "pool \"%.140s\" not found", pool ? pool : "(null)");
     if (count && (!names || !values)) return sl__fail(e, SL_EINVAL, "headers missing");
     for (size_t i = 0; i < count; i++)
         if (!names[i] || !values[i]) return sl__fail(e, SL_EINVAL, "header %zu missing", i);
     if (!(now_s >= e->now))
         return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
-    int rc = sl__resync(e, p, names, values, count, now_s, false, NULL);
+    int rc = sl__resync(e, p, names, values, count, lease_id, now_s, false, NULL);
     if (rc) return rc;
     sl_engine_advance(e, now_s);
-    sl__resync(e, p, names, values, count, now_s, true, changed);
+    sl__resync(e, p, names, values, count, lease_id, now_s, true, changed);
     sl__pool_drain(e, p, now_s);
     return SL_OK;
+}
+
+int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
+                     const char *const *values, size_t count, double now_s, int *changed)
+{
+    sl__pool_t *p = pool ? sl__pool_find(e, pool) : NULL;
+    if (!p) return sl__fail(e, SL_ENOTFOUND, "pool \"%.140s\" not found", pool ? pool : "(null)");
+    return sl__resync_pool(e, p, 0, names, values, count, now_s, changed);
 }

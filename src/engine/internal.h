@@ -19,8 +19,6 @@
 #define SL__ADMIT_MAX_WAIT_CACHE_LIVES 10 /* a parked first call joins the queue after this */
 #define SL__ADMIT_LEVEL_CACHE_LIVES 3 /* a level of remaining chain is worth this long a wait */
 #define SL__GRAPH_DEPTH_MAX 64        /* remaining chains are counted up to this many tasks */
-#define SL__CLIMB_PERIOD_S 60.0 /* the margin's climb from its start to its ceiling takes at
-                                   least this long (one refill period; margin.c) */
 
 /* A prompt cache (per pool, per cache_key). */
 typedef struct sl__cache {
@@ -208,10 +206,9 @@ typedef struct sl__pool {
     int start_bp, floor_bp, up_bp, down_bp; /* the margin settings in basis points */
     int max_bp;                             /* the climb's ceiling: max(start, margin_max) */
     double clean_since;                     /* last 429 or margin raise: the recovery clock */
-    double agreed_at;     /* the last provider `remaining` header that showed at least the
-                             room the pool believes (the climb above the start needs one) */
-    unsigned agreed_bits; /* bit b: a `remaining` header of bucket b agreed since the last
-                             step (a step above the start adds its room to those levels) */
+    uint64_t climb_id;    /* the engine's next id at the last margin change: a header of a
+                             lease with a lower id was decided before it and vouches for no
+                             step of the climb above the start (margin.c) */
     uint64_t cut_id;      /* the engine's next id at the last cut: a lease with a lower id
                              was granted before it, so its 429 is the same congestion event */
     double floor_since;                     /* when the margin reached the floor, or -1 */
@@ -379,13 +376,14 @@ void sl__margin_advance(sl_engine_t *e, sl__pool_t *p, double now);
 /* A 429 against lease `lease_id`: cuts the margin once per congestion event (a lease
  * granted before the last cut belongs to that cut's event); returns whether it cut. */
 bool sl__margin_cut(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double now);
-/* What the provider's `remaining` headers of one report said (before they are applied):
- * `lowered`: one shows less room than the pool believes, which takes a margin above the
- * start back to the start and restarts the climb; else `agreed_bits` (bit b: bucket b's
- * header showed at least that room): the climb may go on, and its next step adds its
+/* What the provider's `remaining` headers of one report, from the call of lease `lease_id`
+ * (0: no lease), said before they are applied: `lowered`: one shows less room than the
+ * pool believes, which takes a margin above the start back to the start; else
+ * `agreed_bits` (bit b: bucket b's header showed at least that room): from a lease granted
+ * since the last margin change, one step of the climb above the start, which adds its
  * room to those buckets' levels. */
 void sl__margin_headers(sl_engine_t *e, sl__pool_t *p, bool lowered, unsigned agreed_bits,
-                        double now);
+                        uint64_t lease_id, double now);
 double sl__margin_next_step_at(const sl__pool_t *p);
 double sl__margin_wait_for(const sl__pool_t *p, const sl__need_t *need, double now);
 
@@ -611,7 +609,12 @@ double sl__admit_eta(const sl__pool_t *p, const sl__need_t *need, bool parked, d
 void sl__admit_free(sl__pool_t *p);
 
 /* headers.c */
+/* Validates the headers (apply false) or applies them (true); `lease_id` is the lease whose
+ * call returned them (0: none), which the margin's climb asks for (margin.c). */
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, double now, bool apply, int *changed);
+               size_t count, uint64_t lease_id, double now, bool apply, int *changed);
+/* sl_engine_resync of pool `p` (found) with headers of lease `lease_id`'s call (0: none). */
+int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char *const *names,
+                    const char *const *values, size_t count, double now_s, int *changed);
 
 #endif

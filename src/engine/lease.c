@@ -931,6 +931,14 @@ static int validate_settle(sl_engine_t *e, const sl_settle_t *s)
     return SL_OK;
 }
 
+int sl_engine_resync_lease(sl_engine_t *e, uint64_t lease, const char *const *names,
+                           const char *const *values, size_t count, double now_s, int *changed)
+{
+    sl__lease_t *l;
+    int rc = live_lease(e, lease, &l);
+    return rc ? rc : sl__resync_pool(e, l->pool, lease, names, values, count, now_s, changed);
+}
+
 int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, double now_s,
                      sl_settle_result_t *out)
 {
@@ -945,7 +953,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     sl__pool_t *p = l->pool;
     /* Malformed provider headers refuse the settle before anything changes. */
     if (s->header_count && (rc = sl__resync(e, p, s->header_names, s->header_values,
-                                            s->header_count, now_s, false, NULL)))
+                                            s->header_count, lease, now_s, false, NULL)))
         return rc;
     sl__agent_t *a = l->pa->agent;
     if (sl__agent_record_signature(a, s->failure_signature) != 0)
@@ -955,7 +963,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
      * (Anthropic counts output from max_tokens until the call ends), and so does our
      * level until the refund below: compare them now, or the refund would be undone. */
     if (s->header_count)
-        sl__resync(e, p, s->header_names, s->header_values, s->header_count, now_s, true, NULL);
+        sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, now_s, true,
+                   NULL);
 
     int64_t actual_in = s->input_tokens + s->cache_creation_input_tokens;
     if (p->cfg.cache_reads_count) actual_in += s->cache_read_input_tokens;

@@ -172,8 +172,6 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
     p->floor_since = -1;
     p->blocked_until = -INFINITY;
     p->ws_promoted_at = -INFINITY;
-    p->agreed_at = -INFINITY;
-    p->agreed_bits = 0;
     p->last_refill = now_s;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         p->level[b] = sl__limited(p, (sl_bucket_t)b) ? sl__capacity(p, (sl_bucket_t)b) : 0;

@@ -424,9 +424,8 @@ static void sluice_started(sim_run_t *run, sim_agent_t *a, const sl_provider_res
         names[i] = h[i].name;
         values[i] = h[i].value;
     }
-    char pool[80];
-    if (nh > 0 && sl_engine_resync(s->e, key_pool(run, a->key, pool, sizeof pool), names, values,
-                                   nh, run->now_s, NULL) != SL_OK)
+    if (nh > 0 && sl_engine_resync_lease(s->e, a->lease, names, values, nh, run->now_s, NULL) !=
+                      SL_OK)
         sl__sim_fail(run, "%s: resync l_%" PRIu64 ": %s", a->name, a->lease,
                      sl_engine_errmsg(s->e));
 }

@@ -161,11 +161,15 @@ static void test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once(void 
     sl_engine_free(e);
 }
 
-static void resync_remaining(sl_engine_t *e, const char *value, double now)
+/* The input `remaining` header `value` returned by the call of `lease` (0: a pool resync,
+ * no lease). */
+static void resync_remaining(sl_engine_t *e, uint64_t lease, const char *value, double now)
 {
     const char *names[] = {"anthropic-ratelimit-input-tokens-remaining"};
     const char *values[] = {value};
-    assert_int_equal(sl_engine_resync(e, "default", names, values, 1, now, NULL), SL_OK);
+    assert_int_equal(lease ? sl_engine_resync_lease(e, lease, names, values, 1, now, NULL)
+                           : sl_engine_resync(e, "default", names, values, 1, now, NULL),
+                     SL_OK);
     harness_check(e);
 }
 
@@ -176,33 +180,48 @@ static void test_the_margin_climbs_above_its_start_only_while_headers_agree(void
     /* Without headers nothing vouches for the room: no climb. */
     assert_int_equal(sl_engine_advance(e, T0 + 1000), SL_OK);
     assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
-    /* An agreeing header each interval: +0.01 each, up to margin_max 0.97. */
-    for (int i = 0; i < 20; i++)
-        resync_remaining(e, "100000", T0 + 1010 + 180.0 * i);
-    assert_int_equal(sl_engine_advance(e, T0 + 1010 + 180.0 * 20), SL_OK);
+    /* A header of no lease's call (a pool resync) earns nothing. */
+    resync_remaining(e, 0, "100000", T0 + 1001);
+    assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
+    /* An agreeing header from each new lease's call: +0.01 each, up to margin_max 0.97. */
+    for (int i = 0; i < 20; i++) {
+        double t = T0 + 1010 + 10.0 * i;
+        resync_remaining(e, harness_grant(e, "a", 10, 10, t), "100000", t);
+    }
     assert_true(fabs(harness_margin(e) - 0.97) < 1e-12);
     /* One showing less room than the pool believes: back to the start at once. */
-    resync_remaining(e, "50000", T0 + 5000);
+    resync_remaining(e, 0, "50000", T0 + 5000);
     assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 35500.0) < 1e-6);
     sl_engine_free(e);
 }
 
-static void test_above_its_start_the_climb_to_the_ceiling_takes_one_refill_period(void **state)
+/* issue 24, the real fleet: above the start a step is earned by evidence, not by time.
+ * The headers of the calls granted before a step describe the margin before it (ten
+ * agents' calls answering together are one report, as their 429s are one congestion
+ * event); the first call granted after it vouches for it, at once: the climb goes at the
+ * fleet's round trip, not at a fixed 5 s a step (which took a 50 s fleet to 0.93). */
+static void test_above_its_start_a_step_needs_a_lease_granted_since_the_last(void **state)
 {
     (void)state;
     sl_engine_t *e = harness_engine(100000, 10000, 100); /* recover_every_s 180 */
-    /* A header agreeing in every 5 s interval: 12 steps from 0.85 to 0.97 in 60 s, one
-     * refill period for the whole climb (was one period a step: 720 s). */
-    for (int i = 0; i < 12; i++) {
-        resync_remaining(e, "100000", T0 + 1 + 5.0 * i);
-        assert_int_equal(sl_engine_advance(e, T0 + 5.0 * (i + 1) - 0.5), SL_OK);
-        assert_true(fabs(harness_margin(e) - (0.85 + 0.01 * i)) < 1e-12);
-        assert_int_equal(sl_engine_advance(e, T0 + 5.0 * (i + 1)), SL_OK);
-        assert_true(fabs(harness_margin(e) - (0.86 + 0.01 * i)) < 1e-12);
+    uint64_t wave[10];
+    for (int i = 0; i < 10; i++) wave[i] = harness_grant(e, "a", 10, 10, T0);
+    /* The wave's ten reports: the first steps, the other nine were decided before it. */
+    for (int i = 0; i < 10; i++) resync_remaining(e, wave[i], "100000", T0 + 0.5);
+    assert_true(fabs(harness_margin(e) - 0.86) < 1e-12);
+    /* Each call granted after the last step vouches for one more, with no wait. */
+    for (int i = 0; i < 11; i++) {
+        uint64_t l = harness_grant(e, "a", 10, 10, T0 + 0.6 + 0.1 * i);
+        resync_remaining(e, l, "100000", T0 + 0.65 + 0.1 * i);
+        assert_true(fabs(harness_margin(e) - (0.87 + 0.01 * i)) < 1e-12);
     }
+    /* At the ceiling, margin_max 0.97. */
+    resync_remaining(e, harness_grant(e, "a", 10, 10, T0 + 2), "100000", T0 + 2);
+    assert_true(fabs(harness_margin(e) - 0.97) < 1e-12);
     sl_engine_free(e);
-    /* Below the start, recovering from a 429, a step still takes recover_every_s. */
+    /* Below the start, recovering from a 429, a step still takes recover_every_s and a
+     * header changes nothing. */
     e = harness_engine(100000, 10000, 100);
     sl_request_t r = harness_req("a", 1000, 0);
     sl_decision_t d;
@@ -210,7 +229,8 @@ static void test_above_its_start_the_climb_to_the_ceiling_takes_one_refill_perio
     sl_settle_t st = {.input_tokens = 1000, .got_429 = true};
     assert_int_equal(sl_engine_settle(e, d.lease, &st, T0 + 2, NULL), SL_OK);
     assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
-    resync_remaining(e, "100000", T0 + 10);
+    resync_remaining(e, harness_grant(e, "b", 10, 10, T0 + 10), "100000", T0 + 10);
+    assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
     assert_int_equal(sl_engine_advance(e, T0 + 2 + 179), SL_OK);
     assert_true(fabs(harness_margin(e) - 0.80) < 1e-12);
     assert_int_equal(sl_engine_advance(e, T0 + 2 + 180), SL_OK);
@@ -226,18 +246,19 @@ static void test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouc
     (void)state;
     sl_engine_t *e = harness_engine(100000, 10000, 100);
     /* Spend the input bucket down to 5,000 (of 85,000) and the output one to 5,000. */
-    harness_grant(e, "a", 80000, 3500, T0);
+    uint64_t l = harness_grant(e, "a", 80000, 3500, T0);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 5000.0) < 1e-6);
     /* A second later the provider, holding the same 80,000, refilled at its full rate:
      * 21,667 room, sent as 22,000, against ours 6,417 + the 15,000 reserve. */
-    resync_remaining(e, "22000", T0 + 1);
-    assert_int_equal(sl_engine_advance(e, T0 + 5), SL_OK);
+    resync_remaining(e, l, "22000", T0 + 1);
     assert_true(fabs(harness_margin(e) - 0.86) < 1e-12);
-    /* 5 s refill at 85,000 a minute, plus the step's 1,000 of the reserve. */
-    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - (5000.0 + 85000.0 / 12 + 1000.0)) <
+    /* 1 s refill at 85,000 a minute, plus the step's 1,000 of the reserve. */
+    assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - (5000.0 + 85000.0 / 60 + 1000.0)) <
                 1e-6);
-    /* No output header agreed: that level only refilled. */
-    assert_true(fabs(harness_level(e, SL_BUCKET_OUTPUT) - (5000.0 + 8500.0 / 12)) < 1e-6);
+    /* No output header agreed: that level only refilled (1 s at 0.85, then 4 s at 0.86). */
+    assert_int_equal(sl_engine_advance(e, T0 + 5), SL_OK);
+    assert_true(fabs(harness_level(e, SL_BUCKET_OUTPUT) - (5000.0 + 8500.0 / 60 + 8600.0 / 15)) <
+                1e-6);
     sl_engine_free(e);
 }
 
@@ -282,7 +303,7 @@ int main(void)
         cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
         cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
         cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
-        cmocka_unit_test(test_above_its_start_the_climb_to_the_ceiling_takes_one_refill_period),
+        cmocka_unit_test(test_above_its_start_a_step_needs_a_lease_granted_since_the_last),
         cmocka_unit_test(test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouched_for),
         cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent),
     };

@@ -492,7 +492,8 @@ void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
             return;
         }
         size_t from = rb->n_events;
-        int rc = sl_engine_resync(rb->local, l.pool, names, values, count, sl__rb_now(b), NULL);
+        int rc = sl_engine_resync_lease(rb->local, sl__rb_engine_id(rb, lease), names, values,
+                                        count, sl__rb_now(b), NULL);
         sl__rb_fix_local_events(rb, from);
         local_done(rb, rc, 0, cb, ud);
         return;
@@ -507,8 +508,8 @@ void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
     }
     op->cb.done = cb;
     sl__rcmd_t cmd;
-    rc = sl__rcmd_resync(&cmd, p->name, names, values, count, NAN, rb->opt.replica_id, err,
-                         sizeof err);
+    rc = sl__rcmd_resync(&cmd, p->name, lease, names, values, count, NAN, rb->opt.replica_id,
+                         err, sizeof err);
     if (rc != SL_OK) {
         if (cb) cb(rc, 0, err, ud);
         sl__rb_rop_free(op);

@@ -293,11 +293,12 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
     return rc;
 }
 
-int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, const char *const *names,
+int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, uint64_t lease, const char *const *names,
                     const char *const *values, size_t count, double now_s, const char *origin,
                     char *err, size_t errlen)
 {
     sl__rcmd_begin(c, "sluice_resync", pool, now_s, origin);
+    if (lease) sl__rcmd_u64(c, SL_FA(lease), lease);
     int rc = add_headers(c, names, values, count, err, errlen);
     if (rc) sl__rcmd_free(c);
     return rc;

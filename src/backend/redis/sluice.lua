@@ -54,7 +54,6 @@ local CONST = {
   CALIB_WINDOW = 64, CALIB_MIN_SAMPLES = 5, CALIB_MIN_TOKENS = 100,
   LEASE_MEAN_ALPHA = 0.2,  -- weight of the newest duration in the moving average
   ID_FLOOR_T0 = 1735689600, ID_FLOOR_PER_S = 1000, COLD_S = 60,
-  CLIMB_PERIOD_S = 60,
   CACHE_TTL_MAX_S = 86400,  -- engine.h SL_CACHE_TTL_MAX_S
   OUTPUT_MIN_SAMPLES = 20,
   WALK_MAX = 128,
@@ -436,23 +435,9 @@ local function max_bp(p)
   return m > p.start_bp and m or p.start_bp
 end
 
--- The length of the interval now running: recover_every_s back to the start; above it at
--- most the share of one refill period that makes the climb from the start to the ceiling
--- last one period (margin.c, SL__CLIMB_PERIOD_S).
-local function step_every(p)
-  local every = p.recover_every_s
-  local top = max_bp(p)
-  if p.margin_bp >= p.start_bp and top > p.start_bp then
-    local climb_every = CONST.CLIMB_PERIOD_S * p.up_bp / (top - p.start_bp)
-    if every > climb_every then every = climb_every end
-  end
-  return every
-end
-
 -- A step above the start moves step_bp of each bucket's reserve into its level, for the
--- buckets whose remaining header agreed during the interval (margin.c step_into_levels).
-local function step_into_levels(p, step_bp)
-  local bits = p.agreed_bits or 0
+-- buckets whose remaining header agreed (`bits`; margin.c step_into_levels).
+local function step_into_levels(p, bits, step_bp)
   for b = 0, NB - 1 do
     if limited(p, b) and math.floor(bits / 2 ^ b) % 2 == 1 then
       p['lv' .. b] = p['lv' .. b] + p['lim' .. b] * step_bp / 10000.0
@@ -461,16 +446,9 @@ local function step_into_levels(p, step_bp)
   clamp_levels(p)
 end
 
--- Whether the interval of recovery now running may take the margin up: below the start
--- always; at or above it only when a provider header agreed during it.
-local function may_climb(p)
-  if p.margin_bp >= max_bp(p) then return false end
-  return p.margin_bp < p.start_bp or p.agreed_at >= p.clean_since
-end
-
 local function margin_next_step_at(p)
   local at = math.huge
-  if may_climb(p) then at = p.clean_since + step_every(p) end
+  if p.margin_bp < p.start_bp then at = p.clean_since + p.recover_every_s end
   if p.floor_since >= 0 and p.alert_floor == 0 then
     local alert_at = p.floor_since + p.margin_floor_alert_s
     if alert_at < at then at = alert_at end
@@ -478,40 +456,23 @@ local function margin_next_step_at(p)
   return at
 end
 
+-- Below the start only: above it a step is earned by a header (margin_headers).
 local function margin_advance(p, now)
-  local top = max_bp(p)
-  while p.margin_bp < top and p.clean_since + step_every(p) <= now do
-    local every = step_every(p)
-    local t = p.clean_since + every
-    if p.margin_bp >= p.start_bp and not (p.agreed_at >= p.clean_since and p.agreed_at < t) then
-      -- Above the start an interval no header vouched for earns nothing: skip to the one
-      -- holding the last agreement, or to the last that ended by now (an interval holds
-      -- its start, not its end).
-      local k
-      if p.agreed_at >= t then
-        k = math.floor((p.agreed_at - p.clean_since) / every)
-      else
-        k = math.floor((now - p.clean_since) / every)
-      end
-      p.clean_since = p.clean_since + (k >= 1 and k or 1) * every
-    else
-      if p.floor_since >= 0 and p.alert_floor == 0 and
-          p.floor_since + p.margin_floor_alert_s <= t then
-        emit_floor_alert(p, p.floor_since + p.margin_floor_alert_s, true)
-      end
-      refill(p, t)  -- refill at the old capacity up to the step
-      local ceiling = p.margin_bp < p.start_bp and p.start_bp or top
-      local old_bp = p.margin_bp
-      p.margin_bp = p.margin_bp + p.up_bp > ceiling and ceiling or p.margin_bp + p.up_bp
-      if old_bp >= p.start_bp then step_into_levels(p, p.margin_bp - old_bp) end
-      p.agreed_bits = 0
-      p.clean_since = t
-      if p.margin_bp > p.floor_bp and p.floor_since >= 0 then
-        p.floor_since = -1
-        if p.alert_floor == 1 then emit_floor_alert(p, t, false) end
-      end
-      emit('margin', {now = t, margin = margin(p)})
+  while p.margin_bp < p.start_bp and p.clean_since + p.recover_every_s <= now do
+    local t = p.clean_since + p.recover_every_s
+    if p.floor_since >= 0 and p.alert_floor == 0 and
+        p.floor_since + p.margin_floor_alert_s <= t then
+      emit_floor_alert(p, p.floor_since + p.margin_floor_alert_s, true)
     end
+    refill(p, t)  -- refill at the old capacity up to the step
+    p.margin_bp = p.margin_bp + p.up_bp > p.start_bp and p.start_bp or p.margin_bp + p.up_bp
+    p.climb_n = p.next_n
+    p.clean_since = t
+    if p.margin_bp > p.floor_bp and p.floor_since >= 0 then
+      p.floor_since = -1
+      if p.alert_floor == 1 then emit_floor_alert(p, t, false) end
+    end
+    emit('margin', {now = t, margin = margin(p)})
   end
   if p.floor_since >= 0 and p.alert_floor == 0 and
       p.floor_since + p.margin_floor_alert_s <= now then
@@ -519,27 +480,28 @@ local function margin_advance(p, now)
   end
 end
 
--- What a report's `remaining` headers say at today's margin, before they are applied:
--- one showing less room than the pool believes takes a margin above the start back to
--- the start and restarts the climb; otherwise an agreement lets the climb go on.
-local function margin_headers(p, lowered, agreed_bits, now)
+-- What a report's `remaining` headers, from the call of lease `id` (nil: none), say at
+-- today's margin, before they are applied: one showing less room than the pool believes
+-- takes a margin above the start back to the start; an agreement from a lease granted
+-- since the margin last changed earns one step of the climb above the start (margin.c).
+local function margin_headers(p, lowered, agreed_bits, id, now)
   if not lowered then
-    if agreed_bits > 0 then
-      p.agreed_at = now
-      local bits = p.agreed_bits or 0
-      for b = 0, NB - 1 do
-        local bit = 2 ^ b
-        if math.floor(agreed_bits / bit) % 2 == 1 and math.floor(bits / bit) % 2 == 0 then
-          bits = bits + bit
-        end
-      end
-      p.agreed_bits = bits
+    local top = max_bp(p)
+    if agreed_bits == 0 or not id or id_n(p, id) < p.climb_n or p.margin_bp < p.start_bp or
+        p.margin_bp >= top then
+      return
     end
+    refill(p, now)  -- refill at the old capacity up to the step
+    local old_bp = p.margin_bp
+    p.margin_bp = old_bp + p.up_bp > top and top or old_bp + p.up_bp
+    step_into_levels(p, agreed_bits, p.margin_bp - old_bp)
+    p.climb_n = p.next_n
+    p.clean_since = now
+    emit('margin', {margin = margin(p)})
     return
   end
-  p.agreed_bits = 0
-  p.agreed_at = -math.huge
   if p.margin_bp < p.start_bp then return end  -- recovering from a 429: not stopped
+  p.climb_n = p.next_n  -- the climb starts over, from leases granted from now
   p.clean_since = now
   if p.margin_bp == p.start_bp then return end
   p.margin_bp = p.start_bp
@@ -1749,10 +1711,10 @@ end
 local function margin_cut(p, id, now)
   if id_n(p, id) < p.cut_n then return false end
   p.cut_n = p.next_n
+  p.climb_n = p.next_n
   local old = p.margin_bp
   p.margin_bp = p.margin_bp - p.down_bp < p.floor_bp and p.floor_bp or p.margin_bp - p.down_bp
   p.clean_since = now
-  p.agreed_bits = 0
   if p.margin_bp <= p.floor_bp and p.floor_since < 0 then p.floor_since = now end
   clamp_levels(p)
   if p.margin_bp ~= old then
@@ -1874,14 +1836,16 @@ do
 end
 
 -- lx_at, ti_at: the lowest scores of lx and ti (math.huge: empty); qn: the queue's
--- length; purge_at: when the oldest tombstone or idempotency entry falls due.
+-- length; purge_at: when the oldest tombstone or idempotency entry falls due; agreed_at
+-- and agreed_bits: unused since the margin climbs a step per round trip (climb_n, the
+-- id counter at the last margin change), kept so the record's layout stays.
 ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 'rs2', 'rs3',
   'qs0', 'qs1', 'qs2', 'qs3', 'qm0', 'qm1', 'qm2', 'qm3', 'lim0', 'lim1', 'lim2', 'lim3', 'margin_bp', 'clean_since',
   'floor_since', 'alert_floor', 'alert_spend_cap', 'blocked_until', 'in_flight', 'vtime', 'seq',
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
-  'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits'})
+  'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits', 'climb_n'})
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -2269,8 +2233,8 @@ local function configure(p, args, now)
     in_flight = 0, vtime = 0, seq = 0, granted_total = 0, queued_total = 0,
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
     purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
-    agreed_at = -math.huge, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
-    ws3 = 0, ws_prom = -math.huge, agreed_bits = 0},
+    agreed_at = 0, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
+    ws3 = 0, ws_prom = -math.huge, agreed_bits = 0, climb_n = 0},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -2845,7 +2809,7 @@ end
 
 -- Resync entries: "h<i>" = "<anthropic 0|1>:<bucket 0-3>:<field limit|remaining>:<value>",
 -- already classified and validated by the caller (redis_proto.c), in header order.
-local function resync_apply(p, args, now)
+local function resync_apply(p, args, now, id)
   local entries = {}
   for i = 1, num(args, 'hn', 0) do
     local an, b, field, v = string.match(args['h' .. i] or '', '^(%d):(%d):(%a+):(%d+)$')
@@ -2878,7 +2842,7 @@ local function resync_apply(p, args, now)
       end
     end
   end
-  margin_headers(p, lowered, agreed_bits, now)
+  margin_headers(p, lowered, agreed_bits, id, now)
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) then
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 1
@@ -2932,7 +2896,7 @@ local function settle(p, args, now)
   -- The provider wrote these headers while it still held this call's reservation, and
   -- so does our level until the refund below: compare them now, or the refund would be
   -- undone. As the engine does.
-  resync_apply(p, args, now)
+  resync_apply(p, args, now, id)
   local actual_in = input + cc
   if p.cache_reads_count ~= 0 then actual_in = actual_in + cr end
   local actual_out = output
@@ -3046,7 +3010,11 @@ end
 
 local function resync(p, args, now)
   pool_advance(p, now)
-  local changed = resync_apply(p, args, now)
+  -- With the lease whose call returned the headers (the proxy's resync at their arrival):
+  -- live, as the engine's sl_engine_resync_lease asks.
+  local id = args.lease and id_arg(args, 'lease') or nil
+  if id then live_lease(p, id, args) end
+  local changed = resync_apply(p, args, now, id)
   drain(p, now)
   return {changed = changed}
 end

@@ -43,7 +43,9 @@ class NeverFitsIsRefusedLocally(unittest.TestCase):
             status, _, payload = s.anthropic(message(max_tokens=8192), agent="big")
             self.assertEqual(status, 200, payload)
             self.assertEqual(emu.stats()["http_429"], 0)
-            self.assertAlmostEqual(s.pool("claude")["margin"], 0.85)
+            # Not cut; the call's agreeing headers earn one step of the climb above the
+            # start (a step per round trip, docs/design.md "Margin").
+            self.assertAlmostEqual(s.pool("claude")["margin"], 0.86)
 
     def test_a_combined_openai_bucket_refuses_input_plus_max_tokens_above_it(self):
         with emu_at({"--input-tpm": 0, "--output-tpm": 0, "--rpm": 500}) as emu, \

@@ -87,6 +87,25 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
             self.assertGreater(bucket["level"], bucket["capacity"] - 5000, bucket)
 
 
+class MarginClimbsAtTheFleetsRoundTrip(unittest.TestCase):
+    """Issue 24, the real fleet: above its start the margin climbs one step per agreeing
+    header from a call granted since the last step, at once. The proxy hands each call's
+    headers over with its lease (sl_engine_resync_lease); a pool-level resync, or the old
+    clock of one step per 5 s, took a 50 s fleet only to 0.93."""
+
+    def test_each_sequential_call_earns_one_step(self):
+        with Emu(EMU_400K) as emu, proxy(emu, LIMITS) as s:
+            self.assertAlmostEqual(s.pool("claude")["margin"], 0.85)
+            started = time.monotonic()
+            for i in range(6):
+                status, _, payload = s.anthropic(message(max_tokens=1000), agent="cc")
+                self.assertEqual(status, 200, payload)
+            # Six calls, each granted after the step its predecessor's headers earned.
+            self.assertAlmostEqual(s.pool("claude")["margin"], 0.91, places=6,
+                                   msg="after %.1f s" % (time.monotonic() - started))
+            self.assertEqual(emu.stats()["http_429"], 0)
+
+
 class ProxyHeadersAreBounded(unittest.TestCase):
     """Issue 25 item 7: pool input_tpm 12000, the emulator reporting 600,000."""
 
