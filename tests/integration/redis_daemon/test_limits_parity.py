@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 
-from redis_harness import Redis, replica, wait_until
+from redis_harness import OnRedis, replica, wait_until
 from harness import Sluiced
 
 POOLS = """  default:
@@ -30,22 +30,13 @@ def check(s, name, body, **kw):
     return s.call("POST", "/v1/limits/%s/check" % name, body, **kw)
 
 
-class HeldAcrossReload(unittest.TestCase):
-    def setUp(self):
-        self.redis = Redis()
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            p.stop()
-        self.redis.close()
-
+class HeldAcrossReload(OnRedis):
     def both(self, limits):
         """A memory sluiced and a Redis one, each with `limits`, ready."""
         mem = Sluiced("pools:\n%s%s" % (POOLS, limits))
         red = replica(self.redis, POOLS + limits)
-        self.procs += [mem, red]
-        self.assertTrue(wait_until(lambda: red.call("GET", "/readyz")[0] == 200, 10))
+        self.replicas += [mem, red]
+        self.ready(red)
         return {"memory": mem, "redis": red}
 
     def held_through_reload(self, s, new_limits):
@@ -142,19 +133,15 @@ STEPS = """limits:
 """
 
 
-class SameAnswers(unittest.TestCase):
+class SameAnswers(OnRedis):
     """Each step on a memory sluiced and on a Redis one: the same status and fields."""
 
     def setUp(self):
-        self.redis = Redis()
+        super().setUp()
         self.mem = Sluiced("pools:\n%s%s" % (POOLS, STEPS))
         self.red = replica(self.redis, POOLS + STEPS)
-        self.assertTrue(wait_until(lambda: self.red.call("GET", "/readyz")[0] == 200, 10))
-
-    def tearDown(self):
-        self.mem.stop()
-        self.red.stop()
-        self.redis.close()
+        self.replicas += [self.mem, self.red]
+        self.ready(self.red)
 
     def step(self, method, path, body=None, fields=()):
         """The step's (status, {field: value}) on both, asserted equal; returned."""
