@@ -1,5 +1,6 @@
 /* test_admit.c - the working set: a running task's calls go before new tasks' first calls, which wait parked. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_engine_t *engine(bool working_set)
 {
@@ -112,11 +113,6 @@ static void test_parked_first_calls_go_in_tag_order_once_nothing_is_queued(void 
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_running_tasks_next_call_goes_before_new_tasks_first_calls),
-        cmocka_unit_test(test_parked_first_calls_go_in_tag_order_once_nothing_is_queued),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_running_tasks_next_call_goes_before_new_tasks_first_calls),
+    cmocka_unit_test(test_parked_first_calls_go_in_tag_order_once_nothing_is_queued))

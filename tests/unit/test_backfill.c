@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "test_main.h"
+
 typedef struct world {
     sl_engine_t *e;
     uint64_t head_ticket;
@@ -197,11 +199,6 @@ static void test_the_head_is_never_granted_later_than_without_backfilling(void *
     assert_true(backfilled > 100); /* the property was exercised, not vacuous */
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_call_needing_nothing_the_head_waits_for_goes_past_it),
-        cmocka_unit_test(test_the_head_is_never_granted_later_than_without_backfilling),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_call_needing_nothing_the_head_waits_for_goes_past_it),
+    cmocka_unit_test(test_the_head_is_never_granted_later_than_without_backfilling))

@@ -1,5 +1,6 @@
 /* test_bucket.c - token buckets: continuous refill, the cap, and debt. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static void test_refill_is_continuous_at_capacity_per_minute_without_minute_reset(void **state)
 {
@@ -78,14 +79,9 @@ static void test_refund_is_capped_at_capacity(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refill_is_continuous_at_capacity_per_minute_without_minute_reset),
-        cmocka_unit_test(test_level_never_exceeds_capacity),
-        cmocka_unit_test(test_underestimate_shows_as_debt_at_once_so_next_grants_wait),
-        cmocka_unit_test(test_debt_can_take_the_level_below_zero),
-        cmocka_unit_test(test_refund_is_capped_at_capacity),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_refill_is_continuous_at_capacity_per_minute_without_minute_reset),
+    cmocka_unit_test(test_level_never_exceeds_capacity),
+    cmocka_unit_test(test_underestimate_shows_as_debt_at_once_so_next_grants_wait),
+    cmocka_unit_test(test_debt_can_take_the_level_below_zero),
+    cmocka_unit_test(test_refund_is_capped_at_capacity))

@@ -1,5 +1,6 @@
 /* test_calibrate.c - per pool and model, estimates are corrected by the learned ratio. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_decision_t request_model(sl_engine_t *e, const char *model, int64_t in, int64_t cached,
                                    double now)
@@ -234,16 +235,11 @@ static void test_learned_output_reserves_the_95th_percentile_only_for_capped_cal
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_learned_ratio_corrects_later_estimates),
-        cmocka_unit_test(test_the_ratio_is_robust_to_outliers),
-        cmocka_unit_test(test_tiny_estimates_are_not_sampled),
-        cmocka_unit_test(test_failed_calls_are_not_samples_but_give_the_reservation_back),
-        cmocka_unit_test(test_a_failed_call_leaves_the_cache_cold),
-        cmocka_unit_test(test_the_spend_cap_alert_clears_on_success_or_at_the_reset),
-        cmocka_unit_test(test_learned_output_reserves_the_95th_percentile_only_for_capped_calls),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_learned_ratio_corrects_later_estimates),
+    cmocka_unit_test(test_the_ratio_is_robust_to_outliers),
+    cmocka_unit_test(test_tiny_estimates_are_not_sampled),
+    cmocka_unit_test(test_failed_calls_are_not_samples_but_give_the_reservation_back),
+    cmocka_unit_test(test_a_failed_call_leaves_the_cache_cold),
+    cmocka_unit_test(test_the_spend_cap_alert_clears_on_success_or_at_the_reset),
+    cmocka_unit_test(test_learned_output_reserves_the_95th_percentile_only_for_capped_calls))

@@ -1,5 +1,6 @@
 /* test_caps.c - caps per agent and per team: share, rpm, concurrency, budget. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_decision_t ask(sl_engine_t *e, const char *agent, int64_t in, int64_t out, double now)
 {
@@ -354,22 +355,17 @@ static void test_bad_caps_are_refused(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_agent_rpm_cap_rejects_with_the_time_it_allows),
-        cmocka_unit_test(test_share_cap_is_refunded_by_settle),
-        cmocka_unit_test(test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds),
-        cmocka_unit_test(test_default_caps_give_every_agent_its_own_buckets),
-        cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
-        cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),
-        cmocka_unit_test(test_a_queued_ticket_never_passes_its_agents_concurrency_cap),
-        cmocka_unit_test(test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only),
-        cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
-        cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
-        cmocka_unit_test(test_budget_is_priced_and_refilled),
-        cmocka_unit_test(test_a_budget_given_later_starts_full),
-        cmocka_unit_test(test_bad_caps_are_refused),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_agent_rpm_cap_rejects_with_the_time_it_allows),
+    cmocka_unit_test(test_share_cap_is_refunded_by_settle),
+    cmocka_unit_test(test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds),
+    cmocka_unit_test(test_default_caps_give_every_agent_its_own_buckets),
+    cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
+    cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),
+    cmocka_unit_test(test_a_queued_ticket_never_passes_its_agents_concurrency_cap),
+    cmocka_unit_test(test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only),
+    cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
+    cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
+    cmocka_unit_test(test_budget_is_priced_and_refilled),
+    cmocka_unit_test(test_a_budget_given_later_starts_full),
+    cmocka_unit_test(test_bad_caps_are_refused))

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "test_main.h"
+
 /* Sets up a pool with a lease, a queued ticket and some history, so "unchanged" means
  * something. */
 static sl_engine_t *busy_engine(uint64_t *lease, uint64_t *ticket)
@@ -227,17 +229,12 @@ static void test_reload_keeps_leases_and_tickets(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_token_counts_are_invalid_and_change_nothing),
-        cmocka_unit_test(test_bad_names_roles_and_priorities_are_invalid),
-        cmocka_unit_test(test_unknown_leases_and_tickets_are_not_found),
-        cmocka_unit_test(test_settle_twice_and_after_cancel_are_refused),
-        cmocka_unit_test(test_time_going_backwards_is_refused),
-        cmocka_unit_test(test_bad_pool_configuration_is_refused),
-        cmocka_unit_test(test_reload_keeps_leases_and_tickets),
-        cmocka_unit_test(test_lookups_set_their_own_message),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_bad_token_counts_are_invalid_and_change_nothing),
+    cmocka_unit_test(test_bad_names_roles_and_priorities_are_invalid),
+    cmocka_unit_test(test_unknown_leases_and_tickets_are_not_found),
+    cmocka_unit_test(test_settle_twice_and_after_cancel_are_refused),
+    cmocka_unit_test(test_time_going_backwards_is_refused),
+    cmocka_unit_test(test_bad_pool_configuration_is_refused),
+    cmocka_unit_test(test_reload_keeps_leases_and_tickets),
+    cmocka_unit_test(test_lookups_set_their_own_message))

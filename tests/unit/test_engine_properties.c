@@ -13,6 +13,8 @@
 
 #include <stdlib.h>
 
+#include "test_main.h"
+
 #define MAX_IDS 4096
 
 typedef struct idset {
@@ -339,10 +341,5 @@ static void test_invariants_hold_over_a_million_random_operations(void **state)
         run_seed((uint64_t)s, total / seeds);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invariants_hold_over_a_million_random_operations),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_invariants_hold_over_a_million_random_operations))

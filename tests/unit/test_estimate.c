@@ -13,6 +13,7 @@
 
 #include "sluice/tokenizer.h"
 #include "tokenizer_internal.h"
+#include "test_main.h"
 
 /* A vocabulary of single bytes only: every character of ASCII text is one token,
  * which makes expected counts easy to read. */
@@ -267,17 +268,12 @@ static void test_responses_count_instructions_items_and_tools_as_chat(void **sta
     sl_tokenizer_free(tok);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_anthropic_counts_text_plus_message_and_request_overheads),
-        cmocka_unit_test(test_cached_prefix_ends_at_last_cache_control_in_tools_system_messages_order),
-        cmocka_unit_test(test_tools_add_the_tool_use_system_prompt),
-        cmocka_unit_test(test_image_headers_give_width_times_height_over_750),
-        cmocka_unit_test(test_openai_counts_roles_names_and_reply_without_cache),
-        cmocka_unit_test(test_errors_name_the_field_and_the_value),
-        cmocka_unit_test(test_current_anthropic_shapes_are_counted_without_error),
-        cmocka_unit_test(test_responses_count_instructions_items_and_tools_as_chat),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_anthropic_counts_text_plus_message_and_request_overheads),
+    cmocka_unit_test(test_cached_prefix_ends_at_last_cache_control_in_tools_system_messages_order),
+    cmocka_unit_test(test_tools_add_the_tool_use_system_prompt),
+    cmocka_unit_test(test_image_headers_give_width_times_height_over_750),
+    cmocka_unit_test(test_openai_counts_roles_names_and_reply_without_cache),
+    cmocka_unit_test(test_errors_name_the_field_and_the_value),
+    cmocka_unit_test(test_current_anthropic_shapes_are_counted_without_error),
+    cmocka_unit_test(test_responses_count_instructions_items_and_tools_as_chat))

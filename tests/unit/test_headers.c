@@ -1,5 +1,6 @@
 /* test_headers.c - resync from Anthropic and OpenAI rate-limit headers. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static int resync(sl_engine_t *e, const char *const *names, const char *const *values, size_t n,
                   double now)
@@ -200,18 +201,13 @@ static void test_header_parse_count_takes_digits_up_to_the_token_maximum(void **
     assert_int_equal(v, 7);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_remaining_lowers_the_level_and_never_raises_it),
-        cmocka_unit_test(test_requests_remaining_is_allowed_its_rounding_down),
-        cmocka_unit_test(test_a_limit_that_disagrees_is_adopted),
-        cmocka_unit_test(test_openai_headers_drive_the_requests_and_tokens_buckets),
-        cmocka_unit_test(test_malformed_header_is_rejected_and_changes_nothing),
-        cmocka_unit_test(test_settle_resyncs_from_headers_after_the_refund),
-        cmocka_unit_test(test_header_classify_names_bucket_and_field),
-        cmocka_unit_test(test_header_is_ratelimit_covers_every_classified_name),
-        cmocka_unit_test(test_header_parse_count_takes_digits_up_to_the_token_maximum),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_remaining_lowers_the_level_and_never_raises_it),
+    cmocka_unit_test(test_requests_remaining_is_allowed_its_rounding_down),
+    cmocka_unit_test(test_a_limit_that_disagrees_is_adopted),
+    cmocka_unit_test(test_openai_headers_drive_the_requests_and_tokens_buckets),
+    cmocka_unit_test(test_malformed_header_is_rejected_and_changes_nothing),
+    cmocka_unit_test(test_settle_resyncs_from_headers_after_the_refund),
+    cmocka_unit_test(test_header_classify_names_bucket_and_field),
+    cmocka_unit_test(test_header_is_ratelimit_covers_every_classified_name),
+    cmocka_unit_test(test_header_parse_count_takes_digits_up_to_the_token_maximum))

@@ -1,6 +1,7 @@
 /* test_lease.c - leases: expiry without refund, caching, bump, capacity, cancel, extend,
  * idempotency, tickets (claim, idle expiry, cancel), and settle outcomes. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_engine_t *engine_with_defaults(int64_t input_tpm)
 {
@@ -681,34 +682,29 @@ static void test_agent_info_shows_the_current_weight_after_repeats(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expired_lease_is_not_refunded),
-        cmocka_unit_test(test_estimate_error_above_20_percent_over_20_leases_alerts),
-        cmocka_unit_test(test_reap_does_not_refund_even_when_the_bucket_has_room),
-        cmocka_unit_test(test_cold_cache_charges_the_cached_prefix_and_warm_does_not),
-        cmocka_unit_test(test_cache_reads_count_when_the_pool_says_so),
-        cmocka_unit_test(test_warm_cache_about_to_lapse_gets_the_bump),
-        cmocka_unit_test(test_a_need_that_can_never_fit_is_exceeds_capacity),
-        cmocka_unit_test(test_max_tokens_above_the_output_capacity_is_exceeds_capacity),
-        cmocka_unit_test(test_a_need_above_todays_margin_is_rejected_until_it_recovers),
-        cmocka_unit_test(test_cancel_returns_the_whole_reservation),
-        cmocka_unit_test(test_settle_twice_is_already_settled_and_changes_nothing),
-        cmocka_unit_test(test_extend_moves_expiry_and_is_capped),
-        cmocka_unit_test(test_same_request_id_returns_the_first_answer_and_charges_once),
-        cmocka_unit_test(test_a_queued_grant_nobody_fetches_is_refunded),
-        cmocka_unit_test(test_polling_a_granted_ticket_claims_the_lease),
-        cmocka_unit_test(test_an_idle_ticket_expires_and_a_held_one_does_not),
-        cmocka_unit_test(test_cancelling_a_granted_ticket_refunds_the_lease),
-        cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
-        cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
-        cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
-        cmocka_unit_test(test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes),
-        cmocka_unit_test(test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged),
-        cmocka_unit_test(test_agent_info_shows_the_current_weight_after_repeats),
-        cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
-        cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_expired_lease_is_not_refunded),
+    cmocka_unit_test(test_estimate_error_above_20_percent_over_20_leases_alerts),
+    cmocka_unit_test(test_reap_does_not_refund_even_when_the_bucket_has_room),
+    cmocka_unit_test(test_cold_cache_charges_the_cached_prefix_and_warm_does_not),
+    cmocka_unit_test(test_cache_reads_count_when_the_pool_says_so),
+    cmocka_unit_test(test_warm_cache_about_to_lapse_gets_the_bump),
+    cmocka_unit_test(test_a_need_that_can_never_fit_is_exceeds_capacity),
+    cmocka_unit_test(test_max_tokens_above_the_output_capacity_is_exceeds_capacity),
+    cmocka_unit_test(test_a_need_above_todays_margin_is_rejected_until_it_recovers),
+    cmocka_unit_test(test_cancel_returns_the_whole_reservation),
+    cmocka_unit_test(test_settle_twice_is_already_settled_and_changes_nothing),
+    cmocka_unit_test(test_extend_moves_expiry_and_is_capped),
+    cmocka_unit_test(test_same_request_id_returns_the_first_answer_and_charges_once),
+    cmocka_unit_test(test_a_queued_grant_nobody_fetches_is_refunded),
+    cmocka_unit_test(test_polling_a_granted_ticket_claims_the_lease),
+    cmocka_unit_test(test_an_idle_ticket_expires_and_a_held_one_does_not),
+    cmocka_unit_test(test_cancelling_a_granted_ticket_refunds_the_lease),
+    cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
+    cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
+    cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
+    cmocka_unit_test(test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes),
+    cmocka_unit_test(test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged),
+    cmocka_unit_test(test_agent_info_shows_the_current_weight_after_repeats),
+    cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
+    cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use))

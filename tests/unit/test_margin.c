@@ -1,5 +1,6 @@
 /* test_margin.c - the AIMD margin: cut on a 429 against a granted lease, floor, slow recovery. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static void settle_429(sl_engine_t *e, double now, bool spend_cap, double retry_after_s)
 {
@@ -270,21 +271,16 @@ static void test_agent_retry_after_holds_only_the_reporting_agent(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_margin_drops_from_085_to_080_on_a_429_against_a_granted_lease),
-        cmocka_unit_test(test_margin_never_goes_below_060),
-        cmocka_unit_test(test_margin_climbs_001_per_clean_recover_every),
-        cmocka_unit_test(test_a_429_restarts_the_recovery_clock),
-        cmocka_unit_test(test_margin_at_floor_for_ten_minutes_raises_an_alert),
-        cmocka_unit_test(test_spend_cap_429_leaves_the_margin_alone_and_alerts),
-        cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
-        cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
-        cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
-        cmocka_unit_test(test_above_its_start_the_climb_to_the_ceiling_takes_one_refill_period),
-        cmocka_unit_test(test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouched_for),
-        cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_margin_drops_from_085_to_080_on_a_429_against_a_granted_lease),
+    cmocka_unit_test(test_margin_never_goes_below_060),
+    cmocka_unit_test(test_margin_climbs_001_per_clean_recover_every),
+    cmocka_unit_test(test_a_429_restarts_the_recovery_clock),
+    cmocka_unit_test(test_margin_at_floor_for_ten_minutes_raises_an_alert),
+    cmocka_unit_test(test_spend_cap_429_leaves_the_margin_alone_and_alerts),
+    cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
+    cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
+    cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
+    cmocka_unit_test(test_above_its_start_the_climb_to_the_ceiling_takes_one_refill_period),
+    cmocka_unit_test(test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouched_for),
+    cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent))

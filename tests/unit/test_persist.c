@@ -21,6 +21,7 @@
 
 #include "persist.h"
 #include "suspended.h"
+#include "test_main.h"
 
 #define T0 1796000000.0
 
@@ -541,27 +542,22 @@ static void test_an_unreadable_path_is_an_error_naming_it(void **state)
     assert_non_null(strstr(err, f->dir));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_snapshot_and_journal_come_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_every_cut_and_every_bit_flip_restores_all_or_nothing,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_batch_never_committed_is_the_end_not_damage, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(
-            test_a_flipped_byte_in_the_last_record_restores_nothing_and_keeps_the_file, setup,
-            teardown),
-        cmocka_unit_test_setup_teardown(test_a_file_that_is_not_ours_is_moved_aside, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_ids_are_reserved_ahead_of_use, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_version_1_file_still_loads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lease_durations_and_output_samples_come_back, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_suspensions_come_back_in_journal_order, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_an_unreadable_path_is_an_error_naming_it, setup,
-                                        teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test_setup_teardown(test_snapshot_and_journal_come_back, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_every_cut_and_every_bit_flip_restores_all_or_nothing,
+                                    setup, teardown),
+    cmocka_unit_test_setup_teardown(test_a_batch_never_committed_is_the_end_not_damage, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(
+        test_a_flipped_byte_in_the_last_record_restores_nothing_and_keeps_the_file, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(test_a_file_that_is_not_ours_is_moved_aside, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_ids_are_reserved_ahead_of_use, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_a_version_1_file_still_loads, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_lease_durations_and_output_samples_come_back, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_suspensions_come_back_in_journal_order, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_an_unreadable_path_is_an_error_naming_it, setup,
+                                    teardown))

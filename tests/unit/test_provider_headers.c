@@ -9,6 +9,7 @@
 
 #include "provider.h"
 #include "sluice/engine.h"
+#include "test_main.h"
 
 static const char *find(const sl_provider_header_t *h, size_t n, const char *name)
 {
@@ -118,13 +119,8 @@ static void test_openai_headers_use_the_combined_bucket_and_durations(void **sta
     sl_provider_free(p);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration_format_is_go_style),
-        cmocka_unit_test(test_rfc3339_format),
-        cmocka_unit_test(test_anthropic_remaining_is_rounded_to_the_thousand),
-        cmocka_unit_test(test_openai_headers_use_the_combined_bucket_and_durations),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_duration_format_is_go_style),
+    cmocka_unit_test(test_rfc3339_format),
+    cmocka_unit_test(test_anthropic_remaining_is_rounded_to_the_thousand),
+    cmocka_unit_test(test_openai_headers_use_the_combined_bucket_and_durations))

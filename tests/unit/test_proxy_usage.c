@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "proxy.h"
+#include "test_main.h"
 
 static void test_anthropic_usage_reads_the_1h_part_of_the_cache_writes(void **state)
 {
@@ -44,11 +45,6 @@ static void test_a_stream_takes_the_1h_writes_from_message_start(void **state)
     assert_int_equal(v.cache_creation_1h_input_tokens, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_anthropic_usage_reads_the_1h_part_of_the_cache_writes),
-        cmocka_unit_test(test_a_stream_takes_the_1h_writes_from_message_start),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_anthropic_usage_reads_the_1h_part_of_the_cache_writes),
+    cmocka_unit_test(test_a_stream_takes_the_1h_writes_from_message_start))

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "sim.h"
+#include "test_main.h"
 
 #ifndef SL_SOURCE_DIR
 #define SL_SOURCE_DIR "."
@@ -594,29 +595,24 @@ static void test_a_key_of_a_scenario_names_its_field_when_wrong(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_seed_gives_byte_identical_reports),
-        cmocka_unit_test(test_billed_tokens_equal_the_sum_of_call_usages),
-        cmocka_unit_test(test_makespan_is_never_below_the_lower_bound),
-        cmocka_unit_test(test_limits_far_above_demand_give_no_429s),
-        cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
-        cmocka_unit_test(test_team_weight_errors_name_the_field_and_value),
-        cmocka_unit_test(test_a_key_given_twice_names_the_key),
-        cmocka_unit_test(test_sluice_serves_backlogged_teams_by_their_weights),
-        cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
-        cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
-        cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
-        cmocka_unit_test(test_sluice_resyncs_when_the_answer_starts_not_at_the_settle),
-        cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
-        cmocka_unit_test(test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb),
-        cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),
-        cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
-        cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),
-        cmocka_unit_test(test_json_reports_the_bounds_and_ratios),
-        cmocka_unit_test(test_a_pool_of_two_keys_uses_both_with_no_429),
-        cmocka_unit_test(test_a_key_of_a_scenario_names_its_field_when_wrong),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_same_seed_gives_byte_identical_reports),
+    cmocka_unit_test(test_billed_tokens_equal_the_sum_of_call_usages),
+    cmocka_unit_test(test_makespan_is_never_below_the_lower_bound),
+    cmocka_unit_test(test_limits_far_above_demand_give_no_429s),
+    cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
+    cmocka_unit_test(test_team_weight_errors_name_the_field_and_value),
+    cmocka_unit_test(test_a_key_given_twice_names_the_key),
+    cmocka_unit_test(test_sluice_serves_backlogged_teams_by_their_weights),
+    cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
+    cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
+    cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
+    cmocka_unit_test(test_sluice_resyncs_when_the_answer_starts_not_at_the_settle),
+    cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
+    cmocka_unit_test(test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb),
+    cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),
+    cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
+    cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),
+    cmocka_unit_test(test_json_reports_the_bounds_and_ratios),
+    cmocka_unit_test(test_a_pool_of_two_keys_uses_both_with_no_429),
+    cmocka_unit_test(test_a_key_of_a_scenario_names_its_field_when_wrong))

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "sim.h"
+#include "test_main.h"
 
 #ifndef SL_SOURCE_DIR
 #define SL_SOURCE_DIR "."
@@ -201,13 +202,8 @@ static void test_sluice_meets_no_429_at_a_twentieth_of_scale_200(void **state)
     sl_sim_scenario_free(&sc);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tight_bound_by_hand_on_a_tiny_fleet),
-        cmocka_unit_test(test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario),
-        cmocka_unit_test(test_scaling_multiplies_limits_and_fleet_and_stretches_the_run),
-        cmocka_unit_test(test_sluice_meets_no_429_at_a_twentieth_of_scale_200),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_tight_bound_by_hand_on_a_tiny_fleet),
+    cmocka_unit_test(test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario),
+    cmocka_unit_test(test_scaling_multiplies_limits_and_fleet_and_stretches_the_run),
+    cmocka_unit_test(test_sluice_meets_no_429_at_a_twentieth_of_scale_200))

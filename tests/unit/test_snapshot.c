@@ -2,6 +2,7 @@
  * raise once in the window) and the export and restore of pools, leases and
  * calibrations into a fresh engine. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 /* An engine like harness_engine() whose pool is cold-started at T0. */
 static sl_engine_t *cold_engine(int64_t input_tpm)
@@ -394,27 +395,22 @@ static void test_calibration_survives(void **state)
     sl_engine_free(b);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_id_base_moves_new_ids_above_it),
-        cmocka_unit_test(test_id_base_below_the_next_id_is_refused),
-        cmocka_unit_test(test_many_ids_above_a_large_base_keep_the_ring_small_and_right),
-        cmocka_unit_test(test_cold_start_empties_the_buckets_and_they_refill),
-        cmocka_unit_test(test_a_restored_level_that_is_not_finite_is_refused),
-        cmocka_unit_test(test_cold_start_first_headers_raise_the_level_once),
-        cmocka_unit_test(test_cold_start_raise_never_exceeds_capacity),
-        cmocka_unit_test(test_headers_after_the_cold_window_only_lower),
-        cmocka_unit_test(test_a_warm_pool_is_never_raised_by_headers),
-        cmocka_unit_test(test_limit_adopted_in_the_cold_window_does_not_fill_the_bucket),
-        cmocka_unit_test(test_restored_pool_keeps_its_level_and_refills_for_the_downtime),
-        cmocka_unit_test(test_restored_lease_settles_with_its_refund),
-        cmocka_unit_test(test_restored_lease_is_reaped_without_refund),
-        cmocka_unit_test(test_lease_expired_while_down_is_reaped_at_once),
-        cmocka_unit_test(test_restore_refuses_bad_leases_and_changes_nothing),
-        cmocka_unit_test(test_pool_restore_clamps_margin_and_levels),
-        cmocka_unit_test(test_margin_and_its_clock_survive),
-        cmocka_unit_test(test_calibration_survives),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_id_base_moves_new_ids_above_it),
+    cmocka_unit_test(test_id_base_below_the_next_id_is_refused),
+    cmocka_unit_test(test_many_ids_above_a_large_base_keep_the_ring_small_and_right),
+    cmocka_unit_test(test_cold_start_empties_the_buckets_and_they_refill),
+    cmocka_unit_test(test_a_restored_level_that_is_not_finite_is_refused),
+    cmocka_unit_test(test_cold_start_first_headers_raise_the_level_once),
+    cmocka_unit_test(test_cold_start_raise_never_exceeds_capacity),
+    cmocka_unit_test(test_headers_after_the_cold_window_only_lower),
+    cmocka_unit_test(test_a_warm_pool_is_never_raised_by_headers),
+    cmocka_unit_test(test_limit_adopted_in_the_cold_window_does_not_fill_the_bucket),
+    cmocka_unit_test(test_restored_pool_keeps_its_level_and_refills_for_the_downtime),
+    cmocka_unit_test(test_restored_lease_settles_with_its_refund),
+    cmocka_unit_test(test_restored_lease_is_reaped_without_refund),
+    cmocka_unit_test(test_lease_expired_while_down_is_reaped_at_once),
+    cmocka_unit_test(test_restore_refuses_bad_leases_and_changes_nothing),
+    cmocka_unit_test(test_pool_restore_clamps_margin_and_levels),
+    cmocka_unit_test(test_margin_and_its_clock_survive),
+    cmocka_unit_test(test_calibration_survives))

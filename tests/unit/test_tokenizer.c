@@ -12,6 +12,7 @@
 
 #include "sluice/tokenizer.h"
 #include "tokenizer_internal.h"
+#include "test_main.h"
 
 static void b64(const unsigned char *p, size_t n, char *out)
 {
@@ -298,22 +299,17 @@ static void test_real_vocabulary_counts_a_1mb_word(void **state)
     sl_tokenizer_free(tok);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_empty_text_is_zero_tokens),
-        cmocka_unit_test(test_piece_in_vocabulary_is_one_token_even_if_merges_cannot_reach_it),
-        cmocka_unit_test(test_lowest_rank_pair_merges_first),
-        cmocka_unit_test(test_special_tokens_count_as_one_and_split_the_text),
-        cmocka_unit_test(test_invalid_utf8_counts_as_node_replacement_characters),
-        cmocka_unit_test(test_utf8_repair_matches_node_byte_for_byte),
-        cmocka_unit_test(test_nfkc_composes_decomposes_and_keeps_ascii),
-        cmocka_unit_test(test_nul_bytes_are_ordinary_characters),
-        cmocka_unit_test(test_heap_merge_agrees_with_tiktoken_scan),
-        cmocka_unit_test(test_load_reports_missing_file_and_bad_format),
-        cmocka_unit_test(test_real_vocabulary_counts_equal_node),
-        cmocka_unit_test(test_real_vocabulary_heap_agrees_with_scan),
-        cmocka_unit_test(test_real_vocabulary_counts_a_1mb_word),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_empty_text_is_zero_tokens),
+    cmocka_unit_test(test_piece_in_vocabulary_is_one_token_even_if_merges_cannot_reach_it),
+    cmocka_unit_test(test_lowest_rank_pair_merges_first),
+    cmocka_unit_test(test_special_tokens_count_as_one_and_split_the_text),
+    cmocka_unit_test(test_invalid_utf8_counts_as_node_replacement_characters),
+    cmocka_unit_test(test_utf8_repair_matches_node_byte_for_byte),
+    cmocka_unit_test(test_nfkc_composes_decomposes_and_keeps_ascii),
+    cmocka_unit_test(test_nul_bytes_are_ordinary_characters),
+    cmocka_unit_test(test_heap_merge_agrees_with_tiktoken_scan),
+    cmocka_unit_test(test_load_reports_missing_file_and_bad_format),
+    cmocka_unit_test(test_real_vocabulary_counts_equal_node),
+    cmocka_unit_test(test_real_vocabulary_heap_agrees_with_scan),
+    cmocka_unit_test(test_real_vocabulary_counts_a_1mb_word))
