@@ -61,6 +61,13 @@ static inline void harness_check(sl_engine_t *e)
     if (rc != SL_OK) fail_msg("invariant broken: %s", sl_engine_errmsg(e));
 }
 
+/* The end of a test: the engine's invariants hold one last time, then it is freed. */
+static inline void harness_end(sl_engine_t *e)
+{
+    harness_check(e);
+    sl_engine_free(e);
+}
+
 static inline double harness_level(sl_engine_t *e, sl_bucket_t b)
 {
     sl_pool_info_t info;

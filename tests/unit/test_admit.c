@@ -64,8 +64,7 @@ static double next_call_wait_s(bool working_set, int *parked)
         if (d.status == SL_GRANTED) break;
     }
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
     return now - asked;
 }
 
@@ -109,8 +108,7 @@ static void test_parked_first_calls_go_in_tag_order_once_nothing_is_queued(void 
     assert_int_equal(d.status, SL_QUEUED);
     assert_int_equal(sl_engine_ticket(e, b.ticket, now + 2.002, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 SL_TEST_MAIN(

@@ -79,8 +79,7 @@ static void test_a_call_needing_nothing_the_head_waits_for_goes_past_it(void **s
     sl_pool_info_t info;
     assert_int_equal(sl_engine_pool_info(e, "default", &info), SL_OK);
     assert_true(fabs(info.head_eta_s - eta_s) < 1e-9);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* One random trial: a pool, leases in flight, a blocked head that every later request

@@ -61,8 +61,7 @@ static void test_learned_ratio_corrects_later_estimates(void **state)
     assert_int_equal(s.samples, 5);
     assert_int_equal(s.models, 2);
     assert_int_equal(sl_engine_calibration_foreach(e, "nope", on_calib, &s), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_the_ratio_is_robust_to_outliers(void **state)
@@ -81,8 +80,7 @@ static void test_the_ratio_is_robust_to_outliers(void **state)
     /* The cached prefix is corrected too, and counts when the cache is cold. */
     sl_decision_t d = request_model(e, "claude-x", 1000, 10000, t + 400); /* cache lapsed */
     assert_int_equal(d.charged_input_tokens, 1200 + 12000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_tiny_estimates_are_not_sampled(void **state)
@@ -129,8 +127,7 @@ static void test_failed_calls_are_not_samples_but_give_the_reservation_back(void
     sl_agent_info_t after;
     assert_int_equal(sl_engine_agent_info(e, "agent", &after), SL_OK);
     assert_true(fabs(after.estimate_error - before.estimate_error) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_failed_call_leaves_the_cache_cold(void **state)
@@ -231,8 +228,7 @@ static void test_learned_output_reserves_the_95th_percentile_only_for_capped_cal
     r.model = "claude-y";
     assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
     assert_int_equal(d.charged_output_tokens, 32000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 SL_TEST_MAIN(

@@ -125,8 +125,7 @@ static void test_concurrency_cap_queues_and_grants_on_release(void **state)
     assert_int_equal(sl_engine_ticket(e, q3.ticket, T0 + 7, &g), SL_OK);
     assert_int_equal(g.status, SL_QUEUED); /* still one at a time */
     assert_int_equal(sl_engine_ticket_cancel(e, q3.ticket, T0 + 8), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait(void **state)
@@ -173,8 +172,7 @@ static void test_a_queued_ticket_never_passes_its_agents_concurrency_cap(void **
     assert_int_equal(sl_engine_settle(e, a.lease, &s, T0 + 100, NULL), SL_OK);
     assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 100, &g), SL_OK);
     assert_int_equal(g.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only(void **state)
@@ -238,8 +236,7 @@ static void test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut
     assert_non_null(strstr(sl_engine_errmsg(e), "rejected"));
     s = harness_settle(10, 10);
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 2, NULL), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_team_cap_is_shared_by_its_agents(void **state)
@@ -333,8 +330,7 @@ static void test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds(voi
     assert_int_equal(sl_engine_request(e, &r, T0 + 2, &d), SL_OK);
     assert_int_equal(d.status, SL_REJECTED); /* the cap is in debt: wait for it */
     assert_string_equal(d.reason, "agent_cap");
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_bad_caps_are_refused(void **state)

@@ -23,8 +23,7 @@ static void test_remaining_lowers_the_level_and_never_raises_it(void **state)
     const char *v2[] = {"99000"};
     assert_int_equal(resync(e, n1, v2, 1, T0), 0);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 35500) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Requests are not rounded to thousands, but the provider sends a whole number, its
@@ -55,8 +54,7 @@ static void test_a_limit_that_disagrees_is_adopted(void **state)
     assert_true(fabs(info.capacity[SL_BUCKET_INPUT] - 68000) < 1e-6);
     assert_true(info.level[SL_BUCKET_INPUT] <= 68000 + 1e-6);
     assert_int_equal(info.config.input_tpm, 80000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_openai_headers_drive_the_requests_and_tokens_buckets(void **state)
@@ -74,8 +72,7 @@ static void test_openai_headers_drive_the_requests_and_tokens_buckets(void **sta
     /* whole numbers, rounded down by the provider: 1 allowed */
     assert_true(fabs(info.level[SL_BUCKET_TOKENS] - (10000 + 1 - 4500)) < 1e-6);
     assert_true(fabs(info.level[SL_BUCKET_REQUESTS] - (100 + 1 - 75)) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_malformed_header_is_rejected_and_changes_nothing(void **state)
@@ -124,8 +121,7 @@ static void test_settle_resyncs_from_headers_after_the_refund(void **state)
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_EINVAL);
     s.header_count = 0;
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* The classifier the engine and the Redis backend share: every name it reads, and the

@@ -30,8 +30,7 @@ static void test_expired_lease_is_not_refunded(void **state)
     assert_true(fabs(info.level[SL_BUCKET_INPUT] - 51000) < 1e-6);
     sl_settle_t s = harness_settle(10, 0);
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 122, NULL), SL_EEXPIRED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_reap_does_not_refund_even_when_the_bucket_has_room(void **state)
@@ -77,8 +76,7 @@ static void test_cold_cache_charges_the_cached_prefix_and_warm_does_not(void **s
     /* Cold again after cache_ttl (300 s) without a settle. */
     assert_int_equal(sl_engine_request(e, &r, T0 + 510, &d), SL_OK);
     assert_int_equal(d.charged_input_tokens, 80000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cache_reads_count_when_the_pool_says_so(void **state)
@@ -136,8 +134,7 @@ static void test_warm_cache_about_to_lapse_gets_the_bump(void **state)
     small.cached_tokens = 50000;
     assert_int_equal(sl_engine_request(e, &small, T0 + 290, &d), SL_OK);
     assert_true(fabs(d.weight - 1.0) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Queues `r` at `now` behind a drained bucket (an ETA of about 17 s) and returns its weight. */
@@ -171,8 +168,7 @@ static void test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes(
     assert_true(fabs(weight_behind_a_drained_bucket(e, &r, T0 + 290, "d1") - 1.0) < 1e-12);
     /* 10 s before the hour ends it is about to lapse: bumped. */
     assert_true(fabs(weight_behind_a_drained_bucket(e, &r, T0 + 3590, "d2") - 1.5) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged(void **state)
@@ -197,8 +193,7 @@ static void test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged(void **
     assert_non_null(strstr(sl_engine_errmsg(e), "cache_creation_1h_input_tokens 11"));
     s.cache_creation_1h_input_tokens = 10;
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_OK); /* still live */
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_need_that_can_never_fit_is_exceeds_capacity(void **state)
@@ -244,8 +239,7 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 1, &res), SL_OK);
     assert_int_equal(res.adjust_output_tokens, -2000);
     assert_true(harness_level(e, SL_BUCKET_OUTPUT) < 0);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
     /* A combined bucket: input + max_tokens above its capacity. */
     e = sl_engine_new(NULL);
     assert_non_null(e);
@@ -259,8 +253,7 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     r = harness_req("big", 5000, 80000);
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_need_above_todays_margin_is_rejected_until_it_recovers(void **state)
@@ -278,8 +271,7 @@ static void test_a_need_above_todays_margin_is_rejected_until_it_recovers(void *
     /* It needs 0.82: two recovery steps of 180 s from T0. */
     assert_true(d.retry_at >= T0 + 360 - 1e-6);
     assert_true(d.retry_at < T0 + 360 + 60);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cancel_returns_the_whole_reservation(void **state)
@@ -294,8 +286,7 @@ static void test_cancel_returns_the_whole_reservation(void **state)
     assert_int_equal(sl_engine_cancel(e, l, T0), SL_EALREADY);
     sl_settle_t s = harness_settle(1, 1);
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_EALREADY);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_settle_twice_is_already_settled_and_changes_nothing(void **state)
@@ -352,8 +343,7 @@ static void test_same_request_id_returns_the_first_answer_and_charges_once(void 
     r.agent = "b";
     assert_int_equal(sl_engine_request(e, &r, T0, &d2), SL_OK);
     assert_true(d2.lease != d1.lease);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_queued_grant_nobody_fetches_is_refunded(void **state)
@@ -375,8 +365,7 @@ static void test_a_queued_grant_nobody_fetches_is_refunded(void **state)
     assert_int_equal(info.leases_in_flight, 1);
     assert_true(fabs(info.level[SL_BUCKET_INPUT] - (level + 8500 + 850 * 30)) < 1e-3);
     assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 41, &d), SL_EALREADY);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_polling_a_granted_ticket_claims_the_lease(void **state)
@@ -399,8 +388,7 @@ static void test_polling_a_granted_ticket_claims_the_lease(void **state)
     assert_int_equal(sl_engine_advance(e, T0 + 100), SL_OK);
     sl_settle_t s = harness_settle(8500, 0);
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 100, NULL), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_an_idle_ticket_expires_and_a_held_one_does_not(void **state)
@@ -427,8 +415,7 @@ static void test_an_idle_ticket_expires_and_a_held_one_does_not(void **state)
     assert_int_equal(sl_engine_ticket(e, held.ticket, T0 + 121, &d), SL_OK);
     assert_int_equal(d.status, SL_QUEUED);
     assert_int_equal(d.position, 1);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cancelling_a_granted_ticket_refunds_the_lease(void **state)
@@ -445,8 +432,7 @@ static void test_cancelling_a_granted_ticket_refunds_the_lease(void **state)
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - (level + 8500)) < 1e-6);
     assert_int_equal(sl_engine_ticket_cancel(e, d.ticket, T0 + 10.5), SL_EALREADY);
     assert_int_equal(sl_engine_ticket_cancel(e, 424242, T0 + 10.5), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_margin_cut_rejects_queued_requests_that_no_longer_fit(void **state)
@@ -463,8 +449,7 @@ static void test_margin_cut_rejects_queued_requests_that_no_longer_fit(void **st
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 1, NULL), SL_OK);
     assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 1, &d), SL_EALREADY);
     assert_non_null(strstr(sl_engine_errmsg(e), "rejected"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 typedef struct est_alerts {
@@ -531,8 +516,7 @@ static void test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds
     r.max_wait_s = -1;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
     assert_non_null(strstr(sl_engine_errmsg(e), "max_wait"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static sl_decision_t request_prefix(sl_engine_t *e, const char *model, const char *hash, double now)
@@ -576,8 +560,7 @@ static void test_the_cache_is_one_per_model_and_prefix(void **state)
     r.cache_prefix_hash = "";
     assert_int_equal(sl_engine_request(e, &r, t, &d), SL_EINVAL);
     assert_non_null(strstr(sl_engine_errmsg(e), "cache_prefix_hash"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
@@ -610,8 +593,7 @@ static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
     assert_false(request_prefix(e, "m", "held", t).cache_penalty);
     assert_false(request_prefix(e, "m", "p4999", t).cache_penalty); /* still warm */
     assert_true(request_prefix(e, "m", "p0", t).cache_penalty);     /* cold (swept or not) */
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations(void **state)
@@ -660,8 +642,7 @@ static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_duratio
     assert_int_equal(sl_engine_settle(e, b, &s, t += 4, NULL), SL_OK);
     assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_agent_info_shows_the_current_weight_after_repeats(void **state)

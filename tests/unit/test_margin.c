@@ -51,8 +51,7 @@ static void test_margin_climbs_001_per_clean_recover_every(void **state)
     /* Never above the start value. */
     assert_int_equal(sl_engine_advance(e, T0 + 180 * 100), SL_OK);
     assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_429_restarts_the_recovery_clock(void **state)
@@ -129,8 +128,7 @@ static void test_retry_after_holds_grants_until_it_passes(void **state)
     assert_int_equal(sl_engine_advance(e, T0 + 10), SL_OK);
     assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 10, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void settle_lease_429(sl_engine_t *e, uint64_t lease, double now)
@@ -267,8 +265,7 @@ static void test_agent_retry_after_holds_only_the_reporting_agent(void **state)
     s.agent_retry_after_s = NAN;
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 301, NULL), SL_EINVAL);
     assert_non_null(strstr(sl_engine_errmsg(e), "agent_retry_after"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 SL_TEST_MAIN(

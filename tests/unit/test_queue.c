@@ -174,8 +174,7 @@ static void test_eta_accounts_for_every_request_ahead(void **state)
         assert_true(d.eta_s > eta_prev);
         eta_prev = d.eta_s;
     }
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 SL_TEST_MAIN(

@@ -13,25 +13,8 @@
 #include <cmocka.h>
 
 #include "sim.h"
+#include "sim_harness.h"
 #include "test_main.h"
-
-#ifndef SL_SOURCE_DIR
-#define SL_SOURCE_DIR "."
-#endif
-
-/* Doubles equal within `eps`; prints both on failure (cmocka's own compares floats). */
-#define assert_near(a, b, eps)                                                            \
-    do {                                                                                  \
-        double a_ = (a), b_ = (b);                                                        \
-        if (!(fabs(a_ - b_) <= (eps))) fail_msg("%s = %.9f, expected %.9f", #a, a_, b_); \
-    } while (0)
-
-static void load(const char *name, sl_sim_scenario_t *sc)
-{
-    char path[512], err[512];
-    snprintf(path, sizeof path, "%s/scenarios/%s", SL_SOURCE_DIR, name);
-    if (sl_sim_scenario_load(path, sc, err, sizeof err) != 0) fail_msg("%s", err);
-}
 
 /* Runs every strategy; returns the table, JSON and CSV as one heap string. */
 static char *run_all(const sl_sim_scenario_t *sc, uint64_t seed, sl_sim_result_t *res)

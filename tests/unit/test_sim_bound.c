@@ -12,24 +12,8 @@
 #include <cmocka.h>
 
 #include "sim.h"
+#include "sim_harness.h"
 #include "test_main.h"
-
-#ifndef SL_SOURCE_DIR
-#define SL_SOURCE_DIR "."
-#endif
-
-#define assert_near(a, b, eps)                                                            \
-    do {                                                                                  \
-        double a_ = (a), b_ = (b);                                                        \
-        if (!(fabs(a_ - b_) <= (eps))) fail_msg("%s = %.9f, expected %.9f", #a, a_, b_); \
-    } while (0)
-
-static void load(const char *name, sl_sim_scenario_t *sc)
-{
-    char path[512], err[512];
-    snprintf(path, sizeof path, "%s/scenarios/%s", SL_SOURCE_DIR, name);
-    if (sl_sim_scenario_load(path, sc, err, sizeof err) != 0) fail_msg("%s", err);
-}
 
 /* Two agents, two calls each, every draw fixed: both start at 0; a call lasts ttft 1 s +
  * 1 output token at 1 token/s = 2 s, then edit 2 s and test 10 s. The ideal run: calls

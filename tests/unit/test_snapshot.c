@@ -33,8 +33,7 @@ static void test_id_base_moves_new_ids_above_it(void **state)
     assert_int_equal(sl_engine_settle(e, first, &s, T0 + 1, NULL), SL_EALREADY);
     /* An id between them was never issued. */
     assert_int_equal(sl_engine_settle(e, base, &s, T0 + 1, NULL), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_id_base_below_the_next_id_is_refused(void **state)
@@ -66,8 +65,7 @@ static void test_many_ids_above_a_large_base_keep_the_ring_small_and_right(void 
     }
     for (size_t i = 0; i < 200000; i += 997)
         assert_int_equal(sl_engine_settle(e, ids[i], &s, T0, NULL), SL_EALREADY);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cold_start_empties_the_buckets_and_they_refill(void **state)
@@ -84,8 +82,7 @@ static void test_cold_start_empties_the_buckets_and_they_refill(void **state)
     sl_pool_info_t info;
     assert_int_equal(sl_engine_pool_info(e, "default", &info), SL_OK);
     assert_true(fabs(info.cold_until - (T0 + 60)) < 1e-9);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Found by fuzz_state_file: a restored level of -inf (an infinite debt that never
@@ -175,8 +172,7 @@ static void test_limit_adopted_in_the_cold_window_does_not_fill_the_bucket(void 
     const char *v[] = {"100000"};
     assert_int_equal(sl_engine_resync(e, "default", n, v, 1, T0, NULL), SL_OK);
     assert_true(fabs(harness_level(e, SL_BUCKET_OUTPUT)) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 typedef struct lease_list {
@@ -324,8 +320,7 @@ static void test_restore_refuses_bad_leases_and_changes_nothing(void **state)
     assert_string_equal(harness_snapshot(b).text, before.text);
     assert_int_equal(sl_engine_lease_restore(b, &l, T0), SL_OK);
     assert_int_equal(sl_engine_lease_restore(b, &l, T0), SL_EEXIST);
-    harness_check(b);
-    sl_engine_free(b);
+    harness_end(b);
 }
 
 static void test_pool_restore_clamps_margin_and_levels(void **state)
@@ -342,8 +337,7 @@ static void test_pool_restore_clamps_margin_and_levels(void **state)
     st.level[SL_BUCKET_INPUT] = NAN;
     assert_int_equal(sl_engine_pool_restore(e, "default", &st, T0), SL_EINVAL);
     assert_int_equal(sl_engine_pool_restore(e, "nope", &st, T0), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_margin_and_its_clock_survive(void **state)

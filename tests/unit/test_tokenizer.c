@@ -12,22 +12,8 @@
 
 #include "sluice/tokenizer.h"
 #include "tokenizer_internal.h"
+#include "tokenizer_harness.h"
 #include "test_main.h"
-
-static void b64(const unsigned char *p, size_t n, char *out)
-{
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = a[v >> 18 & 63];
-        out[o++] = a[v >> 12 & 63];
-        out[o++] = i + 1 < n ? a[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? a[v & 63] : '=';
-    }
-    out[o] = '\0';
-}
 
 /* Writes a claude.json-shaped vocabulary: every byte (ranks 10..265), then the
  * given multi-byte tokens with ranks 299, 300, ... Returns a malloc'd path. */

@@ -37,8 +37,7 @@ static void test_each_repeated_identical_failure_halves_the_weight(void **state)
     sl_agent_info_t a;
     assert_int_equal(sl_engine_agent_info(e, "fixer", &a), SL_OK);
     assert_int_equal(a.repeats, 0);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_weight_is_role_times_unblocks_times_priority(void **state)
