@@ -15,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
+from bodies import message  # noqa: E402,F401  (tests/integration/bodies.py)
 
 SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
 SLUICE_CLI = os.environ.get("SLUICE_CLI", "")
@@ -131,13 +132,6 @@ def parse_sse(payload):
                 raise AssertionError("unexpected SSE line %r" % line)
         events.append((name, "\n".join(data)))
     return events
-
-
-def message(text="Hello, Claude", max_tokens=100, **extra):
-    body = {"model": "claude-emu-1", "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": text}]}
-    body.update(extra)
-    return body
 
 
 def estimate(body, api="anthropic"):

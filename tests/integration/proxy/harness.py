@@ -16,6 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
+from bodies import chat, message  # noqa: E402,F401  (tests/integration/bodies.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
 SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
@@ -213,20 +214,6 @@ def parse_sse(payload):
                 data.append(line[1:].strip())
         events.append((name, "\n".join(data)))
     return events
-
-
-def message(text="Hello, Claude", max_tokens=100, **extra):
-    body = {"model": "claude-emu-1", "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": text}]}
-    body.update(extra)
-    return body
-
-
-def chat(text="Hello", max_tokens=100, **extra):
-    body = {"model": "gpt-emu-1", "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": text}]}
-    body.update(extra)
-    return body
 
 
 def wait_for(predicate, timeout_s, what):
