@@ -15,7 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
-from bodies import message  # noqa: E402,F401  (tests/integration/bodies.py)
+from bodies import message, parse_sse  # noqa: E402,F401  (tests/integration/bodies.py)
 
 SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
 SLUICE_CLI = os.environ.get("SLUICE_CLI", "")
@@ -110,28 +110,6 @@ class SharedEmu(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.emu.stop()
-
-
-def parse_sse(payload):
-    """Parses an SSE body into a list of (event name or None, data string)."""
-    events = []
-    text = payload.decode("utf-8")
-    assert text.endswith("\n\n"), "stream does not end with a blank line: %r" % text[-40:]
-    for block in text.split("\n\n"):
-        if not block:
-            continue
-        name, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("event: "):
-                name = line[len("event: "):]
-            elif line.startswith("data: "):
-                data.append(line[len("data: "):])
-            elif line.startswith(":"):
-                continue
-            else:
-                raise AssertionError("unexpected SSE line %r" % line)
-        events.append((name, "\n".join(data)))
-    return events
 
 
 def estimate(body, api="anthropic"):

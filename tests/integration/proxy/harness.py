@@ -16,6 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
+import bodies  # noqa: E402  (tests/integration/bodies.py)
 from bodies import chat, message  # noqa: E402,F401  (tests/integration/bodies.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
@@ -196,24 +197,9 @@ def read_until(sock, needle, timeout_s):
 
 
 def parse_sse(payload):
-    """Parses an SSE body into a list of (event name or None, data string); comments
-    (": ping") are kept as (":", text)."""
-    events = []
-    text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
-    for block in text.split("\n\n"):
-        if not block.strip():
-            continue
-        name, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("event: "):
-                name = line[len("event: "):]
-            elif line.startswith("data: "):
-                data.append(line[len("data: "):])
-            elif line.startswith(":"):
-                name = name or ":"
-                data.append(line[1:].strip())
-        events.append((name, "\n".join(data)))
-    return events
+    """Parses an SSE body that came through the proxy, comments kept as (":", text)
+    (bodies.parse_sse)."""
+    return bodies.parse_sse(payload, strict=False)
 
 
 def wait_for(predicate, timeout_s, what):
