@@ -4,15 +4,12 @@
 
 static sl_engine_t *engine(bool working_set)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 60000; /* 51000 at margin 0.85, 850 a second */
     cfg.claim_timeout_s = 1e6;
     cfg.ticket_idle_s = 1e6;
     cfg.working_set = working_set;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     return e;
 }
 

@@ -178,14 +178,11 @@ static void test_the_spend_cap_alert_clears_on_success_or_at_the_reset(void **st
 static void test_learned_output_reserves_the_95th_percentile_only_for_capped_calls(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 10000000;
     cfg.output_tpm = 1000000;
     cfg.output_reserve_learned = true;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     double t = T0;
     for (int i = 0; i < 20; i++) {
         sl_request_t r = harness_req("agent", 1000, 32000);

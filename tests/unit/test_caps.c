@@ -262,13 +262,11 @@ static void test_team_cap_is_shared_by_its_agents(void **state)
 /* An engine with one pool priced $3 per million input tokens and $15 per million output. */
 static sl_engine_t *priced_engine(void)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 1000000;
     cfg.price_input_per_mtok = 3;
     cfg.price_output_per_mtok = 15;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     return e;
 }
 

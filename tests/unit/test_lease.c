@@ -5,13 +5,11 @@
 
 static sl_engine_t *engine_with_defaults(int64_t input_tpm)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = input_tpm;
     cfg.output_tpm = input_tpm / 5;
     cfg.rpm = 1000;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     return e;
 }
 
@@ -82,12 +80,10 @@ static void test_cold_cache_charges_the_cached_prefix_and_warm_does_not(void **s
 static void test_cache_reads_count_when_the_pool_says_so(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 1000000;
     cfg.cache_reads_count = true;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     sl_request_t r = harness_req("a", 2000, 0);
     r.cached_tokens = 10000;
     sl_decision_t d;
@@ -241,12 +237,9 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     assert_true(harness_level(e, SL_BUCKET_OUTPUT) < 0);
     harness_end(e);
     /* A combined bucket: input + max_tokens above its capacity. */
-    e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.tokens_tpm = 100000; /* capacity 85000 */
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    e = harness_engine_config(&cfg);
     r = harness_req("big", 5000, 80001);
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
     assert_non_null(strstr(sl_engine_errmsg(e), "tokens 85001"));
@@ -394,12 +387,10 @@ static void test_polling_a_granted_ticket_claims_the_lease(void **state)
 static void test_an_idle_ticket_expires_and_a_held_one_does_not(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 60000;
     cfg.max_queue_wait_s = 1000;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     uint64_t l = harness_grant(e, "a", 51000, 0, T0);
     sl_settle_t s = harness_settle(300000, 0); /* deep debt: nothing is granted for minutes */
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
@@ -599,15 +590,12 @@ static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
 static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 10000000;
     cfg.concurrency = 2;
     cfg.claim_timeout_s = 1e6;
     cfg.lease_duration_prior_s = 0; /* no prior (concurrency_prior.scn has the default's) */
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     double t = T0;
     /* Before any settle, with no prior, only the earliest expiry is known: 120 s, rejected. */
     uint64_t a = harness_grant(e, "a", 10, 0, t), b = harness_grant(e, "b", 10, 0, t);
