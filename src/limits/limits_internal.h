@@ -133,6 +133,13 @@ const sl__entry_t *sl__ring_at(const sl__ring_t *r, uint32_t i);
 void sl__ring_pop(sl__ring_t *r);
 void sl__ring_free(sl__ring_t *r);
 
+/* What every counting limit (fixed and sliding windows, concurrency) answers when it
+ * holds `count` of `limit` units and is asked for `units` more: true when they fit
+ * (allowed, with the room left); else false, with the room left and the reason (NEVER,
+ * retry -1, when units > limit; RATE otherwise, its retry time the caller's). The reset
+ * time is the caller's in both cases. */
+bool sl__answer_count(sl__answer_t *a, int64_t limit, int64_t count, int64_t units);
+
 /* The logs of sliding_window and concurrency: an entry (t_us, units) counts until
  * t_us + shift_us (sliding_window: its hit time and the period; concurrency: its hold's
  * end and 0). */

@@ -81,24 +81,13 @@ void sl__log_probe(const sl__kstate_t *s, int64_t limit, int64_t shift_us, int64
     int64_t count = s->fresh ? 0 : s->ring.sum - sl__log_expired(s, shift_us, now_us, &first);
     bool live = !s->fresh && first < s->ring.n;
     int64_t newest = live ? sl__ring_at(&s->ring, s->ring.n - 1)->t_us : 0;
-    a->limit = limit;
-    a->delay_us = 0;
-    if (count + units <= limit) {
-        a->reason = SL_LIMIT_ALLOWED;
-        a->retry_after_us = 0;
-        a->remaining = limit - count - units;
+    if (sl__answer_count(a, limit, count, units)) {
         a->reset_after_us = units > 0 ? span_us : live ? newest + shift_us - now_us : 0;
         return;
     }
-    a->remaining = limit > count ? limit - count : 0;
     a->reset_after_us = live ? newest + shift_us - now_us : 0;
-    if (units > limit) {
-        a->reason = SL_LIMIT_NEVER;
-        a->retry_after_us = -1;
-        return;
-    }
+    if (a->reason == SL_LIMIT_NEVER) return;
     /* Walk the oldest live entries until enough have stopped counting. */
-    a->reason = SL_LIMIT_RATE;
     int64_t left = count;
     for (uint32_t i = first; i < s->ring.n; i++) {
         const sl__entry_t *e = sl__ring_at(&s->ring, i);
