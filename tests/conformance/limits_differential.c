@@ -118,7 +118,7 @@ static void gen_time(gen_t *g)
 
 static void print_result(const char *who, const result_t *r)
 {
-    fprintf(stderr, "  %s: rc=%s", who, limits_code_name(r->rc));
+    fprintf(stderr, "  %s: rc=%s", who, sl_strerror(r->rc));
     scn_print_fields(stderr, r);
     fprintf(stderr, "\n");
 }
