@@ -93,9 +93,13 @@ def lease_number(lease_id):
     return int(lease_id[2:])
 
 
-class Restart(unittest.TestCase):
+class WithStateDir(unittest.TestCase):
+    """A test with a folder of its own (self.tmp) for a Daemon's state, started by
+    start() and stopped after the test."""
+    PREFIX = "sluiced-restart-"
+
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="sluiced-restart-")
+        self.tmp = tempfile.TemporaryDirectory(prefix=self.PREFIX)
         self.addCleanup(self.tmp.cleanup)
         self.daemon = None
 
@@ -106,6 +110,9 @@ class Restart(unittest.TestCase):
     def start(self, config_text):
         self.daemon = Daemon(self.tmp.name, config_text).start()
         return self.daemon
+
+
+class Restart(WithStateDir):
 
     def test_without_state_file_a_start_is_cold_and_refills(self):
         d = self.start(POOL)  # cold_start: empty is the default
