@@ -111,6 +111,16 @@ class SharedEmu(unittest.TestCase):
     def tearDownClass(cls):
         cls.emu.stop()
 
+    def assert_refused(self, cases):
+        """Each (body, field) of `cases`, sent to /v1/messages, is answered 400
+        invalid_request_error with a message naming `field`."""
+        for body, field in cases:
+            status, _, payload = self.emu.anthropic(body)
+            self.assertEqual(status, 400, body)
+            err = json.loads(payload)["error"]
+            self.assertEqual(err["type"], "invalid_request_error")
+            self.assertIn(field, err["message"])
+
 
 def estimate(body, api="anthropic"):
     """sluice's own estimate of a request body (the CLI), or None without the CLI."""

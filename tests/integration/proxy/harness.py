@@ -202,6 +202,16 @@ def parse_sse(payload):
     return bodies.parse_sse(payload, strict=False)
 
 
+def reply_json(handler, obj, status=200):
+    """Answers an http.server request (from its handler) with `obj` as JSON."""
+    body = json.dumps(obj).encode()
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def wait_for(predicate, timeout_s, what):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
