@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { recordingFetch, untilRetried } from './attempts.mjs';
-import { REAL_KEY, getJson, pool, run, sdks, startEmu, startSluiced } from './proxy_harness.mjs';
+import { REAL_KEY, getJson, pool, runBehindSluiced, sdks, startEmu } from './proxy_harness.mjs';
 
 const { Anthropic, OpenAI } = sdks();
 
@@ -258,22 +258,4 @@ const emu = await startEmu(FAST);
 const tightArgs = [...FAST];
 tightArgs[tightArgs.indexOf('--rpm') + 1] = '60';
 const tight = await startEmu(tightArgs);
-let failed = 1;
-try {
-  const sluiced = await startSluiced(config(emu.port, tight.port));
-  try {
-    failed = await run(tests, { port: sluiced.port, sluiced, emu, tight });
-    const stats = await getJson(emu.port, '/stats');
-    if (stats.http.status_401 !== 0) {
-      console.log(`FAIL the emulator saw ${stats.http.status_401} calls without the pool key`);
-      failed++;
-    }
-  } finally {
-    await sluiced.stop();
-  }
-} finally {
-  await emu.stop();
-  await tight.stop();
-}
-console.log(failed ? `${failed} failed` : 'all passed');
-process.exit(failed ? 1 : 0);
+await runBehindSluiced(tests, config(emu.port, tight.port), { emu, tight }, emu, [emu, tight]);
