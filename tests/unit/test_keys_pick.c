@@ -7,8 +7,7 @@ static sl_engine_t *two_keys(void)
 {
     sl_engine_t *e = sl_engine_new(NULL);
     assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.output_tpm = 6000;
     cfg.rpm = 1000;
     assert_int_equal(sl_engine_configure_pool(e, "p:big", &cfg, T0), SL_OK);

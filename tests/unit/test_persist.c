@@ -19,21 +19,16 @@
 
 #include <event2/event.h>
 
+#include "engine_harness.h"
 #include "persist.h"
 #include "suspended.h"
 #include "test_main.h"
 
-#define T0 1796000000.0
-
 static sl_engine_t *engine(void)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 600000;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
-    return e;
+    return harness_engine_config(&cfg);
 }
 
 static uint64_t grant(sl_engine_t *e, int64_t in)
