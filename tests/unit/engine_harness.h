@@ -25,6 +25,16 @@ static inline sl_pool_config_t harness_config(void)
     return cfg;
 }
 
+/* The pool defaults with the given per-minute limits. */
+static inline sl_pool_config_t harness_pool(int64_t input_tpm, int64_t output_tpm, int64_t rpm)
+{
+    sl_pool_config_t cfg = harness_config();
+    cfg.input_tpm = input_tpm;
+    cfg.output_tpm = output_tpm;
+    cfg.rpm = rpm;
+    return cfg;
+}
+
 /* An engine whose pool "default" is configured with `cfg` at T0. */
 static inline sl_engine_t *harness_engine_config(const sl_pool_config_t *cfg)
 {
@@ -37,10 +47,7 @@ static inline sl_engine_t *harness_engine_config(const sl_pool_config_t *cfg)
 /* A pool "default" with the given per-minute limits and default settings. */
 static inline sl_engine_t *harness_engine(int64_t input_tpm, int64_t output_tpm, int64_t rpm)
 {
-    sl_pool_config_t cfg = harness_config();
-    cfg.input_tpm = input_tpm;
-    cfg.output_tpm = output_tpm;
-    cfg.rpm = rpm;
+    sl_pool_config_t cfg = harness_pool(input_tpm, output_tpm, rpm);
     /* These tests play the clients too and never poll tickets; test_lease.c covers
      * unclaimed grants and idle tickets with the defaults. */
     cfg.claim_timeout_s = 1e6;

@@ -88,8 +88,7 @@ static void test_a_call_needing_nothing_the_head_waits_for_goes_past_it(void **s
 static int trial(uint64_t seed, int *backfilled)
 {
     uint64_t s = seed * 2654435761u + 1;
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 20000 + rng_upto(&s, 180000);
     cfg.output_tpm = 2000 + rng_upto(&s, 38000);
     cfg.rpm = rng_upto(&s, 2) ? 0 : 50 + rng_upto(&s, 450);

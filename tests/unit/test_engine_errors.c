@@ -214,11 +214,7 @@ static void test_reload_keeps_leases_and_tickets(void **state)
     (void)state;
     uint64_t l, t;
     sl_engine_t *e = busy_engine(&l, &t);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
-    cfg.input_tpm = 120000;
-    cfg.output_tpm = 20000;
-    cfg.rpm = 100;
+    sl_pool_config_t cfg = harness_pool(120000, 20000, 100);
     assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0 + 1), SL_OK);
     harness_check(e);
     sl_settle_t s = harness_settle(40000, 1000);

@@ -217,8 +217,7 @@ static void op_misc(world_t *w)
         break;
     }
     case 6: {
-        sl_pool_config_t cfg;
-        sl_pool_config_init(&cfg);
+        sl_pool_config_t cfg = harness_config();
         cfg.input_tpm = rnd_range(&w->rng, 90000, 200000);
         cfg.output_tpm = rnd_range(&w->rng, 20000, 40000);
         cfg.rpm = rnd_range(&w->rng, 50, 200);
@@ -262,11 +261,7 @@ static void run_seed(uint64_t seed, long ops)
     w->rng = seed * 2654435761ULL + 1;
     w->now = T0;
     sl_engine_set_event_cb(w->e, on_event, w);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
-    cfg.input_tpm = 100000;
-    cfg.output_tpm = 30000;
-    cfg.rpm = 100;
+    sl_pool_config_t cfg = harness_pool(100000, 30000, 100);
     cfg.claim_timeout_s = 20;
     cfg.ticket_idle_s = 40;
     assert_int_equal(sl_engine_configure_pool(w->e, "default", &cfg, w->now), SL_OK);

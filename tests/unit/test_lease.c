@@ -5,10 +5,7 @@
 
 static sl_engine_t *engine_with_defaults(int64_t input_tpm)
 {
-    sl_pool_config_t cfg = harness_config();
-    cfg.input_tpm = input_tpm;
-    cfg.output_tpm = input_tpm / 5;
-    cfg.rpm = 1000;
+    sl_pool_config_t cfg = harness_pool(input_tpm, input_tpm / 5, 1000);
     sl_engine_t *e = harness_engine_config(&cfg);
     return e;
 }

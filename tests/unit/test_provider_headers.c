@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
+#include "engine_harness.h"
 #include "provider.h"
-#include "sluice/engine.h"
 #include "test_main.h"
 
 static const char *find(const sl_provider_header_t *h, size_t n, const char *name)
@@ -78,11 +78,7 @@ static void test_anthropic_remaining_is_rounded_to_the_thousand(void **state)
         values[i] = h[i].value;
     }
     sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t pc;
-    sl_pool_config_init(&pc);
-    pc.input_tpm = 100000;
-    pc.output_tpm = 20000;
-    pc.rpm = 50;
+    sl_pool_config_t pc = harness_pool(100000, 20000, 50);
     assert_int_equal(sl_engine_configure_pool(e, "default", &pc, 1796009982), SL_OK);
     assert_int_equal(sl_engine_resync(e, "default", names, values, n, 1796009982, NULL), SL_OK);
     sl_engine_free(e);
