@@ -34,6 +34,7 @@ sl_unit_test(test_proxy_responses sluiced_core)
 sl_unit_test(test_proxy_usage sluiced_core)
 # The output a proxied call holds, its cap, and the continued answer's pieces.
 sl_unit_test(test_proxy_output sluiced_core)
+sl_unit_test(test_proxy_continue_openai sluiced_core)
 # A call started from inside another's header callback (a resync granting a queued call).
 sl_unit_test(test_upstream_reentry sluiced_core)
 # The batch APIs' routes, queue count and results usage, and the embeddings count.

@@ -21,5 +21,7 @@ target_compile_definitions(test_config_keys PRIVATE SL_SOURCE_DIR="${PROJECT_SOU
 sl_unit_test(test_tokens sluiced_core)
 # The one error->HTTP table (errors.def), in the lease API's and the provider's dialect.
 sl_unit_test(test_error_table sluiced_core)
+# The built-in list prices (usage/prices.def).
+sl_unit_test(test_prices sluiced_core)
 # The feature table (core/features.def) and the event bus.
 sl_unit_test(test_feature_table sluiced_core)

@@ -108,6 +108,9 @@ export interface LeaseOptions {
   capOutput?: boolean;
   /** Lease lifetime; 0 (default): the pool's lease_ttl. */
   ttl?: number;
+  /** How long the provider keeps the cached prefix this call writes (`cache_ttl_s`): 0
+   * (default) the pool's cache_ttl_s, 3600 for Anthropic's cache_control ttl "1h". */
+  cacheTtl?: number;
   /** Longest this call may wait in all; default Infinity (as long as needed), 0: never wait. */
   maxWait?: number;
   /** Default: a random 32-hex id; pass a checkpoint's to resume (charged once). */

@@ -240,6 +240,10 @@ typedef struct sl_acquire_req {
     const char *priority;   /* NULL: "normal" */
     const char *cache_key;  /* NULL: the agent */
     double ttl_s;           /* lease lifetime; 0: the pool's lease_ttl */
+    double cache_ttl_s;     /* how long the provider keeps the cached prefix this call
+                               writes: 0 = the pool's cache_ttl_s (a 5-minute write);
+                               3600 for Anthropic's cache_control ttl "1h" (sluiced
+                               refuses more than a day) */
     double max_wait_s;      /* longest the acquire may wait in all; SL_WAIT_FOREVER (the
                                default) waits as long as needed, 0 never waits */
     const char *request_id; /* NULL: a random one (kept for transport retries, and saved

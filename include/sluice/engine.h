@@ -606,6 +606,9 @@ typedef struct sl_lease_state {
     const char *agent;
     const char *cache_key; /* the cache its settle warms (the agent's own when NULL) */
     const char *model;     /* NULL: the request named none (no calibration) */
+    const char *outputs;   /* the calibration its output is learned in ("model\x1frole",
+                              sl_calibration_state_t); NULL with no model. Not restored:
+                              a restored lease learns in its agent's last role's */
     int64_t need[SL_BUCKET_COUNT]; /* reserved per bucket: input, output, requests, tokens */
     int64_t cached_tokens;
     bool cache_penalty;
@@ -616,6 +619,7 @@ typedef struct sl_lease_state {
     double ttl_s;
     double expires_at;
     bool claimed; /* the client knows about the grant (false: granted from the queue, unfetched) */
+    double cache_ttl_s; /* the call's cache lifetime (sl_request_t.cache_ttl_s); 0 = the pool's */
 } sl_lease_state_t;
 
 /* Fills `out` for live lease `lease`; its strings live as long as the lease and its
@@ -638,7 +642,8 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
 /* A model's calibration, as exported and restored. */
 #define SL_CALIBRATION_WINDOW 64
 typedef struct sl_calibration_state {
-    const char *model;
+    const char *model; /* a model; or "model\x1frole": the output samples of that model's
+                          calls in that agent group (output_reserve: learned), no ratios */
     double sample[SL_CALIBRATION_WINDOW]; /* ratios, a ring */
     int n;                                /* samples held (0..64) */
     int pos;                              /* the next slot written */

@@ -459,6 +459,8 @@ static void mem_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
     int rc = sl_engine_settle(m->engine, lease, s, mem_now(b), &r);
     if (rc == SL_OK && calibrated)
         sl__persist_calibration(m->persist, m->engine, before.pool, before.model);
+    if (rc == SL_OK && calibrated && before.outputs) /* its group's output samples */
+        sl__persist_calibration(m->persist, m->engine, before.pool, before.outputs);
     journal(m);
     cb(rc, rc == SL_OK ? &r : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(m->engine), ud);
     op_end(m);

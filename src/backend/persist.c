@@ -37,7 +37,8 @@
  *                        version 2: f64 lease_mean_s, i64 lease_samples
  *   L  lease in flight   u64 id, ticket, str pool, agent, cache_key, model, i64 need[4],
  *                        cached, est, f64 weight, granted_at, waited_s, ttl_s,
- *                        expires_at, u8 penalty, claimed (written again when it changes)
+ *                        expires_at, u8 penalty, claimed (written again when it changes);
+ *                        since record version 3: f64 cache_ttl_s
  *   E  lease ended       u64 id
  *   C  calibration       str pool, model, f64 sample[64], i32 n, pos, i64 total; since
  *                        version 2: i64 out_sample[64], i32 out_n, out_pos
@@ -47,7 +48,9 @@
  *
  * Record version 2 appends fields to P and C: a reader takes them when the record holds
  * them, so a file of record version 1 (no appended fields) restores as before, with the
- * concurrency ETA's D and the learned output samples unknown. Prompt caches are not
+ * concurrency ETA's D and the learned output samples unknown. Record version 3 appends a
+ * lease's cache lifetime to L (a ttl "1h" write settled after a restart still lives an
+ * hour); an L without it restores with the pool's lifetime, as before. Prompt caches are not
  * kept (a restart finds them cold: the conservative side).
  *
  * Ids: the reservation is written (and fsynced) before ids reach it, 2^20 at a time,
@@ -436,6 +439,7 @@ static void write_lease(buf_t *b, const sl_lease_state_t *l)
     put_f64(b, l->expires_at);
     put_u8(b, l->cache_penalty);
     put_u8(b, l->claimed);
+    put_f64(b, l->cache_ttl_s);
     rec_end(b, at);
 }
 

@@ -192,6 +192,7 @@ static int load_lease(sl_persist_t *p, rd_t *r, size_t seq)
     l.expires_at = get_f64(r);
     l.cache_penalty = get_u8(r) != 0;
     l.claimed = get_u8(r) != 0;
+    if (has_more(r)) l.cache_ttl_s = get_f64(r); /* record version 3 */
     if (r->bad || !l.pool || !l.agent || l.id == 0) {
         lease_state_free(&l);
         return -1;

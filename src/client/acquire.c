@@ -64,6 +64,9 @@ static int check_request(sl_client_t *c, const sl_acquire_req_t *req)
                            req->max_wait_s);
     if (!isfinite(req->ttl_s) || req->ttl_s < 0)
         return sl__cl_fail(c, SL_EARG, "ttl_s %g: expected > 0, or 0 for the pool's", req->ttl_s);
+    if (!isfinite(req->cache_ttl_s) || req->cache_ttl_s < 0)
+        return sl__cl_fail(c, SL_EARG, "cache_ttl_s %g: expected > 0, or 0 for the pool's",
+                           req->cache_ttl_s);
     if (req->request_id && (!*req->request_id || strlen(req->request_id) >= 40))
         return sl__cl_fail(c, SL_EARG, "request_id \"%s\": expected 1-39 characters",
                            req->request_id);
@@ -88,6 +91,8 @@ static json_t *lease_body(const sl_client_t *c, const sl_acquire_req_t *req, con
     if (req->priority) bad |= json_object_set_new(b, "priority", json_string(req->priority));
     if (req->cache_key) bad |= json_object_set_new(b, "cache_key", json_string(req->cache_key));
     if (req->ttl_s > 0) bad |= json_object_set_new(b, "ttl", json_real(req->ttl_s));
+    if (req->cache_ttl_s > 0)
+        bad |= json_object_set_new(b, "cache_ttl_s", json_real(req->cache_ttl_s));
     if (wait_s > 0) bad |= json_object_set_new(b, "wait", json_real(wait_s));
     if (max_wait_s > 0) bad |= json_object_set_new(b, "max_wait", json_real(max_wait_s));
     if (bad) {

@@ -8,6 +8,7 @@
  * outlier, which a running mean is not. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,7 +76,10 @@ static int cmp_i64(const void *a, const void *b)
 /* max_tokens is a loose upper bound: most calls end far below it. With
  * output_reserve_learned, calls whose max_tokens is capped to the reservation (the
  * proxy's, a lease client's cap_output) reserve the 95th percentile of what this model's
- * calls really produced (nearest rank over the last 64).
+ * calls of the same agent group really produced (nearest rank over the last 64). The
+ * group is the request's role: a planner writes plans, a worker code, a reviewer a
+ * verdict, and one percentile over all of them would cut the long writers one answer
+ * in twenty and reserve the short ones far above what they write.
  *
  * A capped answer that stopped at the cap is censored: its real length is unknown, only
  * that it was at least the cap. Recording the cap itself would let the percentile only
@@ -91,6 +95,18 @@ void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens, int64_t rese
     c->out_pos = (c->out_pos + 1) % SL__CALIB_WINDOW;
     if (c->out_n < SL__CALIB_WINDOW) c->out_n++;
     sl__calib_update_output(c);
+}
+
+sl__calib_t *sl__calib_outputs(sl__pool_t *p, const char *model, const char *group, bool create)
+{
+    char key[SL__NAME_MAX + SL__CLASS_MAX + 2];
+    snprintf(key, sizeof key, "%s\x1f%s", model, group ? group : "worker");
+    return sl__calib_get(p, key, create);
+}
+
+bool sl__calib_is_outputs(const sl__calib_t *c)
+{
+    return strchr(c->model, '\x1f') != NULL;
 }
 
 void sl__calib_update_output(sl__calib_t *c)
@@ -123,6 +139,7 @@ int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,
     for (size_t i = 0; i < p->calibs.cap; i++) {
         if (!p->calibs.slots[i].hash) continue;
         const sl__calib_t *c = p->calibs.slots[i].val;
+        if (sl__calib_is_outputs(c)) continue; /* no model's ratio: a group's outputs */
         sl_calibration_info_t info = {.model = c->model, .ratio = c->ratio, .samples = c->total};
         fn(&info, ud);
     }

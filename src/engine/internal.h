@@ -150,6 +150,7 @@ typedef struct sl__lease {
     sl__pagent_t *pa;
     sl__cache_t *cache;
     sl__calib_t *calib;        /* NULL unless the request named a model */
+    sl__calib_t *outs;         /* its (model, group) output percentile (sl__calib_outputs) */
     int64_t est_prompt_tokens; /* input + cached as the client estimated them */
     sl__capref_t caps;
     sl__need_t need;
@@ -168,6 +169,7 @@ typedef struct sl__ticket {
     sl__pagent_t *pa;
     sl__cache_t *cache;
     sl__calib_t *calib;
+    sl__calib_t *outs;
     int64_t est_prompt_tokens;
     sl__capref_t caps;
     sl__need_t need;
@@ -511,6 +513,12 @@ void sl__calib_free_all(sl__pool_t *p);
 /* Records a counted call's output. One that stopped exactly at its lease's reservation
  * (`reserved_tokens`: a capped call cut off there) is recorded as twice that figure. */
 void sl__calib_record_output(sl__calib_t *c, int64_t output_tokens, int64_t reserved_tokens);
+/* The output samples of `model`'s calls in agent group `group` (the request's role): a
+ * calibration entry of its own, keyed model US group, whose ratio is unused. NULL when
+ * absent and !create, or out of memory. */
+sl__calib_t *sl__calib_outputs(sl__pool_t *p, const char *model, const char *group, bool create);
+/* Whether a calibration entry is such an output entry (its key holds a US). */
+bool sl__calib_is_outputs(const sl__calib_t *c);
 /* Recomputes the output 95th percentile from the samples held (after a restore). */
 void sl__calib_update_output(sl__calib_t *c);
 
@@ -546,7 +554,8 @@ int sl__grant_ticket(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, const sl__t
 bool sl__ticket_cache_lapsed(sl__pool_t *p, sl__ticket_t *t, double now);
 
 /* Lets a grant remember the calibration it came with (called right after sl__grant). */
-void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens);
+void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, sl__calib_t *outs,
+                         int64_t est_prompt_tokens);
 void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, double now);
 void sl__ticket_end(sl_engine_t *e, sl__ticket_t *t, int end_state, uint64_t lease, double now);
 void sl__fill_grant(const sl__lease_t *l, sl_decision_t *out);

@@ -104,14 +104,16 @@ int sl__grant_ticket(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, const sl__t
     int rc = sl__grant(e, p, t->pa, t->cache, &t->need, &t->caps, t->weight, tags, t->ttl_s, t->id,
                        now - t->enqueued_at, now, &l);
     if (rc != SL_OK) return rc;
-    sl__lease_set_calib(l, t->calib, t->est_prompt_tokens);
+    sl__lease_set_calib(l, t->calib, t->outs, t->est_prompt_tokens);
     sl__ticket_end(e, t, SL__END_GRANTED, l->id, now);
     return SL_OK;
 }
 
-void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, int64_t est_prompt_tokens)
+void sl__lease_set_calib(sl__lease_t *l, sl__calib_t *c, sl__calib_t *outs,
+                         int64_t est_prompt_tokens)
 {
     l->calib = c;
+    l->outs = outs;
     l->est_prompt_tokens = est_prompt_tokens;
 }
 
@@ -367,6 +369,7 @@ typedef struct decide_args {
     sl__pagent_t *pa;
     sl__cache_t *cache;
     sl__calib_t *calib;
+    sl__calib_t *outs; /* the (model, group) output percentile */
     int64_t est_prompt_tokens;
     sl__need_t need;
     sl__pteam_t *team; /* its agent's team queue in the pool */
@@ -396,7 +399,7 @@ static bool backfill_now(sl_engine_t *e, decide_args_t *a, double cost, double f
                   &l) != SL_OK)
         return false;
     if (finish > a->pa->last_finish) a->pa->last_finish = finish;
-    sl__lease_set_calib(l, a->calib, a->est_prompt_tokens);
+    sl__lease_set_calib(l, a->calib, a->outs, a->est_prompt_tokens);
     sl__fill_grant(l, out);
     return true;
 }
@@ -434,7 +437,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             int rc = sl__grant(e, p, a->pa, a->cache, &a->need, &a->caps, a->weight, &tags,
                                a->ttl_s, 0, 0, now, &l);
             if (rc) return sl__fail(e, rc, "out of memory granting a lease");
-            sl__lease_set_calib(l, a->calib, a->est_prompt_tokens);
+            sl__lease_set_calib(l, a->calib, a->outs, a->est_prompt_tokens);
             sl__fill_grant(l, out);
             /* Going ahead of its team's head moved that team's outer tags: another
              * team's head that fits may lead now. */
@@ -482,6 +485,7 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     t->cache = a->cache;
     t->cache->refs++;
     t->calib = a->calib;
+    t->outs = a->outs;
     t->caps = a->caps;
     t->est_prompt_tokens = a->est_prompt_tokens;
     t->need = a->need;
@@ -638,9 +642,11 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     int64_t in = input;
     if (!warm || p->cfg.cache_reads_count) in += cached;
     int64_t out_tokens = req->output_tokens;
-    if (req->output_capped && p->cfg.output_reserve_learned && calib && calib->out_p95 > 0 &&
-        calib->out_p95 < out_tokens)
-        out_tokens = calib->out_p95;
+    /* Learned per model and agent group (the role): calibrate.c says why. */
+    sl__calib_t *outs = req->model ? sl__calib_outputs(p, req->model, role_c->name, false) : NULL;
+    if (req->output_capped && p->cfg.output_reserve_learned && outs && outs->out_p95 > 0 &&
+        outs->out_p95 < out_tokens)
+        out_tokens = outs->out_p95;
     args.need.n[SL_BUCKET_INPUT] = in;
     args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
@@ -689,8 +695,9 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     if (!cache) sl__cache_sweep(p, now_s);
     args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
     if (req->model) args.calib = calib ? calib : sl__calib_get(p, req->model, true);
+    if (req->model) args.outs = outs ? outs : sl__calib_outputs(p, req->model, role_c->name, true);
     args.team = a ? sl__pteam_get(e, p, a->team ? a->team : SL__DEFAULT_TEAM, true) : NULL;
-    if (!args.cache || (req->model && !args.calib) || !args.team) {
+    if (!args.cache || (req->model && (!args.calib || !args.outs)) || !args.team) {
         free(key);
         return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", req->agent);
     }
@@ -989,7 +996,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         sl__cache_touch(p, l->cache, l->granted_at, l->need.cache_ttl_s);
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
-        sl__calib_record_output(l->calib, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);
+        sl__calib_record_output(l->outs, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);
         sl__spend_cap_alert(e, p, false, now_s); /* a call went through: no longer capped */
     }
     a->tokens_in = sat_add(a->tokens_in, actual_in);

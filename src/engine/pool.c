@@ -416,6 +416,7 @@ int sl_engine_pool_info(const sl_engine_t *e, const char *name, sl_pool_info_t *
     for (size_t i = 0; i < p->calibs.cap && out->n_calibration < SL_POOL_INFO_MODELS; i++) {
         if (!p->calibs.slots[i].hash) continue;
         const sl__calib_t *c = p->calibs.slots[i].val;
+        if (sl__calib_is_outputs(c)) continue; /* a group's outputs, no model's ratio */
         sl_calibration_info_t *ci = &out->calibration[out->n_calibration++];
         ci->model = c->model;
         ci->ratio = c->ratio;

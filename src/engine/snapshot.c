@@ -141,6 +141,7 @@ static void fill_lease_state(const sl__lease_t *l, sl_lease_state_t *out)
     out->agent = l->pa->agent->name;
     out->cache_key = l->cache ? l->cache->key : NULL;
     out->model = l->calib ? l->calib->model : NULL;
+    out->outputs = l->outs ? l->outs->model : NULL;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         out->need[b] = l->need.n[b];
     out->cached_tokens = l->need.cached_tokens;
@@ -152,6 +153,7 @@ static void fill_lease_state(const sl__lease_t *l, sl_lease_state_t *out)
     out->ttl_s = l->ttl_s;
     out->expires_at = l->expiry.at;
     out->claimed = l->claimed;
+    out->cache_ttl_s = l->need.cache_ttl_s;
 }
 
 int sl_engine_lease_state(const sl_engine_t *e, uint64_t lease, sl_lease_state_t *out)
@@ -202,6 +204,9 @@ static int validate_lease_state(sl_engine_t *e, const sl_lease_state_t *l)
         !isfinite(l->waited_s))
         return sl__fail(e, SL_EINVAL, "lease %llu: weight %g, ttl %g or a time is not valid",
                         (unsigned long long)l->id, l->weight, l->ttl_s);
+    if (!(l->cache_ttl_s >= 0 && l->cache_ttl_s <= SL_CACHE_TTL_MAX_S))
+        return sl__fail(e, SL_EINVAL, "lease %llu: cache_ttl_s %g must be in [0, %g] seconds",
+                        (unsigned long long)l->id, l->cache_ttl_s, SL_CACHE_TTL_MAX_S);
     if ((l->cache_key && !*l->cache_key) || (l->model && !*l->model))
         return sl__fail(e, SL_EINVAL, "lease %llu: an empty cache_key or model",
                         (unsigned long long)l->id);
@@ -223,11 +228,15 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     sl__pagent_t *pa = a ? sl__pagent_get(p, a, true) : NULL;
     sl__cache_t *cache = pa ? sl__cache_get(p, pa, l->cache_key, true) : NULL;
     sl__calib_t *calib = l->model ? sl__calib_get(p, l->model, true) : NULL;
+    /* The state keeps no role: the agent's last one stands for the lease's group. */
+    sl__calib_t *outs =
+        l->model && a ? sl__calib_outputs(p, l->model, a->role[0] ? a->role : NULL, true) : NULL;
     sl__lease_t *lease = calloc(1, sizeof *lease);
     sl__capref_t caps = {0};
     if (a) sl__caps_resolve(e, a, a->name, &caps);
-    if (!cache || (l->model && !calib) || !lease || sl__heap_reserve(&p->lease_heap) != 0 ||
-        sl__u64map_reserve(&e->leases, 1) != 0 || sl__caps_reserve(p, &caps) != SL_OK) {
+    if (!cache || (l->model && (!calib || !outs)) || !lease ||
+        sl__heap_reserve(&p->lease_heap) != 0 || sl__u64map_reserve(&e->leases, 1) != 0 ||
+        sl__caps_reserve(p, &caps) != SL_OK) {
         free(lease);
         return sl__fail(e, SL_ENOMEM, "out of memory restoring lease %llu",
                         (unsigned long long)l->id);
@@ -238,11 +247,13 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     lease->pa = pa;
     lease->cache = cache;
     lease->calib = calib;
+    lease->outs = outs;
     lease->est_prompt_tokens = l->est_prompt_tokens;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         lease->need.n[b] = l->need[b];
     lease->need.cached_tokens = l->cached_tokens;
     lease->need.penalty = l->cache_penalty;
+    lease->need.cache_ttl_s = l->cache_ttl_s;
     lease->caps = caps;
     /* The caps' buckets were not saved: charging them again errs on the safe side. */
     sl__caps_take(p, &lease->caps, &lease->need, now_s);
@@ -307,7 +318,8 @@ int sl_engine_calibration_restore(sl_engine_t *e, const char *pool,
     int rc;
     sl__pool_t *p = find_pool(e, pool, &rc);
     if (!p) return rc;
-    if (!c || !c->model || !*c->model || strlen(c->model) > SL__NAME_MAX)
+    /* A model's name, or a (model, group) output entry's "model US role". */
+    if (!c || !c->model || !*c->model || strlen(c->model) > SL__NAME_MAX + 1 + SL__CLASS_MAX)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": calibration without a model", p->name);
     if (c->n < 0 || c->n > SL__CALIB_WINDOW || c->pos < 0 || c->pos >= SL__CALIB_WINDOW ||
         c->total < c->n)

@@ -193,16 +193,20 @@ size_t sl_provider_error_body(const sl_provider_t *p, sl_provider_style_t style,
         return 0;
     case SL_PROVIDER_RATE_LIMITED:
         if (r->limit == SL_PROVIDER_LIMIT_ACCELERATION) {
-            /* The wording is this model's: the provider's page names the limit
-             * ("acceleration limits") and the advice (ramp up gradually). */
+            /* Anthropic's SDKs know this 429 by error.details.error_code
+             * "ramp_limit_exceeded" ("the request would exceed a ramp limit, which caps
+             * how fast usage can grow"); its message text is not documented, so the words
+             * are this model's, after the rate-limits page ("acceleration limits", ramp
+             * up gradually) and the SDKs' description (docs/emu.md). */
             const char *msg =
-                "Your organization's usage is increasing too quickly: this request exceeds "
-                "the acceleration limit. Please ramp up your traffic gradually and try "
-                "again later.";
+                "This request would exceed a ramp limit, which caps how fast your "
+                "organization's usage can grow (the acceleration limit). Please ramp up your "
+                "traffic gradually and retry after the time in the retry-after header.";
             if (anthropic)
                 n = snprintf(buf, cap,
                              "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
-                             "\"message\":\"%s\"}}",
+                             "\"message\":\"%s\",\"details\":{\"error_code\":"
+                             "\"ramp_limit_exceeded\"}}}",
                              msg);
             else
                 n = snprintf(buf, cap,

@@ -231,7 +231,7 @@ static void op_acquire(outcome_t *r, const json_t *a, const json_t *options)
     static const char *const known[] = {"agent",     "pool",     "role",      "input_tokens",
                                         "cached_tokens", "output_tokens", "task", "unblocks",
                                         "priority",  "cache_key", "ttl",      "request_id",
-                                        "max_wait",  NULL};
+                                        "max_wait",  "cache_ttl_s", NULL};
     if (only_keys(r, a, known) < 0) return;
     /* `max_wait` is what a checkpointed acquire sends: the C library asks it when it saves
      * a checkpoint before waiting, up to the client's max_hold_s. */
@@ -247,6 +247,7 @@ static void op_acquire(outcome_t *r, const json_t *a, const json_t *options)
     req.priority = str(a, "priority");
     req.cache_key = str(a, "cache_key");
     req.ttl_s = num(a, "ttl", 0);
+    req.cache_ttl_s = num(a, "cache_ttl_s", 0);
     req.request_id = str(a, "request_id");
     req.max_wait_s = num(options, "max_wait_s", CLIENT_MAX_WAIT_S);
     char path[] = "/tmp/sluice-conformance-XXXXXX";

@@ -465,7 +465,8 @@ static void test_lease_durations_and_output_samples_come_back(void **state)
     assert_int_equal(st.lease_samples, 1);
     assert_true(fabs(st.lease_mean_s - 7) < 1e-9);
     sl_calibration_state_t c;
-    assert_int_equal(sl_engine_calibration_state(e, "default", "m", &c), SL_OK);
+    /* Output samples are kept per model and agent group (the role): "m" US "worker". */
+    assert_int_equal(sl_engine_calibration_state(e, "default", "m\x1fworker", &c), SL_OK);
     assert_int_equal(c.out_n, 1);
     assert_int_equal(c.out_sample[0], 42);
     sl_engine_free(e);

@@ -57,6 +57,7 @@ static void test_a_cold_burst_beyond_the_floor_is_refused_with_its_own_text(void
     char body[512];
     sl_provider_error_body(p, SL_PROVIDER_ANTHROPIC, &r, body, sizeof body);
     assert_non_null(strstr(body, "\"rate_limit_error\""));
+    assert_non_null(strstr(body, "\"details\":{\"error_code\":\"ramp_limit_exceeded\"}"));
     assert_non_null(strstr(body, "acceleration limit"));
     sl_provider_error_body(p, SL_PROVIDER_OPENAI, &r, body, sizeof body);
     assert_non_null(strstr(body, "rate_limit_exceeded"));

@@ -91,7 +91,7 @@ static void test_a_cut_answer_continues_from_a_prefill_and_joins(void **state)
     json_t *client = json_loads("{\"model\":\"m\",\"max_tokens\":1000,\"messages\":[{\"role\":"
                                 "\"user\",\"content\":\"hi\"}]}",
                                 0, NULL);
-    sl_cont_t *c = sl__cont_new(client, 1000);
+    sl_cont_t *c = sl__cont_new(SL_UPSTREAM_ANTHROPIC, false, client, "max_tokens", 1000);
     assert_non_null(c);
     sl__cont_round(c, 80);
     static const char part1[] = "{\"type\":\"message\",\"content\":[{\"type\":\"text\",\"text\":"
@@ -139,7 +139,7 @@ static void test_a_stream_cut_inside_a_tool_block_hides_it_and_goes_on(void **st
     json_t *client = json_loads("{\"max_tokens\":1000,\"messages\":[{\"role\":\"user\","
                                 "\"content\":\"hi\"}]}",
                                 0, NULL);
-    sl_cont_t *c = sl__cont_new(client, 1000);
+    sl_cont_t *c = sl__cont_new(SL_UPSTREAM_ANTHROPIC, false, client, "max_tokens", 1000);
     sl__cont_round(c, 50);
     const char *events[] = {
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}",
@@ -159,7 +159,7 @@ static void test_a_stream_cut_inside_a_tool_block_hides_it_and_goes_on(void **st
     };
     struct evbuffer *out = evbuffer_new();
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
-        sl__cont_event(c, events[i], strlen(events[i]), out);
+        sl__cont_event(c, events[i], strlen(events[i]), true, out);
     assert_true(sl__cont_wants_more(c));
     size_t n = evbuffer_get_length(out);
     char *text = malloc(n + 1);

@@ -45,6 +45,23 @@ static void test_a_stream_takes_the_1h_writes_from_message_start(void **state)
     assert_int_equal(v.cache_creation_1h_input_tokens, 0);
 }
 
+static void test_a_ramp_limit_429_is_known_by_its_error_code_or_its_words(void **state)
+{
+    (void)state;
+    /* Anthropic's SDKs name the error code (error.details.error_code); the message's words
+     * are not documented, so the code alone is enough. */
+    const char *coded = "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
+                        "\"message\":\"Rate limited\",\"details\":{\"error_code\":"
+                        "\"ramp_limit_exceeded\"}}}";
+    assert_true(sl__is_acceleration_429(coded, strlen(coded)));
+    const char *worded = "{\"error\":{\"message\":\"... exceeds the acceleration limit ...\"}}";
+    assert_true(sl__is_acceleration_429(worded, strlen(worded)));
+    const char *full = "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
+                       "\"message\":\"This request would exceed the rate limit\"}}";
+    assert_false(sl__is_acceleration_429(full, strlen(full)));
+}
+
 SL_TEST_MAIN(
     cmocka_unit_test(test_anthropic_usage_reads_the_1h_part_of_the_cache_writes),
-    cmocka_unit_test(test_a_stream_takes_the_1h_writes_from_message_start))
+    cmocka_unit_test(test_a_stream_takes_the_1h_writes_from_message_start),
+    cmocka_unit_test(test_a_ramp_limit_429_is_known_by_its_error_code_or_its_words))

@@ -87,6 +87,7 @@ function leaseBody(acq, holdS, maxWaitS) {
                         ['priority', req.priority], ['cache_key', req.cacheKey],
                         ['model', req.model], ['cache_prefix_hash', req.cachePrefixHash],
                         ['cap_output', req.capOutput], ['ttl', req.ttl > 0 ? req.ttl : undefined],
+                        ['cache_ttl_s', req.cacheTtl > 0 ? req.cacheTtl : undefined],
                         ['wait', holdS > 0 ? holdS : undefined],
                         ['max_wait', maxWaitS > 0 ? maxWaitS : undefined]])
     if (v !== undefined && v !== null) b[k] = v;

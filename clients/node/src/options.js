@@ -84,6 +84,7 @@ export function leaseOptions(client, o = {}) {
     cachePrefixHash: pick(o, ['cachePrefixHash', 'cache_prefix_hash']),
     capOutput: pick(o, ['capOutput', 'cap_output']),
     ttl: pick(o, ['ttl', 'ttl_s'], 0),
+    cacheTtl: pick(o, ['cacheTtl', 'cache_ttl_s'], 0),
     maxWait: pick(o, ['maxWait', 'max_wait_s'], Infinity),
     requestId: pick(o, ['requestId', 'request_id']),
     onWait: pick(o, ['onWait', 'on_wait']),
@@ -98,6 +99,8 @@ export function leaseOptions(client, o = {}) {
     throw bad('signal', typeof r.signal, 'an AbortSignal');
   if (!(typeof r.maxWait === 'number' && r.maxWait >= 0)) throw bad('maxWait', r.maxWait, 'seconds >= 0 (Infinity: as long as needed)');
   if (!(typeof r.ttl === 'number' && Number.isFinite(r.ttl) && r.ttl >= 0)) throw bad('ttl', r.ttl, 'seconds > 0, or 0 for the pool\'s');
+  if (!(typeof r.cacheTtl === 'number' && Number.isFinite(r.cacheTtl) && r.cacheTtl >= 0))
+    throw bad('cache_ttl_s', r.cacheTtl, 'seconds > 0 (3600 for cache_control ttl "1h"), or 0 for the pool\'s');
   if (r.requestId !== undefined && !(typeof r.requestId === 'string' && r.requestId.length >= 1 && r.requestId.length < 40))
     throw bad('request_id', r.requestId, '1-39 characters');
   if (r.onWait !== undefined && typeof r.onWait !== 'function') throw bad('onWait', typeof r.onWait, 'a function');

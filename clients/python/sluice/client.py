@@ -127,7 +127,9 @@ class Client(_Base):
         charged once); a checkpointed acquire asks to be held queued (`max_wait`, up to
         max_hold_s) rather than rejected. on_wait(kind, eta_s, answer) hears every wait
         and may return True to give up. Other lease fields (model, task, priority, ttl,
-        cache_prefix_hash, cap_output, max_wait, ...) pass through by name.
+        cache_prefix_hash, cap_output, max_wait, cache_ttl_s: how long the provider keeps
+        the cached prefix this call writes, 3600 for cache_control ttl "1h", 0 or absent
+        the pool's, ...) pass through by name.
         Raises Rejected (retry_at beyond max_wait_s), MaxWaitExceeded, Suspended,
         ExceedsCapacity, InvalidRequest, Forbidden, NotFound, Unreachable (fail_closed)."""
         return self._run(self._p.acquire(input_tokens, output_tokens, cached_tokens,

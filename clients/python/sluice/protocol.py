@@ -96,6 +96,12 @@ class Protocol:
         _count("input_tokens", input_tokens)
         _count("output_tokens", output_tokens)
         _count("cached_tokens", cached_tokens)
+        cache_ttl_s = fields.get("cache_ttl_s", 0)
+        if isinstance(cache_ttl_s, bool) or not isinstance(cache_ttl_s, (int, float)) or \
+                not (0 <= cache_ttl_s < float("inf")):
+            raise InvalidRequest(0, "invalid_request", "cache_ttl_s must be seconds >= 0 "
+                                 "(3600 for cache_control ttl \"1h\"; 0: the pool's), not %r"
+                                 % (cache_ttl_s,))
         if not (max_wait_s >= 0):
             raise InvalidRequest(0, "invalid_request",
                                  "max_wait_s must be >= 0, not %r" % (max_wait_s,))

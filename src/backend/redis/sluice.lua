@@ -636,23 +636,28 @@ local function calib_record(model, est, actual)
   else c.ratio = (sorted[n / 2] + sorted[n / 2 + 1]) / 2 end
 end
 
--- Per model, the outputs of the last 64 counted settles and their 95th percentile
--- (nearest rank) once 20 are known: what `output_reserve: learned` reserves instead of
--- max_tokens when lower (calibrate.c). A record of its own, P.."O:"..model, so the
--- calibration's layout is unchanged; 64 numbers per model: bounded.
+-- Per model and agent group (the request's role), the outputs of the last 64 counted
+-- settles and their 95th percentile (nearest rank) once 20 are known: what
+-- `output_reserve: learned` reserves instead of max_tokens when lower (calibrate.c says
+-- why per group). A record of its own, P.."O:"..model.."\31"..role, so the calibration's
+-- layout is unchanged; 64 numbers per model and role: bounded. A lease written before
+-- groups (ogrp '') records under P.."O:"..model, the key of that time.
 local OUTS = codec({}, {'n', 'pos', 'p95'}, 'samples')
 local OUTPUT_MIN_SAMPLES = 20
 
-local function outputs_key(model) return S.prefix .. 'O:' .. model end
+local function outputs_key(model, group)
+  if group == nil or group == '' then return S.prefix .. 'O:' .. model end
+  return S.prefix .. 'O:' .. model .. '\31' .. group
+end
 
-local function output_p95(model)
-  local o = load(outputs_key(model), OUTS)
+local function output_p95(model, group)
+  local o = load(outputs_key(model, group), OUTS)
   return o and o.p95 or 0
 end
 
-local function output_record(model, tokens)
+local function output_record(model, group, tokens)
   if model == nil or model == '' then return end
-  local key = outputs_key(model)
+  local key = outputs_key(model, group)
   local o = load(key, OUTS) or create(key, OUTS, {n = 0, pos = 0, p95 = 0, samples = {}})
   local sample = o.samples
   sample[o.pos + 1] = tokens
@@ -719,9 +724,10 @@ end
 
 local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
-  nil, {'park', 'woke', 'ws', 'cttl'})  -- caps: the holder it is parked on, the holder that
-  -- woke it; ws: '1' while the working set parks it (a task's first call); cttl: the call's
-  -- cache lifetime in seconds ('' = the pool's cache_ttl_s)
+  nil, {'park', 'woke', 'ws', 'cttl', 'ogrp'})  -- caps: the holder it is parked on, the
+  -- holder that woke it; ws: '1' while the working set parks it (a task's first call); cttl:
+  -- the call's cache lifetime in seconds ('' = the pool's cache_ttl_s); ogrp: its agent
+  -- group (role), whose output percentile it learns
 local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
 local DEFAULT_TEAM = 'default'
 
@@ -927,8 +933,8 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
-  nil, {'caph', 'cttl'})  -- caps: its cost in USD, its holders' keys (caps section); cttl as
-  -- the ticket's
+  nil, {'caph', 'cttl', 'ogrp'})  -- caps: its cost in USD, its holders' keys (caps
+  -- section); cttl and ogrp as the ticket's
 
 local function fill_grant(l)
   return {status = 'granted', lease = l.id, ticket = l.ticket, expires_at = l.exp,
@@ -1332,7 +1338,8 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     model = t.model, est = t.est, n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3,
     cached = t.cached, pen = t.pen, pt = t.pt, weight = weight, granted_at = now, waited = waited,
     ttl = ttl, claimed = claimed and 1 or 0,
-    exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = '', cttl = t.cttl or ''}
+    exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = '', cttl = t.cttl or '',
+    ogrp = t.ogrp or ''}
   if hs then CP.caps_take(p, hs, l, now) end
   for b = 0, NB - 1 do
     if limited(p, b) then p['lv' .. b] = p['lv' .. b] - l['n' .. b] end
@@ -2272,7 +2279,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
     idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = '',
-    cttl = t.cttl or ''}
+    cttl = t.cttl or '', ogrp = t.ogrp or ''}
   create(ticket_key(id), TICKET, tk)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
@@ -2448,13 +2455,13 @@ local function request(p, args, now)
   local cached = corrected(cached_tokens, ratio)
   local t = {est = input_tokens + cached_tokens, cached = cached, pt = input + cached,
              pen = (not warm and cached > 0) and 1 or 0, model = args.model or '',
-             first_call = first_call, cttl = args.cache_ttl_s or ''}
+             first_call = first_call, cttl = args.cache_ttl_s or '', ogrp = role}
   local inn = input
   if not warm or p.cache_reads_count ~= 0 then inn = inn + cached end
   -- Only a call capped to its reservation may reserve less than its max_tokens: the
   -- provider holds whatever max_tokens it is sent.
   if p.output_reserve_learned ~= 0 and calib and num(args, 'output_capped', 0) ~= 0 then
-    local p95 = output_p95(args.model)
+    local p95 = output_p95(args.model, role)
     if p95 > 0 and p95 < output_tokens then output_tokens = p95 end
   end
   t.n0, t.n1, t.n2, t.n3 = inn, output_tokens, 1, inn + output_tokens
@@ -2757,7 +2764,7 @@ local function settle(p, args, now)
     calib_record(l.model, l.est, billed)
     -- stopped at its reservation (a capped call cut off there): censored, twice the cap
     -- (calibrate.c says why)
-    output_record(l.model, (l.n1 > 0 and output == l.n1) and 2 * l.n1 or output)
+    output_record(l.model, l.ogrp, (l.n1 > 0 and output == l.n1) and 2 * l.n1 or output)
     local cache_tokens = cr + cc
     local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
         or cache_make(l.ck)

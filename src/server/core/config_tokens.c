@@ -18,6 +18,8 @@
 
 #define DEFAULT_MAX_MINTED 10000
 #define MAX_MINTED_CEILING 10000000
+#define MIN_MULTIPLIER     0.01 /* a tier's limit_multiplier: 1/100 to 1000 times the limits */
+#define MAX_MULTIPLIER     1000
 
 static const char *scalar(const yaml_node_t *n)
 {
@@ -145,6 +147,18 @@ int sl__config_parse_token(yaml_document_t *doc, yaml_node_t *map, const char *p
     return 0;
 }
 
+/* A tier's `limit_multiplier`: a number in [MIN_MULTIPLIER, MAX_MULTIPLIER]. */
+static int parse_multiplier(const yaml_node_t *v, const char *path, const char *key, double *out,
+                            char *err, size_t errlen)
+{
+    char what[200];
+    const char *s = scalar(v);
+    if (!s) return fail(err, errlen, path, v, key, "expected a number, not a list or a mapping");
+    if (sl__config_number(s, MIN_MULTIPLIER, MAX_MULTIPLIER, false, out, what, sizeof what) < 0)
+        return fail(err, errlen, path, v, key, what);
+    return 0;
+}
+
 int sl__config_parse_tiers(yaml_document_t *doc, yaml_node_t *section, const char *path,
                            sl_token_config_t *cfg, char *err, size_t errlen)
 {
@@ -177,8 +191,14 @@ int sl__config_parse_tiers(yaml_document_t *doc, yaml_node_t *section, const cha
             char fkey[192];
             snprintf(fkey, sizeof fkey, "%s.%s", key, fname ? fname : "?");
             if (!fname) return fail(err, errlen, path, fk, key, "keys must be plain names");
+            if (!strcmp(fname, "limit_multiplier")) {
+                if (parse_multiplier(yaml_document_get_node(doc, f->value), path, fkey,
+                                     &t->limit_multiplier, err, errlen) < 0)
+                    return -1;
+                continue;
+            }
             if (set_bound(doc, &t->bounds, fname, yaml_document_get_node(doc, f->value), path, fkey,
-                          NULL, err, errlen) < 0)
+                          "limit_multiplier", err, errlen) < 0)
                 return -1;
         }
     }

@@ -55,6 +55,9 @@ typedef struct sl_token_bounds {
 typedef struct sl_tier {
     char *name;
     sl_token_bounds_t bounds;
+    double limit_multiplier; /* `limit_multiplier`: the `per: agent` action limits' rate and
+                                burst, scaled for its tokens (limits/limits_tiers.c); 0: not
+                                given (1) */
     int line;
 } sl_tier_t;
 
@@ -167,7 +170,7 @@ void sl__token_rule_clear(struct sl_token_rule *r);
 int sl__config_parse_token(struct yaml_document_s *doc, struct yaml_node_s *map, const char *path,
                            const char *key, bool hashed, struct sl_token_rule *r, char *err,
                            size_t errlen);
-/* The `tiers:` section (NAME: {bound fields}). */
+/* The `tiers:` section (NAME: {bound fields, limit_multiplier}). */
 int sl__config_parse_tiers(struct yaml_document_s *doc, struct yaml_node_s *section,
                            const char *path, sl_token_config_t *cfg, char *err, size_t errlen);
 /* An `auth:` key of this file's (tokens_file, minted_file, max_minted_tokens): returns 1

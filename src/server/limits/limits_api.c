@@ -47,7 +47,8 @@ typedef struct held held_t;
 
 struct sl_limits_api {
     sl_limits_t *set; /* NULL: no limits configured */
-    json_t *config;   /* the section `set` was built from */
+    json_t *config;   /* the section `set` was built from, with the tiers' copies */
+    json_t *copies;   /* the tiers' copies: NAME@TIER -> {of, tier, limit_multiplier} */
     limit_stats_t *stats;
     size_t n_stats;
     held_t *held, *held_tail; /* checks waiting for room, oldest first */
@@ -122,13 +123,19 @@ static void stats_free(limit_stats_t *st, size_t n)
 int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
 {
     sl_limits_api_t *api = api_of(srv);
+    json_t *cfg = NULL, *copies = NULL;
     if (!api) {
         api = calloc(1, sizeof(*api));
         if (!api) goto oom;
         api->srv = srv;
         srv->slot[SL_FEATURE_ID_limits] = api;
     }
-    json_t *cfg = srv->config.limits;
+    if (sl__limits_with_tiers(srv->config.limits, &srv->config.token_cfg, &cfg, &copies, err,
+                              errlen) < 0) {
+        json_decref(cfg);
+        json_decref(copies);
+        return -1;
+    }
     sl_limits_t *set = NULL;
     limit_stats_t *stats = NULL;
     size_t n = 0;
@@ -138,6 +145,8 @@ int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
             /* validated when the file loaded: only memory can fail here */
             snprintf(err, errlen, "limits: %s", set ? sl_limits_errmsg(set) : "out of memory");
             sl_limits_free(set);
+            json_decref(cfg);
+            json_decref(copies);
             return -1;
         }
         n = sl_limits_count(set);
@@ -178,12 +187,16 @@ int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
     sl_limits_free(api->set);
     stats_free(api->stats, api->n_stats);
     json_decref(api->config);
+    json_decref(api->copies);
     api->set = set;
     api->stats = stats;
     api->n_stats = n;
-    api->config = cfg ? json_incref(cfg) : NULL;
+    api->config = cfg;
+    api->copies = copies;
     return 0;
 oom:
+    json_decref(cfg);
+    json_decref(copies);
     snprintf(err, errlen, "limits: out of memory");
     return -1;
 }
@@ -285,6 +298,7 @@ void sl__limits_free(sl_server_t *srv)
     sl_limits_free(api->set);
     stats_free(api->stats, api->n_stats);
     json_decref(api->config);
+    json_decref(api->copies);
     free(api);
     srv->slot[SL_FEATURE_ID_limits] = NULL;
 }
@@ -827,6 +841,8 @@ static json_t *limit_json(sl_limits_api_t *api, const char *name)
     json_t *j =
         json_pack("{s:s,s:O,s:I,s:f}", "name", name, "config", json_object_get(api->config, name),
                   "keys", (json_int_t)keys, "rate", cfg->rate);
+    json_t *copy = json_object_get(api->copies, name);
+    if (j && copy) json_object_update(j, copy); /* of, tier, limit_multiplier */
     limit_stats_t *st = stats_of(api, name);
     if (j && cfg->adaptive.enabled && st && !isnan(st->adaptive_rate))
         json_object_set_new(j, "adaptive_rate", json_real(st->adaptive_rate));
@@ -920,6 +936,20 @@ void sl__handle_limits(sl_call_t *call, const char *name, const char *action, co
                         name);
         return;
     }
+    json_t *copy = json_object_get(api->copies, name);
+    if (copy && action) {
+        sl__reply_error(call, 400, "invalid_request",
+                        "limit: '%.256s' is tier %s's copy of '%s' (limit_multiplier %g): "
+                        "check '%s' with a token of tier %s",
+                        name, json_string_value(json_object_get(copy, "tier")),
+                        json_string_value(json_object_get(copy, "of")),
+                        json_number_value(json_object_get(copy, "limit_multiplier")),
+                        json_string_value(json_object_get(copy, "of")),
+                        json_string_value(json_object_get(copy, "tier")));
+        return;
+    }
+    char tiered[SL_LIMITS_MAX_NAME + 1];
+    if (!copy) name = sl__limits_tier_name(call, api->copies, name, tiered, sizeof tiered);
     if (!action)
         handle_view(call, name, query);
     else if (!strcmp(action, "check"))

@@ -29,4 +29,17 @@ void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, json_t **out, char *err, size_t errlen);
 
+/* limits_tiers.c: the tiers' limit multipliers. */
+/* Builds into *out the limits JSON `limits` (may be NULL) plus, for every tier of `tiers`
+ * with a limit_multiplier other than 1, a scaled copy `NAME@TIER` of each `per: agent`,
+ * non-adaptive limit; *copies maps each copy's name to {of, tier, limit_multiplier}.
+ * Returns 0, or -1 with `err` as "tiers.TIER.limit_multiplier: ..." naming the limit a
+ * scaled figure takes out of range (both outputs are then the caller's to free). */
+int sl__limits_with_tiers(const json_t *limits, const sl_token_config_t *tiers, json_t **out,
+                          json_t **copies, char *err, size_t errlen);
+/* The limit a call's check of `name` uses: its token's tier's copy of `name` when
+ * `copies` has one (written into `buf`), else `name`. */
+const char *sl__limits_tier_name(const sl_call_t *call, const json_t *copies, const char *name,
+                                 char *buf, size_t buflen);
+
 #endif /* SL_LIMITS_API_H */

@@ -1,5 +1,6 @@
 /* limits_feature.c - the action limits register with the core (features.def): the /v1/limits
- * routes, the `limits:` section, the limit set built at start and on reload, its metrics,
+ * routes, the `limits:` section, the limit set built at start and on reload (with the
+ * tiers' scaled copies, limits_tiers.c), its metrics,
  * the idle-key sweep and the checks held at shutdown. */
 #include "limits_api.h"
 
@@ -23,6 +24,18 @@ static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section
                         sl_config_t *c, char *err, size_t errlen)
 {
     return sl__config_parse_limits(doc, section, path, &c->limits, err, errlen);
+}
+
+/* A tier's limit_multiplier may take a scaled limit out of the library's range: such a
+ * configuration is refused as a whole, naming the tier (the running one stays). */
+static int reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen)
+{
+    (void)srv;
+    json_t *all = NULL, *copies = NULL;
+    int rc = sl__limits_with_tiers(next->limits, &next->token_cfg, &all, &copies, err, errlen);
+    json_decref(all);
+    json_decref(copies);
+    return rc;
 }
 
 /* Memory only can fail: the running limits stay. */
@@ -61,6 +74,7 @@ const sl_feature_t sl_feature_limits = {
     .n_routes = sizeof(routes) / sizeof(routes[0]),
     .metrics = metrics,
     .tick = tick,
+    .reload_check = reload_check,
     .reload = reload,
     .shutdown = answer_held,
     .stop = sl__limits_free,

@@ -558,7 +558,7 @@ static size_t client_backlog(px_t *px)
 /* Moves every complete event from px->sse to `out`, reading usage on the way. */
 static void take_events(px_t *px, struct evbuffer *out)
 {
-    if (px->responses) {
+    if (px->responses && !px->cont) {
         sl__responses_take_events(px->sse, out, &px->sse_through, &px->usage);
         return;
     }
@@ -572,9 +572,13 @@ static void take_events(px_t *px, struct evbuffer *out)
         size_t len = (size_t)end.pos + 2;
         const char *ev = (const char *)evbuffer_pullup(px->sse, (ev_ssize_t)len);
         bool drop = px->api == SL_UPSTREAM_OPENAI && !px->client_usage;
-        bool pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
-        if (pass && px->cont) { /* spliced with the other parts of the answer */
-            sl__cont_event(px->cont, ev, len - 2, out);
+        bool pass = true;
+        if (px->responses) /* continued (proxy_continue_openai.c): whole events */
+            sl__responses_usage_from_event(ev, len - 2, &px->usage);
+        else
+            pass = sl__usage_from_event(px->api, ev, len - 2, drop, &px->usage);
+        if (px->cont) { /* spliced with the other parts of the answer */
+            sl__cont_event(px->cont, ev, len - 2, pass, out);
             evbuffer_drain(px->sse, len);
         } else if (pass) {
             evbuffer_remove_buffer(px->sse, out, len);
@@ -1371,6 +1375,15 @@ static void estimate(px_t *px, const json_t *j)
     px->est.output_tokens = sl__proxy_output_tokens(&px->out);
 }
 
+/* proxy.continue_capped applies to the call whose body is `j`: the client named its own
+ * limit, asks one choice, and is not an OpenAI call asking for JSON. */
+static bool continuable(const px_t *px, const json_t *j)
+{
+    return px->srv->config.proxy.continue_capped && px->out.per_choice_tokens > 0 &&
+           px->out.choices == 1 &&
+           (px->api != SL_UPSTREAM_OPENAI || sl__oai_cont_takes(j, px->responses));
+}
+
 /* The lease reserved less output than the call asks (output_reserve: learned, a share
  * cap): the body goes upstream with its limit lowered to the reservation, so the provider
  * never holds more than sluice reserved. Returns 0, or -1 when out of memory. */
@@ -1381,9 +1394,9 @@ static int cap_forwarded_output(px_t *px, int64_t reserved_tokens)
     if (!px->out.cappable || reserved_tokens >= asked) return 0;
     json_t *j = json_loadb(px->body, px->body_len, 0, NULL);
     /* proxy.continue_capped: an answer cut at the cap is continued (proxy_continue.c). */
-    if (j && !px->cont && px->srv->config.proxy.continue_capped &&
-        px->api == SL_UPSTREAM_ANTHROPIC && !px->responses && px->out.per_choice_tokens > 0) {
-        if (!(px->cont = sl__cont_new(j, px->out.per_choice_tokens))) {
+    if (j && !px->cont && continuable(px, j)) {
+        if (!(px->cont = sl__cont_new(px->api, px->responses, j, px->out.field,
+                                      px->out.per_choice_tokens))) {
             json_decref(j);
             return -1;
         }

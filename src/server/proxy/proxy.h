@@ -112,10 +112,10 @@ sl_proxy_kind_t sl__proxy_resolve(sl_upstream_api_t api, const char *path, size_
  * dot segment (proxy_routes.c). */
 bool sl__proxy_id_decode(const char *raw, size_t len, char *id);
 
-/* Whether a provider 429 body is an acceleration-limit refusal (it names the
- * "acceleration limit"; sluice-emu's and, by the provider's page, Anthropic's): not a
- * full bucket, but a pool grown too fast (the provider_limits feature's ramp learns from
- * it: SL_BUS_ACCELERATION). */
+/* Whether a provider 429 body is an acceleration-limit refusal (Anthropic's
+ * error.details.error_code "ramp_limit_exceeded", or a message naming the "acceleration
+ * limit"; docs/emu.md): not a full bucket, but a pool grown too fast (the provider_limits
+ * feature's ramp learns from it: SL_BUS_ACCELERATION). */
 bool sl__is_acceleration_429(const char *body, size_t len);
 
 /* True when a 429 body of `api` is a spend/budget cap rather than a rate limit
@@ -146,18 +146,23 @@ int64_t sl__proxy_output_tokens(const sl_proxy_output_t *o);
  * when out of memory. */
 int sl__proxy_output_cap(json_t *body, const sl_proxy_output_t *o, int64_t reserved_tokens);
 
-/* proxy_continue.c: one client answer from several capped Anthropic Messages calls
- * (proxy.continue_capped). Pure functions on JSON; the proxy does leases and I/O. */
+/* proxy_continue.c: one client answer from several capped calls (proxy.continue_capped).
+ * Pure functions on JSON; the proxy does leases and I/O. */
 typedef struct sl_cont sl_cont_t;
-/* A continuation state for a call whose body is `client_body` (copied) and whose own
- * max_tokens is `client_max_tokens`; NULL when out of memory. */
-sl_cont_t *sl__cont_new(const json_t *client_body, int64_t client_max_tokens);
+/* A continuation state for a call of `api` (`responses`: the Responses API) whose body is
+ * `client_body` (copied) and whose own limit, in the body's `field` (static), is
+ * `client_max_tokens`; NULL when out of memory. */
+sl_cont_t *sl__cont_new(sl_upstream_api_t api, bool responses, const json_t *client_body,
+                        const char *field, int64_t client_max_tokens);
 void sl__cont_free(sl_cont_t *c);
-/* The next part is sent with max_tokens `cap_tokens`. */
+/* The next part is sent with its limit at `cap_tokens`. */
 void sl__cont_round(sl_cont_t *c, int64_t cap_tokens);
 /* A streamed part: one SSE event (its bytes up to the blank line) in, what the client
- * gets appended to `out` (events renumbered, joined, held back or dropped). */
-void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, struct evbuffer *out);
+ * gets appended to `out` (events renumbered, joined, held back or dropped). `to_client`
+ * false: the event is read but never reaches the client (the OpenAI usage chunk sluice
+ * asked for; the Anthropic half skips such events). */
+void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, bool to_client,
+                    struct evbuffer *out);
 /* After a streamed part: it was cut at its cap and the answer goes on. */
 bool sl__cont_wants_more(const sl_cont_t *c);
 /* A whole (non-stream) part's body: 1 when the answer goes on, 0 when it is complete
@@ -168,6 +173,29 @@ char *sl__cont_answer(sl_cont_t *c);
 /* The next part's body as JSON text (the caller frees; NULL when out of memory), and in
  * *max_tokens_left what the client's limit leaves. */
 char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left);
+
+/* proxy_continue_openai.c: the same for OpenAI Chat Completions and the Responses API
+ * (no prefill: the cut text goes back as an assistant message). Each function is its
+ * sl__cont_* counterpart's; sl__oai_cont_event takes Chat Completions chunks and whole
+ * Responses events. */
+typedef struct sl__oai_cont sl__oai_cont_t;
+sl__oai_cont_t *sl__oai_cont_new(bool responses, const json_t *client_body, const char *field,
+                                 int64_t client_max_tokens);
+void sl__oai_cont_free(sl__oai_cont_t *c);
+void sl__oai_cont_round(sl__oai_cont_t *c, int64_t cap_tokens);
+void sl__oai_cont_event(sl__oai_cont_t *c, const char *ev, size_t len, bool to_client,
+                        struct evbuffer *out);
+bool sl__oai_cont_wants_more(const sl__oai_cont_t *c);
+int sl__oai_cont_absorb(sl__oai_cont_t *c, const char *body, size_t len);
+char *sl__oai_cont_answer(sl__oai_cont_t *c);
+char *sl__oai_cont_next_body(sl__oai_cont_t *c, int64_t *max_tokens_left);
+/* Whether an OpenAI call's body may be continued: not one asking for JSON
+ * (response_format / text.format json_schema or json_object), which a second message
+ * would break. */
+bool sl__oai_cont_takes(const json_t *body, bool responses);
+/* Adds every integer of the usage object `part` to `into`'s, nested objects (token
+ * details) too; other members `into` lacks are copied. */
+void sl__usage_sum(json_t *into, const json_t *part);
 
 /* proxy_prefix.c: the SHA-256 (64 hex digits and a NUL in `out`) of the prompt prefix
  * a call of `api` expects from the provider's cache: Anthropic's blocks up to the last

@@ -23,6 +23,9 @@
  *     same white space at the start of the continuation is dropped;
  *   - the continuation is a new call: sampled afresh, its input billed again.
  *
+ * OpenAI's APIs have no prefill: their half is proxy_continue_openai.c, to which every
+ * function here hands an OpenAI call's state.
+ *
  * Pure functions on JSON: the proxy (proxy.c) does the leases and the I/O. */
 #include "proxy.h"
 
@@ -51,14 +54,24 @@ struct sl_cont {
     bool merge_first;      /* the part's block 0 continues the open text block */
     struct evbuffer *held; /* events held back until the next says whether it was cut */
     enum { HELD_NONE, HELD_TEXT_STOP, HELD_TOOL } held_kind;
-    bool writing_tool; /* the block being written is a tool_use (its events held) */
-    json_t *block;     /* the block being written (a copy, for the prefill) */
+    bool writing_tool;   /* the block being written is a tool_use (its events held) */
+    json_t *block;       /* the block being written (a copy, for the prefill) */
+    sl__oai_cont_t *oai; /* an OpenAI call: all of it is proxy_continue_openai.c's */
 };
 
-sl_cont_t *sl__cont_new(const json_t *client_body, int64_t client_max_tokens)
+sl_cont_t *sl__cont_new(sl_upstream_api_t api, bool responses, const json_t *client_body,
+                        const char *field, int64_t client_max_tokens)
 {
     sl_cont_t *c = calloc(1, sizeof(*c));
     if (!c) return NULL;
+    if (api == SL_UPSTREAM_OPENAI) {
+        c->oai = sl__oai_cont_new(responses, client_body, field, client_max_tokens);
+        if (!c->oai) {
+            free(c);
+            return NULL;
+        }
+        return c;
+    }
     c->base = json_deep_copy(client_body);
     c->content = json_array();
     c->held = evbuffer_new();
@@ -73,6 +86,7 @@ sl_cont_t *sl__cont_new(const json_t *client_body, int64_t client_max_tokens)
 void sl__cont_free(sl_cont_t *c)
 {
     if (!c) return;
+    sl__oai_cont_free(c->oai);
     json_decref(c->base);
     json_decref(c->content);
     json_decref(c->message);
@@ -83,6 +97,10 @@ void sl__cont_free(sl_cont_t *c)
 
 void sl__cont_round(sl_cont_t *c, int64_t cap_tokens)
 {
+    if (c->oai) {
+        sl__oai_cont_round(c->oai, cap_tokens);
+        return;
+    }
     c->round_cap = cap_tokens;
     c->want_more = false;
     c->index_base = c->open_text ? c->next_index - 1 : c->next_index;
@@ -91,6 +109,7 @@ void sl__cont_round(sl_cont_t *c, int64_t cap_tokens)
 
 bool sl__cont_wants_more(const sl_cont_t *c)
 {
+    if (c->oai) return sl__oai_cont_wants_more(c->oai);
     return c->want_more;
 }
 
@@ -141,6 +160,7 @@ static void text_append(sl_cont_t *c, json_t *b, const char *s, size_t n)
 
 char *sl__cont_next_body(sl_cont_t *c, int64_t *max_tokens_left)
 {
+    if (c->oai) return sl__oai_cont_next_body(c->oai, max_tokens_left);
     json_t *body = json_deep_copy(c->base);
     json_t *blocks = json_deep_copy(c->content);
     if (!body || !blocks) goto fail;
@@ -205,6 +225,7 @@ static void absorb_blocks(sl_cont_t *c, json_t *blocks)
 
 int sl__cont_absorb(sl_cont_t *c, const char *body, size_t len)
 {
+    if (c->oai) return sl__oai_cont_absorb(c->oai, body, len);
     json_t *m = json_loadb(body, len, 0, NULL);
     json_t *blocks = json_object_get(m, "content");
     json_t *usage = json_object_get(m, "usage");
@@ -241,6 +262,7 @@ int sl__cont_absorb(sl_cont_t *c, const char *body, size_t len)
 
 char *sl__cont_answer(sl_cont_t *c)
 {
+    if (c->oai) return sl__oai_cont_answer(c->oai);
     json_object_set(c->message, "content", c->content);
     json_t *usage = json_object_get(c->message, "usage");
     json_object_set_new(usage, "output_tokens", json_integer((json_int_t)c->out_total));
@@ -378,8 +400,13 @@ static void on_message_delta(sl_cont_t *c, json_t *d, struct evbuffer *out)
     emit(out, "message_delta", d);
 }
 
-void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, struct evbuffer *out)
+void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, bool to_client, struct evbuffer *out)
 {
+    if (c->oai) {
+        sl__oai_cont_event(c->oai, ev, len, to_client, out);
+        return;
+    }
+    if (!to_client) return;
     char name[32];
     json_t *d = event_data(ev, len, name);
     if (!d) { /* not an event this understands: as is */

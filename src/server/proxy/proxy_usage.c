@@ -226,13 +226,21 @@ bool sl__usage_from_event(sl_upstream_api_t api, const char *ev, size_t len,
     return anthropic_event(ev, len, u);
 }
 
-bool sl__is_acceleration_429(const char *body, size_t len)
+/* True when `needle` occurs in body[0, len), case aside. */
+static bool contains(const char *body, size_t len, const char *needle)
 {
-    static const char needle[] = "acceleration limit";
-    size_t n = sizeof(needle) - 1;
+    size_t n = strlen(needle);
     for (size_t i = 0; i + n <= len; i++)
         if (!strncasecmp(body + i, needle, n)) return true;
     return false;
+}
+
+bool sl__is_acceleration_429(const char *body, size_t len)
+{
+    /* Anthropic's error code (its SDKs' RampLimitExceededError), or the words of a
+     * provider (or an emulator) that names the limit in the message only. */
+    return contains(body, len, "\"ramp_limit_exceeded\"") ||
+           contains(body, len, "acceleration limit");
 }
 
 bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,

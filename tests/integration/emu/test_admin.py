@@ -63,6 +63,8 @@ class Admin(unittest.TestCase):
             err = json.loads(payload)["error"]
             self.assertEqual(err["type"], "rate_limit_error")
             self.assertIn("acceleration limit", err["message"])
+            # the code Anthropic's SDKs know it by (RampLimitExceededError)
+            self.assertEqual(err["details"], {"error_code": "ramp_limit_exceeded"})
             self.assertGreaterEqual(int(headers["retry-after"]), 1)
             stats = json.loads(emu.request("GET", "/stats")[2])
             self.assertEqual(stats["http_429_acceleration"], 1)

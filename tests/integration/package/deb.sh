@@ -58,7 +58,7 @@ unit=/lib/systemd/system/sluiced.service
 systemd-analyze verify "$unit" >"$tmp/verify.out" 2>&1 || { cat "$tmp/verify.out"; fail "systemd-analyze verify refused the unit"; }
 [ ! -s "$tmp/verify.out" ] || { cat "$tmp/verify.out"; fail "systemd-analyze verify complained"; }
 for key in DynamicUser=yes StateDirectory=sluice LogsDirectory=sluice LimitNOFILE= \
-           'ExecReload=/bin/kill -HUP $MAINPID' EnvironmentFile=-/etc/sluice/sluice.env \
+           'ExecReload=/bin/sh -c "kill -HUP $MAINPID"' EnvironmentFile=-/etc/sluice/sluice.env \
            ProtectSystem=strict ProtectHome=yes PrivateTmp=yes NoNewPrivileges=yes \
            RestrictAddressFamilies= SystemCallFilter=@system-service; do
   grep -q "^$key" "$unit" || fail "the unit has no $key"

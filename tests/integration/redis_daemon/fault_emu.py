@@ -2,8 +2,9 @@
 Redis restarted without persistence, Redis stopped 10 s (fail open and fail closed), one
 of three replicas killed with SIGKILL. The emulator's own buckets decide: each scenario
 prints the grants, the emulator's 429s, the worst 60 s window of billed input tokens
-against the limit (sampled from its /stats), and the lease ids reused, and requires no
-emulator 429, no window above the limit and no id reused.
+against what the provider's bucket allowed in it (its level at the window's start plus a
+minute's refill, both sampled from its /stats), and the lease ids reused, and requires no
+emulator 429, no window above its allowance and no id reused.
 
 Slow (about 35 s a scenario): CTest label `slow`.
 """
@@ -86,37 +87,48 @@ class Load:
 
 
 class Sampler:
-    """The emulator's billed input tokens every 0.25 s, for the worst 60 s window (what
-    was billed before it started is not counted)."""
+    """The emulator's billed input tokens and its input bucket's level every 0.25 s, for
+    the worst 60 s window (what was billed before it started is not counted).
+
+    A token bucket lets a window hold what the bucket had at the window's start plus a
+    window's refill (LIMIT_TPM for 60 s), never more: that is the provider's own rule,
+    and sluice may use it all (its margin climbs toward what the provider's `remaining`
+    headers vouch for), so each window is judged against that allowance."""
 
     def __init__(self, emu):
         self.emu = emu
-        self.samples = [(time.monotonic(), self.billed())]
+        self.samples = [(time.monotonic(),) + self.billed_and_level()]
         self.done = False
         self.thread = threading.Thread(target=self.run)
         self.thread.start()
 
-    def billed(self):
+    def billed_and_level(self):
         s = self.emu.stats()
-        return s["tokens"]["input"] + s["tokens"]["cache_creation_input"]
+        return (s["tokens"]["input"] + s["tokens"]["cache_creation_input"],
+                s["levels"]["input_tokens"])
 
     def run(self):
         while not self.done:
             time.sleep(0.25)
-            self.samples.append((time.monotonic(), self.billed()))
+            self.samples.append((time.monotonic(),) + self.billed_and_level())
 
     def stop(self):
         self.done = True
         self.thread.join(5)
 
     def worst_window(self, window_s=60.0):
-        worst, j = 0, 0
-        for i, (t, billed) in enumerate(self.samples):
+        """(billed, allowed) of the window billed furthest above its allowance."""
+        worst, j = (0, LIMIT_TPM), 0
+        for t, billed, _ in self.samples:
             while self.samples[j][0] < t - window_s:
                 j += 1
-            # billed by t since the window began (a sample at or before its start)
-            base = self.samples[j - 1][1] if j > 0 else self.samples[0][1]
-            worst = max(worst, billed - base)
+            # billed by t since the window began (a sample at or before its start), and
+            # what the bucket held then: the emulator bills a call and takes it from its
+            # bucket in one step, so one /stats answer has both as of the same instant
+            start = self.samples[j - 1] if j > 0 else self.samples[0]
+            cand = (billed - start[1], LIMIT_TPM * min(1.0, (t - start[0]) / window_s) + start[2])
+            if cand[0] - cand[1] > worst[0] - worst[1]:
+                worst = cand
         return worst
 
 
@@ -184,17 +196,18 @@ class Faults(OnRedis):
         sampler.stop()
         stats = self.emu.stats()
         leases, reused = reused_ids(logs)
-        worst = sampler.worst_window()
-        print("%s: grants %d (answers %s), emulator 429s %d, worst 60 s window %d of %d input "
-              "tokens (%.2fx; the provider held %d at the start), lease ids reused %d"
+        worst, allowed = sampler.worst_window()
+        print("%s: grants %d (answers %s), emulator 429s %d, worst 60 s window %d input tokens "
+              "of %d the provider's bucket allowed in it (%.2fx; limit %d, the provider held "
+              "%d at the start), lease ids reused %d"
               % (name, leases, dict(sorted(load.status.items())), stats["http_429"], worst,
-                 LIMIT_TPM, worst / LIMIT_TPM, self.emu_level, reused))
+                 allowed, worst / allowed, LIMIT_TPM, self.emu_level, reused))
         if load.errors:
             print("  connection errors: %s" % sorted(set(load.errors)))
         # The load got through: sluice refills 850 tokens/s (about 10 calls in 24 s).
         self.assertGreaterEqual(load.status.get(200, 0), 5)
         self.assertEqual(stats["http_429"], 0)
-        self.assertLessEqual(worst, LIMIT_TPM)
+        self.assertLessEqual(worst, allowed)
         self.assertEqual(reused, 0)
 
     def run_with_fault(self, name, fault, before_s=12, after_s=12, fail="closed", n=2):

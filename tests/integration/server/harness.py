@@ -203,6 +203,21 @@ def check_config(text):
     return p.returncode, p.stdout + p.stderr
 
 
+def refused_start(text):
+    """sluiced's stderr when it refuses to start on `text` (a check past --check-config's,
+    made at start); None when it started."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "sluice.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        try:
+            p = subprocess.run([SLUICED, "--config", path, "--listen", "127.0.0.1:0"],
+                               capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:  # it started and served
+            return None
+    return p.stderr if p.returncode != 0 else None
+
+
 def refused_config(text):
     """What `sluiced --check-config` says refusing `text`; None when the file loads."""
     rc, out = check_config(text)

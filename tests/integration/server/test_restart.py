@@ -222,6 +222,24 @@ class Restart(WithStateDir):
         status, body = d.settle(c["lease"], 1000)
         self.assertEqual(status, 200, body)
 
+    def test_a_lease_cache_ttl_s_survives_a_restart(self):
+        # The pool's caches live 2 s; the lease's prefix is a 1-hour write (ttl "1h").
+        state = os.path.join(self.tmp.name, "state")
+        d = self.start("cold_start: full\nstate_file: %s\n%s    cache_ttl_s: 2\n"
+                       % (state, POOL))
+        status, a = d.lease("a", 1000, cached_tokens=50000, cache_ttl_s=3600)
+        self.assertEqual(status, 200, a)
+        d.kill9()
+        d.start()
+        status, body = d.settle(a["lease"], 1000, cache_creation_input_tokens=50000,
+                                cache_creation_1h_input_tokens=50000)
+        self.assertEqual(status, 200, body)
+        time.sleep(2.5)  # past the pool's 2 s, well within the hour
+        status, b = d.lease("a", 1000, cached_tokens=50000)
+        self.assertEqual(status, 200, b)
+        # Warm: the cached prefix is not charged as input (cold, it would be 51,000).
+        self.assertEqual(b["charged"]["input_tokens"], 1000, b)
+
     def test_margin_survives_a_restart(self):
         state = os.path.join(self.tmp.name, "state")
         d = self.start("cold_start: full\nstate_file: %s\n%s" % (state, POOL))
