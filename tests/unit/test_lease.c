@@ -336,14 +336,22 @@ static void test_same_request_id_returns_the_first_answer_and_charges_once(void 
     harness_end(e);
 }
 
-static void test_a_queued_grant_nobody_fetches_is_refunded(void **state)
+/* A pool of 60,000 input a minute (capacity 51,000, 850/s) that "a" has emptied, and
+ * "b" asking for 8,500 at T0: queued, granted 10 s later; its answer in *d. */
+static sl_engine_t *b_queued_behind_a(sl_decision_t *d)
 {
-    (void)state;
     sl_engine_t *e = engine_with_defaults(60000);
     harness_grant(e, "a", 51000, 0, T0);
     sl_request_t r = harness_req("b", 8500, 0);
+    assert_int_equal(sl_engine_request(e, &r, T0, d), SL_OK);
+    return e;
+}
+
+static void test_a_queued_grant_nobody_fetches_is_refunded(void **state)
+{
+    (void)state;
     sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_engine_t *e = b_queued_behind_a(&d);
     assert_int_equal(d.status, SL_QUEUED);
     assert_int_equal(sl_engine_advance(e, T0 + 10.001), SL_OK); /* granted, unclaimed */
     sl_pool_info_t info;
@@ -361,11 +369,8 @@ static void test_a_queued_grant_nobody_fetches_is_refunded(void **state)
 static void test_polling_a_granted_ticket_claims_the_lease(void **state)
 {
     (void)state;
-    sl_engine_t *e = engine_with_defaults(60000);
-    harness_grant(e, "a", 51000, 0, T0);
-    sl_request_t r = harness_req("b", 8500, 0);
     sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_engine_t *e = b_queued_behind_a(&d);
     uint64_t ticket = d.ticket;
     assert_int_equal(sl_engine_ticket(e, ticket, T0 + 5, &d), SL_OK);
     assert_int_equal(d.status, SL_QUEUED);
@@ -409,11 +414,8 @@ static void test_an_idle_ticket_expires_and_a_held_one_does_not(void **state)
 static void test_cancelling_a_granted_ticket_refunds_the_lease(void **state)
 {
     (void)state;
-    sl_engine_t *e = engine_with_defaults(60000);
-    harness_grant(e, "a", 51000, 0, T0);
-    sl_request_t r = harness_req("b", 8500, 0);
     sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_engine_t *e = b_queued_behind_a(&d);
     assert_int_equal(sl_engine_advance(e, T0 + 10.5), SL_OK);
     double level = harness_level(e, SL_BUCKET_INPUT);
     assert_int_equal(sl_engine_ticket_cancel(e, d.ticket, T0 + 10.5), SL_OK);
