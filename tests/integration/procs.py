@@ -13,6 +13,16 @@ import subprocess
 import time
 
 
+class Stoppable:
+    """A process handle used as `with X(...) as x:`: its stop() runs when the block ends."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
 def read_banner(proc, what, timeout_s):
     """Returns the stdout line of `proc` saying "listening on"; kills it and raises when
     none comes within `timeout_s` or it exits first."""

@@ -27,7 +27,7 @@ FAST = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "10000
         "--tokens-per-s", "1000000", "--latency-spread", "0", "--output-tokens", "24"]
 
 
-class Emu:
+class Emu(procs.Stoppable):
     """One sluice-emu process. Use as a context manager; stop() is idempotent and
     raises when the process exited non-zero (a sanitizer report, a crash)."""
 
@@ -47,12 +47,6 @@ class Emu:
 
     def _read_banner(self, timeout_s):
         return procs.read_banner(self.proc, "sluice-emu", timeout_s)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def stop(self, timeout_s=10):
         if self.proc.returncode is not None and self.proc.stdout.closed:

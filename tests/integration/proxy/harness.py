@@ -34,7 +34,7 @@ _read_banner = procs.read_banner
 _stop = procs.stop
 
 
-class Emu:
+class Emu(procs.Stoppable):
     """One sluice-emu accepting only `key` (REAL_KEY)."""
 
     def __init__(self, args=EMU_FAST, tls=None, key=REAL_KEY):
@@ -48,12 +48,6 @@ class Emu:
         self.scheme = line.split("listening on ")[1].split(":")[0]
         self.url = "%s://127.0.0.1:%d" % (self.scheme, self.port)
         self.output = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def stop(self):
         if self.output is None:

@@ -37,7 +37,7 @@ def full_at_start(config_text):
     return "cold_start: full\n" + config_text
 
 
-class Sluiced:
+class Sluiced(procs.Stoppable):
     """One sluiced process. Use as a context manager; stop() is idempotent."""
 
     def __init__(self, config_text="", extra_args=(), preexec_fn=None, listen="127.0.0.1:0"):
@@ -62,12 +62,6 @@ class Sluiced:
 
     def _read_banner(self, timeout_s):
         return procs.read_banner(self.proc, "sluiced", timeout_s)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def stop(self, timeout_s=5):
         """SIGTERM, then waits; raises when sluiced exited non-zero (a sanitizer report,
