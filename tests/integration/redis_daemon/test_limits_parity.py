@@ -26,10 +26,6 @@ SLOW = """limits:
 """
 
 
-def check(s, name, body, **kw):
-    return s.call("POST", "/v1/limits/%s/check" % name, body, **kw)
-
-
 class HeldAcrossReload(OnRedis):
     def both(self, limits):
         """A memory sluiced and a Redis one, each with `limits`, ready."""
@@ -42,10 +38,10 @@ class HeldAcrossReload(OnRedis):
     def held_through_reload(self, s, new_limits):
         """Takes slow's room, holds a second check, reloads with `new_limits` (SIGHUP)
         while it waits; returns the held check's answer."""
-        self.assertEqual(check(s, "slow", {"agent": "h"})[0], 200)
+        self.assertEqual(s.check("slow", {"agent": "h"})[0], 200)
         out = {}
         t = threading.Thread(target=lambda: out.update(
-            answer=check(s, "slow", {"agent": "h", "wait": 10}, timeout_s=20)))
+            answer=s.check("slow", {"agent": "h", "wait": 10}, timeout_s=20)))
         t.start()
         time.sleep(0.3)
         with open(s.config_path) as f:
@@ -76,7 +72,7 @@ class HeldAcrossReload(OnRedis):
             self.assertEqual((status, body["limit"], body["checked"][0]["max"]), (200, 1, 1),
                              (backend, body))
             self.assertGreater(body["reset_after"], 4, (backend, body))
-            status, body, _ = check(s, "slow", {"agent": "h"})
+            status, body, _ = s.check("slow", {"agent": "h"})
             self.assertEqual(status, 429, (backend, body))
             self.assertGreater(body["retry_after"], 4, (backend, body))
 
@@ -90,16 +86,16 @@ class HeldAcrossReload(OnRedis):
         grown = tree + "  a.leaf:\n    rate: 100\n    period_s: 600\n    parents: [z.budget]\n"
         for backend, s in self.both(tree).items():
             for _ in range(4):
-                self.assertEqual(check(s, "z.leaf", {"agent": "r"})[0], 200, backend)
+                self.assertEqual(s.check("z.leaf", {"agent": "r"})[0], 200, backend)
             with open(s.config_path) as f:
                 text = f.read()
             s.write_config(text[:text.index("limits:")] + grown)
             s.proc.send_signal(signal.SIGHUP)
             self.assertTrue(wait_until(lambda: len(s.call("GET", "/v1/limits")[1]["limits"]) == 3,
                                        10))
-            st, body, _ = check(s, "a.leaf", {"agent": "r"})
+            st, body, _ = s.check("a.leaf", {"agent": "r"})
             self.assertEqual((st, body["checked"][1]["remaining"]), (200, 0), (backend, body))
-            st, body, _ = check(s, "z.leaf", {"agent": "r"})
+            st, body, _ = s.check("z.leaf", {"agent": "r"})
             self.assertEqual((st, body["checked"][0]["remaining"]), (429, 95), (backend, body))
 
 
@@ -189,10 +185,10 @@ class SameAnswers(OnRedis):
         # The TTL (600 s) is beyond the wait: held for its wait all the same, as a release
         # can make room, and the release (through the same replica) serves it.
         for backend, s in (("memory", self.mem), ("redis", self.red)):
-            self.assertEqual(check(s, "qsem", {"agent": "q"})[0], 200)
+            self.assertEqual(s.check("qsem", {"agent": "q"})[0], 200)
             out = {}
-            t = threading.Thread(target=lambda: out.update(answer=check(
-                s, "qsem", {"agent": "q", "wait": 8}, timeout_s=20)))
+            t = threading.Thread(target=lambda: out.update(answer=s.check(
+                "qsem", {"agent": "q", "wait": 8}, timeout_s=20)))
             t.start()
             time.sleep(0.5)
             self.assertEqual(s.call("POST", "/v1/limits/qsem/release", {"agent": "q"})[0], 200)

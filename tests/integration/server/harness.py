@@ -96,6 +96,10 @@ class Sluiced(procs.Stoppable):
         except ValueError:
             return r.status, text, hdrs
 
+
+    def check(self, name, body, **kw):
+        """POST /v1/limits/NAME/check with `body`; call()'s options and answer."""
+        return self.call("POST", "/v1/limits/%s/check" % name, body, **kw)
     def lease(self, agent, input_tokens, output_tokens=10, **kw):
         body = {"agent": agent, "input_tokens": input_tokens, "output_tokens": output_tokens}
         body.update(kw)
