@@ -156,6 +156,16 @@ class KeepAlive:
         self.conn.close()
 
 
+def recv_until(sock, needle, timeout_s=5):
+    """What sock sends until `needle` is in it or timeout_s passed (the socket's own
+    timeout bounds each read); the bytes read."""
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while needle not in data and time.monotonic() < deadline:
+        data += sock.recv(65536)
+    return data
+
+
 def raw_request(port, method, path, body=b"", headers=None):
     """Sends one request on a fresh socket and returns the socket without reading."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)

@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 
-from harness import SharedSluiced, Sluiced, check_config, raw_request
+from harness import SharedSluiced, Sluiced, check_config, raw_request, recv_until
 
 CONFIG = """
 caps:
@@ -213,10 +213,7 @@ class Routes(SharedSluiced):
         status, body, _ = s.call("POST", "/v1/limits/api/report",
                                  {"agent": "sse", "successes": 0, "errors": 5})
         self.assertEqual(status, 200, body)
-        data = b""
-        deadline = time.monotonic() + 5
-        while b'"key":"sse"' not in data and time.monotonic() < deadline:
-            data += sock.recv(65536)
+        data = recv_until(sock, b'"key":"sse"')
         sock.close()
         self.assertIn(b"event: limit_adapted", data)
         line = [x for x in data.split(b"\n") if x.startswith(b"data: ") and b'"sse"' in x][0]
