@@ -18,6 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402
+from harness import check_config  # noqa: E402  (tests/integration/server/harness.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
 
@@ -325,20 +326,13 @@ class Restart(WithStateDir):
         self.assertIn(path, p.stderr)
 
     def test_state_file_needs_the_memory_backend(self):
-        path = os.path.join(self.tmp.name, "bad.yaml")
-        with open(path, "w") as f:
-            f.write("backend: redis://127.0.0.1:1/0\nstate_file: /tmp/x\n")
-        p = subprocess.run([SLUICED, "--config", path, "--check-config"], capture_output=True,
-                           text=True, timeout=10)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("state_file", p.stderr)
-        with open(path, "w") as f:
-            f.write("cold_start: lukewarm\n")
-        p = subprocess.run([SLUICED, "--config", path, "--check-config"], capture_output=True,
-                           text=True, timeout=10)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("cold_start", p.stderr)
-        self.assertIn("lukewarm", p.stderr)
+        rc, out = check_config("backend: redis://127.0.0.1:1/0\nstate_file: /tmp/x\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("state_file", out)
+        rc, out = check_config("cold_start: lukewarm\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("cold_start", out)
+        self.assertIn("lukewarm", out)
 
 
 if __name__ == "__main__":
