@@ -5,7 +5,7 @@
 # the SDK's retry, then through sluiced); prints both runs' 429s, tokens billed and finish
 # time side by side, with the simulator's range over seeds 1-10.
 #
-#   bench/sim_vs_emu.sh [BUILD_DIR]      (default: build; needs node and tests/e2e/node_modules)
+#   bench/sim_vs_emu.sh [BUILD_DIR]      (default: build; needs node and tests/node_modules)
 #
 # Pairs: the direct run against strategy sdk-retry (what the SDK does: retry-after
 # honoured, maxRetries 2, then the turn breaks); the run through sluiced against

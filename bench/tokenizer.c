@@ -99,7 +99,7 @@ int main(void)
 
     char cmd[8192];
     snprintf(cmd, sizeof(cmd), "cd '%s' && node bench.js '%s' %d 2>&1", SL_NODE_DIR, path, 3);
-    FILE *p = access(SL_NODE_DIR "/node_modules/@anthropic-ai/tokenizer", F_OK) == 0 ? popen(cmd, "r") : NULL;
+    FILE *p = access(SL_NODE_DIR "/../node_modules/@anthropic-ai/tokenizer", F_OK) == 0 ? popen(cmd, "r") : NULL;
     char line[1024] = "";
     if (p && fgets(line, sizeof(line), p)) {
         double count_ms = 0, encode_ms = 0;
@@ -121,7 +121,7 @@ int main(void)
             printf("npm: unexpected output: %s", line);
         }
     } else {
-        printf("npm: not measured (node or tests/node/node_modules missing)\n");
+        printf("npm: not measured (node or tests/node_modules missing)\n");
     }
     if (p)
         pclose(p);

@@ -5,7 +5,7 @@
 //      non-streaming, ROUNDS rounds, direct and proxied interleaved;
 //   2. a real `claude -p` three-turn tool task on the default model (Read → Read → an
 //      answer, lib.mjs writeToolScript), ROUNDS pairs interleaved, when
-//      tests/harness/node_modules is installed (`make setup`).
+//      tests/node_modules is installed (`make setup`).
 // Both on one emulator at 400k input / 200k output tokens a minute, sluiced's pools
 // configured the same with cold_start: full, as in the issue.
 import { existsSync } from 'node:fs';
@@ -79,7 +79,7 @@ const t = tempDir('waste-single');
 const claude = await pair(['--script', writeToolScript(t.dir, MARKER)]);
 const emu = claude.emu, sluiced = claude.sluiced;
 try {
-  if (existsSync(join(HERE, 'node_modules', '@anthropic-ai', 'claude-code'))) {
+  if (existsSync(join(HERE, '..', 'node_modules', '@anthropic-ai', 'claude-code'))) {
     const dc = [], pc = [];
     let failed = 0;
     for (let i = 0; i < ROUNDS; i++) {
@@ -93,7 +93,7 @@ try {
     row('claude -p, default model, 3-turn tool task', dc, pc);
     if (failed) console.log(`  ${failed} claude session(s) did not finish their task`);
   } else {
-    console.log('claude -p: skipped (tests/harness/node_modules missing: make setup)');
+    console.log('claude -p: skipped (tests/node_modules missing: make setup)');
   }
   await tally('the claude sessions', claude);
 } finally { await claude.stop(); t.remove(); }

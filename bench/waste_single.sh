@@ -2,7 +2,7 @@
 # waste_single.sh - issue 24 "Measure" (a): one agent straight to sluice-emu and through
 # sluiced's proxy, side by side in one run: three sequential max_tokens 128000 Messages
 # calls, and a real `claude -p` three-turn tool task on the default model (when
-# tests/harness/node_modules is installed), each with the proxied/direct ratio of the
+# tests/node_modules is installed), each with the proxied/direct ratio of the
 # fastest runs. Offline (tests/harness/offline.sh); bounded: every call and session is
 # killed after 120 s, about a minute in all when nothing queues.
 #

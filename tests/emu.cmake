@@ -1,7 +1,7 @@
 # sluice-emu tests: process-level tests (tests/integration/emu/test_*.py, Python 3
 # standard library, label integration) starting the real emulator on 127.0.0.1:0, and
 # the official SDKs against it (tests/e2e, node, label e2e; skipped when `make setup`
-# has not installed tests/e2e/node_modules).
+# has not installed tests/node_modules).
 find_program(SL_PYTHON3 python3 REQUIRED)
 sl_python_tests(emu emu TIMEOUT 180
                 ENVIRONMENT "SLUICE_EMU=$<TARGET_FILE:sluice-emu>" "SLUICE_CLI=$<TARGET_FILE:sluice>"

@@ -1,6 +1,6 @@
 # The real agent harnesses (tests/harness, node, label harness): Claude Code, the Claude
 # Agent SDK, Codex CLI, the OpenAI Agents SDK, the Vercel AI SDK and LangChain JS, pinned
-# in tests/harness/package-lock.json (installed by `make setup`), each run offline against
+# in tests/package-lock.json (installed by `make setup`), each run offline against
 # a recording stub and against sluice-emu, in a network namespace of their own with only
 # loopback (offline.sh) and under strace, so that any connection beyond loopback fails
 # the test. docs/harnesses.md says what each sends.

@@ -1,7 +1,7 @@
 # Proxy tests: process-level tests of sluiced's provider proxy against the real
 # sluice-emu (tests/integration/proxy/test_*.py, Python 3 standard library, label
 # integration), and the official SDKs through the proxy (tests/e2e/proxy_*.test.mjs, node,
-# label e2e; skipped when tests/e2e/node_modules is not installed).
+# label e2e; skipped when tests/node_modules is not installed).
 find_program(SL_PYTHON3 python3 REQUIRED)
 set(_proxy_env "SLUICED=$<TARGET_FILE:sluiced>" "SLUICE_EMU=$<TARGET_FILE:sluice-emu>"
                "PYTHONDONTWRITEBYTECODE=1")

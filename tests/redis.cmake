@@ -48,3 +48,12 @@ if(SL_SLOW_TESTS)
            COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:differential_runner> --redis 127.0.0.1:$SLUICE_REDIS_PORT --seed 100 --seeds 10 --ops 10000")
   set_tests_properties(differential_redis_long PROPERTIES LABELS "slow;parity_long" TIMEOUT 1800 RUN_SERIAL TRUE)
 endif()
+# The batch processing queues (sl_backend_batch_queue): one set of steps on the memory
+# backend with its state file (unit) and on two replicas sharing a real redis-server.
+add_executable(test_backend_batchq ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_backend_batchq.c)
+target_link_libraries(test_backend_batchq PRIVATE sluice_backend_redis)
+add_test(NAME backend_batchq_memory COMMAND test_backend_batchq)
+set_tests_properties(backend_batchq_memory PROPERTIES LABELS unit)
+add_test(NAME backend_batchq_redis
+         COMMAND ${SL_WITH_REDIS} sh -c "exec $<TARGET_FILE:test_backend_batchq> --redis 127.0.0.1:$SLUICE_REDIS_PORT")
+set_tests_properties(backend_batchq_redis PROPERTIES LABELS integration TIMEOUT 60)

@@ -15,7 +15,7 @@ set_tests_properties(sim_cli PROPERTIES LABELS integration)
 # The simulator checked against the emulator (bench/sim_vs_emu.sh, docs/sim.md): the proxy
 # fleet proof's workload in `sluice sim` and for real through sluice-emu and sluiced, side
 # by side. About two minutes of real time, and it prints rather than asserts: label slow,
-# -DSL_SLOW_TESTS=ON (needs node and tests/e2e/node_modules).
+# -DSL_SLOW_TESTS=ON (needs node and tests/node_modules).
 find_program(SL_NODE node)
 if(SL_SLOW_TESTS AND SL_NODE)
   add_test(NAME sim_vs_emu COMMAND ${PROJECT_SOURCE_DIR}/bench/sim_vs_emu.sh ${PROJECT_BINARY_DIR})

@@ -153,6 +153,45 @@ void sl_backend_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void 
     b->ops->suspensions(b, cb, ud);
 }
 
+/* A batch queue call's fields, checked once here for every backend: NULL when valid,
+ * else what is wrong (into `err`). */
+static const char *batchq_invalid(const sl_batchq_call_t *c, char *err, size_t errlen)
+{
+    bool with_new = c->op == SL_BATCHQ_BIND;
+    bool with_id = c->op != SL_BATCHQ_COUNT;
+    bool counts = c->op == SL_BATCHQ_ADD || c->op == SL_BATCHQ_BIND;
+    if (c->op < SL_BATCHQ_COUNT || c->op > SL_BATCHQ_RELEASE)
+        snprintf(err, errlen, "op: %d is not a batch queue operation", (int)c->op);
+    else if (!c->pool || !*c->pool || strlen(c->pool) > 128)
+        snprintf(err, errlen, "pool: '%.140s' is not a pool name", c->pool ? c->pool : "");
+    else if (with_id && (!c->id || !*c->id || strlen(c->id) > SL_BATCHQ_ID_MAX))
+        snprintf(err, errlen, "id: '%.64s' is not 1 to %d bytes", c->id ? c->id : "",
+                 SL_BATCHQ_ID_MAX);
+    else if (with_new && (!c->new_id || !*c->new_id || strlen(c->new_id) > SL_BATCHQ_ID_MAX))
+        snprintf(err, errlen, "new_id: '%.64s' is not 1 to %d bytes",
+                 c->new_id ? c->new_id : "", SL_BATCHQ_ID_MAX);
+    else if (counts && c->requests < 0)
+        snprintf(err, errlen, "requests: %lld is negative", (long long)c->requests);
+    else if (c->op == SL_BATCHQ_ADD && c->max_requests < 0)
+        snprintf(err, errlen, "max_requests: %lld is negative", (long long)c->max_requests);
+    else if (counts && !(c->ttl_s > 0 && c->ttl_s <= 30 * 86400.0))
+        snprintf(err, errlen, "ttl_s: %g is not in (0, 30 days]", c->ttl_s);
+    else
+        return NULL;
+    return err;
+}
+
+void sl_backend_batch_queue(sl_backend_t *b, const sl_batchq_call_t *c, sl_backend_batchq_cb cb,
+                            void *ud)
+{
+    char err[200];
+    if (batchq_invalid(c, err, sizeof err)) {
+        cb(SL_EINVAL, false, 0, err, ud);
+        return;
+    }
+    b->ops->batch_queue(b, c, cb, ud);
+}
+
 int sl_backend_settings_validate(const sl_backend_settings_t *s, long *bad_pool, char *err,
                                  size_t errlen)
 {

@@ -98,6 +98,46 @@ typedef struct sl_suspension {
 typedef void (*sl_backend_suspensions_cb)(int rc, const sl_suspension_t *s, size_t n,
                                           const char *errmsg, void *ud);
 
+/* The providers' batch processing queues (docs/proxy.md, "The processing queue"): per
+ * batch pool, the requests of the batches created through the proxy and not yet seen
+ * ended, each counted once under its id. The backend keeps them where replicas share
+ * them and a restart finds them (the memory backend's state file, a Redis hash). Every
+ * entry is forgotten `ttl_s` after it was counted, so what nobody sees end does not stay
+ * counted forever and memory stays bounded. */
+typedef enum sl_batchq_op {
+    SL_BATCHQ_COUNT = 0, /* reads the queue */
+    SL_BATCHQ_ADD,       /* counts `requests` under `id` (a create in flight) unless the queue
+                            plus them is above `max_requests`, or the pool already holds
+                            SL_BATCHQ_MAX_ENTRIES entries; an id counted already: nothing */
+    SL_BATCHQ_BIND,      /* the create answered: `id` (its hold) is replaced by `new_id`
+                            with `requests` and `ttl_s`, with no bound (the provider has
+                            it); a hold already forgotten still counts `new_id` */
+    SL_BATCHQ_RELEASE,   /* the batch ended (or the create failed): `id` leaves the queue;
+                            an id not counted (released by another replica): nothing */
+} sl_batchq_op_t;
+
+/* At most this many entries per batch pool: an ADD beyond is refused as over the bound. */
+#define SL_BATCHQ_MAX_ENTRIES 65536
+/* Longest id (a provider's batch id, or a hold's) in bytes. */
+#define SL_BATCHQ_ID_MAX 256
+
+typedef struct sl_batchq_call {
+    sl_batchq_op_t op;
+    const char *pool;     /* the batch pool (a pool name) */
+    const char *id;       /* ADD, BIND: the hold's id; RELEASE: the batch's or the hold's */
+    const char *new_id;   /* BIND: the provider's batch id */
+    int64_t requests;     /* ADD, BIND: >= 0 */
+    int64_t max_requests; /* ADD: the bound (max_batch_requests) */
+    double ttl_s;         /* ADD, BIND: > 0, forgotten this long after */
+} sl_batchq_call_t;
+
+/* `counted`: ADD counted the id (false: over the bound or already counted, nothing
+ * changed); other operations true when they changed the queue. `queued_requests`: the
+ * pool's queue after the operation. On error (SL_EINVAL naming the field, or
+ * SL_EUNAVAILABLE) nothing changed and both are 0. */
+typedef void (*sl_backend_batchq_cb)(int rc, bool counted, int64_t queued_requests,
+                                     const char *errmsg, void *ud);
+
 /* The operations a backend implements. Every one must call its callback exactly once. */
 typedef struct sl_backend_ops {
     const char *name;
@@ -146,6 +186,9 @@ typedef struct sl_backend_ops {
     void (*suspend)(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb, void *ud);
     void (*release)(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
     void (*suspensions)(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud);
+    /* The batch processing queues (sl_batchq_call_t). Durable when answered SL_OK. */
+    void (*batch_queue)(sl_backend_t *b, const sl_batchq_call_t *c, sl_backend_batchq_cb cb,
+                        void *ud);
 } sl_backend_ops_t;
 
 /* Who calls a lease or ticket operation. A backend shared by several replicas checks it
@@ -287,6 +330,8 @@ void sl_backend_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_do
                         void *ud);
 void sl_backend_release(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
 void sl_backend_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud);
+void sl_backend_batch_queue(sl_backend_t *b, const sl_batchq_call_t *c, sl_backend_batchq_cb cb,
+                           void *ud);
 
 /* Frees the strings and arrays inside `s` (not `s` itself). */
 void sl_backend_settings_clear(sl_backend_settings_t *s);

@@ -18,6 +18,7 @@
  */
 #include "backend.h"
 #include "persist.h"
+#include "batchq.h"
 #include "suspended.h"
 
 #include <stdio.h>
@@ -56,6 +57,7 @@ typedef struct memory_backend {
     sl_cold_start_t cold_start; /* for pools whose state is not known */
     bool configured;            /* the first configure (the restore) has run */
     sl_suspended_set_t suspended; /* suspensions; journaled with a state file */
+    sl_batchq_set_t batchq;       /* the batch queues; journaled with a state file */
     sl_engine_config_t engine_cfg; /* for the scratch engine of the restore's trial */
 } memory_backend_t;
 
@@ -235,6 +237,7 @@ static void mem_free(sl_backend_t *b)
     memory_backend_t *m = (memory_backend_t *)b;
     sl__persist_free(m->persist);
     sl__suspended_clear(&m->suspended);
+    sl__batchq_clear(&m->batchq);
     while (m->strings) {
         str_block_t *next = m->strings->next;
         free(m->strings);
@@ -295,6 +298,7 @@ static int trial_restore(memory_backend_t *m, const sl_backend_settings_t *s, do
     if (whole) return SL_OK;
     if (sl__persist_refuse(m->persist, NULL, err, errlen) < 0) return SL_EINVAL;
     sl__suspended_clear(&m->suspended); /* the file's, bound at open: not restored either */
+    sl__batchq_clear(&m->batchq);
     say_damaged(m->persist);
     return SL_OK;
 }
@@ -644,6 +648,29 @@ static void mem_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void 
     cb(SL_OK, m->suspended.items, m->suspended.n, NULL, ud);
 }
 
+/* The batch queues: journaled like any operation, what changed only (expiry is not). */
+static void mem_batch_queue(sl_backend_t *b, const sl_batchq_call_t *c, sl_backend_batchq_cb cb,
+                            void *ud)
+{
+    memory_backend_t *m = (memory_backend_t *)b;
+    double now_s = mem_now(b);
+    bool counted = false;
+    int64_t queued = 0;
+    int rc = sl__batchq_apply(&m->batchq, c, now_s, &counted, &queued);
+    if (rc == SL_OK && counted && m->persist) {
+        if (c->op == SL_BATCHQ_ADD || c->op == SL_BATCHQ_BIND)
+            sl__persist_batch_put(m->persist, c->pool, c->op == SL_BATCHQ_BIND ? c->new_id : c->id,
+                                  c->requests, now_s + c->ttl_s);
+        if (c->op == SL_BATCHQ_RELEASE || (c->op == SL_BATCHQ_BIND && strcmp(c->id, c->new_id)))
+            sl__persist_batch_del(m->persist, c->pool, c->id);
+        sl__persist_flush(m->persist, m->engine);
+    }
+    if (rc != SL_OK)
+        cb(rc, false, 0, "out of memory", ud);
+    else
+        cb(SL_OK, counted, queued, NULL, ud);
+}
+
 static void mem_agent_forget(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud)
 {
     memory_backend_t *m = (memory_backend_t *)b;
@@ -676,6 +703,7 @@ static const sl_backend_ops_t memory_ops = {
     .release = mem_release,
     .agent_forget = mem_agent_forget,
     .suspensions = mem_suspensions,
+    .batch_queue = mem_batch_queue,
 };
 
 void sl_memory_options_init(sl_memory_options_t *o)
@@ -743,6 +771,7 @@ sl_backend_t *sl_backend_memory_open(struct event_base *base, const sl_engine_co
         }
         floor = sl__persist_id_floor(m->persist);
         sl__persist_bind_suspended(m->persist, &m->suspended);
+        sl__persist_bind_batchq(m->persist, &m->batchq);
         if (sl__persist_found(m->persist) == SL_PERSIST_DAMAGED)
             say_damaged(m->persist);
         else if (sl__persist_was_v1(m->persist))

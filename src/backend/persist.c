@@ -44,6 +44,8 @@
  *                        version 2: i64 out_sample[64], i32 out_n, out_pos
  *   U  agent suspended   str agent, role, reason, metric, f64 z, i64 count, f64 at
  *   V  agent released    str agent
+ *   Q  batch counted     str pool, id, i64 requests, f64 expires_at (the batch queues)
+ *   q  batch released    str pool, id
  *   S  end of snapshot
  *
  * Record version 2 appends fields to P and C: a reader takes them when the record holds
@@ -494,6 +496,42 @@ void sl__persist_released(sl_persist_t *p, const char *agent)
     rec_end(&p->out, at);
 }
 
+/* ---- the batch queues (Q, q): their own records, apart from the engine's ---- */
+
+static void write_batch(buf_t *b, const char *pool, const char *id, int64_t requests,
+                        double expires_at)
+{
+    size_t at = rec_begin(b, 'Q');
+    put_str(b, pool);
+    put_str(b, id);
+    put_i64(b, requests);
+    put_f64(b, expires_at);
+    rec_end(b, at);
+}
+
+void sl__persist_bind_batchq(sl_persist_t *p, sl_batchq_set_t *set)
+{
+    sl_batchq_set_t loaded = p->batchq_loaded;
+    p->batchq_loaded = *set;
+    *set = loaded;
+    sl__batchq_clear(&p->batchq_loaded);
+    p->batchq = set;
+}
+
+void sl__persist_batch_put(sl_persist_t *p, const char *pool, const char *id, int64_t requests,
+                           double expires_at)
+{
+    write_batch(&p->out, pool, id, requests, expires_at);
+}
+
+void sl__persist_batch_del(sl_persist_t *p, const char *pool, const char *id)
+{
+    size_t at = rec_begin(&p->out, 'q');
+    put_str(&p->out, pool);
+    put_str(&p->out, id);
+    rec_end(&p->out, at);
+}
+
 static void write_reserve(buf_t *b, uint64_t reserved)
 {
     size_t at = rec_begin(b, 'I');
@@ -630,6 +668,10 @@ int sl__persist_snapshot(sl_persist_t *p, sl_engine_t *e, char *err, size_t errl
     sl_engine_lease_foreach(e, snap_lease, &ctx);
     for (size_t i = 0; p->susp && i < p->susp->n; i++)
         write_suspended(&b, &p->susp->items[i]);
+    for (size_t i = 0; p->batchq && i < p->batchq->n; i++) {
+        const sl_batchq_entry_t *q = &p->batchq->items[i];
+        write_batch(&b, q->pool, q->id, q->requests, q->expires_at);
+    }
     size_t at = rec_begin(&b, 'S');
     rec_end(&b, at);
     size_t records = b.n - sizeof zeros;

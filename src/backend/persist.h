@@ -116,6 +116,16 @@ void sl__persist_bind_suspended(sl_persist_t *p, struct sl_suspended_set *set);
 void sl__persist_suspended(sl_persist_t *p, const sl_suspension_t *s);
 void sl__persist_released(sl_persist_t *p, const char *agent);
 
+/* Batch queues (backend.h, sl_batchq_op_t): `set` receives what the file held (its earlier
+ * contents are dropped) and is the set every later snapshot writes; it must outlive `p`. */
+struct sl_batchq_set;
+void sl__persist_bind_batchq(sl_persist_t *p, struct sl_batchq_set *set);
+/* Journal records of an entry counted (or changed) and of one removed, buffered until
+ * sl__persist_flush(). Expiry is not journaled: a reader drops what has expired. */
+void sl__persist_batch_put(sl_persist_t *p, const char *pool, const char *id, int64_t requests,
+                           double expires_at);
+void sl__persist_batch_del(sl_persist_t *p, const char *pool, const char *id);
+
 /* A record could not be made (out of memory): the next flush writes a snapshot. */
 void sl__persist_mark_lost(sl_persist_t *p);
 

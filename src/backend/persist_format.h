@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "persist.h"
+#include "batchq.h"
 #include "suspended.h"
 
 #define MAGIC         "SLSTATE2"
@@ -81,6 +82,8 @@ struct sl_persist {
     size_t n_calibs;
     sl_suspended_set_t susp_loaded; /* the file's suspensions, until bound */
     const sl_suspended_set_t *susp; /* the live set snapshots write (borrowed) */
+    sl_batchq_set_t batchq_loaded;    /* the file's batch queues, until bound */
+    const sl_batchq_set_t *batchq;    /* the live set snapshots write (borrowed) */
 };
 
 /* FNV-1a, 64 bits: every record's checksum and the file head's. It catches every change

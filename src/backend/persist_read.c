@@ -127,6 +127,7 @@ void sl__persist_loaded_free(sl_persist_t *p)
     p->calibs = NULL;
     p->n_calibs = 0;
     sl__suspended_clear(&p->susp_loaded);
+    sl__batchq_clear(&p->batchq_loaded);
 }
 
 static int load_pool(sl_persist_t *p, rd_t *r)
@@ -299,6 +300,21 @@ static int load_released(sl_persist_t *p, rd_t *r)
     return 0;
 }
 
+/* 'Q' and 'q': the journal replays the batch queues' changes in their order. */
+static int load_batch(sl_persist_t *p, rd_t *r, bool put)
+{
+    char *pool = get_str(r), *id = get_str(r);
+    int64_t requests = put ? get_i64(r) : 0;
+    double expires_at = put ? get_f64(r) : 0;
+    int rc = r->bad || !pool || !id || requests < 0 ? -1 : 0;
+    if (rc == 0 && put)
+        rc = sl__batchq_put(&p->batchq_loaded, pool, id, requests, expires_at) < 0 ? -1 : 0;
+    else if (rc == 0)
+        sl__batchq_del(&p->batchq_loaded, pool, id);
+    free(pool), free(id);
+    return rc;
+}
+
 /* Reads one verified record's body (its type byte first) into p. Returns 0, or -1 when
  * it cannot be read (an unknown type, fields cut short, out of memory). */
 static int load_record(sl_persist_t *p, const unsigned char *body, size_t body_len)
@@ -323,6 +339,9 @@ static int load_record(sl_persist_t *p, const unsigned char *body, size_t body_l
         return load_suspended(p, &r);
     case 'V':
         return load_released(p, &r);
+    case 'Q':
+    case 'q':
+        return load_batch(p, &r, body[0] == 'Q');
     case 'S':
         return 0;
     default:

@@ -127,6 +127,11 @@ typedef struct sl_sim_bounds {
     double tokens_s;       /* the same with input + output and tokens TPM */
     double tight_s;        /* the largest of path_s and the four above */
     int64_t ideal_uncached_input_tokens, ideal_output_tokens, ideal_requests;
+    double chain_s;        /* the chain bound (chain.c, docs/sim.md "The chain bound"): the
+                              larger of tight_s and the chain term (the input the calls with
+                              at least theta of work after them bill is admitted by makespan
+                              - theta, for the worst theta); -1 when input TPM is unlimited.
+                              Reported beside tight_s, which keeps its definition */
 } sl_sim_bounds_t;
 
 /* Fills `out` with every bound of `sc` under `seed` (one ideal run). Returns 0, or -1

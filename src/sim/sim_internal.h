@@ -179,6 +179,21 @@ void sl__sim_log(sim_run_t *run, const char *event, const char *agent, const cha
 /* sl_sim_run() with a strategy given by its table rather than its name (also the
  * ones not in the report's list, such as the ideal run of bound.c), and `ctx` given to
  * the strategy as run->ctx. Same contract. */
+/* One call of the ideal run, for the chain bound (chain.c): its task, its admission, its
+ * time to first token past the shortest ttft plus its streaming, and its uncached input. */
+typedef struct sim_call_rec {
+    int task;
+    double sent_s, stream_s;
+    int64_t tokens;
+} sim_call_rec_t;
+
+/* The chain bound of an ideal run that has finished (chain.c, docs/sim.md "The chain
+ * bound"): the largest over its calls of the call's chain + (the input of the calls with
+ * a chain at least as long - input_tpm) / (input_tpm / 60). `calls` in admission order.
+ * -1 when input_tpm is unlimited (<= 0) or out of memory. */
+double sl__sim_chain_bound_s(const sim_run_t *run, const sim_call_rec_t *calls, size_t n_calls,
+                             int64_t input_tpm);
+
 int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint64_t seed,
                      FILE *events, void *ctx, sl_sim_result_t *out, char *err, size_t errlen);
 

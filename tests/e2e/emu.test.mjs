@@ -17,9 +17,9 @@ import { recordingFetch, untilLimited, untilRetried } from './attempts.mjs';
 import { ask, countExample, forcedTool } from './bodies.mjs';
 
 const require = createRequire(import.meta.url);
-if (!existsSync(new URL('./node_modules/@anthropic-ai/sdk', import.meta.url)) ||
-    !existsSync(new URL('./node_modules/openai', import.meta.url))) {
-  console.log('FAIL: tests/e2e/node_modules missing (run make setup)');
+if (!existsSync(new URL('../node_modules/@anthropic-ai/sdk', import.meta.url)) ||
+    !existsSync(new URL('../node_modules/openai', import.meta.url))) {
+  console.log('FAIL: tests/node_modules missing (run make setup)');
   process.exit(1);
 }
 const Anthropic = require('@anthropic-ai/sdk').default;

@@ -15,9 +15,9 @@ export const SLUICED = process.env.SLUICED || 'sluiced';
 
 /** The SDKs; fails when `make setup` has not installed them (`make test` does). */
 export function sdks() {
-  if (!existsSync(new URL('./node_modules/@anthropic-ai/sdk', import.meta.url)) ||
-      !existsSync(new URL('./node_modules/openai', import.meta.url))) {
-    console.log('FAIL: tests/e2e/node_modules missing (run make setup)');
+  if (!existsSync(new URL('../node_modules/@anthropic-ai/sdk', import.meta.url)) ||
+      !existsSync(new URL('../node_modules/openai', import.meta.url))) {
+    console.log('FAIL: tests/node_modules missing (run make setup)');
     process.exit(1);
   }
   return { Anthropic: require('@anthropic-ai/sdk').default, OpenAI: require('openai').default };

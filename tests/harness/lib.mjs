@@ -9,7 +9,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const HERE = dirname(fileURLToPath(import.meta.url));
-export const BIN = join(HERE, 'node_modules', '.bin');
+export const BIN = join(HERE, '..', 'node_modules', '.bin');
 export const KEY = 'sk-harness-test-key';
 /** The recording stub's answer: a harness that finished prints it. */
 export const ANSWER = 'sluice-harness-ok';
@@ -18,8 +18,8 @@ const PYTHON = process.env.PYTHON3 || 'python3';
 
 /** Throws, naming what is missing, unless `make setup` installed the pinned packages. */
 export function requireInstalled() {
-  if (!existsSync(join(HERE, 'node_modules', '@anthropic-ai', 'claude-code')))
-    throw new Error('tests/harness/node_modules missing: run make setup (scripts/setup.d/50-harness-node.sh)');
+  if (!existsSync(join(HERE, '..', 'node_modules', '@anthropic-ai', 'claude-code')))
+    throw new Error('tests/node_modules missing: run make setup (scripts/setup.d/20-node-tests.sh)');
   if (spawnSync('strace', ['-V']).status !== 0)
     throw new Error('strace is required: the tests watch every connection a harness opens');
 }

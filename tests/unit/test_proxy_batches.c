@@ -69,16 +69,26 @@ static const char UPLOAD[] =
     "{\"custom_id\":\"a\"}\r\n{\"custom_id\":\"b\"}\n\n{\"custom_id\":\"c\"}\r\n"
     "--XyZ--\r\n";
 
-static void test_the_queue_counts_creates_until_an_answer_shows_them_ended(void **state)
+/* The ids on_answer reports ended, joined with ',' (the count itself is the backend's:
+ * tests/unit/test_backend_batchq.c). */
+static void note_ended(const char *id, void *ud)
+{
+    char *seen = ud;
+    if (*seen) strcat(seen, ",");
+    strcat(seen, id);
+}
+
+static void test_answers_name_the_creates_and_the_batches_that_ended(void **state)
 {
     (void)state;
     sl_batch_queue_t *q = sl__batch_queue_new();
     assert_non_null(q);
-    char err[256];
+    char err[256], ended[256] = "";
     /* An upload's lines (blank lines aside) become its file's request count. */
     const char up_answer[] = "{\"id\":\"file-1\",\"object\":\"file\"}";
     sl__batch_on_answer(q, SL_UPSTREAM_OPENAI, SL_BATCH_FILE_UPLOAD, up_answer, strlen(up_answer),
-                        UPLOAD, strlen(UPLOAD), "multipart/form-data; boundary=\"XyZ\"");
+                        UPLOAD, strlen(UPLOAD), "multipart/form-data; boundary=\"XyZ\"", note_ended,
+                        ended);
     json_t *create = json_loads("{\"input_file_id\":\"file-1\"}", 0, NULL);
     assert_int_equal(sl__batch_create_requests(q, SL_UPSTREAM_OPENAI, create, err, sizeof(err)), 3);
     json_decref(create);
@@ -91,32 +101,33 @@ static void test_the_queue_counts_creates_until_an_answer_shows_them_ended(void 
     assert_non_null(strstr(err, "requests"));
     json_decref(create);
 
-    int slot = sl__batch_hold(q, "cb", 3);
-    assert_true(slot >= 0);
-    assert_int_equal(sl__batch_queued(q, "cb"), 3);
-    assert_int_equal(sl__batch_queued(q, "other"), 0);
+    /* A create's answer names the batch; its request count stays the body's. */
+    char id[SL_BATCHQ_ID_MAX + 1];
+    int64_t requests = 3;
     const char created[] = "{\"id\":\"mb_1\",\"processing_status\":\"in_progress\"}";
-    sl__batch_created(q, slot, 200, created, strlen(created));
-    /* A refused create gives its hold back. */
-    int refused = sl__batch_hold(q, "cb", 2);
-    sl__batch_created(q, refused, 429, "{}", 2);
-    assert_int_equal(sl__batch_queued(q, "cb"), 3);
-    /* Still in progress in a retrieve: counted; ended in a list: gone. */
+    assert_true(sl__batch_created(created, strlen(created), id, &requests));
+    assert_string_equal(id, "mb_1");
+    assert_int_equal(requests, 3);
+    assert_false(sl__batch_created("{}", 2, id, &requests));
+    /* Still in progress in a retrieve: nothing ended; ended in a list: reported. */
     sl__batch_on_answer(q, SL_UPSTREAM_ANTHROPIC, SL_BATCH_RETRIEVE, created, strlen(created), NULL,
-                        0, NULL);
-    assert_int_equal(sl__batch_queued(q, "cb"), 3);
-    const char list[] = "{\"data\":[{\"id\":\"mb_1\",\"processing_status\":\"ended\"}]}";
-    sl__batch_on_answer(q, SL_UPSTREAM_ANTHROPIC, SL_BATCH_LIST, list, strlen(list), NULL, 0, NULL);
-    assert_int_equal(sl__batch_queued(q, "cb"), 0);
+                        0, NULL, note_ended, ended);
+    assert_string_equal(ended, "");
+    const char list[] = "{\"data\":[{\"id\":\"mb_1\",\"processing_status\":\"ended\"},"
+                        "{\"id\":\"mb_2\",\"processing_status\":\"canceling\"}]}";
+    sl__batch_on_answer(q, SL_UPSTREAM_ANTHROPIC, SL_BATCH_LIST, list, strlen(list), NULL, 0, NULL,
+                        note_ended, ended);
+    assert_string_equal(ended, "mb_1");
     /* OpenAI: a file the proxy did not see counts what the provider says it holds. */
-    slot = sl__batch_hold(q, "gb", 0);
+    requests = 0;
     const char oa[] =
         "{\"id\":\"batch_1\",\"status\":\"in_progress\",\"request_counts\":{\"total\":7}}";
-    sl__batch_created(q, slot, 200, oa, strlen(oa));
-    assert_int_equal(sl__batch_queued(q, "gb"), 7);
+    assert_true(sl__batch_created(oa, strlen(oa), id, &requests));
+    assert_int_equal(requests, 7);
     const char done[] = "{\"id\":\"batch_1\",\"status\":\"cancelled\"}";
-    sl__batch_on_answer(q, SL_UPSTREAM_OPENAI, SL_BATCH_CANCEL, done, strlen(done), NULL, 0, NULL);
-    assert_int_equal(sl__batch_queued(q, "gb"), 0);
+    sl__batch_on_answer(q, SL_UPSTREAM_OPENAI, SL_BATCH_CANCEL, done, strlen(done), NULL, 0, NULL,
+                        note_ended, ended);
+    assert_string_equal(ended, "mb_1,batch_1");
     sl__batch_queue_free(q);
 }
 
@@ -185,6 +196,6 @@ static void test_embeddings_count_strings_and_token_arrays_and_name_bad_input(vo
 
 SL_TEST_MAIN(
     cmocka_unit_test(test_routes_decode_ids_and_name_the_methods_a_path_takes),
-    cmocka_unit_test(test_the_queue_counts_creates_until_an_answer_shows_them_ended),
+    cmocka_unit_test(test_answers_name_the_creates_and_the_batches_that_ended),
     cmocka_unit_test(test_results_add_up_their_usage_and_results_url_points_at_the_proxy),
     cmocka_unit_test(test_embeddings_count_strings_and_token_arrays_and_name_bad_input))

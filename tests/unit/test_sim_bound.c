@@ -1,5 +1,5 @@
-/* test_sim_bound.c - the simulator's tight bound (issue 24 item 7), checked by hand on a
- * tiny fleet and against every strategy on every shipped scenario; scenario scaling. */
+/* test_sim_bound.c - the simulator's tight and chain bounds (issue 24 item 7), checked by
+ * hand on tiny fleets and against every strategy on every shipped scenario; scaling. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -73,8 +73,60 @@ static void test_tight_bound_by_hand_on_a_tiny_fleet(void **state)
     sl_sim_scenario_free(&sc);
 }
 
+/* The chain bound (src/sim/chain.c) where the tight bound is loose: two planners' first
+ * calls write a 10,000-token prefix each (11,000 uncached), a reviewer after both sends
+ * 100; input TPM 14,000 (233.3 a second, the bucket starts full). Every call lasts ttft 1
+ * s + 1 s of streaming, then edit 2 s and test 10 s: the planners end at 14 s, the reviewer
+ * at 28 s. Tight bound: input (22,100 - 14,000) / 233.3 + 14 = 48.71 s. But the planners'
+ * calls have 13 s of their own task after them (streaming left out) and 13 s of the
+ * reviewer's, so both are admitted by the end - 26 s: 26 + (22,000 - 14,000) / 233.3 =
+ * 60.29 s. The best schedule admits the second planner at 34.29 s, the reviewer at 48.29 s
+ * and ends at 62.29 s (the two seconds of streaming the bound leaves out); sdk-retry,
+ * waiting whole seconds of retry-after, ends at 63 s. */
+static const char chain[] =
+    "name: chain\n"
+    "start_window_s: 0\n"
+    "provider: {input_tpm: 14000, output_tpm: 60, rpm: 0, ttft_s: 1, output_tokens_per_s: 1,\n"
+    "           latency_spread: 0}\n"
+    "agents:\n"
+    "  - {name: p, count: 2, turns: 1, prefix_tokens: 10000, turn_tokens: 1000,\n"
+    "     output_tokens: 1, max_tokens: 1, read_s: 0, edit_s: 2, test_s: 10, test_spread: 0}\n"
+    "  - {name: q, count: 1, turns: 1, prefix_tokens: 0, turn_tokens: 100, output_tokens: 1,\n"
+    "     max_tokens: 1, read_s: 0, edit_s: 2, test_s: 10, test_spread: 0, after: [p]}\n";
+
+static void test_chain_bound_by_hand_above_the_tight_bound(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    if (sl_sim_scenario_parse(chain, strlen(chain), &sc, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    sl_sim_bounds_t b;
+    assert_int_equal(sl_sim_bounds(&sc, 1, &b), 0);
+    assert_int_equal(b.ideal_uncached_input_tokens, 22100);
+    assert_near(b.path_s, 28, 1e-9);
+    assert_near(b.input_s, 8100.0 / (14000.0 / 60) + 14, 1e-9);
+    assert_near(b.tight_s, b.input_s, 1e-9);
+    assert_near(b.chain_s, 26 + 8000.0 / (14000.0 / 60), 1e-9);
+    double best = INFINITY;
+    for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
+        sl_sim_result_t r;
+        if (sl_sim_run(&sc, sl_sim_strategy_name(i), 1, NULL, &r, err, sizeof err) != 0)
+            fail_msg("%s", err);
+        if (r.tasks_done == r.tasks_total) {
+            if (r.makespan_s < b.chain_s - 1e-9)
+                fail_msg("%s: makespan %.3f s below the chain bound %.3f s", r.strategy,
+                         r.makespan_s, b.chain_s);
+            if (r.makespan_s < best) best = r.makespan_s;
+        }
+        sl_sim_result_free(&r);
+    }
+    assert_near(best, 63, 1e-6);
+    sl_sim_scenario_free(&sc);
+}
+
 /* Runs every strategy of `sc` under `seed` and fails when a finished run beats the tight
- * bound; returns the number of finished runs. */
+ * bound or the chain bound; returns the number of finished runs. */
 static int check_no_strategy_beats(const sl_sim_scenario_t *sc, uint64_t seed)
 {
     sl_sim_bounds_t b;
@@ -82,6 +134,7 @@ static int check_no_strategy_beats(const sl_sim_scenario_t *sc, uint64_t seed)
     assert_true(b.tight_s >= b.combined_s - 1e-9 || b.tight_s >= b.path_s);
     /* The ideal run's input includes the repeat-failure turns: above the formula. */
     if (b.input_s >= 0) assert_true(b.input_s - b.least_finish_s >= b.token_s - 1e-9);
+    if (b.input_s >= 0) assert_true(b.chain_s >= b.tight_s - 1e-9);
     int finished = 0;
     char err[256];
     for (size_t i = 0; i < sl_sim_strategy_count(); i++) {
@@ -95,6 +148,10 @@ static int check_no_strategy_beats(const sl_sim_scenario_t *sc, uint64_t seed)
                 fail_msg("%s seed %llu, %s: makespan %.3f s below the tight bound %.3f s",
                          sc->name, (unsigned long long)seed, r.strategy, r.makespan_s,
                          b.tight_s);
+            if (r.makespan_s < b.chain_s - 1e-9)
+                fail_msg("%s seed %llu, %s: makespan %.3f s below the chain bound %.3f s",
+                         sc->name, (unsigned long long)seed, r.strategy, r.makespan_s,
+                         b.chain_s);
         }
         sl_sim_result_free(&r);
     }
@@ -188,6 +245,7 @@ static void test_sluice_meets_no_429_at_a_twentieth_of_scale_200(void **state)
 
 SL_TEST_MAIN(
     cmocka_unit_test(test_tight_bound_by_hand_on_a_tiny_fleet),
+    cmocka_unit_test(test_chain_bound_by_hand_above_the_tight_bound),
     cmocka_unit_test(test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario),
     cmocka_unit_test(test_scaling_multiplies_limits_and_fleet_and_stretches_the_run),
     cmocka_unit_test(test_sluice_meets_no_429_at_a_twentieth_of_scale_200))

@@ -13,7 +13,7 @@ import { CONFIG } from './config.mjs';
 import { startEmu, startSluiced } from './daemon.mjs';
 
 const E2E = fileURLToPath(new URL('../../../tests/e2e/', import.meta.url));
-const missing = !existsSync(`${E2E}node_modules/@anthropic-ai/sdk`) || !existsSync(`${E2E}node_modules/openai`);
+const missing = !existsSync(`${E2E}../node_modules/@anthropic-ai/sdk`) || !existsSync(`${E2E}../node_modules/openai`);
 const KEY = 'sk-node-sdk';
 let d, emu, Anthropic, OpenAI;
 
@@ -27,7 +27,7 @@ before(async () => {
                              '--ttft-ms', '10', '--tokens-per-s', '5000', '--output-tokens', '30']);
 });
 after(async () => { await d?.stop(); await emu?.stop(); });
-const skip = 'tests/e2e/node_modules is not installed (make setup)';
+const skip = 'tests/node_modules is not installed (make setup)';
 
 test('an OpenAI ChatCompletion usage settles with its cached tokens as cache reads', async (t) => {
   if (missing) return t.skip(skip);

@@ -1,4 +1,4 @@
-# fcall_lua.cmake - writes sluice.lua with the names of fcall.def as its prelude (cmake -DDEF=fcall.def -DLUA=sluice.lua -DOUT=library.lua -P fcall_lua.cmake).
+# fcall_lua.cmake - writes sluice.lua with the names of fcall.def as its prelude and its sections appended (cmake -DDEF=fcall.def -DLUA=sluice.lua "-DEXTRA=a.lua;b.lua" -DOUT=library.lua -P fcall_lua.cmake).
 # The library's first line (#!lua name=...) stays first; the table FCALL follows it:
 #   FCALL.arg / FCALL.reply: the names (as keys), FCALL.arg_series / FCALL.reply_series:
 #   the prefixes of numbered names, FCALL.config: the configure fields every caller sends,
@@ -44,6 +44,13 @@ string(FIND "${source}" "\n" eol)
 string(SUBSTRING "${source}" 0 ${eol} first)
 math(EXPR rest_at "${eol} + 1")
 string(SUBSTRING "${source}" ${rest_at} -1 rest)
+# EXTRA: sections of the library in files of their own, appended each inside a function
+# (so they add no local to sluice.lua's chunk, which is near Lua's limit of 200).
+set(extra "")
+foreach(section IN LISTS EXTRA)
+  file(READ ${section} text)
+  string(APPEND extra "\n;(function()\n${text}\nend)()\n")
+endforeach()
 file(WRITE ${OUT}.tmp "${first}\n"
   "-- Generated from src/backend/redis/fcall.def by fcall_lua.cmake: every name the C backend\n"
   "-- and this library exchange, checked at every call (see args_table and reply_fields).\n"
@@ -53,5 +60,5 @@ file(WRITE ${OUT}.tmp "${first}\n"
   "  reply_series = {${reply_series}},\n"
   "  config = {${config}},\n"
   "  config_later = {${config_later}}}\n"
-  "${rest}")
+  "${rest}${extra}")
 file(RENAME ${OUT}.tmp ${OUT})

@@ -56,6 +56,7 @@ static const sl_backend_ops_t redis_ops = {
     .release = sl__rb_release,
     .agent_forget = sl__rb_agent_forget,
     .suspensions = sl__rb_suspensions,
+    .batch_queue = sl__rb_batch_queue,
 };
 
 bool sl_backend_redis_state_lost(sl_backend_t *b, const char *pool)

@@ -12,6 +12,7 @@
  *   redis_proto.c  FCALL argument vectors and reply decoding; sluice.lua the library itself
  *   limits_fcall.c the action limits' FCALLs (limits.lua) and loading that library
  *   suspend.c    suspended agents: one hash every replica reads
+ *   batchq.c     the batch processing queues: the library's batch section (batch.lua)
  *   cluster.c    Redis Cluster: the slot map, a connection per master, routing, MOVED/ASK
  * Every function here is called from a file other than its own; each is defined in the
  * file its group names, and runs on the daemon's libevent thread.
@@ -330,4 +331,8 @@ void sl__rb_ping(sl_backend_t *b, sl_backend_done_cb cb, void *ud);
 void sl__rb_suspend(sl_backend_t *b, const sl_suspension_t *s, sl_backend_done_cb cb, void *ud);
 void sl__rb_release(sl_backend_t *b, const char *agent, sl_backend_done_cb cb, void *ud);
 void sl__rb_suspensions(sl_backend_t *b, sl_backend_suspensions_cb cb, void *ud);
+
+/* ---- batchq.c (an operations-table entry) ---- */
+void sl__rb_batch_queue(sl_backend_t *b, const sl_batchq_call_t *q, sl_backend_batchq_cb cb,
+                        void *ud);
 #endif

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <sluice/tokenizer.h>
@@ -50,6 +51,12 @@
 #define MAX_KEPT_HEADERS        48
 #define LEASE_TTL_S             86400.0 /* capped by the pool's max_lease_ttl_s */
 #define BATCH_RETRY_AFTER_S     60.0    /* a create over max_batch_requests: look again then */
+/* How long the backend keeps a create's hold when its answer never comes (this process
+ * died mid-call): longer than any create takes to be answered. */
+#define BATCH_HOLD_TTL_S 3600.0
+/* How long a batch stays counted when nobody sees it end: both providers end (expire) a
+ * batch at the latest 24 h after its create; an hour more for the end to be processed. */
+#define BATCH_WINDOW_S (25 * 3600.0)
 
 struct sl_proxy {
     sl_server_t *srv;
@@ -58,7 +65,9 @@ struct sl_proxy {
     char *vocab_path;    /* where tok was loaded from */
     sl_idmap_t waiters; /* ticket -> px_t waiting on it */
     struct px *calls;   /* every call in progress */
-    sl_batch_queue_t *batches; /* batches in the providers' queues (proxy_batches.c) */
+    sl_batch_queue_t *batches; /* uploaded files' line counts (proxy_batches.c) */
+    uint64_t hold_nonce;       /* makes this process's hold ids unique among replicas */
+    uint64_t holds;            /* hold ids issued */
 };
 
 /* The feature's state on the server (its slot, features.def); NULL until it is made. */
@@ -97,7 +106,10 @@ typedef struct px {
     bool embeddings;   /* OpenAI embeddings: input only (proxy_embeddings.c) */
     bool moderations;  /* OpenAI moderations: one request, no tokens */
     sl_batch_op_t batch_op; /* the batch APIs: one request on the batch pool */
-    int batch_hold;         /* a create's hold in the batch queue + 1; 0: none */
+    /* A create's hold in the backend's batch queue ("" none), and the pool it is in. */
+    char batch_hold[48];
+    char batch_pool[129];
+    int64_t batch_requests; /* the create's requests */
     bool chained;      /* Responses with previous_response_id: the provider adds input */
     bool sse_through;  /* Responses: an event is being passed on part-way */
     const char *method; /* "POST", "GET" (model list, batch reads), "DELETE" (batch APIs) */
@@ -612,6 +624,29 @@ static int on_up_body(void *ud, const char *data, size_t len)
     return 1;
 }
 
+/* The backend's batch queue answered a bind or a release: nothing waits on it (a failure
+ * leaves an entry that the backend forgets after its ttl). */
+static void on_batch_queue_done(int rc, bool counted, int64_t queued, const char *errmsg,
+                                void *ud)
+{
+    (void)rc, (void)counted, (void)queued, (void)errmsg, (void)ud;
+}
+
+static void batch_queue_call(px_t *px, sl_batchq_op_t op, const char *id, const char *new_id,
+                             int64_t requests, double ttl_s)
+{
+    sl_batchq_call_t c = {.op = op, .pool = px->batch_pool, .id = id, .new_id = new_id,
+                          .requests = requests, .ttl_s = ttl_s};
+    sl_backend_batch_queue(px->srv->backend, &c, on_batch_queue_done, NULL);
+}
+
+/* A batch an answer shows ended leaves the queue (once, whichever replica sees it). */
+static void on_batch_ended(const char *id, void *ud)
+{
+    px_t *px = ud;
+    batch_queue_call(px, SL_BATCHQ_RELEASE, id, NULL, 0, 0);
+}
+
 /* The provider answered a batch call: the queue learns what the answer shows, and
  * Anthropic's results_url is pointed at the proxy. */
 static void batch_answered(px_t *px)
@@ -619,13 +654,18 @@ static void batch_answered(px_t *px)
     size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
     const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
     sl_batch_queue_t *q = px->proxy->batches;
-    if (px->batch_hold) {
-        sl__batch_created(q, px->batch_hold - 1, px->status, body, len);
-        px->batch_hold = 0;
+    if (px->batch_hold[0]) {
+        char id[SL_BATCHQ_ID_MAX + 1];
+        int64_t requests = px->batch_requests;
+        if (px->status == 200 && sl__batch_created(body, len, id, &requests))
+            batch_queue_call(px, SL_BATCHQ_BIND, px->batch_hold, id, requests, BATCH_WINDOW_S);
+        else
+            batch_queue_call(px, SL_BATCHQ_RELEASE, px->batch_hold, NULL, 0, 0);
+        px->batch_hold[0] = '\0';
     }
     if (px->status != 200) return;
     sl__batch_on_answer(q, px->api, px->batch_op, body, len, px->body, px->body_len,
-                        in_header(px, "Content-Type"));
+                        in_header(px, "Content-Type"), on_batch_ended, px);
     const char *host = in_header(px, "Host");
     if (px->api != SL_UPSTREAM_ANTHROPIC || !host || px->batch_op == SL_BATCH_RESULTS) return;
     char base[320];
@@ -936,7 +976,7 @@ static void px_free(px_t *px)
     stop_waiting(px);
     if (px->xfer) sl_upstream_cancel(px->xfer);
     if (px->lease) cancel_lease(px); /* a path that forgot to settle: give it back */
-    if (px->batch_hold) sl__batch_release(proxy->batches, px->batch_hold - 1);
+    if (px->batch_hold[0]) batch_queue_call(px, SL_BATCHQ_RELEASE, px->batch_hold, NULL, 0, 0);
     sl__cont_free(px->cont);
     unwatch_client(px);
     if (px->wait_timer) event_free(px->wait_timer);
@@ -1467,6 +1507,50 @@ static void continue_call(px_t *px)
     ask_lease(px);
 }
 
+/* The backend answered a create's hold: the lease is asked for when its requests fit the
+ * processing-queue bound; over it, a 429 in the provider's shape with a retry-after. */
+static void on_batch_held(int rc, bool counted, int64_t queued, const char *errmsg, void *ud)
+{
+    px_t *px = ud;
+    if (rc != SL_OK || !counted) px->batch_hold[0] = '\0';
+    if (px->gone) { /* the client left while the backend decided: px_free releases */
+        px_free(px);
+        return;
+    }
+    if (rc != SL_OK) {
+        px_error(px, sl__error_status(rc, SL_DIALECT_PROVIDER, NULL), "sluice: %s",
+                 errmsg && *errmsg ? errmsg : sl_strerror(rc));
+        return;
+    }
+    if (!counted) {
+        const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->batch_pool);
+        set_retry_headers(px, BATCH_RETRY_AFTER_S);
+        px_error(px, 429,
+                 "sluice: batch pool '%s' has %" PRId64 " requests in the provider's "
+                 "processing queue; %" PRId64 " more are over max_batch_requests %" PRId64
+                 " (a batch leaves the count when a retrieve shows it ended); retry after "
+                 "%.0f s",
+                 px->batch_pool, queued, px->batch_requests, up ? up->max_batch_requests : 0,
+                 BATCH_RETRY_AFTER_S);
+        return;
+    }
+    ask_lease(px);
+}
+
+/* Holds a create's `requests` in the backend's queue of its batch pool (shared by every
+ * replica) before the create goes to the provider; on_batch_held goes on. */
+static void hold_batch(px_t *px, int64_t requests, int64_t max_requests)
+{
+    sl_proxy_t *proxy = px->proxy;
+    snprintf(px->batch_hold, sizeof(px->batch_hold), "hold-%016" PRIx64 "-%" PRIu64,
+             proxy->hold_nonce, ++proxy->holds);
+    px->batch_requests = requests;
+    sl_batchq_call_t c = {.op = SL_BATCHQ_ADD, .pool = px->batch_pool, .id = px->batch_hold,
+                          .requests = requests, .max_requests = max_requests,
+                          .ttl_s = BATCH_HOLD_TTL_S};
+    sl_backend_batch_queue(px->srv->backend, &c, on_batch_held, px);
+}
+
 /* The batch APIs: the pool's key, one request and no tokens on the batch pool; a create
  * first holds its requests in the pool's processing-queue bound (max_batch_requests),
  * refused 429 with a retry-after when they do not fit. */
@@ -1477,6 +1561,8 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
     const char *in = sl_hreq_body(px->call->req, &len);
     const char *ctype = sl_hreq_header(px->call->req, "Content-Type");
     bool upload = px->batch_op == SL_BATCH_FILE_UPLOAD;
+    /* The batch pool's name before a lease may make px->pool "POOL:KEY". */
+    snprintf(px->batch_pool, sizeof(px->batch_pool), "%s", px->pool);
     if (len > c->proxy.body_limit_bytes) {
         px_error(px, 413,
                  "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes "
@@ -1501,19 +1587,19 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
         px->body[len] = '\0';
         px->body_len = len;
     }
+    int64_t n = 0;
     if (px->batch_op == SL_BATCH_CREATE) {
         char err[256];
         json_t *j = px->body ? json_loadb(px->body, px->body_len, 0, NULL) : NULL;
-        int64_t n = json_is_object(j) ? sl__batch_create_requests(px->proxy->batches, px->api, j,
-                                                                  err, sizeof(err))
-                                      : -1;
+        n = json_is_object(j) ? sl__batch_create_requests(px->proxy->batches, px->api, j, err,
+                                                          sizeof(err))
+                              : -1;
         if (!json_is_object(j)) snprintf(err, sizeof(err), "sluice: the body is not a JSON object");
         json_decref(j);
         if (n < 0) {
             px_error(px, 400, "%s", err);
             return;
         }
-        int64_t queued = sl__batch_queued(px->proxy->batches, px->pool);
         if (n > up->max_batch_requests) {
             px_error(px, 400,
                      "sluice: a batch of %" PRId64 " requests never fits pool '%s' "
@@ -1521,20 +1607,6 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
                      n, px->pool, up->max_batch_requests);
             return;
         }
-        int slot = queued + n <= up->max_batch_requests
-                       ? sl__batch_hold(px->proxy->batches, px->pool, n)
-                       : -1;
-        if (slot < 0) {
-            set_retry_headers(px, BATCH_RETRY_AFTER_S);
-            px_error(px, 429,
-                     "sluice: batch pool '%s' has %" PRId64 " requests in the provider's "
-                     "processing queue; %" PRId64 " more are over max_batch_requests %" PRId64
-                     " (a batch leaves the count when a retrieve shows it ended); retry after "
-                     "%.0f s",
-                     px->pool, queued, n, up->max_batch_requests, BATCH_RETRY_AFTER_S);
-            return;
-        }
-        px->batch_hold = slot + 1;
     }
     if (build_upstream(px, up, path, query) < 0 || !(px->sse = evbuffer_new())) {
         px_error(px, 503, "sluice: out of memory");
@@ -1542,7 +1614,10 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
     }
     watch_client(px);
     px->stream = false;
-    ask_lease(px);
+    if (px->batch_op == SL_BATCH_CREATE)
+        hold_batch(px, n, up->max_batch_requests);
+    else
+        ask_lease(px);
 }
 
 static void start_call(px_t *px, const char *path, const char *query)
@@ -1815,6 +1890,10 @@ int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
         snprintf(err, errlen, "proxy: libcurl cannot be initialised");
         return -1;
     }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    proxy->hold_nonce = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                        ((uint64_t)getpid() << 40);
     if (!(proxy->batches = sl__batch_queue_new())) {
         sl_upstream_free(proxy->up);
         free(proxy);

@@ -4,9 +4,11 @@
  * the pool's key under a batch pool of their own (a pool with `batch: true`): every call
  * is a lease of one request and no tokens on it (its rpm is the provider's limit on the
  * batch endpoints), and a create counts its requests against the pool's
- * `max_batch_requests`, the provider's bound on requests in its processing queue. The
- * proxy learns that a batch ended only from an answer that shows it (a retrieve, a list,
- * a cancel): a batch nobody looks at again stays counted (docs/proxy.md says so).
+ * `max_batch_requests`, the provider's bound on requests in its processing queue, kept by
+ * the backend so that replicas share it. The proxy learns that a batch ended only from an
+ * answer that shows it (a retrieve, a list, a cancel): a batch nobody looks at again stays
+ * counted until the backend forgets it, past the providers' 24-hour processing window
+ * (docs/proxy.md says so).
  *
  * Paths follow proxy_routes.c's rules byte for byte: the ids are single segments decoded
  * and checked as model ids are. */
@@ -100,14 +102,9 @@ sl_batch_op_t sl__batch_resolve(sl_upstream_api_t api, const char *path, size_t 
 }
 
 /* ---- the processing queue ----------------------------------------------------------------- */
-
-typedef struct batch_entry {
-    bool used;
-    bool pending; /* a create in flight: no id yet */
-    char pool[129];
-    char id[257];
-    int64_t requests;
-} batch_entry_t;
+/* The count itself lives in the backend (sl_backend_batch_queue): replicas share it and
+ * a restart keeps it. Here: what the answers say (a create's id, the batches that ended)
+ * and the line counts of uploaded files, which only the replica that saw the upload knows. */
 
 typedef struct file_entry {
     char id[257];
@@ -115,7 +112,6 @@ typedef struct file_entry {
 } file_entry_t;
 
 struct sl_batch_queue {
-    batch_entry_t batches[SL_BATCH_TRACKED];
     file_entry_t files[SL_BATCH_TRACKED]; /* a ring: the oldest is overwritten */
     size_t next_file;
 };
@@ -156,51 +152,18 @@ int64_t sl__batch_create_requests(const sl_batch_queue_t *q, sl_upstream_api_t a
     return file_lines(q, file);
 }
 
-int64_t sl__batch_queued(const sl_batch_queue_t *q, const char *pool)
+bool sl__batch_created(const char *body, size_t len, char *id, int64_t *requests)
 {
-    int64_t n = 0;
-    for (size_t i = 0; i < SL_BATCH_TRACKED; i++)
-        if (q->batches[i].used && !strcmp(q->batches[i].pool, pool)) n += q->batches[i].requests;
-    return n;
-}
-
-int sl__batch_hold(sl_batch_queue_t *q, const char *pool, int64_t requests)
-{
-    for (size_t i = 0; i < SL_BATCH_TRACKED; i++) {
-        batch_entry_t *e = &q->batches[i];
-        if (e->used) continue;
-        memset(e, 0, sizeof(*e));
-        e->used = e->pending = true;
-        snprintf(e->pool, sizeof(e->pool), "%s", pool);
-        e->requests = requests;
-        return (int)i;
-    }
-    return -1;
-}
-
-void sl__batch_release(sl_batch_queue_t *q, int slot)
-{
-    if (slot >= 0 && slot < SL_BATCH_TRACKED) q->batches[slot].used = false;
-}
-
-void sl__batch_created(sl_batch_queue_t *q, int slot, int status, const char *body, size_t len)
-{
-    if (slot < 0 || slot >= SL_BATCH_TRACKED) return;
-    batch_entry_t *e = &q->batches[slot];
-    json_t *j = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
-    const char *id = json_string_value(json_object_get(j, "id"));
-    if (!id || strlen(id) > 256) {
-        e->used = false;
-        json_decref(j);
-        return;
-    }
-    snprintf(e->id, sizeof(e->id), "%s", id);
-    e->pending = false;
+    json_t *j = json_loadb(body, len, 0, NULL);
+    const char *s = json_string_value(json_object_get(j, "id"));
+    bool ok = s && *s && strlen(s) <= SL_BATCHQ_ID_MAX;
+    if (ok) snprintf(id, SL_BATCHQ_ID_MAX + 1, "%s", s);
     /* OpenAI: a file the proxy did not see uploaded counts as the provider counts it. */
     json_t *total = json_object_get(json_object_get(j, "request_counts"), "total");
-    if (e->requests == 0 && json_is_integer(total) && json_integer_value(total) > 0)
-        e->requests = json_integer_value(total);
+    if (ok && *requests == 0 && json_is_integer(total) && json_integer_value(total) > 0)
+        *requests = json_integer_value(total);
     json_decref(j);
+    return ok;
 }
 
 /* Has the batch object `b` ended (no longer in the provider's processing queue)? */
@@ -217,14 +180,11 @@ static bool batch_ended(sl_upstream_api_t api, const json_t *b)
     return false;
 }
 
-static void forget_if_ended(sl_batch_queue_t *q, sl_upstream_api_t api, const json_t *b)
+static void report_if_ended(sl_upstream_api_t api, const json_t *b, sl_batch_ended_fn ended,
+                            void *ud)
 {
     const char *id = json_string_value(json_object_get(b, "id"));
-    if (!id || !batch_ended(api, b)) return;
-    for (size_t i = 0; i < SL_BATCH_TRACKED; i++) {
-        batch_entry_t *e = &q->batches[i];
-        if (e->used && !e->pending && !strcmp(e->id, id)) e->used = false;
-    }
+    if (id && *id && strlen(id) <= SL_BATCHQ_ID_MAX && batch_ended(api, b)) ended(id, ud);
 }
 
 /* Non-blank lines of text[0, len). */
@@ -279,7 +239,7 @@ static const char *multipart_file(const char *body, size_t len, const char *ctyp
 
 void sl__batch_on_answer(sl_batch_queue_t *q, sl_upstream_api_t api, sl_batch_op_t op,
                          const char *body, size_t len, const char *upload, size_t upload_len,
-                         const char *ctype)
+                         const char *ctype, sl_batch_ended_fn ended, void *ud)
 {
     if (op != SL_BATCH_RETRIEVE && op != SL_BATCH_LIST && op != SL_BATCH_CANCEL &&
         op != SL_BATCH_FILE_UPLOAD)
@@ -302,9 +262,9 @@ void sl__batch_on_answer(sl_batch_queue_t *q, sl_upstream_api_t api, sl_batch_op
     } else if (op == SL_BATCH_LIST) {
         size_t i;
         json_t *b;
-        json_array_foreach(json_object_get(j, "data"), i, b) forget_if_ended(q, api, b);
+        json_array_foreach(json_object_get(j, "data"), i, b) report_if_ended(api, b, ended, ud);
     } else {
-        forget_if_ended(q, api, j);
+        report_if_ended(api, j, ended, ud);
     }
     json_decref(j);
 }

@@ -1,6 +1,6 @@
 /* proxy_endpoints.h - the proxy's non-chat endpoints: embeddings, moderations, the batch APIs.
  *
- * Pure functions on paths and bodies, and the batch queue table (proxy_batches.c,
+ * Pure functions on paths and bodies, and the uploaded files' line counts (proxy_batches.c,
  * proxy_embeddings.c); proxy.c does the leases and the I/O. */
 #ifndef SL_PROXY_ENDPOINTS_H
 #define SL_PROXY_ENDPOINTS_H
@@ -54,9 +54,9 @@ const char *sl__batch_method(sl_batch_op_t op);
 
 /* ---- proxy_batches.c: the processing queue -------------------------------------------- */
 
-/* Batches the proxy saw created and has not yet seen end, per batch pool, and the
- * request counts of uploaded batch input files. Bounded: at most SL_BATCH_TRACKED
- * batches and as many files (the oldest file is forgotten first). */
+/* The request counts of uploaded batch input files, as this process saw them uploaded
+ * (the queue's count itself is the backend's: sl_backend_batch_queue). Bounded: the last
+ * SL_BATCH_TRACKED uploads (the oldest is forgotten first). */
 #define SL_BATCH_TRACKED 4096
 typedef struct sl_batch_queue sl_batch_queue_t;
 
@@ -69,26 +69,20 @@ void sl__batch_queue_free(sl_batch_queue_t *q);
 int64_t sl__batch_create_requests(const sl_batch_queue_t *q, sl_upstream_api_t api,
                                   const json_t *body, char *err, size_t errlen);
 
-/* Requests of pool `pool` in the queue now. */
-int64_t sl__batch_queued(const sl_batch_queue_t *q, const char *pool);
+/* A create answered 200 with `body`: true with the batch's id in `id` (SL_BATCHQ_ID_MAX + 1
+ * bytes) and, when *requests is 0, the provider's request_counts.total there; false when
+ * the body names no usable id. */
+bool sl__batch_created(const char *body, size_t len, char *id, int64_t *requests);
 
-/* Holds `requests` for a create in flight; returns its slot (>= 0), or -1 when the table
- * is full. sl__batch_created or sl__batch_release ends the hold. */
-int sl__batch_hold(sl_batch_queue_t *q, const char *pool, int64_t requests);
+/* Called with the id of each batch an answer shows ended. */
+typedef void (*sl_batch_ended_fn)(const char *id, void *ud);
 
-/* The create in `slot` was answered 200 with `body`: the batch's id is recorded (with the
- * provider's request_counts.total when the hold was 0); any other answer releases it. */
-void sl__batch_created(sl_batch_queue_t *q, int slot, int status, const char *body, size_t len);
-
-/* Releases `slot` (the create never reached the provider). */
-void sl__batch_release(sl_batch_queue_t *q, int slot);
-
-/* An answer of `op` (200, `body`): batches it shows ended leave the queue; an OpenAI file
- * upload records the file's request count (lines of the uploaded JSONL, `upload` being the
- * multipart request body and `ctype` its Content-Type). */
+/* An answer of `op` (200, `body`): each batch it shows ended is passed to `ended`; an
+ * OpenAI file upload records the file's request count (lines of the uploaded JSONL,
+ * `upload` being the multipart request body and `ctype` its Content-Type). */
 void sl__batch_on_answer(sl_batch_queue_t *q, sl_upstream_api_t api, sl_batch_op_t op,
                          const char *body, size_t len, const char *upload, size_t upload_len,
-                         const char *ctype);
+                         const char *ctype, sl_batch_ended_fn ended, void *ud);
 
 /* The usage a batch's results add up to (Anthropic's results JSONL: result.message.usage;
  * an OpenAI output file: response.body.usage of each line), into `u`. Lines without usage

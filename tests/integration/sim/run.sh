@@ -18,6 +18,9 @@ grep -q '^lower bounds: tokens [0-9.]* s  critical path [0-9.]* s  combined [0-9
   fail "table has no bounds line"
 grep -q 'mk/bnd p95/bnd mk/tight rewr/task$' "$tmp/t1" || fail "table has no ratio columns"
 grep -q '^tight bound [0-9.]* s: ' "$tmp/t1" || fail "table has no tight bound line"
+grep -q '^chain bound [0-9.]* s: ' "$tmp/t1" || fail "table has no chain bound line"
+grep -q 'makespan over it: naive [0-9.]* sdk-retry [0-9.]* ' "$tmp/t1" ||
+  fail "the chain bound line has no ratios"
 
 # scaled without editing the YAML: the header says so, the JSON carries the scales
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy sluice --demand-scale 2 \
@@ -25,7 +28,8 @@ grep -q '^tight bound [0-9.]* s: ' "$tmp/t1" || fail "table has no tight bound l
 for k in '"limits_scale":0.75' '"demand_scale":2' '"duration_s":9600.000' '"tight_bound_s"' \
          '"least_finish_s"' '"input_bound_s"' '"output_bound_s"' '"rpm_bound_s"' \
          '"tokens_bound_s":null' '"makespan_tight_ratio"' '"prefix_rewrites_per_task"' \
-         '"output_tpm_utilization"' '"tasks_total":40'; do
+         '"output_tpm_utilization"' '"tasks_total":40' '"chain_bound_s":' \
+         '"makespan_chain_ratio":'; do
   grep -qF "$k" "$tmp/sc" || fail "scaled --json lacks $k"
 done
 "$SLUICE" sim --scenario "$SRC/scenarios/seed-fleet.yaml" --strategy sluice --demand-scale 2 |

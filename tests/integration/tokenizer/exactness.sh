@@ -6,8 +6,8 @@
 set -euo pipefail
 sluice="$1" gen="$2" node_dir="$3" pattern="$4"
 
-if ! command -v node >/dev/null || [ ! -d "$node_dir/node_modules/@anthropic-ai/tokenizer" ]; then
-  echo "FAIL: node or $node_dir/node_modules missing (run scripts/setup.d/20-node-tests.sh)"
+if ! command -v node >/dev/null || [ ! -d "$node_dir/../node_modules/@anthropic-ai/tokenizer" ]; then
+  echo "FAIL: node or tests/node_modules missing (run scripts/setup.d/20-node-tests.sh)"
   exit 1
 fi
 dir="$(mktemp -d)"
