@@ -37,6 +37,7 @@
 #include "lease.h"
 #include "server.h"
 #include "limits_redis.h"
+#include "proxy.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -412,7 +413,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     unlink(path);
     /* The lease API is fuzzed here, not the proxy: no vocabulary to load for every input. */
-    config.proxy.estimate_bytes = true;
+    SL_PROXY_CONF(&config)->estimate_bytes = true;
     base = event_base_new();
     if (!base) abort();
     return 0;

@@ -1,6 +1,6 @@
-/* test_config_keys.c - every key of sluiced's config field tables (the pools' and the
- * proxy's tables of config.c, and the `fleet:`, `events:` and `agents:` tables read by
- * config_table.c) is documented (docs/server.md; the proxy's keys in docs/proxy.md) and
+/* test_config_keys.c - every key of sluiced's config field tables (the pools' table of
+ * config.c, the core's sections read by config_table.c, and each feature's section and pool
+ * keys from the feature table) is documented (docs/server.md; the proxy's keys in docs/proxy.md) and
  * shown in examples/sluice.yaml, so a new row cannot land undocumented.
  * (example_config_has_every_key checks the top-level keys.) */
 
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "feature.h"
 #include "test_main.h"
 
 static char *slurp(const char *rel)
@@ -97,16 +98,29 @@ static void test_every_table_key_is_documented_and_in_the_example(void **state)
     for (const char *k; (k = sl__config_pool_key(n_pool)) != NULL; n_pool++)
         check_key(doc, example, "pools.NAME", k, &missing);
     assert_true(n_pool > 30); /* the table is there */
-    size_t n_proxy = 0;
-    for (const char *k; (k = sl__config_proxy_key(n_proxy)) != NULL; n_proxy++)
-        check_key(proxy_doc, example, "proxy", k, &missing);
-    assert_true(n_proxy > 5);
-    const sl_config_table_t *tables[] = {&sl__fleet_table, &sl__events_table, &sl__agents_table};
+    /* The core's tables, then each feature's section and pool keys (feature.h). */
+    const sl_config_table_t *tables[] = {&sl__root_table,       &sl__server_table,
+                                         &sl__engine_table,     &sl__auth_table,
+                                         &sl__agent_caps_table, &sl__team_caps_table,
+                                         &sl__events_table,     &sl__agents_table};
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         assert_true(tables[t]->n_fields > 0);
         for (size_t i = 0; i < tables[t]->n_fields; i++)
             check_key(doc, example, tables[t]->section, tables[t]->fields[i].key, &missing);
     }
+    size_t n_feature_tables = 0;
+    for (size_t f = 0; f < SL_FEATURE_COUNT; f++) {
+        const sl_config_table_t *own[] = {sl__features[f]->config_table,
+                                          sl__features[f]->pool_table};
+        for (size_t t = 0; t < 2; t++) {
+            if (!own[t]) continue;
+            n_feature_tables++;
+            const char *where = !strcmp(sl__features[f]->name, "proxy") ? proxy_doc : doc;
+            for (size_t i = 0; i < own[t]->n_fields; i++)
+                check_key(where, example, own[t]->section, own[t]->fields[i].key, &missing);
+        }
+    }
+    assert_true(n_feature_tables >= 3); /* fleet:, proxy: and the pools' ramp keys */
     free(doc);
     free(proxy_doc);
     free(example);

@@ -1,6 +1,7 @@
 /* test_feature_table.c - the feature table (src/server/core/features.def) and the event bus:
  * each line a feature named as its folder, no two routes answering one path, the
- * backend's one event callback left to the core once every feature started, and a
+ * backend's one event callback left to the core once every feature started (and no timer
+ * of a feature's own: housekeeping runs on the core's tick), and a
  * settle published on the bus counted by usage. */
 
 #include <stdarg.h>
@@ -83,6 +84,13 @@ static void test_starting_every_feature_leaves_the_backend_event_callback_the_co
     assert_non_null(srv.backend);
     sl_backend_set_event_cb(srv.backend, sl__events_on_backend_event, &srv);
     sl_backend_configure(srv.backend, &srv.config.settings, on_configured, NULL);
+    /* The features' housekeeping (the provider limits' refresh and the ramp) runs on the
+     * core's tick: taking the settings adds no timer of a feature's own to the loop. */
+    int before = event_base_get_num_events(srv.base, EVENT_BASE_COUNT_ADDED);
+    assert_int_equal(sl__features_settings_start(&srv, err, sizeof(err)), 0);
+    assert_int_equal(event_base_get_num_events(srv.base, EVENT_BASE_COUNT_ADDED), before);
+    assert_non_null(sl__features[SL_FEATURE_ID_provider_limits]->tick);
+    sl__features_tick(&srv, 2); /* a ramp tick with nothing to ramp changes nothing */
     assert_int_equal(sl__server_start(&srv, err, sizeof(err)), 0);
     assert_ptr_equal(srv.backend->event_cb, sl__events_on_backend_event);
     assert_ptr_equal(srv.backend->event_ud, &srv);

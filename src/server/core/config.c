@@ -2,12 +2,14 @@
  *
  * The file is parsed into a libyaml document and walked; every node carries its line,
  * so every error names the key path and the line ("pools.default.rpm"). Unknown keys
- * are errors: a typo in a limit must not silently leave the pool unlimited.
+ * are errors: a typo in a limit must not silently leave the pool unlimited. The top level
+ * and every section but `pools:` are field tables (config_sections.c, config_table.c);
+ * the pools' table is here, with the keys of a pool of several keys; a feature's section
+ * or pool keys reach it through the feature table (features.def).
  */
 #include "config.h"
 #include "feature.h"
 #include "long_context.h"
-#include "log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -34,13 +36,12 @@ static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *f
     __attribute__((format(printf, 4, 5)));
 static int fail(parse_t *p, const yaml_node_t *n, const char *key, const char *fmt, ...)
 {
-    char msg[384];
+    sl_config_ctx_t x = {.doc = p->doc, .path = p->path, .key = key, .err = p->err,
+                         .errlen = p->errlen};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    sl__config_vfail(&x, n, fmt, ap);
     va_end(ap);
-    snprintf(p->err, p->errlen, "%s:%lu: %s: %s", p->path,
-             n ? (unsigned long)n->start_mark.line + 1 : 0UL, key, msg);
     return -1;
 }
 
@@ -262,88 +263,6 @@ static int finish_upstream(parse_t *p, const char *name, yaml_node_t *map,
     return 0;
 }
 
-/* One `server.allowed_hosts` entry: a host name or address as a Host header carries it,
- * optionally with ":port"; kept in lower case. */
-static int parse_allowed_host(parse_t *p, yaml_node_t *v, char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > 261)
-        return fail(p, v, "server.allowed_hosts", "'%s' must be 1-261 characters", name);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (ch <= ' ' || ch >= 0x7f || strchr("/?#@,\"\\", ch))
-            return fail(p, v, "server.allowed_hosts",
-                        "'%s' is not a host name (letters, digits, '.', '-', ':' and [IPv6])",
-                        name);
-        if (ch >= 'A' && ch <= 'Z') name[i] = (char)(ch - 'A' + 'a');
-    }
-    return 0;
-}
-
-/* server: {max_connections, max_pending_output_bytes, write_timeout_s, idle_timeout_s,
- * head_timeout_s, body_min_rate_bytes_per_s, allowed_hosts} */
-static int parse_server(parse_t *p, yaml_node_t *map, sl_config_t *c)
-{
-    if (want_mapping(p, map, "server") < 0) return -1;
-    sl_listener_config_t *l = &c->server;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        char key[96];
-        snprintf(key, sizeof(key), "server.%.64s", kname ? kname : "?");
-        int64_t n = 0;
-        double d = 0;
-        int rc;
-        if (!kname) {
-            rc = fail(p, k, "server", "keys must be plain names");
-        } else if (!strcmp(kname, "max_connections")) {
-            rc = get_i64(p, v, key, &n);
-            if (rc == 0 && (n < 1 || n > 1000000))
-                rc = fail(p, v, key, "'%s' must be between 1 and 1000000", scalar(v));
-            l->max_connections = (size_t)n;
-        } else if (!strcmp(kname, "max_pending_output_bytes")) {
-            rc = get_i64(p, v, key, &n);
-            if (rc == 0 && (n < 4096 || n > 1024 * 1024 * 1024))
-                rc = fail(p, v, key, "'%s' must be between 4096 and 1073741824", scalar(v));
-            l->max_pending_output_bytes = (size_t)n;
-        } else if (!strcmp(kname, "write_timeout_s") || !strcmp(kname, "idle_timeout_s") ||
-                   !strcmp(kname, "head_timeout_s")) {
-            rc = get_double(p, v, key, &d);
-            if (rc == 0 && (d < 0.1 || d > 86400))
-                rc = fail(p, v, key, "'%s' must be between 0.1 and 86400", scalar(v));
-            if (kname[0] == 'w')
-                l->write_timeout_s = d;
-            else if (kname[0] == 'i')
-                l->idle_timeout_s = d;
-            else
-                l->head_timeout_s = d;
-        } else if (!strcmp(kname, "body_min_rate_bytes_per_s")) {
-            rc = get_double(p, v, key, &d);
-            if (rc == 0 && (d < 1 || d > 1e9))
-                rc = fail(p, v, key, "'%s' must be between 1 and 1000000000", scalar(v));
-            l->body_min_rate_bytes_per_s = d;
-        } else if (!strcmp(kname, "allowed_hosts")) {
-            for (size_t i = 0; i < l->n_allowed_hosts; i++)
-                free(l->allowed_hosts[i]);
-            free(l->allowed_hosts);
-            l->allowed_hosts = NULL;
-            l->n_allowed_hosts = 0;
-            rc = parse_string_list(p, v, key, &l->allowed_hosts, &l->n_allowed_hosts);
-            for (size_t i = 0; rc == 0 && i < l->n_allowed_hosts; i++)
-                rc = parse_allowed_host(p, v, l->allowed_hosts[i]);
-        } else {
-            rc = fail(p, k, "server",
-                      "unknown key '%s' (known: max_connections, max_pending_output_bytes, "
-                      "write_timeout_s, idle_timeout_s, head_timeout_s, "
-                      "body_min_rate_bytes_per_s, allowed_hosts)",
-                      kname);
-        }
-        if (rc < 0) return -1;
-    }
-    return 0;
-}
-
 static long pool_index(const sl_config_t *c, const char *name);
 
 const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const char *name)
@@ -352,7 +271,7 @@ const sl_pool_upstream_t *sl_config_pool_upstream(const sl_config_t *c, const ch
     return i >= 0 && c->upstreams ? &c->upstreams[i] : NULL;
 }
 
-/* ---- pools.NAME.* and proxy.*: tables of keys, like nginx's directive slots --------- */
+/* ---- pools.NAME.*: a table of keys, like nginx's directive slots ------------------------ */
 
 /* How a key's value is read. */
 enum field_type {
@@ -360,7 +279,6 @@ enum field_type {
     F_DOUBLE, /* double, non-negative */
     F_BOOL,   /* true/yes/on or false/no/off */
     F_INT,    /* int, 0 to 10^6 */
-    F_SIZE,   /* size_t, within [min, max] */
     F_STRING, /* char * (a copy) */
     F_CHOICE, /* bool: choices[0] is false, choices[1] true */
     F_CUSTOM, /* set() reads it */
@@ -368,7 +286,7 @@ enum field_type {
 /* Which structure a key fills: a pool's three, or the section's one (P_CONFIG). */
 enum key_part { P_CONFIG, P_UPSTREAM, P_BOUNDS };
 
-/* A key: its name, type, where it goes and, for F_I64, F_SIZE and F_DOUBLE, its bounds
+/* A key: its name, type, where it goes and, for F_I64 and F_DOUBLE, its bounds
  * (min <= max; max 0: no upper bound); both 0: only the type's own. */
 typedef struct config_key {
     const char *name;
@@ -470,11 +388,6 @@ static int set_key(parse_t *p, const config_key_t *f, yaml_node_t *v, const char
         if (i64 > 1000000) return fail(p, v, key, "'%s' is too large", scalar(v));
         *(int *)(void *)dst = (int)i64;
         return 0;
-    case F_SIZE:
-        if (get_i64(p, v, key, &i64) < 0) return -1;
-        *(size_t *)(void *)dst = (size_t)i64;
-        num = (double)i64;
-        break;
     case F_STRING:
         return get_string(p, v, key, (char **)(void *)dst);
     case F_CHOICE:
@@ -502,53 +415,6 @@ static const config_key_t *find_key(const config_key_t *rows, size_t n, const ch
     return NULL;
 }
 
-#define PX(name, type, min, max) {#name, type, P_CONFIG, offsetof(sl_proxy_config_t, name), min, max, {0}, NULL}
-static const config_key_t proxy_keys[] = {
-    PX(body_limit_bytes, F_SIZE, 1024, 1073741824),
-    PX(max_headers, F_SIZE, 8, 10000),
-    PX(idle_timeout_s, F_DOUBLE, 0.01, 86400),
-    PX(connect_timeout_s, F_DOUBLE, 0.01, 86400),
-    PX(ping_interval_s, F_DOUBLE, 0.01, 86400),
-    PX(max_hold_s, F_DOUBLE, 0.1, 86400),
-    PX(default_pool, F_STRING, 0, 0),
-    PX(allow_unauthenticated, F_BOOL, 0, 0),
-    PX(continue_capped, F_BOOL, 0, 0),
-    {"estimator", F_CHOICE, P_CONFIG, offsetof(sl_proxy_config_t, estimate_bytes), 0, 0,
-     {"tokenizer", "bytes"}, NULL},
-};
-#undef PX
-#define N_PROXY_KEYS (sizeof(proxy_keys) / sizeof(proxy_keys[0]))
-
-const char *sl__config_proxy_key(size_t i)
-{
-    return i < N_PROXY_KEYS ? proxy_keys[i].name : NULL;
-}
-
-/* proxy: every key of proxy_keys[]. */
-static int parse_proxy(parse_t *p, yaml_node_t *map, sl_config_t *c)
-{
-    if (want_mapping(p, map, "proxy") < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        if (!kname) return fail(p, k, "proxy", "keys must be plain names");
-        const config_key_t *f = find_key(proxy_keys, N_PROXY_KEYS, kname);
-        if (!f) {
-            char known[400];
-            int at = 0;
-            for (size_t i = 0; i < N_PROXY_KEYS && at >= 0 && (size_t)at < sizeof known; i++)
-                at += snprintf(known + at, sizeof known - (size_t)at, "%s%s", i ? ", " : "",
-                               proxy_keys[i].name);
-            return fail(p, k, "proxy", "unknown key '%s' (known: %s)", kname, known);
-        }
-        char key[96];
-        snprintf(key, sizeof(key), "proxy.%.64s", kname);
-        if (set_key(p, f, v, key, (char *)&c->proxy + f->offset, NULL) < 0) return -1;
-    }
-    return 0;
-}
-
 static void bounds_init(sl_pool_bounds_t *b)
 {
     b->max_settle_tokens = 0;
@@ -556,7 +422,7 @@ static void bounds_init(sl_pool_bounds_t *b)
     b->max_report_pool_block_s = 60;
     b->max_resync_factor = 2;
     b->limits_from_provider = false;
-    sl__config_ramp_defaults(&b->ramp);
+    sl__features_pool_defaults(b);
 }
 
 static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_config_t *cfg,
@@ -589,14 +455,12 @@ static int parse_pool(parse_t *p, const char *name, yaml_node_t *map, sl_pool_co
             *keys = v;
             continue;
         }
-        if (!f && kname && !strncmp(kname, "ramp", 4)) { /* ramp_*: its own reader */
-            char what[240];
-            bool handled = false;
-            const char *sv = scalar(v);
-            if (!sv) return fail(p, v, key, "expected a single value");
-            if (sl__config_ramp_key(kname, sv, &bounds->ramp, &handled, what, sizeof(what)) < 0)
-                return fail(p, v, key, "%s", what);
-            if (handled) continue;
+        if (!f && kname) { /* a feature's key of every pool (features.def: `ramp`, ...) */
+            sl_config_ctx_t x = {.doc = p->doc, .path = p->path, .key = key, .err = p->err,
+                                 .errlen = p->errlen};
+            int rc = sl__features_pool_key(&x, kname, v, bounds);
+            if (rc < 0) return -1;
+            if (rc > 0) continue;
         }
         if (!f) return fail(p, k, key, "unknown pool key '%s'", kname ? kname : "?");
         if (set_key(p, f, v, key, parts[f->part] + f->offset, up) < 0) return -1;
@@ -817,253 +681,18 @@ static int parse_pools(parse_t *p, yaml_node_t *map, sl_config_t *c)
     return 0;
 }
 
-/* roles: {name: weight} and priorities: {name: factor}. */
-static int parse_factors(parse_t *p, yaml_node_t *map, const char *what, sl_named_factor_t **out,
-                         size_t *n_out)
-{
-    if (want_mapping(p, map, what) < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key);
-        const char *name = scalar(k);
-        char key[320];
-        snprintf(key, sizeof(key), "%s.%s", what, name ? name : "?");
-        if (!name || !*name || strlen(name) > 64)
-            return fail(p, k, what, "a name must be 1-64 characters");
-        double value;
-        if (get_double(p, node(p, pr->value), key, &value) < 0) return -1;
-        if (!(value > 0))
-            return fail(p, node(p, pr->value), key, "'%s' must be above 0",
-                        scalar(node(p, pr->value)));
-        size_t i;
-        for (i = 0; i < *n_out; i++)
-            if (!strcmp((*out)[i].name, name)) break;
-        if (i == *n_out) {
-            sl_named_factor_t *grown = realloc(*out, (*n_out + 1) * sizeof(**out));
-            if (!grown) return fail(p, k, key, "out of memory");
-            *out = grown;
-            grown[i].name = strdup(name);
-            if (!grown[i].name) return fail(p, k, key, "out of memory");
-            (*n_out)++;
-        }
-        (*out)[i].value = value;
-    }
-    return 0;
-}
-
 static int parse_string_list(parse_t *p, yaml_node_t *seq, const char *key, char ***out,
                              size_t *n_out)
 {
-    if (!seq || seq->type != YAML_SEQUENCE_NODE) return fail(p, seq, key, "expected a list");
-    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
-    *out = calloc(n ? n : 1, sizeof(char *));
-    if (!*out) return fail(p, seq, key, "out of memory");
-    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
-         it++) {
-        char *s = NULL;
-        if (get_string(p, node(p, *it), key, &s) < 0) return -1;
-        (*out)[(*n_out)++] = s;
-    }
-    return 0;
+    sl_config_ctx_t x = {.doc = p->doc, .path = p->path, .key = key, .err = p->err,
+                         .errlen = p->errlen};
+    return sl__config_string_list(&x, seq, out, n_out);
 }
 
-/* A team's fair-queue weight, checked with the engine's rules so the error names the
- * line, the field and the value. */
-static int get_team_weight(parse_t *p, yaml_node_t *v, const char *fkey, const char *team,
-                           double *out)
+int sl__config_parse_pools(const sl_config_ctx_t *x, yaml_node_t *map)
 {
-    if (get_double(p, v, fkey, out) < 0) return -1;
-    sl_engine_t *e = sl_engine_new(NULL);
-    if (!e) return fail(p, v, fkey, "out of memory%s", "");
-    int rc = sl_engine_set_team_weight(e, team, *out);
-    if (rc != SL_OK) rc = fail(p, v, fkey, "%s", sl_engine_errmsg(e));
-    sl_engine_free(e);
-    return rc;
-}
-
-/* One holder's caps: {max_share, max_rpm, max_concurrent, budget_usd_per_hour,
- * budget_usd_per_day} and, for a team, weight (in the fair queue) and members:
- * [agent, ...]. */
-static int parse_one_caps(parse_t *p, yaml_node_t *map, const char *holder, bool team,
-                          sl_config_t *c)
-{
-    char key[400];
-    snprintf(key, sizeof(key), "caps.%s.%s", team ? "teams" : "agents", holder);
-    if (want_mapping(p, map, key) < 0) return -1;
-    sl_named_caps_t *grown = realloc(c->settings.caps, (c->settings.n_caps + 1) * sizeof(*grown));
-    if (!grown) return fail(p, map, key, "out of memory");
-    c->settings.caps = grown;
-    sl_named_caps_t *nc = &grown[c->settings.n_caps];
-    memset(nc, 0, sizeof(*nc));
-    nc->holder = strdup(holder);
-    if (!nc->holder) return fail(p, map, key, "out of memory");
-    nc->team = team;
-    c->settings.n_caps++;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        char fkey[480];
-        snprintf(fkey, sizeof(fkey), "%s.%s", key, kname ? kname : "?");
-        int rc;
-        if (!kname) {
-            rc = fail(p, k, key, "keys must be plain names");
-        } else if (!strcmp(kname, "max_share")) {
-            rc = get_double(p, v, fkey, &nc->caps.max_share);
-        } else if (!strcmp(kname, "max_rpm")) {
-            rc = get_i64(p, v, fkey, &nc->caps.max_rpm);
-        } else if (!strcmp(kname, "max_concurrent")) {
-            rc = get_i64(p, v, fkey, &nc->caps.max_concurrent);
-        } else if (!strcmp(kname, "budget_usd_per_hour")) {
-            rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_hour);
-        } else if (!strcmp(kname, "budget_usd_per_day")) {
-            rc = get_double(p, v, fkey, &nc->caps.budget_usd_per_day);
-        } else if (team && !strcmp(kname, "weight")) {
-            rc = get_team_weight(p, v, fkey, holder, &nc->weight);
-        } else if (team && !strcmp(kname, "members")) {
-            char **names = NULL;
-            size_t n = 0;
-            rc = parse_string_list(p, v, fkey, &names, &n);
-            for (size_t i = 0; i < n; i++) {
-                /* One team per agent: the queue and per: team limits must agree on it. */
-                const char *other = NULL;
-                for (size_t j = 0; !other && j < c->settings.n_members; j++)
-                    if (!strcmp(c->settings.members[j].agent, names[i]) &&
-                        strcmp(c->settings.members[j].team, holder) != 0)
-                        other = c->settings.members[j].team;
-                if (other && rc == 0)
-                    rc = fail(p, v, fkey, "'%s' is already a member of team '%s' (an agent is "
-                              "in one team at most)", names[i], other);
-                sl_team_member_t *m =
-                    realloc(c->settings.members, (c->settings.n_members + 1) * sizeof(*m));
-                if (!m) {
-                    rc = fail(p, v, fkey, "out of memory");
-                    free(names[i]);
-                    continue;
-                }
-                c->settings.members = m;
-                m[c->settings.n_members].agent = names[i];
-                m[c->settings.n_members].team = strdup(holder);
-                c->settings.n_members++;
-            }
-            free(names);
-        } else {
-            rc = fail(p, k, fkey,
-                      team ? "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
-                             "budget_usd_per_hour, budget_usd_per_day, weight, members)"
-                           : "unknown caps key '%s' (known: max_share, max_rpm, max_concurrent, "
-                             "budget_usd_per_hour, budget_usd_per_day)",
-                      kname);
-        }
-        if (rc < 0) return -1;
-    }
-    /* Checked here so the error names the line; the engine repeats the checks. */
-    sl_engine_t *e = sl_engine_new(NULL);
-    if (!e) return fail(p, map, key, "out of memory");
-    int rc = sl_engine_set_caps(e, holder, team, &nc->caps);
-    if (rc != SL_OK) rc = fail(p, map, key, "%s", sl_engine_errmsg(e));
-    sl_engine_free(e);
-    return rc;
-}
-
-/* caps: {agents: {NAME|"*": {...}}, teams: {NAME: {..., members: [...]}}} */
-static int parse_caps(parse_t *p, yaml_node_t *map, sl_config_t *c)
-{
-    if (want_mapping(p, map, "caps") < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        bool team = kname && !strcmp(kname, "teams");
-        if (!kname || (!team && strcmp(kname, "agents") != 0))
-            return fail(p, k, "caps", "unknown key '%s' (known: agents, teams)",
-                        kname ? kname : "?");
-        if (want_mapping(p, v, team ? "caps.teams" : "caps.agents") < 0) return -1;
-        for (yaml_node_pair_t *h = v->data.mapping.pairs.start; h < v->data.mapping.pairs.top;
-             h++) {
-            const char *holder = scalar(node(p, h->key));
-            if (!holder || !*holder || strlen(holder) > 128)
-                return fail(p, node(p, h->key), team ? "caps.teams" : "caps.agents",
-                            "a name must be 1-128 characters");
-            if (parse_one_caps(p, node(p, h->value), holder, team, c) < 0) return -1;
-        }
-    }
-    return 0;
-}
-
-static int parse_auth(parse_t *p, yaml_node_t *map, sl_config_t *c)
-{
-    if (want_mapping(p, map, "auth") < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        if (kname && !strcmp(kname, "admin_token")) {
-            if (get_string(p, v, "auth.admin_token", &c->admin_token) < 0) return -1;
-            if (strlen(c->admin_token) < 8)
-                return fail(p, v, "auth.admin_token", "must be at least 8 characters");
-        } else if (kname && !strcmp(kname, "tokens")) {
-            if (!v || v->type != YAML_SEQUENCE_NODE)
-                return fail(p, v, "auth.tokens", "expected a list");
-            size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-            c->tokens = calloc(n ? n : 1, sizeof(*c->tokens));
-            if (!c->tokens) return fail(p, v, "auth.tokens", "out of memory");
-            for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top; it++) /* resolved in sl__config_tokens_finish */
-                if (sl__config_parse_token(p->doc, node(p, *it), p->path, "auth.tokens[]", false,
-                                           &c->tokens[c->n_tokens++], p->err, p->errlen) < 0)
-                    return -1;
-        } else {
-            int rc = kname ? sl__config_parse_auth_key(p->doc, kname, v, p->path, c, p->err,
-                                                       p->errlen)
-                           : 0;
-            if (rc < 0) return -1;
-            if (rc == 0)
-                return fail(p, k, "auth", "unknown key '%s' (known: admin_token, tokens, "
-                            "tokens_file, minted_file, max_minted_tokens)", kname ? kname : "?");
-        }
-    }
-    return 0;
-}
-
-static int parse_engine(parse_t *p, yaml_node_t *map, sl_config_t *c)
-{
-    if (want_mapping(p, map, "engine") < 0) return -1;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        double *dst = NULL;
-        if (kname && !strcmp(kname, "tombstone_ttl_s"))
-            dst = &c->engine.tombstone_ttl_s;
-        else if (kname && !strcmp(kname, "idempotency_ttl_s"))
-            dst = &c->engine.idempotency_ttl_s;
-        else if (kname && !strcmp(kname, "weight_floor"))
-            dst = &c->engine.weight_floor;
-        else
-            return fail(p, k, "engine", "unknown key '%s'", kname ? kname : "?");
-        char key[96];
-        snprintf(key, sizeof(key), "engine.%s", kname);
-        if (get_double(p, v, key, dst) < 0) return -1;
-    }
-    return 0;
-}
-
-/* backend: memory | redis://[:pw@]host[:port][/db][?fail=..&timeout_ms=..&tick_ms=..] */
-static int parse_backend(parse_t *p, const yaml_node_t *v, sl_config_t *c)
-{
-    if (get_string(p, v, "backend", &c->backend) < 0) return -1;
-    c->redis = false;
-    if (!strcmp(c->backend, "memory")) return 0;
-    if (strncmp(c->backend, "redis://", 8) != 0 && strncmp(c->backend, "rediss://", 9) != 0)
-        return fail(p, v, "backend", "unknown backend '%s' (memory, or redis://HOST:PORT/DB)",
-                    c->backend);
-    char err[384];
-    sl_redis_options_init(&c->redis_opt);
-    if (sl_redis_options_parse_url(&c->redis_opt, c->backend, err, sizeof(err)) < 0)
-        return fail(p, v, "backend", "%s", err);
-    c->redis = true;
-    return 0;
+    parse_t p = {.doc = x->doc, .path = x->path, .err = x->err, .errlen = x->errlen};
+    return parse_pools(&p, map, x->c);
 }
 
 /* `backend_fail` against the backend: it needs a redis:// URL, and must agree with the
@@ -1099,126 +728,6 @@ static void apply_cold_start(sl_config_t *c)
     c->redis_opt.cold_start_full = c->cold_start == SL_COLD_START_FULL;
 }
 
-static int parse_root(parse_t *p, yaml_node_t *root, sl_config_t *c)
-{
-    if (!root) return 0; /* an empty file: the defaults */
-    if (want_mapping(p, root, "(top level)") < 0) return -1;
-    for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
-        const char *kname = scalar(k);
-        int rc;
-        if (!kname) {
-            rc = fail(p, k, "(top level)", "keys must be plain names");
-        } else if (!strcmp(kname, "listen")) {
-            const char *s;
-            char err[256];
-            rc = want_scalar(p, v, "listen", &s);
-            if (rc == 0 && sl_config_set_listen(c, s, err, sizeof(err)) < 0)
-                rc = fail(p, v, "listen", "%s", err);
-        } else if (!strcmp(kname, "backend")) {
-            rc = parse_backend(p, v, c);
-        } else if (!strcmp(kname, "backend_fail")) {
-            const char *s;
-            rc = want_scalar(p, v, "backend_fail", &s);
-            if (rc == 0 && !strcmp(s, "open"))
-                c->backend_fail = SL_REDIS_FAIL_OPEN;
-            else if (rc == 0 && !strcmp(s, "closed"))
-                c->backend_fail = SL_REDIS_FAIL_CLOSED;
-            else if (rc == 0)
-                rc = fail(p, v, "backend_fail", "'%s' must be open or closed", s);
-        } else if (!strcmp(kname, "body_limit_bytes")) {
-            int64_t n;
-            rc = get_i64(p, v, "body_limit_bytes", &n);
-            if (rc == 0 && (n < 1024 || n > 64 * 1024 * 1024))
-                rc = fail(p, v, "body_limit_bytes", "'%s' must be between 1024 and 67108864",
-                          scalar(v));
-            if (rc == 0) c->body_limit_bytes = (size_t)n;
-        } else if (!strcmp(kname, "max_unblocks")) {
-            rc = get_i64(p, v, "max_unblocks", &c->max_unblocks);
-            if (rc == 0 && c->max_unblocks > 1000000)
-                rc = fail(p, v, "max_unblocks", "'%s' must be at most 1000000", scalar(v));
-        } else if (!strcmp(kname, "max_wait_s")) {
-            rc = get_double(p, v, "max_wait_s", &c->max_wait_s);
-            if (rc == 0 && (c->max_wait_s < 1 || c->max_wait_s > 3600))
-                rc = fail(p, v, "max_wait_s", "'%s' must be between 1 and 3600", scalar(v));
-        } else if (!strcmp(kname, "max_hold_s")) {
-            rc = get_double(p, v, "max_hold_s", &c->max_hold_s);
-            if (rc == 0 && (c->max_hold_s < 1 || c->max_hold_s > 86400))
-                rc = fail(p, v, "max_hold_s", "'%s' must be between 1 and 86400", scalar(v));
-        } else if (!strcmp(kname, "event_log")) {
-            rc = get_string(p, v, "event_log", &c->event_log);
-            if (rc == 0 && !*c->event_log) {
-                free(c->event_log);
-                c->event_log = NULL;
-            }
-        } else if (!strcmp(kname, "log_format")) {
-            const char *s;
-            sl_log_format_t lf;
-            rc = want_scalar(p, v, "log_format", &s);
-            if (rc == 0 && sl__log_format_parse(s, &lf) < 0)
-                rc = fail(p, v, "log_format", "'%s' must be text or json", s);
-            if (rc == 0) c->log_format = (int)lf;
-        } else if (!strcmp(kname, "access_log")) {
-            rc = get_string(p, v, "access_log", &c->access_log);
-            if (rc == 0 && !*c->access_log) {
-                free(c->access_log);
-                c->access_log = NULL;
-            }
-        } else if (!strcmp(kname, "state_file")) {
-            rc = get_string(p, v, "state_file", &c->state_file);
-            if (rc == 0 && !*c->state_file) {
-                free(c->state_file);
-                c->state_file = NULL;
-            }
-        } else if (!strcmp(kname, "state_fsync_interval_s")) {
-            rc = get_double(p, v, "state_fsync_interval_s", &c->state_fsync_interval_s);
-            if (rc == 0 && c->state_fsync_interval_s > 3600)
-                rc = fail(p, v, "state_fsync_interval_s", "'%s' must be between 0 and 3600",
-                          scalar(v));
-        } else if (!strcmp(kname, "cold_start")) {
-            const char *s;
-            rc = want_scalar(p, v, "cold_start", &s);
-            if (rc == 0 && !strcmp(s, "empty"))
-                c->cold_start = SL_COLD_START_EMPTY;
-            else if (rc == 0 && !strcmp(s, "full"))
-                c->cold_start = SL_COLD_START_FULL;
-            else if (rc == 0)
-                rc = fail(p, v, "cold_start", "'%s' must be empty or full", s);
-        } else if (!strcmp(kname, "engine")) {
-            rc = parse_engine(p, v, c);
-        } else if (!strcmp(kname, "pools")) {
-            rc = parse_pools(p, v, c);
-        } else if (!strcmp(kname, "roles")) {
-            rc = parse_factors(p, v, "roles", &c->settings.roles, &c->settings.n_roles);
-        } else if (!strcmp(kname, "priorities")) {
-            rc = parse_factors(p, v, "priorities", &c->settings.priorities,
-                               &c->settings.n_priorities);
-        } else if (!strcmp(kname, "auth")) {
-            rc = parse_auth(p, v, c);
-        } else if (!strcmp(kname, "caps")) {
-            rc = parse_caps(p, v, c);
-        } else if (!strcmp(kname, "tiers")) {
-            rc = sl__config_parse_tiers(p->doc, v, p->path, &c->token_cfg, p->err, p->errlen);
-        } else if (!strcmp(kname, "proxy")) {
-            rc = parse_proxy(p, v, c);
-        } else if (!strcmp(kname, "server")) {
-            rc = parse_server(p, v, c);
-        } else if (!strcmp(kname, "events")) {
-            rc = sl__config_parse_events(p->doc, v, p->path, &c->events, p->err, p->errlen);
-        } else if (!strcmp(kname, "agents")) {
-            rc = sl__config_parse_agents(p->doc, v, p->path, &c->agents, p->err, p->errlen);
-        } else {
-            /* A feature's section (features.def: `limits`, `fleet`, ...). */
-            rc = sl__features_config_parse(kname, p->doc, v, p->path, c, p->err, p->errlen);
-            if (rc == 0) rc = fail(p, k, kname, "unknown key '%s'", kname);
-            if (rc > 0) rc = 0;
-        }
-        if (rc < 0) return -1;
-    }
-    return 0;
-}
-
 /* Checks the values against the engine on a scratch engine, naming the pool's line. */
 static int check_with_engine(parse_t *p, sl_config_t *c)
 {
@@ -1228,15 +737,6 @@ static int check_with_engine(parse_t *p, sl_config_t *c)
         int line = bad_pool >= 0 && c->pool_lines ? c->pool_lines[bad_pool] : 0;
         snprintf(p->err, p->errlen, "%s:%d: %s", p->path, line, msg);
         return -1;
-    }
-    if (c->proxy.default_pool) {
-        const sl_pool_upstream_t *up = sl_config_pool_upstream(c, c->proxy.default_pool);
-        if (!up || !up->url) {
-            snprintf(p->err, p->errlen,
-                     "%s: proxy.default_pool: '%.128s' is not a pool with an upstream_url",
-                     p->path, c->proxy.default_pool);
-            return -1;
-        }
     }
     if (c->engine.weight_floor <= 0 || c->engine.tombstone_ttl_s <= 0 ||
         c->engine.idempotency_ttl_s <= 0) {
@@ -1277,7 +777,9 @@ int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
     parse_t p = {.doc = &doc, .path = path, .err = err, .errlen = errlen};
     if (sl__config_yaml_load(path, &doc, err, errlen) < 0) goto done;
     have_doc = true;
-    if (parse_root(&p, yaml_document_get_root_node(&doc), c) < 0) goto done;
+    sl_config_ctx_t x = {.doc = &doc, .path = path, .c = c, .err = err, .errlen = errlen};
+    yaml_node_t *root = yaml_document_get_root_node(&doc); /* NULL: an empty file */
+    if (root && sl__config_read_fields(&x, root, &sl__root_table, NULL, c) < 0) goto done;
     if (apply_backend_fail(&p, c) < 0) goto done;
     apply_cold_start(c);
     if (c->state_file && c->redis) {
@@ -1286,6 +788,7 @@ int sl_config_load(const char *path, sl_config_t *c, char *err, size_t errlen)
         goto done;
     }
     if (check_with_engine(&p, c) < 0) goto done;
+    if (sl__features_config_check(c, path, err, errlen) < 0) goto done;
     if (sl__config_tokens_finish(c, path, err, errlen) < 0) goto done;
     rc = 0;
 done:
@@ -1337,15 +840,8 @@ int sl_config_defaults(sl_config_t *c)
     c->max_hold_s = SL_CHECKPOINTED_MAX_WAIT_S;
     c->state_fsync_interval_s = 1.0;
     c->cold_start = SL_COLD_START_EMPTY;
-    sl__features_config_defaults(c);
     sl__config_guard_defaults(&c->events, &c->agents);
     sl_engine_config_init(&c->engine);
-    c->proxy.body_limit_bytes = 32u * 1024 * 1024;
-    c->proxy.max_headers = 100;
-    c->proxy.idle_timeout_s = 300;
-    c->proxy.connect_timeout_s = 10;
-    c->proxy.ping_interval_s = 5;
-    c->proxy.max_hold_s = 540;
     c->server.max_connections = 4096;
     c->server.max_pending_output_bytes = 64 * 1024;
     c->server.write_timeout_s = 30;
@@ -1358,7 +854,7 @@ int sl_config_defaults(sl_config_t *c)
     c->bounds = calloc(1, sizeof(*c->bounds));
     c->max_unblocks = 1000;
     if (!c->listen_host || !c->backend || !c->settings.pools || !c->pool_lines || !c->upstreams ||
-        !c->bounds)
+        !c->bounds || sl__features_config_defaults(c) < 0)
         goto fail;
     bounds_init(&c->bounds[0]);
     c->settings.pools[0].name = strdup("default");
@@ -1480,7 +976,6 @@ void sl_config_clear(sl_config_t *c)
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
     json_decref(c->limits);
     json_decref(c->prices);
-    free(c->proxy.default_pool);
     sl__features_config_clear(c);
     memset(c, 0, sizeof(*c));
 }

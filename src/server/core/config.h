@@ -2,6 +2,7 @@
 #ifndef SL_CONFIG_H
 #define SL_CONFIG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -9,6 +10,7 @@
 #include <sluice/engine.h>
 
 #include "backend.h"
+#include "feature.h"
 #include "tokens.h"
 
 /* One agent token: who may present it and what it may use (its tier's bounds and its
@@ -98,48 +100,6 @@ typedef struct sl_pool_upstream {
     size_t n_headers;
 } sl_pool_upstream_t;
 
-/* Reading the provider's published rate limits (the `provider_limits:` section,
- * provider_limits/): one admin key per provider, never in the file. */
-typedef struct sl_published_source {
-    char *key_env;  /* the variable holding the admin key, or NULL */
-    char *key_file; /* or the file, or NULL */
-    char *key;      /* the admin key read at load (secret), NULL when neither is set */
-    char *url;      /* NULL: each pool's upstream_url */
-    char *project;  /* OpenAI: the project whose limits are read */
-} sl_published_source_t;
-
-typedef struct sl_published_config {
-    bool on;           /* the section is present */
-    double refresh_s;  /* 3600: read again this often (and at start and on reload) */
-    char **pools;      /* pools that adopt them; n_pools 0 = every proxied pool of a
-                          provider configured here */
-    size_t n_pools;
-    char **group_pools;  /* `groups:` pool -> the Anthropic group type it draws from */
-    char **group_types;  /* (model_group when not named: batch, token_count, files, ...) */
-    size_t n_groups;
-    sl_published_source_t anthropic, openai;
-} sl_published_config_t;
-
-/* The proxy's limits (the `proxy:` section). */
-typedef struct sl_proxy_config {
-    size_t body_limit_bytes;    /* 33554432: larger request bodies get 413 */
-    size_t max_headers;         /* 100: requests with more headers get 431 */
-    double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
-    double connect_timeout_s;   /* 10 */
-    double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
-    double max_hold_s;          /* 540: a proxied call waits in the queue this long (under the
-                                   SDKs' 10-minute timeouts) before it is refused */
-    char *default_pool;         /* NULL: a model no pool's `models` matches is a 400; else
-                                   such calls go to this pool */
-    bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
-                                   identify an agent (with auth off they always do) */
-    bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
-                                   below the client's max_tokens is continued (docs/proxy.md) */
-    bool estimate_bytes;        /* false (`estimator: tokenizer`): the vocabulary is loaded at
-                                   start and a missing one is a startup error; true
-                                   (`estimator: bytes`): input is estimated as body bytes / 4 */
-} sl_proxy_config_t;
-
 /* The listener's bounds on every connection, and the names it answers to (the `server:`
  * section; docs/server.md has the reasons for the defaults). */
 typedef struct sl_listener_config {
@@ -210,14 +170,15 @@ typedef struct sl_config {
     sl_pool_bounds_t *bounds;      /* one per pool, in settings.pools' order */
     int64_t max_unblocks;          /* 1000: the largest `unblocks` of a call without an agent
                                       token (admin, auth off); tokens have their own */
-    sl_proxy_config_t proxy;
     sl_listener_config_t server;
     json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
     json_t *prices; /* `prices:` [{pattern, input, output, cache_read, cache_write}]; NULL: none */
     sl_fleet_config_t fleet;
     sl_events_config_t events;
     sl_agents_config_t agents;
-    sl_published_config_t published; /* `provider_limits:` */
+    /* Each feature's own section (feature.h `config_defaults`: allocated there, freed by
+     * `config_clear`), by SL_FEATURE_ID_NAME; the core knows none of their shapes. */
+    void *feature[SL_FEATURE_COUNT];
 } sl_config_t;
 
 /* Fills `c` with the defaults: listen 127.0.0.1:8750, memory backend, one pool
@@ -266,41 +227,92 @@ bool sl_config_auth_enabled(const sl_config_t *c);
 struct yaml_document_s;
 struct yaml_node_s;
 
-/* config_table.c: a flat section read through its field table (nginx's slots). */
+/* config_table.c: every section is read through its field table (nginx's slots). */
 typedef enum sl_field_type {
     SL_FIELD_INT,    /* int64_t within [min, max] */
     SL_FIELD_NUMBER, /* double within [min, max] */
-    SL_FIELD_BOOL,   /* bool: true or false */
+    SL_FIELD_BOOL,   /* bool: true (yes, on) or false (no, off); with `choices`, the
+                        names of false and of true (estimator: tokenizer or bytes) */
+    SL_FIELD_SIZE,   /* size_t within [min, max] */
+    SL_FIELD_STRING, /* char *, a copy (the old one freed) */
+    SL_FIELD_OPTIONAL, /* char *, a copy, or NULL for "" (a path left unset: event_log) */
+    SL_FIELD_CHOICE, /* int: the index of the value in `choices` (NULL-terminated) */
+    SL_FIELD_CUSTOM, /* `read` reads it (a list, a nested section, a checked string) */
 } sl_field_type_t;
-/* One key of a section: its name, type, offset in the section's struct and bounds. */
+
+/* What a table reader hands a custom row: the document, the file, the configuration being
+ * loaded, the row's full key ("server.allowed_hosts", "caps.teams.core.weight"), the
+ * caller's argument, and where the error goes. */
+typedef struct sl_config_ctx {
+    struct yaml_document_s *doc;
+    const char *path;
+    struct sl_config *c; /* NULL for a section read on its own (fleet:, events:, agents:) */
+    const char *key;
+    const void *arg;
+    char *err;
+    size_t errlen;
+} sl_config_ctx_t;
+
+/* One key of a section: its name, type, offset in the section's struct and bounds; a
+ * CHOICE row's names, a CUSTOM row's reader (`field` is the struct's address plus the
+ * offset; 0, or -1 with x->err filled, by sl__config_fail for one shape). */
 typedef struct sl_config_field {
     const char *key;
     sl_field_type_t type;
     size_t offset;
     double min, max;
+    const char *const *choices;
+    int (*read)(sl_config_ctx_t *x, struct yaml_node_s *v, void *field);
 } sl_config_field_t;
-/* A section: its name, its struct's size and its keys. */
+/* A section: its name ("" at the top level, where keys stand alone), its struct's size,
+ * its keys, and what reads a key no row names (`other`: 1 when it took the key, 0 when
+ * it does not know it either, -1 with x->err; NULL: an unknown key is an error). */
 typedef struct sl_config_table {
     const char *section;
     size_t size;
     const sl_config_field_t *fields;
     size_t n_fields;
+    int (*other)(sl_config_ctx_t *x, const char *key, struct yaml_node_s *k,
+                 struct yaml_node_s *v, void *out);
 } sl_config_table_t;
 /* The table of section `name` whose struct is `type`, keys in the array `fields`. */
 #define SL_CONFIG_TABLE(name, type, fields)                                                        \
-    {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0])}
-/* Reads mapping `section` of `doc` into the struct at `out` (t->size bytes) as table `t`
- * says. Returns 0, or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..." and `out` as it
- * was (a copy is written only when every key is good). An unknown key's message lists the
- * table's keys. */
-/* The name of row `i` of the pools' (the proxy's) key table (config.c), NULL past the last. */
-const char *sl__config_pool_key(size_t i);
-const char *sl__config_proxy_key(size_t i);
-/* The tables of the sections read this way (config_fleet.c, config_guard.c). */
-extern const sl_config_table_t sl__fleet_table, sl__events_table, sl__agents_table;
+    {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0]), NULL}
+/* Reads mapping `section` of `doc` into the struct at `out` as table `t` says. Returns 0,
+ * or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..."; `out` may then hold the keys
+ * before the bad one (sl_config_load clears the whole configuration on an error). An
+ * unknown key's message lists the table's keys. */
 int sl__config_read_table(struct yaml_document_s *doc, struct yaml_node_s *section,
                           const sl_config_table_t *t, const char *path, void *out, char *err,
                           size_t errlen);
+/* The same within a load: `x` gives the document, file, configuration and argument; the
+ * section's name for error messages is `section` when not NULL (a holder's caps:
+ * "caps.agents.NAME"), else t->section. */
+int sl__config_read_fields(const sl_config_ctx_t *x, struct yaml_node_s *map,
+                           const sl_config_table_t *t, const char *section, void *out);
+/* Reads node `v` of key `key` into `out` through the row of `t` naming it: 1 when one
+ * does, 0 when no row names `key`, -1 with x->err (x->key: the key's full name). */
+int sl__config_read_row(const sl_config_ctx_t *x, const sl_config_table_t *t, const char *key,
+                        struct yaml_node_s *v, void *out);
+/* Writes "FILE:LINE: KEY: MESSAGE" (KEY: x->key, the line: node `at`'s) into x->err and
+ * returns -1: the one shape of every configuration error. */
+int sl__config_fail(const sl_config_ctx_t *x, const struct yaml_node_s *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int sl__config_vfail(const sl_config_ctx_t *x, const struct yaml_node_s *at, const char *fmt,
+                     va_list ap) __attribute__((format(printf, 3, 0)));
+/* A string list (a YAML sequence of scalars) into a new array at *out, *n_out entries
+ * (added to *out's). 0, or -1 via sl__config_fail. */
+int sl__config_string_list(const sl_config_ctx_t *x, struct yaml_node_s *seq, char ***out,
+                           size_t *n_out);
+/* config.c: the `pools:` section (its own table, three structs behind it). */
+int sl__config_parse_pools(const sl_config_ctx_t *x, struct yaml_node_s *map);
+/* The name of row `i` of the pools' key table (config.c), NULL past the last. */
+const char *sl__config_pool_key(size_t i);
+/* The tables of the core's sections (config_sections.c, config_guard.c, config_tokens.c);
+ * a feature's are in its sl_feature_t (config_table, pool_table). */
+extern const sl_config_table_t sl__events_table, sl__agents_table;
+extern const sl_config_table_t sl__root_table, sl__server_table, sl__engine_table,
+    sl__agent_caps_table, sl__team_caps_table, sl__auth_table;
 /* Reads number `s` into `field` (an int64_t when `integer`, else a double) when it is
  * within [min, max]; otherwise returns -1 with `what` saying "'s' must be ... between". */
 int sl__config_number(const char *s, double min, double max, bool integer, void *field,
@@ -312,13 +324,6 @@ int sl__config_parse_events(struct yaml_document_s *doc, struct yaml_node_s *sec
                             const char *path, sl_events_config_t *out, char *err, size_t errlen);
 int sl__config_parse_agents(struct yaml_document_s *doc, struct yaml_node_s *section,
                             const char *path, sl_agents_config_t *out, char *err, size_t errlen);
-
-/* provider_limits/config_published.c: reads one `pools.NAME.ramp*` key (`*handled` false
- * when `kname` is not one; -1 with `what` saying why the value is wrong), and the ramp's
- * defaults. */
-void sl__config_ramp_defaults(sl_pool_ramp_t *r);
-int sl__config_ramp_key(const char *kname, const char *value, sl_pool_ramp_t *r, bool *handled,
-                        char *what, size_t whatlen);
 
 /* Opens and parses YAML file `path` into `doc` (the caller deletes it). Returns 0, or -1
  * with `err` saying "FILE: cannot open: ..." or "FILE:LINE: YAML syntax: ...". */

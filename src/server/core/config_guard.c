@@ -21,14 +21,14 @@ void sl__config_guard_defaults(sl_events_config_t *ev, sl_agents_config_t *ag)
 }
 
 /* The keys, their bounds and where they go (read by config_table.c). */
-#define EVENTS(key, min, max) {#key, SL_FIELD_INT, offsetof(sl_events_config_t, key), min, max}
+#define EVENTS(key, min, max) {#key, SL_FIELD_INT, offsetof(sl_events_config_t, key), min, max, NULL, NULL}
 static const sl_config_field_t events_fields[] = {
     EVENTS(max_streams, 1, 100000),
     EVENTS(max_streams_per_token, 1, 100000),
     EVENTS(stream_buffer_bytes, 4096, 1073741824),
 };
 #undef EVENTS
-#define AGENTS(key, type, min, max) {#key, type, offsetof(sl_agents_config_t, key), min, max}
+#define AGENTS(key, type, min, max) {#key, type, offsetof(sl_agents_config_t, key), min, max, NULL, NULL}
 static const sl_config_field_t agents_fields[] = {
     AGENTS(forget_idle_s, SL_FIELD_NUMBER, 1, 31536000),
     AGENTS(max_per_token, SL_FIELD_INT, 1, 100000000),

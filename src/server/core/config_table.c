@@ -1,15 +1,19 @@
-/* config_table.c - reads a flat YAML section through its field table {key, type, offset, min, max}.
+/* config_table.c - reads a YAML section through its field table {key, type, offset, min, max}.
  *
  * The pattern of nginx's directive slots: a section is a table of keys, each with its type,
  * its place in the section's struct and its bounds, so adding a key is one row and every
- * key of every table section fails the same way: `FILE:LINE: SECTION.KEY: what`. The
- * `fleet:`, `events:` and `agents:` sections read here; the pools' table (config.c) has
- * three structs behind it and its own types. tests/integration/install/config_keys.py
- * checks that every row is documented in docs/server.md and examples/sluice.yaml. */
+ * key of every section fails the same way: `FILE:LINE: SECTION.KEY: what`. The top level,
+ * `server:`, `engine:`, `auth:`, the caps (config_sections.c, config_tokens.c), `events:`
+ * and `agents:` (config_guard.c) and the features' sections (`fleet:`, `proxy:`) read
+ * here; a row that is more than a number, a flag, a string or a choice names its reader
+ * (SL_FIELD_CUSTOM). The pools' table (config.c) has three structs behind it and its own
+ * types. tests/unit/test_config_keys.c checks that every row is documented in
+ * docs/server.md and shown in examples/sluice.yaml. */
 #include "config.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,76 +39,168 @@ int sl__config_number(const char *s, double min, double max, bool integer, void 
     return 0;
 }
 
-static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *at,
-                const char *section, const char *key, const char *what)
+int sl__config_vfail(const sl_config_ctx_t *x, const yaml_node_t *at, const char *fmt, va_list ap)
 {
-    snprintf(err, errlen, "%s:%lu: %s.%s: %s", path,
-             at ? (unsigned long)at->start_mark.line + 1 : 0UL, section, key, what);
+    char msg[400];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    snprintf(x->err, x->errlen, "%s:%lu: %s: %s", x->path,
+             at ? (unsigned long)at->start_mark.line + 1 : 0UL, x->key, msg);
     return -1;
 }
 
-/* Reads scalar `s` into the struct at `out` as row `f` says; -1 with `what` filled. */
-static int set_field(const sl_config_field_t *f, const char *s, char *out, char *what,
-                     size_t whatlen)
+int sl__config_fail(const sl_config_ctx_t *x, const yaml_node_t *at, const char *fmt, ...)
 {
-    if (f->type != SL_FIELD_BOOL)
-        return sl__config_number(s, f->min, f->max, f->type == SL_FIELD_INT, out + f->offset,
-                                 what, whatlen);
-    if (strcmp(s, "true") != 0 && strcmp(s, "false") != 0) {
-        snprintf(what, whatlen, "'%.64s' must be true or false", s);
-        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    sl__config_vfail(x, at, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int sl__config_string_list(const sl_config_ctx_t *x, yaml_node_t *seq, char ***out, size_t *n_out)
+{
+    if (!seq || seq->type != YAML_SEQUENCE_NODE) return sl__config_fail(x, seq, "expected a list");
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    char **grown = realloc(*out, (*n_out + n + 1) * sizeof(char *));
+    if (!grown) return sl__config_fail(x, seq, "out of memory");
+    *out = grown;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        yaml_node_t *e = yaml_document_get_node(x->doc, *it);
+        if (!e || e->type != YAML_SCALAR_NODE)
+            return sl__config_fail(x, e ? e : seq, "expected a list of single values");
+        if (!((*out)[*n_out] = strdup((const char *)e->data.scalar.value)))
+            return sl__config_fail(x, e, "out of memory");
+        (*n_out)++;
     }
-    *(bool *)(void *)(out + f->offset) = !strcmp(s, "true");
+    return 0;
+}
+
+/* "'V' must be a, b or c" from a CHOICE row's names. */
+static int bad_choice(const sl_config_ctx_t *x, const yaml_node_t *v, const char *s,
+                      const char *const *choices)
+{
+    char list[200];
+    size_t n = 0, at = 0;
+    while (choices[n])
+        n++;
+    list[0] = '\0';
+    for (size_t i = 0; i < n && at < sizeof(list); i++)
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s",
+                               i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i]);
+    return sl__config_fail(x, v, "'%.64s' must be %s", s, list);
+}
+
+/* Reads node `v` into `dst` as row `f` says; -1 through sl__config_fail. */
+static int set_field(const sl_config_ctx_t *x, const sl_config_field_t *f, yaml_node_t *v, char *dst)
+{
+    if (f->type == SL_FIELD_CUSTOM) return f->read((sl_config_ctx_t *)x, v, dst);
+    if (!v || v->type != YAML_SCALAR_NODE)
+        return sl__config_fail(x, v, "expected a single value, not a list or a mapping");
+    const char *s = (const char *)v->data.scalar.value;
+    char what[240];
+    int64_t n;
+    switch (f->type) {
+    case SL_FIELD_INT:
+    case SL_FIELD_NUMBER:
+        if (sl__config_number(s, f->min, f->max, f->type == SL_FIELD_INT, dst, what,
+                              sizeof(what)) < 0)
+            return sl__config_fail(x, v, "%s", what);
+        return 0;
+    case SL_FIELD_SIZE:
+        if (sl__config_number(s, f->min, f->max, true, &n, what, sizeof(what)) < 0)
+            return sl__config_fail(x, v, "%s", what);
+        *(size_t *)(void *)dst = (size_t)n;
+        return 0;
+    case SL_FIELD_BOOL:
+        if (f->choices) {
+            if (strcmp(s, f->choices[0]) != 0 && strcmp(s, f->choices[1]) != 0)
+                return bad_choice(x, v, s, f->choices);
+            *(bool *)(void *)dst = !strcmp(s, f->choices[1]);
+        } else if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))
+            *(bool *)(void *)dst = true;
+        else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))
+            *(bool *)(void *)dst = false;
+        else
+            return sl__config_fail(x, v, "'%.64s' must be true or false", s);
+        return 0;
+    case SL_FIELD_STRING:
+    case SL_FIELD_OPTIONAL: {
+        bool unset = f->type == SL_FIELD_OPTIONAL && !*s;
+        char *copy = unset ? NULL : strdup(s);
+        if (!unset && !copy) return sl__config_fail(x, v, "out of memory");
+        free(*(char **)(void *)dst);
+        *(char **)(void *)dst = copy;
+        return 0;
+    }
+    case SL_FIELD_CHOICE:
+        for (int i = 0; f->choices[i]; i++)
+            if (!strcmp(s, f->choices[i])) {
+                *(int *)(void *)dst = i;
+                return 0;
+            }
+        return bad_choice(x, v, s, f->choices);
+    case SL_FIELD_CUSTOM:
+        break;
+    }
+    return 0;
+}
+
+int sl__config_read_row(const sl_config_ctx_t *x, const sl_config_table_t *t, const char *key,
+                        yaml_node_t *v, void *out)
+{
+    for (size_t i = 0; i < t->n_fields; i++)
+        if (!strcmp(t->fields[i].key, key))
+            return set_field(x, &t->fields[i], v, (char *)out + t->fields[i].offset) < 0 ? -1 : 1;
     return 0;
 }
 
 /* "unknown key 'K' (known: a, b, c)" from the table. */
-static void unknown_key(const sl_config_table_t *t, const char *key, char *what, size_t whatlen)
+static int unknown_key(const sl_config_ctx_t *x, const yaml_node_t *k, const sl_config_table_t *t,
+                       const char *key)
 {
-    int at = snprintf(what, whatlen, "unknown key '%.64s' (known:", key);
-    for (size_t i = 0; i < t->n_fields && at > 0 && (size_t)at < whatlen; i++)
-        at += snprintf(what + at, whatlen - (size_t)at, "%s %s", i ? "," : "", t->fields[i].key);
-    if (at > 0 && (size_t)at < whatlen) snprintf(what + at, whatlen - (size_t)at, ")");
+    char known[600];
+    size_t at = 0;
+    known[0] = '\0';
+    for (size_t i = 0; i < t->n_fields && at < sizeof(known); i++)
+        at += (size_t)snprintf(known + at, sizeof(known) - at, "%s%s", i ? ", " : "",
+                               t->fields[i].key);
+    return sl__config_fail(x, k, "unknown key '%.64s' (known: %s)", key, known);
+}
+
+int sl__config_read_fields(const sl_config_ctx_t *x, yaml_node_t *map, const sl_config_table_t *t,
+                           const char *section, void *out)
+{
+    if (!section) section = t->section;
+    sl_config_ctx_t row = *x;
+    row.key = *section ? section : "(top level)";
+    if (!map || map->type != YAML_MAPPING_NODE)
+        return sl__config_fail(&row, map, "expected a mapping of keys to values");
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(x->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(x->doc, p->value);
+        row.key = *section ? section : "(top level)";
+        if (!k || k->type != YAML_SCALAR_NODE)
+            return sl__config_fail(&row, k ? k : map, "keys must be plain names");
+        const char *key = (const char *)k->data.scalar.value;
+        char full[400];
+        if (*section)
+            snprintf(full, sizeof(full), "%s.%.64s", section, key);
+        else
+            snprintf(full, sizeof(full), "%.64s", key);
+        row.key = full;
+        int rc = sl__config_read_row(&row, t, key, v, out);
+        if (rc == 0 && t->other) rc = t->other(&row, key, k, v, out);
+        if (rc < 0) return -1;
+        if (rc == 0) return unknown_key(&row, k, t, key);
+    }
+    return 0;
 }
 
 int sl__config_read_table(yaml_document_t *doc, yaml_node_t *map, const sl_config_table_t *t,
                           const char *path, void *out, char *err, size_t errlen)
 {
-    if (!map || map->type != YAML_MAPPING_NODE) {
-        snprintf(err, errlen, "%s:%lu: %s: expected a mapping", path,
-                 map ? (unsigned long)map->start_mark.line + 1 : 0UL, t->section);
-        return -1;
-    }
-    char *scratch = malloc(t->size);
-    if (!scratch) return fail(err, errlen, path, map, t->section, "?", "out of memory");
-    memcpy(scratch, out, t->size);
-    char what[400];
-    int rc = 0;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-         rc == 0 && p < map->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(doc, p->value);
-        if (!k || !v || k->type != YAML_SCALAR_NODE) {
-            rc = fail(err, errlen, path, map, t->section, "?", "keys must be plain names");
-            break;
-        }
-        const char *key = (const char *)k->data.scalar.value;
-        if (v->type != YAML_SCALAR_NODE) {
-            rc = fail(err, errlen, path, v, t->section, key, "expected a single value");
-            break;
-        }
-        const sl_config_field_t *f = NULL;
-        for (size_t i = 0; i < t->n_fields && !f; i++)
-            if (!strcmp(t->fields[i].key, key)) f = &t->fields[i];
-        if (!f) {
-            unknown_key(t, key, what, sizeof(what));
-            rc = fail(err, errlen, path, k, t->section, key, what);
-        } else if (set_field(f, (const char *)v->data.scalar.value, scratch, what,
-                             sizeof(what)) < 0) {
-            rc = fail(err, errlen, path, v, t->section, key, what);
-        }
-    }
-    if (rc == 0) memcpy(out, scratch, t->size);
-    free(scratch);
-    return rc;
+    sl_config_ctx_t x = {.doc = doc, .path = path, .err = err, .errlen = errlen};
+    return sl__config_read_fields(&x, map, t, NULL, out);
 }

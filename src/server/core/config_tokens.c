@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,20 +37,6 @@ static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *a
 {
     snprintf(err, errlen, "%s:%lu: %s: %s", path, line_of(at), key, what);
     return -1;
-}
-
-/* A scalar's copy into *out (replacing it). */
-static int get_string(const yaml_node_t *v, const char *path, const char *key, char **out,
-                      char *err, size_t errlen)
-{
-    const char *s = scalar(v);
-    if (!s)
-        return fail(err, errlen, path, v, key, "expected a single value, not a list or a mapping");
-    char *copy = strdup(s);
-    if (!copy) return fail(err, errlen, path, v, key, "out of memory");
-    free(*out);
-    *out = copy;
-    return 0;
 }
 
 /* One bound field from its YAML value (a scalar, or a list of scalars). */
@@ -87,54 +74,84 @@ static int set_bound(yaml_document_t *doc, sl_token_bounds_t *b, const char *nam
     return rc < 0 ? fail(err, errlen, path, v, key, what) : 0;
 }
 
+/* ---- a token entry's table (auth.tokens[] or a tokens_file entry) ---------------------- */
+
+/* A secret (a token, the admin token): at least 8 characters. */
+static int read_secret(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    const char *s = scalar(v);
+    if (!s) return sl__config_fail(x, v, "expected a single value, not a list or a mapping");
+    if (strlen(s) < 8) return sl__config_fail(x, v, "must be at least 8 characters");
+    char *copy = strdup(s);
+    if (!copy) return sl__config_fail(x, v, "out of memory");
+    free(*(char **)field);
+    *(char **)field = copy;
+    return 0;
+}
+
+static int read_sha256(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    const char *s = scalar(v);
+    if (!s || sl__token_sha256_parse(s, field) < 0)
+        return sl__config_fail(x, v, "expected the 64 hex digits of the token's SHA-256 "
+                                     "(printf %%s TOKEN | sha256sum)");
+    return 0;
+}
+
+static int read_id(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    const char *s = scalar(v);
+    if (!s) return sl__config_fail(x, v, "expected a single value, not a list or a mapping");
+    if (!*s || strlen(s) > 128) return sl__config_fail(x, v, "must be 1-128 characters");
+    char *copy = strdup(s);
+    if (!copy) return sl__config_fail(x, v, "out of memory");
+    free(*(char **)field);
+    *(char **)field = copy;
+    return 0;
+}
+
+/* A key no row names is a bound field of the token's own (x->arg: the entry's other keys,
+ * for the message that lists what an entry knows). */
+static int read_own_bound(sl_config_ctx_t *x, const char *key, yaml_node_t *k, yaml_node_t *v,
+                          void *out)
+{
+    (void)k;
+    sl_token_rule_t *r = out;
+    return set_bound(x->doc, &r->meta.own, key, v, x->path, x->key, x->arg, x->err, x->errlen) < 0
+               ? -1
+               : 1;
+}
+
+#define TOK(key, member, type, fn) {#key, type, offsetof(sl_token_rule_t, member), 0, 0, NULL, fn}
+#define WHO                                                                                        \
+    TOK(agent, agent, SL_FIELD_STRING, NULL), TOK(agent_prefix, agent_prefix, SL_FIELD_STRING, NULL), \
+        TOK(tier, meta.tier, SL_FIELD_STRING, NULL), TOK(id, meta.id, SL_FIELD_CUSTOM, read_id)
+static const sl_config_field_t config_token_fields[] = {
+    TOK(token, token, SL_FIELD_CUSTOM, read_secret), WHO};
+static const sl_config_field_t file_token_fields[] = {
+    TOK(sha256, meta.sha256, SL_FIELD_CUSTOM, read_sha256), WHO};
+#undef WHO
+#undef TOK
+static const sl_config_table_t config_token_table = {
+    "auth.tokens[]", sizeof(sl_token_rule_t), config_token_fields,
+    sizeof(config_token_fields) / sizeof(config_token_fields[0]), read_own_bound};
+static const sl_config_table_t file_token_table = {
+    "tokens[]", sizeof(sl_token_rule_t), file_token_fields,
+    sizeof(file_token_fields) / sizeof(file_token_fields[0]), read_own_bound};
+
 int sl__config_parse_token(yaml_document_t *doc, yaml_node_t *map, const char *path,
                            const char *key, bool hashed, sl_token_rule_t *r, char *err,
                            size_t errlen)
 {
-    char k2[160];
-    if (!map || map->type != YAML_MAPPING_NODE)
-        return fail(err, errlen, path, map, key, "expected a mapping of keys to values");
+    static const unsigned char unset[SL_TOKEN_SHA256_BYTES];
+    sl_config_ctx_t x = {.doc = doc, .path = path, .key = key, .err = err, .errlen = errlen,
+                         .arg = hashed ? "sha256 agent agent_prefix tier id"
+                                       : "token agent agent_prefix tier id"};
     r->meta.line = (int)line_of(map);
-    bool have_sha = false;
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = yaml_document_get_node(doc, pr->key);
-        yaml_node_t *v = yaml_document_get_node(doc, pr->value);
-        const char *kname = scalar(k);
-        if (!kname) return fail(err, errlen, path, k, key, "keys must be plain names");
-        snprintf(k2, sizeof k2, "%s.%s", key, kname);
-        int rc;
-        if (!hashed && !strcmp(kname, "token")) {
-            rc = get_string(v, path, k2, &r->token, err, errlen);
-            if (rc == 0 && strlen(r->token) < 8)
-                rc = fail(err, errlen, path, v, k2, "must be at least 8 characters");
-        } else if (hashed && !strcmp(kname, "sha256")) {
-            const char *s = scalar(v);
-            rc = s && sl__token_sha256_parse(s, r->meta.sha256) == 0
-                     ? 0
-                     : fail(err, errlen, path, v, k2,
-                            "expected the 64 hex digits of the token's SHA-256 "
-                            "(printf %s TOKEN | sha256sum)");
-            have_sha = rc == 0;
-        } else if (!strcmp(kname, "agent")) {
-            rc = get_string(v, path, k2, &r->agent, err, errlen);
-        } else if (!strcmp(kname, "agent_prefix")) {
-            rc = get_string(v, path, k2, &r->agent_prefix, err, errlen);
-        } else if (!strcmp(kname, "tier")) {
-            rc = get_string(v, path, k2, &r->meta.tier, err, errlen);
-        } else if (!strcmp(kname, "id")) {
-            rc = get_string(v, path, k2, &r->meta.id, err, errlen);
-            if (rc == 0 && (!*r->meta.id || strlen(r->meta.id) > 128))
-                rc = fail(err, errlen, path, v, k2, "must be 1-128 characters");
-        } else {
-            rc = set_bound(doc, &r->meta.own, kname, v, path, k2,
-                           hashed ? "sha256 agent agent_prefix tier id"
-                                  : "token agent agent_prefix tier id",
-                           err, errlen);
-        }
-        if (rc < 0) return -1;
-    }
-    if (hashed && !have_sha)
+    if (sl__config_read_fields(&x, map, hashed ? &file_token_table : &config_token_table, key, r) <
+        0)
+        return -1;
+    if (hashed && !memcmp(r->meta.sha256, unset, sizeof(unset)))
         return fail(err, errlen, path, map, key,
                     "every entry needs `sha256:` (the token's SHA-256)");
     if (!hashed && !r->token)
@@ -216,34 +233,51 @@ static char *beside(const char *config_path, const char *name)
     return out;
 }
 
-int sl__config_parse_auth_key(yaml_document_t *doc, const char *name, yaml_node_t *v,
-                              const char *path, sl_config_t *c, char *err, size_t errlen)
+/* ---- the `auth:` section's table (read by config_table.c into sl_config_t) --------------- */
+
+/* auth.tokens: a list of token mappings (resolved in sl__config_tokens_finish). */
+static int read_tokens(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 {
-    (void)doc;
-    sl_token_config_t *cfg = &c->token_cfg;
-    char key[64];
-    snprintf(key, sizeof key, "auth.%s", name);
-    if (!strcmp(name, "tokens_file") || !strcmp(name, "minted_file")) {
-        const char *s = scalar(v);
-        if (!s || !*s) return fail(err, errlen, path, v, key, "expected a file name");
-        char *full = beside(path, s);
-        if (!full) return fail(err, errlen, path, v, key, "out of memory");
-        char **slot = !strcmp(name, "tokens_file") ? &cfg->tokens_file : &cfg->minted_file;
-        free(*slot);
-        *slot = full;
-        return 1;
-    }
-    if (!strcmp(name, "max_minted_tokens")) {
-        char what[200];
-        const char *s = scalar(v);
-        if (!s) return fail(err, errlen, path, v, key, "expected a single value");
-        if (sl__config_number(s, 1, MAX_MINTED_CEILING, true, &cfg->max_minted, what, sizeof what) <
-            0)
-            return fail(err, errlen, path, v, key, what);
-        return 1;
-    }
+    (void)field;
+    sl_config_t *c = x->c;
+    if (!v || v->type != YAML_SEQUENCE_NODE) return sl__config_fail(x, v, "expected a list");
+    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    sl_token_rule_t *grown = realloc(c->tokens, (c->n_tokens + n + 1) * sizeof(*grown));
+    if (!grown) return sl__config_fail(x, v, "out of memory");
+    c->tokens = grown;
+    memset(grown + c->n_tokens, 0, (n + 1) * sizeof(*grown));
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+         it++)
+        if (sl__config_parse_token(x->doc, yaml_document_get_node(x->doc, *it), x->path,
+                                   "auth.tokens[]", false, &c->tokens[c->n_tokens++], x->err,
+                                   x->errlen) < 0)
+            return -1;
     return 0;
 }
+
+/* tokens_file, minted_file: a file name, against the configuration's directory. */
+static int read_file_name(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    const char *s = scalar(v);
+    if (!s || !*s) return sl__config_fail(x, v, "expected a file name");
+    char *full = beside(x->path, s);
+    if (!full) return sl__config_fail(x, v, "out of memory");
+    free(*(char **)field);
+    *(char **)field = full;
+    return 0;
+}
+
+#define AUTH(key, member, fn) {#key, SL_FIELD_CUSTOM, offsetof(sl_config_t, member), 0, 0, NULL, fn}
+static const sl_config_field_t auth_fields[] = {
+    AUTH(admin_token, admin_token, read_secret), /* a secret as a token's: 8 or more */
+    AUTH(tokens, tokens, read_tokens),
+    AUTH(tokens_file, token_cfg.tokens_file, read_file_name),
+    AUTH(minted_file, token_cfg.minted_file, read_file_name),
+    {"max_minted_tokens", SL_FIELD_INT, offsetof(sl_config_t, token_cfg.max_minted), 1,
+     MAX_MINTED_CEILING, NULL, NULL},
+};
+#undef AUTH
+const sl_config_table_t sl__auth_table = SL_CONFIG_TABLE("auth", sl_config_t, auth_fields);
 
 /* Reads the tokens_file's entries onto the end of c->tokens. */
 static int load_tokens_file(sl_config_t *c, char *err, size_t errlen)

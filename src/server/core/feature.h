@@ -26,6 +26,9 @@ struct evbuffer;
 struct sl_server;
 struct sl_call;
 struct sl_config;
+struct sl_config_table;
+struct sl_config_ctx;
+struct sl_pool_bounds;
 struct sl_refusal;
 struct yaml_document_s;
 struct yaml_node_s;
@@ -132,18 +135,32 @@ typedef enum sl_admit_kind {
 typedef struct sl_feature {
     const char *name; /* its folder's name */
 
-    /* Configuration: the top-level key of its section (NULL: none), read by the core's
-     * configuration loader into the core's `sl_config_t` (config.h holds the types):
-     * `config_defaults` when a configuration starts, `config_parse` on the section's
-     * mapping (0, or -1 with `err` as "FILE:LINE: key.field: ..."). */
+    /* Configuration: the top-level key of its section (NULL: none), found by the core's
+     * configuration loader. The section's struct is the feature's own, declared in its
+     * header and kept in c->feature[SL_FEATURE_ID_NAME] (the proxy's, provider_limits'), or
+     * for a section another feature reads too, a field of `sl_config_t` (`fleet:`,
+     * `limits:`, `prices:`). `config_defaults` when a configuration starts (allocates the
+     * struct: 0, or -1 when out of memory), `config_parse` on the section's mapping (0,
+     * or -1 with `err` as "FILE:LINE: key.field: ..."). */
     const char *config_key;
-    void (*config_defaults)(struct sl_config *c);
+    int (*config_defaults)(struct sl_config *c);
     int (*config_parse)(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
                         struct sl_config *c, char *err, size_t errlen);
 
     /* Called when a configuration is freed (sl_config_clear): frees what config_parse
      * kept in it. */
     void (*config_clear)(struct sl_config *c);
+    /* The section's field table (config.h; NULL: none, or not a table): what
+     * test_config_keys checks is documented. */
+    const struct sl_config_table *config_table;
+    /* Once the whole file is read: checks the section against the rest (a pool it names
+     * exists): 0, or -1 with `err` as "FILE: key: ...". */
+    int (*config_check)(const struct sl_config *c, const char *path, char *err, size_t errlen);
+    /* Keys of every pool's mapping that are the feature's (`pools.NAME.ramp`): a table
+     * whose offsets are into the pool's sl_pool_bounds_t, read when the pools' own table
+     * does not name the key; `pool_defaults` sets them before a pool is read. */
+    const struct sl_config_table *pool_table;
+    void (*pool_defaults)(struct sl_pool_bounds *b);
 
     /* The backend's settings: just before the backend first takes srv->config at start
      * (`settings_start`: 0, or -1 with `err`; sluiced does not start) and just before it
@@ -252,12 +269,21 @@ size_t sl__features_max_body(const struct sl_config *c);
 /* The body limit of the path path[0, len) (raw, leading slashes cut): the first feature's
  * body_limit that claims it, else the lease API's body_limit_bytes. */
 size_t sl__features_body_limit(const struct sl_config *c, const char *path, size_t len);
-/* Configuration: every feature's defaults; the section `key` parsed by the feature that
+/* Configuration: every feature's defaults (0, or -1 out of memory); the section `key` parsed by the feature that
  * owns it: 1 when one did, 0 when no feature owns `key`, -1 with `err` on a bad section. */
-void sl__features_config_defaults(struct sl_config *c);
+int sl__features_config_defaults(struct sl_config *c);
 int sl__features_config_parse(const char *key, struct yaml_document_s *doc,
                               struct yaml_node_s *section, const char *path, struct sl_config *c,
                               char *err, size_t errlen);
+/* Every feature's config_check: 0, or -1 with `err` from the first that refused. */
+int sl__features_config_check(const struct sl_config *c, const char *path, char *err,
+                              size_t errlen);
+/* Every feature's pool_defaults on `b`. */
+void sl__features_pool_defaults(struct sl_pool_bounds *b);
+/* Pool key `key` (node `v`) read through the first feature pool_table naming it into `b`:
+ * 1 when one did, 0 when none names it, -1 with x->err ("FILE:LINE: x->key: ..."). */
+int sl__features_pool_key(const struct sl_config_ctx *x, const char *key, struct yaml_node_s *v,
+                          struct sl_pool_bounds *b);
 /* The first feature whose claim takes the call: true; false when none did. */
 bool sl__features_claim(struct sl_call *call, int n, char **seg, const char *query);
 /* The first feature whose authenticate lets the call on: true; false when none did. */

@@ -169,10 +169,11 @@ size_t sl__features_body_limit(const sl_config_t *c, const char *path, size_t le
     return c->body_limit_bytes;
 }
 
-void sl__features_config_defaults(sl_config_t *c)
+int sl__features_config_defaults(sl_config_t *c)
 {
     for (size_t i = 0; i < N; i++)
-        if (sl__features[i]->config_defaults) sl__features[i]->config_defaults(c);
+        if (sl__features[i]->config_defaults && sl__features[i]->config_defaults(c) < 0) return -1;
+    return 0;
 }
 
 int sl__features_config_parse(const char *key, struct yaml_document_s *doc,
@@ -183,6 +184,31 @@ int sl__features_config_parse(const char *key, struct yaml_document_s *doc,
         const sl_feature_t *f = sl__features[i];
         if (f->config_key && f->config_parse && !strcmp(f->config_key, key))
             return f->config_parse(doc, section, path, c, err, errlen) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+int sl__features_config_check(const sl_config_t *c, const char *path, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->config_check && sl__features[i]->config_check(c, path, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+void sl__features_pool_defaults(sl_pool_bounds_t *b)
+{
+    for (size_t i = 0; i < N; i++)
+        if (sl__features[i]->pool_defaults) sl__features[i]->pool_defaults(b);
+}
+
+int sl__features_pool_key(const sl_config_ctx_t *x, const char *key, struct yaml_node_s *v,
+                          sl_pool_bounds_t *b)
+{
+    for (size_t i = 0; i < N; i++) {
+        const sl_config_table_t *t = sl__features[i]->pool_table;
+        int rc = t ? sl__config_read_row(x, t, key, v, b) : 0;
+        if (rc != 0) return rc;
     }
     return 0;
 }

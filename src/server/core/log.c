@@ -31,15 +31,16 @@ sl_log_format_t sl__log_format(void)
     return log_format;
 }
 
+const char *const sl__log_format_names[] = {[SL_LOG_TEXT] = "text", [SL_LOG_JSON] = "json", NULL};
+
 int sl__log_format_parse(const char *s, sl_log_format_t *out)
 {
-    if (!strcmp(s, "text"))
-        *out = SL_LOG_TEXT;
-    else if (!strcmp(s, "json"))
-        *out = SL_LOG_JSON;
-    else
-        return -1;
-    return 0;
+    for (int i = 0; sl__log_format_names[i]; i++)
+        if (!strcmp(s, sl__log_format_names[i])) {
+            *out = (sl_log_format_t)i;
+            return 0;
+        }
+    return -1;
 }
 
 void sl__log_time(double unix_s, char out[32])

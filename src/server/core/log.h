@@ -30,6 +30,8 @@ void sl__log_set_format(sl_log_format_t format);
 sl_log_format_t sl__log_format(void);
 /* "text" or "json" into *out; -1 for anything else. */
 int sl__log_format_parse(const char *s, sl_log_format_t *out);
+/* The formats' names, by sl_log_format_t, NULL-terminated (the `log_format` key's choices). */
+extern const char *const sl__log_format_names[];
 
 /* Writes one line to stderr: the time, `level` and the formatted message. */
 void sl__log(sl_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -4,10 +4,13 @@
  * mints is 256 random bits (`sluice token create`, or `openssl rand -hex 32`), so there
  * is no dictionary to slow down: a KDF's work factor buys nothing against 2^256 guesses,
  * and would cost a KDF run on every request of every agent. A digest also gives the
- * index its key: the presented token is hashed once and looked up in O(1), instead of
- * compared with each of 2,000 tokens; the slot's digest is compared in constant time.
+ * index its key: the presented token is hashed once and looked up in O(1) in the common
+ * string map (src/common/map.c, by the digest's hex), instead of compared with each of
+ * 2,000 tokens. A lookup's timing can tell at most how much of a stored *digest* a guess's
+ * digest shares, which brings no one closer to a token (SHA-256 has no known preimages).
  */
 #include "config.h"
+#include "../../common/map.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 void sl__token_sha256(const char *secret, unsigned char out[SL_TOKEN_SHA256_BYTES])
@@ -50,48 +52,46 @@ int sl__token_sha256_parse(const char *hex, unsigned char out[SL_TOKEN_SHA256_BY
     return 0;
 }
 
-/* ---- the index: open addressing, linear probing, never more than half full ---------- */
+/* ---- the index: the common string map (src/common/map.c) keyed by the digest in hex ---- */
 
 struct sl_token_index {
-    sl_token_rule_t **slots;
-    size_t mask; /* capacity - 1 (a power of two) */
-    size_t n, max;
+    sl_strmap_t by_sha; /* 64 hex digits (owned copies) -> sl_token_rule_t * (borrowed) */
+    size_t max;         /* the most it holds: the n it was made for */
 };
 
-static size_t slot_of(const sl_token_index_t *ix, const unsigned char *sha)
+/* The map's key of a digest: its 64 lowercase hex digits. */
+static void sha_key(const unsigned char sha[SL_TOKEN_SHA256_BYTES],
+                    char key[2 * SL_TOKEN_SHA256_BYTES + 1])
 {
-    uint64_t h; /* the digest is uniform already: its first bytes are the hash */
-    memcpy(&h, sha, sizeof h);
-    return (size_t)h & ix->mask;
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < SL_TOKEN_SHA256_BYTES; i++) {
+        key[2 * i] = digits[sha[i] >> 4];
+        key[2 * i + 1] = digits[sha[i] & 15];
+    }
+    key[2 * SL_TOKEN_SHA256_BYTES] = '\0';
 }
 
 sl_token_index_t *sl__token_index_new(size_t n)
 {
     sl_token_index_t *ix = calloc(1, sizeof(*ix));
-    size_t cap = 16;
-    while (cap < 2 * n + 2)
-        cap *= 2;
-    if (!ix || !(ix->slots = calloc(cap, sizeof(*ix->slots)))) {
+    if (!ix || sl_strmap_reserve(&ix->by_sha, n) < 0) {
         free(ix);
         return NULL;
     }
-    ix->mask = cap - 1;
     ix->max = n;
     return ix;
 }
 
 int sl__token_index_add(sl_token_index_t *ix, sl_token_rule_t *r, sl_token_rule_t **dup)
 {
-    size_t i = slot_of(ix, r->meta.sha256);
-    for (; ix->slots[i]; i = (i + 1) & ix->mask) {
-        if (!memcmp(ix->slots[i]->meta.sha256, r->meta.sha256, SL_TOKEN_SHA256_BYTES)) {
-            if (dup) *dup = ix->slots[i];
-            return -1;
-        }
+    char key[2 * SL_TOKEN_SHA256_BYTES + 1];
+    sha_key(r->meta.sha256, key);
+    sl_token_rule_t *in = sl_strmap_get(&ix->by_sha, key);
+    if (in) {
+        if (dup) *dup = in;
+        return -1;
     }
-    if (ix->n >= ix->max) return -2;
-    ix->slots[i] = r;
-    ix->n++;
+    if (ix->by_sha.len >= ix->max || !sl_strmap_put_copy(&ix->by_sha, key, r)) return -2;
     return 0;
 }
 
@@ -99,35 +99,22 @@ sl_token_rule_t *sl__token_index_find(const sl_token_index_t *ix,
                                       const unsigned char sha[SL_TOKEN_SHA256_BYTES])
 {
     if (!ix) return NULL;
-    for (size_t i = slot_of(ix, sha); ix->slots[i]; i = (i + 1) & ix->mask)
-        if (CRYPTO_memcmp(ix->slots[i]->meta.sha256, sha, SL_TOKEN_SHA256_BYTES) == 0)
-            return ix->slots[i];
-    return NULL;
+    char key[2 * SL_TOKEN_SHA256_BYTES + 1];
+    sha_key(sha, key);
+    return sl_strmap_get(&ix->by_sha, key);
 }
 
 void sl__token_index_remove(sl_token_index_t *ix, const sl_token_rule_t *r)
 {
-    size_t i = slot_of(ix, r->meta.sha256);
-    while (ix->slots[i] && ix->slots[i] != r)
-        i = (i + 1) & ix->mask;
-    if (!ix->slots[i]) return;
-    ix->slots[i] = NULL;
-    ix->n--;
-    /* Re-place the rest of the run, so no later entry is cut off from its home slot. */
-    for (size_t j = (i + 1) & ix->mask; ix->slots[j]; j = (j + 1) & ix->mask) {
-        sl_token_rule_t *moved = ix->slots[j];
-        ix->slots[j] = NULL;
-        size_t k = slot_of(ix, moved->meta.sha256);
-        while (ix->slots[k])
-            k = (k + 1) & ix->mask;
-        ix->slots[k] = moved;
-    }
+    char key[2 * SL_TOKEN_SHA256_BYTES + 1];
+    sha_key(r->meta.sha256, key);
+    if (sl_strmap_get(&ix->by_sha, key) == r) sl_strmap_del_copy(&ix->by_sha, key);
 }
 
 void sl__token_index_free(sl_token_index_t *ix)
 {
     if (!ix) return;
-    free(ix->slots);
+    sl_strmap_free_keys(&ix->by_sha);
     free(ix);
 }
 

@@ -114,14 +114,14 @@ void sl__token_sha256(const char *secret, unsigned char out[SL_TOKEN_SHA256_BYTE
 /* Parses 64 hex digits into `out`; -1 when `hex` is anything else. */
 int sl__token_sha256_parse(const char *hex, unsigned char out[SL_TOKEN_SHA256_BYTES]);
 
-/* An open-addressing table of borrowed rules by their meta.sha256, sized for `n`.
- * NULL when out of memory. */
+/* Borrowed rules by their meta.sha256 (the common string map, keyed by the digest's hex),
+ * holding at most `n`. NULL when out of memory. */
 sl_token_index_t *sl__token_index_new(size_t n);
 /* Adds `r` (borrowed; must outlive its place in the index). Returns 0, -1 when the same
  * SHA-256 is already in (the one in is returned in *dup when dup is not NULL), or -2 when
- * the index is full (it never grows past the n it was made for). */
+ * the index is full (it never grows past the n it was made for) or out of memory. */
 int sl__token_index_add(sl_token_index_t *ix, struct sl_token_rule *r, struct sl_token_rule **dup);
-/* The rule with SHA-256 `sha`, or NULL; the digests are compared in constant time. */
+/* The rule with SHA-256 `sha`, or NULL. */
 struct sl_token_rule *sl__token_index_find(const sl_token_index_t *ix,
                                            const unsigned char sha[SL_TOKEN_SHA256_BYTES]);
 /* Takes `r` out (no-op when it is not in). */
@@ -173,10 +173,6 @@ int sl__config_parse_token(struct yaml_document_s *doc, struct yaml_node_s *map,
 /* The `tiers:` section (NAME: {bound fields, limit_multiplier}). */
 int sl__config_parse_tiers(struct yaml_document_s *doc, struct yaml_node_s *section,
                            const char *path, sl_token_config_t *cfg, char *err, size_t errlen);
-/* An `auth:` key of this file's (tokens_file, minted_file, max_minted_tokens): returns 1
- * when handled, 0 when `name` is not one of them, -1 on error. */
-int sl__config_parse_auth_key(struct yaml_document_s *doc, const char *name, struct yaml_node_s *v,
-                              const char *path, struct sl_config *c, char *err, size_t errlen);
 /* After the whole file is read: loads the tokens_file, resolves every token against the
  * tiers, refuses a token listed twice, builds the index and derives minted_file from
  * state_file when not given. Errors name the file and line of the entry at fault. */

@@ -18,7 +18,7 @@ void sl__config_fleet_defaults(sl_fleet_config_t *f)
 }
 
 /* The keys, their bounds and where they go (read by config_table.c). */
-#define FLEET(key, type, min, max) {#key, type, offsetof(sl_fleet_config_t, key), min, max}
+#define FLEET(key, type, min, max) {#key, type, offsetof(sl_fleet_config_t, key), min, max, NULL, NULL}
 static const sl_config_field_t fleet_fields[] = {
     FLEET(window_s, SL_FIELD_NUMBER, 12, 86400),
     FLEET(anomaly_window_s, SL_FIELD_NUMBER, 12, 86400),

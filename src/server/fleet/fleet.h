@@ -165,6 +165,7 @@ struct yaml_node_s;
 /* The section's defaults, and reading it from mapping `section` (errors as
  * `FILE:LINE: fleet.KEY: ...`). */
 void sl__config_fleet_defaults(struct sl_fleet_config *f);
+extern const struct sl_config_table sl__fleet_table;
 int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
                            const char *path, struct sl_fleet_config *f, char *err, size_t errlen);
 

@@ -54,9 +54,10 @@ static const sl_route_t routes[] = {
 
 /* ---- configuration --------------------------------------------------------------------- */
 
-static void config_defaults(sl_config_t *c)
+static int config_defaults(sl_config_t *c)
 {
     sl__config_fleet_defaults(&c->fleet);
+    return 0;
 }
 
 static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
@@ -177,6 +178,7 @@ const sl_feature_t sl_feature_fleet = {
     .config_key = "fleet",
     .config_defaults = config_defaults,
     .config_parse = config_parse,
+    .config_table = &sl__fleet_table,
     .early_start = early_start,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),

@@ -1,4 +1,5 @@
-/* config_published.c - the `provider_limits:` YAML section and the pools' `ramp*` keys.
+/* config_published.c - the `provider_limits:` YAML section and the pools' `ramp*` keys (a pool
+ * table the core reads through the feature table: `pools.NAME.ramp_factor: ...`).
  *
  *   provider_limits:
  *     refresh_s: 3600
@@ -7,23 +8,18 @@
  *     pools: [claude]                                     # default: every proxied pool
  *
  * Admin keys are read here, at load, from the variable or file the section names and
- * never from the file itself: a missing or empty one is an error naming the variable. */
+ * never from the file itself: a missing or empty one is an error naming the variable.
+ * The section and each provider's mapping are field tables read by the core's
+ * config_table.c (errors as `FILE:LINE: provider_limits.KEY: ...`). */
 #include "pacing.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <yaml.h>
-
-static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *at, const char *key,
-                const char *what)
-{
-    snprintf(err, errlen, "%s:%lu: provider_limits.%s: %s", path,
-             at ? (unsigned long)at->start_mark.line + 1 : 0UL, key, what);
-    return -1;
-}
 
 static void free_source(sl_published_source_t *s)
 {
@@ -95,82 +91,96 @@ static int read_key(sl_published_source_t *s, char *what, size_t whatlen)
     return s->key ? 0 : -1;
 }
 
-static int parse_source(yaml_document_t *doc, yaml_node_t *map, const char *path,
-                        const char *name, sl_published_source_t *s, char *err, size_t errlen)
+/* ---- the section's tables (read by the core's config_table.c) ------------------------ */
+
+static int read_url(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 {
-    char key[96], what[400];
-    if (map->type != YAML_MAPPING_NODE)
-        return fail(err, errlen, path, map, name, "expected a mapping (admin_key_env, ...)");
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = yaml_document_get_node(doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(doc, p->value);
-        const char *kn = k && k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "?";
-        snprintf(key, sizeof(key), "%s.%s", name, kn);
-        if (!v || v->type != YAML_SCALAR_NODE || !v->data.scalar.length)
-            return fail(err, errlen, path, v ? v : map, key, "expected a single value");
-        const char *sv = (const char *)v->data.scalar.value;
-        char **dst = !strcmp(kn, "admin_key_env")    ? &s->key_env
-                     : !strcmp(kn, "admin_key_file") ? &s->key_file
-                     : !strcmp(kn, "url")            ? &s->url
-                     : !strcmp(kn, "project")        ? &s->project
-                                                     : NULL;
-        if (!strcmp(kn, "admin_key"))
-            return fail(err, errlen, path, k, key,
-                        "admin keys are not written in the configuration; use admin_key_env (a "
-                        "variable name) or admin_key_file (a file holding the key)");
-        if (!dst)
-            return fail(err, errlen, path, k, key,
-                        "unknown key (known: admin_key_env, admin_key_file, url, project)");
-        if (!strcmp(kn, "url") && strncmp(sv, "http://", 7) && strncmp(sv, "https://", 8))
-            return fail(err, errlen, path, v, key, "must start with http:// or https://");
-        free(*dst);
-        *dst = strdup(sv);
-        if (!*dst) return fail(err, errlen, path, v, key, "out of memory");
-    }
-    if (!s->key_env == !s->key_file)
-        return fail(err, errlen, path, map, name,
-                    "needs exactly one of admin_key_env or admin_key_file");
-    if (!strcmp(name, "openai") && !s->project)
-        return fail(err, errlen, path, map, name,
-                    "needs project: the OpenAI project whose rate limits are read");
-    if (s->url) {
-        size_t n = strlen(s->url);
-        while (n > 0 && s->url[n - 1] == '/') s->url[--n] = '\0';
-    }
-    if (read_key(s, what, sizeof(what)) < 0) return fail(err, errlen, path, map, name, what);
+    const char *sv = v && v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : NULL;
+    if (!sv || !*sv) return sl__config_fail(x, v, "expected a single value");
+    if (strncmp(sv, "http://", 7) && strncmp(sv, "https://", 8))
+        return sl__config_fail(x, v, "'%.200s' must start with http:// or https://", sv);
+    char *copy = strdup(sv);
+    if (!copy) return sl__config_fail(x, v, "out of memory");
+    size_t n = strlen(copy);
+    while (n > 0 && copy[n - 1] == '/')
+        copy[--n] = '\0';
+    free(*(char **)field);
+    *(char **)field = copy;
     return 0;
 }
 
+static int refuse_admin_key(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    (void)field;
+    return sl__config_fail(x, v, "admin keys are not written in the configuration; use "
+                                 "admin_key_env (a variable name) or admin_key_file (a file "
+                                 "holding the key)");
+}
+
+#define SRC(key, member) {#key, SL_FIELD_OPTIONAL, offsetof(sl_published_source_t, member), 0, 0, NULL, NULL}
+static const sl_config_field_t source_fields[] = {
+    SRC(admin_key_env, key_env),
+    SRC(admin_key_file, key_file),
+    {"url", SL_FIELD_CUSTOM, offsetof(sl_published_source_t, url), 0, 0, NULL, read_url},
+    SRC(project, project),
+    {"admin_key", SL_FIELD_CUSTOM, 0, 0, 0, NULL, refuse_admin_key},
+};
+#undef SRC
+static const sl_config_table_t source_table =
+    SL_CONFIG_TABLE("provider_limits.PROVIDER", sl_published_source_t, source_fields);
+
+/* `anthropic:` or `openai:` (x->key names which): the keys, then the admin key read. */
+static int read_source(sl_config_ctx_t *x, yaml_node_t *map, void *field)
+{
+    sl_published_source_t *s = field;
+    char what[400];
+    if (sl__config_read_fields(x, map, &source_table, x->key, s) < 0) return -1;
+    if (!s->key_env == !s->key_file)
+        return sl__config_fail(x, map, "needs exactly one of admin_key_env or admin_key_file");
+    if (!strcmp(x->key, "provider_limits.openai") && !s->project)
+        return sl__config_fail(x, map, "needs project: the OpenAI project whose rate limits are "
+                                       "read");
+    if (read_key(s, what, sizeof(what)) < 0) return sl__config_fail(x, map, "%s", what);
+    return 0;
+}
+
+static int read_pools(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    sl_published_config_t *c = (sl_published_config_t *)(void *)((char *)field -
+                                                                   offsetof(sl_published_config_t,
+                                                                            pools));
+    return sl__config_string_list(x, v, &c->pools, &c->n_pools);
+}
+
 /* `groups: {POOL: GROUP_TYPE}`: the Anthropic group a pool draws from. */
-static int parse_groups(yaml_document_t *doc, yaml_node_t *map, const char *path,
-                        sl_published_config_t *c, char *err, size_t errlen)
+static int read_groups(sl_config_ctx_t *x, yaml_node_t *map, void *field)
 {
     static const char *const known[] = {"model_group", "batch", "token_count", "files",
                                         "skills", "web_search"};
-    if (map->type != YAML_MAPPING_NODE)
-        return fail(err, errlen, path, map, "groups", "expected a mapping of pool: group type");
+    sl_published_config_t *c = (sl_published_config_t *)(void *)((char *)field -
+                                                                   offsetof(sl_published_config_t,
+                                                                            group_pools));
+    if (!map || map->type != YAML_MAPPING_NODE)
+        return sl__config_fail(x, map, "expected a mapping of pool: group type");
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
-        yaml_node_t *k = yaml_document_get_node(doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(doc, p->value);
+        yaml_node_t *k = yaml_document_get_node(x->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(x->doc, p->value);
         if (!k || !v || k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE)
-            return fail(err, errlen, path, map, "groups", "expected pool: group type");
+            return sl__config_fail(x, map, "expected pool: group type");
         const char *pool = (const char *)k->data.scalar.value;
         const char *type = (const char *)v->data.scalar.value;
         bool ok = false;
         for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
             if (!strcmp(type, known[i])) ok = true;
-        if (!ok) {
-            char what[300];
-            snprintf(what, sizeof(what),
-                     "'%.64s' is not a group type (known: model_group, batch, token_count, "
-                     "files, skills, web_search)",
-                     type);
-            char key[200];
-            snprintf(key, sizeof(key), "groups.%.128s", pool);
-            return fail(err, errlen, path, v, key, what);
-        }
+        char key[200];
+        snprintf(key, sizeof(key), "%s.%.128s", x->key, pool);
+        sl_config_ctx_t gx = *x;
+        gx.key = key;
+        if (!ok)
+            return sl__config_fail(&gx, v, "'%.64s' is not a group type (known: model_group, "
+                                           "batch, token_count, files, skills, web_search)",
+                                   type);
         char **gp = realloc(c->group_pools, (c->n_groups + 1) * sizeof(*gp));
         if (gp) c->group_pools = gp;
         char **gt = gp ? realloc(c->group_types, (c->n_groups + 1) * sizeof(*gt)) : NULL;
@@ -178,7 +188,7 @@ static int parse_groups(yaml_document_t *doc, yaml_node_t *map, const char *path
         char *a = gt ? strdup(pool) : NULL, *b = a ? strdup(type) : NULL;
         if (!b) {
             free(a);
-            return fail(err, errlen, path, v, "groups", "out of memory");
+            return sl__config_fail(&gx, v, "out of memory");
         }
         c->group_pools[c->n_groups] = a;
         c->group_types[c->n_groups++] = b;
@@ -186,62 +196,29 @@ static int parse_groups(yaml_document_t *doc, yaml_node_t *map, const char *path
     return 0;
 }
 
+#define PUB(key, member, fn) {#key, SL_FIELD_CUSTOM, offsetof(sl_published_config_t, member), 0, 0, NULL, fn}
+static const sl_config_field_t published_fields[] = {
+    {"refresh_s", SL_FIELD_NUMBER, offsetof(sl_published_config_t, refresh_s), 60, 86400, NULL,
+     NULL},
+    PUB(anthropic, anthropic, read_source),
+    PUB(openai, openai, read_source),
+    PUB(pools, pools, read_pools),
+    PUB(groups, group_pools, read_groups),
+};
+#undef PUB
+const sl_config_table_t sl__published_table =
+    SL_CONFIG_TABLE("provider_limits", sl_published_config_t, published_fields);
+
 int sl__config_parse_published(yaml_document_t *doc, yaml_node_t *section, const char *path,
                                sl_published_config_t *out, char *err, size_t errlen)
 {
     sl_published_config_t c = {.on = true, .refresh_s = 3600};
-    int rc = 0;
-    if (!section || section->type != YAML_MAPPING_NODE) {
-        snprintf(err, errlen, "%s:%lu: provider_limits: expected a mapping", path,
-                 section ? (unsigned long)section->start_mark.line + 1 : 0UL);
-        return -1;
+    int rc = sl__config_read_table(doc, section, &sl__published_table, path, &c, err, errlen);
+    if (rc == 0 && !c.anthropic.key && !c.openai.key) {
+        sl_config_ctx_t x = {.doc = doc, .path = path, .key = "provider_limits.anthropic",
+                             .err = err, .errlen = errlen};
+        rc = sl__config_fail(&x, section, "the section needs anthropic or openai with an admin key");
     }
-    for (yaml_node_pair_t *p = section->data.mapping.pairs.start;
-         rc == 0 && p < section->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(doc, p->value);
-        const char *kn = k && k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "?";
-        char what[200];
-        if (!v) {
-            rc = fail(err, errlen, path, k, kn, "expected a value");
-        } else if (!strcmp(kn, "anthropic") || !strcmp(kn, "openai")) {
-            rc = parse_source(doc, v, path, kn, !strcmp(kn, "anthropic") ? &c.anthropic : &c.openai,
-                              err, errlen);
-        } else if (!strcmp(kn, "refresh_s")) {
-            if (v->type != YAML_SCALAR_NODE ||
-                sl__config_number((const char *)v->data.scalar.value, 60, 86400, false,
-                                  &c.refresh_s, what, sizeof(what)) < 0)
-                rc = fail(err, errlen, path, v, kn,
-                          v->type == YAML_SCALAR_NODE ? what : "expected a number");
-        } else if (!strcmp(kn, "pools")) {
-            if (v->type != YAML_SEQUENCE_NODE) {
-                rc = fail(err, errlen, path, v, kn, "expected a list of pool names");
-                break;
-            }
-            for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 rc == 0 && it < v->data.sequence.items.top; it++) {
-                yaml_node_t *e = yaml_document_get_node(doc, *it);
-                char **grown = realloc(c.pools, (c.n_pools + 1) * sizeof(*grown));
-                if (!grown || !e || e->type != YAML_SCALAR_NODE) {
-                    if (grown) c.pools = grown;
-                    rc = fail(err, errlen, path, e ? e : v, kn, "expected pool names");
-                    break;
-                }
-                c.pools = grown;
-                c.pools[c.n_pools] = strdup((const char *)e->data.scalar.value);
-                if (!c.pools[c.n_pools]) rc = fail(err, errlen, path, e, kn, "out of memory");
-                else c.n_pools++;
-            }
-        } else if (!strcmp(kn, "groups")) {
-            rc = parse_groups(doc, v, path, &c, err, errlen);
-        } else {
-            rc = fail(err, errlen, path, k, kn,
-                      "unknown key (known: refresh_s, anthropic, openai, pools, groups)");
-        }
-    }
-    if (rc == 0 && !c.anthropic.key && !c.openai.key)
-        rc = fail(err, errlen, path, section, "anthropic",
-                  "the section needs anthropic or openai with an admin key");
     if (rc < 0) {
         sl__config_published_clear(&c);
         return -1;
@@ -251,36 +228,28 @@ int sl__config_parse_published(yaml_document_t *doc, yaml_node_t *section, const
     return 0;
 }
 
-void sl__config_ramp_defaults(sl_pool_ramp_t *r)
+/* ---- the pools' ramp keys: a pool table the core reads through the feature table ------- */
+
+void sl__config_ramp_defaults(sl_pool_bounds_t *b)
 {
-    r->mode = SL_RAMP_AUTO;
-    r->floor_tpm = 10000;
-    r->factor = 2;
-    r->idle_s = 60;
+    b->ramp.mode = SL_RAMP_AUTO;
+    b->ramp.floor_tpm = 10000;
+    b->ramp.factor = 2;
+    b->ramp.idle_s = 60;
 }
 
-int sl__config_ramp_key(const char *kname, const char *value, sl_pool_ramp_t *r, bool *handled,
-                        char *what, size_t whatlen)
-{
-    *handled = true;
-    if (!strcmp(kname, "ramp")) {
-        if (!strcmp(value, "auto")) r->mode = SL_RAMP_AUTO;
-        else if (!strcmp(value, "on")) r->mode = SL_RAMP_ON;
-        else if (!strcmp(value, "off")) r->mode = SL_RAMP_OFF;
-        else {
-            snprintf(what, whatlen, "'%.64s' must be auto, on or off", value);
-            return -1;
-        }
-        return 0;
-    }
-    if (!strcmp(kname, "ramp_floor_tpm"))
-        return sl__config_number(value, 1, 1e15, true, &r->floor_tpm, what, whatlen);
-    if (!strcmp(kname, "ramp_factor")) {
-        if (sl__config_number(value, 1.01, 100, false, &r->factor, what, whatlen) < 0) return -1;
-        return 0;
-    }
-    if (!strcmp(kname, "ramp_idle_s"))
-        return sl__config_number(value, 1, 86400, false, &r->idle_s, what, whatlen);
-    *handled = false;
-    return 0;
-}
+static const char *const ramp_modes[] = {"auto", "on", "off", NULL}; /* sl_ramp_mode_t */
+
+#define RAMP(key, member, type, min, max)                                                          \
+    {#key, type, offsetof(sl_pool_bounds_t, ramp.member), min, max, NULL, NULL}
+static const sl_config_field_t ramp_fields[] = {
+    {"ramp", SL_FIELD_CHOICE, offsetof(sl_pool_bounds_t, ramp.mode), 0, 0, ramp_modes, NULL},
+    RAMP(ramp_floor_tpm, floor_tpm, SL_FIELD_INT, 1, 1e15),
+    RAMP(ramp_factor, factor, SL_FIELD_NUMBER, 1.01, 100),
+    RAMP(ramp_idle_s, idle_s, SL_FIELD_NUMBER, 1, 86400),
+};
+#undef RAMP
+const sl_config_table_t sl__ramp_table =
+    SL_CONFIG_TABLE("pools.NAME", sl_pool_bounds_t, ramp_fields);
+
+_Static_assert(sizeof(sl_ramp_mode_t) == sizeof(int), "ramp is read as an int");

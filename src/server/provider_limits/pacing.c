@@ -13,17 +13,17 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/event.h>
 
 #include "server.h"
 
-#define TICK_S 0.5 /* the ramp's tick: how late a pool going busy is seen at most */
+/* The ramp's tick, in the core's quarter-second ticks (feature.h `tick`): every 0.5 s, how
+ * late a pool going busy is seen at most. */
+#define RAMP_EVERY_QUARTERS 2
 
 struct sl_pacing {
     sl_pace_pool_t *pools;
     size_t n, cap;
-    struct event *refresh; /* the hourly read of the published limits */
-    struct event *tick;    /* the ramp */
+    double next_refresh_s; /* the backend's clock: the next read of the published limits */
 };
 
 sl_pace_pool_t *sl__pace_pool(sl_pacing_t *pc, const char *name)
@@ -117,21 +117,23 @@ void sl__pacing_apply(sl_server_t *srv, sl_config_t *c, bool push)
         fprintf(stderr, "sluiced: provider_limits: out of memory; keeping the limits in force\n");
 }
 
-static void on_refresh(evutil_socket_t fd, short what, void *arg)
+/* The published limits are read again refresh_s after the last read (start, reload). */
+static void schedule_refresh(sl_server_t *srv, sl_pacing_t *pc)
 {
-    sl_server_t *srv = arg;
-    (void)fd;
-    (void)what;
-    char err[512];
-    sl__published_fetch(srv, false, err, sizeof(err));
+    pc->next_refresh_s = sl_backend_now(srv->backend) + SL_PUBLISHED(&srv->config)->refresh_s;
 }
 
-static void on_tick(evutil_socket_t fd, short what, void *arg)
+void sl__pacing_tick(sl_server_t *srv, unsigned quarter)
 {
-    sl_server_t *srv = arg;
-    (void)fd;
-    (void)what;
-    sl__ramp_tick(srv, sl_backend_now(srv->backend));
+    sl_pacing_t *pc = SL_PACING(srv);
+    if (!pc) return;
+    double now_s = sl_backend_now(srv->backend);
+    if (quarter % RAMP_EVERY_QUARTERS == 0) sl__ramp_tick(srv, now_s);
+    if (SL_PUBLISHED(&srv->config)->on && now_s >= pc->next_refresh_s) {
+        char err[512];
+        schedule_refresh(srv, pc);
+        sl__published_fetch(srv, false, err, sizeof(err));
+    }
 }
 
 int sl__pacing_start(sl_server_t *srv, char *err, size_t errlen)
@@ -149,17 +151,9 @@ int sl__pacing_start(sl_server_t *srv, char *err, size_t errlen)
         if (pp && sl__ramp_active(&srv->config.bounds[i].ramp, pp))
             sl__ramp_arm(pp, &srv->config.bounds[i].ramp);
     }
-    if (srv->config.published.on && sl__published_fetch(srv, true, err, errlen) < 0) return -1;
+    if (SL_PUBLISHED(&srv->config)->on && sl__published_fetch(srv, true, err, errlen) < 0) return -1;
     sl__pacing_apply(srv, &srv->config, false);
-    struct timeval every = {(time_t)srv->config.published.refresh_s, 0};
-    struct timeval tick = {0, (suseconds_t)(TICK_S * 1e6)};
-    pc->refresh = event_new(srv->base, -1, EV_PERSIST, on_refresh, srv);
-    pc->tick = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
-    if (!pc->refresh || !pc->tick || event_add(pc->tick, &tick) < 0 ||
-        (srv->config.published.on && event_add(pc->refresh, &every) < 0)) {
-        snprintf(err, errlen, "provider_limits: cannot set up timers");
-        return -1;
-    }
+    schedule_refresh(srv, pc);
     return 0;
 }
 
@@ -174,23 +168,15 @@ void sl__pacing_reloaded(sl_server_t *srv)
 {
     sl_pacing_t *pc = SL_PACING(srv);
     if (!pc) return;
-    if (pc->refresh) {
-        event_del(pc->refresh);
-        if (srv->config.published.on) {
-            struct timeval every = {(time_t)srv->config.published.refresh_s, 0};
-            event_add(pc->refresh, &every);
-        }
-    }
+    schedule_refresh(srv, pc);
     char err[512];
-    if (srv->config.published.on) sl__published_fetch(srv, false, err, sizeof(err));
+    if (SL_PUBLISHED(&srv->config)->on) sl__published_fetch(srv, false, err, sizeof(err));
 }
 
 void sl__pacing_free(sl_server_t *srv)
 {
     sl_pacing_t *pc = SL_PACING(srv);
     if (!pc) return;
-    if (pc->refresh) event_free(pc->refresh);
-    if (pc->tick) event_free(pc->tick);
     sl__published_free_client();
     free(pc->pools);
     free(pc);

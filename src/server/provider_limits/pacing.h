@@ -42,6 +42,31 @@ typedef struct sl_pacing sl_pacing_t;
 
 /* The feature's state: srv->slot[SL_FEATURE_ID_provider_limits] (server.h), NULL before
  * sl__pacing_start. */
+/* Reading the provider's published rate limits (the `provider_limits:` section,
+ * provider_limits/): one admin key per provider, never in the file. */
+typedef struct sl_published_source {
+    char *key_env;  /* the variable holding the admin key, or NULL */
+    char *key_file; /* or the file, or NULL */
+    char *key;      /* the admin key read at load (secret), NULL when neither is set */
+    char *url;      /* NULL: each pool's upstream_url */
+    char *project;  /* OpenAI: the project whose limits are read */
+} sl_published_source_t;
+
+typedef struct sl_published_config {
+    bool on;           /* the section is present */
+    double refresh_s;  /* 3600: read again this often (and at start and on reload) */
+    char **pools;      /* pools that adopt them; n_pools 0 = every proxied pool of a
+                          provider configured here */
+    size_t n_pools;
+    char **group_pools;  /* `groups:` pool -> the Anthropic group type it draws from */
+    char **group_types;  /* (model_group when not named: batch, token_count, files, ...) */
+    size_t n_groups;
+    sl_published_source_t anthropic, openai;
+} sl_published_config_t;
+
+/* The `provider_limits:` section of configuration `c` (config_published.c). */
+#define SL_PUBLISHED(c) ((sl_published_config_t *)(c)->feature[SL_FEATURE_ID_provider_limits])
+
 #define SL_PACING(srv) ((sl_pacing_t *)(srv)->slot[SL_FEATURE_ID_provider_limits])
 
 /* config_published.c: reads the `provider_limits:` section (errors as
@@ -53,6 +78,11 @@ int sl__config_parse_published(struct yaml_document_s *doc, struct yaml_node_s *
                                const char *path, sl_published_config_t *out, char *err,
                                size_t errlen);
 void sl__config_published_clear(sl_published_config_t *c);
+/* The section's table (for test_config_keys). */
+extern const sl_config_table_t sl__published_table;
+/* The pools' `ramp*` keys (offsets into sl_pool_bounds_t) and their defaults. */
+extern const sl_config_table_t sl__ramp_table;
+void sl__config_ramp_defaults(sl_pool_bounds_t *b);
 
 /* At start, before the backend is first configured: reads the published limits of
  * every pool that adopts them (blocking, up to 10 s per provider; a missing, refused or
@@ -60,6 +90,9 @@ void sl__config_published_clear(sl_published_config_t *c);
  * pools whose ramp is on, and writes the limits in force into srv->config. Schedules
  * the hourly refresh and the ramp's tick on srv->base. Returns 0, or -1 with `err`. */
 int sl__pacing_start(struct sl_server *srv, char *err, size_t errlen);
+/* The core's tick (feature.h, every 0.25 s; `quarter` counts them): the ramp's tick every
+ * 0.5 s, and the published limits read again once refresh_s passed since the last read. */
+void sl__pacing_tick(struct sl_server *srv, unsigned quarter);
 
 /* On reload, before the backend takes `next`: records next's pools' figures as the
  * configured ones and writes the limits in force into it. */

@@ -229,9 +229,9 @@ static int finish(fetch_t *f, char *err, size_t errlen)
     int64_t pub[4];
     char group[96] = "", why[160] = "";
     const char *want = "model_group";
-    for (size_t i = 0; i < srv->config.published.n_groups; i++)
-        if (!strcmp(srv->config.published.group_pools[i], f->pool))
-            want = srv->config.published.group_types[i];
+    for (size_t i = 0; i < SL_PUBLISHED(&srv->config)->n_groups; i++)
+        if (!strcmp(SL_PUBLISHED(&srv->config)->group_pools[i], f->pool))
+            want = SL_PUBLISHED(&srv->config)->group_types[i];
     if (!doc || !up || !pp ||
         !map_limits(up, want, doc, pub, group, sizeof(group), why, sizeof(why))) {
         snprintf(err, errlen, "provider_limits: pool '%s': %s answered HTTP %d: %s", f->pool,
@@ -266,8 +266,8 @@ static void on_done(void *ud, int result, bool request_sent, const char *errmsg)
 /* The source that serves `up`'s provider, or NULL when none is configured. */
 static const sl_published_source_t *source_of(const sl_config_t *c, const sl_pool_upstream_t *up)
 {
-    const sl_published_source_t *s = up->api == SL_UPSTREAM_ANTHROPIC ? &c->published.anthropic
-                                      : up->api == SL_UPSTREAM_OPENAI  ? &c->published.openai
+    const sl_published_source_t *s = up->api == SL_UPSTREAM_ANTHROPIC ? &SL_PUBLISHED(c)->anthropic
+                                      : up->api == SL_UPSTREAM_OPENAI  ? &SL_PUBLISHED(c)->openai
                                                                        : NULL;
     return s && s->key ? s : NULL;
 }
@@ -276,9 +276,9 @@ static const sl_published_source_t *source_of(const sl_config_t *c, const sl_poo
 static bool adopts(const sl_config_t *c, const char *name, const sl_pool_upstream_t *up)
 {
     if (!up || !up->url || !source_of(c, up)) return false;
-    if (c->published.n_pools == 0) return true;
-    for (size_t i = 0; i < c->published.n_pools; i++)
-        if (!strcmp(c->published.pools[i], name)) return true;
+    if (SL_PUBLISHED(c)->n_pools == 0) return true;
+    for (size_t i = 0; i < SL_PUBLISHED(c)->n_pools; i++)
+        if (!strcmp(SL_PUBLISHED(c)->pools[i], name)) return true;
     return false;
 }
 
@@ -355,13 +355,13 @@ void sl__published_free_client(void)
 int sl__published_fetch(sl_server_t *srv, bool blocking, char *err, size_t errlen)
 {
     const sl_config_t *c = &srv->config;
-    for (size_t i = 0; i < c->published.n_pools; i++) {
-        const sl_pool_upstream_t *up = sl_config_pool_upstream(c, c->published.pools[i]);
+    for (size_t i = 0; i < SL_PUBLISHED(c)->n_pools; i++) {
+        const sl_pool_upstream_t *up = sl_config_pool_upstream(c, SL_PUBLISHED(c)->pools[i]);
         if (!up || !up->url || !source_of(c, up)) {
             snprintf(err, errlen,
                      "provider_limits.pools: '%s' is not a pool with an upstream_url of a "
                      "provider configured under provider_limits",
-                     c->published.pools[i]);
+                     SL_PUBLISHED(c)->pools[i]);
             if (blocking) return -1;
             fprintf(stderr, "sluiced: %s\n", err);
             return -1;

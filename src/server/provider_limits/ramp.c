@@ -15,7 +15,7 @@
  *
  * A pool is busy while it has leases in flight or tickets queued; seen idle for
  * `ramp_idle_s` it is held at the floor again (armed), and the growth starts at the
- * tick that sees it busy (at most TICK_S late, which only makes the ramp later). An
+ * tick that sees it busy (at most 0.5 s late, pacing.c, which only makes the ramp later). An
  * acceleration 429 met all the same (the floor was above the provider's) restarts the
  * ramp one minute's growth lower and lowers the pool's floor to that: learnt. With
  * `ramp: auto` (the default) a pool has no ramp until its first such 429: a provider

@@ -384,7 +384,7 @@ static void px_reject(px_t *px, const char *reason, const char *limited_by, doub
     px_error(px, 429,
              "sluice: pool '%s' has no capacity for agent '%s' within proxy.max_hold_s %.0f s "
              "(%s; limited by %s, which frees in %.1f s); retry after %.1f s",
-             px->pool, px->agent, px->srv->config.proxy.max_hold_s,
+             px->pool, px->agent, SL_PROXY_CONF(&px->srv->config)->max_hold_s,
              reason ? reason : "queue_wait_exceeds_max", limited_by ? limited_by : "the pool",
              retry_after_s > 0 ? retry_after_s : 0.0, retry_after_s > 0 ? retry_after_s : 0.0);
 }
@@ -781,8 +781,8 @@ static void px_forward(px_t *px)
         .body = px->body,
         .body_len = px->body_len,
         .ca_file = px->ca_file,
-        .connect_timeout_s = c->proxy.connect_timeout_s,
-        .idle_timeout_s = c->proxy.idle_timeout_s,
+        .connect_timeout_s = SL_PROXY_CONF(c)->connect_timeout_s,
+        .idle_timeout_s = SL_PROXY_CONF(c)->idle_timeout_s,
     };
     px->sent_s = monotonic_s();
     px->first_token_s = 0;
@@ -814,7 +814,7 @@ static void start_event_stream(px_t *px)
     sl_hreq_start(px->call->req, 200, "text/event-stream; charset=utf-8");
     px->sse_started = true;
     on_ping(-1, 0, px); /* the first bytes now: the client's first-byte timer stops */
-    double s = px->srv->config.proxy.ping_interval_s;
+    double s = SL_PROXY_CONF(&px->srv->config)->ping_interval_s;
     struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
     px->ping = event_new(px->srv->base, -1, EV_PERSIST, on_ping, px);
     if (px->ping) event_add(px->ping, &tv);
@@ -852,7 +852,7 @@ static void queue_call(px_t *px, uint64_t ticket)
     }
     px->phase = PX_QUEUED;
     px->ticket = ticket;
-    double s = srv->config.proxy.max_hold_s;
+    double s = SL_PROXY_CONF(&srv->config)->max_hold_s;
     struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
     if (!px->wait_timer) px->wait_timer = evtimer_new(srv->base, on_wait_timeout, px);
     if (px->wait_timer) evtimer_add(px->wait_timer, &tv);
@@ -1098,7 +1098,7 @@ static int route_by_model(px_t *px)
                  px->model, forbidden);
         return -1;
     }
-    const char *def = c->proxy.default_pool;
+    const char *def = SL_PROXY_CONF(c)->default_pool;
     if (def && sl__token_may_use(px->call, NULL, def)) {
         snprintf(px->pool, sizeof(px->pool), "%s", def);
         return 0;
@@ -1122,7 +1122,7 @@ static int identify(px_t *px, identity_t *id)
         const char *key = presented_key(px);
         if (key) sl__token_identify(call, key);
         if (!call->admin && !call->token) {
-            if (c->proxy.allow_unauthenticated && agent) {
+            if (SL_PROXY_CONF(c)->allow_unauthenticated && agent) {
                 call->admin = true; /* identified by its headers, as the config allows */
             } else {
                 px_error(px, 401,
@@ -1298,13 +1298,13 @@ static int rekey_upstream(px_t *px)
 /* The vocabulary, or NULL when the configuration says `estimator: bytes`. */
 static sl_tokenizer_t *tokenizer(sl_proxy_t *proxy)
 {
-    return proxy->srv->config.proxy.estimate_bytes ? NULL : proxy->tok;
+    return SL_PROXY_CONF(&proxy->srv->config)->estimate_bytes ? NULL : proxy->tok;
 }
 
 int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err, size_t errlen)
 {
     sl_proxy_t *proxy = proxy_of(srv);
-    if (c->proxy.estimate_bytes || !proxy || proxy->tok) return 0;
+    if (SL_PROXY_CONF(c)->estimate_bytes || !proxy || proxy->tok) return 0;
     /* Never a silent downgrade: bytes / 4 can be off by a factor of two or more on code
      * and non-Latin text, so only the configuration may choose it. */
     const char *path = sl_tokenizer_default_path();
@@ -1325,7 +1325,7 @@ int sl__proxy_estimator_ready(sl_server_t *srv, const sl_config_t *c, char *err,
 void sl__proxy_metrics_render(const sl_server_t *srv, struct evbuffer *out)
 {
     const sl_proxy_t *proxy = proxy_of(srv);
-    bool bytes = srv->config.proxy.estimate_bytes || !proxy || !proxy->tok;
+    bool bytes = SL_PROXY_CONF(&srv->config)->estimate_bytes || !proxy || !proxy->tok;
     evbuffer_add_printf(out,
                         "# HELP sluice_proxy_estimator_info How the proxy estimates input "
                         "tokens: the tokenizer and its vocabulary, or body bytes / 4.\n"
@@ -1343,9 +1343,9 @@ static json_t *read_body(px_t *px)
     const sl_config_t *c = &px->srv->config;
     size_t len;
     const char *in = sl_hreq_body(px->call->req, &len);
-    if (len > c->proxy.body_limit_bytes) {
+    if (len > SL_PROXY_CONF(c)->body_limit_bytes) {
         px_error(px, 413, "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes",
-                 len, c->proxy.body_limit_bytes);
+                 len, SL_PROXY_CONF(c)->body_limit_bytes);
         return NULL;
     }
     px->body = malloc(len + 1);
@@ -1419,7 +1419,7 @@ static void estimate(px_t *px, const json_t *j)
  * limit, asks one choice, and is not an OpenAI call asking for JSON. */
 static bool continuable(const px_t *px, const json_t *j)
 {
-    return px->srv->config.proxy.continue_capped && px->out.per_choice_tokens > 0 &&
+    return SL_PROXY_CONF(&px->srv->config)->continue_capped && px->out.per_choice_tokens > 0 &&
            px->out.choices == 1 &&
            (px->api != SL_UPSTREAM_OPENAI || sl__oai_cont_takes(j, px->responses));
 }
@@ -1563,11 +1563,11 @@ static void start_batch(px_t *px, const sl_pool_upstream_t *up, const char *path
     bool upload = px->batch_op == SL_BATCH_FILE_UPLOAD;
     /* The batch pool's name before a lease may make px->pool "POOL:KEY". */
     snprintf(px->batch_pool, sizeof(px->batch_pool), "%s", px->pool);
-    if (len > c->proxy.body_limit_bytes) {
+    if (len > SL_PROXY_CONF(c)->body_limit_bytes) {
         px_error(px, 413,
                  "sluice: the body of %zu bytes is over the proxy's limit of %zu bytes "
                  "(proxy.body_limit_bytes)",
-                 len, c->proxy.body_limit_bytes);
+                 len, SL_PROXY_CONF(c)->body_limit_bytes);
         return;
     }
     /* Only what the SDKs send: a page cannot send either without a CORS preflight. */
@@ -1624,9 +1624,9 @@ static void start_call(px_t *px, const char *path, const char *query)
 {
     const sl_config_t *c = &px->srv->config;
     size_t n_headers = sl_hreq_header_count(px->call->req);
-    if (n_headers > c->proxy.max_headers) {
+    if (n_headers > SL_PROXY_CONF(c)->max_headers) {
         px_error(px, 431, "sluice: %zu request headers are more than the proxy's limit of %zu",
-                 n_headers, c->proxy.max_headers);
+                 n_headers, SL_PROXY_CONF(c)->max_headers);
         return;
     }
     identity_t id;
@@ -1727,7 +1727,7 @@ static void request_lease(px_t *px, const char *task_role)
          * model, so calibration does not learn that gap as the tokenizer's error. */
         .model = px->model[0] && !px->chained ? px->model : NULL,
         .cache_prefix_hash = px->prefix_hash[0] ? px->prefix_hash : NULL,
-        .max_wait_s = px->srv->config.proxy.max_hold_s, /* hold, don't refuse */
+        .max_wait_s = SL_PROXY_CONF(&px->srv->config)->max_hold_s, /* hold, don't refuse */
         /* The body goes upstream with at most the output reserved (cap_forwarded_output). */
         .output_capped = px->out.cappable,
         .cache_ttl_s = px->cache_ttl_s,
@@ -1868,7 +1868,7 @@ bool sl__proxy_route(sl_call_t *call, int n, char **seg, const char *query)
 
 size_t sl__proxy_body_limit(const sl_config_t *c)
 {
-    return c->proxy.body_limit_bytes;
+    return SL_PROXY_CONF(c)->body_limit_bytes;
 }
 
 sl_tokenizer_t *sl__proxy_tokenizer(sl_server_t *srv)

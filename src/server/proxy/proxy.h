@@ -6,6 +6,29 @@
 #include "server.h"
 #include "upstream.h"
 
+/* The proxy's limits (the `proxy:` section). */
+typedef struct sl_proxy_config {
+    size_t body_limit_bytes;    /* 33554432: larger request bodies get 413 */
+    size_t max_headers;         /* 100: requests with more headers get 431 */
+    double idle_timeout_s;      /* 300: no byte from the provider for this long fails the call */
+    double connect_timeout_s;   /* 10 */
+    double ping_interval_s;     /* 5: queued streaming requests get a ping this often */
+    double max_hold_s;          /* 540: a proxied call waits in the queue this long (under the
+                                   SDKs' 10-minute timeouts) before it is refused */
+    char *default_pool;         /* NULL: a model no pool's `models` matches is a 400; else
+                                   such calls go to this pool */
+    bool allow_unauthenticated; /* false: with auth on, x-sluice-* headers alone do not
+                                   identify an agent (with auth off they always do) */
+    bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
+                                   below the client's max_tokens is continued (docs/proxy.md) */
+    bool estimate_bytes;        /* false (`estimator: tokenizer`): the vocabulary is loaded at
+                                   start and a missing one is a startup error; true
+                                   (`estimator: bytes`): input is estimated as body bytes / 4 */
+} sl_proxy_config_t;
+
+/* The proxy's section of configuration `c` (config_proxy.c; set by sl_config_defaults). */
+#define SL_PROXY_CONF(c) ((sl_proxy_config_t *)(c)->feature[SL_FEATURE_ID_proxy])
+
 typedef struct sl_proxy sl_proxy_t;
 
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
@@ -13,6 +36,16 @@ typedef struct sl_proxy sl_proxy_t;
  * `proxy.estimator: bytes`). Returns 0, or -1 with `err` set (a missing or invalid
  * vocabulary names its path). */
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
+
+/* config_proxy.c: the `proxy:` section's table, defaults, reader (errors as
+ * "FILE:LINE: proxy.KEY: ..."), the check of default_pool against the pools (after the
+ * whole file), and what clearing a configuration frees of it. */
+extern const sl_config_table_t sl__proxy_table;
+int sl__config_proxy_defaults(sl_config_t *c);
+int sl__config_parse_proxy(struct yaml_document_s *doc, struct yaml_node_s *section,
+                           const char *path, sl_config_t *c, char *err, size_t errlen);
+int sl__config_check_proxy(const sl_config_t *c, const char *path, char *err, size_t errlen);
+void sl__config_proxy_clear(sl_config_t *c);
 /* Loads the tokenizer vocabulary if configuration `c` estimates with it and none is
  * loaded yet (a reload from `estimator: bytes`). Returns 0, or -1 with `err` naming the
  * path; nothing changes then. */

@@ -2,6 +2,7 @@
 priced by model, per agent, team and model; upstream latency and time to first token per
 pool; proxied requests by endpoint and status; and the provider key in no log line."""
 import json
+import time
 import unittest
 
 from harness import REAL_KEY, Emu, Sluiced, message, pool_yaml, read_until
@@ -33,6 +34,17 @@ def metrics(s):
     return payload.decode()
 
 
+def metrics_once_settled(s, series, want, within_s=5.0):
+    """/metrics once `series` reaches `want`: a stream is settled when the provider's stream
+    ends in sluiced, which may come just after the client has read its last event."""
+    deadline = time.monotonic() + within_s
+    while True:
+        m = metrics(s)
+        if value(m, series) == want or time.monotonic() > deadline:
+            return m
+        time.sleep(0.05)
+
+
 class ProxyUsage(unittest.TestCase):
     def test_proxied_calls_are_priced_timed_and_counted_by_endpoint_and_status(self):
         with Emu(EMU_TTFT) as emu, Sluiced(config(emu)) as s:
@@ -47,7 +59,8 @@ class ProxyUsage(unittest.TestCase):
             stream.close()
             status, _, _ = s.request("GET", "/anthropic/v1/nope")
             self.assertEqual(status, 404)
-            m = metrics(s)
+            m = metrics_once_settled(s, 'sluice_team_tokens_total{team="blue",kind="input"}',
+                                     2 * usage["input_tokens"])
             # Two calls of the same size: twice the reported usage, at 3 and 15 USD / Mtok.
             self.assertEqual(value(m, 'sluice_team_tokens_total{team="blue",kind="input"}'),
                              2 * usage["input_tokens"])

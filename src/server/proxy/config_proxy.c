@@ -1,0 +1,68 @@
+/* config_proxy.c - the `proxy:` YAML section: the proxy's limits as one field table.
+ *
+ * Read by the core's table reader (config_table.c) through the feature table, so a bad
+ * value fails as every other key does: `FILE:LINE: proxy.KEY: 'VALUE' must be ...`.
+ * docs/proxy.md documents each row; test_config_keys checks it does. */
+#include "proxy.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const estimator_names[] = {"tokenizer", "bytes", NULL}; /* false, true */
+
+#define PX(key, type, min, max) {#key, type, offsetof(sl_proxy_config_t, key), min, max, NULL, NULL}
+static const sl_config_field_t proxy_fields[] = {
+    PX(body_limit_bytes, SL_FIELD_SIZE, 1024, 1073741824),
+    PX(max_headers, SL_FIELD_SIZE, 8, 10000),
+    PX(idle_timeout_s, SL_FIELD_NUMBER, 0.01, 86400),
+    PX(connect_timeout_s, SL_FIELD_NUMBER, 0.01, 86400),
+    PX(ping_interval_s, SL_FIELD_NUMBER, 0.01, 86400),
+    PX(max_hold_s, SL_FIELD_NUMBER, 0.1, 86400),
+    PX(default_pool, SL_FIELD_STRING, 0, 0),
+    PX(allow_unauthenticated, SL_FIELD_BOOL, 0, 0),
+    PX(continue_capped, SL_FIELD_BOOL, 0, 0),
+    {"estimator", SL_FIELD_BOOL, offsetof(sl_proxy_config_t, estimate_bytes), 0, 0,
+     estimator_names, NULL},
+};
+#undef PX
+const sl_config_table_t sl__proxy_table = SL_CONFIG_TABLE("proxy", sl_proxy_config_t, proxy_fields);
+
+int sl__config_proxy_defaults(sl_config_t *c)
+{
+    sl_proxy_config_t *px = calloc(1, sizeof(*px));
+    if (!px) return -1;
+    c->feature[SL_FEATURE_ID_proxy] = px;
+    px->body_limit_bytes = 32u * 1024 * 1024;
+    px->max_headers = 100;
+    px->idle_timeout_s = 300;
+    px->connect_timeout_s = 10;
+    px->ping_interval_s = 5;
+    px->max_hold_s = 540;
+    return 0;
+}
+
+int sl__config_parse_proxy(struct yaml_document_s *doc, struct yaml_node_s *section,
+                           const char *path, sl_config_t *c, char *err, size_t errlen)
+{
+    return sl__config_read_table(doc, section, &sl__proxy_table, path, SL_PROXY_CONF(c), err,
+                                 errlen);
+}
+
+int sl__config_check_proxy(const sl_config_t *c, const char *path, char *err, size_t errlen)
+{
+    if (!SL_PROXY_CONF(c)->default_pool) return 0;
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, SL_PROXY_CONF(c)->default_pool);
+    if (up && up->url) return 0;
+    snprintf(err, errlen, "%s: proxy.default_pool: '%.128s' is not a pool with an upstream_url",
+             path, SL_PROXY_CONF(c)->default_pool);
+    return -1;
+}
+
+void sl__config_proxy_clear(sl_config_t *c)
+{
+    sl_proxy_config_t *px = SL_PROXY_CONF(c);
+    if (px) free(px->default_pool);
+    free(px);
+    c->feature[SL_FEATURE_ID_proxy] = NULL;
+}
