@@ -8,24 +8,12 @@
  * queued at each depth; bytes per queued request and per agent. */
 #include "sluice/engine.h"
 
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static size_t heap_bytes(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks;
-}
+#include "bench_clock.h"
 
 static double now_s = 1796000000.0;
 

@@ -9,27 +9,15 @@
 #include "limits/limits.h"
 #include "limits/limits_json.h"
 
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
+
 #define AGENTS 1000
 #define CHECKS 2000000L
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static size_t heap_bytes(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks;
-}
 
 static sl_limits_t *set_of(const char *json)
 {

@@ -12,14 +12,8 @@
 
 #include <event2/event.h>
 
+#include "bench_clock.h"
 #include "persist.h"
-
-static double cpu_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* CPU microseconds per grant + settle pair; with a state file when `path` is not NULL. */
 static double run(long pairs, const char *path, struct event_base *base)

@@ -11,6 +11,7 @@
 
 #include <event2/event.h>
 
+#include "bench_clock.h"
 #include "backend.h"
 #include "redis.h"
 
@@ -22,7 +23,6 @@ static int n_backends;
 static long done_trips, errors;
 static int stopping;
 static double t_end;
-static double now_s(void);
 
 static void start_trip(int i);
 
@@ -48,7 +48,7 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
     (void)errmsg;
     if (rc == SL_OK) done_trips++;
     else errors++;
-    if (!stopping && now_s() >= t_end) {
+    if (!stopping && wall_s() >= t_end) {
         stopping = 1;
         event_base_loopbreak(base);
     }
@@ -84,13 +84,6 @@ static void on_done(int rc, double v, const char *errmsg, void *ud)
     if (rc) fprintf(stderr, "configure: %s\n", errmsg);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static double run(double seconds)
 {
     static char name[] = "default";
@@ -105,11 +98,11 @@ static double run(double seconds)
     event_base_dispatch(base);
     done_trips = errors = 0;
     stopping = 0;
-    double t0 = now_s();
+    double t0 = wall_s();
     t_end = t0 + seconds;
     for (int i = 0; i < LOOPS; i++) start_trip(i);
     event_base_dispatch(base);
-    double rate = done_trips / (now_s() - t0);
+    double rate = done_trips / (wall_s() - t0);
     struct timeval drain = {0, 500000};
     event_base_loopexit(base, &drain);
     event_base_dispatch(base);

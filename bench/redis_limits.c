@@ -42,17 +42,11 @@
 
 #include <hiredis.h>
 
+#include "bench_clock.h"
 #include "limits/limits_json.h"
 #include "limits_fcall.h"
 
 static redisContext *conn;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static redisReply *must(redisReply *r, const char *what)
 {
@@ -215,14 +209,14 @@ static figures_t run(const variant_t *v, int checks, int agents, int depth)
 {
     freeReplyObject(must(redisCommand(conn, "FLUSHALL"), "FLUSHALL"));
     freeReplyObject(must(redisCommand(conn, "CONFIG RESETSTAT"), "CONFIG RESETSTAT"));
-    double cpu0 = server_cpu_s(), t0 = now_s();
+    double cpu0 = server_cpu_s(), t0 = wall_s();
     int allowed = 0;
     for (int i = 0; i < checks; i += depth) {
         int k = checks - i < depth ? checks - i : depth;
         for (int c = 0; c < k; c++) v->send(v->ud, c, (i + c) % agents);
         for (int c = 0; c < k; c++) allowed += v->recv(v->ud, c);
     }
-    double wall = now_s() - t0, cpu = server_cpu_s() - cpu0;
+    double wall = wall_s() - t0, cpu = server_cpu_s() - cpu0;
     return (figures_t){checks / wall, commands_usec(v->cmds) / checks, cpu * 1e6 / checks, allowed};
 }
 

@@ -11,15 +11,5 @@ target_link_libraries(client_fleet PRIVATE sluice_client_static)
 target_include_directories(client_fleet PRIVATE ${PROJECT_SOURCE_DIR}/include)
 
 find_program(SL_PYTHON3 python3 REQUIRED)
-file(GLOB SL_CLIENT_TESTS CONFIGURE_DEPENDS
-     ${CMAKE_CURRENT_SOURCE_DIR}/integration/client/test_*.py)
-foreach(t ${SL_CLIENT_TESTS})
-  get_filename_component(name ${t} NAME_WE)
-  add_test(NAME client_${name}
-           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/client)
-  set_tests_properties(client_${name} PROPERTIES
-    LABELS integration
-    TIMEOUT 240
-    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;CLIENT_FLEET=$<TARGET_FILE:client_fleet>;AGENT_LOOP=$<TARGET_FILE:agent_loop>;SLUICE_CLIENT_LIB=$<TARGET_FILE:sluice_client_static>;SLUICE_SOURCE_DIR=${PROJECT_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1")
-endforeach()
+sl_python_tests(client client TIMEOUT 240
+  ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;CLIENT_FLEET=$<TARGET_FILE:client_fleet>;AGENT_LOOP=$<TARGET_FILE:agent_loop>;SLUICE_CLIENT_LIB=$<TARGET_FILE:sluice_client_static>;SLUICE_SOURCE_DIR=${PROJECT_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1")

@@ -11,10 +11,5 @@ add_test(NAME observe_rules_test
          COMMAND ${SL_PROMTOOL} test rules sluice.rules.test.yml
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/monitoring/prometheus)
 set_tests_properties(observe_rules_check observe_rules_test PROPERTIES LABELS unit)
-add_test(NAME server_test_observe
-         COMMAND ${SL_PYTHON3} -m unittest -v test_observe
-         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/observe)
-set_tests_properties(server_test_observe PROPERTIES
-  LABELS integration
-  TIMEOUT 180
+sl_python_tests(server observe TIMEOUT 180
   ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;PYTHONDONTWRITEBYTECODE=1")

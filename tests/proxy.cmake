@@ -5,15 +5,7 @@
 find_program(SL_PYTHON3 python3 REQUIRED)
 set(_proxy_env "SLUICED=$<TARGET_FILE:sluiced>" "SLUICE_EMU=$<TARGET_FILE:sluice-emu>"
                "PYTHONDONTWRITEBYTECODE=1")
-file(GLOB SL_PROXY_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/proxy/test_*.py)
-foreach(t ${SL_PROXY_TESTS})
-  get_filename_component(name ${t} NAME_WE)
-  add_test(NAME proxy_${name}
-           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/proxy)
-  set_tests_properties(proxy_${name} PROPERTIES LABELS integration TIMEOUT 300
-                       ENVIRONMENT "${_proxy_env}")
-endforeach()
+sl_python_tests(proxy proxy TIMEOUT 300 ENVIRONMENT ${_proxy_env})
 
 find_program(SL_NODE node)
 if(SL_NODE)

@@ -3,19 +3,8 @@
 # redis-server comes from scripts/deps.sh: without it configuring fails, never skips.
 find_program(SL_PYTHON3 python3 REQUIRED)
 find_program(SL_REDIS_SERVER redis-server REQUIRED)
-file(GLOB SL_REDIS_DAEMON_TESTS CONFIGURE_DEPENDS
-     ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon/test_*.py)
-foreach(t ${SL_REDIS_DAEMON_TESTS})
-  get_filename_component(name ${t} NAME_WE)
-  add_test(NAME redis_daemon_${name}
-           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/redis_daemon)
-  set_tests_properties(redis_daemon_${name} PROPERTIES
-    LABELS integration
-    TIMEOUT 300
-    RUN_SERIAL TRUE
-    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;REDIS_SERVER=${SL_REDIS_SERVER};SLUICE_REDIS_LIBRARY=${SL_REDIS_LIBRARY};PYTHONDONTWRITEBYTECODE=1")
-endforeach()
+sl_python_tests(redis_daemon redis_daemon TIMEOUT 300 SERIAL
+  ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE_EMU=$<TARGET_FILE:sluice-emu>;REDIS_SERVER=${SL_REDIS_SERVER};SLUICE_REDIS_LIBRARY=${SL_REDIS_LIBRARY};PYTHONDONTWRITEBYTECODE=1")
 
 # Fault scenarios judged by sluice-emu (tests/integration/redis_daemon/fault_emu.py): about
 # 35 s each, so registered only with -DSL_SLOW_TESTS=ON, label `slow` (ctest -L slow).

@@ -2,17 +2,8 @@
 # only; each starts the real daemon on a free 127.0.0.1 port.
 # python3 and prometheus come from scripts/deps.sh; a missing one fails the tests.
 find_program(SL_PYTHON3 python3 REQUIRED)
-file(GLOB SL_SERVER_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/server/test_*.py)
-foreach(t ${SL_SERVER_TESTS})
-  get_filename_component(name ${t} NAME_WE)
-  add_test(NAME server_${name}
-           COMMAND ${SL_PYTHON3} -m unittest -v ${name}
-           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/integration/server)
-  set_tests_properties(server_${name} PROPERTIES
-    LABELS integration
-    TIMEOUT 180
-    ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;PYTHONDONTWRITEBYTECODE=1")
-endforeach()
+sl_python_tests(server server TIMEOUT 180
+                ENVIRONMENT "SLUICED=$<TARGET_FILE:sluiced>;SLUICE=$<TARGET_FILE:sluice>;PYTHONDONTWRITEBYTECODE=1")
 
 # The transport's HTTP/1.1 parser, on its own.
 sl_unit_test(test_http_parse sluice_http_parse)

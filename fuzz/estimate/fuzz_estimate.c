@@ -1,27 +1,12 @@
 /* libFuzzer target: request estimation of arbitrary bodies never crashes, and either
  * succeeds with non-negative counts or fails with a message. */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "sluice/tokenizer.h"
+#include "../tokenizer_init.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static sl_tokenizer_t *tok;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    char err[512];
-    if (sl_tokenizer_load(NULL, &tok, err, sizeof(err)) != 0) {
-        fprintf(stderr, "fuzz_estimate: %s\n", err);
-        exit(77);
-    }
-    return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -29,10 +14,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < 3; i++) {
         sl_estimate_t est;
         char err[256] = "";
-        int rc = sl_estimate_request(tok, apis[i], (const char *)data, size, &est, err, sizeof(err));
+        int rc = sl_estimate_request(fuzz_tok, apis[i], (const char *)data, size, &est, err,
+                                     sizeof(err));
         if (rc == 0) {
-            if (est.input_tokens < 0 || est.cached_tokens < 0 || est.output_tokens < 0)
-                abort();
+            if (est.input_tokens < 0 || est.cached_tokens < 0 || est.output_tokens < 0) abort();
         } else if (rc != SL_TOK_EREQUEST || err[0] == '\0') {
             abort();
         }

@@ -10,15 +10,7 @@
 
 #include "sluice/engine.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    return 0;
-}
 
 #define MAX_HEADERS 16
 #define T0 1796000000.0

@@ -95,6 +95,11 @@ struct json_t; /* jansson's */
 int sl_estimate_json(sl_tokenizer_t *tok, sl_api_t api, const struct json_t *root,
                      sl_estimate_t *out, char *err, size_t err_size);
 
+/* 1 when the estimator counts an Anthropic content block of `type` as its JSON text
+ * (server tools, search results, MCP: blocks the API accepts back in the history),
+ * else 0. One list, which sluice-emu also uses to hand such blocks to the estimator. */
+int sl_estimate_counts_block_as_json(const char *type);
+
 /* What SL_API_AUTO takes the parsed body `root` for: SL_API_OPENAI or SL_API_ANTHROPIC
  * (the rules above; never SL_API_OPENAI_RESPONSES). */
 sl_api_t sl_estimate_detect_api(const struct json_t *root);

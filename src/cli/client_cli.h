@@ -2,6 +2,8 @@
 #ifndef SL_CLIENT_CLI_H
 #define SL_CLIENT_CLI_H
 
+#include <stdio.h>
+
 #include <jansson.h>
 
 #include "cli.h"
@@ -73,5 +75,20 @@ int sl_cli_report(const sl_cli_conn_t *conn, sl_client_t *c, int rc);
 
 /* Prints `v` as one line of compact JSON. */
 void sl_cli_print_json(json_t *v);
+
+/* Reads the arguments of a subcommand that takes connection options only: --help or -h
+ * prints usage(stdout); an argument that is not a connection option is an error ("unknown
+ * argument", then usage(stderr)). Returns -1 when all were read, else the exit code the
+ * subcommand returns at once: SL_EXIT_OK after --help, SL_EXIT_USAGE after an error. */
+int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out));
+
+/* GET `path` (with list_key not NULL: every page of that array, as
+ * sl_cli_get_all_pages) and prints the answer: one line of JSON with --json, else
+ * text(answer, ud). Returns the exit code. */
+int sl_cli_show(const sl_cli_conn_t *conn, const char *path, const char *list_key,
+                void (*text)(json_t *answer, void *ud), void *ud);
+
+/* The number at `key` of object `o`; 0 when there is none or it is not a number. */
+double sl_cli_num(const json_t *o, const char *key);
 
 #endif

@@ -111,6 +111,45 @@ void sl_cli_print_json(json_t *v)
     }
 }
 
+int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out))
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return SL_EXIT_OK;
+        }
+        int r = sl_cli_conn_option(conn, argc, argv, &i);
+        if (r < 0) return SL_EXIT_USAGE;
+        if (r == 0) {
+            fprintf(stderr, "%s: unknown argument \"%s\"\n", conn->cmd, argv[i]);
+            usage(stderr);
+            return SL_EXIT_USAGE;
+        }
+    }
+    return -1;
+}
+
+int sl_cli_show(const sl_cli_conn_t *conn, const char *path, const char *list_key,
+                void (*text)(json_t *answer, void *ud), void *ud)
+{
+    json_t *body;
+    int code = list_key ? sl_cli_get_all_pages(conn, path, list_key, &body)
+                        : sl_cli_get_json(conn, path, &body);
+    if (code != SL_EXIT_OK) return code;
+    if (conn->json)
+        sl_cli_print_json(body);
+    else
+        text(body, ud);
+    json_decref(body);
+    return SL_EXIT_OK;
+}
+
+double sl_cli_num(const json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : 0;
+}
+
 static const char *error_type(int rc)
 {
     switch (rc) {

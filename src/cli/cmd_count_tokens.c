@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "sluice/tokenizer.h"
+#include "tokenize_input.h"
 
 static void count_usage(FILE *out)
 {
@@ -18,6 +19,20 @@ static void count_usage(FILE *out)
             "exit codes: 0 ok, 1 input unreadable, 2 usage error, 3 vocabulary missing or "
             "invalid\n",
             sl_tokenizer_default_path());
+}
+
+/* Prints the token count of the input. */
+static int print_count(sl_tokenizer_t *tok, const char *data, size_t len, void *ud, char *err,
+                       size_t err_size)
+{
+    (void)ud;
+    int64_t tokens;
+    if (sl_tokenizer_count(tok, data, len, &tokens) != 0) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    printf("%" PRId64 "\n", tokens);
+    return 0;
 }
 
 int sl_cli_count_tokens(int argc, char **argv)
@@ -39,28 +54,5 @@ int sl_cli_count_tokens(int argc, char **argv)
         }
         path = argv[i];
     }
-    char err[512];
-    sl_tokenizer_t *tok;
-    if (sl_tokenizer_load(NULL, &tok, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice count-tokens: %s\n", err);
-        return SL_EXIT_VOCAB;
-    }
-    char *data;
-    size_t len;
-    int code = SL_EXIT_OK;
-    if (sl_cli_read_input(path, &data, &len, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice count-tokens: %s\n", err);
-        code = SL_EXIT_FAILURE;
-    } else {
-        int64_t tokens;
-        if (sl_tokenizer_count(tok, data, len, &tokens) != 0) {
-            fprintf(stderr, "sluice count-tokens: out of memory\n");
-            code = SL_EXIT_FAILURE;
-        } else {
-            printf("%" PRId64 "\n", tokens);
-        }
-        free(data);
-    }
-    sl_tokenizer_free(tok);
-    return code;
+    return sl_cli_tokenize_input("sluice count-tokens", path, print_count, NULL);
 }

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "sluice/tokenizer.h"
+#include "tokenize_input.h"
 
 static void estimate_usage(FILE *out)
 {
@@ -20,6 +21,18 @@ static void estimate_usage(FILE *out)
             "Without --api the body's shape decides (see docs/tokenizer.md).\n\n"
             "exit codes: 0 ok, 1 invalid or unreadable body, 2 usage error,\n"
             "            3 vocabulary missing or invalid\n");
+}
+
+/* Prints the estimate of the request body, read as API *(sl_api_t *)ud. */
+static int print_estimate(sl_tokenizer_t *tok, const char *body, size_t len, void *ud, char *err,
+                          size_t err_size)
+{
+    sl_estimate_t est;
+    if (sl_estimate_request(tok, *(sl_api_t *)ud, body, len, &est, err, err_size) != 0) return -1;
+    printf("{\"input_tokens\":%" PRId64 ",\"cached_tokens\":%" PRId64 ",\"output_tokens\":%" PRId64
+           "}\n",
+           est.input_tokens, est.cached_tokens, est.output_tokens);
+    return 0;
 }
 
 int sl_cli_estimate(int argc, char **argv)
@@ -57,30 +70,5 @@ int sl_cli_estimate(int argc, char **argv)
         }
         path = a;
     }
-    char err[512];
-    sl_tokenizer_t *tok;
-    if (sl_tokenizer_load(NULL, &tok, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice estimate: %s\n", err);
-        return SL_EXIT_VOCAB;
-    }
-    char *body;
-    size_t len;
-    int code = SL_EXIT_OK;
-    if (sl_cli_read_input(path, &body, &len, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice estimate: %s\n", err);
-        code = SL_EXIT_FAILURE;
-    } else {
-        sl_estimate_t est;
-        if (sl_estimate_request(tok, api, body, len, &est, err, sizeof(err)) != 0) {
-            fprintf(stderr, "sluice estimate: %s\n", err);
-            code = SL_EXIT_FAILURE;
-        } else {
-            printf("{\"input_tokens\":%" PRId64 ",\"cached_tokens\":%" PRId64
-                   ",\"output_tokens\":%" PRId64 "}\n",
-                   est.input_tokens, est.cached_tokens, est.output_tokens);
-        }
-        free(body);
-    }
-    sl_tokenizer_free(tok);
-    return code;
+    return sl_cli_tokenize_input("sluice estimate", path, print_estimate, &api);
 }

@@ -14,12 +14,6 @@ static void status_usage(FILE *out)
                  "  --pool NAME       only this pool\n\n" SL_CLI_EXIT_HELP);
 }
 
-static double num(json_t *o, const char *key)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : 0;
-}
-
 static void alerts_text(json_t *alerts, char *buf, size_t n)
 {
     size_t used = 0;
@@ -44,15 +38,33 @@ static void print_pool(json_t *p)
     json_t *queue = json_object_get(p, "queue"), *buckets = json_object_get(p, "buckets");
     char alerts[256];
     alerts_text(json_object_get(p, "alerts"), alerts, sizeof(alerts));
-    printf("%-12s %6.2f %6.0f %7.1f %6.0f  %s\n", name ? name : "?", num(p, "margin"),
-           num(queue, "depth"), num(queue, "eta"), num(p, "leases_in_flight"), alerts);
+    printf("%-12s %6.2f %6.0f %7.1f %6.0f  %s\n", name ? name : "?", sl_cli_num(p, "margin"),
+           sl_cli_num(queue, "depth"), sl_cli_num(queue, "eta"), sl_cli_num(p, "leases_in_flight"),
+           alerts);
     const char *bname;
     json_t *b;
     json_object_foreach(buckets, bname, b)
     {
-        double cap = num(b, "capacity");
-        printf("  %-14s %14.0f / %-12.0f %5.1f%%  refill %.1f/s\n", bname, num(b, "level"), cap,
-               cap > 0 ? 100.0 * num(b, "level") / cap : 0.0, num(b, "refill_per_s"));
+        double cap = sl_cli_num(b, "capacity");
+        printf("  %-14s %14.0f / %-12.0f %5.1f%%  refill %.1f/s\n", bname, sl_cli_num(b, "level"),
+               cap, cap > 0 ? 100.0 * sl_cli_num(b, "level") / cap : 0.0,
+               sl_cli_num(b, "refill_per_s"));
+    }
+}
+
+/* Every pool's line and buckets, or the one pool of --pool. */
+static void status_text(json_t *body, void *ud)
+{
+    const sl_cli_conn_t *conn = ud;
+    json_t *pools = conn->pool ? NULL : json_object_get(body, "pools");
+    printf("%-12s %6s %6s %7s %6s  %s\n", "POOL", "MARGIN", "QUEUE", "HEAD_ETA", "LEASES",
+           "ALERTS");
+    if (conn->pool) {
+        print_pool(body);
+    } else {
+        size_t i;
+        json_t *p;
+        json_array_foreach(pools, i, p) print_pool(p);
     }
 }
 
@@ -60,41 +72,12 @@ int sl_cli_status(int argc, char **argv)
 {
     sl_cli_conn_t conn;
     sl_cli_conn_init(&conn, "sluice status");
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            status_usage(stdout);
-            return SL_EXIT_OK;
-        }
-        int r = sl_cli_conn_option(&conn, argc, argv, &i);
-        if (r < 0) return SL_EXIT_USAGE;
-        if (r == 0) {
-            fprintf(stderr, "sluice status: unknown argument \"%s\"\n", argv[i]);
-            status_usage(stderr);
-            return SL_EXIT_USAGE;
-        }
-    }
+    int done = sl_cli_conn_args(&conn, argc, argv, status_usage);
+    if (done >= 0) return done;
     char path[300];
     if (conn.pool)
         snprintf(path, sizeof(path), "/v1/pools/%s", conn.pool);
     else
         snprintf(path, sizeof(path), "/v1/pools");
-    json_t *body;
-    int code = sl_cli_get_json(&conn, path, &body);
-    if (code != SL_EXIT_OK) return code;
-    if (conn.json) {
-        sl_cli_print_json(body);
-    } else {
-        json_t *pools = conn.pool ? NULL : json_object_get(body, "pools");
-        printf("%-12s %6s %6s %7s %6s  %s\n", "POOL", "MARGIN", "QUEUE", "HEAD_ETA", "LEASES",
-               "ALERTS");
-        if (conn.pool) {
-            print_pool(body);
-        } else {
-            size_t i;
-            json_t *p;
-            json_array_foreach(pools, i, p) print_pool(p);
-        }
-    }
-    json_decref(body);
-    return SL_EXIT_OK;
+    return sl_cli_show(&conn, path, NULL, status_text, &conn);
 }

@@ -13,48 +13,34 @@ static void tasks_usage(FILE *out)
                  "\n" SL_CLI_EXIT_HELP);
 }
 
+/* The task graph as a table. */
+static void tasks_text(json_t *body, void *ud)
+{
+    (void)ud;
+    printf("%-24s %-10s %-8s %8s  %s\n", "TASK", "ROLE", "STATE", "UNBLOCKS", "DEPENDS_ON");
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(body, "tasks"), i, t)
+    {
+        const char *id = json_string_value(json_object_get(t, "id"));
+        const char *role = json_string_value(json_object_get(t, "role"));
+        const char *state = json_string_value(json_object_get(t, "state"));
+        json_t *unblocks = json_object_get(t, "unblocks");
+        printf("%-24s %-10s %-8s %8lld  ", id ? id : "?", role ? role : "-", state ? state : "-",
+               json_is_integer(unblocks) ? (long long)json_integer_value(unblocks) : 0LL);
+        size_t k;
+        json_t *d;
+        json_array_foreach(json_object_get(t, "depends_on"), k, d)
+            printf("%s%s", k ? "," : "", json_string_value(d) ? json_string_value(d) : "?");
+        printf("%s\n", json_array_size(json_object_get(t, "depends_on")) ? "" : "-");
+    }
+}
+
 int sl_cli_tasks(int argc, char **argv)
 {
     sl_cli_conn_t conn;
     sl_cli_conn_init(&conn, "sluice tasks");
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            tasks_usage(stdout);
-            return SL_EXIT_OK;
-        }
-        int r = sl_cli_conn_option(&conn, argc, argv, &i);
-        if (r < 0) return SL_EXIT_USAGE;
-        if (r == 0) {
-            fprintf(stderr, "sluice tasks: unknown argument \"%s\"\n", argv[i]);
-            tasks_usage(stderr);
-            return SL_EXIT_USAGE;
-        }
-    }
-    json_t *body;
-    int code = sl_cli_get_json(&conn, "/v1/tasks", &body);
-    if (code != SL_EXIT_OK) return code;
-    if (conn.json) {
-        sl_cli_print_json(body);
-    } else {
-        printf("%-24s %-10s %-8s %8s  %s\n", "TASK", "ROLE", "STATE", "UNBLOCKS", "DEPENDS_ON");
-        size_t i;
-        json_t *t;
-        json_array_foreach(json_object_get(body, "tasks"), i, t)
-        {
-            const char *id = json_string_value(json_object_get(t, "id"));
-            const char *role = json_string_value(json_object_get(t, "role"));
-            const char *state = json_string_value(json_object_get(t, "state"));
-            json_t *unblocks = json_object_get(t, "unblocks");
-            printf("%-24s %-10s %-8s %8lld  ", id ? id : "?", role ? role : "-",
-                   state ? state : "-",
-                   json_is_integer(unblocks) ? (long long)json_integer_value(unblocks) : 0LL);
-            size_t k;
-            json_t *d;
-            json_array_foreach(json_object_get(t, "depends_on"), k, d)
-                printf("%s%s", k ? "," : "", json_string_value(d) ? json_string_value(d) : "?");
-            printf("%s\n", json_array_size(json_object_get(t, "depends_on")) ? "" : "-");
-        }
-    }
-    json_decref(body);
-    return SL_EXIT_OK;
+    int done = sl_cli_conn_args(&conn, argc, argv, tasks_usage);
+    if (done >= 0) return done;
+    return sl_cli_show(&conn, "/v1/tasks", NULL, tasks_text, NULL);
 }

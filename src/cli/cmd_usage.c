@@ -17,12 +17,6 @@ static void usage_usage(FILE *out)
                  "--json prints sluiced's answer.\n\n" SL_CLI_CONN_HELP "\n" SL_CLI_EXIT_HELP);
 }
 
-static double num(const json_t *o, const char *key)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : 0;
-}
-
 /* Appends `s` percent-encoded (all but unreserved characters) to `out`; false when it
  * does not fit. */
 static bool append_encoded(char *out, size_t size, const char *s)
@@ -42,9 +36,29 @@ static bool append_encoded(char *out, size_t size, const char *s)
 
 static void print_row(const char *name, const json_t *r)
 {
-    printf("%-28s %8.0f %14.0f %12.0f %12.0f %12.0f %12.4f\n", name, num(r, "calls"),
-           num(r, "input_tokens"), num(r, "output_tokens"), num(r, "cache_read_input_tokens"),
-           num(r, "cache_creation_input_tokens"), num(r, "cost_usd"));
+    printf("%-28s %8.0f %14.0f %12.0f %12.0f %12.0f %12.4f\n", name, sl_cli_num(r, "calls"),
+           sl_cli_num(r, "input_tokens"), sl_cli_num(r, "output_tokens"),
+           sl_cli_num(r, "cache_read_input_tokens"), sl_cli_num(r, "cache_creation_input_tokens"),
+           sl_cli_num(r, "cost_usd"));
+}
+
+/* One row per group of --by (`ud`), the total, and the window. */
+static void usage_text(json_t *body, void *ud)
+{
+    const char *by = ud;
+    char upper[8];
+    snprintf(upper, sizeof upper, "%s", by);
+    for (char *p = upper; *p; p++)
+        *p = (char)(*p - 'a' + 'A');
+    printf("%-28s %8s %14s %12s %12s %12s %12s\n", upper, "CALLS", "INPUT", "OUTPUT", "CACHE_READ",
+           "CACHE_WRITE", "COST_USD");
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(body, "rows"), i, r)
+        print_row(json_string_value(json_object_get(r, by)), r);
+    print_row("total", json_object_get(body, "total"));
+    printf("since %.0f (buckets from %.0f, %.0f s each) to %.0f\n", sl_cli_num(body, "since"),
+           sl_cli_num(body, "from"), sl_cli_num(body, "resolution_s"), sl_cli_num(body, "to"));
 }
 
 int sl_cli_usage(int argc, char **argv)
@@ -80,26 +94,5 @@ int sl_cli_usage(int argc, char **argv)
         fprintf(stderr, "sluice usage: --since: \"%.64s...\" is too long\n", since);
         return SL_EXIT_USAGE;
     }
-    json_t *body;
-    int code = sl_cli_get_json(&conn, path, &body);
-    if (code != SL_EXIT_OK) return code;
-    if (conn.json) {
-        sl_cli_print_json(body);
-    } else {
-        char upper[8];
-        snprintf(upper, sizeof upper, "%s", by);
-        for (char *p = upper; *p; p++)
-            *p = (char)(*p - 'a' + 'A');
-        printf("%-28s %8s %14s %12s %12s %12s %12s\n", upper, "CALLS", "INPUT", "OUTPUT",
-               "CACHE_READ", "CACHE_WRITE", "COST_USD");
-        size_t i;
-        json_t *r;
-        json_array_foreach(json_object_get(body, "rows"), i, r)
-            print_row(json_string_value(json_object_get(r, by)), r);
-        print_row("total", json_object_get(body, "total"));
-        printf("since %.0f (buckets from %.0f, %.0f s each) to %.0f\n", num(body, "since"),
-               num(body, "from"), num(body, "resolution_s"), num(body, "to"));
-    }
-    json_decref(body);
-    return SL_EXIT_OK;
+    return sl_cli_show(&conn, path, NULL, usage_text, (void *)by);
 }

@@ -475,6 +475,45 @@ static void list(struct evhttp_request *req, sl_emu_batches_t *b, sl_emu_api_t a
     sl__emu_send_json(req, 200, out);
 }
 
+/* What both providers' batch routes do before their own paths: a POST to the collection
+ * creates a batch (through `create`), a GET lists them, and any other path must name a
+ * known batch ("/<id>[/tail]", 404 in the provider's words when it does not). Returns that
+ * batch, its id copied into `id` and `*tail` what follows the id; NULL when the request
+ * was answered here. */
+static sl_emu_batch_t *
+route_collection(sl_emu_t *emu, struct evhttp_request *req, sl_emu_api_t api, const char *rest,
+                 void (*create)(sl_emu_t *, struct evhttp_request *, json_t *), char id[64],
+                 const char **tail)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    if (!*rest && m == EVHTTP_REQ_POST) {
+        char *raw = NULL;
+        size_t raw_len = 0;
+        json_t *body = sl__emu_read_json(emu, req, api, &raw, &raw_len);
+        if (body) create(emu, req, body);
+        json_decref(body);
+        free(raw);
+        return NULL;
+    }
+    if (!*rest && m == EVHTTP_REQ_GET) {
+        list(req, emu->batches, api);
+        return NULL;
+    }
+    size_t idlen = strcspn(rest + 1, "/");
+    snprintf(id, 64, "%.*s", (int)(idlen < 63 ? idlen : 63), rest + 1);
+    *tail = rest + 1 + idlen;
+    sl_emu_batch_t *bt = find_batch(emu->batches, api, id);
+    if (!bt) {
+        char msg[128];
+        snprintf(msg, sizeof msg,
+                 api == SL_EMU_ANTHROPIC ? "message_batch %s not found"
+                                         : "No batch found with id '%s'.",
+                 id);
+        invalid(emu, req, api, 404, msg);
+    }
+    return bt;
+}
+
 static void anthropic_batches(sl_emu_t *emu, struct evhttp_request *req, const char *rest)
 {
     sl_emu_batches_t *b = emu->batches;
@@ -484,30 +523,11 @@ static void anthropic_batches(sl_emu_t *emu, struct evhttp_request *req, const c
         return;
     }
     if (!take_batch_rpm(emu, req)) return;
-    if (!*rest && m == EVHTTP_REQ_POST) {
-        char *raw = NULL;
-        size_t raw_len = 0;
-        json_t *body = sl__emu_read_json(emu, req, SL_EMU_ANTHROPIC, &raw, &raw_len);
-        if (body) anthropic_create(emu, req, body);
-        json_decref(body);
-        free(raw);
-        return;
-    }
-    if (!*rest && m == EVHTTP_REQ_GET) {
-        list(req, b, SL_EMU_ANTHROPIC);
-        return;
-    }
     char id[64];
-    size_t idlen = strcspn(rest + 1, "/");
-    snprintf(id, sizeof id, "%.*s", (int)(idlen < 63 ? idlen : 63), rest + 1);
-    const char *tail = rest + 1 + idlen;
-    sl_emu_batch_t *bt = find_batch(b, SL_EMU_ANTHROPIC, id);
-    if (!bt) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "message_batch %s not found", id);
-        invalid(emu, req, SL_EMU_ANTHROPIC, 404, msg);
-        return;
-    }
+    const char *tail;
+    sl_emu_batch_t *bt =
+        route_collection(emu, req, SL_EMU_ANTHROPIC, rest, anthropic_create, id, &tail);
+    if (!bt) return;
     if (!*tail && m == EVHTTP_REQ_GET) {
         sl__emu_send_json(req, 200, batch_json(bt));
     } else if (!*tail && m == EVHTTP_REQ_DELETE) {
@@ -597,32 +617,11 @@ static void openai_create(sl_emu_t *emu, struct evhttp_request *req, json_t *bod
 
 static void openai_batches(sl_emu_t *emu, struct evhttp_request *req, const char *rest)
 {
-    sl_emu_batches_t *b = emu->batches;
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (!*rest && m == EVHTTP_REQ_POST) {
-        char *raw = NULL;
-        size_t raw_len = 0;
-        json_t *body = sl__emu_read_json(emu, req, SL_EMU_OPENAI, &raw, &raw_len);
-        if (body) openai_create(emu, req, body);
-        json_decref(body);
-        free(raw);
-        return;
-    }
-    if (!*rest && m == EVHTTP_REQ_GET) {
-        list(req, b, SL_EMU_OPENAI);
-        return;
-    }
     char id[64];
-    size_t idlen = strcspn(rest + 1, "/");
-    snprintf(id, sizeof id, "%.*s", (int)(idlen < 63 ? idlen : 63), rest + 1);
-    const char *tail = rest + 1 + idlen;
-    sl_emu_batch_t *bt = find_batch(b, SL_EMU_OPENAI, id);
-    if (!bt) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "No batch found with id '%s'.", id);
-        invalid(emu, req, SL_EMU_OPENAI, 404, msg);
-        return;
-    }
+    const char *tail;
+    sl_emu_batch_t *bt = route_collection(emu, req, SL_EMU_OPENAI, rest, openai_create, id, &tail);
+    if (!bt) return;
     if (!*tail && m == EVHTTP_REQ_GET) {
         sl__emu_send_json(req, 200, batch_json(bt));
     } else if (!strcmp(tail, "/cancel") && m == EVHTTP_REQ_POST) {

@@ -15,29 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Anthropic content block types the estimator does not know but the API sends back
- * or accepts; counted as their JSON text. */
-static const char *const newer_block_types[] = {
-    "server_tool_use",
-    "web_search_tool_result",
-    "web_fetch_tool_result",
-    "code_execution_tool_result",
-    "bash_code_execution_tool_result",
-    "text_editor_code_execution_tool_result",
-    "tool_search_tool_result",
-    "container_upload",
-    "search_result",
-    "mcp_tool_use",
-    "mcp_tool_result",
-    "tool_reference",
-};
-
+/* A block the estimator counts as its JSON text (server tools, search results, MCP). */
 static bool is_newer_block(json_t *block)
 {
     const char *t = json_string_value(json_object_get(block, "type"));
-    for (size_t i = 0; t && i < sizeof newer_block_types / sizeof newer_block_types[0]; i++)
-        if (!strcmp(t, newer_block_types[i])) return true;
-    return false;
+    return t && sl_estimate_counts_block_as_json(t);
 }
 
 /* A text block holding `block`'s JSON (cache_control moved onto it). */

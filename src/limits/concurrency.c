@@ -8,54 +8,10 @@
  * most `rate` holds of 16 bytes per key. */
 #include "limits_internal.h"
 
-static int64_t expired(const sl__kstate_t *s, int64_t now_us, uint32_t *n)
-{
-    int64_t units = 0;
-    uint32_t i = 0;
-    for (; i < s->ring.n; i++) {
-        const sl__entry_t *e = sl__ring_at(&s->ring, i);
-        if (e->t_us > now_us) break;
-        units += e->units;
-    }
-    *n = i;
-    return units;
-}
-
 static void cc_probe(const sl__limit_t *l, const sl__kstate_t *s, int64_t units, int64_t now_us,
                      sl__answer_t *a)
 {
-    int64_t limit = sl__whole_rate(l, s);
-    uint32_t first = 0;
-    int64_t held = s->fresh ? 0 : s->ring.sum - expired(s, now_us, &first);
-    bool live = !s->fresh && first < s->ring.n;
-    int64_t last_end = live ? sl__ring_at(&s->ring, s->ring.n - 1)->t_us : 0;
-    a->limit = limit;
-    a->delay_us = 0;
-    if (held + units <= limit) {
-        a->reason = SL_LIMIT_ALLOWED;
-        a->retry_after_us = 0;
-        a->remaining = limit - held - units;
-        a->reset_after_us = units > 0 ? l->ttl_us : live ? last_end - now_us : 0;
-        return;
-    }
-    a->remaining = limit > held ? limit - held : 0;
-    a->reset_after_us = live ? last_end - now_us : 0;
-    if (units > limit) {
-        a->reason = SL_LIMIT_NEVER;
-        a->retry_after_us = -1;
-        return;
-    }
-    a->reason = SL_LIMIT_RATE;
-    int64_t left = held;
-    for (uint32_t i = first; i < s->ring.n; i++) {
-        const sl__entry_t *e = sl__ring_at(&s->ring, i);
-        left -= e->units;
-        if (left + units <= limit) {
-            a->retry_after_us = e->t_us - now_us;
-            return;
-        }
-    }
-    a->retry_after_us = l->ttl_us; /* unreachable: every hold ends by then */
+    sl__log_probe(s, sl__whole_rate(l, s), 0, l->ttl_us, units, now_us, a);
 }
 
 static void prune(sl__kstate_t *s, int64_t now_us)
@@ -84,7 +40,7 @@ static bool cc_at_rest(const sl__limit_t *l, const sl__kstate_t *s, int64_t now_
 {
     (void)l;
     uint32_t n = 0;
-    return s->fresh || s->ring.sum == expired(s, now_us, &n);
+    return s->fresh || s->ring.sum == sl__log_expired(s, 0, now_us, &n);
 }
 
 static void cc_rescale(const sl__limit_t *l, sl__kstate_t *s, double old_rate, int64_t now_us)
@@ -103,7 +59,7 @@ int sl__concurrency_release(sl__kstate_t *s, int64_t now_us)
 int64_t sl__concurrency_held(const sl__kstate_t *s, int64_t now_us)
 {
     uint32_t n = 0;
-    return s->fresh ? 0 : s->ring.sum - expired(s, now_us, &n);
+    return s->fresh ? 0 : s->ring.sum - sl__log_expired(s, 0, now_us, &n);
 }
 
 const sl__algorithm_t sl__concurrency = {cc_probe, cc_reserve, cc_commit, cc_at_rest, cc_rescale};

@@ -21,19 +21,12 @@ static void fw_probe(const sl__limit_t *l, const sl__kstate_t *s, int64_t units,
 {
     int64_t limit = sl__whole_rate(l, s), count = count_at(l, s, now_us);
     int64_t to_end = (window_of(l, now_us) + 1) * l->period_us - now_us;
-    a->limit = limit;
-    a->delay_us = 0;
-    if (count + units <= limit) {
-        a->reason = SL_LIMIT_ALLOWED;
-        a->retry_after_us = 0;
-        a->remaining = limit - count - units;
+    if (sl__answer_count(a, limit, count, units)) {
         a->reset_after_us = count + units > 0 ? to_end : 0;
         return;
     }
-    a->remaining = limit > count ? limit - count : 0;
     a->reset_after_us = count > 0 ? to_end : 0;
-    a->reason = units > limit ? SL_LIMIT_NEVER : SL_LIMIT_RATE;
-    a->retry_after_us = units > limit ? -1 : to_end;
+    if (a->reason == SL_LIMIT_RATE) a->retry_after_us = to_end;
 }
 
 static int fw_reserve(const sl__limit_t *l, sl__kstate_t *s, int64_t now_us)

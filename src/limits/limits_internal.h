@@ -133,6 +133,24 @@ const sl__entry_t *sl__ring_at(const sl__ring_t *r, uint32_t i);
 void sl__ring_pop(sl__ring_t *r);
 void sl__ring_free(sl__ring_t *r);
 
+/* What every counting limit (fixed and sliding windows, concurrency) answers when it
+ * holds `count` of `limit` units and is asked for `units` more: true when they fit
+ * (allowed, with the room left); else false, with the room left and the reason (NEVER,
+ * retry -1, when units > limit; RATE otherwise, its retry time the caller's). The reset
+ * time is the caller's in both cases. */
+bool sl__answer_count(sl__answer_t *a, int64_t limit, int64_t count, int64_t units);
+
+/* The logs of sliding_window and concurrency: an entry (t_us, units) counts until
+ * t_us + shift_us (sliding_window: its hit time and the period; concurrency: its hold's
+ * end and 0). */
+/* Units of the leading entries that no longer count at now_us, and in *n how many. */
+int64_t sl__log_expired(const sl__kstate_t *s, int64_t shift_us, int64_t now_us, uint32_t *n);
+/* The probe of a log holding at most `limit` units at once: allowed while they fit; else
+ * retry when enough of the oldest entries stop counting. span_us is what a new entry
+ * adds to the reset time (sliding_window: the period; concurrency: the hold's ttl). */
+void sl__log_probe(const sl__kstate_t *s, int64_t limit, int64_t shift_us, int64_t span_us,
+                   int64_t units, int64_t now_us, sl__answer_t *a);
+
 /* concurrency: ends the oldest live hold (SL_ENOTFOUND: none); the units held now. */
 int sl__concurrency_release(sl__kstate_t *s, int64_t now_us);
 int64_t sl__concurrency_held(const sl__kstate_t *s, int64_t now_us);

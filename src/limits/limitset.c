@@ -43,6 +43,22 @@ double sl__rate(const sl__limit_t *l, const sl__kstate_t *s)
     return s->rate > 0 ? s->rate : l->cfg.rate;
 }
 
+bool sl__answer_count(sl__answer_t *a, int64_t limit, int64_t count, int64_t units)
+{
+    a->limit = limit;
+    a->delay_us = 0;
+    if (count + units <= limit) {
+        a->reason = SL_LIMIT_ALLOWED;
+        a->retry_after_us = 0;
+        a->remaining = limit - count - units;
+        return true;
+    }
+    a->remaining = limit > count ? limit - count : 0;
+    a->reason = units > limit ? SL_LIMIT_NEVER : SL_LIMIT_RATE;
+    a->retry_after_us = -1;
+    return false;
+}
+
 int64_t sl__whole_rate(const sl__limit_t *l, const sl__kstate_t *s)
 {
     int64_t r = (int64_t)floor(sl__rate(l, s));

@@ -9,56 +9,10 @@
  * hit's retry time is when enough of the oldest entries have left the window. */
 #include "limits_internal.h"
 
-/* Units of entries that have left the window at now_us, and how many entries. */
-static int64_t expired(const sl__limit_t *l, const sl__kstate_t *s, int64_t now_us, uint32_t *n)
-{
-    int64_t units = 0;
-    uint32_t i = 0;
-    for (; i < s->ring.n; i++) {
-        const sl__entry_t *e = sl__ring_at(&s->ring, i);
-        if (e->t_us + l->period_us > now_us) break;
-        units += e->units;
-    }
-    *n = i;
-    return units;
-}
-
 static void sw_probe(const sl__limit_t *l, const sl__kstate_t *s, int64_t units, int64_t now_us,
                      sl__answer_t *a)
 {
-    int64_t limit = sl__whole_rate(l, s);
-    uint32_t first = 0;
-    int64_t count = s->fresh ? 0 : s->ring.sum - expired(l, s, now_us, &first);
-    bool live = !s->fresh && first < s->ring.n;
-    int64_t newest = live ? sl__ring_at(&s->ring, s->ring.n - 1)->t_us : 0;
-    a->limit = limit;
-    a->delay_us = 0;
-    if (count + units <= limit) {
-        a->reason = SL_LIMIT_ALLOWED;
-        a->retry_after_us = 0;
-        a->remaining = limit - count - units;
-        a->reset_after_us = units > 0 ? l->period_us : live ? newest + l->period_us - now_us : 0;
-        return;
-    }
-    a->remaining = limit > count ? limit - count : 0;
-    a->reset_after_us = live ? newest + l->period_us - now_us : 0;
-    if (units > limit) {
-        a->reason = SL_LIMIT_NEVER;
-        a->retry_after_us = -1;
-        return;
-    }
-    /* Walk the oldest live entries until enough have gone. */
-    a->reason = SL_LIMIT_RATE;
-    int64_t left = count;
-    for (uint32_t i = first; i < s->ring.n; i++) {
-        const sl__entry_t *e = sl__ring_at(&s->ring, i);
-        left -= e->units;
-        if (left + units <= limit) {
-            a->retry_after_us = e->t_us + l->period_us - now_us;
-            return;
-        }
-    }
-    a->retry_after_us = l->period_us; /* unreachable: the whole log goes by then */
+    sl__log_probe(s, sl__whole_rate(l, s), l->period_us, l->period_us, units, now_us, a);
 }
 
 static void prune(const sl__limit_t *l, sl__kstate_t *s, int64_t now_us)
@@ -86,7 +40,7 @@ static void sw_commit(const sl__limit_t *l, sl__kstate_t *s, int64_t units, int6
 static bool sw_at_rest(const sl__limit_t *l, const sl__kstate_t *s, int64_t now_us)
 {
     uint32_t n = 0;
-    return s->fresh || s->ring.sum == expired(l, s, now_us, &n);
+    return s->fresh || s->ring.sum == sl__log_expired(s, l->period_us, now_us, &n);
 }
 
 static void sw_rescale(const sl__limit_t *l, sl__kstate_t *s, double old_rate, int64_t now_us)

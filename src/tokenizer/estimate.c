@@ -289,9 +289,7 @@ static int anthropic_pdf(est_t *e, const json_t *src, const char *path)
     return 0;
 }
 
-/* Block types of server tools, search results and MCP, which the API accepts back in
- * the history; counted as their JSON text. */
-static int is_json_counted_block(const char *t)
+int sl_estimate_counts_block_as_json(const char *t)
 {
     static const char *const types[] = {
         "server_tool_use",
@@ -359,7 +357,7 @@ static int anthropic_block(est_t *e, const json_t *block, const char *path, int 
         else
             return bad_value(e, p, "unknown document source type",
                              src ? json_object_get(src, "type") : NULL);
-    } else if (is_json_counted_block(t)) {
+    } else if (sl_estimate_counts_block_as_json(t)) {
         add_block_json(e, block);
     } else {
         return fail(e, SL_TOK_EREQUEST, "%s.type: unknown block type \"%.60s\"", path, t);

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "drive.h"
+#include "seeded.h"
 
 #define RECENT 64 /* ids an operation picks among: the most recent leases and tickets */
 
@@ -45,45 +46,6 @@ typedef struct gen {
     bool asked[8]; /* per agent of AGENTS: it made a request */
 } gen_t;
 
-static uint64_t rnd(gen_t *g)
-{
-    g->rng ^= g->rng << 13;
-    g->rng ^= g->rng >> 7;
-    g->rng ^= g->rng << 17;
-    return g->rng;
-}
-
-static double rnd01(gen_t *g)
-{
-    return (double)(rnd(g) >> 11) / (double)(1ULL << 53);
-}
-
-static long rnd_range(gen_t *g, long lo, long hi)
-{
-    return lo + (long)(rnd(g) % (uint64_t)(hi - lo + 1));
-}
-
-static bool one_in(gen_t *g, int n)
-{
-    return rnd(g) % (uint64_t)n == 0;
-}
-
-/* A line being written. */
-typedef struct line {
-    char s[1024];
-    size_t n;
-} line_t;
-
-static void add(line_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(line_t *l, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(l->s + l->n, sizeof l->s - l->n, fmt, ap);
-    va_end(ap);
-    if (k > 0) l->n = l->n + (size_t)k < sizeof l->s ? l->n + (size_t)k : sizeof l->s - 1;
-}
-
 static void remember(int *ring, int *n, int symbol)
 {
     if (symbol <= 0) return;
@@ -96,12 +58,12 @@ static void remember(int *ring, int *n, int symbol)
 /* A recent lease or ticket, sometimes one nobody was given. */
 static void add_id(gen_t *g, line_t *l, const int *ring, int n)
 {
-    if (n == 0 || one_in(g, 16)) {
-        add(l, " @%ld", rnd_range(g, 1, 1000000));
+    if (n == 0 || one_in(&g->rng, 16)) {
+        add(l, " @%ld", rnd_range(&g->rng, 1, 1000000));
         return;
     }
     int k = n < RECENT ? n : RECENT;
-    add(l, " @%d", ring[rnd(g) % (uint64_t)k]);
+    add(l, " @%d", ring[rnd(&g->rng) % (uint64_t)k]);
 }
 
 static const char *const AGENTS[] = {"planner-1", "rev-1", "w1", "w2", "w3", "w4", "w5", "w6"};
@@ -137,58 +99,58 @@ static const char *const SETUP[] = {
 
 static void gen_request(gen_t *g, line_t *l)
 {
-    int a = (int)(rnd(g) % 8);
+    int a = (int)(rnd(&g->rng) % 8);
     add(l, " request agent=%s", AGENTS[a]);
-    if (!one_in(g, 10)) add(l, " role=%s", one_in(g, 12) ? ROLES[rnd(g) % 8] : ROLES[a]);
-    if (!one_in(g, 5)) add(l, " priority=%s", one_in(g, 50) ? "urgent" : PRIOS[rnd(g) % 4]);
-    long in = one_in(g, 10) ? rnd_range(g, 40000, 80000) : rnd_range(g, 0, 8000);
-    if (one_in(g, 100)) in = -1; /* refused, changing nothing */
-    add(l, " in=%ld out=%ld", in, rnd_range(g, 0, 4000));
-    if (one_in(g, 3)) add(l, " cached=%ld", rnd_range(g, 0, 30000));
-    if (one_in(g, 4)) add(l, " task=plan");
-    else if (one_in(g, 6)) add(l, " task=t%d", (int)(rnd(g) % 8));
-    add(l, " unblocks=%ld", rnd_range(g, 0, 3));
-    if (one_in(g, 8)) add(l, " cache_key=shared-prefix");
-    else if (one_in(g, 3)) add(l, " cache_key=task%d", (int)(rnd(g) % 64));
-    if (one_in(g, 5)) add(l, " ttl=%.3f", rnd01(g) * 1000);
-    if (one_in(g, 4)) add(l, " rid=r%d", (int)(rnd(g) % 50));
+    if (!one_in(&g->rng, 10)) add(l, " role=%s", one_in(&g->rng, 12) ? ROLES[rnd(&g->rng) % 8] : ROLES[a]);
+    if (!one_in(&g->rng, 5)) add(l, " priority=%s", one_in(&g->rng, 50) ? "urgent" : PRIOS[rnd(&g->rng) % 4]);
+    long in = one_in(&g->rng, 10) ? rnd_range(&g->rng, 40000, 80000) : rnd_range(&g->rng, 0, 8000);
+    if (one_in(&g->rng, 100)) in = -1; /* refused, changing nothing */
+    add(l, " in=%ld out=%ld", in, rnd_range(&g->rng, 0, 4000));
+    if (one_in(&g->rng, 3)) add(l, " cached=%ld", rnd_range(&g->rng, 0, 30000));
+    if (one_in(&g->rng, 4)) add(l, " task=plan");
+    else if (one_in(&g->rng, 6)) add(l, " task=t%d", (int)(rnd(&g->rng) % 8));
+    add(l, " unblocks=%ld", rnd_range(&g->rng, 0, 3));
+    if (one_in(&g->rng, 8)) add(l, " cache_key=shared-prefix");
+    else if (one_in(&g->rng, 3)) add(l, " cache_key=task%d", (int)(rnd(&g->rng) % 64));
+    if (one_in(&g->rng, 5)) add(l, " ttl=%.3f", rnd01(&g->rng) * 1000);
+    if (one_in(&g->rng, 4)) add(l, " rid=r%d", (int)(rnd(&g->rng) % 50));
     if (AGENT_POOL[a]) add(l, " pool=second");
-    if (one_in(g, 2)) add(l, " model=%s", one_in(g, 2) ? "claude-x" : "gpt-y");
-    if (one_in(g, 6)) add(l, " prefix=p%d", (int)(rnd(g) % 4));
-    if (one_in(g, 3)) add(l, " max_wait=%.3f", rnd01(g) * 600);
-    if (one_in(g, 10)) add(l, " capped=1");
+    if (one_in(&g->rng, 2)) add(l, " model=%s", one_in(&g->rng, 2) ? "claude-x" : "gpt-y");
+    if (one_in(&g->rng, 6)) add(l, " prefix=p%d", (int)(rnd(&g->rng) % 4));
+    if (one_in(&g->rng, 3)) add(l, " max_wait=%.3f", rnd01(&g->rng) * 600);
+    if (one_in(&g->rng, 10)) add(l, " capped=1");
 }
 
 static void gen_settle(gen_t *g, line_t *l)
 {
     add(l, " settle");
     add_id(g, l, g->leases, g->n_leases);
-    add(l, " in=%ld out=%ld", rnd_range(g, 0, 60000), rnd_range(g, 0, 4000));
-    if (one_in(g, 4)) add(l, " cc=%ld", rnd_range(g, 0, 20000));
-    if (one_in(g, 4)) add(l, " cr=%ld", rnd_range(g, 0, 20000));
-    if (one_in(g, 25)) {
+    add(l, " in=%ld out=%ld", rnd_range(&g->rng, 0, 60000), rnd_range(&g->rng, 0, 4000));
+    if (one_in(&g->rng, 4)) add(l, " cc=%ld", rnd_range(&g->rng, 0, 20000));
+    if (one_in(&g->rng, 4)) add(l, " cr=%ld", rnd_range(&g->rng, 0, 20000));
+    if (one_in(&g->rng, 25)) {
         add(l, " got_429=1");
-        if (one_in(g, 2)) add(l, " retry_after=%.3f", rnd01(g) * 10);
-        if (one_in(g, 5)) add(l, " spend_cap=1");
-        if (one_in(g, 4)) add(l, " agent_retry_after=%.3f", rnd01(g) * 30);
+        if (one_in(&g->rng, 2)) add(l, " retry_after=%.3f", rnd01(&g->rng) * 10);
+        if (one_in(&g->rng, 5)) add(l, " spend_cap=1");
+        if (one_in(&g->rng, 4)) add(l, " agent_retry_after=%.3f", rnd01(&g->rng) * 30);
     }
-    if (one_in(g, 20)) add(l, " failed=1");
-    if (one_in(g, 3)) add(l, " sig=%s", SIGS[rnd(g) % 3]);
-    if (one_in(g, 10))
+    if (one_in(&g->rng, 20)) add(l, " failed=1");
+    if (one_in(&g->rng, 3)) add(l, " sig=%s", SIGS[rnd(&g->rng) % 3]);
+    if (one_in(&g->rng, 10))
         add(l, " h.anthropic-ratelimit-input-tokens-remaining=%ld"
                " h.anthropic-ratelimit-output-tokens-limit=%s",
-            rnd_range(g, 0, 100000), one_in(g, 2) ? "40000" : "50000");
+            rnd_range(&g->rng, 0, 100000), one_in(&g->rng, 2) ? "40000" : "50000");
 }
 
 static void gen_pool(gen_t *g, line_t *l)
 {
-    bool second = one_in(g, 3);
+    bool second = one_in(&g->rng, 3);
     add(l, " pool %s input_tpm=%ld output_tpm=%ld rpm=%ld claim_timeout_s=20 ticket_idle_s=40",
-        second ? "second" : "default", rnd_range(g, 90000, 200000), rnd_range(g, 20000, 40000),
-        rnd_range(g, 50, 200));
-    if (one_in(g, 2)) add(l, " concurrency=%ld", rnd_range(g, 3, 10));
-    if (one_in(g, 2)) add(l, " working_set=1");
-    if (one_in(g, 4)) add(l, " backfill=0");
+        second ? "second" : "default", rnd_range(&g->rng, 90000, 200000), rnd_range(&g->rng, 20000, 40000),
+        rnd_range(&g->rng, 50, 200));
+    if (one_in(&g->rng, 2)) add(l, " concurrency=%ld", rnd_range(&g->rng, 3, 10));
+    if (one_in(&g->rng, 2)) add(l, " working_set=1");
+    if (one_in(&g->rng, 4)) add(l, " backfill=0");
     if (second)
         add(l, " tokens_tpm=150000 price_input_per_mtok=3 price_output_per_mtok=15"
                " cache_reads_count=1");
@@ -197,7 +159,7 @@ static void gen_pool(gen_t *g, line_t *l)
 /* The next operation's line (without its time). */
 static void gen_op(gen_t *g, line_t *l)
 {
-    int k = (int)(rnd(g) % 100);
+    int k = (int)(rnd(&g->rng) % 100);
     if (k < 36) {
         gen_request(g, l);
     } else if (k < 54) {
@@ -210,7 +172,7 @@ static void gen_op(gen_t *g, line_t *l)
     } else if (k < 69) {
         add(l, " hold");
         add_id(g, l, g->tickets, g->n_tickets);
-        add(l, " %d", (int)(rnd(g) % 2));
+        add(l, " %d", (int)(rnd(&g->rng) % 2));
     } else if (k < 71) {
         add(l, " tcancel");
         add_id(g, l, g->tickets, g->n_tickets);
@@ -220,36 +182,36 @@ static void gen_op(gen_t *g, line_t *l)
     } else if (k < 77) {
         add(l, " extend");
         add_id(g, l, g->leases, g->n_leases);
-        add(l, " ttl=%.3f", rnd01(g) * 900 + (one_in(g, 20) ? -5 : 1));
+        add(l, " ttl=%.3f", rnd01(&g->rng) * 900 + (one_in(&g->rng, 20) ? -5 : 1));
     } else if (k < 83) {
-        add(l, " state %s", one_in(g, 2) ? "default" : "second");
+        add(l, " state %s", one_in(&g->rng, 2) ? "default" : "second");
     } else if (k < 86) {
         /* A configured team member has a record in the engine before its first request,
          * none on Redis until then (agent_forget_configured.scn): read those that asked. */
-        int a = (int)(rnd(g) % 8);
+        int a = (int)(rnd(&g->rng) % 8);
         add(l, g->asked[a] ? " agent %s" : " state %s", g->asked[a] ? AGENTS[a] : "default");
     } else if (k < 89) {
-        add(l, " resync %s h.x-ratelimit-remaining-requests=%ld", one_in(g, 2) ? "default" : "second",
-            rnd_range(g, 0, 200));
+        add(l, " resync %s h.x-ratelimit-remaining-requests=%ld", one_in(&g->rng, 2) ? "default" : "second",
+            rnd_range(&g->rng, 0, 200));
     } else if (k < 93) {
         static const char *const STATES[] = {"waiting", "running", "done"};
-        add(l, " task t%d role=%s deps=plan state=%s", (int)(rnd(g) % 8),
-            one_in(g, 3) ? "reviewer" : "worker", STATES[rnd(g) % 3]);
+        add(l, " task t%d role=%s deps=plan state=%s", (int)(rnd(&g->rng) % 8),
+            one_in(&g->rng, 3) ? "reviewer" : "worker", STATES[rnd(&g->rng) % 3]);
     } else if (k < 94) {
-        add(l, " taskdel t%d", (int)(rnd(g) % 8));
+        add(l, " taskdel t%d", (int)(rnd(&g->rng) % 8));
     } else if (k < 96) {
         gen_pool(g, l);
     } else {
-        add(l, " forget_agent %s", AGENTS[rnd(g) % 8]);
+        add(l, " forget_agent %s", AGENTS[rnd(&g->rng) % 8]);
     }
 }
 
 /* Time moves with every operation: mostly a little, sometimes past every deadline. */
 static void gen_time(gen_t *g)
 {
-    int kind = (int)(rnd(g) % 40);
-    if (kind == 0) g->t_s += rnd01(g) * 300;
-    else if (kind < 20) g->t_s += rnd01(g) * 2;
+    int kind = (int)(rnd(&g->rng) % 40);
+    if (kind == 0) g->t_s += rnd01(&g->rng) * 300;
+    else if (kind < 20) g->t_s += rnd01(&g->rng) * 2;
     g->t_s = round(g->t_s * 1000) / 1000; /* written with 3 decimals: the same double on both */
 }
 
@@ -362,13 +324,15 @@ static void gen_free(gen_t *g)
 }
 
 /* One seed: the setup, then `ops` random operations. Returns 0 when all matched. */
-static int run_seed(redis_run_t *rr, uint64_t seed, long ops, const char *dir, bool states)
+static int run_seed(void *ud, uint64_t seed, const seeded_args_t *a)
 {
+    redis_run_t *rr = ud;
+    long ops = a->ops;
     static scenario_t sc;
     scenario_init(&sc, "differential");
     sc.ecfg.tombstone_ttl_s = 60; /* as the property test: small maps */
     engine_run_t er = {.e = sl_engine_new(&sc.ecfg)};
-    gen_t g = {.rng = seed * 2654435761ULL + 1, .states = states};
+    gen_t g = {.rng = seed * 2654435761ULL + 1, .states = a->states};
     int failed = redis_reset(rr) != 0;
     for (size_t i = 0; !failed && i < sizeof SETUP / sizeof SETUP[0]; i++)
         failed = !run_line(&sc, &er, rr, &g, SETUP[i], (long)i - (long)(sizeof SETUP / sizeof SETUP[0]), seed);
@@ -379,7 +343,7 @@ static int run_seed(redis_run_t *rr, uint64_t seed, long ops, const char *dir, b
         gen_op(&g, &l);
         failed = !run_line(&sc, &er, rr, &g, l.s, i, seed);
     }
-    if (failed) dump(&g, dir, seed);
+    if (failed) dump(&g, a->dir, seed);
     else printf("seed %llu: %ld operations, engine and redis agree\n", (unsigned long long)seed, ops);
     gen_free(&g);
     sl_engine_free(er.e);
@@ -389,28 +353,10 @@ static int run_seed(redis_run_t *rr, uint64_t seed, long ops, const char *dir, b
 
 int main(int argc, char **argv)
 {
-    redis_run_t rr = {0};
-    uint64_t seed = 1;
-    long seeds = 1, ops = 1000;
-    const char *dir = ".";
-    bool states = false;
-    for (int i = 1; i < argc && strcmp(argv[i], "--states") == 0; i++) states = true;
-    for (int i = states ? 2 : 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--redis") == 0) rr.host = argv[i + 1];
-        else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--seeds") == 0) seeds = strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--ops") == 0) ops = strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--dump") == 0) dir = argv[i + 1];
-    }
-    if (!rr.host || seeds < 1 || ops < 0) {
-        fprintf(stderr, "usage: differential_runner [--states] --redis HOST:PORT [--seed N] [--seeds K] "
-                        "[--ops N] [--dump DIR]\n");
-        return 2;
-    }
-    int failures = 0;
-    for (long s = 0; s < seeds; s++) failures += run_seed(&rr, seed + (uint64_t)s, ops, dir, states);
-    printf("%ld seeds from %llu, %ld operations each: %d diverged\n", seeds,
-           (unsigned long long)seed, ops, failures);
+    seeded_args_t a;
+    if (seeded_args(argc, argv, "differential_runner", true, &a) != 0) return 2;
+    redis_run_t rr = {.host = a.redis};
+    int rc = seeded_run(&a, run_seed, &rr);
     redis_close(&rr);
-    return failures ? 1 : 0;
+    return rc;
 }

@@ -28,45 +28,13 @@
 
 #include "limits/limits_json.h"
 #include "limits_drive.h"
+#include "seeded.h"
 
 typedef struct gen {
     uint64_t rng;
     double t_s;
     FILE *log; /* every line run, for the dump */
 } gen_t;
-
-static uint64_t rnd(gen_t *g)
-{
-    g->rng ^= g->rng << 13;
-    g->rng ^= g->rng >> 7;
-    g->rng ^= g->rng << 17;
-    return g->rng;
-}
-
-static long rnd_range(gen_t *g, long lo, long hi)
-{
-    return lo + (long)(rnd(g) % (uint64_t)(hi - lo + 1));
-}
-
-static bool one_in(gen_t *g, int n)
-{
-    return rnd(g) % (uint64_t)n == 0;
-}
-
-typedef struct line {
-    char s[512];
-    size_t n;
-} line_t;
-
-static void add(line_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(line_t *l, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(l->s + l->n, sizeof l->s - l->n, fmt, ap);
-    va_end(ap);
-    if (k > 0) l->n = l->n + (size_t)k < sizeof l->s ? l->n + (size_t)k : sizeof l->s - 1;
-}
 
 /* The set, as `limit` lines: every algorithm and keying, drawn from the seed. */
 static void gen_limits(gen_t *g, char lines[][256], int *n)
@@ -75,27 +43,27 @@ static void gen_limits(gen_t *g, char lines[][256], int *n)
     *n = 0;
 #define LIMIT(...) snprintf(lines[(*n)++], 256, __VA_ARGS__)
     LIMIT("limit all algorithm=sliding_window rate=%ld period_s=%ld per=global",
-          rnd_range(g, 20, 200), PERIODS[rnd(g) % 4]);
+          rnd_range(&g->rng, 20, 200), PERIODS[rnd(&g->rng) % 4]);
     LIMIT("limit team algorithm=fixed_window rate=%ld period_s=%ld per=team parents=all",
-          rnd_range(g, 5, 60), PERIODS[rnd(g) % 4]);
+          rnd_range(&g->rng, 5, 60), PERIODS[rnd(&g->rng) % 4]);
     LIMIT("limit tool algorithm=token_bucket rate=%ld period_s=%ld burst=%ld per=agent "
           "costs=read:1,write:3 parents=team",
-          rnd_range(g, 1, 10), PERIODS[rnd(g) % 3], rnd_range(g, 1, 8));
-    LIMIT("limit g algorithm=gcra rate=%ld period_s=%ld burst=%ld per=key", rnd_range(g, 1, 20),
-          PERIODS[rnd(g) % 3], rnd_range(g, 1, 6));
+          rnd_range(&g->rng, 1, 10), PERIODS[rnd(&g->rng) % 3], rnd_range(&g->rng, 1, 8));
+    LIMIT("limit g algorithm=gcra rate=%ld period_s=%ld burst=%ld per=key", rnd_range(&g->rng, 1, 20),
+          PERIODS[rnd(&g->rng) % 3], rnd_range(&g->rng, 1, 6));
     LIMIT("limit q algorithm=leaky_bucket rate=%ld period_s=%ld burst=%ld per=agent",
-          rnd_range(g, 1, 20), PERIODS[rnd(g) % 3], rnd_range(g, 1, 5));
+          rnd_range(&g->rng, 1, 20), PERIODS[rnd(&g->rng) % 3], rnd_range(&g->rng, 1, 5));
     LIMIT("limit approx algorithm=sliding_window_approx rate=%ld period_s=%ld per=agent",
-          rnd_range(g, 2, 30), PERIODS[rnd(g) % 3]);
+          rnd_range(&g->rng, 2, 30), PERIODS[rnd(&g->rng) % 3]);
     LIMIT("limit fw algorithm=fixed_window rate=%ld period_s=%ld per=key costs=big:%ld",
-          rnd_range(g, 2, 30), PERIODS[rnd(g) % 4], rnd_range(g, 2, 50));
-    LIMIT("limit c algorithm=concurrency rate=%ld ttl_s=%ld per=agent", rnd_range(g, 1, 4),
-          rnd_range(g, 1, 30));
+          rnd_range(&g->rng, 2, 30), PERIODS[rnd(&g->rng) % 4], rnd_range(&g->rng, 2, 50));
+    LIMIT("limit c algorithm=concurrency rate=%ld ttl_s=%ld per=agent", rnd_range(&g->rng, 1, 4),
+          rnd_range(&g->rng, 1, 30));
     LIMIT("limit api algorithm=gcra rate=%ld period_s=1 burst=%ld per=agent "
           "adaptive.min_rate=5 adaptive.max_rate=400 adaptive.decrease=0.5 "
           "adaptive.increase=1.25 adaptive.high_error=0.2 adaptive.low_error=0.05 "
           "adaptive.window=%ld",
-          rnd_range(g, 10, 100), rnd_range(g, 1, 10), rnd_range(g, 5, 40));
+          rnd_range(&g->rng, 10, 100), rnd_range(&g->rng, 1, 10), rnd_range(&g->rng, 5, 40));
 #undef LIMIT
 }
 
@@ -103,36 +71,36 @@ static const char *const LIMITS[] = {"all", "team", "tool", "g", "q", "approx", 
 
 static void add_who(gen_t *g, line_t *l)
 {
-    add(l, " agent=a%d", (int)(rnd(g) % 4));
-    if (!one_in(g, 4)) add(l, " team=t%d", (int)(rnd(g) % 2));
-    if (!one_in(g, 3)) add(l, " key=k%d", (int)(rnd(g) % 3));
-    if (one_in(g, 2)) add(l, " action=%s", one_in(g, 3) ? "write" : one_in(g, 4) ? "big" : "read");
+    add(l, " agent=a%d", (int)(rnd(&g->rng) % 4));
+    if (!one_in(&g->rng, 4)) add(l, " team=t%d", (int)(rnd(&g->rng) % 2));
+    if (!one_in(&g->rng, 3)) add(l, " key=k%d", (int)(rnd(&g->rng) % 3));
+    if (one_in(&g->rng, 2)) add(l, " action=%s", one_in(&g->rng, 3) ? "write" : one_in(&g->rng, 4) ? "big" : "read");
 }
 
 static void gen_op(gen_t *g, line_t *l)
 {
-    int k = (int)(rnd(g) % 100);
-    const char *name = LIMITS[rnd(g) % 9];
+    int k = (int)(rnd(&g->rng) % 100);
+    const char *name = LIMITS[rnd(&g->rng) % 9];
     if (k < 50) {
         add(l, " check %s", name);
         add_who(g, l);
-        if (!one_in(g, 3)) add(l, " hits=%ld", one_in(g, 10) ? rnd_range(g, 0, 60) : rnd_range(g, 0, 3));
+        if (!one_in(&g->rng, 3)) add(l, " hits=%ld", one_in(&g->rng, 10) ? rnd_range(&g->rng, 0, 60) : rnd_range(&g->rng, 0, 3));
     } else if (k < 58) {
         add(l, " peek %s", name);
         add_who(g, l);
     } else if (k < 66) {
         add(l, " probe %s", name);
         add_who(g, l);
-        if (one_in(g, 2)) add(l, " hits=%ld", rnd_range(g, 1, 5));
+        if (one_in(&g->rng, 2)) add(l, " hits=%ld", rnd_range(&g->rng, 1, 5));
     } else if (k < 72) {
         add(l, " when %s", name);
         add_who(g, l);
     } else if (k < 82) {
-        add(l, " release %s", one_in(g, 4) ? name : "c");
+        add(l, " release %s", one_in(&g->rng, 4) ? name : "c");
         add_who(g, l);
     } else if (k < 90) {
-        add(l, " report %s successes=%ld errors=%ld", one_in(g, 4) ? name : "api",
-            rnd_range(g, 0, 50), rnd_range(g, 0, 10));
+        add(l, " report %s successes=%ld errors=%ld", one_in(&g->rng, 4) ? name : "api",
+            rnd_range(&g->rng, 0, 50), rnd_range(&g->rng, 0, 10));
         add_who(g, l);
     } else {
         add(l, " info %s", name);
@@ -142,25 +110,27 @@ static void gen_op(gen_t *g, line_t *l)
 
 static void gen_time(gen_t *g)
 {
-    int kind = (int)(rnd(g) % 50);
-    if (kind == 0) g->t_s += (double)rnd_range(g, 60, 4000);
-    else if (kind < 10) g->t_s += (double)rnd_range(g, 0, 5000000) / 1e6;
-    else if (kind < 35) g->t_s += (double)rnd_range(g, 0, 200000) / 1e6;
+    int kind = (int)(rnd(&g->rng) % 50);
+    if (kind == 0) g->t_s += (double)rnd_range(&g->rng, 60, 4000);
+    else if (kind < 10) g->t_s += (double)rnd_range(&g->rng, 0, 5000000) / 1e6;
+    else if (kind < 35) g->t_s += (double)rnd_range(&g->rng, 0, 200000) / 1e6;
 }
 
 static void print_result(const char *who, const result_t *r)
 {
-    fprintf(stderr, "  %s: rc=%s", who, limits_code_name(r->rc));
+    fprintf(stderr, "  %s: rc=%s", who, sl_strerror(r->rc));
     scn_print_fields(stderr, r);
     fprintf(stderr, "\n");
 }
 
 /* One seed: the set, then `ops` random operations. Returns 0 when all matched. */
-static int run_seed(uint64_t seed, long ops, const char *dir)
+static int run_seed(void *ud, uint64_t seed, const seeded_args_t *a)
 {
+    (void)ud;
+    long ops = a->ops;
     gen_t g = {.rng = seed * 2654435761ULL + 7};
     char path[1024];
-    snprintf(path, sizeof path, "%s/limits-differential-%llu.scn", dir, (unsigned long long)seed);
+    snprintf(path, sizeof path, "%s/limits-differential-%llu.scn", a->dir, (unsigned long long)seed);
     g.log = tmpfile();
     static char limit_lines[16][256];
     int n_limits;
@@ -188,7 +158,7 @@ static int run_seed(uint64_t seed, long ops, const char *dir)
         add(&l, "%.6f", g.t_s);
         gen_op(&g, &l);
         if (g.log) fprintf(g.log, "%s\n", l.s);
-        char buf[512], *tok[SCN_MAX_TOKENS];
+        char buf[sizeof l.s], *tok[SCN_MAX_TOKENS];
         snprintf(buf, sizeof buf, "%s", l.s);
         op_t op;
         memset(&op, 0, sizeof op);
@@ -233,26 +203,10 @@ static int run_seed(uint64_t seed, long ops, const char *dir)
 
 int main(int argc, char **argv)
 {
-    uint64_t seed = 1;
-    long seeds = 1, ops = 1000;
-    const char *dir = ".", *nodes = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--redis") == 0) nodes = argv[i + 1];
-        else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--seeds") == 0) seeds = strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--ops") == 0) ops = strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--dump") == 0) dir = argv[i + 1];
-    }
-    if (!nodes || seeds < 1 || ops < 0) {
-        fprintf(stderr, "usage: limits_differential_runner --redis HOST:PORT [--seed N] "
-                        "[--seeds K] [--ops N] [--dump DIR]\n");
-        return 2;
-    }
-    if (limits_redis_open(nodes) != 0) return 2;
-    int failures = 0;
-    for (long s = 0; s < seeds; s++) failures += run_seed(seed + (uint64_t)s, ops, dir);
-    printf("%ld seeds from %llu, %ld operations each: %d diverged\n", seeds,
-           (unsigned long long)seed, ops, failures);
+    seeded_args_t a;
+    if (seeded_args(argc, argv, "limits_differential_runner", false, &a) != 0) return 2;
+    if (limits_redis_open(a.redis) != 0) return 2;
+    int rc = seeded_run(&a, run_seed, NULL);
     limits_redis_close();
-    return failures ? 1 : 0;
+    return rc;
 }

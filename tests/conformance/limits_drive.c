@@ -279,24 +279,6 @@ int limits_redis_reset(void)
     return 0;
 }
 
-const char *limits_code_name(int rc)
-{
-    switch (rc) {
-    case SL_OK:
-        return "ok";
-    case SL_EINVAL:
-        return "invalid_request";
-    case SL_ENOTFOUND:
-        return "not_found";
-    case SL_ECAPACITY:
-        return "exceeds_capacity";
-    case SL_ENOMEM:
-        return "out_of_memory";
-    default:
-        return "other_error";
-    }
-}
-
 int limits_redis_open(const char *nodes)
 {
     snprintf(redis_nodes, sizeof redis_nodes, "%s", nodes);

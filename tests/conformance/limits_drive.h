@@ -35,7 +35,5 @@ int limits_redis_reset(void);
 void limits_redis_op(sl_limits_t *ls, const op_t *op, result_t *r);
 void limits_redis_close(void);
 
-/* The scenario name of a result code: ok, invalid_request, not_found, ... */
-const char *limits_code_name(int rc);
 
 #endif

@@ -100,13 +100,13 @@ static bool check_expect(const char *exp, const result_t *r, char *why, size_t n
     snprintf(name, sizeof name, "%.*s", (int)(eq - exp), exp);
     const char *want = eq + 1;
     if (strcmp(name, "error") == 0) {
-        if (strcmp(limits_code_name(r->rc), want) == 0) return true;
-        snprintf(why, n, "error: want %s, got %s", want, limits_code_name(r->rc));
+        if (strcmp(sl_strerror(r->rc), want) == 0) return true;
+        snprintf(why, n, "error: want %s, got %s", want, sl_strerror(r->rc));
         return false;
     }
     const field_t *f = get_field(r, name);
     if (!f) {
-        snprintf(why, n, "%s: missing (%s)", name, limits_code_name(r->rc));
+        snprintf(why, n, "%s: missing (%s)", name, sl_strerror(r->rc));
         return false;
     }
     return scn_value_matches(f, name, want, 1e-9, 0, why, n);
@@ -114,7 +114,7 @@ static bool check_expect(const char *exp, const result_t *r, char *why, size_t n
 
 static void print_result(FILE *out, const result_t *r)
 {
-    fprintf(out, " rc=%s", limits_code_name(r->rc));
+    fprintf(out, " rc=%s", sl_strerror(r->rc));
     scn_print_fields(out, r);
 }
 

@@ -13,7 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
-import { recordingFetch, untilRetried } from './attempts.mjs';
+import { recordingFetch, untilLimited, untilRetried } from './attempts.mjs';
+import { ask, countExample, forcedTool } from './bodies.mjs';
 
 const require = createRequire(import.meta.url);
 if (!existsSync(new URL('../node_modules/@anthropic-ai/sdk', import.meta.url)) ||
@@ -66,9 +67,6 @@ const anthropic = (port, opts = {}) =>
 const openai = (port, opts = {}) =>
   new OpenAI({ apiKey: KEY, baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0, timeout: 20000, ...opts });
 
-const ask = { model: 'claude-emu-1', max_tokens: 200,
-              messages: [{ role: 'user', content: 'Hello, Claude' }] };
-
 test('anthropic: messages.create returns a Message with usage', async ({ port }) => {
   const msg = await anthropic(port).messages.create(ask);
   assert.equal(msg.type, 'message');
@@ -106,17 +104,12 @@ test('anthropic: raw stream: true yields the documented events', async ({ port }
 });
 
 test('anthropic: countTokens matches the documented example (14)', async ({ port }) => {
-  const r = await anthropic(port).messages.countTokens({
-    model: 'claude-emu-1', system: 'You are a scientist',
-    messages: [{ role: 'user', content: 'Hello, Claude' }] });
+  const r = await anthropic(port).messages.countTokens(countExample);
   assert.equal(r.input_tokens, 14);
 });
 
 test('anthropic: forced tool use returns a tool_use block (also streamed)', async ({ port }) => {
-  const tools = [{ name: 'get_level', description: 'Water level at a gate',
-                   input_schema: { type: 'object', properties: { gate: { type: 'string' } },
-                                   required: ['gate'] } }];
-  const body = { ...ask, tools, tool_choice: { type: 'tool', name: 'get_level' } };
+  const body = forcedTool;
   const msg = await anthropic(port).messages.create(body);
   assert.equal(msg.stop_reason, 'tool_use');
   assert.equal(msg.content[0].type, 'tool_use');
@@ -318,12 +311,9 @@ testLimited('anthropic: 429 is a RateLimitError with retry-after, and the SDK re
    '--tokens-per-s', '100000', '--latency-spread', '0', '--output-tokens', '5'],
   async ({ port }) => {
     const client = anthropic(port);
-    let limitedError = null, served = 0;
-    const t0 = Date.now();
-    for (let i = 0; i < 120 && !limitedError; i++) { // bounded: a minute's refill past the bucket
-      try { await client.messages.create(ask); served++; } catch (e) { limitedError = e; }
-    }
-    const window_s = (Date.now() - t0) / 1000;
+    // bounded: a minute's refill past the bucket
+    const { error: limitedError, served, window_s } =
+      await untilLimited(() => client.messages.create(ask), 120);
     assert.ok(limitedError instanceof Anthropic.RateLimitError, String(limitedError));
     assert.ok(served >= 60 && served <= 60 + Math.floor(window_s),
               `${served} served before the 429 in ${window_s} s at 60 rpm`);

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { REAL_KEY, getJson, pool, run, sdks, startEmu, startSluiced } from './proxy_harness.mjs';
+import { REAL_KEY, getJson, pool, runBehindSluiced, sdks, startEmu } from './proxy_harness.mjs';
 
 const { Anthropic, OpenAI } = sdks();
 const { toFile } = createRequire(import.meta.url)('openai');
@@ -325,23 +325,5 @@ test('proxy: the pool key never reached a client or the event log', async (ctx) 
 const direct_ = await startEmu(FAST);
 const behind = await startEmu(FAST);
 const small = await startEmu([...FAST, '--batch-queue', '3', '--batch-rpm', '4', '--batch-seconds', '60']);
-let failed = 1;
-try {
-  const sluiced = await startSluiced(config(behind.port));
-  try {
-    failed = await run(tests, { port: sluiced.port, sluiced, direct: direct_, behind, small });
-    const stats = await getJson(behind.port, '/stats');
-    if (stats.http.status_401 !== 0) {
-      console.log(`FAIL the emulator saw ${stats.http.status_401} calls without the pool key`);
-      failed++;
-    }
-  } finally {
-    await sluiced.stop();
-  }
-} finally {
-  await direct_.stop();
-  await behind.stop();
-  await small.stop();
-}
-console.log(failed ? `${failed} failed` : 'all passed');
-process.exit(failed ? 1 : 0);
+await runBehindSluiced(tests, config(behind.port), { direct: direct_, behind, small }, behind,
+                       [direct_, behind, small]);

@@ -105,3 +105,28 @@ export async function run(tests, ctx) {
   }
   return failed;
 }
+
+// Runs `tests` against a sluiced started with `configText` (each gets ctx plus the
+// sluiced and its port), counts one more failure when the emulator `keyed` (the one
+// behind the pool) saw a call without the pool's key, stops sluiced and every emulator
+// of `emus`, prints the result and exits with it.
+export async function runBehindSluiced(tests, configText, ctx, keyed, emus) {
+  let failed = 1;
+  try {
+    const sluiced = await startSluiced(configText);
+    try {
+      failed = await run(tests, { port: sluiced.port, sluiced, ...ctx });
+      const stats = await getJson(keyed.port, '/stats');
+      if (stats.http.status_401 !== 0) {
+        console.log(`FAIL the emulator saw ${stats.http.status_401} calls without the pool key`);
+        failed++;
+      }
+    } finally {
+      await sluiced.stop();
+    }
+  } finally {
+    for (const e of emus) await e.stop();
+  }
+  console.log(failed ? `${failed} failed` : 'all passed');
+  process.exit(failed ? 1 : 0);
+}

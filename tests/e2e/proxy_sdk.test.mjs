@@ -5,8 +5,9 @@
 // Run: SLUICED=build/src/server/sluiced SLUICE_EMU=build/src/emu/sluice-emu node tests/e2e/proxy_sdk.test.mjs
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { recordingFetch, untilRetried } from './attempts.mjs';
-import { REAL_KEY, getJson, pool, run, sdks, startEmu, startSluiced } from './proxy_harness.mjs';
+import { recordingFetch, untilLimited, untilRetried } from './attempts.mjs';
+import { ask, countExample, forcedTool } from './bodies.mjs';
+import { REAL_KEY, getJson, pool, runBehindSluiced, sdks, startEmu } from './proxy_harness.mjs';
 
 const { Anthropic, OpenAI } = sdks();
 
@@ -32,9 +33,6 @@ function config(emuPort, tightPort) {
     `    - token: ${TOKENS.planner}\n      agent: planner-1\n` +
     `    - token: ${TOKENS.workers}\n      agent_prefix: worker-\n`;
 }
-
-const ask = { model: 'claude-emu-1', max_tokens: 200,
-              messages: [{ role: 'user', content: 'Hello, Claude' }] };
 
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
@@ -84,17 +82,12 @@ test('anthropic: messages.stream gives text and final usage', async (ctx) => {
 });
 
 test('anthropic: countTokens is passed through', async (ctx) => {
-  const r = await anthropic(ctx).messages.countTokens({
-    model: 'claude-emu-1', system: 'You are a scientist',
-    messages: [{ role: 'user', content: 'Hello, Claude' }] });
+  const r = await anthropic(ctx).messages.countTokens(countExample);
   assert.equal(r.input_tokens, 14);
 });
 
 test('anthropic: forced tool use (created and streamed)', async (ctx) => {
-  const tools = [{ name: 'get_level', description: 'Water level at a gate',
-                   input_schema: { type: 'object', properties: { gate: { type: 'string' } },
-                                   required: ['gate'] } }];
-  const body = { ...ask, tools, tool_choice: { type: 'tool', name: 'get_level' } };
+  const body = forcedTool;
   const msg = await anthropic(ctx).messages.create(body);
   assert.equal(msg.stop_reason, 'tool_use');
   assert.equal(msg.content[0].type, 'tool_use');
@@ -120,12 +113,9 @@ test('anthropic: errors keep their SDK classes (auth, bad request, unknown pool)
 // bounds it.
 test('anthropic: a REJECT is a RateLimitError; the SDK retry honours its retry-after', async (ctx) => {
   const client = anthropic(ctx, { defaultHeaders: { 'x-sluice-pool': 'tight' } });
-  let rejected = null, served = 0;
-  const t0 = Date.now();
-  for (let i = 0; i < 120 && !rejected; i++) { // bounded: a minute's refill past the bucket
-    try { await client.messages.create(ask); served++; } catch (e) { rejected = e; }
-  }
-  const window_s = (Date.now() - t0) / 1000;
+  // bounded: a minute's refill past the bucket
+  const { error: rejected, served, window_s } =
+    await untilLimited(() => client.messages.create(ask), 120);
   assert.ok(rejected instanceof Anthropic.RateLimitError, String(rejected));
   assert.ok(served <= 60 + Math.floor(window_s), `${served} served in ${window_s} s at 60 rpm`);
   assert.equal(rejected.error.error.type, 'rate_limit_error');
@@ -258,22 +248,4 @@ const emu = await startEmu(FAST);
 const tightArgs = [...FAST];
 tightArgs[tightArgs.indexOf('--rpm') + 1] = '60';
 const tight = await startEmu(tightArgs);
-let failed = 1;
-try {
-  const sluiced = await startSluiced(config(emu.port, tight.port));
-  try {
-    failed = await run(tests, { port: sluiced.port, sluiced, emu, tight });
-    const stats = await getJson(emu.port, '/stats');
-    if (stats.http.status_401 !== 0) {
-      console.log(`FAIL the emulator saw ${stats.http.status_401} calls without the pool key`);
-      failed++;
-    }
-  } finally {
-    await sluiced.stop();
-  }
-} finally {
-  await emu.stop();
-  await tight.stop();
-}
-console.log(failed ? `${failed} failed` : 'all passed');
-process.exit(failed ? 1 : 0);
+await runBehindSluiced(tests, config(emu.port, tight.port), { emu, tight }, emu, [emu, tight]);

@@ -1,14 +1,26 @@
 """procs.py - what the process-level test harnesses share: waiting for a server's
 "listening on" banner, stopping it (a non-zero exit, such as a crash or a sanitizer
-report, fails the test), and one HTTP request on a fresh connection.
+report, fails the test), one HTTP request on a fresh connection, and a throw-away TLS
+certificate authority.
 
 Standard library only. Each harness puts this directory on sys.path and imports it.
 """
 import json
+import os
 import selectors
 import signal
 import subprocess
 import time
+
+
+class Stoppable:
+    """A process handle used as `with X(...) as x:`: its stop() runs when the block ends."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 def read_banner(proc, what, timeout_s):
@@ -63,3 +75,24 @@ def request(conn, method, path, body=None, headers=None, raw=None):
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
     finally:
         conn.close()
+
+
+def make_ca(d, name="sluice test CA"):
+    """A throw-away CA (`name`) and a server certificate for 127.0.0.1 signed by it, made
+    with openssl in folder d. Returns the paths (CA certificate, certificate, key)."""
+    ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.crt")
+    key, csr, crt = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.crt"))
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_crt,
+        "-days", "1", "-subj", "/CN=" + name)
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
+        "/CN=127.0.0.1")
+    run("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out",
+        crt, "-days", "1", "-extfile", ext)
+    return ca_crt, crt, key

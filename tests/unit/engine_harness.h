@@ -17,22 +17,42 @@
 /* Time zero of every test: an arbitrary Unix time. */
 #define T0 1796000000.0
 
-/* A pool "default" with the given per-minute limits and default settings. */
-static inline sl_engine_t *harness_engine(int64_t input_tpm, int64_t output_tpm, int64_t rpm)
+/* The pool defaults (sl_pool_config_init), to change before harness_engine_config. */
+static inline sl_pool_config_t harness_config(void)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
     sl_pool_config_t cfg;
     sl_pool_config_init(&cfg);
+    return cfg;
+}
+
+/* The pool defaults with the given per-minute limits. */
+static inline sl_pool_config_t harness_pool(int64_t input_tpm, int64_t output_tpm, int64_t rpm)
+{
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = input_tpm;
     cfg.output_tpm = output_tpm;
     cfg.rpm = rpm;
+    return cfg;
+}
+
+/* An engine whose pool "default" is configured with `cfg` at T0. */
+static inline sl_engine_t *harness_engine_config(const sl_pool_config_t *cfg)
+{
+    sl_engine_t *e = sl_engine_new(NULL);
+    assert_non_null(e);
+    assert_int_equal(sl_engine_configure_pool(e, "default", cfg, T0), SL_OK);
+    return e;
+}
+
+/* A pool "default" with the given per-minute limits and default settings. */
+static inline sl_engine_t *harness_engine(int64_t input_tpm, int64_t output_tpm, int64_t rpm)
+{
+    sl_pool_config_t cfg = harness_pool(input_tpm, output_tpm, rpm);
     /* These tests play the clients too and never poll tickets; test_lease.c covers
      * unclaimed grants and idle tickets with the defaults. */
     cfg.claim_timeout_s = 1e6;
     cfg.ticket_idle_s = 1e6;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
-    return e;
+    return harness_engine_config(&cfg);
 }
 
 static inline sl_request_t harness_req(const char *agent, int64_t in, int64_t out)
@@ -59,6 +79,13 @@ static inline void harness_check(sl_engine_t *e)
 {
     int rc = sl_engine_check(e);
     if (rc != SL_OK) fail_msg("invariant broken: %s", sl_engine_errmsg(e));
+}
+
+/* The end of a test: the engine's invariants hold one last time, then it is freed. */
+static inline void harness_end(sl_engine_t *e)
+{
+    harness_check(e);
+    sl_engine_free(e);
 }
 
 static inline double harness_level(sl_engine_t *e, sl_bucket_t b)

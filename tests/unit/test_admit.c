@@ -1,17 +1,15 @@
 /* test_admit.c - the working set: a running task's calls go before new tasks' first calls, which wait parked. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_engine_t *engine(bool working_set)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 60000; /* 51000 at margin 0.85, 850 a second */
     cfg.claim_timeout_s = 1e6;
     cfg.ticket_idle_s = 1e6;
     cfg.working_set = working_set;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     return e;
 }
 
@@ -63,8 +61,7 @@ static double next_call_wait_s(bool working_set, int *parked)
         if (d.status == SL_GRANTED) break;
     }
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
     return now - asked;
 }
 
@@ -108,15 +105,9 @@ static void test_parked_first_calls_go_in_tag_order_once_nothing_is_queued(void 
     assert_int_equal(d.status, SL_QUEUED);
     assert_int_equal(sl_engine_ticket(e, b.ticket, now + 2.002, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_running_tasks_next_call_goes_before_new_tasks_first_calls),
-        cmocka_unit_test(test_parked_first_calls_go_in_tag_order_once_nothing_is_queued),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_running_tasks_next_call_goes_before_new_tasks_first_calls),
+    cmocka_unit_test(test_parked_first_calls_go_in_tag_order_once_nothing_is_queued))

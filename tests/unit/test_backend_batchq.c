@@ -7,6 +7,7 @@
  */
 #include "backend.h"
 #include "redis.h"
+#include "../integration/redis/redis_test.h"
 
 #include <event2/event.h>
 #include <math.h>
@@ -14,19 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static struct event_base *base;
-static int failures;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                    \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
 
 typedef struct answer {
     int rc; /* 99 until answered */
@@ -42,13 +30,6 @@ static void on_answer(int rc, bool counted, int64_t queued, const char *errmsg, 
     a->counted = counted;
     a->queued = queued;
     snprintf(a->errmsg, sizeof a->errmsg, "%s", errmsg ? errmsg : "");
-}
-
-static void run_for(double s)
-{
-    struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
-    event_base_loopexit(base, &tv);
-    event_base_dispatch(base);
 }
 
 /* One call, answered (the memory backend at once, Redis within 5 s). */

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "test_main.h"
+
 typedef struct world {
     sl_engine_t *e;
     uint64_t head_ticket;
@@ -77,8 +79,7 @@ static void test_a_call_needing_nothing_the_head_waits_for_goes_past_it(void **s
     sl_pool_info_t info;
     assert_int_equal(sl_engine_pool_info(e, "default", &info), SL_OK);
     assert_true(fabs(info.head_eta_s - eta_s) < 1e-9);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* One random trial: a pool, leases in flight, a blocked head that every later request
@@ -87,8 +88,7 @@ static void test_a_call_needing_nothing_the_head_waits_for_goes_past_it(void **s
 static int trial(uint64_t seed, int *backfilled)
 {
     uint64_t s = seed * 2654435761u + 1;
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 20000 + rng_upto(&s, 180000);
     cfg.output_tpm = 2000 + rng_upto(&s, 38000);
     cfg.rpm = rng_upto(&s, 2) ? 0 : 50 + rng_upto(&s, 450);
@@ -197,11 +197,6 @@ static void test_the_head_is_never_granted_later_than_without_backfilling(void *
     assert_true(backfilled > 100); /* the property was exercised, not vacuous */
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_call_needing_nothing_the_head_waits_for_goes_past_it),
-        cmocka_unit_test(test_the_head_is_never_granted_later_than_without_backfilling),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_call_needing_nothing_the_head_waits_for_goes_past_it),
+    cmocka_unit_test(test_the_head_is_never_granted_later_than_without_backfilling))

@@ -1,5 +1,6 @@
 /* test_bucket.c - token buckets: continuous refill, the cap, and debt. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static void test_refill_is_continuous_at_capacity_per_minute_without_minute_reset(void **state)
 {
@@ -14,8 +15,7 @@ static void test_refill_is_continuous_at_capacity_per_minute_without_minute_rese
     }
     assert_int_equal(sl_engine_advance(e, T0 + 59.5), SL_OK);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 850.0 * 59.5) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_level_never_exceeds_capacity(void **state)
@@ -25,8 +25,7 @@ static void test_level_never_exceeds_capacity(void **state)
     harness_grant(e, "a", 1000, 0, T0);
     assert_int_equal(sl_engine_advance(e, T0 + 3600), SL_OK);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 51000.0) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_underestimate_shows_as_debt_at_once_so_next_grants_wait(void **state)
@@ -44,8 +43,7 @@ static void test_underestimate_shows_as_debt_at_once_so_next_grants_wait(void **
     sl_decision_t d;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_equal(d.status, SL_QUEUED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_debt_can_take_the_level_below_zero(void **state)
@@ -61,8 +59,7 @@ static void test_debt_can_take_the_level_below_zero(void **state)
     sl_decision_t d;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_not_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_refund_is_capped_at_capacity(void **state)
@@ -74,18 +71,12 @@ static void test_refund_is_capped_at_capacity(void **state)
     sl_settle_t s = harness_settle(100, 0);
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 100, NULL), SL_OK);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 8500.0) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refill_is_continuous_at_capacity_per_minute_without_minute_reset),
-        cmocka_unit_test(test_level_never_exceeds_capacity),
-        cmocka_unit_test(test_underestimate_shows_as_debt_at_once_so_next_grants_wait),
-        cmocka_unit_test(test_debt_can_take_the_level_below_zero),
-        cmocka_unit_test(test_refund_is_capped_at_capacity),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_refill_is_continuous_at_capacity_per_minute_without_minute_reset),
+    cmocka_unit_test(test_level_never_exceeds_capacity),
+    cmocka_unit_test(test_underestimate_shows_as_debt_at_once_so_next_grants_wait),
+    cmocka_unit_test(test_debt_can_take_the_level_below_zero),
+    cmocka_unit_test(test_refund_is_capped_at_capacity))

@@ -1,5 +1,6 @@
 /* test_calibrate.c - per pool and model, estimates are corrected by the learned ratio. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_decision_t request_model(sl_engine_t *e, const char *model, int64_t in, int64_t cached,
                                    double now)
@@ -60,8 +61,7 @@ static void test_learned_ratio_corrects_later_estimates(void **state)
     assert_int_equal(s.samples, 5);
     assert_int_equal(s.models, 2);
     assert_int_equal(sl_engine_calibration_foreach(e, "nope", on_calib, &s), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_the_ratio_is_robust_to_outliers(void **state)
@@ -80,8 +80,7 @@ static void test_the_ratio_is_robust_to_outliers(void **state)
     /* The cached prefix is corrected too, and counts when the cache is cold. */
     sl_decision_t d = request_model(e, "claude-x", 1000, 10000, t + 400); /* cache lapsed */
     assert_int_equal(d.charged_input_tokens, 1200 + 12000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_tiny_estimates_are_not_sampled(void **state)
@@ -128,8 +127,7 @@ static void test_failed_calls_are_not_samples_but_give_the_reservation_back(void
     sl_agent_info_t after;
     assert_int_equal(sl_engine_agent_info(e, "agent", &after), SL_OK);
     assert_true(fabs(after.estimate_error - before.estimate_error) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_failed_call_leaves_the_cache_cold(void **state)
@@ -180,14 +178,11 @@ static void test_the_spend_cap_alert_clears_on_success_or_at_the_reset(void **st
 static void test_learned_output_reserves_the_95th_percentile_only_for_capped_calls(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 10000000;
     cfg.output_tpm = 1000000;
     cfg.output_reserve_learned = true;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     double t = T0;
     for (int i = 0; i < 20; i++) {
         sl_request_t r = harness_req("agent", 1000, 32000);
@@ -230,20 +225,14 @@ static void test_learned_output_reserves_the_95th_percentile_only_for_capped_cal
     r.model = "claude-y";
     assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
     assert_int_equal(d.charged_output_tokens, 32000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_learned_ratio_corrects_later_estimates),
-        cmocka_unit_test(test_the_ratio_is_robust_to_outliers),
-        cmocka_unit_test(test_tiny_estimates_are_not_sampled),
-        cmocka_unit_test(test_failed_calls_are_not_samples_but_give_the_reservation_back),
-        cmocka_unit_test(test_a_failed_call_leaves_the_cache_cold),
-        cmocka_unit_test(test_the_spend_cap_alert_clears_on_success_or_at_the_reset),
-        cmocka_unit_test(test_learned_output_reserves_the_95th_percentile_only_for_capped_calls),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_learned_ratio_corrects_later_estimates),
+    cmocka_unit_test(test_the_ratio_is_robust_to_outliers),
+    cmocka_unit_test(test_tiny_estimates_are_not_sampled),
+    cmocka_unit_test(test_failed_calls_are_not_samples_but_give_the_reservation_back),
+    cmocka_unit_test(test_a_failed_call_leaves_the_cache_cold),
+    cmocka_unit_test(test_the_spend_cap_alert_clears_on_success_or_at_the_reset),
+    cmocka_unit_test(test_learned_output_reserves_the_95th_percentile_only_for_capped_calls))

@@ -1,5 +1,6 @@
 /* test_caps.c - caps per agent and per team: share, rpm, concurrency, budget. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_decision_t ask(sl_engine_t *e, const char *agent, int64_t in, int64_t out, double now)
 {
@@ -124,8 +125,7 @@ static void test_concurrency_cap_queues_and_grants_on_release(void **state)
     assert_int_equal(sl_engine_ticket(e, q3.ticket, T0 + 7, &g), SL_OK);
     assert_int_equal(g.status, SL_QUEUED); /* still one at a time */
     assert_int_equal(sl_engine_ticket_cancel(e, q3.ticket, T0 + 8), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait(void **state)
@@ -172,8 +172,7 @@ static void test_a_queued_ticket_never_passes_its_agents_concurrency_cap(void **
     assert_int_equal(sl_engine_settle(e, a.lease, &s, T0 + 100, NULL), SL_OK);
     assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 100, &g), SL_OK);
     assert_int_equal(g.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only(void **state)
@@ -237,8 +236,7 @@ static void test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut
     assert_non_null(strstr(sl_engine_errmsg(e), "rejected"));
     s = harness_settle(10, 10);
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 2, NULL), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_team_cap_is_shared_by_its_agents(void **state)
@@ -264,13 +262,11 @@ static void test_team_cap_is_shared_by_its_agents(void **state)
 /* An engine with one pool priced $3 per million input tokens and $15 per million output. */
 static sl_engine_t *priced_engine(void)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 1000000;
     cfg.price_input_per_mtok = 3;
     cfg.price_output_per_mtok = 15;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     return e;
 }
 
@@ -332,8 +328,7 @@ static void test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds(voi
     assert_int_equal(sl_engine_request(e, &r, T0 + 2, &d), SL_OK);
     assert_int_equal(d.status, SL_REJECTED); /* the cap is in debt: wait for it */
     assert_string_equal(d.reason, "agent_cap");
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_bad_caps_are_refused(void **state)
@@ -354,22 +349,17 @@ static void test_bad_caps_are_refused(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_agent_rpm_cap_rejects_with_the_time_it_allows),
-        cmocka_unit_test(test_share_cap_is_refunded_by_settle),
-        cmocka_unit_test(test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds),
-        cmocka_unit_test(test_default_caps_give_every_agent_its_own_buckets),
-        cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
-        cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),
-        cmocka_unit_test(test_a_queued_ticket_never_passes_its_agents_concurrency_cap),
-        cmocka_unit_test(test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only),
-        cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
-        cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
-        cmocka_unit_test(test_budget_is_priced_and_refilled),
-        cmocka_unit_test(test_a_budget_given_later_starts_full),
-        cmocka_unit_test(test_bad_caps_are_refused),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_agent_rpm_cap_rejects_with_the_time_it_allows),
+    cmocka_unit_test(test_share_cap_is_refunded_by_settle),
+    cmocka_unit_test(test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds),
+    cmocka_unit_test(test_default_caps_give_every_agent_its_own_buckets),
+    cmocka_unit_test(test_concurrency_cap_queues_and_grants_on_release),
+    cmocka_unit_test(test_concurrency_cap_rejects_when_the_release_is_beyond_the_wait),
+    cmocka_unit_test(test_a_queued_ticket_never_passes_its_agents_concurrency_cap),
+    cmocka_unit_test(test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only),
+    cmocka_unit_test(test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut),
+    cmocka_unit_test(test_team_cap_is_shared_by_its_agents),
+    cmocka_unit_test(test_budget_is_priced_and_refilled),
+    cmocka_unit_test(test_a_budget_given_later_starts_full),
+    cmocka_unit_test(test_bad_caps_are_refused))

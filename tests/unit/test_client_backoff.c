@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "sluice/client.h"
+#include "test_main.h"
 
 static double next_u01(uint64_t *s)
 {
@@ -64,13 +65,8 @@ static void test_nonsense_inputs_count_as_zero(void **state)
     assert_true(sl_backoff_delay_s(2, 1.0, 30.0, INFINITY, 0.5) == 2.0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_delay_is_within_zero_and_capped_exponential),
-        cmocka_unit_test(test_delay_never_below_retry_after),
-        cmocka_unit_test(test_full_jitter_spreads_over_the_whole_window),
-        cmocka_unit_test(test_nonsense_inputs_count_as_zero),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_delay_is_within_zero_and_capped_exponential),
+    cmocka_unit_test(test_delay_never_below_retry_after),
+    cmocka_unit_test(test_full_jitter_spreads_over_the_whole_window),
+    cmocka_unit_test(test_nonsense_inputs_count_as_zero))

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "sluice/client.h"
+#include "test_main.h"
 
 #define N_FILES 64
 
@@ -191,15 +192,10 @@ static void test_sha256_matches_a_known_digest(void **state)
     assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_round_trip_keeps_every_field, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_resume_names_exactly_the_one_changed_file, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_save_leaves_no_temporary_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_input_is_refused_with_a_code, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sha256_matches_a_known_digest, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test_setup_teardown(test_round_trip_keeps_every_field, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_resume_names_exactly_the_one_changed_file, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_save_leaves_no_temporary_file, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_bad_input_is_refused_with_a_code, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_sha256_matches_a_known_digest, setup, teardown))

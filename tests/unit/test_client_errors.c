@@ -35,6 +35,7 @@ static void test_every_type_of_the_table_maps_back_to_its_code(void **state)
     (void)state;
 #define SL_ERROR(rc, status, name, provider_status) assert_int_equal(code_of(status, name), rc);
 #include "../../src/common/errors.def"
+#include "test_main.h"
 #undef SL_ERROR
 }
 
@@ -55,12 +56,7 @@ static void test_statuses_the_table_does_not_name(void **state)
     assert_int_equal(code_of(502, NULL), SL_EPROTO);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_type_of_the_table_maps_back_to_its_code),
-        cmocka_unit_test(test_a_413_is_capacity_or_body_size_by_its_type),
-        cmocka_unit_test(test_statuses_the_table_does_not_name),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_every_type_of_the_table_maps_back_to_its_code),
+    cmocka_unit_test(test_a_413_is_capacity_or_body_size_by_its_type),
+    cmocka_unit_test(test_statuses_the_table_does_not_name))

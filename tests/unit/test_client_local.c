@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "test_main.h"
 
 static void test_full_bucket_grants_up_to_its_limit_then_waits(void **state)
 {
@@ -93,15 +94,10 @@ static void test_lowering_the_limits_clamps_the_level(void **state)
     assert_true(b.level[1] == 600); /* newly limited: starts full */
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_bucket_grants_up_to_its_limit_then_waits),
-        cmocka_unit_test(test_need_above_the_limit_never_fits),
-        cmocka_unit_test(test_unlimited_buckets_never_block),
-        cmocka_unit_test(test_grants_over_a_minute_stay_within_the_share),
-        cmocka_unit_test(test_settle_charges_debt_and_refunds_cap_at_limit),
-        cmocka_unit_test(test_lowering_the_limits_clamps_the_level),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_full_bucket_grants_up_to_its_limit_then_waits),
+    cmocka_unit_test(test_need_above_the_limit_never_fits),
+    cmocka_unit_test(test_unlimited_buckets_never_block),
+    cmocka_unit_test(test_grants_over_a_minute_stay_within_the_share),
+    cmocka_unit_test(test_settle_charges_debt_and_refunds_cap_at_limit),
+    cmocka_unit_test(test_lowering_the_limits_clamps_the_level))

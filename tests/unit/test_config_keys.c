@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "feature.h"
+#include "test_main.h"
 
 static char *slurp(const char *rel)
 {
@@ -126,10 +127,5 @@ static void test_every_table_key_is_documented_and_in_the_example(void **state)
     assert_int_equal(missing, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_table_key_is_documented_and_in_the_example),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_every_table_key_is_documented_and_in_the_example))

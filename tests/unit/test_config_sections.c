@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "proxy.h" /* the proxy section's struct: SL_PROXY_CONF */
+#include "test_main.h"
 
 /* Loads `yaml` from a temporary file into `c`; returns sl_config_load's answer, `err` its
  * message prefixed by nothing (the file's name is cut to "F"). */
@@ -196,18 +197,13 @@ static void test_feature_keys_fail_in_the_same_shape(void **state)
                                                    "'refresh' (known: refresh_s, anthropic,");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_values_of_every_converted_section_land_in_the_struct),
-        cmocka_unit_test(test_bad_auth_values_name_file_line_key_and_value),
-        cmocka_unit_test(test_bad_logging_values_name_file_line_key_and_value),
-        cmocka_unit_test(test_bad_server_values_name_file_line_key_and_value),
-        cmocka_unit_test(test_bad_engine_values_name_file_line_key_and_value),
-        cmocka_unit_test(test_bad_caps_values_name_file_line_key_and_value),
-        cmocka_unit_test(test_bad_roles_and_priorities_name_file_line_key_and_value),
-        cmocka_unit_test(test_bad_backend_values_name_file_line_key_and_value),
-        cmocka_unit_test(test_feature_keys_fail_in_the_same_shape),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_good_values_of_every_converted_section_land_in_the_struct),
+    cmocka_unit_test(test_bad_auth_values_name_file_line_key_and_value),
+    cmocka_unit_test(test_bad_logging_values_name_file_line_key_and_value),
+    cmocka_unit_test(test_bad_server_values_name_file_line_key_and_value),
+    cmocka_unit_test(test_bad_engine_values_name_file_line_key_and_value),
+    cmocka_unit_test(test_bad_caps_values_name_file_line_key_and_value),
+    cmocka_unit_test(test_bad_roles_and_priorities_name_file_line_key_and_value),
+    cmocka_unit_test(test_bad_backend_values_name_file_line_key_and_value),
+    cmocka_unit_test(test_feature_keys_fail_in_the_same_shape))

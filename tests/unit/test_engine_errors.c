@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "test_main.h"
+
 /* Sets up a pool with a lease, a queued ticket and some history, so "unchanged" means
  * something. */
 static sl_engine_t *busy_engine(uint64_t *lease, uint64_t *ticket)
@@ -212,11 +214,7 @@ static void test_reload_keeps_leases_and_tickets(void **state)
     (void)state;
     uint64_t l, t;
     sl_engine_t *e = busy_engine(&l, &t);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
-    cfg.input_tpm = 120000;
-    cfg.output_tpm = 20000;
-    cfg.rpm = 100;
+    sl_pool_config_t cfg = harness_pool(120000, 20000, 100);
     assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0 + 1), SL_OK);
     harness_check(e);
     sl_settle_t s = harness_settle(40000, 1000);
@@ -227,17 +225,12 @@ static void test_reload_keeps_leases_and_tickets(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_token_counts_are_invalid_and_change_nothing),
-        cmocka_unit_test(test_bad_names_roles_and_priorities_are_invalid),
-        cmocka_unit_test(test_unknown_leases_and_tickets_are_not_found),
-        cmocka_unit_test(test_settle_twice_and_after_cancel_are_refused),
-        cmocka_unit_test(test_time_going_backwards_is_refused),
-        cmocka_unit_test(test_bad_pool_configuration_is_refused),
-        cmocka_unit_test(test_reload_keeps_leases_and_tickets),
-        cmocka_unit_test(test_lookups_set_their_own_message),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_bad_token_counts_are_invalid_and_change_nothing),
+    cmocka_unit_test(test_bad_names_roles_and_priorities_are_invalid),
+    cmocka_unit_test(test_unknown_leases_and_tickets_are_not_found),
+    cmocka_unit_test(test_settle_twice_and_after_cancel_are_refused),
+    cmocka_unit_test(test_time_going_backwards_is_refused),
+    cmocka_unit_test(test_bad_pool_configuration_is_refused),
+    cmocka_unit_test(test_reload_keeps_leases_and_tickets),
+    cmocka_unit_test(test_lookups_set_their_own_message))

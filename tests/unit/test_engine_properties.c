@@ -8,9 +8,12 @@
  * correct sums, head not fitting, counts consistent), and from the events: a grant
  * never takes a level below zero, every ticket and every lease ends exactly once.
  */
+#include "../conformance/seeded.h"
 #include "engine_harness.h"
 
 #include <stdlib.h>
+
+#include "test_main.h"
 
 #define MAX_IDS 4096
 
@@ -45,24 +48,6 @@ typedef struct world {
     long grants, settles, ended_tickets, ended_leases;
     char failure[256];
 } world_t;
-
-static uint64_t rnd(world_t *w)
-{
-    w->rng ^= w->rng << 13;
-    w->rng ^= w->rng >> 7;
-    w->rng ^= w->rng << 17;
-    return w->rng;
-}
-
-static double rnd01(world_t *w)
-{
-    return (double)(rnd(w) >> 11) / (double)(1ULL << 53);
-}
-
-static int64_t rnd_range(world_t *w, int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rnd(w) % (uint64_t)(hi - lo + 1));
-}
 
 static void fail_world(world_t *w, const char *what, uint64_t id)
 {
@@ -114,8 +99,8 @@ static void on_event(const sl_event_t *ev, void *ud)
 
 static uint64_t pick(world_t *w, const idset_t *s)
 {
-    if (s->n == 0 || rnd(w) % 16 == 0) return rnd_range(w, 1, 1000000); /* often unknown */
-    return s->ids[rnd(w) % (uint64_t)s->n];
+    if (s->n == 0 || rnd(&w->rng) % 16 == 0) return rnd_range(&w->rng, 1, 1000000); /* often unknown */
+    return s->ids[rnd(&w->rng) % (uint64_t)s->n];
 }
 
 static const char *const AGENTS[] = {"planner-1", "rev-1", "w1", "w2", "w3", "w4", "w5", "w6"};
@@ -126,34 +111,34 @@ static const char *const SIGS[] = {NULL, "", "test_a:1", "test_a:1", "test_b:2"}
 
 static void op_request(world_t *w)
 {
-    int a = (int)(rnd(w) % 8);
+    int a = (int)(rnd(&w->rng) % 8);
     sl_request_t r;
     memset(&r, 0, sizeof r);
     r.agent = AGENTS[a];
     r.role = ROLES[a];
-    r.priority = PRIOS[rnd(w) % 4];
-    int size = (int)(rnd(w) % 10);
-    r.input_tokens = size == 0 ? rnd_range(w, 40000, 80000) : rnd_range(w, 0, 8000);
-    r.cached_tokens = rnd(w) % 3 == 0 ? rnd_range(w, 0, 30000) : 0;
-    r.output_tokens = rnd_range(w, 0, 4000);
-    r.task = rnd(w) % 4 == 0 ? "plan" : NULL;
-    if (r.task && rnd(w) % 2) r.role = NULL; /* the task's role (planner), else a refusal */
-    r.unblocks = rnd_range(w, 0, 3);
-    r.cache_key = rnd(w) % 8 == 0 ? "shared-prefix" : NULL;
+    r.priority = PRIOS[rnd(&w->rng) % 4];
+    int size = (int)(rnd(&w->rng) % 10);
+    r.input_tokens = size == 0 ? rnd_range(&w->rng, 40000, 80000) : rnd_range(&w->rng, 0, 8000);
+    r.cached_tokens = rnd(&w->rng) % 3 == 0 ? rnd_range(&w->rng, 0, 30000) : 0;
+    r.output_tokens = rnd_range(&w->rng, 0, 4000);
+    r.task = rnd(&w->rng) % 4 == 0 ? "plan" : NULL;
+    if (r.task && rnd(&w->rng) % 2) r.role = NULL; /* the task's role (planner), else a refusal */
+    r.unblocks = rnd_range(&w->rng, 0, 3);
+    r.cache_key = rnd(&w->rng) % 8 == 0 ? "shared-prefix" : NULL;
     char task_cache[16]; /* a task's own cache: its first call meets the working set */
-    if (!r.cache_key && rnd(w) % 3 == 0) {
-        snprintf(task_cache, sizeof task_cache, "task%d", (int)(rnd(w) % 64));
+    if (!r.cache_key && rnd(&w->rng) % 3 == 0) {
+        snprintf(task_cache, sizeof task_cache, "task%d", (int)(rnd(&w->rng) % 64));
         r.cache_key = task_cache;
     }
-    r.ttl_s = rnd(w) % 5 == 0 ? rnd01(w) * 1000 : 0;
+    r.ttl_s = rnd(&w->rng) % 5 == 0 ? rnd01(&w->rng) * 1000 : 0;
     char rid[32];
-    if (rnd(w) % 4 == 0) {
-        snprintf(rid, sizeof rid, "r%d", (int)(rnd(w) % 50));
+    if (rnd(&w->rng) % 4 == 0) {
+        snprintf(rid, sizeof rid, "r%d", (int)(rnd(&w->rng) % 50));
         r.request_id = rid;
     }
-    if (rnd(w) % 3 == 0) r.pool = "second";
-    if (rnd(w) % 2 == 0) r.model = rnd(w) % 2 ? "claude-x" : "gpt-y";
-    if (rnd(w) % 3 == 0) r.max_wait_s = rnd01(w) * 600; /* the proxy's hold */
+    if (rnd(&w->rng) % 3 == 0) r.pool = "second";
+    if (rnd(&w->rng) % 2 == 0) r.model = rnd(&w->rng) % 2 ? "claude-x" : "gpt-y";
+    if (rnd(&w->rng) % 3 == 0) r.max_wait_s = rnd01(&w->rng) * 600; /* the proxy's hold */
     sl_decision_t d;
     int rc = sl_engine_request(w->e, &r, w->now, &d);
     bool contradicts = r.task && r.role && strcmp(r.role, "planner") != 0; /* plan's role */
@@ -166,21 +151,21 @@ static void op_settle(world_t *w)
     uint64_t id = pick(w, &w->leases);
     sl_settle_t s;
     memset(&s, 0, sizeof s);
-    s.input_tokens = rnd_range(w, 0, 60000);
-    s.output_tokens = rnd_range(w, 0, 4000);
-    s.cache_creation_input_tokens = rnd(w) % 4 == 0 ? rnd_range(w, 0, 20000) : 0;
-    s.cache_read_input_tokens = rnd(w) % 4 == 0 ? rnd_range(w, 0, 20000) : 0;
+    s.input_tokens = rnd_range(&w->rng, 0, 60000);
+    s.output_tokens = rnd_range(&w->rng, 0, 4000);
+    s.cache_creation_input_tokens = rnd(&w->rng) % 4 == 0 ? rnd_range(&w->rng, 0, 20000) : 0;
+    s.cache_read_input_tokens = rnd(&w->rng) % 4 == 0 ? rnd_range(&w->rng, 0, 20000) : 0;
     s.retry_after_s = -1;
-    s.got_429 = rnd(w) % 25 == 0;
-    if (s.got_429 && rnd(w) % 2) s.retry_after_s = rnd01(w) * 10;
-    s.spend_cap = s.got_429 && rnd(w) % 5 == 0;
-    s.failure_signature = SIGS[rnd(w) % 5];
+    s.got_429 = rnd(&w->rng) % 25 == 0;
+    if (s.got_429 && rnd(&w->rng) % 2) s.retry_after_s = rnd01(&w->rng) * 10;
+    s.spend_cap = s.got_429 && rnd(&w->rng) % 5 == 0;
+    s.failure_signature = SIGS[rnd(&w->rng) % 5];
     const char *names[] = {"anthropic-ratelimit-input-tokens-remaining",
                            "anthropic-ratelimit-output-tokens-limit"};
     char rem[32];
-    snprintf(rem, sizeof rem, "%d", (int)rnd_range(w, 0, 100000));
-    const char *values[] = {rem, rnd(w) % 2 ? "40000" : "50000"};
-    if (rnd(w) % 10 == 0) {
+    snprintf(rem, sizeof rem, "%d", (int)rnd_range(&w->rng, 0, 100000));
+    const char *values[] = {rem, rnd(&w->rng) % 2 ? "40000" : "50000"};
+    if (rnd(&w->rng) % 10 == 0) {
         s.header_names = names;
         s.header_values = values;
         s.header_count = 2;
@@ -192,14 +177,14 @@ static void op_settle(world_t *w)
 
 static void op_time(world_t *w)
 {
-    int kind = (int)(rnd(w) % 20);
+    int kind = (int)(rnd(&w->rng) % 20);
     if (kind == 0)
-        w->now += rnd01(w) * 300;
+        w->now += rnd01(&w->rng) * 300;
     else if (kind < 4) {
         double next = sl_engine_next_wakeup(w->e);
         if (isfinite(next) && next > w->now && next - w->now < 3600) w->now = next;
     } else
-        w->now += rnd01(w) * 2;
+        w->now += rnd01(&w->rng) * 2;
     if (sl_engine_advance(w->e, w->now) != SL_OK) fail_world(w, sl_engine_errmsg(w->e), 0);
 }
 
@@ -208,12 +193,12 @@ static void op_misc(world_t *w)
     sl_decision_t d;
     double exp;
     int rc = SL_OK;
-    switch (rnd(w) % 9) {
+    switch (rnd(&w->rng) % 9) {
     case 0:
         rc = sl_engine_cancel(w->e, pick(w, &w->leases), w->now);
         break;
     case 1:
-        rc = sl_engine_extend(w->e, pick(w, &w->leases), rnd01(w) * 900 + 1, w->now, &exp);
+        rc = sl_engine_extend(w->e, pick(w, &w->leases), rnd01(&w->rng) * 900 + 1, w->now, &exp);
         break;
     case 2:
         rc = sl_engine_ticket(w->e, pick(w, &w->tickets), w->now, &d);
@@ -222,24 +207,23 @@ static void op_misc(world_t *w)
         rc = sl_engine_ticket_cancel(w->e, pick(w, &w->tickets), w->now);
         break;
     case 4:
-        rc = sl_engine_ticket_hold(w->e, pick(w, &w->tickets), rnd(w) % 2, w->now);
+        rc = sl_engine_ticket_hold(w->e, pick(w, &w->tickets), rnd(&w->rng) % 2, w->now);
         break;
     case 5: {
         const char *deps[] = {"plan"};
         char id[8];
-        snprintf(id, sizeof id, "t%d", (int)(rnd(w) % 8));
-        rc = sl_engine_task_put(w->e, id, "worker", deps, 1, (sl_task_state_t)(rnd(w) % 3));
+        snprintf(id, sizeof id, "t%d", (int)(rnd(&w->rng) % 8));
+        rc = sl_engine_task_put(w->e, id, "worker", deps, 1, (sl_task_state_t)(rnd(&w->rng) % 3));
         break;
     }
     case 6: {
-        sl_pool_config_t cfg;
-        sl_pool_config_init(&cfg);
-        cfg.input_tpm = rnd_range(w, 90000, 200000);
-        cfg.output_tpm = rnd_range(w, 20000, 40000);
-        cfg.rpm = rnd_range(w, 50, 200);
-        cfg.concurrency = rnd(w) % 2 ? 0 : rnd_range(w, 3, 10);
-        cfg.working_set = rnd(w) % 2;
-        cfg.backfill = rnd(w) % 4 != 0;
+        sl_pool_config_t cfg = harness_config();
+        cfg.input_tpm = rnd_range(&w->rng, 90000, 200000);
+        cfg.output_tpm = rnd_range(&w->rng, 20000, 40000);
+        cfg.rpm = rnd_range(&w->rng, 50, 200);
+        cfg.concurrency = rnd(&w->rng) % 2 ? 0 : rnd_range(&w->rng, 3, 10);
+        cfg.working_set = rnd(&w->rng) % 2;
+        cfg.backfill = rnd(&w->rng) % 4 != 0;
         rc = sl_engine_configure_pool(w->e, "default", &cfg, w->now);
         break;
     }
@@ -256,7 +240,7 @@ static void op_misc(world_t *w)
     default: {
         const char *n[] = {"x-ratelimit-remaining-requests"};
         char v[16];
-        snprintf(v, sizeof v, "%d", (int)rnd_range(w, 0, 200));
+        snprintf(v, sizeof v, "%d", (int)rnd_range(&w->rng, 0, 200));
         const char *vals[] = {v};
         rc = sl_engine_resync(w->e, "second", n, vals, 1, w->now, NULL);
         break;
@@ -277,11 +261,7 @@ static void run_seed(uint64_t seed, long ops)
     w->rng = seed * 2654435761ULL + 1;
     w->now = T0;
     sl_engine_set_event_cb(w->e, on_event, w);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
-    cfg.input_tpm = 100000;
-    cfg.output_tpm = 30000;
-    cfg.rpm = 100;
+    sl_pool_config_t cfg = harness_pool(100000, 30000, 100);
     cfg.claim_timeout_s = 20;
     cfg.ticket_idle_s = 40;
     assert_int_equal(sl_engine_configure_pool(w->e, "default", &cfg, w->now), SL_OK);
@@ -313,7 +293,7 @@ static void run_seed(uint64_t seed, long ops)
     assert_int_equal(sl_engine_set_team_weight(w->e, "ops", 0.5), SL_OK);
     assert_int_equal(sl_engine_set_agent_team(w->e, "w4", "ops"), SL_OK);
     for (long i = 0; i < ops; i++) {
-        int op = (int)(rnd(w) % 10);
+        int op = (int)(rnd(&w->rng) % 10);
         if (op < 4)
             op_request(w);
         else if (op < 6)
@@ -356,10 +336,5 @@ static void test_invariants_hold_over_a_million_random_operations(void **state)
         run_seed((uint64_t)s, total / seeds);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invariants_hold_over_a_million_random_operations),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_invariants_hold_over_a_million_random_operations))

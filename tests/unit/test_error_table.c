@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "server.h"
+#include "test_main.h"
 
 static void test_the_lease_api_answers_each_code_as_api_md_says(void **state)
 {
@@ -50,12 +51,7 @@ test_the_proxy_differs_only_where_the_provider_says_400_for_what_never_fits(void
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_the_lease_api_answers_each_code_as_api_md_says),
-        cmocka_unit_test(
-            test_the_proxy_differs_only_where_the_provider_says_400_for_what_never_fits),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_the_lease_api_answers_each_code_as_api_md_says),
+    cmocka_unit_test(
+        test_the_proxy_differs_only_where_the_provider_says_400_for_what_never_fits))

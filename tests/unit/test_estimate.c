@@ -13,19 +13,24 @@
 
 #include "sluice/tokenizer.h"
 #include "tokenizer_internal.h"
+#include "tokenizer_harness.h"
+#include "test_main.h"
 
 /* A vocabulary of single bytes only: every character of ASCII text is one token,
  * which makes expected counts easy to read. */
 static sl_tokenizer_t *bytes_vocab(void)
 {
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char path[] = "/tmp/sl-test-est-XXXXXX";
     int fd = mkstemp(path);
     FILE *f = fdopen(fd, "w");
     fprintf(f, "{\"pat_str\": \"\\\\p{L}+|\\\\p{N}+|\\\\s+|[^\\\\s\\\\p{L}\\\\p{N}]+\", "
                "\"special_tokens\": {}, \"bpe_ranks\": \"! 0");
-    for (int b = 0; b < 256; b++)
-        fprintf(f, " %c%c==", a[b >> 2], a[(b & 3) << 4]);
+    for (int b = 0; b < 256; b++) {
+        unsigned char byte = (unsigned char)b;
+        char enc[8];
+        b64(&byte, 1, enc);
+        fprintf(f, " %s", enc);
+    }
     fprintf(f, "\"}\n");
     fclose(f);
     sl_tokenizer_t *tok = NULL;
@@ -105,21 +110,6 @@ static void test_tools_add_the_tool_use_system_prompt(void **state)
     assert_int_equal(autoc.input_tokens, 346 + 1 + 2 + 3 + 1 + 4);
     assert_int_equal(autoc.input_tokens - anyc.input_tokens, 346 - 313);
     sl_tokenizer_free(tok);
-}
-
-static void b64(const unsigned char *p, size_t n, char *out)
-{
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = a[v >> 18 & 63];
-        out[o++] = a[v >> 12 & 63];
-        out[o++] = i + 1 < n ? a[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? a[v & 63] : '=';
-    }
-    out[o] = '\0';
 }
 
 static int64_t image_tokens(sl_tokenizer_t *tok, const unsigned char *img, size_t n)
@@ -267,17 +257,12 @@ static void test_responses_count_instructions_items_and_tools_as_chat(void **sta
     sl_tokenizer_free(tok);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_anthropic_counts_text_plus_message_and_request_overheads),
-        cmocka_unit_test(test_cached_prefix_ends_at_last_cache_control_in_tools_system_messages_order),
-        cmocka_unit_test(test_tools_add_the_tool_use_system_prompt),
-        cmocka_unit_test(test_image_headers_give_width_times_height_over_750),
-        cmocka_unit_test(test_openai_counts_roles_names_and_reply_without_cache),
-        cmocka_unit_test(test_errors_name_the_field_and_the_value),
-        cmocka_unit_test(test_current_anthropic_shapes_are_counted_without_error),
-        cmocka_unit_test(test_responses_count_instructions_items_and_tools_as_chat),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_anthropic_counts_text_plus_message_and_request_overheads),
+    cmocka_unit_test(test_cached_prefix_ends_at_last_cache_control_in_tools_system_messages_order),
+    cmocka_unit_test(test_tools_add_the_tool_use_system_prompt),
+    cmocka_unit_test(test_image_headers_give_width_times_height_over_750),
+    cmocka_unit_test(test_openai_counts_roles_names_and_reply_without_cache),
+    cmocka_unit_test(test_errors_name_the_field_and_the_value),
+    cmocka_unit_test(test_current_anthropic_shapes_are_counted_without_error),
+    cmocka_unit_test(test_responses_count_instructions_items_and_tools_as_chat))

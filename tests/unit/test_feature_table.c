@@ -20,6 +20,7 @@ static void test_each_line_of_features_def_is_the_feature_of_its_name(void **sta
     static const char *const names[] = {
 #define SL_FEATURE(name, summary) #name,
 #include "features.def"
+#include "test_main.h"
 #undef SL_FEATURE
     };
     assert_int_equal(sizeof(names) / sizeof(names[0]), SL_FEATURE_COUNT);
@@ -116,13 +117,8 @@ static void test_a_settle_on_the_bus_is_counted_by_usage(void **state)
     sl_config_clear(&srv.config);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_each_line_of_features_def_is_the_feature_of_its_name),
-        cmocka_unit_test(test_no_two_feature_routes_answer_the_same_path),
-        cmocka_unit_test(test_starting_every_feature_leaves_the_backend_event_callback_the_cores),
-        cmocka_unit_test(test_a_settle_on_the_bus_is_counted_by_usage),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_each_line_of_features_def_is_the_feature_of_its_name),
+    cmocka_unit_test(test_no_two_feature_routes_answer_the_same_path),
+    cmocka_unit_test(test_starting_every_feature_leaves_the_backend_event_callback_the_cores),
+    cmocka_unit_test(test_a_settle_on_the_bus_is_counted_by_usage))

@@ -15,6 +15,7 @@
 
 #include "fleet.h"
 #include "server.h" /* sl__agent_series */
+#include "test_main.h"
 
 static void test_a_name_map_finds_every_live_name_after_many_deletions(void **state)
 {
@@ -121,13 +122,8 @@ static void test_few_agents_have_no_other_series_and_zeros_are_left_out(void **s
     evbuffer_free(out);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_name_map_finds_every_live_name_after_many_deletions),
-        cmocka_unit_test(test_a_window_forgets_counts_older_than_its_length),
-        cmocka_unit_test(test_two_thousand_agents_give_at_most_n_plus_one_series),
-        cmocka_unit_test(test_few_agents_have_no_other_series_and_zeros_are_left_out),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_name_map_finds_every_live_name_after_many_deletions),
+    cmocka_unit_test(test_a_window_forgets_counts_older_than_its_length),
+    cmocka_unit_test(test_two_thousand_agents_give_at_most_n_plus_one_series),
+    cmocka_unit_test(test_few_agents_have_no_other_series_and_zeros_are_left_out))

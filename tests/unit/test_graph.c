@@ -1,5 +1,6 @@
 /* test_graph.c - the task graph (src/engine/graph.c): unblocks, depth, replace, delete, refusals. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static size_t n_seen;
 static int64_t seen_unblocks_of_plan;
@@ -202,8 +203,7 @@ static void test_request_weight_follows_the_graph_for_a_registered_task(void **s
     u.unblocks = 4;
     assert_int_equal(sl_engine_request(e, &u, T0, &d), SL_OK);
     assert_true(fabs(d.weight - 1.0 * (1 + 0.5 * 4)) < 1e-9);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* The task's registered role is the request's: another role named is a contradiction
@@ -244,20 +244,15 @@ static void test_a_task_gives_its_role_and_a_role_the_caller_may_not_take_is_for
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unblocks_counts_only_waiting_dependents),
-        cmocka_unit_test(test_unknown_task_unblocks_nothing),
-        cmocka_unit_test(test_depth_is_the_longest_remaining_chain_of_waiting_tasks),
-        cmocka_unit_test(test_depth_of_a_cycle_is_capped),
-        cmocka_unit_test(test_put_again_replaces_the_task),
-        cmocka_unit_test(test_foreach_reports_every_task_with_its_unblocks),
-        cmocka_unit_test(test_task_depending_on_itself_is_refused_and_changes_nothing),
-        cmocka_unit_test(test_bad_id_role_state_or_dependency_is_refused_naming_the_value),
-        cmocka_unit_test(test_delete_removes_the_task_and_an_unknown_one_is_not_found),
-        cmocka_unit_test(test_request_weight_follows_the_graph_for_a_registered_task),
-        cmocka_unit_test(test_a_task_gives_its_role_and_a_role_the_caller_may_not_take_is_forbidden),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_unblocks_counts_only_waiting_dependents),
+    cmocka_unit_test(test_unknown_task_unblocks_nothing),
+    cmocka_unit_test(test_depth_is_the_longest_remaining_chain_of_waiting_tasks),
+    cmocka_unit_test(test_depth_of_a_cycle_is_capped),
+    cmocka_unit_test(test_put_again_replaces_the_task),
+    cmocka_unit_test(test_foreach_reports_every_task_with_its_unblocks),
+    cmocka_unit_test(test_task_depending_on_itself_is_refused_and_changes_nothing),
+    cmocka_unit_test(test_bad_id_role_state_or_dependency_is_refused_naming_the_value),
+    cmocka_unit_test(test_delete_removes_the_task_and_an_unknown_one_is_not_found),
+    cmocka_unit_test(test_request_weight_follows_the_graph_for_a_registered_task),
+    cmocka_unit_test(test_a_task_gives_its_role_and_a_role_the_caller_may_not_take_is_forbidden))

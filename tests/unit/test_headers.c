@@ -1,5 +1,6 @@
 /* test_headers.c - resync from Anthropic and OpenAI rate-limit headers. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static int resync(sl_engine_t *e, const char *const *names, const char *const *values, size_t n,
                   double now)
@@ -22,8 +23,7 @@ static void test_remaining_lowers_the_level_and_never_raises_it(void **state)
     const char *v2[] = {"99000"};
     assert_int_equal(resync(e, n1, v2, 1, T0), 0);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 35500) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Requests are not rounded to thousands, but the provider sends a whole number, its
@@ -54,8 +54,7 @@ static void test_a_limit_that_disagrees_is_adopted(void **state)
     assert_true(fabs(info.capacity[SL_BUCKET_INPUT] - 68000) < 1e-6);
     assert_true(info.level[SL_BUCKET_INPUT] <= 68000 + 1e-6);
     assert_int_equal(info.config.input_tpm, 80000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_openai_headers_drive_the_requests_and_tokens_buckets(void **state)
@@ -73,8 +72,7 @@ static void test_openai_headers_drive_the_requests_and_tokens_buckets(void **sta
     /* whole numbers, rounded down by the provider: 1 allowed */
     assert_true(fabs(info.level[SL_BUCKET_TOKENS] - (10000 + 1 - 4500)) < 1e-6);
     assert_true(fabs(info.level[SL_BUCKET_REQUESTS] - (100 + 1 - 75)) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_malformed_header_is_rejected_and_changes_nothing(void **state)
@@ -123,8 +121,7 @@ static void test_settle_resyncs_from_headers_after_the_refund(void **state)
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_EINVAL);
     s.header_count = 0;
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* The classifier the engine and the Redis backend share: every name it reads, and the
@@ -200,18 +197,13 @@ static void test_header_parse_count_takes_digits_up_to_the_token_maximum(void **
     assert_int_equal(v, 7);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_remaining_lowers_the_level_and_never_raises_it),
-        cmocka_unit_test(test_requests_remaining_is_allowed_its_rounding_down),
-        cmocka_unit_test(test_a_limit_that_disagrees_is_adopted),
-        cmocka_unit_test(test_openai_headers_drive_the_requests_and_tokens_buckets),
-        cmocka_unit_test(test_malformed_header_is_rejected_and_changes_nothing),
-        cmocka_unit_test(test_settle_resyncs_from_headers_after_the_refund),
-        cmocka_unit_test(test_header_classify_names_bucket_and_field),
-        cmocka_unit_test(test_header_is_ratelimit_covers_every_classified_name),
-        cmocka_unit_test(test_header_parse_count_takes_digits_up_to_the_token_maximum),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_remaining_lowers_the_level_and_never_raises_it),
+    cmocka_unit_test(test_requests_remaining_is_allowed_its_rounding_down),
+    cmocka_unit_test(test_a_limit_that_disagrees_is_adopted),
+    cmocka_unit_test(test_openai_headers_drive_the_requests_and_tokens_buckets),
+    cmocka_unit_test(test_malformed_header_is_rejected_and_changes_nothing),
+    cmocka_unit_test(test_settle_resyncs_from_headers_after_the_refund),
+    cmocka_unit_test(test_header_classify_names_bucket_and_field),
+    cmocka_unit_test(test_header_is_ratelimit_covers_every_classified_name),
+    cmocka_unit_test(test_header_parse_count_takes_digits_up_to_the_token_maximum))

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/core/http_parse.h"
+#include "test_main.h"
 
 static const sl_http_limits_t LIMITS = {.max_head_bytes = 4096, .max_fields = 16,
                                         .max_body_bytes = 100};
@@ -254,18 +255,13 @@ static void test_targets_split_into_path_and_query(void **state)
     assert_string_equal(sl_http_reason(429), "Too Many Requests");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_request_arrives_whole_however_it_is_cut),
-        cmocka_unit_test(test_pipelined_requests_come_one_at_a_time),
-        cmocka_unit_test(test_a_chunked_body_is_decoded),
-        cmocka_unit_test(test_http10_and_connection_close_end_the_connection),
-        cmocka_unit_test(test_malformed_and_ambiguous_requests_are_refused),
-        cmocka_unit_test(test_limits),
-        cmocka_unit_test(test_expect_continue_is_told_once_before_the_body),
-        cmocka_unit_test(test_a_request_body_limit_is_decided_from_its_head),
-        cmocka_unit_test(test_targets_split_into_path_and_query),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_request_arrives_whole_however_it_is_cut),
+    cmocka_unit_test(test_pipelined_requests_come_one_at_a_time),
+    cmocka_unit_test(test_a_chunked_body_is_decoded),
+    cmocka_unit_test(test_http10_and_connection_close_end_the_connection),
+    cmocka_unit_test(test_malformed_and_ambiguous_requests_are_refused),
+    cmocka_unit_test(test_limits),
+    cmocka_unit_test(test_expect_continue_is_told_once_before_the_body),
+    cmocka_unit_test(test_a_request_body_limit_is_decided_from_its_head),
+    cmocka_unit_test(test_targets_split_into_path_and_query))

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "server.h"
+#include "test_main.h"
 
 static void assert_seconds(double v, const char *want)
 {
@@ -75,12 +76,7 @@ static void test_numbers_integers_and_overflow(void **state)
     assert_true(b.overflow);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seconds_keep_the_microsecond_and_drop_trailing_zeros),
-        cmocka_unit_test(test_a_written_time_reads_back_within_a_microsecond),
-        cmocka_unit_test(test_numbers_integers_and_overflow),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_seconds_keep_the_microsecond_and_drop_trailing_zeros),
+    cmocka_unit_test(test_a_written_time_reads_back_within_a_microsecond),
+    cmocka_unit_test(test_numbers_integers_and_overflow))

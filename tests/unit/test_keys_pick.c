@@ -1,13 +1,13 @@
 /* test_keys_pick.c - a pool of several keys: sl_keys_pick() sends a request to the key that grants it soonest, equal ETAs to the emptiest. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 /* Two keys' pools of unequal tiers (output 6,000 and 3,000 a minute; input unlimited). */
 static sl_engine_t *two_keys(void)
 {
     sl_engine_t *e = sl_engine_new(NULL);
     assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.output_tpm = 6000;
     cfg.rpm = 1000;
     assert_int_equal(sl_engine_configure_pool(e, "p:big", &cfg, T0), SL_OK);
@@ -137,15 +137,10 @@ static void test_a_need_above_the_starting_capacity_skips_a_climbed_key(void **s
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_equal_etas_go_to_the_emptiest_key),
-        cmocka_unit_test(test_a_request_goes_to_the_key_that_grants_it_soonest),
-        cmocka_unit_test(test_a_key_too_small_for_the_need_is_never_picked),
-        cmocka_unit_test(test_tickets_queued_on_a_key_count_in_its_eta),
-        cmocka_unit_test(test_a_provider_hold_counts_in_the_eta),
-        cmocka_unit_test(test_a_need_above_the_starting_capacity_skips_a_climbed_key),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_equal_etas_go_to_the_emptiest_key),
+    cmocka_unit_test(test_a_request_goes_to_the_key_that_grants_it_soonest),
+    cmocka_unit_test(test_a_key_too_small_for_the_need_is_never_picked),
+    cmocka_unit_test(test_tickets_queued_on_a_key_count_in_its_eta),
+    cmocka_unit_test(test_a_provider_hold_counts_in_the_eta),
+    cmocka_unit_test(test_a_need_above_the_starting_capacity_skips_a_climbed_key))

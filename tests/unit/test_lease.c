@@ -1,16 +1,12 @@
 /* test_lease.c - leases: expiry without refund, caching, bump, capacity, cancel, extend,
  * idempotency, tickets (claim, idle expiry, cancel), and settle outcomes. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static sl_engine_t *engine_with_defaults(int64_t input_tpm)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
-    cfg.input_tpm = input_tpm;
-    cfg.output_tpm = input_tpm / 5;
-    cfg.rpm = 1000;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_pool_config_t cfg = harness_pool(input_tpm, input_tpm / 5, 1000);
+    sl_engine_t *e = harness_engine_config(&cfg);
     return e;
 }
 
@@ -29,8 +25,7 @@ static void test_expired_lease_is_not_refunded(void **state)
     assert_true(fabs(info.level[SL_BUCKET_INPUT] - 51000) < 1e-6);
     sl_settle_t s = harness_settle(10, 0);
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 122, NULL), SL_EEXPIRED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_reap_does_not_refund_even_when_the_bucket_has_room(void **state)
@@ -76,19 +71,16 @@ static void test_cold_cache_charges_the_cached_prefix_and_warm_does_not(void **s
     /* Cold again after cache_ttl (300 s) without a settle. */
     assert_int_equal(sl_engine_request(e, &r, T0 + 510, &d), SL_OK);
     assert_int_equal(d.charged_input_tokens, 80000);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cache_reads_count_when_the_pool_says_so(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 1000000;
     cfg.cache_reads_count = true;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     sl_request_t r = harness_req("a", 2000, 0);
     r.cached_tokens = 10000;
     sl_decision_t d;
@@ -135,8 +127,7 @@ static void test_warm_cache_about_to_lapse_gets_the_bump(void **state)
     small.cached_tokens = 50000;
     assert_int_equal(sl_engine_request(e, &small, T0 + 290, &d), SL_OK);
     assert_true(fabs(d.weight - 1.0) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Queues `r` at `now` behind a drained bucket (an ETA of about 17 s) and returns its weight. */
@@ -170,8 +161,7 @@ static void test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes(
     assert_true(fabs(weight_behind_a_drained_bucket(e, &r, T0 + 290, "d1") - 1.0) < 1e-12);
     /* 10 s before the hour ends it is about to lapse: bumped. */
     assert_true(fabs(weight_behind_a_drained_bucket(e, &r, T0 + 3590, "d2") - 1.5) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged(void **state)
@@ -196,8 +186,7 @@ static void test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged(void **
     assert_non_null(strstr(sl_engine_errmsg(e), "cache_creation_1h_input_tokens 11"));
     s.cache_creation_1h_input_tokens = 10;
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0, NULL), SL_OK); /* still live */
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_need_that_can_never_fit_is_exceeds_capacity(void **state)
@@ -243,23 +232,18 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 1, &res), SL_OK);
     assert_int_equal(res.adjust_output_tokens, -2000);
     assert_true(harness_level(e, SL_BUCKET_OUTPUT) < 0);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
     /* A combined bucket: input + max_tokens above its capacity. */
-    e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.tokens_tpm = 100000; /* capacity 85000 */
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    e = harness_engine_config(&cfg);
     r = harness_req("big", 5000, 80001);
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
     assert_non_null(strstr(sl_engine_errmsg(e), "tokens 85001"));
     r = harness_req("big", 5000, 80000);
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_need_above_todays_margin_is_rejected_until_it_recovers(void **state)
@@ -277,8 +261,7 @@ static void test_a_need_above_todays_margin_is_rejected_until_it_recovers(void *
     /* It needs 0.82: two recovery steps of 180 s from T0. */
     assert_true(d.retry_at >= T0 + 360 - 1e-6);
     assert_true(d.retry_at < T0 + 360 + 60);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cancel_returns_the_whole_reservation(void **state)
@@ -293,8 +276,7 @@ static void test_cancel_returns_the_whole_reservation(void **state)
     assert_int_equal(sl_engine_cancel(e, l, T0), SL_EALREADY);
     sl_settle_t s = harness_settle(1, 1);
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_EALREADY);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_settle_twice_is_already_settled_and_changes_nothing(void **state)
@@ -351,18 +333,25 @@ static void test_same_request_id_returns_the_first_answer_and_charges_once(void 
     r.agent = "b";
     assert_int_equal(sl_engine_request(e, &r, T0, &d2), SL_OK);
     assert_true(d2.lease != d1.lease);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
+}
+
+/* A pool of 60,000 input a minute (capacity 51,000, 850/s) that "a" has emptied, and
+ * "b" asking for 8,500 at T0: queued, granted 10 s later; its answer in *d. */
+static sl_engine_t *b_queued_behind_a(sl_decision_t *d)
+{
+    sl_engine_t *e = engine_with_defaults(60000);
+    harness_grant(e, "a", 51000, 0, T0);
+    sl_request_t r = harness_req("b", 8500, 0);
+    assert_int_equal(sl_engine_request(e, &r, T0, d), SL_OK);
+    return e;
 }
 
 static void test_a_queued_grant_nobody_fetches_is_refunded(void **state)
 {
     (void)state;
-    sl_engine_t *e = engine_with_defaults(60000);
-    harness_grant(e, "a", 51000, 0, T0);
-    sl_request_t r = harness_req("b", 8500, 0);
     sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_engine_t *e = b_queued_behind_a(&d);
     assert_int_equal(d.status, SL_QUEUED);
     assert_int_equal(sl_engine_advance(e, T0 + 10.001), SL_OK); /* granted, unclaimed */
     sl_pool_info_t info;
@@ -374,18 +363,14 @@ static void test_a_queued_grant_nobody_fetches_is_refunded(void **state)
     assert_int_equal(info.leases_in_flight, 1);
     assert_true(fabs(info.level[SL_BUCKET_INPUT] - (level + 8500 + 850 * 30)) < 1e-3);
     assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 41, &d), SL_EALREADY);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_polling_a_granted_ticket_claims_the_lease(void **state)
 {
     (void)state;
-    sl_engine_t *e = engine_with_defaults(60000);
-    harness_grant(e, "a", 51000, 0, T0);
-    sl_request_t r = harness_req("b", 8500, 0);
     sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_engine_t *e = b_queued_behind_a(&d);
     uint64_t ticket = d.ticket;
     assert_int_equal(sl_engine_ticket(e, ticket, T0 + 5, &d), SL_OK);
     assert_int_equal(d.status, SL_QUEUED);
@@ -398,19 +383,16 @@ static void test_polling_a_granted_ticket_claims_the_lease(void **state)
     assert_int_equal(sl_engine_advance(e, T0 + 100), SL_OK);
     sl_settle_t s = harness_settle(8500, 0);
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 100, NULL), SL_OK);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_an_idle_ticket_expires_and_a_held_one_does_not(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 60000;
     cfg.max_queue_wait_s = 1000;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     uint64_t l = harness_grant(e, "a", 51000, 0, T0);
     sl_settle_t s = harness_settle(300000, 0); /* deep debt: nothing is granted for minutes */
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
@@ -426,26 +408,21 @@ static void test_an_idle_ticket_expires_and_a_held_one_does_not(void **state)
     assert_int_equal(sl_engine_ticket(e, held.ticket, T0 + 121, &d), SL_OK);
     assert_int_equal(d.status, SL_QUEUED);
     assert_int_equal(d.position, 1);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cancelling_a_granted_ticket_refunds_the_lease(void **state)
 {
     (void)state;
-    sl_engine_t *e = engine_with_defaults(60000);
-    harness_grant(e, "a", 51000, 0, T0);
-    sl_request_t r = harness_req("b", 8500, 0);
     sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    sl_engine_t *e = b_queued_behind_a(&d);
     assert_int_equal(sl_engine_advance(e, T0 + 10.5), SL_OK);
     double level = harness_level(e, SL_BUCKET_INPUT);
     assert_int_equal(sl_engine_ticket_cancel(e, d.ticket, T0 + 10.5), SL_OK);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - (level + 8500)) < 1e-6);
     assert_int_equal(sl_engine_ticket_cancel(e, d.ticket, T0 + 10.5), SL_EALREADY);
     assert_int_equal(sl_engine_ticket_cancel(e, 424242, T0 + 10.5), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_margin_cut_rejects_queued_requests_that_no_longer_fit(void **state)
@@ -462,8 +439,7 @@ static void test_margin_cut_rejects_queued_requests_that_no_longer_fit(void **st
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 1, NULL), SL_OK);
     assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 1, &d), SL_EALREADY);
     assert_non_null(strstr(sl_engine_errmsg(e), "rejected"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 typedef struct est_alerts {
@@ -530,8 +506,7 @@ static void test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds
     r.max_wait_s = -1;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_EINVAL);
     assert_non_null(strstr(sl_engine_errmsg(e), "max_wait"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static sl_decision_t request_prefix(sl_engine_t *e, const char *model, const char *hash, double now)
@@ -575,8 +550,7 @@ static void test_the_cache_is_one_per_model_and_prefix(void **state)
     r.cache_prefix_hash = "";
     assert_int_equal(sl_engine_request(e, &r, t, &d), SL_EINVAL);
     assert_non_null(strstr(sl_engine_errmsg(e), "cache_prefix_hash"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
@@ -609,22 +583,18 @@ static void test_cold_prefix_caches_are_swept_but_never_one_in_use(void **state)
     assert_false(request_prefix(e, "m", "held", t).cache_penalty);
     assert_false(request_prefix(e, "m", "p4999", t).cache_penalty); /* still warm */
     assert_true(request_prefix(e, "m", "p0", t).cache_penalty);     /* cold (swept or not) */
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations(void **state)
 {
     (void)state;
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 10000000;
     cfg.concurrency = 2;
     cfg.claim_timeout_s = 1e6;
     cfg.lease_duration_prior_s = 0; /* no prior (concurrency_prior.scn has the default's) */
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
+    sl_engine_t *e = harness_engine_config(&cfg);
     double t = T0;
     /* Before any settle, with no prior, only the earliest expiry is known: 120 s, rejected. */
     uint64_t a = harness_grant(e, "a", 10, 0, t), b = harness_grant(e, "b", 10, 0, t);
@@ -659,8 +629,7 @@ static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_duratio
     assert_int_equal(sl_engine_settle(e, b, &s, t += 4, NULL), SL_OK);
     assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_agent_info_shows_the_current_weight_after_repeats(void **state)
@@ -681,34 +650,29 @@ static void test_agent_info_shows_the_current_weight_after_repeats(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expired_lease_is_not_refunded),
-        cmocka_unit_test(test_estimate_error_above_20_percent_over_20_leases_alerts),
-        cmocka_unit_test(test_reap_does_not_refund_even_when_the_bucket_has_room),
-        cmocka_unit_test(test_cold_cache_charges_the_cached_prefix_and_warm_does_not),
-        cmocka_unit_test(test_cache_reads_count_when_the_pool_says_so),
-        cmocka_unit_test(test_warm_cache_about_to_lapse_gets_the_bump),
-        cmocka_unit_test(test_a_need_that_can_never_fit_is_exceeds_capacity),
-        cmocka_unit_test(test_max_tokens_above_the_output_capacity_is_exceeds_capacity),
-        cmocka_unit_test(test_a_need_above_todays_margin_is_rejected_until_it_recovers),
-        cmocka_unit_test(test_cancel_returns_the_whole_reservation),
-        cmocka_unit_test(test_settle_twice_is_already_settled_and_changes_nothing),
-        cmocka_unit_test(test_extend_moves_expiry_and_is_capped),
-        cmocka_unit_test(test_same_request_id_returns_the_first_answer_and_charges_once),
-        cmocka_unit_test(test_a_queued_grant_nobody_fetches_is_refunded),
-        cmocka_unit_test(test_polling_a_granted_ticket_claims_the_lease),
-        cmocka_unit_test(test_an_idle_ticket_expires_and_a_held_one_does_not),
-        cmocka_unit_test(test_cancelling_a_granted_ticket_refunds_the_lease),
-        cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
-        cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
-        cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
-        cmocka_unit_test(test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes),
-        cmocka_unit_test(test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged),
-        cmocka_unit_test(test_agent_info_shows_the_current_weight_after_repeats),
-        cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
-        cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_expired_lease_is_not_refunded),
+    cmocka_unit_test(test_estimate_error_above_20_percent_over_20_leases_alerts),
+    cmocka_unit_test(test_reap_does_not_refund_even_when_the_bucket_has_room),
+    cmocka_unit_test(test_cold_cache_charges_the_cached_prefix_and_warm_does_not),
+    cmocka_unit_test(test_cache_reads_count_when_the_pool_says_so),
+    cmocka_unit_test(test_warm_cache_about_to_lapse_gets_the_bump),
+    cmocka_unit_test(test_a_need_that_can_never_fit_is_exceeds_capacity),
+    cmocka_unit_test(test_max_tokens_above_the_output_capacity_is_exceeds_capacity),
+    cmocka_unit_test(test_a_need_above_todays_margin_is_rejected_until_it_recovers),
+    cmocka_unit_test(test_cancel_returns_the_whole_reservation),
+    cmocka_unit_test(test_settle_twice_is_already_settled_and_changes_nothing),
+    cmocka_unit_test(test_extend_moves_expiry_and_is_capped),
+    cmocka_unit_test(test_same_request_id_returns_the_first_answer_and_charges_once),
+    cmocka_unit_test(test_a_queued_grant_nobody_fetches_is_refunded),
+    cmocka_unit_test(test_polling_a_granted_ticket_claims_the_lease),
+    cmocka_unit_test(test_an_idle_ticket_expires_and_a_held_one_does_not),
+    cmocka_unit_test(test_cancelling_a_granted_ticket_refunds_the_lease),
+    cmocka_unit_test(test_margin_cut_rejects_queued_requests_that_no_longer_fit),
+    cmocka_unit_test(test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds),
+    cmocka_unit_test(test_the_cache_is_one_per_model_and_prefix),
+    cmocka_unit_test(test_a_1h_cache_gets_the_bump_before_its_hour_ends_not_at_5_minutes),
+    cmocka_unit_test(test_bad_cache_lifetimes_and_1h_writes_are_refused_unchanged),
+    cmocka_unit_test(test_agent_info_shows_the_current_weight_after_repeats),
+    cmocka_unit_test(test_concurrency_bound_requests_queue_with_an_eta_from_lease_durations),
+    cmocka_unit_test(test_cold_prefix_caches_are_swept_but_never_one_in_use))

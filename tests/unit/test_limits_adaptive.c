@@ -1,5 +1,6 @@
 /* test_limits_adaptive.c - AIMD of an adaptive limit: the seed's steps, clamps, events, and convergence on a synthetic error rate. */
 #include "limits_harness.h"
+#include "test_main.h"
 
 typedef struct events {
     int n, up, down;
@@ -150,14 +151,9 @@ static void test_report_errors_name_the_field(void **state)
     sl_limits_free(ls);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_outcome_per_report_steps_as_the_seed),
-        cmocka_unit_test(test_rate_stays_between_min_and_max),
-        cmocka_unit_test(test_rate_converges_to_the_downstream_capacity),
-        cmocka_unit_test(test_a_lower_rate_slows_the_refill_from_now_on),
-        cmocka_unit_test(test_report_errors_name_the_field),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_one_outcome_per_report_steps_as_the_seed),
+    cmocka_unit_test(test_rate_stays_between_min_and_max),
+    cmocka_unit_test(test_rate_converges_to_the_downstream_capacity),
+    cmocka_unit_test(test_a_lower_rate_slows_the_refill_from_now_on),
+    cmocka_unit_test(test_report_errors_name_the_field))

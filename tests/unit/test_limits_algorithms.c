@@ -1,5 +1,6 @@
 /* test_limits_algorithms.c - each action-limit algorithm at its boundaries, on the injected clock. */
 #include "limits_harness.h"
+#include "test_main.h"
 
 #define ONE(alg, extra) "{\"x\": {\"algorithm\": \"" alg "\", \"per\": \"global\"" extra "}}"
 
@@ -257,21 +258,16 @@ static void test_concurrency_hold_ends_by_its_ttl(void **state)
     sl_limits_free(ls);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_token_bucket_allows_the_burst_then_refills_continuously),
-        cmocka_unit_test(test_fixed_window_lets_twice_the_rate_through_across_a_boundary),
-        cmocka_unit_test(test_an_earlier_time_counts_as_the_latest_one_seen),
-        cmocka_unit_test(test_sliding_window_has_no_boundary_burst),
-        cmocka_unit_test(test_sliding_window_retry_waits_for_the_oldest_entries_needed),
-        cmocka_unit_test(test_sliding_window_approx_weights_the_previous_window),
-        cmocka_unit_test(test_gcra_answers_as_cl_throttle_table),
-        cmocka_unit_test(test_gcra_matches_cl_throttle_readme_example),
-        cmocka_unit_test(test_leaky_bucket_spaces_actions_and_refuses_when_the_queue_is_full),
-        cmocka_unit_test(test_leaky_bucket_of_one_is_a_strict_meter),
-        cmocka_unit_test(test_concurrency_holds_until_release),
-        cmocka_unit_test(test_concurrency_hold_ends_by_its_ttl),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_token_bucket_allows_the_burst_then_refills_continuously),
+    cmocka_unit_test(test_fixed_window_lets_twice_the_rate_through_across_a_boundary),
+    cmocka_unit_test(test_an_earlier_time_counts_as_the_latest_one_seen),
+    cmocka_unit_test(test_sliding_window_has_no_boundary_burst),
+    cmocka_unit_test(test_sliding_window_retry_waits_for_the_oldest_entries_needed),
+    cmocka_unit_test(test_sliding_window_approx_weights_the_previous_window),
+    cmocka_unit_test(test_gcra_answers_as_cl_throttle_table),
+    cmocka_unit_test(test_gcra_matches_cl_throttle_readme_example),
+    cmocka_unit_test(test_leaky_bucket_spaces_actions_and_refuses_when_the_queue_is_full),
+    cmocka_unit_test(test_leaky_bucket_of_one_is_a_strict_meter),
+    cmocka_unit_test(test_concurrency_holds_until_release),
+    cmocka_unit_test(test_concurrency_hold_ends_by_its_ttl))

@@ -1,5 +1,6 @@
 /* test_limits_config.c - a limit's configuration: defaults, and every refusal naming `limits.NAME.FIELD` and the value. */
 #include "limits_harness.h"
+#include "test_main.h"
 
 static void refused(const char *json, int want_rc, const char *want_msg)
 {
@@ -210,16 +211,11 @@ static void test_struct_path_refuses_what_json_refuses(void **state)
     sl_limits_free(ls);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_are_a_token_bucket_per_agent_with_burst_rate),
-        cmocka_unit_test(test_the_issue_example_is_accepted),
-        cmocka_unit_test(test_bad_fields_are_refused_naming_field_and_value),
-        cmocka_unit_test(test_adaptive_bounds_are_checked),
-        cmocka_unit_test(test_parents_must_exist_and_make_no_cycle),
-        cmocka_unit_test(test_a_burst_refilling_in_over_2_53_us_is_refused),
-        cmocka_unit_test(test_struct_path_refuses_what_json_refuses),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_defaults_are_a_token_bucket_per_agent_with_burst_rate),
+    cmocka_unit_test(test_the_issue_example_is_accepted),
+    cmocka_unit_test(test_bad_fields_are_refused_naming_field_and_value),
+    cmocka_unit_test(test_adaptive_bounds_are_checked),
+    cmocka_unit_test(test_parents_must_exist_and_make_no_cycle),
+    cmocka_unit_test(test_a_burst_refilling_in_over_2_53_us_is_refused),
+    cmocka_unit_test(test_struct_path_refuses_what_json_refuses))

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "test_main.h"
+
 /* db.query per agent, under db.all per team, under global: three levels. */
 static const char *HIER =
     "{\"db.query\": {\"algorithm\": \"token_bucket\", \"rate\": 1, \"period_s\": 1, \"burst\": 5,"
@@ -517,20 +519,15 @@ static void test_random_checks_never_overdraw_and_denies_change_nothing(void **s
     for (uint64_t seed = 1; seed <= 40; seed++) run_property(seed * 0x9E3779B97F4A7C15ULL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_check_lists_every_level_nearest_first),
-        cmocka_unit_test(test_a_deny_at_a_parent_consumes_nothing_at_any_level),
-        cmocka_unit_test(test_the_longest_wait_names_the_denying_level),
-        cmocka_unit_test(test_peek_with_zero_hits_changes_nothing),
-        cmocka_unit_test(test_costs_apply_per_action_and_per_level),
-        cmocka_unit_test(test_when_says_when_a_queued_check_would_pass),
-        cmocka_unit_test(test_request_errors_name_the_field),
-        cmocka_unit_test(test_keys_at_rest_are_forgotten_and_a_full_limit_denies_new_keys),
-        cmocka_unit_test(test_many_keys_stay_findable_through_growth_and_sweeps),
-        cmocka_unit_test(test_random_checks_never_overdraw_and_denies_change_nothing),
-        cmocka_unit_test(test_adaptive_levels_keep_the_promises_under_random_reports),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_check_lists_every_level_nearest_first),
+    cmocka_unit_test(test_a_deny_at_a_parent_consumes_nothing_at_any_level),
+    cmocka_unit_test(test_the_longest_wait_names_the_denying_level),
+    cmocka_unit_test(test_peek_with_zero_hits_changes_nothing),
+    cmocka_unit_test(test_costs_apply_per_action_and_per_level),
+    cmocka_unit_test(test_when_says_when_a_queued_check_would_pass),
+    cmocka_unit_test(test_request_errors_name_the_field),
+    cmocka_unit_test(test_keys_at_rest_are_forgotten_and_a_full_limit_denies_new_keys),
+    cmocka_unit_test(test_many_keys_stay_findable_through_growth_and_sweeps),
+    cmocka_unit_test(test_random_checks_never_overdraw_and_denies_change_nothing),
+    cmocka_unit_test(test_adaptive_levels_keep_the_promises_under_random_reports))

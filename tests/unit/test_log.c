@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "server.h"
+#include "test_main.h"
 
 /* The one line sl__log_line wrote for `msg` and `fields`, in `format`. */
 static char *line_of(sl_log_format_t format, sl_log_level_t level, const char *msg,
@@ -101,14 +102,9 @@ static void test_log_format_names_are_text_and_json(void **state)
     assert_int_equal(sl__log_format_parse("JSON", &f), -1);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_json_line_reads_back_whatever_the_message_holds),
-        cmocka_unit_test(test_invalid_utf8_is_replaced_so_the_line_stays_json),
-        cmocka_unit_test(test_a_text_line_is_one_line_with_time_level_and_quoted_fields),
-        cmocka_unit_test(test_time_is_rfc3339_utc_with_milliseconds),
-        cmocka_unit_test(test_log_format_names_are_text_and_json),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_json_line_reads_back_whatever_the_message_holds),
+    cmocka_unit_test(test_invalid_utf8_is_replaced_so_the_line_stays_json),
+    cmocka_unit_test(test_a_text_line_is_one_line_with_time_level_and_quoted_fields),
+    cmocka_unit_test(test_time_is_rfc3339_utc_with_milliseconds),
+    cmocka_unit_test(test_log_format_names_are_text_and_json))

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/map.h"
+#include "test_main.h"
 
 /* Every occupied slot is reachable from its home slot without crossing an empty one: the
  * invariant that backward-shift deletion keeps (a tombstone-free table). */
@@ -216,15 +217,10 @@ static void test_the_bounded_insert_stops_at_its_bound(void **state)
     sl_strmap_free_keys(&m);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_u64_map_finds_every_key_after_growth),
-        cmocka_unit_test(test_a_u64_map_deletion_shifts_the_probe_run_back),
-        cmocka_unit_test(test_a_u64_foreach_visits_each_entry_once_while_deleting_it),
-        cmocka_unit_test(test_a_string_map_borrows_keys_and_survives_deletions),
-        cmocka_unit_test(test_a_string_map_with_copied_keys_owns_them),
-        cmocka_unit_test(test_the_bounded_insert_stops_at_its_bound),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_u64_map_finds_every_key_after_growth),
+    cmocka_unit_test(test_a_u64_map_deletion_shifts_the_probe_run_back),
+    cmocka_unit_test(test_a_u64_foreach_visits_each_entry_once_while_deleting_it),
+    cmocka_unit_test(test_a_string_map_borrows_keys_and_survives_deletions),
+    cmocka_unit_test(test_a_string_map_with_copied_keys_owns_them),
+    cmocka_unit_test(test_the_bounded_insert_stops_at_its_bound))

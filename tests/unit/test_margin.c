@@ -1,5 +1,6 @@
 /* test_margin.c - the AIMD margin: cut on a 429 against a granted lease, floor, slow recovery. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static void settle_429(sl_engine_t *e, double now, bool spend_cap, double retry_after_s)
 {
@@ -50,8 +51,7 @@ static void test_margin_climbs_001_per_clean_recover_every(void **state)
     /* Never above the start value. */
     assert_int_equal(sl_engine_advance(e, T0 + 180 * 100), SL_OK);
     assert_true(fabs(harness_margin(e) - 0.85) < 1e-12);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_a_429_restarts_the_recovery_clock(void **state)
@@ -128,8 +128,7 @@ static void test_retry_after_holds_grants_until_it_passes(void **state)
     assert_int_equal(sl_engine_advance(e, T0 + 10), SL_OK);
     assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 10, &d), SL_OK);
     assert_int_equal(d.status, SL_GRANTED);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void settle_lease_429(sl_engine_t *e, uint64_t lease, double now)
@@ -287,25 +286,19 @@ static void test_agent_retry_after_holds_only_the_reporting_agent(void **state)
     s.agent_retry_after_s = NAN;
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 301, NULL), SL_EINVAL);
     assert_non_null(strstr(sl_engine_errmsg(e), "agent_retry_after"));
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_margin_drops_from_085_to_080_on_a_429_against_a_granted_lease),
-        cmocka_unit_test(test_margin_never_goes_below_060),
-        cmocka_unit_test(test_margin_climbs_001_per_clean_recover_every),
-        cmocka_unit_test(test_a_429_restarts_the_recovery_clock),
-        cmocka_unit_test(test_margin_at_floor_for_ten_minutes_raises_an_alert),
-        cmocka_unit_test(test_spend_cap_429_leaves_the_margin_alone_and_alerts),
-        cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
-        cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
-        cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
-        cmocka_unit_test(test_above_its_start_a_step_needs_a_lease_granted_since_the_last),
-        cmocka_unit_test(test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouched_for),
-        cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_margin_drops_from_085_to_080_on_a_429_against_a_granted_lease),
+    cmocka_unit_test(test_margin_never_goes_below_060),
+    cmocka_unit_test(test_margin_climbs_001_per_clean_recover_every),
+    cmocka_unit_test(test_a_429_restarts_the_recovery_clock),
+    cmocka_unit_test(test_margin_at_floor_for_ten_minutes_raises_an_alert),
+    cmocka_unit_test(test_spend_cap_429_leaves_the_margin_alone_and_alerts),
+    cmocka_unit_test(test_retry_after_holds_grants_until_it_passes),
+    cmocka_unit_test(test_a_wave_of_429s_on_leases_granted_before_the_cut_cuts_once),
+    cmocka_unit_test(test_the_margin_climbs_above_its_start_only_while_headers_agree),
+    cmocka_unit_test(test_above_its_start_a_step_needs_a_lease_granted_since_the_last),
+    cmocka_unit_test(test_a_step_above_the_start_adds_its_room_to_the_levels_headers_vouched_for),
+    cmocka_unit_test(test_agent_retry_after_holds_only_the_reporting_agent))

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "server/core/netaddr.h"
+#include "test_main.h"
 
 static bool v4_is_loopback(const char *a)
 {
@@ -69,12 +70,7 @@ static void test_names_are_resolved_not_read(void **state)
     assert_non_null(strstr(err, "127.x.invalid"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loopback_addresses),
-        cmocka_unit_test(test_wildcards_and_others_are_not_loopback),
-        cmocka_unit_test(test_names_are_resolved_not_read),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_loopback_addresses),
+    cmocka_unit_test(test_wildcards_and_others_are_not_loopback),
+    cmocka_unit_test(test_names_are_resolved_not_read))

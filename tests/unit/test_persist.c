@@ -19,20 +19,16 @@
 
 #include <event2/event.h>
 
+#include "engine_harness.h"
 #include "persist.h"
 #include "suspended.h"
-
-#define T0 1796000000.0
+#include "test_main.h"
 
 static sl_engine_t *engine(void)
 {
-    sl_engine_t *e = sl_engine_new(NULL);
-    assert_non_null(e);
-    sl_pool_config_t cfg;
-    sl_pool_config_init(&cfg);
+    sl_pool_config_t cfg = harness_config();
     cfg.input_tpm = 600000;
-    assert_int_equal(sl_engine_configure_pool(e, "default", &cfg, T0), SL_OK);
-    return e;
+    return harness_engine_config(&cfg);
 }
 
 static uint64_t grant(sl_engine_t *e, int64_t in)
@@ -542,27 +538,22 @@ static void test_an_unreadable_path_is_an_error_naming_it(void **state)
     assert_non_null(strstr(err, f->dir));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_snapshot_and_journal_come_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_every_cut_and_every_bit_flip_restores_all_or_nothing,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_batch_never_committed_is_the_end_not_damage, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(
-            test_a_flipped_byte_in_the_last_record_restores_nothing_and_keeps_the_file, setup,
-            teardown),
-        cmocka_unit_test_setup_teardown(test_a_file_that_is_not_ours_is_moved_aside, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_ids_are_reserved_ahead_of_use, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_version_1_file_still_loads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lease_durations_and_output_samples_come_back, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_suspensions_come_back_in_journal_order, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_an_unreadable_path_is_an_error_naming_it, setup,
-                                        teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test_setup_teardown(test_snapshot_and_journal_come_back, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_every_cut_and_every_bit_flip_restores_all_or_nothing,
+                                    setup, teardown),
+    cmocka_unit_test_setup_teardown(test_a_batch_never_committed_is_the_end_not_damage, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(
+        test_a_flipped_byte_in_the_last_record_restores_nothing_and_keeps_the_file, setup,
+        teardown),
+    cmocka_unit_test_setup_teardown(test_a_file_that_is_not_ours_is_moved_aside, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_ids_are_reserved_ahead_of_use, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_a_version_1_file_still_loads, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_lease_durations_and_output_samples_come_back, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_suspensions_come_back_in_journal_order, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(test_an_unreadable_path_is_an_error_naming_it, setup,
+                                    teardown))

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "usage.h"
+#include "test_main.h"
 
 /* Each model with the figures it must get: the newer GPT-5.x and Claude Sonnet 5 their own,
  * not their wider family's (gpt-5*, claude-sonnet-4*), and the family's still its own. */
@@ -44,10 +45,5 @@ static void test_each_model_gets_its_own_rows_figures(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_each_model_gets_its_own_rows_figures),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_each_model_gets_its_own_rows_figures))

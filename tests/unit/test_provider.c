@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "provider.h"
+#include "test_main.h"
 
 static sl_provider_t *make(int64_t in_tpm, int64_t out_tpm, int64_t rpm)
 {
@@ -502,31 +503,26 @@ static void test_choices_hold_max_tokens_times_n_and_bill_every_choice(void **st
     sl_provider_free(p);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buckets_refill_continuously_not_at_the_minute),
-        cmocka_unit_test(test_choices_hold_max_tokens_times_n_and_bill_every_choice),
-        cmocka_unit_test(test_an_overloaded_call_counts_nothing),
-        cmocka_unit_test(test_a_broken_stream_bills_the_output_written_before_the_error),
-        cmocka_unit_test(test_token_counting_has_its_own_requests_per_minute),
-        cmocka_unit_test(test_several_breakpoints_read_the_longest_cached_prefix),
-        cmocka_unit_test(test_429_has_retry_after_and_changes_nothing),
-        cmocka_unit_test(test_a_call_above_the_limit_is_always_refused),
-        cmocka_unit_test(test_output_is_charged_max_tokens_then_corrected),
-        cmocka_unit_test(test_cache_reads_are_free_and_ttl_is_refreshed_on_each_hit),
-        cmocka_unit_test(test_cache_life_runs_from_the_calls_start),
-        cmocka_unit_test(test_short_prefixes_are_not_cached),
-        cmocka_unit_test(test_cache_reads_count_when_configured),
-        cmocka_unit_test(test_1h_writes_are_billed_and_kept_an_hour),
-        cmocka_unit_test(test_long_context_calls_have_their_own_buckets),
-        cmocka_unit_test(test_drift_scales_the_providers_counts),
-        cmocka_unit_test(test_usage_sums_equal_the_stats),
-        cmocka_unit_test(test_spend_cap_is_a_429_without_retry_after),
-        cmocka_unit_test(test_invalid_calls_are_400),
-        cmocka_unit_test(test_bad_config_names_the_field),
-        cmocka_unit_test(test_outside_traffic_is_seeded_and_takes_its_share),
-        cmocka_unit_test(test_rng_is_deterministic),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_buckets_refill_continuously_not_at_the_minute),
+    cmocka_unit_test(test_choices_hold_max_tokens_times_n_and_bill_every_choice),
+    cmocka_unit_test(test_an_overloaded_call_counts_nothing),
+    cmocka_unit_test(test_a_broken_stream_bills_the_output_written_before_the_error),
+    cmocka_unit_test(test_token_counting_has_its_own_requests_per_minute),
+    cmocka_unit_test(test_several_breakpoints_read_the_longest_cached_prefix),
+    cmocka_unit_test(test_429_has_retry_after_and_changes_nothing),
+    cmocka_unit_test(test_a_call_above_the_limit_is_always_refused),
+    cmocka_unit_test(test_output_is_charged_max_tokens_then_corrected),
+    cmocka_unit_test(test_cache_reads_are_free_and_ttl_is_refreshed_on_each_hit),
+    cmocka_unit_test(test_cache_life_runs_from_the_calls_start),
+    cmocka_unit_test(test_short_prefixes_are_not_cached),
+    cmocka_unit_test(test_cache_reads_count_when_configured),
+    cmocka_unit_test(test_1h_writes_are_billed_and_kept_an_hour),
+    cmocka_unit_test(test_long_context_calls_have_their_own_buckets),
+    cmocka_unit_test(test_drift_scales_the_providers_counts),
+    cmocka_unit_test(test_usage_sums_equal_the_stats),
+    cmocka_unit_test(test_spend_cap_is_a_429_without_retry_after),
+    cmocka_unit_test(test_invalid_calls_are_400),
+    cmocka_unit_test(test_bad_config_names_the_field),
+    cmocka_unit_test(test_outside_traffic_is_seeded_and_takes_its_share),
+    cmocka_unit_test(test_rng_is_deterministic))

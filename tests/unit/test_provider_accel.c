@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "provider.h"
+#include "test_main.h"
 
 /* input 1,000,000 TPM; ramps after 60 s idle from 10,000 TPM, x2 per minute. */
 static sl_provider_t *make(double idle_s)
@@ -116,14 +117,9 @@ static void test_bad_settings_are_refused_naming_the_field(void **state)
     assert_non_null(strstr(err, "accel_factor"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_off_by_default_admits_a_burst),
-        cmocka_unit_test(test_a_cold_burst_beyond_the_floor_is_refused_with_its_own_text),
-        cmocka_unit_test(test_the_allowance_doubles_each_minute_then_the_ramp_ends),
-        cmocka_unit_test(test_idle_again_rearms_the_ramp),
-        cmocka_unit_test(test_bad_settings_are_refused_naming_the_field),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_off_by_default_admits_a_burst),
+    cmocka_unit_test(test_a_cold_burst_beyond_the_floor_is_refused_with_its_own_text),
+    cmocka_unit_test(test_the_allowance_doubles_each_minute_then_the_ramp_ends),
+    cmocka_unit_test(test_idle_again_rearms_the_ramp),
+    cmocka_unit_test(test_bad_settings_are_refused_naming_the_field))

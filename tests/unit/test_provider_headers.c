@@ -7,8 +7,9 @@
 
 #include <cmocka.h>
 
+#include "engine_harness.h"
 #include "provider.h"
-#include "sluice/engine.h"
+#include "test_main.h"
 
 static const char *find(const sl_provider_header_t *h, size_t n, const char *name)
 {
@@ -77,11 +78,7 @@ static void test_anthropic_remaining_is_rounded_to_the_thousand(void **state)
         values[i] = h[i].value;
     }
     sl_engine_t *e = sl_engine_new(NULL);
-    sl_pool_config_t pc;
-    sl_pool_config_init(&pc);
-    pc.input_tpm = 100000;
-    pc.output_tpm = 20000;
-    pc.rpm = 50;
+    sl_pool_config_t pc = harness_pool(100000, 20000, 50);
     assert_int_equal(sl_engine_configure_pool(e, "default", &pc, 1796009982), SL_OK);
     assert_int_equal(sl_engine_resync(e, "default", names, values, n, 1796009982, NULL), SL_OK);
     sl_engine_free(e);
@@ -118,13 +115,8 @@ static void test_openai_headers_use_the_combined_bucket_and_durations(void **sta
     sl_provider_free(p);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration_format_is_go_style),
-        cmocka_unit_test(test_rfc3339_format),
-        cmocka_unit_test(test_anthropic_remaining_is_rounded_to_the_thousand),
-        cmocka_unit_test(test_openai_headers_use_the_combined_bucket_and_durations),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_duration_format_is_go_style),
+    cmocka_unit_test(test_rfc3339_format),
+    cmocka_unit_test(test_anthropic_remaining_is_rounded_to_the_thousand),
+    cmocka_unit_test(test_openai_headers_use_the_combined_bucket_and_durations))

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "server/proxy/proxy_endpoints.h"
+#include "test_main.h"
 
 static sl_batch_op_t resolve(sl_upstream_api_t api, const char *path, sl_http_method_t m, char *up,
                              char *id, const char **allow)
@@ -193,13 +194,8 @@ static void test_embeddings_count_strings_and_token_arrays_and_name_bad_input(vo
     assert_int_equal(u.output_tokens, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_routes_decode_ids_and_name_the_methods_a_path_takes),
-        cmocka_unit_test(test_answers_name_the_creates_and_the_batches_that_ended),
-        cmocka_unit_test(test_results_add_up_their_usage_and_results_url_points_at_the_proxy),
-        cmocka_unit_test(test_embeddings_count_strings_and_token_arrays_and_name_bad_input),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_routes_decode_ids_and_name_the_methods_a_path_takes),
+    cmocka_unit_test(test_answers_name_the_creates_and_the_batches_that_ended),
+    cmocka_unit_test(test_results_add_up_their_usage_and_results_url_points_at_the_proxy),
+    cmocka_unit_test(test_embeddings_count_strings_and_token_arrays_and_name_bad_input))

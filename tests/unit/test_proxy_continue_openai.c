@@ -12,6 +12,7 @@
 #include <event2/buffer.h>
 
 #include "proxy.h"
+#include "test_main.h"
 
 static const char CHAT[] = "{\"model\":\"m\",\"max_completion_tokens\":1000,"
                            "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
@@ -398,18 +399,13 @@ static void test_a_call_asking_for_json_is_not_continued(void **state)
     json_decref(text);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_usage_sum_adds_every_count_and_the_nested_details),
-        cmocka_unit_test(test_a_cut_completion_goes_on_as_an_assistant_message_and_joins),
-        cmocka_unit_test(test_a_completion_cut_at_the_clients_limit_ends_as_cut),
-        cmocka_unit_test(test_a_completion_that_wrote_a_tool_call_is_not_continued),
-        cmocka_unit_test(test_a_cut_stream_is_spliced_with_one_finish_and_the_summed_usage),
-        cmocka_unit_test(test_a_stream_with_a_tool_call_ends_as_cut_without_the_unasked_usage),
-        cmocka_unit_test(test_a_cut_response_goes_on_and_joins_into_the_last),
-        cmocka_unit_test(test_a_call_asking_for_json_is_not_continued),
-        cmocka_unit_test(test_a_cut_responses_stream_is_spliced_into_one_message),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_usage_sum_adds_every_count_and_the_nested_details),
+    cmocka_unit_test(test_a_cut_completion_goes_on_as_an_assistant_message_and_joins),
+    cmocka_unit_test(test_a_completion_cut_at_the_clients_limit_ends_as_cut),
+    cmocka_unit_test(test_a_completion_that_wrote_a_tool_call_is_not_continued),
+    cmocka_unit_test(test_a_cut_stream_is_spliced_with_one_finish_and_the_summed_usage),
+    cmocka_unit_test(test_a_stream_with_a_tool_call_ends_as_cut_without_the_unasked_usage),
+    cmocka_unit_test(test_a_cut_response_goes_on_and_joins_into_the_last),
+    cmocka_unit_test(test_a_call_asking_for_json_is_not_continued),
+    cmocka_unit_test(test_a_cut_responses_stream_is_spliced_into_one_message))

@@ -12,6 +12,7 @@
 #include <event2/buffer.h>
 
 #include "proxy.h"
+#include "test_main.h"
 
 static sl_proxy_output_t read_ok(sl_upstream_api_t api, bool responses, const char *body)
 {
@@ -173,14 +174,9 @@ static void test_a_stream_cut_inside_a_tool_block_hides_it_and_goes_on(void **st
     json_decref(client);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_each_dialect_names_its_own_limit_and_n_multiplies_it),
-        cmocka_unit_test(test_a_bad_n_is_refused_naming_it),
-        cmocka_unit_test(test_capping_lowers_the_limit_per_choice_and_adds_one_when_none_is_named),
-        cmocka_unit_test(test_a_cut_answer_continues_from_a_prefill_and_joins),
-        cmocka_unit_test(test_a_stream_cut_inside_a_tool_block_hides_it_and_goes_on),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_each_dialect_names_its_own_limit_and_n_multiplies_it),
+    cmocka_unit_test(test_a_bad_n_is_refused_naming_it),
+    cmocka_unit_test(test_capping_lowers_the_limit_per_choice_and_adds_one_when_none_is_named),
+    cmocka_unit_test(test_a_cut_answer_continues_from_a_prefill_and_joins),
+    cmocka_unit_test(test_a_stream_cut_inside_a_tool_block_hides_it_and_goes_on))

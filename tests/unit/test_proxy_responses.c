@@ -11,6 +11,7 @@
 #include <event2/buffer.h>
 
 #include "proxy.h"
+#include "test_main.h"
 
 static void test_usage_settles_cached_input_as_cache_reads_and_reasoning_as_output(void **state)
 {
@@ -167,14 +168,9 @@ static void test_dot_segments_and_odd_spellings_are_not_routed(void **state)
     assert_string_equal(up, "/v1/models/...");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_usage_settles_cached_input_as_cache_reads_and_reasoning_as_output),
-        cmocka_unit_test(test_stream_usage_comes_from_the_last_event_only),
-        cmocka_unit_test(test_events_without_usage_pass_on_part_way_and_the_last_is_held_whole),
-        cmocka_unit_test(test_paths_with_and_without_v1_resolve_to_the_providers_path),
-        cmocka_unit_test(test_dot_segments_and_odd_spellings_are_not_routed),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_usage_settles_cached_input_as_cache_reads_and_reasoning_as_output),
+    cmocka_unit_test(test_stream_usage_comes_from_the_last_event_only),
+    cmocka_unit_test(test_events_without_usage_pass_on_part_way_and_the_last_is_held_whole),
+    cmocka_unit_test(test_paths_with_and_without_v1_resolve_to_the_providers_path),
+    cmocka_unit_test(test_dot_segments_and_odd_spellings_are_not_routed))

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "proxy.h"
+#include "test_main.h"
 
 static void test_anthropic_usage_reads_the_1h_part_of_the_cache_writes(void **state)
 {
@@ -60,12 +61,7 @@ static void test_a_ramp_limit_429_is_known_by_its_error_code_or_its_words(void *
     assert_false(sl__is_acceleration_429(full, strlen(full)));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_anthropic_usage_reads_the_1h_part_of_the_cache_writes),
-        cmocka_unit_test(test_a_stream_takes_the_1h_writes_from_message_start),
-        cmocka_unit_test(test_a_ramp_limit_429_is_known_by_its_error_code_or_its_words),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_anthropic_usage_reads_the_1h_part_of_the_cache_writes),
+    cmocka_unit_test(test_a_stream_takes_the_1h_writes_from_message_start),
+    cmocka_unit_test(test_a_ramp_limit_429_is_known_by_its_error_code_or_its_words))

@@ -12,6 +12,7 @@
 #include "sluice/common.h"
 #include "sluice/engine.h"
 #include "sluice/tokenizer.h"
+#include "test_main.h"
 
 static const int every_code[] = {
     SL_EINVAL,   SL_ENOTFOUND, SL_EALREADY,  SL_EEXPIRED,     SL_ECAPACITY,
@@ -84,13 +85,8 @@ static void test_engine_and_client_work_in_one_program(void **state)
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_code_is_negative_distinct_and_named),
-        cmocka_unit_test(test_engine_codes_are_named_by_their_api_error_type),
-        cmocka_unit_test(test_tokenizer_codes_are_codes_of_the_one_set),
-        cmocka_unit_test(test_engine_and_client_work_in_one_program),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_every_code_is_negative_distinct_and_named),
+    cmocka_unit_test(test_engine_codes_are_named_by_their_api_error_type),
+    cmocka_unit_test(test_tokenizer_codes_are_codes_of_the_one_set),
+    cmocka_unit_test(test_engine_and_client_work_in_one_program))

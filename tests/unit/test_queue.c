@@ -1,5 +1,6 @@
 /* test_queue.c - weighted fair queueing: shares by weight, no starvation, head-of-line, ETA. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 /* Both agents keep `depth` requests queued; count tokens granted to each. */
 typedef struct share_ctx {
@@ -173,18 +174,12 @@ static void test_eta_accounts_for_every_request_ahead(void **state)
         assert_true(d.eta_s > eta_prev);
         eta_prev = d.eta_s;
     }
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_weights_3_and_1_backlogged_are_served_3_to_1_in_tokens),
-        cmocka_unit_test(test_weight_01_leaf_still_makes_progress),
-        cmocka_unit_test(test_a_head_that_does_not_fit_blocks_the_rest),
-        cmocka_unit_test(test_eta_is_within_1s_of_the_actual_grant_when_nothing_changes),
-        cmocka_unit_test(test_eta_accounts_for_every_request_ahead),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_weights_3_and_1_backlogged_are_served_3_to_1_in_tokens),
+    cmocka_unit_test(test_weight_01_leaf_still_makes_progress),
+    cmocka_unit_test(test_a_head_that_does_not_fit_blocks_the_rest),
+    cmocka_unit_test(test_eta_is_within_1s_of_the_actual_grant_when_nothing_changes),
+    cmocka_unit_test(test_eta_accounts_for_every_request_ahead))

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "redis_internal.h"
+#include "test_main.h"
 
 static unsigned slot(const char *key)
 {
@@ -44,12 +45,7 @@ static void test_a_key_with_bytes_past_a_nul_is_hashed_to_its_length(void **stat
     assert_int_not_equal(sl__rcl_key_slot("a\0b", 3), sl__rcl_key_slot("a", 1));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc16_matches_the_specification_check_value),
-        cmocka_unit_test(test_a_hash_tag_hashes_only_the_bytes_between_the_first_braces),
-        cmocka_unit_test(test_a_key_with_bytes_past_a_nul_is_hashed_to_its_length),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_crc16_matches_the_specification_check_value),
+    cmocka_unit_test(test_a_hash_tag_hashes_only_the_bytes_between_the_first_braces),
+    cmocka_unit_test(test_a_key_with_bytes_past_a_nul_is_hashed_to_its_length))

@@ -13,24 +13,8 @@
 #include <cmocka.h>
 
 #include "sim.h"
-
-#ifndef SL_SOURCE_DIR
-#define SL_SOURCE_DIR "."
-#endif
-
-/* Doubles equal within `eps`; prints both on failure (cmocka's own compares floats). */
-#define assert_near(a, b, eps)                                                            \
-    do {                                                                                  \
-        double a_ = (a), b_ = (b);                                                        \
-        if (!(fabs(a_ - b_) <= (eps))) fail_msg("%s = %.9f, expected %.9f", #a, a_, b_); \
-    } while (0)
-
-static void load(const char *name, sl_sim_scenario_t *sc)
-{
-    char path[512], err[512];
-    snprintf(path, sizeof path, "%s/scenarios/%s", SL_SOURCE_DIR, name);
-    if (sl_sim_scenario_load(path, sc, err, sizeof err) != 0) fail_msg("%s", err);
-}
+#include "sim_harness.h"
+#include "test_main.h"
 
 /* Runs every strategy; returns the table, JSON and CSV as one heap string. */
 static char *run_all(const sl_sim_scenario_t *sc, uint64_t seed, sl_sim_result_t *res)
@@ -594,29 +578,24 @@ static void test_a_key_of_a_scenario_names_its_field_when_wrong(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_seed_gives_byte_identical_reports),
-        cmocka_unit_test(test_billed_tokens_equal_the_sum_of_call_usages),
-        cmocka_unit_test(test_makespan_is_never_below_the_lower_bound),
-        cmocka_unit_test(test_limits_far_above_demand_give_no_429s),
-        cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
-        cmocka_unit_test(test_team_weight_errors_name_the_field_and_value),
-        cmocka_unit_test(test_a_key_given_twice_names_the_key),
-        cmocka_unit_test(test_sluice_serves_backlogged_teams_by_their_weights),
-        cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
-        cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
-        cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
-        cmocka_unit_test(test_sluice_resyncs_when_the_answer_starts_not_at_the_settle),
-        cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
-        cmocka_unit_test(test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb),
-        cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),
-        cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
-        cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),
-        cmocka_unit_test(test_json_reports_the_bounds_and_ratios),
-        cmocka_unit_test(test_a_pool_of_two_keys_uses_both_with_no_429),
-        cmocka_unit_test(test_a_key_of_a_scenario_names_its_field_when_wrong),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_same_seed_gives_byte_identical_reports),
+    cmocka_unit_test(test_billed_tokens_equal_the_sum_of_call_usages),
+    cmocka_unit_test(test_makespan_is_never_below_the_lower_bound),
+    cmocka_unit_test(test_limits_far_above_demand_give_no_429s),
+    cmocka_unit_test(test_scenario_errors_name_the_field_and_value),
+    cmocka_unit_test(test_team_weight_errors_name_the_field_and_value),
+    cmocka_unit_test(test_a_key_given_twice_names_the_key),
+    cmocka_unit_test(test_sluice_serves_backlogged_teams_by_their_weights),
+    cmocka_unit_test(test_same_seed_gives_byte_identical_team_reports),
+    cmocka_unit_test(test_the_plot_is_produced_and_not_empty),
+    cmocka_unit_test(test_seed_fleet_backoff_has_429s_and_sluice_queues_instead),
+    cmocka_unit_test(test_sluice_resyncs_when_the_answer_starts_not_at_the_settle),
+    cmocka_unit_test(test_dominant_period_finds_the_burst_spacing),
+    cmocka_unit_test(test_scenario_margin_max_sets_how_far_the_sluice_margin_may_climb),
+    cmocka_unit_test(test_path_bound_is_exact_on_a_hand_made_chain),
+    cmocka_unit_test(test_sdk_retry_breaks_a_turn_only_at_the_third_429),
+    cmocka_unit_test(test_token_bound_counts_the_bucket_full_at_the_start),
+    cmocka_unit_test(test_json_reports_the_bounds_and_ratios),
+    cmocka_unit_test(test_a_pool_of_two_keys_uses_both_with_no_429),
+    cmocka_unit_test(test_a_key_of_a_scenario_names_its_field_when_wrong))

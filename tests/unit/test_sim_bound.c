@@ -12,23 +12,8 @@
 #include <cmocka.h>
 
 #include "sim.h"
-
-#ifndef SL_SOURCE_DIR
-#define SL_SOURCE_DIR "."
-#endif
-
-#define assert_near(a, b, eps)                                                            \
-    do {                                                                                  \
-        double a_ = (a), b_ = (b);                                                        \
-        if (!(fabs(a_ - b_) <= (eps))) fail_msg("%s = %.9f, expected %.9f", #a, a_, b_); \
-    } while (0)
-
-static void load(const char *name, sl_sim_scenario_t *sc)
-{
-    char path[512], err[512];
-    snprintf(path, sizeof path, "%s/scenarios/%s", SL_SOURCE_DIR, name);
-    if (sl_sim_scenario_load(path, sc, err, sizeof err) != 0) fail_msg("%s", err);
-}
+#include "sim_harness.h"
+#include "test_main.h"
 
 /* Two agents, two calls each, every draw fixed: both start at 0; a call lasts ttft 1 s +
  * 1 output token at 1 token/s = 2 s, then edit 2 s and test 10 s. The ideal run: calls
@@ -258,14 +243,9 @@ static void test_sluice_meets_no_429_at_a_twentieth_of_scale_200(void **state)
     sl_sim_scenario_free(&sc);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tight_bound_by_hand_on_a_tiny_fleet),
-        cmocka_unit_test(test_chain_bound_by_hand_above_the_tight_bound),
-        cmocka_unit_test(test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario),
-        cmocka_unit_test(test_scaling_multiplies_limits_and_fleet_and_stretches_the_run),
-        cmocka_unit_test(test_sluice_meets_no_429_at_a_twentieth_of_scale_200),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_tight_bound_by_hand_on_a_tiny_fleet),
+    cmocka_unit_test(test_chain_bound_by_hand_above_the_tight_bound),
+    cmocka_unit_test(test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario),
+    cmocka_unit_test(test_scaling_multiplies_limits_and_fleet_and_stretches_the_run),
+    cmocka_unit_test(test_sluice_meets_no_429_at_a_twentieth_of_scale_200))

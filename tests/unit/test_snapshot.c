@@ -2,6 +2,7 @@
  * raise once in the window) and the export and restore of pools, leases and
  * calibrations into a fresh engine. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 /* An engine like harness_engine() whose pool is cold-started at T0. */
 static sl_engine_t *cold_engine(int64_t input_tpm)
@@ -32,8 +33,7 @@ static void test_id_base_moves_new_ids_above_it(void **state)
     assert_int_equal(sl_engine_settle(e, first, &s, T0 + 1, NULL), SL_EALREADY);
     /* An id between them was never issued. */
     assert_int_equal(sl_engine_settle(e, base, &s, T0 + 1, NULL), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_id_base_below_the_next_id_is_refused(void **state)
@@ -65,8 +65,7 @@ static void test_many_ids_above_a_large_base_keep_the_ring_small_and_right(void 
     }
     for (size_t i = 0; i < 200000; i += 997)
         assert_int_equal(sl_engine_settle(e, ids[i], &s, T0, NULL), SL_EALREADY);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_cold_start_empties_the_buckets_and_they_refill(void **state)
@@ -83,8 +82,7 @@ static void test_cold_start_empties_the_buckets_and_they_refill(void **state)
     sl_pool_info_t info;
     assert_int_equal(sl_engine_pool_info(e, "default", &info), SL_OK);
     assert_true(fabs(info.cold_until - (T0 + 60)) < 1e-9);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Found by fuzz_state_file: a restored level of -inf (an infinite debt that never
@@ -174,8 +172,7 @@ static void test_limit_adopted_in_the_cold_window_does_not_fill_the_bucket(void 
     const char *v[] = {"100000"};
     assert_int_equal(sl_engine_resync(e, "default", n, v, 1, T0, NULL), SL_OK);
     assert_true(fabs(harness_level(e, SL_BUCKET_OUTPUT)) < 1e-6);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 typedef struct lease_list {
@@ -323,8 +320,7 @@ static void test_restore_refuses_bad_leases_and_changes_nothing(void **state)
     assert_string_equal(harness_snapshot(b).text, before.text);
     assert_int_equal(sl_engine_lease_restore(b, &l, T0), SL_OK);
     assert_int_equal(sl_engine_lease_restore(b, &l, T0), SL_EEXIST);
-    harness_check(b);
-    sl_engine_free(b);
+    harness_end(b);
 }
 
 static void test_pool_restore_clamps_margin_and_levels(void **state)
@@ -341,8 +337,7 @@ static void test_pool_restore_clamps_margin_and_levels(void **state)
     st.level[SL_BUCKET_INPUT] = NAN;
     assert_int_equal(sl_engine_pool_restore(e, "default", &st, T0), SL_EINVAL);
     assert_int_equal(sl_engine_pool_restore(e, "nope", &st, T0), SL_ENOTFOUND);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_margin_and_its_clock_survive(void **state)
@@ -394,27 +389,22 @@ static void test_calibration_survives(void **state)
     sl_engine_free(b);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_id_base_moves_new_ids_above_it),
-        cmocka_unit_test(test_id_base_below_the_next_id_is_refused),
-        cmocka_unit_test(test_many_ids_above_a_large_base_keep_the_ring_small_and_right),
-        cmocka_unit_test(test_cold_start_empties_the_buckets_and_they_refill),
-        cmocka_unit_test(test_a_restored_level_that_is_not_finite_is_refused),
-        cmocka_unit_test(test_cold_start_first_headers_raise_the_level_once),
-        cmocka_unit_test(test_cold_start_raise_never_exceeds_capacity),
-        cmocka_unit_test(test_headers_after_the_cold_window_only_lower),
-        cmocka_unit_test(test_a_warm_pool_is_never_raised_by_headers),
-        cmocka_unit_test(test_limit_adopted_in_the_cold_window_does_not_fill_the_bucket),
-        cmocka_unit_test(test_restored_pool_keeps_its_level_and_refills_for_the_downtime),
-        cmocka_unit_test(test_restored_lease_settles_with_its_refund),
-        cmocka_unit_test(test_restored_lease_is_reaped_without_refund),
-        cmocka_unit_test(test_lease_expired_while_down_is_reaped_at_once),
-        cmocka_unit_test(test_restore_refuses_bad_leases_and_changes_nothing),
-        cmocka_unit_test(test_pool_restore_clamps_margin_and_levels),
-        cmocka_unit_test(test_margin_and_its_clock_survive),
-        cmocka_unit_test(test_calibration_survives),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_id_base_moves_new_ids_above_it),
+    cmocka_unit_test(test_id_base_below_the_next_id_is_refused),
+    cmocka_unit_test(test_many_ids_above_a_large_base_keep_the_ring_small_and_right),
+    cmocka_unit_test(test_cold_start_empties_the_buckets_and_they_refill),
+    cmocka_unit_test(test_a_restored_level_that_is_not_finite_is_refused),
+    cmocka_unit_test(test_cold_start_first_headers_raise_the_level_once),
+    cmocka_unit_test(test_cold_start_raise_never_exceeds_capacity),
+    cmocka_unit_test(test_headers_after_the_cold_window_only_lower),
+    cmocka_unit_test(test_a_warm_pool_is_never_raised_by_headers),
+    cmocka_unit_test(test_limit_adopted_in_the_cold_window_does_not_fill_the_bucket),
+    cmocka_unit_test(test_restored_pool_keeps_its_level_and_refills_for_the_downtime),
+    cmocka_unit_test(test_restored_lease_settles_with_its_refund),
+    cmocka_unit_test(test_restored_lease_is_reaped_without_refund),
+    cmocka_unit_test(test_lease_expired_while_down_is_reaped_at_once),
+    cmocka_unit_test(test_restore_refuses_bad_leases_and_changes_nothing),
+    cmocka_unit_test(test_pool_restore_clamps_margin_and_levels),
+    cmocka_unit_test(test_margin_and_its_clock_survive),
+    cmocka_unit_test(test_calibration_survives))

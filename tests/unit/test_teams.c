@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "test_main.h"
+
 #define MAX_AGENTS 256
 
 /* Agents named "<team>.<n>", each keeping one request queued; tokens granted per team. */
@@ -278,16 +280,11 @@ static void test_bad_team_weights_name_the_team_and_value_and_change_nothing(voi
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_teams_weighted_1_to_3_are_served_1_to_3_whatever_their_agent_counts),
-        cmocka_unit_test(test_without_teams_per_agent_fair_queueing_gives_the_big_team_3_to_1),
-        cmocka_unit_test(test_agents_outside_every_team_are_the_default_team),
-        cmocka_unit_test(test_an_idle_teams_share_goes_to_the_others_without_credit),
-        cmocka_unit_test(test_within_a_team_the_task_graph_order_holds),
-        cmocka_unit_test(test_a_deep_team_backlog_cannot_starve_another_team),
-        cmocka_unit_test(test_bad_team_weights_name_the_team_and_value_and_change_nothing),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_teams_weighted_1_to_3_are_served_1_to_3_whatever_their_agent_counts),
+    cmocka_unit_test(test_without_teams_per_agent_fair_queueing_gives_the_big_team_3_to_1),
+    cmocka_unit_test(test_agents_outside_every_team_are_the_default_team),
+    cmocka_unit_test(test_an_idle_teams_share_goes_to_the_others_without_credit),
+    cmocka_unit_test(test_within_a_team_the_task_graph_order_holds),
+    cmocka_unit_test(test_a_deep_team_backlog_cannot_starve_another_team),
+    cmocka_unit_test(test_bad_team_weights_name_the_team_and_value_and_change_nothing))

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "sluice/engine.h"
+#include "test_main.h"
 
 /* A value the parsers never produce, to see that errors leave the output alone. */
 #define UNTOUCHED (-12345.5)
@@ -344,34 +345,29 @@ static void test_duration_overflowing_values_are_rejected(void **state)
     assert_duration_rejected("315576000000000001ns");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rfc3339_utc_matches_known_unix_times),
-        cmocka_unit_test(test_rfc3339_fraction_is_added_to_the_second),
-        cmocka_unit_test(test_rfc3339_with_offset_is_converted_to_utc),
-        cmocka_unit_test(test_rfc3339_negative_zero_offset_is_utc),
-        cmocka_unit_test(test_rfc3339_lower_case_t_and_z_are_accepted),
-        cmocka_unit_test(test_rfc3339_leap_second_counts_as_the_next_second),
-        cmocka_unit_test(test_rfc3339_leap_day_follows_gregorian_rules),
-        cmocka_unit_test(test_rfc3339_out_of_range_fields_are_rejected),
-        cmocka_unit_test(test_rfc3339_bad_offsets_are_rejected),
-        cmocka_unit_test(test_rfc3339_malformed_date_and_time_are_rejected),
-        cmocka_unit_test(test_rfc3339_trailing_garbage_is_rejected),
-        cmocka_unit_test(test_rfc3339_empty_and_null_are_rejected),
-        cmocka_unit_test(test_duration_go_forms_are_parsed_to_seconds),
-        cmocka_unit_test(test_duration_micro_sign_and_greek_mu_mean_microseconds),
-        cmocka_unit_test(test_duration_fractions_are_scaled_by_their_unit),
-        cmocka_unit_test(test_duration_zero_is_zero),
-        cmocka_unit_test(test_duration_bare_number_is_seconds),
-        cmocka_unit_test(test_duration_number_without_unit_after_a_component_is_rejected),
-        cmocka_unit_test(test_duration_negative_and_signed_values_are_rejected),
-        cmocka_unit_test(test_duration_unknown_units_are_rejected),
-        cmocka_unit_test(test_duration_trailing_garbage_is_rejected),
-        cmocka_unit_test(test_duration_empty_and_null_are_rejected),
-        cmocka_unit_test(test_duration_nan_inf_and_exponents_are_rejected),
-        cmocka_unit_test(test_duration_ten_years_is_the_largest_accepted),
-        cmocka_unit_test(test_duration_overflowing_values_are_rejected),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_rfc3339_utc_matches_known_unix_times),
+    cmocka_unit_test(test_rfc3339_fraction_is_added_to_the_second),
+    cmocka_unit_test(test_rfc3339_with_offset_is_converted_to_utc),
+    cmocka_unit_test(test_rfc3339_negative_zero_offset_is_utc),
+    cmocka_unit_test(test_rfc3339_lower_case_t_and_z_are_accepted),
+    cmocka_unit_test(test_rfc3339_leap_second_counts_as_the_next_second),
+    cmocka_unit_test(test_rfc3339_leap_day_follows_gregorian_rules),
+    cmocka_unit_test(test_rfc3339_out_of_range_fields_are_rejected),
+    cmocka_unit_test(test_rfc3339_bad_offsets_are_rejected),
+    cmocka_unit_test(test_rfc3339_malformed_date_and_time_are_rejected),
+    cmocka_unit_test(test_rfc3339_trailing_garbage_is_rejected),
+    cmocka_unit_test(test_rfc3339_empty_and_null_are_rejected),
+    cmocka_unit_test(test_duration_go_forms_are_parsed_to_seconds),
+    cmocka_unit_test(test_duration_micro_sign_and_greek_mu_mean_microseconds),
+    cmocka_unit_test(test_duration_fractions_are_scaled_by_their_unit),
+    cmocka_unit_test(test_duration_zero_is_zero),
+    cmocka_unit_test(test_duration_bare_number_is_seconds),
+    cmocka_unit_test(test_duration_number_without_unit_after_a_component_is_rejected),
+    cmocka_unit_test(test_duration_negative_and_signed_values_are_rejected),
+    cmocka_unit_test(test_duration_unknown_units_are_rejected),
+    cmocka_unit_test(test_duration_trailing_garbage_is_rejected),
+    cmocka_unit_test(test_duration_empty_and_null_are_rejected),
+    cmocka_unit_test(test_duration_nan_inf_and_exponents_are_rejected),
+    cmocka_unit_test(test_duration_ten_years_is_the_largest_accepted),
+    cmocka_unit_test(test_duration_overflowing_values_are_rejected))

@@ -12,21 +12,8 @@
 
 #include "sluice/tokenizer.h"
 #include "tokenizer_internal.h"
-
-static void b64(const unsigned char *p, size_t n, char *out)
-{
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = a[v >> 18 & 63];
-        out[o++] = a[v >> 12 & 63];
-        out[o++] = i + 1 < n ? a[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? a[v & 63] : '=';
-    }
-    out[o] = '\0';
-}
+#include "tokenizer_harness.h"
+#include "test_main.h"
 
 /* Writes a claude.json-shaped vocabulary: every byte (ranks 10..265), then the
  * given multi-byte tokens with ranks 299, 300, ... Returns a malloc'd path. */
@@ -298,22 +285,17 @@ static void test_real_vocabulary_counts_a_1mb_word(void **state)
     sl_tokenizer_free(tok);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_empty_text_is_zero_tokens),
-        cmocka_unit_test(test_piece_in_vocabulary_is_one_token_even_if_merges_cannot_reach_it),
-        cmocka_unit_test(test_lowest_rank_pair_merges_first),
-        cmocka_unit_test(test_special_tokens_count_as_one_and_split_the_text),
-        cmocka_unit_test(test_invalid_utf8_counts_as_node_replacement_characters),
-        cmocka_unit_test(test_utf8_repair_matches_node_byte_for_byte),
-        cmocka_unit_test(test_nfkc_composes_decomposes_and_keeps_ascii),
-        cmocka_unit_test(test_nul_bytes_are_ordinary_characters),
-        cmocka_unit_test(test_heap_merge_agrees_with_tiktoken_scan),
-        cmocka_unit_test(test_load_reports_missing_file_and_bad_format),
-        cmocka_unit_test(test_real_vocabulary_counts_equal_node),
-        cmocka_unit_test(test_real_vocabulary_heap_agrees_with_scan),
-        cmocka_unit_test(test_real_vocabulary_counts_a_1mb_word),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_empty_text_is_zero_tokens),
+    cmocka_unit_test(test_piece_in_vocabulary_is_one_token_even_if_merges_cannot_reach_it),
+    cmocka_unit_test(test_lowest_rank_pair_merges_first),
+    cmocka_unit_test(test_special_tokens_count_as_one_and_split_the_text),
+    cmocka_unit_test(test_invalid_utf8_counts_as_node_replacement_characters),
+    cmocka_unit_test(test_utf8_repair_matches_node_byte_for_byte),
+    cmocka_unit_test(test_nfkc_composes_decomposes_and_keeps_ascii),
+    cmocka_unit_test(test_nul_bytes_are_ordinary_characters),
+    cmocka_unit_test(test_heap_merge_agrees_with_tiktoken_scan),
+    cmocka_unit_test(test_load_reports_missing_file_and_bad_format),
+    cmocka_unit_test(test_real_vocabulary_counts_equal_node),
+    cmocka_unit_test(test_real_vocabulary_heap_agrees_with_scan),
+    cmocka_unit_test(test_real_vocabulary_counts_a_1mb_word))

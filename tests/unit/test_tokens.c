@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "test_main.h"
 
 #define N_RULES 5000
 
@@ -129,14 +130,9 @@ static void test_own_fields_override_the_tier_one_by_one(void **state)
     sl__token_bounds_clear(&tier.bounds);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_the_index_finds_every_live_token_after_many_removals),
-        cmocka_unit_test(test_the_index_holds_no_more_than_it_was_made_for),
-        cmocka_unit_test(test_a_sha256_is_64_hex_digits),
-        cmocka_unit_test(test_a_bad_bound_names_the_value_and_changes_nothing),
-        cmocka_unit_test(test_own_fields_override_the_tier_one_by_one),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_the_index_finds_every_live_token_after_many_removals),
+    cmocka_unit_test(test_the_index_holds_no_more_than_it_was_made_for),
+    cmocka_unit_test(test_a_sha256_is_64_hex_digits),
+    cmocka_unit_test(test_a_bad_bound_names_the_value_and_changes_nothing),
+    cmocka_unit_test(test_own_fields_override_the_tier_one_by_one))

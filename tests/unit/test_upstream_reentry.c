@@ -18,6 +18,7 @@
 #include <event2/http.h>
 
 #include "upstream.h"
+#include "test_main.h"
 
 typedef struct world {
     struct event_base *base;
@@ -124,10 +125,5 @@ static void test_a_call_started_in_a_header_callback_goes_out(void **state)
     event_base_free(w.base);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_call_started_in_a_header_callback_goes_out),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_a_call_started_in_a_header_callback_goes_out))

@@ -1,5 +1,6 @@
 /* test_weight.c - weights: role, unblocks, repeats, priority, floor, and the task graph. */
 #include "engine_harness.h"
+#include "test_main.h"
 
 static double weight_of(sl_engine_t *e, sl_request_t *r, double now, uint64_t *lease)
 {
@@ -36,8 +37,7 @@ static void test_each_repeated_identical_failure_halves_the_weight(void **state)
     sl_agent_info_t a;
     assert_int_equal(sl_engine_agent_info(e, "fixer", &a), SL_OK);
     assert_int_equal(a.repeats, 0);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 static void test_weight_is_role_times_unblocks_times_priority(void **state)
@@ -119,14 +119,9 @@ static void test_role_and_priority_weights_must_be_finite_and_positive(void **st
     sl_engine_free(e);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_each_repeated_identical_failure_halves_the_weight),
-        cmocka_unit_test(test_weight_is_role_times_unblocks_times_priority),
-        cmocka_unit_test(test_weight_has_a_floor_of_01),
-        cmocka_unit_test(test_task_graph_unblocks_counts_waiting_dependents),
-        cmocka_unit_test(test_role_and_priority_weights_must_be_finite_and_positive),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+SL_TEST_MAIN(
+    cmocka_unit_test(test_each_repeated_identical_failure_halves_the_weight),
+    cmocka_unit_test(test_weight_is_role_times_unblocks_times_priority),
+    cmocka_unit_test(test_weight_has_a_floor_of_01),
+    cmocka_unit_test(test_task_graph_unblocks_counts_waiting_dependents),
+    cmocka_unit_test(test_role_and_priority_weights_must_be_finite_and_positive))

@@ -6,21 +6,18 @@ tool call stops it): the third turn runs on the local share and the agent finish
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration", "emu"))
 from harness import FAST, KEY, Emu  # noqa: E402  (tests/integration/emu/harness.py)
+from sluiced_daemon import Daemon  # noqa: E402
 
 AGENT = os.path.join(ROOT, "examples", "agent_sdk.py")
-SLUICED = os.environ.get("SLUICED", "sluiced")
 
 # 2550 input tokens of capacity (margin 0.85) refilled at 50 a second; two tool calls.
 CONFIG = """
@@ -68,42 +65,25 @@ elif n == 2:
 '''
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class AgentOnEmu(unittest.TestCase):
     def test_three_turns_checkpoint_before_a_wait_and_fail_open(self):
         with tempfile.TemporaryDirectory(prefix="sluice-agent-") as d, \
                 Emu(FAST + ["--cache-min-tokens", "100"]) as emu:
-            config = os.path.join(d, "sluice.yaml")
-            with open(config, "w") as f:
-                f.write(CONFIG)
             with open(os.path.join(d, "tool.py"), "w") as f:
                 f.write(TOOL)
-            port = free_port()
-            url = "http://127.0.0.1:%d" % port
-            sluiced = subprocess.Popen([SLUICED, "--config", config, "--listen",
-                                        "127.0.0.1:%d" % port],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.addCleanup(lambda: sluiced.poll() is None and sluiced.kill())
-            for _ in range(200):
-                try:
-                    urllib.request.urlopen(url + "/healthz", timeout=1).read()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            sluiced = Daemon(CONFIG, "sluice-agent-sluiced-")
+            self.addCleanup(lambda: sluiced.proc.poll() is None and sluiced.proc.kill())
+            self.addCleanup(sluiced.dir.cleanup)
+            url = sluiced.url
             env = dict(os.environ, SLUICE_URL=url, PROVIDER_URL="http://127.0.0.1:%d" % emu.port,
-                       PROVIDER_KEY=KEY, SLUICED_PID=str(sluiced.pid),
+                       PROVIDER_KEY=KEY, SLUICED_PID=str(sluiced.proc.pid),
                        TOOL_COUNTER=os.path.join(d, "counter"),
                        PYTHONPATH=os.path.join(ROOT, "clients", "python"))
             env.pop("SLUICE_TOKEN", None)
             run = subprocess.run([sys.executable, AGENT, sys.executable, os.path.join(d, "tool.py")],
                                  cwd=d, env=env, capture_output=True, text=True, timeout=120)
             self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-            self.assertEqual(sluiced.wait(10), 0)  # stopped cleanly by the second tool call
+            self.assertEqual(sluiced.proc.wait(10), 0)  # stopped cleanly by the second tool call
             out = run.stdout.splitlines()
             turns = [line for line in out if line.startswith("turn ")]
             self.assertEqual(len(turns), 3, run.stdout)

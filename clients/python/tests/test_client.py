@@ -4,18 +4,14 @@ the context manager and decorator, errors, and the asyncio twin."""
 import asyncio
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import sluice  # noqa: E402
-
-SLUICED = os.environ.get("SLUICED", "sluiced")
+from sluiced_daemon import Daemon, free_port  # noqa: E402
 
 CONFIG = """
 cold_start: full
@@ -76,48 +72,14 @@ limits:
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Daemon:
-    def __init__(self):
-        self.dir = tempfile.TemporaryDirectory(prefix="sluice-py-test-")
-        path = os.path.join(self.dir.name, "sluice.yaml")
-        with open(path, "w") as f:
-            f.write(CONFIG)
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.proc = subprocess.Popen([SLUICED, "--config", path, "--listen",
-                                      "127.0.0.1:%d" % self.port],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.url + "/healthz", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("sluiced did not start")
-
-    def stop(self):
-        self.proc.terminate()
-        rc = self.proc.wait(10)
-        self.dir.cleanup()
-        if rc != 0:
-            raise RuntimeError("sluiced exited %d" % rc)
-
-
 class PythonClient(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = Daemon()
+        cls.d = Daemon(CONFIG)
 
     @classmethod
     def tearDownClass(cls):
-        cls.d.stop()
+        cls.d.close()
 
     def client(self, agent):
         return sluice.Client(url=self.d.url, agent=agent)

@@ -6,21 +6,17 @@ libsluice-client), provider headers an agent token may not send reported, the de
 following the environment, and the native asyncio client holding 200 waits on one loop."""
 import asyncio
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import types
 import unittest
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import sluice  # noqa: E402
 from sluice.usage import usage_from  # noqa: E402
+from sluiced_daemon import Daemon, free_port  # noqa: E402
 
-SLUICED = os.environ.get("SLUICED", "sluiced")
 NS = types.SimpleNamespace
 
 CONFIG = """
@@ -41,48 +37,9 @@ pools:
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Daemon:
-    """sluiced on a fixed free port, stoppable and restartable (for fail-open)."""
-
-    def __init__(self, extra=""):
-        self.dir = tempfile.TemporaryDirectory(prefix="sluice-sdk-test-")
-        self.path = os.path.join(self.dir.name, "sluice.yaml")
-        with open(self.path, "w") as f:
-            f.write(CONFIG % extra)
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.proc = None
-        self.start()
-
-    def start(self):
-        self.proc = subprocess.Popen([SLUICED, "--config", self.path, "--listen",
-                                      "127.0.0.1:%d" % self.port],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.url + "/healthz", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("sluiced did not start")
-
-    def stop(self):
-        self.proc.terminate()
-        rc = self.proc.wait(10)
-        if rc != 0:
-            raise RuntimeError("sluiced exited %d" % rc)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.stop()
-        self.dir.cleanup()
+def daemon(extra=""):
+    """sluiced with this file's pools and `extra` configuration."""
+    return Daemon(CONFIG % extra, "sluice-sdk-test-")
 
 
 class RateLimitError(Exception):
@@ -141,7 +98,7 @@ class Usage(unittest.TestCase):
 class Leases(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = Daemon()
+        cls.d = daemon()
 
     @classmethod
     def tearDownClass(cls):
@@ -238,7 +195,7 @@ class Leases(unittest.TestCase):
 
 class FailOpen(unittest.TestCase):
     def test_stopped_sluiced_gives_a_local_share_and_it_comes_back(self):
-        d = Daemon()
+        d = daemon()
         self.addCleanup(d.close)
         lines = []
         c = sluice.Client(url=d.url, agent="sdk-local", fleet_size=4, probe_interval_s=0.3,
@@ -277,7 +234,7 @@ class FailOpen(unittest.TestCase):
 
 
     def test_a_kept_alive_connection_closed_by_a_restart_is_sent_again(self):
-        d = Daemon()
+        d = daemon()
         self.addCleanup(d.close)
         lines = []
         c = sluice.Client(url=d.url, agent="sdk-stale", log=lines.append)
@@ -331,7 +288,7 @@ class FailOpen(unittest.TestCase):
 
 class Auth(unittest.TestCase):
     def test_provider_headers_an_agent_token_may_not_send_are_reported(self):
-        d = Daemon("auth:\n  tokens:\n    - token: worker-token-1\n      agent: w1\n")
+        d = daemon("auth:\n  tokens:\n    - token: worker-token-1\n      agent: w1\n")
         self.addCleanup(d.close)
         c = sluice.Client(url=d.url, agent="w1", token="worker-token-1")
         self.addCleanup(c.close)
@@ -360,7 +317,7 @@ class Environment(unittest.TestCase):
 
 class Asyncio(unittest.TestCase):
     def test_200_held_waits_on_one_loop_without_threads(self):
-        d = Daemon()
+        d = daemon()
         self.addCleanup(d.close)
         threads_before = threading.active_count()
 

@@ -27,7 +27,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Sluiced:
+class Sluiced(procs.Stoppable):
     """One sluiced on a fixed free port, so it can be killed and started again there."""
 
     def __init__(self, config_text, port=None):
@@ -64,12 +64,6 @@ class Sluiced:
                 procs.stop(self.proc, "sluiced", 5)
         finally:
             self.dir.cleanup()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def get(self, path):
         with urllib.request.urlopen(self.url + path, timeout=5) as r:

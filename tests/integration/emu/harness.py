@@ -15,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
+from bodies import message, parse_sse  # noqa: E402,F401  (tests/integration/bodies.py)
 
 SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
 SLUICE_CLI = os.environ.get("SLUICE_CLI", "")
@@ -26,7 +27,7 @@ FAST = ["--input-tpm", "100000000", "--output-tpm", "100000000", "--rpm", "10000
         "--tokens-per-s", "1000000", "--latency-spread", "0", "--output-tokens", "24"]
 
 
-class Emu:
+class Emu(procs.Stoppable):
     """One sluice-emu process. Use as a context manager; stop() is idempotent and
     raises when the process exited non-zero (a sanitizer report, a crash)."""
 
@@ -46,12 +47,6 @@ class Emu:
 
     def _read_banner(self, timeout_s):
         return procs.read_banner(self.proc, "sluice-emu", timeout_s)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def stop(self, timeout_s=10):
         if self.proc.returncode is not None and self.proc.stdout.closed:
@@ -110,34 +105,15 @@ class SharedEmu(unittest.TestCase):
     def tearDownClass(cls):
         cls.emu.stop()
 
-
-def parse_sse(payload):
-    """Parses an SSE body into a list of (event name or None, data string)."""
-    events = []
-    text = payload.decode("utf-8")
-    assert text.endswith("\n\n"), "stream does not end with a blank line: %r" % text[-40:]
-    for block in text.split("\n\n"):
-        if not block:
-            continue
-        name, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("event: "):
-                name = line[len("event: "):]
-            elif line.startswith("data: "):
-                data.append(line[len("data: "):])
-            elif line.startswith(":"):
-                continue
-            else:
-                raise AssertionError("unexpected SSE line %r" % line)
-        events.append((name, "\n".join(data)))
-    return events
-
-
-def message(text="Hello, Claude", max_tokens=100, **extra):
-    body = {"model": "claude-emu-1", "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": text}]}
-    body.update(extra)
-    return body
+    def assert_refused(self, cases):
+        """Each (body, field) of `cases`, sent to /v1/messages, is answered 400
+        invalid_request_error with a message naming `field`."""
+        for body, field in cases:
+            status, _, payload = self.emu.anthropic(body)
+            self.assertEqual(status, 400, body)
+            err = json.loads(payload)["error"]
+            self.assertEqual(err["type"], "invalid_request_error")
+            self.assertIn(field, err["message"])
 
 
 def estimate(body, api="anthropic"):

@@ -174,12 +174,7 @@ class AnthropicMessages(SharedEmu):
             ({"model": "m", "max_tokens": 5,
               "messages": [{"role": "user", "content": [{"type": "foo"}]}]}, "messages[0]"),
         ]
-        for body, field in cases:
-            status, _, payload = self.emu.anthropic(body)
-            self.assertEqual(status, 400, body)
-            err = json.loads(payload)["error"]
-            self.assertEqual(err["type"], "invalid_request_error")
-            self.assertIn(field, err["message"])
+        self.assert_refused(cases)
         status, _, payload = self.emu.anthropic(None, extra={})
         self.assertEqual(status, 400)
         status, _, _ = self.emu.request("POST", "/v1/messages", raw="{not json",

@@ -194,12 +194,7 @@ class AnthropicNow(SharedEmu):
                  (message(tools=tools, tool_choice={"type": "any"},
                           thinking={"type": "enabled", "budget_tokens": 1024}), "tool_choice")]
         before = self.emu.stats()["requests"]
-        for body, field in cases:
-            status, _, payload = self.emu.anthropic(body)
-            self.assertEqual(status, 400, body)
-            err = json.loads(payload)["error"]
-            self.assertEqual(err["type"], "invalid_request_error")
-            self.assertIn(field, err["message"])
+        self.assert_refused(cases)
         self.assertEqual(self.emu.stats()["requests"], before)
 
     def test_output_config_format_answers_json_matching_the_schema(self):

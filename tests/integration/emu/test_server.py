@@ -9,6 +9,7 @@ import time
 import unittest
 
 from harness import FAST, Emu, KEY, SLUICE_EMU, message, parse_sse
+import procs  # noqa: E402  (tests/integration/procs.py, on the path by harness)
 
 REQUIRED = ["--listen", "127.0.0.1:0", "--input-tpm", "1000", "--output-tpm", "1000",
             "--rpm", "10"]
@@ -68,6 +69,23 @@ class Flags(unittest.TestCase):
             self.assertEqual(emu.anthropic(message(), key=None)[0], 401)
 
 
+def send_message(s, body):
+    """Writes POST /v1/messages with `body` (bytes) on socket s, by hand."""
+    s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() +
+              b"\r\nanthropic-version: 2023-06-01\r\nContent-Length: " +
+              str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def idle_stats(emu, timeout_s=5):
+    """The emulator's stats once no HTTP request is active (or after timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        st = emu.stats()
+        if st["http"]["active"] == 0 or time.monotonic() >= deadline:
+            return st
+        time.sleep(0.05)
+
+
 def paced(extra):
     return ["--input-tpm", "1000000", "--output-tpm", "1000000", "--rpm", "1000",
             "--latency-spread", "0", *extra]
@@ -118,19 +136,12 @@ class Pacing(unittest.TestCase):
                         "--output-tokens", "200"])) as emu:
             s = socket.create_connection(("127.0.0.1", emu.port), timeout=5)
             body = json.dumps(message(max_tokens=500, stream=True)).encode()
-            s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() +
-                      b"\r\nanthropic-version: 2023-06-01\r\nContent-Length: " +
-                      str(len(body)).encode() + b"\r\n\r\n" + body)
+            send_message(s, body)
             got = s.recv(4096)
             self.assertIn(b"200 OK", got)
             time.sleep(0.3)
             s.close()
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                st = emu.stats()
-                if st["http"]["active"] == 0:
-                    break
-                time.sleep(0.05)
+            st = idle_stats(emu)
             self.assertEqual(st["http"]["active"], 0)
             self.assertEqual(st["http"]["client_gone"], 1)
             self.assertEqual(emu.anthropic(message())[0], 200)  # still serving
@@ -142,38 +153,13 @@ class Pacing(unittest.TestCase):
             for _ in range(3):
                 s = socket.create_connection(("127.0.0.1", emu.port), timeout=5)
                 body = json.dumps(message()).encode()
-                s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " +
-                          KEY.encode() + b"\r\nanthropic-version: 2023-06-01\r\n"
-                          b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                send_message(s, body)
                 time.sleep(0.1)
                 s.close()
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                st = emu.stats()
-                if st["http"]["active"] == 0:
-                    break
-                time.sleep(0.05)
+            st = idle_stats(emu)
             self.assertEqual(st["http"]["active"], 0)
             self.assertEqual(st["admitted"], 3)
             self.assertEqual(emu.anthropic(message())[0], 200)
-
-
-def make_ca(d):
-    """A throw-away CA and a server certificate for 127.0.0.1 signed by it."""
-    ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.crt")
-    key, csr, crt = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.crt"))
-    ext = os.path.join(d, "ext.cnf")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True,
-                                    timeout=60)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out",
-        ca_crt, "-days", "1", "-subj", "/CN=sluice test CA")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
-        "/CN=127.0.0.1")
-    run("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
-        "-out", crt, "-days", "1", "-extfile", ext)
-    return ca_crt, crt, key
 
 
 class Tls(unittest.TestCase):
@@ -183,7 +169,7 @@ class Tls(unittest.TestCase):
         paced = ["--input-tpm", "0", "--output-tpm", "0", "--rpm", "0", "--ttft-ms", "20",
                  "--tokens-per-s", "400", "--latency-spread", "0", "--output-tokens", "24"]
         with tempfile.TemporaryDirectory(prefix="emu-tls-") as d:
-            ca_crt, crt, key = make_ca(d)
+            ca_crt, crt, key = procs.make_ca(d)
             for args in (FAST, paced):
                 with Emu(args=args, tls=(crt, key)) as emu:
                     emu.tls_context = ssl.create_default_context(cafile=ca_crt)
@@ -210,7 +196,7 @@ class Tls(unittest.TestCase):
 
     def test_https_with_a_test_ca(self):
         with tempfile.TemporaryDirectory(prefix="emu-tls-") as d:
-            ca_crt, crt, key = make_ca(d)
+            ca_crt, crt, key = procs.make_ca(d)
             with Emu(tls=(crt, key)) as emu:
                 self.assertEqual(emu.scheme, "https")
                 emu.tls_context = ssl.create_default_context(cafile=ca_crt)

@@ -16,6 +16,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402  (tests/integration/procs.py)
+import bodies  # noqa: E402  (tests/integration/bodies.py)
+from bodies import chat, message  # noqa: E402,F401  (tests/integration/bodies.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
 SLUICE_EMU = os.environ.get("SLUICE_EMU", "sluice-emu")
@@ -32,7 +34,7 @@ _read_banner = procs.read_banner
 _stop = procs.stop
 
 
-class Emu:
+class Emu(procs.Stoppable):
     """One sluice-emu accepting only `key` (REAL_KEY)."""
 
     def __init__(self, args=EMU_FAST, tls=None, key=REAL_KEY):
@@ -46,12 +48,6 @@ class Emu:
         self.scheme = line.split("listening on ")[1].split(":")[0]
         self.url = "%s://127.0.0.1:%d" % (self.scheme, self.port)
         self.output = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def stop(self):
         if self.output is None:
@@ -195,38 +191,19 @@ def read_until(sock, needle, timeout_s):
 
 
 def parse_sse(payload):
-    """Parses an SSE body into a list of (event name or None, data string); comments
-    (": ping") are kept as (":", text)."""
-    events = []
-    text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
-    for block in text.split("\n\n"):
-        if not block.strip():
-            continue
-        name, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("event: "):
-                name = line[len("event: "):]
-            elif line.startswith("data: "):
-                data.append(line[len("data: "):])
-            elif line.startswith(":"):
-                name = name or ":"
-                data.append(line[1:].strip())
-        events.append((name, "\n".join(data)))
-    return events
+    """Parses an SSE body that came through the proxy, comments kept as (":", text)
+    (bodies.parse_sse)."""
+    return bodies.parse_sse(payload, strict=False)
 
 
-def message(text="Hello, Claude", max_tokens=100, **extra):
-    body = {"model": "claude-emu-1", "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": text}]}
-    body.update(extra)
-    return body
-
-
-def chat(text="Hello", max_tokens=100, **extra):
-    body = {"model": "gpt-emu-1", "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": text}]}
-    body.update(extra)
-    return body
+def reply_json(handler, obj, status=200):
+    """Answers an http.server request (from its handler) with `obj` as JSON."""
+    body = json.dumps(obj).encode()
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def wait_for(predicate, timeout_s, what):

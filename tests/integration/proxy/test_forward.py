@@ -16,6 +16,11 @@ def config(emu):
                              pool_yaml("gpt", emu.url, "openai", LIMITS))
 
 
+def as_worker(s, headers):
+    """A Messages call as worker-1 with the workers' token and the x-sluice-* `headers`."""
+    return s.anthropic(message(), agent="worker-1", key="agent-token-workers", extra=headers)
+
+
 def workers_sluiced(emu):
     """sluiced with auth: the admin token (its client's bearer) and a token for agents
     "worker-*"."""
@@ -219,16 +224,12 @@ class Keys(unittest.TestCase):
     def test_x_sluice_unblocks_is_bound_to_the_token(self):
         with Emu() as emu:
             with workers_sluiced(emu) as s:
-                status, _, payload = s.anthropic(message(), agent="worker-1",
-                                                 key="agent-token-workers",
-                                                 extra={"x-sluice-unblocks": "9007199254740992"})
+                status, _, payload = as_worker(s, {"x-sluice-unblocks": "9007199254740992"})
                 self.assertEqual(status, 403, payload)
                 self.assertIn(b"x-sluice-unblocks", payload)
                 self.assertIn(b"max_unblocks", payload)
                 self.assertIsNone(s.agent("worker-1"))  # refused before any lease
-                status, _, payload = s.anthropic(message(), agent="worker-1",
-                                                 key="agent-token-workers",
-                                                 extra={"x-sluice-unblocks": "8"})
+                status, _, payload = as_worker(s, {"x-sluice-unblocks": "8"})
                 self.assertEqual(status, 200, payload)
                 self.assertEqual(s.agent("worker-1")["weight"], 5)  # 1 x (1 + 0.5 x 8)
 
@@ -247,9 +248,7 @@ class Keys(unittest.TestCase):
                                                    {"depends_on": ["hub"], "state": "waiting"},
                                                    headers=admin)
                     self.assertEqual(status, 200, payload)
-                status, _, payload = s.anthropic(message(), agent="worker-1",
-                                                 key="agent-token-workers",
-                                                 extra={"x-sluice-task": "hub"})
+                status, _, payload = as_worker(s, {"x-sluice-task": "hub"})
                 self.assertEqual(status, 200, payload)
                 self.assertEqual(s.agent("worker-1")["weight"], 5)  # 1 x (1 + 0.5 x 8), not 7
 
@@ -258,16 +257,12 @@ class Keys(unittest.TestCase):
         # priorities are those with a factor <= 1), and nothing is leased.
         with Emu() as emu:
             with workers_sluiced(emu) as s:
-                status, _, payload = s.anthropic(message(), agent="worker-1",
-                                                 key="agent-token-workers",
-                                                 extra={"x-sluice-priority": "high"})
+                status, _, payload = as_worker(s, {"x-sluice-priority": "high"})
                 self.assertEqual(status, 403, payload)
                 self.assertIn(b"x-sluice-priority", payload)
                 self.assertIn(b"high", payload)
                 self.assertIsNone(s.agent("worker-1"))  # refused before any lease
-                status, _, payload = s.anthropic(message(), agent="worker-1",
-                                                 key="agent-token-workers",
-                                                 extra={"x-sluice-priority": "low"})
+                status, _, payload = as_worker(s, {"x-sluice-priority": "low"})
                 self.assertEqual(status, 200, payload)
 
     def test_a_missing_key_variable_is_a_config_error_naming_it(self):

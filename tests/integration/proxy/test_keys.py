@@ -9,7 +9,7 @@ import tempfile
 import threading
 import unittest
 
-from harness import SLUICED, Emu, Sluiced, message, wait_for
+from harness import SLUICED, Emu, Sluiced, message, reply_json, wait_for
 
 KEY_BIG = "sk-ant-key-big-0123456789abcdef"
 KEY_SMALL = "sk-ant-key-small-0123456789abcdef"
@@ -215,16 +215,11 @@ class Capture:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 seen.append({k.lower(): v for k, v in self.headers.items()})
-                body = json.dumps({
+                reply_json(self, {
                     "id": "msg_1", "type": "message", "role": "assistant",
                     "model": "claude-emu-1", "stop_reason": "end_turn",
                     "content": [{"type": "text", "text": "hi"}],
-                    "usage": {"input_tokens": 5, "output_tokens": 2}}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                    "usage": {"input_tokens": 5, "output_tokens": 2}})
 
             def log_message(self, *args):
                 pass

@@ -7,7 +7,7 @@ import json
 import threading
 import unittest
 
-from harness import REAL_KEY, Sluiced, pool_yaml
+from harness import REAL_KEY, Sluiced, pool_yaml, reply_json
 
 LIMITS = "input_tpm: 10000000\noutput_tpm: 10000000\nrpm: 10000"
 
@@ -44,12 +44,7 @@ class Recorder(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (the stdlib's name)
         key = self.headers.get("x-api-key") or self.headers.get("authorization") or ""
         Recorder.seen.append((self.path, key))
-        body = json.dumps({"object": "list", "data": [], "id": "x", "type": "model"}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply_json(self, {"object": "list", "data": [], "id": "x", "type": "model"})
 
     def log_message(self, *args):
         pass

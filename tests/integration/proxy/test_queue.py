@@ -59,8 +59,7 @@ class Queued(unittest.TestCase):
         with Emu(EMU_SLOW) as emu, Sluiced(
                 "pools:\n" + pool_yaml("claude", emu.url, "anthropic", TIGHT,
                                        "max_queue_wait_s: 120")) as s:
-            first = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
-                                  stream_headers("first"))
+            first = big_stream(s, "first")
             read_until(first, b"message_start", 10)
             status, _, payload = s.anthropic(message(max_tokens=1000), agent="second")
             first.close()
@@ -74,8 +73,7 @@ class Rejected(unittest.TestCase):
                 "proxy:\n  max_hold_s: 1\npools:\n" +
                 pool_yaml("claude", emu.url, "anthropic", TIGHT, "max_queue_wait_s: 1") +
                 pool_yaml("gpt", emu.url, "openai", TIGHT, "max_queue_wait_s: 1")) as s:
-            first = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
-                                  stream_headers("first"))
+            first = big_stream(s, "first")
             read_until(first, b"message_start", 10)
             status, h, payload = s.anthropic(message(max_tokens=1000), agent="second")
             self.assertEqual(status, 429, payload)
@@ -153,8 +151,7 @@ class ClientLeaves(unittest.TestCase):
         with Emu(slow) as emu, Sluiced(
                 "pools:\n" + pool_yaml("claude", emu.url, "anthropic",
                                        "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000")) as s:
-            sock = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
-                                 stream_headers("leaver"))
+            sock = big_stream(s, "leaver")
             read_until(sock, b"content_block_delta", 10)
             time.sleep(0.5)
             t0 = time.monotonic()
@@ -172,8 +169,7 @@ class ClientLeaves(unittest.TestCase):
         with Emu(EMU_SLOW) as emu, Sluiced(
                 "pools:\n" + pool_yaml("claude", emu.url, "anthropic", TIGHT,
                                        "max_queue_wait_s: 120")) as s:
-            first = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000, stream=True),
-                                  stream_headers("first"))
+            first = big_stream(s, "first")
             read_until(first, b"message_start", 10)
             second = s.open_stream("/anthropic/v1/messages", message(max_tokens=1000),
                                    stream_headers("second"))

@@ -1,40 +1,19 @@
 """test_tls.py - the proxy verifies the provider's certificate against the CA file in the config."""
 import json
-import os
 import ssl
-import subprocess
 import tempfile
 import unittest
 
 from harness import REAL_KEY, Emu, Sluiced, message, parse_sse, pool_yaml
+import procs  # noqa: E402  (tests/integration/procs.py, on the path by harness)
 
 LIMITS = "input_tpm: 1000000\noutput_tpm: 1000000\nrpm: 10000"
-
-
-def make_ca(d):
-    """A throw-away CA and a server certificate for 127.0.0.1 signed by it."""
-    ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.crt")
-    key, csr, crt = (os.path.join(d, n) for n in ("srv.key", "srv.csr", "srv.crt"))
-    ext = os.path.join(d, "ext.cnf")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-
-    def run(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_crt,
-        "-days", "1", "-subj", "/CN=sluice proxy test CA")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
-        "/CN=127.0.0.1")
-    run("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out",
-        crt, "-days", "1", "-extfile", ext)
-    return ca_crt, crt, key
 
 
 class Tls(unittest.TestCase):
     def test_calls_go_over_https_verified_with_the_configured_ca(self):
         with tempfile.TemporaryDirectory(prefix="sluice-proxy-tls-") as d:
-            ca, crt, key = make_ca(d)
+            ca, crt, key = procs.make_ca(d, "sluice proxy test CA")
             with Emu(tls=(crt, key)) as emu:
                 self.assertEqual(emu.scheme, "https")
                 cfg = "pools:\n" + pool_yaml("trusted", emu.url, "anthropic", LIMITS,
@@ -58,7 +37,7 @@ class Tls(unittest.TestCase):
 
     def test_streams_go_over_https(self):
         with tempfile.TemporaryDirectory(prefix="sluice-proxy-tls-") as d:
-            ca, crt, key = make_ca(d)
+            ca, crt, key = procs.make_ca(d, "sluice proxy test CA")
             with Emu(tls=(crt, key)) as emu:
                 cfg = "pools:\n" + pool_yaml("trusted", emu.url, "anthropic", LIMITS,
                                              "ca_file: " + ca)

@@ -25,30 +25,11 @@
 #include <event2/event.h>
 
 #include "redis.h"
+#include "redis_test.h"
 #include "redis/redis_proto.h"
 
 #define SIZE_TOKENS 1000
 #define INPUT_TPM 6000000 /* capacity 5,100,000, refill 85,000/s */
-
-static struct event_base *base;
-static int failures;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
-
-static void run_for(double s)
-{
-    struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
-    event_base_loopexit(base, &tv);
-    event_base_dispatch(base);
-}
 
 static sl_backend_t *replica(const char *id, sl_redis_fail_t fail)
 {

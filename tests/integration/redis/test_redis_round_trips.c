@@ -20,26 +20,7 @@
 #include <hiredis.h>
 
 #include "redis.h"
-
-static struct event_base *base;
-static int failures;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
-
-static void run_for(double s)
-{
-    struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - floor(s)) * 1e6)};
-    event_base_loopexit(base, &tv);
-    event_base_dispatch(base);
-}
+#include "redis_test.h"
 
 static void on_done(int rc, double value, const char *errmsg, void *ud)
 {

@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from redis_harness import Redis, wait_until
+from redis_harness import OnRedis, wait_until
 
 # The proxy tests' harness (sluice-emu, a proxying sluiced), under a name of its own: the
 # server tests' harness that redis_harness uses is also called `harness`.
@@ -171,23 +171,18 @@ def drain_provider(emu):
     return emu.stats()["levels"]["input_tokens"]
 
 
-class Faults(unittest.TestCase):
+class Faults(OnRedis):
     def setUp(self):
         self.emu = Emu(EMU_ARGS)
         self.emu_level = drain_provider(self.emu)
-        self.redis = Redis()
-        self.replicas = []
+        super().setUp()
         self.dead = []
 
     def tearDown(self):
-        self.redis.cont_signal()
-        for r in self.replicas:
-            r.stop()
-            r.dir.cleanup()
-        for r in self.dead:
+        super().tearDown()
+        for r in self.replicas + self.dead:
             r.dir.cleanup()
         self.emu.stop()
-        self.redis.close()
 
     def start(self, n, fail):
         for _ in range(n):

@@ -137,6 +137,16 @@ class Redis:
         return "redis://127.0.0.1:%d/0%s" % (self.port, "?" + q if q else "")
 
 
+# One pool: capacity 5100 input tokens (6000 x 0.85), refilled at 85 tokens/s; a ticket
+# waits and idles up to 600 s.
+SMALL = """  default:
+    input_tpm: 6000
+    output_tpm: 600000
+    max_queue_wait_s: 600
+    ticket_idle_s: 600
+"""
+
+
 def replica(redis, pools_yaml, **opts):
     """A sluiced on `redis` with the given pools (YAML lines under `pools:`)."""
     opts.setdefault("tick_ms", 200)
@@ -151,6 +161,50 @@ def backend_unavailable(r):
     """Whether replica r's /metrics raises the backend_unavailable alert (Redis away)."""
     _, text, _ = r.call("GET", "/metrics")
     return 'sluice_alert{name="backend_unavailable",pool=""} 1' in text
+
+
+class OnRedis(unittest.TestCase):
+    """A test on a private redis-server of its own (self.redis). The sluiced replicas it
+    starts go in self.replicas; after the test they are stopped, then the server (woken
+    first, should the test have stopped it with SIGSTOP)."""
+
+    def setUp(self):
+        self.redis = Redis()
+        self.replicas = []
+
+    def tearDown(self):
+        self.redis.cont_signal()
+        for r in self.replicas:
+            r.stop()
+        self.redis.close()
+
+    def start(self, n, pools=SMALL, **opts):
+        """n more replicas on self.redis with `pools` and replica() options `opts`; returns
+        every replica of the test, all ready."""
+        for _ in range(n):
+            self.replicas.append(replica(self.redis, pools, **opts))
+        self.ready(*self.replicas)
+        return self.replicas
+
+    def ready(self, *rs):
+        """Waits until each of rs answers /readyz with 200 (10 s at most each)."""
+        for r in rs:
+            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
+
+    def level(self, r):
+        """The input-token level of replica r's pool "default"."""
+        return r.pool()["buckets"]["input_tokens"]["level"]
+
+    def alert(self, r, name="backend_unavailable", pool=""):
+        """The value of alert `name` (of `pool`) in replica r's /metrics; fails the test
+        when /metrics does not answer or does not hold it."""
+        st, text, _ = r.call("GET", "/metrics")
+        self.assertEqual(st, 200)
+        want = 'sluice_alert{name="%s",pool="%s"}' % (name, pool)
+        for line in text.splitlines():
+            if line.startswith(want):
+                return int(line.split()[-1])
+        self.fail("no %s in /metrics" % want)
 
 
 class TwoReplicas(unittest.TestCase):

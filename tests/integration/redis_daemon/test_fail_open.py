@@ -4,47 +4,23 @@ what it granted is charged to Redis when Redis returns (once)."""
 import time
 import unittest
 
-from redis_harness import Redis, replica, wait_until
+from redis_harness import SMALL, OnRedis, replica, wait_until
 
-# Shared: capacity 5100 input tokens (6000 x 0.85), 85 tokens/s. Two replicas: a local
-# share of 3000/min, capacity 2550, 42.5 tokens/s each.
-SMALL = """  default:
-    input_tpm: 6000
-    output_tpm: 600000
-    max_queue_wait_s: 600
-    ticket_idle_s: 600
-"""
+# SMALL shared by two replicas: a local share of 3000/min, capacity 2550, 42.5 tokens/s
+# each.
 
 
 def pool_no(lease_id):
     return int(lease_id.split("_")[1]) >> 40
 
 
-class FailOpen(unittest.TestCase):
+class FailOpen(OnRedis):
     def setUp(self):
-        self.redis = Redis()
+        super().setUp()
         self.replicas = [replica(self.redis, SMALL, fail="open", cold_start="full")
                          for _ in range(2)]
-        for r in self.replicas:
-            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
+        self.ready(*self.replicas)
         time.sleep(0.6)  # each heartbeat has counted both replicas: a share of 1/2
-
-    def tearDown(self):
-        self.redis.cont_signal()
-        for r in self.replicas:
-            r.stop()
-        self.redis.close()
-
-    def alert(self, r):
-        st, text, _ = r.call("GET", "/metrics")
-        self.assertEqual(st, 200)
-        for line in text.splitlines():
-            if line.startswith('sluice_alert{name="backend_unavailable"'):
-                return int(line.split()[-1])
-        self.fail("no backend_unavailable alert in /metrics")
-
-    def level(self, r):
-        return r.pool()["buckets"]["input_tokens"]["level"]
 
     def stop_redis(self):
         self.redis.stop_signal()

@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 
-from redis_harness import Redis, replica, wait_until
+from redis_harness import OnRedis, replica, wait_until
 from harness import Sluiced
 
 POOLS = """  default:
@@ -26,35 +26,22 @@ SLOW = """limits:
 """
 
 
-def check(s, name, body, **kw):
-    return s.call("POST", "/v1/limits/%s/check" % name, body, **kw)
-
-
-class HeldAcrossReload(unittest.TestCase):
-    def setUp(self):
-        self.redis = Redis()
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            p.stop()
-        self.redis.close()
-
+class HeldAcrossReload(OnRedis):
     def both(self, limits):
         """A memory sluiced and a Redis one, each with `limits`, ready."""
         mem = Sluiced("pools:\n%s%s" % (POOLS, limits))
         red = replica(self.redis, POOLS + limits)
-        self.procs += [mem, red]
-        self.assertTrue(wait_until(lambda: red.call("GET", "/readyz")[0] == 200, 10))
+        self.replicas += [mem, red]
+        self.ready(red)
         return {"memory": mem, "redis": red}
 
     def held_through_reload(self, s, new_limits):
         """Takes slow's room, holds a second check, reloads with `new_limits` (SIGHUP)
         while it waits; returns the held check's answer."""
-        self.assertEqual(check(s, "slow", {"agent": "h"})[0], 200)
+        self.assertEqual(s.check("slow", {"agent": "h"})[0], 200)
         out = {}
         t = threading.Thread(target=lambda: out.update(
-            answer=check(s, "slow", {"agent": "h", "wait": 10}, timeout_s=20)))
+            answer=s.check("slow", {"agent": "h", "wait": 10}, timeout_s=20)))
         t.start()
         time.sleep(0.3)
         with open(s.config_path) as f:
@@ -85,7 +72,7 @@ class HeldAcrossReload(unittest.TestCase):
             self.assertEqual((status, body["limit"], body["checked"][0]["max"]), (200, 1, 1),
                              (backend, body))
             self.assertGreater(body["reset_after"], 4, (backend, body))
-            status, body, _ = check(s, "slow", {"agent": "h"})
+            status, body, _ = s.check("slow", {"agent": "h"})
             self.assertEqual(status, 429, (backend, body))
             self.assertGreater(body["retry_after"], 4, (backend, body))
 
@@ -99,16 +86,16 @@ class HeldAcrossReload(unittest.TestCase):
         grown = tree + "  a.leaf:\n    rate: 100\n    period_s: 600\n    parents: [z.budget]\n"
         for backend, s in self.both(tree).items():
             for _ in range(4):
-                self.assertEqual(check(s, "z.leaf", {"agent": "r"})[0], 200, backend)
+                self.assertEqual(s.check("z.leaf", {"agent": "r"})[0], 200, backend)
             with open(s.config_path) as f:
                 text = f.read()
             s.write_config(text[:text.index("limits:")] + grown)
             s.proc.send_signal(signal.SIGHUP)
             self.assertTrue(wait_until(lambda: len(s.call("GET", "/v1/limits")[1]["limits"]) == 3,
                                        10))
-            st, body, _ = check(s, "a.leaf", {"agent": "r"})
+            st, body, _ = s.check("a.leaf", {"agent": "r"})
             self.assertEqual((st, body["checked"][1]["remaining"]), (200, 0), (backend, body))
-            st, body, _ = check(s, "z.leaf", {"agent": "r"})
+            st, body, _ = s.check("z.leaf", {"agent": "r"})
             self.assertEqual((st, body["checked"][0]["remaining"]), (429, 95), (backend, body))
 
 
@@ -142,19 +129,15 @@ STEPS = """limits:
 """
 
 
-class SameAnswers(unittest.TestCase):
+class SameAnswers(OnRedis):
     """Each step on a memory sluiced and on a Redis one: the same status and fields."""
 
     def setUp(self):
-        self.redis = Redis()
+        super().setUp()
         self.mem = Sluiced("pools:\n%s%s" % (POOLS, STEPS))
         self.red = replica(self.redis, POOLS + STEPS)
-        self.assertTrue(wait_until(lambda: self.red.call("GET", "/readyz")[0] == 200, 10))
-
-    def tearDown(self):
-        self.mem.stop()
-        self.red.stop()
-        self.redis.close()
+        self.replicas += [self.mem, self.red]
+        self.ready(self.red)
 
     def step(self, method, path, body=None, fields=()):
         """The step's (status, {field: value}) on both, asserted equal; returned."""
@@ -202,10 +185,10 @@ class SameAnswers(unittest.TestCase):
         # The TTL (600 s) is beyond the wait: held for its wait all the same, as a release
         # can make room, and the release (through the same replica) serves it.
         for backend, s in (("memory", self.mem), ("redis", self.red)):
-            self.assertEqual(check(s, "qsem", {"agent": "q"})[0], 200)
+            self.assertEqual(s.check("qsem", {"agent": "q"})[0], 200)
             out = {}
-            t = threading.Thread(target=lambda: out.update(answer=check(
-                s, "qsem", {"agent": "q", "wait": 8}, timeout_s=20)))
+            t = threading.Thread(target=lambda: out.update(answer=s.check(
+                "qsem", {"agent": "q", "wait": 8}, timeout_s=20)))
             t.start()
             time.sleep(0.5)
             self.assertEqual(s.call("POST", "/v1/limits/qsem/release", {"agent": "q"})[0], 200)

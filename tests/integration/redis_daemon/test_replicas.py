@@ -4,17 +4,9 @@ import threading
 import time
 import unittest
 
-from redis_harness import Redis, replica, grants, events_of, wait_until
+from redis_harness import SMALL, OnRedis, replica, grants, events_of, wait_until
 
-# Capacity 5100 input tokens (6000 x 0.85) refilled at 85 tokens/s; a queue that waits.
-SMALL = """  default:
-    input_tpm: 6000
-    output_tpm: 600000
-    max_queue_wait_s: 600
-    ticket_idle_s: 600
-"""
-
-# The same bucket, but a request that would wait more than 1 s is rejected.
+# SMALL's bucket, but a request that would wait more than 1 s is rejected.
 NO_WAIT = """  default:
     input_tpm: 6000
     output_tpm: 600000
@@ -33,24 +25,11 @@ def lease(r, agent, tokens, timeout_s=10, **kw):
     return r.call("POST", "/v1/leases", body, timeout_s=timeout_s)
 
 
-class Replicas(unittest.TestCase):
-    def setUp(self):
-        self.redis = Redis()
-        self.replicas = []
-
-    def tearDown(self):
-        for r in self.replicas:
-            r.stop()
-        self.redis.close()
-
+class Replicas(OnRedis):
     def start(self, n, pools=SMALL, **opts):
         # Full buckets from the start (the default cold start is tested in test_state_loss).
         opts.setdefault("cold_start", "full")
-        for _ in range(n):
-            self.replicas.append(replica(self.redis, pools, **opts))
-        for r in self.replicas:
-            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
-        return self.replicas
+        return super().start(n, pools, **opts)
 
     def capacity(self, r):
         return r.pool()["buckets"]["input_tokens"]
@@ -216,33 +195,12 @@ class Replicas(unittest.TestCase):
         self.assertLessEqual(total, 5100 + 85 * (time.monotonic() - t0 + 1.0))
 
 
-class RedisStops(unittest.TestCase):
-    def setUp(self):
-        self.redis = Redis()
-        self.replicas = []
-
-    def tearDown(self):
-        self.redis.cont_signal()
-        for r in self.replicas:
-            r.stop()
-        self.redis.close()
-
+class RedisStops(OnRedis):
     def start(self, n, fail):
-        for _ in range(n):
-            self.replicas.append(replica(self.redis, SMALL, fail=fail, cold_start="full"))
-        for r in self.replicas:
-            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
+        super().start(n, fail=fail, cold_start="full")
         # Each replica's heartbeat has counted the others (the fail-open share).
         time.sleep(0.6)
         return self.replicas
-
-    def alert(self, r):
-        st, text, _ = r.call("GET", "/metrics")
-        self.assertEqual(st, 200)
-        for line in text.splitlines():
-            if line.startswith('sluice_alert{name="backend_unavailable"'):
-                return int(line.split()[-1])
-        self.fail("no backend_unavailable alert in /metrics")
 
     def test_fail_closed_answers_503_then_recovers(self):
         a, b = self.start(2, "closed")

@@ -5,50 +5,17 @@ import threading
 import time
 import unittest
 
-from redis_harness import Redis, replica, wait_until
-
-# Capacity 5100 input tokens (6000 x 0.85), refilled at 85 tokens/s.
-SMALL = """  default:
-    input_tpm: 6000
-    output_tpm: 600000
-    max_queue_wait_s: 600
-    ticket_idle_s: 600
-"""
+from redis_harness import OnRedis, wait_until
 
 
 def lease_no(lease_id):
     return int(lease_id.split("_")[1])
 
 
-class StateLoss(unittest.TestCase):
-    def setUp(self):
-        self.redis = Redis()
-        self.replicas = []
-
-    def tearDown(self):
-        for r in self.replicas:
-            r.stop()
-        self.redis.close()
-
+class StateLoss(OnRedis):
     def start(self, n, **opts):
         opts.setdefault("fail", "closed")
-        for _ in range(n):
-            self.replicas.append(replica(self.redis, SMALL, **opts))
-        for r in self.replicas:
-            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
-        return self.replicas
-
-    def level(self, r):
-        return r.pool()["buckets"]["input_tokens"]["level"]
-
-    def metric_alert(self, r, name, pool):
-        st, text, _ = r.call("GET", "/metrics")
-        self.assertEqual(st, 200)
-        want = 'sluice_alert{name="%s",pool="%s"}' % (name, pool)
-        for line in text.splitlines():
-            if line.startswith(want):
-                return int(line.split()[-1])
-        self.fail("no %s in /metrics" % want)
+        return super().start(n, **opts)
 
     def grant_some(self, replicas, n):
         """n small grants (the bucket starts empty and refills at 85 tokens/s)."""
@@ -82,7 +49,7 @@ class StateLoss(unittest.TestCase):
         self.assertLess(self.level(a), 2000)
         for r in replicas:
             self.assertTrue(wait_until(
-                lambda: self.metric_alert(r, "backend_state_lost", "default") == 1, 10))
+                lambda: self.alert(r, "backend_state_lost", "default") == 1, 10))
         new_ids = [self.lease_when_possible(replicas[i % len(replicas)], 20) for i in range(6)]
         self.assertFalse(set(new_ids) & set(before_ids), (new_ids, before_ids))
         self.assertGreater(min(lease_no(x) for x in new_ids), max(lease_no(x) for x in before_ids))
@@ -97,7 +64,7 @@ class StateLoss(unittest.TestCase):
         a, = self.start(1)
         self.assertLess(self.level(a), 1000)
         self.assertNotIn("backend_state_lost", a.pool()["alerts"])
-        self.assertEqual(self.metric_alert(a, "backend_state_lost", "default"), 0)
+        self.assertEqual(self.alert(a, "backend_state_lost", "default"), 0)
 
     def test_in_the_cold_window_the_first_provider_report_may_raise_a_level(self):
         a, = self.start(1)
@@ -122,8 +89,7 @@ class StateLoss(unittest.TestCase):
         reps = self.start(2)
         before = self.grant_some(reps, 4)
         self.redis.restart_empty()
-        for r in reps:
-            self.assertTrue(wait_until(lambda: r.call("GET", "/readyz")[0] == 200, 10))
+        self.ready(*reps)
         self.assert_lost_and_cold(reps, before)
 
     def test_a_request_waiting_when_redis_restarts_empty_is_answered_at_once(self):

@@ -37,7 +37,7 @@ def full_at_start(config_text):
     return "cold_start: full\n" + config_text
 
 
-class Sluiced:
+class Sluiced(procs.Stoppable):
     """One sluiced process. Use as a context manager; stop() is idempotent."""
 
     def __init__(self, config_text="", extra_args=(), preexec_fn=None, listen="127.0.0.1:0"):
@@ -62,12 +62,6 @@ class Sluiced:
 
     def _read_banner(self, timeout_s):
         return procs.read_banner(self.proc, "sluiced", timeout_s)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def stop(self, timeout_s=5):
         """SIGTERM, then waits; raises when sluiced exited non-zero (a sanitizer report,
@@ -102,6 +96,10 @@ class Sluiced:
         except ValueError:
             return r.status, text, hdrs
 
+
+    def check(self, name, body, **kw):
+        """POST /v1/limits/NAME/check with `body`; call()'s options and answer."""
+        return self.call("POST", "/v1/limits/%s/check" % name, body, **kw)
     def lease(self, agent, input_tokens, output_tokens=10, **kw):
         body = {"agent": agent, "input_tokens": input_tokens, "output_tokens": output_tokens}
         body.update(kw)
@@ -156,6 +154,16 @@ class KeepAlive:
 
     def close(self):
         self.conn.close()
+
+
+def recv_until(sock, needle, timeout_s=5):
+    """What sock sends until `needle` is in it or timeout_s passed (the socket's own
+    timeout bounds each read); the bytes read."""
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while needle not in data and time.monotonic() < deadline:
+        data += sock.recv(65536)
+    return data
 
 
 def raw_request(port, method, path, body=b"", headers=None):

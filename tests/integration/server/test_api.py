@@ -7,7 +7,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SMALL_POOL, SharedSluiced, Sluiced, raw_request, wait_until  # noqa: E402
+from harness import (SMALL_POOL, SharedSluiced, Sluiced, raw_request, recv_until,  # noqa: E402
+                     wait_until)
 
 CONFIG = "pools:\n  default:" + SMALL_POOL + "  big:\n    input_tpm: 100000000\n    rpm: 1000000\n"
 
@@ -223,10 +224,7 @@ class Endpoints(SharedSluiced):
         sock.settimeout(5)
         time.sleep(0.2)
         self.s.lease("streamed", 10, pool="big")
-        data = b""
-        deadline = time.monotonic() + 5
-        while b"streamed" not in data and time.monotonic() < deadline:
-            data += sock.recv(65536)
+        data = recv_until(sock, b"streamed")
         sock.close()
         self.assertIn(b"text/event-stream", data)
         self.assertIn(b"event: granted", data)

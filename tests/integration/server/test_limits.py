@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 
-from harness import SharedSluiced, Sluiced, check_config, raw_request
+from harness import SharedSluiced, Sluiced, check_config, raw_request, recv_until
 
 CONFIG = """
 caps:
@@ -77,17 +77,13 @@ limits:
 """
 
 
-def check(s, name, body, **kw):
-    return s.call("POST", "/v1/limits/%s/check" % name, body, **kw)
-
-
 class Routes(SharedSluiced):
     config = CONFIG
 
     def test_check_allows_then_denies_with_the_contract_fields_and_headers(self):
         s = self.s
         for want in (2, 1, 0):
-            status, body, h = check(s, "tool.call", {"agent": "lint-1"})
+            status, body, h = s.check("tool.call", {"agent": "lint-1"})
             self.assertEqual(status, 200, body)
             self.assertTrue(body["allowed"])
             self.assertEqual((body["limit"], body["remaining"]), (3, want))
@@ -96,9 +92,9 @@ class Routes(SharedSluiced):
                              [("tool.call", "lint-1"), ("tools.team", "lint"), ("tools.all", "*")])
             self.assertEqual(h["ratelimit-policy"], '"tool.call";q=3;w=600')
             self.assertRegex(h["ratelimit"], r'^"tool.call";r=%d;t=\d+$' % want)
-        status, body, h = check(s, "tool.call", {"agent": "lint-1", "hits": 0})
+        status, body, h = s.check("tool.call", {"agent": "lint-1", "hits": 0})
         team_before = [c["remaining"] for c in body["checked"]]
-        status, body, h = check(s, "tool.call", {"agent": "lint-1"})
+        status, body, h = s.check("tool.call", {"agent": "lint-1"})
         self.assertEqual(status, 429, body)
         self.assertFalse(body["allowed"])
         self.assertEqual(body["denied_by"]["limit"], "tool.call")
@@ -107,26 +103,26 @@ class Routes(SharedSluiced):
         self.assertEqual(int(h["retry-after"]), int(-(-body["retry_after"] // 1)))
         self.assertIn("reset_after", body)
         # nothing was taken at any level by the deny
-        _, body, _ = check(s, "tool.call", {"agent": "lint-1", "hits": 0})
+        _, body, _ = s.check("tool.call", {"agent": "lint-1", "hits": 0})
         self.assertEqual([c["remaining"] for c in body["checked"]], team_before)
 
     def test_hits_zero_peeks_and_changes_nothing(self):
         s = self.s
-        check(s, "tool.call", {"agent": "lint-2"})
+        s.check("tool.call", {"agent": "lint-2"})
         for _ in range(3):
-            status, body, _ = check(s, "tool.call", {"agent": "lint-2", "hits": 0})
+            status, body, _ = s.check("tool.call", {"agent": "lint-2", "hits": 0})
             self.assertEqual((status, body["remaining"]), (200, 2), body)
 
     def test_costs_per_action_and_key_rules(self):
         s = self.s
-        status, body, _ = check(s, "db.query", {"agent": "a", "key": "users", "action": "write"})
+        status, body, _ = s.check("db.query", {"agent": "a", "key": "users", "action": "write"})
         self.assertEqual((status, body["remaining"]), (200, 5), body)
-        status, body, _ = check(s, "db.query", {"agent": "a", "key": "users", "action": "read"})
+        status, body, _ = s.check("db.query", {"agent": "a", "key": "users", "action": "read"})
         self.assertEqual((status, body["remaining"]), (200, 4), body)
-        status, body, _ = check(s, "db.query", {"agent": "a"})
+        status, body, _ = s.check("db.query", {"agent": "a"})
         self.assertEqual(status, 400, body)
         self.assertIn("key", body["error"]["message"])
-        status, body, _ = check(s, "tool.call", {"agent": "a", "key": "k"})
+        status, body, _ = s.check("tool.call", {"agent": "a", "key": "k"})
         self.assertEqual(status, 400, body)
         self.assertIn("key: 'k'", body["error"]["message"])
 
@@ -134,12 +130,12 @@ class Routes(SharedSluiced):
         s = self.s
         for key in ('a"b\\c\nd\u00e9', '"' * 200 + "x" * 50):  # the second overflows the fast path
             for _ in range(2):
-                status, body, _ = check(s, "db.query", {"agent": "e", "key": key})
+                status, body, _ = s.check("db.query", {"agent": "e", "key": key})
                 self.assertEqual(status, 200, body)
                 self.assertEqual(body["checked"][0]["key"], key)
-            status, body, _ = check(s, "db.query", {"agent": "e", "key": key, "action": "write"})
+            status, body, _ = s.check("db.query", {"agent": "e", "key": key, "action": "write"})
             self.assertEqual((status, body["remaining"]), (200, 3), body)
-            status, body, _ = check(s, "db.query", {"agent": "e", "key": key, "action": "write"})
+            status, body, _ = s.check("db.query", {"agent": "e", "key": key, "action": "write"})
             self.assertEqual(status, 429, body)
             self.assertEqual(body["denied_by"], {"limit": "db.query", "key": key, "reason": "rate"})
             self.assertEqual(body["remaining"], 3)
@@ -151,10 +147,10 @@ class Routes(SharedSluiced):
                  ({"agent": "a b"}, "agent"), ({"agent": "a", "wait": -2}, "wait"),
                  ({"agent": "a", "colour": 1}, "colour")]
         for body_in, field in cases:
-            status, body, _ = check(s, "tool.call", body_in)
+            status, body, _ = s.check("tool.call", body_in)
             self.assertEqual(status, 400, (body_in, body))
             self.assertIn(field, body["error"]["message"])
-        status, body, _ = check(s, "nope", {"agent": "a"})
+        status, body, _ = s.check("nope", {"agent": "a"})
         self.assertEqual(status, 404, body)
         status, body, _ = s.call("GET", "/v1/limits/nope")
         self.assertEqual(status, 404, body)
@@ -162,7 +158,7 @@ class Routes(SharedSluiced):
         self.assertEqual(status, 405, body)
 
     def test_per_team_level_needs_a_team(self):
-        status, body, _ = check(self.s, "tools.team", {"agent": "loner"})
+        status, body, _ = self.s.check("tools.team", {"agent": "loner"})
         self.assertEqual(status, 400, body)
         self.assertIn("loner", body["error"]["message"])
         self.assertIn("team", body["error"]["message"])
@@ -170,13 +166,13 @@ class Routes(SharedSluiced):
     def test_concurrency_hold_and_release(self):
         s = self.s
         for want in (1, 0):
-            status, body, _ = check(s, "sem", {"agent": "w"})
+            status, body, _ = s.check("sem", {"agent": "w"})
             self.assertEqual((status, body["remaining"]), (200, want), body)
-        status, body, _ = check(s, "sem", {"agent": "w"})
+        status, body, _ = s.check("sem", {"agent": "w"})
         self.assertEqual(status, 429, body)
         status, body, _ = s.call("POST", "/v1/limits/sem/release", {"agent": "w"})
         self.assertEqual((status, body["held"]), (200, 1), body)
-        status, body, _ = check(s, "sem", {"agent": "w"})
+        status, body, _ = s.check("sem", {"agent": "w"})
         self.assertEqual(status, 200, body)
         status, body, _ = s.call("POST", "/v1/limits/sem/release", {"agent": "nobody"})
         self.assertEqual(status, 404, body)
@@ -217,10 +213,7 @@ class Routes(SharedSluiced):
         status, body, _ = s.call("POST", "/v1/limits/api/report",
                                  {"agent": "sse", "successes": 0, "errors": 5})
         self.assertEqual(status, 200, body)
-        data = b""
-        deadline = time.monotonic() + 5
-        while b'"key":"sse"' not in data and time.monotonic() < deadline:
-            data += sock.recv(65536)
+        data = recv_until(sock, b'"key":"sse"')
         sock.close()
         self.assertIn(b"event: limit_adapted", data)
         line = [x for x in data.split(b"\n") if x.startswith(b"data: ") and b'"sse"' in x][0]
@@ -246,43 +239,43 @@ class Sweep(unittest.TestCase):
     def test_keys_at_rest_are_forgotten_by_housekeeping(self):
         with Sluiced("limits:\n  quick:\n    algorithm: token_bucket\n    rate: 1000\n") as s:
             for i in range(5):
-                check(s, "quick", {"agent": "k%d" % i})
+                s.check("quick", {"agent": "k%d" % i})
             self.assertEqual(s.call("GET", "/v1/limits/quick")[1]["keys"], 5)
             deadline = time.monotonic() + 15  # the sweep runs every 10 s
             while time.monotonic() < deadline and s.call("GET", "/v1/limits/quick")[1]["keys"]:
                 time.sleep(0.5)
             self.assertEqual(s.call("GET", "/v1/limits/quick")[1]["keys"], 0)
-            status, body, _ = check(s, "quick", {"agent": "k1"})  # a forgotten key is fresh
+            status, body, _ = s.check("quick", {"agent": "k1"})  # a forgotten key is fresh
             self.assertEqual((status, body["remaining"]), (200, 999), body)
 
 
 class Queue(unittest.TestCase):
     def test_queue_holds_until_room_within_wait_and_rejects_beyond(self):
         with Sluiced(CONFIG) as s:
-            status, body, _ = check(s, "slow", {"agent": "q"})
+            status, body, _ = s.check("slow", {"agent": "q"})
             self.assertEqual(status, 200, body)
             t0 = time.monotonic()
-            status, body, _ = check(s, "slow", {"agent": "q", "wait": 5})
+            status, body, _ = s.check("slow", {"agent": "q", "wait": 5})
             self.assertEqual(status, 200, body)
             self.assertGreater(body.get("waited", 0), 0.05)
             # no wait: answered at once
-            status, body, h = check(s, "slow", {"agent": "q"})
+            status, body, h = s.check("slow", {"agent": "q"})
             self.assertEqual(status, 429, body)
             self.assertIn("retry-after", h)
             # a wait too short for the room is answered at once
-            status, body, _ = check(s, "slow", {"agent": "q", "wait": 0.01})
+            status, body, _ = s.check("slow", {"agent": "q", "wait": 0.01})
             self.assertEqual(status, 429, body)
             self.assertLess(time.monotonic() - t0, 5)
 
     def test_held_checks_of_one_queue_are_served_in_arrival_order(self):
         fifo = "limits:\n  bucket:\n    rate: 10\n    period_s: 1\n    on_limit: queue\n"
         with Sluiced(fifo) as s:
-            status, body, _ = check(s, "bucket", {"agent": "f", "hits": 10})
+            status, body, _ = s.check("bucket", {"agent": "f", "hits": 10})
             self.assertEqual(status, 200, body)
             done = []
 
             def waiter(tag, hits):
-                status, body, _ = check(s, "bucket", {"agent": "f", "hits": hits, "wait": 5},
+                status, body, _ = s.check("bucket", {"agent": "f", "hits": hits, "wait": 5},
                                         timeout_s=20)
                 done.append((tag, status, time.monotonic()))
 
@@ -296,12 +289,12 @@ class Queue(unittest.TestCase):
             # the small check, which the refill could serve at once, waits behind the big one
             self.assertEqual([(t, st) for t, st, _ in done], [("big", 200), ("small", 200)])
             # another agent is another queue: not held behind them
-            status, body, _ = check(s, "bucket", {"agent": "g"})
+            status, body, _ = s.check("bucket", {"agent": "g"})
             self.assertEqual(status, 200, body)
 
     def test_a_client_leaving_cancels_its_held_check(self):
         with Sluiced(CONFIG.replace("rate: 5\n    period_s: 1", "rate: 1\n    period_s: 3")) as s:
-            check(s, "slow", {"agent": "g"})
+            s.check("slow", {"agent": "g"})
             sock = raw_request(s.port, "POST", "/v1/limits/slow/check",
                                json.dumps({"agent": "g", "wait": 10}).encode())
             time.sleep(0.3)
@@ -313,7 +306,7 @@ class Queue(unittest.TestCase):
             self.assertIn("sluice_limit_held 0", text)
             # the cancelled wait took nothing: after the interval the next check passes
             time.sleep(3.1)
-            status, body, _ = check(s, "slow", {"agent": "g"})
+            status, body, _ = s.check("slow", {"agent": "g"})
             self.assertEqual(status, 200, body)
 
 
@@ -375,9 +368,9 @@ auth:
 class Tokens(unittest.TestCase):
     def test_an_agent_token_checks_only_its_own_agent(self):
         with Sluiced(TOKENS + CONFIG) as s:
-            status, body, _ = check(s, "sem", {"agent": "a"}, token="agent-a-token")
+            status, body, _ = s.check("sem", {"agent": "a"}, token="agent-a-token")
             self.assertEqual(status, 200, body)
-            status, body, _ = check(s, "sem", {"agent": "b"}, token="agent-a-token")
+            status, body, _ = s.check("sem", {"agent": "b"}, token="agent-a-token")
             self.assertEqual(status, 403, body)
             status, body, _ = s.call("POST", "/v1/limits/sem/release", {"agent": "b"},
                                      token="agent-a-token")
@@ -386,17 +379,17 @@ class Tokens(unittest.TestCase):
             self.assertEqual(status, 403, body)
             status, body, _ = s.call("GET", "/v1/limits/sem?key=a", token="agent-a-token")
             self.assertEqual((status, body["state"]["held"]), (200, 1), body)
-            status, body, _ = check(s, "sem", {"agent": "b"}, token="admin-secret-1")
+            status, body, _ = s.check("sem", {"agent": "b"}, token="admin-secret-1")
             self.assertEqual(status, 200, body)
-            status, body, _ = check(s, "sem", {"agent": "a"})
+            status, body, _ = s.check("sem", {"agent": "a"})
             self.assertEqual(status, 401, body)
 
 
 class Reload(unittest.TestCase):
     def test_reload_keeps_state_of_unchanged_limits_and_applies_new_ones(self):
         with Sluiced(CONFIG) as s:
-            check(s, "sem", {"agent": "r"})
-            check(s, "tool.call", {"agent": "lint-1"})
+            s.check("sem", {"agent": "r"})
+            s.check("tool.call", {"agent": "lint-1"})
             s.write_config("event_log: %s\n%s" % (
                 s.event_log, CONFIG.replace("rate: 3\n", "rate: 7\n") +
                 "  fresh:\n    algorithm: fixed_window\n    rate: 2\n"))
@@ -404,26 +397,26 @@ class Reload(unittest.TestCase):
             self.assertEqual(status, 200, body)
             status, body, _ = s.call("GET", "/v1/limits/sem?key=r")
             self.assertEqual(body["state"]["held"], 1, body)  # unchanged: kept
-            status, body, _ = check(s, "tool.call", {"agent": "lint-1"})
+            status, body, _ = s.check("tool.call", {"agent": "lint-1"})
             self.assertEqual((body["limit"], body["remaining"]), (7, 6), body)  # changed: fresh
-            status, body, _ = check(s, "fresh", {"agent": "r"})
+            status, body, _ = s.check("fresh", {"agent": "r"})
             self.assertEqual(status, 200, body)
             s.write_config("limits:\n  x:\n    algorithm: foo\n    rate: 1\n")
             status, body, _ = s.call("POST", "/v1/admin/reload")
             self.assertEqual(status, 400, body)
             self.assertIn("limits.x.algorithm", body["error"]["message"])
-            status, body, _ = check(s, "fresh", {"agent": "r"})
+            status, body, _ = s.check("fresh", {"agent": "r"})
             self.assertEqual(status, 200, body)  # the refused reload changed nothing
 
 
     def test_sighup_applies_new_limits_and_a_held_check_on_a_removed_one_answers_404(self):
         slow = CONFIG.replace("rate: 5\n    period_s: 1", "rate: 1\n    period_s: 2")
         with Sluiced(slow) as s:
-            check(s, "slow", {"agent": "h"})
+            s.check("slow", {"agent": "h"})
             out = {}
 
             def held():
-                out["answer"] = check(s, "slow", {"agent": "h", "wait": 10}, timeout_s=20)
+                out["answer"] = s.check("slow", {"agent": "h", "wait": 10}, timeout_s=20)
 
             t = threading.Thread(target=held)
             t.start()

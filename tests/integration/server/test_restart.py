@@ -18,6 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import procs  # noqa: E402
+from harness import check_config  # noqa: E402  (tests/integration/server/harness.py)
 
 SLUICED = os.environ.get("SLUICED", "sluiced")
 
@@ -93,9 +94,13 @@ def lease_number(lease_id):
     return int(lease_id[2:])
 
 
-class Restart(unittest.TestCase):
+class WithStateDir(unittest.TestCase):
+    """A test with a folder of its own (self.tmp) for a Daemon's state, started by
+    start() and stopped after the test."""
+    PREFIX = "sluiced-restart-"
+
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="sluiced-restart-")
+        self.tmp = tempfile.TemporaryDirectory(prefix=self.PREFIX)
         self.addCleanup(self.tmp.cleanup)
         self.daemon = None
 
@@ -106,6 +111,9 @@ class Restart(unittest.TestCase):
     def start(self, config_text):
         self.daemon = Daemon(self.tmp.name, config_text).start()
         return self.daemon
+
+
+class Restart(WithStateDir):
 
     def test_without_state_file_a_start_is_cold_and_refills(self):
         d = self.start(POOL)  # cold_start: empty is the default
@@ -318,20 +326,13 @@ class Restart(unittest.TestCase):
         self.assertIn(path, p.stderr)
 
     def test_state_file_needs_the_memory_backend(self):
-        path = os.path.join(self.tmp.name, "bad.yaml")
-        with open(path, "w") as f:
-            f.write("backend: redis://127.0.0.1:1/0\nstate_file: /tmp/x\n")
-        p = subprocess.run([SLUICED, "--config", path, "--check-config"], capture_output=True,
-                           text=True, timeout=10)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("state_file", p.stderr)
-        with open(path, "w") as f:
-            f.write("cold_start: lukewarm\n")
-        p = subprocess.run([SLUICED, "--config", path, "--check-config"], capture_output=True,
-                           text=True, timeout=10)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("cold_start", p.stderr)
-        self.assertIn("lukewarm", p.stderr)
+        rc, out = check_config("backend: redis://127.0.0.1:1/0\nstate_file: /tmp/x\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("state_file", out)
+        rc, out = check_config("cold_start: lukewarm\n")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("cold_start", out)
+        self.assertIn("lukewarm", out)
 
 
 if __name__ == "__main__":

@@ -39,23 +39,19 @@ limits:
 """
 
 
-def check(s, name, body, **kw):
-    return s.call("POST", "/v1/limits/%s/check" % name, body, **kw)
-
-
 class ReviewLimits(SharedSluiced):
     config = CONFIG
 
     def test_a_billion_hits_on_a_slow_limit_is_never_allowed(self):
         # hits x T passes 2^63 µs: it must be a deny for good (retry_after -1), with
         # sane headers, and take nothing.
-        status, body, hdrs = check(self.s, "slow", {"agent": "big", "hits": 1000000000})
+        status, body, hdrs = self.s.check("slow", {"agent": "big", "hits": 1000000000})
         self.assertEqual((status, body["retry_after"], body["denied_by"]["reason"]),
                          (429, -1, "never"), body)
         self.assertEqual(body["checked"][0]["retry_after"], -1, body)  # not -0.000001
         self.assertNotIn("retry-after", hdrs)
         self.assertEqual(hdrs["ratelimit"], '"slow";r=10;t=0')
-        status, body, _ = check(self.s, "slow", {"agent": "big", "hits": 10})
+        status, body, _ = self.s.check("slow", {"agent": "big", "hits": 10})
         self.assertEqual((status, body["remaining"], body["reset_after"]), (200, 0, 864000), body)
 
     def test_a_key_view_with_bytes_that_are_not_utf8_is_refused_naming_the_key(self):
@@ -72,10 +68,10 @@ class ReviewLimits(SharedSluiced):
         # wait, but a release can make room sooner, so the check is held for its wait and
         # the release serves it.
         for name in ("sem", "sem.child"):  # the semaphore itself, or as a parent
-            self.assertEqual(check(self.s, "sem", {"agent": "w"})[0], 200)
+            self.assertEqual(self.s.check("sem", {"agent": "w"})[0], 200)
             out = {}
-            t = threading.Thread(target=lambda: out.update(answer=check(
-                self.s, name, {"agent": "w", "wait": 8}, timeout_s=20)))
+            t = threading.Thread(target=lambda: out.update(answer=self.s.check(
+                name, {"agent": "w", "wait": 8}, timeout_s=20)))
             t.start()
             time.sleep(0.5)
             st, body, _ = self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})
@@ -87,8 +83,8 @@ class ReviewLimits(SharedSluiced):
             self.assertEqual(self.s.call("POST", "/v1/limits/sem/release",
                                          {"agent": "w"})[0], 200)
         # Nobody releases: answered 429 when the wait runs out, nothing taken.
-        self.assertEqual(check(self.s, "sem", {"agent": "w"})[0], 200)
-        st, body, _ = check(self.s, "sem", {"agent": "w", "wait": 0.5})
+        self.assertEqual(self.s.check("sem", {"agent": "w"})[0], 200)
+        st, body, _ = self.s.check("sem", {"agent": "w", "wait": 0.5})
         self.assertEqual((st, body["denied_by"]["limit"]), (429, "sem"), body)
         self.assertEqual(self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})[0], 200)
         self.assertEqual(self.s.call("POST", "/v1/limits/sem/release", {"agent": "w"})[0], 404)
@@ -102,7 +98,7 @@ class ReviewLimits(SharedSluiced):
 
         def worker(i):
             for _ in range(8):
-                st, body, _ = check(self.s, "sem.two", {"agent": "t%d" % i, "wait": 5},
+                st, body, _ = self.s.check("sem.two", {"agent": "t%d" % i, "wait": 5},
                                     timeout_s=20)
                 if st != 200:
                     refused.append(body)

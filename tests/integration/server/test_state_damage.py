@@ -11,13 +11,12 @@ import glob
 import os
 import struct
 import sys
-import tempfile
 import time
 import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_restart import POOL, Daemon  # noqa: E402
+from test_restart import POOL, WithStateDir  # noqa: E402
 
 LEASES = 9
 EACH = 48500  # nine of them: 436,500 of 510,000 held, the level at 73,500
@@ -67,19 +66,8 @@ def pool_record(at, level=1000):
             struct.pack("<dq", 0, 0))
 
 
-class StateDamage(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="sluiced-damage-")
-        self.addCleanup(self.tmp.cleanup)
-        self.daemon = None
-
-    def tearDown(self):
-        if self.daemon:
-            self.daemon.stop()
-
-    def start(self, config_text):
-        self.daemon = Daemon(self.tmp.name, config_text).start()
-        return self.daemon
+class StateDamage(WithStateDir):
+    PREFIX = "sluiced-damage-"
 
     def alert(self, d):
         """The /metrics line of the alert state_file_damaged (None when there is none)."""
