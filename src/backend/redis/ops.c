@@ -29,6 +29,17 @@ static void answer_decision_local(rb_t *rb, rop_t *op)
     rb->local_issued = true; /* (events carry the ids too, rewritten just below) */
     sl__rb_fix_local_events(rb, from);
     if (rc == SL_OK) sl__rb_local_decision_ids(rb, &d);
+    if (rc == SL_ECAPACITY && rb->local_replicas > 1) {
+        /* Too big for this replica's 1/replicas share, not for the pool: "never fits"
+         * (413) would be false, and a client would drop the call. It waits for Redis, as
+         * a closed backend's request does (503, retried). */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s; the request needs more than this replica's share of "
+                 "pool \"%s\" (1/%d) while it decides alone: retry when Redis is back",
+                 sl__rb_unavailable_msg(rb), op->pool, rb->local_replicas);
+        op->cb.decision(SL_REDIS_EUNAVAILABLE, NULL, msg, op->ud);
+        return;
+    }
     op->cb.decision(rc, rc == SL_OK ? &d : NULL,
                     rc == SL_OK ? NULL : rb->local ? sl_engine_errmsg(rb->local) : "out of memory",
                     op->ud);
