@@ -109,8 +109,11 @@ class ColdStart(unittest.TestCase):
                if l.startswith('sluice_pool_ramp_cap_tpm{pool="claude"}')]
         self.assertEqual(len(cap), 1)
         self.assertGreater(int(cap[0].split()[-1]), 0)
-        # Not an ordinary 429: the margin was not cut.
-        self.assertEqual(pool["margin"], 0.85)
+        # Not an ordinary 429: the margin was not cut. It may have climbed above its start
+        # on the answered calls' headers (a step per round trip) and been reset to the
+        # start by a header showing less room; a cut takes it below the start (0.80), from
+        # where only recover_every (180 s, longer than this test) brings it back.
+        self.assertGreaterEqual(pool["margin"], 0.85)
 
 
 if __name__ == "__main__":
