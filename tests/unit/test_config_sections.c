@@ -186,7 +186,8 @@ static void test_feature_keys_fail_in_the_same_shape(void **state)
             ":3: pools.p.ramp: 'sometimes' must be auto, on or off");
     refused("pools:\n  p:\n    ramp_factor: 1\n",
             ":3: pools.p.ramp_factor: '1' must be a number between 1.01 and 100");
-    refused("pools:\n  p:\n    ramp_speed: 1\n", "pools.p.ramp_speed: unknown pool key");
+    refused("pools:\n  p:\n    ramp_speed: 1\n",
+            ":3: pools.p.ramp_speed: unknown key 'ramp_speed' (known: input_tpm, output_tpm,");
     refused("provider_limits:\n  refresh_s: 5\n",
             ":2: provider_limits.refresh_s: '5' must be a number between 60 and 86400");
     refused("provider_limits:\n  anthropic:\n    admin_key: x\n",
@@ -195,6 +196,116 @@ static void test_feature_keys_fail_in_the_same_shape(void **state)
             ":3: provider_limits.anthropic.url: 'ftp://x' must start with http:// or https://");
     refused("provider_limits:\n  refresh: 60\n", ":2: provider_limits.refresh: unknown key "
                                                    "'refresh' (known: refresh_s, anthropic,");
+}
+
+/* A pool with an upstream and `keys:`; `entry` is the first key's extra lines. */
+#define KEYS_POOL(entry)                                                                           \
+    "pools:\n  claude:\n    provider: anthropic\n    upstream_url: http://127.0.0.1:9\n"         \
+    "    keys:\n      - name: a\n        api_key_env: SL_TEST_CONFIG_KEY\n" entry
+
+static void test_bad_pool_values_name_file_line_key_and_value(void **state)
+{
+    (void)state;
+    refused("pools:\n  p:\n    rpm: 10\n    inptu_tpm: 5\n",
+            ":4: pools.p.inptu_tpm: unknown key 'inptu_tpm' (known: input_tpm, output_tpm, rpm,");
+    refused("pools:\n  p:\n    rpm: -3\n",
+            ":3: pools.p.rpm: '-3' must be an integer between 0 and 9007199254740992");
+    refused("pools:\n  p:\n    rpm: 1.5\n", ":3: pools.p.rpm: '1.5' must be an integer between");
+    refused("pools:\n  p:\n    lease_ttl_s: soon\n",
+            ":3: pools.p.lease_ttl_s: 'soon' must be a number of at least 0");
+    refused("pools:\n  p:\n    max_retry_after_s: 100000\n",
+            ":3: pools.p.max_retry_after_s: '100000' must be a number between 1 and 86400");
+    refused("pools:\n  p:\n    max_settle_tokens: 0\n",
+            ":3: pools.p.max_settle_tokens: '0' must be an integer between 1 and");
+    refused("pools:\n  p:\n    estimate_error_window: 2000000\n",
+            ":3: pools.p.estimate_error_window: '2000000' must be an integer between 0 and 1000000");
+    refused("pools:\n  p:\n    backfill: maybe\n",
+            ":3: pools.p.backfill: 'maybe' must be true or false");
+    refused("pools:\n  p:\n    output_reserve: guess\n",
+            ":3: pools.p.output_reserve: 'guess' must be max_tokens or learned");
+    refused("pools:\n  p:\n    rpm: [1, 2]\n",
+            ":3: pools.p.rpm: expected a single value, not a list or a mapping");
+    refused("pools:\n  p:\n    models: gpt\n", ":3: pools.p.models: expected a list");
+    refused("pools:\n  p:\n    provider: acme\n",
+            ":3: pools.p.provider: unknown provider 'acme' (known: anthropic, openai)");
+    refused("pools:\n  p:\n    upstream_url: ftp://x\n",
+            ":3: pools.p.upstream_url: 'ftp://x' must start with http:// or https://");
+    refused("pools:\n  p:\n    api_key: sk-123\n",
+            ":3: pools.p.api_key: keys are not written in the configuration");
+    refused("pools:\n  p: 5\n", ":2: pools.p: expected a mapping of keys to values");
+}
+
+static void test_bad_long_context_values_name_the_key_and_the_value(void **state)
+{
+    (void)state;
+    refused("pools:\n  p:\n    long_context: {threshold_tokens: 10, input_tmp: 5}\n",
+            ":3: pools.p.long_context: unknown key 'input_tmp' (known: threshold_tokens, "
+            "input_tpm, output_tpm)");
+    refused("pools:\n  p:\n    long_context:\n      threshold_tokens: -1\n",
+            ":4: pools.p.long_context.threshold_tokens: '-1' must be an integer between 0 and");
+    refused("pools:\n  p:\n    long_context: {input_tpm: x}\n",
+            ":3: pools.p.long_context.input_tpm: 'x' must be an integer between 0 and");
+    refused("pools:\n  p:\n    long_context: {input_tpm: 5}\n",
+            ":3: pools.p.long_context.threshold_tokens: must be given and above 0");
+    refused("pools:\n  p:\n    long_context: 5\n",
+            ":3: pools.p.long_context: expected a mapping of keys to values");
+}
+
+static void test_bad_key_entries_name_the_entry_the_key_and_the_value(void **state)
+{
+    (void)state;
+    setenv("SL_TEST_CONFIG_KEY", "sk-test-key", 1);
+    refused(KEYS_POOL("        models: ['gpt-*']\n"),
+            ":8: pools.claude.keys[0]: unknown key 'models' (known: name, input_tpm, output_tpm, "
+            "rpm, tokens_tpm, concurrency, upstream_url, api_key_env, api_key_file, api_key, "
+            "headers)");
+    refused(KEYS_POOL("        rpm: -1\n"),
+            ":8: pools.claude.keys[0].rpm: '-1' must be an integer between 0 and");
+    refused(KEYS_POOL("        output_tpm: lots\n"),
+            ":8: pools.claude.keys[0].output_tpm: 'lots' must be an integer between 0 and");
+    refused(KEYS_POOL("        input_tpm: {a: 1}\n"),
+            ":8: pools.claude.keys[0].input_tpm: expected a single value");
+    refused(KEYS_POOL("        headers: {x-api-key: k}\n"),
+            ":8: pools.claude.keys[0].headers: header 'x-api-key' is set by the proxy");
+    refused(KEYS_POOL("      - name: 'a b'\n"),
+            ":8: pools.claude.keys[1].name: 'a b' must be 1-64 of [A-Za-z0-9._-]");
+    refused(KEYS_POOL("      - api_key_env: SL_TEST_CONFIG_KEY\n"),
+            ":8: pools.claude.keys[1]: a key needs a name");
+    refused(KEYS_POOL("      - name: a\n        api_key_env: SL_TEST_CONFIG_KEY\n"),
+            "pools.claude.keys: key 'claude:a' is named twice");
+    refused(KEYS_POOL("      - name: b\n        api_key_env: SL_TEST_CONFIG_NOT_SET\n"),
+            ":8: pools.claude:b: the environment variable SL_TEST_CONFIG_NOT_SET (api_key_env) "
+            "is not set");
+}
+
+static void test_a_pool_of_keys_loads_one_pool_per_key(void **state)
+{
+    (void)state;
+    setenv("SL_TEST_CONFIG_KEY", "sk-test-key", 1);
+    sl_config_t c;
+    char err[1024];
+    int rc = load(KEYS_POOL("        rpm: 7\n        headers: {OpenAI-Project: p1}\n"
+                            "      - name: b\n        api_key_env: SL_TEST_CONFIG_KEY\n"
+                            "    rpm: 9\n    models: ['claude-*']\n"
+                            "  other:\n    long_context: {threshold_tokens: 100, input_tpm: 5}\n"),
+                  &c, err, sizeof err);
+    if (rc != 0) fail_msg("%s", err);
+    assert_int_equal(c.settings.n_pools, 4); /* claude:a, claude:b, other, other:long_context */
+    assert_string_equal(c.settings.pools[0].name, "claude:a");
+    assert_int_equal(c.settings.pools[0].config.rpm, 7); /* its own */
+    assert_int_equal(c.settings.pools[1].config.rpm, 9); /* the pool's */
+    assert_true(c.settings.pools[0].config.key_group == c.settings.pools[1].config.key_group);
+    assert_string_equal(c.upstreams[0].key_group, "claude");
+    assert_string_equal(c.upstreams[0].api_key, "sk-test-key");
+    assert_int_equal(c.upstreams[0].n_headers, 1);
+    assert_string_equal(c.upstreams[0].headers[0], "OpenAI-Project: p1");
+    assert_int_equal(c.upstreams[1].n_models, 1);
+    assert_string_equal(c.upstreams[1].url, "http://127.0.0.1:9");
+    assert_string_equal(c.settings.pools[3].name, "other:long_context");
+    assert_int_equal(c.settings.pools[3].config.input_tpm, 5);
+    assert_int_equal(sl_config_pool_upstream(&c, "other")->long_context_threshold_tokens, 100);
+    assert_int_equal(c.pool_lines[0], 6);
+    sl_config_clear(&c);
 }
 
 SL_TEST_MAIN(
@@ -206,4 +317,8 @@ SL_TEST_MAIN(
     cmocka_unit_test(test_bad_caps_values_name_file_line_key_and_value),
     cmocka_unit_test(test_bad_roles_and_priorities_name_file_line_key_and_value),
     cmocka_unit_test(test_bad_backend_values_name_file_line_key_and_value),
-    cmocka_unit_test(test_feature_keys_fail_in_the_same_shape))
+    cmocka_unit_test(test_feature_keys_fail_in_the_same_shape),
+    cmocka_unit_test(test_bad_pool_values_name_file_line_key_and_value),
+    cmocka_unit_test(test_bad_long_context_values_name_the_key_and_the_value),
+    cmocka_unit_test(test_bad_key_entries_name_the_entry_the_key_and_the_value),
+    cmocka_unit_test(test_a_pool_of_keys_loads_one_pool_per_key))

@@ -234,6 +234,7 @@ typedef enum sl_field_type {
     SL_FIELD_BOOL,   /* bool: true (yes, on) or false (no, off); with `choices`, the
                         names of false and of true (estimator: tokenizer or bytes) */
     SL_FIELD_SIZE,   /* size_t within [min, max] */
+    SL_FIELD_INT32,  /* int within [min, max] (max below 2^31) */
     SL_FIELD_STRING, /* char *, a copy (the old one freed) */
     SL_FIELD_OPTIONAL, /* char *, a copy, or NULL for "" (a path left unset: event_log) */
     SL_FIELD_CHOICE, /* int: the index of the value in `choices` (NULL-terminated) */
@@ -264,9 +265,16 @@ typedef struct sl_config_field {
     const char *const *choices;
     int (*read)(sl_config_ctx_t *x, struct yaml_node_s *v, void *field);
 } sl_config_field_t;
+/* One row {key, type, offset, min, max} of section struct `type` (a member of the same
+ * name as the key); the rows of every table but a CUSTOM or CHOICE one are written so. */
+#define SL_CONFIG_ROW(type, key, ftype, min, max)                                                 \
+    {#key, ftype, offsetof(type, key), min, max, NULL, NULL}
 /* A section: its name ("" at the top level, where keys stand alone), its struct's size,
  * its keys, and what reads a key no row names (`other`: 1 when it took the key, 0 when
- * it does not know it either, -1 with x->err; NULL: an unknown key is an error). */
+ * it does not know it either, -1 with x->err; NULL: an unknown key is an error). An
+ * unknown key is named as SECTION.KEY, or with `unknown_at_section` (a list entry, a
+ * nested value: `pools.p.keys[0]`, `pools.p.long_context`) as SECTION; the message is
+ * the same: "unknown key 'KEY' (known: ...)". */
 typedef struct sl_config_table {
     const char *section;
     size_t size;
@@ -274,10 +282,11 @@ typedef struct sl_config_table {
     size_t n_fields;
     int (*other)(sl_config_ctx_t *x, const char *key, struct yaml_node_s *k,
                  struct yaml_node_s *v, void *out);
+    bool unknown_at_section;
 } sl_config_table_t;
 /* The table of section `name` whose struct is `type`, keys in the array `fields`. */
 #define SL_CONFIG_TABLE(name, type, fields)                                                        \
-    {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0]), NULL}
+    {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0]), NULL, false}
 /* Reads mapping `section` of `doc` into the struct at `out` as table `t` says. Returns 0,
  * or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..."; `out` may then hold the keys
  * before the bad one (sl_config_load clears the whole configuration on an error). An
@@ -304,10 +313,27 @@ int sl__config_vfail(const sl_config_ctx_t *x, const struct yaml_node_s *at, con
  * (added to *out's). 0, or -1 via sl__config_fail. */
 int sl__config_string_list(const sl_config_ctx_t *x, struct yaml_node_s *seq, char ***out,
                            size_t *n_out);
-/* config.c: the `pools:` section (its own table, three structs behind it). */
+/* A CUSTOM row's reader of a URL (`field`: a char *): http:// or https://, no space or
+ * control character, trailing '/' cut. */
+int sl__config_read_url(sl_config_ctx_t *x, struct yaml_node_s *v, void *field);
+/* Reads a secret (a provider's key, an admin key) from the environment variable `env` or,
+ * when env is NULL, from the file `file` (its trailing newline cut) into a new string at
+ * *out. `env_key`/`file_key` name the keys that gave them, for the message. Returns 0, or
+ * -1 with `what` saying what is wrong (never the secret). */
+int sl__config_secret(const char *env, const char *file, const char *env_key,
+                      const char *file_key, char **out, char *what, size_t whatlen);
+/* True when `k` may be sent as a header value: one line of 1-4096 printable characters
+ * without spaces. */
+bool sl__config_secret_ok(const char *k);
+/* config_pools.c: the `pools:` section, read through sl__pool_table (a pool's keys), whose
+ * `keys:` entries read through sl__pool_key_table (the rows they share with a pool) and
+ * whose `long_context:` through sl__long_context_table (long_context.c). */
 int sl__config_parse_pools(const sl_config_ctx_t *x, struct yaml_node_s *map);
-/* The name of row `i` of the pools' key table (config.c), NULL past the last. */
-const char *sl__config_pool_key(size_t i);
+extern const sl_config_table_t sl__pool_table, sl__pool_key_table, sl__long_context_table;
+/* Frees what a pool's upstream holds (its key wiped first) and zeroes it. */
+void sl__config_upstream_clear(sl_pool_upstream_t *up);
+/* A pool's report bounds before its keys are read: the defaults and each feature's. */
+void sl__config_bounds_defaults(sl_pool_bounds_t *b);
 /* The tables of the core's sections (config_sections.c, config_guard.c, config_tokens.c);
  * a feature's are in its sl_feature_t (config_table, pool_table). */
 extern const sl_config_table_t sl__events_table, sl__agents_table;

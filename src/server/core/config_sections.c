@@ -375,6 +375,6 @@ static const sl_config_field_t root_fields[] = {
 #undef NESTED
 const sl_config_table_t sl__root_table = {"", sizeof(sl_config_t), root_fields,
                                           sizeof(root_fields) / sizeof(root_fields[0]),
-                                          read_feature_section};
+                                          read_feature_section, false};
 
 _Static_assert(sizeof(sl_cold_start_t) == sizeof(int), "cold_start is read as an int");

@@ -28,8 +28,15 @@ int sl__config_number(const char *s, double min, double max, bool integer, void 
     double d = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(d) || d < min || d > max ||
         (integer && d != floor(d))) {
-        snprintf(what, whatlen, "'%.64s' must be %s between %g and %g", s,
-                 integer ? "an integer" : "a number", min, max);
+        /* Integer bounds in full (2^53 is 9007199254740992, not 9.0072e+15). */
+        if (isinf(max))
+            snprintf(what, whatlen, "'%.64s' must be %s of at least %g", s,
+                     integer ? "an integer" : "a number", min);
+        else if (integer)
+            snprintf(what, whatlen, "'%.64s' must be an integer between %.0f and %.0f", s, min,
+                     max);
+        else
+            snprintf(what, whatlen, "'%.64s' must be a number between %g and %g", s, min, max);
         return -1;
     }
     if (integer)
@@ -108,9 +115,13 @@ static int set_field(const sl_config_ctx_t *x, const sl_config_field_t *f, yaml_
             return sl__config_fail(x, v, "%s", what);
         return 0;
     case SL_FIELD_SIZE:
+    case SL_FIELD_INT32:
         if (sl__config_number(s, f->min, f->max, true, &n, what, sizeof(what)) < 0)
             return sl__config_fail(x, v, "%s", what);
-        *(size_t *)(void *)dst = (size_t)n;
+        if (f->type == SL_FIELD_INT32)
+            *(int *)(void *)dst = (int)n;
+        else
+            *(size_t *)(void *)dst = (size_t)n;
         return 0;
     case SL_FIELD_BOOL:
         if (f->choices) {
@@ -155,16 +166,22 @@ int sl__config_read_row(const sl_config_ctx_t *x, const sl_config_table_t *t, co
     return 0;
 }
 
-/* "unknown key 'K' (known: a, b, c)" from the table. */
+/* "unknown key 'K' (known: a, b, c)" from the table; a long table's list ends in "...". */
 static int unknown_key(const sl_config_ctx_t *x, const yaml_node_t *k, const sl_config_table_t *t,
                        const char *key)
 {
-    char known[600];
+    char known[300];
     size_t at = 0;
     known[0] = '\0';
-    for (size_t i = 0; i < t->n_fields && at < sizeof(known); i++)
+    for (size_t i = 0; i < t->n_fields; i++) {
+        size_t need = strlen(t->fields[i].key) + 2;
+        if (at + need + 5 >= sizeof(known)) {
+            snprintf(known + at, sizeof(known) - at, ", ...");
+            break;
+        }
         at += (size_t)snprintf(known + at, sizeof(known) - at, "%s%s", i ? ", " : "",
                                t->fields[i].key);
+    }
     return sl__config_fail(x, k, "unknown key '%.64s' (known: %s)", key, known);
 }
 
@@ -193,6 +210,7 @@ int sl__config_read_fields(const sl_config_ctx_t *x, yaml_node_t *map, const sl_
         int rc = sl__config_read_row(&row, t, key, v, out);
         if (rc == 0 && t->other) rc = t->other(&row, key, k, v, out);
         if (rc < 0) return -1;
+        if (rc == 0 && t->unknown_at_section) row.key = section;
         if (rc == 0) return unknown_key(&row, k, t, key);
     }
     return 0;
@@ -203,4 +221,23 @@ int sl__config_read_table(yaml_document_t *doc, yaml_node_t *map, const sl_confi
 {
     sl_config_ctx_t x = {.doc = doc, .path = path, .err = err, .errlen = errlen};
     return sl__config_read_fields(&x, map, t, NULL, out);
+}
+
+int sl__config_read_url(sl_config_ctx_t *x, yaml_node_t *v, void *field)
+{
+    const char *s = v && v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : NULL;
+    if (!s) return sl__config_fail(x, v, "expected a single value, not a list or a mapping");
+    if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
+        return sl__config_fail(x, v, "'%.200s' must start with http:// or https://", s);
+    for (const char *c = s; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == 0x7f)
+            return sl__config_fail(x, v, "'%.200s' contains a space or control character", s);
+    char *copy = strdup(s);
+    if (!copy) return sl__config_fail(x, v, "out of memory");
+    size_t n = strlen(copy);
+    while (n > 0 && copy[n - 1] == '/')
+        copy[--n] = '\0';
+    free(*(char **)field);
+    *(char **)field = copy;
+    return 0;
 }

@@ -134,10 +134,10 @@ static const sl_config_field_t file_token_fields[] = {
 #undef TOK
 static const sl_config_table_t config_token_table = {
     "auth.tokens[]", sizeof(sl_token_rule_t), config_token_fields,
-    sizeof(config_token_fields) / sizeof(config_token_fields[0]), read_own_bound};
+    sizeof(config_token_fields) / sizeof(config_token_fields[0]), read_own_bound, true};
 static const sl_config_table_t file_token_table = {
     "tokens[]", sizeof(sl_token_rule_t), file_token_fields,
-    sizeof(file_token_fields) / sizeof(file_token_fields[0]), read_own_bound};
+    sizeof(file_token_fields) / sizeof(file_token_fields[0]), read_own_bound, true};
 
 int sl__config_parse_token(yaml_document_t *doc, yaml_node_t *map, const char *path,
                            const char *key, bool hashed, sl_token_rule_t *r, char *err,

@@ -16,58 +16,23 @@
 
 #include "server.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SUFFIX ":long_context"
 
-static int field_i64(const char *pool, const char *field, const char *text, int64_t *out,
-                     char *msg, size_t n)
-{
-    char *end;
-    long long v = text ? strtoll(text, &end, 10) : 0;
-    if (!text || !*text || *end || v < 0 || v > SL_TOKENS_MAX) {
-        snprintf(msg, n, "pools.%s.long_context.%s: '%s' must be a whole number >= 0", pool,
-                 field, text ? text : "?");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int sl__long_context_parse(yaml_document_t *doc, yaml_node_t *map, const char *pool,
-                           sl_pool_upstream_t *up, char *msg, size_t n)
-{
-    if (!map || map->type != YAML_MAPPING_NODE) {
-        snprintf(msg, n, "pools.%s.long_context: expected a mapping of keys to values", pool);
-        return -1;
-    }
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        yaml_node_t *k = yaml_document_get_node(doc, pr->key);
-        yaml_node_t *v = yaml_document_get_node(doc, pr->value);
-        const char *key = k && k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "?";
-        const char *val = v && v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : NULL;
-        int64_t *dst = !strcmp(key, "threshold_tokens") ? &up->long_context_threshold_tokens
-                       : !strcmp(key, "input_tpm")      ? &up->long_context_input_tpm
-                       : !strcmp(key, "output_tpm")     ? &up->long_context_output_tpm
-                                                        : NULL;
-        if (!dst) {
-            snprintf(msg, n,
-                     "pools.%s.long_context: unknown key '%s' (threshold_tokens, input_tpm, "
-                     "output_tpm)",
-                     pool, key);
-            return -1;
-        }
-        if (field_i64(pool, key, val, dst, msg, n) < 0) return -1;
-    }
-    if (up->long_context_threshold_tokens <= 0) {
-        snprintf(msg, n, "pools.%s.long_context.threshold_tokens: must be given and above 0", pool);
-        return -1;
-    }
-    return 0;
-}
+/* `pools.NAME.long_context:` (read by config_pools.c, which also checks that
+ * threshold_tokens is given). */
+#define LC(key) {#key, SL_FIELD_INT, offsetof(sl_pool_upstream_t, long_context_##key), 0, \
+                 9007199254740992.0, NULL, NULL}
+static const sl_config_field_t long_context_fields[] = {LC(threshold_tokens), LC(input_tpm),
+                                                        LC(output_tpm)};
+#undef LC
+const sl_config_table_t sl__long_context_table = {
+    "pools.NAME.long_context", sizeof(sl_pool_upstream_t), long_context_fields,
+    sizeof(long_context_fields) / sizeof(long_context_fields[0]), NULL, true};
 
 int sl__long_context_expand(sl_config_t *c, char *msg, size_t n)
 {

@@ -5,14 +5,8 @@
 #include <stddef.h>
 
 #include <sluice/engine.h>
-#include <yaml.h>
 
 #include "config.h"
-
-/* Reads `pools.<pool>.long_context` (`map`, a node of `doc`) into up->long_context_*.
- * Returns 0, or -1 with `msg` naming the key and the value. */
-int sl__long_context_parse(yaml_document_t *doc, yaml_node_t *map, const char *pool,
-                           sl_pool_upstream_t *up, char *msg, size_t n);
 
 /* After the pools are parsed: appends a pool "<name>:long_context" for every pool with a
  * long_context threshold (the parent's settings, the long-context token limits, no request
