@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "proxy.h" /* the proxy section's struct: SL_PROXY_CONF */
+#include "fleet.h"      /* the fleet section's struct: SL_FLEET_CONF */
+#include "limits_api.h" /* SL_LIMITS_CONF */
+#include "proxy.h"      /* the proxy section's struct: SL_PROXY_CONF */
+#include "usage.h"      /* SL_USAGE_PRICES */
 #include "test_main.h"
 
 /* Loads `yaml` from a temporary file into `c`; returns sl_config_load's answer, `err` its
@@ -308,6 +311,38 @@ static void test_a_pool_of_keys_loads_one_pool_per_key(void **state)
     sl_config_clear(&c);
 }
 
+/* fleet:, limits: and prices: are their features' own: each lands in its feature's slot of
+ * the configuration (the core's sl_config_t knows none of their shapes) and is freed with
+ * it. */
+static void test_feature_sections_land_in_their_feature_slot(void **state)
+{
+    (void)state;
+    sl_config_t c;
+    char err[1024];
+    int rc = load("fleet:\n  window_s: 60\n  metrics_top_agents: 3\n"
+                  "limits:\n  tool.call: {algorithm: token_bucket, rate: 5, burst: 5}\n"
+                  "prices:\n  m-*: {input_per_mtok: 1, output_per_mtok: 2}\n",
+                  &c, err, sizeof err);
+    if (rc != 0) fail_msg("%s", err);
+    assert_true(SL_FLEET_CONF(&c)->window_s == 60);
+    assert_true(SL_FLEET_CONF(&c)->anomaly_window_s == 60); /* its default */
+    assert_int_equal(c.metrics_top_agents, 3);              /* the core's copy, usage reads */
+    assert_non_null(json_object_get(SL_LIMITS_CONF(&c), "tool.call"));
+    assert_int_equal(json_array_size(SL_USAGE_PRICES(&c)), 1);
+    sl_config_clear(&c);
+    for (size_t i = 0; i < SL_FEATURE_COUNT; i++)
+        assert_null(c.feature[i]);
+    /* Defaults: the fleet's numbers, no limits, no prices. */
+    assert_int_equal(load("", &c, err, sizeof err), 0);
+    assert_int_equal(c.metrics_top_agents, 20);
+    assert_true(SL_FLEET_CONF(&c)->window_s == 300);
+    assert_null(SL_LIMITS_CONF(&c));
+    assert_null(SL_USAGE_PRICES(&c));
+    sl_config_clear(&c);
+    refused("fleet:\n  window_s: 5\n", ":2: fleet.window_s: '5' must be a number between 12");
+    refused("fleet:\n  windows: 5\n", ":2: fleet.windows: unknown key 'windows' (known: window_s,");
+}
+
 SL_TEST_MAIN(
     cmocka_unit_test(test_good_values_of_every_converted_section_land_in_the_struct),
     cmocka_unit_test(test_bad_auth_values_name_file_line_key_and_value),
@@ -321,4 +356,5 @@ SL_TEST_MAIN(
     cmocka_unit_test(test_bad_pool_values_name_file_line_key_and_value),
     cmocka_unit_test(test_bad_long_context_values_name_the_key_and_the_value),
     cmocka_unit_test(test_bad_key_entries_name_the_entry_the_key_and_the_value),
-    cmocka_unit_test(test_a_pool_of_keys_loads_one_pool_per_key))
+    cmocka_unit_test(test_a_pool_of_keys_loads_one_pool_per_key),
+    cmocka_unit_test(test_feature_sections_land_in_their_feature_slot))

@@ -313,8 +313,6 @@ void sl_config_clear(sl_config_t *c)
     free(c->tokens);
     sl__token_config_clear(&c->token_cfg);
     free_list(c->server.allowed_hosts, c->server.n_allowed_hosts);
-    json_decref(c->limits);
-    json_decref(c->prices);
     sl__features_config_clear(c);
     memset(c, 0, sizeof(*c));
 }

@@ -131,17 +131,6 @@ typedef struct sl_agents_config {
     int64_t max_total;     /* 100000: agents known at once, every token together */
 } sl_agents_config_t;
 
-/* Watching the fleet (the `fleet:` section, docs/observe.md "Anomalies"). */
-typedef struct sl_fleet_config {
-    double window_s;           /* 300: the 429 rate's and the throttle metrics' sliding window */
-    double anomaly_window_s;   /* 60: the window of per-agent request and violation counts */
-    double anomaly_z;          /* 3: robust deviations above the baseline median that flag */
-    int64_t anomaly_min_agents; /* 5: agents of a role active in the window before any flags */
-    int64_t anomaly_min_count;  /* 20: an agent's own count in the window before it flags */
-    bool suspend_anomalous;     /* false: a flagged agent is refused 429 `suspended` */
-    int64_t metrics_top_agents; /* 20: per-agent series in /metrics (the rest: `other`) */
-} sl_fleet_config_t;
-
 typedef struct sl_config {
     char *listen_host;       /* "127.0.0.1" */
     int listen_port;         /* 8750 */
@@ -171,9 +160,8 @@ typedef struct sl_config {
     int64_t max_unblocks;          /* 1000: the largest `unblocks` of a call without an agent
                                       token (admin, auth off); tokens have their own */
     sl_listener_config_t server;
-    json_t *limits; /* the `limits:` section (name -> fields), validated; NULL: none */
-    json_t *prices; /* `prices:` [{pattern, input, output, cache_read, cache_write}]; NULL: none */
-    sl_fleet_config_t fleet;
+    int64_t metrics_top_agents; /* 20: per-agent series in /metrics (the rest: `other`); the
+                                   fleet's section sets it (`fleet.metrics_top_agents`) */
     sl_events_config_t events;
     sl_agents_config_t agents;
     /* Each feature's own section (feature.h `config_defaults`: allocated there, freed by

@@ -83,6 +83,8 @@ typedef enum sl_bus_kind {
     SL_BUS_UPSTREAM,    /* a proxied call's answer ended (proxy): `upstream` */
     SL_BUS_ACCELERATION, /* the provider refused a proxied call with an acceleration-limit
                             429, not a full bucket (proxy): `acceleration` */
+    SL_BUS_LIMITS,       /* the action limits were (re)built from the configuration, at start
+                            and on reload (limits): `limits`, the configured names */
 } sl_bus_kind_t;
 
 typedef struct sl_bus_event {
@@ -121,6 +123,10 @@ typedef struct sl_bus_event {
         struct {
             const char *pool;
         } acceleration;
+        struct {
+            const char *const *names;
+            size_t n;
+        } limits;
     };
 } sl_bus_event_t;
 
@@ -137,9 +143,10 @@ typedef struct sl_feature {
 
     /* Configuration: the top-level key of its section (NULL: none), found by the core's
      * configuration loader. The section's struct is the feature's own, declared in its
-     * header and kept in c->feature[SL_FEATURE_ID_NAME] (the proxy's, provider_limits'), or
-     * for a section another feature reads too, a field of `sl_config_t` (`fleet:`,
-     * `limits:`, `prices:`). `config_defaults` when a configuration starts (allocates the
+     * header and kept in c->feature[SL_FEATURE_ID_NAME]: the core's sl_config_t knows none
+     * of them. What another feature needs of a section comes over the bus (the limits'
+     * names: SL_BUS_LIMITS) or is a core setting the section sets (the fleet's
+     * metrics_top_agents). `config_defaults` when a configuration starts (allocates the
      * struct: 0, or -1 when out of memory), `config_parse` on the section's mapping (0,
      * or -1 with `err` as "FILE:LINE: key.field: ..."). */
     const char *config_key;

@@ -112,7 +112,7 @@ static void forget_idle(sl_server_t *srv, sl_anomaly_t *a)
     if (a->swept_at_s > 0 && now - a->swept_at_s < 1) return;
     a->swept_at_s = now;
     idle_ctx_t c = {calloc(a->agents.count, sizeof(char *)), 0,
-                    srv->config.fleet.anomaly_window_s, now};
+                    SL_FLEET_CONF(&srv->config)->anomaly_window_s, now};
     if (!c.names) return;
     sl__namemap_foreach(&a->agents, note_idle, &c);
     for (size_t i = 0; i < c.n; i++)
@@ -169,7 +169,7 @@ bool sl__anomaly_refuse(sl_call_t *call, const char *agent, const char *role)
 {
     sl_server_t *srv = call->srv;
     if (!sl__anomaly_suspended(srv, agent, role, sl__call_principal(call))) return false;
-    double wait_s = srv->config.fleet.anomaly_window_s;
+    double wait_s = SL_FLEET_CONF(&srv->config)->anomaly_window_s;
     sl__reply_rejected(call, "suspended", wait_s, now_s(srv) + wait_s);
     return true;
 }
@@ -178,7 +178,7 @@ static void count(sl_server_t *srv, const char *agent, double t, bool request, b
 {
     agent_watch_t *w = watch_of(srv, agent);
     if (!w) return;
-    double win = srv->config.fleet.anomaly_window_s;
+    double win = SL_FLEET_CONF(&srv->config)->anomaly_window_s;
     if (request) {
         sl__window_add(&w->requests, win, t, 1);
         w->requests_total++;
@@ -292,7 +292,7 @@ static void set_flag(sl_server_t *srv, agent_watch_t *w, int metric, double z, d
     if (was) return;
     w->flagged = true;
     a->n_flagged++;
-    if (srv->config.fleet.suspend_anomalous)
+    if (SL_FLEET_CONF(&srv->config)->suspend_anomalous)
         sl__suspend_by_anomaly(srv, w->name, w->role, w->metric, w->z, w->count, t);
     publish(srv, w, true, t);
 }
@@ -371,7 +371,7 @@ static void judge_group(const sl_fleet_config_t *f, const sample_t *s, const gro
  * agents of one principal (token) other than its own count as one (docs/observe.md). */
 static void judge_role(sl_server_t *srv, sample_t *s, size_t n, double t)
 {
-    const sl_fleet_config_t *f = &srv->config.fleet;
+    const sl_fleet_config_t *f = SL_FLEET_CONF(&srv->config);
     size_t active = 0;
     for (size_t i = 0; i < n; i++) { /* the active ones first, the rest only to clear */
         if (s[i].x[0] <= 0) continue;
@@ -449,7 +449,7 @@ void sl__anomaly_tick(sl_server_t *srv)
     if (!c) return;
     c->s = a->scratch;
     sample_t *by_role = a->scratch + a->scratch_cap;
-    c->win = srv->config.fleet.anomaly_window_s;
+    c->win = SL_FLEET_CONF(&srv->config)->anomaly_window_s;
     c->now = now_s(srv);
     sl__namemap_foreach(&a->agents, collect_one, c);
     size_t start[MAX_ROLES], at = 0;
@@ -567,7 +567,7 @@ static void series_one(const char *key, void *val, void *ud)
 void sl__anomaly_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_agents)
 {
     sl_anomaly_t *a = anomaly_state(srv);
-    size_t top = name_agents ? (size_t)srv->config.fleet.metrics_top_agents : 0;
+    size_t top = name_agents ? (size_t)srv->config.metrics_top_agents : 0;
     static const char *const names[3] = {"sluice_agent_requests_total",
                                          "sluice_agent_violations_total", "sluice_agent_anomaly_z"};
     static const char *const help[3] = {

@@ -142,7 +142,7 @@ void sl__fleet_on_event(sl_server_t *srv, const sl_event_t *ev)
 {
     sl_fleet_t *f = fleet_of(srv);
     if (!f) return;
-    double win = srv->config.fleet.window_s;
+    double win = SL_FLEET_CONF(&srv->config)->window_s;
     switch (ev->kind) {
     case SL_EV_SETTLED:
         settled(f, ev, win);
@@ -352,7 +352,7 @@ static numbers_t numbers_now(sl_server_t *srv)
 {
     numbers_t n = {0};
     sl_fleet_t *f = fleet_of(srv);
-    double now = sl_backend_now(srv->backend), win = srv->config.fleet.window_s;
+    double now = sl_backend_now(srv->backend), win = SL_FLEET_CONF(&srv->config)->window_s;
     n.rate_429 = n.tokens_per_task = NAN;
     task_quantiles(f, &n.p50, &n.p95);
     if (!f) return n;
@@ -379,7 +379,7 @@ void sl__handle_fleet(sl_call_t *call)
     json_t *j = json_pack(
         "{s:f,s:{s:o,s:I,s:I,s:I,s:I},s:{s:o,s:I,s:I},s:{s:o,s:o,s:I},s:{s:f,s:I},"
         "s:{s:I,s:I,s:I}}",
-        "window_s", srv->config.fleet.window_s, "upstream_429", "rate", num_or_null(n.rate_429),
+        "window_s", SL_FLEET_CONF(&srv->config)->window_s, "upstream_429", "rate", num_or_null(n.rate_429),
         "count", (json_int_t)n.got_429, "settled", (json_int_t)n.settled, "count_total",
         (json_int_t)(f ? f->got_429_total : 0), "settled_total",
         (json_int_t)(f ? f->settled_total : 0), "tokens_per_finished_task", "tokens",

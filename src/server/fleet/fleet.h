@@ -147,6 +147,8 @@ void sl__suspend_free(struct sl_server *srv);
 /* ---- watch_metrics.c: seed 001's metrics -------------------------------------------- */
 /* Counts lease answers, refusals' retry_after, margin moves and 429s per pool. */
 void sl__watch_on_event(struct sl_server *srv, const sl_event_t *ev);
+/* The action limits `names` (n of them) are configured: each has its rows from now on. */
+void sl__watch_on_limits(struct sl_server *srv, const char *const *names, size_t n);
 /* An action-limit check of `limit` was answered: `delayed` when it was held first;
  * `retry_after_s` on a denial (< 0: never). */
 void sl__watch_on_limit_check(struct sl_server *srv, const char *limit, bool allowed, bool delayed,
@@ -159,15 +161,30 @@ void sl__watch_metrics_render(struct sl_server *srv, const sl_pool_info_t *pools
 void sl__watch_free(struct sl_server *srv);
 
 /* ---- config_fleet.c: the `fleet:` section ---------------------------------------- */
-struct sl_fleet_config;
+struct sl_config;
 struct yaml_document_s;
 struct yaml_node_s;
-/* The section's defaults, and reading it from mapping `section` (errors as
- * `FILE:LINE: fleet.KEY: ...`). */
-void sl__config_fleet_defaults(struct sl_fleet_config *f);
-extern const struct sl_config_table sl__fleet_table;
+/* Watching the fleet (the `fleet:` section, docs/observe.md "Anomalies"), kept in the
+ * configuration's slot of the fleet (SL_FLEET_CONF). */
+typedef struct sl_fleet_config {
+    double window_s;           /* 300: the 429 rate's and the throttle metrics' sliding window */
+    double anomaly_window_s;   /* 60: the window of per-agent request and violation counts */
+    double anomaly_z;          /* 3: robust deviations above the baseline median that flag */
+    int64_t anomaly_min_agents; /* 5: agents of a role active in the window before any flags */
+    int64_t anomaly_min_count;  /* 20: an agent's own count in the window before it flags */
+    bool suspend_anomalous;     /* false: a flagged agent is refused 429 `suspended` */
+    int64_t metrics_top_agents; /* 20: per-agent series in /metrics (the rest: `other`), also
+                                   the core's c->metrics_top_agents, which usage reads too */
+} sl_fleet_config_t;
+#define SL_FLEET_CONF(c) ((sl_fleet_config_t *)(c)->feature[SL_FEATURE_ID_fleet])
+/* The feature's configuration hooks (feature.h): the section's defaults (allocated: 0, or
+ * -1 when out of memory), reading it from mapping `section` (errors as
+ * `FILE:LINE: fleet.KEY: ...`), and freeing it. */
+int sl__config_fleet_defaults(struct sl_config *c);
 int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
-                           const char *path, struct sl_fleet_config *f, char *err, size_t errlen);
+                           const char *path, struct sl_config *c, char *err, size_t errlen);
+void sl__config_fleet_clear(struct sl_config *c);
+extern const struct sl_config_table sl__fleet_table;
 
 /* ---- agent_registry.c, agent_list.c ----------------------------------------------- */
 /* GET /v1/agents[?limit=N&cursor=NAME] (agent_list.c): a page of agents by name. */

@@ -54,29 +54,18 @@ static const sl_route_t routes[] = {
 
 /* ---- configuration --------------------------------------------------------------------- */
 
-static int config_defaults(sl_config_t *c)
-{
-    sl__config_fleet_defaults(&c->fleet);
-    return 0;
-}
-
-static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
-                        sl_config_t *c, char *err, size_t errlen)
-{
-    return sl__config_parse_fleet(doc, section, path, &c->fleet, err, errlen);
-}
-
 /* The windows' slots are cut to their length: a new length waits for a restart. */
 static void reload_prepare(const sl_config_t *running, sl_config_t *next)
 {
-    if (next->fleet.window_s != running->fleet.window_s ||
-        next->fleet.anomaly_window_s != running->fleet.anomaly_window_s)
+    const sl_fleet_config_t *was = SL_FLEET_CONF(running);
+    sl_fleet_config_t *now = SL_FLEET_CONF(next);
+    if (now->window_s != was->window_s || now->anomaly_window_s != was->anomaly_window_s)
         sl__log(SL_LOG_WARN,
                 "reload: fleet.window_s and fleet.anomaly_window_s changes need "
                 "a restart; keeping %g s and %g s",
-                running->fleet.window_s, running->fleet.anomaly_window_s);
-    next->fleet.window_s = running->fleet.window_s;
-    next->fleet.anomaly_window_s = running->fleet.anomaly_window_s;
+                was->window_s, was->anomaly_window_s);
+    now->window_s = was->window_s;
+    now->anomaly_window_s = was->anomaly_window_s;
 }
 
 /* ---- life ------------------------------------------------------------------------------ */
@@ -105,6 +94,9 @@ static void on_event(sl_server_t *srv, const sl_bus_event_t *ev)
         sl__anomaly_on_limit_check(srv, ev->limit_check.agent, ev->limit_check.allowed);
         sl__watch_on_limit_check(srv, ev->limit_check.limit, ev->limit_check.allowed,
                                  ev->limit_check.delayed, ev->limit_check.retry_after_s);
+        break;
+    case SL_BUS_LIMITS:
+        sl__watch_on_limits(srv, ev->limits.names, ev->limits.n);
         break;
     case SL_BUS_TASK_WRITE:
         sl__fleet_on_task_write(srv, ev->task_write.id, ev->task_write.put, ev->task_write.state,
@@ -135,7 +127,7 @@ static int admit_check(sl_call_t *call, sl_admit_kind_t kind, const char *agent,
                    "agent '%s' is suspended (anomaly, reason suspended) until an admin releases "
                    "it: POST /v1/agents/%s/release",
                    agent, agent);
-        ref->retry_after_s = srv->config.fleet.anomaly_window_s;
+        ref->retry_after_s = SL_FLEET_CONF(&srv->config)->anomaly_window_s;
         return -1;
     }
     return 0;
@@ -176,8 +168,9 @@ static void free_all(sl_server_t *srv)
 const sl_feature_t sl_feature_fleet = {
     .name = "fleet",
     .config_key = "fleet",
-    .config_defaults = config_defaults,
-    .config_parse = config_parse,
+    .config_defaults = sl__config_fleet_defaults,
+    .config_parse = sl__config_parse_fleet,
+    .config_clear = sl__config_fleet_clear,
     .config_table = &sl__fleet_table,
     .early_start = early_start,
     .routes = routes,

@@ -93,7 +93,7 @@ static pool_watch_t *pool_of(sl_server_t *srv, const char *name)
 void sl__watch_on_event(sl_server_t *srv, const sl_event_t *ev)
 {
     if (!ev->pool) return;
-    double win = srv->config.fleet.window_s;
+    double win = SL_FLEET_CONF(&srv->config)->window_s;
     bool request = (ev->kind == SL_EV_GRANTED && !ev->ticket) || ev->kind == SL_EV_QUEUED ||
                    ev->kind == SL_EV_REJECTED;
     if (!request && ev->kind != SL_EV_TICKET_REJECTED && ev->kind != SL_EV_MARGIN &&
@@ -120,6 +120,13 @@ void sl__watch_on_event(sl_server_t *srv, const sl_event_t *ev)
     }
 }
 
+void sl__watch_on_limits(sl_server_t *srv, const char *const *names, size_t n)
+{
+    sl_watch_t *w = watch_of(srv);
+    for (size_t i = 0; w && i < n; i++)
+        entry((void **)&w->limits, &w->n_limits, sizeof(limit_watch_t), names[i]);
+}
+
 void sl__watch_on_limit_check(sl_server_t *srv, const char *limit, bool allowed, bool delayed,
                               double retry_after_s)
 {
@@ -127,7 +134,7 @@ void sl__watch_on_limit_check(sl_server_t *srv, const char *limit, bool allowed,
     limit_watch_t *l =
         w && limit ? entry((void **)&w->limits, &w->n_limits, sizeof(*l), limit) : NULL;
     if (!l) return;
-    double now = sl_backend_now(srv->backend), win = srv->config.fleet.window_s;
+    double now = sl_backend_now(srv->backend), win = SL_FLEET_CONF(&srv->config)->window_s;
     sl__window_add(&l->checks, win, now, 1);
     if (!allowed || delayed) sl__window_add(&l->throttled, win, now, 1);
     if (delayed) l->delayed++;
@@ -228,7 +235,7 @@ static const pool_watch_t *view(const sl_watch_t *w, const char *name, const poo
 static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n_pools,
                          struct evbuffer *out)
 {
-    double now = sl_backend_now(srv->backend), win = srv->config.fleet.window_s;
+    double now = sl_backend_now(srv->backend), win = SL_FLEET_CONF(&srv->config)->window_s;
     const sl_watch_t *w = watch_state(srv);
     pool_watch_t none;
     memset(&none, 0, sizeof(none));
@@ -287,14 +294,7 @@ static void render_pools(sl_server_t *srv, const sl_pool_info_t *pools, size_t n
 
 static void render_limits(sl_server_t *srv, struct evbuffer *out)
 {
-    double now = sl_backend_now(srv->backend), win = srv->config.fleet.window_s;
-    const char *name;
-    json_t *cfg;
-    json_object_foreach(srv->config.limits, name, cfg) /* every configured limit has rows */
-    {
-        sl_watch_t *w = watch_of(srv);
-        if (w) entry((void **)&w->limits, &w->n_limits, sizeof(limit_watch_t), name);
-    }
+    double now = sl_backend_now(srv->backend), win = SL_FLEET_CONF(&srv->config)->window_s;
     sl_watch_t *w = watch_state(srv);
     size_t n = w ? w->n_limits : 0;
     head(out, "sluice_limit_throttle_ratio", "gauge",

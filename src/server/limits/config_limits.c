@@ -139,7 +139,7 @@ static int check_cost_names(json_t *all, char *msg, size_t n)
 }
 
 int sl__config_parse_limits(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                            json_t **out, char *err, size_t errlen)
+                            sl_config_t *c, char *err, size_t errlen)
 {
     if (!section || section->type != YAML_MAPPING_NODE) {
         snprintf(err, errlen, "%s:%lu: limits: expected a mapping of limit names to limits", path,
@@ -166,7 +166,13 @@ int sl__config_parse_limits(yaml_document_t *doc, yaml_node_t *section, const ch
         return -1;
     }
     sl_limits_free(scratch);
-    json_decref(*out);
-    *out = all;
+    json_decref(SL_LIMITS_CONF(c));
+    c->feature[SL_FEATURE_ID_limits] = all;
     return 0;
+}
+
+void sl__config_limits_clear(sl_config_t *c)
+{
+    json_decref(SL_LIMITS_CONF(c));
+    c->feature[SL_FEATURE_ID_limits] = NULL;
 }

@@ -120,6 +120,22 @@ static void stats_free(limit_stats_t *st, size_t n)
     free(st);
 }
 
+/* Tells the bus the configured limits' names (the fleet's metrics give each its rows before
+ * its first check). Out of memory: not told; the rows come with the first check. */
+static void publish_names(sl_server_t *srv)
+{
+    json_t *all = SL_LIMITS_CONF(&srv->config);
+    size_t n = json_object_size(all), i = 0;
+    const char **names = n ? malloc(n * sizeof(*names)) : NULL;
+    if (n && !names) return;
+    const char *name;
+    json_t *cfg;
+    json_object_foreach(all, name, cfg) names[i++] = name;
+    sl_bus_event_t ev = {.kind = SL_BUS_LIMITS, .limits = {names, n}};
+    sl__bus_publish(srv, &ev);
+    free(names);
+}
+
 int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
 {
     sl_limits_api_t *api = api_of(srv);
@@ -130,7 +146,7 @@ int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
         api->srv = srv;
         srv->slot[SL_FEATURE_ID_limits] = api;
     }
-    if (sl__limits_with_tiers(srv->config.limits, &srv->config.token_cfg, &cfg, &copies, err,
+    if (sl__limits_with_tiers(SL_LIMITS_CONF(&srv->config), &srv->config.token_cfg, &cfg, &copies, err,
                               errlen) < 0) {
         json_decref(cfg);
         json_decref(copies);
@@ -193,6 +209,7 @@ int sl__limits_apply(sl_server_t *srv, char *err, size_t errlen)
     api->n_stats = n;
     api->config = cfg;
     api->copies = copies;
+    publish_names(srv);
     return 0;
 oom:
     json_decref(cfg);

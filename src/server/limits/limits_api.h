@@ -8,7 +8,8 @@
 typedef struct sl_limits_api sl_limits_api_t;
 
 /* limits_api.c: the /v1/limits routes over the action-limits library (docs/limits.md). */
-/* (Re)builds the limit set from srv->config.limits. A limit whose configuration is the
+/* (Re)builds the limit set from SL_LIMITS_CONF(&srv->config) and tells the bus its
+ * names (SL_BUS_LIMITS). A limit whose configuration is the
  * same as the running one keeps its per-key state; a new or changed one starts fresh; a
  * removed one is gone (checks held on it are answered 404 when they re-check). Returns 0,
  * or -1 with `err` (out of memory; the running set stays). */
@@ -23,11 +24,15 @@ void sl__handle_limits(sl_call_t *call, const char *name, const char *action, co
 /* Appends the limits' Prometheus lines to `out`. */
 void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 
-/* config_limits.c: reads the `limits:` mapping `section` of `doc` into `*out` (replacing
- * it) as the limits library's JSON, validated and linked on a scratch set. Returns 0, or
- * -1 with `err` holding "FILE:LINE: limits.NAME.FIELD: ..." (the field's line). */
+/* config_limits.c: the `limits:` section, kept in the configuration's limits slot as the
+ * limits library's JSON (name -> fields; NULL: no section). Reads mapping `section` of
+ * `doc` into it (replacing it), validated and linked on a scratch set: 0, or -1 with `err`
+ * holding "FILE:LINE: limits.NAME.FIELD: ..." (the field's line) and the slot unchanged.
+ * The feature's config_parse and config_clear (feature.h). */
+#define SL_LIMITS_CONF(c) ((json_t *)(c)->feature[SL_FEATURE_ID_limits])
 int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
-                            const char *path, json_t **out, char *err, size_t errlen);
+                            const char *path, sl_config_t *c, char *err, size_t errlen);
+void sl__config_limits_clear(sl_config_t *c);
 
 /* limits_tiers.c: the tiers' limit multipliers. */
 /* Builds into *out the limits JSON `limits` (may be NULL) plus, for every tier of `tiers`

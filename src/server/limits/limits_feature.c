@@ -20,19 +20,13 @@ static const sl_route_t routes[] = {
     {4, {"v1", "limits", "*", "report"}, "POST", SL_ROUTE_TOKEN, false, r_limits, NULL},
 };
 
-static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
-                        sl_config_t *c, char *err, size_t errlen)
-{
-    return sl__config_parse_limits(doc, section, path, &c->limits, err, errlen);
-}
-
 /* A tier's limit_multiplier may take a scaled limit out of the library's range: such a
  * configuration is refused as a whole, naming the tier (the running one stays). */
 static int reload_check(sl_server_t *srv, const sl_config_t *next, char *err, size_t errlen)
 {
     (void)srv;
     json_t *all = NULL, *copies = NULL;
-    int rc = sl__limits_with_tiers(next->limits, &next->token_cfg, &all, &copies, err, errlen);
+    int rc = sl__limits_with_tiers(SL_LIMITS_CONF(next), &next->token_cfg, &all, &copies, err, errlen);
     json_decref(all);
     json_decref(copies);
     return rc;
@@ -68,7 +62,8 @@ static void answer_held(sl_server_t *srv, bool drain)
 const sl_feature_t sl_feature_limits = {
     .name = "limits",
     .config_key = "limits",
-    .config_parse = config_parse,
+    .config_parse = sl__config_parse_limits,
+    .config_clear = sl__config_limits_clear,
     .start = sl__limits_apply,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),

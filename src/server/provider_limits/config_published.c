@@ -13,7 +13,6 @@
  * config_table.c (errors as `FILE:LINE: provider_limits.KEY: ...`). */
 #include "pacing.h"
 
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,64 +49,7 @@ void sl__config_published_clear(sl_published_config_t *c)
     memset(c, 0, sizeof(*c));
 }
 
-/* Reads the admin key from the variable or the file; `what` says what is wrong. */
-static int read_key(sl_published_source_t *s, char *what, size_t whatlen)
-{
-    char buf[4100];
-    if (s->key_env) {
-        const char *k = getenv(s->key_env);
-        if (!k || !*k) {
-            snprintf(what, whatlen, "the environment variable %s (admin_key_env) is not set",
-                     s->key_env);
-            return -1;
-        }
-        snprintf(buf, sizeof(buf), "%s", k);
-    } else {
-        FILE *f = fopen(s->key_file, "rb");
-        if (!f) {
-            snprintf(what, whatlen, "admin_key_file: cannot read %.200s: %s", s->key_file,
-                     strerror(errno));
-            return -1;
-        }
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-            buf[--n] = '\0';
-    }
-    bool ok = buf[0] != '\0' && strlen(buf) <= 4096;
-    for (const char *c = buf; ok && *c; c++)
-        if ((unsigned char)*c < 0x21 || (unsigned char)*c > 0x7e) ok = false;
-    if (ok) s->key = strdup(buf);
-    memset(buf, 0, sizeof(buf));
-    if (!ok) {
-        snprintf(what, whatlen,
-                 "the admin key in %s %s must be one line of printable characters without "
-                 "spaces",
-                 s->key_env ? "variable" : "file", s->key_env ? s->key_env : s->key_file);
-        return -1;
-    }
-    if (!s->key) snprintf(what, whatlen, "out of memory");
-    return s->key ? 0 : -1;
-}
-
 /* ---- the section's tables (read by the core's config_table.c) ------------------------ */
-
-static int read_url(sl_config_ctx_t *x, yaml_node_t *v, void *field)
-{
-    const char *sv = v && v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : NULL;
-    if (!sv || !*sv) return sl__config_fail(x, v, "expected a single value");
-    if (strncmp(sv, "http://", 7) && strncmp(sv, "https://", 8))
-        return sl__config_fail(x, v, "'%.200s' must start with http:// or https://", sv);
-    char *copy = strdup(sv);
-    if (!copy) return sl__config_fail(x, v, "out of memory");
-    size_t n = strlen(copy);
-    while (n > 0 && copy[n - 1] == '/')
-        copy[--n] = '\0';
-    free(*(char **)field);
-    *(char **)field = copy;
-    return 0;
-}
 
 static int refuse_admin_key(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 {
@@ -121,7 +63,8 @@ static int refuse_admin_key(sl_config_ctx_t *x, yaml_node_t *v, void *field)
 static const sl_config_field_t source_fields[] = {
     SRC(admin_key_env, key_env),
     SRC(admin_key_file, key_file),
-    {"url", SL_FIELD_CUSTOM, offsetof(sl_published_source_t, url), 0, 0, NULL, read_url},
+    {"url", SL_FIELD_CUSTOM, offsetof(sl_published_source_t, url), 0, 0, NULL,
+     sl__config_read_url},
     SRC(project, project),
     {"admin_key", SL_FIELD_CUSTOM, 0, 0, 0, NULL, refuse_admin_key},
 };
@@ -140,7 +83,9 @@ static int read_source(sl_config_ctx_t *x, yaml_node_t *map, void *field)
     if (!strcmp(x->key, "provider_limits.openai") && !s->project)
         return sl__config_fail(x, map, "needs project: the OpenAI project whose rate limits are "
                                        "read");
-    if (read_key(s, what, sizeof(what)) < 0) return sl__config_fail(x, map, "%s", what);
+    if (sl__config_secret(s->key_env, s->key_file, "admin_key_env", "admin_key_file", &s->key,
+                          what, sizeof(what)) < 0)
+        return sl__config_fail(x, map, "%s", what);
     return 0;
 }
 

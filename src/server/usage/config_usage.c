@@ -69,7 +69,7 @@ static json_t *parse_one(yaml_document_t *doc, yaml_node_t *map, const char *pat
 }
 
 int sl__config_parse_prices(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                            json_t **out, char *err, size_t errlen)
+                            sl_config_t *c, char *err, size_t errlen)
 {
     if (!section || section->type != YAML_MAPPING_NODE) {
         snprintf(err, errlen, "%s:%lu: prices: expected a mapping of model pattern to prices",
@@ -98,7 +98,13 @@ int sl__config_parse_prices(yaml_document_t *doc, yaml_node_t *section, const ch
             return -1;
         }
     }
-    json_decref(*out);
-    *out = all;
+    json_decref(SL_USAGE_PRICES(c));
+    c->feature[SL_FEATURE_ID_usage] = all;
     return 0;
+}
+
+void sl__config_prices_clear(sl_config_t *c)
+{
+    json_decref(SL_USAGE_PRICES(c));
+    c->feature[SL_FEATURE_ID_usage] = NULL;
 }

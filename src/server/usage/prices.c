@@ -18,7 +18,7 @@ sl_price_t sl__usage_price(const sl_server_t *srv, const char *model, const char
     if (model && *model) {
         size_t i;
         json_t *row;
-        json_array_foreach(srv->config.prices, i, row)
+        json_array_foreach(SL_USAGE_PRICES(&srv->config), i, row)
         {
             const char *pattern = json_string_value(json_object_get(row, "pattern"));
             if (!pattern || fnmatch(pattern, model, 0) != 0) continue;

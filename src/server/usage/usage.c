@@ -225,7 +225,7 @@ void sl__usage_metrics_render(sl_server_t *srv, struct evbuffer *out, bool name_
     static const sl_namemap_t none;
     const sl_backend_settings_t *pools = &srv->config.settings;
     const sl_usage_state_t *u = SL_USAGE_STATE(srv);
-    size_t top_n = name_agents ? (size_t)srv->config.fleet.metrics_top_agents : 0;
+    size_t top_n = name_agents ? (size_t)srv->config.metrics_top_agents : 0;
     render_dimension(u ? &u->by_agent : &none, "agent", true, top_n, out);
     render_dimension(u ? &u->by_team : &none, "team", false, 0, out);
     render_dimension(u ? &u->by_model : &none, "model", false, 0, out);

@@ -13,12 +13,6 @@ static const sl_route_t routes[] = {
     {2, {"v1", "usage"}, "GET", SL_ROUTE_TOKEN, false, r_usage, NULL},
 };
 
-static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
-                        sl_config_t *c, char *err, size_t errlen)
-{
-    return sl__config_parse_prices(doc, section, path, &c->prices, err, errlen);
-}
-
 /* A settle counts what the provider billed; a proxied answer's end, its latency. */
 static void on_event(sl_server_t *srv, const sl_bus_event_t *ev)
 {
@@ -39,7 +33,8 @@ static void metrics(sl_call_t *call, const sl_pool_info_t *pools, size_t n_pools
 const sl_feature_t sl_feature_usage = {
     .name = "usage",
     .config_key = "prices",
-    .config_parse = config_parse,
+    .config_parse = sl__config_parse_prices,
+    .config_clear = sl__config_prices_clear,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),
     .on_event = on_event,
