@@ -253,10 +253,15 @@ typedef struct sl_config_field {
     const char *const *choices;
     int (*read)(sl_config_ctx_t *x, struct yaml_node_s *v, void *field);
 } sl_config_field_t;
-/* One row {key, type, offset, min, max} of section struct `type` (a member of the same
- * name as the key); the rows of every table but a CUSTOM or CHOICE one are written so. */
-#define SL_CONFIG_ROW(type, key, ftype, min, max)                                                 \
-    {#key, ftype, offsetof(type, key), min, max, NULL, NULL}
+/* The rows of section struct `T` whose key names a member of the same name: a bounded
+ * number (double), integer (int64_t) or size (size_t), a flag (bool) or a string (char *,
+ * a copy). Every table writes such rows with these; a row that is more names its reader. */
+#define SL_ROW(T, key, ftype, min, max) {#key, ftype, offsetof(T, key), min, max, NULL, NULL}
+#define SL_ROW_NUMBER(T, key, min, max) SL_ROW(T, key, SL_FIELD_NUMBER, min, max)
+#define SL_ROW_INT(T, key, min, max) SL_ROW(T, key, SL_FIELD_INT, min, max)
+#define SL_ROW_SIZE(T, key, min, max) SL_ROW(T, key, SL_FIELD_SIZE, min, max)
+#define SL_ROW_FLAG(T, key) SL_ROW(T, key, SL_FIELD_BOOL, 0, 0)
+#define SL_ROW_STRING(T, key) SL_ROW(T, key, SL_FIELD_STRING, 0, 0)
 /* A section: its name ("" at the top level, where keys stand alone), its struct's size,
  * its keys, and what reads a key no row names (`other`: 1 when it took the key, 0 when
  * it does not know it either, -1 with x->err; NULL: an unknown key is an error). An
@@ -331,13 +336,8 @@ extern const sl_config_table_t sl__root_table, sl__server_table, sl__engine_tabl
  * within [min, max]; otherwise returns -1 with `what` saying "'s' must be ... between". */
 int sl__config_number(const char *s, double min, double max, bool integer, void *field,
                       char *what, size_t whatlen);
-/* config_guard.c: the `events:` and `agents:` sections' defaults, and reading each from
- * mapping `section` (errors as `FILE:LINE: events.KEY: ...`; `out` unchanged on error). */
+/* config_guard.c: the `events:` and `agents:` sections' defaults (their tables above). */
 void sl__config_guard_defaults(sl_events_config_t *ev, sl_agents_config_t *ag);
-int sl__config_parse_events(struct yaml_document_s *doc, struct yaml_node_s *section,
-                            const char *path, sl_events_config_t *out, char *err, size_t errlen);
-int sl__config_parse_agents(struct yaml_document_s *doc, struct yaml_node_s *section,
-                            const char *path, sl_agents_config_t *out, char *err, size_t errlen);
 
 /* Opens and parses YAML file `path` into `doc` (the caller deletes it). Returns 0, or -1
  * with `err` saying "FILE: cannot open: ..." or "FILE:LINE: YAML syntax: ...". */

@@ -8,31 +8,37 @@
 
 #include <stddef.h>
 
-#include <yaml.h>
+
+static const sl_events_config_t events_defaults = {
+    .max_streams = 64,
+    .max_streams_per_token = 4,
+    .stream_buffer_bytes = 256 * 1024,
+};
+static const sl_agents_config_t agents_defaults = {
+    .forget_idle_s = 3600,
+    .max_per_token = 10000,
+    .max_total = 100000,
+};
 
 void sl__config_guard_defaults(sl_events_config_t *ev, sl_agents_config_t *ag)
 {
-    ev->max_streams = 64;
-    ev->max_streams_per_token = 4;
-    ev->stream_buffer_bytes = 256 * 1024;
-    ag->forget_idle_s = 3600;
-    ag->max_per_token = 10000;
-    ag->max_total = 100000;
+    *ev = events_defaults;
+    *ag = agents_defaults;
 }
 
 /* The keys, their bounds and where they go (read by config_table.c). */
-#define EVENTS(key, min, max) {#key, SL_FIELD_INT, offsetof(sl_events_config_t, key), min, max, NULL, NULL}
+#define EVENTS(key, min, max) SL_ROW_INT(sl_events_config_t, key, min, max)
 static const sl_config_field_t events_fields[] = {
     EVENTS(max_streams, 1, 100000),
     EVENTS(max_streams_per_token, 1, 100000),
     EVENTS(stream_buffer_bytes, 4096, 1073741824),
 };
 #undef EVENTS
-#define AGENTS(key, type, min, max) {#key, type, offsetof(sl_agents_config_t, key), min, max, NULL, NULL}
+#define AGENTS sl_agents_config_t
 static const sl_config_field_t agents_fields[] = {
-    AGENTS(forget_idle_s, SL_FIELD_NUMBER, 1, 31536000),
-    AGENTS(max_per_token, SL_FIELD_INT, 1, 100000000),
-    AGENTS(max_total, SL_FIELD_INT, 1, 100000000),
+    SL_ROW_NUMBER(AGENTS, forget_idle_s, 1, 31536000),
+    SL_ROW_INT(AGENTS, max_per_token, 1, 100000000),
+    SL_ROW_INT(AGENTS, max_total, 1, 100000000),
 };
 #undef AGENTS
 
@@ -40,15 +46,3 @@ const sl_config_table_t sl__events_table =
     SL_CONFIG_TABLE("events", sl_events_config_t, events_fields);
 const sl_config_table_t sl__agents_table =
     SL_CONFIG_TABLE("agents", sl_agents_config_t, agents_fields);
-
-int sl__config_parse_events(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                            sl_events_config_t *out, char *err, size_t errlen)
-{
-    return sl__config_read_table(doc, section, &sl__events_table, path, out, err, errlen);
-}
-
-int sl__config_parse_agents(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                            sl_agents_config_t *out, char *err, size_t errlen)
-{
-    return sl__config_read_table(doc, section, &sl__agents_table, path, out, err, errlen);
-}

@@ -58,15 +58,15 @@ static int read_allowed_hosts(sl_config_ctx_t *x, yaml_node_t *v, void *field)
     return 0;
 }
 
-#define SRV(key, type, min, max) {#key, type, offsetof(sl_listener_config_t, key), min, max, NULL, NULL}
+#define SRV sl_listener_config_t
 static const sl_config_field_t server_fields[] = {
-    SRV(max_connections, SL_FIELD_SIZE, 1, 1000000),
-    SRV(max_pending_output_bytes, SL_FIELD_SIZE, 4096, 1073741824),
-    SRV(write_timeout_s, SL_FIELD_NUMBER, 0.1, 86400),
-    SRV(idle_timeout_s, SL_FIELD_NUMBER, 0.1, 86400),
-    SRV(head_timeout_s, SL_FIELD_NUMBER, 0.1, 86400),
-    SRV(body_min_rate_bytes_per_s, SL_FIELD_NUMBER, 1, 1e9),
-    {"allowed_hosts", SL_FIELD_CUSTOM, offsetof(sl_listener_config_t, allowed_hosts), 0, 0, NULL,
+    SL_ROW_SIZE(SRV, max_connections, 1, 1000000),
+    SL_ROW_SIZE(SRV, max_pending_output_bytes, 4096, 1073741824),
+    SL_ROW_NUMBER(SRV, write_timeout_s, 0.1, 86400),
+    SL_ROW_NUMBER(SRV, idle_timeout_s, 0.1, 86400),
+    SL_ROW_NUMBER(SRV, head_timeout_s, 0.1, 86400),
+    SL_ROW_NUMBER(SRV, body_min_rate_bytes_per_s, 1, 1e9),
+    {"allowed_hosts", SL_FIELD_CUSTOM, offsetof(SRV, allowed_hosts), 0, 0, NULL,
      read_allowed_hosts},
 };
 #undef SRV
@@ -75,7 +75,7 @@ const sl_config_table_t sl__server_table =
 
 /* ---- engine: (every value above 0 is checked once the file is read) ------------------- */
 
-#define ENG(key) {#key, SL_FIELD_NUMBER, offsetof(sl_engine_config_t, key), 0, 1e12, NULL, NULL}
+#define ENG(key) SL_ROW_NUMBER(sl_engine_config_t, key, 0, 1e12)
 static const sl_config_field_t engine_fields[] = {
     ENG(tombstone_ttl_s),
     ENG(idempotency_ttl_s),
@@ -342,7 +342,7 @@ static int read_feature_section(sl_config_ctx_t *x, const char *key, yaml_node_t
 static const char *const backend_fail_names[] = {"closed", "open", NULL}; /* sl_redis_fail_t */
 static const char *const cold_start_names[] = {"empty", "full", NULL};    /* sl_cold_start_t */
 
-#define TOP(key, type, min, max) {#key, type, offsetof(sl_config_t, key), min, max, NULL, NULL}
+#define TOP(key, type, min, max) SL_ROW(sl_config_t, key, type, min, max)
 #define CHOICE(key, names) {#key, SL_FIELD_CHOICE, offsetof(sl_config_t, key), 0, 0, names, NULL}
 #define NESTED(key, member, fn) {#key, SL_FIELD_CUSTOM, offsetof(sl_config_t, member), 0, 0, NULL, fn}
 static const sl_config_field_t root_fields[] = {

@@ -9,34 +9,38 @@
 
 #include <yaml.h>
 
+static const sl_fleet_config_t fleet_defaults = {
+    .window_s = 300,
+    .anomaly_window_s = 60,
+    .anomaly_z = 3,
+    .anomaly_min_agents = 5,
+    .anomaly_min_count = 20,
+    .suspend_anomalous = false,
+    .metrics_top_agents = 20,
+};
+
 int sl__config_fleet_defaults(sl_config_t *c)
 {
-    sl_fleet_config_t *f = calloc(1, sizeof(*f));
+    sl_fleet_config_t *f = malloc(sizeof(*f));
     if (!f) return -1;
-    f->window_s = 300;
-    f->anomaly_window_s = 60;
-    f->anomaly_z = 3;
-    f->anomaly_min_agents = 5;
-    f->anomaly_min_count = 20;
-    f->suspend_anomalous = false;
-    f->metrics_top_agents = 20;
+    *f = fleet_defaults;
     c->feature[SL_FEATURE_ID_fleet] = f;
     c->metrics_top_agents = f->metrics_top_agents;
     return 0;
 }
 
 /* The keys, their bounds and where they go (read by config_table.c). */
-#define FLEET(key, type, min, max) SL_CONFIG_ROW(sl_fleet_config_t, key, type, min, max)
+#define F sl_fleet_config_t
 static const sl_config_field_t fleet_fields[] = {
-    FLEET(window_s, SL_FIELD_NUMBER, 12, 86400),
-    FLEET(anomaly_window_s, SL_FIELD_NUMBER, 12, 86400),
-    FLEET(anomaly_z, SL_FIELD_NUMBER, 0.5, 100),
-    FLEET(anomaly_min_agents, SL_FIELD_INT, 3, 1000000),
-    FLEET(anomaly_min_count, SL_FIELD_INT, 1, 1e9),
-    FLEET(suspend_anomalous, SL_FIELD_BOOL, 0, 1),
-    FLEET(metrics_top_agents, SL_FIELD_INT, 0, 10000),
+    SL_ROW_NUMBER(F, window_s, 12, 86400),
+    SL_ROW_NUMBER(F, anomaly_window_s, 12, 86400),
+    SL_ROW_NUMBER(F, anomaly_z, 0.5, 100),
+    SL_ROW_INT(F, anomaly_min_agents, 3, 1000000),
+    SL_ROW_INT(F, anomaly_min_count, 1, 1e9),
+    SL_ROW_FLAG(F, suspend_anomalous),
+    SL_ROW_INT(F, metrics_top_agents, 0, 10000),
 };
-#undef FLEET
+#undef F
 
 const sl_config_table_t sl__fleet_table = SL_CONFIG_TABLE("fleet", sl_fleet_config_t, fleet_fields);
 

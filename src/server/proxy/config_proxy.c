@@ -11,34 +11,37 @@
 
 static const char *const estimator_names[] = {"tokenizer", "bytes", NULL}; /* false, true */
 
-#define PX(key, type, min, max) {#key, type, offsetof(sl_proxy_config_t, key), min, max, NULL, NULL}
+#define PX sl_proxy_config_t
 static const sl_config_field_t proxy_fields[] = {
-    PX(body_limit_bytes, SL_FIELD_SIZE, 1024, 1073741824),
-    PX(max_headers, SL_FIELD_SIZE, 8, 10000),
-    PX(idle_timeout_s, SL_FIELD_NUMBER, 0.01, 86400),
-    PX(connect_timeout_s, SL_FIELD_NUMBER, 0.01, 86400),
-    PX(ping_interval_s, SL_FIELD_NUMBER, 0.01, 86400),
-    PX(max_hold_s, SL_FIELD_NUMBER, 0.1, 86400),
-    PX(default_pool, SL_FIELD_STRING, 0, 0),
-    PX(allow_unauthenticated, SL_FIELD_BOOL, 0, 0),
-    PX(continue_capped, SL_FIELD_BOOL, 0, 0),
-    {"estimator", SL_FIELD_BOOL, offsetof(sl_proxy_config_t, estimate_bytes), 0, 0,
-     estimator_names, NULL},
+    SL_ROW_SIZE(PX, body_limit_bytes, 1024, 1073741824),
+    SL_ROW_SIZE(PX, max_headers, 8, 10000),
+    SL_ROW_NUMBER(PX, idle_timeout_s, 0.01, 86400),
+    SL_ROW_NUMBER(PX, connect_timeout_s, 0.01, 86400),
+    SL_ROW_NUMBER(PX, ping_interval_s, 0.01, 86400),
+    SL_ROW_NUMBER(PX, max_hold_s, 0.1, 86400),
+    SL_ROW_STRING(PX, default_pool),
+    SL_ROW_FLAG(PX, allow_unauthenticated),
+    SL_ROW_FLAG(PX, continue_capped),
+    {"estimator", SL_FIELD_BOOL, offsetof(PX, estimate_bytes), 0, 0, estimator_names, NULL},
 };
 #undef PX
 const sl_config_table_t sl__proxy_table = SL_CONFIG_TABLE("proxy", sl_proxy_config_t, proxy_fields);
 
+static const sl_proxy_config_t proxy_defaults = {
+    .body_limit_bytes = 32u * 1024 * 1024,
+    .max_headers = 100,
+    .idle_timeout_s = 300,
+    .connect_timeout_s = 10,
+    .ping_interval_s = 5,
+    .max_hold_s = 540,
+};
+
 int sl__config_proxy_defaults(sl_config_t *c)
 {
-    sl_proxy_config_t *px = calloc(1, sizeof(*px));
+    sl_proxy_config_t *px = malloc(sizeof(*px));
     if (!px) return -1;
+    *px = proxy_defaults;
     c->feature[SL_FEATURE_ID_proxy] = px;
-    px->body_limit_bytes = 32u * 1024 * 1024;
-    px->max_headers = 100;
-    px->idle_timeout_s = 300;
-    px->connect_timeout_s = 10;
-    px->ping_interval_s = 5;
-    px->max_hold_s = 540;
     return 0;
 }
 
