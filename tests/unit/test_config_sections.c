@@ -211,6 +211,10 @@ static void test_bad_pool_values_name_file_line_key_and_value(void **state)
     (void)state;
     refused("pools:\n  p:\n    rpm: 10\n    inptu_tpm: 5\n",
             ":4: pools.p.inptu_tpm: unknown key 'inptu_tpm' (known: input_tpm, output_tpm, rpm,");
+    /* The pools' list is long and cut; a key two edits from a row's is named. */
+    refused("pools:\n  p:\n    rpm: 10\n    inptu_tpm: 5\n", ", ...); did you mean 'input_tpm'?");
+    refused("pools:\n  p:\n    max_batch_request: 5\n", "did you mean 'max_batch_requests'?");
+    refused("auth:\n  tokenz: []\n", "; did you mean 'tokens'?");
     refused("pools:\n  p:\n    rpm: -3\n",
             ":3: pools.p.rpm: '-3' must be an integer between 0 and 9007199254740992");
     refused("pools:\n  p:\n    rpm: 1.5\n", ":3: pools.p.rpm: '1.5' must be an integer between");

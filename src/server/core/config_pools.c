@@ -199,8 +199,9 @@ static int read_feature_pool_key(sl_config_ctx_t *x, const char *key, yaml_node_
 #define TOKENS_MAX 9007199254740992.0 /* SL_TOKENS_MAX, 2^53 */
 #define CFG(key, type, min, max)                                                                   \
     {#key, type, offsetof(pool_read_t, config.key), min, max, NULL, NULL}
-#define COUNT(key) CFG(key, SL_FIELD_INT, 0, TOKENS_MAX)
-#define SECONDS(key) CFG(key, SL_FIELD_NUMBER, 0, INFINITY)
+#define COUNT(key) CFG(key, SL_FIELD_INT, 0, TOKENS_MAX)   /* tokens, requests: 0 to 2^53 */
+#define AMOUNT(key) CFG(key, SL_FIELD_NUMBER, 0, INFINITY) /* seconds, factors, prices: >= 0 */
+#define FLAG(key) CFG(key, SL_FIELD_BOOL, 0, 0)
 #define UP(key, member, type, fn) {#key, type, offsetof(pool_read_t, up.member), 0, 0, NULL, fn}
 #define BOUND(key, type, min, max)                                                                 \
     {#key, type, offsetof(pool_read_t, bounds.key), min, max, NULL, NULL}
@@ -217,30 +218,30 @@ static const char *const limits_from_names[] = {"config", "provider", NULL};    
 
 static const sl_config_field_t pool_fields[] = {
     LIMIT_ROWS,
-    CFG(margin_start, SL_FIELD_NUMBER, 0, INFINITY),
-    CFG(margin_floor, SL_FIELD_NUMBER, 0, INFINITY),
-    CFG(margin_step_down, SL_FIELD_NUMBER, 0, INFINITY),
-    CFG(margin_step_up, SL_FIELD_NUMBER, 0, INFINITY),
-    CFG(margin_max, SL_FIELD_NUMBER, 0, INFINITY),
-    SECONDS(recover_every_s),
-    SECONDS(margin_floor_alert_s),
-    SECONDS(lease_ttl_s),
-    SECONDS(max_lease_ttl_s),
-    SECONDS(max_queue_wait_s),
-    SECONDS(cache_ttl_s),
-    CFG(cache_reads_count, SL_FIELD_BOOL, 0, 0),
+    AMOUNT(margin_start),
+    AMOUNT(margin_floor),
+    AMOUNT(margin_step_down),
+    AMOUNT(margin_step_up),
+    AMOUNT(margin_max),
+    AMOUNT(recover_every_s),
+    AMOUNT(margin_floor_alert_s),
+    AMOUNT(lease_ttl_s),
+    AMOUNT(max_lease_ttl_s),
+    AMOUNT(max_queue_wait_s),
+    AMOUNT(cache_ttl_s),
+    FLAG(cache_reads_count),
     COUNT(cache_bump_min_tokens),
-    CFG(cache_bump, SL_FIELD_NUMBER, 0, INFINITY),
-    CFG(estimate_error_alert, SL_FIELD_NUMBER, 0, INFINITY),
+    AMOUNT(cache_bump),
+    AMOUNT(estimate_error_alert),
     CFG(estimate_error_window, SL_FIELD_INT32, 0, 1000000),
-    SECONDS(claim_timeout_s),
-    SECONDS(ticket_idle_s),
-    CFG(price_input_per_mtok, SL_FIELD_NUMBER, 0, INFINITY),
-    CFG(price_output_per_mtok, SL_FIELD_NUMBER, 0, INFINITY),
-    SECONDS(spend_cap_reset_s),
-    SECONDS(lease_duration_prior_s),
-    CFG(backfill, SL_FIELD_BOOL, 0, 0),
-    CFG(working_set, SL_FIELD_BOOL, 0, 0),
+    AMOUNT(claim_timeout_s),
+    AMOUNT(ticket_idle_s),
+    AMOUNT(price_input_per_mtok),
+    AMOUNT(price_output_per_mtok),
+    AMOUNT(spend_cap_reset_s),
+    AMOUNT(lease_duration_prior_s),
+    FLAG(backfill),
+    FLAG(working_set),
     {"output_reserve", SL_FIELD_BOOL, offsetof(pool_read_t, config.output_reserve_learned), 0, 0,
      output_reserve_names, NULL},
     /* The provider behind the pool (the proxy). */
@@ -281,7 +282,8 @@ const sl_config_table_t sl__pool_key_table = {"pools.NAME.keys[]", sizeof(pool_r
 #undef LIMIT_ROWS
 #undef BOUND
 #undef UP
-#undef SECONDS
+#undef AMOUNT
+#undef FLAG
 #undef COUNT
 #undef CFG
 

@@ -166,10 +166,41 @@ int sl__config_read_row(const sl_config_ctx_t *x, const sl_config_table_t *t, co
     return 0;
 }
 
-/* "unknown key 'K' (known: a, b, c)" from the table; a long table's list ends in "...". */
+/* The edit distance of a and b (insertions, deletions, substitutions, a swap of two
+ * neighbours), or 99 when either is longer than 63. */
+static int distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+/* "unknown key 'K' (known: a, b, c)" from the table; a long table's list ends in "...", and
+ * a key one or two edits from a row's ("inptu_tpm") is named: "; did you mean 'input_tpm'?". */
 static int unknown_key(const sl_config_ctx_t *x, const yaml_node_t *k, const sl_config_table_t *t,
                        const char *key)
 {
+    const char *near = NULL;
+    int near_d = 3;
+    for (size_t i = 0; i < t->n_fields; i++) {
+        int d = distance(key, t->fields[i].key);
+        if (d < near_d && (size_t)d * 3 <= strlen(key)) near = t->fields[i].key, near_d = d;
+    }
     char known[300];
     size_t at = 0;
     known[0] = '\0';
@@ -182,6 +213,9 @@ static int unknown_key(const sl_config_ctx_t *x, const yaml_node_t *k, const sl_
         at += (size_t)snprintf(known + at, sizeof(known) - at, "%s%s", i ? ", " : "",
                                t->fields[i].key);
     }
+    if (near)
+        return sl__config_fail(x, k, "unknown key '%.64s' (known: %s); did you mean '%s'?", key,
+                               known, near);
     return sl__config_fail(x, k, "unknown key '%.64s' (known: %s)", key, known);
 }
 
