@@ -235,7 +235,7 @@ typedef enum sl_field_type {
 typedef struct sl_config_ctx {
     struct yaml_document_s *doc;
     const char *path;
-    struct sl_config *c; /* NULL for a section read on its own (fleet:, events:, agents:) */
+    struct sl_config *c; /* NULL for a section read on its own (a feature's: fleet:, proxy:) */
     const char *key;
     const void *arg;
     char *err;
