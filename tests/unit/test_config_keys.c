@@ -108,8 +108,8 @@ static void test_every_table_key_is_documented_and_in_the_example(void **state)
     }
     size_t n_feature_tables = 0;
     for (size_t f = 0; f < SL_FEATURE_COUNT; f++) {
-        const sl_config_table_t *own[] = {sl__features[f]->config_table,
-                                          sl__features[f]->pool_table};
+        const sl_config_section_t *cs = sl__features[f]->config;
+        const sl_config_table_t *own[] = {cs ? cs->table : NULL, cs ? cs->pool_table : NULL};
         for (size_t t = 0; t < 2; t++) {
             if (!own[t]) continue;
             n_feature_tables++;

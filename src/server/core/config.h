@@ -164,8 +164,8 @@ typedef struct sl_config {
                                    fleet's section sets it (`fleet.metrics_top_agents`) */
     sl_events_config_t events;
     sl_agents_config_t agents;
-    /* Each feature's own section (feature.h `config_defaults`: allocated there, freed by
-     * `config_clear`), by SL_FEATURE_ID_NAME; the core knows none of their shapes. */
+    /* Each feature's own section (its sl_config_section_t's `defaults` allocates it, `clear`
+     * frees it), by SL_FEATURE_ID_NAME; the core knows none of their shapes. */
     void *feature[SL_FEATURE_COUNT];
 } sl_config_t;
 
@@ -280,6 +280,28 @@ typedef struct sl_config_table {
 /* The table of section `name` whose struct is `type`, keys in the array `fields`. */
 #define SL_CONFIG_TABLE(name, type, fields)                                                        \
     {name, sizeof(type), fields, sizeof(fields) / sizeof(fields[0]), NULL, false}
+/* A feature's configuration (its sl_feature_t.config), defined in its config_*.c beside its
+ * field tables. `key`: the top-level key of its section. `defaults`: when a configuration
+ * starts, allocates the section's struct into c->feature[SL_FEATURE_ID_NAME] with its
+ * defaults (0, or -1 when out of memory). `parse`: the section's mapping (0, or -1 with
+ * `err` as "FILE:LINE: key.field: ..."). `clear`: frees what they kept (sl_config_clear).
+ * `table`: the section's field table (what test_config_keys checks is documented).
+ * `check`: once the whole file is read, the section against the rest (a pool it names
+ * exists): 0, or -1 with `err` as "FILE: key: ...". `pool_table`: keys of every pool's
+ * mapping that are the feature's (`pools.NAME.ramp`), offsets into the pool's
+ * sl_pool_bounds_t, read when the pools' own table does not name the key; `pool_defaults`
+ * sets them before a pool is read. Every field may be NULL. */
+typedef struct sl_config_section {
+    const char *key;
+    int (*defaults)(struct sl_config *c);
+    int (*parse)(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
+                 struct sl_config *c, char *err, size_t errlen);
+    void (*clear)(struct sl_config *c);
+    const sl_config_table_t *table;
+    int (*check)(const struct sl_config *c, const char *path, char *err, size_t errlen);
+    const sl_config_table_t *pool_table;
+    void (*pool_defaults)(sl_pool_bounds_t *b);
+} sl_config_section_t;
 /* Reads mapping `section` of `doc` into the struct at `out` as table `t` says. Returns 0,
  * or -1 with `err` holding "FILE:LINE: SECTION.KEY: ..."; `out` may then hold the keys
  * before the bad one (sl_config_load clears the whole configuration on an error). An
@@ -328,7 +350,7 @@ void sl__config_upstream_clear(sl_pool_upstream_t *up);
 /* A pool's report bounds before its keys are read: the defaults and each feature's. */
 void sl__config_bounds_defaults(sl_pool_bounds_t *b);
 /* The tables of the core's sections (config_sections.c, config_guard.c, config_tokens.c);
- * a feature's are in its sl_feature_t (config_table, pool_table). */
+ * a feature's are in its sl_config_section_t (table, pool_table). */
 extern const sl_config_table_t sl__events_table, sl__agents_table;
 extern const sl_config_table_t sl__root_table, sl__server_table, sl__engine_table,
     sl__agent_caps_table, sl__team_caps_table, sl__auth_table;

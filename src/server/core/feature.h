@@ -26,8 +26,8 @@ struct evbuffer;
 struct sl_server;
 struct sl_call;
 struct sl_config;
-struct sl_config_table;
 struct sl_config_ctx;
+struct sl_config_section;
 struct sl_pool_bounds;
 struct sl_refusal;
 struct yaml_document_s;
@@ -141,33 +141,13 @@ typedef enum sl_admit_kind {
 typedef struct sl_feature {
     const char *name; /* its folder's name */
 
-    /* Configuration: the top-level key of its section (NULL: none), found by the core's
-     * configuration loader. The section's struct is the feature's own, declared in its
-     * header and kept in c->feature[SL_FEATURE_ID_NAME]: the core's sl_config_t knows none
-     * of them. What another feature needs of a section comes over the bus (the limits'
-     * names: SL_BUS_LIMITS) or is a core setting the section sets (the fleet's
-     * metrics_top_agents). `config_defaults` when a configuration starts (allocates the
-     * struct: 0, or -1 when out of memory), `config_parse` on the section's mapping (0,
-     * or -1 with `err` as "FILE:LINE: key.field: ..."). */
-    const char *config_key;
-    int (*config_defaults)(struct sl_config *c);
-    int (*config_parse)(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
-                        struct sl_config *c, char *err, size_t errlen);
-
-    /* Called when a configuration is freed (sl_config_clear): frees what config_parse
-     * kept in it. */
-    void (*config_clear)(struct sl_config *c);
-    /* The section's field table (config.h; NULL: none, or not a table): what
-     * test_config_keys checks is documented. */
-    const struct sl_config_table *config_table;
-    /* Once the whole file is read: checks the section against the rest (a pool it names
-     * exists): 0, or -1 with `err` as "FILE: key: ...". */
-    int (*config_check)(const struct sl_config *c, const char *path, char *err, size_t errlen);
-    /* Keys of every pool's mapping that are the feature's (`pools.NAME.ramp`): a table
-     * whose offsets are into the pool's sl_pool_bounds_t, read when the pools' own table
-     * does not name the key; `pool_defaults` sets them before a pool is read. */
-    const struct sl_config_table *pool_table;
-    void (*pool_defaults)(struct sl_pool_bounds *b);
+    /* Configuration: its section of the YAML, its struct, its pool keys (config.h,
+     * sl_config_section_t; NULL: none), defined in its config_*.c. The section's struct is
+     * the feature's own, kept in c->feature[SL_FEATURE_ID_NAME]: the core's sl_config_t
+     * knows none of their shapes. What another feature needs of a section comes over the
+     * bus (the limits' names: SL_BUS_LIMITS) or is a core setting the section sets (the
+     * fleet's metrics_top_agents). */
+    const struct sl_config_section *config;
 
     /* The backend's settings: just before the backend first takes srv->config at start
      * (`settings_start`: 0, or -1 with `err`; sluiced does not start) and just before it

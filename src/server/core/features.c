@@ -83,7 +83,8 @@ void sl__features_settings_reload(sl_server_t *srv, sl_config_t *next)
 void sl__features_config_clear(sl_config_t *c)
 {
     for (size_t i = 0; i < N; i++)
-        if (sl__features[i]->config_clear) sl__features[i]->config_clear(c);
+        if (sl__features[i]->config && sl__features[i]->config->clear)
+            sl__features[i]->config->clear(c);
 }
 
 int sl__features_early_start(sl_server_t *srv, char *err, size_t errlen)
@@ -172,7 +173,9 @@ size_t sl__features_body_limit(const sl_config_t *c, const char *path, size_t le
 int sl__features_config_defaults(sl_config_t *c)
 {
     for (size_t i = 0; i < N; i++)
-        if (sl__features[i]->config_defaults && sl__features[i]->config_defaults(c) < 0) return -1;
+        if (sl__features[i]->config && sl__features[i]->config->defaults &&
+            sl__features[i]->config->defaults(c) < 0)
+            return -1;
     return 0;
 }
 
@@ -181,9 +184,9 @@ int sl__features_config_parse(const char *key, struct yaml_document_s *doc,
                               char *err, size_t errlen)
 {
     for (size_t i = 0; i < N; i++) {
-        const sl_feature_t *f = sl__features[i];
-        if (f->config_key && f->config_parse && !strcmp(f->config_key, key))
-            return f->config_parse(doc, section, path, c, err, errlen) < 0 ? -1 : 1;
+        const sl_config_section_t *f = sl__features[i]->config;
+        if (f && f->key && f->parse && !strcmp(f->key, key))
+            return f->parse(doc, section, path, c, err, errlen) < 0 ? -1 : 1;
     }
     return 0;
 }
@@ -191,7 +194,8 @@ int sl__features_config_parse(const char *key, struct yaml_document_s *doc,
 int sl__features_config_check(const sl_config_t *c, const char *path, char *err, size_t errlen)
 {
     for (size_t i = 0; i < N; i++)
-        if (sl__features[i]->config_check && sl__features[i]->config_check(c, path, err, errlen) < 0)
+        if (sl__features[i]->config && sl__features[i]->config->check &&
+            sl__features[i]->config->check(c, path, err, errlen) < 0)
             return -1;
     return 0;
 }
@@ -199,14 +203,16 @@ int sl__features_config_check(const sl_config_t *c, const char *path, char *err,
 void sl__features_pool_defaults(sl_pool_bounds_t *b)
 {
     for (size_t i = 0; i < N; i++)
-        if (sl__features[i]->pool_defaults) sl__features[i]->pool_defaults(b);
+        if (sl__features[i]->config && sl__features[i]->config->pool_defaults)
+            sl__features[i]->config->pool_defaults(b);
 }
 
 int sl__features_pool_key(const sl_config_ctx_t *x, const char *key, struct yaml_node_s *v,
                           sl_pool_bounds_t *b)
 {
     for (size_t i = 0; i < N; i++) {
-        const sl_config_table_t *t = sl__features[i]->pool_table;
+        const sl_config_table_t *t =
+            sl__features[i]->config ? sl__features[i]->config->pool_table : NULL;
         int rc = t ? sl__config_read_row(x, t, key, v, b) : 0;
         if (rc != 0) return rc;
     }

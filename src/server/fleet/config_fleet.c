@@ -19,7 +19,7 @@ static const sl_fleet_config_t fleet_defaults = {
     .metrics_top_agents = 20,
 };
 
-int sl__config_fleet_defaults(sl_config_t *c)
+static int fleet_config_defaults(sl_config_t *c)
 {
     sl_fleet_config_t *f = malloc(sizeof(*f));
     if (!f) return -1;
@@ -42,19 +42,23 @@ static const sl_config_field_t fleet_fields[] = {
 };
 #undef F
 
-const sl_config_table_t sl__fleet_table = SL_CONFIG_TABLE("fleet", sl_fleet_config_t, fleet_fields);
+static const sl_config_table_t fleet_table =
+    SL_CONFIG_TABLE("fleet", sl_fleet_config_t, fleet_fields);
 
-int sl__config_parse_fleet(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                           sl_config_t *c, char *err, size_t errlen)
+static int fleet_config_parse(yaml_document_t *doc, yaml_node_t *section, const char *path,
+                              sl_config_t *c, char *err, size_t errlen)
 {
     sl_fleet_config_t *f = SL_FLEET_CONF(c);
-    if (sl__config_read_table(doc, section, &sl__fleet_table, path, f, err, errlen) < 0) return -1;
+    if (sl__config_read_table(doc, section, &fleet_table, path, f, err, errlen) < 0) return -1;
     c->metrics_top_agents = f->metrics_top_agents;
     return 0;
 }
 
-void sl__config_fleet_clear(sl_config_t *c)
+static void fleet_config_clear(sl_config_t *c)
 {
     free(SL_FLEET_CONF(c));
     c->feature[SL_FEATURE_ID_fleet] = NULL;
 }
+
+const sl_config_section_t sl__fleet_config = {"fleet", fleet_config_defaults, fleet_config_parse,
+                                              fleet_config_clear, &fleet_table, NULL, NULL, NULL};

@@ -161,9 +161,6 @@ void sl__watch_metrics_render(struct sl_server *srv, const sl_pool_info_t *pools
 void sl__watch_free(struct sl_server *srv);
 
 /* ---- config_fleet.c: the `fleet:` section ---------------------------------------- */
-struct sl_config;
-struct yaml_document_s;
-struct yaml_node_s;
 /* Watching the fleet (the `fleet:` section, docs/observe.md "Anomalies"), kept in the
  * configuration's slot of the fleet (SL_FLEET_CONF). */
 typedef struct sl_fleet_config {
@@ -177,14 +174,9 @@ typedef struct sl_fleet_config {
                                    the core's c->metrics_top_agents, which usage reads too */
 } sl_fleet_config_t;
 #define SL_FLEET_CONF(c) ((sl_fleet_config_t *)(c)->feature[SL_FEATURE_ID_fleet])
-/* The feature's configuration hooks (feature.h): the section's defaults (allocated: 0, or
- * -1 when out of memory), reading it from mapping `section` (errors as
- * `FILE:LINE: fleet.KEY: ...`), and freeing it. */
-int sl__config_fleet_defaults(struct sl_config *c);
-int sl__config_parse_fleet(struct yaml_document_s *doc, struct yaml_node_s *section,
-                           const char *path, struct sl_config *c, char *err, size_t errlen);
-void sl__config_fleet_clear(struct sl_config *c);
-extern const struct sl_config_table sl__fleet_table;
+/* The section as the feature registers it (config.h, sl_config_section_t): its defaults,
+ * reader (errors as `FILE:LINE: fleet.KEY: ...`), table and what clearing frees. */
+extern const struct sl_config_section sl__fleet_config;
 
 /* ---- agent_registry.c, agent_list.c ----------------------------------------------- */
 /* GET /v1/agents[?limit=N&cursor=NAME] (agent_list.c): a page of agents by name. */

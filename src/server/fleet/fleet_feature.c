@@ -167,11 +167,7 @@ static void free_all(sl_server_t *srv)
 
 const sl_feature_t sl_feature_fleet = {
     .name = "fleet",
-    .config_key = "fleet",
-    .config_defaults = sl__config_fleet_defaults,
-    .config_parse = sl__config_parse_fleet,
-    .config_clear = sl__config_fleet_clear,
-    .config_table = &sl__fleet_table,
+    .config = &sl__fleet_config,
     .early_start = early_start,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),

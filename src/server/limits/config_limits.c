@@ -138,8 +138,8 @@ static int check_cost_names(json_t *all, char *msg, size_t n)
     return 0;
 }
 
-int sl__config_parse_limits(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                            sl_config_t *c, char *err, size_t errlen)
+static int limits_config_parse(yaml_document_t *doc, yaml_node_t *section, const char *path,
+                               sl_config_t *c, char *err, size_t errlen)
 {
     if (!section || section->type != YAML_MAPPING_NODE) {
         snprintf(err, errlen, "%s:%lu: limits: expected a mapping of limit names to limits", path,
@@ -171,8 +171,11 @@ int sl__config_parse_limits(yaml_document_t *doc, yaml_node_t *section, const ch
     return 0;
 }
 
-void sl__config_limits_clear(sl_config_t *c)
+static void limits_config_clear(sl_config_t *c)
 {
     json_decref(SL_LIMITS_CONF(c));
     c->feature[SL_FEATURE_ID_limits] = NULL;
 }
+
+const sl_config_section_t sl__limits_config = {"limits", NULL, limits_config_parse,
+                                               limits_config_clear, NULL, NULL, NULL, NULL};

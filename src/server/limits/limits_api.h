@@ -25,14 +25,11 @@ void sl__handle_limits(sl_call_t *call, const char *name, const char *action, co
 void sl__limits_metrics_render(const sl_server_t *srv, struct evbuffer *out);
 
 /* config_limits.c: the `limits:` section, kept in the configuration's limits slot as the
- * limits library's JSON (name -> fields; NULL: no section). Reads mapping `section` of
- * `doc` into it (replacing it), validated and linked on a scratch set: 0, or -1 with `err`
- * holding "FILE:LINE: limits.NAME.FIELD: ..." (the field's line) and the slot unchanged.
- * The feature's config_parse and config_clear (feature.h). */
+ * limits library's JSON (name -> fields; NULL: no section), read from YAML validated and
+ * linked on a scratch set (errors as "FILE:LINE: limits.NAME.FIELD: ...", the field's
+ * line; the slot unchanged); the section as the feature registers it (config.h). */
 #define SL_LIMITS_CONF(c) ((json_t *)(c)->feature[SL_FEATURE_ID_limits])
-int sl__config_parse_limits(struct yaml_document_s *doc, struct yaml_node_s *section,
-                            const char *path, sl_config_t *c, char *err, size_t errlen);
-void sl__config_limits_clear(sl_config_t *c);
+extern const sl_config_section_t sl__limits_config;
 
 /* limits_tiers.c: the tiers' limit multipliers. */
 /* Builds into *out the limits JSON `limits` (may be NULL) plus, for every tier of `tiers`

@@ -61,9 +61,7 @@ static void answer_held(sl_server_t *srv, bool drain)
 
 const sl_feature_t sl_feature_limits = {
     .name = "limits",
-    .config_key = "limits",
-    .config_parse = sl__config_parse_limits,
-    .config_clear = sl__config_limits_clear,
+    .config = &sl__limits_config,
     .start = sl__limits_apply,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),

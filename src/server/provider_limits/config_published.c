@@ -34,7 +34,7 @@ static void free_source(sl_published_source_t *s)
     memset(s, 0, sizeof(*s));
 }
 
-void sl__config_published_clear(sl_published_config_t *c)
+static void published_clear(sl_published_config_t *c)
 {
     free_source(&c->anthropic);
     free_source(&c->openai);
@@ -151,31 +151,45 @@ static const sl_config_field_t published_fields[] = {
     PUB(groups, group_pools, read_groups),
 };
 #undef PUB
-const sl_config_table_t sl__published_table =
+static const sl_config_table_t published_table =
     SL_CONFIG_TABLE("provider_limits", sl_published_config_t, published_fields);
 
-int sl__config_parse_published(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                               sl_published_config_t *out, char *err, size_t errlen)
+static int published_parse(yaml_document_t *doc, yaml_node_t *section, const char *path,
+                           sl_config_t *config, char *err, size_t errlen)
 {
     sl_published_config_t c = {.on = true, .refresh_s = 3600};
-    int rc = sl__config_read_table(doc, section, &sl__published_table, path, &c, err, errlen);
+    int rc = sl__config_read_table(doc, section, &published_table, path, &c, err, errlen);
     if (rc == 0 && !c.anthropic.key && !c.openai.key) {
         sl_config_ctx_t x = {.doc = doc, .path = path, .key = "provider_limits.anthropic",
                              .err = err, .errlen = errlen};
         rc = sl__config_fail(&x, section, "the section needs anthropic or openai with an admin key");
     }
     if (rc < 0) {
-        sl__config_published_clear(&c);
+        published_clear(&c);
         return -1;
     }
-    sl__config_published_clear(out);
-    *out = c;
+    published_clear(SL_PUBLISHED(config));
+    *SL_PUBLISHED(config) = c;
     return 0;
+}
+
+/* The section's struct, off (`on` false) until a `provider_limits:` section is read. */
+static int published_defaults(sl_config_t *c)
+{
+    c->feature[SL_FEATURE_ID_provider_limits] = calloc(1, sizeof(sl_published_config_t));
+    return SL_PUBLISHED(c) ? 0 : -1;
+}
+
+static void published_free(sl_config_t *c)
+{
+    if (SL_PUBLISHED(c)) published_clear(SL_PUBLISHED(c));
+    free(SL_PUBLISHED(c));
+    c->feature[SL_FEATURE_ID_provider_limits] = NULL;
 }
 
 /* ---- the pools' ramp keys: a pool table the core reads through the feature table ------- */
 
-void sl__config_ramp_defaults(sl_pool_bounds_t *b)
+static void ramp_defaults(sl_pool_bounds_t *b)
 {
     b->ramp.mode = SL_RAMP_AUTO;
     b->ramp.floor_tpm = 10000;
@@ -194,7 +208,11 @@ static const sl_config_field_t ramp_fields[] = {
     RAMP(ramp_idle_s, idle_s, SL_FIELD_NUMBER, 1, 86400),
 };
 #undef RAMP
-const sl_config_table_t sl__ramp_table =
+static const sl_config_table_t ramp_table =
     SL_CONFIG_TABLE("pools.NAME", sl_pool_bounds_t, ramp_fields);
 
 _Static_assert(sizeof(sl_ramp_mode_t) == sizeof(int), "ramp is read as an int");
+
+const sl_config_section_t sl__provider_limits_config = {
+    "provider_limits", published_defaults, published_parse, published_free,
+    &published_table,  NULL,               &ramp_table,     ramp_defaults};

@@ -69,20 +69,12 @@ typedef struct sl_published_config {
 
 #define SL_PACING(srv) ((sl_pacing_t *)(srv)->slot[SL_FEATURE_ID_provider_limits])
 
-/* config_published.c: reads the `provider_limits:` section (errors as
- * `FILE:LINE: provider_limits.KEY: ...`, a missing admin key naming its variable or
- * file), and frees what it holds. */
-struct yaml_document_s;
-struct yaml_node_s;
-int sl__config_parse_published(struct yaml_document_s *doc, struct yaml_node_s *section,
-                               const char *path, sl_published_config_t *out, char *err,
-                               size_t errlen);
-void sl__config_published_clear(sl_published_config_t *c);
-/* The section's table (for test_config_keys). */
-extern const sl_config_table_t sl__published_table;
-/* The pools' `ramp*` keys (offsets into sl_pool_bounds_t) and their defaults. */
-extern const sl_config_table_t sl__ramp_table;
-void sl__config_ramp_defaults(sl_pool_bounds_t *b);
+/* config_published.c: the `provider_limits:` section as the feature registers it
+ * (config.h): its struct in the configuration's slot (SL_PUBLISHED, off until a section is
+ * read), its reader (errors as `FILE:LINE: provider_limits.KEY: ...`, a missing admin key
+ * naming its variable or file) and table, and the pools' `ramp*` keys (offsets into
+ * sl_pool_bounds_t) with their defaults. */
+extern const sl_config_section_t sl__provider_limits_config;
 
 /* At start, before the backend is first configured: reads the published limits of
  * every pool that adopts them (blocking, up to 10 s per provider; a missing, refused or

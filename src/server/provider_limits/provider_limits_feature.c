@@ -7,27 +7,6 @@
 #include "pacing.h"
 #include "server.h"
 
-#include <stdlib.h>
-
-static int config_parse(struct yaml_document_s *doc, struct yaml_node_s *section, const char *path,
-                        sl_config_t *c, char *err, size_t errlen)
-{
-    return sl__config_parse_published(doc, section, path, SL_PUBLISHED(c), err, errlen);
-}
-
-/* The section's struct, off (`on` false) until a `provider_limits:` section is read. */
-static int config_defaults(sl_config_t *c)
-{
-    c->feature[SL_FEATURE_ID_provider_limits] = calloc(1, sizeof(sl_published_config_t));
-    return SL_PUBLISHED(c) ? 0 : -1;
-}
-
-static void config_clear(sl_config_t *c)
-{
-    if (SL_PUBLISHED(c)) sl__config_published_clear(SL_PUBLISHED(c));
-    free(SL_PUBLISHED(c));
-    c->feature[SL_FEATURE_ID_provider_limits] = NULL;
-}
 
 /* Published limits and ramps stay in force across a reload. */
 static void settings_reload(sl_server_t *srv, sl_config_t *next)
@@ -57,13 +36,7 @@ static void metrics(sl_call_t *call, const sl_pool_info_t *pools, size_t n_pools
 
 const sl_feature_t sl_feature_provider_limits = {
     .name = "provider_limits",
-    .config_key = "provider_limits",
-    .config_defaults = config_defaults,
-    .config_parse = config_parse,
-    .config_clear = config_clear,
-    .config_table = &sl__published_table,
-    .pool_table = &sl__ramp_table,
-    .pool_defaults = sl__config_ramp_defaults,
+    .config = &sl__provider_limits_config,
     .settings_start = sl__pacing_start,
     .settings_reload = settings_reload,
     .on_event = on_event,

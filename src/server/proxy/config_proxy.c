@@ -25,7 +25,8 @@ static const sl_config_field_t proxy_fields[] = {
     {"estimator", SL_FIELD_BOOL, offsetof(PX, estimate_bytes), 0, 0, estimator_names, NULL},
 };
 #undef PX
-const sl_config_table_t sl__proxy_table = SL_CONFIG_TABLE("proxy", sl_proxy_config_t, proxy_fields);
+static const sl_config_table_t proxy_table =
+    SL_CONFIG_TABLE("proxy", sl_proxy_config_t, proxy_fields);
 
 static const sl_proxy_config_t proxy_defaults = {
     .body_limit_bytes = 32u * 1024 * 1024,
@@ -36,7 +37,7 @@ static const sl_proxy_config_t proxy_defaults = {
     .max_hold_s = 540,
 };
 
-int sl__config_proxy_defaults(sl_config_t *c)
+static int proxy_config_defaults(sl_config_t *c)
 {
     sl_proxy_config_t *px = malloc(sizeof(*px));
     if (!px) return -1;
@@ -45,14 +46,14 @@ int sl__config_proxy_defaults(sl_config_t *c)
     return 0;
 }
 
-int sl__config_parse_proxy(struct yaml_document_s *doc, struct yaml_node_s *section,
-                           const char *path, sl_config_t *c, char *err, size_t errlen)
+static int proxy_config_parse(struct yaml_document_s *doc, struct yaml_node_s *section,
+                              const char *path, sl_config_t *c, char *err, size_t errlen)
 {
-    return sl__config_read_table(doc, section, &sl__proxy_table, path, SL_PROXY_CONF(c), err,
+    return sl__config_read_table(doc, section, &proxy_table, path, SL_PROXY_CONF(c), err,
                                  errlen);
 }
 
-int sl__config_check_proxy(const sl_config_t *c, const char *path, char *err, size_t errlen)
+static int proxy_config_check(const sl_config_t *c, const char *path, char *err, size_t errlen)
 {
     if (!SL_PROXY_CONF(c)->default_pool) return 0;
     const sl_pool_upstream_t *up = sl_config_pool_upstream(c, SL_PROXY_CONF(c)->default_pool);
@@ -62,10 +63,15 @@ int sl__config_check_proxy(const sl_config_t *c, const char *path, char *err, si
     return -1;
 }
 
-void sl__config_proxy_clear(sl_config_t *c)
+static void proxy_config_clear(sl_config_t *c)
 {
     sl_proxy_config_t *px = SL_PROXY_CONF(c);
     if (px) free(px->default_pool);
     free(px);
     c->feature[SL_FEATURE_ID_proxy] = NULL;
 }
+
+const sl_config_section_t sl__proxy_config = {"proxy",           proxy_config_defaults,
+                                              proxy_config_parse, proxy_config_clear,
+                                              &proxy_table,      proxy_config_check,
+                                              NULL,              NULL};

@@ -37,15 +37,10 @@ typedef struct sl_proxy sl_proxy_t;
  * vocabulary names its path). */
 int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen);
 
-/* config_proxy.c: the `proxy:` section's table, defaults, reader (errors as
- * "FILE:LINE: proxy.KEY: ..."), the check of default_pool against the pools (after the
- * whole file), and what clearing a configuration frees of it. */
-extern const sl_config_table_t sl__proxy_table;
-int sl__config_proxy_defaults(sl_config_t *c);
-int sl__config_parse_proxy(struct yaml_document_s *doc, struct yaml_node_s *section,
-                           const char *path, sl_config_t *c, char *err, size_t errlen);
-int sl__config_check_proxy(const sl_config_t *c, const char *path, char *err, size_t errlen);
-void sl__config_proxy_clear(sl_config_t *c);
+/* config_proxy.c: the `proxy:` section as the feature registers it (config.h): its table,
+ * defaults, reader (errors as "FILE:LINE: proxy.KEY: ..."), the check of default_pool
+ * against the pools (after the whole file), and what clearing a configuration frees. */
+extern const sl_config_section_t sl__proxy_config;
 /* Loads the tokenizer vocabulary if configuration `c` estimates with it and none is
  * loaded yet (a reload from `estimator: bytes`). Returns 0, or -1 with `err` naming the
  * path; nothing changes then. */

@@ -64,12 +64,7 @@ static int reload_check(sl_server_t *srv, const sl_config_t *next, char *err, si
 
 const sl_feature_t sl_feature_proxy = {
     .name = "proxy",
-    .config_key = "proxy",
-    .config_defaults = sl__config_proxy_defaults,
-    .config_parse = sl__config_parse_proxy,
-    .config_clear = sl__config_proxy_clear,
-    .config_table = &sl__proxy_table,
-    .config_check = sl__config_check_proxy,
+    .config = &sl__proxy_config,
     .start = start,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),

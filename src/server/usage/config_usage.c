@@ -68,8 +68,8 @@ static json_t *parse_one(yaml_document_t *doc, yaml_node_t *map, const char *pat
                      "cache_read", v[2], "cache_write", v[3]);
 }
 
-int sl__config_parse_prices(yaml_document_t *doc, yaml_node_t *section, const char *path,
-                            sl_config_t *c, char *err, size_t errlen)
+static int prices_config_parse(yaml_document_t *doc, yaml_node_t *section, const char *path,
+                               sl_config_t *c, char *err, size_t errlen)
 {
     if (!section || section->type != YAML_MAPPING_NODE) {
         snprintf(err, errlen, "%s:%lu: prices: expected a mapping of model pattern to prices",
@@ -103,8 +103,11 @@ int sl__config_parse_prices(yaml_document_t *doc, yaml_node_t *section, const ch
     return 0;
 }
 
-void sl__config_prices_clear(sl_config_t *c)
+static void prices_config_clear(sl_config_t *c)
 {
     json_decref(SL_USAGE_PRICES(c));
     c->feature[SL_FEATURE_ID_usage] = NULL;
 }
+
+const sl_config_section_t sl__prices_config = {"prices", NULL, prices_config_parse,
+                                               prices_config_clear, NULL, NULL, NULL, NULL};

@@ -69,13 +69,11 @@ void sl__handle_usage(sl_call_t *call, const char *query);
 void sl__usage_free(sl_server_t *srv);
 
 /* config_usage.c: the `prices:` section, kept in the configuration's usage slot as
- * [{pattern, input, output, cache_read, cache_write}] (NULL: no section). Reading it
- * (errors as `FILE:LINE: prices.PATTERN.KEY`, the slot unchanged) and freeing it: the
- * feature's config_parse and config_clear (feature.h). */
+ * [{pattern, input, output, cache_read, cache_write}] (NULL: no section; errors as
+ * `FILE:LINE: prices.PATTERN.KEY`, the slot unchanged); the section as the feature
+ * registers it (config.h). */
 #define SL_USAGE_PRICES(c) ((json_t *)(c)->feature[SL_FEATURE_ID_usage])
-int sl__config_parse_prices(struct yaml_document_s *doc, struct yaml_node_s *section,
-                            const char *path, sl_config_t *c, char *err, size_t errlen);
-void sl__config_prices_clear(sl_config_t *c);
+extern const sl_config_section_t sl__prices_config;
 
 /* prices.c: the price of `model` (NULL or "": none) used in `pool`: the configuration's
  * `prices:` (first pattern that matches), then prices.def, then the pool's

@@ -32,9 +32,7 @@ static void metrics(sl_call_t *call, const sl_pool_info_t *pools, size_t n_pools
 
 const sl_feature_t sl_feature_usage = {
     .name = "usage",
-    .config_key = "prices",
-    .config_parse = sl__config_parse_prices,
-    .config_clear = sl__config_prices_clear,
+    .config = &sl__prices_config,
     .routes = routes,
     .n_routes = sizeof(routes) / sizeof(routes[0]),
     .on_event = on_event,
