@@ -60,5 +60,5 @@ static void fleet_config_clear(sl_config_t *c)
     c->feature[SL_FEATURE_ID_fleet] = NULL;
 }
 
-const sl_config_section_t sl__fleet_config = {"fleet", fleet_config_defaults, fleet_config_parse,
-                                              fleet_config_clear, &fleet_table, NULL, NULL, NULL};
+const sl_config_section_t sl__fleet_config = {.key = "fleet", .defaults = fleet_config_defaults,
+    .parse = fleet_config_parse, .clear = fleet_config_clear, .table = &fleet_table};

@@ -177,5 +177,5 @@ static void limits_config_clear(sl_config_t *c)
     c->feature[SL_FEATURE_ID_limits] = NULL;
 }
 
-const sl_config_section_t sl__limits_config = {"limits", NULL, limits_config_parse,
-                                               limits_config_clear, NULL, NULL, NULL, NULL};
+const sl_config_section_t sl__limits_config = {.key = "limits", .parse = limits_config_parse,
+                                               .clear = limits_config_clear};

@@ -213,6 +213,6 @@ static const sl_config_table_t ramp_table =
 
 _Static_assert(sizeof(sl_ramp_mode_t) == sizeof(int), "ramp is read as an int");
 
-const sl_config_section_t sl__provider_limits_config = {
-    "provider_limits", published_defaults, published_parse, published_free,
-    &published_table,  NULL,               &ramp_table,     ramp_defaults};
+const sl_config_section_t sl__provider_limits_config = {.key = "provider_limits",
+    .defaults = published_defaults, .parse = published_parse, .clear = published_free,
+    .table = &published_table, .pool_table = &ramp_table, .pool_defaults = ramp_defaults};

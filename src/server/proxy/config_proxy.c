@@ -71,7 +71,6 @@ static void proxy_config_clear(sl_config_t *c)
     c->feature[SL_FEATURE_ID_proxy] = NULL;
 }
 
-const sl_config_section_t sl__proxy_config = {"proxy",           proxy_config_defaults,
-                                              proxy_config_parse, proxy_config_clear,
-                                              &proxy_table,      proxy_config_check,
-                                              NULL,              NULL};
+const sl_config_section_t sl__proxy_config = {.key = "proxy", .defaults = proxy_config_defaults,
+    .parse = proxy_config_parse, .clear = proxy_config_clear, .table = &proxy_table,
+    .check = proxy_config_check};

@@ -109,5 +109,5 @@ static void prices_config_clear(sl_config_t *c)
     c->feature[SL_FEATURE_ID_usage] = NULL;
 }
 
-const sl_config_section_t sl__prices_config = {"prices", NULL, prices_config_parse,
-                                               prices_config_clear, NULL, NULL, NULL, NULL};
+const sl_config_section_t sl__prices_config = {.key = "prices", .parse = prices_config_parse,
+                                               .clear = prices_config_clear};
