@@ -4,11 +4,13 @@
  * its place in the section's struct and its bounds, so adding a key is one row and every
  * key of every section fails the same way: `FILE:LINE: SECTION.KEY: what`. The top level,
  * `server:`, `engine:`, `auth:`, the caps (config_sections.c, config_tokens.c), `events:`
- * and `agents:` (config_guard.c) and the features' sections (`fleet:`, `proxy:`) read
- * here; a row that is more than a number, a flag, a string or a choice names its reader
- * (SL_FIELD_CUSTOM). The pools' table (config.c) has three structs behind it and its own
- * types. tests/unit/test_config_keys.c checks that every row is documented in
- * docs/server.md and shown in examples/sluice.yaml. */
+ * and `agents:` (config_guard.c), `pools:` with its `keys:` entries and `long_context`
+ * (config_pools.c, long_context.c) and the features' sections (`fleet:`, `proxy:`,
+ * `provider_limits:`, the pools' `ramp*` keys) read here; a row that is more than a
+ * number, a flag, a string or a choice names its reader (SL_FIELD_CUSTOM). An unknown key
+ * lists the table's keys, and names the nearest when it is one or two edits away.
+ * tests/unit/test_config_keys.c checks that every row is documented in docs/server.md
+ * and shown in examples/sluice.yaml. */
 #include "config.h"
 
 #include <errno.h>
