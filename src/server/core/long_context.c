@@ -109,11 +109,13 @@ int sl__long_context_expand(sl_config_t *c, char *msg, size_t n)
         sl_named_pool_t *np = &c->settings.pools[k];
         np->name = sub;
         np->config = c->settings.pools[i].config;
-        /* The long-context limits replace the token limits; its requests are few and the
-         * provider lists no RPM of their own for them: no request or combined limit. */
+        /* The long-context limits replace the token limits; the provider lists no RPM of
+         * their own: its calls count against the parent's RPM, whose request bucket it
+         * shares (request_parent, src/engine/reqparent.c). No combined limit. */
         np->config.input_tpm = parent->long_context_input_tpm;
         np->config.output_tpm = parent->long_context_output_tpm;
         np->config.rpm = 0;
+        np->config.request_parent = true;
         np->config.tokens_tpm = 0;
         c->pool_lines[k] = c->pool_lines[i];
         memset(&c->upstreams[k], 0, sizeof c->upstreams[k]);

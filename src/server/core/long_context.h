@@ -15,8 +15,8 @@ int sl__long_context_parse(yaml_document_t *doc, yaml_node_t *map, const char *p
                            sl_pool_upstream_t *up, char *msg, size_t n);
 
 /* After the pools are parsed: appends a pool "<name>:long_context" for every pool with a
- * long_context threshold (the parent's settings, the long-context token limits, no request
- * or combined limit, no upstream of its own). Returns 0, or -1 with `msg` set (a name
+ * long_context threshold (the parent's settings, the long-context token limits, the
+ * parent's request bucket (request_parent), no combined limit, no upstream of its own). Returns 0, or -1 with `msg` set (a name
  * taken, out of memory); what was appended stays counted, so clearing frees it. */
 int sl__long_context_expand(sl_config_t *c, char *msg, size_t n);
 
