@@ -62,7 +62,7 @@ local CONST = {
   DEPTH_MAX = 64,
 }
 -- The parent's request bucket of a pool with request_parent (its section follows the keys').
-local RP = {}
+local RP = {SUFFIX = ':long_context'}  -- sluiced's long-context pools' names end so
 
 -- Integers (ids, tokens, counters: most numbers written) take '%d', which prints what
 -- '%.17g' prints for them at half the cost; the rest need 17 digits to round-trip.
@@ -1938,16 +1938,25 @@ function KQ.load()
   return setmetatable(st, mt)
 end
 
--- The other keys' pools of this pool's key group, by name.
+-- The other keys' pools of this pool's key group, by name: "POOL:*" of "POOL:KEY", and
+-- "POOL:*:long_context" of a key's long-context pool "POOL:KEY:long_context" (sluiced's
+-- name; its key group is the long-context pools of the keys: RP's section).
 function KQ.siblings()
   local group = string.match(S.pool, '^(.*):[^:]*$')
   if not group then return {} end
+  local tail = ''
+  if string.sub(S.pool, -#RP.SUFFIX) == RP.SUFFIX then
+    group = string.match(group, '^(.*):[^:]*$')
+    tail = RP.SUFFIX
+    if not group then return {} end
+  end
   local all = redis.pcall('HKEYS', 'sluice:{registry}:pools')
   if type(all) ~= 'table' or all.err then return {} end
   local prefix, out = group .. ':', {}
   for _, n in ipairs(all) do
-    if n ~= S.pool and string.sub(n, 1, #prefix) == prefix and
-        not string.find(n, ':', #prefix + 1, true) then
+    local key = string.sub(n, 1, #prefix) == prefix and string.sub(n, #prefix + 1, #n - #tail)
+    if n ~= S.pool and key and key ~= '' and not string.find(key, ':', 1, true) and
+        string.sub(n, #n - #tail + 1) == tail then
       out[#out + 1] = n
     end
   end

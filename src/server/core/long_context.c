@@ -14,7 +14,8 @@
  * (docs/design.md "Long context" says why a pool and not a bucket set), but for one rule:
  * its requests are its parent's (request_parent). A pool with `keys:` gives each key
  * "POOL:KEY" its own "POOL:KEY:long_context" (a workspace's long-context limits are its
- * own, like its standard ones), and keys.c routes a long call to the picked key's. */
+ * own, like its standard ones), and keys.c routes a long call to the picked key's; those
+ * pools are one queue over the keys of their own, as the keys are. */
 #include "long_context.h"
 
 #include "server.h"
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #define SUFFIX ":long_context"
+#define LONG_KEY_GROUP ((int64_t)1 << 40) /* added to the keys' key_group: their long pools' */
 
 static int field_i64(const char *pool, const char *field, const char *text, int64_t *out,
                      char *msg, size_t n)
@@ -126,7 +128,10 @@ int sl__long_context_expand(sl_config_t *c, char *msg, size_t n)
         np->config.rpm = 0;
         np->config.request_parent = true;
         np->config.tokens_tpm = 0;
-        np->config.key_group = 0; /* a key's: its queue is its own, not one over the keys */
+        /* A key's: one queue over the keys' long-context pools, a key group of their own
+         * (the engine's keyqueue.c; sluice.lua's KQ finds them as "POOL:*:long_context"). */
+        int64_t group = c->settings.pools[i].config.key_group;
+        np->config.key_group = group ? group + LONG_KEY_GROUP : 0;
         c->pool_lines[k] = c->pool_lines[i];
         memset(&c->upstreams[k], 0, sizeof c->upstreams[k]);
         c->upstreams[k].api = parent->api;
