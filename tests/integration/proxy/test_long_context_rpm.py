@@ -10,6 +10,7 @@ emulator answers none with a 429. Without the shared bucket the long calls took 
 from the parent, and the same burst met the emulator's RPM 429s. A pool with `keys:` gives each key a long-context pool
 of its own, "claude:KEY:long_context", sharing that key's request bucket: a long call is
 picked a key, leases from its long-context pool and goes out with that key."""
+import json
 import os
 import threading
 import unittest
@@ -119,6 +120,15 @@ class LongContextKeys(unittest.TestCase):
             self.assertIn(pool, ("claude:big:long_context", "claude:small:long_context"))
             emu = big if pool.startswith("claude:big") else small
             self.assertEqual(emu.stats()["long_context"], 1)
+            # The lease API routes by input_tokens + cached_tokens, then to a key.
+            status, _, payload = s.request(
+                "POST", "/v1/leases",
+                {"agent": "api", "pool": "claude", "input_tokens": 1500, "cached_tokens": 1000,
+                 "output_tokens": 10}, {"content-type": "application/json"})
+            self.assertEqual(status, 200, payload)
+            self.assertTrue(granted(s)[-1]["pool"].endswith(":long_context"), granted(s)[-1])
+            status, _, payload = s.request("DELETE", "/v1/leases/" + json.loads(payload)["lease"])
+            self.assertEqual(status, 200, payload)
             # The keys' 60 requests per minute each, asked 124 long and short calls at once.
             texts = ["short"] * SHORT_CALLS + [LONG] * LONG_CALLS
             answers = burst(s, texts)
