@@ -363,6 +363,7 @@ static int read_key_entry(const sl_config_ctx_t *x, const char *group, size_t in
     up->api = t->api;
     up->batch = t->batch;
     up->max_batch_requests = t->max_batch_requests;
+    sl__long_context_inherit(up, t); /* a long-context pool per key */
     if (!(up->key_group = strdup(group)) || (t->ca_file && !(up->ca_file = strdup(t->ca_file))) ||
         (t->n_models && !(up->models = calloc(t->n_models, sizeof(char *)))))
         return sl__config_fail(&kx, entry, "out of memory");
