@@ -25,7 +25,7 @@
 // the rest, unused while the fleet asked; and the input billed over the capacity between the
 // first ask and the last answer, next to the measure above (which stays the one quoted).
 //
-//   SLUICED=... SLUICE_EMU=... node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
+//   SLUICED=... SLUICE_EMU=... [TTFT_MS=200] node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
 import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { getJson, pool, startEmu, startSluiced } from '../tests/e2e/proxy_harness.mjs';
@@ -34,8 +34,11 @@ const AGENTS = Number(process.argv[2] || 10), TURNS = Number(process.argv[3] || 
 const WORDS = Number(process.argv[4] || 15000), TEST_MS = 2000;
 const PAIRS = Number(process.argv[5] || 1), POLL_MS = 100;
 const LIMITS = { input_tpm: 400000, output_tpm: 40000, rpm: 2000 };
+/* TTFT_MS (environment, default 200): the emulator's time to first token, to see slow calls
+ * (a loaded provider, or a loaded machine) without loading the machine. */
+const TTFT_MS = Number(process.env.TTFT_MS || 200);
 const EMU_ARGS = ['--input-tpm', String(LIMITS.input_tpm), '--output-tpm', String(LIMITS.output_tpm),
-                  '--rpm', String(LIMITS.rpm), '--ttft-ms', '200', '--tokens-per-s', '2000',
+                  '--rpm', String(LIMITS.rpm), '--ttft-ms', String(TTFT_MS), '--tokens-per-s', '2000',
                   '--latency-spread', '0.2', '--output-tokens', '200', '--seed', '7'];
 const AGENT = new URL('./waste_agent.mjs', import.meta.url).pathname;
 
@@ -186,6 +189,7 @@ for (let pair = 0; pair < PAIRS; pair++) {
 }
 console.log(`(c) real fleet: ${AGENTS} agent processes x ${TURNS} turns of ${WORDS} words, ` +
             `max_tokens 8192, ${TEST_MS} ms test pause; emulator ${LIMITS.input_tpm} input TPM, ` +
+            `TTFT ${TTFT_MS} ms, ` +
             `${LIMITS.output_tpm} output TPM; ${PAIRS} pair(s), load average ${load.toFixed(1)} at ` +
             `start, ${loadavg()[0].toFixed(1)} at end`);
 console.log('run                  makespan  emu 429s  calls  broken turns  gave up  input billed  ' +
