@@ -11,7 +11,9 @@
  *     level + (limit - capacity) (the margin is room we keep in reserve), after
  *     allowing +500 for Anthropic's rounding of token counts. Calls in flight were
  *     charged to our level when granted and the provider counts a call's input when
- *     it arrives, so both sides already include them;
+ *     it arrives, so both sides already include them. The headers of a lease's call are
+ *     compared with the pool as it was right after that grant (the provider wrote them
+ *     when it took the call) and lower the level by the difference (reference_level);
  *   - except in a cold-start window (sl_engine_pool_cold_start: the daemon could not
  *     know what was spent, so its buckets started empty): there the first remaining
  *     value of each bucket may also raise the level, to R - rounding - reserve, the
