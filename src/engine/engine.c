@@ -102,8 +102,8 @@ void sl_engine_free(sl_engine_t *e)
         free(t);
     }
     sl__strmap_free(&e->tasks);
-    sl__caps_free_engine(e);
-    sl__teams_free_engine(e);
+    sl__strmap_free_owned(&e->holders, offsetof(sl__holder_t, key));
+    sl__strmap_free_owned(&e->teams, offsetof(sl__team_t, name));
     free(e);
 }
 

@@ -209,16 +209,10 @@ void sl__pool_free(sl__pool_t *p)
     }
     for (size_t i = 0; i < p->pagents.cap; i++)
         if (p->pagents.slots[i].hash) free(p->pagents.slots[i].val);
-    for (size_t i = 0; i < p->caches.cap; i++) {
-        if (!p->caches.slots[i].hash) continue;
-        sl__cache_t *c = p->caches.slots[i].val;
-        free(c->key);
-        free(c);
-    }
     sl__strmap_free(&p->pagents);
-    sl__strmap_free(&p->caches);
-    sl__calib_free_all(p);
-    sl__caps_free_pool(p);
+    sl__strmap_free_owned(&p->caches, offsetof(sl__cache_t, key));
+    sl__strmap_free_owned(&p->calibs, offsetof(sl__calib_t, model));
+    sl__strmap_free_owned(&p->capstates, offsetof(sl__capstate_t, key));
     sl__teams_free_pool(p);
     free(p->name);
     free(p);
