@@ -6,6 +6,7 @@
  * the caller then restores nothing. Reading never trusts a length before checking it
  * against what is left, and copies every string it keeps. */
 #include "persist_format.h"
+#include "../common/grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -220,13 +221,9 @@ static int load_ended(sl_persist_t *p, rd_t *r)
 {
     uint64_t id = get_u64(r);
     if (r->bad) return -1;
-    if (p->n_ended == p->cap_ended) {
-        size_t cap = p->cap_ended ? p->cap_ended * 2 : 64;
-        uint64_t *v = realloc(p->ended, cap * sizeof *v);
-        if (!v) return -1;
-        p->ended = v;
-        p->cap_ended = cap;
-    }
+    uint64_t *v = sl_grow(p->ended, p->n_ended, &p->cap_ended, sizeof *v, 64);
+    if (!v) return -1;
+    p->ended = v;
     p->ended[p->n_ended++] = id;
     return 0;
 }

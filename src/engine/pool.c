@@ -6,6 +6,7 @@
  * tokens), unclaimed grants refunded, idle tickets expired, and the queue drained
  * from its head while the head fits, then past it what does not delay it (backfill.c). */
 #include "internal.h"
+#include "../common/grow.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -335,13 +336,9 @@ static void collect_unfit(sl__ticket_t *t, void *ud)
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(c->p, (sl_bucket_t)b)) continue;
         if ((double)t->need.n[b] > sl__capacity(c->p, (sl_bucket_t)b)) {
-            if (c->n == c->cap) {
-                size_t cap = c->cap ? c->cap * 2 : 16;
-                sl__ticket_t **list = realloc(c->list, cap * sizeof *list);
-                if (!list) return; /* out of memory: it stays queued until the next cut */
-                c->list = list;
-                c->cap = cap;
-            }
+            sl__ticket_t **list = sl_grow(c->list, c->n, &c->cap, sizeof *list, 16);
+            if (!list) return; /* out of memory: it stays queued until the next cut */
+            c->list = list;
             c->list[c->n++] = t;
             return;
         }

@@ -1,5 +1,6 @@
 /* manage.c - the redis backend's configure, task graph, pool and agent listings, and ping. */
 #include "redis_internal.h"
+#include "../../common/grow.h"
 
 /* ---- configure ---- */
 
@@ -351,13 +352,9 @@ void sl__rb_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud)
 static void collect_local_pool(const sl_pool_info_t *p, void *ud)
 {
     rop_t *op = ud;
-    if (op->n == op->cap) {
-        size_t cap = op->cap ? op->cap * 2 : 8;
-        void *items = realloc(op->items, cap * sizeof(sl_pool_info_t));
-        if (!items) return;
-        op->items = items;
-        op->cap = cap;
-    }
+    void *items = sl_grow(op->items, op->n, &op->cap, sizeof(sl_pool_info_t), 8);
+    if (!items) return;
+    op->items = items;
     ((sl_pool_info_t *)op->items)[op->n++] = *p;
 }
 

@@ -21,6 +21,7 @@
  */
 #include "fleet.h"
 #include "server.h"
+#include "../../common/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,13 +63,9 @@ static tally_t *tally_of(sl_agents_t *r, uint64_t principal, bool make)
     for (size_t i = 0; i < r->n_tallies; i++)
         if (r->tallies[i].principal == principal) return &r->tallies[i];
     if (!make) return NULL;
-    if (r->n_tallies == r->cap_tallies) {
-        size_t cap = r->cap_tallies ? r->cap_tallies * 2 : 8;
-        tally_t *grown = realloc(r->tallies, cap * sizeof(*grown));
-        if (!grown) return NULL;
-        r->tallies = grown;
-        r->cap_tallies = cap;
-    }
+    tally_t *grown = sl_grow(r->tallies, r->n_tallies, &r->cap_tallies, sizeof *grown, 8);
+    if (!grown) return NULL;
+    r->tallies = grown;
     r->tallies[r->n_tallies] = (tally_t){principal, 0};
     return &r->tallies[r->n_tallies++];
 }
