@@ -36,36 +36,19 @@ static void get(rd_t *r, void *v, size_t n)
     r->off += n;
 }
 
-static uint8_t get_u8(rd_t *r)
-{
-    uint8_t v;
-    get(r, &v, 1);
-    return v;
-}
-static uint32_t get_u32(rd_t *r)
-{
-    uint32_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static uint64_t get_u64(rd_t *r)
-{
-    uint64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static int64_t get_i64(rd_t *r)
-{
-    int64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static double get_f64(rd_t *r)
-{
-    double v;
-    get(r, &v, sizeof v);
-    return v;
-}
+/* Defines `static T get_NAME(rd_t *r)`: the next field as a T, 0 past the end (r->bad set). */
+#define RD_GETTER(T, NAME)                                                                         \
+    static T get_##NAME(rd_t *r)                                                                   \
+    {                                                                                              \
+        T v;                                                                                       \
+        get(r, &v, sizeof v);                                                                      \
+        return v;                                                                                  \
+    }
+RD_GETTER(uint8_t, u8)
+RD_GETTER(uint32_t, u32)
+RD_GETTER(uint64_t, u64)
+RD_GETTER(int64_t, i64)
+RD_GETTER(double, f64)
 /* Does the record hold more fields (appended by a later record version)? */
 static bool has_more(const rd_t *r)
 {
