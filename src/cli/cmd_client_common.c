@@ -111,7 +111,8 @@ void sl_cli_print_json(json_t *v)
     }
 }
 
-int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out))
+int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out),
+                     const char **operand)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -120,7 +121,9 @@ int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(F
         }
         int r = sl_cli_conn_option(conn, argc, argv, &i);
         if (r < 0) return SL_EXIT_USAGE;
-        if (r == 0) {
+        if (r == 0 && operand && !*operand && argv[i][0] != '-') {
+            *operand = argv[i];
+        } else if (r == 0) {
             fprintf(stderr, "%s: unknown argument \"%s\"\n", conn->cmd, argv[i]);
             usage(stderr);
             return SL_EXIT_USAGE;

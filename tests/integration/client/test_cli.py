@@ -40,6 +40,10 @@ class Cli(unittest.TestCase):
         self.assertEqual(sluice("acquire", "--agent", "a", "--input", "5")[0], 2)
         self.assertEqual(sluice("settle", "l_1", "--input", "x", "--output", "1")[0], 2)
         self.assertEqual(sluice("cancel")[0], 2)
+        for extra in ("l_2", "--bogus"):  # one LEASE, connection options, nothing else
+            code, _, err = sluice("cancel", "l_1", extra)
+            self.assertEqual(code, 2, extra)
+            self.assertIn('sluice cancel: unknown argument "%s"' % extra, err)
         self.assertEqual(sluice("checkpoint", "frobnicate", "x")[0], 2)
 
     def test_status_json_is_sluiceds_pools_and_the_table_names_them(self):
