@@ -114,6 +114,26 @@ static inline uint64_t harness_grant(sl_engine_t *e, const char *agent, int64_t 
     return d.lease;
 }
 
+/* Requests `r` at `now`, expects SL_OK and a decision of `status`; returns the decision. */
+static inline sl_decision_t harness_request_as(sl_engine_t *e, const sl_request_t *r, double now,
+                                               sl_status_t status)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, r, now, &d), SL_OK);
+    assert_int_equal(d.status, status);
+    return d;
+}
+
+/* Polls `ticket` at `now`, expects SL_OK and a decision of `status`; returns the decision. */
+static inline sl_decision_t harness_ticket_as(sl_engine_t *e, uint64_t ticket, double now,
+                                              sl_status_t status)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_engine_ticket(e, ticket, now, &d), SL_OK);
+    assert_int_equal(d.status, status);
+    return d;
+}
+
 /* A comparable picture of every pool, to show a refused call changed nothing. */
 typedef struct harness_snapshot {
     char text[4096];

@@ -40,9 +40,7 @@ static void test_underestimate_shows_as_debt_at_once_so_next_grants_wait(void **
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 45000.0) < 1e-6);
     /* Another 50k turn no longer fits: it waits instead of causing a 429. */
     sl_request_t r = harness_req("lint", 50000, 0);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    harness_request_as(e, &r, T0, SL_QUEUED);
     harness_end(e);
 }
 
