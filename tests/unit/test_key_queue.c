@@ -72,8 +72,7 @@ static void test_a_ticket_queued_on_a_is_granted_on_b_when_b_frees_first(void **
         assert_int_equal(sl_engine_pool_info(e, "p:a", &a), SL_OK);
         assert_int_equal(b.leases_in_flight, 0);
         assert_int_equal(a.leases_in_flight, 1);
-        harness_check(e);
-        sl_engine_free(e);
+        harness_end(e);
     }
 }
 
@@ -92,8 +91,7 @@ static void test_a_key_serves_its_own_queue_first(void **state)
     assert_string_equal(pool_of(e, d.lease), "p:b");
     d = harness_ticket_as(e, qa.ticket, T0 + 3, SL_QUEUED);
     (void)la;
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Key b frees by refill rather than by a settle: the engine's next wake-up is when the
@@ -125,8 +123,7 @@ static void test_a_refill_of_the_other_key_wakes_the_ticket(void **state)
     assert_true(at > T0 + 2.1 && at < T0 + 2.2);
     sl_decision_t g = harness_ticket_as(e, d.ticket, at, SL_GRANTED);
     assert_string_equal(pool_of(e, g.lease), "p:b");
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* A request that named its key alone (an operator's POOL:KEY) waits for that key. */
@@ -145,8 +142,7 @@ static void test_a_pinned_ticket_waits_for_its_own_key(void **state)
     assert_int_equal(sl_engine_settle(e, la.lease, &s, T0 + 3, NULL), SL_OK);
     d = harness_ticket_as(e, q.ticket, T0 + 3, SL_GRANTED);
     assert_string_equal(pool_of(e, d.lease), "p:a");
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* The lease a key took from a sibling's queue is that key's in the state a restart keeps:
@@ -181,8 +177,7 @@ static void test_a_restart_keeps_the_key_that_granted_the_ticket(void **state)
     sl_pool_info_t b;
     assert_int_equal(sl_engine_pool_info(r, "p:b", &b), SL_OK);
     assert_int_equal(b.leases_in_flight, 0);
-    harness_check(r);
-    sl_engine_free(r);
+    harness_end(r);
     sl_engine_free(e);
 }
 
