@@ -153,36 +153,16 @@ double sl_cli_num(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+/* The "type" of a failure in --json output: sluiced's own name for it (docs/api.md, the one
+ * table src/common/errors.def), else the result code's name (sl_strerror: unreachable,
+ * timed_out, rejected, protocol_error, ...). */
 static const char *error_type(int rc)
 {
-    switch (rc) {
-    case SL_EUNREACHABLE:
-        return "unreachable";
-    case SL_EMAXWAIT:
-        return "timed_out";
-    case SL_EREJECTED:
-        return "rejected";
-    case SL_EINVAL:
-        return "invalid_request";
-    case SL_EAUTH:
-        return "unauthorized";
-    case SL_ENOTFOUND:
-        return "not_found";
-    case SL_EALREADY:
-        return "already_settled";
-    case SL_EEXPIRED:
-        return "lease_expired";
-    case SL_ETOOBIG:
-        return "body_too_large";
-    case SL_ECAPACITY:
-        return "exceeds_capacity";
-    case SL_EUNAVAILABLE:
-        return "backend_unavailable";
-    case SL_EIO:
-        return "io_error";
-    default:
-        return "error";
-    }
+#define SL_ERROR(code, status, name, provider_status)                                              \
+    if (rc == code) return name;
+#include "../common/errors.def"
+#undef SL_ERROR
+    return sl_strerror(rc);
 }
 
 static int exit_code(int rc)
