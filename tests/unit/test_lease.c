@@ -242,10 +242,7 @@ static void test_a_need_above_todays_margin_is_rejected_until_it_recovers(void *
 {
     (void)state;
     sl_engine_t *e = harness_engine(100000, 0, 0);
-    uint64_t l = harness_grant(e, "a", 10, 0, T0);
-    sl_settle_t s = harness_settle(10, 0);
-    s.got_429 = true;
-    assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK); /* margin 0.80 */
+    harness_grant_429(e, "a", 10, 0, T0); /* margin 0.80 */
     sl_request_t r = harness_req("b", 82000, 0);
     sl_decision_t d = harness_request_as(e, &r, T0 + 1, SL_REJECTED);
     /* It needs 0.82: two recovery steps of 180 s from T0. */

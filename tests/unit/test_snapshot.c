@@ -342,10 +342,7 @@ static void test_margin_and_its_clock_survive(void **state)
 {
     (void)state;
     sl_engine_t *a = harness_engine(600000, 0, 0);
-    uint64_t l = harness_grant(a, "a", 10, 0, T0);
-    sl_settle_t s = harness_settle(10, 0);
-    s.got_429 = true;
-    assert_int_equal(sl_engine_settle(a, l, &s, T0, NULL), SL_OK);
+    harness_grant_429(a, "a", 10, 0, T0);
     assert_true(fabs(harness_margin(a) - 0.80) < 1e-9);
     sl_engine_t *b = restart(a, T0 + 100, T0 + 150);
     assert_true(fabs(harness_margin(b) - 0.80) < 1e-9);
