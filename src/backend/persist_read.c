@@ -182,16 +182,12 @@ static int load_lease(sl_persist_t *p, rd_t *r, size_t seq)
         lease_state_free(&l);
         return -1;
     }
-    if (p->n_leases == p->cap_leases) {
-        size_t cap = p->cap_leases ? p->cap_leases * 2 : 64;
-        loaded_lease_t *v = realloc(p->leases, cap * sizeof *v);
-        if (!v) {
-            lease_state_free(&l);
-            return -1;
-        }
-        p->leases = v;
-        p->cap_leases = cap;
+    loaded_lease_t *v = sl_grow(p->leases, p->n_leases, &p->cap_leases, sizeof *v, 64);
+    if (!v) {
+        lease_state_free(&l);
+        return -1;
     }
+    p->leases = v;
     note_time(p, l.granted_at);
     if (l.id > p->id_floor) p->id_floor = l.id;
     p->leases[p->n_leases].st = l;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sim_internal.h"
+#include "../common/grow.h"
 
 enum {
     EV_START,      /* the agent's next task may start */
@@ -51,16 +52,12 @@ static bool ev_before(const sim_event_t *x, const sim_event_t *y)
 
 static void heap_push(sim_run_t *run, double t, int kind, int agent, uint32_t gen)
 {
-    if (run->heap_n == run->heap_cap) {
-        size_t cap = run->heap_cap ? run->heap_cap * 2 : 256;
-        sim_event_t *h = realloc(run->heap, cap * sizeof *h);
-        if (!h) {
-            sl__sim_fail(run, "out of memory");
-            return;
-        }
-        run->heap = h;
-        run->heap_cap = cap;
+    sim_event_t *h = sl_grow(run->heap, run->heap_n, &run->heap_cap, sizeof *h, 256);
+    if (!h) {
+        sl__sim_fail(run, "out of memory");
+        return;
     }
+    run->heap = h;
     sim_event_t ev = {.t = t, .seq = run->seq++, .kind = kind, .agent = agent, .gen = gen};
     size_t i = run->heap_n++;
     while (i > 0) {

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "strat_common.h"
+#include "../common/grow.h"
 
 typedef struct pending {
     uint64_t ticket;
@@ -119,16 +120,12 @@ static void log_event(FILE *f, const sl_event_t *ev)
 
 static void push_pending(sluice_state_t *s, uint64_t ticket, double retry_at)
 {
-    if (s->n_pending == s->cap_pending) {
-        size_t cap = s->cap_pending ? s->cap_pending * 2 : 64;
-        pending_t *p = realloc(s->pending, cap * sizeof *p);
-        if (!p) {
-            sl__sim_fail(s->run, "out of memory");
-            return;
-        }
-        s->pending = p;
-        s->cap_pending = cap;
+    pending_t *p = sl_grow(s->pending, s->n_pending, &s->cap_pending, sizeof *p, 64);
+    if (!p) {
+        sl__sim_fail(s->run, "out of memory");
+        return;
     }
+    s->pending = p;
     s->pending[s->n_pending++] = (pending_t){ticket, retry_at};
 }
 

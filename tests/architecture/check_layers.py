@@ -29,7 +29,7 @@ ALLOWED = {
     # limits: the FCALL plans; common/grow.h
     "backend/redis": ({"backend", "limits", "common"}, {"engine.h"}),
     "client": ({"common"}, {"client.h"}),  # common/errors.def: an answer's type -> code
-    "sim": ({"provider"}, {"engine.h"}),
+    "sim": ({"provider", "common"}, {"engine.h"}),  # common/grow.h
     # sluiced: a core and one folder per feature. A feature uses the core and the
     # libraries, never another feature; the core uses no feature: it reaches them through
     # the feature table (core/features.def, core/feature.h) and the event bus.
