@@ -248,6 +248,8 @@ typedef struct sl__pool {
     sl__strmap_t calibs;    /* model -> sl__calib_t */
     sl__strmap_t capstates; /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
+    struct sl__pool *req_parent; /* cfg.request_parent: the pool whose request bucket it
+                                    draws from (reqparent.c); NULL: none, or not configured */
 } sl__pool_t;
 
 typedef struct sl__class {
@@ -499,14 +501,11 @@ void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, doubl
 void sl__caps_give(sl__pool_t *p, sl__capref_t *c, const int64_t delta[SL_BUCKET_COUNT],
                    double delta_usd, double now);
 void sl__caps_end(sl__capref_t *c);
-void sl__caps_free_engine(sl_engine_t *e);
-void sl__caps_free_pool(sl__pool_t *p);
 
 /* team.c */
 /* The team queue of `name` in pool p, created (weight 1 unless configured) when
  * `create`; NULL when out of memory. */
 sl__pteam_t *sl__pteam_get(sl_engine_t *e, sl__pool_t *p, const char *name, bool create);
-void sl__teams_free_engine(sl_engine_t *e);
 void sl__teams_free_pool(sl__pool_t *p);
 
 /* calibrate.c */
@@ -514,7 +513,6 @@ void sl__calib_update_ratio(sl__calib_t *c);
 sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
 double sl__calib_ratio(const sl__calib_t *c);
 void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);
-void sl__calib_free_all(sl__pool_t *p);
 /* Records the output of a counted settle of a lease that named this model. */
 /* Records a counted call's output. One that stopped exactly at its lease's reservation
  * (`reserved_tokens`: a capped call cut off there) is recorded as twice that figure. */
@@ -527,6 +525,17 @@ sl__calib_t *sl__calib_outputs(sl__pool_t *p, const char *model, const char *gro
 bool sl__calib_is_outputs(const sl__calib_t *c);
 /* Recomputes the output 95th percentile from the samples held (after a restore). */
 void sl__calib_update_output(sl__calib_t *c);
+
+/* reqparent.c: the request bucket a pool with request_parent shares with its parent. */
+/* Links p to its parent, and the pools that name p as theirs to p (after p's configure). */
+void sl__req_parent_link(sl_engine_t *e, sl__pool_t *p);
+/* The parent whose request bucket p draws from, when that bucket is limited; else NULL. */
+const sl__pool_t *sl__req_parent(const sl__pool_t *p);
+/* The parent q's request level at `now`, as its refill would make it (q is not changed). */
+double sl__req_parent_level(const sl__pool_t *q, double now);
+/* Takes `requests` from p's parent's bucket (a negative count gives them back, up to its
+ * capacity), once the parent is refilled to `now`. Nothing when p has no limited parent. */
+void sl__req_parent_charge(sl__pool_t *p, int64_t requests, double now);
 
 /* pool.c */
 void sl__pool_free(sl__pool_t *p);

@@ -6,6 +6,7 @@
  * tokens), unclaimed grants refunded, idle tickets expired, and the queue drained
  * from its head while the head fits, then past it what does not delay it (backfill.c). */
 #include "internal.h"
+#include "../common/grow.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -64,6 +65,11 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         (rc = check_limit(e, name, "cache_bump_min_tokens", c->cache_bump_min_tokens)) ||
         (rc = check_limit(e, name, "key_group", c->key_group)))
         return rc;
+    if (c->request_parent && (c->rpm != 0 || !strchr(name, ':')))
+        return sl__fail(e, SL_EINVAL,
+                        "pool \"%s\": request_parent takes the requests of the pool named before "
+                        "its last ':' and needs such a name and rpm 0 (rpm %lld)",
+                        name, (long long)c->rpm);
     if (!(c->margin_floor > 0 && c->margin_floor <= c->margin_start && c->margin_start <= 1))
         return sl__fail(e, SL_EINVAL,
                         "pool \"%s\": margin_floor %g and margin_start %g must satisfy "
@@ -147,6 +153,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
         for (int b = 0; b < SL_BUCKET_COUNT; b++)
             if (!sl__limited(p, (sl_bucket_t)b)) p->level[b] = 0;
         sl__clamp_levels(p);
+        sl__req_parent_link(e, p);
         sl__pool_reject_unfit(e, p, now_s);
         sl__pool_drain(e, p, now_s);
         return SL_OK;
@@ -177,6 +184,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
         p->level[b] = sl__limited(p, (sl_bucket_t)b) ? sl__capacity(p, (sl_bucket_t)b) : 0;
     e->pools[e->n_pools++] = p;
     sl__strmap_put(&e->pool_map, p->name, p);
+    sl__req_parent_link(e, p);
     return SL_OK;
 }
 
@@ -209,16 +217,10 @@ void sl__pool_free(sl__pool_t *p)
     }
     for (size_t i = 0; i < p->pagents.cap; i++)
         if (p->pagents.slots[i].hash) free(p->pagents.slots[i].val);
-    for (size_t i = 0; i < p->caches.cap; i++) {
-        if (!p->caches.slots[i].hash) continue;
-        sl__cache_t *c = p->caches.slots[i].val;
-        free(c->key);
-        free(c);
-    }
     sl__strmap_free(&p->pagents);
-    sl__strmap_free(&p->caches);
-    sl__calib_free_all(p);
-    sl__caps_free_pool(p);
+    sl__strmap_free_owned(&p->caches, offsetof(sl__cache_t, key));
+    sl__strmap_free_owned(&p->calibs, offsetof(sl__calib_t, model));
+    sl__strmap_free_owned(&p->capstates, offsetof(sl__capstate_t, key));
     sl__teams_free_pool(p);
     free(p->name);
     free(p);
@@ -341,13 +343,9 @@ static void collect_unfit(sl__ticket_t *t, void *ud)
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(c->p, (sl_bucket_t)b)) continue;
         if ((double)t->need.n[b] > sl__capacity(c->p, (sl_bucket_t)b)) {
-            if (c->n == c->cap) {
-                size_t cap = c->cap ? c->cap * 2 : 16;
-                sl__ticket_t **list = realloc(c->list, cap * sizeof *list);
-                if (!list) return; /* out of memory: it stays queued until the next cut */
-                c->list = list;
-                c->cap = cap;
-            }
+            sl__ticket_t **list = sl_grow(c->list, c->n, &c->cap, sizeof *list, 16);
+            if (!list) return; /* out of memory: it stays queued until the next cut */
+            c->list = list;
             c->list[c->n++] = t;
             return;
         }

@@ -12,9 +12,7 @@ static sl_engine_t *busy_engine(uint64_t *lease, uint64_t *ticket)
     sl_engine_t *e = harness_engine(60000, 20000, 100);
     *lease = harness_grant(e, "a", 40000, 1000, T0);
     sl_request_t r = harness_req("b", 30000, 1000);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    sl_decision_t d = harness_request_as(e, &r, T0, SL_QUEUED);
     *ticket = d.ticket;
     return e;
 }
@@ -183,6 +181,15 @@ static void test_bad_pool_configuration_is_refused(void **state)
     EXPECT_REFUSED(e, sl_engine_configure_pool(e, "x", &cfg, T0), SL_EINVAL,
                    "estimate_error_window");
     EXPECT_REFUSED(e, sl_engine_configure_pool(e, "bad name", &cfg, T0), SL_EINVAL, "bad name");
+    /* request_parent: the parent's request bucket, so no rpm and a name PARENT:NAME */
+    sl_pool_config_init(&cfg);
+    cfg.request_parent = true;
+    cfg.rpm = 10;
+    EXPECT_REFUSED(e, sl_engine_configure_pool(e, "default:long", &cfg, T0), SL_EINVAL,
+                   "request_parent");
+    cfg.rpm = 0;
+    EXPECT_REFUSED(e, sl_engine_configure_pool(e, "nocolon", &cfg, T0), SL_EINVAL,
+                   "request_parent");
     EXPECT_REFUSED(e, sl_engine_set_role(e, "w", NAN), SL_EINVAL, "\"w\"");
     EXPECT_REFUSED(e, sl_engine_set_role(e, "w", 0), SL_EINVAL, "\"w\"");
     sl_engine_free(e);
@@ -219,9 +226,7 @@ static void test_reload_keeps_leases_and_tickets(void **state)
     harness_check(e);
     sl_settle_t s = harness_settle(40000, 1000);
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 2, NULL), SL_OK);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_ticket(e, t, T0 + 30, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    harness_ticket_as(e, t, T0 + 30, SL_GRANTED);
     sl_engine_free(e);
 }
 

@@ -9,8 +9,12 @@
  * and the engine's pure rule sl_keys_pick() (src/engine/keys.c, which the simulator
  * uses too). The chosen key's pool then decides the request exactly as any pool does,
  * so the choice can cost waiting but never overbook a key. A lease naming "POOL:KEY"
- * goes to that key alone (pinning, for operators).
+ * goes to that key alone (pinning, for operators). A request above the pool's
+ * long-context threshold is picked a key by the keys' long-context pools' state and
+ * leases from the chosen key's "POOL:KEY:long_context" (long_context.c); it is still
+ * forwarded with that key.
  */
+#include "long_context.h"
 #include "server.h"
 
 #include <event2/buffer.h>
@@ -128,23 +132,43 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
         return;
     }
     const sl_pool_info_t *info[SL_CONFIG_KEYS_MAX];
-    for (size_t k = 0; k < n_keys; k++)
-        info[k] = find_info(pools, n, c->settings.pools[idx[k]].name);
+    /* Above the long-context threshold: each key's long-context pool (NULL: none), whose
+     * requests are its key's (request_parent), so the pick sees its tokens and its key's
+     * request bucket together. */
+    const char *lc[SL_CONFIG_KEYS_MAX];
+    sl_pool_info_t joined[SL_CONFIG_KEYS_MAX];
+    bool is_long = sl__long_context_is_long(c, &pk->req);
+    for (size_t k = 0; k < n_keys; k++) {
+        const char *name = c->settings.pools[idx[k]].name;
+        lc[k] = is_long ? sl__long_context_pool(c, name) : NULL;
+        info[k] = find_info(pools, n, lc[k] ? lc[k] : name);
+        const sl_pool_info_t *key = lc[k] && info[k] ? find_info(pools, n, name) : NULL;
+        if (!key) continue;
+        joined[k] = *info[k];
+        int b = SL_BUCKET_REQUESTS;
+        joined[k].limit[b] = key->limit[b];
+        joined[k].level[b] = key->level[b];
+        joined[k].capacity[b] = key->capacity[b];
+        joined[k].refill_per_s[b] = key->refill_per_s[b];
+        info[k] = &joined[k];
+    }
     double now = sl_backend_now(pk->srv->backend);
     int best = sl_keys_pick(info, n_keys, &pk->req, now);
-    size_t chosen = idx[best < 0 ? 0 : best]; /* none known to the backend yet: the first */
+    size_t pick = best < 0 ? 0 : (size_t)best; /* none known to the backend yet: the first */
+    size_t chosen = idx[pick];
     uint64_t hash = 0;
     memo_slot_t *m = memo_slot(pk->srv, pk->group, &pk->req, &hash);
     if (m && m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)
         for (size_t k = 0; k < n_keys; k++) /* a retry: its first key, if it still is one */
-            if (!strcmp(c->settings.pools[idx[k]].name, m->pool)) chosen = idx[k];
+            if (!strcmp(c->settings.pools[idx[k]].name, m->pool)) chosen = idx[pick = k];
     snprintf(pk->pool_out, pk->pool_out_size, "%s", c->settings.pools[chosen].name);
     if (m && !(m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)) {
         m->hash = hash;
         m->at_s = now;
         snprintf(m->pool, sizeof(m->pool), "%s", pk->pool_out);
     }
-    pk->req.pool = pk->pool_out;
+    /* The lease is the key's long-context pool's; pool_out names the key it goes with. */
+    pk->req.pool = lc[pick] ? lc[pick] : pk->pool_out;
     sl_backend_request(pk->srv->backend, &pk->req, pk->cb, pk->ud);
     free(pk);
 }
