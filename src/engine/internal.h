@@ -549,7 +549,7 @@ typedef struct sl__keys_ask {
 double sl__keys_eta(sl_engine_t *e, sl__pool_t *p, const sl__keys_ask_t *ask, double own_s,
                     double now, const char **limited_by);
 /* When the next sibling ticket sl__keys_drain would take fits p (INFINITY: none). */
-double sl__keys_next_wakeup(const sl_engine_t *e, const sl__pool_t *p);
+double sl__keys_next_wakeup(const sl_engine_t *e, sl__pool_t *p);
 double sl__pool_next_wakeup(const sl__pool_t *p);
 void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
 /* Raises or clears the pool's spend_cap alert (an ALERT event when it changes). */

@@ -113,16 +113,22 @@ void sl__keys_drain(sl_engine_t *e, sl__pool_t *p, double now)
     }
 }
 
-double sl__keys_next_wakeup(const sl_engine_t *e, const sl__pool_t *p)
+double sl__keys_next_wakeup(const sl_engine_t *e, sl__pool_t *p)
 {
     if (p->cfg.key_group == 0 || p->queued || p->ws_n) return INFINITY;
     if (p->cfg.concurrency > 0 && p->in_flight >= p->cfg.concurrency) return INFINITY;
     const sl__ticket_t *t = next_sibling_head(e, p, p->last_refill);
     if (!t) return INFINITY;
+    /* Its need as take() charges it here (a prefix warm on its own key is cold here), and
+     * not before its agent's own retry-after here: a wake-up that take() then refuses
+     * would come back every microsecond. */
+    sl__pagent_t *pa = sl__pagent_get(p, t->pa->agent, false);
+    sl__need_t n = need_on(p, t->pool, t->need, cache_on(p, pa, t->pa, t->cache), p->last_refill);
     double need[SL_BUCKET_COUNT];
-    sl__need_as_sums(&t->need, need);
+    sl__need_as_sums(&n, need);
     /* A microsecond late, so rounding never leaves the ticket a hair short. */
-    return p->last_refill + sl__eta_for(p, need, 0, p->last_refill, NULL) + 1e-6;
+    double at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill, NULL) + 1e-6;
+    return pa && pa->blocked_until > at ? pa->blocked_until : at;
 }
 
 /* When key q, its queue empty, would fit the tickets ahead of the request on p and the
