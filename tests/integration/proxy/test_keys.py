@@ -218,6 +218,55 @@ class TwoKeys(unittest.TestCase):
         self.assertAlmostEqual(polled["eta"], small_s, delta=0.5)
         self.assertEqual(polled["limited_by"], "output_tokens")
 
+    def test_an_agent_held_on_one_key_is_granted_on_the_other(self):
+        # The agent's own 429 report holds it on that key's pool only (a workspace's
+        # retry-after): the key the estimate chose rejects it (agent_retry_after), and the
+        # other key, which may grant it, is asked next (design.md "A pool of several keys").
+        self.s.stop()
+        self.s.dir.cleanup()
+        self.s = Sluiced(two_keys_config(self.big, self.small).replace(
+            "    max_queue_wait_s: 120\n", "    max_queue_wait_s: 5\n    max_report_pool_block_s: 0\n"))
+        wait_for(lambda: self.s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
+
+        def lease(agent):
+            status, _, payload = self.s.request(
+                "POST", "/v1/leases", {"agent": agent, "pool": "claude", "input_tokens": 10,
+                                        "output_tokens": 100, "wait": 0})
+            return status, json.loads(payload)
+
+        status, first = lease("held")
+        self.assertEqual((status, first["key"]), (200, "big"), first)  # both full: the first
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases/%s/settle" % first["lease"],
+            {"input_tokens": 10, "output_tokens": 0, "got_429": True, "retry_after": 90})
+        self.assertEqual(status, 200, payload)
+        # big itself is not held (max_report_pool_block_s 0) and still the estimate's choice
+        # for another agent; this agent is held there for 90 s, not on small.
+        status, again = lease("held")
+        self.assertEqual((status, again.get("status"), again.get("key")), (200, "granted", "small"),
+                         again)
+        # Pinned to big, it is held there: the reject says how long.
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases", {"agent": "held", "pool": "claude:big", "input_tokens": 10,
+                                    "output_tokens": 100, "wait": 0})
+        pinned = json.loads(payload)
+        self.assertEqual((status, pinned["reason"]), (429, "agent_retry_after"), pinned)
+        self.assertGreater(pinned["retry_after"], 80)
+        # Both keys emptied: big would fit 2,000 sooner, but holds the agent 90 s; small
+        # fits it in 47 s, past max_queue_wait_s: rejected on both, the answer is the sooner.
+        for key in ("small", "big"):
+            level = int(self.s.get("/v1/pools/claude:" + key)["buckets"]["output_tokens"]["level"])
+            status, _, payload = self.s.request(
+                "POST", "/v1/leases", {"agent": "fill-" + key, "pool": "claude:" + key,
+                                        "input_tokens": 10, "output_tokens": level, "wait": 0})
+            self.assertEqual(status, 200, payload)
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases", {"agent": "held", "pool": "claude", "input_tokens": 10,
+                                    "output_tokens": 2000, "wait": 0})
+        both = json.loads(payload)
+        self.assertEqual((status, both.get("reason")), (429, "queue_wait_exceeds_max"), both)
+        self.assertAlmostEqual(both["retry_after"], 2000 / 42.5, delta=1)
+
 
 class KeysAndTokens(unittest.TestCase):
     def test_a_token_of_the_pool_may_use_its_keys_and_no_other_token_may(self):
