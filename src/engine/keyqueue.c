@@ -118,10 +118,11 @@ double sl__keys_next_wakeup(const sl_engine_t *e, sl__pool_t *p)
     if (p->cfg.key_group == 0 || p->queued || p->ws_n) return INFINITY;
     if (p->cfg.concurrency > 0 && p->in_flight >= p->cfg.concurrency) return INFINITY;
     const sl__ticket_t *t = next_sibling_head(e, p, p->last_refill);
-    if (!t) return INFINITY;
     /* Its need as take() charges it here (a prefix warm on its own key is cold here), and
      * not before its agent's own retry-after here: a wake-up that take() then refuses
-     * would come back every microsecond. */
+     * would come back every microsecond. So would one for a head its caps may hold back:
+     * such a head is taken at p's next advance (as sluice.lua's KQ.push_at). */
+    if (!t || t->caps.h[0] || t->caps.h[1]) return INFINITY;
     sl__pagent_t *pa = sl__pagent_get(p, t->pa->agent, false);
     sl__need_t n = need_on(p, t->pool, t->need, cache_on(p, pa, t->pa, t->cache), p->last_refill);
     double need[SL_BUCKET_COUNT];

@@ -1661,7 +1661,10 @@ local function drain(p, now)
     end
   end
   if p.ws_n > 0 and p.qn == 0 then WS.grant(p, now) end
-  if p.key_group ~= 0 then KQ.drain(p, now) end
+  if p.key_group ~= 0 then
+    KQ.drain(p, now)
+    KQ.push(p, now)
+  end
 end
 
 local function reject_unfit(p, now)
@@ -1811,6 +1814,10 @@ local function next_wakeup(p)
   if t then
     local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
     if eta_at < at then at = eta_at end
+  end
+  if p.key_group ~= 0 then
+    local push_at = KQ.push_at(p)
+    if push_at < at then at = push_at end
   end
   return at
 end
@@ -2075,6 +2082,75 @@ function KQ.eta(p, t, agent, capped, sums, ahead, own, why, now)
     if eta and eta < best then best, best_why = eta, w end
   end
   return best, best_why
+end
+
+-- Whether sibling q's own advance at `now` would only refill it (no lease or ticket due,
+-- no margin step or spend-cap reset): then refilling it here is its advance.
+function KQ.quiet(q, now)
+  return q.lx_at > now and q.ti_at > now and margin_next_step_at(q) > now and
+      spend_cap_reset_at(q) > now
+end
+
+-- The siblings that may take p's head t: quiet at `at`, their queues empty, its agent
+-- held by no caps; fn(name, q) for each, in the entered q, until fn returns true. Not a
+-- pinned head, nor one that fits p (p serves it).
+function KQ.each_taker(p, t, at, fn)
+  if t.pin == '1' or CP.caps_resolve(p, t.agent) then return false end
+  for _, name in ipairs(KQ.siblings()) do
+    local saved = KQ.enter(name)
+    local q = KQ.load()
+    local done = q and q.key_group == p.key_group and q.qn == 0 and q.ws_n == 0 and
+        q.now <= at and KQ.quiet(q, at) and not CP.caps_resolve(q, t.agent) and fn(name, q)
+    KQ.leave(saved)
+    if done then return true end
+  end
+  return false
+end
+
+-- A key frees by refill with no call of its own: on one Redis server p's call hands its
+-- heads to a sibling, its queue empty, that fits them now, as that sibling's own advance
+-- would take them (KQ.drain), so a ticket is granted at the ETA KQ.eta gave. Each sibling
+-- is refilled to `now` (quiet: that is its advance) and written back when it takes one.
+function KQ.push(p, now)
+  local pname = S.pool
+  while p.qn > 0 do
+    local id = queue_head(p)
+    local t = id and load_ticket(id)
+    if not t or fits(p, need_of(t), now) then return end
+    local taken = KQ.each_taker(p, t, now, function(_, q)
+      refill(q, now)
+      if not KQ.take(q, {name = pname, q = p, t = t}, now) then return false end
+      if q.now < now then q.now = now end
+      redis.call('HSET', S.pool_key, 'st', encode(ST, q))
+      return true
+    end)
+    if not taken then return end
+  end
+end
+
+-- When a sibling will fit p's head (math.huge: none), for p's wake-up: the time
+-- KQ.push hands it over, as the engine's sl__keys_next_wakeup (keyqueue.c) wakes the
+-- sibling.
+function KQ.push_at(p)
+  local id = p.qn > 0 and queue_head(p)
+  local t = id and load_ticket(id)
+  if not t or fits(p, need_of(t), p.last_refill) then return math.huge end
+  local best = math.huge
+  KQ.each_taker(p, t, p.last_refill, function(_, q)
+    if q.concurrency > 0 and q.in_flight >= q.concurrency then return false end
+    local n = need_of(KQ.need_on(q, p, t, t.agent, q.last_refill))
+    for b = 0, NB - 1 do
+      if limited(q, b) and n[b] > capacity(q, b) then return false end
+    end
+    local at = q.last_refill + eta_for(q, n, 0, q.last_refill) + 1e-6
+    if q.ablk_until > at then
+      local until_s = tonumber(redis.call('HGET', K('ablk'), t.agent) or '')
+      if until_s and until_s > at then at = until_s end
+    end
+    if at < best and KQ.quiet(q, at) then best = at end
+    return false
+  end)
+  return best
 end
 
 -- A ticket's poll when another key granted it: that key's lease, claimed there;
