@@ -127,14 +127,6 @@ static const sl_pool_info_t *find_info(const sl_pool_info_t *pools, size_t n, co
 
 static void ask_next(keys_pick_t *pk);
 
-/* Whether a reject `d` of one key may be answered by another: its wait or its agent's
- * hold are that key's (caps, suspension and capacity are not tried elsewhere). */
-static bool other_key_may_answer(const sl_decision_t *d)
-{
-    return d->status == SL_REJECTED && !d->replayed && d->reason &&
-           (!strcmp(d->reason, "queue_wait_exceeds_max") || !strcmp(d->reason, "agent_retry_after"));
-}
-
 static void keep_reject(keys_pick_t *pk, const sl_decision_t *d)
 {
     if (pk->rejected && pk->best_reject.retry_after_s <= d->retry_after_s) return;
@@ -162,7 +154,7 @@ static void memo_note(sl_server_t *srv, const char *group, const sl_request_t *r
 static void on_key_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud)
 {
     keys_pick_t *pk = ud;
-    if (rc == SL_OK && other_key_may_answer(d)) {
+    if (rc == SL_OK && sl_keys_ask_next(d)) {
         keep_reject(pk, d);
         if (pk->next < pk->n_order) {
             ask_next(pk);
