@@ -93,6 +93,11 @@ typedef struct sl_pool_config {
                                       is empty grants the queued tickets of the others when
                                       they fit it and not their own key (one queue over
                                       the keys; docs/design.md, "A pool of several keys") */
+    bool request_parent;           /* false. true: this pool, named PARENT:NAME, has no
+                                      request bucket of its own (rpm 0): each grant takes its
+                                      request from pool PARENT's, and a refund gives it back
+                                      there (a long-context pool, whose calls count against
+                                      the standard RPM; docs/design.md "Long context") */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */

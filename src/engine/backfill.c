@@ -84,6 +84,11 @@ bool sl__backfill_admits(sl_engine_t *e, const sl__pool_t *p, sl__ticket_t *head
         if (!sl__limited(p, (sl_bucket_t)b) || need->n[b] == 0) continue;
         if ((double)need->n[b] > p->level[b] - (double)head->need.n[b]) return false;
     }
+    const sl__pool_t *q = sl__req_parent(p); /* the parent's request bucket, likewise */
+    int64_t req = need->n[SL_BUCKET_REQUESTS];
+    if (q && req != 0 &&
+        (double)req > sl__req_parent_level(q, now) - (double)head->need.n[SL_BUCKET_REQUESTS])
+        return false;
     if (e->holders.len) {
         sl__caps_resolve(e, head->pa->agent, head->pa->agent->name, &head->caps);
         if (share_concurrency_holder(caps, &head->caps)) return false;

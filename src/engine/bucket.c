@@ -46,6 +46,8 @@ bool sl__fits(const sl__pool_t *p, const sl__need_t *need, double now)
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sl__limited(p, (sl_bucket_t)b) && p->level[b] < (double)need->n[b]) return false;
     }
+    const sl__pool_t *q = sl__req_parent(p); /* its requests are its parent's (reqparent.c) */
+    if (q && sl__req_parent_level(q, now) < (double)need->n[SL_BUCKET_REQUESTS]) return false;
     return true;
 }
 
@@ -69,6 +71,15 @@ double sl__eta_for(const sl__pool_t *p, const double prefix[SL_BUCKET_COUNT], in
         if (t_s > eta_s) {
             eta_s = t_s;
             why = sl_bucket_name((sl_bucket_t)b);
+        }
+    }
+    const sl__pool_t *q = sl__req_parent(p); /* its requests refill at its parent's rate */
+    double deficit = q ? prefix[SL_BUCKET_REQUESTS] - sl__req_parent_level(q, now) : 0;
+    if (deficit > 0) {
+        double t_s = deficit / (sl__capacity(q, SL_BUCKET_REQUESTS) / 60.0);
+        if (t_s > eta_s) {
+            eta_s = t_s;
+            why = sl_bucket_name(SL_BUCKET_REQUESTS);
         }
     }
     int64_t releases = ahead + 1 - (p->cfg.concurrency - p->in_flight);

@@ -242,6 +242,8 @@ typedef struct sl__pool {
     sl__strmap_t calibs;    /* model -> sl__calib_t */
     sl__strmap_t capstates; /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
+    struct sl__pool *req_parent; /* cfg.request_parent: the pool whose request bucket it
+                                    draws from (reqparent.c); NULL: none, or not configured */
 } sl__pool_t;
 
 typedef struct sl__class {
@@ -521,6 +523,17 @@ sl__calib_t *sl__calib_outputs(sl__pool_t *p, const char *model, const char *gro
 bool sl__calib_is_outputs(const sl__calib_t *c);
 /* Recomputes the output 95th percentile from the samples held (after a restore). */
 void sl__calib_update_output(sl__calib_t *c);
+
+/* reqparent.c: the request bucket a pool with request_parent shares with its parent. */
+/* Links p to its parent, and the pools that name p as theirs to p (after p's configure). */
+void sl__req_parent_link(sl_engine_t *e, sl__pool_t *p);
+/* The parent whose request bucket p draws from, when that bucket is limited; else NULL. */
+const sl__pool_t *sl__req_parent(const sl__pool_t *p);
+/* The parent q's request level at `now`, as its refill would make it (q is not changed). */
+double sl__req_parent_level(const sl__pool_t *q, double now);
+/* Takes `requests` from p's parent's bucket (a negative count gives them back, up to its
+ * capacity), once the parent is refilled to `now`. Nothing when p has no limited parent. */
+void sl__req_parent_charge(sl__pool_t *p, int64_t requests, double now);
 
 /* pool.c */
 void sl__pool_free(sl__pool_t *p);

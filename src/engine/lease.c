@@ -73,6 +73,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
         if (sl__limited(p, (sl_bucket_t)b)) p->level[b] -= (double)need->n[b];
         p->reserved[b] += (double)need->n[b];
     }
+    sl__req_parent_charge(p, need->n[SL_BUCKET_REQUESTS], now);
     p->in_flight++;
     p->granted_total++;
     sl__queue_served(p, tags->team, tags->finish, tags->outer);
@@ -139,6 +140,7 @@ void sl__lease_end(sl_engine_t *e, sl__lease_t *l, int end_state, bool refund, d
         if (refund) sl__adjust(p, (sl_bucket_t)b, l->need.n[b]);
         p->reserved[b] -= (double)l->need.n[b];
     }
+    if (refund) sl__req_parent_charge(p, -l->need.n[SL_BUCKET_REQUESTS], now);
     if (refund) sl__caps_give(p, &l->caps, l->need.n, l->caps.cost_usd, now);
     sl__caps_end(&l->caps);
     for (int i = 0; i < 2; i++) /* a slot freed: its holder's parked tickets may go on */

@@ -64,6 +64,11 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         (rc = check_limit(e, name, "cache_bump_min_tokens", c->cache_bump_min_tokens)) ||
         (rc = check_limit(e, name, "key_group", c->key_group)))
         return rc;
+    if (c->request_parent && (c->rpm != 0 || !strchr(name, ':')))
+        return sl__fail(e, SL_EINVAL,
+                        "pool \"%s\": request_parent takes the requests of the pool named before "
+                        "its last ':' and needs such a name and rpm 0 (rpm %lld)",
+                        name, (long long)c->rpm);
     if (!(c->margin_floor > 0 && c->margin_floor <= c->margin_start && c->margin_start <= 1))
         return sl__fail(e, SL_EINVAL,
                         "pool \"%s\": margin_floor %g and margin_start %g must satisfy "
@@ -147,6 +152,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
         for (int b = 0; b < SL_BUCKET_COUNT; b++)
             if (!sl__limited(p, (sl_bucket_t)b)) p->level[b] = 0;
         sl__clamp_levels(p);
+        sl__req_parent_link(e, p);
         sl__pool_reject_unfit(e, p, now_s);
         sl__pool_drain(e, p, now_s);
         return SL_OK;
@@ -177,6 +183,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
         p->level[b] = sl__limited(p, (sl_bucket_t)b) ? sl__capacity(p, (sl_bucket_t)b) : 0;
     e->pools[e->n_pools++] = p;
     sl__strmap_put(&e->pool_map, p->name, p);
+    sl__req_parent_link(e, p);
     return SL_OK;
 }
 

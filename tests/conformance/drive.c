@@ -245,6 +245,7 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(backfill);
     N(working_set);
     N(key_group);
+    N(request_parent);
     N(price_input_per_mtok);
     N(price_output_per_mtok);
 #undef N

@@ -183,6 +183,15 @@ static void test_bad_pool_configuration_is_refused(void **state)
     EXPECT_REFUSED(e, sl_engine_configure_pool(e, "x", &cfg, T0), SL_EINVAL,
                    "estimate_error_window");
     EXPECT_REFUSED(e, sl_engine_configure_pool(e, "bad name", &cfg, T0), SL_EINVAL, "bad name");
+    /* request_parent: the parent's request bucket, so no rpm and a name PARENT:NAME */
+    sl_pool_config_init(&cfg);
+    cfg.request_parent = true;
+    cfg.rpm = 10;
+    EXPECT_REFUSED(e, sl_engine_configure_pool(e, "default:long", &cfg, T0), SL_EINVAL,
+                   "request_parent");
+    cfg.rpm = 0;
+    EXPECT_REFUSED(e, sl_engine_configure_pool(e, "nocolon", &cfg, T0), SL_EINVAL,
+                   "request_parent");
     EXPECT_REFUSED(e, sl_engine_set_role(e, "w", NAN), SL_EINVAL, "\"w\"");
     EXPECT_REFUSED(e, sl_engine_set_role(e, "w", 0), SL_EINVAL, "\"w\"");
     sl_engine_free(e);

@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '14'
+local VERSION = '15'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -61,6 +61,8 @@ local CONST = {
   CACHE_WRITE_5M_PRICE = 1.25, CACHE_WRITE_1H_PRICE = 2.0,
   DEPTH_MAX = 64,
 }
+-- The parent's request bucket of a pool with request_parent (its section follows the keys').
+local RP = {SUFFIX = ':long_context'}  -- sluiced's long-context pools' names end so
 
 -- Integers (ids, tokens, counters: most numbers written) take '%d', which prints what
 -- '%.17g' prints for them at half the cost; the rest need 17 digits to round-trip.
@@ -267,6 +269,8 @@ local function fits(p, need, now)
   for b = 0, NB - 1 do
     if limited(p, b) and p['lv' .. b] < need[b] then return false end
   end
+  local q = RP.parent(p)  -- its requests are its parent's
+  if q and RP.level(q, now) < need[2] then return false end
   return true
 end
 
@@ -324,6 +328,12 @@ local function eta_for(p, sums, ahead, now)
         if t > eta then eta = t; why = BUCKET[b + 1] end
       end
     end
+  end
+  local q = RP.parent(p)  -- its requests refill at its parent's rate
+  local deficit = q and sums[2] - RP.level(q, now) or 0
+  if deficit > 0 then
+    local t = deficit / (capacity(q, 2) / 60.0)
+    if t > eta then eta = t; why = BUCKET[3] end
   end
   local releases = ahead + 1 - (p.concurrency - p.in_flight)
   if p.concurrency > 0 and releases > 0 then
@@ -1350,6 +1360,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     if limited(p, b) then p['lv' .. b] = p['lv' .. b] - l['n' .. b] end
     p['rs' .. b] = p['rs' .. b] + l['n' .. b]
   end
+  RP.charge(p, l.n2, now)
   p.in_flight = p.in_flight + 1
   p.granted_total = p.granted_total + 1
   if finish > g.vtime then g.vtime = finish end
@@ -1378,6 +1389,7 @@ local function lease_end(p, l, state, refund, now)
     if refund then adjust(p, b, l['n' .. b]) end
     p['rs' .. b] = p['rs' .. b] - l['n' .. b]
   end
+  if refund then RP.charge(p, -l.n2, now) end
   CP.caps_lease_end(p, l, refund, now)
   p.in_flight = p.in_flight - 1
   local a = agent_get(l.agent, false)
@@ -1509,6 +1521,8 @@ function BF.admits(p, head, need, hs, g, c, now)
       return false
     end
   end
+  local q = RP.parent(p)  -- the parent's request bucket, likewise
+  if q and need[2] ~= 0 and need[2] > RP.level(q, now) - head.n2 then return false end
   if hs and BF.share_concurrency_holder(hs, CP.caps_resolve(p, head.agent)) then return false end
   return BF.head_keeps_lead(p, head, g, c)
 end
@@ -1933,16 +1947,25 @@ function KQ.load()
   return setmetatable(st, mt)
 end
 
--- The other keys' pools of this pool's key group, by name.
+-- The other keys' pools of this pool's key group, by name: "POOL:*" of "POOL:KEY", and
+-- "POOL:*:long_context" of a key's long-context pool "POOL:KEY:long_context" (sluiced's
+-- name; its key group is the long-context pools of the keys: RP's section).
 function KQ.siblings()
   local group = string.match(S.pool, '^(.*):[^:]*$')
   if not group then return {} end
+  local tail = ''
+  if string.sub(S.pool, -#RP.SUFFIX) == RP.SUFFIX then
+    group = string.match(group, '^(.*):[^:]*$')
+    tail = RP.SUFFIX
+    if not group then return {} end
+  end
   local all = redis.pcall('HKEYS', 'sluice:{registry}:pools')
   if type(all) ~= 'table' or all.err then return {} end
   local prefix, out = group .. ':', {}
   for _, n in ipairs(all) do
-    if n ~= S.pool and string.sub(n, 1, #prefix) == prefix and
-        not string.find(n, ':', #prefix + 1, true) then
+    local key = string.sub(n, 1, #prefix) == prefix and string.sub(n, #prefix + 1, #n - #tail)
+    if n ~= S.pool and key and key ~= '' and not string.find(key, ':', 1, true) and
+        string.sub(n, #n - #tail + 1) == tail then
       out[#out + 1] = n
     end
   end
@@ -2170,6 +2193,60 @@ function KQ.claim(name, lease, id, now, args, check_actor)
   local d = fill_grant(l)
   KQ.leave(saved)
   return d
+end
+
+-- ---- the parent's request bucket ----
+-- Ports: src/engine/reqparent.c (its essay says why). A pool with request_parent, named
+-- PARENT:NAME, has no request bucket of its own: its fits, ETA and backfill read PARENT's
+-- request level projected to now, a grant takes its requests from PARENT's bucket and a
+-- refund gives them back, PARENT refilled to now first. PARENT lives in its own slot
+-- ({PARENT}): this call reads and writes PARENT's record (as KQ does a sibling's), which on
+-- one Redis server is one atomic call; on a Cluster the read fails and the pool's requests
+-- are not limited. S.rp keeps PARENT's record for the call. Unlike the engine, which
+-- advances every pool at every call, this call does not run PARENT's margin steps or
+-- drain its queue first: PARENT's own call does, at its wake-up.
+
+-- PARENT's hot state when the current pool p has request_parent and PARENT limits
+-- requests; nil otherwise.
+function RP.parent(p)
+  if (p.request_parent or 0) == 0 then return nil end
+  local r = S.rp
+  if not r or r.of ~= S.pool then
+    local name = string.match(S.pool, '^(.*):[^:]*$')
+    local q = false
+    if name then
+      local saved = KQ.enter(name)
+      q = KQ.load() or false
+      KQ.leave(saved)
+    end
+    r = {of = S.pool, name = name, q = q}
+    S.rp = r
+  end
+  if r.q and limited(r.q, 2) then return r.q end
+  return nil
+end
+
+-- PARENT's (q's) request level at now, as its refill would make it; q is not changed.
+function RP.level(q, now)
+  local level = q.lv2
+  local dt = now - q.last_refill
+  if dt <= 0 then return level end
+  local cap = capacity(q, 2)
+  level = level + cap / 60.0 * dt
+  return level > cap and cap or level
+end
+
+-- Takes `requests` from p's PARENT's bucket (a negative count gives them back, up to its
+-- capacity) once PARENT is refilled to now, and writes PARENT's record back.
+function RP.charge(p, requests, now)
+  local q = requests ~= 0 and RP.parent(p)
+  if not q then return end
+  refill(q, now)
+  if requests > 0 then q.lv2 = q.lv2 - requests else adjust(q, 2, -requests) end
+  if q.now < now then q.now = now end
+  local saved = KQ.enter(S.rp.name)
+  redis.call('HSET', S.pool_key, 'st', encode(ST, q))
+  KQ.leave(saved)
 end
 
 -- ---- call frame ----

@@ -545,6 +545,7 @@ static int parse_key_entry(parse_t *p, const char *group, size_t index, yaml_nod
     up->api = tmpl->api;
     up->batch = tmpl->batch;
     up->max_batch_requests = tmpl->max_batch_requests;
+    sl__long_context_inherit(up, tmpl); /* a long-context pool per key */
     if (!(up->key_group = strdup(group)) || !(up->key_name = strdup(kn)) ||
         (tmpl->ca_file && !(up->ca_file = strdup(tmpl->ca_file))) ||
         (tmpl->n_models && !(up->models = calloc(tmpl->n_models, sizeof(char *)))))

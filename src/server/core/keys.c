@@ -9,8 +9,12 @@
  * and the engine's pure rule sl_keys_pick() (src/engine/keys.c, which the simulator
  * uses too). The chosen key's pool then decides the request exactly as any pool does,
  * so the choice can cost waiting but never overbook a key. A lease naming "POOL:KEY"
- * goes to that key alone (pinning, for operators).
+ * goes to that key alone (pinning, for operators). A request above the pool's
+ * long-context threshold is picked a key by the keys' long-context pools' state and
+ * leases from the chosen key's "POOL:KEY:long_context" (long_context.c); it is still
+ * forwarded with that key.
  */
+#include "long_context.h"
 #include "server.h"
 
 #include <event2/buffer.h>
@@ -113,6 +117,7 @@ typedef struct keys_pick {
     void *ud;
     size_t order[SL_CONFIG_KEYS_MAX]; /* the keys' configuration indexes, soonest first */
     size_t n_order, next;             /* keys to ask; the next one */
+    bool is_long;                     /* above the long-context threshold (long_context.c) */
     bool rejected;                    /* best_reject holds a key's reject */
     sl_decision_t best_reject;        /* the least retry_after so far, of best_pool */
     char best_pool[129], best_reason[64], best_limited_by[64];
@@ -178,7 +183,10 @@ static void ask_next(keys_pick_t *pk)
         const sl_pool_upstream_t *up = i < c->settings.n_pools && c->upstreams ? &c->upstreams[i] : NULL;
         if (!up || !up->key_group || strcmp(up->key_group, pk->group) != 0) continue;
         snprintf(pk->pool_out, pk->pool_out_size, "%s", c->settings.pools[i].name);
-        pk->req.pool = pk->pool_out;
+        /* A long request's lease is the key's long-context pool's; pool_out names the key
+         * it goes with. */
+        const char *lc = pk->is_long ? sl__long_context_pool(c, pk->pool_out) : NULL;
+        pk->req.pool = lc ? lc : pk->pool_out;
         sl_backend_request(pk->srv->backend, &pk->req, on_key_decision, pk);
         return;
     }
@@ -203,12 +211,31 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
         return;
     }
     const sl_pool_info_t *info[SL_CONFIG_KEYS_MAX];
-    for (size_t k = 0; k < n_keys; k++)
-        info[k] = find_info(pools, n, c->settings.pools[idx[k]].name);
+    /* Above the long-context threshold: each key's long-context pool (NULL: none), whose
+     * requests are its key's (request_parent), so the pick sees its tokens and its key's
+     * request bucket together. */
+    const char *lc[SL_CONFIG_KEYS_MAX];
+    sl_pool_info_t joined[SL_CONFIG_KEYS_MAX];
+    bool is_long = sl__long_context_is_long(c, &pk->req);
+    for (size_t k = 0; k < n_keys; k++) {
+        const char *name = c->settings.pools[idx[k]].name;
+        lc[k] = is_long ? sl__long_context_pool(c, name) : NULL;
+        info[k] = find_info(pools, n, lc[k] ? lc[k] : name);
+        const sl_pool_info_t *key = lc[k] && info[k] ? find_info(pools, n, name) : NULL;
+        if (!key) continue;
+        joined[k] = *info[k];
+        int b = SL_BUCKET_REQUESTS;
+        joined[k].limit[b] = key->limit[b];
+        joined[k].level[b] = key->level[b];
+        joined[k].capacity[b] = key->capacity[b];
+        joined[k].refill_per_s[b] = key->refill_per_s[b];
+        info[k] = &joined[k];
+    }
     double now = sl_backend_now(pk->srv->backend);
     /* The keys by the estimate, soonest first (each pick without the keys before it); a
      * key that can never hold the request is not asked, unless none can (the first then
-     * answers why). */
+     * answers why: none known to the backend yet, say). */
+    pk->is_long = is_long;
     for (int best; (best = sl_keys_pick(info, n_keys, &pk->req, now)) >= 0; info[best] = NULL)
         pk->order[pk->n_order++] = idx[best];
     if (pk->n_order == 0) pk->order[pk->n_order++] = idx[0];

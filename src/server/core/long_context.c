@@ -11,7 +11,11 @@
  * is above the threshold leases from it instead: the lease API by its input_tokens +
  * cached_tokens, the proxy by its own count. The routed pool is an ordinary engine pool,
  * so both backends, the queue, metrics and the dashboard treat it like any other
- * (docs/design.md "Long context" says why a pool and not a bucket set). */
+ * (docs/design.md "Long context" says why a pool and not a bucket set), but for one rule:
+ * its requests are its parent's (request_parent). A pool with `keys:` gives each key
+ * "POOL:KEY" its own "POOL:KEY:long_context" (a workspace's long-context limits are its
+ * own, like its standard ones), and keys.c routes a long call to the picked key's; those
+ * pools are one queue over the keys of their own, as the keys are. */
 #include "long_context.h"
 
 #include "server.h"
@@ -21,6 +25,7 @@
 #include <string.h>
 
 #define SUFFIX ":long_context"
+#define LONG_KEY_GROUP ((int64_t)1 << 40) /* added to the keys' key_group: their long pools' */
 
 static int field_i64(const char *pool, const char *field, const char *text, int64_t *out,
                      char *msg, size_t n)
@@ -69,6 +74,13 @@ int sl__long_context_parse(yaml_document_t *doc, yaml_node_t *map, const char *p
     return 0;
 }
 
+void sl__long_context_inherit(sl_pool_upstream_t *key, const sl_pool_upstream_t *pool)
+{
+    key->long_context_threshold_tokens = pool->long_context_threshold_tokens;
+    key->long_context_input_tpm = pool->long_context_input_tpm;
+    key->long_context_output_tpm = pool->long_context_output_tpm;
+}
+
 int sl__long_context_expand(sl_config_t *c, char *msg, size_t n)
 {
     size_t have = c->settings.n_pools, extra = 0;
@@ -90,10 +102,9 @@ int sl__long_context_expand(sl_config_t *c, char *msg, size_t n)
         if (parent->long_context_threshold_tokens <= 0) continue;
         size_t k = c->settings.n_pools;
         const char *name = c->settings.pools[i].name;
-        if (parent->key_group) {
-            /* Not yet: a call is routed before its key is picked (issue 28 item 5 left). */
-            snprintf(msg, n, "pools.%s.long_context: not supported on a pool with keys",
-                     parent->key_group);
+        if (strlen(name) + strlen(SUFFIX) > 128) {
+            snprintf(msg, n, "pools.%s.long_context: '%s%s' is longer than a pool name's 128",
+                     parent->key_group ? parent->key_group : name, name, SUFFIX);
             return -1;
         }
         char *sub = malloc(strlen(name) + sizeof SUFFIX);
@@ -109,12 +120,18 @@ int sl__long_context_expand(sl_config_t *c, char *msg, size_t n)
         sl_named_pool_t *np = &c->settings.pools[k];
         np->name = sub;
         np->config = c->settings.pools[i].config;
-        /* The long-context limits replace the token limits; its requests are few and the
-         * provider lists no RPM of their own for them: no request or combined limit. */
+        /* The long-context limits replace the token limits; the provider lists no RPM of
+         * their own: its calls count against the parent's RPM, whose request bucket it
+         * shares (request_parent, src/engine/reqparent.c). No combined limit. */
         np->config.input_tpm = parent->long_context_input_tpm;
         np->config.output_tpm = parent->long_context_output_tpm;
         np->config.rpm = 0;
+        np->config.request_parent = true;
         np->config.tokens_tpm = 0;
+        /* A key's: one queue over the keys' long-context pools, a key group of their own
+         * (the engine's keyqueue.c; sluice.lua's KQ finds them as "POOL:*:long_context"). */
+        int64_t group = c->settings.pools[i].config.key_group;
+        np->config.key_group = group ? group + LONG_KEY_GROUP : 0;
         c->pool_lines[k] = c->pool_lines[i];
         memset(&c->upstreams[k], 0, sizeof c->upstreams[k]);
         c->upstreams[k].api = parent->api;
@@ -128,19 +145,41 @@ oom:
     return -1;
 }
 
+bool sl__long_context_is_long(const sl_config_t *c, const sl_request_t *r)
+{
+    const char *pool = r->pool && *r->pool ? r->pool : "default";
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, pool); /* keys: the first's */
+    int64_t prompt = r->input_tokens + r->cached_tokens; /* each <= 2^53: no overflow */
+    return up && up->long_context_threshold_tokens > 0 &&
+           prompt > up->long_context_threshold_tokens;
+}
+
+const char *sl__long_context_pool(const sl_config_t *c, const char *pool)
+{
+    char want[160];
+    if (!pool || strlen(pool) + strlen(SUFFIX) >= sizeof want) return NULL;
+    snprintf(want, sizeof want, "%s%s", pool, SUFFIX);
+    for (size_t i = 0; i < c->settings.n_pools; i++)
+        if (!strcmp(c->settings.pools[i].name, want)) return c->settings.pools[i].name;
+    return NULL;
+}
+
+const char *sl__long_context_parent(const sl_config_t *c, const char *pool)
+{
+    const sl_pool_upstream_t *up = pool ? sl_config_pool_upstream(c, pool) : NULL;
+    size_t n = pool ? strlen(pool) : 0, s = strlen(SUFFIX);
+    if (!up || !up->long_context_of || n <= s) return pool;
+    for (size_t i = 0; i < c->settings.n_pools; i++) {
+        const char *name = c->settings.pools[i].name;
+        if (strlen(name) == n - s && !strncmp(name, pool, n - s)) return name;
+    }
+    return pool;
+}
+
 void sl__long_context_route(const sl_config_t *c, sl_request_t *r)
 {
     const char *pool = r->pool && *r->pool ? r->pool : "default";
-    const sl_pool_upstream_t *up = sl_config_pool_upstream(c, pool);
-    if (!up || up->long_context_threshold_tokens <= 0) return;
-    int64_t prompt = r->input_tokens + r->cached_tokens; /* each <= 2^53: no overflow */
-    if (prompt <= up->long_context_threshold_tokens) return;
+    const char *lc = sl__long_context_is_long(c, r) ? sl__long_context_pool(c, pool) : NULL;
     /* The routed pool's name is owned by the configuration, which outlives the request. */
-    char want[160];
-    snprintf(want, sizeof want, "%s%s", pool, SUFFIX);
-    for (size_t i = 0; i < c->settings.n_pools; i++)
-        if (!strcmp(c->settings.pools[i].name, want)) {
-            r->pool = c->settings.pools[i].name;
-            return;
-        }
+    if (lc) r->pool = lc;
 }

@@ -28,6 +28,7 @@
  * noticed whether an answer is being written to it or not. The real key is only ever in the upstream
  * request's header list; nothing here logs headers or echoes upstream requests.
  */
+#include "long_context.h"
 #include "proxy_endpoints.h"
 #include "upstream.h"
 
@@ -917,8 +918,11 @@ static void on_ticket_event(sl_proxy_t *proxy, const sl_event_t *ev)
     case SL_EV_GRANTED:
         stop_waiting(px);
         /* Another key of a pool of several keys may have granted it (one queue over the
-         * keys): the call goes out with the key of the lease's pool. */
-        if (ev->pool) snprintf(px->pool, sizeof(px->pool), "%s", ev->pool);
+         * keys): the call goes out with the key of the lease's pool (of a long-context
+         * pool, the key it belongs to). */
+        if (ev->pool)
+            snprintf(px->pool, sizeof(px->pool), "%s",
+                     sl__long_context_parent(&px->srv->config, ev->pool));
         /* The poll claims the lease (unclaimed grants are refunded after a while). */
         sl_backend_ticket_poll(px->srv->backend, ev->ticket, on_decision, px);
         break;
@@ -1742,7 +1746,8 @@ static void request_lease(px_t *px, const char *task_role)
         px_refuse(px, &ref);
         return;
     }
-    px->long_context = r.pool != asked_pool;
+    /* Routed to a long-context pool: here, or by keys.c once it has picked the key. */
+    px->long_context = r.pool != asked_pool || sl__long_context_is_long(&px->srv->config, &r);
     sl__keys_request(px->srv, &r, px->pool, sizeof(px->pool), on_decision, px);
 }
 
