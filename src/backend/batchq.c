@@ -1,5 +1,6 @@
 /* batchq.c - the batch processing queues of the memory backend (batchq.h). */
 #include "batchq.h"
+#include "../common/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +28,9 @@ int sl__batchq_put(sl_batchq_set_t *set, const char *pool, const char *id, int64
         set->items[at].expires_at = expires_at;
         return 0;
     }
-    if (set->n == set->cap) {
-        size_t cap = set->cap ? set->cap * 2 : 16;
-        sl_batchq_entry_t *v = realloc(set->items, cap * sizeof *v);
-        if (!v) return -1;
-        set->items = v;
-        set->cap = cap;
-    }
+    sl_batchq_entry_t *v = sl_grow(set->items, set->n, &set->cap, sizeof *v, 16);
+    if (!v) return -1;
+    set->items = v;
     sl_batchq_entry_t e = {strdup(pool), strdup(id), requests, expires_at};
     if (!e.pool || !e.id) {
         free(e.pool);

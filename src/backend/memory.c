@@ -17,6 +17,7 @@
  * about starts cold (empty) unless `cold_start: full`.
  */
 #include "backend.h"
+#include "../common/grow.h"
 #include "persist.h"
 #include "batchq.h"
 #include "suspended.h"
@@ -107,16 +108,12 @@ static void strings_reset(memory_backend_t *m)
 static void on_engine_event(const sl_event_t *ev, void *ud)
 {
     memory_backend_t *m = ud;
-    if (m->n_pending == m->cap_pending) {
-        size_t cap = m->cap_pending ? m->cap_pending * 2 : 64;
-        sl_event_t *p = realloc(m->pending, cap * sizeof(*p));
-        if (!p) {
-            if (m->persist) sl__persist_mark_lost(m->persist);
-            return;
-        }
-        m->pending = p;
-        m->cap_pending = cap;
+    sl_event_t *p = sl_grow(m->pending, m->n_pending, &m->cap_pending, sizeof(*p), 64);
+    if (!p) {
+        if (m->persist) sl__persist_mark_lost(m->persist);
+        return;
     }
+    m->pending = p;
     sl_event_t *copy = &m->pending[m->n_pending];
     *copy = *ev;
     copy->pool = arena_dup_or_null(m, ev->pool);
@@ -537,16 +534,12 @@ typedef struct collect {
 static void *collect_slot(collect_t *c)
 {
     if (c->failed) return NULL;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        void *p = realloc(c->items, cap * c->size);
-        if (!p) {
-            c->failed = true;
-            return NULL;
-        }
-        c->items = p;
-        c->cap = cap;
+    void *p = sl_grow(c->items, c->n, &c->cap, c->size, 16);
+    if (!p) {
+        c->failed = true;
+        return NULL;
     }
+    c->items = p;
     return (char *)c->items + c->size * c->n++;
 }
 

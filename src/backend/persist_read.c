@@ -6,6 +6,7 @@
  * the caller then restores nothing. Reading never trusts a length before checking it
  * against what is left, and copies every string it keeps. */
 #include "persist_format.h"
+#include "../common/grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,36 +36,19 @@ static void get(rd_t *r, void *v, size_t n)
     r->off += n;
 }
 
-static uint8_t get_u8(rd_t *r)
-{
-    uint8_t v;
-    get(r, &v, 1);
-    return v;
-}
-static uint32_t get_u32(rd_t *r)
-{
-    uint32_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static uint64_t get_u64(rd_t *r)
-{
-    uint64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static int64_t get_i64(rd_t *r)
-{
-    int64_t v;
-    get(r, &v, sizeof v);
-    return v;
-}
-static double get_f64(rd_t *r)
-{
-    double v;
-    get(r, &v, sizeof v);
-    return v;
-}
+/* Defines `static T get_NAME(rd_t *r)`: the next field as a T, 0 past the end (r->bad set). */
+#define RD_GETTER(T, NAME)                                                                         \
+    static T get_##NAME(rd_t *r)                                                                   \
+    {                                                                                              \
+        T v;                                                                                       \
+        get(r, &v, sizeof v);                                                                      \
+        return v;                                                                                  \
+    }
+RD_GETTER(uint8_t, u8)
+RD_GETTER(uint32_t, u32)
+RD_GETTER(uint64_t, u64)
+RD_GETTER(int64_t, i64)
+RD_GETTER(double, f64)
 /* Does the record hold more fields (appended by a later record version)? */
 static bool has_more(const rd_t *r)
 {
@@ -198,16 +182,12 @@ static int load_lease(sl_persist_t *p, rd_t *r, size_t seq)
         lease_state_free(&l);
         return -1;
     }
-    if (p->n_leases == p->cap_leases) {
-        size_t cap = p->cap_leases ? p->cap_leases * 2 : 64;
-        loaded_lease_t *v = realloc(p->leases, cap * sizeof *v);
-        if (!v) {
-            lease_state_free(&l);
-            return -1;
-        }
-        p->leases = v;
-        p->cap_leases = cap;
+    loaded_lease_t *v = sl_grow(p->leases, p->n_leases, &p->cap_leases, sizeof *v, 64);
+    if (!v) {
+        lease_state_free(&l);
+        return -1;
     }
+    p->leases = v;
     note_time(p, l.granted_at);
     if (l.id > p->id_floor) p->id_floor = l.id;
     p->leases[p->n_leases].st = l;
@@ -220,13 +200,9 @@ static int load_ended(sl_persist_t *p, rd_t *r)
 {
     uint64_t id = get_u64(r);
     if (r->bad) return -1;
-    if (p->n_ended == p->cap_ended) {
-        size_t cap = p->cap_ended ? p->cap_ended * 2 : 64;
-        uint64_t *v = realloc(p->ended, cap * sizeof *v);
-        if (!v) return -1;
-        p->ended = v;
-        p->cap_ended = cap;
-    }
+    uint64_t *v = sl_grow(p->ended, p->n_ended, &p->cap_ended, sizeof *v, 64);
+    if (!v) return -1;
+    p->ended = v;
     p->ended[p->n_ended++] = id;
     return 0;
 }

@@ -1,5 +1,6 @@
 /* suspended.c - a set of suspension records with owned strings (suspended.h). */
 #include "suspended.h"
+#include "../common/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +28,9 @@ static char *dup_str(const char *s)
 int sl__suspended_put(sl_suspended_set_t *set, const sl_suspension_t *s)
 {
     if (!s->agent || find(set, s->agent) >= 0) return 0;
-    if (set->n == set->cap) {
-        size_t cap = set->cap ? set->cap * 2 : 8;
-        sl_suspension_t *v = realloc(set->items, cap * sizeof *v);
-        if (!v) return -1;
-        set->items = v;
-        set->cap = cap;
-    }
+    sl_suspension_t *v = sl_grow(set->items, set->n, &set->cap, sizeof *v, 8);
+    if (!v) return -1;
+    set->items = v;
     sl_suspension_t c = *s;
     c.agent = dup_str(s->agent);
     c.role = dup_str(s->role);

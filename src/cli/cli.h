@@ -2,6 +2,7 @@
 #ifndef SL_CLI_H
 #define SL_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Exit codes shared by every subcommand. */
@@ -20,5 +21,17 @@ enum {
 /* Reads all of `path` ("-" or NULL: standard input) into a NUL-terminated buffer the
  * caller frees. Returns 0, or -1 with a message naming the file in err. */
 int sl_cli_read_input(const char *path, char **data, size_t *len, char *err, size_t err_size);
+
+/* An option whose value is kept as given (a path, a name): the option table of a
+ * subcommand's plain text values. */
+typedef struct sl_cli_text_option {
+    const char *flag;   /* "--out" */
+    const char **value; /* where its value goes */
+} sl_cli_text_option_t;
+
+/* When argv[*i] is one of the `n` options and a value follows it, stores that value and
+ * steps *i over it: true. Else false (another argument, or the value is missing). */
+bool sl_cli_text_option(const sl_cli_text_option_t *options, size_t n, int argc, char **argv,
+                        int *i);
 
 #endif

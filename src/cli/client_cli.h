@@ -76,11 +76,14 @@ int sl_cli_report(const sl_cli_conn_t *conn, sl_client_t *c, int rc);
 /* Prints `v` as one line of compact JSON. */
 void sl_cli_print_json(json_t *v);
 
-/* Reads the arguments of a subcommand that takes connection options only: --help or -h
- * prints usage(stdout); an argument that is not a connection option is an error ("unknown
- * argument", then usage(stderr)). Returns -1 when all were read, else the exit code the
- * subcommand returns at once: SL_EXIT_OK after --help, SL_EXIT_USAGE after an error. */
-int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out));
+/* Reads the arguments of a subcommand that takes connection options and, when `operand` is
+ * not NULL, one operand (an argument not starting with '-', stored in *operand, which the
+ * caller set to NULL): --help or -h prints usage(stdout); any other argument is an error
+ * ("unknown argument", then usage(stderr)). Returns -1 when all were read, else the exit
+ * code the subcommand returns at once: SL_EXIT_OK after --help, SL_EXIT_USAGE after an
+ * error. */
+int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out),
+                     const char **operand);
 
 /* GET `path` (with list_key not NULL: every page of that array, as
  * sl_cli_get_all_pages) and prints the answer: one line of JSON with --json, else

@@ -46,7 +46,7 @@ int sl_cli_agents(int argc, char **argv)
 {
     sl_cli_conn_t conn;
     sl_cli_conn_init(&conn, "sluice agents");
-    int done = sl_cli_conn_args(&conn, argc, argv, agents_usage);
+    int done = sl_cli_conn_args(&conn, argc, argv, agents_usage, NULL);
     if (done >= 0) return done;
     return sl_cli_show(&conn, "/v1/agents", "agents", agents_text, NULL);
 }

@@ -18,20 +18,8 @@ int sl_cli_cancel(int argc, char **argv)
     sl_cli_conn_t conn;
     sl_cli_conn_init(&conn, "sluice cancel");
     const char *lease_id = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            cancel_usage(stdout);
-            return SL_EXIT_OK;
-        }
-        int r = sl_cli_conn_option(&conn, argc, argv, &i);
-        if (r < 0) return SL_EXIT_USAGE;
-        if (r == 0 && (argv[i][0] == '-' || lease_id)) {
-            fprintf(stderr, "sluice cancel: unexpected argument \"%s\"\n", argv[i]);
-            cancel_usage(stderr);
-            return SL_EXIT_USAGE;
-        }
-        if (r == 0) lease_id = argv[i];
-    }
+    int done = sl_cli_conn_args(&conn, argc, argv, cancel_usage, &lease_id);
+    if (done >= 0) return done;
     if (!lease_id) {
         fprintf(stderr, "sluice cancel: LEASE is required\n");
         return SL_EXIT_USAGE;

@@ -111,7 +111,8 @@ void sl_cli_print_json(json_t *v)
     }
 }
 
-int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out))
+int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(FILE *out),
+                     const char **operand)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -120,7 +121,9 @@ int sl_cli_conn_args(sl_cli_conn_t *conn, int argc, char **argv, void (*usage)(F
         }
         int r = sl_cli_conn_option(conn, argc, argv, &i);
         if (r < 0) return SL_EXIT_USAGE;
-        if (r == 0) {
+        if (r == 0 && operand && !*operand && argv[i][0] != '-') {
+            *operand = argv[i];
+        } else if (r == 0) {
             fprintf(stderr, "%s: unknown argument \"%s\"\n", conn->cmd, argv[i]);
             usage(stderr);
             return SL_EXIT_USAGE;
@@ -150,36 +153,16 @@ double sl_cli_num(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+/* The "type" of a failure in --json output: sluiced's own name for it (docs/api.md, the one
+ * table src/common/errors.def), else the result code's name (sl_strerror: unreachable,
+ * timed_out, rejected, protocol_error, ...). */
 static const char *error_type(int rc)
 {
-    switch (rc) {
-    case SL_EUNREACHABLE:
-        return "unreachable";
-    case SL_EMAXWAIT:
-        return "timed_out";
-    case SL_EREJECTED:
-        return "rejected";
-    case SL_EINVAL:
-        return "invalid_request";
-    case SL_EAUTH:
-        return "unauthorized";
-    case SL_ENOTFOUND:
-        return "not_found";
-    case SL_EALREADY:
-        return "already_settled";
-    case SL_EEXPIRED:
-        return "lease_expired";
-    case SL_ETOOBIG:
-        return "body_too_large";
-    case SL_ECAPACITY:
-        return "exceeds_capacity";
-    case SL_EUNAVAILABLE:
-        return "backend_unavailable";
-    case SL_EIO:
-        return "io_error";
-    default:
-        return "error";
-    }
+#define SL_ERROR(code, status, name, provider_status)                                              \
+    if (rc == code) return name;
+#include "../common/errors.def"
+#undef SL_ERROR
+    return sl_strerror(rc);
 }
 
 static int exit_code(int rc)

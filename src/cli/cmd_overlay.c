@@ -139,6 +139,12 @@ int sl_cli_overlay(int argc, char **argv)
     sl_overlay_log_options_t lopt = {0};
     sl_overlay_options_t opt;
     sl_overlay_options_init(&opt);
+    const sl_cli_text_option_t texts[] = {
+        {"--events", &events}, {"--429-event", &lopt.event_429},
+        {"--turn-event", &lopt.event_turn}, {"--429s", &f429}, {"--turns", &fturns},
+        {"--retries", &fretries}, {"--time-column", &tcol}, {"--agent-column", &acol},
+        {"--out", &out},
+    };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -148,24 +154,8 @@ int sl_cli_overlay(int argc, char **argv)
             return SL_EXIT_OK;
         } else if (!strcmp(a, "--fleet")) {
             opt.fleet = true;
-        } else if (!strcmp(a, "--events") && has_val) {
-            events = argv[++i];
-        } else if (!strcmp(a, "--429-event") && has_val) {
-            lopt.event_429 = argv[++i];
-        } else if (!strcmp(a, "--turn-event") && has_val) {
-            lopt.event_turn = argv[++i];
-        } else if (!strcmp(a, "--429s") && has_val) {
-            f429 = argv[++i];
-        } else if (!strcmp(a, "--turns") && has_val) {
-            fturns = argv[++i];
-        } else if (!strcmp(a, "--retries") && has_val) {
-            fretries = argv[++i];
-        } else if (!strcmp(a, "--time-column") && has_val) {
-            tcol = argv[++i];
-        } else if (!strcmp(a, "--agent-column") && has_val) {
-            acol = argv[++i];
-        } else if (!strcmp(a, "--out") && has_val) {
-            out = argv[++i];
+        } else if (sl_cli_text_option(texts, sizeof texts / sizeof *texts, argc, argv, &i)) {
+            continue;
         } else if ((!strcmp(a, "--window") || !strcmp(a, "--bin")) && has_val) {
             if (positive(a, argv[++i], &v) != 0) return SL_EXIT_USAGE;
             *(a[2] == 'w' ? &opt.window_s : &opt.bin_s) = v;

@@ -68,6 +68,8 @@ int sl_cli_sim(int argc, char **argv)
     bool json = false, have_seed = false;
     uint64_t seed = 0;
     double limits_scale = 1, demand_scale = 1, duration_s = 0;
+    const sl_cli_text_option_t texts[] = {
+        {"--scenario", &scenario}, {"--strategy", &strategy}, {"--out", &out_dir}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -76,12 +78,8 @@ int sl_cli_sim(int argc, char **argv)
             return SL_EXIT_OK;
         } else if (!strcmp(a, "--json")) {
             json = true;
-        } else if (!strcmp(a, "--scenario") && has_val) {
-            scenario = argv[++i];
-        } else if (!strcmp(a, "--strategy") && has_val) {
-            strategy = argv[++i];
-        } else if (!strcmp(a, "--out") && has_val) {
-            out_dir = argv[++i];
+        } else if (sl_cli_text_option(texts, sizeof texts / sizeof *texts, argc, argv, &i)) {
+            continue;
         } else if (!strcmp(a, "--limits-scale") && has_val) {
             if (parse_number(argv[++i], &limits_scale) != 0) return bad_value(a, argv[i]);
         } else if (!strcmp(a, "--demand-scale") && has_val) {

@@ -72,7 +72,7 @@ int sl_cli_status(int argc, char **argv)
 {
     sl_cli_conn_t conn;
     sl_cli_conn_init(&conn, "sluice status");
-    int done = sl_cli_conn_args(&conn, argc, argv, status_usage);
+    int done = sl_cli_conn_args(&conn, argc, argv, status_usage, NULL);
     if (done >= 0) return done;
     char path[300];
     if (conn.pool)

@@ -40,7 +40,7 @@ int sl_cli_tasks(int argc, char **argv)
 {
     sl_cli_conn_t conn;
     sl_cli_conn_init(&conn, "sluice tasks");
-    int done = sl_cli_conn_args(&conn, argc, argv, tasks_usage);
+    int done = sl_cli_conn_args(&conn, argc, argv, tasks_usage, NULL);
     if (done >= 0) return done;
     return sl_cli_show(&conn, "/v1/tasks", NULL, tasks_text, NULL);
 }

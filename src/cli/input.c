@@ -1,4 +1,5 @@
-/* Reading a whole file or standard input, for subcommands that take [FILE|-]. */
+/* The subcommands' input helpers: reading a whole file or standard input (for [FILE|-]),
+ * and the table of options whose value is plain text. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,4 +53,17 @@ int sl_cli_read_input(const char *path, char **data, size_t *len, char *err, siz
     *data = buf;
     *len = n;
     return 0;
+}
+
+bool sl_cli_text_option(const sl_cli_text_option_t *options, size_t n, int argc, char **argv,
+                        int *i)
+{
+    if (*i + 1 >= argc) return false;
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(argv[*i], options[k].flag) == 0) {
+            *options[k].value = argv[++*i];
+            return true;
+        }
+    }
+    return false;
 }

@@ -10,16 +10,13 @@
 
 #include "cli.h"
 #include "overlay.h"
+#include "../common/grow.h"
 
 int sl_overlay_series_push(sl_overlay_series_t *s, double t_s, const char *agent)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        sl_overlay_point_t *p = realloc(s->p, cap * sizeof *p);
-        if (!p) return -1;
-        s->p = p;
-        s->cap = cap;
-    }
+    sl_overlay_point_t *p = sl_grow(s->p, s->n, &s->cap, sizeof *p, 256);
+    if (!p) return -1;
+    s->p = p;
     sl_overlay_point_t *pt = &s->p[s->n++];
     pt->t_s = t_s;
     snprintf(pt->agent, sizeof pt->agent, "%s", agent ? agent : "");
@@ -131,13 +128,9 @@ typedef struct log_reader {
 
 static int add_rec(log_reader_t *r, rec_kind_t kind, double t_s, const char *agent)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 1024;
-        rec_t *p = realloc(r->recs, cap * sizeof *p);
-        if (!p) return -1;
-        r->recs = p;
-        r->cap = cap;
-    }
+    rec_t *p = sl_grow(r->recs, r->n, &r->cap, sizeof *p, 1024);
+    if (!p) return -1;
+    r->recs = p;
     rec_t *x = &r->recs[r->n];
     x->t_s = t_s;
     x->seq = r->n++;

@@ -20,6 +20,7 @@
 #include <openssl/evp.h>
 
 #include "internal.h"
+#include "../common/grow.h"
 
 #define FORMAT_VERSION 1
 
@@ -175,13 +176,9 @@ static int add_file_entry(sl_checkpoint_t *cp, const char *path, const char *sha
     for (size_t i = 0; i < cp->n_files; i++)
         if (strcmp(cp->files[i].path, path) == 0) f = &cp->files[i];
     if (!f) {
-        if (cp->n_files == cp->cap_files) {
-            size_t cap = cp->cap_files ? cp->cap_files * 2 : 16;
-            cp_file_t *p = realloc(cp->files, cap * sizeof(*p));
-            if (!p) return cp_fail(cp, SL_ENOMEM, "out of memory");
-            cp->files = p;
-            cp->cap_files = cap;
-        }
+        cp_file_t *p = sl_grow(cp->files, cp->n_files, &cp->cap_files, sizeof(*p), 16);
+        if (!p) return cp_fail(cp, SL_ENOMEM, "out of memory");
+        cp->files = p;
         char *d = strdup(path);
         if (!d) return cp_fail(cp, SL_ENOMEM, "out of memory");
         f = &cp->files[cp->n_files++];
@@ -207,13 +204,9 @@ int sl_checkpoint_add_decision(sl_checkpoint_t *cp, const char *decision, const 
 {
     if (!one_line(decision) || !one_line(reason) || !*decision || !*reason)
         return cp_fail(cp, SL_EARG, "a decision and its reason must each be one non-empty line");
-    if (cp->n_decisions == cp->cap_decisions) {
-        size_t cap = cp->cap_decisions ? cp->cap_decisions * 2 : 8;
-        cp_decision_t *p = realloc(cp->decisions, cap * sizeof(*p));
-        if (!p) return cp_fail(cp, SL_ENOMEM, "out of memory");
-        cp->decisions = p;
-        cp->cap_decisions = cap;
-    }
+    cp_decision_t *p = sl_grow(cp->decisions, cp->n_decisions, &cp->cap_decisions, sizeof(*p), 8);
+    if (!p) return cp_fail(cp, SL_ENOMEM, "out of memory");
+    cp->decisions = p;
     char *d = strdup(decision), *r = strdup(reason);
     if (!d || !r) {
         free(d);

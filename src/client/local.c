@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../common/grow.h"
 
 static void refill(sl__cl_local_bucket_t *b, double now_s)
 {
@@ -93,13 +94,9 @@ static void local_limits(const sl_client_t *c, int64_t limits[SL__CL_LB_COUNT])
 
 static int remember_local_lease(sl_client_t *c, uint64_t id, int64_t in, int64_t out)
 {
-    if (c->n_local_leases == c->cap_local_leases) {
-        size_t cap = c->cap_local_leases ? c->cap_local_leases * 2 : 8;
-        sl__cl_local_lease_t *p = realloc(c->local_leases, cap * sizeof(*p));
-        if (!p) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
-        c->local_leases = p;
-        c->cap_local_leases = cap;
-    }
+    sl__cl_local_lease_t *p = sl_grow(c->local_leases, c->n_local_leases, &c->cap_local_leases, sizeof(*p), 8);
+    if (!p) return sl__cl_fail(c, SL_ENOMEM, "out of memory");
+    c->local_leases = p;
     c->local_leases[c->n_local_leases++] = (sl__cl_local_lease_t){id, in, out};
     return 0;
 }

@@ -13,6 +13,8 @@
 #include "emu.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -34,57 +36,45 @@ double sl__emu_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The statuses the emulator answers: the reason phrase of each, and the counter of those
+ * GET /_emu/stats reports (an offset in sl_emu_counters_t; NOT_COUNTED for the others). */
+#define NOT_COUNTED SIZE_MAX
+static const struct status_row {
+    int status;
+    const char *reason;
+    size_t counter;
+} statuses[] = {
+    {200, "OK", NOT_COUNTED},
+    {400, "Bad Request", offsetof(sl_emu_counters_t, http_400)},
+    {401, "Unauthorized", offsetof(sl_emu_counters_t, http_401)},
+    {404, "Not Found", offsetof(sl_emu_counters_t, http_404)},
+    {405, "Method Not Allowed", NOT_COUNTED},
+    {413, "Payload Too Large", NOT_COUNTED},
+    {429, "Too Many Requests", offsetof(sl_emu_counters_t, http_429)},
+    {500, "Internal Server Error", NOT_COUNTED},
+    {503, "Service Unavailable", offsetof(sl_emu_counters_t, http_503)},
+    {529, "Overloaded", offsetof(sl_emu_counters_t, http_529)},
+};
+
+static const struct status_row *status_row(int status)
+{
+    for (size_t i = 0; i < sizeof statuses / sizeof *statuses; i++)
+        if (statuses[i].status == status) return &statuses[i];
+    return NULL;
+}
+
 static const char *reason_phrase(int status)
 {
-    switch (status) {
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 413:
-        return "Payload Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    case 503:
-        return "Service Unavailable";
-    case 529:
-        return "Overloaded";
-    default:
-        return "Status";
-    }
+    const struct status_row *row = status_row(status);
+    return row ? row->reason : "Status";
 }
 
 static void count_status(sl_emu_t *emu, int status)
 {
-    switch (status) {
-    case 400:
-        emu->n.http_400++;
-        break;
-    case 401:
-        emu->n.http_401++;
-        break;
-    case 404:
-        emu->n.http_404++;
-        break;
-    case 429:
-        emu->n.http_429++;
-        break;
-    case 503:
-        emu->n.http_503++;
-        break;
-    case 529:
-        emu->n.http_529++;
-        break;
-    default:
-        break;
+    const struct status_row *row = status_row(status);
+    if (row && row->counter != NOT_COUNTED) {
+        uint64_t *counter = (uint64_t *)((char *)&emu->n + row->counter);
+        (*counter)++;
     }
 }
 

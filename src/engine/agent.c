@@ -20,18 +20,11 @@ sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create)
 {
     sl__agent_t *a = sl__strmap_get(&e->agents, name);
     if (a || !create) return a;
-    if (sl__strmap_reserve(&e->agents, 1) != 0) return NULL;
-    a = calloc(1, sizeof *a);
+    a = sl__strmap_make(&e->agents, name, sizeof *a, offsetof(sl__agent_t, name));
     if (!a) return NULL;
-    a->name = sl__dup_str(name);
-    if (!a->name) {
-        free(a);
-        return NULL;
-    }
     memcpy(a->role, "worker", sizeof "worker");
     a->weight = 1.0;
     a->weight_base = 1.0;
-    sl__strmap_put(&e->agents, a->name, a);
     return a;
 }
 
@@ -55,16 +48,8 @@ sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_ke
     if (!cache_key || strcmp(cache_key, pa->agent->name) == 0) return &pa->cache;
     sl__cache_t *c = sl__strmap_get(&p->caches, cache_key);
     if (c || !create) return c;
-    if (sl__strmap_reserve(&p->caches, 1) != 0) return NULL;
-    c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    c->key = sl__dup_str(cache_key);
-    if (!c->key) {
-        free(c);
-        return NULL;
-    }
-    c->used_at = -INFINITY;
-    sl__strmap_put(&p->caches, c->key, c);
+    c = sl__strmap_make(&p->caches, cache_key, sizeof *c, offsetof(sl__cache_t, key));
+    if (c) c->used_at = -INFINITY;
     return c;
 }
 

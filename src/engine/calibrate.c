@@ -16,18 +16,8 @@ sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create)
 {
     sl__calib_t *c = sl__strmap_get(&p->calibs, model);
     if (c || !create) return c;
-    if (sl__strmap_reserve(&p->calibs, 1) != 0) return NULL;
-    c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    size_t n = strlen(model) + 1;
-    c->model = malloc(n);
-    if (!c->model) {
-        free(c);
-        return NULL;
-    }
-    memcpy(c->model, model, n);
-    c->ratio = 1.0;
-    sl__strmap_put(&p->calibs, c->model, c);
+    c = sl__strmap_make(&p->calibs, model, sizeof *c, offsetof(sl__calib_t, model));
+    if (c) c->ratio = 1.0;
     return c;
 }
 
@@ -118,17 +108,6 @@ void sl__calib_update_output(sl__calib_t *c)
     qsort(sorted, (size_t)c->out_n, sizeof *sorted, cmp_i64);
     int rank = (95 * c->out_n + 99) / 100; /* ceil(0.95 n), 1-based */
     c->out_p95 = sorted[rank - 1] > 1 ? sorted[rank - 1] : 1;
-}
-
-void sl__calib_free_all(sl__pool_t *p)
-{
-    for (size_t i = 0; i < p->calibs.cap; i++) {
-        if (!p->calibs.slots[i].hash) continue;
-        sl__calib_t *c = p->calibs.slots[i].val;
-        free(c->model);
-        free(c);
-    }
-    sl__strmap_free(&p->calibs);
 }
 
 int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,

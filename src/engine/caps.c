@@ -395,20 +395,12 @@ static sl__capstate_t *capstate_get(sl__pool_t *p, const sl__holder_t *h, double
 {
     sl__capstate_t *st = sl__strmap_get(&p->capstates, h->key);
     if (st) return st;
-    if (sl__strmap_reserve(&p->capstates, 1) != 0) return NULL;
-    st = calloc(1, sizeof *st);
+    st = sl__strmap_make(&p->capstates, h->key, sizeof *st, offsetof(sl__capstate_t, key));
     if (!st) return NULL;
-    st->key = malloc(strlen(h->key) + 1);
-    if (!st->key) {
-        free(st);
-        return NULL;
-    }
-    memcpy(st->key, h->key, strlen(h->key) + 1);
     st->holder = h;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         st->level[b] = cap_capacity(p, &h->caps, b);
     st->last = now;
-    sl__strmap_put(&p->capstates, st->key, st);
     return st;
 }
 
@@ -521,26 +513,4 @@ void sl__caps_agent_drop(sl_engine_t *e, const char *agent)
     sl__strmap_del(&e->holders, h->key);
     free(h->key);
     free(h);
-}
-
-void sl__caps_free_engine(sl_engine_t *e)
-{
-    for (size_t i = 0; i < e->holders.cap; i++) {
-        if (!e->holders.slots[i].hash) continue;
-        sl__holder_t *h = e->holders.slots[i].val;
-        free(h->key);
-        free(h);
-    }
-    sl__strmap_free(&e->holders);
-}
-
-void sl__caps_free_pool(sl__pool_t *p)
-{
-    for (size_t i = 0; i < p->capstates.cap; i++) {
-        if (!p->capstates.slots[i].hash) continue;
-        sl__capstate_t *st = p->capstates.slots[i].val;
-        free(st->key);
-        free(st);
-    }
-    sl__strmap_free(&p->capstates);
 }

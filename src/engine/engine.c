@@ -13,34 +13,28 @@ void sl_engine_config_init(sl_engine_config_t *cfg)
     cfg->weight_floor = 0.1;
 }
 
+/* The API's names of the buckets and the task states, indexed by the enum. */
+static const char *const bucket_names[SL_BUCKET_COUNT] = {
+    [SL_BUCKET_INPUT] = "input_tokens",
+    [SL_BUCKET_OUTPUT] = "output_tokens",
+    [SL_BUCKET_REQUESTS] = "requests",
+    [SL_BUCKET_TOKENS] = "tokens",
+};
+static const char *const task_state_names[] = {
+    [SL_TASK_WAITING] = "waiting",
+    [SL_TASK_RUNNING] = "running",
+    [SL_TASK_DONE] = "done",
+};
+
 const char *sl_bucket_name(sl_bucket_t b)
 {
-    switch (b) {
-    case SL_BUCKET_INPUT:
-        return "input_tokens";
-    case SL_BUCKET_OUTPUT:
-        return "output_tokens";
-    case SL_BUCKET_REQUESTS:
-        return "requests";
-    case SL_BUCKET_TOKENS:
-        return "tokens";
-    default:
-        return "unknown";
-    }
+    return (unsigned)b < SL_BUCKET_COUNT ? bucket_names[b] : "unknown";
 }
 
 const char *sl_task_state_name(sl_task_state_t s)
 {
-    switch (s) {
-    case SL_TASK_WAITING:
-        return "waiting";
-    case SL_TASK_RUNNING:
-        return "running";
-    case SL_TASK_DONE:
-        return "done";
-    default:
-        return "unknown";
-    }
+    return (unsigned)s < sizeof task_state_names / sizeof *task_state_names ? task_state_names[s]
+                                                                            : "unknown";
 }
 
 sl_engine_t *sl_engine_new(const sl_engine_config_t *cfg)
@@ -102,8 +96,8 @@ void sl_engine_free(sl_engine_t *e)
         free(t);
     }
     sl__strmap_free(&e->tasks);
-    sl__caps_free_engine(e);
-    sl__teams_free_engine(e);
+    sl__strmap_free_owned(&e->holders, offsetof(sl__holder_t, key));
+    sl__strmap_free_owned(&e->teams, offsetof(sl__team_t, name));
     free(e);
 }
 

@@ -1,5 +1,6 @@
 /* heap.c - intrusive indexed binary min-heap: O(log n) push, remove and re-key. */
 #include "heap.h"
+#include "../common/grow.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -44,12 +45,9 @@ static void sift_down(sl__heap_t *h, size_t i)
 
 int sl__heap_reserve(sl__heap_t *h)
 {
-    if (h->len < h->cap) return 0;
-    size_t cap = h->cap ? h->cap * 2 : 16;
-    sl__hnode_t **items = realloc(h->items, cap * sizeof *items);
+    sl__hnode_t **items = sl_grow(h->items, h->len, &h->cap, sizeof *items, 16);
     if (!items) return -1;
     h->items = items;
-    h->cap = cap;
     return 0;
 }
 

@@ -495,14 +495,11 @@ void sl__caps_take(sl__pool_t *p, sl__capref_t *c, const sl__need_t *need, doubl
 void sl__caps_give(sl__pool_t *p, sl__capref_t *c, const int64_t delta[SL_BUCKET_COUNT],
                    double delta_usd, double now);
 void sl__caps_end(sl__capref_t *c);
-void sl__caps_free_engine(sl_engine_t *e);
-void sl__caps_free_pool(sl__pool_t *p);
 
 /* team.c */
 /* The team queue of `name` in pool p, created (weight 1 unless configured) when
  * `create`; NULL when out of memory. */
 sl__pteam_t *sl__pteam_get(sl_engine_t *e, sl__pool_t *p, const char *name, bool create);
-void sl__teams_free_engine(sl_engine_t *e);
 void sl__teams_free_pool(sl__pool_t *p);
 
 /* calibrate.c */
@@ -510,7 +507,6 @@ void sl__calib_update_ratio(sl__calib_t *c);
 sl__calib_t *sl__calib_get(sl__pool_t *p, const char *model, bool create);
 double sl__calib_ratio(const sl__calib_t *c);
 void sl__calib_record(sl__calib_t *c, int64_t estimated_tokens, int64_t actual_tokens);
-void sl__calib_free_all(sl__pool_t *p);
 /* Records the output of a counted settle of a lease that named this model. */
 /* Records a counted call's output. One that stopped exactly at its lease's reservation
  * (`reserved_tokens`: a capped call cut off there) is recorded as twice that figure. */

@@ -5,6 +5,9 @@
 
 #include "../common/map.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 typedef sl_u64map_t sl__u64map_t;
 typedef sl_strmap_slot_t sl__strmap_slot_t;
 typedef sl_strmap_t sl__strmap_t;
@@ -42,6 +45,42 @@ static inline void *sl__strmap_del(sl__strmap_t *m, const char *key)
     return sl_strmap_del(m, key);
 }
 static inline void sl__strmap_free(sl__strmap_t *m) { sl_strmap_free(m); }
+
+/* Adds under `key`, which must be absent, a zeroed struct of `size` bytes owning a malloc'd
+ * copy of `key` at byte `str_offset` (offsetof its member): the map's key is that copy, and
+ * sl__strmap_free_owned frees both. Returns the struct, or NULL when out of memory (the map
+ * unchanged). */
+static inline void *sl__strmap_make(sl__strmap_t *m, const char *key, size_t size,
+                                    size_t str_offset)
+{
+    if (sl__strmap_reserve(m, 1) != 0) return NULL;
+    char *val = calloc(1, size);
+    size_t n = strlen(key) + 1;
+    char *copy = malloc(n);
+    if (!val || !copy) {
+        free(val);
+        free(copy);
+        return NULL;
+    }
+    memcpy(copy, key, n);
+    memcpy(val + str_offset, &copy, sizeof copy);
+    sl__strmap_put(m, copy, val);
+    return val;
+}
+
+/* Frees every value of `m`, each a malloc'd struct owning one malloc'd string at byte
+ * `str_offset` (offsetof its member), the string first; then the map itself. */
+static inline void sl__strmap_free_owned(sl__strmap_t *m, size_t str_offset)
+{
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].hash) continue;
+        char *str;
+        memcpy(&str, (char *)m->slots[i].val + str_offset, sizeof str);
+        free(str);
+        free(m->slots[i].val);
+    }
+    sl__strmap_free(m);
+}
 
 /* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->slots[i].hash) ... */
 

@@ -6,6 +6,7 @@
  * tokens), unclaimed grants refunded, idle tickets expired, and the queue drained
  * from its head while the head fits, then past it what does not delay it (backfill.c). */
 #include "internal.h"
+#include "../common/grow.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -216,16 +217,10 @@ void sl__pool_free(sl__pool_t *p)
     }
     for (size_t i = 0; i < p->pagents.cap; i++)
         if (p->pagents.slots[i].hash) free(p->pagents.slots[i].val);
-    for (size_t i = 0; i < p->caches.cap; i++) {
-        if (!p->caches.slots[i].hash) continue;
-        sl__cache_t *c = p->caches.slots[i].val;
-        free(c->key);
-        free(c);
-    }
     sl__strmap_free(&p->pagents);
-    sl__strmap_free(&p->caches);
-    sl__calib_free_all(p);
-    sl__caps_free_pool(p);
+    sl__strmap_free_owned(&p->caches, offsetof(sl__cache_t, key));
+    sl__strmap_free_owned(&p->calibs, offsetof(sl__calib_t, model));
+    sl__strmap_free_owned(&p->capstates, offsetof(sl__capstate_t, key));
     sl__teams_free_pool(p);
     free(p->name);
     free(p);
@@ -348,13 +343,9 @@ static void collect_unfit(sl__ticket_t *t, void *ud)
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(c->p, (sl_bucket_t)b)) continue;
         if ((double)t->need.n[b] > sl__capacity(c->p, (sl_bucket_t)b)) {
-            if (c->n == c->cap) {
-                size_t cap = c->cap ? c->cap * 2 : 16;
-                sl__ticket_t **list = realloc(c->list, cap * sizeof *list);
-                if (!list) return; /* out of memory: it stays queued until the next cut */
-                c->list = list;
-                c->cap = cap;
-            }
+            sl__ticket_t **list = sl_grow(c->list, c->n, &c->cap, sizeof *list, 16);
+            if (!list) return; /* out of memory: it stays queued until the next cut */
+            c->list = list;
             c->list[c->n++] = t;
             return;
         }

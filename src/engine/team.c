@@ -14,17 +14,8 @@ static sl__team_t *team_get(sl_engine_t *e, const char *name, bool create)
 {
     sl__team_t *t = sl__strmap_get(&e->teams, name);
     if (t || !create) return t;
-    if (sl__strmap_reserve(&e->teams, 1) != 0) return NULL;
-    t = calloc(1, sizeof *t);
-    if (!t) return NULL;
-    size_t n = strlen(name) + 1;
-    if (!(t->name = malloc(n))) {
-        free(t);
-        return NULL;
-    }
-    memcpy(t->name, name, n);
-    t->weight = 1.0;
-    sl__strmap_put(&e->teams, t->name, t);
+    t = sl__strmap_make(&e->teams, name, sizeof *t, offsetof(sl__team_t, name));
+    if (t) t->weight = 1.0;
     return t;
 }
 
@@ -76,15 +67,4 @@ void sl__teams_free_pool(sl__pool_t *p)
     free(p->teams);
     p->teams = NULL;
     p->n_teams = 0;
-}
-
-void sl__teams_free_engine(sl_engine_t *e)
-{
-    for (size_t i = 0; i < e->teams.cap; i++) {
-        if (!e->teams.slots[i].hash) continue;
-        sl__team_t *t = e->teams.slots[i].val;
-        free(t->name);
-        free(t);
-    }
-    sl__strmap_free(&e->teams);
 }

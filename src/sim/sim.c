@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sim_internal.h"
+#include "../common/grow.h"
 
 enum {
     EV_START,      /* the agent's next task may start */
@@ -51,16 +52,12 @@ static bool ev_before(const sim_event_t *x, const sim_event_t *y)
 
 static void heap_push(sim_run_t *run, double t, int kind, int agent, uint32_t gen)
 {
-    if (run->heap_n == run->heap_cap) {
-        size_t cap = run->heap_cap ? run->heap_cap * 2 : 256;
-        sim_event_t *h = realloc(run->heap, cap * sizeof *h);
-        if (!h) {
-            sl__sim_fail(run, "out of memory");
-            return;
-        }
-        run->heap = h;
-        run->heap_cap = cap;
+    sim_event_t *h = sl_grow(run->heap, run->heap_n, &run->heap_cap, sizeof *h, 256);
+    if (!h) {
+        sl__sim_fail(run, "out of memory");
+        return;
     }
+    run->heap = h;
     sim_event_t ev = {.t = t, .seq = run->seq++, .kind = kind, .agent = agent, .gen = gen};
     size_t i = run->heap_n++;
     while (i > 0) {
@@ -372,7 +369,7 @@ void sl__sim_send(sim_run_t *run, sim_agent_t *a)
             sl__sim_log(run, "http_429", a->name, extra);
         }
         a->attempts++;
-        run->strat->result(run, a, r);
+        if (run->strat->result) run->strat->result(run, a, r);
         double delay = run->strat->retry_delay(run, a, r);
         a->phase = PH_RETRY;
         sl__sim_teams_waiting(run, a, +1); /* still wants the call: its team is backlogged */
@@ -408,7 +405,7 @@ void sl__sim_send(sim_run_t *run, sim_agent_t *a)
 static void call_end(sim_run_t *run, sim_agent_t *a)
 {
     sl_provider_end(run->providers[a->key], &a->res, run->now_s);
-    run->strat->result(run, a, &a->res);
+    if (run->strat->result) run->strat->result(run, a, &a->res);
     if (a->recovering) {
         if (--a->recovery_calls_left > 0) {
             next_recovery_call(run, a);
@@ -454,14 +451,14 @@ static void handle(sim_run_t *run, const sim_event_t *ev)
         break;
     case EV_TIMEOUT:
         if (a->phase != PH_WANT || ev->gen != a->gen) break;
-        run->strat->give_up(run, a);
+        if (run->strat->give_up) run->strat->give_up(run, a);
         leave_want(run, a);
         if (run->events) sl__sim_log(run, "harness_timeout", a->name, NULL);
         start_recovery(run, a);
         break;
     case EV_STRAT:
         if (a->phase != PH_WANT || ev->gen != a->gen) break;
-        run->strat->timer(run, a);
+        if (run->strat->timer) run->strat->timer(run, a);
         break;
     default:
         break;
@@ -734,7 +731,7 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
         snprintf(err, errlen, "out of memory building the fleet");
         goto done;
     }
-    if (st->init(&run, err, errlen) != 0) goto done;
+    if (st->init && st->init(&run, err, errlen) != 0) goto done;
     sl_rng_t start_rng;
     sl_rng_seed(&start_rng, seed ^ 0x7374617274ULL);
     for (int i = 0; i < run.n_agents; i++) {
@@ -752,7 +749,7 @@ int sl__sim_run_with(const sl_sim_scenario_t *sc, const sim_strategy_t *st, uint
         rc = sl__sim_teams_finish(&run);
         if (rc != 0) snprintf(err, errlen, "out of memory");
     }
-    st->fini(&run);
+    if (st->fini) st->fini(&run);
 done:
     for (int k = 0; k < run.n_providers; k++)
         sl_provider_free(run.providers[k]);

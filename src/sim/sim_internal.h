@@ -91,19 +91,23 @@ typedef struct sim_strategy {
                              wait before the call starts, unseen by its timeout */
     int retries_in_turn;  /* 429s on one call retried within the turn before it breaks
                              (the SDKs' maxRetries); 0 = the first 429 breaks it */
+    /* Optional (NULL: nothing to do, the same for the other hooks marked so): sets up the
+     * strategy's state before the first agent starts; non-zero fails the run (err says why). */
     int (*init)(sim_run_t *run, char *err, size_t errlen);
+    /* Optional: frees the strategy's state. */
     void (*fini)(sim_run_t *run);
     /* The agent (PH_WANT) wants to send its call: call sl__sim_send() now, or later
      * from a timer or a wakeup. */
     void (*want)(sim_run_t *run, sim_agent_t *a);
-    /* A strategy timer scheduled with sl__sim_timer() fired while the agent still waits. */
+    /* Optional: a strategy timer scheduled with sl__sim_timer() fired while the agent still
+     * waits. */
     void (*timer)(sim_run_t *run, sim_agent_t *a);
-    /* The harness gave up waiting (no checkpoint): drop the agent's place. */
+    /* Optional: the harness gave up waiting (no checkpoint): drop the agent's place. */
     void (*give_up)(sim_run_t *run, sim_agent_t *a);
     /* Optional: the provider's answer to a call starts (a 429's at once): its headers are
      * written now, while the call's max_tokens is still held upstream. Before result. */
     void (*started)(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r);
-    /* A call's outcome: a 429 (at once) or the end of an admitted call. */
+    /* Optional: a call's outcome: a 429 (at once) or the end of an admitted call. */
     void (*result)(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r);
     /* Seconds to sleep after a 429 before trying again. */
     double (*retry_delay)(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r);

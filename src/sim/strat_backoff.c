@@ -4,27 +4,6 @@
  * front of the same backoff. */
 #include "strat_common.h"
 
-int sl__sim_noop_init(sim_run_t *run, char *err, size_t errlen)
-{
-    (void)run, (void)err, (void)errlen;
-    return 0;
-}
-
-void sl__sim_noop_fini(sim_run_t *run)
-{
-    (void)run;
-}
-
-void sl__sim_noop_agent(sim_run_t *run, sim_agent_t *a)
-{
-    (void)run, (void)a;
-}
-
-void sl__sim_noop_result(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
-{
-    (void)run, (void)a, (void)r;
-}
-
 double sl__sim_backoff_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
     (void)run, (void)r;
@@ -38,11 +17,6 @@ static void backoff_want(sim_run_t *run, sim_agent_t *a)
 
 const sim_strategy_t sl__sim_backoff = {
     .name = "backoff",
-    .init = sl__sim_noop_init,
-    .fini = sl__sim_noop_fini,
     .want = backoff_want,
-    .timer = sl__sim_noop_agent,
-    .give_up = sl__sim_noop_agent,
-    .result = sl__sim_noop_result,
     .retry_delay = sl__sim_backoff_delay,
 };

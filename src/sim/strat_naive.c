@@ -14,11 +14,6 @@ static double naive_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provide
 
 const sim_strategy_t sl__sim_naive = {
     .name = "naive",
-    .init = sl__sim_noop_init,
-    .fini = sl__sim_noop_fini,
     .want = naive_want,
-    .timer = sl__sim_noop_agent,
-    .give_up = sl__sim_noop_agent,
-    .result = sl__sim_noop_result,
     .retry_delay = naive_retry_delay,
 };

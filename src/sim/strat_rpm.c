@@ -78,6 +78,5 @@ const sim_strategy_t sl__sim_rpm = {
     .want = rpm_want,
     .timer = rpm_timer,
     .give_up = rpm_give_up,
-    .result = sl__sim_noop_result,
     .retry_delay = sl__sim_backoff_delay,
 };

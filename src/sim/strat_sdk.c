@@ -26,11 +26,6 @@ static double sdk_retry_delay(sim_run_t *run, sim_agent_t *a, const sl_provider_
 const sim_strategy_t sl__sim_sdk_retry = {
     .name = "sdk-retry",
     .retries_in_turn = 2,
-    .init = sl__sim_noop_init,
-    .fini = sl__sim_noop_fini,
     .want = sdk_want,
-    .timer = sl__sim_noop_agent,
-    .give_up = sl__sim_noop_agent,
-    .result = sl__sim_noop_result,
     .retry_delay = sdk_retry_delay,
 };

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "strat_common.h"
+#include "../common/grow.h"
 
 typedef struct pending {
     uint64_t ticket;
@@ -119,16 +120,12 @@ static void log_event(FILE *f, const sl_event_t *ev)
 
 static void push_pending(sluice_state_t *s, uint64_t ticket, double retry_at)
 {
-    if (s->n_pending == s->cap_pending) {
-        size_t cap = s->cap_pending ? s->cap_pending * 2 : 64;
-        pending_t *p = realloc(s->pending, cap * sizeof *p);
-        if (!p) {
-            sl__sim_fail(s->run, "out of memory");
-            return;
-        }
-        s->pending = p;
-        s->cap_pending = cap;
+    pending_t *p = sl_grow(s->pending, s->n_pending, &s->cap_pending, sizeof *p, 64);
+    if (!p) {
+        sl__sim_fail(s->run, "out of memory");
+        return;
     }
+    s->pending = p;
     s->pending[s->n_pending++] = (pending_t){ticket, retry_at};
 }
 
@@ -503,57 +500,24 @@ static void sluice_task_state(sim_run_t *run, int task, sl_task_state_t st)
         sl__sim_fail(run, "task %s: %s", run->tasks[task].id, sl_engine_errmsg(s->e));
 }
 
-const sim_strategy_t sl__sim_sluice_equal = {
-    .name = "sluice-equal",
-    .checkpoint = false,
-    .remote_wait = true,
-    .init = sluice_equal_init,
-    .fini = sluice_fini,
-    .want = sluice_want,
-    .timer = sluice_timer,
-    .give_up = sluice_give_up,
-    .started = sluice_started,
-    .result = sluice_result,
-    .retry_delay = sluice_retry_delay,
-    .next_wakeup = sluice_next_wakeup,
-    .wakeup = sluice_wakeup,
-    .task_state = sluice_task_state,
-};
+/* The three sluice variants differ only in name, checkpointing and init. */
+#define SLUICE_STRATEGY(name_, checkpoint_, init_)                                                 \
+    {                                                                                              \
+        .name = name_, .checkpoint = checkpoint_, .remote_wait = true, .init = init_,              \
+        .fini = sluice_fini, .want = sluice_want, .timer = sluice_timer,                           \
+        .give_up = sluice_give_up, .started = sluice_started, .result = sluice_result,             \
+        .retry_delay = sluice_retry_delay, .next_wakeup = sluice_next_wakeup,                      \
+        .wakeup = sluice_wakeup, .task_state = sluice_task_state,                                  \
+    }
+
+const sim_strategy_t sl__sim_sluice_equal =
+    SLUICE_STRATEGY("sluice-equal", false, sluice_equal_init);
 
 /* "sluice" with output_reserve: learned (docs/sim.md): the p95 of each group's real
  * outputs is reserved instead of max_tokens once 20 are known, and the call is sent with
  * max_tokens lowered to it (the proxy's capped forward): an answer longer than the
  * percentile is cut there, and its tail is not asked for again in the simulation. */
-const sim_strategy_t sl__sim_sluice_learned = {
-    .name = "sluice-learned",
-    .checkpoint = true,
-    .remote_wait = true,
-    .init = sluice_learned_init,
-    .fini = sluice_fini,
-    .want = sluice_want,
-    .timer = sluice_timer,
-    .give_up = sluice_give_up,
-    .started = sluice_started,
-    .result = sluice_result,
-    .retry_delay = sluice_retry_delay,
-    .next_wakeup = sluice_next_wakeup,
-    .wakeup = sluice_wakeup,
-    .task_state = sluice_task_state,
-};
+const sim_strategy_t sl__sim_sluice_learned =
+    SLUICE_STRATEGY("sluice-learned", true, sluice_learned_init);
 
-const sim_strategy_t sl__sim_sluice = {
-    .name = "sluice",
-    .checkpoint = true,
-    .remote_wait = true,
-    .init = sluice_init,
-    .fini = sluice_fini,
-    .want = sluice_want,
-    .timer = sluice_timer,
-    .give_up = sluice_give_up,
-    .started = sluice_started,
-    .result = sluice_result,
-    .retry_delay = sluice_retry_delay,
-    .next_wakeup = sluice_next_wakeup,
-    .wakeup = sluice_wakeup,
-    .task_state = sluice_task_state,
-};
+const sim_strategy_t sl__sim_sluice = SLUICE_STRATEGY("sluice", true, sluice_init);

@@ -102,6 +102,17 @@ static int bad_value(est_t *e, const char *path, const char *what, const json_t 
     return fail(e, SL_TOK_EREQUEST, "%s: %s %s", path, what, val);
 }
 
+/* Writes into p[0, n) the path of an array item (`fmt` with its index, as path_fmt) and
+ * checks that the item is an object: 0, or the error naming that path. */
+static int item_object(est_t *e, char *p, size_t n, const json_t *item, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p, n, fmt, ap);
+    va_end(ap);
+    return json_is_object(item) ? 0 : bad_value(e, p, "not an object:", item);
+}
+
 static int add_text(est_t *e, const char *s, size_t n)
 {
     int64_t t;
@@ -400,9 +411,8 @@ static int anthropic_tools(est_t *e, const json_t *root)
     json_array_foreach(tools, i, tool)
     {
         char p[PATH_MAX_BYTES];
-        path_fmt(p, sizeof(p), "tools[%zu]", i);
-        if (!json_is_object(tool))
-            return bad_value(e, p, "not an object:", tool);
+        if (item_object(e, p, sizeof(p), tool, "tools[%zu]", i) != 0)
+            return e->rc;
         json_t *schema = json_object_get(tool, "input_schema");
         if (schema) {
             add_string_field(e, tool, "name", p, 1);
@@ -446,9 +456,8 @@ static int estimate_anthropic(est_t *e, const json_t *root, sl_estimate_t *out)
     json_array_foreach(messages, i, m)
     {
         char p[PATH_MAX_BYTES];
-        path_fmt(p, sizeof(p), "messages[%zu]", i);
-        if (!json_is_object(m))
-            return bad_value(e, p, "not an object:", m);
+        if (item_object(e, p, sizeof(p), m, "messages[%zu]", i) != 0)
+            return e->rc;
         json_t *role = json_object_get(m, "role");
         const char *r = json_string_value(role);
         /* "system" inside messages: accepted by the API, counted like a user turn. */
@@ -517,9 +526,8 @@ static int content_parts(est_t *e, const json_t *content, const char *path, part
     json_array_foreach(content, i, part)
     {
         char p[PATH_MAX_BYTES];
-        path_fmt(p, sizeof(p), "%s[%zu]", path, i);
-        if (!json_is_object(part))
-            return bad_value(e, p, "not an object:", part);
+        if (item_object(e, p, sizeof(p), part, "%s[%zu]", path, i) != 0)
+            return e->rc;
         int rc = fn(e, part, p, json_string_value(json_object_get(part, "type")));
         if (rc) return rc;
         if (e->rc)
@@ -550,9 +558,8 @@ static int openai_content(est_t *e, const json_t *content, const char *path)
 static int openai_message(est_t *e, const json_t *m, size_t i)
 {
     char p[PATH_MAX_BYTES];
-    path_fmt(p, sizeof(p), "messages[%zu]", i);
-    if (!json_is_object(m))
-        return bad_value(e, p, "not an object:", m);
+    if (item_object(e, p, sizeof(p), m, "messages[%zu]", i) != 0)
+        return e->rc;
     json_t *role = json_object_get(m, "role");
     const char *r = json_string_value(role);
     static const char *const roles[] = {"system", "developer", "user", "assistant", "tool",
@@ -647,9 +654,8 @@ static int responses_content(est_t *e, const json_t *content, const char *path)
 static int responses_item(est_t *e, const json_t *item, size_t i)
 {
     char p[PATH_MAX_BYTES], cp[PATH_MAX_BYTES];
-    path_fmt(p, sizeof(p), "input[%zu]", i);
-    if (!json_is_object(item))
-        return bad_value(e, p, "not an object:", item);
+    if (item_object(e, p, sizeof(p), item, "input[%zu]", i) != 0)
+        return e->rc;
     json_t *type = json_object_get(item, "type");
     const char *t = json_string_value(type);
     if (type && !t) {

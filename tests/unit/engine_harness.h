@@ -114,6 +114,38 @@ static inline uint64_t harness_grant(sl_engine_t *e, const char *agent, int64_t 
     return d.lease;
 }
 
+/* Grants `agent` (in, out) at `now` and settles that lease as a 429 with no retry-after at
+ * the same time: the margin steps down. */
+static inline void harness_grant_429(sl_engine_t *e, const char *agent, int64_t in, int64_t out,
+                                     double now)
+{
+    uint64_t l = harness_grant(e, agent, in, out, now);
+    sl_settle_t s = harness_settle(in, out);
+    s.got_429 = true;
+    assert_int_equal(sl_engine_settle(e, l, &s, now, NULL), SL_OK);
+    harness_check(e);
+}
+
+/* Requests `r` at `now`, expects SL_OK and a decision of `status`; returns the decision. */
+static inline sl_decision_t harness_request_as(sl_engine_t *e, const sl_request_t *r, double now,
+                                               sl_status_t status)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, r, now, &d), SL_OK);
+    assert_int_equal(d.status, status);
+    return d;
+}
+
+/* Polls `ticket` at `now`, expects SL_OK and a decision of `status`; returns the decision. */
+static inline sl_decision_t harness_ticket_as(sl_engine_t *e, uint64_t ticket, double now,
+                                              sl_status_t status)
+{
+    sl_decision_t d;
+    assert_int_equal(sl_engine_ticket(e, ticket, now, &d), SL_OK);
+    assert_int_equal(d.status, status);
+    return d;
+}
+
 /* A comparable picture of every pool, to show a refused call changed nothing. */
 typedef struct harness_snapshot {
     char text[4096];

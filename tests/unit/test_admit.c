@@ -43,8 +43,7 @@ static double next_call_wait_s(bool working_set, int *parked)
         sl_request_t r = harness_req(agent, 1000, 0);
         r.cache_key = cache;
         r.max_wait_s = 86400;
-        assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
-        assert_int_equal(d.status, SL_QUEUED); /* parked or queued, never rejected */
+        d = harness_request_as(e, &r, now, SL_QUEUED); /* parked or queued, never rejected */
         *parked += d.limited_by && strcmp(d.limited_by, "working_set") == 0;
     }
     now += 1;
@@ -99,12 +98,9 @@ static void test_parked_first_calls_go_in_tag_order_once_nothing_is_queued(void 
     assert_int_equal(info.queue_depth, 2);
     /* One second of refill admits the first, the next second the second. */
     assert_int_equal(sl_engine_advance(e, now + 1.001), SL_OK);
-    assert_int_equal(sl_engine_ticket(e, a.ticket, now + 1.001, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
-    assert_int_equal(sl_engine_ticket(e, b.ticket, now + 1.001, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
-    assert_int_equal(sl_engine_ticket(e, b.ticket, now + 2.002, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_ticket_as(e, a.ticket, now + 1.001, SL_GRANTED);
+    d = harness_ticket_as(e, b.ticket, now + 1.001, SL_QUEUED);
+    d = harness_ticket_as(e, b.ticket, now + 2.002, SL_GRANTED);
     harness_end(e);
 }
 

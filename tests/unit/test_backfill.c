@@ -62,20 +62,16 @@ static void test_a_call_needing_nothing_the_head_waits_for_goes_past_it(void **s
     sl_engine_t *e = harness_engine(60000, 6000, 0); /* 51000 and 5100 at margin 0.85 */
     sl_decision_t d;
     sl_request_t r = harness_req("z", 1000, 5000);
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0, SL_GRANTED);
     r = harness_req("head", 1000, 4000);
     r.role = "planner";
     r.unblocks = 8;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &r, T0, SL_QUEUED);
     double eta_s = d.eta_s;
     r = harness_req("small", 3000, 0);
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0, SL_GRANTED);
     r = harness_req("needs_output", 3000, 1);
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &r, T0, SL_QUEUED);
     sl_pool_info_t info;
     assert_int_equal(sl_engine_pool_info(e, "default", &info), SL_OK);
     assert_true(fabs(info.head_eta_s - eta_s) < 1e-9);

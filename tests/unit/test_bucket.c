@@ -40,9 +40,7 @@ static void test_underestimate_shows_as_debt_at_once_so_next_grants_wait(void **
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 45000.0) < 1e-6);
     /* Another 50k turn no longer fits: it waits instead of causing a 429. */
     sl_request_t r = harness_req("lint", 50000, 0);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    harness_request_as(e, &r, T0, SL_QUEUED);
     harness_end(e);
 }
 
@@ -74,9 +72,23 @@ static void test_refund_is_capped_at_capacity(void **state)
     harness_end(e);
 }
 
+/* The names the API and the metrics use; anything else is "unknown". */
+static void test_buckets_and_task_states_have_the_apis_names(void **state)
+{
+    (void)state;
+    const char *buckets[] = {"input_tokens", "output_tokens", "requests", "tokens", "unknown"};
+    for (int b = 0; b <= SL_BUCKET_COUNT; b++)
+        assert_string_equal(sl_bucket_name((sl_bucket_t)b), buckets[b]);
+    assert_string_equal(sl_bucket_name((sl_bucket_t)-1), "unknown");
+    const char *states[] = {"waiting", "running", "done", "unknown"};
+    for (int t = SL_TASK_WAITING; t <= SL_TASK_DONE + 1; t++)
+        assert_string_equal(sl_task_state_name((sl_task_state_t)t), states[t]);
+}
+
 SL_TEST_MAIN(
     cmocka_unit_test(test_refill_is_continuous_at_capacity_per_minute_without_minute_reset),
     cmocka_unit_test(test_level_never_exceeds_capacity),
     cmocka_unit_test(test_underestimate_shows_as_debt_at_once_so_next_grants_wait),
     cmocka_unit_test(test_debt_can_take_the_level_below_zero),
-    cmocka_unit_test(test_refund_is_capped_at_capacity))
+    cmocka_unit_test(test_refund_is_capped_at_capacity),
+    cmocka_unit_test(test_buckets_and_task_states_have_the_apis_names))

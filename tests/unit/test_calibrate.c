@@ -8,9 +8,7 @@ static sl_decision_t request_model(sl_engine_t *e, const char *model, int64_t in
     sl_request_t r = harness_req("agent", in, 100);
     r.model = model;
     r.cached_tokens = cached;
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_request_as(e, &r, now, SL_GRANTED);
     return d;
 }
 

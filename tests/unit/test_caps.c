@@ -106,9 +106,7 @@ static void test_concurrency_cap_queues_and_grants_on_release(void **state)
     sl_settle_t s = harness_settle(10, 10);
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 5, NULL), SL_OK);
     harness_check(e);
-    sl_decision_t g;
-    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 5, &g), SL_OK);
-    assert_int_equal(g.status, SL_GRANTED);
+    sl_decision_t g = harness_ticket_as(e, q.ticket, T0 + 5, SL_GRANTED);
     assert_true(fabs(g.waited_s - 4) < 1e-6);
     /* The next one waits for that lease: k x D / max = 1 x 5 s (one settle of 5 s). */
     sl_decision_t q2 = ask(e, "solo", 10, 10, T0 + 6);
@@ -120,10 +118,8 @@ static void test_concurrency_cap_queues_and_grants_on_release(void **state)
     assert_true(fabs(q3.eta_s - 10) < 1e-6);
     assert_int_equal(sl_engine_cancel(e, g.lease, T0 + 7), SL_OK);
     harness_check(e);
-    assert_int_equal(sl_engine_ticket(e, q2.ticket, T0 + 7, &g), SL_OK);
-    assert_int_equal(g.status, SL_GRANTED);
-    assert_int_equal(sl_engine_ticket(e, q3.ticket, T0 + 7, &g), SL_OK);
-    assert_int_equal(g.status, SL_QUEUED); /* still one at a time */
+    g = harness_ticket_as(e, q2.ticket, T0 + 7, SL_GRANTED);
+    g = harness_ticket_as(e, q3.ticket, T0 + 7, SL_QUEUED); /* still one at a time */
     assert_int_equal(sl_engine_ticket_cancel(e, q3.ticket, T0 + 8), SL_OK);
     harness_end(e);
 }
@@ -164,14 +160,11 @@ static void test_a_queued_ticket_never_passes_its_agents_concurrency_cap(void **
     assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
     assert_int_equal(sl_engine_advance(e, T0 + 100), SL_OK); /* rpm refilled */
     harness_check(e);
-    sl_decision_t g;
-    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 100, &g), SL_OK);
-    assert_int_equal(g.status, SL_QUEUED);
+    sl_decision_t g = harness_ticket_as(e, q.ticket, T0 + 100, SL_QUEUED);
     assert_string_equal(g.limited_by, "agent_cap");
     sl_settle_t s = harness_settle(10, 10);
     assert_int_equal(sl_engine_settle(e, a.lease, &s, T0 + 100, NULL), SL_OK);
-    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 100, &g), SL_OK);
-    assert_int_equal(g.status, SL_GRANTED);
+    g = harness_ticket_as(e, q.ticket, T0 + 100, SL_GRANTED);
     harness_end(e);
 }
 
@@ -198,17 +191,13 @@ static void test_a_cap_raised_wakes_parked_tickets_up_to_the_new_cap_only(void *
     assert_int_equal(sl_engine_set_caps(e, "solo", false, &caps), SL_OK);
     sl_engine_wake_parked(e);
     harness_check(e);
-    sl_decision_t g;
-    assert_int_equal(sl_engine_ticket(e, q1.ticket, T0 + 1, &g), SL_OK);
-    assert_int_equal(g.status, SL_GRANTED);
-    assert_int_equal(sl_engine_ticket(e, q2.ticket, T0 + 1, &g), SL_OK);
-    assert_int_equal(g.status, SL_QUEUED);
+    sl_decision_t g = harness_ticket_as(e, q1.ticket, T0 + 1, SL_GRANTED);
+    g = harness_ticket_as(e, q2.ticket, T0 + 1, SL_QUEUED);
     assert_true(isfinite(g.eta_s) && g.eta_s >= 0);
     assert_int_equal(sl_engine_set_caps(e, "solo", false, NULL), SL_OK);
     sl_engine_wake_parked(e);
     harness_check(e);
-    assert_int_equal(sl_engine_ticket(e, q2.ticket, T0 + 2, &g), SL_OK);
-    assert_int_equal(g.status, SL_QUEUED); /* the team's 2 are in flight */
+    g = harness_ticket_as(e, q2.ticket, T0 + 2, SL_QUEUED); /* the team's 2 are in flight */
     assert_string_equal(g.limited_by, "team_cap");
     assert_true(isfinite(g.eta_s) && g.eta_s >= 0);
     sl_engine_free(e);
@@ -224,9 +213,7 @@ static void test_a_parked_ticket_that_no_longer_fits_is_rejected_at_a_margin_cut
     sl_decision_t o = ask(e, "other", 10, 10, T0);
     sl_request_t r = harness_req("solo", 8200, 10);
     r.max_wait_s = 300;
-    sl_decision_t q;
-    assert_int_equal(sl_engine_request(e, &r, T0, &q), SL_OK);
-    assert_int_equal(q.status, SL_QUEUED); /* parked: only the cap holds it back */
+    sl_decision_t q = harness_request_as(e, &r, T0, SL_QUEUED); /* parked: only the cap holds it back */
     sl_settle_t s = harness_settle(10, 10);
     s.got_429 = true; /* the margin falls to 0.80: capacity 8,000 < 8,200 */
     assert_int_equal(sl_engine_settle(e, o.lease, &s, T0 + 1, NULL), SL_OK);
@@ -320,13 +307,11 @@ static void test_a_capped_call_above_a_share_cap_reserves_what_the_cap_holds(voi
     assert_non_null(strstr(sl_engine_errmsg(e), "output_tokens 32000 can never pass"));
     /* Capped by the caller to its reservation (the proxy rewrites max_tokens). */
     r.output_capped = true;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0, SL_GRANTED);
     assert_int_equal(d.charged_output_tokens, 10000);
     sl_settle_t s = harness_settle(100, 12000); /* 2,000 more: debt on the cap and pool */
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 1, NULL), SL_OK);
-    assert_int_equal(sl_engine_request(e, &r, T0 + 2, &d), SL_OK);
-    assert_int_equal(d.status, SL_REJECTED); /* the cap is in debt: wait for it */
+    d = harness_request_as(e, &r, T0 + 2, SL_REJECTED); /* the cap is in debt: wait for it */
     assert_string_equal(d.reason, "agent_cap");
     harness_end(e);
 }

@@ -12,9 +12,7 @@ static sl_engine_t *busy_engine(uint64_t *lease, uint64_t *ticket)
     sl_engine_t *e = harness_engine(60000, 20000, 100);
     *lease = harness_grant(e, "a", 40000, 1000, T0);
     sl_request_t r = harness_req("b", 30000, 1000);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    sl_decision_t d = harness_request_as(e, &r, T0, SL_QUEUED);
     *ticket = d.ticket;
     return e;
 }
@@ -228,9 +226,7 @@ static void test_reload_keeps_leases_and_tickets(void **state)
     harness_check(e);
     sl_settle_t s = harness_settle(40000, 1000);
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 2, NULL), SL_OK);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_ticket(e, t, T0 + 30, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    harness_ticket_as(e, t, T0 + 30, SL_GRANTED);
     sl_engine_free(e);
 }
 

@@ -58,14 +58,20 @@ static sl_estimate_t estimate(sl_tokenizer_t *tok, sl_api_t api, const char *bod
     return e;
 }
 
-static void assert_error(sl_tokenizer_t *tok, const char *body, const char *expected)
+static void assert_api_error(sl_tokenizer_t *tok, sl_api_t api, const char *body,
+                             const char *expected)
 {
     sl_estimate_t e;
     char err[256] = "";
-    assert_int_equal(sl_estimate_request(tok, SL_API_AUTO, body, strlen(body), &e, err, sizeof(err)),
+    assert_int_equal(sl_estimate_request(tok, api, body, strlen(body), &e, err, sizeof(err)),
                      SL_TOK_EREQUEST);
     if (strcmp(err, expected) != 0)
         fail_msg("error \"%s\", expected \"%s\"", err, expected);
+}
+
+static void assert_error(sl_tokenizer_t *tok, const char *body, const char *expected)
+{
+    assert_api_error(tok, SL_API_AUTO, body, expected);
 }
 
 static void test_anthropic_counts_text_plus_message_and_request_overheads(void **state)
@@ -182,6 +188,19 @@ static void test_errors_name_the_field_and_the_value(void **state)
                  "max_tokens: not a non-negative integer: \"ten\"");
     assert_error(tok, "{\"messages\": 5}", "messages: missing or not an array: 5");
     assert_error(tok, "[]", "body: not a JSON object: []");
+    /* An array item that is not an object is named by its path, in every dialect. */
+    assert_api_error(tok, SL_API_ANTHROPIC, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, 7]}",
+                     "messages[1]: not an object: 7");
+    assert_api_error(tok, SL_API_ANTHROPIC, "{\"tools\": [\"x\"], \"messages\": []}",
+                     "tools[0]: not an object: \"x\"");
+    assert_api_error(tok, SL_API_OPENAI, "{\"messages\": [true]}",
+                     "messages[0]: not an object: true");
+    assert_api_error(tok, SL_API_OPENAI,
+                     "{\"messages\": [{\"role\": \"user\", \"content\": [\"hi\"]}]}",
+                     "messages[0].content[0]: not an object: \"hi\"");
+    assert_api_error(tok, SL_API_OPENAI_RESPONSES, "{\"input\": [{\"role\": \"user\", "
+                     "\"content\": \"a\"}, null]}",
+                     "input[1]: not an object: null");
     sl_tokenizer_free(tok);
 }
 

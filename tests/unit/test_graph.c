@@ -194,8 +194,7 @@ static void test_request_weight_follows_the_graph_for_a_registered_task(void **s
     sl_request_t r = harness_req("a1", 100, 10);
     r.task = "plan";
     r.unblocks = 40; /* ignored: the graph says 2, and the role planner (3) */
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0, SL_GRANTED);
     assert_true(fabs(d.weight - 3.0 * (1 + 0.5 * 2)) < 1e-9);
 
     sl_request_t u = harness_req("a2", 100, 10);

@@ -72,8 +72,7 @@ static void test_a_ticket_queued_on_a_is_granted_on_b_when_b_frees_first(void **
         assert_int_equal(sl_engine_pool_info(e, "p:a", &a), SL_OK);
         assert_int_equal(b.leases_in_flight, 0);
         assert_int_equal(a.leases_in_flight, 1);
-        harness_check(e);
-        sl_engine_free(e);
+        harness_end(e);
     }
 }
 
@@ -88,15 +87,11 @@ static void test_a_key_serves_its_own_queue_first(void **state)
     assert_int_equal(qb.status, SL_QUEUED);
     sl_settle_t s = harness_settle(100, 10);
     assert_int_equal(sl_engine_settle(e, lb.lease, &s, T0 + 3, NULL), SL_OK);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_ticket(e, qb.ticket, T0 + 3, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_ticket_as(e, qb.ticket, T0 + 3, SL_GRANTED);
     assert_string_equal(pool_of(e, d.lease), "p:b");
-    assert_int_equal(sl_engine_ticket(e, qa.ticket, T0 + 3, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_ticket_as(e, qa.ticket, T0 + 3, SL_QUEUED);
     (void)la;
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* Key b frees by refill rather than by a settle: the engine's next wake-up is when the
@@ -114,28 +109,21 @@ static void test_a_refill_of_the_other_key_wakes_the_ticket(void **state)
     assert_int_equal(sl_engine_configure_pool(e, "p:b", &cfg, T0), SL_OK);
     sl_request_t r = harness_req("x", 0, 800);
     r.pool = "p:a";
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_request_as(e, &r, T0, SL_GRANTED);
     r.pool = "p:b";
     r.output_tokens = 8000;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0, SL_GRANTED);
     /* Refilling at capacity / 60 s: a (50 left of 850) has room for 800 in 53 s, b (500
      * left of 8,500) in 300 / 141.7 = 2.12 s. */
     r.pool = "p:a";
     r.agent = "z";
     r.output_tokens = 800;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &r, T0, SL_QUEUED);
     double at = sl_engine_next_wakeup(e);
     assert_true(at > T0 + 2.1 && at < T0 + 2.2);
-    sl_decision_t g;
-    assert_int_equal(sl_engine_ticket(e, d.ticket, at, &g), SL_OK);
-    assert_int_equal(g.status, SL_GRANTED);
+    sl_decision_t g = harness_ticket_as(e, d.ticket, at, SL_GRANTED);
     assert_string_equal(pool_of(e, g.lease), "p:b");
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* A ticket warm on key a costs its cached prefix on key b (cold there): the wake-up for b
@@ -196,20 +184,14 @@ static void test_a_pinned_ticket_waits_for_its_own_key(void **state)
     sl_request_t r = harness_req("z", 100, 1000);
     r.pool = "p:a";
     r.key_pinned = true;
-    sl_decision_t q;
-    assert_int_equal(sl_engine_request(e, &r, T0 + 1, &q), SL_OK);
-    assert_int_equal(q.status, SL_QUEUED);
+    sl_decision_t q = harness_request_as(e, &r, T0 + 1, SL_QUEUED);
     sl_settle_t s = harness_settle(100, 10);
     assert_int_equal(sl_engine_settle(e, lb.lease, &s, T0 + 2, NULL), SL_OK);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 2, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    sl_decision_t d = harness_ticket_as(e, q.ticket, T0 + 2, SL_QUEUED);
     assert_int_equal(sl_engine_settle(e, la.lease, &s, T0 + 3, NULL), SL_OK);
-    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 3, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_ticket_as(e, q.ticket, T0 + 3, SL_GRANTED);
     assert_string_equal(pool_of(e, d.lease), "p:a");
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* The lease a key took from a sibling's queue is that key's in the state a restart keeps:
@@ -222,9 +204,7 @@ static void test_a_restart_keeps_the_key_that_granted_the_ticket(void **state)
     sl_decision_t q = ask(e, "p:a", "z", T0 + 1);
     sl_settle_t s = harness_settle(100, 10);
     assert_int_equal(sl_engine_settle(e, lb.lease, &s, T0 + 2, NULL), SL_OK);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_ticket(e, q.ticket, T0 + 2, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_ticket_as(e, q.ticket, T0 + 2, SL_GRANTED);
 
     sl_engine_t *r = two_keys(1);
     assert_int_equal(sl_engine_set_id_base(r, sl_engine_next_id(e)), SL_OK);
@@ -246,8 +226,7 @@ static void test_a_restart_keeps_the_key_that_granted_the_ticket(void **state)
     sl_pool_info_t b;
     assert_int_equal(sl_engine_pool_info(r, "p:b", &b), SL_OK);
     assert_int_equal(b.leases_in_flight, 0);
-    harness_check(r);
-    sl_engine_free(r);
+    harness_end(r);
     sl_engine_free(e);
 }
 

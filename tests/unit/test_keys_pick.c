@@ -37,9 +37,7 @@ static void grant(sl_engine_t *e, const char *pool, const char *agent, int64_t o
 {
     sl_request_t r = need_output(agent, out);
     r.pool = pool;
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    harness_request_as(e, &r, now, SL_GRANTED);
 }
 
 static void test_equal_etas_go_to_the_emptiest_key(void **state)
@@ -96,9 +94,7 @@ static void test_tickets_queued_on_a_key_count_in_its_eta(void **state)
     for (int i = 0; i < 3; i++) {
         sl_request_t q = need_output(i == 0 ? "q0" : i == 1 ? "q1" : "q2", 1000);
         q.pool = "p:big";
-        sl_decision_t d;
-        assert_int_equal(sl_engine_request(e, &q, T0, &d), SL_OK);
-        assert_int_equal(d.status, SL_QUEUED);
+        harness_request_as(e, &q, T0, SL_QUEUED);
     }
     assert_int_equal(pick(e, &r, T0), 1);
     sl_engine_free(e);

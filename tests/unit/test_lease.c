@@ -51,9 +51,7 @@ static void test_cold_cache_charges_the_cached_prefix_and_warm_does_not(void **s
     sl_engine_t *e = harness_engine(1000000, 100000, 1000);
     sl_request_t r = harness_req("refactor", 2000, 100);
     r.cached_tokens = 78000;
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_request_as(e, &r, T0, SL_GRANTED);
     assert_int_equal(d.charged_input_tokens, 80000); /* cold: first call writes the cache */
     assert_true(d.cache_penalty);
     sl_settle_t s = harness_settle(2000, 100);
@@ -114,11 +112,9 @@ static void test_warm_cache_about_to_lapse_gets_the_bump(void **state)
     s = harness_settle(130000, 0); /* 28k of debt: the next grant is ~17 s away */
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 290, NULL), SL_OK);
     sl_request_t other = harness_req("other2", 30000, 0);
-    assert_int_equal(sl_engine_request(e, &other, T0 + 290, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &other, T0 + 290, SL_QUEUED);
     assert_true(fabs(d.weight - 1.0) < 1e-12);
-    assert_int_equal(sl_engine_request(e, &r, T0 + 290, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &r, T0 + 290, SL_QUEUED);
     assert_true(fabs(d.weight - 1.5) < 1e-12);
     /* The bump put it ahead of the earlier, larger request. */
     assert_int_equal(d.position, 1);
@@ -137,9 +133,7 @@ static double weight_behind_a_drained_bucket(sl_engine_t *e, const sl_request_t 
     uint64_t l = harness_grant(e, drainer, 102000, 0, now);
     sl_settle_t s = harness_settle(130000, 0); /* 28k of debt: the next grant is ~17 s away */
     assert_int_equal(sl_engine_settle(e, l, &s, now, NULL), SL_OK);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, r, now, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    sl_decision_t d = harness_request_as(e, r, now, SL_QUEUED);
     assert_int_equal(sl_engine_ticket_cancel(e, d.ticket, now), SL_OK);
     return d.weight;
 }
@@ -224,8 +218,7 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     assert_string_equal(before.text, harness_snapshot(e).text);
     /* At the capacity it is granted, and a longer answer is charged as debt. */
     r = harness_req("big", 1000, 51000);
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0, SL_GRANTED);
     assert_int_equal(d.charged_output_tokens, 51000);
     sl_settle_t s = harness_settle(1000, 53000);
     sl_settle_result_t res;
@@ -241,8 +234,7 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
     assert_non_null(strstr(sl_engine_errmsg(e), "tokens 85001"));
     r = harness_req("big", 5000, 80000);
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0, SL_GRANTED);
     harness_end(e);
 }
 
@@ -250,14 +242,9 @@ static void test_a_need_above_todays_margin_is_rejected_until_it_recovers(void *
 {
     (void)state;
     sl_engine_t *e = harness_engine(100000, 0, 0);
-    uint64_t l = harness_grant(e, "a", 10, 0, T0);
-    sl_settle_t s = harness_settle(10, 0);
-    s.got_429 = true;
-    assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK); /* margin 0.80 */
+    harness_grant_429(e, "a", 10, 0, T0); /* margin 0.80 */
     sl_request_t r = harness_req("b", 82000, 0);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0 + 1, &d), SL_OK);
-    assert_int_equal(d.status, SL_REJECTED);
+    sl_decision_t d = harness_request_as(e, &r, T0 + 1, SL_REJECTED);
     /* It needs 0.82: two recovery steps of 180 s from T0. */
     assert_true(d.retry_at >= T0 + 360 - 1e-6);
     assert_true(d.retry_at < T0 + 360 + 60);
@@ -324,8 +311,7 @@ static void test_same_request_id_returns_the_first_answer_and_charges_once(void 
     sl_decision_t d1, d2;
     assert_int_equal(sl_engine_request(e, &r, T0, &d1), SL_OK);
     double level = harness_level(e, SL_BUCKET_INPUT);
-    assert_int_equal(sl_engine_request(e, &r, T0, &d2), SL_OK);
-    assert_int_equal(d2.status, SL_GRANTED);
+    d2 = harness_request_as(e, &r, T0, SL_GRANTED);
     assert_int_equal(d2.lease, d1.lease);
     assert_true(d2.replayed);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - level) < 1e-9);
@@ -372,12 +358,10 @@ static void test_polling_a_granted_ticket_claims_the_lease(void **state)
     sl_decision_t d;
     sl_engine_t *e = b_queued_behind_a(&d);
     uint64_t ticket = d.ticket;
-    assert_int_equal(sl_engine_ticket(e, ticket, T0 + 5, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_ticket_as(e, ticket, T0 + 5, SL_QUEUED);
     assert_true(fabs(d.eta_s - 5) < 1e-6);
     assert_int_equal(sl_engine_advance(e, T0 + 10.001), SL_OK); /* granted, not fetched */
-    assert_int_equal(sl_engine_ticket(e, ticket, T0 + 20, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_ticket_as(e, ticket, T0 + 20, SL_GRANTED);
     assert_true(fabs(d.waited_s - 10) < 1e-3);
     assert_true(fabs(d.expires_at - (T0 + 20 + 120)) < 1e-6);
     assert_int_equal(sl_engine_advance(e, T0 + 100), SL_OK);
@@ -405,8 +389,7 @@ static void test_an_idle_ticket_expires_and_a_held_one_does_not(void **state)
     assert_int_equal(sl_engine_advance(e, T0 + 121), SL_OK);
     sl_decision_t d;
     assert_int_equal(sl_engine_ticket(e, idle.ticket, T0 + 121, &d), SL_EALREADY);
-    assert_int_equal(sl_engine_ticket(e, held.ticket, T0 + 121, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_ticket_as(e, held.ticket, T0 + 121, SL_QUEUED);
     assert_int_equal(d.position, 1);
     harness_end(e);
 }
@@ -431,9 +414,7 @@ static void test_margin_cut_rejects_queued_requests_that_no_longer_fit(void **st
     sl_engine_t *e = harness_engine(100000, 0, 0);
     uint64_t l = harness_grant(e, "a", 84000, 0, T0);
     sl_request_t r = harness_req("b", 84000, 0);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    sl_decision_t d = harness_request_as(e, &r, T0, SL_QUEUED);
     sl_settle_t s = harness_settle(84000, 0);
     s.got_429 = true;
     assert_int_equal(sl_engine_settle(e, l, &s, T0 + 1, NULL), SL_OK);
@@ -494,13 +475,10 @@ static void test_a_request_with_a_longer_max_wait_is_queued_and_names_what_binds
     harness_grant(e, "a", 10, 1000, T0);
     sl_request_t r = harness_req("b", 10, 1000);
     r.max_wait_s = 30; /* shorter than the ETA (about 57 s): rejected */
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_REJECTED);
+    sl_decision_t d = harness_request_as(e, &r, T0, SL_REJECTED);
     assert_string_equal(d.limited_by, "output_tokens");
     r.max_wait_s = 540; /* the proxy's hold */
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &r, T0, SL_QUEUED);
     assert_string_equal(d.limited_by, "output_tokens");
     assert_true(d.eta_s > 50 && d.eta_s < 60);
     r.max_wait_s = -1;
@@ -515,9 +493,7 @@ static sl_decision_t request_prefix(sl_engine_t *e, const char *model, const cha
     r.cached_tokens = 5000;
     r.model = model;
     r.cache_prefix_hash = hash;
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, now, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_request_as(e, &r, now, SL_GRANTED);
     return d;
 }
 
@@ -599,9 +575,7 @@ static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_duratio
     /* Before any settle, with no prior, only the earliest expiry is known: 120 s, rejected. */
     uint64_t a = harness_grant(e, "a", 10, 0, t), b = harness_grant(e, "b", 10, 0, t);
     sl_request_t r = harness_req("c", 10, 0);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, t, &d), SL_OK);
-    assert_int_equal(d.status, SL_REJECTED);
+    sl_decision_t d = harness_request_as(e, &r, t, SL_REJECTED);
     assert_string_equal(d.limited_by, "concurrency");
     sl_settle_t s = harness_settle(10, 0);
     assert_int_equal(sl_engine_settle(e, a, &s, t += 10, NULL), SL_OK); /* lasted 10 s */
@@ -622,13 +596,10 @@ static void test_concurrency_bound_requests_queue_with_an_eta_from_lease_duratio
     harness_check(e);
     /* Each release grants the next. */
     assert_int_equal(sl_engine_settle(e, a, &s, t += 4, NULL), SL_OK);
-    assert_int_equal(sl_engine_ticket(e, q1.ticket, t, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
-    assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_ticket_as(e, q1.ticket, t, SL_GRANTED);
+    d = harness_ticket_as(e, q2.ticket, t, SL_QUEUED);
     assert_int_equal(sl_engine_settle(e, b, &s, t += 4, NULL), SL_OK);
-    assert_int_equal(sl_engine_ticket(e, q2.ticket, t, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_ticket_as(e, q2.ticket, t, SL_GRANTED);
     harness_end(e);
 }
 

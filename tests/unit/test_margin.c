@@ -121,13 +121,10 @@ static void test_retry_after_holds_grants_until_it_passes(void **state)
     sl_engine_t *e = harness_engine(100000, 10000, 100);
     settle_429(e, T0, false, 10);
     sl_request_t r = harness_req("b", 10, 10);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0 + 1, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    sl_decision_t d = harness_request_as(e, &r, T0 + 1, SL_QUEUED);
     assert_true(fabs(d.eta_s - 9.0) < 1e-6);
     assert_int_equal(sl_engine_advance(e, T0 + 10), SL_OK);
-    assert_int_equal(sl_engine_ticket(e, d.ticket, T0 + 10, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_ticket_as(e, d.ticket, T0 + 10, SL_GRANTED);
     harness_end(e);
 }
 
@@ -272,16 +269,12 @@ static void test_agent_retry_after_holds_only_the_reporting_agent(void **state)
     s.agent_retry_after_s = 300;
     assert_int_equal(sl_engine_settle(e, l, &s, T0, NULL), SL_OK);
     sl_request_t r = harness_req("other", 10, 10);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0 + 61, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_request_as(e, &r, T0 + 61, SL_GRANTED);
     r = harness_req("liar", 10, 10);
-    assert_int_equal(sl_engine_request(e, &r, T0 + 61, &d), SL_OK);
-    assert_int_equal(d.status, SL_REJECTED);
+    d = harness_request_as(e, &r, T0 + 61, SL_REJECTED);
     assert_string_equal(d.reason, "agent_retry_after");
     assert_true(fabs(d.retry_after_s - 239.0) < 1e-6);
-    assert_int_equal(sl_engine_request(e, &r, T0 + 300, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    d = harness_request_as(e, &r, T0 + 300, SL_GRANTED);
     /* Out of range is refused, naming the field. */
     s.agent_retry_after_s = NAN;
     assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 301, NULL), SL_EINVAL);

@@ -37,9 +37,7 @@ static uint64_t grant(sl_engine_t *e, int64_t in)
     memset(&r, 0, sizeof r);
     r.agent = "a";
     r.input_tokens = in;
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_GRANTED);
+    sl_decision_t d = harness_request_as(e, &r, T0, SL_GRANTED);
     return d.lease;
 }
 

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 
+#include "cont_harness.h"
 #include "proxy.h"
 #include "test_main.h"
 
@@ -19,12 +20,7 @@ static const char CHAT[] = "{\"model\":\"m\",\"max_completion_tokens\":1000,"
 
 static sl_cont_t *cont(bool responses, const char *body, const char *field, int64_t max)
 {
-    json_t *j = json_loads(body, 0, NULL);
-    assert_non_null(j);
-    sl_cont_t *c = sl__cont_new(SL_UPSTREAM_OPENAI, responses, j, field, max);
-    json_decref(j);
-    assert_non_null(c);
-    return c;
+    return harness_cont(SL_UPSTREAM_OPENAI, responses, body, field, max);
 }
 
 /* A whole Chat Completion of `text` with `finish`, `prompt` and `completion` tokens. */
@@ -40,6 +36,24 @@ static char *chat_part(const char *id, const char *text, const char *finish, int
     char *s = json_dumps(m, JSON_COMPACT);
     json_decref(m);
     return s;
+}
+
+/* Opens a round capped at `cap_tokens` and feeds it chat_part(...); as harness_cont_part. */
+static int chat_round(sl_cont_t *c, int64_t cap_tokens, const char *id, const char *text,
+                      const char *finish, int prompt, int completion)
+{
+    char *part = chat_part(id, text, finish, prompt, completion);
+    int rc = harness_cont_part(c, cap_tokens, part);
+    free(part);
+    return rc;
+}
+
+/* The tokens the client's limit leaves the next part (whose body is dropped). */
+static int64_t next_left(sl_cont_t *c)
+{
+    int64_t left = 0;
+    json_decref(harness_cont_next(c, &left));
+    return left;
 }
 
 static json_int_t int_at(json_t *j, const char *a, const char *b)
@@ -76,13 +90,10 @@ static void test_a_cut_completion_goes_on_as_an_assistant_message_and_joins(void
 {
     (void)state;
     sl_cont_t *c = cont(false, CHAT, "max_completion_tokens", 1000);
-    sl__cont_round(c, 80);
-    char *p1 = chat_part("chatcmpl-1", "Alpha beta ", "length", 10, 80);
-    assert_int_equal(sl__cont_absorb(c, p1, strlen(p1)), 1);
+    assert_int_equal(chat_round(c, 80, "chatcmpl-1", "Alpha beta ", "length", 10, 80), 1);
     int64_t left = 0;
-    char *next = sl__cont_next_body(c, &left);
+    json_t *nb = harness_cont_next(c, &left);
     assert_int_equal(left, 920);
-    json_t *nb = json_loads(next, 0, NULL);
     assert_int_equal(int_at(nb, "max_completion_tokens", NULL), 920);
     json_t *msgs = json_object_get(nb, "messages");
     assert_int_equal(json_array_size(msgs), 2);
@@ -90,11 +101,8 @@ static void test_a_cut_completion_goes_on_as_an_assistant_message_and_joins(void
     assert_string_equal(json_string_value(json_object_get(said, "role")), "assistant");
     /* No prefill to refuse white space: the text goes back exactly as it came. */
     assert_string_equal(json_string_value(json_object_get(said, "content")), "Alpha beta ");
-    sl__cont_round(c, 160);
-    char *p2 = chat_part("chatcmpl-2", "gamma.", "stop", 14, 3);
-    assert_int_equal(sl__cont_absorb(c, p2, strlen(p2)), 0);
-    char *joined = sl__cont_answer(c);
-    json_t *m = json_loads(joined, 0, NULL);
+    assert_int_equal(chat_round(c, 160, "chatcmpl-2", "gamma.", "stop", 14, 3), 0);
+    json_t *m = harness_cont_answer(c);
     assert_string_equal(json_string_value(json_object_get(m, "id")), "chatcmpl-1");
     json_t *choice = json_array_get(json_object_get(m, "choices"), 0);
     assert_string_equal(json_string_value(json_object_get(choice, "finish_reason")), "stop");
@@ -106,10 +114,6 @@ static void test_a_cut_completion_goes_on_as_an_assistant_message_and_joins(void
     assert_int_equal(int_at(m, "usage", "total_tokens"), 107);
     json_decref(m);
     json_decref(nb);
-    free(joined);
-    free(next);
-    free(p1);
-    free(p2);
     sl__cont_free(c);
 }
 
@@ -118,27 +122,21 @@ static void test_a_completion_cut_at_the_clients_limit_ends_as_cut(void **state)
 {
     (void)state;
     sl_cont_t *c = cont(false, CHAT, "max_completion_tokens", 100);
-    sl__cont_round(c, 80);
-    char *p1 = chat_part("chatcmpl-1", "Alpha", "length", 10, 80);
-    assert_int_equal(sl__cont_absorb(c, p1, strlen(p1)), 1);
-    int64_t left = 0;
-    free(sl__cont_next_body(c, &left));
-    assert_int_equal(left, 20);
-    sl__cont_round(c, 20);
-    char *p2 = chat_part("chatcmpl-2", " beta", "length", 12, 20);
-    assert_int_equal(sl__cont_absorb(c, p2, strlen(p2)), 0); /* 100 of 100: the client's own */
-    char *joined = sl__cont_answer(c);
-    assert_non_null(strstr(joined, "\"finish_reason\":\"length\""));
-    assert_non_null(strstr(joined, "\"completion_tokens\":100"));
-    free(joined);
-    free(p1);
-    free(p2);
+    assert_int_equal(chat_round(c, 80, "chatcmpl-1", "Alpha", "length", 10, 80), 1);
+    assert_int_equal(next_left(c), 20);
+    /* 100 of 100: the client's own */
+    assert_int_equal(chat_round(c, 20, "chatcmpl-2", " beta", "length", 12, 20), 0);
+    json_t *m = harness_cont_answer(c);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(m, "choices"), 0),
+                                          "finish_reason")),
+        "length");
+    assert_int_equal(int_at(m, "usage", "completion_tokens"), 100);
+    json_decref(m);
     sl__cont_free(c);
     c = cont(false, CHAT, "max_completion_tokens", 1000);
-    sl__cont_round(c, 80);
-    p1 = chat_part("chatcmpl-3", "Alpha", "length", 10, 30); /* below the cap */
-    assert_int_equal(sl__cont_absorb(c, p1, strlen(p1)), 0);
-    free(p1);
+    /* below the cap */
+    assert_int_equal(chat_round(c, 80, "chatcmpl-3", "Alpha", "length", 10, 30), 0);
     sl__cont_free(c);
 }
 
@@ -147,30 +145,21 @@ static void test_a_completion_that_wrote_a_tool_call_is_not_continued(void **sta
 {
     (void)state;
     sl_cont_t *c = cont(false, CHAT, "max_completion_tokens", 1000);
-    sl__cont_round(c, 80);
     static const char part[] =
         "{\"id\":\"x\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
         "\"Reading.\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":"
         "{\"name\":\"read\",\"arguments\":\"{\\\"pa\"}}]},\"finish_reason\":\"length\"}],"
         "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":80}}";
-    assert_int_equal(sl__cont_absorb(c, part, sizeof(part) - 1), 0);
+    assert_int_equal(harness_cont_part(c, 80, part), 0);
     sl__cont_free(c);
 }
 
-/* Feeds SSE events to `c` and returns what the client got (the caller frees). */
-static char *feed(sl_cont_t *c, const char *const *events, size_t n, bool to_client_usage)
+/* Moves a streamed continuation on to its next part, as the proxy does: the next body
+ * (dropped here), then a round capped at `cap_tokens`. */
+static void next_round(sl_cont_t *c, int64_t cap_tokens)
 {
-    struct evbuffer *out = evbuffer_new();
-    for (size_t i = 0; i < n; i++) {
-        bool usage_chunk = strstr(events[i], "\"choices\":[]") != NULL;
-        sl__cont_event(c, events[i], strlen(events[i]), !usage_chunk || to_client_usage, out);
-    }
-    size_t len = evbuffer_get_length(out);
-    char *s = malloc(len + 1);
-    evbuffer_remove(out, s, len);
-    s[len] = '\0';
-    evbuffer_free(out);
-    return s;
+    next_left(c);
+    sl__cont_round(c, cap_tokens);
 }
 
 static size_t count(const char *s, const char *what)
@@ -202,15 +191,13 @@ static void test_a_cut_stream_is_spliced_with_one_finish_and_the_summed_usage(vo
         USAGE("a", 10, 80),
         "data: [DONE]",
     };
-    char *got1 = feed(c, part1, 5, true);
+    char *got1 = harness_cont_feed(c, part1, 5, true);
     assert_true(sl__cont_wants_more(c));
     assert_int_equal(count(got1, "finish_reason\":\"length"), 0);
     assert_int_equal(count(got1, "[DONE]"), 0);
     assert_int_equal(count(got1, "usage"), 0);
     assert_int_equal(count(got1, "Alpha "), 1);
-    int64_t left = 0;
-    free(sl__cont_next_body(c, &left));
-    sl__cont_round(c, 160);
+    next_round(c, 160);
     const char *part2[] = {
         CHUNK("b", "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\","
                    "\"refusal\":null},\"finish_reason\":null}"),
@@ -219,7 +206,7 @@ static void test_a_cut_stream_is_spliced_with_one_finish_and_the_summed_usage(vo
         USAGE("b", 14, 3),
         "data: [DONE]",
     };
-    char *got2 = feed(c, part2, 5, true);
+    char *got2 = harness_cont_feed(c, part2, 5, true);
     assert_false(sl__cont_wants_more(c));
     assert_int_equal(count(got2, "\"id\":\"b\""), 0); /* all under the first part's id */
     assert_int_equal(count(got2, "\"role\""), 0);     /* the second opening dropped */
@@ -250,7 +237,7 @@ static void test_a_stream_with_a_tool_call_ends_as_cut_without_the_unasked_usage
         USAGE("a", 10, 80),
         "data: [DONE]",
     };
-    char *got = feed(c, part, 5, false);
+    char *got = harness_cont_feed(c, part, 5, false);
     assert_false(sl__cont_wants_more(c));
     assert_int_equal(count(got, "finish_reason\":\"length"), 1);
     assert_int_equal(count(got, "usage"), 0);
@@ -267,7 +254,6 @@ static void test_a_cut_response_goes_on_and_joins_into_the_last(void **state)
     (void)state;
     sl_cont_t *c = cont(true, "{\"model\":\"m\",\"input\":\"hi\",\"max_output_tokens\":500}",
                         "max_output_tokens", 500);
-    sl__cont_round(c, 80);
     static const char r1[] =
         "{\"id\":\"resp_1\",\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":"
         "\"max_output_tokens\"},\"max_output_tokens\":80,\"output\":[{\"type\":\"reasoning\","
@@ -275,10 +261,9 @@ static void test_a_cut_response_goes_on_and_joins_into_the_last(void **state)
         "\"output_text\",\"text\":\"Alpha "
         "\"}]}],\"usage\":{\"input_tokens\":8,\"output_tokens\":80,"
         "\"output_tokens_details\":{\"reasoning_tokens\":20},\"total_tokens\":88}}";
-    assert_int_equal(sl__cont_absorb(c, r1, sizeof(r1) - 1), 1);
+    assert_int_equal(harness_cont_part(c, 80, r1), 1);
     int64_t left = 0;
-    char *next = sl__cont_next_body(c, &left);
-    json_t *nb = json_loads(next, 0, NULL);
+    json_t *nb = harness_cont_next(c, &left);
     assert_int_equal(int_at(nb, "max_output_tokens", NULL), 420);
     json_t *input = json_object_get(nb, "input");
     assert_int_equal(json_array_size(input), 2);
@@ -286,16 +271,14 @@ static void test_a_cut_response_goes_on_and_joins_into_the_last(void **state)
                         "hi");
     assert_string_equal(json_string_value(json_object_get(json_array_get(input, 1), "content")),
                         "Alpha ");
-    sl__cont_round(c, 160);
     static const char r2[] =
         "{\"id\":\"resp_2\",\"status\":\"completed\",\"incomplete_details\":null,"
         "\"max_output_tokens\":420,\"output\":[{\"type\":\"message\",\"id\":\"msg_2\",\"content\":"
         "[{\"type\":\"output_text\",\"text\":\"omega.\"}]}],\"usage\":{\"input_tokens\":12,"
         "\"output_tokens\":3,\"output_tokens_details\":{\"reasoning_tokens\":0},"
         "\"total_tokens\":15}}";
-    assert_int_equal(sl__cont_absorb(c, r2, sizeof(r2) - 1), 0);
-    char *joined = sl__cont_answer(c);
-    json_t *r = json_loads(joined, 0, NULL);
+    assert_int_equal(harness_cont_part(c, 160, r2), 0);
+    json_t *r = harness_cont_answer(c);
     assert_string_equal(json_string_value(json_object_get(r, "id")), "resp_2");
     assert_string_equal(json_string_value(json_object_get(r, "status")), "completed");
     assert_int_equal(int_at(r, "max_output_tokens", NULL), 500);
@@ -310,8 +293,6 @@ static void test_a_cut_response_goes_on_and_joins_into_the_last(void **state)
     assert_int_equal(int_at(r, "usage", "total_tokens"), 103);
     json_decref(r);
     json_decref(nb);
-    free(joined);
-    free(next);
     sl__cont_free(c);
 }
 
@@ -341,15 +322,13 @@ static void test_a_cut_responses_stream_is_spliced_into_one_message(void **state
             "\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"Alpha \"}]}],"
             "\"usage\":{\"input_tokens\":8,\"output_tokens\":80,\"total_tokens\":88}}"),
     };
-    char *got1 = feed(c, part1, 5, true);
+    char *got1 = harness_cont_feed(c, part1, 5, true);
     assert_true(sl__cont_wants_more(c));
     assert_non_null(strstr(got1, "\"max_output_tokens\":500")); /* the client's, in created */
     assert_int_equal(count(got1, "output_text.done"), 0);
     assert_int_equal(count(got1, "response.incomplete"), 0);
     assert_non_null(strstr(got1, "\"sequence_number\":2"));
-    int64_t left = 0;
-    free(sl__cont_next_body(c, &left));
-    sl__cont_round(c, 160);
+    next_round(c, 160);
     const char *part2[] = {
         REV("response.created", "\"response\":{\"id\":\"resp_2\"},\"sequence_number\":0"),
         REV("response.output_item.added", "\"output_index\":0,\"item\":{\"id\":\"msg_2\","
@@ -364,7 +343,7 @@ static void test_a_cut_responses_stream_is_spliced_into_one_message(void **state
             "\"omega.\"}]}],\"usage\":{\"input_tokens\":12,\"output_tokens\":3,"
             "\"total_tokens\":15}}"),
     };
-    char *got2 = feed(c, part2, 5, true);
+    char *got2 = harness_cont_feed(c, part2, 5, true);
     assert_false(sl__cont_wants_more(c));
     assert_int_equal(count(got2, "response.created"), 0);
     assert_int_equal(count(got2, "output_item.added"), 0);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 
+#include "cont_harness.h"
 #include "proxy.h"
 #include "test_main.h"
 
@@ -88,21 +89,17 @@ static void test_capping_lowers_the_limit_per_choice_and_adds_one_when_none_is_n
 static void test_a_cut_answer_continues_from_a_prefill_and_joins(void **state)
 {
     (void)state;
-    json_t *client = json_loads("{\"model\":\"m\",\"max_tokens\":1000,\"messages\":[{\"role\":"
+    sl_cont_t *c = harness_cont(SL_UPSTREAM_ANTHROPIC, false,
+                                "{\"model\":\"m\",\"max_tokens\":1000,\"messages\":[{\"role\":"
                                 "\"user\",\"content\":\"hi\"}]}",
-                                0, NULL);
-    sl_cont_t *c = sl__cont_new(SL_UPSTREAM_ANTHROPIC, false, client, "max_tokens", 1000);
-    assert_non_null(c);
-    sl__cont_round(c, 80);
+                                "max_tokens", 1000);
     static const char part1[] = "{\"type\":\"message\",\"content\":[{\"type\":\"text\",\"text\":"
                                 "\"Hello \"}],\"stop_reason\":\"max_tokens\",\"usage\":"
                                 "{\"input_tokens\":5,\"output_tokens\":80}}";
-    assert_int_equal(sl__cont_absorb(c, part1, sizeof(part1) - 1), 1);
+    assert_int_equal(harness_cont_part(c, 80, part1), 1);
     int64_t left = 0;
-    char *next = sl__cont_next_body(c, &left);
-    assert_non_null(next);
+    json_t *nb = harness_cont_next(c, &left);
     assert_int_equal(left, 920);
-    json_t *nb = json_loads(next, 0, NULL);
     json_t *prefill = json_array_get(json_object_get(nb, "messages"), 1);
     assert_string_equal(json_string_value(json_object_get(prefill, "role")), "assistant");
     assert_string_equal(json_string_value(json_object_get(
@@ -110,14 +107,11 @@ static void test_a_cut_answer_continues_from_a_prefill_and_joins(void **state)
                         "Hello"); /* the API refuses a prefill ending in white space */
     assert_int_equal(json_integer_value(json_object_get(nb, "max_tokens")), 920);
     json_decref(nb);
-    free(next);
-    sl__cont_round(c, 80);
     static const char part2[] = "{\"type\":\"message\",\"content\":[{\"type\":\"text\",\"text\":"
                                 "\" world.\"}],\"stop_reason\":\"end_turn\",\"usage\":"
                                 "{\"input_tokens\":90,\"output_tokens\":3}}";
-    assert_int_equal(sl__cont_absorb(c, part2, sizeof(part2) - 1), 0);
-    char *joined = sl__cont_answer(c);
-    json_t *m = json_loads(joined, 0, NULL);
+    assert_int_equal(harness_cont_part(c, 80, part2), 0);
+    json_t *m = harness_cont_answer(c);
     assert_string_equal(json_string_value(json_object_get(m, "stop_reason")), "end_turn");
     json_t *content = json_object_get(m, "content");
     assert_int_equal(json_array_size(content), 1);
@@ -127,19 +121,17 @@ static void test_a_cut_answer_continues_from_a_prefill_and_joins(void **state)
     assert_int_equal(json_integer_value(json_object_get(usage, "output_tokens")), 83);
     assert_int_equal(json_integer_value(json_object_get(usage, "input_tokens")), 5);
     json_decref(m);
-    free(joined);
     sl__cont_free(c);
-    json_decref(client);
 }
 
 /* A stream cut inside a tool_use block: the client never sees the partial block. */
 static void test_a_stream_cut_inside_a_tool_block_hides_it_and_goes_on(void **state)
 {
     (void)state;
-    json_t *client = json_loads("{\"max_tokens\":1000,\"messages\":[{\"role\":\"user\","
+    sl_cont_t *c = harness_cont(SL_UPSTREAM_ANTHROPIC, false,
+                                "{\"max_tokens\":1000,\"messages\":[{\"role\":\"user\","
                                 "\"content\":\"hi\"}]}",
-                                0, NULL);
-    sl_cont_t *c = sl__cont_new(SL_UPSTREAM_ANTHROPIC, false, client, "max_tokens", 1000);
+                                "max_tokens", 1000);
     sl__cont_round(c, 50);
     const char *events[] = {
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}",
@@ -157,21 +149,13 @@ static void test_a_stream_cut_inside_a_tool_block_hides_it_and_goes_on(void **st
         "\"max_tokens\"},\"usage\":{\"output_tokens\":50}}",
         "event: message_stop\ndata: {\"type\":\"message_stop\"}",
     };
-    struct evbuffer *out = evbuffer_new();
-    for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
-        sl__cont_event(c, events[i], strlen(events[i]), true, out);
+    char *text = harness_cont_feed(c, events, sizeof(events) / sizeof(events[0]), true);
     assert_true(sl__cont_wants_more(c));
-    size_t n = evbuffer_get_length(out);
-    char *text = malloc(n + 1);
-    evbuffer_remove(out, text, n);
-    text[n] = '\0';
     assert_non_null(strstr(text, "Reading."));
     assert_null(strstr(text, "tool_use")); /* the partial tool block never went out */
     assert_null(strstr(text, "message_stop"));
     free(text);
-    evbuffer_free(out);
     sl__cont_free(c);
-    json_decref(client);
 }
 
 SL_TEST_MAIN(

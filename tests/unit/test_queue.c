@@ -101,15 +101,12 @@ static void test_a_head_that_does_not_fit_blocks_the_rest(void **state)
     sl_engine_t *e = harness_engine(100000, 0, 0); /* capacity 85,000 */
     harness_grant(e, "a", 80000, 0, T0);           /* 5,000 left */
     sl_request_t big = harness_req("big", 60000, 0);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &big, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    sl_decision_t d = harness_request_as(e, &big, T0, SL_QUEUED);
     uint64_t big_ticket = d.ticket;
     /* A small request that fits the level but whose finish tag is behind the head
      * queues rather than overtaking it: large requests are never starved. */
     sl_request_t small = harness_req("big", 1000, 0);
-    assert_int_equal(sl_engine_request(e, &small, T0 + 0.001, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &small, T0 + 0.001, SL_QUEUED);
     assert_int_equal(d.position, 2);
     harness_check(e);
     assert_int_equal(sl_engine_ticket(e, big_ticket, T0 + 0.002, &d), SL_OK);
@@ -135,9 +132,7 @@ static void test_eta_is_within_1s_of_the_actual_grant_when_nothing_changes(void 
     harness_grant(e, "a", 50000, 1000, T0);
     for (int k = 0; k < 5; k++) {
         sl_request_t r = harness_req("b", 7000 + 1000 * k, 500);
-        sl_decision_t d;
-        assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-        assert_int_equal(d.status, SL_QUEUED);
+        sl_decision_t d = harness_request_as(e, &r, T0, SL_QUEUED);
         grant_at_t g = {d.ticket, -1};
         sl_engine_set_event_cb(e, on_ticket_grant, &g);
         /* Drive time only by the engine's own wake-ups, like the daemon does. */
@@ -168,8 +163,7 @@ static void test_eta_accounts_for_every_request_ahead(void **state)
     double eta_prev = 0;
     for (int k = 0; k < 10; k++) {
         sl_request_t r = harness_req("b", 850, 0);
-        assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-        assert_int_equal(d.status, SL_QUEUED);
+        d = harness_request_as(e, &r, T0, SL_QUEUED);
         assert_true(fabs(d.eta_s - (k + 1)) < 1e-6);
         assert_true(d.eta_s > eta_prev);
         eta_prev = d.eta_s;

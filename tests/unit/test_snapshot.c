@@ -74,9 +74,7 @@ static void test_cold_start_empties_the_buckets_and_they_refill(void **state)
     sl_engine_t *e = cold_engine(600000); /* capacity 510,000, 8,500 per second */
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT)) < 1e-6);
     sl_request_t r = harness_req("a", 500000, 0);
-    sl_decision_t d;
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED); /* ETA 500,000 / 8,500 = 58.8 s */
+    harness_request_as(e, &r, T0, SL_QUEUED); /* ETA 500,000 / 8,500 = 58.8 s */
     assert_int_equal(sl_engine_advance(e, T0 + 30), SL_OK);
     assert_true(fabs(harness_level(e, SL_BUCKET_INPUT) - 255000) < 1e-3);
     sl_pool_info_t info;
@@ -344,10 +342,7 @@ static void test_margin_and_its_clock_survive(void **state)
 {
     (void)state;
     sl_engine_t *a = harness_engine(600000, 0, 0);
-    uint64_t l = harness_grant(a, "a", 10, 0, T0);
-    sl_settle_t s = harness_settle(10, 0);
-    s.got_429 = true;
-    assert_int_equal(sl_engine_settle(a, l, &s, T0, NULL), SL_OK);
+    harness_grant_429(a, "a", 10, 0, T0);
     assert_true(fabs(harness_margin(a) - 0.80) < 1e-9);
     sl_engine_t *b = restart(a, T0 + 100, T0 + 150);
     assert_true(fabs(harness_margin(b) - 0.80) < 1e-9);

@@ -196,8 +196,7 @@ static void test_within_a_team_the_task_graph_order_holds(void **state)
     r = harness_req("p", 1000, 0);
     r.role = "planner";
     r.task = "plan";
-    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-    assert_int_equal(d.status, SL_QUEUED);
+    d = harness_request_as(e, &r, T0, SL_QUEUED);
     p = d.ticket;
     /* The planner (weight 3 x (1 + 0.5 x 2 unblocked)) asked last but leads its team:
      * dev's first turn is the planner's, then ops', then dev's workers. */
@@ -237,8 +236,7 @@ static void test_a_deep_team_backlog_cannot_starve_another_team(void **state)
             snprintf(name, sizeof name, "flood.%d", i);
             sl_request_t r = harness_req(name, 1000, 0);
             r.max_wait_s = 86400;
-            assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-            assert_int_equal(d.status, SL_QUEUED);
+            d = harness_request_as(e, &r, T0, SL_QUEUED);
         }
     }
     harness_check(e);
@@ -246,8 +244,7 @@ static void test_a_deep_team_backlog_cannot_starve_another_team(void **state)
     for (int j = 1; j <= 10; j++) {
         sl_request_t r = harness_req("solo", 1000, 0);
         r.max_wait_s = 86400;
-        assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
-        assert_int_equal(d.status, SL_QUEUED);
+        d = harness_request_as(e, &r, T0, SL_QUEUED);
         /* Equal team weights: solo's j-th ties with flood's j-th, flood seen first. */
         assert_int_equal(d.position, 2 * j);
         solo[j - 1] = d.ticket;
@@ -256,8 +253,7 @@ static void test_a_deep_team_backlog_cannot_starve_another_team(void **state)
     assert_int_equal(sl_engine_advance(e, T0 + 24), SL_OK);
     harness_check(e);
     for (int j = 0; j < 10; j++) {
-        assert_int_equal(sl_engine_ticket(e, solo[j], T0 + 24, &d), SL_OK);
-        assert_int_equal(d.status, SL_GRANTED);
+        d = harness_ticket_as(e, solo[j], T0 + 24, SL_GRANTED);
     }
     sl_engine_free(e);
 }

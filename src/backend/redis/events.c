@@ -7,6 +7,7 @@
  *    holding a waiting request answers it.
  */
 #include "redis_internal.h"
+#include "../../common/grow.h"
 
 /* ---- time ---- */
 
@@ -45,13 +46,9 @@ static void forget_queued(rb_t *rb, uint64_t ticket)
 
 void sl__rb_remember_queued(rb_t *rb, uint64_t ticket, int pool)
 {
-    if (rb->n_queued == rb->cap_queued) {
-        size_t cap = rb->cap_queued ? rb->cap_queued * 2 : 64;
-        struct queued_ticket *q = realloc(rb->queued, cap * sizeof *q);
-        if (!q) return; /* its waiter then waits out its time, as before */
-        rb->queued = q;
-        rb->cap_queued = cap;
-    }
+    struct queued_ticket *q = sl_grow(rb->queued, rb->n_queued, &rb->cap_queued, sizeof *q, 64);
+    if (!q) return; /* its waiter then waits out its time, as before */
+    rb->queued = q;
     rb->queued[rb->n_queued].id = ticket;
     rb->queued[rb->n_queued].pool = pool;
     rb->n_queued++;
@@ -62,13 +59,9 @@ void sl__rb_queue_event(rb_t *rb, const sl_event_t *ev)
     if (ev->ticket && (ev->kind == SL_EV_GRANTED || ev->kind == SL_EV_TICKET_CANCELLED ||
                        ev->kind == SL_EV_TICKET_EXPIRED || ev->kind == SL_EV_TICKET_REJECTED))
         forget_queued(rb, ev->ticket);
-    if (rb->n_events == rb->cap_events) {
-        size_t cap = rb->cap_events ? rb->cap_events * 2 : 64;
-        qevent_t *p = realloc(rb->events, cap * sizeof *p);
-        if (!p) return; /* events are notifications; the state in Redis stays authoritative */
-        rb->events = p;
-        rb->cap_events = cap;
-    }
+    qevent_t *p = sl_grow(rb->events, rb->n_events, &rb->cap_events, sizeof *p, 64);
+    if (!p) return; /* events are notifications; the state in Redis stays authoritative */
+    rb->events = p;
     qevent_t *q = &rb->events[rb->n_events++];
     q->ev = *ev;
     q->ev.pool = q->pool = sl__rb_dup_or_null(ev->pool);

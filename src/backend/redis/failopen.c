@@ -14,6 +14,7 @@
  *    Redis under one key per charge, resent until acknowledged (sl__rb_send_charges).
  */
 #include "redis_internal.h"
+#include "../../common/grow.h"
 
 /* ---- fail-open: the local engine ---- */
 
@@ -175,13 +176,9 @@ void sl__rb_defer_cmd(rb_t *rb, sl__rcmd_t *cmd)
 
 void sl__rb_add_doubt(rb_t *rb, const char *pool, const char *agent, const char *rid)
 {
-    if (rb->n_doubts == rb->cap_doubts) {
-        size_t cap = rb->cap_doubts ? rb->cap_doubts * 2 : 64;
-        doubt_t *p = realloc(rb->doubts, cap * sizeof *p);
-        if (!p) return;
-        rb->doubts = p;
-        rb->cap_doubts = cap;
-    }
+    doubt_t *p = sl_grow(rb->doubts, rb->n_doubts, &rb->cap_doubts, sizeof *p, 64);
+    if (!p) return;
+    rb->doubts = p;
     size_t na = strlen(agent), nr = strlen(rid);
     char *key = malloc(na + nr + 2);
     if (!key) return;

@@ -1,5 +1,6 @@
 /* manage.c - the redis backend's configure, task graph, pool and agent listings, and ping. */
 #include "redis_internal.h"
+#include "../../common/grow.h"
 
 /* ---- configure ---- */
 
@@ -351,13 +352,9 @@ void sl__rb_tasks(sl_backend_t *b, sl_backend_tasks_cb cb, void *ud)
 static void collect_local_pool(const sl_pool_info_t *p, void *ud)
 {
     rop_t *op = ud;
-    if (op->n == op->cap) {
-        size_t cap = op->cap ? op->cap * 2 : 8;
-        void *items = realloc(op->items, cap * sizeof(sl_pool_info_t));
-        if (!items) return;
-        op->items = items;
-        op->cap = cap;
-    }
+    void *items = sl_grow(op->items, op->n, &op->cap, sizeof(sl_pool_info_t), 8);
+    if (!items) return;
+    op->items = items;
     ((sl_pool_info_t *)op->items)[op->n++] = *p;
 }
 
@@ -465,16 +462,12 @@ static void on_agents(rb_t *rb, rcall_t *c, redisReply *r)
             if (strcmp(((agent_acc_t *)op->items)[k].name, part[0]) == 0)
                 acc = &((agent_acc_t *)op->items)[k];
         if (!acc) {
-            if (op->n == op->cap) {
-                size_t cap = op->cap ? op->cap * 2 : 16;
-                void *items = realloc(op->items, cap * sizeof(agent_acc_t));
-                if (!items) {
-                    free(buf);
-                    continue;
-                }
-                op->items = items;
-                op->cap = cap;
+            void *items = sl_grow(op->items, op->n, &op->cap, sizeof(agent_acc_t), 16);
+            if (!items) {
+                free(buf);
+                continue;
             }
+            op->items = items;
             acc = &((agent_acc_t *)op->items)[op->n++];
             memset(acc, 0, sizeof *acc);
             acc->name = sl__rb_dup_or_null(part[0]);

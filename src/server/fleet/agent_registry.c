@@ -21,6 +21,7 @@
  */
 #include "fleet.h"
 #include "server.h"
+#include "../../common/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,18 +49,8 @@ struct sl_agents {
     uint64_t forgotten_total, refused_total;
 };
 
-/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
-static sl_agents_t *registry_state(const sl_server_t *srv)
-{
-    return sl__fleet_house(srv)->agents;
-}
-
-static sl_agents_t *registry_of(sl_server_t *srv)
-{
-    sl_fleet_house_t *h = sl__fleet_house_make(srv);
-    if (h && !h->agents) h->agents = calloc(1, sizeof(sl_agents_t));
-    return h ? h->agents : NULL;
-}
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t). */
+SL_FLEET_PART(sl_agents_t, agents)
 
 static double now_s(const sl_server_t *srv)
 {
@@ -72,13 +63,9 @@ static tally_t *tally_of(sl_agents_t *r, uint64_t principal, bool make)
     for (size_t i = 0; i < r->n_tallies; i++)
         if (r->tallies[i].principal == principal) return &r->tallies[i];
     if (!make) return NULL;
-    if (r->n_tallies == r->cap_tallies) {
-        size_t cap = r->cap_tallies ? r->cap_tallies * 2 : 8;
-        tally_t *grown = realloc(r->tallies, cap * sizeof(*grown));
-        if (!grown) return NULL;
-        r->tallies = grown;
-        r->cap_tallies = cap;
-    }
+    tally_t *grown = sl_grow(r->tallies, r->n_tallies, &r->cap_tallies, sizeof *grown, 8);
+    if (!grown) return NULL;
+    r->tallies = grown;
     r->tallies[r->n_tallies] = (tally_t){principal, 0};
     return &r->tallies[r->n_tallies++];
 }
@@ -102,7 +89,7 @@ static known_t *note(sl_server_t *srv, sl_agents_t *r, const char *agent, uint64
 bool sl__agents_refused(sl_server_t *srv, const char *agent, uint64_t principal, char *why,
                         size_t whylen, double *retry_after_s)
 {
-    sl_agents_t *r = registry_of(srv);
+    sl_agents_t *r = agents_of(srv);
     if (!r || !agent || !*agent) return false; /* out of memory: not a reason to refuse */
     if (sl__namemap_get(&r->names, agent)) {
         note(srv, r, agent, principal);
@@ -132,7 +119,7 @@ bool sl__agents_refused(sl_server_t *srv, const char *agent, uint64_t principal,
 
 void sl__agents_on_event(sl_server_t *srv, const sl_event_t *ev)
 {
-    sl_agents_t *r = ev->agent && *ev->agent ? registry_of(srv) : NULL;
+    sl_agents_t *r = ev->agent && *ev->agent ? agents_of(srv) : NULL;
     if (r) note(srv, r, ev->agent, 0);
 }
 
@@ -158,7 +145,7 @@ static void drop(sl_server_t *srv, sl_agents_t *r, const char *agent)
 static void on_forgot(int rc, double value, const char *errmsg, void *ud)
 {
     forget_call_t *f = ud;
-    sl_agents_t *r = registry_state(f->srv);
+    sl_agents_t *r = agents_state(f->srv);
     known_t *k = r ? sl__namemap_get(&r->names, f->agent) : NULL;
     (void)errmsg;
     if (k) {
@@ -193,7 +180,7 @@ static void note_due(const char *key, void *val, void *ud)
 
 void sl__agents_sweep(sl_server_t *srv)
 {
-    sl_agents_t *r = registry_state(srv);
+    sl_agents_t *r = agents_state(srv);
     if (!r || !r->names.count) return;
     const char *due[FORGET_BATCH];
     sweep_ctx_t c = {srv, now_s(srv), srv->config.agents.forget_idle_s, due, 0};
@@ -214,7 +201,7 @@ void sl__agents_sweep(sl_server_t *srv)
 
 void sl__agents_metrics_render(const sl_server_t *srv, struct evbuffer *out)
 {
-    const sl_agents_t *r = registry_state(srv);
+    const sl_agents_t *r = agents_state(srv);
     evbuffer_add_printf(
         out,
         "# HELP sluice_agents_known Agent names sluiced knows now (bounded by agents.max_total).\n"
@@ -229,9 +216,9 @@ void sl__agents_metrics_render(const sl_server_t *srv, struct evbuffer *out)
 
 void sl__agents_free(sl_server_t *srv)
 {
-    if (!registry_state(srv)) return;
-    sl__namemap_free_all(&registry_state(srv)->names);
-    free(registry_state(srv)->tallies);
-    free(registry_state(srv));
+    if (!agents_state(srv)) return;
+    sl__namemap_free_all(&agents_state(srv)->names);
+    free(agents_state(srv)->tallies);
+    free(agents_state(srv));
     sl__fleet_house_make(srv)->agents = NULL; /* the house exists: it held this part */
 }

@@ -72,18 +72,8 @@ struct sl_anomaly {
     double swept_at_s; /* the last forget_idle() */
 };
 
-/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
-static sl_anomaly_t *anomaly_state(const sl_server_t *srv)
-{
-    return sl__fleet_house(srv)->anomaly;
-}
-
-static sl_anomaly_t *anomaly_of(sl_server_t *srv)
-{
-    sl_fleet_house_t *h = sl__fleet_house_make(srv);
-    if (h && !h->anomaly) h->anomaly = calloc(1, sizeof(sl_anomaly_t));
-    return h ? h->anomaly : NULL;
-}
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t). */
+SL_FLEET_PART(sl_anomaly_t, anomaly)
 
 static double now_s(const sl_server_t *srv);
 

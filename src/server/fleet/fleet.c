@@ -58,18 +58,8 @@ struct sl_fleet {
     bool synced; /* the backend's graph was read once */
 };
 
-/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
-static sl_fleet_t *fleet_state(const sl_server_t *srv)
-{
-    return sl__fleet_house(srv)->fleet;
-}
-
-static sl_fleet_t *fleet_of(sl_server_t *srv)
-{
-    sl_fleet_house_t *h = sl__fleet_house_make(srv);
-    if (h && !h->fleet) h->fleet = calloc(1, sizeof(sl_fleet_t));
-    return h ? h->fleet : NULL;
-}
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t). */
+SL_FLEET_PART(sl_fleet_t, fleet)
 
 /* ---- critical-path wait ----------------------------------------------------------- */
 

@@ -57,6 +57,20 @@ typedef struct sl_fleet_house {
 const sl_fleet_house_t *sl__fleet_house(const struct sl_server *srv);
 /* The house, made on first call; NULL when out of memory. */
 sl_fleet_house_t *sl__fleet_house_make(struct sl_server *srv);
+/* Defines a file's two accessors of its part `part` (a `T *` member of sl_fleet_house_t):
+ * `part##_state(srv)`, the part for reading, NULL until made; and `part##_of(srv)`, the part
+ * made zeroed on first call, NULL when out of memory. The file includes <stdlib.h>. */
+#define SL_FLEET_PART(T, part)                                                                     \
+    static inline T *part##_state(const struct sl_server *srv)                                     \
+    {                                                                                              \
+        return sl__fleet_house(srv)->part;                                                         \
+    }                                                                                              \
+    static inline T *part##_of(struct sl_server *srv)                                              \
+    {                                                                                              \
+        sl_fleet_house_t *h = sl__fleet_house_make(srv);                                           \
+        if (h && !h->part) h->part = calloc(1, sizeof(T));                                         \
+        return h ? h->part : NULL;                                                                 \
+    }
 
 /* ---- fleet.c: the four numbers (docs/api.md "GET /v1/fleet") ----------------------- */
 /* Feeds an engine event (settles, 429s, tickets ending, grants from the queue). */

@@ -62,18 +62,8 @@ struct sl_suspend {
     uint64_t suspensions_total, releases_total, refusals_total;
 };
 
-/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
-static sl_suspend_t *suspend_state(const sl_server_t *srv)
-{
-    return sl__fleet_house(srv)->suspend;
-}
-
-static sl_suspend_t *state_of(sl_server_t *srv)
-{
-    sl_fleet_house_t *h = sl__fleet_house_make(srv);
-    if (h && !h->suspend) h->suspend = calloc(1, sizeof(sl_suspend_t));
-    return h ? h->suspend : NULL;
-}
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t). */
+SL_FLEET_PART(sl_suspend_t, suspend)
 
 static susp_t *find(const sl_server_t *srv, const char *agent)
 {
@@ -82,7 +72,7 @@ static susp_t *find(const sl_server_t *srv, const char *agent)
 
 static susp_t *record_of(sl_server_t *srv, const char *agent)
 {
-    sl_suspend_t *s = state_of(srv);
+    sl_suspend_t *s = suspend_of(srv);
     if (!s || !agent || !*agent) return NULL;
     const char *made = NULL;
     susp_t *r = sl__namemap_obtain(&s->agents, agent, sizeof(*r), MAX_RECORDS, &made);
@@ -289,7 +279,7 @@ static void on_synced(int rc, const sl_suspension_t *list, size_t n, const char 
 
 void sl__suspend_sync(sl_server_t *srv)
 {
-    sl_suspend_t *s = state_of(srv);
+    sl_suspend_t *s = suspend_of(srv);
     if (!s || s->syncing) return;
     sync_ctx_t *c = malloc(sizeof(*c));
     if (!c) return;
@@ -377,7 +367,7 @@ void sl__handle_agent_release(sl_call_t *call, const char *agent)
 {
     sl_server_t *srv = call->srv;
     if (!admin_agent_ok(call, "release", agent)) return;
-    if (!state_of(srv)) {
+    if (!suspend_of(srv)) {
         sl__reply_error(call, 503, "internal", "out of memory");
         return;
     }

@@ -50,18 +50,8 @@ struct sl_watch {
     double sampled_at_s;
 };
 
-/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t); NULL until made. */
-static sl_watch_t *watch_state(const sl_server_t *srv)
-{
-    return sl__fleet_house(srv)->watch;
-}
-
-static sl_watch_t *watch_of(sl_server_t *srv)
-{
-    sl_fleet_house_t *h = sl__fleet_house_make(srv);
-    if (h && !h->watch) h->watch = calloc(1, sizeof(sl_watch_t));
-    return h ? h->watch : NULL;
-}
+/* This file's part of the fleet's state (fleet.h, sl_fleet_house_t). */
+SL_FLEET_PART(sl_watch_t, watch)
 
 /* The entry named `name` in a growing array of `size`-byte entries starting with the name. */
 static void *entry(void **arr, size_t *n, size_t size, const char *name)

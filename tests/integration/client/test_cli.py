@@ -1,8 +1,10 @@
 """The sluice command's sluiced subcommands: exit codes, --json output, tables, --help,
 and checkpoint save/verify."""
+import http.server
 import json
 import os
 import tempfile
+import threading
 import unittest
 
 from harness import Sluiced, free_port, sluice, sluice_json
@@ -40,6 +42,10 @@ class Cli(unittest.TestCase):
         self.assertEqual(sluice("acquire", "--agent", "a", "--input", "5")[0], 2)
         self.assertEqual(sluice("settle", "l_1", "--input", "x", "--output", "1")[0], 2)
         self.assertEqual(sluice("cancel")[0], 2)
+        for extra in ("l_2", "--bogus"):  # one LEASE, connection options, nothing else
+            code, _, err = sluice("cancel", "l_1", extra)
+            self.assertEqual(code, 2, extra)
+            self.assertIn('sluice cancel: unknown argument "%s"' % extra, err)
         self.assertEqual(sluice("checkpoint", "frobnicate", "x")[0], 2)
 
     def test_status_json_is_sluiceds_pools_and_the_table_names_them(self):
@@ -127,6 +133,27 @@ class Cli(unittest.TestCase):
         code, j, _ = sluice_json("acquire", "--agent", "a", "--input", "10000000", "--output",
                                  "1", "--json", url=self.d.url)
         self.assertEqual((code, j["error"]["type"]), (6, "exceeds_capacity"))
+
+    def test_an_answer_that_is_not_the_apis_json_is_named_protocol_error(self):
+        # Beyond sluiced's own types (api.md), --json names a failure by its result code's
+        # name (sl_strerror), never a bare "error".
+        class NotSluiced(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.send_response(500)
+                self.send_header("Content-Length", "4")
+                self.end_headers()
+                self.wfile.write(b"oops")
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), NotSluiced)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        code, j, _ = sluice_json("cancel", "l_1", "--json",
+                                 url="http://127.0.0.1:%d" % server.server_port)
+        self.assertEqual((code, j["error"]["type"]), (6, "protocol_error"))
 
     def test_unreachable_sluiced_exits_4_for_every_command(self):
         url = "http://127.0.0.1:%d" % free_port()

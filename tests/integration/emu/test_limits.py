@@ -4,7 +4,7 @@ import json
 import time
 import unittest
 
-from harness import Emu, message, prose
+from harness import KEY, Emu, message, prose
 
 BASE = ["--ttft-ms", "0", "--tokens-per-s", "1000000", "--latency-spread", "0",
         "--output-tokens", "10"]
@@ -265,6 +265,26 @@ class Stats(unittest.TestCase):
             self.assertEqual(st["http"]["messages"], 4)
             self.assertEqual(st["limits"]["rpm"], 3)
             self.assertEqual(st["http"]["active"], 0)
+
+    def test_stats_count_bad_requests_and_unknown_paths_under_their_reason(self):
+        with Emu(limits()) as emu:
+            headers = {"content-type": "application/json", "x-api-key": KEY,
+                       "anthropic-version": "2023-06-01"}
+            conn = emu.connection()
+            conn.request("POST", "/v1/messages", body="{not json", headers=headers)
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            self.assertEqual((r.status, r.reason), (400, "Bad Request"))
+            conn = emu.connection()
+            conn.request("GET", "/v1/nothing-here")
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            self.assertEqual((r.status, r.reason), (404, "Not Found"))
+            st = emu.stats()
+            self.assertEqual((st["http"]["status_400"], st["http"]["status_404"]), (1, 1))
+            self.assertEqual(st["http"]["status_429"], 0)
 
 
 class OutsideTraffic(unittest.TestCase):

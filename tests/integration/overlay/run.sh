@@ -28,6 +28,10 @@ has "$tmp/o" "verdict: the 429s line up with the work"
 has "$tmp/o" "matched per agent"
 has "$tmp/o" "429s       every 30 s"
 has "$tmp/o" "verdict: the 429s line up with the work"
+# --429-event and --turn-event name the events read as each (here swapped on purpose).
+"$SLUICE" overlay --events "$tmp/work/events.sse" --429-event granted --turn-event upstream_429 >"$tmp/o"
+has "$tmp/o" "429s: granted events; turns: upstream_429 events"
+has "$tmp/o" "429s 712, turn starts 312"
 # The same capture read as JSON lines (sluiced's event_log) gives the same report.
 grep '^data: ' "$tmp/work/events.sse" | sed 's/^data: //' >"$tmp/work/events.jsonl"
 diff <("$SLUICE" overlay --events "$tmp/work/events.sse" | tail -n +2) \

@@ -5,28 +5,22 @@ rebinding: a page's own name resolved to 127.0.0.1). Refused requests change not
 import json
 import unittest
 
-from harness import Sluiced
+from harness import SharedSluiced, Sluiced
 from test_transport import Conn
 
 POOL = "pools:\n  default:\n    input_tpm: 600000\n    output_tpm: 600000\n"
 LEASE = json.dumps({"agent": "a1", "input_tokens": 100, "output_tokens": 10})
 
 
-class ContentType(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Sluiced(POOL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+class ContentType(SharedSluiced):
+    config = POOL
 
     def assert_415(self, path, ctype, method="POST", body=LEASE, origin=None):
         headers = {"Content-Type": ctype} if ctype is not None else {}
         if origin:
             headers["Origin"] = origin
-        before = self.d.pool()
-        c = self.d.conn()
+        before = self.s.pool()
+        c = self.s.conn()
         c.putrequest(method, path)
         for k, v in headers.items():
             c.putheader(k, v)
@@ -41,7 +35,7 @@ class ContentType(unittest.TestCase):
         self.assertIn("Content-Type", err["message"])
         if ctype:
             self.assertIn(ctype, err["message"])
-        after = self.d.pool()
+        after = self.s.pool()
         self.assertEqual(after["leases_in_flight"], before["leases_in_flight"])
         self.assertEqual(after["totals"], before["totals"])
 
@@ -61,45 +55,39 @@ class ContentType(unittest.TestCase):
 
     def test_put_of_a_task_needs_json_too(self):
         self.assert_415("/v1/tasks/t1", "text/plain", method="PUT", body='{"role":"worker"}')
-        self.assertEqual(self.d.call("GET", "/v1/tasks/t1")[0], 404)
+        self.assertEqual(self.s.call("GET", "/v1/tasks/t1")[0], 404)
 
     def test_json_with_parameters_and_any_case_is_served(self):
         for ctype in ("application/json", "application/json; charset=utf-8",
                       "Application/JSON;charset=UTF-8"):
-            status, body, _ = self.d.call("POST", "/v1/leases", raw=LEASE,
+            status, body, _ = self.s.call("POST", "/v1/leases", raw=LEASE,
                                           headers={"Content-Type": ctype})
             self.assertEqual(status, 200, (ctype, body))
             lid = body["lease"]
-            status, body, _ = self.d.call("POST", "/v1/leases/%s/settle" % lid,
+            status, body, _ = self.s.call("POST", "/v1/leases/%s/settle" % lid,
                                           {"input_tokens": 90, "output_tokens": 5})
             self.assertEqual(status, 200, body)
 
 
-class HostCheck(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Sluiced(POOL + "server:\n  allowed_hosts: [Sluice.Internal, 'gw.local:9000']\n")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+class HostCheck(SharedSluiced):
+    config = POOL + "server:\n  allowed_hosts: [Sluice.Internal, 'gw.local:9000']\n"
 
     def get(self, host, path="/v1/pools/default"):
-        c = Conn(self.d.port)
+        c = Conn(self.s.port)
         self.addCleanup(c.close)
         c.send(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), host.encode()))
         status, _, body = c.response()
         return status, json.loads(body)
 
     def test_names_of_this_server_are_served(self):
-        p = self.d.port
+        p = self.s.port
         for host in ("localhost:%d" % p, "127.0.0.1:%d" % p, "[::1]:%d" % p, "LOCALHOST:%d" % p,
                      "127.0.0.1", "localhost", "sluice.internal:%d" % p, "sluice.internal:1",
                      "gw.local:9000"):
             self.assertEqual(self.get(host)[0], 200, host)
 
     def test_other_names_are_421_on_every_path(self):
-        p = self.d.port
+        p = self.s.port
         for host in ("evil.example:%d" % p, "127.evil.com:%d" % p, "localhost.example:%d" % p,
                      "127.0.0.1:%d" % (p + 1 if p < 65535 else p - 1), "0.0.0.0:%d" % p,
                      "gw.local:9001", "[::]:%d" % p, "sluice.internal.evil:%d" % p):
@@ -110,14 +98,14 @@ class HostCheck(unittest.TestCase):
                 self.assertIn("Host: '%s'" % host, body["error"]["message"])
 
     def test_a_rebound_post_changes_nothing(self):
-        before = self.d.pool()
-        status, body, _ = self.d.call("POST", "/v1/leases", raw=LEASE,
-                                      headers={"Host": "attacker.example:%d" % self.d.port})
+        before = self.s.pool()
+        status, body, _ = self.s.call("POST", "/v1/leases", raw=LEASE,
+                                      headers={"Host": "attacker.example:%d" % self.s.port})
         self.assertEqual(status, 421, body)
-        self.assertEqual(self.d.pool()["totals"], before["totals"])
+        self.assertEqual(self.s.pool()["totals"], before["totals"])
 
     def test_the_proxy_paths_are_checked_too(self):
-        c = Conn(self.d.port)
+        c = Conn(self.s.port)
         self.addCleanup(c.close)
         body = b'{"model":"m","max_tokens":1,"messages":[]}'
         c.send(b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: evil.example\r\n"
