@@ -171,8 +171,7 @@ static void test_the_wakeup_for_another_key_counts_the_cold_prefix(void **state)
     assert_int_equal(g.status, SL_GRANTED);
     assert_string_equal(pool_of(e, g.lease), "p:b");
     assert_true(g.cache_penalty);
-    harness_check(e);
-    sl_engine_free(e);
+    harness_end(e);
 }
 
 /* A request that named its key alone (an operator's POOL:KEY) waits for that key. */
