@@ -19,8 +19,13 @@
 // the last call's answer and the spread of the agents' last answers; for sluiced the
 // seconds its own input level held a call's input while calls were queued in it, and the
 // margin's climb (when it reached 0.90, 0.95, its ceiling). PAIRS runs the two in turn.
+// Last, where the capacity went (the provider's, direct; what sluiced allowed itself): billed,
+// refilled before the first call was asked (a full bucket, nobody asking: the processes
+// starting), refilled after the last answer (the last test pause, the processes exiting), and
+// the rest, unused while the fleet asked; and the input billed over the capacity between the
+// first ask and the last answer, next to the measure above (which stays the one quoted).
 //
-//   SLUICED=... SLUICE_EMU=... node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
+//   SLUICED=... SLUICE_EMU=... [TTFT_MS=200] node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
 import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { getJson, pool, startEmu, startSluiced } from '../tests/e2e/proxy_harness.mjs';
@@ -29,8 +34,11 @@ const AGENTS = Number(process.argv[2] || 10), TURNS = Number(process.argv[3] || 
 const WORDS = Number(process.argv[4] || 15000), TEST_MS = 2000;
 const PAIRS = Number(process.argv[5] || 1), POLL_MS = 100;
 const LIMITS = { input_tpm: 400000, output_tpm: 40000, rpm: 2000 };
+/* TTFT_MS (environment, default 200): the emulator's time to first token, to see slow calls
+ * (a loaded provider, or a loaded machine) without loading the machine. */
+const TTFT_MS = Number(process.env.TTFT_MS || 200);
 const EMU_ARGS = ['--input-tpm', String(LIMITS.input_tpm), '--output-tpm', String(LIMITS.output_tpm),
-                  '--rpm', String(LIMITS.rpm), '--ttft-ms', '200', '--tokens-per-s', '2000',
+                  '--rpm', String(LIMITS.rpm), '--ttft-ms', String(TTFT_MS), '--tokens-per-s', '2000',
                   '--latency-spread', '0.2', '--output-tokens', '200', '--seed', '7'];
 const AGENT = new URL('./waste_agent.mjs', import.meta.url).pathname;
 
@@ -92,9 +100,17 @@ function phases(t0, res, samples, perCall, margin0) {
    * margin of each moment, and the 1% of the limit each step above the start moved into
    * the level (docs/design.md "Margin"). */
   let allowed = margin0 === null ? null : LIMITS.input_tpm * margin0;
-  for (let i = 1; allowed !== null && i < samples.length; i++) {
-    const m = samples[i - 1].margin === null ? margin0 : samples[i - 1].margin;
-    allowed += LIMITS.input_tpm / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
+  /* The refill of that capacity (of the provider's, direct) before the first call was
+   * asked, when the bucket was full and nobody asked, and after the last answer, when
+   * nothing was left to ask: the run's ends, which no coordinator can use. */
+  const ask = Math.min(...spans.map((c) => c[0])), last = Math.max(...answered);
+  let beforeAsk = 0, afterLast = 0;
+  for (let i = 1; i < samples.length; i++) {
+    const m = margin0 === null ? 1 : samples[i - 1].margin === null ? margin0 : samples[i - 1].margin;
+    const refill = LIMITS.input_tpm / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
+    if (allowed !== null) allowed += refill;
+    if (samples[i].t <= ask) beforeAsk += refill;
+    else if (samples[i - 1].t >= last) afterLast += refill;
   }
   if (allowed !== null) {
     const top = Math.max(margin0, ...samples.map((x) => x.margin || 0));
@@ -107,6 +123,7 @@ function phases(t0, res, samples, perCall, margin0) {
   return { first_s: (Math.min(...answered) - t0) / 1000, idle_s: idle_ms / 1000,
            ask_s: (Math.min(...spans.map((c) => c[0])) - t0) / 1000,
            poolIdle: margin0 === null ? '-' : (poolIdle_ms / 1000).toFixed(1) + ' s', allowed,
+           beforeAsk, afterLast,
            last_s: (Math.max(...answered) - t0) / 1000,
            spread_s: (Math.max(...lastOf) - Math.min(...lastOf)) / 1000,
            climb: margin0 === null ? '-' : `0.90@${reached(0.90)} 0.95@${reached(0.95)} ` +
@@ -127,7 +144,7 @@ async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort) {
   for (const e of errors) console.error(`${label}: ${e.agent}: ${e.error}`);
   const perCall = input / Math.max(1, st.admitted);
   const share = margin || 1;
-  return { label, makespan, http429: st.http_429, calls: st.requests,
+  return { label, makespan, http429: st.http_429, calls: st.requests, capacity,
            broken: res.reduce((n, r) => n + r.broken, 0),
            gaveUp: res.filter((r) => r.gave_up).length, input,
            used: input / capacity, usedOwn: null,
@@ -136,6 +153,17 @@ async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort) {
 }
 /* Input billed over what sluiced allowed itself (phases: its margin over time). */
 function usedOwn(r) { if (r.allowed) r.usedOwn = r.input / r.allowed; return r; }
+/* The capacity of the run (sluiced: the part it allowed itself), split: billed, refilled
+ * before the first ask, after the last answer, and the rest, left unused while the fleet
+ * asked; and the input billed over the capacity between the first ask and the last answer. */
+function account(r) {
+  const cap = r.allowed || r.capacity, pct = (x) => (100 * x / cap).toFixed(1).padStart(6) + '%';
+  const rest = cap - r.input - r.beforeAsk - r.afterLast;
+  const asked = r.input / (cap - r.beforeAsk - r.afterLast);
+  return `${r.label.padEnd(20)} ${String(Math.round(cap)).padStart(9)} ${pct(r.input).padStart(7)} ` +
+         `${pct(r.beforeAsk).padStart(17)} ${pct(r.afterLast).padStart(17)} ${pct(rest).padStart(19)} ` +
+         `${(100 * asked).toFixed(0).padStart(21)}%`;
+}
 
 const load = loadavg()[0];
 const runs = [];
@@ -161,6 +189,7 @@ for (let pair = 0; pair < PAIRS; pair++) {
 }
 console.log(`(c) real fleet: ${AGENTS} agent processes x ${TURNS} turns of ${WORDS} words, ` +
             `max_tokens 8192, ${TEST_MS} ms test pause; emulator ${LIMITS.input_tpm} input TPM, ` +
+            `TTFT ${TTFT_MS} ms, ` +
             `${LIMITS.output_tpm} output TPM; ${PAIRS} pair(s), load average ${load.toFixed(1)} at ` +
             `start, ${loadavg()[0].toFixed(1)} at end`);
 console.log('run                  makespan  emu 429s  calls  broken turns  gave up  input billed  ' +
@@ -181,5 +210,11 @@ console.log('idle with calls waiting: the emulator\'s input bucket held a call\'
             'waited (for sluiced mostly the margin\'s reserve); pool idle, queued: sluiced\'s own input ' +
             'level held a call\'s input (as billed; its estimate of the head\'s need may be more) ' +
             'while calls were queued in it');
+console.log('\ncapacity, where it went   capacity   billed  before first ask  after last answer  ' +
+            'unused while asked  billed/capacity asked');
+for (const r of runs) console.log(account(r));
+console.log('capacity: the provider\'s (direct) or what sluiced allowed itself (the columns above); ' +
+            'before first ask / after last answer: its refill while nobody had asked yet (a full ' +
+            'bucket) and once the last answer was in; billed/capacity asked: without those two');
 console.log('capacity bound: seconds of refill the input billed beyond a full bucket needs, at the ' +
             'provider\'s rate (direct) or at the pool\'s start margin (sluiced)');

@@ -11,7 +11,9 @@
  *     level + (limit - capacity) (the margin is room we keep in reserve), after
  *     allowing +500 for Anthropic's rounding of token counts. Calls in flight were
  *     charged to our level when granted and the provider counts a call's input when
- *     it arrives, so both sides already include them;
+ *     it arrives, so both sides already include them. The headers of a lease's call are
+ *     compared with the pool as it was right after that grant (the provider wrote them
+ *     when it took the call) and lower the level by the difference (reference_level);
  *   - except in a cold-start window (sl_engine_pool_cold_start: the daemon could not
  *     know what was spent, so its buckets started empty): there the first remaining
  *     value of each bucket may also raise the level, to R - rounding - reserve, the
@@ -119,6 +121,40 @@ static double implied_level(const sl__pool_t *p, sl_header_kind_t h, int64_t v)
     return (double)v + rounding_allowance(h) - reserve;
 }
 
+/* The lease whose call returned the headers, when it is this pool's and its grant's room is
+ * known; else NULL (a pool resync, or a lease restored from a snapshot). */
+static const sl__lease_t *lease_of(const sl_engine_t *e, const sl__pool_t *p, uint64_t lease_id)
+{
+    uint64_t v;
+    if (!lease_id || !sl__u64map_get(&e->leases, lease_id, &v)) return NULL;
+    const sl__lease_t *l = (const sl__lease_t *)(uintptr_t)v;
+    return l->pool == p && l->room_known ? l : NULL;
+}
+
+/* The level a header is compared with: the one the pool had when the provider wrote it.
+ * The provider takes a call's snapshot when it takes the call (Anthropic's remaining
+ * output counts that call's max_tokens), and a non-streamed answer carries it at its end:
+ * by then other calls' refunds and the refill raised our level, and the provider's
+ * snapshot knows none of them. So a lease's header is compared with the pool's room right
+ * after its grant (at today's margin), and lowers the level by the difference, which keeps
+ * what came in since; a header of no lease is compared with the level now. */
+static double reference_level(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b)
+{
+    if (!l) return p->level[b];
+    return l->room_at_grant[b] - ((double)p->limit[b] - sl__capacity(p, b));
+}
+
+/* What the margin took back into its reserve since the lease's grant (a cut, or a margin
+ * above the start sent back to it): it raised the room the pool believes without a token
+ * coming in, and was never ours, so a header that lowers takes it too. Steps up move
+ * reserve into the level and leave the room as it was: nothing. */
+static double reserve_growth(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b)
+{
+    if (!l) return 0;
+    double growth = (double)p->limit[b] - sl__capacity(p, b) - l->reserve_at_grant[b];
+    return growth > 0 ? growth : 0;
+}
+
 /* Tells the margin what this report's `remaining` headers say at today's margin, before
  * they are applied: does one show less room than the pool believes (it would lower a
  * level), or do they show at least as much? A cold-start window's first value of a
@@ -126,6 +162,7 @@ static double implied_level(const sl__pool_t *p, sl_header_kind_t h, int64_t v)
 static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names,
                          const char *const *values, size_t count, uint64_t lease_id, double now)
 {
+    const sl__lease_t *l = lease_of(e, p, lease_id);
     bool lowered = false;
     unsigned agreed_bits = 0;
     for (size_t i = 0; i < count; i++) {
@@ -135,7 +172,7 @@ static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names
         if (now < p->cold_until && !(p->cold_raised & (1u << h.bucket))) continue;
         int64_t v = 0;
         sl_header_parse_count(values[i], &v);
-        if (implied_level(p, h, v) < p->level[h.bucket])
+        if (implied_level(p, h, v) < reference_level(p, l, h.bucket))
             lowered = true;
         else
             agreed_bits |= 1u << h.bucket;
@@ -165,6 +202,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     }
     if (!apply) return SL_OK;
     bool adopted = false;
+    const sl__lease_t *l = lease_of(e, p, lease_id);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) judge_margin(e, p, names, values, count, lease_id, now);
         for (size_t i = 0; i < count; i++) {
@@ -192,23 +230,33 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
                 double allowance = rounding_allowance(h);
                 double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
                 double implied = implied_level(p, h, v);
+                double ref = reference_level(p, l, (sl_bucket_t)h.bucket);
+                double level = p->level[h.bucket];
                 unsigned bit = 1u << h.bucket;
                 bool raise = false;
                 if (now < p->cold_until && !(p->cold_raised & bit)) {
                     p->cold_raised |= bit;
-                    double vouched = (double)v - allowance - reserve;
+                    double vouched = level + ((double)v - allowance - reserve - ref);
                     double cap = sl__capacity(p, h.bucket);
                     if (vouched > cap) vouched = cap;
-                    raise = vouched > p->level[h.bucket];
-                    if (raise) implied = vouched;
+                    raise = vouched > level;
+                    if (raise) level = vouched;
                 }
-                if (!raise && implied >= p->level[h.bucket]) continue;
-                p->level[h.bucket] = implied;
+                if (!raise && implied >= ref) continue;
+                if (!raise) {
+                    /* Lowered by the room the pool believed in beyond the provider's at
+                     * the grant, and never below the header taken at face value now (a
+                     * clamp of the margin's may already have taken some of its growth). */
+                    level -= ref - implied + reserve_growth(p, l, (sl_bucket_t)h.bucket);
+                    if (level < implied) level = implied;
+                    if (level >= p->level[h.bucket]) continue;
+                }
+                p->level[h.bucket] = level;
                 n_changed++;
                 sl_event_t ev;
                 sl__event_init(&ev, SL_EV_RESYNC, now, p);
                 ev.bucket = (sl_bucket_t)h.bucket;
-                ev.value = implied;
+                ev.value = level;
                 sl__emit(e, &ev);
             }
         }

@@ -156,6 +156,13 @@ typedef struct sl__lease {
     double granted_at;
     double waited_s;
     double ttl_s;
+    /* The provider's room the pool believed in right after the grant, per bucket (level +
+     * the margin's reserve), and that reserve: what a header of this call, written when
+     * the provider took it, is compared with (headers.c). Not known for a lease restored
+     * from a snapshot. */
+    double room_at_grant[SL_BUCKET_COUNT];
+    double reserve_at_grant[SL_BUCKET_COUNT];
+    bool room_known;
     bool claimed; /* the client knows about the grant */
     sl__hnode_t expiry;
     struct sl__lease *next_spare; /* on the engine's list of ended leases kept for reuse */

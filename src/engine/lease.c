@@ -72,7 +72,10 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (sl__limited(p, (sl_bucket_t)b)) p->level[b] -= (double)need->n[b];
         p->reserved[b] += (double)need->n[b];
+        l->reserve_at_grant[b] = (double)p->limit[b] - sl__capacity(p, (sl_bucket_t)b);
+        l->room_at_grant[b] = p->level[b] + l->reserve_at_grant[b];
     }
+    l->room_known = true;
     sl__req_parent_charge(p, need->n[SL_BUCKET_REQUESTS], now);
     p->in_flight++;
     p->granted_total++;

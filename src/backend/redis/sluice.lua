@@ -936,8 +936,9 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
-  nil, {'caph', 'cttl', 'ogrp'})  -- caps: its cost in USD, its holders' keys (caps
-  -- section); cttl and ogrp as the ticket's
+  nil, {'caph', 'cttl', 'ogrp', 'rg'})  -- caps: its cost in USD, its holders' keys (caps
+  -- section); cttl and ogrp as the ticket's; rg: per bucket "room:reserve" at the grant,
+  -- comma-separated ('' from an older record: not known), as the engine's room_at_grant
 
 -- A ticket's poll claims the lease it was granted (its TTL starts); `peek`: a replica
 -- asking after a grant it may have missed, not its holder. Returns whether it changed.
@@ -1356,10 +1357,14 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = '', cttl = t.cttl or '',
     ogrp = t.ogrp or ''}
   if hs then CP.caps_take(p, hs, l, now) end
+  local rg = {}
   for b = 0, NB - 1 do
     if limited(p, b) then p['lv' .. b] = p['lv' .. b] - l['n' .. b] end
     p['rs' .. b] = p['rs' .. b] + l['n' .. b]
+    local reserve = p['lim' .. b] - capacity(p, b)
+    rg[#rg + 1] = string.format('%.17g:%.17g', p['lv' .. b] + reserve, reserve)
   end
+  l.rg = table.concat(rg, ',')
   RP.charge(p, l.n2, now)
   p.in_flight = p.in_flight + 1
   p.granted_total = p.granted_total + 1
@@ -3037,6 +3042,25 @@ local function resync_apply(p, args, now, id)
     if not an then fail('invalid_request', 'header entry %d is malformed', i) end
     entries[#entries + 1] = {anthropic = an == '1', b = tonumber(b), field = field, v = tonumber(v)}
   end
+  -- The lease whose call returned them: its headers are compared with the pool at its
+  -- grant (room and reserve then), as the engine's reference_level and reserve_growth.
+  local l = id and load_lease(id) or nil
+  local rg = nil
+  if l and l.rg and l.rg ~= '' then
+    rg = {}
+    for room, res in string.gmatch(l.rg, '([^:,]+):([^,]+)') do
+      rg[#rg + 1] = {tonumber(room), tonumber(res)}
+    end
+  end
+  local function reference_level(b)
+    if not rg then return p['lv' .. b] end
+    return rg[b + 1][1] - (p['lim' .. b] - capacity(p, b))
+  end
+  local function reserve_growth(b)
+    if not rg then return 0 end
+    local growth = p['lim' .. b] - capacity(p, b) - rg[b + 1][2]
+    return growth > 0 and growth or 0
+  end
   local changed, adopted = 0, false
   for _, h in ipairs(entries) do
     if h.field == 'limit' and h.v ~= 0 and h.v ~= p['lim' .. h.b] then
@@ -3056,7 +3080,7 @@ local function resync_apply(p, args, now, id)
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) and
         not (S.now < p.cold_until and math.floor(p.cold_raised / 2 ^ h.b) % 2 == 0) then
-      if implied_level(p, h) < p['lv' .. h.b] then
+      if implied_level(p, h) < reference_level(h.b) then
         lowered = true
       elseif math.floor(agreed_bits / 2 ^ h.b) % 2 == 0 then
         agreed_bits = agreed_bits + 2 ^ h.b
@@ -3069,27 +3093,33 @@ local function resync_apply(p, args, now, id)
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 1
       local reserve = p['lim' .. h.b] - capacity(p, h.b)
       local implied = implied_level(p, h)
+      local ref = reference_level(h.b)
+      local level = p['lv' .. h.b]
       local bit = 2 ^ h.b
       local raise = false
       if S.now < p.cold_until and math.floor(p.cold_raised / bit) % 2 == 0 then
         -- Cold start: the provider knows what the unknown minute spent. Its first
-        -- report of each bucket may raise the level to the room it vouches for (less
-        -- its rounding and the margin's reserve, up to capacity); later ones only lower
-        -- (calls granted since that report are not in it). As the engine does.
+        -- report of each bucket may raise the level by the room it vouches for beyond
+        -- the reference (less its rounding and the margin's reserve, up to capacity);
+        -- later ones only lower (calls granted since that report are not in it). As the
+        -- engine does.
         p.cold_raised = p.cold_raised + bit
-        local vouched = h.v - allowance - reserve
+        local vouched = level + (h.v - allowance - reserve - ref)
         local cap = capacity(p, h.b)
         if vouched > cap then vouched = cap end
-        if vouched > p['lv' .. h.b] then raise = true; implied = vouched end
+        if vouched > level then raise = true; level = vouched end
+      end
+      if not raise and implied < ref then
+        -- Lowered by the room believed beyond the provider's at the grant and what the
+        -- margin took back since, never below the header at face value now.
+        level = level - (ref - implied) - reserve_growth(h.b)
+        if level < implied then level = implied end
+        raise = level < p['lv' .. h.b]
       end
       if raise then
-        p['lv' .. h.b] = implied
+        p['lv' .. h.b] = level
         changed = changed + 1
-        emit('resync', {bucket = h.b, value = implied})
-      elseif implied < p['lv' .. h.b] then
-        p['lv' .. h.b] = implied
-        changed = changed + 1
-        emit('resync', {bucket = h.b, value = implied})
+        emit('resync', {bucket = h.b, value = level})
       end
     end
   end

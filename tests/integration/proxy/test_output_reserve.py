@@ -95,7 +95,9 @@ class LearnedCapsTheForwardedMaxTokens(unittest.TestCase):
                 self.assertLess(cap, 8192)
                 self.assertLessEqual(json.loads(payload)["usage"]["output_tokens"], cap)
             self.assertEqual(emu.stats()["http_429"], 0)
-            self.assertAlmostEqual(s.pool("claude")["margin"], 0.85)
+            # Never cut (the headers, compared with the pool at each call's grant, may let
+            # the margin climb above its start: design.md "When a header is compared").
+            self.assertGreaterEqual(s.pool("claude")["margin"], 0.85 - 1e-9)
             # The lease API cannot cap the client's call: it reserves the client's figure
             # unless the client says it sends charged.output_tokens as its max_tokens.
             lease = {"agent": "lessee", "pool": "claude", "input_tokens": 10,

@@ -86,6 +86,36 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
             bucket = output_bucket(s)
             self.assertGreater(bucket["level"], bucket["capacity"] - 5000, bucket)
 
+    def test_a_non_streamed_answer_s_headers_do_not_undo_refunds_made_while_it_ran(self):
+        # The same two calls, not streamed: A's headers, written when the provider took
+        # A (~1 s, B's 100000 held), come with its body at ~3 s, after B's refund at ~2 s.
+        # Compared with the pool at their arrival they took B's refund back (the level
+        # ~100,000 lower); compared with the pool at A's grant they agree (design.md,
+        # "Compared with the pool at the lease's grant").
+        with Emu(EMU_400K_SLOW) as emu, proxy(emu, LIMITS) as s:
+            results = {}
+
+            def call(max_tokens, agent):
+                status, _, payload = s.anthropic(message(max_tokens=max_tokens), agent=agent)
+                results[agent] = (status, payload)
+
+            b = threading.Thread(target=call, args=(100000, "b"))
+            b.start()
+            time.sleep(1.0)
+            a = threading.Thread(target=call, args=(1000, "a"))
+            a.start()
+            b.join(30)
+            a.join(30)
+            self.assertEqual(results["a"][0], 200, results["a"])
+            self.assertEqual(results["b"][0], 200, results["b"])
+            agents = {x["name"]: x for x in s.get("/v1/agents")["agents"]}
+            self.assertEqual(agents["a"]["leases"], 0)
+            self.assertEqual(agents["b"]["leases"], 0)
+            bucket = output_bucket(s)
+            self.assertGreater(bucket["level"], bucket["capacity"] - 5000, bucket)
+            lowered = [e for e in s.events() if e["event"] == "resync" and e["bucket"] == "output"]
+            self.assertEqual(lowered, [])
+
 
 class MarginClimbsAtTheFleetsRoundTrip(unittest.TestCase):
     """Issue 24, the real fleet: above its start the margin climbs one step per agreeing
