@@ -516,6 +516,11 @@ int sl_keys_pick(const sl_pool_info_t *const *keys, size_t n, const sl_request_t
                  double now_s);
 double sl_key_eta_s(const sl_pool_info_t *p, const sl_request_t *r, double now_s);
 double sl_key_room(const sl_pool_info_t *p);
+/* Whether another key of the pool is asked after one key answered `d`: a reject for the
+ * wait (queue_wait_exceeds_max) or for its agent's own hold on that key
+ * (agent_retry_after), never a replay (docs/design.md "The ETA over the keys"). Every key
+ * rejecting, the answer is the reject with the least retry_after. */
+bool sl_keys_ask_next(const sl_decision_t *d);
 
 /* Calls `fn` for every model calibrated in pool `pool`. Errors: SL_ENOTFOUND. */
 int sl_engine_calibration_foreach(const sl_engine_t *e, const char *pool,

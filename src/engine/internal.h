@@ -234,6 +234,7 @@ typedef struct sl__pool {
     sl__pteam_t **teams;              /* team queues, in creation order */
     size_t n_teams;
     int64_t queued;                   /* tickets in all team queues */
+    int64_t queued_pinned;            /* of those, whose request named this key alone */
     struct sl__ticket *ws_head, *ws_tail; /* first calls parked by the working set, by
                                              arrival (by tag: their teams' ws_root) */
     int64_t ws_n;
@@ -544,8 +545,27 @@ void sl__pool_drain(sl_engine_t *e, sl__pool_t *p, double now);
 /* keyqueue.c: p (a key of a pool of several keys, its queue empty) grants its siblings'
  * queued tickets that fit it and not their own key, the longest waiting first. */
 void sl__keys_drain(sl_engine_t *e, sl__pool_t *p, double now);
+/* A request on key p, as sl__keys_eta() sees it: its agent's entry, cache and need in p,
+ * whether it named p alone, whether caps hold it, and where it stands in p's queue (the
+ * needs of the tickets ahead with its own, `ahead` of them). */
+typedef struct sl__keys_ask {
+    sl__pagent_t *pa;
+    const sl__cache_t *cache;
+    const sl__need_t *need;
+    bool pinned;
+    bool capped;
+    const double *sums;
+    int64_t ahead;
+} sl__keys_ask_t;
+/* The ETA of a request queued on key p over the keys of its group: the least of own_s
+ * (p's own ETA) and, for each other key with an empty queue, when it would fit the
+ * tickets ahead and this one. own_s (and *limited_by unchanged) when p has no group, the
+ * request is pinned or capped, p's queue holds a pinned ticket, or another key has a
+ * queue of its own. */
+double sl__keys_eta(sl_engine_t *e, sl__pool_t *p, const sl__keys_ask_t *ask, double own_s,
+                    double now, const char **limited_by);
 /* When the next sibling ticket sl__keys_drain would take fits p (INFINITY: none). */
-double sl__keys_next_wakeup(const sl_engine_t *e, const sl__pool_t *p);
+double sl__keys_next_wakeup(const sl_engine_t *e, sl__pool_t *p);
 double sl__pool_next_wakeup(const sl__pool_t *p);
 void sl__pool_reject_unfit(sl_engine_t *e, sl__pool_t *p, double now);
 /* Raises or clears the pool's spend_cap alert (an ALERT event when it changes). */

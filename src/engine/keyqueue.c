@@ -20,20 +20,28 @@
 
 #include <math.h>
 
-/* The need of ticket `t` on pool p: its own, with the cached prefix charged when p's
- * cache for it is cold. */
-static sl__need_t need_on(const sl__pool_t *p, const sl__ticket_t *t, const sl__cache_t *c,
-                          double now)
+/* The need `n` of a request queued on key `own` as key p charges it: its own, with the
+ * cached prefix charged when p's cache for it (c; NULL: none yet) is cold. */
+static sl__need_t need_on(const sl__pool_t *p, const sl__pool_t *own, sl__need_t n,
+                          const sl__cache_t *c, double now)
 {
-    sl__need_t n = t->need;
     bool warm = c && now - c->used_at < p->cfg.cache_ttl_s; /* lease.c's cache_warm */
     if (!n.penalty && n.cached_tokens > 0 && !warm && !p->cfg.cache_reads_count &&
-        !t->pool->cfg.cache_reads_count) {
+        !own->cfg.cache_reads_count) {
         n.n[SL_BUCKET_INPUT] += n.cached_tokens;
         n.n[SL_BUCKET_TOKENS] += n.cached_tokens;
         n.penalty = true;
     }
     return n;
+}
+
+/* p's entry for the cache `own_c` of agent entry `own_pa` on its own key, where pa is the
+ * same agent's entry in p (NULL: the agent has none in p, so neither has the cache). */
+static sl__cache_t *cache_on(sl__pool_t *p, sl__pagent_t *pa, const sl__pagent_t *own_pa,
+                             const sl__cache_t *own_c)
+{
+    if (!pa) return NULL;
+    return own_c == &own_pa->cache ? &pa->cache : sl__cache_get(p, pa, own_c->key, false);
 }
 
 /* The sibling ticket p should take next: the longest-waiting head, among p's siblings'
@@ -62,9 +70,8 @@ static bool take(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, double now)
     sl__agent_t *a = t->pa->agent;
     sl__pagent_t *pa = sl__pagent_get(p, a, true);
     if (!pa) return false;
-    sl__cache_t *c = t->cache == &t->pa->cache ? &pa->cache
-                                               : sl__cache_get(p, pa, t->cache->key, false);
-    sl__need_t need = need_on(p, t, c, now);
+    sl__cache_t *c = cache_on(p, pa, t->pa, t->cache);
+    sl__need_t need = need_on(p, t->pool, t->need, c, now);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         if (sl__limited(p, (sl_bucket_t)b) && (double)need.n[b] > sl__capacity(p, (sl_bucket_t)b))
             return false;
@@ -106,14 +113,72 @@ void sl__keys_drain(sl_engine_t *e, sl__pool_t *p, double now)
     }
 }
 
-double sl__keys_next_wakeup(const sl_engine_t *e, const sl__pool_t *p)
+double sl__keys_next_wakeup(const sl_engine_t *e, sl__pool_t *p)
 {
     if (p->cfg.key_group == 0 || p->queued || p->ws_n) return INFINITY;
     if (p->cfg.concurrency > 0 && p->in_flight >= p->cfg.concurrency) return INFINITY;
     const sl__ticket_t *t = next_sibling_head(e, p, p->last_refill);
-    if (!t) return INFINITY;
+    /* Its need as take() charges it here (a prefix warm on its own key is cold here), and
+     * not before its agent's own retry-after here: a wake-up that take() then refuses
+     * would come back every microsecond. So would one for a head its caps may hold back:
+     * such a head is taken at p's next advance (as sluice.lua's KQ.push_at). */
+    if (!t || t->caps.h[0] || t->caps.h[1]) return INFINITY;
+    sl__pagent_t *pa = sl__pagent_get(p, t->pa->agent, false);
+    sl__need_t n = need_on(p, t->pool, t->need, cache_on(p, pa, t->pa, t->cache), p->last_refill);
     double need[SL_BUCKET_COUNT];
-    sl__need_as_sums(&t->need, need);
+    sl__need_as_sums(&n, need);
     /* A microsecond late, so rounding never leaves the ticket a hair short. */
-    return p->last_refill + sl__eta_for(p, need, 0, p->last_refill, NULL) + 1e-6;
+    double at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill, NULL) + 1e-6;
+    return pa && pa->blocked_until > at ? pa->blocked_until : at;
+}
+
+/* When key q, its queue empty, would fit the tickets ahead of the request on p and the
+ * request itself (q takes them as p's heads); INFINITY when q can never hold it. The
+ * tickets ahead are counted at their needs on p: a prefix warm on p costs more on q. */
+static double sibling_eta(sl__pool_t *q, const sl__pool_t *p, const sl__keys_ask_t *ask,
+                          double now, const char **why)
+{
+    sl__pagent_t *pa = sl__pagent_get(q, ask->pa->agent, false);
+    sl__need_t need = need_on(q, p, *ask->need, cache_on(q, pa, ask->pa, ask->cache), now);
+    double sums[SL_BUCKET_COUNT];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        double cap = sl__capacity(q, (sl_bucket_t)b);
+        if (sl__limited(q, (sl_bucket_t)b) && ((double)need.n[b] > cap ||
+                                                (double)need.n[b] > (double)q->limit[b] * q->cfg.margin_start))
+            return INFINITY;
+        sums[b] = ask->sums[b] - (double)ask->need->n[b] + (double)need.n[b];
+    }
+    double eta_s = sl__eta_for(q, sums, ask->ahead, now, why);
+    if (pa && pa->blocked_until - now > eta_s) { /* its agent's own retry-after on q */
+        eta_s = pa->blocked_until - now;
+        *why = "retry_after";
+    }
+    return eta_s;
+}
+
+double sl__keys_eta(sl_engine_t *e, sl__pool_t *p, const sl__keys_ask_t *ask, double own_s,
+                    double now, const char **limited_by)
+{
+    /* A pinned ticket ahead is taken by no other key, and blocks those behind it; a key
+     * with a queue of its own serves that first, and an empty one may take its heads
+     * before p's; caps are checked per key: none of those is estimated here. */
+    if (p->cfg.key_group == 0 || ask->pinned || ask->capped || p->queued_pinned > 0)
+        return own_s;
+    for (size_t i = 0; i < e->n_pools; i++) {
+        const sl__pool_t *q = e->pools[i];
+        if (q != p && q->cfg.key_group == p->cfg.key_group && (q->queued || q->ws_n))
+            return own_s;
+    }
+    double best_s = own_s;
+    for (size_t i = 0; i < e->n_pools; i++) {
+        sl__pool_t *q = e->pools[i];
+        if (q == p || q->cfg.key_group != p->cfg.key_group) continue;
+        const char *why = NULL;
+        double eta_s = sibling_eta(q, p, ask, now, &why);
+        if (eta_s < best_s) {
+            best_s = eta_s;
+            if (limited_by) *limited_by = why;
+        }
+    }
+    return best_s;
 }

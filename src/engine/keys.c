@@ -20,6 +20,7 @@
  * request exactly as any pool does, so a wrong estimate costs waiting, never a 429.
  */
 #include <math.h>
+#include <string.h>
 
 #include <sluice/engine.h>
 
@@ -79,4 +80,12 @@ int sl_keys_pick(const sl_pool_info_t *const *keys, size_t n, const sl_request_t
         }
     }
     return best;
+}
+
+bool sl_keys_ask_next(const sl_decision_t *d)
+{
+    /* The wait and an agent's hold are one key's; caps, suspension and capacity are the
+     * pool's answer wherever it is asked. */
+    return d->status == SL_REJECTED && !d->replayed && d->reason &&
+           (!strcmp(d->reason, "queue_wait_exceeds_max") || !strcmp(d->reason, "agent_retry_after"));
 }

@@ -430,9 +430,9 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     int64_t ahead = 0;
     double finish = 0, outer = 0, eta_s = 0;
     const char *limited_by = NULL;
+    double sums[SL_BUCKET_COUNT];
     for (int pass = 0; pass < 2; pass++) {
         finish = start + cost / a->weight;
-        double sums[SL_BUCKET_COUNT];
         outer = sl__queue_place(p, pt, finish, p->seq + 1, cost, &ahead, sums);
         /* Granted at once when it fits and would be the queue's head (and no holder's
          * max_concurrent holds it back). */
@@ -473,6 +473,11 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
     /* A first call held back by the working set waits parked, behind everyone, for no
      * ETA limit: its client checkpoints, and the wait is the point (admit.c). */
     bool ws_park = a->first_call && !a->park_on;
+    if (!ws_park && !a->park_on) { /* any key of its pool may grant it (keyqueue.c) */
+        sl__keys_ask_t ask = {a->pa, a->cache, &a->need, a->key_pinned,
+                              a->caps.h[0] || a->caps.h[1], sums, ahead};
+        eta_s = sl__keys_eta(e, p, &ask, eta_s, now, &limited_by);
+    }
     if (ws_park) {
         eta_s = sl__admit_eta(p, &a->need, false, now, &ahead);
         limited_by = "working_set";
@@ -784,6 +789,11 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         } else {
             sl__queue_place(p, t->team, t->finish, t->seq, t->cost, &ahead, sums);
             out->eta_s = queue_eta(p, &t->need, sums, ahead, now, &out->limited_by);
+            if (!t->parked_on) {
+                sl__keys_ask_t ask = {t->pa, t->cache, &t->need, t->key_pinned,
+                                      t->caps.h[0] || t->caps.h[1], sums, ahead};
+                out->eta_s = sl__keys_eta(e, p, &ask, out->eta_s, now, &out->limited_by);
+            }
         }
         if (t->parked_on) {
             const char *why;

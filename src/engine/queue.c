@@ -132,12 +132,14 @@ void sl__queue_insert(sl__pool_t *p, sl__ticket_t *t)
     if (!pt->root) pt->base = p->vtime > pt->last_outer ? p->vtime : pt->last_outer;
     sl__treap_insert(&pt->root, t);
     p->queued++;
+    p->queued_pinned += t->key_pinned;
 }
 
 void sl__queue_remove(sl__pool_t *p, sl__ticket_t *t)
 {
     sl__treap_remove(&t->team->root, t);
     p->queued--;
+    p->queued_pinned -= t->key_pinned;
 }
 
 static sl__ticket_t *leftmost(sl__ticket_t *t)

@@ -230,21 +230,24 @@ static const char *key_pool(const sim_run_t *run, int k, char *buf, size_t len)
     return buf;
 }
 
-/* The key a's request should go to now, by the rule sluiced uses (sl_keys_pick). */
-static int pick_key(sim_run_t *run, const sl_request_t *req)
+/* The key a's request should go to now, by the rule sluiced uses (sl_keys_pick), among
+ * the keys not in `asked` (bit k: key k was asked already); -1 when none is left that
+ * could hold it (with none asked yet: key 0, whose engine answers why). */
+static int pick_key(sim_run_t *run, const sl_request_t *req, unsigned long long asked)
 {
     sluice_state_t *s = run->sdata;
-    if (run->n_providers < 2) return 0;
+    if (run->n_providers < 2) return asked ? -1 : 0;
     sl_pool_info_t info[SL_SIM_KEYS_MAX];
     const sl_pool_info_t *keys[SL_SIM_KEYS_MAX];
     char name[80];
     sl_engine_advance(s->e, run->now_s);
     for (int k = 0; k < run->n_providers; k++)
-        keys[k] = sl_engine_pool_info(s->e, key_pool(run, k, name, sizeof name), &info[k]) == SL_OK
+        keys[k] = !(asked >> k & 1) &&
+                          sl_engine_pool_info(s->e, key_pool(run, k, name, sizeof name), &info[k]) == SL_OK
                       ? &info[k]
                       : NULL;
     int best = sl_keys_pick(keys, (size_t)run->n_providers, req, run->now_s);
-    return best < 0 ? 0 : best;
+    return best < 0 && !asked ? 0 : best;
 }
 
 static int sluice_init_common(sim_run_t *run, bool equal, bool learned, char *err, size_t errlen)
@@ -366,15 +369,23 @@ static void sluice_want(sim_run_t *run, sim_agent_t *a)
         .max_wait_s = s->equal ? 0 : SL_CHECKPOINTED_MAX_WAIT_S,
     };
     char pool[80];
-    a->key = pick_key(run, &req);
-    req.pool = key_pool(run, a->key, pool, sizeof pool);
-    sl_decision_t d;
-    int rc = sl_engine_request(s->e, &req, run->now_s, &d);
-    if (rc != SL_OK) {
-        sl__sim_fail(run,
-                     "%s: lease request (in %" PRId64 ", cached %" PRId64 ", out %" PRId64 "): %s",
-                     a->name, in, cached, req.output_tokens, sl_engine_errmsg(s->e));
-        return;
+    /* The keys in the estimate's order: a key's reject for its wait or its agent's hold
+     * asks the next (sl_keys_ask_next), as sluiced does; all rejecting, the least wait. */
+    sl_decision_t d, best = {.status = SL_REJECTED, .retry_at = INFINITY};
+    unsigned long long asked = 0;
+    for (int k; (k = pick_key(run, &req, asked)) >= 0; asked |= 1ULL << k) {
+        req.pool = key_pool(run, k, pool, sizeof pool);
+        if (sl_engine_request(s->e, &req, run->now_s, &d) != SL_OK) {
+            sl__sim_fail(run,
+                         "%s: lease request (in %" PRId64 ", cached %" PRId64 ", out %" PRId64
+                         "): %s",
+                         a->name, in, cached, req.output_tokens, sl_engine_errmsg(s->e));
+            return;
+        }
+        a->key = k;
+        if (!sl_keys_ask_next(&d)) break;
+        if (d.retry_at < best.retry_at) best = d;
+        d = best;
     }
     if (d.status == SL_GRANTED) {
         grant(s, a, &d);

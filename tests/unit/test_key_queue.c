@@ -126,6 +126,54 @@ static void test_a_refill_of_the_other_key_wakes_the_ticket(void **state)
     harness_end(e);
 }
 
+/* A ticket warm on key a costs its cached prefix on key b (cold there): the wake-up for b
+ * to take it is when b fits that, not its need on a (a wake-up that take() refuses would
+ * come back every microsecond). */
+static void test_the_wakeup_for_another_key_counts_the_cold_prefix(void **state)
+{
+    (void)state;
+    sl_engine_t *e = sl_engine_new(NULL);
+    sl_pool_config_t cfg;
+    sl_pool_config_init(&cfg);
+    cfg.input_tpm = 60000; /* capacity 51,000, 850 a second */
+    cfg.key_group = 3;
+    cfg.concurrency = 1;
+    assert_int_equal(sl_engine_configure_pool(e, "p:a", &cfg, T0), SL_OK);
+    cfg.concurrency = 0;
+    assert_int_equal(sl_engine_configure_pool(e, "p:b", &cfg, T0), SL_OK);
+    /* z's prefix of 8,000 is written on a: warm there from T0. */
+    sl_request_t r = harness_req("z", 2000, 0);
+    r.cached_tokens = 8000;
+    r.pool = "p:a";
+    sl_decision_t d;
+    assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    sl_settle_t s = harness_settle(2000, 0);
+    s.cache_creation_input_tokens = 8000;
+    assert_int_equal(sl_engine_settle(e, d.lease, &s, T0 + 1, NULL), SL_OK);
+    /* At T0 + 100: a holds x's lease (its concurrency), b is empty. */
+    sl_request_t x = harness_req("x", 100, 0), y = harness_req("y", 51000, 0);
+    x.pool = "p:a";
+    y.pool = "p:b";
+    assert_int_equal(sl_engine_request(e, &x, T0 + 100, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    assert_int_equal(sl_engine_request(e, &y, T0 + 100, &d), SL_OK);
+    assert_int_equal(d.status, SL_GRANTED);
+    /* Warm on a, z needs 2,000 there (b would fit that in 2.35 s); cold on b it needs
+     * 10,000: 11.76 s. */
+    assert_int_equal(sl_engine_request(e, &r, T0 + 100, &d), SL_OK);
+    assert_int_equal(d.status, SL_QUEUED);
+    double at = sl_engine_next_wakeup(e);
+    assert_true(at > T0 + 100 + 11.76 && at < T0 + 100 + 11.77);
+    assert_int_equal(sl_engine_advance(e, at), SL_OK);
+    sl_decision_t g;
+    assert_int_equal(sl_engine_ticket(e, d.ticket, at, &g), SL_OK);
+    assert_int_equal(g.status, SL_GRANTED);
+    assert_string_equal(pool_of(e, g.lease), "p:b");
+    assert_true(g.cache_penalty);
+    harness_end(e);
+}
+
 /* A request that named its key alone (an operator's POOL:KEY) waits for that key. */
 static void test_a_pinned_ticket_waits_for_its_own_key(void **state)
 {
@@ -189,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_a_refill_of_the_other_key_wakes_the_ticket),
         cmocka_unit_test(test_a_restart_keeps_the_key_that_granted_the_ticket),
         cmocka_unit_test(test_a_pinned_ticket_waits_for_its_own_key),
+        cmocka_unit_test(test_the_wakeup_for_another_key_counts_the_cold_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,10 +133,42 @@ static void test_a_need_above_the_starting_capacity_skips_a_climbed_key(void **s
     sl_engine_free(e);
 }
 
+/* A key's reject for its wait or for its agent's own hold there is that key's: the next
+ * key is asked (sluiced, the simulator). A cap's, a replay's, a grant or a ticket are the
+ * answer. */
+static void test_a_reject_for_the_wait_or_an_agents_hold_asks_the_next_key(void **state)
+{
+    (void)state;
+    sl_decision_t d = {.status = SL_REJECTED, .reason = "queue_wait_exceeds_max"};
+    assert_true(sl_keys_ask_next(&d));
+    d.reason = "agent_retry_after";
+    assert_true(sl_keys_ask_next(&d));
+    d.replayed = true;
+    assert_false(sl_keys_ask_next(&d));
+    d.replayed = false;
+    d.reason = "agent_cap";
+    assert_false(sl_keys_ask_next(&d));
+    d.status = SL_QUEUED;
+    d.reason = NULL;
+    assert_false(sl_keys_ask_next(&d));
+    /* The next key asked is the estimate's next: the pick without the keys asked. */
+    sl_pool_info_t big, small;
+    sl_engine_t *e = two_keys();
+    sl_request_t r = need_output("a", 100);
+    assert_int_equal(sl_engine_pool_info(e, "p:big", &big), SL_OK);
+    assert_int_equal(sl_engine_pool_info(e, "p:small", &small), SL_OK);
+    const sl_pool_info_t *keys[2] = {&big, &small};
+    assert_int_equal(sl_keys_pick(keys, 2, &r, T0), 0);
+    keys[0] = NULL;
+    assert_int_equal(sl_keys_pick(keys, 2, &r, T0), 1);
+    sl_engine_free(e);
+}
+
 SL_TEST_MAIN(
     cmocka_unit_test(test_equal_etas_go_to_the_emptiest_key),
     cmocka_unit_test(test_a_request_goes_to_the_key_that_grants_it_soonest),
     cmocka_unit_test(test_a_key_too_small_for_the_need_is_never_picked),
     cmocka_unit_test(test_tickets_queued_on_a_key_count_in_its_eta),
     cmocka_unit_test(test_a_provider_hold_counts_in_the_eta),
-    cmocka_unit_test(test_a_need_above_the_starting_capacity_skips_a_climbed_key))
+    cmocka_unit_test(test_a_need_above_the_starting_capacity_skips_a_climbed_key),
+    cmocka_unit_test(test_a_reject_for_the_wait_or_an_agents_hold_asks_the_next_key))

@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '15'
+local VERSION = '16'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -768,6 +768,7 @@ local function queue_insert(p, t)
   g.cs = g.cs + t.cost
   touch(team_key(t.team))
   p.qn = p.qn + 1
+  if t.pin == '1' then redis.call('INCR', K('pinq')) end  -- pinned tickets queued (KQ.eta)
   S.qid = nil
 end
 
@@ -783,6 +784,7 @@ local function queue_remove(p, t)
   if g.qn == 0 then g.cs = 0; for b = 0, NB - 1 do g['s' .. b] = 0 end end
   touch(team_key(t.team))
   p.qn = p.qn - 1
+  if t.pin == '1' then redis.call('DECR', K('pinq')) end
   if p.qn == 0 then for b = 0, NB - 1 do p['qm' .. b] = 0 end end
   S.qid = nil
 end
@@ -924,7 +926,7 @@ local function queue_eta(p, g, need, finish, member, c, now)
   local ahead, sums, outer = queue_place(p, g, finish, member, c)
   for b = 0, NB - 1 do sums[b] = sums[b] + need[b] end
   local eta, why = eta_for(p, sums, ahead, now)
-  return eta, ahead, outer, why
+  return eta, ahead, outer, why, sums
 end
 
 local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
@@ -1678,7 +1680,10 @@ local function drain(p, now)
     end
   end
   if p.ws_n > 0 and p.qn == 0 then WS.grant(p, now) end
-  if p.key_group ~= 0 then KQ.drain(p, now) end
+  if p.key_group ~= 0 then
+    KQ.drain(p, now)
+    KQ.push(p, now)
+  end
 end
 
 local function reject_unfit(p, now)
@@ -1829,6 +1834,10 @@ local function next_wakeup(p)
     local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
     if eta_at < at then at = eta_at end
   end
+  if p.key_group ~= 0 then
+    local push_at = KQ.push_at(p)
+    if push_at < at then at = push_at end
+  end
   return at
 end
 
@@ -1973,20 +1982,9 @@ end
 -- it fits p now; false, with nothing changed, when it does not.
 function KQ.take(p, best, now)
   local t, q = best.t, best.q
-  local a = agent_get(t.agent, false)
-  local c = nil
-  if t.own == 1 then
-    if a then c = cache_view(a, true, t.ck) end
-  else
-    c = cache_view(a, false, t.ck)
-  end
-  -- A provider's cache is per workspace: a prefix warm on its own key is cold here.
-  local n = {n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, pen = t.pen}
-  if t.pen == 0 and t.cached > 0 and not cache_warm(p, c, now) and p.cache_reads_count == 0 and
-      q.cache_reads_count == 0 then
-    n.n0, n.n3, n.pen = n.n0 + t.cached, n.n3 + t.cached, 1
-  end
+  local n = KQ.need_on(p, q, t, t.agent, now)
   local need = need_of(n)
+  local a = agent_get(t.agent, false)
   for b = 0, NB - 1 do
     if limited(p, b) and need[b] > capacity(p, b) then return false end
   end
@@ -2042,6 +2040,145 @@ function KQ.drain(p, now)
     end
     if not best or not KQ.take(p, best, now) then return end
   end
+end
+
+-- The need of request t (its agent `agent`) queued on key `own`, as key p, the pool the
+-- call is in, charges it: a provider's cache is per workspace, so a prefix warm on its
+-- own key is charged as uncached input when p's cache for it is cold.
+function KQ.need_on(p, own, t, agent, now)
+  local a = agent_get(agent, false)
+  local c = nil
+  if t.own == 1 then
+    if a then c = cache_view(a, true, t.ck) end
+  else
+    c = cache_view(a, false, t.ck)
+  end
+  local n = {n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, pen = t.pen}
+  if t.pen == 0 and t.cached > 0 and not cache_warm(p, c, now) and p.cache_reads_count == 0 and
+      own.cache_reads_count == 0 then
+    n.n0, n.n3, n.pen = n.n0 + t.cached, n.n3 + t.cached, 1
+  end
+  return n
+end
+
+-- When sibling q (entered, its queue empty) would fit the tickets ahead of request t on
+-- p (their needs with its own sum to `sums`, `ahead` of them) and t itself: q takes them
+-- as p's heads. nil when q can never hold it. As the engine's sibling_eta (keyqueue.c).
+function KQ.sibling_eta(q, p, t, agent, sums, ahead, now)
+  local n = KQ.need_on(q, p, t, agent, now)
+  local qs = {}
+  for b = 0, NB - 1 do
+    local nb = n['n' .. b]
+    if limited(q, b) and (nb > capacity(q, b) or nb > q['lim' .. b] * q.margin_start) then
+      return nil
+    end
+    qs[b] = sums[b] - t['n' .. b] + nb
+  end
+  local eta, why = eta_for(q, qs, ahead, now)
+  if q.ablk_until > now then  -- its agent's own retry-after on q
+    local until_s = tonumber(redis.call('HGET', K('ablk'), agent) or '')
+    if until_s and until_s - now > eta then eta, why = until_s - now, 'retry_after' end
+  end
+  return eta, why
+end
+
+-- The ETA of request t (agent `agent`, `capped` when caps hold it) queued on p over the
+-- keys of p's group: the least of `own` (p's own ETA, bound by `why`) and each sibling's
+-- with an empty queue (KQ.sibling_eta). Port of sl__keys_eta: `own` when p has no group,
+-- t is pinned or capped, p's queue holds a pinned ticket, or another key has a queue.
+function KQ.eta(p, t, agent, capped, sums, ahead, own, why, now)
+  if p.key_group == 0 or t.pin == '1' or capped or
+      tonumber(redis.call('GET', K('pinq')) or '0') > 0 then
+    return own, why
+  end
+  local states = {}
+  for _, name in ipairs(KQ.siblings()) do
+    local saved = KQ.enter(name)
+    local q = KQ.load()
+    KQ.leave(saved)
+    if q and q.key_group == p.key_group then
+      if q.qn > 0 or q.ws_n > 0 then return own, why end
+      if q.now <= now then states[#states + 1] = {name = name, q = q} end
+    end
+  end
+  local best, best_why = own, why
+  for _, s in ipairs(states) do
+    local saved = KQ.enter(s.name)
+    refill(s.q, now)  -- as its own advance would see it now
+    local eta, w = KQ.sibling_eta(s.q, p, t, agent, sums, ahead, now)
+    KQ.leave(saved)
+    if eta and eta < best then best, best_why = eta, w end
+  end
+  return best, best_why
+end
+
+-- Whether sibling q's own advance at `now` would only refill it (no lease or ticket due,
+-- no margin step or spend-cap reset): then refilling it here is its advance.
+function KQ.quiet(q, now)
+  return q.lx_at > now and q.ti_at > now and margin_next_step_at(q) > now and
+      spend_cap_reset_at(q) > now
+end
+
+-- The siblings that may take p's head t: quiet at `at`, their queues empty, its agent
+-- held by no caps; fn(name, q) for each, in the entered q, until fn returns true. Not a
+-- pinned head, nor one that fits p (p serves it).
+function KQ.each_taker(p, t, at, fn)
+  if t.pin == '1' or CP.caps_resolve(p, t.agent) then return false end
+  for _, name in ipairs(KQ.siblings()) do
+    local saved = KQ.enter(name)
+    local q = KQ.load()
+    local done = q and q.key_group == p.key_group and q.qn == 0 and q.ws_n == 0 and
+        q.now <= at and KQ.quiet(q, at) and not CP.caps_resolve(q, t.agent) and fn(name, q)
+    KQ.leave(saved)
+    if done then return true end
+  end
+  return false
+end
+
+-- A key frees by refill with no call of its own: on one Redis server p's call hands its
+-- heads to a sibling, its queue empty, that fits them now, as that sibling's own advance
+-- would take them (KQ.drain), so a ticket is granted at the ETA KQ.eta gave. Each sibling
+-- is refilled to `now` (quiet: that is its advance) and written back when it takes one.
+function KQ.push(p, now)
+  local pname = S.pool
+  while p.qn > 0 do
+    local id = queue_head(p)
+    local t = id and load_ticket(id)
+    if not t or fits(p, need_of(t), now) then return end
+    local taken = KQ.each_taker(p, t, now, function(_, q)
+      refill(q, now)
+      if not KQ.take(q, {name = pname, q = p, t = t}, now) then return false end
+      if q.now < now then q.now = now end
+      redis.call('HSET', S.pool_key, 'st', encode(ST, q))
+      return true
+    end)
+    if not taken then return end
+  end
+end
+
+-- When a sibling will fit p's head (math.huge: none), for p's wake-up: the time
+-- KQ.push hands it over, as the engine's sl__keys_next_wakeup (keyqueue.c) wakes the
+-- sibling.
+function KQ.push_at(p)
+  local id = p.qn > 0 and queue_head(p)
+  local t = id and load_ticket(id)
+  if not t or fits(p, need_of(t), p.last_refill) then return math.huge end
+  local best = math.huge
+  KQ.each_taker(p, t, p.last_refill, function(_, q)
+    if q.concurrency > 0 and q.in_flight >= q.concurrency then return false end
+    local n = need_of(KQ.need_on(q, p, t, t.agent, q.last_refill))
+    for b = 0, NB - 1 do
+      if limited(q, b) and n[b] > capacity(q, b) then return false end
+    end
+    local at = q.last_refill + eta_for(q, n, 0, q.last_refill) + 1e-6
+    if q.ablk_until > at then
+      local until_s = tonumber(redis.call('HGET', K('ablk'), t.agent) or '')
+      if until_s and until_s > at then at = until_s end
+    end
+    if at < best and KQ.quiet(q, at) then best = at end
+    return false
+  end)
+  return best
 end
 
 -- A ticket's poll when another key granted it: that key's lease, claimed there;
@@ -2404,13 +2541,17 @@ local function ticket_state(p, id, now, args)
       zput(p, 'ti', 'ti_at', id, old, t.idle_at)
       touch(ticket_key(id))
     end
-    local eta, ahead, why, _
+    local eta, ahead, why, sums, _
     if t.ws == '1' then
       eta, ahead = WS.eta(p, need_of(t), true, now)
       why = 'working_set'
     else
-      eta, ahead, _, why = queue_eta(p, team_get(t.team, true), need_of(t), t.finish, qmember(t),
-                                     t.cost, now)
+      eta, ahead, _, why, sums = queue_eta(p, team_get(t.team, true), need_of(t), t.finish,
+                                           qmember(t), t.cost, now)
+      if t.park == '' then
+        eta, why = KQ.eta(p, t, t.agent, CP.caps_resolve(p, t.agent) ~= nil, sums, ahead, eta,
+                          why, now)
+      end
     end
     if t.park ~= '' then
       local cap_s, cap_why = CP.caps_parked_eta(p, t, now)
@@ -2467,10 +2608,10 @@ local function decide(p, a, t, weight, ttl, cache, now)
   local c = cost(p, need)
   -- An agent moved to another team keeps its last tag (as the engine).
   local start = g.vtime > a.lf and g.vtime or a.lf
-  local finish, eta, ahead, outer, why = 0, 0, 0, 0, nil
+  local finish, eta, ahead, outer, why, sums = 0, 0, 0, 0, nil, nil
   for pass = 0, 1 do
     finish = start + c / weight
-    eta, ahead, outer, why = queue_eta(p, g, need, finish, nil, c, now)
+    eta, ahead, outer, why, sums = queue_eta(p, g, need, finish, nil, c, now)
     if t.park_on and t.cap_wait >= eta then eta, why = t.cap_wait, t.cap_reason end
     -- Granted at once when it fits and would be the queue's head (and no holder's
     -- max_concurrent holds it back: t.park_on, caps).
@@ -2506,6 +2647,9 @@ local function decide(p, a, t, weight, ttl, cache, now)
   -- A first call held back by the working set waits parked, behind everyone, for no ETA
   -- limit (admit.c).
   local ws_park = t.first_call and not t.park_on
+  if not ws_park and not t.park_on then  -- any key of its pool may grant it (KQ)
+    eta, why = KQ.eta(p, t, a.agent, t.hs ~= nil, sums, ahead, eta, why, now)
+  end
   if ws_park then
     eta, ahead = WS.eta(p, need, false, now)
     why = 'working_set'

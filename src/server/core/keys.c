@@ -102,6 +102,11 @@ void sl__keys_free(sl_server_t *srv)
     srv->keys_memo = NULL;
 }
 
+/* A request to a pool of keys is asked of the key that should grant it soonest; when that
+ * key rejects it for its wait or its agent's own retry-after, of the next key by the
+ * estimate, and so on: a key the estimate ranked second may still queue or grant it (a
+ * misjudged queue, an agent held on one key's workspace only). When every key rejects it,
+ * the answer is the reject with the least retry_after: the soonest a key expects it. */
 typedef struct keys_pick {
     sl_server_t *srv;
     sl_request_t req; /* the caller's; its strings are the caller's and outlive the pick */
@@ -110,6 +115,12 @@ typedef struct keys_pick {
     size_t pool_out_size;
     sl_backend_decision_cb cb;
     void *ud;
+    size_t order[SL_CONFIG_KEYS_MAX]; /* the keys' configuration indexes, soonest first */
+    size_t n_order, next;             /* keys to ask; the next one */
+    bool is_long;                     /* above the long-context threshold (long_context.c) */
+    bool rejected;                    /* best_reject holds a key's reject */
+    sl_decision_t best_reject;        /* the least retry_after so far, of best_pool */
+    char best_pool[129], best_reason[64], best_limited_by[64];
 } keys_pick_t;
 
 static const sl_pool_info_t *find_info(const sl_pool_info_t *pools, size_t n, const char *name)
@@ -117,6 +128,74 @@ static const sl_pool_info_t *find_info(const sl_pool_info_t *pools, size_t n, co
     for (size_t i = 0; i < n; i++)
         if (pools[i].name && !strcmp(pools[i].name, name)) return &pools[i];
     return NULL;
+}
+
+static void ask_next(keys_pick_t *pk);
+
+static void keep_reject(keys_pick_t *pk, const sl_decision_t *d)
+{
+    if (pk->rejected && pk->best_reject.retry_after_s <= d->retry_after_s) return;
+    pk->rejected = true;
+    pk->best_reject = *d;
+    snprintf(pk->best_pool, sizeof(pk->best_pool), "%s", pk->pool_out);
+    snprintf(pk->best_reason, sizeof(pk->best_reason), "%s", d->reason ? d->reason : "");
+    snprintf(pk->best_limited_by, sizeof(pk->best_limited_by), "%s",
+             d->limited_by ? d->limited_by : "");
+    pk->best_reject.reason = d->reason ? pk->best_reason : NULL;
+    pk->best_reject.limited_by = d->limited_by ? pk->best_limited_by : NULL;
+}
+
+/* Remembers the key that answered `r`'s request_id, so a retry asks it again. */
+static void memo_note(sl_server_t *srv, const char *group, const sl_request_t *r, const char *pool)
+{
+    uint64_t hash = 0;
+    memo_slot_t *m = memo_slot(srv, group, r, &hash);
+    if (!m) return;
+    m->hash = hash;
+    m->at_s = sl_backend_now(srv->backend);
+    snprintf(m->pool, sizeof(m->pool), "%s", pool);
+}
+
+static void on_key_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud)
+{
+    keys_pick_t *pk = ud;
+    if (rc == SL_OK && sl_keys_ask_next(d)) {
+        keep_reject(pk, d);
+        if (pk->next < pk->n_order) {
+            ask_next(pk);
+            return;
+        }
+        d = &pk->best_reject;
+        snprintf(pk->pool_out, pk->pool_out_size, "%s", pk->best_pool);
+    }
+    if (pk->next > 1) memo_note(pk->srv, pk->group, &pk->req, pk->pool_out);
+    pk->cb(rc, d, errmsg, pk->ud);
+    free(pk);
+}
+
+/* Asks the next key of pk->order that is still a key of pk->group (a reload may have
+ * changed the keys); with none left, answers the best reject kept. */
+static void ask_next(keys_pick_t *pk)
+{
+    const sl_config_t *c = &pk->srv->config;
+    while (pk->next < pk->n_order) {
+        size_t i = pk->order[pk->next++];
+        const sl_pool_upstream_t *up = i < c->settings.n_pools && c->upstreams ? &c->upstreams[i] : NULL;
+        if (!up || !up->key_group || strcmp(up->key_group, pk->group) != 0) continue;
+        snprintf(pk->pool_out, pk->pool_out_size, "%s", c->settings.pools[i].name);
+        /* A long request's lease is the key's long-context pool's; pool_out names the key
+         * it goes with. */
+        const char *lc = pk->is_long ? sl__long_context_pool(c, pk->pool_out) : NULL;
+        pk->req.pool = lc ? lc : pk->pool_out;
+        sl_backend_request(pk->srv->backend, &pk->req, on_key_decision, pk);
+        return;
+    }
+    snprintf(pk->pool_out, pk->pool_out_size, "%s", pk->best_pool);
+    if (pk->rejected)
+        pk->cb(SL_OK, &pk->best_reject, NULL, pk->ud);
+    else /* a reload removed the pool's keys before the first was asked */
+        pk->cb(SL_ENOTFOUND, NULL, "pool: no such pool", pk->ud);
+    free(pk);
 }
 
 static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg, void *ud)
@@ -153,24 +232,24 @@ static void on_pools(int rc, const sl_pool_info_t *pools, size_t n, const char *
         info[k] = &joined[k];
     }
     double now = sl_backend_now(pk->srv->backend);
-    int best = sl_keys_pick(info, n_keys, &pk->req, now);
-    size_t pick = best < 0 ? 0 : (size_t)best; /* none known to the backend yet: the first */
-    size_t chosen = idx[pick];
+    /* The keys by the estimate, soonest first (each pick without the keys before it); a
+     * key that can never hold the request is not asked, unless none can (the first then
+     * answers why: none known to the backend yet, say). */
+    pk->is_long = is_long;
+    for (int best; (best = sl_keys_pick(info, n_keys, &pk->req, now)) >= 0; info[best] = NULL)
+        pk->order[pk->n_order++] = idx[best];
+    if (pk->n_order == 0) pk->order[pk->n_order++] = idx[0];
     uint64_t hash = 0;
     memo_slot_t *m = memo_slot(pk->srv, pk->group, &pk->req, &hash);
     if (m && m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)
         for (size_t k = 0; k < n_keys; k++) /* a retry: its first key, if it still is one */
-            if (!strcmp(c->settings.pools[idx[k]].name, m->pool)) chosen = idx[pick = k];
-    snprintf(pk->pool_out, pk->pool_out_size, "%s", c->settings.pools[chosen].name);
-    if (m && !(m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s)) {
-        m->hash = hash;
-        m->at_s = now;
-        snprintf(m->pool, sizeof(m->pool), "%s", pk->pool_out);
-    }
-    /* The lease is the key's long-context pool's; pool_out names the key it goes with. */
-    pk->req.pool = lc[pick] ? lc[pick] : pk->pool_out;
-    sl_backend_request(pk->srv->backend, &pk->req, pk->cb, pk->ud);
-    free(pk);
+            if (!strcmp(c->settings.pools[idx[k]].name, m->pool)) {
+                pk->order[0] = idx[k];
+                pk->n_order = 1; /* its answer is that key's, a replay */
+            }
+    if (m && !(m->hash == hash && now - m->at_s <= c->engine.idempotency_ttl_s))
+        memo_note(pk->srv, pk->group, &pk->req, c->settings.pools[pk->order[0]].name);
+    ask_next(pk);
 }
 
 void sl__keys_request(sl_server_t *srv, const sl_request_t *req, char *pool_out,

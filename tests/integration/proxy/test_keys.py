@@ -179,6 +179,94 @@ class TwoKeys(unittest.TestCase):
         self.assertEqual(status, 200, payload)
         self.assertEqual(json.loads(payload)["key"], max(room, key=room.get), room)
 
+    def test_a_queued_lease_gets_the_soonest_eta_over_the_keys(self):
+        # design.md "One queue over the keys": a ticket may be granted by any key of its
+        # pool, so its QUEUED eta is the least over the keys, not its own key's.
+        def lease(agent, output_tokens):
+            status, _, payload = self.s.request(
+                "POST", "/v1/leases", {"agent": agent, "pool": "claude", "input_tokens": 10,
+                                        "output_tokens": output_tokens, "wait": 0})
+            return status, json.loads(payload)
+
+        def bucket(key):
+            return self.s.get("/v1/pools/claude:" + key)["buckets"]["output_tokens"]
+
+        status, first = lease("eta-a", 5100)  # all of big (small can never hold it)
+        self.assertEqual((status, first["key"]), (200, "big"), first)
+        status, second = lease("eta-b", 2550)  # all of small
+        self.assertEqual((status, second["key"]), (200, "small"), second)
+        # 2,000 more: big refills it in 23.5 s, small in 47 s: queued on big.
+        status, queued = lease("eta-c", 2000)
+        self.assertEqual((status, queued["status"], queued["key"]), (202, "queued", "big"), queued)
+        # small gets 1,500 back (the call used 1,050 of 2,550): it now fits the ticket in
+        # about 12 s, sooner than big; its queue is empty, so it would take the ticket.
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases/%s/settle" % second["lease"],
+            {"input_tokens": 10, "output_tokens": 1050})
+        self.assertEqual(status, 200, payload)
+        status, _, payload = self.s.request("GET", "/v1/tickets/%s?wait=0" % queued["ticket"])
+        polled = json.loads(payload)
+        self.assertEqual((status, polled["status"]), (202, "queued"), polled)
+
+        def fit_s(key):
+            b = bucket(key)
+            return max(0.0, 2000 - b["level"]) / (b["capacity"] / 60.0)
+
+        small_s, big_s = fit_s("small"), fit_s("big")
+        self.assertGreater(big_s, small_s + 5, (big_s, small_s))
+        # The poll's eta is small's time (read a moment later: refill moves it by ms).
+        self.assertAlmostEqual(polled["eta"], small_s, delta=0.5)
+        self.assertEqual(polled["limited_by"], "output_tokens")
+
+    def test_an_agent_held_on_one_key_is_granted_on_the_other(self):
+        # The agent's own 429 report holds it on that key's pool only (a workspace's
+        # retry-after): the key the estimate chose rejects it (agent_retry_after), and the
+        # other key, which may grant it, is asked next (design.md "A pool of several keys").
+        self.s.stop()
+        self.s.dir.cleanup()
+        self.s = Sluiced(two_keys_config(self.big, self.small).replace(
+            "    max_queue_wait_s: 120\n", "    max_queue_wait_s: 5\n    max_report_pool_block_s: 0\n"))
+        wait_for(lambda: self.s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
+
+        def lease(agent):
+            status, _, payload = self.s.request(
+                "POST", "/v1/leases", {"agent": agent, "pool": "claude", "input_tokens": 10,
+                                        "output_tokens": 100, "wait": 0})
+            return status, json.loads(payload)
+
+        status, first = lease("held")
+        self.assertEqual((status, first["key"]), (200, "big"), first)  # both full: the first
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases/%s/settle" % first["lease"],
+            {"input_tokens": 10, "output_tokens": 0, "got_429": True, "retry_after": 90})
+        self.assertEqual(status, 200, payload)
+        # big itself is not held (max_report_pool_block_s 0) and still the estimate's choice
+        # for another agent; this agent is held there for 90 s, not on small.
+        status, again = lease("held")
+        self.assertEqual((status, again.get("status"), again.get("key")), (200, "granted", "small"),
+                         again)
+        # Pinned to big, it is held there: the reject says how long.
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases", {"agent": "held", "pool": "claude:big", "input_tokens": 10,
+                                    "output_tokens": 100, "wait": 0})
+        pinned = json.loads(payload)
+        self.assertEqual((status, pinned["reason"]), (429, "agent_retry_after"), pinned)
+        self.assertGreater(pinned["retry_after"], 80)
+        # Both keys emptied: big would fit 2,000 sooner, but holds the agent 90 s; small
+        # fits it in 47 s, past max_queue_wait_s: rejected on both, the answer is the sooner.
+        for key in ("small", "big"):
+            level = int(self.s.get("/v1/pools/claude:" + key)["buckets"]["output_tokens"]["level"])
+            status, _, payload = self.s.request(
+                "POST", "/v1/leases", {"agent": "fill-" + key, "pool": "claude:" + key,
+                                        "input_tokens": 10, "output_tokens": level, "wait": 0})
+            self.assertEqual(status, 200, payload)
+        status, _, payload = self.s.request(
+            "POST", "/v1/leases", {"agent": "held", "pool": "claude", "input_tokens": 10,
+                                    "output_tokens": 2000, "wait": 0})
+        both = json.loads(payload)
+        self.assertEqual((status, both.get("reason")), (429, "queue_wait_exceeds_max"), both)
+        self.assertAlmostEqual(both["retry_after"], 2000 / 42.5, delta=1)
+
 
 class KeysAndTokens(unittest.TestCase):
     def test_a_token_of_the_pool_may_use_its_keys_and_no_other_token_may(self):
