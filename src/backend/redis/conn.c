@@ -52,6 +52,20 @@ static bool is_state_lost(const redisReply *r)
            r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "state_lost") == 0;
 }
 
+/* A call the library refused (an error code: not found, already settled, ...) may still
+ * have moved its pool (its advance granted tickets, ended leases: sluice.lua's
+ * CALL.refused): its events go out as any call's, whichever callback reads the code. */
+static void queue_refusal_events(rb_t *rb, const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 5 ||
+        r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "ok") == 0 ||
+        r->element[3]->type != REDIS_REPLY_ARRAY || r->element[3]->elements == 0)
+        return;
+    sl__rreply_t rep;
+    int rc = sl__rreply_parse(r, &rep);
+    if (rc != SL_OK && rc != SL__RPROTO) sl__rb_queue_reply_events(rb, &rep);
+}
+
 void sl__rb_on_call_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     rcall_t *c = priv;
@@ -74,6 +88,7 @@ void sl__rb_on_call_reply(redisAsyncContext *ac, void *r, void *priv)
     }
     if (!rb->freeing) arm_deadline(rb);
     if (!rb->freeing && is_state_lost(r)) recover_lost_state(rb);
+    if (!rb->freeing) queue_refusal_events(rb, r);
     c->fn(rb, c, rb->freeing ? NULL : r);
     sl__rcl_call_done(c);
     free(c);

@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '16'
+local VERSION = '17'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -978,6 +978,7 @@ end
 -- 200 locals.
 local CP = {}
 local WS = {}  -- the working set's functions (their section follows backfilling)
+local CALL = {}  -- a call's frame: its events and the reply to a refused call (before pool_call)
 local KQ = {}  -- one queue over the keys of a pool of several keys (its section follows the
               -- configuration's decoding, which it uses)
 local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
@@ -2301,6 +2302,44 @@ local function clock()
   return tonumber(t[1]) + tonumber(t[2]) / 1e6
 end
 
+-- The call's events as reply arrays, published to the other replicas when argv[2] (this
+-- replica's id) is set.
+function CALL.events(argv)
+  local evs = {}
+  for i, ev in ipairs(S.events) do
+    local e = {}
+    for k, v in pairs(ev) do e[#e + 1] = k; e[#e + 1] = F(v) end
+    evs[i] = e
+  end
+  if argv[2] ~= '' and #evs > 0 then
+    local wire = {}
+    for i, e in ipairs(evs) do wire[i] = table.concat(e, '\31') end
+    redis.call('PUBLISH', 'sluice:events', argv[2] .. '\30' .. table.concat(wire, '\30'))
+  end
+  return evs
+end
+
+-- The reply to a call refused by fail() (`res`: its code and message). What the call did
+-- before the refusal stands, as it does in the engine: the pool's advance (refill, expiries,
+-- its queue drained, a sibling key handed a ticket: KQ) is not the request's and is not
+-- undone, and part of it (a sibling's record, an index) is already written. So the records
+-- and the state are written back as after any call, in the call's own pool (a refusal
+-- raised inside a sibling's keys, KQ.enter, leaves S pointing there), and its events go
+-- out with the refusal. Without this a grant made by the advance lost its lease record
+-- while its expiry index kept it (the pool's next advance then failed on every call).
+function CALL.refused(res, pool_key, argv)
+  if not S.now then return {res.code, res.msg, {}, {}, 'inf'} end
+  S.pool_key = pool_key
+  S.prefix = string.sub(pool_key, 1, #pool_key - 4)
+  S.pool = string.match(pool_key, '^sluice:{(.*)}:pool$')
+  S.fixed = FIXED[S.prefix]
+  local p = S.p
+  flush()
+  local evs = CALL.events(argv)
+  local epoch = p and {F(p.epoch), F(p.next_n), F(p.lost_until)} or {}
+  return {res.code, res.msg, {}, evs, F(p and next_wakeup(p) or math.huge), epoch}
+end
+
 -- Runs fn(p, args, now) for the pool of KEYS[1]; `need_pool` false lets configure
 -- create it. Handles time, errors, write-back, events and the reply.
 local function pool_call(keys, argv, fn, opts)
@@ -2358,8 +2397,8 @@ local function pool_call(keys, argv, fn, opts)
     return {fields, p and next_wakeup(p) or math.huge, p}
   end)
   if not ok then
-    if type(res) == 'table' and res.code then return {res.code, res.msg, {}, {}, 'inf'} end
-    error(res)
+    if type(res) ~= 'table' or not res.code then error(res) end
+    return CALL.refused(res, pool_key, argv)
   end
   local flat = {}
   for k, v in pairs(res[1]) do
@@ -2368,17 +2407,7 @@ local function pool_call(keys, argv, fn, opts)
     end
     flat[#flat + 1] = k; flat[#flat + 1] = F(v)
   end
-  local evs = {}
-  for i, ev in ipairs(S.events) do
-    local e = {}
-    for k, v in pairs(ev) do e[#e + 1] = k; e[#e + 1] = F(v) end
-    evs[i] = e
-  end
-  if argv[2] ~= '' and #evs > 0 then
-    local wire = {}
-    for i, e in ipairs(evs) do wire[i] = table.concat(e, '\31') end
-    redis.call('PUBLISH', 'sluice:events', argv[2] .. '\30' .. table.concat(wire, '\30'))
-  end
+  local evs = CALL.events(argv)
   local p = res[3]
   local epoch = p and {F(p.epoch), F(p.next_n), F(p.lost_until)} or {}
   return {'ok', '', flat, evs, F(res[2]), epoch}
