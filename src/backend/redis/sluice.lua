@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '17'
+local VERSION = '18'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -1924,10 +1924,9 @@ end
 -- named "POOL:<name>" (sluice:{registry}:pools, where every replica registers its pools).
 
 -- Switches the call to pool `name`'s keys (S.prefix and the per-pool caches of S);
--- returns what KQ.leave restores.
+-- returns what KQ.leave restores (the keys, not the queue caches).
 function KQ.enter(name)
-  local saved = {prefix = S.prefix, fixed = S.fixed, pool = S.pool, pool_key = S.pool_key,
-                 tl = S.tl, qid = S.qid, qouter = S.qouter}
+  local saved = {prefix = S.prefix, fixed = S.fixed, pool = S.pool, pool_key = S.pool_key}
   S.prefix = 'sluice:{' .. name .. '}:'
   S.pool_key = S.prefix .. 'pool'
   S.pool = name
@@ -1937,9 +1936,13 @@ function KQ.enter(name)
   return saved
 end
 
+-- The queue caches (S.tl, S.qid, S.qouter) are not restored but dropped: what was done
+-- inside may have changed the pool returned to (KQ.push's sibling takes this pool's head
+-- by entering it again), and a head kept from before named a ticket that had ended
+-- (keys_push_then_drain.scn). They are rebuilt from Redis when next asked.
 function KQ.leave(saved)
   S.prefix, S.fixed, S.pool, S.pool_key = saved.prefix, saved.fixed, saved.pool, saved.pool_key
-  S.tl, S.qid, S.qouter = saved.tl, saved.qid, saved.qouter
+  S.tl, S.qid, S.qouter = nil, nil, nil
 end
 
 -- The entered pool's hot state with its configuration, or nil (gone, another layout, or
