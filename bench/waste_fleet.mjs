@@ -24,6 +24,13 @@
 // starting), refilled after the last answer (the last test pause, the processes exiting), and
 // the rest, unused while the fleet asked; and the input billed over the capacity between the
 // first ask and the last answer, next to the measure above (which stays the one quoted).
+// And what sluiced's margin cost each run, next to the direct run of its pair: the input
+// capacity its climb left below the ceiling (`margin_max`) and the ceiling left below the
+// provider's, in tokens and in seconds of refill, and the makespans the run would have had
+// with each given back (at the ceiling from the start; at the provider's whole capacity),
+// the rest of the run (its ends, its waste) unchanged: a pair whose ceiling makespan is
+// later than the direct run's cannot be won by a faster climb, only by spending the reserve
+// the ceiling keeps.
 //
 //   SLUICED=... SLUICE_EMU=... [TTFT_MS=200] node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
 import { spawn } from 'node:child_process';
@@ -130,7 +137,7 @@ function phases(t0, res, samples, perCall, margin0) {
              `max ${Math.max(...samples.map((x) => x.margin || 0)).toFixed(2)}` };
 }
 
-async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort) {
+async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort, marginMax) {
   const poll = poller(emu.port, sluicedPort);
   const t0 = Date.now();
   const names = Array.from({ length: AGENTS }, (_, i) => `agent-${i + 1}`);
@@ -144,7 +151,7 @@ async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort) {
   for (const e of errors) console.error(`${label}: ${e.agent}: ${e.error}`);
   const perCall = input / Math.max(1, st.admitted);
   const share = margin || 1;
-  return { label, makespan, http429: st.http_429, calls: st.requests, capacity,
+  return { label, makespan, http429: st.http_429, calls: st.requests, capacity, marginMax,
            broken: res.reduce((n, r) => n + r.broken, 0),
            gaveUp: res.filter((r) => r.gave_up).length, input,
            used: input / capacity, usedOwn: null,
@@ -180,10 +187,12 @@ for (let pair = 0; pair < PAIRS; pair++) {
                                      { ...LIMITS, max_queue_wait_s: 90 }) + 'max_wait_s: 300\n');
   try {
     const pools0 = await getJson(sluiced.port, '/v1/pools');
-    const margin = pools0.pools && pools0.pools[0] ? pools0.pools[0].margin : 0.85;
+    const p0 = pools0.pools && pools0.pools[0];
+    const margin = p0 ? p0.margin : 0.85;
+    const marginMax = p0 && p0.config ? p0.config.margin_max : 0.97;
     runs.push(usedOwn(await fleet('through sluiced', emu,
                                   `http://127.0.0.1:${sluiced.port}/anthropic`, true, margin,
-                                  sluiced.port)));
+                                  sluiced.port, marginMax)));
   } finally { await sluiced.stop(); await emu.stop(); }
 }
 }
@@ -218,3 +227,27 @@ console.log('capacity: the provider\'s (direct) or what sluiced allowed itself (
             'bucket) and once the last answer was in; billed/capacity asked: without those two');
 console.log('capacity bound: seconds of refill the input billed beyond a full bucket needs, at the ' +
             'provider\'s rate (direct) or at the pool\'s start margin (sluiced)');
+
+/* What the margin cost a sluiced run (see the header): its capacity at the ceiling from the
+ * start and at the provider's whole rate, each up to its makespan, against what it allowed
+ * itself; the makespan each would have given, the rest of the run unchanged. */
+function marginCost(r, direct) {
+  const L = LIMITS.input_tpm, top = r.marginMax;
+  const atCeiling = L * top + L * top / 60 * r.makespan;
+  const climb = atCeiling - r.allowed, ceiling = r.capacity - atCeiling;
+  const ceilingMs = r.makespan - climb / (L * top / 60);
+  const fullMs = r.makespan - (r.capacity - r.allowed) / (L / 60);
+  const vs = (t) => `${t.toFixed(1)} s (${t <= direct.makespan ? 'no later' : 'later'})`;
+  return `${String(Math.round(climb)).padStart(8)} = ${(climb / (L * top / 60)).toFixed(1).padStart(4)} s ` +
+         `${String(Math.round(ceiling)).padStart(10)} = ${(ceiling / (L / 60)).toFixed(1).padStart(4)} s ` +
+         `${vs(ceilingMs).padStart(28)} ${vs(fullMs).padStart(30)} ${direct.makespan.toFixed(1).padStart(10)} s`;
+}
+console.log(`\n${'the margin\'s cost (sluiced)'.padEnd(31)} ${'climb, tokens = s'.padStart(16)} ` +
+            `${'ceiling, tokens = s'.padStart(18)} ${'makespan at the ceiling'.padStart(28)} ` +
+            `${'at the provider\'s capacity'.padStart(30)} ${'direct'.padStart(12)}`);
+for (let i = 0; i + 1 < runs.length; i += 2)
+  console.log(`pair ${String(i / 2 + 1).padEnd(26)} ${marginCost(runs[i + 1], runs[i])}`);
+console.log('climb: the capacity a pool at margin_max from the start would have had up to the ' +
+            'makespan, less what sluiced allowed itself; ceiling: the provider\'s capacity less ' +
+            'that; makespans: sluiced\'s, less the seconds of refill each stands for (the ends and ' +
+            'the waste of the run unchanged), next to the direct run of the pair');

@@ -382,6 +382,13 @@ static void on_configured(rb_t *rb, rcall_t *c, redisReply *r)
 void sl__rb_add_configure_history(rb_t *rb, sl__rcmd_t *cmd, const rpool_t *p)
 {
     sl__rcmd_str(cmd, SL_FA(cold_start), rb->opt.cold_start_full ? "full" : "empty");
+    if (rb->opt.fail == SL_REDIS_FAIL_OPEN) {
+        /* Fail-open shares may spend while no replica reaches the pool: a gap longer
+         * than two ticks and a timeout holds its refill for the heartbeat window
+         * (sluice.lua, CALL.hold_gap). */
+        sl__rcmd_num(cmd, SL_FA(outage_gap_s), 2 * rb->opt.tick_s + rb->opt.timeout_s);
+        sl__rcmd_num(cmd, SL_FA(outage_hold_s), 5 * rb->opt.tick_s);
+    }
     if (rb->max_next_n > 0) sl__rcmd_num(cmd, SL_FA(seed_n), rb->max_next_n);
     if (p->epoch > 0) sl__rcmd_num(cmd, SL_FA(lost), 1);
     sl__rb_add_history(cmd, p);

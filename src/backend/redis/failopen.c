@@ -93,12 +93,41 @@ void sl__rb_local_configure(rb_t *rb, bool cold)
         cfg.rpm = sl__rb_share(cfg.rpm, n);
         cfg.tokens_tpm = sl__rb_share(cfg.tokens_tpm, n);
         cfg.concurrency = sl__rb_share(cfg.concurrency, n);
+        /* The share never climbs above its start: a header vouches for the provider's
+         * room, which the other replicas' shares spend too. */
+        cfg.margin_max = cfg.margin_start;
         sl_engine_configure_pool(rb->local, s->pools[i].name, &cfg, now);
         /* No cold-start window: headers seen during an outage only lower the share. */
         if (cold) sl_engine_pool_cold_start(rb->local, s->pools[i].name, 0, now);
     }
     sl_engine_wake_parked(rb->local); /* a cap raised or lifted frees slots */
     rb->local_replicas = n;
+}
+
+/* The headers of a fail-open lease's call, scaled to this replica's share: a limit or a
+ * remaining count is the provider's whole, of which the share is 1/replicas (as its
+ * configured limits are); the local engine then never adopts the whole limit as its
+ * own, nor a room the other replicas' shares spend too. Resets pass as they are. */
+const char **sl__rb_share_headers(const rb_t *rb, const char *const *names,
+                                  const char *const *values, size_t count)
+{
+    enum { VALUE_CHARS = 24 };
+    int n = rb->local_replicas > 0 ? rb->local_replicas : 1;
+    /* One block: the pointers, then each scaled value's text. */
+    const char **scaled = malloc(count * (sizeof *scaled + VALUE_CHARS) + 1);
+    if (!scaled) return NULL;
+    char *text = (char *)(scaled + count);
+    for (size_t i = 0; i < count; i++) {
+        sl_header_kind_t h = sl_header_classify(names[i]);
+        int64_t v;
+        scaled[i] = values[i];
+        if (h.known && h.field != SL_HEADER_RESET && sl_header_parse_count(values[i], &v)) {
+            snprintf(text + i * VALUE_CHARS, VALUE_CHARS, "%lld",
+                     (long long)(h.field == SL_HEADER_LIMIT ? sl__rb_share(v, n) : v / n));
+            scaled[i] = text + i * VALUE_CHARS;
+        }
+    }
+    return scaled;
 }
 
 /* Local ids: (local_no << 40) | (local_base + engine id). local_no is this replica's own

@@ -453,7 +453,18 @@ void sl__rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
     if (sl__rb_is_local(lease)) {
         sl_settle_result_t res;
         size_t from = rb->n_events;
-        int rc = sl_engine_settle(rb->local, sl__rb_engine_id(rb, lease), s, sl__rb_now(b), &res);
+        sl_settle_t shared = *s;
+        const char **scaled = NULL;
+        if (s->header_count) {
+            scaled = sl__rb_share_headers(rb, s->header_names, s->header_values, s->header_count);
+            if (!scaled) {
+                cb(SL_ENOMEM, NULL, "out of memory", ud);
+                return;
+            }
+            shared.header_values = scaled;
+        }
+        int rc = sl_engine_settle(rb->local, sl__rb_engine_id(rb, lease), &shared, sl__rb_now(b), &res);
+        free(scaled);
         sl__rb_fix_local_events(rb, from);
         cb(rc, rc == SL_OK ? &res : NULL, rc == SL_OK ? NULL : sl_engine_errmsg(rb->local), ud);
         return;
@@ -503,8 +514,11 @@ void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
             return;
         }
         size_t from = rb->n_events;
-        int rc = sl_engine_resync_lease(rb->local, sl__rb_engine_id(rb, lease), names, values,
-                                        count, sl__rb_now(b), NULL);
+        const char **scaled = sl__rb_share_headers(rb, names, values, count);
+        int rc = scaled ? sl_engine_resync_lease(rb->local, sl__rb_engine_id(rb, lease), names,
+                                                 scaled, count, sl__rb_now(b), NULL)
+                        : SL_ENOMEM;
+        free(scaled);
         sl__rb_fix_local_events(rb, from);
         local_done(rb, rc, 0, cb, ud);
         return;

@@ -269,6 +269,11 @@ int64_t sl__rb_share(int64_t limit, int replicas);
  * buckets are emptied too and refill from now - what the replicas spent just before
  * Redis went away is not known here, and a full share on top of it would overbook. */
 void sl__rb_local_configure(rb_t *rb, bool cold);
+/* The values of a fail-open lease's rate-limit headers as its share reads them: each
+ * limit and remaining count scaled to 1/replicas, the rest as they are. Free with free();
+ * NULL when out of memory. */
+const char **sl__rb_share_headers(const rb_t *rb, const char *const *names,
+                                  const char *const *values, size_t count);
 /* Lifts, in the local engine (if any), the caps `next` no longer names and the team
  * weights and memberships of the settings it was configured with: called before a
  * configure replaces them, so a cap the new settings drop does not outlive them there. */

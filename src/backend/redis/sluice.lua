@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '18'
+local VERSION = '19'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -1792,6 +1792,7 @@ local function pool_advance(p, now)
   if spend_cap_reset_at(p) <= now then spend_cap_alert(p, false) end
   margin_advance(p, now)
   refill(p, now)
+  CALL.hold_release(p, now)
   while p.lx_at <= now do
     local due = redis.call('ZRANGEBYSCORE', K('lx'), '-inf', F(now), 'LIMIT', 0, 1)
     if #due == 0 then p.lx_at = zmin(K('lx')); break end
@@ -1816,6 +1817,7 @@ local function next_wakeup(p)
   if reset_at < at then at = reset_at end
   if p.lx_at < at then at = p.lx_at end
   if p.ti_at < at then at = p.ti_at end
+  if p.hu > 0 and p.hu < at then at = p.hu end
   local ws_at = WS.next_at(p)
   if ws_at < at then at = ws_at end
   local id = queue_head(p)
@@ -1874,7 +1876,8 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'next_n', 'granted_total', 'queued_total', 'rejected_total', 'upstream_429_total', 'qn',
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
-  'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits', 'climb_n'})
+  'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits', 'climb_n',
+  'og', 'oh', 'hu', 'h0', 'h1', 'h2', 'h3'})  -- og..h3: CALL.hold_gap (0 from an older record)
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -2322,6 +2325,53 @@ function CALL.events(argv)
   return evs
 end
 
+-- ---- a gap in the pool's calls: the refill a fail-open share may have spent ----
+-- Every live replica advances every pool each tick, so a pool no call reached for longer
+-- than `og` seconds (sent by fail-open replicas at configure: two of their ticks plus
+-- their timeout; 0 = off) was cut off from all of them, and each may have granted from
+-- its local share meanwhile. What those shares granted is charged when each replica is
+-- back, but the first call after the gap (a configure, a replayed settle, an advance)
+-- would otherwise grant queued tickets from the whole gap's refill before the others'
+-- charges arrive. So the gap's refill is held (h0..h3), charges are taken from it first,
+-- and what is left joins the level `oh` seconds later (the replicas' heartbeat window:
+-- by then every live replica has charged). Redis-only, like the fail-open shares.
+function CALL.hold_settings(p, args)
+  p.og = num(args, 'outage_gap_s', 0)
+  p.oh = num(args, 'outage_hold_s', 0)
+end
+
+function CALL.hold_gap(p, now)
+  if p.og <= 0 or now - p.now <= p.og then return end
+  refill(p, p.now)
+  local before = {}
+  for b = 0, NB - 1 do before[b] = p['lv' .. b] end
+  refill(p, now)
+  for b = 0, NB - 1 do
+    p['h' .. b] = p['h' .. b] + (p['lv' .. b] - before[b])
+    p['lv' .. b] = before[b]
+  end
+  p.hu = now + p.oh
+end
+
+function CALL.hold_release(p, now)
+  if p.hu <= 0 or p.hu > now then return end
+  for b = 0, NB - 1 do
+    if p['h' .. b] > 0 then adjust(p, b, p['h' .. b]) end
+    p['h' .. b] = 0
+  end
+  p.hu = 0
+end
+
+-- A charge of `c` tokens of bucket b: the part the held refill covers is taken from it.
+-- Returns what is left to take from the level.
+function CALL.hold_take(p, b, c)
+  local held = p['h' .. b]
+  if c <= 0 or held <= 0 then return c end
+  local t = c < held and c or held
+  p['h' .. b] = held - t
+  return c - t
+end
+
 -- The reply to a call refused by fail() (`res`: its code and message). What the call did
 -- before the refusal stands, as it does in the engine: the pool's advance (refill, expiries,
 -- its queue drained, a sibling key handed a ticket: KQ) is not the request's and is not
@@ -2390,7 +2440,10 @@ local function pool_call(keys, argv, fn, opts)
       if p and now < p.now then now = p.now end  -- Redis's clock stepped back
     end
     S.now = now
-    if p then p.now = now end
+    if p then
+      CALL.hold_gap(p, now)
+      p.now = now
+    end
     -- A replica saw ids this copy of the pool never issued: writes were lost.
     local hw = num(args, 'hw', 0)
     if p and hw > p.next_n then epoch_start(p, now, hw, true) end
@@ -2460,6 +2513,7 @@ local function configure(p, args, now)
   end
   cfg.cold_empty = cold == 'empty' and 1 or 0
   if p then
+    CALL.hold_settings(p, args)
     pool_advance(p, now)
     cfg.pool_no = p.pool_no
     S.cfg_new = encode(CFG, cfg)
@@ -2485,7 +2539,8 @@ local function configure(p, args, now)
     rejected_total = 0, upstream_429_total = 0, qn = 0, lx_at = math.huge, ti_at = math.huge,
     purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
     agreed_at = 0, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
-    ws3 = 0, ws_prom = -math.huge, agreed_bits = 0, climb_n = 0},
+    ws3 = 0, ws_prom = -math.huge, agreed_bits = 0, climb_n = 0, og = 0, oh = 0, hu = 0,
+    h0 = 0, h1 = 0, h2 = 0, h3 = 0},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -2496,6 +2551,7 @@ local function configure(p, args, now)
   -- `lost`: the calling replica knew an earlier epoch of this pool, so this creation
   -- is a loss, not a first start; `seed_n`: the highest id counter it saw in any pool.
   epoch_start(p, now, num(args, 'seed_n', 0), num(args, 'lost', 0) ~= 0)
+  CALL.hold_settings(p, args)
   S.p = p
   return {created = 1, pool_no = p.pool_no}
 end
@@ -3449,7 +3505,7 @@ local function charge(p, args, now)
   local due = now + p.idempotency_ttl_s
   if due < p.purge_at then p.purge_at = due end
   for b = 0, NB - 1 do
-    local c = num(args, 'c' .. b, 0)
+    local c = CALL.hold_take(p, b, num(args, 'c' .. b, 0))
     if limited(p, b) and c ~= 0 then adjust(p, b, -c) end
   end
   drain(p, now)

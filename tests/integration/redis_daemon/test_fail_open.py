@@ -139,6 +139,53 @@ class FailOpen(OnRedis):
                                msg="level %.0f, expected %.0f after %d tokens granted locally"
                                % (l1, expected, spent))
 
+    def test_a_local_share_reads_the_provider_s_headers_as_its_share(self):
+        # The headers describe the provider's whole bucket, which both replicas' shares
+        # spend: the local share adopts neither the whole limit nor the whole room, and
+        # its margin does not climb on them.
+        a, _ = self.replicas
+        self.stop_redis()
+        (_, lease, _), = self.local_grants(1, 20)
+        headers = {"anthropic-ratelimit-input-tokens-limit": "6000",
+                   "anthropic-ratelimit-input-tokens-remaining": "6000"}
+        st, s, _ = a.call("POST", "/v1/leases/%s/settle" % lease,
+                          {"input_tokens": 20, "output_tokens": 1, "headers": headers})
+        self.assertEqual(st, 200, s)
+        local = a.pool()["buckets"]["input_tokens"]
+        self.assertEqual(local["limit"], 3000, local)
+        self.assertAlmostEqual(a.pool()["margin"], 0.85)
+        self.assertLessEqual(local["level"], 2550, local)
+
+    def test_a_ticket_queued_before_the_outage_waits_for_the_shares_charges(self):
+        # Redis's pool refills through the outage as if nobody spent; the replicas' local
+        # shares spent that refill. The first call after Redis returns must not grant a
+        # queued ticket from it before the shares' charges arrive.
+        a, b = self.replicas
+        st, hog, _ = a.lease("hog", 5000, output_tokens=1)
+        self.assertEqual(st, 200, hog)
+        st, q, _ = a.lease("queued", 1200, output_tokens=1)
+        self.assertEqual(st, 202, q)  # queued in Redis, its ETA ~13 s at 85 tokens/s
+        self.stop_redis()
+        spent, t_end, i = 0, time.monotonic() + 16, 0
+        while time.monotonic() < t_end and i < 2000:  # the shares spend all they refill
+            r = self.replicas[i % 2]
+            i += 1
+            st, d, _ = r.lease("w%d" % (i % 2), 20, output_tokens=1)
+            if st == 200:
+                spent += d["charged"]["input_tokens"]
+            else:
+                if st == 202:
+                    r.call("DELETE", "/v1/tickets/%s" % d["ticket"])
+                time.sleep(0.05)
+        self.assertGreater(spent, 900)
+        self.redis.cont_signal()
+        for r in self.replicas:
+            self.assertTrue(wait_until(lambda: self.alert(r) == 0, 10))
+        time.sleep(2.0)  # every replica's charge is in, the held refill released
+        st, t, _ = a.call("GET", "/v1/tickets/%s" % q["ticket"])
+        self.assertEqual(st, 202, "granted from the refill the local shares spent (%d tokens): %s"
+                         % (spent, t))
+
 
 if __name__ == "__main__":
     unittest.main()
