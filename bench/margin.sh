@@ -14,7 +14,7 @@
 # the real engine, so they are what is measured. Prints figures, never gates on them.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${1:-$SRC/build}
+BUILD=$(cd "${1:-$SRC/build}" && pwd)  # absolute: parts run from other directories
 SLUICE=$BUILD/src/cli/sluice
 [ -x "$SLUICE" ] || { echo "margin: $SLUICE is not built" >&2; exit 1; }
 tmp=$(mktemp -d)

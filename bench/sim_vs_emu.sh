@@ -14,7 +14,7 @@
 # gates on them: exits 0 when both sides ran, whatever the numbers.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${1:-$SRC/build}
+BUILD=$(cd "${1:-$SRC/build}" && pwd)  # absolute: parts run from other directories
 SLUICE=$BUILD/src/cli/sluice
 SCENARIO=$SRC/scenarios/proxy-fleet.yaml
 for f in "$SLUICE" "$BUILD/src/emu/sluice-emu" "$BUILD/src/server/sluiced"; do

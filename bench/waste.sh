@@ -15,7 +15,7 @@
 # Prints what it measures, never gates: exits 0 when every part ran.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${1:-$SRC/build}
+BUILD=$(cd "${1:-$SRC/build}" && pwd)  # absolute: parts run from other directories
 SIM_ONLY=${2:-}
 SLUICE=$BUILD/src/cli/sluice
 [ -x "$SLUICE" ] || { echo "waste: $SLUICE is not built" >&2; exit 1; }

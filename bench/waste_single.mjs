@@ -2,7 +2,8 @@
 // same agent through sluiced's proxy, side by side in one run. Run by waste_single.sh
 // (inside tests/harness/offline.sh); prints figures and never gates on them.
 //   1. three sequential Messages calls with max_tokens 128000 (Claude Code's default),
-//      non-streaming, ROUNDS rounds, direct and proxied interleaved;
+//      non-streaming, ROUNDS rounds, direct and proxied interleaved; then the same at other
+//      call sizes (SIZES: max_tokens 1,024 and 8,192, and ~20k and ~100k input tokens);
 //   2. a real `claude -p` three-turn tool task on the default model (Read → Read → an
 //      answer, lib.mjs writeToolScript), ROUNDS pairs interleaved, when
 //      tests/node_modules is installed (`make setup`).
@@ -14,23 +15,31 @@ import { HERE, KEY, agentToken, claudeToolSession, startEmuWith, startSluiced, t
          writeToolScript } from '../tests/harness/lib.mjs';
 
 const ROUNDS = Number(process.env.WASTE_ROUNDS || 2);
+process.setMaxListeners(40); // every emulator and sluiced started adds an exit handler (lib.mjs)
 const LIMITS = { input_tpm: 400000, output_tpm: 200000, rpm: 4000 };
 const MARKER = 'waste-single-marker';
 const CALL_TIMEOUT_MS = 120000;
 
-/** Three sequential max_tokens 128000 calls to `url`; resolves the seconds they took, or
- *  throws naming the status of a call that failed. */
-async function threeCalls(url, headers) {
+/* The call sizes of part 1 after the default: [max_tokens, words of context before the
+ * question]. Three calls of the largest hold ~300k of the 400k input a minute: none needs
+ * to wait, straight or through sluiced. The row prints the input the emulator counted. */
+const SIZES = [[1024, 0], [8192, 0], [8192, 20000], [128000, 100000]];
+
+/** Three sequential calls of `maxTokens` (and `words` words of context) to `url`; resolves
+ *  the seconds they took, or throws naming the status of a call that failed. */
+async function threeCalls(url, headers, maxTokens = 128000, words = 0, usage = {}) {
+  const context = words ? 'the '.repeat(words) + '\n' : '';
   const started = Date.now();
   for (let i = 0; i < 3; i++) {
     const r = await fetch(url, {
       method: 'POST', signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
-      body: JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 128000,
-                             messages: [{ role: 'user', content: `Call ${i + 1}: summarise the plan.` }] }),
+      body: JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: maxTokens,
+                             messages: [{ role: 'user', content: `${context}Call ${i + 1}: summarise the plan.` }] }),
     });
     const text = await r.text();
     if (r.status !== 200) throw new Error(`call ${i + 1} to ${url}: ${r.status} ${text.slice(0, 200)}`);
+    usage.input_tokens = JSON.parse(text).usage?.input_tokens;
   }
   return (Date.now() - started) / 1000;
 }
@@ -38,7 +47,7 @@ async function threeCalls(url, headers) {
 const fmt = (xs) => xs.map((x) => x.toFixed(1)).join(', ');
 const best = (xs) => Math.min(...xs);
 function row(what, direct, proxied) {
-  console.log(`${what.padEnd(44)} direct ${fmt(direct).padEnd(18)} s  proxied ${fmt(proxied).padEnd(18)} s  ` +
+  console.log(`${what.padEnd(48)} direct ${fmt(direct).padEnd(18)} s  proxied ${fmt(proxied).padEnd(18)} s  ` +
               `best ${best(direct).toFixed(1)} vs ${best(proxied).toFixed(1)} s: ratio ${(best(proxied) / best(direct)).toFixed(2)}`);
 }
 
@@ -53,14 +62,18 @@ async function pair(extra) {
 }
 
 /** What the proxied runs on `p` cost: calls queued, resyncs, the emulator's 429s. */
-async function tally(what, p) {
+async function counts(p) {
   await new Promise((r) => setTimeout(r, 400)); // the event log is flushed every 250 ms
   const events = p.sluiced.events();
   const stats = await p.emu.stats();
-  console.log(`  ${what} through sluiced: ${events.filter((e) => e.event === 'queued').length} calls queued, ` +
-              `${events.filter((e) => e.event === 'resync').length} resyncs lowering a level; ` +
-              `emulator 429s ${stats.http_429}`);
+  return { queued: events.filter((e) => e.event === 'queued').length,
+           resyncs: events.filter((e) => e.event === 'resync').length, http_429: stats.http_429 };
 }
+function printCounts(what, c) {
+  console.log(`  ${what} through sluiced: ${c.queued} calls queued, ${c.resyncs} resyncs lowering a level; ` +
+              `emulator 429s ${c.http_429}`);
+}
+async function tally(what, p) { printCounts(what, await counts(p)); }
 
 console.log(`sluice-emu ${JSON.stringify(LIMITS)}, ttft 300 ms, 200 tokens/s; sluiced's pool the same, ` +
             `cold_start: full; ${ROUNDS} rounds, direct and proxied interleaved`);
@@ -74,6 +87,33 @@ try {
   row('3 sequential calls, max_tokens 128000', d3, p3);
   await tally('the calls', calls);
 } finally { await calls.stop(); }
+/* Each run of a size on a pair of its own: two runs of ~100k-token calls on one emulator
+ * would spend more than its bucket, and the second would wait for the refill. */
+async function sizedRun(maxTokens, words, viaSluice) {
+  const p = await pair(['--output-tokens', '200']);
+  try {
+    const usage = {};
+    const s = viaSluice
+      ? await threeCalls(`${p.sluiced.origin}/anthropic/v1/messages`, { 'x-api-key': agentToken('calls') },
+                         maxTokens, words, usage)
+      : await threeCalls(`${p.emu.origin}/v1/messages`, { 'x-api-key': KEY }, maxTokens, words, usage);
+    return { s, c: viaSluice ? await counts(p) : null, input_tokens: usage.input_tokens };
+  } finally { await p.stop(); }
+}
+for (const [maxTokens, words] of SIZES) {
+  const d = [], p = [], sum = { queued: 0, resyncs: 0, http_429: 0 };
+  let inputTokens = 0;
+  for (let i = 0; i < ROUNDS; i++) {
+    const direct = await sizedRun(maxTokens, words, false);
+    d.push(direct.s);
+    inputTokens = direct.input_tokens;
+    const run = await sizedRun(maxTokens, words, true);
+    p.push(run.s);
+    for (const k of Object.keys(sum)) sum[k] += run.c[k];
+  }
+  row(`3 calls, max_tokens ${maxTokens}, ${inputTokens} input tokens`, d, p);
+  printCounts('the calls', sum);
+}
 
 const t = tempDir('waste-single');
 const claude = await pair(['--script', writeToolScript(t.dir, MARKER)]);

@@ -11,7 +11,7 @@
 # Prints figures, never gates on them.
 set -eu
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${1:-$SRC/build}
+BUILD=$(cd "${1:-$SRC/build}" && pwd)  # absolute: parts run from other directories
 for f in "$BUILD/src/emu/sluice-emu" "$BUILD/src/server/sluiced"; do
   [ -x "$f" ] || { echo "waste_single: $f is not built" >&2; exit 1; }
 done
