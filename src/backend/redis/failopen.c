@@ -10,8 +10,12 @@
  *    carries a request_id (the client's, or an internal one), and on recovery those
  *    are forgotten, refunding whatever they created. `fail: closed` answers
  *    SL_REDIS_EUNAVAILABLE instead. Both raise the alert `backend_unavailable`.
+ *  - The provider's rate-limit headers of a local lease's call describe the whole
+ *    provider, which every replica's share spends: they are read as the share's (each
+ *    limit and remaining count over the replicas), and the share never climbs.
  *  - On recovery the local share's spending since the last charge is charged to
- *    Redis under one key per charge, resent until acknowledged (sl__rb_send_charges).
+ *    Redis under one key per charge, resent until acknowledged (sl__rb_send_charges);
+ *    Redis holds the outage's refill until then (sluice.lua, CALL.hold_gap).
  */
 #include "redis_internal.h"
 #include "../../common/grow.h"
