@@ -32,6 +32,9 @@
 // later than the direct run's cannot be won by a faster climb, only by spending the reserve
 // the ceiling keeps.
 //
+// POOL_EXTRA (a JSON object of pool keys, e.g. '{"margin_max": 1.0}') and CONFIG_EXTRA (YAML
+// lines appended to the config, e.g. 'proxy:\n  continue_capped: true\n') try other settings.
+//
 //   SLUICED=... SLUICE_EMU=... [TTFT_MS=200] node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
 import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
@@ -184,7 +187,7 @@ for (let pair = 0; pair < PAIRS; pair++) {
 {
   const emu = await startEmu(EMU_ARGS);
   const sluiced = await startSluiced('pools:\n' + pool('default', emu.port, 'anthropic',
-                                     { ...LIMITS, max_queue_wait_s: 90 }) + 'max_wait_s: 300\n');
+                                     { ...LIMITS, max_queue_wait_s: 90, ...JSON.parse(process.env.POOL_EXTRA || '{}') }) + 'max_wait_s: 300\n' + (process.env.CONFIG_EXTRA || ''));
   try {
     const pools0 = await getJson(sluiced.port, '/v1/pools');
     const p0 = pools0.pools && pools0.pools[0];

@@ -4,6 +4,8 @@
 //   1. three sequential Messages calls with max_tokens 128000 (Claude Code's default),
 //      non-streaming, ROUNDS rounds, direct and proxied interleaved; then the same at other
 //      call sizes (SIZES: max_tokens 1,024 and 8,192, and ~20k and ~100k input tokens);
+//   1b. the same on OpenAI's Chat Completions and Responses: three calls of 50,000 output
+//      tokens allowed on a combined 60,000 tokens-a-minute bucket;
 //   2. a real `claude -p` three-turn tool task on the default model (Read → Read → an
 //      answer, lib.mjs writeToolScript), ROUNDS pairs interleaved, when
 //      tests/node_modules is installed (`make setup`).
@@ -112,6 +114,50 @@ for (const [maxTokens, words] of SIZES) {
     for (const k of Object.keys(sum)) sum[k] += run.c[k];
   }
   row(`3 calls, max_tokens ${maxTokens}, ${inputTokens} input tokens`, d, p);
+  printCounts('the calls', sum);
+}
+
+/* The same on OpenAI's APIs: three sequential calls of 50,000 output tokens allowed on a
+ * combined 60,000 tokens-a-minute bucket (OpenAI counts input + max tokens at the start),
+ * Chat Completions (`max_completion_tokens`) and Responses (`max_output_tokens`), each run on
+ * a pair of its own. Without the refund at each call's end, kept through the resync, the
+ * second call would wait ~50 s for the refill. */
+const OPENAI_LIMITS = { tokens_tpm: 60000, rpm: 4000 };
+const OPENAI_MAX_TOKENS = 50000;
+async function openaiThree(origin, key, api) {
+  const started = Date.now();
+  for (let i = 0; i < 3; i++) {
+    const prompt = `Call ${i + 1}: summarise the plan.`;
+    const [path, body] = api === 'chat'
+      ? ['/v1/chat/completions', { model: 'gpt-4.1', max_completion_tokens: OPENAI_MAX_TOKENS,
+                                   messages: [{ role: 'user', content: prompt }] }]
+      : ['/v1/responses', { model: 'gpt-4.1', max_output_tokens: OPENAI_MAX_TOKENS, input: prompt }];
+    const r = await fetch(`${origin}${path}`, {
+      method: 'POST', signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body),
+    });
+    const text = await r.text();
+    if (r.status !== 200) throw new Error(`${api} call ${i + 1} to ${origin}: ${r.status} ${text.slice(0, 200)}`);
+  }
+  return (Date.now() - started) / 1000;
+}
+for (const api of ['chat', 'responses']) {
+  const d = [], p = [], sum = { queued: 0, resyncs: 0, http_429: 0 };
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const viaSluice of [false, true]) {
+      const emu = await startEmuWith(['--input-tpm', '0', '--output-tpm', '0', '--tokens-tpm',
+        OPENAI_LIMITS.tokens_tpm, '--rpm', OPENAI_LIMITS.rpm, '--ttft-ms', '300', '--tokens-per-s', '200',
+        '--latency-spread', '0', '--output-tokens', '200'].map(String));
+      const sluiced = await startSluiced(emu.origin, ['calls'], OPENAI_LIMITS);
+      try {
+        if (!viaSluice) { d.push(await openaiThree(emu.origin, KEY, api)); continue; }
+        p.push(await openaiThree(`${sluiced.origin}/openai`, agentToken('calls'), api));
+        const c = await counts({ emu, sluiced });
+        for (const k of Object.keys(sum)) sum[k] += c[k];
+      } finally { await sluiced.stop(); await emu.stop(); }
+    }
+  }
+  row(`OpenAI ${api === 'chat' ? 'Chat Completions' : 'Responses'}, 3 calls of ${OPENAI_MAX_TOKENS} max`, d, p);
   printCounts('the calls', sum);
 }
 

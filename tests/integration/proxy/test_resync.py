@@ -64,6 +64,26 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
             self.assertEqual(resyncs, [])
             self.assertEqual(emu.stats()["http_429"], 0)
 
+    def test_three_openai_calls_of_50000_max_tokens_on_a_60000_bucket_are_each_granted_at_once(self):
+        # OpenAI's combined bucket (input + max tokens at the start): its headers
+        # (x-ratelimit-remaining-tokens) count the call's own 50,000 still held; the refund
+        # at its end must stand, or the next call waits ~50 s for the refill.
+        emu_args = ["--input-tpm", "0", "--output-tpm", "0", "--tokens-tpm", "60000",
+                    "--rpm", "4000"] + EMU_400K[6:]
+        with Emu(emu_args) as emu, Sluiced(backend_config() + "pools:\n" + pool_yaml(
+                "gpt", emu.url, "openai", "tokens_tpm: 60000\nrpm: 4000")) as s:
+            wait_for(lambda: s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
+            for i in range(3):
+                status, _, payload = s.openai({"model": "gpt-4.1", "max_completion_tokens": 50000,
+                                               "messages": [{"role": "user", "content": "Call %d" % i}]},
+                                              agent="codex")
+                self.assertEqual(status, 200, payload)
+                b = s.pool("gpt")["buckets"]["tokens"]
+                self.assertGreater(b["level"], b["capacity"] - 2000, (i, b))
+            events = s.events()
+            self.assertEqual([e for e in events if e["event"] == "queued"], [])
+            self.assertEqual(emu.stats()["http_429"], 0)
+
     def test_a_refund_made_while_another_call_streams_is_not_undone_by_its_headers(self):
         # B (max_tokens 100000) streams from t=0 to ~2 s; A starts at ~1 s, while the
         # provider still holds B's 100000, and ends at ~3 s. A's headers count B's
