@@ -44,6 +44,11 @@
  * new base), and its agent's last finish tag was set when it queued. The team's inner V
  * stays the tag of its latest grant in order, so a request arriving next is placed as
  * if the backfill had not happened (never behind tickets that were not served).
+ *
+ * A candidate whose prompt cache lapsed while it waited is charged its prefix first
+ * (sl__ticket_cache_lapsed, as the drain does for the head): the provider bills the
+ * prefix again whichever way the call passes, and a backfill on the tail alone would
+ * send more than it reserved.
  */
 #include "internal.h"
 
@@ -113,6 +118,8 @@ void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
         sl__ticket_t *t = window[i];
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
         if (sl__caps_at_concurrency(p, &t->caps)) continue;
+        /* As at the head: a cache that lapsed while it waited is billed again. */
+        sl__ticket_cache_lapsed(p, t, now);
         if (!sl__backfill_admits(e, p, head, &t->need, &t->caps, t->team, t->cost, now)) continue;
         sl__tags_t tags = sl__backfill_tags(p, t->team, t->cost); /* the base before it leaves */
         sl__queue_remove(p, t);

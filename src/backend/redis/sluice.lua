@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '19'
+local VERSION = '20'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -1548,7 +1548,10 @@ function BF.backfill(p, head, now)
     local t = win[i]
     local hs = CP.caps_resolve(p, t.agent)
     local g = team_get(t.team, true)
-    if not (hs and CP.caps_at_concurrency(hs)) and
+    local capped = hs and CP.caps_at_concurrency(hs)
+    -- As at the head: a cache that lapsed while it waited is billed again.
+    if not capped then ticket_cache_lapsed(p, t, now) end
+    if not capped and
         BF.admits(p, head, need_of(t), hs, g, t.cost, now) then
       local finish, outer = BF.tags(p, g, t.cost)
       queue_remove(p, t)
