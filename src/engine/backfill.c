@@ -52,6 +52,8 @@
  */
 #include "internal.h"
 
+#include <math.h>
+
 /* Whether a holder of `a` with max_concurrent is also one of `b`. */
 static bool share_concurrency_holder(const sl__capref_t *a, const sl__capref_t *b)
 {
@@ -128,4 +130,30 @@ void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
             return;
         }
     }
+}
+
+double sl__backfill_next_at(const sl__pool_t *p, const sl__ticket_t *head)
+{
+    if (!p->cfg.backfill) return INFINITY;
+    if (p->cfg.concurrency > 0 && p->cfg.concurrency - p->in_flight < 2) return INFINITY;
+    sl__ticket_t *window[SL__BACKFILL_WINDOW];
+    size_t n = sl__queue_window(p, window, SL__BACKFILL_WINDOW);
+    double at = INFINITY;
+    for (size_t i = 1; i < n; i++) {
+        const sl__ticket_t *t = window[i];
+        double sums[SL_BUCKET_COUNT];
+        bool never = false;
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+            /* A bucket it does not use is no condition (the head's need there is not). */
+            sums[b] = t->need.n[b] == 0 ? -INFINITY : (double)(t->need.n[b] + head->need.n[b]);
+            if (sl__limited(p, (sl_bucket_t)b) && sums[b] > sl__capacity(p, (sl_bucket_t)b))
+                never = true;
+        }
+        if (never) continue;
+        double eta_s = sl__eta_for(p, sums, 0, p->last_refill, NULL);
+        /* Nothing to wait for: the last drain judged it and something else held it back. */
+        if (!(eta_s > 0)) continue;
+        if (p->last_refill + eta_s + 1e-6 < at) at = p->last_refill + eta_s + 1e-6;
+    }
+    return at;
 }

@@ -615,6 +615,12 @@ sl__tags_t sl__backfill_tags(const sl__pool_t *p, sl__pteam_t *pt, double cost);
 /* Grants what sl__backfill_admits allows among the first SL__BACKFILL_WINDOW queued
  * tickets, in queue order, past the blocked `head`. */
 void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now);
+/* When the refill alone next lets a queued ticket among the first SL__BACKFILL_WINDOW pass
+ * the blocked `head` (its buckets hold its need plus the head's), after p's last refill;
+ * +INFINITY when none will (backfilling off, no slot to lend, a need that can never fit
+ * beside the head's). For the pool's wake-up: without it such a ticket waited for the
+ * next unrelated event, often the head's own grant. */
+double sl__backfill_next_at(const sl__pool_t *p, const sl__ticket_t *head);
 
 /* admit.c */
 /* Whether a request with this cache identity (NULL: never seen) is the first call of a

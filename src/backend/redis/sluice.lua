@@ -1562,6 +1562,30 @@ function BF.backfill(p, head, now)
   end
 end
 
+-- When the refill alone next lets a queued ticket of the window pass the blocked head (its
+-- buckets hold its need plus the head's), after the last refill; math.huge when none will
+-- (engine: sl__backfill_next_at). For the pool's wake-up.
+function BF.next_at(p, head)
+  if p.backfill == 0 then return math.huge end
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return math.huge end
+  local win = BF.window(p, BF.WINDOW)
+  local at = math.huge
+  for i = 2, #win do
+    local need, sums, never = need_of(win[i]), {}, false
+    for b = 0, NB - 1 do
+      -- A bucket it does not use is no condition (the head's need there is not).
+      sums[b] = need[b] == 0 and -math.huge or need[b] + head['n' .. b]
+      if limited(p, b) and sums[b] > capacity(p, b) then never = true end
+    end
+    if not never then
+      local eta = eta_for(p, sums, 0, p.last_refill)
+      -- Nothing to wait for: the last drain judged it and something else held it back.
+      if eta > 0 and p.last_refill + eta + 1e-6 < at then at = p.last_refill + eta + 1e-6 end
+    end
+  end
+  return at
+end
+
 -- ---- the working set ----
 -- Ports: src/engine/admit.c (its essay says why). A request whose cache identity was never
 -- settled is a task's first call; with `working_set` it goes only when nothing is queued
@@ -1837,8 +1861,14 @@ local function next_wakeup(p)
   -- passed without one, every microsecond when leases take no time.
   if p.concurrency > 0 and p.in_flight >= p.concurrency then t = nil end
   if t then
-    local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
+    local eta = eta_for(p, need_of(t), 0, p.last_refill)
+    local eta_at = p.last_refill + eta + 1e-6
     if eta_at < at then at = eta_at end
+    -- A queued head that waits may be passed by what the refill makes room for.
+    if eta > 0 and id then
+      local bf_at = BF.next_at(p, t)
+      if bf_at < at then at = bf_at end
+    end
   end
   if p.key_group ~= 0 then
     local push_at = KQ.push_at(p)
