@@ -47,6 +47,11 @@
  * starves without it in a finite fleet (the running tasks end, the queue empties; among
  * the parked, a new one's key is at least its arrival - 64 levels, which passes any old
  * one's key in time); it is the guard against a task that never ends.
+ *
+ * A first call admitted while its own agent's (or team's) max_concurrent is full is
+ * parked on that holder, as the drain does with a capped queue head (caps.c), and goes
+ * to the queue at its release: left at the top of the admission order it held every
+ * other first call out while nothing was queued and they fit.
  */
 #include "internal.h"
 
@@ -143,7 +148,12 @@ void sl__admit_grant(sl_engine_t *e, sl__pool_t *p, double now)
     for (sl__ticket_t *t = sl__admit_next(p); t && p->queued == 0; t = sl__admit_next(p)) {
         if (!sl__fits(p, &t->need, now)) return;
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
-        if (sl__caps_at_concurrency(p, &t->caps)) return; /* its holder's release wakes it */
+        sl__capstate_t *st = sl__caps_at_concurrency(p, &t->caps);
+        if (st) { /* admitted, it waits for its holder's release, as a capped head does */
+            sl__admit_unpark(p, t);
+            sl__caps_park(p, st, t, false);
+            continue;
+        }
         sl__tags_t tags = {t->team, t->finish, admit_outer(p, t)};
         sl__admit_unpark(p, t);
         if (sl__grant_ticket(e, p, t, &tags, now) != SL_OK) {

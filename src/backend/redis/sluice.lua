@@ -1656,15 +1656,19 @@ function WS.grant(p, now)
     local t = WS.next(p)
     if not t or not fits(p, need_of(t), now) then return end
     local hs = CP.caps_resolve(p, t.agent)
-    if hs and CP.caps_at_concurrency(hs) then return end
-    -- Every team queue is empty: it is its team's head, as a request arriving now.
-    local g = team_get(t.team, true)
-    local base = p.vtime > g.lo and p.vtime or g.lo
-    local outer = base + t.cost / team_weight(p, t.team)
+    local full = hs and CP.caps_at_concurrency(hs)
     WS.unpark(p, t)
-    local a = agent_get(t.agent, true)
-    local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now, hs)
-    ticket_end(p, t, END_GRANTED, l.id, now)
+    if full then  -- admitted, it waits for its holder's release, as a capped head does
+      CP.caps_park(p, full, full.st, t, false)
+    else
+      -- Every team queue is empty: it is its team's head, as a request arriving now.
+      local g = team_get(t.team, true)
+      local base = p.vtime > g.lo and p.vtime or g.lo
+      local outer = base + t.cost / team_weight(p, t.team)
+      local a = agent_get(t.agent, true)
+      local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now, hs)
+      ticket_end(p, t, END_GRANTED, l.id, now)
+    end
   end
 end
 
