@@ -48,6 +48,12 @@
  * the parked, a new one's key is at least its arrival - 64 levels, which passes any old
  * one's key in time); it is the guard against a task that never ends.
  *
+ * A first call is judged at its arrival, but a call parked as one continues a task once
+ * another call of its cache identity (a shared cache_key, or one sent while the first
+ * was in flight) is settled: it joins the queue at its tag then, as a continuation
+ * arriving would (sl__admit_settled); left parked it waited behind every new task while
+ * the prefix the provider just cached expired.
+ *
  * A first call admitted while its own agent's (or team's) max_concurrent is full is
  * parked on that holder, as the drain does with a capped queue head (caps.c), and goes
  * to the queue at its release: left at the top of the admission order it held every
@@ -189,4 +195,15 @@ void sl__admit_free(sl__pool_t *p)
         p->teams[i]->ws_root = NULL;
     p->ws_head = p->ws_tail = NULL;
     p->ws_n = 0;
+}
+
+void sl__admit_settled(sl__pool_t *p, const sl__cache_t *cache)
+{
+    if (p->ws_n == 0 || cache->refs < 2) return; /* only its lease points to it */
+    for (sl__ticket_t *t = p->ws_head, *next; t; t = next) {
+        next = t->park_next;
+        if (t->cache != cache) continue;
+        sl__admit_unpark(p, t);
+        sl__queue_insert(p, t);
+    }
 }

@@ -649,6 +649,9 @@ double sl__admit_next_at(const sl__pool_t *p);
 double sl__admit_eta(const sl__pool_t *p, const sl__need_t *need, bool parked, double now,
                      int64_t *ahead);
 void sl__admit_free(sl__pool_t *p);
+/* A settle made `cache` known for the first time: its parked first calls continue a task
+ * now, and join the queue at their tags (the caller drains). */
+void sl__admit_settled(sl__pool_t *p, const sl__cache_t *cache);
 
 /* headers.c */
 /* Validates the headers (apply false) or applies them (true); `lease_id` is the lease whose

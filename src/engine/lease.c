@@ -1020,7 +1020,9 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
          * from its end. The call started at its grant or after, so counting from the grant
          * never believes a cache warm past what the provider keeps; the later end of life
          * wins when calls settle out of order or a 5-minute call reads a 1-hour entry. */
+        bool first_settle = !isfinite(l->cache->used_at);
         sl__cache_touch(p, l->cache, l->granted_at, l->need.cache_ttl_s);
+        if (first_settle) sl__admit_settled(p, l->cache);
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
         sl__calib_record_output(l->outs, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);

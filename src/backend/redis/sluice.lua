@@ -1672,6 +1672,22 @@ function WS.grant(p, now)
   end
 end
 
+-- A settle made lease l's cache known for the first time: the first calls parked with that
+-- cache identity continue a task now and join the queue at their tags (engine:
+-- sl__admit_settled; the settle drains).
+function WS.settled(p, l)
+  if p.ws_n <= 0 then return end
+  local own = tonumber(l.own) == 1
+  for _, id in ipairs(redis.call('ZRANGE', K('wsa'), 0, -1)) do
+    local t = load_ticket(tonumber(id))
+    if t and (tonumber(t.own) == 1) == own and
+        (own and t.agent == l.agent or not own and t.ck == l.ck) then
+      WS.unpark(p, t)
+      queue_insert(p, t)
+    end
+  end
+end
+
 -- A parked first call's ETA: behind every queued and parked request (a `parked` one's need
 -- is among them); also their count.
 function WS.eta(p, need, parked, now)
@@ -3307,7 +3323,9 @@ local function settle(p, args, now)
     -- by cttl - cache_ttl_s, so the cache lapses at start + cttl.
     local cttl = tonumber(l.cttl) or 0
     local start = l.granted_at + (cttl > 0 and cttl - p.cache_ttl_s or 0)
+    local first_settle = not (c.rec[c.ls] > -math.huge)
     if start > c.rec[c.ls] then c.rec[c.ls] = start end
+    if first_settle then WS.settled(p, l) end
     c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
     touch(c.key)
     spend_cap_alert(p, false)  -- a call went through: no longer capped
