@@ -45,6 +45,11 @@
  * stays the tag of its latest grant in order, so a request arriving next is placed as
  * if the backfill had not happened (never behind tickets that were not served).
  *
+ * The ETA of a queued call in the window is the sooner of its place in the queue and the
+ * moment its buckets hold its need plus the head's (sl__backfill_eta): told the head's
+ * longer wait, a call backfilling would grant in seconds was rejected past the wait limit
+ * and its agent slept until then.
+ *
  * A candidate whose prompt cache lapsed while it waited is charged its prefix first
  * (sl__ticket_cache_lapsed, as the drain does for the head): the provider bills the
  * prefix again whichever way the call passes, and a backfill on the tail alone would
@@ -156,4 +161,31 @@ double sl__backfill_next_at(const sl__pool_t *p, const sl__ticket_t *head)
         if (p->last_refill + eta_s + 1e-6 < at) at = p->last_refill + eta_s + 1e-6;
     }
     return at;
+}
+
+double sl__backfill_eta(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need,
+                        const double upto[SL_BUCKET_COUNT], const sl__capref_t *caps,
+                        const sl__pteam_t *pt, double cost, double now, const char **limited_by)
+{
+    sl__ticket_t *head = sl__queue_head(p);
+    if (!head || !p->cfg.backfill) return INFINITY;
+    if (p->cfg.concurrency > 0 && p->cfg.concurrency - p->in_flight < 2) return INFINITY;
+    double sums[SL_BUCKET_COUNT], head_need[SL_BUCKET_COUNT];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        sums[b] = need->n[b] == 0 ? -INFINITY : upto[b];
+        if (sl__limited(p, (sl_bucket_t)b) && sums[b] > sl__capacity(p, (sl_bucket_t)b))
+            return INFINITY;
+    }
+    if (e->holders.len) {
+        sl__caps_resolve(e, head->pa->agent, head->pa->agent->name, &head->caps);
+        if (share_concurrency_holder(caps, &head->caps)) return INFINITY;
+    }
+    if (!head_keeps_lead(p, head, pt, cost)) return INFINITY;
+    const char *why = NULL;
+    double eta_s = sl__eta_for(p, sums, 0, now, &why);
+    if (!(eta_s > 0)) return INFINITY; /* it would pass now: something else holds it */
+    sl__need_as_sums(&head->need, head_need);
+    if (!(eta_s < sl__eta_for(p, head_need, 0, now, NULL))) return INFINITY; /* head first */
+    *limited_by = why;
+    return eta_s;
 }

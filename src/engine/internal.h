@@ -621,6 +621,14 @@ void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
  * beside the head's). For the pool's wake-up: without it such a ticket waited for the
  * next unrelated event, often the head's own grant. */
 double sl__backfill_next_at(const sl__pool_t *p, const sl__ticket_t *head);
+/* Seconds until backfilling would grant a request of `need` (caps, team pt, cost) standing
+ * in the window behind the blocked queue head, `upto` the needs of the tickets ahead of it
+ * (the head's included) plus its own: the buckets it uses hold them all before the head
+ * fits, and nothing but the refill holds it back; +INFINITY when it will not pass that
+ * way, or would pass now. *limited_by receives the bucket it waits for. */
+double sl__backfill_eta(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need,
+                        const double upto[SL_BUCKET_COUNT], const sl__capref_t *caps,
+                        const sl__pteam_t *pt, double cost, double now, const char **limited_by);
 
 /* admit.c */
 /* Whether a request with this cache identity (NULL: never seen) is the first call of a

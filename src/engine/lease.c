@@ -456,6 +456,12 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             backfill_now(e, a, cost, finish, now, out))
             return SL_OK;
         eta_s = queue_eta(p, &a->need, sums, ahead, now, &limited_by);
+        if (p->cfg.backfill && !a->park_on && !a->first_call && ahead > 0 &&
+            ahead < SL__BACKFILL_WINDOW) { /* or sooner, past the head (backfill.c) */
+            const char *why = NULL;
+            double bf_s = sl__backfill_eta(e, p, &a->need, sums, &a->caps, pt, cost, now, &why);
+            if (bf_s < eta_s) eta_s = bf_s, limited_by = why;
+        }
         if (a->park_on && a->cap_wait_s >= eta_s) {
             eta_s = a->cap_wait_s;
             limited_by = a->cap_reason;
@@ -789,6 +795,13 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         } else {
             sl__queue_place(p, t->team, t->finish, t->seq, t->cost, &ahead, sums);
             out->eta_s = queue_eta(p, &t->need, sums, ahead, now, &out->limited_by);
+            if (!t->parked_on && p->cfg.backfill && ahead > 0 && ahead < SL__BACKFILL_WINDOW) {
+                const char *why = NULL;
+                if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
+                double bf_s = sl__backfill_eta(e, p, &t->need, sums, &t->caps, t->team, t->cost,
+                                               now, &why);
+                if (bf_s < out->eta_s) out->eta_s = bf_s, out->limited_by = why;
+            }
             if (!t->parked_on) {
                 sl__keys_ask_t ask = {t->pa, t->cache, &t->need, t->key_pinned,
                                       t->caps.h[0] || t->caps.h[1], sums, ahead};

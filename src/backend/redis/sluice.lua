@@ -1562,6 +1562,32 @@ function BF.backfill(p, head, now)
   end
 end
 
+-- Seconds until backfilling would grant a request of `need` (holders hs, team g, cost c)
+-- standing in the window behind the blocked head, `upto` the needs of the tickets ahead of
+-- it (the head's included) plus its own: the buckets it uses hold them all before the head
+-- fits; and the bucket it waits for. math.huge when it will not pass that way, or would
+-- pass now (engine: sl__backfill_eta).
+function BF.eta(p, need, upto, hs, g, c, now)
+  if p.backfill == 0 then return math.huge end
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return math.huge end
+  local id = queue_head(p)
+  if not id then return math.huge end
+  local head = load_ticket(id)
+  local sums = {}
+  for b = 0, NB - 1 do
+    sums[b] = need[b] == 0 and -math.huge or upto[b]
+    if limited(p, b) and sums[b] > capacity(p, b) then return math.huge end
+  end
+  if hs and BF.share_concurrency_holder(hs, CP.caps_resolve(p, head.agent)) then
+    return math.huge
+  end
+  if not BF.head_keeps_lead(p, head, g, c) then return math.huge end
+  local eta, why = eta_for(p, sums, 0, now)
+  if not (eta > 0) then return math.huge end  -- it would pass now: something else holds it
+  if not (eta < eta_for(p, need_of(head), 0, now)) then return math.huge end  -- head first
+  return eta, why
+end
+
 -- When the refill alone next lets a queued ticket of the window pass the blocked head (its
 -- buckets hold its need plus the head's), after the last refill; math.huge when none will
 -- (engine: sl__backfill_next_at). For the pool's wake-up.
@@ -2689,6 +2715,11 @@ local function ticket_state(p, id, now, args)
     else
       eta, ahead, _, why, sums = queue_eta(p, team_get(t.team, true), need_of(t), t.finish,
                                            qmember(t), t.cost, now)
+      if t.park == '' and ahead > 0 and ahead < BF.WINDOW then  -- or sooner, past the head
+        local bf, bf_why = BF.eta(p, need_of(t), sums, CP.caps_resolve(p, t.agent),
+                                  team_get(t.team, true), t.cost, now)
+        if bf < eta then eta, why = bf, bf_why end
+      end
       if t.park == '' then
         eta, why = KQ.eta(p, t, t.agent, CP.caps_resolve(p, t.agent) ~= nil, sums, ahead, eta,
                           why, now)
@@ -2775,6 +2806,11 @@ local function decide(p, a, t, weight, ttl, cache, now)
         if finish > a.lf then a.lf = finish end
         return fill_grant(l)
       end
+    end
+    -- Or sooner, past the head (backfilling).
+    if not t.park_on and not t.first_call and ahead > 0 and ahead < BF.WINDOW then
+      local bf, bf_why = BF.eta(p, need, sums, t.hs, g, c, now)
+      if bf < eta then eta, why = bf, bf_why end
     end
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
