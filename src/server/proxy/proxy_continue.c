@@ -387,6 +387,8 @@ static void on_message_delta(sl_cont_t *c, json_t *d, struct evbuffer *out)
         /* A text stop held back: dropped, the next part continues that block. A tool
          * block held back: dropped, the model writes it again. */
         c->open_text = c->held_kind == HELD_TEXT_STOP;
+        /* The dropped block's index was never shown: the next block takes it. */
+        if (tool) c->next_index--;
         evbuffer_drain(c->held, evbuffer_get_length(c->held));
         c->held_kind = HELD_NONE;
         json_decref(tool);

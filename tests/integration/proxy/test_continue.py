@@ -99,5 +99,68 @@ class CappedAndContinued(unittest.TestCase):
         self.assertEqual(len(self.settled_since(before)), 1)
 
 
+# The first turn: a short text, then a tool call whose input (~200 tokens) the cap of 80
+# cuts; the turn after the prefill writes text (the model continues the text before it).
+TOOL_SCRIPT = {"turns": [{"text": "Let me write it.",
+                          "tool_calls": [{"name": "write_file",
+                                          "input": {"path": "notes.txt",
+                                                    "content": "word " * 200}}]},
+                         {"text": " Done."}],
+               "after_last": "repeat"}
+
+
+class CutInsideAToolUse(unittest.TestCase):
+    """docs/proxy.md: a cut inside a tool_use block drops the block and continues from the
+    text before it; in a stream the client never sees the partial block."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory(prefix="sluice-continue-tool-")
+        path = os.path.join(cls.dir.name, "script.json")
+        with open(path, "w") as f:
+            json.dump(TOOL_SCRIPT, f)
+        cls.emu = Emu(EMU_FAST + ["--script", path])
+        cls.s = Sluiced("proxy:\n  continue_capped: true\npools:\n" +
+                        pool_yaml("claude", cls.emu.url, "anthropic", POOL))
+        for i in range(20):  # cut at 40: a learned cap of 80
+            status, _, payload = cls.s.anthropic(message(max_tokens=40), agent="warm")
+            assert status == 200, payload
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+        cls.emu.stop()
+        cls.dir.cleanup()
+
+    def test_a_stream_cut_in_a_tool_use_has_contiguous_block_indexes(self):
+        status, _, payload = self.s.anthropic(message(max_tokens=4000, stream=True), agent="t")
+        self.assertEqual(status, 200, payload)
+        events = [(n, json.loads(d)) for n, d in parse_sse(payload) if n not in (None, ":")]
+        started = []
+        for n, d in events:
+            if n == "content_block_start":
+                # each new block takes the next index, as the API's own streams do (an SDK
+                # accumulating by index drops the deltas of a block past a gap)
+                self.assertEqual(d["index"], len(started), [e[0] for e in events])
+                started.append(d["content_block"]["type"])
+            elif n in ("content_block_delta", "content_block_stop"):
+                self.assertLess(d["index"], len(started), (n, d))
+        self.assertNotIn("tool_use", started)  # the partial block never reached the client
+        text = "".join(d["delta"].get("text", "") for n, d in events
+                       if n == "content_block_delta")
+        self.assertTrue(text.startswith("Let me write it."), text)
+        self.assertTrue(text.endswith("Done."), text)
+        delta = [d for n, d in events if n == "message_delta"][-1]
+        self.assertEqual(delta["delta"]["stop_reason"], "end_turn")
+
+    def test_a_whole_answer_cut_in_a_tool_use_is_continued_from_the_text(self):
+        status, _, payload = self.s.anthropic(message(max_tokens=4000), agent="u")
+        self.assertEqual(status, 200, payload)
+        m = json.loads(payload)
+        self.assertEqual(m["stop_reason"], "end_turn")
+        self.assertEqual([b["type"] for b in m["content"]], ["text"])
+        self.assertEqual(m["content"][0]["text"], "Let me write it. Done.")
+
+
 if __name__ == "__main__":
     unittest.main()
