@@ -19,13 +19,16 @@ SCRIPT = {"turns": [{"text": "Alpha", "output_tokens": 300}, {"text": "omega."}]
           "after_last": "repeat"}
 
 
-class CappedAndContinued(unittest.TestCase):
+class ScriptedProxy(unittest.TestCase):
+    """An emulator playing the class's `script` and a sluiced continuing capped answers."""
+    script = SCRIPT
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory(prefix="sluice-continue-")
         path = os.path.join(cls.dir.name, "script.json")
         with open(path, "w") as f:
-            json.dump(SCRIPT, f)
+            json.dump(cls.script, f)
         cls.emu = Emu(EMU_FAST + ["--script", path])
         cls.s = Sluiced("proxy:\n  continue_capped: true\npools:\n" +
                         pool_yaml("claude", cls.emu.url, "anthropic", POOL))
@@ -41,6 +44,8 @@ class CappedAndContinued(unittest.TestCase):
         cls.emu.stop()
         cls.dir.cleanup()
 
+
+class CappedAndContinued(ScriptedProxy):
     def settled_since(self, n):
         return [e for e in self.s.events() if e["event"] == "settled"][n:]
 
@@ -109,28 +114,10 @@ TOOL_SCRIPT = {"turns": [{"text": "Let me write it.",
                "after_last": "repeat"}
 
 
-class CutInsideAToolUse(unittest.TestCase):
+class CutInsideAToolUse(ScriptedProxy):
     """docs/proxy.md: a cut inside a tool_use block drops the block and continues from the
     text before it; in a stream the client never sees the partial block."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.TemporaryDirectory(prefix="sluice-continue-tool-")
-        path = os.path.join(cls.dir.name, "script.json")
-        with open(path, "w") as f:
-            json.dump(TOOL_SCRIPT, f)
-        cls.emu = Emu(EMU_FAST + ["--script", path])
-        cls.s = Sluiced("proxy:\n  continue_capped: true\npools:\n" +
-                        pool_yaml("claude", cls.emu.url, "anthropic", POOL))
-        for i in range(20):  # cut at 40: a learned cap of 80
-            status, _, payload = cls.s.anthropic(message(max_tokens=40), agent="warm")
-            assert status == 200, payload
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.stop()
-        cls.emu.stop()
-        cls.dir.cleanup()
+    script = TOOL_SCRIPT
 
     def test_a_stream_cut_in_a_tool_use_has_contiguous_block_indexes(self):
         status, _, payload = self.s.anthropic(message(max_tokens=4000, stream=True), agent="t")
