@@ -91,6 +91,22 @@ class CappedAndContinued(ScriptedProxy):
         self.assertEqual(len(parts), 2)
         self.assertEqual(delta["usage"]["output_tokens"], sum(p["output_tokens"] for p in parts))
 
+    def test_a_spliced_stream_ends_with_the_usage_of_the_whole_answer(self):
+        # The API's message_delta carries the cumulative usage, input included, which the
+        # SDKs copy over message_start's: the last part's input (prompt + prefill) must
+        # not stand in for the first's, which the whole answer reports.
+        status, _, payload = self.s.anthropic(message(max_tokens=4000), agent="f")
+        self.assertEqual(status, 200, payload)
+        whole = json.loads(payload)["usage"]
+        status, _, payload = self.s.anthropic(message(max_tokens=4000, stream=True), agent="f")
+        self.assertEqual(status, 200, payload)
+        events = [(n, json.loads(d)) for n, d in parse_sse(payload) if n not in (None, ":")]
+        start = [d for n, d in events if n == "message_start"][0]["message"]["usage"]
+        final = dict(start, **[d for n, d in events if n == "message_delta"][0]["usage"])
+        for field in ("input_tokens", "cache_creation_input_tokens",
+                      "cache_read_input_tokens", "output_tokens"):
+            self.assertEqual(final[field], whole[field], (field, final, whole))
+
     def test_a_call_within_the_cap_is_one_part(self):
         before = len(self.settled_since(0))
         body = message(max_tokens=4000)
