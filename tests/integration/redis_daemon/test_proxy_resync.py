@@ -9,8 +9,10 @@ import unittest
 import proxy_cases
 
 setUpModule, tearDownModule, (RedisResyncAgreesWithTheCall,
-                              RedisProxyHeadersAreBounded) = proxy_cases.on_redis(
-    __name__, "test_resync.py", "ResyncAgreesWithTheCall", "ProxyHeadersAreBounded")
+                              RedisProxyHeadersAreBounded,
+                              RedisLeaseApiSettleKeepsRefunds) = proxy_cases.on_redis(
+    __name__, "test_resync.py", "ResyncAgreesWithTheCall", "ProxyHeadersAreBounded",
+    "LeaseApiSettleKeepsRefunds")
 
 if __name__ == "__main__":
     unittest.main()
