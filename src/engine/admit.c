@@ -54,6 +54,10 @@
  * arriving would (sl__admit_settled); left parked it waited behind every new task while
  * the prefix the provider just cached expired.
  *
+ * A reload that turns `working_set` off queues every parked first call at its tag
+ * (sl__admit_release_all): they are fair-queued from then on, not held out for up to ten
+ * cache lives by a rule the pool no longer has.
+ *
  * A first call admitted while its own agent's (or team's) max_concurrent is full is
  * parked on that holder, as the drain does with a capped queue head (caps.c), and goes
  * to the queue at its release: left at the top of the admission order it held every
@@ -203,6 +207,15 @@ void sl__admit_settled(sl__pool_t *p, const sl__cache_t *cache)
     for (sl__ticket_t *t = p->ws_head, *next; t; t = next) {
         next = t->park_next;
         if (t->cache != cache) continue;
+        sl__admit_unpark(p, t);
+        sl__queue_insert(p, t);
+    }
+}
+
+void sl__admit_release_all(sl__pool_t *p)
+{
+    while (p->ws_head) {
+        sl__ticket_t *t = p->ws_head;
         sl__admit_unpark(p, t);
         sl__queue_insert(p, t);
     }

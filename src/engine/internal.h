@@ -660,6 +660,8 @@ void sl__admit_free(sl__pool_t *p);
 /* A settle made `cache` known for the first time: its parked first calls continue a task
  * now, and join the queue at their tags (the caller drains). */
 void sl__admit_settled(sl__pool_t *p, const sl__cache_t *cache);
+/* The working set was turned off: every parked first call joins the queue at its tag. */
+void sl__admit_release_all(sl__pool_t *p);
 
 /* headers.c */
 /* Validates the headers (apply false) or applies them (true); `lease_id` is the lease whose

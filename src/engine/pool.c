@@ -155,6 +155,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
         sl__clamp_levels(p);
         sl__req_parent_link(e, p);
         sl__pool_reject_unfit(e, p, now_s);
+        if (!p->cfg.working_set) sl__admit_release_all(p);
         sl__pool_drain(e, p, now_s);
         return SL_OK;
     }

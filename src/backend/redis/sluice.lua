@@ -1714,6 +1714,16 @@ function WS.settled(p, l)
   end
 end
 
+-- The working set was turned off: every parked first call joins the queue at its tag
+-- (engine: sl__admit_release_all).
+function WS.release_all(p)
+  while p.ws_n > 0 do
+    local t = load_ticket(tonumber(redis.call('ZRANGE', K('wsa'), 0, 0)[1]))
+    WS.unpark(p, t)
+    queue_insert(p, t)
+  end
+end
+
 -- A parked first call's ETA: behind every queued and parked request (a `parked` one's need
 -- is among them); also their count.
 function WS.eta(p, need, parked, now)
@@ -2605,6 +2615,7 @@ local function configure(p, args, now)
     clamp_levels(p)
     p.purge_at = -math.huge  -- the time-to-lives may have changed: look again
     reject_unfit(p, now)
+    if p.working_set == 0 and p.ws_n > 0 then WS.release_all(p) end
     CP.caps_wake_all(p)
     drain(p, now)
     return {created = 0, pool_no = p.pool_no}
