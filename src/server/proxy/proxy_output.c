@@ -39,13 +39,17 @@ static const char *limit_field(const json_t *body, sl_upstream_api_t api, bool r
     return "max_tokens";
 }
 
-/* Anthropic's extended thinking needs budget_tokens below max_tokens: such a call keeps
- * its max_tokens (and so reserves it), since lowering it could make the call invalid. */
-static bool thinking_budget(const json_t *body)
+/* A call that may think keeps its max_tokens (and so reserves it). Extended thinking
+ * (`enabled`) needs budget_tokens below max_tokens, so lowering it could make the call
+ * invalid; adaptive thinking (`adaptive`, Claude Code's default) decides its own budget,
+ * and an answer cut after a thinking block cannot be continued (a thinking block is no
+ * prefill), so the client would see the cut. Only an absent or `disabled` thinking caps. */
+static bool may_think(const json_t *body)
 {
     const json_t *t = json_object_get(body, "thinking");
+    if (!t || json_is_null(t)) return false;
     const char *type = json_string_value(json_object_get(t, "type"));
-    return type && !strcmp(type, "enabled");
+    return !type || strcmp(type, "disabled") != 0;
 }
 
 int sl__proxy_output_read(sl_upstream_api_t api, bool responses, const json_t *body,
@@ -59,7 +63,7 @@ int sl__proxy_output_read(sl_upstream_api_t api, bool responses, const json_t *b
         out->per_choice_tokens = (int64_t)json_integer_value(m);
         if (out->per_choice_tokens > SL_TOKENS_MAX) out->per_choice_tokens = SL_TOKENS_MAX;
     }
-    out->cappable = !(api == SL_UPSTREAM_ANTHROPIC && !responses && thinking_budget(body));
+    out->cappable = !(api == SL_UPSTREAM_ANTHROPIC && !responses && may_think(body));
     const json_t *n = json_object_get(body, "n");
     if (api == SL_UPSTREAM_OPENAI && !responses && n && !json_is_null(n)) {
         if (!json_is_integer(n) || json_integer_value(n) < 1 ||

@@ -107,17 +107,6 @@ class CappedAndContinued(ScriptedProxy):
                       "cache_read_input_tokens", "output_tokens"):
             self.assertEqual(final[field], whole[field], (field, final, whole))
 
-    @unittest.skip("defect: adaptive thinking (Claude Code's default) is capped, and an "
-                   "answer with a thinking block is no prefill: the client sees the cut")
-    def test_an_adaptive_thinking_answer_is_never_cut_short_of_the_clients_limit(self):
-        # Claude Code sends thinking {type: adaptive} with max_tokens 128000: capped at the
-        # learned 80, the answer (thinking, then text) stops at max_tokens and, a thinking
-        # block being no prefill, reaches the client as cut at 80 of its 4000.
-        status, _, payload = self.s.anthropic(
-            message(max_tokens=4000, thinking={"type": "adaptive"}), agent="g")
-        self.assertEqual(status, 200, payload)
-        self.assertNotEqual(json.loads(payload)["stop_reason"], "max_tokens", payload[:300])
-
     def test_a_call_within_the_cap_is_one_part(self):
         before = len(self.settled_since(0))
         body = message(max_tokens=4000)
@@ -129,6 +118,31 @@ class CappedAndContinued(ScriptedProxy):
         self.assertEqual(m["content"][0]["text"], "omega.")
         self.assertEqual(m["stop_reason"], "end_turn")
         self.assertEqual(len(self.settled_since(before)), 1)
+
+
+class ThinkingIsNotCapped(ScriptedProxy):
+    """A class of its own: its uncapped answers are samples that would move the learned
+    percentile the other classes' cuts rely on."""
+    def settled_since(self, n):
+        return [e for e in self.s.events() if e["event"] == "settled"][n:]
+
+    def test_a_call_that_may_think_is_neither_capped_nor_continued(self):
+        # Claude Code sends thinking {type: adaptive} with max_tokens 128000. Capped at the
+        # learned 80, its answer (a thinking block, then text) was cut and continued with
+        # the text as the prefill, which the API refuses when thinking is on (the final
+        # assistant message must start with a thinking block; the emulator does not check
+        # it), or else reached the client cut. A call that may think keeps its max_tokens:
+        # one upstream call, no x-sluice-output-cap (docs/proxy.md "Capped and continued").
+        for thinking in ({"type": "adaptive"}, {"type": "enabled", "budget_tokens": 1024}):
+            before = len(self.settled_since(0))
+            status, headers, payload = self.s.anthropic(
+                message(max_tokens=4000, thinking=thinking), agent="g")
+            self.assertEqual(status, 200, payload)
+            self.assertNotIn("x-sluice-output-cap", headers, thinking)
+            m = json.loads(payload)
+            self.assertEqual(m["stop_reason"], "end_turn", (thinking, payload[:300]))
+            self.assertEqual([b["type"] for b in m["content"]], ["thinking", "text"], thinking)
+            self.assertEqual(len(self.settled_since(before)), 1, thinking)
 
 
 # The first turn: a short text, then a tool call whose input (~200 tokens) the cap of 80
