@@ -47,6 +47,21 @@
  * starves without it in a finite fleet (the running tasks end, the queue empties; among
  * the parked, a new one's key is at least its arrival - 64 levels, which passes any old
  * one's key in time); it is the guard against a task that never ends.
+ *
+ * A first call is judged at its arrival, but a call parked as one continues a task once
+ * another call of its cache identity (a shared cache_key, or one sent while the first
+ * was in flight) is settled: it joins the queue at its tag then, as a continuation
+ * arriving would (sl__admit_settled); left parked it waited behind every new task while
+ * the prefix the provider just cached expired.
+ *
+ * A reload that turns `working_set` off queues every parked first call at its tag
+ * (sl__admit_release_all): they are fair-queued from then on, not held out for up to ten
+ * cache lives by a rule the pool no longer has.
+ *
+ * A first call admitted while its own agent's (or team's) max_concurrent is full is
+ * parked on that holder, as the drain does with a capped queue head (caps.c), and goes
+ * to the queue at its release: left at the top of the admission order it held every
+ * other first call out while nothing was queued and they fit.
  */
 #include "internal.h"
 
@@ -143,7 +158,12 @@ void sl__admit_grant(sl_engine_t *e, sl__pool_t *p, double now)
     for (sl__ticket_t *t = sl__admit_next(p); t && p->queued == 0; t = sl__admit_next(p)) {
         if (!sl__fits(p, &t->need, now)) return;
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
-        if (sl__caps_at_concurrency(p, &t->caps)) return; /* its holder's release wakes it */
+        sl__capstate_t *st = sl__caps_at_concurrency(p, &t->caps);
+        if (st) { /* admitted, it waits for its holder's release, as a capped head does */
+            sl__admit_unpark(p, t);
+            sl__caps_park(p, st, t, false);
+            continue;
+        }
         sl__tags_t tags = {t->team, t->finish, admit_outer(p, t)};
         sl__admit_unpark(p, t);
         if (sl__grant_ticket(e, p, t, &tags, now) != SL_OK) {
@@ -179,4 +199,24 @@ void sl__admit_free(sl__pool_t *p)
         p->teams[i]->ws_root = NULL;
     p->ws_head = p->ws_tail = NULL;
     p->ws_n = 0;
+}
+
+void sl__admit_settled(sl__pool_t *p, const sl__cache_t *cache)
+{
+    if (p->ws_n == 0 || cache->refs < 2) return; /* only its lease points to it */
+    for (sl__ticket_t *t = p->ws_head, *next; t; t = next) {
+        next = t->park_next;
+        if (t->cache != cache) continue;
+        sl__admit_unpark(p, t);
+        sl__queue_insert(p, t);
+    }
+}
+
+void sl__admit_release_all(sl__pool_t *p)
+{
+    while (p->ws_head) {
+        sl__ticket_t *t = p->ws_head;
+        sl__admit_unpark(p, t);
+        sl__queue_insert(p, t);
+    }
 }

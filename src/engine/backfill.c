@@ -44,8 +44,20 @@
  * new base), and its agent's last finish tag was set when it queued. The team's inner V
  * stays the tag of its latest grant in order, so a request arriving next is placed as
  * if the backfill had not happened (never behind tickets that were not served).
+ *
+ * The ETA of a queued call in the window is the sooner of its place in the queue and the
+ * moment its buckets hold its need plus the head's (sl__backfill_eta): told the head's
+ * longer wait, a call backfilling would grant in seconds was rejected past the wait limit
+ * and its agent slept until then.
+ *
+ * A candidate whose prompt cache lapsed while it waited is charged its prefix first
+ * (sl__ticket_cache_lapsed, as the drain does for the head): the provider bills the
+ * prefix again whichever way the call passes, and a backfill on the tail alone would
+ * send more than it reserved.
  */
 #include "internal.h"
+
+#include <math.h>
 
 /* Whether a holder of `a` with max_concurrent is also one of `b`. */
 static bool share_concurrency_holder(const sl__capref_t *a, const sl__capref_t *b)
@@ -113,6 +125,8 @@ void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
         sl__ticket_t *t = window[i];
         if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
         if (sl__caps_at_concurrency(p, &t->caps)) continue;
+        /* As at the head: a cache that lapsed while it waited is billed again. */
+        sl__ticket_cache_lapsed(p, t, now);
         if (!sl__backfill_admits(e, p, head, &t->need, &t->caps, t->team, t->cost, now)) continue;
         sl__tags_t tags = sl__backfill_tags(p, t->team, t->cost); /* the base before it leaves */
         sl__queue_remove(p, t);
@@ -121,4 +135,57 @@ void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now)
             return;
         }
     }
+}
+
+double sl__backfill_next_at(const sl__pool_t *p, const sl__ticket_t *head)
+{
+    if (!p->cfg.backfill) return INFINITY;
+    if (p->cfg.concurrency > 0 && p->cfg.concurrency - p->in_flight < 2) return INFINITY;
+    sl__ticket_t *window[SL__BACKFILL_WINDOW];
+    size_t n = sl__queue_window(p, window, SL__BACKFILL_WINDOW);
+    double at = INFINITY;
+    for (size_t i = 1; i < n; i++) {
+        const sl__ticket_t *t = window[i];
+        double sums[SL_BUCKET_COUNT];
+        bool never = false;
+        for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+            /* A bucket it does not use is no condition (the head's need there is not). */
+            sums[b] = t->need.n[b] == 0 ? -INFINITY : (double)(t->need.n[b] + head->need.n[b]);
+            if (sl__limited(p, (sl_bucket_t)b) && sums[b] > sl__capacity(p, (sl_bucket_t)b))
+                never = true;
+        }
+        if (never) continue;
+        double eta_s = sl__eta_for(p, sums, 0, p->last_refill, NULL);
+        /* Nothing to wait for: the last drain judged it and something else held it back. */
+        if (!(eta_s > 0)) continue;
+        if (p->last_refill + eta_s + 1e-6 < at) at = p->last_refill + eta_s + 1e-6;
+    }
+    return at;
+}
+
+double sl__backfill_eta(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need,
+                        const double upto[SL_BUCKET_COUNT], const sl__capref_t *caps,
+                        const sl__pteam_t *pt, double cost, double now, const char **limited_by)
+{
+    sl__ticket_t *head = sl__queue_head(p);
+    if (!head || !p->cfg.backfill) return INFINITY;
+    if (p->cfg.concurrency > 0 && p->cfg.concurrency - p->in_flight < 2) return INFINITY;
+    double sums[SL_BUCKET_COUNT], head_need[SL_BUCKET_COUNT];
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        sums[b] = need->n[b] == 0 ? -INFINITY : upto[b];
+        if (sl__limited(p, (sl_bucket_t)b) && sums[b] > sl__capacity(p, (sl_bucket_t)b))
+            return INFINITY;
+    }
+    if (e->holders.len) {
+        sl__caps_resolve(e, head->pa->agent, head->pa->agent->name, &head->caps);
+        if (share_concurrency_holder(caps, &head->caps)) return INFINITY;
+    }
+    if (!head_keeps_lead(p, head, pt, cost)) return INFINITY;
+    const char *why = NULL;
+    double eta_s = sl__eta_for(p, sums, 0, now, &why);
+    if (!(eta_s > 0)) return INFINITY; /* it would pass now: something else holds it */
+    sl__need_as_sums(&head->need, head_need);
+    if (!(eta_s < sl__eta_for(p, head_need, 0, now, NULL))) return INFINITY; /* head first */
+    *limited_by = why;
+    return eta_s;
 }

@@ -615,6 +615,20 @@ sl__tags_t sl__backfill_tags(const sl__pool_t *p, sl__pteam_t *pt, double cost);
 /* Grants what sl__backfill_admits allows among the first SL__BACKFILL_WINDOW queued
  * tickets, in queue order, past the blocked `head`. */
 void sl__backfill(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *head, double now);
+/* When the refill alone next lets a queued ticket among the first SL__BACKFILL_WINDOW pass
+ * the blocked `head` (its buckets hold its need plus the head's), after p's last refill;
+ * +INFINITY when none will (backfilling off, no slot to lend, a need that can never fit
+ * beside the head's). For the pool's wake-up: without it such a ticket waited for the
+ * next unrelated event, often the head's own grant. */
+double sl__backfill_next_at(const sl__pool_t *p, const sl__ticket_t *head);
+/* Seconds until backfilling would grant a request of `need` (caps, team pt, cost) standing
+ * in the window behind the blocked queue head, `upto` the needs of the tickets ahead of it
+ * (the head's included) plus its own: the buckets it uses hold them all before the head
+ * fits, and nothing but the refill holds it back; +INFINITY when it will not pass that
+ * way, or would pass now. *limited_by receives the bucket it waits for. */
+double sl__backfill_eta(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need,
+                        const double upto[SL_BUCKET_COUNT], const sl__capref_t *caps,
+                        const sl__pteam_t *pt, double cost, double now, const char **limited_by);
 
 /* admit.c */
 /* Whether a request with this cache identity (NULL: never seen) is the first call of a
@@ -643,6 +657,11 @@ double sl__admit_next_at(const sl__pool_t *p);
 double sl__admit_eta(const sl__pool_t *p, const sl__need_t *need, bool parked, double now,
                      int64_t *ahead);
 void sl__admit_free(sl__pool_t *p);
+/* A settle made `cache` known for the first time: its parked first calls continue a task
+ * now, and join the queue at their tags (the caller drains). */
+void sl__admit_settled(sl__pool_t *p, const sl__cache_t *cache);
+/* The working set was turned off: every parked first call joins the queue at its tag. */
+void sl__admit_release_all(sl__pool_t *p);
 
 /* headers.c */
 /* Validates the headers (apply false) or applies them (true); `lease_id` is the lease whose

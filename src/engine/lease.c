@@ -465,6 +465,12 @@ static int decide(sl_engine_t *e, decide_args_t *a, double now, sl_decision_t *o
             backfill_now(e, a, cost, finish, now, out))
             return SL_OK;
         eta_s = queue_eta(p, &a->need, sums, ahead, now, &limited_by);
+        if (p->cfg.backfill && !a->park_on && !a->first_call && ahead > 0 &&
+            ahead < SL__BACKFILL_WINDOW) { /* or sooner, past the head (backfill.c) */
+            const char *why = NULL;
+            double bf_s = sl__backfill_eta(e, p, &a->need, sums, &a->caps, pt, cost, now, &why);
+            if (bf_s < eta_s) eta_s = bf_s, limited_by = why;
+        }
         if (a->park_on && a->cap_wait_s >= eta_s) {
             eta_s = a->cap_wait_s;
             limited_by = a->cap_reason;
@@ -799,6 +805,13 @@ static int ticket_state(sl_engine_t *e, uint64_t id, double now, sl_decision_t *
         } else {
             sl__queue_place(p, t->team, t->finish, t->seq, t->cost, &ahead, sums);
             out->eta_s = queue_eta(p, &t->need, sums, ahead, now, &out->limited_by);
+            if (!t->parked_on && p->cfg.backfill && ahead > 0 && ahead < SL__BACKFILL_WINDOW) {
+                const char *why = NULL;
+                if (e->holders.len) sl__caps_resolve(e, t->pa->agent, t->pa->agent->name, &t->caps);
+                double bf_s = sl__backfill_eta(e, p, &t->need, sums, &t->caps, t->team, t->cost,
+                                               now, &why);
+                if (bf_s < out->eta_s) out->eta_s = bf_s, out->limited_by = why;
+            }
             if (!t->parked_on) {
                 sl__keys_ask_t ask = {t->pa, t->cache, &t->need, t->key_pinned,
                                       t->caps.h[0] || t->caps.h[1], sums, ahead};
@@ -1030,7 +1043,9 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
          * from its end. The call started at its grant or after, so counting from the grant
          * never believes a cache warm past what the provider keeps; the later end of life
          * wins when calls settle out of order or a 5-minute call reads a 1-hour entry. */
+        bool first_settle = !isfinite(l->cache->used_at);
         sl__cache_touch(p, l->cache, l->granted_at, l->need.cache_ttl_s);
+        if (first_settle) sl__admit_settled(p, l->cache);
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
         sl__calib_record_output(l->outs, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);

@@ -155,6 +155,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
         sl__clamp_levels(p);
         sl__req_parent_link(e, p);
         sl__pool_reject_unfit(e, p, now_s);
+        if (!p->cfg.working_set) sl__admit_release_all(p);
         sl__pool_drain(e, p, now_s);
         return SL_OK;
     }
@@ -325,8 +326,14 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
         /* A microsecond late, so rounding never leaves the head a hair short. */
         double need[SL_BUCKET_COUNT];
         sl__need_as_sums(&head->need, need);
-        double eta_at = p->last_refill + sl__eta_for(p, need, 0, p->last_refill, NULL) + 1e-6;
+        double eta_s = sl__eta_for(p, need, 0, p->last_refill, NULL);
+        double eta_at = p->last_refill + eta_s + 1e-6;
         if (eta_at < at) at = eta_at;
+        /* A queued head that waits may be passed by what the refill makes room for. */
+        if (eta_s > 0 && head->team && sl__queue_head(p) == head) {
+            double backfill_at = sl__backfill_next_at(p, head);
+            if (backfill_at < at) at = backfill_at;
+        }
     }
     return at;
 }

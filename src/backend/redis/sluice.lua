@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '20'
+local VERSION = '21'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -1548,7 +1548,10 @@ function BF.backfill(p, head, now)
     local t = win[i]
     local hs = CP.caps_resolve(p, t.agent)
     local g = team_get(t.team, true)
-    if not (hs and CP.caps_at_concurrency(hs)) and
+    local capped = hs and CP.caps_at_concurrency(hs)
+    -- As at the head: a cache that lapsed while it waited is billed again.
+    if not capped then ticket_cache_lapsed(p, t, now) end
+    if not capped and
         BF.admits(p, head, need_of(t), hs, g, t.cost, now) then
       local finish, outer = BF.tags(p, g, t.cost)
       queue_remove(p, t)
@@ -1557,6 +1560,56 @@ function BF.backfill(p, head, now)
       ticket_end(p, t, END_GRANTED, l.id, now)
     end
   end
+end
+
+-- Seconds until backfilling would grant a request of `need` (holders hs, team g, cost c)
+-- standing in the window behind the blocked head, `upto` the needs of the tickets ahead of
+-- it (the head's included) plus its own: the buckets it uses hold them all before the head
+-- fits; and the bucket it waits for. math.huge when it will not pass that way, or would
+-- pass now (engine: sl__backfill_eta).
+function BF.eta(p, need, upto, hs, g, c, now)
+  if p.backfill == 0 then return math.huge end
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return math.huge end
+  local id = queue_head(p)
+  if not id then return math.huge end
+  local head = load_ticket(id)
+  local sums = {}
+  for b = 0, NB - 1 do
+    sums[b] = need[b] == 0 and -math.huge or upto[b]
+    if limited(p, b) and sums[b] > capacity(p, b) then return math.huge end
+  end
+  if hs and BF.share_concurrency_holder(hs, CP.caps_resolve(p, head.agent)) then
+    return math.huge
+  end
+  if not BF.head_keeps_lead(p, head, g, c) then return math.huge end
+  local eta, why = eta_for(p, sums, 0, now)
+  if not (eta > 0) then return math.huge end  -- it would pass now: something else holds it
+  if not (eta < eta_for(p, need_of(head), 0, now)) then return math.huge end  -- head first
+  return eta, why
+end
+
+-- When the refill alone next lets a queued ticket of the window pass the blocked head (its
+-- buckets hold its need plus the head's), after the last refill; math.huge when none will
+-- (engine: sl__backfill_next_at). For the pool's wake-up.
+function BF.next_at(p, head)
+  if p.backfill == 0 then return math.huge end
+  if p.concurrency > 0 and p.concurrency - p.in_flight < 2 then return math.huge end
+  local win = BF.window(p, BF.WINDOW)
+  local at = math.huge
+  for i = 2, #win do
+    local need, sums, never = need_of(win[i]), {}, false
+    for b = 0, NB - 1 do
+      -- A bucket it does not use is no condition (the head's need there is not).
+      sums[b] = need[b] == 0 and -math.huge or need[b] + head['n' .. b]
+      if limited(p, b) and sums[b] > capacity(p, b) then never = true end
+    end
+    if not never then
+      local eta = eta_for(p, sums, 0, p.last_refill)
+      -- Nothing to wait for: the last drain judged it and something else held it back.
+      if eta > 0 and p.last_refill + eta + 1e-6 < at then at = p.last_refill + eta + 1e-6 end
+    end
+  end
+  return at
 end
 
 -- ---- the working set ----
@@ -1629,15 +1682,45 @@ function WS.grant(p, now)
     local t = WS.next(p)
     if not t or not fits(p, need_of(t), now) then return end
     local hs = CP.caps_resolve(p, t.agent)
-    if hs and CP.caps_at_concurrency(hs) then return end
-    -- Every team queue is empty: it is its team's head, as a request arriving now.
-    local g = team_get(t.team, true)
-    local base = p.vtime > g.lo and p.vtime or g.lo
-    local outer = base + t.cost / team_weight(p, t.team)
+    local full = hs and CP.caps_at_concurrency(hs)
     WS.unpark(p, t)
-    local a = agent_get(t.agent, true)
-    local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now, hs)
-    ticket_end(p, t, END_GRANTED, l.id, now)
+    if full then  -- admitted, it waits for its holder's release, as a capped head does
+      CP.caps_park(p, full, full.st, t, false)
+    else
+      -- Every team queue is empty: it is its team's head, as a request arriving now.
+      local g = team_get(t.team, true)
+      local base = p.vtime > g.lo and p.vtime or g.lo
+      local outer = base + t.cost / team_weight(p, t.team)
+      local a = agent_get(t.agent, true)
+      local l = grant(p, a, t, t.weight, g, t.finish, outer, t.ttl, t.id, now - t.enq, now, hs)
+      ticket_end(p, t, END_GRANTED, l.id, now)
+    end
+  end
+end
+
+-- A settle made lease l's cache known for the first time: the first calls parked with that
+-- cache identity continue a task now and join the queue at their tags (engine:
+-- sl__admit_settled; the settle drains).
+function WS.settled(p, l)
+  if p.ws_n <= 0 then return end
+  local own = tonumber(l.own) == 1
+  for _, id in ipairs(redis.call('ZRANGE', K('wsa'), 0, -1)) do
+    local t = load_ticket(tonumber(id))
+    if t and (tonumber(t.own) == 1) == own and
+        (own and t.agent == l.agent or not own and t.ck == l.ck) then
+      WS.unpark(p, t)
+      queue_insert(p, t)
+    end
+  end
+end
+
+-- The working set was turned off: every parked first call joins the queue at its tag
+-- (engine: sl__admit_release_all).
+function WS.release_all(p)
+  while p.ws_n > 0 do
+    local t = load_ticket(tonumber(redis.call('ZRANGE', K('wsa'), 0, 0)[1]))
+    WS.unpark(p, t)
+    queue_insert(p, t)
   end
 end
 
@@ -1834,8 +1917,14 @@ local function next_wakeup(p)
   -- passed without one, every microsecond when leases take no time.
   if p.concurrency > 0 and p.in_flight >= p.concurrency then t = nil end
   if t then
-    local eta_at = p.last_refill + eta_for(p, need_of(t), 0, p.last_refill) + 1e-6
+    local eta = eta_for(p, need_of(t), 0, p.last_refill)
+    local eta_at = p.last_refill + eta + 1e-6
     if eta_at < at then at = eta_at end
+    -- A queued head that waits may be passed by what the refill makes room for.
+    if eta > 0 and id then
+      local bf_at = BF.next_at(p, t)
+      if bf_at < at then at = bf_at end
+    end
   end
   if p.key_group ~= 0 then
     local push_at = KQ.push_at(p)
@@ -2526,6 +2615,7 @@ local function configure(p, args, now)
     clamp_levels(p)
     p.purge_at = -math.huge  -- the time-to-lives may have changed: look again
     reject_unfit(p, now)
+    if p.working_set == 0 and p.ws_n > 0 then WS.release_all(p) end
     CP.caps_wake_all(p)
     drain(p, now)
     return {created = 0, pool_no = p.pool_no}
@@ -2636,6 +2726,11 @@ local function ticket_state(p, id, now, args)
     else
       eta, ahead, _, why, sums = queue_eta(p, team_get(t.team, true), need_of(t), t.finish,
                                            qmember(t), t.cost, now)
+      if t.park == '' and ahead > 0 and ahead < BF.WINDOW then  -- or sooner, past the head
+        local bf, bf_why = BF.eta(p, need_of(t), sums, CP.caps_resolve(p, t.agent),
+                                  team_get(t.team, true), t.cost, now)
+        if bf < eta then eta, why = bf, bf_why end
+      end
       if t.park == '' then
         eta, why = KQ.eta(p, t, t.agent, CP.caps_resolve(p, t.agent) ~= nil, sums, ahead, eta,
                           why, now)
@@ -2722,6 +2817,11 @@ local function decide(p, a, t, weight, ttl, cache, now)
         if finish > a.lf then a.lf = finish end
         return fill_grant(l)
       end
+    end
+    -- Or sooner, past the head (backfilling).
+    if not t.park_on and not t.first_call and ahead > 0 and ahead < BF.WINDOW then
+      local bf, bf_why = BF.eta(p, need, sums, t.hs, g, c, now)
+      if bf < eta then eta, why = bf, bf_why end
     end
     -- A large warm cache about to lapse costs the bucket more than serving it now.
     local cache_tokens = cache and cache.rec[cache.tok] or 0
@@ -3274,7 +3374,9 @@ local function settle(p, args, now)
     -- by cttl - cache_ttl_s, so the cache lapses at start + cttl.
     local cttl = tonumber(l.cttl) or 0
     local start = l.granted_at + (cttl > 0 and cttl - p.cache_ttl_s or 0)
+    local first_settle = not (c.rec[c.ls] > -math.huge)
     if start > c.rec[c.ls] then c.rec[c.ls] = start end
+    if first_settle then WS.settled(p, l) end
     c.rec[c.tok] = cache_tokens > l.cached and cache_tokens or l.cached
     touch(c.key)
     spend_cap_alert(p, false)  -- a call went through: no longer capped
