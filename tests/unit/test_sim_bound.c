@@ -190,6 +190,46 @@ static void test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario(void 
     assert_true(finished * 10 >= runs * 9);
 }
 
+/* One agent's 40 calls in a row, outputs of 2,500-7,500 tokens under max_tokens 8,192, no
+ * limit that binds and no latency spread: the critical path is the whole run. From its
+ * 21st call `sluice-learned` sends max_tokens lowered to the group's learned p95 (~7,250),
+ * so some answers stop at the cap; the proxy continues them (docs/proxy.md), so the agent
+ * still receives, and the provider still streams and bills, the whole answer. A run that
+ * dropped the tail finished before the path bound (seed 2: 3,418.1 s against 3,424.6 s,
+ * 391 output tokens fewer than the ideal run). */
+static const char long_answers[] =
+    "name: long-answers\n"
+    "duration_s: 20000\n"
+    "provider: {input_tpm: 1000000, output_tpm: 1000000, rpm: 1000, ttft_s: 0.5,\n"
+    "           output_tokens_per_s: 60, latency_spread: 0}\n"
+    "agents:\n"
+    "  - {name: writer, turns: 40, prefix_tokens: 2000, turn_tokens: 1000,\n"
+    "     output_tokens: 5000, max_tokens: 8192, read_s: 1, edit_s: 1, test_s: 5,\n"
+    "     test_spread: 0}\n";
+
+static void test_an_answer_cut_at_the_learned_cap_is_continued_not_dropped(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    if (sl_sim_scenario_parse(long_answers, strlen(long_answers), &sc, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        sl_sim_bounds_t b;
+        assert_int_equal(sl_sim_bounds(&sc, seed, &b), 0);
+        sl_sim_result_t r;
+        if (sl_sim_run(&sc, "sluice-learned", seed, NULL, &r, err, sizeof err) != 0)
+            fail_msg("%s", err);
+        assert_int_equal(r.tasks_done, r.tasks_total);
+        /* Every answer whole: the ideal run's output, and at least its calls. */
+        assert_int_equal(r.output_tokens, b.ideal_output_tokens);
+        assert_true(r.requests >= b.ideal_requests);
+        sl_sim_result_free(&r);
+        check_no_strategy_beats(&sc, seed);
+    }
+    sl_sim_scenario_free(&sc);
+}
+
 static void test_scaling_multiplies_limits_and_fleet_and_stretches_the_run(void **state)
 {
     (void)state;
@@ -247,5 +287,6 @@ SL_TEST_MAIN(
     cmocka_unit_test(test_tight_bound_by_hand_on_a_tiny_fleet),
     cmocka_unit_test(test_chain_bound_by_hand_above_the_tight_bound),
     cmocka_unit_test(test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario),
+    cmocka_unit_test(test_an_answer_cut_at_the_learned_cap_is_continued_not_dropped),
     cmocka_unit_test(test_scaling_multiplies_limits_and_fleet_and_stretches_the_run),
     cmocka_unit_test(test_sluice_meets_no_429_at_a_twentieth_of_scale_200))
