@@ -516,7 +516,8 @@ const sim_strategy_t sl__sim_sluice_equal =
 /* "sluice" with output_reserve: learned (docs/sim.md): the p95 of each group's real
  * outputs is reserved instead of max_tokens once 20 are known, and the call is sent with
  * max_tokens lowered to it (the proxy's capped forward): an answer longer than the
- * percentile is cut there, and its tail is not asked for again in the simulation. */
+ * percentile is cut there and continued by another call (sim.c call_end, as the proxy
+ * continues it), so the agent gets the whole answer. */
 const sim_strategy_t sl__sim_sluice_learned =
     SLUICE_STRATEGY("sluice-learned", true, sluice_learned_init);
 
