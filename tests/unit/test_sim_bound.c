@@ -233,6 +233,46 @@ static void test_an_answer_cut_at_the_learned_cap_is_continued_not_dropped(void 
     sl_sim_scenario_free(&sc);
 }
 
+/* The tokens bucket (OpenAI's combined limit) by hand, with a reviewer after two workers.
+ * The ideal run: each worker calls at 0 (2,000 prefix written + 1,000) and at 14 (1,000),
+ * done at 28; the reviewer calls at 28 (500), done at 42 (the path). Totals: uncached input
+ * 8,500, output 5, calls 5; least finish 1 s first token + 2 s edit + 10 s test = 13 s.
+ * Bounds: input (8,500 - 6,000) / 100 + 13 = 38 s; output and rpm (below one bucket) 13 s;
+ * tokens (8,505 - 4,000) / (4,000 / 60) + 13 = 80.575 s, the tight bound. */
+static const char tokens_fleet[] =
+    "name: tokens-fleet\n"
+    "start_window_s: 0\n"
+    "provider: {input_tpm: 6000, output_tpm: 600, rpm: 60, tokens_tpm: 4000, ttft_s: 1,\n"
+    "           output_tokens_per_s: 1, latency_spread: 0}\n"
+    "agents:\n"
+    "  - {name: w, count: 2, turns: 2, prefix_tokens: 2000, turn_tokens: 1000,\n"
+    "     output_tokens: 1, max_tokens: 1, read_s: 0, edit_s: 2, test_s: 10, test_spread: 0}\n"
+    "  - {name: r, turns: 1, prefix_tokens: 0, turn_tokens: 500, output_tokens: 1,\n"
+    "     max_tokens: 1, read_s: 0, edit_s: 2, test_s: 10, test_spread: 0, after: [w]}\n";
+
+static void test_tokens_bound_by_hand_with_a_reviewer(void **state)
+{
+    (void)state;
+    sl_sim_scenario_t sc;
+    char err[256];
+    if (sl_sim_scenario_parse(tokens_fleet, strlen(tokens_fleet), &sc, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    sl_sim_bounds_t b;
+    assert_int_equal(sl_sim_bounds(&sc, 1, &b), 0);
+    assert_int_equal(b.ideal_uncached_input_tokens, 8500);
+    assert_int_equal(b.ideal_output_tokens, 5);
+    assert_int_equal(b.ideal_requests, 5);
+    assert_near(b.path_s, 42, 1e-9);
+    assert_near(b.least_finish_s, 13, 1e-9);
+    assert_near(b.input_s, 38, 1e-9);
+    assert_near(b.output_s, 13, 1e-9);
+    assert_near(b.rpm_s, 13, 1e-9);
+    assert_near(b.tokens_s, 4505.0 / (4000.0 / 60) + 13, 1e-9);
+    assert_near(b.tight_s, b.tokens_s, 1e-9);
+    for (uint64_t seed = 1; seed <= 3; seed++) assert_true(check_no_strategy_beats(&sc, seed) > 0);
+    sl_sim_scenario_free(&sc);
+}
+
 static void test_scaling_multiplies_limits_and_fleet_and_stretches_the_run(void **state)
 {
     (void)state;
@@ -291,5 +331,6 @@ SL_TEST_MAIN(
     cmocka_unit_test(test_chain_bound_by_hand_above_the_tight_bound),
     cmocka_unit_test(test_no_strategy_beats_the_tight_bound_on_any_shipped_scenario),
     cmocka_unit_test(test_an_answer_cut_at_the_learned_cap_is_continued_not_dropped),
+    cmocka_unit_test(test_tokens_bound_by_hand_with_a_reviewer),
     cmocka_unit_test(test_scaling_multiplies_limits_and_fleet_and_stretches_the_run),
     cmocka_unit_test(test_sluice_meets_no_429_at_a_twentieth_of_scale_200))
