@@ -269,6 +269,11 @@ typedef struct sl_request {
      * output_tokens: the provider holds whatever max_tokens it is sent, so a reservation
      * below the figure sent would overbook it. Unset: output_tokens is reserved. */
     bool output_capped;
+    /* With output_capped: the least max_tokens the caller can send (the Responses API
+     * refuses a max_output_tokens below 16; n choices need at least 1 each). A capped
+     * reservation (the learned percentile, a share cap's fit) is never below it, nor is
+     * it raised above the request's own output_tokens. 0 (or less): 1 token is enough. */
+    int64_t output_floor_tokens;
     /* The lifetime the provider keeps the cached prefix after this call starts: 0 = the
      * pool's cache_ttl_s (a 5-minute write); 3600 for Anthropic's ttl "1h". Up to
      * SL_CACHE_TTL_MAX_S. A longer life is never shortened by a later, shorter call

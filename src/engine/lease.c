@@ -288,6 +288,15 @@ static int64_t corrected(int64_t tokens, double ratio)
     return v > (double)SL_TOKENS_MAX ? SL_TOKENS_MAX : (int64_t)v;
 }
 
+/* A capped reservation of `want` output tokens for a request needing `need`: at least the
+ * request's output_floor_tokens (what the caller can send as max_tokens), never more than
+ * `need` on that account. */
+static int64_t at_least_floor(const sl_request_t *req, int64_t want, int64_t need)
+{
+    int64_t floor = req->output_floor_tokens < need ? req->output_floor_tokens : need;
+    return want > floor ? want : floor;
+}
+
 void sl__cache_touch(const sl__pool_t *p, sl__cache_t *c, double start_s, double ttl_s)
 {
     double shift = ttl_s > 0 ? ttl_s - p->cfg.cache_ttl_s : 0;
@@ -658,7 +667,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     sl__calib_t *outs = req->model ? sl__calib_outputs(p, req->model, role_c->name, false) : NULL;
     if (req->output_capped && p->cfg.output_reserve_learned && outs && outs->out_p95 > 0 &&
         outs->out_p95 < out_tokens)
-        out_tokens = outs->out_p95;
+        out_tokens = at_least_floor(req, outs->out_p95, out_tokens);
     args.need.n[SL_BUCKET_INPUT] = in;
     args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
@@ -673,6 +682,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
          * settle charges the rest to the cap as debt. An uncapped call is held to its
          * max_tokens like any other need. */
         int64_t fit = sl__caps_output_fit(p, &args.caps, args.need.n[SL_BUCKET_INPUT]);
+        if (fit >= 0) fit = at_least_floor(req, fit, args.need.n[SL_BUCKET_OUTPUT]);
         if (req->output_capped && fit >= 0 && args.need.n[SL_BUCKET_OUTPUT] > fit) {
             args.need.n[SL_BUCKET_OUTPUT] = fit;
             args.need.n[SL_BUCKET_TOKENS] = args.need.n[SL_BUCKET_INPUT] + fit;

@@ -7,7 +7,7 @@
  * nobody did. Each seed starts both backends from the same setup (the property test's:
  * two pools, caps on agents and teams, weighted teams, a planner task), then draws
  * operations from the property test's mix — requests with every option (roles, tasks,
- * priorities, caches, request ids, holds, capped output, bad sizes), settles (429s with
+ * priorities, caches, request ids, holds, capped output and its floor, bad sizes), settles (429s with
  * and without retry_after, spend caps, failures, provider headers), cancels, extends,
  * ticket polls, holds and cancels, resyncs, task graph writes, pool reconfigurations,
  * agent forgets, state and agent reads, and time that jumps small and large — and runs
@@ -118,7 +118,7 @@ static void gen_request(gen_t *g, line_t *l)
     if (one_in(&g->rng, 2)) add(l, " model=%s", one_in(&g->rng, 2) ? "claude-x" : "gpt-y");
     if (one_in(&g->rng, 6)) add(l, " prefix=p%d", (int)(rnd(&g->rng) % 4));
     if (one_in(&g->rng, 3)) add(l, " max_wait=%.3f", rnd01(&g->rng) * 600);
-    if (one_in(&g->rng, 10)) add(l, " capped=1");
+    if (one_in(&g->rng, 10)) add(l, " capped=1%s", one_in(&g->rng, 2) ? " floor=16" : "");
 }
 
 static void gen_settle(gen_t *g, line_t *l)

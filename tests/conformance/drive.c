@@ -271,6 +271,7 @@ static void request_from(const op_t *op, sl_request_t *r)
     r->cache_prefix_hash = arg(op, "prefix");
     r->max_wait_s = arg_num(op, "max_wait", 0);
     r->output_capped = arg_num(op, "capped", 0) != 0;
+    r->output_floor_tokens = (int64_t)arg_num(op, "floor", 0);
     r->key_pinned = arg_num(op, "pin", 0) != 0;
     r->cache_ttl_s = arg_num(op, "cache_ttl", 0);
     /* allowed=a,b: the caller's roles (roles_allowed), valid until the next request */

@@ -45,6 +45,12 @@ static void test_each_dialect_names_its_own_limit_and_n_multiplies_it(void **sta
     assert_int_equal(sl__proxy_output_tokens(&o), 700);  /* the Responses API has no n */
     o = read_ok(SL_UPSTREAM_OPENAI, false, "{\"n\":2}"); /* no limit named: 4096 a choice */
     assert_int_equal(sl__proxy_output_tokens(&o), 8192);
+    /* The least it may be capped to: a token a choice, 16 on Responses. */
+    assert_int_equal(o.floor_tokens, 2);
+    o = read_ok(SL_UPSTREAM_OPENAI, true, "{\"max_output_tokens\":700}");
+    assert_int_equal(o.floor_tokens, 16);
+    o = read_ok(SL_UPSTREAM_ANTHROPIC, false, "{\"max_tokens\":8192}");
+    assert_int_equal(o.floor_tokens, 1);
     /* Extended thinking: its budget must stay below max_tokens, so it is never lowered. */
     o = read_ok(SL_UPSTREAM_ANTHROPIC, false,
                 "{\"max_tokens\":8192,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4000}}");

@@ -185,6 +185,8 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key, sl
     sl__rcmd_str(c, SL_FA(cache_prefix_hash), req->cache_prefix_hash);
     if (req->max_wait_s != 0) sl__rcmd_num(c, SL_FA(max_wait_s), req->max_wait_s);
     if (req->output_capped) sl__rcmd_num(c, SL_FA(output_capped), 1);
+    if (req->output_capped && req->output_floor_tokens > 0)
+        sl__rcmd_num(c, SL_FA(output_floor), (double)req->output_floor_tokens);
     if (req->key_pinned) sl__rcmd_num(c, SL_FA(key_pinned), 1);
     if (req->cache_ttl_s != 0) sl__rcmd_num(c, SL_FA(cache_ttl_s), req->cache_ttl_s);
 }

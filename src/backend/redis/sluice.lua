@@ -2933,7 +2933,10 @@ local function request(p, args, now)
   -- provider holds whatever max_tokens it is sent.
   if p.output_reserve_learned ~= 0 and calib and num(args, 'output_capped', 0) ~= 0 then
     local p95 = output_p95(args.model, role)
-    if p95 > 0 and p95 < output_tokens then output_tokens = p95 end
+    -- never below what the caller can send as max_tokens (engine: at_least_floor)
+    if p95 > 0 and p95 < output_tokens then
+      output_tokens = math.max(p95, math.min(num(args, 'output_floor', 0), output_tokens))
+    end
   end
   t.n0, t.n1, t.n2, t.n3 = inn, output_tokens, 1, inn + output_tokens
   local max_wait = num(args, 'max_wait_s', 0)
@@ -2958,6 +2961,7 @@ local function request(p, args, now)
   local cap_reason, cap_wait
   if hs then
     local fit = CP.caps_output_fit(p, hs, t.n0)
+    if fit >= 0 then fit = math.max(fit, math.min(num(args, 'output_floor', 0), t.n1)) end
     if num(args, 'output_capped', 0) ~= 0 and fit >= 0 and t.n1 > fit then
       t.n1, t.n3 = fit, t.n0 + fit
     end

@@ -1757,6 +1757,7 @@ static void request_lease(px_t *px, const char *task_role)
         .max_wait_s = SL_PROXY_CONF(&px->srv->config)->max_hold_s, /* hold, don't refuse */
         /* The body goes upstream with at most the output reserved (cap_forwarded_output). */
         .output_capped = px->out.cappable,
+        .output_floor_tokens = px->out.floor_tokens, /* never reserved below what is sent */
         .cache_ttl_s = px->cache_ttl_s,
     };
     sl_refusal_t ref;

@@ -153,6 +153,7 @@ bool sl__usage_is_spend_cap(sl_upstream_api_t api, const char *body, size_t len,
 
 /* proxy_output.c: the output a proxied call asks the provider to hold (pure functions). */
 #define SL_PROXY_MAX_CHOICES 128 /* OpenAI's bound on `n` */
+#define SL_PROXY_RESPONSES_MIN_OUTPUT 16 /* the Responses API refuses a max_output_tokens below it */
 typedef struct sl_proxy_output {
     const char *field;         /* the body's per-choice limit: max_tokens,
                                   max_completion_tokens or max_output_tokens (static) */
@@ -160,6 +161,8 @@ typedef struct sl_proxy_output {
     int64_t choices;           /* OpenAI Chat Completions' `n`; 1 otherwise */
     bool cappable;             /* the limit may be lowered (not under Anthropic's
                                   extended thinking, whose budget must stay below it) */
+    int64_t floor_tokens;      /* the least output it may be lowered to: a token per
+                                  choice, SL_PROXY_RESPONSES_MIN_OUTPUT on Responses */
 } sl_proxy_output_t;
 /* Reads the output limit of a call of `api` (`responses`: the Responses API) from its
  * body. Returns 0, or -1 with `err` naming the field (an `n` that is not an integer

@@ -48,6 +48,7 @@ struct sl_cont {
     char ws[32];        /* white space cut from the prefill, dropped from the next part */
     bool want_more;     /* the current part was cut at its cap: continue */
     json_t *message;    /* non-stream: the first part's message (id, model, usage) */
+    json_t *first_usage; /* stream: the first part's message_start usage */
     /* Stream splicing. */
     int index_base;        /* client index of the current part's block 0 */
     int next_index;        /* client index of the next new block */
@@ -90,6 +91,7 @@ void sl__cont_free(sl_cont_t *c)
     json_decref(c->base);
     json_decref(c->content);
     json_decref(c->message);
+    json_decref(c->first_usage);
     json_decref(c->block);
     if (c->held) evbuffer_free(c->held);
     free(c);
@@ -387,6 +389,8 @@ static void on_message_delta(sl_cont_t *c, json_t *d, struct evbuffer *out)
         /* A text stop held back: dropped, the next part continues that block. A tool
          * block held back: dropped, the model writes it again. */
         c->open_text = c->held_kind == HELD_TEXT_STOP;
+        /* The dropped block's index was never shown: the next block takes it. */
+        if (tool) c->next_index--;
         evbuffer_drain(c->held, evbuffer_get_length(c->held));
         c->held_kind = HELD_NONE;
         json_decref(tool);
@@ -394,9 +398,21 @@ static void on_message_delta(sl_cont_t *c, json_t *d, struct evbuffer *out)
     }
     if (tool) json_array_append_new(c->content, tool);
     release_held(c, out);
-    if (json_is_object(usage))
+    if (json_is_object(usage)) {
+        /* The delta's usage is cumulative and the SDKs copy it over message_start's: its
+         * input counts are the last part's (prompt and prefill); the answer's are the
+         * first's, as a whole answer reports. */
+        const char *k;
+        json_t *v;
+        if (c->rounds > 0)
+            json_object_foreach(usage, k, v)
+            {
+                json_t *first = json_object_get(c->first_usage, k);
+                if (strcmp(k, "output_tokens") != 0 && first) json_object_set(usage, k, first);
+            }
         json_object_set_new(usage, "output_tokens",
                             json_integer((json_int_t)(c->out_total + part)));
+    }
     emit(out, "message_delta", d);
 }
 
@@ -415,7 +431,11 @@ void sl__cont_event(sl_cont_t *c, const char *ev, size_t len, bool to_client, st
         return;
     }
     if (!strcmp(name, "message_start")) {
-        if (c->rounds == 0) emit(out, name, d);
+        if (c->rounds == 0) {
+            json_decref(c->first_usage);
+            c->first_usage = json_incref(json_object_get(json_object_get(d, "message"), "usage"));
+            emit(out, name, d);
+        }
     } else if (!strcmp(name, "content_block_start")) {
         on_block_start(c, d, out);
     } else if (!strcmp(name, "content_block_delta")) {

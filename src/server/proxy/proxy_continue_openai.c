@@ -40,7 +40,6 @@
 #include <event2/buffer.h>
 
 #define MAX_ROUNDS 8 /* a call is continued at most this many times, as Anthropic's */
-#define RESPONSES_MIN_OUTPUT 16 /* the Responses API refuses a max_output_tokens below it */
 #define MAX_ITEMS            64 /* output items of a part renumbered; later ones keep their index */
 
 struct sl__oai_cont {
@@ -170,7 +169,7 @@ static int64_t part_output(const sl__oai_cont_t *c, const json_t *usage)
 static bool part_ended(sl__oai_cont_t *c, bool cut, const json_t *usage)
 {
     int64_t out = part_output(c, usage);
-    int64_t least = c->responses ? RESPONSES_MIN_OUTPUT : 1; /* what the next part may ask */
+    int64_t least = c->responses ? SL_PROXY_RESPONSES_MIN_OUTPUT : 1; /* what the next part may ask */
     bool more = cut && out >= c->round_cap && c->out_total + out + least <= c->client_max &&
                 c->rounds < MAX_ROUNDS && !c->part_other && evbuffer_get_length(c->text) > 0;
     if (json_is_object(usage)) sl__usage_sum(c->usage, usage);

@@ -18,7 +18,10 @@
  * `best_of` is another, and that path is not proxied). When the lease reserved less than
  * the call asks (`output_reserve: learned`, a share cap), the body is rewritten so the
  * provider is asked to hold no more than was reserved: the per-choice limit becomes
- * floor(reserved / n). Pure functions on parsed JSON: no I/O. */
+ * floor(reserved / n). The lease is never reserved below what can be sent (`floor_tokens`:
+ * a token per choice; 16 on the Responses API, which refuses a max_output_tokens below it,
+ * so a learned percentile of 6 would turn a valid call into the provider's 400). Pure
+ * functions on parsed JSON: no I/O. */
 #include "proxy.h"
 
 #include <string.h>
@@ -69,6 +72,7 @@ int sl__proxy_output_read(sl_upstream_api_t api, bool responses, const json_t *b
         }
         out->choices = (int64_t)json_integer_value(n);
     }
+    out->floor_tokens = out->choices * (responses ? SL_PROXY_RESPONSES_MIN_OUTPUT : 1);
     return 0;
 }
 

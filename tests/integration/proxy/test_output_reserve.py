@@ -113,6 +113,35 @@ class LearnedCapsTheForwardedMaxTokens(unittest.TestCase):
             self.assertIn("cap_output", json.loads(payload)["error"]["message"])
 
 
+class LearnedCapsOnTheResponsesApi(unittest.TestCase):
+    """The Responses API refuses a max_output_tokens below 16: a learned percentile below it
+    must not turn a valid call into the provider's 400."""
+    EMU = {"--input-tpm": 4000000, "--output-tpm": 400000, "--rpm": 40000,
+           "--output-tokens": 6}
+    POOL = "input_tpm: 4000000\noutput_tpm: 400000\nrpm: 40000\noutput_reserve: learned"
+
+    def post(self, s, body, agent):
+        return s.request("POST", "/openai/v1/responses", body,
+                         {"content-type": "application/json", "x-sluice-agent": agent,
+                          "authorization": "Bearer agent-token"})
+
+    def test_short_answers_never_cap_max_output_tokens_below_16(self):
+        body = {"model": "gpt-emu-1", "input": "Yes or no?", "max_output_tokens": 1000}
+        with emu_at(self.EMU) as emu, \
+                Sluiced("pools:\n" + pool_yaml("gpt", emu.url, "openai", self.POOL)) as s:
+            for i in range(20):  # 20 answers of 6 tokens teach a percentile of 6
+                status, _, payload = self.post(s, body, "warm")
+                self.assertEqual(status, 200, payload)
+            status, headers, payload = self.post(s, body, "short")
+            self.assertEqual(status, 200, payload)
+            self.assertEqual(json.loads(payload)["status"], "completed")
+            # What is sent is what is reserved: never fewer reserved than sent.
+            granted = [e for e in s.events() if e["event"] == "granted"][-1]
+            self.assertGreaterEqual(granted["output_tokens"], 16, granted)
+            self.assertGreaterEqual(int(headers.get("x-sluice-output-cap", 1000)), 16)
+            self.assertEqual(emu.stats()["http_429"], 0)
+
+
 class ChoicesMultiplyTheOutput(unittest.TestCase):
     # Answers taking about 1 s, a provider holding 40,000 output tokens a minute.
     EMU = {"--input-tpm": 4000000, "--output-tpm": 40000, "--rpm": 40000, "--tokens-per-s": 24}

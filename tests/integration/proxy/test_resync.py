@@ -8,12 +8,13 @@ calls queued ~30 s each. Issue 25 item 7: the limits those headers report are bo
 by the rule every report shares: the configured limit is a ceiling unless the pool
 says `limits_from: provider`.
 """
+import http.client
 import json
 import threading
 import time
 import unittest
 
-from harness import Emu, Sluiced, message, pool_yaml, wait_for
+from harness import ANTHROPIC_VERSION, REAL_KEY, Emu, Sluiced, message, pool_yaml, wait_for
 
 # Issue 24's setup: the emulator at 400k ITPM / 200k OTPM, the pool configured the same.
 LIMITS = "input_tpm: 400000\noutput_tpm: 200000\nrpm: 4000"
@@ -135,6 +136,82 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
             self.assertGreater(bucket["level"], bucket["capacity"] - 5000, bucket)
             lowered = [e for e in s.events() if e["event"] == "resync" and e["bucket"] == "output"]
             self.assertEqual(lowered, [])
+
+
+def straight_call(emu, max_tokens):
+    """One non-streamed Messages call straight to the emulator, as a lease API client makes
+    it: (usage, the rate-limit headers with lower-case names)."""
+    conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=30)
+    try:
+        conn.request("POST", "/v1/messages", json.dumps(message(max_tokens=max_tokens)),
+                     {"content-type": "application/json", "x-api-key": REAL_KEY,
+                      "anthropic-version": ANTHROPIC_VERSION})
+        r = conn.getresponse()
+        body = json.loads(r.read())
+        assert r.status == 200, body
+        headers = {k.lower(): v for k, v in r.getheaders()
+                   if k.lower().startswith("anthropic-ratelimit-")}
+        return body["usage"], headers
+    finally:
+        conn.close()
+
+
+class LeaseApiSettleKeepsRefunds(unittest.TestCase):
+    """Issue 24 item 1 on the lease API: the settle's `headers` never undo a refund."""
+
+    def lease(self, s, agent, output_tokens):
+        status, _, payload = s.request("POST", "/v1/leases", {
+            "agent": agent, "pool": "claude", "input_tokens": 20,
+            "output_tokens": output_tokens, "model": "claude-emu-1"})
+        self.assertEqual(status, 200, payload)
+        return json.loads(payload)["lease"]
+
+    def settle(self, s, lease, usage, headers):
+        status, _, payload = s.request("POST", "/v1/leases/%s/settle" % lease, {
+            "input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
+            "headers": headers})
+        self.assertEqual(status, 200, payload)
+
+    def test_sequential_max_tokens_128000_leases_settled_with_headers_keep_their_refunds(self):
+        with Emu(EMU_400K) as emu, proxy(emu, LIMITS) as s:
+            for i in range(3):
+                lease = self.lease(s, "cc", 128000)
+                usage, headers = straight_call(emu, 128000)
+                self.settle(s, lease, usage, headers)
+                b = output_bucket(s)
+                self.assertGreater(b["level"], b["capacity"] - 2000, (i, b))
+            self.assertEqual(emu.stats()["http_429"], 0)
+
+    @unittest.skip("defect: a lease's headers are compared with the pool at its grant; a "
+                   "lease granted after it whose call the provider took first is counted in "
+                   "the snapshot and not in the grant's room, so its refund is undone")
+    def test_a_later_grant_s_call_taken_first_keeps_its_refund(self):
+        # Two lease API agents: a is granted first, b second, but b calls the provider
+        # first (t=0, ~2 s) and a while b is held (t=1, ~3 s). a's snapshot counts b's
+        # 60000, which the pool's room at a's grant did not; b settles at ~2 s, a at ~3 s.
+        with Emu(EMU_400K_SLOW) as emu, proxy(emu, LIMITS) as s:
+            la = self.lease(s, "a", 60000)
+            lb = self.lease(s, "b", 60000)
+            results = {}
+
+            def run(name, lease, delay_s):
+                time.sleep(delay_s)
+                results[name] = straight_call(emu, 60000)
+                self.settle(s, lease, *results[name])
+
+            threads = [threading.Thread(target=run, args=("b", lb, 0.0)),
+                       threading.Thread(target=run, args=("a", la, 1.0))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            self.assertEqual(sorted(results), ["a", "b"])
+            # a's headers count b's reservation (200000 - 2 x 60000 = 80000, and the refill)
+            self.assertLess(int(results["a"][1]["anthropic-ratelimit-output-tokens-remaining"]),
+                            100000)
+            b = output_bucket(s)
+            self.assertGreater(b["level"], b["capacity"] - 5000, b)
+            self.assertEqual(emu.stats()["http_429"], 0)
 
 
 class MarginClimbsAtTheFleetsRoundTrip(unittest.TestCase):

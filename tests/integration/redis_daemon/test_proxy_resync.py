@@ -10,9 +10,10 @@ import proxy_cases
 
 setUpModule, tearDownModule, (RedisResyncAgreesWithTheCall,
                               RedisProxyHeadersAreBounded,
+                              RedisLeaseApiSettleKeepsRefunds,
                               RedisARefusedCallsHeadersCountWithoutIt) = proxy_cases.on_redis(
     __name__, "test_resync.py", "ResyncAgreesWithTheCall", "ProxyHeadersAreBounded",
-    "ARefusedCallsHeadersCountWithoutIt")
+    "LeaseApiSettleKeepsRefunds", "ARefusedCallsHeadersCountWithoutIt")
 
 if __name__ == "__main__":
     unittest.main()
