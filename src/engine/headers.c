@@ -160,7 +160,8 @@ static double reserve_growth(const sl__pool_t *p, const sl__lease_t *l, sl_bucke
  * level), or do they show at least as much? A cold-start window's first value of a
  * bucket raises rather than compares, and says neither. */
 static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names,
-                         const char *const *values, size_t count, uint64_t lease_id, double now)
+                         const char *const *values, size_t count, uint64_t lease_id,
+                         bool refused, double now)
 {
     const sl__lease_t *l = lease_of(e, p, lease_id);
     bool lowered = false;
@@ -177,11 +178,13 @@ static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names
         else
             agreed_bits |= 1u << h.bucket;
     }
-    sl__margin_headers(e, p, lowered, agreed_bits, lease_id, now);
+    /* A refused call (a 429) vouches for nothing: the provider had no room for it. */
+    sl__margin_headers(e, p, lowered, refused ? 0 : agreed_bits, lease_id, now);
 }
 
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, uint64_t lease_id, double now, bool apply, int *changed)
+               size_t count, uint64_t lease_id, bool refused, double now, bool apply,
+               int *changed)
 {
     int n_changed = 0;
     /* Validate everything first: a malformed header changes nothing. */
@@ -204,7 +207,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     bool adopted = false;
     const sl__lease_t *l = lease_of(e, p, lease_id);
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) judge_margin(e, p, names, values, count, lease_id, now);
+        if (pass == 1) judge_margin(e, p, names, values, count, lease_id, refused, now);
         for (size_t i = 0; i < count; i++) {
             sl_header_kind_t h = sl_header_classify(names[i]);
             if (!h.known || h.bucket < 0) continue;
@@ -274,10 +277,10 @@ int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char
         if (!names[i] || !values[i]) return sl__fail(e, SL_EINVAL, "header %zu missing", i);
     if (!(now_s >= e->now))
         return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
-    int rc = sl__resync(e, p, names, values, count, lease_id, now_s, false, NULL);
+    int rc = sl__resync(e, p, names, values, count, lease_id, false, now_s, false, NULL);
     if (rc) return rc;
     sl_engine_advance(e, now_s);
-    sl__resync(e, p, names, values, count, lease_id, now_s, true, changed);
+    sl__resync(e, p, names, values, count, lease_id, false, now_s, true, changed);
     sl__pool_drain(e, p, now_s);
     return SL_OK;
 }

@@ -665,9 +665,11 @@ void sl__admit_release_all(sl__pool_t *p);
 
 /* headers.c */
 /* Validates the headers (apply false) or applies them (true); `lease_id` is the lease whose
- * call returned them (0: none), which the margin's climb asks for (margin.c). */
+ * call returned them (0: none), which the margin's climb asks for (margin.c); `refused`:
+ * that call got a 429, so the headers do not count it and vouch for no step. */
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, uint64_t lease_id, double now, bool apply, int *changed);
+               size_t count, uint64_t lease_id, bool refused, double now, bool apply,
+               int *changed);
 /* sl_engine_resync of pool `p` (found) with headers of lease `lease_id`'s call (0: none). */
 int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char *const *names,
                     const char *const *values, size_t count, double now_s, int *changed);

@@ -991,7 +991,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     sl__pool_t *p = l->pool;
     /* Malformed provider headers refuse the settle before anything changes. */
     if (s->header_count && (rc = sl__resync(e, p, s->header_names, s->header_values,
-                                            s->header_count, lease, now_s, false, NULL)))
+                                            s->header_count, lease, s->got_429, now_s, false,
+                                            NULL)))
         return rc;
     sl__agent_t *a = l->pa->agent;
     if (sl__agent_record_signature(a, s->failure_signature) != 0)
@@ -999,10 +1000,12 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
 
     /* The provider wrote these headers while it still held this call's reservation
      * (Anthropic counts output from max_tokens until the call ends), and so does our
-     * level until the refund below: compare them now, or the refund would be undone. */
-    if (s->header_count)
-        sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, now_s, true,
-                   NULL);
+     * level until the refund below: compare them now, or the refund would be undone. A
+     * 429's do not count this call (the provider refused it): they apply after its refund
+     * and the cut, below, against the level then (docs/design.md "Margin"). */
+    if (s->header_count && !s->got_429)
+        sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, false, now_s,
+                   true, NULL);
 
     int64_t actual_in = s->input_tokens + s->cache_creation_input_tokens;
     if (p->cfg.cache_reads_count) actual_in += s->cache_read_input_tokens;
@@ -1096,6 +1099,11 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
                 now_s + s->agent_retry_after_s > pa->blocked_until)
                 pa->blocked_until = now_s + s->agent_retry_after_s;
         }
+        /* The lease has ended: its headers are compared with the level now, which holds
+         * neither its need nor the room it was granted from, and earn no step. */
+        if (s->header_count)
+            sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, true,
+                       now_s, true, NULL);
     }
     sl__pool_drain(e, p, now_s);
     if (out) {

@@ -30,11 +30,13 @@
  * sooner than (total - C) / (C/60). For the output bucket, which holds max_tokens from
  * a call's start to its end: every call admitted before the last one holds at least
  * its output then, and the last needs its max_tokens (>= its output), so the same
- * bound holds with the outputs. After its last call the run still needs that call, the
- * edit and the test that ends its task: no less than the least such time over the
- * tasks of the ideal run (same output, same test draw, the shortest latency; prefill is
- * left out, because a rebuilt context may make a real call's cache warmer than the
- * ideal one's).
+ * bound holds with the outputs. After its last call the run still needs that call's
+ * first token, the edit and the test that ends its task: no less than the least such time
+ * over the tasks of the ideal run (same test draw, the shortest latency). Prefill is left
+ * out, because a rebuilt context may make a real call's cache warmer than the ideal one's,
+ * and so is the output's streaming, because the last call of a task may be the
+ * continuation of an answer cut at a lowered max_tokens (sluice-learned, sim.c call_end),
+ * which streams only the rest of it.
  */
 #include <float.h>
 #include <math.h>
@@ -45,7 +47,7 @@
 /* What the ideal strategy keeps per agent, and reports into run->ctx. */
 typedef struct ideal_state {
     double *sent_at_s;  /* admission of the agent's last call */
-    double *prefill_s;  /* its prefill time */
+    double *after_ttft_s;  /* its prefill and streaming time (all but the time to first token) */
     sim_call_rec_t *calls; /* every call, in admission order, for the chain bound */
     size_t n_calls, cap_calls;
     bool calls_oom;
@@ -63,10 +65,10 @@ static int ideal_init(sim_run_t *run, char *err, size_t errlen)
     size_t n = run->n_agents > 0 ? (size_t)run->n_agents : 1;
     if (s) {
         s->sent_at_s = calloc(n, sizeof *s->sent_at_s);
-        s->prefill_s = calloc(n, sizeof *s->prefill_s);
+        s->after_ttft_s = calloc(n, sizeof *s->after_ttft_s);
     }
-    if (!s || !s->sent_at_s || !s->prefill_s) {
-        if (s) free(s->sent_at_s), free(s->prefill_s);
+    if (!s || !s->sent_at_s || !s->after_ttft_s) {
+        if (s) free(s->sent_at_s), free(s->after_ttft_s);
         free(s);
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -84,7 +86,7 @@ static void ideal_fini(sim_run_t *run)
         rep->chain_s = sl__sim_chain_bound_s(run, s->calls, s->n_calls, rep->input_tpm);
     free(s->calls);
     free(s->sent_at_s);
-    free(s->prefill_s);
+    free(s->after_ttft_s);
     free(s);
     run->sdata = NULL;
 }
@@ -98,10 +100,10 @@ static void ideal_want(sim_run_t *run, sim_agent_t *a)
 
 static void ideal_result(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
-    /* No spread in the ideal run: time to first token = ttft + prefill exactly. */
+    /* No spread in the ideal run: the call lasts ttft + prefill + streaming exactly. */
     ideal_state_t *s = run->sdata;
-    double prefill_s = r->ttft_s - run->sc->provider.ttft_s;
-    s->prefill_s[a->idx] = prefill_s > 0 ? prefill_s : 0;
+    double after_ttft_s = r->duration_s - run->sc->provider.ttft_s;
+    s->after_ttft_s[a->idx] = after_ttft_s > 0 ? after_ttft_s : 0;
     if (s->n_calls == s->cap_calls && !s->calls_oom) {
         size_t cap = s->cap_calls ? 2 * s->cap_calls : 1024;
         sim_call_rec_t *calls = realloc(s->calls, cap * sizeof *calls);
@@ -123,7 +125,7 @@ static void ideal_task_state(sim_run_t *run, int task, sl_task_state_t st)
     ideal_state_t *s = run->sdata;
     ideal_report_t *rep = run->ctx;
     int agent = run->tasks[task].agent;
-    double finish_s = run->now_s - s->sent_at_s[agent] - s->prefill_s[agent];
+    double finish_s = run->now_s - s->sent_at_s[agent] - s->after_ttft_s[agent];
     if (finish_s < rep->least_finish_s) rep->least_finish_s = finish_s;
 }
 

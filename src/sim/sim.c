@@ -406,6 +406,20 @@ static void call_end(sim_run_t *run, sim_agent_t *a)
 {
     sl_provider_end(run->providers[a->key], &a->res, run->now_s);
     if (run->strat->result) run->strat->result(run, a, &a->res);
+    /* An answer the provider stopped at the max_tokens the strategy lowered (sluice-learned:
+     * the proxy's capped forward) is continued, as the proxy does (docs/proxy.md): the
+     * partial answer goes back as an assistant prefill, new uncached input after the cached
+     * prefix, and the rest of the answer is asked for. Dropping the tail instead gave the
+     * strategy shorter answers than any other meets and let it end before the tight bound. */
+    if (a->send_max_tokens > 0 && !a->res.stream_error &&
+        a->res.output_tokens >= a->send_max_tokens && a->res.output_tokens < a->call_output) {
+        a->call_tail += a->res.output_tokens;
+        a->call_output -= a->res.output_tokens;
+        if (run->events) sl__sim_log(run, "continue", a->name, NULL);
+        a->want_since = run->now_s; /* its wait counts from here, not from the cut call's */
+        want_call(run, a, false);
+        return;
+    }
     if (a->recovering) {
         if (--a->recovery_calls_left > 0) {
             next_recovery_call(run, a);

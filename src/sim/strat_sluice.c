@@ -423,7 +423,8 @@ static void sluice_give_up(sim_run_t *run, sim_agent_t *a)
 static void sluice_started(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
     sluice_state_t *s = run->sdata;
-    if (!a->lease) return;
+    /* A 429's headers do not count the call: they go with its settle (sluice_result). */
+    if (!a->lease || r->refusal != SL_PROVIDER_OK) return;
     sl_provider_header_t h[SL_PROVIDER_MAX_HEADERS];
     size_t nh = sl_provider_headers(run->providers[a->key], SL_PROVIDER_ANTHROPIC, r, run->now_s, h,
                                     SL_PROVIDER_MAX_HEADERS);
@@ -438,11 +439,23 @@ static void sluice_started(sim_run_t *run, sim_agent_t *a, const sl_provider_res
                      sl_engine_errmsg(s->e));
 }
 
-/* The settle carries the usage only: the headers resynced the pool when they came. */
+/* The settle carries the usage only: the headers resynced the pool when they came, except
+ * a 429's, which the provider wrote without the refused call: the engine applies them after
+ * the refund and the cut (docs/design.md "Margin"), as sluiced's proxy sends them. */
 static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_result_t *r)
 {
     sluice_state_t *s = run->sdata;
     if (!a->lease) return;
+    sl_provider_header_t h[SL_PROVIDER_MAX_HEADERS];
+    const char *names[SL_PROVIDER_MAX_HEADERS], *values[SL_PROVIDER_MAX_HEADERS];
+    size_t nh = 0;
+    if (r->refusal != SL_PROVIDER_OK)
+        nh = sl_provider_headers(run->providers[a->key], SL_PROVIDER_ANTHROPIC, r, run->now_s, h,
+                                 SL_PROVIDER_MAX_HEADERS);
+    for (size_t i = 0; i < nh; i++) {
+        names[i] = h[i].name;
+        values[i] = h[i].value;
+    }
     sl_settle_t st = {
         .input_tokens = r->input_tokens,
         .output_tokens = r->output_tokens,
@@ -453,6 +466,9 @@ static void sluice_result(sim_run_t *run, sim_agent_t *a, const sl_provider_resu
         .spend_cap = r->refusal == SL_PROVIDER_SPEND_CAP,
         .failure_signature =
             !s->equal && a->fail_sig_pending && !a->recovering ? a->fail_sig : NULL,
+        .header_names = nh ? names : NULL,
+        .header_values = nh ? values : NULL,
+        .header_count = nh,
     };
     sl_settle_result_t out;
     uint64_t lease = a->lease;
@@ -516,7 +532,8 @@ const sim_strategy_t sl__sim_sluice_equal =
 /* "sluice" with output_reserve: learned (docs/sim.md): the p95 of each group's real
  * outputs is reserved instead of max_tokens once 20 are known, and the call is sent with
  * max_tokens lowered to it (the proxy's capped forward): an answer longer than the
- * percentile is cut there, and its tail is not asked for again in the simulation. */
+ * percentile is cut there and continued by another call (sim.c call_end, as the proxy
+ * continues it), so the agent gets the whole answer. */
 const sim_strategy_t sl__sim_sluice_learned =
     SLUICE_STRATEGY("sluice-learned", true, sluice_learned_init);
 

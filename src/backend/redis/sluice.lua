@@ -3227,7 +3227,9 @@ end
 
 -- Resync entries: "h<i>" = "<anthropic 0|1>:<bucket 0-3>:<field limit|remaining>:<value>",
 -- already classified and validated by the caller (redis_proto.c), in header order.
-local function resync_apply(p, args, now, id)
+-- `refused`: a 429's headers, applied after its lease ended (settle): against the level now,
+-- and they earn no step (the engine's settle).
+local function resync_apply(p, args, now, id, refused)
   local entries = {}
   for i = 1, num(args, 'hn', 0) do
     local an, b, field, v = string.match(args['h' .. i] or '', '^(%d):(%d):(%a+):(%d+)$')
@@ -3236,7 +3238,7 @@ local function resync_apply(p, args, now, id)
   end
   -- The lease whose call returned them: its headers are compared with the pool at its
   -- grant (room and reserve then), as the engine's reference_level and reserve_growth.
-  local l = id and load_lease(id) or nil
+  local l = (id and not refused) and load_lease(id) or nil
   local rg = nil
   if l and l.rg and l.rg ~= '' then
     rg = {}
@@ -3279,7 +3281,7 @@ local function resync_apply(p, args, now, id)
       end
     end
   end
-  margin_headers(p, lowered, agreed_bits, id, now)
+  margin_headers(p, lowered, refused and 0 or agreed_bits, id, now)
   for _, h in ipairs(entries) do
     if h.field == 'remaining' and limited(p, h.b) then
       local allowance = (h.anthropic and h.b ~= 2) and 500 or 1
@@ -3338,8 +3340,10 @@ local function settle(p, args, now)
   agent_record_signature(a, sig)
   -- The provider wrote these headers while it still held this call's reservation, and
   -- so does our level until the refund below: compare them now, or the refund would be
-  -- undone. As the engine does.
-  resync_apply(p, args, now, id)
+  -- undone. A 429's do not count this call: they apply after the refund and the cut,
+  -- below. As the engine does.
+  local refused = num(args, 'got_429', 0) ~= 0
+  if not refused then resync_apply(p, args, now, id) end
   local actual_in = input + cc
   if p.cache_reads_count ~= 0 then actual_in = actual_in + cr end
   local actual_out = output
@@ -3416,6 +3420,8 @@ local function settle(p, args, now)
         if until_s > p.ablk_until then p.ablk_until = until_s end
       end
     end
+    -- The lease has ended: its headers against the level now, and no step (engine).
+    resync_apply(p, args, now, id, true)
   end
   drain(p, now)
   return {adjust_input_tokens = adj_in, adjust_output_tokens = adj_out, estimate_error = err,

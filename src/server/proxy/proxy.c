@@ -441,6 +441,9 @@ static void settle(px_t *px, bool provider_saw_it)
     uint64_t lease = px->lease;
     px->lease = 0;
     sl_settle_t s = {.retry_after_s = -1};
+    const char *rl_names[MAX_KEPT_HEADERS], *rl_values[MAX_KEPT_HEADERS];
+    char rl_scratch[MAX_KEPT_HEADERS][24];
+    size_t rl_n = 0;
     size_t body_len = px->status == 429 && px->resp ? evbuffer_get_length(px->resp) : 0;
     if (body_len && sl__is_acceleration_429((const char *)evbuffer_pullup(px->resp, -1),
                                             body_len)) {
@@ -451,6 +454,21 @@ static void settle(px_t *px, bool provider_saw_it)
         sl__bus_publish(px->srv, &accel);
     } else if (px->status == 429) {
         s.got_429 = true;
+        /* Its rate-limit headers, which the provider wrote without this call: the engine
+         * applies them after the refund and the cut (docs/design.md "Margin"). */
+        if (!px->long_context) {
+            for (size_t i = 0; i < px->pass.n && rl_n < MAX_KEPT_HEADERS; i++) {
+                if (!sl_header_is_ratelimit(px->pass.names[i])) continue;
+                rl_names[rl_n] = px->pass.names[i];
+                rl_values[rl_n] = px->pass.values[i];
+                rl_n++;
+            }
+            rl_n = sl__bound_limit_headers(px->srv, px->pool, true, rl_names, rl_values, rl_n,
+                                           rl_scratch);
+            s.header_names = rl_n ? rl_names : NULL;
+            s.header_values = rl_n ? rl_values : NULL;
+            s.header_count = rl_n;
+        }
         s.retry_after_s = px->retry_after_s;
         size_t len = px->resp ? evbuffer_get_length(px->resp) : 0;
         const char *body = len ? (const char *)evbuffer_pullup(px->resp, -1) : "";
@@ -485,7 +503,7 @@ static void settle(px_t *px, bool provider_saw_it)
     sl_bus_event_t used = {.kind = SL_BUS_USAGE, .usage = {px->agent, px->pool, px->model, &s}};
     sl__bus_publish(px->srv, &used);
     if (px->call) sl__access_note(px->call, NULL, NULL, lease);
-    /* No headers: they resynced the pool when they arrived (resync_at_arrival). */
+    /* No headers but a 429's: they resynced the pool when they arrived (resync_at_arrival). */
     sl_backend_settle(px->srv->backend, lease, &s, on_settled, (void *)(uintptr_t)lease);
 }
 
@@ -523,6 +541,8 @@ static void resync_at_arrival(px_t *px, const char *const *names, const char *co
     /* A long-context call's headers describe the standard limits, not the long-context
      * pool it leased from: they would resync the wrong buckets. */
     if (!px->lease || px->long_context) return;
+    /* A 429's headers do not count the refused call: they go with its settle (settle()). */
+    if (px->status == 429) return;
     const char *rl_names[MAX_KEPT_HEADERS], *rl_values[MAX_KEPT_HEADERS];
     char scratch[MAX_KEPT_HEADERS][24];
     size_t count = 0;

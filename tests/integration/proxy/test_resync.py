@@ -233,6 +233,32 @@ class MarginClimbsAtTheFleetsRoundTrip(unittest.TestCase):
             self.assertEqual(emu.stats()["http_429"], 0)
 
 
+class ARefusedCallsHeadersCountWithoutIt(unittest.TestCase):
+    """Issue 24 item 6: a 429's rate-limit headers show the provider's room without the
+    refused call. Compared with the pool right after that call's grant, they agreed by the
+    call's whole reservation: they earned a step of the margin, and the settle's refund
+    then put back room the provider did not have (pool output_tpm 100,000, the emulator's
+    40,000: margin 0.81, output level 81,000, where the provider had 40,000)."""
+
+    EMU_40K = ["--input-tpm", "400000", "--output-tpm", "40000", "--rpm", "4000",
+               "--ttft-ms", "0", "--tokens-per-s", "100000", "--latency-spread", "0",
+               "--output-tokens", "24"]
+    WIDE = "input_tpm: 400000\noutput_tpm: 100000\nrpm: 4000"
+
+    def test_a_429_cuts_once_and_leaves_the_level_at_the_providers_room(self):
+        with Emu(self.EMU_40K) as emu, proxy(emu, self.WIDE) as s:
+            status, h, payload = s.anthropic(message(max_tokens=60000), agent="x")
+            self.assertEqual(status, 429, payload)
+            self.assertEqual(h.get("anthropic-ratelimit-output-tokens-remaining"), "40000")
+            pool = s.pool("claude")
+            self.assertAlmostEqual(pool["margin"], 0.80, places=6)
+            # The room the pool believes (level + the margin's reserve) is the provider's
+            # 40,000 + 500 rounding, and a few seconds of refill at most.
+            b = output_bucket(s)
+            room = b["level"] + b["limit"] - b["capacity"]
+            self.assertLessEqual(room, 40500 + 5 * b["limit"] / 60)
+
+
 class ProxyHeadersAreBounded(unittest.TestCase):
     """Issue 25 item 7: pool input_tpm 12000, the emulator reporting 600,000."""
 
