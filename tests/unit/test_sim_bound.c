@@ -38,8 +38,8 @@ static void test_tight_bound_by_hand_on_a_tiny_fleet(void **state)
 {
     (void)state;
     sl_sim_scenario_t sc;
+    parse_or_fail(tiny, &sc);
     char err[256];
-    if (sl_sim_scenario_parse(tiny, strlen(tiny), &sc, err, sizeof err) != 0) fail_msg("%s", err);
     sl_sim_bounds_t b;
     assert_int_equal(sl_sim_bounds(&sc, 1, &b), 0);
     assert_int_equal(b.ideal_uncached_input_tokens, 8000);
@@ -101,9 +101,8 @@ static void test_chain_bound_by_hand_above_the_tight_bound(void **state)
 {
     (void)state;
     sl_sim_scenario_t sc;
+    parse_or_fail(chain, &sc);
     char err[256];
-    if (sl_sim_scenario_parse(chain, strlen(chain), &sc, err, sizeof err) != 0)
-        fail_msg("%s", err);
     sl_sim_bounds_t b;
     assert_int_equal(sl_sim_bounds(&sc, 1, &b), 0);
     assert_int_equal(b.ideal_uncached_input_tokens, 22100);
@@ -214,9 +213,8 @@ static void test_an_answer_cut_at_the_learned_cap_is_continued_not_dropped(void 
 {
     (void)state;
     sl_sim_scenario_t sc;
+    parse_or_fail(long_answers, &sc);
     char err[256];
-    if (sl_sim_scenario_parse(long_answers, strlen(long_answers), &sc, err, sizeof err) != 0)
-        fail_msg("%s", err);
     for (uint64_t seed = 1; seed <= 3; seed++) {
         sl_sim_bounds_t b;
         assert_int_equal(sl_sim_bounds(&sc, seed, &b), 0);
@@ -254,9 +252,7 @@ static void test_tokens_bound_by_hand_with_a_reviewer(void **state)
 {
     (void)state;
     sl_sim_scenario_t sc;
-    char err[256];
-    if (sl_sim_scenario_parse(tokens_fleet, strlen(tokens_fleet), &sc, err, sizeof err) != 0)
-        fail_msg("%s", err);
+    parse_or_fail(tokens_fleet, &sc);
     sl_sim_bounds_t b;
     assert_int_equal(sl_sim_bounds(&sc, 1, &b), 0);
     assert_int_equal(b.ideal_uncached_input_tokens, 8500);
