@@ -139,6 +139,9 @@ typedef struct sl__need {
                                    what the estimate error compares the billed prompt with */
     bool penalty;               /* the cached prefix is charged as uncached input */
     double cache_ttl_s;         /* the call's cache lifetime; 0 = the pool's cache_ttl_s */
+    int64_t over[SL_BUCKET_COUNT]; /* above the starting capacity, up to the limit: left out
+                                      of n (what must be in the bucket) and charged at the
+                                      grant (lease.c fit_capacity) */
 } sl__need_t;
 
 typedef struct sl__lease {

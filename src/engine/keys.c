@@ -13,8 +13,8 @@
  *                  (join the shortest expected wait)
  *   the least ETA wins; ETAs within 1 ms are equal and the emptiest key wins (the
  *   largest least share left over its limited buckets and its concurrency); a key whose
- *   capacity, or starting capacity (limit x margin_start, which the engine checks), is
- *   below the need never fits (ETA infinite).
+ *   limit is below the need, or whose capacity is below the need up to its starting
+ *   capacity (limit x margin_start, lease.c fit_capacity), never fits (ETA infinite).
  *
  * The estimate only decides where to ask: the chosen key's engine pool decides the
  * request exactly as any pool does, so a wrong estimate costs waiting, never a 429.
@@ -37,11 +37,13 @@ double sl_key_eta_s(const sl_pool_info_t *p, const sl_request_t *r, double now_s
     double eta = p->blocked_until > now_s ? p->blocked_until - now_s : 0, own = 0;
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (p->limit[b] <= 0) continue;
-        /* The engine refuses a need above the starting capacity (limit x margin_start)
-         * for good, even while a climbed margin holds more; above today's capacity it
-         * waits for the margin: either way, not this key. */
-        if (need[b] > p->capacity[b] || need[b] > (double)p->limit[b] * p->config.margin_start)
-            return INFINITY;
+        /* The engine refuses a need above the limit for good and waits for a full
+         * bucket at the starting capacity (limit x margin_start) for one between the two
+         * (lease.c fit_capacity); above today's capacity it waits for the margin: either
+         * way, not this key. */
+        if (need[b] > (double)p->limit[b]) return INFINITY;
+        need[b] = fmin(need[b], floor((double)p->limit[b] * p->config.margin_start));
+        if (need[b] > p->capacity[b]) return INFINITY;
         double rate = p->refill_per_s[b] > 0 ? p->refill_per_s[b] : 1e-9;
         if (p->level[b] < need[b]) eta = fmax(eta, (need[b] - p->level[b]) / rate);
         own = fmax(own, need[b] / rate);

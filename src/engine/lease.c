@@ -58,6 +58,11 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
     l->cache = cache;
     cache->refs++;
     l->need = *need;
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) { /* all the provider holds (fit_capacity) */
+        l->need.n[b] += l->need.over[b];
+        l->need.over[b] = 0;
+    }
+    need = &l->need;
     l->caps = capref;
     sl__caps_take(p, &l->caps, need, now);
     l->weight = weight;
@@ -334,23 +339,32 @@ bool sl__ticket_cache_lapsed(sl__pool_t *p, sl__ticket_t *t, double now)
 
 /* The provider holds a call's whole max_tokens from its start (Anthropic estimates
  * output TPM from max_tokens and corrects it at the end; OpenAI counts max_tokens in
- * its TPM), so a need above a bucket's capacity at the starting margin is a call the
- * provider can never accept either: refused here, naming the dimension, the figure and
- * the limit, before anything changes. */
-static int check_capacity(sl_engine_t *e, const sl__pool_t *p, const sl__need_t *need)
+ * its TPM), so a need above a bucket's limit is a call the provider can never accept
+ * either: refused here, naming the dimension, the figure and the limit, before anything
+ * changes. A need above the capacity at the starting margin but within the limit is one
+ * the provider accepts from a full bucket (sluice's bucket is full only when the
+ * provider's, refilled faster from the same charges, is too): it waits for the
+ * starting capacity (need.n clamped to it) and the rest (need.over) is charged at the
+ * grant as debt, so the pool still counts all the provider holds. */
+static int fit_capacity(sl_engine_t *e, const sl__pool_t *p, sl__need_t *need)
 {
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(p, (sl_bucket_t)b)) continue;
-        double start_cap = (double)p->limit[b] * p->cfg.margin_start;
-        if ((double)need->n[b] > start_cap)
+        if (need->n[b] > p->limit[b])
             return sl__fail(e, SL_ECAPACITY,
-                            "%s %lld%s can never fit pool \"%s\": its capacity is %.0f "
-                            "(limit %lld x margin %.2f)",
+                            "%s %lld%s can never fit pool \"%s\": its limit is %lld",
                             sl_bucket_name((sl_bucket_t)b), (long long)need->n[b],
                             need->penalty && (b == SL_BUCKET_INPUT || b == SL_BUCKET_TOKENS)
                                 ? " (including the cold-cache prefix)"
                                 : "",
-                            p->name, start_cap, (long long)p->limit[b], p->cfg.margin_start);
+                            p->name, (long long)p->limit[b]);
+    }
+    for (int b = 0; b < SL_BUCKET_COUNT; b++) {
+        int64_t start_cap = (int64_t)floor((double)p->limit[b] * p->cfg.margin_start);
+        if (sl__limited(p, (sl_bucket_t)b) && need->n[b] > start_cap) {
+            need->over[b] = need->n[b] - start_cap;
+            need->n[b] = start_cap;
+        }
     }
     return SL_OK;
 }
@@ -678,7 +692,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     args.need.n[SL_BUCKET_OUTPUT] = out_tokens;
     args.need.n[SL_BUCKET_REQUESTS] = 1;
     args.need.n[SL_BUCKET_TOKENS] = in + out_tokens;
-    rc = check_capacity(e, p, &args.need);
+    rc = fit_capacity(e, p, &args.need);
     const char *cap_reason = NULL;
     double cap_wait_s = 0;
     if (rc == SL_OK) {

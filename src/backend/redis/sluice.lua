@@ -39,7 +39,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '22'
+local VERSION = '23'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -234,6 +234,31 @@ end
 
 local function margin(p) return p.margin_bp / 10000.0 end
 local function limited(p, b) return p['lim' .. b] > 0 end
+-- A need above a bucket's starting capacity (limit x margin_start) but within its limit
+-- waits for that capacity (t.n* clamped to it); the rest, t.over ('o0,o1,o2,o3'), is
+-- charged at the grant (engine: lease.c fit_capacity).
+function CONST.fit_capacity(p, t)
+  local over, any = {}, false
+  for b = 0, NB - 1 do
+    local start_cap = math.floor(p['lim' .. b] * p.margin_start)
+    over[b + 1] = 0
+    if limited(p, b) and t['n' .. b] > start_cap then
+      over[b + 1] = t['n' .. b] - start_cap
+      t['n' .. b] = start_cap
+      any = true
+    end
+  end
+  t.over = any and table.concat(over, ',') or ''
+end
+-- Adds ticket t's over (CONST.fit_capacity) to lease l's need: all the provider holds.
+function CONST.add_over(l, t)
+  if not t.over or t.over == '' then return end
+  local b = 0
+  for o in string.gmatch(t.over, '[^,]+') do
+    l['n' .. b] = l['n' .. b] + tonumber(o)
+    b = b + 1
+  end
+end
 local function capacity(p, b) return p['lim' .. b] * margin(p) end
 
 local function refill(p, now)
@@ -704,11 +729,12 @@ end
 
 local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
-  nil, {'park', 'woke', 'ws', 'cttl', 'ogrp', 'pin'})  -- caps: the holder it is parked on,
+  nil, {'park', 'woke', 'ws', 'cttl', 'ogrp', 'pin', 'over'})  -- caps: the holder it is parked on,
   -- the holder that woke it; ws: '1' while the working set parks it (a task's first call);
   -- cttl: the call's cache lifetime in seconds ('' = the pool's cache_ttl_s); ogrp: its
   -- agent group (role), whose output percentile it learns; pin: '1' when its request
-  -- named this key alone (KQ below)
+  -- named this key alone (KQ below); over: 'o0,o1,o2,o3', the need above the starting
+  -- capacity charged at the grant (CONST.fit_capacity), '' for none
 local TEAM = codec({'name'}, {'order', 'vtime', 'lo', 'base', 'qn', 'cs', 's0', 's1', 's2', 's3'})
 local DEFAULT_TEAM = 'default'
 
@@ -1357,6 +1383,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     ttl = ttl, claimed = claimed and 1 or 0,
     exp = now + (claimed and ttl or p.claim_timeout_s), cusd = 0, caph = '', cttl = t.cttl or '',
     ogrp = t.ogrp or ''}
+  CONST.add_over(l, t)
   if hs then CP.caps_take(p, hs, l, now) end
   local rg = {}
   for b = 0, NB - 1 do
@@ -2103,7 +2130,7 @@ function KQ.take(p, best, now)
   local _, _, outer = queue_place(p, g, finish, nil, cst)
   local tt = {own = t.own, ck = t.ck, model = t.model, est = t.est, n0 = n.n0, n1 = n.n1,
               n2 = n.n2, n3 = n.n3, cached = t.cached, pen = n.pen, pt = t.pt, cttl = t.cttl,
-              ogrp = t.ogrp}
+              ogrp = t.ogrp, over = t.over}
   local l = grant(p, a, tt, t.weight, g, finish, outer, t.ttl, t.id, now - t.enq, now, hs)
   local here = S.pool
   local saved = KQ.enter(best.name)
@@ -2850,7 +2877,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
     idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = '',
-    cttl = t.cttl or '', ogrp = t.ogrp or '', pin = t.pin or ''}
+    cttl = t.cttl or '', ogrp = t.ogrp or '', pin = t.pin or '', over = t.over or ''}
   create(ticket_key(id), TICKET, tk)
   if t.park_on then
     CP.caps_park(p, t.park_on, t.park_on.st, tk, false)  -- a full holder has its state
@@ -3042,19 +3069,18 @@ local function request(p, args, now)
   local max_wait = num(args, 'max_wait_s', 0)
   t.max_wait = max_wait > 0 and max_wait or p.max_queue_wait_s
   -- The provider holds a call's whole max_tokens from its start, so a need above a
-  -- bucket's capacity at the starting margin is a call it can never accept either.
+  -- bucket's limit is a call it can never accept either; one above the capacity at the
+  -- starting margin but within the limit waits for that capacity and the rest (t.over)
+  -- is charged at the grant (engine: lease.c fit_capacity).
   for b = 0, NB - 1 do
-    if limited(p, b) then
-      local start_cap = p['lim' .. b] * p.margin_start
-      if t['n' .. b] > start_cap then
-        fail('exceeds_capacity', '%s %s%s can never fit pool "%s": its capacity is %.0f ' ..
-             '(limit %s x margin %.2f)', BUCKET[b + 1], F(t['n' .. b]),
-             (t.pen == 1 and (b == 0 or b == 3)) and ' (including the cold-cache prefix)' or '',
-             S.pool, start_cap,
-             F(p['lim' .. b]), p.margin_start)
-      end
+    if limited(p, b) and t['n' .. b] > p['lim' .. b] then
+      fail('exceeds_capacity', '%s %s%s can never fit pool "%s": its limit is %s',
+           BUCKET[b + 1], F(t['n' .. b]),
+           (t.pen == 1 and (b == 0 or b == 3)) and ' (including the cold-cache prefix)' or '',
+           S.pool, F(p['lim' .. b]))
     end
   end
+  CONST.fit_capacity(p, t)
   -- Caps: a share cap is the operator's limit, not the provider's: a call capped to its
   -- reservation reserves what fits the cap; an uncapped one is held to its max_tokens.
   local hs = CP.caps_resolve(p, agent)
