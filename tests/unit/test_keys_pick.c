@@ -76,7 +76,7 @@ static void test_a_key_too_small_for_the_need_is_never_picked(void **state)
     grant(e, "p:big", "x", 5000, T0); /* big must wait; small is full but holds 2,550 */
     sl_request_t r = need_output("a", 4000);
     assert_int_equal(pick(e, &r, T0), 0);
-    r.output_tokens = 6000; /* above both capacities: no key */
+    r.output_tokens = 6001; /* above both limits: no key */
     assert_int_equal(pick(e, &r, T0), -1);
     sl_engine_free(e);
 }
@@ -115,9 +115,11 @@ static void test_a_provider_hold_counts_in_the_eta(void **state)
     sl_engine_free(e);
 }
 
-/* A key whose margin climbed holds more than its starting capacity, but the engine refuses
- * a need above limit x margin_start for good: such a need never goes to that key (the
- * simulator's --demand-scale 4 run of two-keys.yaml met the refusal). */
+/* A key whose margin climbed holds more than its starting capacity; the engine grants a
+ * need above limit x margin_start (and within the limit) once the bucket holds the
+ * starting capacity (lease.c fit_capacity), and refuses one above the limit for good: such
+ * a need never goes to that key (the simulator's --demand-scale 4 run of two-keys.yaml
+ * met the refusal). */
 static void test_a_need_above_the_starting_capacity_skips_a_climbed_key(void **state)
 {
     (void)state;
@@ -129,6 +131,8 @@ static void test_a_need_above_the_starting_capacity_skips_a_climbed_key(void **s
     small.capacity[SL_BUCKET_OUTPUT] = small.level[SL_BUCKET_OUTPUT] = 2910;
     big.level[SL_BUCKET_OUTPUT] = 0; /* big must wait 2,700 / 85 = 32 s */
     const sl_pool_info_t *keys[2] = {&big, &small};
+    assert_int_equal(sl_keys_pick(keys, 2, &r, T0), 1); /* small holds its start capacity */
+    r.output_tokens = 3001; /* above small's limit (3,000) */
     assert_int_equal(sl_keys_pick(keys, 2, &r, T0), 0);
     sl_engine_free(e);
 }

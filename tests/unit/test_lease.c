@@ -188,22 +188,22 @@ static void test_a_need_that_can_never_fit_is_exceeds_capacity(void **state)
     (void)state;
     sl_engine_t *e = harness_engine(100000, 8000, 100);
     harness_snapshot_t before = harness_snapshot(e);
-    sl_request_t r = harness_req("huge", 85001, 10);
+    sl_request_t r = harness_req("huge", 100001, 10);
     sl_decision_t d;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
-    assert_non_null(strstr(sl_engine_errmsg(e), "input_tokens 85001"));
+    assert_non_null(strstr(sl_engine_errmsg(e), "input_tokens 100001"));
     /* The cold-cache prefix counts. */
-    r = harness_req("huge", 50000, 10);
-    r.cached_tokens = 40000;
+    r = harness_req("huge", 60000, 10);
+    r.cached_tokens = 40001;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
     assert_string_equal(before.text, harness_snapshot(e).text);
-    /* Exactly at capacity fits. */
-    harness_grant(e, "ok", 85000, 6800, T0);
+    /* Exactly at the limit fits (from the full bucket: oversize.scn). */
+    harness_grant(e, "ok", 100000, 6800, T0);
     sl_engine_free(e);
 }
 
 /* The provider holds max_tokens from the start of a call (Anthropic's OTPM estimate,
- * OpenAI's TPM): one above a bucket's capacity can never be accepted upstream, so it is
+ * OpenAI's TPM): one above a bucket's limit can never be accepted upstream, so it is
  * refused here, naming the dimension, the figure and the limit, and nothing changes. */
 static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void **state)
 {
@@ -214,7 +214,7 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     sl_decision_t d;
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
     assert_non_null(strstr(sl_engine_errmsg(e), "output_tokens 128000"));
-    assert_non_null(strstr(sl_engine_errmsg(e), "capacity is 51000 (limit 60000"));
+    assert_non_null(strstr(sl_engine_errmsg(e), "its limit is 60000"));
     assert_string_equal(before.text, harness_snapshot(e).text);
     /* At the capacity it is granted, and a longer answer is charged as debt. */
     r = harness_req("big", 1000, 51000);
@@ -226,13 +226,13 @@ static void test_max_tokens_above_the_output_capacity_is_exceeds_capacity(void *
     assert_int_equal(res.adjust_output_tokens, -2000);
     assert_true(harness_level(e, SL_BUCKET_OUTPUT) < 0);
     harness_end(e);
-    /* A combined bucket: input + max_tokens above its capacity. */
+    /* A combined bucket: input + max_tokens above its limit. */
     sl_pool_config_t cfg = harness_config();
     cfg.tokens_tpm = 100000; /* capacity 85000 */
     e = harness_engine_config(&cfg);
-    r = harness_req("big", 5000, 80001);
+    r = harness_req("big", 5000, 95001);
     assert_int_equal(sl_engine_request(e, &r, T0, &d), SL_ECAPACITY);
-    assert_non_null(strstr(sl_engine_errmsg(e), "tokens 85001"));
+    assert_non_null(strstr(sl_engine_errmsg(e), "tokens 100001"));
     r = harness_req("big", 5000, 80000);
     d = harness_request_as(e, &r, T0, SL_GRANTED);
     harness_end(e);

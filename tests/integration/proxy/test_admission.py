@@ -102,7 +102,7 @@ class OneAdmission(unittest.TestCase):
     def test_a_need_that_can_never_fit_is_413_on_the_lease_api_and_the_providers_400(self):
         # One table (src/common/errors.def): the proxy's 400 is the provider's own answer
         # for an oversized request (docs/proxy.md), in its error shape.
-        lease, proxy = self.both("agent-token-workers", "worker-", max_tokens=59000)
+        lease, proxy = self.both("agent-token-workers", "worker-", max_tokens=60001)
         self.assertEqual(lease[0], 413, lease)
         self.assertEqual(lease[1]["type"], "exceeds_capacity", lease)
         self.assertEqual(proxy[0], 400, proxy)

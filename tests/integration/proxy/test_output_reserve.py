@@ -51,7 +51,7 @@ class NeverFitsIsRefusedLocally(unittest.TestCase):
         with emu_at({"--input-tpm": 0, "--output-tpm": 0, "--rpm": 500}) as emu, \
                 Sluiced("pools:\n" + pool_yaml("gpt", emu.url, "openai",
                                                "tokens_tpm: 30000\nrpm: 500")) as s:
-            status, _, payload = s.openai(chat(max_tokens=26000), agent="big")
+            status, _, payload = s.openai(chat(max_tokens=30000), agent="big")  # + input > 30000
             self.assertEqual(status, 400, payload)
             err = json.loads(payload)["error"]
             self.assertEqual(err["type"], "invalid_request_error")
@@ -168,9 +168,9 @@ class ChoicesMultiplyTheOutput(unittest.TestCase):
                 Sluiced("pools:\n" + pool_yaml("gpt", emu.url, "openai",
                                                "input_tpm: 4000000\noutput_tpm: 40000\n"
                                                "rpm: 40000")) as s:
-            status, _, payload = s.openai(chat(max_tokens=4000, n=9), agent="big")
+            status, _, payload = s.openai(chat(max_tokens=4000, n=11), agent="big")
             self.assertEqual(status, 400, payload)
-            self.assertIn("output_tokens 36000", json.loads(payload)["error"]["message"])
+            self.assertIn("output_tokens 44000", json.loads(payload)["error"]["message"])
             for bad in (0, 129, "2", 1.5):
                 status, _, payload = s.openai(chat(n=bad), agent="bad")
                 self.assertEqual(status, 400, (bad, payload))

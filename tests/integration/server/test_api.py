@@ -157,7 +157,7 @@ class Endpoints(SharedSluiced):
             s.stop()
 
     def test_exceeds_capacity_is_413(self):
-        status, e, _ = self.s.lease("huge", 6000)
+        status, e, _ = self.s.lease("huge", 6001)  # above the 6,000 limit
         self.assertEqual((status, e["error"]["type"]), (413, "exceeds_capacity"))
 
     def test_unknown_pool_is_404(self):
