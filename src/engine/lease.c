@@ -350,7 +350,9 @@ static int fit_capacity(sl_engine_t *e, const sl__pool_t *p, sl__need_t *need)
 {
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         if (!sl__limited(p, (sl_bucket_t)b)) continue;
-        if (need->n[b] > p->limit[b])
+        /* (a starting capacity below one unit, rpm 1, holds no whole need to wait for) */
+        if (need->n[b] > p->limit[b] ||
+            (need->n[b] > 0 && floor((double)p->limit[b] * p->cfg.margin_start) < 1))
             return sl__fail(e, SL_ECAPACITY,
                             "%s %lld%s can never fit pool \"%s\": its limit is %lld",
                             sl_bucket_name((sl_bucket_t)b), (long long)need->n[b],

@@ -3073,7 +3073,9 @@ local function request(p, args, now)
   -- starting margin but within the limit waits for that capacity and the rest (t.over)
   -- is charged at the grant (engine: lease.c fit_capacity).
   for b = 0, NB - 1 do
-    if limited(p, b) and t['n' .. b] > p['lim' .. b] then
+    -- (a starting capacity below one unit, rpm 1, holds no whole need to wait for)
+    if limited(p, b) and (t['n' .. b] > p['lim' .. b] or
+                          (t['n' .. b] > 0 and math.floor(p['lim' .. b] * p.margin_start) < 1)) then
       fail('exceeds_capacity', '%s %s%s can never fit pool "%s": its limit is %s',
            BUCKET[b + 1], F(t['n' .. b]),
            (t.pen == 1 and (b == 0 or b == 3)) and ' (including the cold-cache prefix)' or '',
