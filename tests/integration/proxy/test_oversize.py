@@ -18,8 +18,14 @@ EMU_400K = ["--input-tpm", "400000", "--output-tpm", "200000", "--rpm", "4000",
             "--output-tokens", "24"]
 
 
+def backend_config():
+    """The `backend:` line of the config: none here (memory); the Redis variant of these
+    tests (tests/integration/redis_daemon/test_proxy_oversize.py) replaces this."""
+    return ""
+
+
 def proxy(emu, limits=LIMITS):
-    s = Sluiced("pools:\n" + pool_yaml("claude", emu.url, "anthropic", limits))
+    s = Sluiced(backend_config() + "pools:\n" + pool_yaml("claude", emu.url, "anthropic", limits))
     wait_for(lambda: s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
     return s
 
