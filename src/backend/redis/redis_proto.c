@@ -470,6 +470,7 @@ void sl__rreply_pool_info(const sl__rreply_t *rep, sl_pool_info_t *out)
     out->alert_margin_at_floor = sl__rreply_num(rep, SL_FR(alert_margin_at_floor), 0) != 0;
     out->alert_spend_cap = sl__rreply_num(rep, SL_FR(alert_spend_cap), 0) != 0;
     out->blocked_until = sl__rreply_num(rep, SL_FR(blocked_until), -INFINITY);
+    out->cold_until = sl__rreply_num(rep, SL_FR(cold_until), 0);
     out->granted_total = to_u64(sl__rreply_get(rep, SL_FR(granted_total)));
     out->queued_total = to_u64(sl__rreply_get(rep, SL_FR(queued_total)));
     out->rejected_total = to_u64(sl__rreply_get(rep, SL_FR(rejected_total)));

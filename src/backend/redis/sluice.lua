@@ -3535,7 +3535,8 @@ local function pool_info(p, args, now)
     alert_spend_cap = p.alert_spend_cap, blocked_until = p.blocked_until,
     granted_total = p.granted_total, queued_total = p.queued_total,
     rejected_total = p.rejected_total, upstream_429_total = p.upstream_429_total,
-    pool_no = p.pool_no, head_eta = -1}
+    pool_no = p.pool_no, head_eta = -1,
+    cold_until = (p.cold_until and p.cold_until > now) and p.cold_until or 0}
   for _, f in ipairs(CONFIG_FIELDS) do out['cfg_' .. f] = p[f] end
   for _, f in ipairs(CONFIG_LATER) do out['cfg_' .. f[1]] = p[f[1]] end
   for b = 0, NB - 1 do

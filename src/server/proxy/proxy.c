@@ -69,6 +69,7 @@ struct sl_proxy {
     sl_batch_queue_t *batches; /* uploaded files' line counts (proxy_batches.c) */
     uint64_t hold_nonce;       /* makes this process's hold ids unique among replicas */
     uint64_t holds;            /* hold ids issued */
+    sl__probes_t *probes;      /* pools heard from, cold probes running (proxy_probe.c) */
 };
 
 /* The feature's state on the server (its slot, features.def); NULL until it is made. */
@@ -563,6 +564,7 @@ static void on_up_headers(void *ud, int status, const char *const *names,
 {
     px_t *px = ud;
     px->status = status;
+    sl__probes_answered(px->proxy->probes, px->pool);
     resync_at_arrival(px, names, values, n);
     for (size_t i = 0; i < n; i++) {
         if (pass_to_client(names[i])) kept_add(&px->pass, names[i], values[i]);
@@ -881,6 +883,19 @@ static void queue_call(px_t *px, uint64_t ticket)
     if (px->stream && !px->sse_started) start_event_stream(px);
 }
 
+/* A call queued on a pool not heard from since the start: a cold pool waits for the
+ * provider's headers, so ask for them (proxy_probe.c). Not for a long-context call (its
+ * headers describe the standard pool) nor a pool of several keys (the key is picked at
+ * the grant). */
+static void probe_if_cold(px_t *px)
+{
+    const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->pool);
+    if (px->long_context || !up || up->key_group || px->batch_op || !px->url) return;
+    sl__probes_queued(px->proxy->probes, px->srv, px->proxy->up, px->pool, px->model, px->url,
+                      (const char *const *)px->up_headers, px->n_up_headers, (int)px->api,
+                      px->responses);
+}
+
 static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void *ud)
 {
     px_t *px = ud;
@@ -921,6 +936,7 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
     case SL_QUEUED:
         px->limited_by = d->limited_by;
         queue_call(px, d->ticket);
+        probe_if_cold(px);
         return;
     case SL_REJECTED:
         px_reject(px, d->reason, d->limited_by, d->retry_after_s);
@@ -1929,6 +1945,7 @@ int sl__proxy_init(sl_server_t *srv, char *err, size_t errlen)
         snprintf(err, errlen, "proxy: out of memory");
         return -1;
     }
+    proxy->probes = sl__probes_new(); /* NULL: no probe, as before */
     srv->slot[SL_FEATURE_ID_proxy] = proxy;
     if (sl__proxy_estimator_ready(srv, &srv->config, err, errlen) < 0) return -1;
     return 0;
@@ -1988,6 +2005,7 @@ void sl__proxy_free(sl_server_t *srv)
     if (!proxy) return;
     sl__proxy_shutdown(srv, false);
     sl_upstream_free(proxy->up);
+    sl__probes_free(proxy->probes);
     sl__batch_queue_free(proxy->batches);
     sl_tokenizer_free(proxy->tok);
     free(proxy->vocab_path);

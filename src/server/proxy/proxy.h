@@ -31,6 +31,21 @@ typedef struct sl_proxy_config {
 
 typedef struct sl_proxy sl_proxy_t;
 
+/* proxy_probe.c: a cold pool asks its provider where it stands (the file says why). */
+typedef struct sl__probes sl__probes_t;
+/* The proxy's record of pools heard from; NULL when out of memory (then nothing probes). */
+sl__probes_t *sl__probes_new(void);
+/* Frees it and every probe still running (the upstream client is freed first). */
+void sl__probes_free(sl__probes_t *ps);
+/* An answer of `pool`'s provider came back: it needs no probe. */
+void sl__probes_answered(sl__probes_t *ps, const char *pool);
+/* A call of `model` was queued on `pool` (one key, not long-context), to go to `url` with
+ * `headers` ("Name: value", the pool's key among them) in `api`'s shape: the first time
+ * for a pool not heard from, sends the probe. */
+void sl__probes_queued(sl__probes_t *ps, sl_server_t *srv, sl_upstream_t *up, const char *pool,
+                       const char *model, const char *url, const char *const *headers,
+                       size_t n_headers, int api, bool responses);
+
 /* proxy.c: the provider proxy (/anthropic/..., /openai/...). */
 /* Sets up the proxy on srv->base: the upstream client and the tokenizer (unless
  * `proxy.estimator: bytes`). Returns 0, or -1 with `err` set (a missing or invalid
