@@ -6,18 +6,22 @@
 //      call sizes (SIZES: max_tokens 1,024 and 8,192, and ~20k and ~100k input tokens);
 //   1b. the same on OpenAI's Chat Completions and Responses: three calls of 50,000 output
 //      tokens allowed on a combined 60,000 tokens-a-minute bucket;
+//   1c. the calls of part 1 streamed; calls above the pool's starting capacity (0.85 of
+//      the limit) but within the limit, which the provider accepts (max_tokens 190,000 of
+//      200,000, one call of ~360,000 input tokens of 400,000); and the three calls on a
+//      sluiced started with its default `cold_start: empty`;
 //   2. a real `claude -p` three-turn tool task on the default model (Read → Read → an
-//      answer, lib.mjs writeToolScript), ROUNDS pairs interleaved, when
-//      tests/node_modules is installed (`make setup`).
+//      answer, lib.mjs writeToolScript), and a real `codex exec` (the Responses API),
+//      ROUNDS pairs interleaved, when tests/node_modules is installed (`make setup`).
 // Both on one emulator at 400k input / 200k output tokens a minute, sluiced's pools
 // configured the same with cold_start: full, as in the issue.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HERE, KEY, agentToken, claudeToolSession, startEmuWith, startSluiced, tempDir,
-         writeToolScript } from '../tests/harness/lib.mjs';
+import { BIN, HERE, KEY, agentToken, claudeToolSession, cleanEnv, codexConfig, runHarness, startEmuWith,
+         startSluiced, tempDir, writeToolScript } from '../tests/harness/lib.mjs';
 
 const ROUNDS = Number(process.env.WASTE_ROUNDS || 2);
-process.setMaxListeners(40); // every emulator and sluiced started adds an exit handler (lib.mjs)
+process.setMaxListeners(100); // every emulator and sluiced started adds an exit handler (lib.mjs)
 const LIMITS = { input_tpm: 400000, output_tpm: 200000, rpm: 4000 };
 const MARKER = 'waste-single-marker';
 const CALL_TIMEOUT_MS = 120000;
@@ -29,19 +33,21 @@ const SIZES = [[1024, 0], [8192, 0], [8192, 20000], [128000, 100000]];
 
 /** Three sequential calls of `maxTokens` (and `words` words of context) to `url`; resolves
  *  the seconds they took, or throws naming the status of a call that failed. */
-async function threeCalls(url, headers, maxTokens = 128000, words = 0, usage = {}) {
+async function threeCalls(url, headers, maxTokens = 128000, words = 0, usage = {}, stream = false, n = 3) {
   const context = words ? 'the '.repeat(words) + '\n' : '';
   const started = Date.now();
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < n; i++) {
     const r = await fetch(url, {
       method: 'POST', signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
-      body: JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: maxTokens,
+      body: JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: maxTokens, ...(stream ? { stream } : {}),
                              messages: [{ role: 'user', content: `${context}Call ${i + 1}: summarise the plan.` }] }),
     });
     const text = await r.text();
-    if (r.status !== 200) throw new Error(`call ${i + 1} to ${url}: ${r.status} ${text.slice(0, 200)}`);
-    usage.input_tokens = JSON.parse(text).usage?.input_tokens;
+    if (r.status !== 200 || (stream && !text.includes('message_stop')))
+      throw new Error(`call ${i + 1} to ${url}: ${r.status} ${text.slice(0, 200)}`);
+    usage.input_tokens = stream ? JSON.parse(text.split('\n').find((l) => l.includes('"message_start"'))
+      .slice('data: '.length)).message.usage?.input_tokens : JSON.parse(text).usage?.input_tokens;
   }
   return (Date.now() - started) / 1000;
 }
@@ -55,11 +61,11 @@ function row(what, direct, proxied) {
 
 /** An emulator at LIMITS answering in 300 ms + 200 tokens/s, and a sluiced proxying to
  *  it (pools configured the same); `extra`: more emulator flags. */
-async function pair(extra) {
+async function pair(extra, coldStart = 'full') {
   const emu = await startEmuWith(['--input-tpm', LIMITS.input_tpm, '--output-tpm', LIMITS.output_tpm,
     '--rpm', LIMITS.rpm, '--ttft-ms', '300', '--tokens-per-s', '200', '--latency-spread', '0',
     ...extra].map(String));
-  const sluiced = await startSluiced(emu.origin, ['calls', 'cc'], LIMITS);
+  const sluiced = await startSluiced(emu.origin, ['calls', 'cc'], LIMITS, {}, coldStart);
   return { emu, sluiced, stop: async () => { await sluiced.stop(); await emu.stop(); } };
 }
 
@@ -91,31 +97,48 @@ try {
 } finally { await calls.stop(); }
 /* Each run of a size on a pair of its own: two runs of ~100k-token calls on one emulator
  * would spend more than its bucket, and the second would wait for the refill. */
-async function sizedRun(maxTokens, words, viaSluice) {
-  const p = await pair(['--output-tokens', '200']);
+async function sizedRun(maxTokens, words, viaSluice, { stream = false, n = 3, coldStart = 'full' } = {}) {
+  const p = await pair(['--output-tokens', '200'], coldStart);
   try {
     const usage = {};
     const s = viaSluice
       ? await threeCalls(`${p.sluiced.origin}/anthropic/v1/messages`, { 'x-api-key': agentToken('calls') },
-                         maxTokens, words, usage)
-      : await threeCalls(`${p.emu.origin}/v1/messages`, { 'x-api-key': KEY }, maxTokens, words, usage);
+                         maxTokens, words, usage, stream, n)
+      : await threeCalls(`${p.emu.origin}/v1/messages`, { 'x-api-key': KEY }, maxTokens, words, usage, stream, n);
     return { s, c: viaSluice ? await counts(p) : null, input_tokens: usage.input_tokens };
   } finally { await p.stop(); }
 }
-for (const [maxTokens, words] of SIZES) {
+/* Part 1c's rows: [what, max_tokens, words of context, options of sizedRun]. */
+const MORE = [
+  ['3 calls streamed, max_tokens 128000', 128000, 0, { stream: true }],
+  ['3 calls streamed, max_tokens 1024', 1024, 0, { stream: true }],
+  ['3 calls, max_tokens 190000 (> 0.85 x 200k)', 190000, 0, {}],
+  ['3 calls streamed, max_tokens 190000', 190000, 0, { stream: true }],
+  ['1 call of ~360k input (> 0.85 x 400k)', 1024, 360000, { n: 1 }],
+  ['3 calls, max_tokens 128000, cold_start: empty', 128000, 0, { coldStart: 'empty' }],
+];
+async function sizedRow(what, maxTokens, words, opts) {
   const d = [], p = [], sum = { queued: 0, resyncs: 0, http_429: 0 };
   let inputTokens = 0;
   for (let i = 0; i < ROUNDS; i++) {
-    const direct = await sizedRun(maxTokens, words, false);
+    const direct = await sizedRun(maxTokens, words, false, opts);
     d.push(direct.s);
     inputTokens = direct.input_tokens;
-    const run = await sizedRun(maxTokens, words, true);
+    let run;
+    try {
+      run = await sizedRun(maxTokens, words, true, opts);
+    } catch (e) {
+      console.log(`${what}: through sluiced FAILED: ${e.message}`);
+      return;
+    }
     p.push(run.s);
     for (const k of Object.keys(sum)) sum[k] += run.c[k];
   }
-  row(`3 calls, max_tokens ${maxTokens}, ${inputTokens} input tokens`, d, p);
+  row(what ?? `3 calls, max_tokens ${maxTokens}, ${inputTokens} input tokens`, d, p);
   printCounts('the calls', sum);
 }
+for (const [maxTokens, words] of SIZES) await sizedRow(null, maxTokens, words, {});
+for (const [what, maxTokens, words, opts] of MORE) await sizedRow(what, maxTokens, words, opts);
 
 /* The same on OpenAI's APIs: three sequential calls of 50,000 output tokens allowed on a
  * combined 60,000 tokens-a-minute bucket (OpenAI counts input + max tokens at the start),
@@ -161,6 +184,20 @@ for (const api of ['chat', 'responses']) {
   printCounts('the calls', sum);
 }
 
+/** A real `codex exec` (tests/harness/codex.test.mjs) with its provider at `origin`/v1 and
+ *  `key`: {code, ms}. */
+async function codexExec(origin, key) {
+  const c = tempDir('waste-codex');
+  try {
+    const home = join(c.dir, 'codex-home');
+    mkdirSync(home);
+    writeFileSync(join(home, 'config.toml'), codexConfig(`${origin}/v1`));
+    const env = cleanEnv(c.dir, { CODEX_HOME: home, SLUICE_API_KEY: key });
+    return await runHarness(join(BIN, 'codex'),
+      ['exec', '--strict-config', '--skip-git-repo-check', 'Summarise the plan.'], { env, cwd: c.dir });
+  } finally { c.remove(); }
+}
+
 const t = tempDir('waste-single');
 const claude = await pair(['--script', writeToolScript(t.dir, MARKER)]);
 const emu = claude.emu, sluiced = claude.sluiced;
@@ -178,6 +215,22 @@ try {
     }
     row('claude -p, default model, 3-turn tool task', dc, pc);
     if (failed) console.log(`  ${failed} claude session(s) did not finish their task`);
+    const cx = await pair(['--output-tokens', '200']); // unscripted: codex's own answer
+    try {
+      const dx = [], px = [];
+      let codexFailed = 0;
+      for (let i = 0; i < ROUNDS; i++) {
+        for (const [list, base, key] of [[dx, cx.emu.origin, KEY],
+                                         [px, `${cx.sluiced.origin}/openai`, agentToken('cc')]]) {
+          const r = await codexExec(base, key);
+          if (r.code !== 0) codexFailed++;
+          list.push(r.ms / 1000);
+        }
+      }
+      row('codex exec (Responses API), one answer', dx, px);
+      if (codexFailed) console.log(`  ${codexFailed} codex run(s) did not finish`);
+      await tally('the codex runs', cx);
+    } finally { await cx.stop(); }
   } else {
     console.log('claude -p: skipped (tests/node_modules missing: make setup)');
   }

@@ -181,13 +181,14 @@ export function agentToken(agent) { return `harness-token-${agent}`; }
 
 /** A real sluiced on a free port proxying to `upstream` (sluice-emu's origin, which takes
  *  KEY): pools `anthropic` and `openai` (provider as named), both on that one key, with
- *  `limits` ({input_tpm, output_tpm, rpm}; 0 = none given) and full buckets at start, and
+ *  `limits` ({input_tpm, output_tpm, rpm}; 0 = none given) and full buckets at start
+ *  (`coldStart` 'empty': sluiced's default, docs/server.md), and
  *  one sluice token per name in `agents` (agentToken), plus one prefix token per entry of
  *  `prefixTokens` ({token: agent_prefix}: its processes name themselves x-sluice-agent).
  *  The key reaches sluiced through
  *  its environment (api_key_env). agents() fetches GET /v1/agents as {name: entry}
  *  (admin token); metrics() the /metrics text; events() the event log's lines. */
-export async function startSluiced(upstream, agents, limits = {}, prefixTokens = {}) {
+export async function startSluiced(upstream, agents, limits = {}, prefixTokens = {}, coldStart = 'full') {
   const t = tempDir('sluiced');
   const eventLog = join(t.dir, 'events.jsonl');
   const lim = Object.entries(limits).map(([k, v]) => `    ${k}: ${v}\n`).join('');
@@ -195,7 +196,7 @@ export async function startSluiced(upstream, agents, limits = {}, prefixTokens =
                          `    api_key_env: SLUICE_HARNESS_KEY\n${lim}`;
   const tokens = agents.map((a) => `    - token: ${agentToken(a)}\n      agent: ${a}\n`).join('') +
     Object.entries(prefixTokens).map(([tok, prefix]) => `    - token: ${tok}\n      agent_prefix: "${prefix}"\n`).join('');
-  const config = `event_log: ${eventLog}\ncold_start: full\npools:\n${pool('anthropic')}${pool('openai')}` +
+  const config = `event_log: ${eventLog}\ncold_start: ${coldStart}\npools:\n${pool('anthropic')}${pool('openai')}` +
                  `auth:\n  admin_token: ${ADMIN_TOKEN}\n  tokens:\n${tokens}`;
   const path = join(t.dir, 'sluice.yaml');
   writeFileSync(path, config);
