@@ -12,7 +12,7 @@
  * - its copy of the "*" caps is as a new agent's would be: nothing in flight or
  *   parked, every share and rpm bucket full in every pool, both budgets full;
  * - in every pool, no retry-after of its own report holds it (forgetting would lift it);
- * - in every pool, the prompt cache named by its name is cold. That cache is the name's,
+ * - in every pool it asked, the prompt cache named by its name is cold. That cache is the name's,
  *   not the agent's record's: other agents read and write it through cache_key (docs/api.md),
  *   so a warm one keeps the agent even when another agent's calls are what keep it warm
  *   (forgetting must not make their next call cold, nor a returning agent's);
@@ -32,14 +32,11 @@
 
 #include <stdlib.h>
 
-/* Whether agent `name` holds nothing in pool `p` that a new agent would lack (pa: its state
- * there, NULL: none). */
-static bool pool_idle(sl_engine_t *e, sl__pool_t *p, const char *name, const sl__pagent_t *pa,
-                      double now)
+/* Whether `pa` (the agent's state in pool `p`) holds nothing a new agent would lack. */
+static bool pagent_idle(sl_engine_t *e, sl__pool_t *p, const sl__pagent_t *pa, double now)
 {
-    const sl__cache_t *c = sl__cache_get(p, name, false);
+    const sl__cache_t *c = sl__cache_get(p, pa->agent->name, false);
     if (c && now - c->used_at < p->cfg.cache_ttl_s) return false; /* warm, through anyone */
-    if (!pa) return true;
     if (pa->blocked_until > now) return false; /* its own retry-after holds it: not a new agent's */
     const sl__pteam_t *pt = sl__pteam_get(e, p, SL__DEFAULT_TEAM, false);
     return pa->last_finish <= (pt ? pt->vtime : 0);
@@ -62,13 +59,15 @@ int sl_engine_agent_forget(sl_engine_t *e, const char *agent, double now_s)
         why = "its caps hold state";
     for (size_t i = 0; !why && i < e->n_pools; i++) {
         sl__pagent_t *pa = sl__strmap_get(&e->pools[i]->pagents, a->name);
-        if (!pool_idle(e, e->pools[i], a->name, pa, now_s))
+        if (pa && !pagent_idle(e, e->pools[i], pa, now_s))
             why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's";
     }
     if (why) return sl__fail(e, SL_EEXIST, "agent \"%s\" is kept: %s", a->name, why);
     sl__caps_agent_drop(e, a->name);
     for (size_t i = 0; i < e->n_pools; i++) {
-        free(sl__strmap_del(&e->pools[i]->pagents, a->name)); /* its key is a->name */
+        sl__pagent_t *pa = sl__strmap_del(&e->pools[i]->pagents, a->name); /* key: a->name */
+        if (!pa) continue; /* a pool it never asked: its caches there are the sweep's */
+        free(pa);
         sl__cache_forget(e->pools[i], a->name);
     }
     sl__strmap_del(&e->agents, a->name);
