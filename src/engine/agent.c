@@ -43,8 +43,9 @@ sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create)
 
 /* One namespace: "whose prompt cache this call reads" (docs/api.md) names the same record
  * whether the name is an agent's default or another agent's cache_key, so a write through
- * either is read through both. The record lives in the pool, not in an agent's record: it
- * outlives no agent by more than the sweep allows, and needs none to exist. */
+ * either is read through both. The record lives in the pool's map, not in an agent's
+ * record: it needs no agent to exist, the sweep bounds the map, and forgetting an agent
+ * forgets the cold cache of its name (forget.c). */
 sl__cache_t *sl__cache_get(sl__pool_t *p, const char *identity, bool create)
 {
     sl__cache_t *c = sl__strmap_get(&p->caches, identity);

@@ -12,10 +12,10 @@
  * - its copy of the "*" caps is as a new agent's would be: nothing in flight or
  *   parked, every share and rpm bucket full in every pool, both budgets full;
  * - in every pool, no retry-after of its own report holds it (forgetting would lift it);
- * - in every pool it asked, the prompt cache named by its name is cold. That cache is the name's,
- *   not the agent's record's: other agents read and write it through cache_key (docs/api.md),
- *   so a warm one keeps the agent even when another agent's calls are what keep it warm
- *   (forgetting must not make their next call cold, nor a returning agent's);
+ * - in every pool it asked, the prompt cache named by its name is cold. That cache is the
+ *   name's, not the agent record's: other agents read and write it through cache_key
+ *   (docs/api.md), so a warm one keeps the agent even when other agents' calls keep it
+ *   warm (forgetting must not make their next call cold, nor a returning agent's);
  * - in every pool, its fair-queue tag is not ahead of its team's clock: a new agent
  *   starts at that clock, so it is what the forgotten one would get anyway.
  *
@@ -41,7 +41,6 @@ static bool pagent_idle(sl_engine_t *e, sl__pool_t *p, const sl__pagent_t *pa, d
     const sl__pteam_t *pt = sl__pteam_get(e, p, SL__DEFAULT_TEAM, false);
     return pa->last_finish <= (pt ? pt->vtime : 0);
 }
-
 
 int sl_engine_agent_forget(sl_engine_t *e, const char *agent, double now_s)
 {

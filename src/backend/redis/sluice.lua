@@ -940,9 +940,10 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', '_own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
-  nil, {'caph', 'cttl', 'ogrp', 'rg'})  -- _own as the ticket's; caps: its cost in USD, its holders' keys (caps
-  -- section); cttl and ogrp as the ticket's; rg: per bucket "room:reserve" at the grant,
-  -- comma-separated ('' from an older record: not known), as the engine's room_at_grant
+  nil, {'caph', 'cttl', 'ogrp', 'rg'})  -- _own as the ticket's; caps: its cost in USD, its
+  -- holders' keys (caps section); cttl and ogrp as the ticket's; rg: per bucket
+  -- "room:reserve" at the grant, comma-separated ('' from an older record: not known), as
+  -- the engine's room_at_grant
 
 -- A ticket's poll claims the lease it was granted (its TTL starts); `peek`: a replica
 -- asking after a grant it may have missed, not its holder. Returns whether it changed.
