@@ -111,7 +111,6 @@ static void gen_request(gen_t *g, line_t *l)
     else if (one_in(&g->rng, 6)) add(l, " task=t%d", (int)(rnd(&g->rng) % 8));
     add(l, " unblocks=%ld", rnd_range(&g->rng, 0, 3));
     if (one_in(&g->rng, 8)) add(l, " cache_key=shared-prefix");
-    else if (one_in(&g->rng, 10)) add(l, " cache_key=%s", AGENTS[rnd(&g->rng) % 8]); /* by name */
     else if (one_in(&g->rng, 3)) add(l, " cache_key=task%d", (int)(rnd(&g->rng) % 64));
     if (one_in(&g->rng, 5)) add(l, " ttl=%.3f", rnd01(&g->rng) * 1000);
     if (one_in(&g->rng, 4)) add(l, " rid=r%d", (int)(rnd(&g->rng) % 50));
