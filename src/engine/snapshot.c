@@ -247,6 +247,7 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     lease->pool = p;
     lease->pa = pa;
     lease->cache = cache;
+    cache->refs++; /* as sl__grant's: never swept under the lease, and its end gives it back */
     lease->calib = calib;
     lease->outs = outs;
     lease->est_prompt_tokens = l->est_prompt_tokens;
