@@ -1907,13 +1907,9 @@ local function next_wakeup(p)
   if ws_at < at then at = ws_at end
   local id = queue_head(p)
   local t = id and load_ticket(id)
-  if not t and p.ws_n > 0 then
-    t = WS.next(p)  -- the next first call
-    -- Held by its holder's max_concurrent, it goes at that holder's release, which drains:
-    -- a wake-up for its buckets would come back every microsecond until then.
-    local hs = t and CP.caps_resolve(p, t.agent)
-    if hs and CP.caps_at_concurrency(hs) then t = nil end
-  end
+  -- The next first call, even when its holder's max_concurrent holds it: once it fits, the
+  -- drain parks it on that holder and admits the first calls after it (WS.grant).
+  if not t and p.ws_n > 0 then t = WS.next(p) end
   -- At the pool's concurrency nothing goes before a release, which drains (and an expiry
   -- is a wake-up above): the head's expected release time would come back every time it
   -- passed without one, every microsecond when leases take no time.
