@@ -245,7 +245,8 @@ typedef struct sl_request {
     const char *task;      /* NULL = none */
     int64_t unblocks;      /* >= 0, used when `task` is not in the task graph */
     const char *priority;  /* NULL = "normal" */
-    const char *cache_key; /* NULL = agent */
+    const char *cache_key; /* NULL = agent: the cache named by the agent's name, which
+                              another agent's cache_key equal to that name reads too */
     /* NULL = none. A hash of the cached prefix (1-128 printable bytes): the cache is
      * identified by (cache_key, model, cache_prefix_hash), so another prefix or another
      * model is cold, as the provider's cache is. */
@@ -633,7 +634,7 @@ typedef struct sl_lease_state {
     uint64_t ticket; /* 0 when granted directly */
     const char *pool;
     const char *agent;
-    const char *cache_key; /* the cache its settle warms (the agent's own when NULL) */
+    const char *cache_key; /* the cache its settle warms (NULL: the agent's name) */
     const char *model;     /* NULL: the request named none (no calibration) */
     const char *outputs;   /* the calibration its output is learned in ("model\x1frole",
                               sl_calibration_state_t); NULL with no model. Not restored:

@@ -20,7 +20,8 @@
 #define SL__ADMIT_LEVEL_CACHE_LIVES 3 /* a level of remaining chain is worth this long a wait */
 #define SL__GRAPH_DEPTH_MAX 64        /* remaining chains are counted up to this many tasks */
 
-/* A prompt cache (per pool, per cache_key). */
+/* A prompt cache (per pool, per cache identity: lease.c). An agent's default cache is the
+ * one named by its name, in the same map as every other (agent.c, sl__cache_get). */
 typedef struct sl__cache {
     char *key;
     double used_at;        /* start (grant) of the last counted call: the provider runs the
@@ -111,7 +112,6 @@ typedef struct sl__pagent {
     struct sl__agent *agent;
     double last_finish; /* WFQ finish tag of its last granted or queued request */
     double blocked_until; /* its own 429 report's retry-after holds its requests until then */
-    sl__cache_t cache;  /* the cache of cache_key == agent name */
 } sl__pagent_t;
 
 typedef struct sl__agent {
@@ -247,7 +247,7 @@ typedef struct sl__pool {
     sl__heap_t lease_heap;  /* leases by expires_at */
     sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
     sl__strmap_t pagents;   /* agent name -> sl__pagent_t */
-    sl__strmap_t caches;    /* cache identity (other than the bare agent) -> sl__cache_t */
+    sl__strmap_t caches;    /* cache identity -> sl__cache_t (agents' default caches too) */
     size_t caches_sweep_at; /* sweep cold, unreferenced caches when this many exist */
     sl__strmap_t calibs;    /* model -> sl__calib_t */
     sl__strmap_t capstates; /* holder key -> sl__capstate_t */
@@ -444,10 +444,15 @@ double sl__cost(const sl__pool_t *p, const sl__need_t *need);
 char *sl__dup_str(const char *s);
 sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create);
 sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create);
-sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create);
+/* The cache of `identity` in p (an agent's name for its default cache: one namespace), or
+ * NULL when it has none and `create` is false or memory ran out. */
+sl__cache_t *sl__cache_get(sl__pool_t *p, const char *identity, bool create);
 /* Drops caches that are cold at `now` and that no lease or ticket points at, once the
  * pool holds caches_sweep_at of them (amortised O(1) per new cache). */
 void sl__cache_sweep(sl__pool_t *p, double now);
+/* Forgets the cache of `identity` in p: freed, or, while a lease or ticket points at it,
+ * left as a cache never settled (cold, and a first call's for the working set). */
+void sl__cache_forget(sl__pool_t *p, const char *identity);
 /* Records a counted call of `c` that started at start_s and keeps the prefix ttl_s (0 =
  * the pool's cache_ttl_s): the cache lapses at the later of its current end of life and
  * start_s + ttl_s, kept as used_at = end of life - the pool's cache_ttl_s (lease.c). */

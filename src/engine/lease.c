@@ -667,8 +667,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
                  req->cache_prefix_hash ? req->cache_prefix_hash : "");
         cache_key = identity;
     }
-    sl__cache_t *cache = pa ? sl__cache_get(p, pa, cache_key, false)
-                            : (sl__cache_t *)sl__strmap_get(&p->caches, cache_key);
+    sl__cache_t *cache = sl__cache_get(p, cache_key, false);
     decide_args_t args = {.p = p};
     bool warm = cache_warm(p, cache, now_s);
     /* Estimates counted for a model are corrected by what settles taught us. */
@@ -737,11 +736,11 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;
     if (!cache) sl__cache_sweep(p, now_s);
-    args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
+    args.cache = cache ? cache : sl__cache_get(p, cache_key, true);
     if (req->model) args.calib = calib ? calib : sl__calib_get(p, req->model, true);
     if (req->model) args.outs = outs ? outs : sl__calib_outputs(p, req->model, role_c->name, true);
     args.team = a ? sl__pteam_get(e, p, a->team ? a->team : SL__DEFAULT_TEAM, true) : NULL;
-    if (!args.cache || (req->model && (!args.calib || !args.outs)) || !args.team) {
+    if (!args.pa || !args.cache || (req->model && (!args.calib || !args.outs)) || !args.team) {
         free(key);
         return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", req->agent);
     }

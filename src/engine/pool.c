@@ -312,12 +312,11 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
     double admit_at = sl__admit_next_at(p);
     if (admit_at < at) at = admit_at;
     const sl__ticket_t *head = sl__queue_head(p);
-    if (!head && p->ws_n) {
-        head = sl__admit_next(p); /* the next first call */
-        /* Held by its holder's max_concurrent, it goes at that holder's release, which
-         * drains: a wake-up for its buckets would come back every microsecond until then. */
-        if (head && sl__caps_at_concurrency(p, &head->caps)) head = NULL;
-    }
+    /* The next first call, even when its holder's max_concurrent holds it: once it fits,
+     * the drain parks it on that holder and admits the first calls after it
+     * (sl__admit_grant), so the pool has something to do then. Without this wake-up they
+     * waited for whatever call advanced the pool next (ws_capped_head_wakeup.scn). */
+    if (!head && p->ws_n) head = sl__admit_next(p);
     /* At the pool's concurrency nothing goes before a release, which drains (and an
      * expiry is a wake-up above): the head's expected release time would come back every
      * time it passed without one, every microsecond when leases take no time. */
