@@ -46,6 +46,7 @@
 #define PROBE_RETRY_S 0.05   /* between two attempts */
 #define PROBE_INPUT_TOKENS 8 /* what the probe's one-word prompt is reserved at */
 #define MAX_PROBE_HEADERS 32 /* rate-limit headers applied from one answer */
+#define PROBE_RECHECKS 10    /* looks at a pool whose last lease is settling */
 #define PROBE_ROUNDS 16      /* probes of one climb: from the start margin 0.85 to 0.97 is 12 */
 #define MARGIN_EPS 1e-9
 
@@ -65,7 +66,8 @@ typedef struct probe {
     double last_margin; /* the pool's margin when the last probe was sent */
     uint64_t lease;
     int status;
-    struct event *timer;
+    struct event *timer;   /* the next lease attempt */
+    struct event *recheck; /* the next look at the pool (on_pool) */
     sl_upstream_xfer_t *xfer;
 } probe_t;
 
@@ -83,6 +85,7 @@ sl__probes_t *sl__probes_new(void)
 static void probe_free(probe_t *p)
 {
     if (p->timer) event_free(p->timer);
+    if (p->recheck) event_free(p->recheck);
     for (size_t i = 0; i < p->n_headers; i++) {
         volatile char *h = p->headers[i]; /* the key: not left in freed memory */
         for (size_t k = 0; h[k]; k++) h[k] = '\0';
@@ -151,7 +154,7 @@ static void on_settled(int rc, const sl_settle_result_t *r, const char *errmsg, 
 {
     (void)r;
     if (rc != SL_OK)
-        sl__log(SL_LOG_WARN, "proxy: settle of the cold probe's l_%" PRIu64 " failed: %s",
+        sl__log(SL_LOG_WARN, "proxy: settle of the probe's l_%" PRIu64 " failed: %s",
                 (uint64_t)(uintptr_t)ud, errmsg ? errmsg : sl_strerror(rc));
 }
 
@@ -159,7 +162,7 @@ static void on_resynced(int rc, double value, const char *errmsg, void *ud)
 {
     (void)value;
     if (rc != SL_OK && rc != SL_EUNAVAILABLE && rc != SL_ENOTFOUND)
-        sl__log(SL_LOG_WARN, "proxy: resync from the cold probe's l_%" PRIu64 " failed: %s",
+        sl__log(SL_LOG_WARN, "proxy: resync from the probe's l_%" PRIu64 " failed: %s",
                 (uint64_t)(uintptr_t)ud, errmsg ? errmsg : sl_strerror(rc));
 }
 
@@ -199,7 +202,7 @@ static void on_probe_done(void *ud, int result, bool request_sent, const char *e
     probe_t *p = ud;
     p->xfer = NULL;
     if (result != SL_UPSTREAM_OK)
-        sl__log(SL_LOG_WARN, "proxy: pool '%s': the cold probe failed: %s", p->pool, errmsg);
+        sl__log(SL_LOG_WARN, "proxy: pool '%s': the probe failed: %s", p->pool, errmsg);
     /* Reserved at its estimate; what the provider counted of it is in its headers. */
     sl_settle_t s = {.retry_after_s = -1,
                      .input_tokens = PROBE_INPUT_TOKENS,
@@ -236,7 +239,7 @@ static void probe_send(probe_t *p)
     const sl_pool_upstream_t *up = sl_config_pool_upstream(&p->srv->config, p->pool);
     if (up) rq.ca_file = up->ca_file;
     if (!(p->xfer = sl_upstream_start(p->up, &rq, &probe_cbs, p, err, sizeof(err)))) {
-        sl__log(SL_LOG_WARN, "proxy: pool '%s': the cold probe cannot start: %s", p->pool, err);
+        sl__log(SL_LOG_WARN, "proxy: pool '%s': the probe cannot start: %s", p->pool, err);
         sl_backend_cancel(p->srv->backend, p->lease, NULL, NULL);
         probe_done(p);
     }
@@ -284,17 +287,41 @@ static bool wanted(const probe_t *p, const sl_pool_info_t *pi, double now)
            (p->rounds == 0 || pi->margin > p->last_margin + MARGIN_EPS);
 }
 
-/* The pool as the backend sees it: another probe, or none. */
+static void on_recheck(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    probe_t *p = ud;
+    sl_backend_pools(p->srv->backend, p->pool, on_pool, p);
+}
+
+/* Whether the pool may want a first climbing probe once its one lease in flight is
+ * settled: the agent's previous call, whose settle can reach a Redis backend after its
+ * next call was queued. */
+static bool settling(const probe_t *p, const sl_pool_info_t *pi)
+{
+    return p->rounds == 0 && pi->queue_depth > 0 && pi->leases_in_flight == 1 &&
+           pi->margin >= pi->config.margin_start - MARGIN_EPS &&
+           pi->margin < pi->config.margin_max - MARGIN_EPS;
+}
+
+/* The pool as the backend sees it: another probe, another look soon, or none. */
 static void on_pool(int rc, const sl_pool_info_t *pools, size_t n, const char *errmsg, void *ud)
 {
     probe_t *p = ud;
     (void)errmsg;
     if (rc == SL_OK && n == 1 && wanted(p, &pools[0], sl_backend_now(p->srv->backend))) {
         p->last_margin = pools[0].margin;
+        p->tries = 0;
         probe_ask(p);
-    } else {
-        probe_done(p);
+        return;
     }
+    if (rc == SL_OK && n == 1 && settling(p, &pools[0]) && ++p->tries < PROBE_RECHECKS) {
+        struct timeval tv = {0, (suseconds_t)(PROBE_RETRY_S * 1e6)};
+        if (!p->recheck) p->recheck = evtimer_new(p->srv->base, on_recheck, p);
+        if (p->recheck && evtimer_add(p->recheck, &tv) == 0) return;
+    }
+    probe_done(p);
 }
 
 static void probe_ask(probe_t *p)
