@@ -130,7 +130,8 @@ const MORE = [
   ['1 call of ~360k input (> 0.85 x 400k)', 1024, 360000, { n: 1 }],
   ['3 calls, max_tokens 128000, cold_start: empty', 128000, 0, { coldStart: 'empty' }],
   // the input bucket binds: the second call waits for the refill (straight: its 429's
-  // retry-after, as the SDKs do); through sluiced the margin (0.85 at the start) holds back
+  // retry-after, as the SDKs do; through sluiced: the margin's climb, docs/design.md
+  // "A climb while a call waits")
   ['2 calls of ~300k input (the bucket binds)', 1024, 300000, { n: 2, retry: true }],
 ];
 async function sizedRow(what, maxTokens, words, opts) {
