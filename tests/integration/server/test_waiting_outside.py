@@ -99,6 +99,20 @@ class WorkingSet(unittest.TestCase):
             self.assertAlmostEqual(pool["queue"]["eta"], cont["eta"], delta=1)
 
 
+    def test_a_reload_turning_the_working_set_off_queues_the_parked_calls(self):
+        with Sluiced(self.CONFIG) as s:
+            self.assertEqual(s.lease("hog", 2500)[0], 200)
+            status, b, _ = s.lease("b", 1000)
+            self.assertEqual(b["limited_by"], "working_set")
+            s.write_config("event_log: %s\n%s" % (s.event_log, SMALL))
+            self.assertEqual(s.call("POST", "/v1/admin/reload")[0], 200)
+            pool = s.pool()
+            self.assertIs(pool["config"]["working_set"], False)
+            self.assertAlmostEqual(pool["queue"]["eta"], b["eta"], delta=1)
+            status, polled, _ = s.call("GET", "/v1/tickets/" + b["ticket"])
+            self.assertEqual((status, polled["limited_by"]), (202, "input_tokens"))
+
+
 class Backfill(unittest.TestCase):
     def blocked_head(self, s):
         """A head blocked on input for ~46 s; its ticket."""
@@ -130,6 +144,21 @@ class Backfill(unittest.TestCase):
             self.assertLess(time.monotonic() - started, c["eta"] + 10)
             status, polled, _ = s.call("GET", "/v1/tickets/" + head["ticket"])
             self.assertLessEqual(polled["eta"], head["eta"])
+
+    def test_a_backfilled_calls_excess_is_charged_and_delays_the_head(self):
+        # docs/design.md "Backfilling": the head's ETA never moves later for what a
+        # backfilled call reserved or gives back, but an excess it reports is charged (the
+        # provider counted it) and delays the head by that excess over the refill.
+        with Sluiced(SMALL) as s:
+            head = self.blocked_head(s)
+            for used_input, delay_s in ((0, 0), (500, 500 / 42.5)):
+                status, g, _ = s.lease("h", 0, 500)
+                self.assertEqual(status, 200, g)
+                status, _, _ = s.call("POST", "/v1/leases/%s/settle" % g["lease"],
+                                      {"input_tokens": used_input, "output_tokens": 100})
+                self.assertEqual(status, 200)
+                status, polled, _ = s.call("GET", "/v1/tickets/" + head["ticket"])
+                self.assertAlmostEqual(polled["eta"], head["eta"] + delay_s, delta=1)
 
     def test_backfill_false_keeps_head_of_line_order(self):
         with Sluiced(SMALL + "    backfill: false\n") as s:
