@@ -13,7 +13,8 @@
  *     charged to our level when granted and the provider counts a call's input when
  *     it arrives, so both sides already include them. The headers of a lease's call are
  *     compared with the pool as it was right after that grant (the provider wrote them
- *     when it took the call) and lower the level by the difference (reference_level);
+ *     when it took the call), less the leases granted within send_window_s after it
+ *     (grants.c), and lower the level by the difference (reference_level);
  *   - except in a cold-start window (sl_engine_pool_cold_start: the daemon could not
  *     know what was spent, so its buckets started empty): there the first remaining
  *     value of each bucket may also raise the level, to R - rounding - reserve, the
@@ -137,11 +138,14 @@ static const sl__lease_t *lease_of(const sl_engine_t *e, const sl__pool_t *p, ui
  * by then other calls' refunds and the refill raised our level, and the provider's
  * snapshot knows none of them. So a lease's header is compared with the pool's room right
  * after its grant (at today's margin), and lowers the level by the difference, which keeps
- * what came in since; a header of no lease is compared with the level now. */
+ * what came in since; a header of no lease is compared with the level now. The leases
+ * granted within send_window_s after it may have been taken first and be in the snapshot:
+ * their reservations are excused (grants.c). */
 static double reference_level(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b)
 {
     if (!l) return p->level[b];
-    return l->room_at_grant[b] - ((double)p->limit[b] - sl__capacity(p, b));
+    return l->room_at_grant[b] - ((double)p->limit[b] - sl__capacity(p, b)) -
+           sl__grants_after(p, l, b);
 }
 
 /* What the margin took back into its reserve since the lease's grant (a cut, or a margin

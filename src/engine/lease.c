@@ -76,6 +76,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
         l->room_at_grant[b] = p->level[b] + l->reserve_at_grant[b];
     }
     l->room_known = true;
+    sl__grants_record(p, l, need->n, now);
     sl__req_parent_charge(p, need->n[SL_BUCKET_REQUESTS], now);
     p->in_flight++;
     p->granted_total++;

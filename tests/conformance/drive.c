@@ -227,6 +227,7 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(margin_step_down);
     N(margin_step_up);
     N(margin_max);
+    N(send_window_s);
     N(recover_every_s);
     N(margin_floor_alert_s);
     N(lease_ttl_s);
