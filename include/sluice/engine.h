@@ -431,6 +431,14 @@ int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
  * for the lease, then as sl_engine_resync. */
 int sl_engine_resync_lease(sl_engine_t *e, uint64_t lease, const char *const *names,
                            const char *const *values, size_t count, double now_s, int *changed);
+/* sl_engine_resync_lease of a call sent `sent_after_s` seconds after the lease's grant (the
+ * proxy measures it): only the leases granted before then, and within the pool's
+ * send_window_s, are excused as perhaps taken first (docs/design.md "A later grant taken
+ * first"). Negative: not known, the pool's send_window_s (sl_engine_resync_lease). Not a
+ * finite number: SL_EINVAL, nothing changed. */
+int sl_engine_resync_lease_sent(sl_engine_t *e, uint64_t lease, double sent_after_s,
+                                const char *const *names, const char *const *values, size_t count,
+                                double now_s, int *changed);
 
 /* Task graph (PUT /v1/tasks/{task}). */
 typedef enum sl_task_state {

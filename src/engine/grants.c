@@ -46,11 +46,14 @@ void sl__grants_record(sl__pool_t *p, sl__lease_t *l, const int64_t *need, doubl
     }
 }
 
-double sl__grants_after(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b)
+double sl__grants_after(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b,
+                        double sent_after_s)
 {
     const sl__grants_t *g = &p->grants;
-    if (!(p->cfg.send_window_s > 0)) return 0;
-    double window_end = l->granted_at + p->cfg.send_window_s;
+    double window_s = p->cfg.send_window_s;
+    if (sent_after_s >= 0 && sent_after_s < window_s) window_s = sent_after_s;
+    if (!(window_s > 0)) return 0;
+    double window_end = l->granted_at + window_s;
     double cum_then = g->cum[b];
     if (g->open_at > window_end) {
         /* Granted since the window ended: the last mark that ended in it, if still kept. */

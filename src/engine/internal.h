@@ -688,18 +688,21 @@ void sl__admit_release_all(sl__pool_t *p);
  * call returned them (0: none), which the margin's climb asks for (margin.c); `refused`:
  * that call got a 429, so the headers do not count it and vouch for no step. */
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, uint64_t lease_id, bool refused, double now, bool apply,
-               int *changed);
+               size_t count, uint64_t lease_id, double sent_after_s, bool refused, double now,
+               bool apply, int *changed);
 /* grants.c: records lease `l`'s grant of `need` in its pool's history at `now` and sets its
  * cum_at_grant. */
 void sl__grants_record(sl__pool_t *p, sl__lease_t *l, const int64_t *need, double now);
 /* The reservations of bucket `b` granted after lease `l` (of pool `p`) and at most
- * send_window_s after it: calls that may have reached the provider before `l`'s, so a
- * header of `l`'s call may count them. 0 when the history no longer reaches back to the
- * end of that window (excusing nothing lowers more, never overbooks). */
-double sl__grants_after(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b);
+ * send_window_s after it, or `sent_after_s` when that is known (>= 0) and shorter: calls
+ * that may have reached the provider before `l`'s, so a header of `l`'s call may count
+ * them. 0 when the history no longer reaches back to the end of that window (excusing
+ * nothing lowers more, never overbooks). */
+double sl__grants_after(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b,
+                        double sent_after_s);
 /* sl_engine_resync of pool `p` (found) with headers of lease `lease_id`'s call (0: none). */
-int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char *const *names,
+int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double sent_after_s,
+                    const char *const *names,
                     const char *const *values, size_t count, double now_s, int *changed);
 
 #endif

@@ -1374,12 +1374,15 @@ function GH.record(p, l, now)
 end
 
 -- Per bucket (index b + 1), the reservations granted after lease l and at most
--- send_window_s after it; 0 when the history no longer reaches back to that window's end,
--- or l's sums are not known (an older record). As the engine's sl__grants_after.
-function GH.after(p, l)
+-- send_window_s after it, or `sent` seconds when that is known (>= 0) and shorter; 0 when
+-- the history no longer reaches back to that window's end, or l's sums are not known (an
+-- older record). As the engine's sl__grants_after.
+function GH.after(p, l, sent)
   local after = {0, 0, 0, 0}
-  if not (p.send_window_s > 0) or not l.gc or l.gc == '' then return after end
-  local window_end = l.granted_at + p.send_window_s
+  local window = p.send_window_s
+  if sent >= 0 and sent < window then window = sent end
+  if not (window > 0) or not l.gc or l.gc == '' then return after end
+  local window_end = l.granted_at + window
   local now_sums = {p.gc0, p.gc1, p.gc2, p.gc3}
   if p.goa > window_end then
     -- Granted since the window ended: the last mark that ended in it, if still kept.
@@ -3306,7 +3309,8 @@ local function resync_apply(p, args, now, id, refused)
     for room, res in string.gmatch(l.rg, '([^:,]+):([^,]+)') do
       rg[#rg + 1] = {tonumber(room), tonumber(res)}
     end
-    after = GH.after(p, l)  -- leases granted just after it, perhaps taken first (GH)
+    -- leases granted just after it, perhaps taken first (GH); `sent_after_s`: the proxy's
+    after = GH.after(p, l, num(args, 'sent_after_s', -1))
   end
   local function reference_level(b)
     if not rg then return p['lv' .. b] end

@@ -138,6 +138,46 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
             self.assertEqual(lowered, [])
 
 
+    def test_a_lease_granted_after_a_proxied_call_was_sent_is_not_excused(self):
+        # Outside traffic X (60000, straight to the emulator, t=0 to ~2 s) is in the
+        # snapshot of proxied call a (t=0.1, not streamed: its headers come at ~2.1 s).
+        # A lease b granted at 0.5 s, after the proxy sent a, cannot have been taken before
+        # it: it is not excused (the proxy's window is its grant-to-send delay), so a's
+        # headers lower the level by X's 60000 (less the rounding). With the pool's
+        # send_window_s, b's 60000 hid X: no resync, the pool kept believing 169,000.
+        with Emu(EMU_400K_SLOW) as emu, proxy(emu, LIMITS) as s:
+            results = {}
+
+            def outside():
+                results["x"] = straight_call(emu, 60000)
+
+            def call_a():
+                status, _, payload = s.anthropic(message(max_tokens=1000), agent="a")
+                results["a"] = (status, payload)
+
+            x = threading.Thread(target=outside)
+            x.start()
+            time.sleep(0.1)
+            a = threading.Thread(target=call_a)
+            a.start()
+            time.sleep(0.4)
+            status, _, payload = s.request("POST", "/v1/leases", {
+                "agent": "b", "pool": "claude", "input_tokens": 20, "output_tokens": 60000})
+            self.assertEqual(status, 200, payload)
+            lease = json.loads(payload)["lease"]
+            status, _, payload = s.request("DELETE", "/v1/leases/%s" % lease)
+            self.assertEqual(status, 200, payload)
+            a.join(30)
+            x.join(30)
+            self.assertEqual(results["a"][0], 200, results["a"])
+            lowered = [e for e in s.events()
+                       if e["event"] == "resync" and e["bucket"] == "output_tokens"]
+            self.assertEqual(len(lowered), 1, lowered)
+            # 139000 remaining + 500 rounding - 30000 reserve, and the refill since
+            self.assertLess(lowered[0]["value"], 115000, lowered)
+            self.assertEqual(emu.stats()["http_429"], 0)
+
+
 def straight_call(emu, max_tokens):
     """One non-streamed Messages call straight to the emulator, as a lease API client makes
     it: (usage, the rate-limit headers with lower-case names)."""
