@@ -155,7 +155,7 @@ static sl_upstream_xfer_t *xfer_get(sl_upstream_t *u)
 double sl_upstream_sent_after_s(sl_upstream_xfer_t *x)
 {
     curl_off_t us = 0;
-    if (curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &us) != CURLE_OK || us <= 0)
+    if (curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &us) != CURLE_OK || us < 0)
         return -1;
     return (double)us / 1e6;
 }
