@@ -1365,12 +1365,8 @@ function GH.record(p, l, now)
     p.gof = now
   end
   p.goa = now
-  local gc = {}
-  for b = 0, NB - 1 do
-    p['gc' .. b] = p['gc' .. b] + l['n' .. b]
-    gc[b + 1] = string.format('%.17g', p['gc' .. b])
-  end
-  l.gc = table.concat(gc, ',')
+  p.gc0, p.gc1, p.gc2, p.gc3 = p.gc0 + l.n0, p.gc1 + l.n1, p.gc2 + l.n2, p.gc3 + l.n3
+  l.gc = string.format('%.17g,%.17g,%.17g,%.17g', p.gc0, p.gc1, p.gc2, p.gc3)
 end
 
 -- Per bucket (index b + 1), the reservations granted after lease l and at most
@@ -3309,11 +3305,12 @@ local function resync_apply(p, args, now, id, refused)
     for room, res in string.gmatch(l.rg, '([^:,]+):([^,]+)') do
       rg[#rg + 1] = {tonumber(room), tonumber(res)}
     end
-    -- leases granted just after it, perhaps taken first (GH); `sent_after_s`: the proxy's
-    after = GH.after(p, l, num(args, 'sent_after_s', -1))
   end
   local function reference_level(b)
     if not rg then return p['lv' .. b] end
+    -- leases granted just after it, perhaps taken first (GH); `sent_after_s`: the proxy's.
+    -- Read once, when a remaining value asks.
+    after = after or GH.after(p, l, num(args, 'sent_after_s', -1))
     return rg[b + 1][1] - (p['lim' .. b] - capacity(p, b)) - after[b + 1]
   end
   local function reserve_growth(b)
