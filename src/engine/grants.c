@@ -14,7 +14,8 @@
  * The history is a running sum of the reservations granted (per bucket) with marks of when:
  * grants less than send_window_s / SL__GRANT_MARK_SPLIT apart share a mark, and the last
  * SL__GRANT_MARKS marks are kept, so memory is bounded and the history covers at least
- * SL__GRANT_MARKS / SL__GRANT_MARK_SPLIT windows whatever the grant rate. The sum at the end
+ * (SL__GRANT_MARKS - 1) / SL__GRANT_MARK_SPLIT windows whatever the grant rate (a mark starts
+ * at least a split after the one before). The sum at the end
  * of a's window is read at the last mark that ended in it: the grants of a mark that straddles
  * the window's end are not excused, and a history that no longer reaches back to the window's
  * end excuses nothing (lowering more never overbooks). sluice.lua's GH ports this file. */
