@@ -93,17 +93,17 @@ typedef struct sl_pool_config {
                                       is empty grants the queued tickets of the others when
                                       they fit it and not their own key (one queue over
                                       the keys; docs/design.md, "A pool of several keys") */
+    bool request_parent;           /* false. true: this pool, named PARENT:NAME, has no
+                                      request bucket of its own (rpm 0): each grant takes its
+                                      request from pool PARENT's, and a refund gives it back
+                                      there (a long-context pool, whose calls count against
+                                      the standard RPM; docs/design.md "Long context") */
     double send_window_s;          /* 5: how long after its grant a lease's call may still
                                       be sent. A header of a lease is compared with the pool
                                       at its grant, less the reservations of leases granted
                                       in this window after it (their calls may have reached
                                       the provider first: docs/design.md "A later grant
                                       taken first"); 0 excuses none. At most 60 */
-    bool request_parent;           /* false. true: this pool, named PARENT:NAME, has no
-                                      request bucket of its own (rpm 0): each grant takes its
-                                      request from pool PARENT's, and a refund gives it back
-                                      there (a long-context pool, whose calls count against
-                                      the standard RPM; docs/design.md "Long context") */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
