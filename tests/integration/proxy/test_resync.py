@@ -61,7 +61,8 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
                 self.assertGreater(b["level"], b["capacity"] - 2000, (i, b))
             events = s.events()
             self.assertEqual([e for e in events if e["event"] == "queued"], [])
-            resyncs = [e for e in events if e["event"] == "resync" and e["bucket"] == "output"]
+            resyncs = [e for e in events
+                       if e["event"] == "resync" and e["bucket"] == "output_tokens"]
             self.assertEqual(resyncs, [])
             self.assertEqual(emu.stats()["http_429"], 0)
 
@@ -134,7 +135,8 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
             self.assertEqual(agents["b"]["leases"], 0)
             bucket = output_bucket(s)
             self.assertGreater(bucket["level"], bucket["capacity"] - 5000, bucket)
-            lowered = [e for e in s.events() if e["event"] == "resync" and e["bucket"] == "output"]
+            lowered = [e for e in s.events()
+                       if e["event"] == "resync" and e["bucket"] == "output_tokens"]
             self.assertEqual(lowered, [])
 
 
