@@ -14,6 +14,9 @@
 #define SL__CLASS_MAX      64  /* role and priority names */
 #define SL__MAX_CLASSES    32
 #define SL__ERR_WINDOW_MAX 64
+#define SL__SEND_WINDOW_MAX_S 60 /* the largest send_window_s */
+#define SL__GRANT_MARKS 64       /* closed marks a pool's grant history keeps (grants.c) */
+#define SL__GRANT_MARK_SPLIT 8   /* a mark spans at most send_window_s / this */
 #define SL__LEVEL_EPS      1e-6 /* tolerance of invariant checks on double levels */
 #define SL__BACKFILL_WINDOW 16  /* queued tickets (the head included) backfill.c looks at */
 #define SL__ADMIT_MAX_WAIT_CACHE_LIVES 10 /* a parked first call joins the queue after this */
@@ -144,6 +147,21 @@ typedef struct sl__need {
                                       grant (lease.c fit_capacity) */
 } sl__need_t;
 
+/* A pool's grant history (grants.c): the reservations ever granted, per bucket, and when.
+ * Grants close together share one mark (at most send_window_s / SL__GRANT_MARK_SPLIT
+ * apart); the open mark is the newest, the closed ones a ring of the last SL__GRANT_MARKS. */
+typedef struct sl__grant_mark {
+    double at;                      /* its last grant */
+    double cum[SL_BUCKET_COUNT];    /* reservations granted up to and including it */
+} sl__grant_mark_t;
+
+typedef struct sl__grants {
+    double cum[SL_BUCKET_COUNT];    /* reservations ever granted (the open mark's) */
+    double open_from, open_at;      /* the open mark's first and last grant (-inf: none) */
+    sl__grant_mark_t closed[SL__GRANT_MARKS];
+    int head, n;                    /* the oldest closed mark, and how many are kept */
+} sl__grants_t;
+
 typedef struct sl__lease {
     uint64_t id;
     uint64_t ticket; /* 0 when granted directly */
@@ -165,6 +183,7 @@ typedef struct sl__lease {
      * from a snapshot. */
     double room_at_grant[SL_BUCKET_COUNT];
     double reserve_at_grant[SL_BUCKET_COUNT];
+    double cum_at_grant[SL_BUCKET_COUNT]; /* the pool's grants.cum right after its grant */
     bool room_known;
     bool claimed; /* the client knows about the grant */
     sl__hnode_t expiry;
@@ -252,6 +271,7 @@ typedef struct sl__pool {
     sl__strmap_t calibs;    /* model -> sl__calib_t */
     sl__strmap_t capstates; /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
+    sl__grants_t grants; /* when what was granted (grants.c) */
     struct sl__pool *req_parent; /* cfg.request_parent: the pool whose request bucket it
                                     draws from (reqparent.c); NULL: none, or not configured */
 } sl__pool_t;
@@ -676,10 +696,21 @@ void sl__admit_release_all(sl__pool_t *p);
  * call returned them (0: none), which the margin's climb asks for (margin.c); `refused`:
  * that call got a 429, so the headers do not count it and vouch for no step. */
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, uint64_t lease_id, bool refused, double now, bool apply,
-               int *changed);
+               size_t count, uint64_t lease_id, double sent_after_s, bool refused, double now,
+               bool apply, int *changed);
+/* grants.c: records lease `l`'s grant of `need` in its pool's history at `now` and sets its
+ * cum_at_grant. */
+void sl__grants_record(sl__pool_t *p, sl__lease_t *l, const int64_t *need, double now);
+/* The reservations of bucket `b` granted after lease `l` (of pool `p`) and at most
+ * send_window_s after it, or `sent_after_s` when that is known (>= 0) and shorter: calls
+ * that may have reached the provider before `l`'s, so a header of `l`'s call may count
+ * them. 0 when the history no longer reaches back to the end of that window (excusing
+ * nothing lowers more, never overbooks). */
+double sl__grants_after(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b,
+                        double sent_after_s);
 /* sl_engine_resync of pool `p` (found) with headers of lease `lease_id`'s call (0: none). */
-int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char *const *names,
+int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double sent_after_s,
+                    const char *const *names,
                     const char *const *values, size_t count, double now_s, int *changed);
 
 #endif

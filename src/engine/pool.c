@@ -36,6 +36,7 @@ void sl_pool_config_init(sl_pool_config_t *cfg)
     cfg->spend_cap_reset_s = 3600;
     cfg->lease_duration_prior_s = 30;
     cfg->backfill = true;
+    cfg->send_window_s = 5;
 }
 
 static int check_limit(sl_engine_t *e, const char *pool, const char *field, int64_t v)
@@ -95,6 +96,9 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         (rc = check_time(e, name, "lease_duration_prior_s", c->lease_duration_prior_s, true)) ||
         (rc = check_time(e, name, "ticket_idle_s", c->ticket_idle_s, false)))
         return rc;
+    if (!(c->send_window_s >= 0 && c->send_window_s <= SL__SEND_WINDOW_MAX_S))
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": send_window_s %g must be in [0, %d] seconds",
+                        name, c->send_window_s, SL__SEND_WINDOW_MAX_S);
     if (c->max_lease_ttl_s < c->lease_ttl_s)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": max_lease_ttl_s %g is below lease_ttl_s %g",
                         name, c->max_lease_ttl_s, c->lease_ttl_s);
@@ -180,6 +184,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
     p->floor_since = -1;
     p->blocked_until = -INFINITY;
     p->ws_promoted_at = -INFINITY;
+    p->grants.open_from = p->grants.open_at = -INFINITY;
     p->last_refill = now_s;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         p->level[b] = sl__limited(p, (sl_bucket_t)b) ? sl__capacity(p, (sl_bucket_t)b) : 0;

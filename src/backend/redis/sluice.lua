@@ -966,10 +966,11 @@ local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
 
 local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', '_own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
-  nil, {'caph', 'cttl', 'ogrp', 'rg'})  -- _own as the ticket's; caps: its cost in USD, its
+  nil, {'caph', 'cttl', 'ogrp', 'rg', 'gc'})  -- _own as the ticket's; caps: its cost in USD, its
   -- holders' keys (caps section); cttl and ogrp as the ticket's; rg: per bucket
   -- "room:reserve" at the grant, comma-separated ('' from an older record: not known), as
-  -- the engine's room_at_grant
+  -- the engine's room_at_grant; gc: per bucket the pool's gc0..gc3 right after the grant
+  -- (GH, the engine's cum_at_grant)
 
 -- A ticket's poll claims the lease it was granted (its TTL starts); `peek`: a replica
 -- asking after a grant it may have missed, not its holder. Returns whether it changed.
@@ -1010,6 +1011,7 @@ end
 local CP = {}
 local WS = {}  -- the working set's functions (their section follows backfilling)
 local CALL = {}  -- a call's frame: its events and the reply to a refused call (before pool_call)
+local GH = {MARKS = 64, SPLIT = 8}  -- the grant history (its section precedes grant)
 local KQ = {}  -- one queue over the keys of a pool of several keys (its section follows the
               -- configuration's decoding, which it uses)
 local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
@@ -1377,6 +1379,60 @@ function CP.caps_parked_eta(p, t, now)
   return CP.caps_release_eta(p, h, st, ahead, now), h.team and CONST.REASON_TEAM or CONST.REASON_AGENT
 end
 
+-- ---- the grant history ----
+-- Ports: src/engine/grants.c (which says why). The reservations ever granted, per bucket
+-- (gc0..gc3 in the pool's state); the open mark's first and last grant (gof, goa); the
+-- closed marks, the last GH.MARKS of them, in list K('gh') as "at,c0,c1,c2,c3". Grants
+-- less than send_window_s / GH.SPLIT apart share a mark.
+
+-- Records lease l's grant at `now` and sets its l.gc (the sums right after it).
+function GH.record(p, l, now)
+  if p.send_window_s > 0 and not (now - p.gof < p.send_window_s / GH.SPLIT) then
+    if p.goa > -math.huge then
+      local n = redis.call('RPUSH', K('gh'), string.format('%.17g,%.17g,%.17g,%.17g,%.17g',
+                                                           p.goa, p.gc0, p.gc1, p.gc2, p.gc3))
+      if n > GH.MARKS then redis.call('LTRIM', K('gh'), -GH.MARKS, -1) end
+    end
+    p.gof = now
+  end
+  p.goa = now
+  p.gc0, p.gc1, p.gc2, p.gc3 = p.gc0 + l.n0, p.gc1 + l.n1, p.gc2 + l.n2, p.gc3 + l.n3
+  l.gc = string.format('%.17g,%.17g,%.17g,%.17g', p.gc0, p.gc1, p.gc2, p.gc3)
+end
+
+-- Per bucket (index b + 1), the reservations granted after lease l and at most
+-- send_window_s after it, or `sent` seconds when that is known (>= 0) and shorter; 0 when
+-- the history no longer reaches back to that window's end, or l's sums are not known (an
+-- older record). As the engine's sl__grants_after.
+function GH.after(p, l, sent)
+  local after = {0, 0, 0, 0}
+  local window = p.send_window_s
+  if sent >= 0 and sent < window then window = sent end
+  if not (window > 0) or not l.gc or l.gc == '' then return after end
+  local window_end = l.granted_at + window
+  local now_sums = {p.gc0, p.gc1, p.gc2, p.gc3}
+  if p.goa > window_end then
+    -- Granted since the window ended: the last mark that ended in it, if still kept.
+    now_sums = nil
+    local marks = redis.call('LRANGE', K('gh'), 0, -1)
+    for i = #marks, 1, -1 do
+      local at, c0, c1, c2, c3 = string.match(marks[i], '^([^,]+),([^,]+),([^,]+),([^,]+),([^,]+)$')
+      if tonumber(at) <= window_end then
+        now_sums = {tonumber(c0), tonumber(c1), tonumber(c2), tonumber(c3)}
+        break
+      end
+    end
+    if not now_sums then return after end
+  end
+  local b = 1
+  for mine in string.gmatch(l.gc, '[^,]+') do
+    local d = now_sums[b] - tonumber(mine)
+    after[b] = d > 0 and d or 0
+    b = b + 1
+  end
+  return after
+end
+
 -- t: {agent, ck, model, est, n0..n3, cached, pen}; g its team's record, `finish`
 -- and `outer` its inner and outer tags; returns the lease record.
 local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now, hs)
@@ -1398,6 +1454,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     rg[#rg + 1] = string.format('%.17g:%.17g', p['lv' .. b] + reserve, reserve)
   end
   l.rg = table.concat(rg, ',')
+  GH.record(p, l, now)
   RP.charge(p, l.n2, now)
   p.in_flight = p.in_flight + 1
   p.granted_total = p.granted_total + 1
@@ -1991,7 +2048,8 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
   'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits', 'climb_n',
-  'og', 'oh', 'hu', 'h0', 'h1', 'h2', 'h3'})  -- og..h3: CALL.hold_gap (0 from an older record)
+  'og', 'oh', 'hu', 'h0', 'h1', 'h2', 'h3',  -- og..h3: CALL.hold_gap (0 from an older record)
+  'gc0', 'gc1', 'gc2', 'gc3', 'gof', 'goa'})  -- gc0..goa: GH, the grant history
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -2640,6 +2698,7 @@ local function configure(p, args, now)
     return {created = 0, pool_no = p.pool_no}
   end
   if redis.call('EXISTS', S.pool_key) == 1 then drop_old_layout() end
+  redis.call('DEL', K('gh'))  -- the grant history of a pool Redis lost (GH)
   cfg.pool_no = num(args, 'pool_no', 0)
   S.cfg_new = encode(CFG, cfg)
   p = setmetatable({now = now, last_refill = now, margin_bp = cfg.start_bp, clean_since = now,
@@ -2649,7 +2708,8 @@ local function configure(p, args, now)
     purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
     agreed_at = 0, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
     ws3 = 0, ws_prom = -math.huge, agreed_bits = 0, climb_n = 0, og = 0, oh = 0, hu = 0,
-    h0 = 0, h1 = 0, h2 = 0, h3 = 0},
+    h0 = 0, h1 = 0, h2 = 0, h3 = 0, gc0 = 0, gc1 = 0, gc2 = 0, gc3 = 0, gof = -math.huge,
+    goa = -math.huge},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -3255,7 +3315,7 @@ local function resync_apply(p, args, now, id, refused)
   -- The lease whose call returned them: its headers are compared with the pool at its
   -- grant (room and reserve then), as the engine's reference_level and reserve_growth.
   local l = (id and not refused) and load_lease(id) or nil
-  local rg = nil
+  local rg, after = nil, nil
   if l and l.rg and l.rg ~= '' then
     rg = {}
     for room, res in string.gmatch(l.rg, '([^:,]+):([^,]+)') do
@@ -3264,7 +3324,10 @@ local function resync_apply(p, args, now, id, refused)
   end
   local function reference_level(b)
     if not rg then return p['lv' .. b] end
-    return rg[b + 1][1] - (p['lim' .. b] - capacity(p, b))
+    -- leases granted just after it, perhaps taken first (GH); `sent_after_s`: the proxy's.
+    -- Read once, when a remaining value asks.
+    after = after or GH.after(p, l, num(args, 'sent_after_s', -1))
+    return rg[b + 1][1] - (p['lim' .. b] - capacity(p, b)) - after[b + 1]
   end
   local function reserve_growth(b)
     if not rg then return 0 end
