@@ -889,11 +889,11 @@ static void queue_call(px_t *px, uint64_t ticket)
     if (px->stream && !px->sse_started) start_event_stream(px);
 }
 
-/* A call queued on a pool not heard from since the start: a cold pool waits for the
- * provider's headers, so ask for them (proxy_probe.c). Not for a long-context call (its
- * headers describe the standard pool) nor a pool of several keys (the key is picked at
- * the grant). */
-static void probe_if_cold(px_t *px)
+/* A call was queued: a cold pool, or a margin that could climb with nothing in flight,
+ * waits for the provider's headers, so proxy_probe.c may ask for them. Not for a
+ * long-context call (its headers describe the standard pool) nor a pool of several keys
+ * (the key is picked at the grant). */
+static void probe_if_waiting(px_t *px)
 {
     const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->pool);
     if (px->long_context || !up || up->key_group || px->batch_op || !px->url) return;
@@ -943,7 +943,7 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
     case SL_QUEUED:
         px->limited_by = d->limited_by;
         queue_call(px, d->ticket);
-        probe_if_cold(px);
+        probe_if_waiting(px);
         return;
     case SL_REJECTED:
         px_reject(px, d->reason, d->limited_by, d->retry_after_s);
