@@ -325,3 +325,14 @@ console.log('climb: the capacity a pool at margin_max from the start would have 
             'makespan, less what sluiced allowed itself; ceiling: the provider\'s capacity less ' +
             'that; makespans: sluiced\'s, less the seconds of refill each stands for (the ends and ' +
             'the waste of the run unchanged), next to the direct run of the pair');
+
+/* Issue 24's clause per pair, as measured: through sluiced no later than direct, 0 emulator
+ * 429s, at least 0.9 of the capacity it allowed itself used (printed, never gated). */
+for (let i = 0; i + 1 < runs.length; i += 2) {
+  const d = runs[i], s = runs[i + 1];
+  const ok = s.makespan <= d.makespan && s.http429 === 0 && s.usedOwn >= 0.9;
+  console.log(`clause, pair ${i / 2 + 1}: ${ok ? 'met' : 'MISSED'}: sluiced ${s.makespan.toFixed(1)} s ` +
+              `vs direct ${d.makespan.toFixed(1)} s, emulator 429s ${s.http429} vs ${d.http429}, ` +
+              `${BIND} used ${(100 * s.usedOwn).toFixed(0)}% of its own allowance ` +
+              `(direct ${(100 * d.used).toFixed(0)}% of the provider's)`);
+}
