@@ -114,6 +114,7 @@ function poller(emuPort, sluicedPort) {
         samples.push({ t, level: st.levels[BIND], active: st.http.active,
                        margin: p ? p.margin : null,
                        poolLevel: p ? p.buckets[BIND].level : null,
+                       poolLimit: p ? p.buckets[BIND].limit : null,
                        queued: p ? p.queue.depth : 0 });
       } catch { /* a poll lost under load: the next one counts */ }
       await new Promise((r) => setTimeout(r, Math.max(0, POLL_MS - (Date.now() - t))));
@@ -146,14 +147,17 @@ function phases(t0, res, samples, perCall, margin0, poolLimit) {
   let beforeAsk = 0, afterLast = 0;
   for (let i = 1; i < samples.length; i++) {
     const m = margin0 === null ? 1 : samples[i - 1].margin === null ? margin0 : samples[i - 1].margin;
-    const refill = (margin0 === null ? LIMIT : poolLimit) / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
+    /* The pool's limit of that moment: `limits_from: provider` adopts the provider's. */
+    const lim = margin0 === null ? LIMIT : samples[i - 1].poolLimit || poolLimit;
+    const refill = lim / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
     if (allowed !== null) allowed += refill;
     if (samples[i].t <= ask) beforeAsk += refill;
     else if (samples[i - 1].t >= last) afterLast += refill;
   }
-  if (allowed !== null) {
-    const top = Math.max(margin0, ...samples.map((x) => x.margin || 0));
-    allowed += poolLimit * (top - margin0);
+  if (allowed !== null) { /* the capacity's rise: the margin's climb, an adopted limit */
+    const top = Math.max(poolLimit * margin0,
+                         ...samples.map((x) => (x.poolLimit || poolLimit) * (x.margin || margin0)));
+    allowed += top - poolLimit * margin0;
   }
   const reached = (m) => {
     const s = samples.find((x) => x.margin !== null && x.margin >= m - 1e-9);
