@@ -51,6 +51,7 @@ openai responses|10 4 15000|WASTE_API=responses
 output-bound|10 3 500|OUT_TOKENS=3000 BIND=output_tokens
 output_reserve learned|10 4 15000|POOL_EXTRA={"output_reserve":"learned"}
 pool below the emulator|10 4 15000|POOL_EXTRA={"input_tpm":300000}
+pool below, limits_from provider|10 4 15000|POOL_EXTRA={"input_tpm":300000,"limits_from":"provider"}
 openai, rpm-bound|20 6 200|WASTE_API=chat EMU_LIMITS={"rpm":60} BIND=requests
 CASES
   echo
