@@ -147,17 +147,21 @@ function phases(t0, res, samples, perCall, margin0, poolLimit) {
   let beforeAsk = 0, afterLast = 0;
   for (let i = 1; i < samples.length; i++) {
     const m = margin0 === null ? 1 : samples[i - 1].margin === null ? margin0 : samples[i - 1].margin;
-    /* The pool's limit of that moment: `limits_from: provider` adopts the provider's. */
+    /* The pool's limit of that moment: `limits_from: provider` adopts the provider's (its
+     * refill grows; its level does not jump: src/engine/headers.c). */
     const lim = margin0 === null ? LIMIT : samples[i - 1].poolLimit || poolLimit;
     const refill = lim / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
     if (allowed !== null) allowed += refill;
     if (samples[i].t <= ask) beforeAsk += refill;
     else if (samples[i - 1].t >= last) afterLast += refill;
   }
-  if (allowed !== null) { /* the capacity's rise: the margin's climb, an adopted limit */
-    const top = Math.max(poolLimit * margin0,
-                         ...samples.map((x) => (x.poolLimit || poolLimit) * (x.margin || margin0)));
-    allowed += top - poolLimit * margin0;
+  if (allowed !== null) { /* each new height of the margin, at the limit of its moment */
+    let top = margin0;
+    for (const x of samples)
+      if (x.margin !== null && x.margin > top) {
+        allowed += (x.poolLimit || poolLimit) * (x.margin - top);
+        top = x.margin;
+      }
   }
   const reached = (m) => {
     const s = samples.find((x) => x.margin !== null && x.margin >= m - 1e-9);
@@ -338,5 +342,6 @@ for (let i = 0; i + 1 < runs.length; i += 2) {
   console.log(`clause, pair ${i / 2 + 1}: ${ok ? 'met' : 'MISSED'}: sluiced ${s.makespan.toFixed(1)} s ` +
               `vs direct ${d.makespan.toFixed(1)} s, emulator 429s ${s.http429} vs ${d.http429}, ` +
               `${BIND} used ${(100 * s.usedOwn).toFixed(0)}% of its own allowance ` +
-              `(direct ${(100 * d.used).toFixed(0)}% of the provider's)`);
+              `(direct ${(100 * d.used).toFixed(0)}% of the provider's)` +
+              (d.gaveUp ? `; direct's fleet did less: ${d.gaveUp} of ${AGENTS} agents gave up` : ''));
 }
