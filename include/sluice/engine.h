@@ -98,6 +98,12 @@ typedef struct sl_pool_config {
                                       request from pool PARENT's, and a refund gives it back
                                       there (a long-context pool, whose calls count against
                                       the standard RPM; docs/design.md "Long context") */
+    double send_window_s;          /* 5: how long after its grant a lease's call may still
+                                      be sent. A header of a lease is compared with the pool
+                                      at its grant, less the reservations of leases granted
+                                      in this window after it (their calls may have reached
+                                      the provider first: docs/design.md "A later grant
+                                      taken first"); 0 excuses none. At most 60 */
 } sl_pool_config_t;
 
 /* Fills `cfg` with the defaults above (all limits 0). */
@@ -245,7 +251,8 @@ typedef struct sl_request {
     const char *task;      /* NULL = none */
     int64_t unblocks;      /* >= 0, used when `task` is not in the task graph */
     const char *priority;  /* NULL = "normal" */
-    const char *cache_key; /* NULL = agent */
+    const char *cache_key; /* NULL = agent: the cache named by the agent's name, which
+                              another agent's cache_key equal to that name reads too */
     /* NULL = none. A hash of the cached prefix (1-128 printable bytes): the cache is
      * identified by (cache_key, model, cache_prefix_hash), so another prefix or another
      * model is cold, as the provider's cache is. */
@@ -425,6 +432,14 @@ int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
  * for the lease, then as sl_engine_resync. */
 int sl_engine_resync_lease(sl_engine_t *e, uint64_t lease, const char *const *names,
                            const char *const *values, size_t count, double now_s, int *changed);
+/* sl_engine_resync_lease of a call sent `sent_after_s` seconds after the lease's grant (the
+ * proxy measures it): only the leases granted before then, and within the pool's
+ * send_window_s, are excused as perhaps taken first (docs/design.md "A later grant taken
+ * first"). Negative: not known, the pool's send_window_s (sl_engine_resync_lease). Not a
+ * finite number: SL_EINVAL, nothing changed. */
+int sl_engine_resync_lease_sent(sl_engine_t *e, uint64_t lease, double sent_after_s,
+                                const char *const *names, const char *const *values, size_t count,
+                                double now_s, int *changed);
 
 /* Task graph (PUT /v1/tasks/{task}). */
 typedef enum sl_task_state {
@@ -633,7 +648,7 @@ typedef struct sl_lease_state {
     uint64_t ticket; /* 0 when granted directly */
     const char *pool;
     const char *agent;
-    const char *cache_key; /* the cache its settle warms (the agent's own when NULL) */
+    const char *cache_key; /* the cache its settle warms (NULL: the agent's name) */
     const char *model;     /* NULL: the request named none (no calibration) */
     const char *outputs;   /* the calibration its output is learned in ("model\x1frole",
                               sl_calibration_state_t); NULL with no model. Not restored:

@@ -94,10 +94,11 @@ void sl_backend_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend
     b->ops->extend(b, lease, ttl_s, cb, ud);
 }
 
-void sl_backend_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
-                       const char *const *values, size_t count, sl_backend_done_cb cb, void *ud)
+void sl_backend_resync(sl_backend_t *b, uint64_t lease, double sent_after_s,
+                       const char *const *names, const char *const *values, size_t count,
+                       sl_backend_done_cb cb, void *ud)
 {
-    b->ops->resync(b, lease, names, values, count, cb, ud);
+    b->ops->resync(b, lease, sent_after_s, names, values, count, cb, ud);
 }
 
 void sl_backend_task_put(sl_backend_t *b, const char *id, const char *role,

@@ -160,9 +160,12 @@ typedef struct sl_backend_ops {
      * headers"). `value` is 0. SL_ENOTFOUND when
      * the lease is unknown or ended, SL_EINVAL for a malformed header (nothing changed).
      * A snapshot is stale a moment later, so a backend that cannot apply it now answers
-     * SL_EUNAVAILABLE and never replays it. Names and values are borrowed for the call. */
-    void (*resync)(sl_backend_t *b, uint64_t lease, const char *const *names,
-                   const char *const *values, size_t count, sl_backend_done_cb cb, void *ud);
+     * SL_EUNAVAILABLE and never replays it. Names and values are borrowed for the call.
+     * `sent_after_s`: how long after the grant the call was sent, when the caller knows
+     * (the proxy), else negative (sl_engine_resync_lease_sent). */
+    void (*resync)(sl_backend_t *b, uint64_t lease, double sent_after_s,
+                   const char *const *names, const char *const *values, size_t count,
+                   sl_backend_done_cb cb, void *ud);
     void (*task_put)(sl_backend_t *b, const char *id, const char *role,
                      const char *const *depends_on, size_t n_depends, sl_task_state_t state,
                      sl_backend_done_cb cb, void *ud);
@@ -314,8 +317,9 @@ void sl_backend_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
 void sl_backend_cancel(sl_backend_t *b, uint64_t lease, sl_backend_done_cb cb, void *ud);
 void sl_backend_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_done_cb cb,
                        void *ud);
-void sl_backend_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
-                       const char *const *values, size_t count, sl_backend_done_cb cb, void *ud);
+void sl_backend_resync(sl_backend_t *b, uint64_t lease, double sent_after_s,
+                       const char *const *names, const char *const *values, size_t count,
+                       sl_backend_done_cb cb, void *ud);
 void sl_backend_task_put(sl_backend_t *b, const char *id, const char *role,
                          const char *const *depends_on, size_t n_depends, sl_task_state_t state,
                          sl_backend_done_cb cb, void *ud);

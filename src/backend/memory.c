@@ -493,8 +493,9 @@ static void mem_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend
     finish_done(m, rc, expires_at, cb, ud);
 }
 
-static void mem_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
-                       const char *const *values, size_t count, sl_backend_done_cb cb, void *ud)
+static void mem_resync(sl_backend_t *b, uint64_t lease, double sent_after_s,
+                       const char *const *names, const char *const *values, size_t count,
+                       sl_backend_done_cb cb, void *ud)
 {
     memory_backend_t *m = (memory_backend_t *)b;
     sl_lease_state_t l;
@@ -503,7 +504,8 @@ static void mem_resync(sl_backend_t *b, uint64_t lease, const char *const *names
         return;
     }
     op_begin(m);
-    int rc = sl_engine_resync_lease(m->engine, lease, names, values, count, mem_now(b), NULL);
+    int rc = sl_engine_resync_lease_sent(m->engine, lease, sent_after_s, names, values, count,
+                                         mem_now(b), NULL);
     finish_done(m, rc, 0, cb, ud);
 }
 

@@ -53,7 +53,10 @@
  * concurrency ETA's D and the learned output samples unknown. Record version 3 appends a
  * lease's cache lifetime to L (a ttl "1h" write settled after a restart still lives an
  * hour); an L without it restores with the pool's lifetime, as before. Prompt caches are not
- * kept (a restart finds them cold: the conservative side).
+ * kept (a restart finds them cold: the conservative side). L's cache_key is the lease's
+ * cache identity, and an agent's own cache was always written as the agent's name, so a file
+ * of any version restores into the one namespace of caches (docs/design.md "One namespace
+ * of prompt caches"): a restored lease's settle writes the cache that name's calls read.
  *
  * Ids: the reservation is written (and fsynced) before ids reach it, 2^20 at a time,
  * so the next run's base, above the last reservation, repeats no id even after a

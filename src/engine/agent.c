@@ -37,20 +37,41 @@ sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create)
     if (!pa) return NULL;
     pa->agent = a;
     pa->last_finish = 0;
-    pa->cache.key = a->name;
-    pa->cache.used_at = -INFINITY;
     sl__strmap_put(&p->pagents, a->name, pa);
     return pa;
 }
 
-sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create)
+/* One namespace: "whose prompt cache this call reads" (docs/api.md) names the same record
+ * whether the name is an agent's default or another agent's cache_key, so a write through
+ * either is read through both. The record lives in the pool's map, not in an agent's
+ * record: it needs no agent to exist, the sweep bounds the map, and forgetting an agent
+ * forgets the cold cache of its name (forget.c). */
+sl__cache_t *sl__cache_get(sl__pool_t *p, const char *identity, bool create)
 {
-    if (!cache_key || strcmp(cache_key, pa->agent->name) == 0) return &pa->cache;
-    sl__cache_t *c = sl__strmap_get(&p->caches, cache_key);
+    sl__cache_t *c = sl__strmap_get(&p->caches, identity);
     if (c || !create) return c;
-    c = sl__strmap_make(&p->caches, cache_key, sizeof *c, offsetof(sl__cache_t, key));
+    c = sl__strmap_make(&p->caches, identity, sizeof *c, offsetof(sl__cache_t, key));
     if (c) c->used_at = -INFINITY;
     return c;
+}
+
+static void cache_drop(sl__pool_t *p, sl__cache_t *c)
+{
+    sl__strmap_del(&p->caches, c->key);
+    free(c->key);
+    free(c);
+}
+
+void sl__cache_forget(sl__pool_t *p, const char *identity)
+{
+    sl__cache_t *c = sl__cache_get(p, identity, false);
+    if (!c) return;
+    if (c->refs == 0) {
+        cache_drop(p, c);
+        return;
+    }
+    c->used_at = -INFINITY;
+    c->tokens = 0;
 }
 
 #define CACHES_SWEEP_MIN 1024
@@ -66,11 +87,8 @@ void sl__cache_sweep(sl__pool_t *p, double now)
             if (c && c->refs == 0 && !(now - c->used_at < p->cfg.cache_ttl_s))
                 cold[n++] = c;
         }
-        for (size_t i = 0; i < n; i++) {
-            sl__strmap_del(&p->caches, cold[i]->key);
-            free(cold[i]->key);
-            free(cold[i]);
-        }
+        for (size_t i = 0; i < n; i++)
+            cache_drop(p, cold[i]);
         free(cold);
     }
     /* Out of memory sweeps nothing now; the doubling still bounds how often we try. */

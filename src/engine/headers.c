@@ -13,7 +13,8 @@
  *     charged to our level when granted and the provider counts a call's input when
  *     it arrives, so both sides already include them. The headers of a lease's call are
  *     compared with the pool as it was right after that grant (the provider wrote them
- *     when it took the call) and lower the level by the difference (reference_level);
+ *     when it took the call), less the leases granted within send_window_s after it
+ *     (grants.c), and lower the level by the difference (reference_level);
  *   - except in a cold-start window (sl_engine_pool_cold_start: the daemon could not
  *     know what was spent, so its buckets started empty): there the first remaining
  *     value of each bucket may also raise the level, to R - rounding - reserve, the
@@ -137,11 +138,15 @@ static const sl__lease_t *lease_of(const sl_engine_t *e, const sl__pool_t *p, ui
  * by then other calls' refunds and the refill raised our level, and the provider's
  * snapshot knows none of them. So a lease's header is compared with the pool's room right
  * after its grant (at today's margin), and lowers the level by the difference, which keeps
- * what came in since; a header of no lease is compared with the level now. */
-static double reference_level(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b)
+ * what came in since; a header of no lease is compared with the level now. The leases
+ * granted within send_window_s after it may have been taken first and be in the snapshot:
+ * their reservations are excused (grants.c). */
+static double reference_level(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b,
+                              double sent_after_s)
 {
     if (!l) return p->level[b];
-    return l->room_at_grant[b] - ((double)p->limit[b] - sl__capacity(p, b));
+    return l->room_at_grant[b] - ((double)p->limit[b] - sl__capacity(p, b)) -
+           sl__grants_after(p, l, b, sent_after_s);
 }
 
 /* What the margin took back into its reserve since the lease's grant (a cut, or a margin
@@ -161,7 +166,7 @@ static double reserve_growth(const sl__pool_t *p, const sl__lease_t *l, sl_bucke
  * bucket raises rather than compares, and says neither. */
 static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names,
                          const char *const *values, size_t count, uint64_t lease_id,
-                         bool refused, double now)
+                         double sent_after_s, bool refused, double now)
 {
     const sl__lease_t *l = lease_of(e, p, lease_id);
     bool lowered = false;
@@ -173,7 +178,7 @@ static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names
         if (now < p->cold_until && !(p->cold_raised & (1u << h.bucket))) continue;
         int64_t v = 0;
         sl_header_parse_count(values[i], &v);
-        if (implied_level(p, h, v) < reference_level(p, l, h.bucket))
+        if (implied_level(p, h, v) < reference_level(p, l, h.bucket, sent_after_s))
             lowered = true;
         else
             agreed_bits |= 1u << h.bucket;
@@ -183,8 +188,8 @@ static void judge_margin(sl_engine_t *e, sl__pool_t *p, const char *const *names
 }
 
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, uint64_t lease_id, bool refused, double now, bool apply,
-               int *changed)
+               size_t count, uint64_t lease_id, double sent_after_s, bool refused, double now,
+               bool apply, int *changed)
 {
     int n_changed = 0;
     /* Validate everything first: a malformed header changes nothing. */
@@ -207,7 +212,8 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     bool adopted = false;
     const sl__lease_t *l = lease_of(e, p, lease_id);
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) judge_margin(e, p, names, values, count, lease_id, refused, now);
+        if (pass == 1)
+            judge_margin(e, p, names, values, count, lease_id, sent_after_s, refused, now);
         for (size_t i = 0; i < count; i++) {
             sl_header_kind_t h = sl_header_classify(names[i]);
             if (!h.known || h.bucket < 0) continue;
@@ -233,7 +239,7 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
                 double allowance = rounding_allowance(h);
                 double reserve = (double)p->limit[h.bucket] - sl__capacity(p, h.bucket);
                 double implied = implied_level(p, h, v);
-                double ref = reference_level(p, l, (sl_bucket_t)h.bucket);
+                double ref = reference_level(p, l, (sl_bucket_t)h.bucket, sent_after_s);
                 double level = p->level[h.bucket];
                 unsigned bit = 1u << h.bucket;
                 bool raise = false;
@@ -269,18 +275,20 @@ int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const ch
     return SL_OK;
 }
 
-int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char *const *names,
-                    const char *const *values, size_t count, double now_s, int *changed)
+int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double sent_after_s,
+                    const char *const *names, const char *const *values, size_t count,
+                    double now_s, int *changed)
 {
     if (count && (!names || !values)) return sl__fail(e, SL_EINVAL, "headers missing");
     for (size_t i = 0; i < count; i++)
         if (!names[i] || !values[i]) return sl__fail(e, SL_EINVAL, "header %zu missing", i);
     if (!(now_s >= e->now))
         return sl__fail(e, SL_ETIME, "now %.6f is before the engine's time %.6f", now_s, e->now);
-    int rc = sl__resync(e, p, names, values, count, lease_id, false, now_s, false, NULL);
+    int rc = sl__resync(e, p, names, values, count, lease_id, sent_after_s, false, now_s, false,
+                        NULL);
     if (rc) return rc;
     sl_engine_advance(e, now_s);
-    sl__resync(e, p, names, values, count, lease_id, false, now_s, true, changed);
+    sl__resync(e, p, names, values, count, lease_id, sent_after_s, false, now_s, true, changed);
     sl__pool_drain(e, p, now_s);
     return SL_OK;
 }
@@ -290,5 +298,5 @@ int sl_engine_resync(sl_engine_t *e, const char *pool, const char *const *names,
 {
     sl__pool_t *p = pool ? sl__pool_find(e, pool) : NULL;
     if (!p) return sl__fail(e, SL_ENOTFOUND, "pool \"%.140s\" not found", pool ? pool : "(null)");
-    return sl__resync_pool(e, p, 0, names, values, count, now_s, changed);
+    return sl__resync_pool(e, p, 0, -1, names, values, count, now_s, changed);
 }

@@ -14,13 +14,17 @@
 #define SL__CLASS_MAX      64  /* role and priority names */
 #define SL__MAX_CLASSES    32
 #define SL__ERR_WINDOW_MAX 64
+#define SL__SEND_WINDOW_MAX_S 60 /* the largest send_window_s */
+#define SL__GRANT_MARKS 64       /* closed marks a pool's grant history keeps (grants.c) */
+#define SL__GRANT_MARK_SPLIT 8   /* a mark spans at most send_window_s / this */
 #define SL__LEVEL_EPS      1e-6 /* tolerance of invariant checks on double levels */
 #define SL__BACKFILL_WINDOW 16  /* queued tickets (the head included) backfill.c looks at */
 #define SL__ADMIT_MAX_WAIT_CACHE_LIVES 10 /* a parked first call joins the queue after this */
 #define SL__ADMIT_LEVEL_CACHE_LIVES 3 /* a level of remaining chain is worth this long a wait */
 #define SL__GRAPH_DEPTH_MAX 64        /* remaining chains are counted up to this many tasks */
 
-/* A prompt cache (per pool, per cache_key). */
+/* A prompt cache (per pool, per cache identity: lease.c). An agent's default cache is the
+ * one named by its name, in the same map as every other (agent.c, sl__cache_get). */
 typedef struct sl__cache {
     char *key;
     double used_at;        /* start (grant) of the last counted call: the provider runs the
@@ -111,7 +115,6 @@ typedef struct sl__pagent {
     struct sl__agent *agent;
     double last_finish; /* WFQ finish tag of its last granted or queued request */
     double blocked_until; /* its own 429 report's retry-after holds its requests until then */
-    sl__cache_t cache;  /* the cache of cache_key == agent name */
 } sl__pagent_t;
 
 typedef struct sl__agent {
@@ -141,6 +144,21 @@ typedef struct sl__need {
     double cache_ttl_s;         /* the call's cache lifetime; 0 = the pool's cache_ttl_s */
 } sl__need_t;
 
+/* A pool's grant history (grants.c): the reservations ever granted, per bucket, and when.
+ * Grants close together share one mark (at most send_window_s / SL__GRANT_MARK_SPLIT
+ * apart); the open mark is the newest, the closed ones a ring of the last SL__GRANT_MARKS. */
+typedef struct sl__grant_mark {
+    double at;                      /* its last grant */
+    double cum[SL_BUCKET_COUNT];    /* reservations granted up to and including it */
+} sl__grant_mark_t;
+
+typedef struct sl__grants {
+    double cum[SL_BUCKET_COUNT];    /* reservations ever granted (the open mark's) */
+    double open_from, open_at;      /* the open mark's first and last grant (-inf: none) */
+    sl__grant_mark_t closed[SL__GRANT_MARKS];
+    int head, n;                    /* the oldest closed mark, and how many are kept */
+} sl__grants_t;
+
 typedef struct sl__lease {
     uint64_t id;
     uint64_t ticket; /* 0 when granted directly */
@@ -162,6 +180,7 @@ typedef struct sl__lease {
      * from a snapshot. */
     double room_at_grant[SL_BUCKET_COUNT];
     double reserve_at_grant[SL_BUCKET_COUNT];
+    double cum_at_grant[SL_BUCKET_COUNT]; /* the pool's grants.cum right after its grant */
     bool room_known;
     bool claimed; /* the client knows about the grant */
     sl__hnode_t expiry;
@@ -249,11 +268,12 @@ typedef struct sl__pool {
     sl__heap_t lease_heap;  /* leases by expires_at */
     sl__heap_t ticket_heap; /* unheld tickets by idle deadline */
     sl__strmap_t pagents;   /* agent name -> sl__pagent_t */
-    sl__strmap_t caches;    /* cache identity (other than the bare agent) -> sl__cache_t */
+    sl__strmap_t caches;    /* cache identity -> sl__cache_t (agents' default caches too) */
     size_t caches_sweep_at; /* sweep cold, unreferenced caches when this many exist */
     sl__strmap_t calibs;    /* model -> sl__calib_t */
     sl__strmap_t capstates; /* holder key -> sl__capstate_t */
     uint64_t granted_total, queued_total, rejected_total, upstream_429_total;
+    sl__grants_t grants; /* when what was granted (grants.c) */
     struct sl__pool *req_parent; /* cfg.request_parent: the pool whose request bucket it
                                     draws from (reqparent.c); NULL: none, or not configured */
 } sl__pool_t;
@@ -455,10 +475,15 @@ double sl__cost(const sl__pool_t *p, const sl__need_t *need);
 char *sl__dup_str(const char *s);
 sl__agent_t *sl__agent_get(sl_engine_t *e, const char *name, bool create);
 sl__pagent_t *sl__pagent_get(sl__pool_t *p, sl__agent_t *a, bool create);
-sl__cache_t *sl__cache_get(sl__pool_t *p, sl__pagent_t *pa, const char *cache_key, bool create);
+/* The cache of `identity` in p (an agent's name for its default cache: one namespace), or
+ * NULL when it has none and `create` is false or memory ran out. */
+sl__cache_t *sl__cache_get(sl__pool_t *p, const char *identity, bool create);
 /* Drops caches that are cold at `now` and that no lease or ticket points at, once the
  * pool holds caches_sweep_at of them (amortised O(1) per new cache). */
 void sl__cache_sweep(sl__pool_t *p, double now);
+/* Forgets the cache of `identity` in p: freed, or, while a lease or ticket points at it,
+ * left as a cache never settled (cold, and a first call's for the working set). */
+void sl__cache_forget(sl__pool_t *p, const char *identity);
 /* Records a counted call of `c` that started at start_s and keeps the prefix ttl_s (0 =
  * the pool's cache_ttl_s): the cache lapses at the later of its current end of life and
  * start_s + ttl_s, kept as used_at = end of life - the pool's cache_ttl_s (lease.c). */
@@ -682,10 +707,21 @@ void sl__admit_release_all(sl__pool_t *p);
  * call returned them (0: none), which the margin's climb asks for (margin.c); `refused`:
  * that call got a 429, so the headers do not count it and vouch for no step. */
 int sl__resync(sl_engine_t *e, sl__pool_t *p, const char *const *names, const char *const *values,
-               size_t count, uint64_t lease_id, bool refused, double now, bool apply,
-               int *changed);
+               size_t count, uint64_t lease_id, double sent_after_s, bool refused, double now,
+               bool apply, int *changed);
+/* grants.c: records lease `l`'s grant of `need` in its pool's history at `now` and sets its
+ * cum_at_grant. */
+void sl__grants_record(sl__pool_t *p, sl__lease_t *l, const int64_t *need, double now);
+/* The reservations of bucket `b` granted after lease `l` (of pool `p`) and at most
+ * send_window_s after it, or `sent_after_s` when that is known (>= 0) and shorter: calls
+ * that may have reached the provider before `l`'s, so a header of `l`'s call may count
+ * them. 0 when the history no longer reaches back to the end of that window (excusing
+ * nothing lowers more, never overbooks). */
+double sl__grants_after(const sl__pool_t *p, const sl__lease_t *l, sl_bucket_t b,
+                        double sent_after_s);
 /* sl_engine_resync of pool `p` (found) with headers of lease `lease_id`'s call (0: none). */
-int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, const char *const *names,
+int sl__resync_pool(sl_engine_t *e, sl__pool_t *p, uint64_t lease_id, double sent_after_s,
+                    const char *const *names,
                     const char *const *values, size_t count, double now_s, int *changed);
 
 #endif

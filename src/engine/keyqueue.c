@@ -35,13 +35,10 @@ static sl__need_t need_on(const sl__pool_t *p, const sl__pool_t *own, sl__need_t
     return n;
 }
 
-/* p's entry for the cache `own_c` of agent entry `own_pa` on its own key, where pa is the
- * same agent's entry in p (NULL: the agent has none in p, so neither has the cache). */
-static sl__cache_t *cache_on(sl__pool_t *p, sl__pagent_t *pa, const sl__pagent_t *own_pa,
-                             const sl__cache_t *own_c)
+/* p's entry for the cache `own_c` of a request queued on another key (NULL: none yet). */
+static sl__cache_t *cache_on(sl__pool_t *p, const sl__cache_t *own_c)
 {
-    if (!pa) return NULL;
-    return own_c == &own_pa->cache ? &pa->cache : sl__cache_get(p, pa, own_c->key, false);
+    return sl__cache_get(p, own_c->key, false);
 }
 
 /* The sibling ticket p should take next: the longest-waiting head, among p's siblings'
@@ -70,7 +67,7 @@ static bool take(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, double now)
     sl__agent_t *a = t->pa->agent;
     sl__pagent_t *pa = sl__pagent_get(p, a, true);
     if (!pa) return false;
-    sl__cache_t *c = cache_on(p, pa, t->pa, t->cache);
+    sl__cache_t *c = cache_on(p, t->cache);
     sl__need_t need = need_on(p, t->pool, t->need, c, now);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         if (sl__limited(p, (sl_bucket_t)b) && (double)need.n[b] > sl__capacity(p, (sl_bucket_t)b))
@@ -81,7 +78,7 @@ static bool take(sl_engine_t *e, sl__pool_t *p, sl__ticket_t *t, double now)
     const char *reason = NULL;
     double wait_s = 0;
     if (sl__caps_check(e, p, &caps, &need, now, &reason, &wait_s, NULL) != SL_OK) return false;
-    if (!c && !(c = sl__cache_get(p, pa, t->cache->key, true))) return false;
+    if (!c && !(c = sl__cache_get(p, t->cache->key, true))) return false;
     sl__calib_t *calib = t->calib ? sl__calib_get(p, t->calib->model, true) : NULL;
     /* Its (model, group) output entry, by the same key in p (sl__calib_outputs). */
     sl__calib_t *outs = t->outs ? sl__calib_get(p, t->outs->model, true) : NULL;
@@ -124,7 +121,7 @@ double sl__keys_next_wakeup(const sl_engine_t *e, sl__pool_t *p)
      * such a head is taken at p's next advance (as sluice.lua's KQ.push_at). */
     if (!t || t->caps.h[0] || t->caps.h[1]) return INFINITY;
     sl__pagent_t *pa = sl__pagent_get(p, t->pa->agent, false);
-    sl__need_t n = need_on(p, t->pool, t->need, cache_on(p, pa, t->pa, t->cache), p->last_refill);
+    sl__need_t n = need_on(p, t->pool, t->need, cache_on(p, t->cache), p->last_refill);
     double need[SL_BUCKET_COUNT];
     sl__need_as_sums(&n, need);
     /* A microsecond late, so rounding never leaves the ticket a hair short. */
@@ -139,7 +136,7 @@ static double sibling_eta(sl__pool_t *q, const sl__pool_t *p, const sl__keys_ask
                           double now, const char **why)
 {
     sl__pagent_t *pa = sl__pagent_get(q, ask->pa->agent, false);
-    sl__need_t need = need_on(q, p, *ask->need, cache_on(q, pa, ask->pa, ask->cache), now);
+    sl__need_t need = need_on(q, p, *ask->need, cache_on(q, ask->cache), now);
     double sums[SL_BUCKET_COUNT];
     for (int b = 0; b < SL_BUCKET_COUNT; b++) {
         double cap = sl__capacity(q, (sl_bucket_t)b);

@@ -76,6 +76,7 @@ int sl__grant(sl_engine_t *e, sl__pool_t *p, sl__pagent_t *pa, sl__cache_t *cach
         l->room_at_grant[b] = p->level[b] + l->reserve_at_grant[b];
     }
     l->room_known = true;
+    sl__grants_record(p, l, need->n, now);
     sl__req_parent_charge(p, need->n[SL_BUCKET_REQUESTS], now);
     p->in_flight++;
     p->granted_total++;
@@ -655,8 +656,7 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
                  req->cache_prefix_hash ? req->cache_prefix_hash : "");
         cache_key = identity;
     }
-    sl__cache_t *cache = pa ? sl__cache_get(p, pa, cache_key, false)
-                            : (sl__cache_t *)sl__strmap_get(&p->caches, cache_key);
+    sl__cache_t *cache = sl__cache_get(p, cache_key, false);
     decide_args_t args = {.p = p};
     bool warm = cache_warm(p, cache, now_s);
     /* Estimates counted for a model are corrected by what settles taught us. */
@@ -725,11 +725,11 @@ int sl_engine_request(sl_engine_t *e, const sl_request_t *req, double now_s, sl_
     if (a && !pa) pa = sl__pagent_get(p, a, true);
     args.pa = pa;
     if (!cache) sl__cache_sweep(p, now_s);
-    args.cache = cache && pa ? cache : pa ? sl__cache_get(p, pa, cache_key, true) : NULL;
+    args.cache = cache ? cache : sl__cache_get(p, cache_key, true);
     if (req->model) args.calib = calib ? calib : sl__calib_get(p, req->model, true);
     if (req->model) args.outs = outs ? outs : sl__calib_outputs(p, req->model, role_c->name, true);
     args.team = a ? sl__pteam_get(e, p, a->team ? a->team : SL__DEFAULT_TEAM, true) : NULL;
-    if (!args.cache || (req->model && (!args.calib || !args.outs)) || !args.team) {
+    if (!args.pa || !args.cache || (req->model && (!args.calib || !args.outs)) || !args.team) {
         free(key);
         return sl__fail(e, SL_ENOMEM, "out of memory adding agent \"%s\"", req->agent);
     }
@@ -976,9 +976,21 @@ static int validate_settle(sl_engine_t *e, const sl_settle_t *s)
 int sl_engine_resync_lease(sl_engine_t *e, uint64_t lease, const char *const *names,
                            const char *const *values, size_t count, double now_s, int *changed)
 {
+    return sl_engine_resync_lease_sent(e, lease, -1, names, values, count, now_s, changed);
+}
+
+int sl_engine_resync_lease_sent(sl_engine_t *e, uint64_t lease, double sent_after_s,
+                                const char *const *names, const char *const *values, size_t count,
+                                double now_s, int *changed)
+{
+    if (!isfinite(sent_after_s))
+        return sl__fail(e, SL_EINVAL, "sent_after_s %g must be a finite number of seconds",
+                        sent_after_s);
     sl__lease_t *l;
     int rc = live_lease(e, lease, &l);
-    return rc ? rc : sl__resync_pool(e, l->pool, lease, names, values, count, now_s, changed);
+    return rc ? rc
+              : sl__resync_pool(e, l->pool, lease, sent_after_s, names, values, count, now_s,
+                                changed);
 }
 
 int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, double now_s,
@@ -995,7 +1007,7 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
     sl__pool_t *p = l->pool;
     /* Malformed provider headers refuse the settle before anything changes. */
     if (s->header_count && (rc = sl__resync(e, p, s->header_names, s->header_values,
-                                            s->header_count, lease, s->got_429, now_s, false,
+                                            s->header_count, lease, -1, s->got_429, now_s, false,
                                             NULL)))
         return rc;
     sl__agent_t *a = l->pa->agent;
@@ -1008,8 +1020,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
      * 429's do not count this call (the provider refused it): they apply after its refund
      * and the cut, below, against the level then (docs/design.md "Margin"). */
     if (s->header_count && !s->got_429)
-        sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, false, now_s,
-                   true, NULL);
+        sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, -1, false,
+                   now_s, true, NULL);
 
     int64_t actual_in = s->input_tokens + s->cache_creation_input_tokens;
     if (p->cfg.cache_reads_count) actual_in += s->cache_read_input_tokens;
@@ -1108,8 +1120,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         /* The lease has ended: its headers are compared with the level now, which holds
          * neither its need nor the room it was granted from, and earn no step. */
         if (s->header_count)
-            sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, true,
-                       now_s, true, NULL);
+            sl__resync(e, p, s->header_names, s->header_values, s->header_count, lease, -1,
+                       true, now_s, true, NULL);
     }
     sl__pool_drain(e, p, now_s);
     if (out) {

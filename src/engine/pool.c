@@ -36,6 +36,7 @@ void sl_pool_config_init(sl_pool_config_t *cfg)
     cfg->spend_cap_reset_s = 3600;
     cfg->lease_duration_prior_s = 30;
     cfg->backfill = true;
+    cfg->send_window_s = 5;
 }
 
 static int check_limit(sl_engine_t *e, const char *pool, const char *field, int64_t v)
@@ -95,6 +96,9 @@ static int validate(sl_engine_t *e, const char *name, const sl_pool_config_t *c)
         (rc = check_time(e, name, "lease_duration_prior_s", c->lease_duration_prior_s, true)) ||
         (rc = check_time(e, name, "ticket_idle_s", c->ticket_idle_s, false)))
         return rc;
+    if (!(c->send_window_s >= 0 && c->send_window_s <= SL__SEND_WINDOW_MAX_S))
+        return sl__fail(e, SL_EINVAL, "pool \"%s\": send_window_s %g must be in [0, %d] seconds",
+                        name, c->send_window_s, SL__SEND_WINDOW_MAX_S);
     if (c->max_lease_ttl_s < c->lease_ttl_s)
         return sl__fail(e, SL_EINVAL, "pool \"%s\": max_lease_ttl_s %g is below lease_ttl_s %g",
                         name, c->max_lease_ttl_s, c->lease_ttl_s);
@@ -180,6 +184,7 @@ int sl_engine_configure_pool(sl_engine_t *e, const char *name, const sl_pool_con
     p->floor_since = -1;
     p->blocked_until = -INFINITY;
     p->ws_promoted_at = -INFINITY;
+    p->grants.open_from = p->grants.open_at = -INFINITY;
     p->last_refill = now_s;
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         p->level[b] = sl__limited(p, (sl_bucket_t)b) ? sl__capacity(p, (sl_bucket_t)b) : 0;
@@ -312,12 +317,11 @@ double sl__pool_next_wakeup(const sl__pool_t *p)
     double admit_at = sl__admit_next_at(p);
     if (admit_at < at) at = admit_at;
     const sl__ticket_t *head = sl__queue_head(p);
-    if (!head && p->ws_n) {
-        head = sl__admit_next(p); /* the next first call */
-        /* Held by its holder's max_concurrent, it goes at that holder's release, which
-         * drains: a wake-up for its buckets would come back every microsecond until then. */
-        if (head && sl__caps_at_concurrency(p, &head->caps)) head = NULL;
-    }
+    /* The next first call, even when its holder's max_concurrent holds it: once it fits,
+     * the drain parks it on that holder and admits the first calls after it
+     * (sl__admit_grant), so the pool has something to do then. Without this wake-up they
+     * waited for whatever call advanced the pool next (ws_capped_head_wakeup.scn). */
+    if (!head && p->ws_n) head = sl__admit_next(p);
     /* At the pool's concurrency nothing goes before a release, which drains (and an
      * expiry is a wake-up above): the head's expected release time would come back every
      * time it passed without one, every microsecond when leases take no time. */

@@ -226,7 +226,8 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     sl_engine_advance(e, now_s);
     sl__agent_t *a = sl__agent_get(e, l->agent, true);
     sl__pagent_t *pa = a ? sl__pagent_get(p, a, true) : NULL;
-    sl__cache_t *cache = pa ? sl__cache_get(p, pa, l->cache_key, true) : NULL;
+    /* A state without a cache_key (an older writer's default) names the agent's own. */
+    sl__cache_t *cache = sl__cache_get(p, l->cache_key ? l->cache_key : l->agent, true);
     sl__calib_t *calib = l->model ? sl__calib_get(p, l->model, true) : NULL;
     /* The state keeps no role: the agent's last one stands for the lease's group. */
     sl__calib_t *outs =
@@ -246,6 +247,7 @@ int sl_engine_lease_restore(sl_engine_t *e, const sl_lease_state_t *l, double no
     lease->pool = p;
     lease->pa = pa;
     lease->cache = cache;
+    cache->refs++; /* as sl__grant's: never swept under the lease, and its end gives it back */
     lease->calib = calib;
     lease->outs = outs;
     lease->est_prompt_tokens = l->est_prompt_tokens;

@@ -227,6 +227,7 @@ static void pool_config_from(const op_t *op, sl_pool_config_t *cfg)
     N(margin_step_down);
     N(margin_step_up);
     N(margin_max);
+    N(send_window_s);
     N(recover_every_s);
     N(margin_floor_alert_s);
     N(lease_ttl_s);
@@ -475,10 +476,12 @@ void engine_op(engine_run_t *er, const scenario_t *sc, const op_t *op, result_t 
         headers_t h;
         headers_from(op, &h);
         int changed = 0;
-        /* `resync POOL lease=$l h...`: the headers of that lease's call */
+        /* `resync POOL lease=$l [sent=S] h...`: the headers of that lease's call, sent S
+         * seconds after its grant (absent: not known) */
         r->rc = arg(op, "lease")
-                    ? sl_engine_resync_lease(e, id_ref(&er->ids, arg(op, "lease")), h.names,
-                                             h.values, h.n, now, &changed)
+                    ? sl_engine_resync_lease_sent(e, id_ref(&er->ids, arg(op, "lease")),
+                                                  arg_num(op, "sent", -1), h.names, h.values,
+                                                  h.n, now, &changed)
                     : sl_engine_resync(e, a1, h.names, h.values, h.n, now, &changed);
         if (!r->rc) put_num(r, "changed", changed);
     } else if (strcmp(name, "task") == 0) {
@@ -736,7 +739,8 @@ void redis_op(redis_run_t *rr, const scenario_t *sc, const op_t *op, result_t *r
         headers_t h;
         headers_from(op, &h);
         uint64_t lease = arg(op, "lease") ? id_ref(&rr->ids, arg(op, "lease")) : 0;
-        r->rc = sl__rcmd_resync(&c, a1, lease, h.names, h.values, h.n, now, NULL, err, sizeof err);
+        r->rc = sl__rcmd_resync(&c, a1, lease, arg_num(op, "sent", -1), h.names, h.values, h.n,
+                                now, NULL, err, sizeof err);
         if (!r->rc) raw = lib_call(rr, &c, &rep, r);
         if (!r->rc) put_num(r, "changed", sl__rreply_num(&rep, SL_FR(changed), 0));
     } else if (strcmp(name, "task") == 0) {

@@ -190,6 +190,22 @@ static void test_bad_pool_configuration_is_refused(void **state)
     cfg.rpm = 0;
     EXPECT_REFUSED(e, sl_engine_configure_pool(e, "nocolon", &cfg, T0), SL_EINVAL,
                    "request_parent");
+    /* send_window_s: 0 to 60 seconds (docs/design.md "A later grant taken first") */
+    sl_pool_config_init(&cfg);
+    cfg.send_window_s = 61;
+    EXPECT_REFUSED(e, sl_engine_configure_pool(e, "default", &cfg, T0), SL_EINVAL,
+                   "send_window_s 61");
+    cfg.send_window_s = -1;
+    EXPECT_REFUSED(e, sl_engine_configure_pool(e, "default", &cfg, T0), SL_EINVAL,
+                   "send_window_s -1");
+    cfg.send_window_s = NAN;
+    EXPECT_REFUSED(e, sl_engine_configure_pool(e, "default", &cfg, T0), SL_EINVAL,
+                   "send_window_s");
+    /* a resync's grant-to-send delay must be a number (negative: not known) */
+    const char *names[] = {"anthropic-ratelimit-output-tokens-remaining"};
+    const char *values[] = {"1000"};
+    EXPECT_REFUSED(e, sl_engine_resync_lease_sent(e, l, NAN, names, values, 1, T0, NULL),
+                   SL_EINVAL, "sent_after_s");
     EXPECT_REFUSED(e, sl_engine_set_role(e, "w", NAN), SL_EINVAL, "\"w\"");
     EXPECT_REFUSED(e, sl_engine_set_role(e, "w", 0), SL_EINVAL, "\"w\"");
     sl_engine_free(e);

@@ -470,6 +470,58 @@ static void test_lease_durations_and_output_samples_come_back(void **state)
     sl_engine_free(e);
 }
 
+/* A call of 100 input tokens over a 10,000-token cached prefix, by `agent` through
+ * `cache_key` (NULL: its own cache), at `now`; returns the decision, granted. */
+static sl_decision_t cached_call(sl_engine_t *e, const char *agent, const char *cache_key,
+                                 double now)
+{
+    sl_request_t r;
+    memset(&r, 0, sizeof r);
+    r.agent = agent;
+    r.cache_key = cache_key;
+    r.input_tokens = 100;
+    r.cached_tokens = 10000;
+    return harness_request_as(e, &r, now, SL_GRANTED);
+}
+
+/* One namespace of prompt caches across a restart: a restored lease of b naming
+ * cache_key=a writes the cache a's own calls read, and c's own restored lease writes the
+ * cache d reads through cache_key=c. a has a record of its own after the restart (its
+ * restored lease), so the cache it reads is not found by accident of a missing record. */
+static void test_restored_leases_write_caches_by_name_whoever_named_them(void **state)
+{
+    fixture_t *f = *state;
+    sl_persist_t *p = open_ok(f);
+    sl_engine_t *e = engine();
+    uint64_t via_b = cached_call(e, "b", "a", T0).lease;
+    uint64_t own_a = harness_grant(e, "a", 10, 0, T0);
+    uint64_t own_c = cached_call(e, "c", NULL, T0).lease;
+    char err[512];
+    assert_int_equal(sl__persist_snapshot(p, e, err, sizeof err), 0);
+    sl__persist_free(p);
+    sl_engine_free(e);
+
+    size_t restored = 0;
+    e = read_state(f, &restored);
+    assert_int_equal(restored, 3);
+    sl_settle_t s;
+    memset(&s, 0, sizeof s);
+    s.input_tokens = 100;
+    s.cache_creation_input_tokens = 10000;
+    s.retry_after_s = -1;
+    assert_int_equal(sl_engine_settle(e, via_b, &s, T0 + 1, NULL), SL_OK);
+    assert_int_equal(sl_engine_settle(e, own_c, &s, T0 + 1, NULL), SL_OK);
+    assert_int_equal(sl_engine_cancel(e, own_a, T0 + 1), SL_OK);
+    sl_decision_t d = cached_call(e, "a", NULL, T0 + 2);
+    assert_false(d.cache_penalty);
+    assert_int_equal(d.charged_input_tokens, 100);
+    d = cached_call(e, "d", "c", T0 + 2);
+    assert_false(d.cache_penalty);
+    assert_int_equal(d.charged_input_tokens, 100);
+    assert_int_equal(sl_engine_check(e), SL_OK);
+    sl_engine_free(e);
+}
+
 static void test_ids_are_reserved_ahead_of_use(void **state)
 {
     fixture_t *f = *state;
@@ -551,6 +603,8 @@ SL_TEST_MAIN(
     cmocka_unit_test_setup_teardown(test_a_version_1_file_still_loads, setup, teardown),
     cmocka_unit_test_setup_teardown(test_lease_durations_and_output_samples_come_back, setup,
                                     teardown),
+    cmocka_unit_test_setup_teardown(test_restored_leases_write_caches_by_name_whoever_named_them,
+                                    setup, teardown),
     cmocka_unit_test_setup_teardown(test_suspensions_come_back_in_journal_order, setup,
                                     teardown),
     cmocka_unit_test_setup_teardown(test_an_unreadable_path_is_an_error_naming_it, setup,

@@ -284,6 +284,37 @@ static void test_lease_expired_while_down_is_reaped_at_once(void **state)
     sl_engine_free(b);
 }
 
+/* A restored lease holds its cache as a granted one does: the sweep of cold caches, which
+ * a fresh engine's cold caches invite, never frees the cache of a lease in flight, so its
+ * settle warms the cache its agent's next call reads (and writes no freed memory). */
+static void test_a_restored_lease_keeps_its_cache_through_a_sweep(void **state)
+{
+    (void)state;
+    sl_engine_t *a = harness_engine(600000, 0, 0);
+    sl_request_t r = harness_req("a", 100, 0);
+    r.cached_tokens = 10000;
+    sl_decision_t d = harness_request_as(a, &r, T0, SL_GRANTED);
+    sl_engine_t *b = restart(a, T0, T0 + 1);
+    /* 1,100 cold, unreferenced identities: the 1,024th sweeps every cold one. */
+    char hash[32];
+    for (int i = 0; i < 1100; i++) {
+        sl_request_t x = harness_req("x", 10, 0);
+        snprintf(hash, sizeof hash, "p%d", i);
+        x.cache_prefix_hash = hash;
+        sl_decision_t g = harness_request_as(b, &x, T0 + 2, SL_GRANTED);
+        assert_int_equal(sl_engine_cancel(b, g.lease, T0 + 2), SL_OK);
+    }
+    sl_settle_t s = harness_settle(100, 0);
+    s.cache_creation_input_tokens = 10000;
+    assert_int_equal(sl_engine_settle(b, d.lease, &s, T0 + 3, NULL), SL_OK);
+    sl_decision_t warm = harness_request_as(b, &r, T0 + 4, SL_GRANTED);
+    assert_false(warm.cache_penalty);
+    assert_int_equal(warm.charged_input_tokens, 100);
+    harness_check(b);
+    sl_engine_free(a);
+    sl_engine_free(b);
+}
+
 static void test_restore_refuses_bad_leases_and_changes_nothing(void **state)
 {
     (void)state;
@@ -399,6 +430,7 @@ SL_TEST_MAIN(
     cmocka_unit_test(test_restored_lease_settles_with_its_refund),
     cmocka_unit_test(test_restored_lease_is_reaped_without_refund),
     cmocka_unit_test(test_lease_expired_while_down_is_reaped_at_once),
+    cmocka_unit_test(test_a_restored_lease_keeps_its_cache_through_a_sweep),
     cmocka_unit_test(test_restore_refuses_bad_leases_and_changes_nothing),
     cmocka_unit_test(test_pool_restore_clamps_margin_and_levels),
     cmocka_unit_test(test_margin_and_its_clock_survive),

@@ -497,8 +497,9 @@ void sl__rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
 /* The headers of a lease's call, as they arrive: on the local engine for a fail-open
  * lease, else through Redis. Never deferred (op->cmd stays empty): a snapshot replayed
  * after an outage would describe a minute long gone, so Redis away answers unavailable. */
-void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
-                   const char *const *values, size_t count, sl_backend_done_cb cb, void *ud)
+void sl__rb_resync(sl_backend_t *b, uint64_t lease, double sent_after_s,
+                   const char *const *names, const char *const *values, size_t count,
+                   sl_backend_done_cb cb, void *ud)
 {
     rb_t *rb = (rb_t *)b;
     char err[256];
@@ -515,8 +516,9 @@ void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
         }
         size_t from = rb->n_events;
         const char **scaled = sl__rb_share_headers(rb, names, values, count);
-        int rc = scaled ? sl_engine_resync_lease(rb->local, sl__rb_engine_id(rb, lease), names,
-                                                 scaled, count, sl__rb_now(b), NULL)
+        int rc = scaled ? sl_engine_resync_lease_sent(rb->local, sl__rb_engine_id(rb, lease),
+                                                      sent_after_s, names, scaled, count,
+                                                      sl__rb_now(b), NULL)
                         : SL_ENOMEM;
         free(scaled);
         sl__rb_fix_local_events(rb, from);
@@ -533,8 +535,8 @@ void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
     }
     op->cb.done = cb;
     sl__rcmd_t cmd;
-    rc = sl__rcmd_resync(&cmd, p->name, lease, names, values, count, NAN, rb->opt.replica_id,
-                         err, sizeof err);
+    rc = sl__rcmd_resync(&cmd, p->name, lease, sent_after_s, names, values, count, NAN,
+                         rb->opt.replica_id, err, sizeof err);
     if (rc != SL_OK) {
         if (cb) cb(rc, 0, err, ud);
         sl__rb_rop_free(op);

@@ -316,8 +316,9 @@ void sl__rb_extend(sl_backend_t *b, uint64_t lease, double ttl_s, sl_backend_don
                    void *ud);
 void sl__rb_settle(sl_backend_t *b, uint64_t lease, const sl_settle_t *s,
                    sl_backend_settle_cb cb, void *ud);
-void sl__rb_resync(sl_backend_t *b, uint64_t lease, const char *const *names,
-                   const char *const *values, size_t count, sl_backend_done_cb cb, void *ud);
+void sl__rb_resync(sl_backend_t *b, uint64_t lease, double sent_after_s,
+                   const char *const *names, const char *const *values, size_t count,
+                   sl_backend_done_cb cb, void *ud);
 
 /* ---- manage.c (operations-table entries, as ops.c's) ---- */
 void sl__rb_configure(sl_backend_t *b, const sl_backend_settings_t *s, sl_backend_done_cb cb,

@@ -295,12 +295,17 @@ int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_se
     return rc;
 }
 
-int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, uint64_t lease, const char *const *names,
-                    const char *const *values, size_t count, double now_s, const char *origin,
-                    char *err, size_t errlen)
+int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, uint64_t lease, double sent_after_s,
+                    const char *const *names, const char *const *values, size_t count,
+                    double now_s, const char *origin, char *err, size_t errlen)
 {
+    if (!isfinite(sent_after_s)) {
+        snprintf(err, errlen, "sent_after_s %g must be a finite number of seconds", sent_after_s);
+        return SL_EINVAL;
+    }
     sl__rcmd_begin(c, "sluice_resync", pool, now_s, origin);
     if (lease) sl__rcmd_u64(c, SL_FA(lease), lease);
+    if (lease && sent_after_s >= 0) sl__rcmd_num(c, SL_FA(sent_after_s), sent_after_s);
     int rc = add_headers(c, names, values, count, err, errlen);
     if (rc) sl__rcmd_free(c);
     return rc;

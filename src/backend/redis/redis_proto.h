@@ -22,7 +22,7 @@
 #include <sluice/engine.h>
 
 /* The Functions library version this build speaks (sluice.lua's VERSION). */
-#define SL__REDIS_LIB_VERSION "23"
+#define SL__REDIS_LIB_VERSION "25"
 
 #define SL__RID_SHIFT 40
 #define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */
@@ -111,11 +111,12 @@ void sl__rcmd_request(sl__rcmd_t *c, const sl_request_t *req, bool graph_key, sl
 int sl__rcmd_settle(sl__rcmd_t *c, const char *pool, uint64_t lease, const sl_settle_t *s,
                     double now_s, const char *origin, char *err, size_t errlen);
 
-/* Builds a resync of `pool` from headers of lease `lease`'s call (0: none); same validation
- * as sl__rcmd_settle. */
-int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, uint64_t lease, const char *const *names,
-                    const char *const *values, size_t count, double now_s, const char *origin,
-                    char *err, size_t errlen);
+/* Builds a resync of `pool` from headers of lease `lease`'s call (0: none), sent
+ * `sent_after_s` seconds after its grant (negative: not known; sl_engine_resync_lease_sent);
+ * same validation as sl__rcmd_settle. */
+int sl__rcmd_resync(sl__rcmd_t *c, const char *pool, uint64_t lease, double sent_after_s,
+                    const char *const *names, const char *const *values, size_t count,
+                    double now_s, const char *origin, char *err, size_t errlen);
 
 /* A decoded library reply. */
 typedef struct sl__rreply {

@@ -17,7 +17,8 @@
 --   P.."tend"      hash: ended tickets, "state:lease"; P.."tendz" zset by end time
 --   P.."idem" / P.."idemz": first answers to request ids, and their times
 --   P.."A:<agent>" string: the agent in this pool; P.."agents" set of names
---   P.."C:<key>"   string: a prompt cache shared under a cache_key other than the agent
+--   P.."C:<key>"   string: a prompt cache, by identity: an agent's default cache is the one
+--                  named by the agent (one namespace with every cache_key)
 --   P.."M:<model>" string: calibration of a model
 --   P.."ablk"      hash: agent -> until when its own 429 report holds its requests
 --                  (dropped whole once st's ablk_until, the latest, has passed)
@@ -39,7 +40,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '23'
+local VERSION = '25'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -550,7 +551,9 @@ end
 -- ---- agents, caches, calibration ----
 -- Ports: src/engine/agent.c, src/engine/calibrate.c (caches: src/engine/lease.c).
 
-local AGENT = codec({'agent', 'role', 'sig'}, {'lf', 'cls', 'ctok', 'weight', 'repeats', 'err_n',
+-- _cls, _ctok: the agent's own cache before library 23 (now C:<agent>); read by nothing,
+-- kept so that records written before still decode.
+local AGENT = codec({'agent', 'role', 'sig'}, {'lf', '_cls', '_ctok', 'weight', 'repeats', 'err_n',
   'err_pos', 'alert', 'leases', 'queued', 'tin', 'tout', 'g429'}, 'errs')
 local CACHE = codec({}, {'ls', 'tok'})
 local CALIB = codec({'model'}, {'n', 'pos', 'total', 'ratio'}, 'samples')
@@ -561,15 +564,15 @@ local function agent_get(name, make)
   local a = load(agent_key(name), AGENT)
   if a or not make then return a end
   redis.call('SADD', K('agents'), name)
-  return create(agent_key(name), AGENT, {agent = name, lf = 0, cls = -math.huge, ctok = 0,
+  return create(agent_key(name), AGENT, {agent = name, lf = 0, _cls = -math.huge, _ctok = 0,
     role = 'worker', weight = 1.0, repeats = 0, sig = '', errs = {}, err_n = 0, err_pos = 0,
     alert = 0, leases = 0, queued = 0, tin = 0, tout = 0, g429 = 0})
 end
 
--- A cache is either the agent's own (fields cls/ctok of its record) or shared. ls/cls:
--- the start (grant) of its last counted call; tok/ctok: the prefix's size.
-local function cache_view(a, own, ck)
-  if own then return {rec = a, key = agent_key(a.agent), ls = 'cls', tok = 'ctok'} end
+-- The cache of identity ck (an agent's name for its default cache: one namespace, engine:
+-- sl__cache_get), or nil. ls: the start (grant) of its last counted call; tok: the prefix's
+-- size.
+local function cache_view(ck)
   local key = S.prefix .. 'C:' .. ck
   local r = load(key, CACHE)
   if not r then return nil end
@@ -707,9 +710,10 @@ end
 -- its tickets 0..k) / weight, derived when asked; the ticket record keeps its team and
 -- cost.
 
-local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
+local TICKET = codec({'agent', 'ck', 'model', 'team'}, {'id', '_own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'finish', 'seq', 'enq', 'ttl', 'held', 'idle_at', 'cost', 'pt'},
-  nil, {'park', 'woke', 'ws', 'cttl', 'ogrp', 'pin'})  -- caps: the holder it is parked on,
+  nil, {'park', 'woke', 'ws', 'cttl', 'ogrp', 'pin'})  -- _own: 1 for the agent's own cache
+  -- before library 23, now always 0 (ck names every cache); caps: the holder it is parked on,
   -- the holder that woke it; ws: '1' while the working set parks it (a task's first call);
   -- cttl: the call's cache lifetime in seconds ('' = the pool's cache_ttl_s); ogrp: its
   -- agent group (role), whose output percentile it learns; pin: '1' when its request
@@ -967,11 +971,13 @@ end
 -- ---- leases and tickets ----
 -- Ports: src/engine/lease.c, src/engine/caps.c.
 
-local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', 'own', 'est', 'n0', 'n1', 'n2', 'n3',
+local LEASE = codec({'agent', 'ck', 'model'}, {'id', 'ticket', '_own', 'est', 'n0', 'n1', 'n2', 'n3',
   'cached', 'pen', 'weight', 'granted_at', 'waited', 'ttl', 'claimed', 'exp', 'pt', 'cusd'},
-  nil, {'caph', 'cttl', 'ogrp', 'rg'})  -- caps: its cost in USD, its holders' keys (caps
-  -- section); cttl and ogrp as the ticket's; rg: per bucket "room:reserve" at the grant,
-  -- comma-separated ('' from an older record: not known), as the engine's room_at_grant
+  nil, {'caph', 'cttl', 'ogrp', 'rg', 'gc'})  -- _own as the ticket's; caps: its cost in USD, its
+  -- holders' keys (caps section); cttl and ogrp as the ticket's; rg: per bucket
+  -- "room:reserve" at the grant, comma-separated ('' from an older record: not known), as
+  -- the engine's room_at_grant; gc: per bucket the pool's gc0..gc3 right after the grant
+  -- (GH, the engine's cum_at_grant)
 
 -- A ticket's poll claims the lease it was granted (its TTL starts); `peek`: a replica
 -- asking after a grant it may have missed, not its holder. Returns whether it changed.
@@ -1012,6 +1018,7 @@ end
 local CP = {}
 local WS = {}  -- the working set's functions (their section follows backfilling)
 local CALL = {}  -- a call's frame: its events and the reply to a refused call (before pool_call)
+local GH = {MARKS = 64, SPLIT = 8}  -- the grant history (its section precedes grant)
 local KQ = {}  -- one queue over the keys of a pool of several keys (its section follows the
               -- configuration's decoding, which it uses)
 local HOLDER = codec({}, {'lv0', 'lv1', 'lv2', 'lv3', 'last', 'inf', 'np', 'nw', 'bh', 'bd',
@@ -1379,12 +1386,66 @@ function CP.caps_parked_eta(p, t, now)
   return CP.caps_release_eta(p, h, st, ahead, now), h.team and CONST.REASON_TEAM or CONST.REASON_AGENT
 end
 
--- t: {agent, own, ck, model, est, n0..n3, cached, pen}; g its team's record, `finish`
+-- ---- the grant history ----
+-- Ports: src/engine/grants.c (which says why). The reservations ever granted, per bucket
+-- (gc0..gc3 in the pool's state); the open mark's first and last grant (gof, goa); the
+-- closed marks, the last GH.MARKS of them, in list K('gh') as "at,c0,c1,c2,c3". Grants
+-- less than send_window_s / GH.SPLIT apart share a mark.
+
+-- Records lease l's grant at `now` and sets its l.gc (the sums right after it).
+function GH.record(p, l, now)
+  if p.send_window_s > 0 and not (now - p.gof < p.send_window_s / GH.SPLIT) then
+    if p.goa > -math.huge then
+      local n = redis.call('RPUSH', K('gh'), string.format('%.17g,%.17g,%.17g,%.17g,%.17g',
+                                                           p.goa, p.gc0, p.gc1, p.gc2, p.gc3))
+      if n > GH.MARKS then redis.call('LTRIM', K('gh'), -GH.MARKS, -1) end
+    end
+    p.gof = now
+  end
+  p.goa = now
+  p.gc0, p.gc1, p.gc2, p.gc3 = p.gc0 + l.n0, p.gc1 + l.n1, p.gc2 + l.n2, p.gc3 + l.n3
+  l.gc = string.format('%.17g,%.17g,%.17g,%.17g', p.gc0, p.gc1, p.gc2, p.gc3)
+end
+
+-- Per bucket (index b + 1), the reservations granted after lease l and at most
+-- send_window_s after it, or `sent` seconds when that is known (>= 0) and shorter; 0 when
+-- the history no longer reaches back to that window's end, or l's sums are not known (an
+-- older record). As the engine's sl__grants_after.
+function GH.after(p, l, sent)
+  local after = {0, 0, 0, 0}
+  local window = p.send_window_s
+  if sent >= 0 and sent < window then window = sent end
+  if not (window > 0) or not l.gc or l.gc == '' then return after end
+  local window_end = l.granted_at + window
+  local now_sums = {p.gc0, p.gc1, p.gc2, p.gc3}
+  if p.goa > window_end then
+    -- Granted since the window ended: the last mark that ended in it, if still kept.
+    now_sums = nil
+    local marks = redis.call('LRANGE', K('gh'), 0, -1)
+    for i = #marks, 1, -1 do
+      local at, c0, c1, c2, c3 = string.match(marks[i], '^([^,]+),([^,]+),([^,]+),([^,]+),([^,]+)$')
+      if tonumber(at) <= window_end then
+        now_sums = {tonumber(c0), tonumber(c1), tonumber(c2), tonumber(c3)}
+        break
+      end
+    end
+    if not now_sums then return after end
+  end
+  local b = 1
+  for mine in string.gmatch(l.gc, '[^,]+') do
+    local d = now_sums[b] - tonumber(mine)
+    after[b] = d > 0 and d or 0
+    b = b + 1
+  end
+  return after
+end
+
+-- t: {agent, ck, model, est, n0..n3, cached, pen}; g its team's record, `finish`
 -- and `outer` its inner and outer tags; returns the lease record.
 local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now, hs)
   local id = new_id(p)
   local claimed = ticket == 0
-  local l = {id = id, agent = a.agent, ticket = ticket, own = t.own, ck = t.ck,
+  local l = {id = id, agent = a.agent, ticket = ticket, _own = 0, ck = t.ck,
     model = t.model, est = t.est, n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3,
     cached = t.cached, pen = t.pen, pt = t.pt, weight = weight, granted_at = now, waited = waited,
     ttl = ttl, claimed = claimed and 1 or 0,
@@ -1399,6 +1460,7 @@ local function grant(p, a, t, weight, g, finish, outer, ttl, ticket, waited, now
     rg[#rg + 1] = string.format('%.17g:%.17g', p['lv' .. b] + reserve, reserve)
   end
   l.rg = table.concat(rg, ',')
+  GH.record(p, l, now)
   RP.charge(p, l.n2, now)
   p.in_flight = p.in_flight + 1
   p.granted_total = p.granted_total + 1
@@ -1467,8 +1529,7 @@ local function load_lease(id) return load(lease_key(id), LEASE) end
 -- larger need could never fit (engine: sl__ticket_cache_lapsed).
 local function ticket_cache_lapsed(p, t, now)
   if t.pen == 1 or t.cached <= 0 or p.cache_reads_count ~= 0 then return end
-  local a = agent_get(t.agent, false)
-  if a and cache_warm(p, cache_view(a, t.own == 1, t.ck), now) then return end
+  if cache_warm(p, cache_view(t.ck), now) then return end
   local cold = {[0] = t.n0 + t.cached, t.n1, t.n2, t.n3 + t.cached}
   for b = 0, NB - 1 do
     if limited(p, b) and cold[b] > capacity(p, b) then return end
@@ -1736,11 +1797,9 @@ end
 -- sl__admit_settled; the settle drains).
 function WS.settled(p, l)
   if p.ws_n <= 0 then return end
-  local own = tonumber(l.own) == 1
   for _, id in ipairs(redis.call('ZRANGE', K('wsa'), 0, -1)) do
     local t = load_ticket(tonumber(id))
-    if t and (tonumber(t.own) == 1) == own and
-        (own and t.agent == l.agent or not own and t.ck == l.ck) then
+    if t and t.ck == l.ck then
       WS.unpark(p, t)
       queue_insert(p, t)
     end
@@ -1938,13 +1997,9 @@ local function next_wakeup(p)
   if ws_at < at then at = ws_at end
   local id = queue_head(p)
   local t = id and load_ticket(id)
-  if not t and p.ws_n > 0 then
-    t = WS.next(p)  -- the next first call
-    -- Held by its holder's max_concurrent, it goes at that holder's release, which drains:
-    -- a wake-up for its buckets would come back every microsecond until then.
-    local hs = t and CP.caps_resolve(p, t.agent)
-    if hs and CP.caps_at_concurrency(hs) then t = nil end
-  end
+  -- The next first call, even when its holder's max_concurrent holds it: once it fits, the
+  -- drain parks it on that holder and admits the first calls after it (WS.grant).
+  if not t and p.ws_n > 0 then t = WS.next(p) end
   -- At the pool's concurrency nothing goes before a release, which drains (and an expiry
   -- is a wake-up above): the head's expected release time would come back every time it
   -- passed without one, every microsecond when leases take no time.
@@ -1999,8 +2054,9 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'lx_at', 'ti_at', 'purge_at', 'epoch', 'first_n', 'cold_until', 'cold_raised', 'lost_until',
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
   'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits', 'climb_n',
-  'og', 'oh', 'hu', 'h0', 'h1', 'h2', 'h3', 'rf1', 'rf3', 'rfn'})  -- og..h3: CALL.hold_gap (0
-  -- from an older record); rf1, rf3, rfn: QE (the refund shares and their count)
+  'og', 'oh', 'hu', 'h0', 'h1', 'h2', 'h3',  -- og..h3: CALL.hold_gap (0 from an older record)
+  'gc0', 'gc1', 'gc2', 'gc3', 'gof', 'goa',  -- gc0..goa: GH, the grant history
+  'rf1', 'rf3', 'rfn'})  -- QE: the refund shares of the queue's ETA and their count
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -2112,7 +2168,7 @@ end
 -- it fits p now; false, with nothing changed, when it does not.
 function KQ.take(p, best, now)
   local t, q = best.t, best.q
-  local n = KQ.need_on(p, q, t, t.agent, now)
+  local n = KQ.need_on(p, q, t, now)
   local need = need_of(n)
   local a = agent_get(t.agent, false)
   for b = 0, NB - 1 do
@@ -2135,7 +2191,7 @@ function KQ.take(p, best, now)
   local start = g.vtime > a.lf and g.vtime or a.lf
   local finish = start + cst / t.weight
   local _, _, outer = queue_place(p, g, finish, nil, cst)
-  local tt = {own = t.own, ck = t.ck, model = t.model, est = t.est, n0 = n.n0, n1 = n.n1,
+  local tt = {ck = t.ck, model = t.model, est = t.est, n0 = n.n0, n1 = n.n1,
               n2 = n.n2, n3 = n.n3, cached = t.cached, pen = n.pen, pt = t.pt, cttl = t.cttl,
               ogrp = t.ogrp}
   local l = grant(p, a, tt, t.weight, g, finish, outer, t.ttl, t.id, now - t.enq, now, hs)
@@ -2172,17 +2228,11 @@ function KQ.drain(p, now)
   end
 end
 
--- The need of request t (its agent `agent`) queued on key `own`, as key p, the pool the
+-- The need of request t queued on key `own`, as key p, the pool the
 -- call is in, charges it: a provider's cache is per workspace, so a prefix warm on its
 -- own key is charged as uncached input when p's cache for it is cold.
-function KQ.need_on(p, own, t, agent, now)
-  local a = agent_get(agent, false)
-  local c = nil
-  if t.own == 1 then
-    if a then c = cache_view(a, true, t.ck) end
-  else
-    c = cache_view(a, false, t.ck)
-  end
+function KQ.need_on(p, own, t, now)
+  local c = cache_view(t.ck)
   local n = {n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, pen = t.pen}
   if t.pen == 0 and t.cached > 0 and not cache_warm(p, c, now) and p.cache_reads_count == 0 and
       own.cache_reads_count == 0 then
@@ -2195,7 +2245,7 @@ end
 -- p (their needs with its own sum to `sums`, `ahead` of them) and t itself: q takes them
 -- as p's heads. nil when q can never hold it. As the engine's sibling_eta (keyqueue.c).
 function KQ.sibling_eta(q, p, t, agent, sums, ahead, now)
-  local n = KQ.need_on(q, p, t, agent, now)
+  local n = KQ.need_on(q, p, t, now)
   local qs = {}
   for b = 0, NB - 1 do
     local nb = n['n' .. b]
@@ -2296,7 +2346,7 @@ function KQ.push_at(p)
   local best = math.huge
   KQ.each_taker(p, t, p.last_refill, function(_, q)
     if q.concurrency > 0 and q.in_flight >= q.concurrency then return false end
-    local n = need_of(KQ.need_on(q, p, t, t.agent, q.last_refill))
+    local n = need_of(KQ.need_on(q, p, t, q.last_refill))
     for b = 0, NB - 1 do
       if limited(q, b) and n[b] > capacity(q, b) then return false end
     end
@@ -2655,6 +2705,7 @@ local function configure(p, args, now)
     return {created = 0, pool_no = p.pool_no}
   end
   if redis.call('EXISTS', S.pool_key) == 1 then drop_old_layout() end
+  redis.call('DEL', K('gh'))  -- the grant history of a pool Redis lost (GH)
   cfg.pool_no = num(args, 'pool_no', 0)
   S.cfg_new = encode(CFG, cfg)
   p = setmetatable({now = now, last_refill = now, margin_bp = cfg.start_bp, clean_since = now,
@@ -2664,7 +2715,8 @@ local function configure(p, args, now)
     purge_at = math.huge, lease_mean_s = 0, lease_samples = 0, spend_cap_at = 0, n_parked = 0,
     agreed_at = 0, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
     ws3 = 0, ws_prom = -math.huge, agreed_bits = 0, climb_n = 0, og = 0, oh = 0, hu = 0,
-    h0 = 0, h1 = 0, h2 = 0, h3 = 0, rf1 = 0, rf3 = 0, rfn = 0},
+    h0 = 0, h1 = 0, h2 = 0, h3 = 0, gc0 = 0, gc1 = 0, gc2 = 0, gc3 = 0, gof = -math.huge,
+    goa = -math.huge, rf1 = 0, rf3 = 0, rfn = 0},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -2880,7 +2932,7 @@ local function decide(p, a, t, weight, ttl, cache, now)
   end
   local id = new_id(p)
   p.seq = p.seq + 1
-  local tk = {id = id, agent = a.agent, own = t.own, ck = t.ck, model = t.model, est = t.est,
+  local tk = {id = id, agent = a.agent, _own = 0, ck = t.ck, model = t.model, est = t.est,
     n0 = t.n0, n1 = t.n1, n2 = t.n2, n3 = t.n3, cached = t.cached, pen = t.pen, pt = t.pt,
     weight = weight, finish = finish, seq = p.seq, enq = now, ttl = ttl, held = 0,
     idle_at = now + p.ticket_idle_s, team = g.name, cost = c, park = '', woke = '', ws = '',
@@ -3046,8 +3098,7 @@ local function request(p, args, now)
   if args.model or args.cache_prefix_hash then
     ck = ck .. '\31' .. (args.model or '') .. '\31' .. (args.cache_prefix_hash or '')
   end
-  local cache
-  if a then cache = cache_view(a, ck == agent, ck) else cache = cache_view(nil, false, ck) end
+  local cache = cache_view(ck)
   local warm = cache_warm(p, cache, now)
   local first_call = WS.is_first_call(p, cache)
   local calib = args.model and calib_get(p, args.model, false) or nil
@@ -3112,10 +3163,7 @@ local function request(p, args, now)
     t.hs = hs
   end
   a = a or agent_get(agent, true)
-  if not cache then
-    if ck == agent then cache = cache_view(a, true, ck) else cache = cache_make(ck) end
-  end
-  t.own = cache.rec == a and 1 or 0
+  if not cache then cache = cache_make(ck) end
   t.ck = ck
   if args.model then calib_get(p, args.model, true) end
   local unblocks = num(args, 'unblocks', 0)
@@ -3273,7 +3321,7 @@ local function resync_apply(p, args, now, id, refused)
   -- The lease whose call returned them: its headers are compared with the pool at its
   -- grant (room and reserve then), as the engine's reference_level and reserve_growth.
   local l = (id and not refused) and load_lease(id) or nil
-  local rg = nil
+  local rg, after = nil, nil
   if l and l.rg and l.rg ~= '' then
     rg = {}
     for room, res in string.gmatch(l.rg, '([^:,]+):([^,]+)') do
@@ -3282,7 +3330,10 @@ local function resync_apply(p, args, now, id, refused)
   end
   local function reference_level(b)
     if not rg then return p['lv' .. b] end
-    return rg[b + 1][1] - (p['lim' .. b] - capacity(p, b))
+    -- leases granted just after it, perhaps taken first (GH); `sent_after_s`: the proxy's.
+    -- Read once, when a remaining value asks.
+    after = after or GH.after(p, l, num(args, 'sent_after_s', -1))
+    return rg[b + 1][1] - (p['lim' .. b] - capacity(p, b)) - after[b + 1]
   end
   local function reserve_growth(b)
     if not rg then return 0 end
@@ -3405,8 +3456,7 @@ local function settle(p, args, now)
     output_record(l.model, l.ogrp, (l.n1 > 0 and output == l.n1) and 2 * l.n1 or output)
     QE.record(p, l, actual_in, actual_out)
     local cache_tokens = cr + cc
-    local c = l.own == 1 and {rec = a, ls = 'cls', tok = 'ctok', key = agent_key(a.agent)}
-        or cache_make(l.ck)
+    local c = cache_make(l.ck)
     -- The cache life runs from the call's start, as the provider counts it: the grant,
     -- the earliest the call can have been sent; the later end of life wins (engine:
     -- lease.c, sl__cache_touch): a call keeping the prefix cttl seconds moves the start
@@ -3622,13 +3672,15 @@ local function agent_forget(p, args, now)
       why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's"
     end
   end
+  local cache = cache_view(name)  -- the cache of its name, warm through anyone's call
   if not why then
     local g = team_get(DEFAULT_TEAM, false)
-    if now - a.cls < p.cache_ttl_s or a.lf > (g and g.vtime or 0) then
+    if cache_warm(p, cache, now) or a.lf > (g and g.vtime or 0) then
       why = "its prompt cache, fair-queue tag or own retry-after in a pool is not a new agent's"
     end
   end
   if why then return {forgotten = 0, kept = why} end
+  if cache then drop(cache.key) end  -- cold: a lease naming it writes it anew at its settle
   drop(agent_key(name))
   redis.call('SREM', K('agents'), name)
   if st then

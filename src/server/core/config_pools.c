@@ -240,6 +240,7 @@ static const sl_config_field_t pool_fields[] = {
     AMOUNT(price_output_per_mtok),
     AMOUNT(spend_cap_reset_s),
     AMOUNT(lease_duration_prior_s),
+    AMOUNT(send_window_s),
     FLAG(backfill),
     FLAG(working_set),
     {"output_reserve", SL_FIELD_BOOL, offsetof(pool_read_t, config.output_reserve_learned), 0, 0,

@@ -33,6 +33,7 @@ static json_t *pool_config_json(const sl_pool_config_t *c)
         json_object_set_new(j, "spend_cap_reset_s", json_real(c->spend_cap_reset_s));
         json_object_set_new(j, "lease_duration_prior_s", json_real(c->lease_duration_prior_s));
         json_object_set_new(j, "margin_max", json_real(c->margin_max));
+        json_object_set_new(j, "send_window_s", json_real(c->send_window_s));
         json_object_set_new(j, "output_reserve",
                             json_string(c->output_reserve_learned ? "learned" : "max_tokens"));
     }

@@ -152,6 +152,14 @@ static sl_upstream_xfer_t *xfer_get(sl_upstream_t *u)
     return x;
 }
 
+double sl_upstream_sent_after_s(sl_upstream_xfer_t *x)
+{
+    curl_off_t us = 0;
+    if (curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &us) != CURLE_OK || us < 0)
+        return -1;
+    return (double)us / 1e6;
+}
+
 static void idle_restart(sl_upstream_xfer_t *x)
 {
     if (x->idle && !x->paused) evtimer_add(x->idle, &x->idle_tv);

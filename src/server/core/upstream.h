@@ -81,6 +81,11 @@ void sl_upstream_resume(sl_upstream_xfer_t *x);
  * own callbacks (the transfer is then torn down when the callback returns). */
 void sl_upstream_cancel(sl_upstream_xfer_t *x);
 
+/* Seconds from sl_upstream_start() until the request began to be written (after the
+ * connection and TLS were set up, or a kept connection was taken): when the provider can
+ * first see the call. Negative when not known yet. Valid in the callbacks. */
+double sl_upstream_sent_after_s(sl_upstream_xfer_t *x);
+
 /* Transfers running now (for tests and metrics). */
 size_t sl_upstream_running(const sl_upstream_t *u);
 

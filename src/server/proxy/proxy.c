@@ -152,6 +152,7 @@ typedef struct px {
     struct evbuffer *sse;  /* bytes of an incomplete event */
     sl_usage_t usage;
     double sent_s;       /* monotonic: the request went to the provider (0: not yet) */
+    double granted_s;    /* monotonic: the lease's grant reached the proxy (0: none) */
     double first_token_s; /* monotonic: a stream's first output event came (0: not yet) */
     struct px *prev, *next;
 } px_t;
@@ -554,8 +555,13 @@ static void resync_at_arrival(px_t *px, const char *const *names, const char *co
     }
     count = sl__bound_limit_headers(px->srv, px->pool, true, rl_names, rl_values, count, scratch);
     if (count == 0) return;
-    sl_backend_resync(px->srv->backend, px->lease, rl_names, rl_values, count, on_resynced,
-                      (void *)(uintptr_t)px->lease);
+    /* When the call was sent after its grant: only the leases granted before it can have
+     * been taken first (design.md, "A later grant taken first"). From the grant's arrival
+     * here, a little after the backend made it (less excused, never more). */
+    double up_s = px->xfer ? sl_upstream_sent_after_s(px->xfer) : -1;
+    double sent_after_s = up_s >= 0 && px->granted_s > 0 ? px->sent_s - px->granted_s + up_s : -1;
+    sl_backend_resync(px->srv->backend, px->lease, sent_after_s, rl_names, rl_values, count,
+                      on_resynced, (void *)(uintptr_t)px->lease);
 }
 
 static void on_up_headers(void *ud, int status, const char *const *names,
@@ -911,6 +917,7 @@ static void on_decision(int rc, const sl_decision_t *d, const char *errmsg, void
     switch (d->status) {
     case SL_GRANTED:
         px->lease = d->lease;
+        px->granted_s = monotonic_s();
         if (rekey_upstream(px) < 0 || cap_forwarded_output(px, d->charged_output_tokens) < 0) {
             cancel_lease(px);
             px_error(px, 503, "sluice: out of memory");

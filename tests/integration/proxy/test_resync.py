@@ -61,7 +61,8 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
                 self.assertGreater(b["level"], b["capacity"] - 2000, (i, b))
             events = s.events()
             self.assertEqual([e for e in events if e["event"] == "queued"], [])
-            resyncs = [e for e in events if e["event"] == "resync" and e["bucket"] == "output"]
+            resyncs = [e for e in events
+                       if e["event"] == "resync" and e["bucket"] == "output_tokens"]
             self.assertEqual(resyncs, [])
             self.assertEqual(emu.stats()["http_429"], 0)
 
@@ -134,8 +135,49 @@ class ResyncAgreesWithTheCall(unittest.TestCase):
             self.assertEqual(agents["b"]["leases"], 0)
             bucket = output_bucket(s)
             self.assertGreater(bucket["level"], bucket["capacity"] - 5000, bucket)
-            lowered = [e for e in s.events() if e["event"] == "resync" and e["bucket"] == "output"]
+            lowered = [e for e in s.events()
+                       if e["event"] == "resync" and e["bucket"] == "output_tokens"]
             self.assertEqual(lowered, [])
+
+
+    def test_a_lease_granted_after_a_proxied_call_was_sent_is_not_excused(self):
+        # Outside traffic X (60000, straight to the emulator, t=0 to ~2 s) is in the
+        # snapshot of proxied call a (t=0.1, not streamed: its headers come at ~2.1 s).
+        # A lease b granted at 0.5 s, after the proxy sent a, cannot have been taken before
+        # it: it is not excused (the proxy's window is its grant-to-send delay), so a's
+        # headers lower the level by X's 60000 (less the rounding). With the pool's
+        # send_window_s, b's 60000 hid X: no resync, the pool kept believing 169,000.
+        with Emu(EMU_400K_SLOW) as emu, proxy(emu, LIMITS) as s:
+            results = {}
+
+            def outside():
+                results["x"] = straight_call(emu, 60000)
+
+            def call_a():
+                status, _, payload = s.anthropic(message(max_tokens=1000), agent="a")
+                results["a"] = (status, payload)
+
+            x = threading.Thread(target=outside)
+            x.start()
+            time.sleep(0.1)
+            a = threading.Thread(target=call_a)
+            a.start()
+            time.sleep(0.4)
+            status, _, payload = s.request("POST", "/v1/leases", {
+                "agent": "b", "pool": "claude", "input_tokens": 20, "output_tokens": 60000})
+            self.assertEqual(status, 200, payload)
+            lease = json.loads(payload)["lease"]
+            status, _, payload = s.request("DELETE", "/v1/leases/%s" % lease)
+            self.assertEqual(status, 200, payload)
+            a.join(30)
+            x.join(30)
+            self.assertEqual(results["a"][0], 200, results["a"])
+            lowered = [e for e in s.events()
+                       if e["event"] == "resync" and e["bucket"] == "output_tokens"]
+            self.assertEqual(len(lowered), 1, lowered)
+            # 139000 remaining + 500 rounding - 30000 reserve, and the refill since
+            self.assertLess(lowered[0]["value"], 115000, lowered)
+            self.assertEqual(emu.stats()["http_429"], 0)
 
 
 def straight_call(emu, max_tokens):
@@ -182,36 +224,59 @@ class LeaseApiSettleKeepsRefunds(unittest.TestCase):
                 self.assertGreater(b["level"], b["capacity"] - 2000, (i, b))
             self.assertEqual(emu.stats()["http_429"], 0)
 
-    @unittest.skip("defect: a lease's headers are compared with the pool at its grant; a "
-                   "lease granted after it whose call the provider took first is counted in "
-                   "the snapshot and not in the grant's room, so its refund is undone")
-    def test_a_later_grant_s_call_taken_first_keeps_its_refund(self):
-        # Two lease API agents: a is granted first, b second, but b calls the provider
-        # first (t=0, ~2 s) and a while b is held (t=1, ~3 s). a's snapshot counts b's
-        # 60000, which the pool's room at a's grant did not; b settles at ~2 s, a at ~3 s.
+    def calls_taken_in_reverse(self, max_tokens, call_at_s):
+        """Leases granted in order (agents l0, l1, ...), each called straight to the
+        emulator `call_at_s[i]` seconds after the grants and settled with its usage and
+        headers: returns the settled calls' (usage, headers) by agent and the output bucket."""
         with Emu(EMU_400K_SLOW) as emu, proxy(emu, LIMITS) as s:
-            la = self.lease(s, "a", 60000)
-            lb = self.lease(s, "b", 60000)
+            leases = [self.lease(s, "l%d" % i, max_tokens) for i in range(len(call_at_s))]
             results = {}
 
             def run(name, lease, delay_s):
                 time.sleep(delay_s)
-                results[name] = straight_call(emu, 60000)
+                results[name] = straight_call(emu, max_tokens)
                 self.settle(s, lease, *results[name])
 
-            threads = [threading.Thread(target=run, args=("b", lb, 0.0)),
-                       threading.Thread(target=run, args=("a", la, 1.0))]
+            threads = [threading.Thread(target=run, args=("l%d" % i, lease, call_at_s[i]))
+                       for i, lease in enumerate(leases)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join(30)
-            self.assertEqual(sorted(results), ["a", "b"])
-            # a's headers count b's reservation (200000 - 2 x 60000 = 80000, and the refill)
-            self.assertLess(int(results["a"][1]["anthropic-ratelimit-output-tokens-remaining"]),
-                            100000)
-            b = output_bucket(s)
-            self.assertGreater(b["level"], b["capacity"] - 5000, b)
+            self.assertEqual(sorted(results), sorted("l%d" % i for i in range(len(leases))))
             self.assertEqual(emu.stats()["http_429"], 0)
+            return results, output_bucket(s)
+
+    def test_a_later_grant_s_call_taken_first_keeps_its_refund(self):
+        # Two lease API agents: a (l0) is granted first, b (l1) second, but b calls the
+        # provider first (t=0, ~2 s) and a while b is held (t=1, ~3 s). a's snapshot counts
+        # b's 60000, which the pool's room at a's grant did not; b settles at ~2 s, a at ~3 s.
+        # b was granted within send_window_s of a: excused (docs/design.md "A later grant
+        # taken first"); before, the level fell to ~124,000.
+        results, b = self.calls_taken_in_reverse(60000, [1.0, 0.0])
+        # a's headers count b's reservation (200000 - 2 x 60000 = 80000, and the refill)
+        self.assertLess(int(results["l0"][1]["anthropic-ratelimit-output-tokens-remaining"]),
+                        100000)
+        self.assertGreater(b["level"], b["capacity"] - 5000, b)
+
+    def test_a_call_half_a_second_after_a_later_grant_s_keeps_its_refund(self):
+        results, b = self.calls_taken_in_reverse(60000, [0.5, 0.0])
+        self.assertLess(int(results["l0"][1]["anthropic-ratelimit-output-tokens-remaining"]),
+                        100000)
+        self.assertGreater(b["level"], b["capacity"] - 5000, b)
+
+    def test_a_call_after_a_later_grant_s_call_ended_keeps_its_refund(self):
+        # a calls at 3 s, after b's call (~2 s) ended: a's snapshot counts b's 24 tokens only.
+        _, b = self.calls_taken_in_reverse(60000, [3.0, 0.0])
+        self.assertGreater(b["level"], b["capacity"] - 5000, b)
+
+    def test_three_leases_taken_in_the_reverse_order_of_their_grants_keep_their_refunds(self):
+        # l2 calls at 0, l1 at 0.5 s, l0 at 1 s: l0's snapshot counts all three (200000 -
+        # 150000), l1's two; each excuses the leases granted after it.
+        results, b = self.calls_taken_in_reverse(50000, [1.0, 0.5, 0.0])
+        self.assertLess(int(results["l0"][1]["anthropic-ratelimit-output-tokens-remaining"]),
+                        70000)
+        self.assertGreater(b["level"], b["capacity"] - 5000, b)
 
 
 class MarginClimbsAtTheFleetsRoundTrip(unittest.TestCase):

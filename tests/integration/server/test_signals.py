@@ -142,6 +142,7 @@ class CheckConfig(unittest.TestCase):
             ("pools:\n  default:\n    max_report_pool_block_s: -1\n", ":3:",
              "pools.default.max_report_pool_block_s"),
             ("pools:\n  default:\n    margin_max: 1.5\n", ":2:", "margin_max"),
+            ("pools:\n  default:\n    send_window_s: 90\n", ":2:", "send_window_s 90"),
             ("max_unblocks: 2000000\n", ":1:", "max_unblocks"),
             ("auth:\n  tokens:\n    - token: long-enough-1\n      agent: a\n      resync: maybe\n",
              ":5:", "auth.tokens[].resync"),
