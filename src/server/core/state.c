@@ -36,6 +36,8 @@ static json_t *pool_config_json(const sl_pool_config_t *c)
         json_object_set_new(j, "send_window_s", json_real(c->send_window_s));
         json_object_set_new(j, "output_reserve",
                             json_string(c->output_reserve_learned ? "learned" : "max_tokens"));
+        json_object_set_new(j, "backfill", json_boolean(c->backfill));
+        json_object_set_new(j, "working_set", json_boolean(c->working_set));
     }
     return j;
 }
