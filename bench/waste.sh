@@ -10,7 +10,15 @@
 #   (c) bench/waste_fleet.mjs: real agent processes against sluice-emu at tight limits,
 #       straight with the SDK's retry and through sluiced (about two minutes).
 #
-#   bench/waste.sh [BUILD_DIR] [--sim-only]
+#   (d) with --fleet-variants, instead: (c) again for fleets an outside check could pick
+#       (the Redis backend with one and two replicas, OpenAI Chat Completions and
+#       Responses agents on a combined TPM, 50 and 3 agents, 1.5 s streamed calls, an
+#       output-bound fleet, `output_reserve: learned`, a pool configured below the
+#       emulator's limits, an RPM-bound OpenAI fleet), one pair each (about 25 minutes),
+#       then each case's clause line: through sluiced no later than direct, 0 emulator
+#       429s, >= 0.9 of its own allowance used.
+#
+#   bench/waste.sh [BUILD_DIR] [--sim-only | --fleet-variants]
 #
 # Prints what it measures, never gates: exits 0 when every part ran.
 set -euo pipefail
@@ -19,6 +27,38 @@ BUILD=$(cd "${1:-$SRC/build}" && pwd)  # absolute: parts run from other director
 SIM_ONLY=${2:-}
 SLUICE=$BUILD/src/cli/sluice
 [ -x "$SLUICE" ] || { echo "waste: $SLUICE is not built" >&2; exit 1; }
+
+if [ "$SIM_ONLY" = --fleet-variants ]; then
+  echo "== (d) the real fleet's variants: bench/waste_fleet.mjs, one pair each"
+  export SLUICED=$BUILD/src/server/sluiced SLUICE_EMU=$BUILD/src/emu/sluice-emu
+  LOG=$(mktemp -d)
+  trap 'rm -rf "$LOG"' EXIT
+  # name | arguments (agents turns words) | environment
+  while IFS='|' read -r name args env; do
+    echo "-- $name: ${env:-defaults} node bench/waste_fleet.mjs $args"
+    env $env timeout 900 nice node "$SRC/bench/waste_fleet.mjs" $args > "$LOG/run" || true
+    sed -n '1,4p' "$LOG/run"
+    sed -n "s/^clause, pair 1: /$name: /p" "$LOG/run" >> "$LOG/clauses"
+  done <<'CASES'
+memory, 10 agents|10 4 15000|
+redis, one sluiced|10 4 15000|BACKEND=redis
+redis, two replicas|10 4 15000|BACKEND=redis REPLICAS=2
+openai chat|10 4 15000|WASTE_API=chat
+openai responses|10 4 15000|WASTE_API=responses
+50 agents|50 3 6000|
+3 agents|3 8 30000|
+1.5 s calls, streamed|10 4 15000|TTFT_MS=1500 WASTE_STREAM=1
+output-bound|10 3 500|OUT_TOKENS=3000 BIND=output_tokens
+output_reserve learned|10 4 15000|POOL_EXTRA={"output_reserve":"learned"}
+pool below the emulator|10 4 15000|POOL_EXTRA={"input_tpm":300000}
+pool below, limits_from provider|10 4 15000|POOL_EXTRA={"input_tpm":300000,"limits_from":"provider"}
+openai, rpm-bound|20 6 200|WASTE_API=chat EMU_LIMITS={"rpm":60} BIND=requests
+CASES
+  echo
+  echo "== the clause per case (printed, never gated)"
+  cat "$LOG/clauses"
+  exit 0
+fi
 
 if [ -x "$SRC/bench/waste_single.sh" ] && [ "$SIM_ONLY" != --sim-only ]; then
   echo "== (a) one agent, proxied vs direct: bench/waste_single.sh"

@@ -32,24 +32,53 @@
 // later than the direct run's cannot be won by a faster climb, only by spending the reserve
 // the ceiling keeps.
 //
-// POOL_EXTRA (a JSON object of pool keys, e.g. '{"margin_max": 1.0}') and CONFIG_EXTRA (YAML
-// lines appended to the config, e.g. 'proxy:\n  continue_capped: true\n') try other settings.
+// POOL_EXTRA (a JSON object of pool keys, e.g. '{"margin_max": 1.0}', or '{"input_tpm": 300000}'
+// for a pool configured below the emulator's limits) and CONFIG_EXTRA (YAML lines appended to
+// the config, e.g. 'proxy:\n  continue_capped: true\n') try other settings.
+// Other fleets, from the environment: WASTE_API `messages` (default), `chat` or `responses`
+// (OpenAI agents; the emulator then limits a combined `tokens_tpm` of 400k and `rpm`, as
+// OpenAI does); WASTE_STREAM=1 (streamed answers); WASTE_MAX_TOKENS (default 8192);
+// OUT_TOKENS (the emulator's answer length, default 200); EMU_LIMITS (a JSON object over the
+// emulator's limits, e.g. '{"rpm": 60}'); BIND (the bucket measured: input_tokens, the
+// default for Anthropic; tokens, OpenAI's; output_tokens; requests); BACKEND=redis (sluiced on
+// a private redis-server) with REPLICAS=N (N sluiced on that Redis, the agents dealt to them
+// in turn); EVENTS_DIR (each sluiced's event log copied there before it stops).
 //
 //   SLUICED=... SLUICE_EMU=... [TTFT_MS=200] node bench/waste_fleet.mjs [AGENTS] [TURNS] [WORDS] [PAIRS]
 import { spawn } from 'node:child_process';
-import { loadavg } from 'node:os';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { getJson, pool, startEmu, startSluiced } from '../tests/e2e/proxy_harness.mjs';
 
 const AGENTS = Number(process.argv[2] || 10), TURNS = Number(process.argv[3] || 4);
 const WORDS = Number(process.argv[4] || 15000), TEST_MS = 2000;
 const PAIRS = Number(process.argv[5] || 1), POLL_MS = 100;
-const LIMITS = { input_tpm: 400000, output_tpm: 40000, rpm: 2000 };
+const API = process.env.WASTE_API || 'messages', OPENAI = API !== 'messages';
+const LIMITS = { ...(OPENAI ? { input_tpm: 0, output_tpm: 0, tokens_tpm: 400000, rpm: 2000 }
+                            : { input_tpm: 400000, output_tpm: 40000, rpm: 2000 }),
+                 ...JSON.parse(process.env.EMU_LIMITS || '{}') };
+/* BIND: the bucket whose use is measured, and its limit's key. */
+const BIND = process.env.BIND || (OPENAI ? 'tokens' : 'input_tokens');
+const TPM = { input_tokens: 'input_tpm', output_tokens: 'output_tpm', tokens: 'tokens_tpm', requests: 'rpm' }[BIND];
+if (!TPM || !LIMITS[TPM]) throw new Error(`BIND: "${BIND}" is not a limited bucket of ${JSON.stringify(LIMITS)}`);
+const LIMIT = LIMITS[TPM];
+const BACKEND = process.env.BACKEND || 'memory', REPLICAS = Number(process.env.REPLICAS || 1);
+const MAX_TOKENS = Number(process.env.WASTE_MAX_TOKENS || 8192);
+/* What the emulator billed from the measured bucket (its /stats). */
+function billed(st) {
+  const input = st.tokens.input + st.tokens.cache_creation_input;
+  return { input_tokens: input, output_tokens: st.tokens.output, tokens: input + st.tokens.output,
+           requests: st.admitted }[BIND];
+}
 /* TTFT_MS (environment, default 200): the emulator's time to first token, to see slow calls
  * (a loaded provider, or a loaded machine) without loading the machine. */
 const TTFT_MS = Number(process.env.TTFT_MS || 200);
 const EMU_ARGS = ['--input-tpm', String(LIMITS.input_tpm), '--output-tpm', String(LIMITS.output_tpm),
-                  '--rpm', String(LIMITS.rpm), '--ttft-ms', String(TTFT_MS), '--tokens-per-s', '2000',
-                  '--latency-spread', '0.2', '--output-tokens', '200', '--seed', '7'];
+                  '--rpm', String(LIMITS.rpm), '--tokens-tpm', String(LIMITS.tokens_tpm || 0),
+                  '--ttft-ms', String(TTFT_MS), '--tokens-per-s', '2000', '--latency-spread', '0.2',
+                  '--output-tokens', process.env.OUT_TOKENS || '200', '--seed', '7'];
 const AGENT = new URL('./waste_agent.mjs', import.meta.url).pathname;
 
 function runAgent(name, baseURL, viaSluice) {
@@ -82,9 +111,10 @@ function poller(emuPort, sluicedPort) {
         const st = await getJson(emuPort, '/stats');
         const pools = sluicedPort ? await getJson(sluicedPort, '/v1/pools') : null;
         const p = pools && pools.pools[0];
-        samples.push({ t, level: st.levels.input_tokens, active: st.http.active,
+        samples.push({ t, level: st.levels[BIND], active: st.http.active,
                        margin: p ? p.margin : null,
-                       poolLevel: p ? p.buckets.input_tokens.level : null,
+                       poolLevel: p ? p.buckets[BIND].level : null,
+                       poolLimit: p ? p.buckets[BIND].limit : null,
                        queued: p ? p.queue.depth : 0 });
       } catch { /* a poll lost under load: the next one counts */ }
       await new Promise((r) => setTimeout(r, Math.max(0, POLL_MS - (Date.now() - t))));
@@ -94,7 +124,7 @@ function poller(emuPort, sluicedPort) {
 }
 
 /* Where the time went: see the header. `perCall` is the input one call bills. */
-function phases(t0, res, samples, perCall, margin0) {
+function phases(t0, res, samples, perCall, margin0, poolLimit) {
   const spans = res.flatMap((r) => r.spans_ms || []);
   const answered = spans.map((s) => s[1]).filter((x) => x > 0);
   const lastOf = res.map((r) => Math.max(0, ...(r.spans_ms || []).map((s) => s[1])))
@@ -109,7 +139,7 @@ function phases(t0, res, samples, perCall, margin0) {
   /* What sluiced allowed itself: the full bucket at its start margin, the refill at the
    * margin of each moment, and the 1% of the limit each step above the start moved into
    * the level (docs/design.md "Margin"). */
-  let allowed = margin0 === null ? null : LIMITS.input_tpm * margin0;
+  let allowed = margin0 === null ? null : poolLimit * margin0;
   /* The refill of that capacity (of the provider's, direct) before the first call was
    * asked, when the bucket was full and nobody asked, and after the last answer, when
    * nothing was left to ask: the run's ends, which no coordinator can use. */
@@ -117,14 +147,21 @@ function phases(t0, res, samples, perCall, margin0) {
   let beforeAsk = 0, afterLast = 0;
   for (let i = 1; i < samples.length; i++) {
     const m = margin0 === null ? 1 : samples[i - 1].margin === null ? margin0 : samples[i - 1].margin;
-    const refill = LIMITS.input_tpm / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
+    /* The pool's limit of that moment: `limits_from: provider` adopts the provider's (its
+     * refill grows; its level does not jump: src/engine/headers.c). */
+    const lim = margin0 === null ? LIMIT : samples[i - 1].poolLimit || poolLimit;
+    const refill = lim / 60 * m * (samples[i].t - samples[i - 1].t) / 1000;
     if (allowed !== null) allowed += refill;
     if (samples[i].t <= ask) beforeAsk += refill;
     else if (samples[i - 1].t >= last) afterLast += refill;
   }
-  if (allowed !== null) {
-    const top = Math.max(margin0, ...samples.map((x) => x.margin || 0));
-    allowed += LIMITS.input_tpm * (top - margin0);
+  if (allowed !== null) { /* each new height of the margin, at the limit of its moment */
+    let top = margin0;
+    for (const x of samples)
+      if (x.margin !== null && x.margin > top) {
+        allowed += (x.poolLimit || poolLimit) * (x.margin - top);
+        top = x.margin;
+      }
   }
   const reached = (m) => {
     const s = samples.find((x) => x.margin !== null && x.margin >= m - 1e-9);
@@ -140,26 +177,27 @@ function phases(t0, res, samples, perCall, margin0) {
              `max ${Math.max(...samples.map((x) => x.margin || 0)).toFixed(2)}` };
 }
 
-async function fleet(label, emu, baseURL, viaSluice, margin, sluicedPort, marginMax) {
+/* `baseURLs`: the agents are dealt to them in turn (one per sluiced replica). */
+async function fleet(label, emu, baseURLs, viaSluice, margin, sluicedPort, marginMax, poolLimit) {
   const poll = poller(emu.port, sluicedPort);
   const t0 = Date.now();
   const names = Array.from({ length: AGENTS }, (_, i) => `agent-${i + 1}`);
-  const res = await Promise.all(names.map((n) => runAgent(n, baseURL, viaSluice)));
+  const res = await Promise.all(names.map((n, i) => runAgent(n, baseURLs[i % baseURLs.length], viaSluice)));
   const makespan = (Date.now() - t0) / 1000;
   await poll.stop();
   const st = await getJson(emu.port, '/stats');
-  const input = st.tokens.input + st.tokens.cache_creation_input;
-  const capacity = LIMITS.input_tpm + LIMITS.input_tpm / 60 * makespan;
+  const input = billed(st);
+  const capacity = LIMIT + LIMIT / 60 * makespan;
   const errors = res.filter((r) => r.error);
   for (const e of errors) console.error(`${label}: ${e.agent}: ${e.error}`);
   const perCall = input / Math.max(1, st.admitted);
   const share = margin || 1;
-  return { label, makespan, http429: st.http_429, calls: st.requests, capacity, marginMax,
+  return { label, makespan, http429: st.http_429, calls: st.requests, capacity, marginMax, poolLimit,
            broken: res.reduce((n, r) => n + r.broken, 0),
            gaveUp: res.filter((r) => r.gave_up).length, input,
            used: input / capacity, usedOwn: null,
-           bound_s: Math.max(0, (input - LIMITS.input_tpm * share) / (LIMITS.input_tpm * share / 60)),
-           ...phases(t0, res, poll.samples, perCall, margin) };
+           bound_s: Math.max(0, (input - (poolLimit || LIMIT) * share) / ((poolLimit || LIMIT) * share / 60)),
+           ...phases(t0, res, poll.samples, perCall, margin, poolLimit) };
 }
 /* Input billed over what sluiced allowed itself (phases: its margin over time). */
 function usedOwn(r) { if (r.allowed) r.usedOwn = r.input / r.allowed; return r; }
@@ -175,37 +213,78 @@ function account(r) {
          `${(100 * asked).toFixed(0).padStart(21)}%`;
 }
 
+/* A private redis-server on a free port (as tests/integration/redis_daemon start it). */
+async function startRedis() {
+  const port = await new Promise((resolve) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)); });
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-'));
+  const proc = spawn(process.env.REDIS_SERVER || 'redis-server',
+                     ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--save', '',
+                      '--appendonly', 'no'], { stdio: 'ignore' });
+  const up = () => new Promise((resolve) => {
+    const c = connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+    c.once('error', () => resolve(false));
+  });
+  for (let i = 0; i < 50 && !(await up()); i++) await new Promise((r) => setTimeout(r, 100));
+  return { url: `redis://127.0.0.1:${port}/0`,
+           stop: () => { proc.kill('SIGKILL'); rmSync(dir, { recursive: true, force: true }); } };
+}
+
 const load = loadavg()[0];
 const runs = [];
+const prefix = OPENAI ? '/openai/v1' : '/anthropic';
 for (let pair = 0; pair < PAIRS; pair++) {
 {
   const emu = await startEmu(EMU_ARGS);
   try {
-    runs.push(await fleet('direct + SDK retry', emu, `http://127.0.0.1:${emu.port}`, false, null));
+    runs.push(await fleet('direct + SDK retry', emu, [`http://127.0.0.1:${emu.port}${OPENAI ? '/v1' : ''}`], false, null));
   } finally { await emu.stop(); }
 }
 {
   const emu = await startEmu(EMU_ARGS);
-  const sluiced = await startSluiced('pools:\n' + pool('default', emu.port, 'anthropic',
-                                     { ...LIMITS, max_queue_wait_s: 90, ...JSON.parse(process.env.POOL_EXTRA || '{}') }) + 'max_wait_s: 300\n' + (process.env.CONFIG_EXTRA || ''));
+  const redis = BACKEND === 'redis' ? await startRedis() : null;
+  const config = (redis ? `backend: ${redis.url}\n` : '') + 'pools:\n' +
+    pool('default', emu.port, OPENAI ? 'openai' : 'anthropic',
+         { ...LIMITS, max_queue_wait_s: 90, ...JSON.parse(process.env.POOL_EXTRA || '{}') }) +
+    'max_wait_s: 300\n' + (process.env.CONFIG_EXTRA || '');
+  const sluiceds = [];
   try {
-    const pools0 = await getJson(sluiced.port, '/v1/pools');
+    for (let i = 0; i < REPLICAS; i++) sluiceds.push(await startSluiced(config));
+    /* A sluiced on Redis answers once it has loaded its library: /readyz, 10 s at most. */
+    for (const s of sluiceds)
+      for (let i = 0; i < 100; i++) {
+        if ((await fetch(`http://127.0.0.1:${s.port}/readyz`).catch(() => ({ ok: false }))).ok) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    const pools0 = await getJson(sluiceds[0].port, '/v1/pools');
     const p0 = pools0.pools && pools0.pools[0];
     const margin = p0 ? p0.margin : 0.85;
     const marginMax = p0 && p0.config ? p0.config.margin_max : 0.97;
-    runs.push(usedOwn(await fleet('through sluiced', emu,
-                                  `http://127.0.0.1:${sluiced.port}/anthropic`, true, margin,
-                                  sluiced.port, marginMax)));
-  } finally { await sluiced.stop(); await emu.stop(); }
+    const poolLimit = p0 ? p0.buckets[BIND].limit : LIMIT;
+    const label = redis ? `sluiced, redis x${REPLICAS}` : 'through sluiced';
+    runs.push(usedOwn(await fleet(label, emu, sluiceds.map((s) => `http://127.0.0.1:${s.port}${prefix}`),
+                                  true, margin, sluiceds[0].port, marginMax, poolLimit)));
+  } finally {
+    for (const [i, s] of sluiceds.entries()) {
+      if (process.env.EVENTS_DIR) copyFileSync(s.eventLog, join(process.env.EVENTS_DIR, `events-${pair + 1}-${i + 1}.jsonl`));
+      await s.stop();
+    }
+    if (redis) redis.stop();
+    await emu.stop();
+  }
 }
 }
-console.log(`(c) real fleet: ${AGENTS} agent processes x ${TURNS} turns of ${WORDS} words, ` +
-            `max_tokens 8192, ${TEST_MS} ms test pause; emulator ${LIMITS.input_tpm} input TPM, ` +
-            `TTFT ${TTFT_MS} ms, ` +
-            `${LIMITS.output_tpm} output TPM; ${PAIRS} pair(s), load average ${load.toFixed(1)} at ` +
+console.log(`(c) real fleet: ${AGENTS} ${API}${process.env.WASTE_STREAM === '1' ? ' (stream)' : ''} ` +
+            `agent processes x ${TURNS} turns of ${WORDS} words, max_tokens ${MAX_TOKENS}, ` +
+            `${TEST_MS} ms test pause; emulator ${JSON.stringify(LIMITS)}, TTFT ${TTFT_MS} ms, ` +
+            `output ${process.env.OUT_TOKENS || 200} tokens; sluiced ${BACKEND}` +
+            `${BACKEND === 'redis' ? ' x' + REPLICAS : ''}${process.env.POOL_EXTRA ? ' pool ' + process.env.POOL_EXTRA : ''}` +
+            `${process.env.CONFIG_EXTRA ? ' config ' + JSON.stringify(process.env.CONFIG_EXTRA) : ''}; ` +
+            `measured bucket ${BIND}; ${PAIRS} pair(s), load average ${load.toFixed(1)} at ` +
             `start, ${loadavg()[0].toFixed(1)} at end`);
-console.log('run                  makespan  emu 429s  calls  broken turns  gave up  input billed  ' +
-            'input/capacity  input/own capacity');
+console.log(`run                  makespan  emu 429s  calls  broken turns  gave up  ${BIND.padStart(12)}  ` +
+            'used/capacity  used/own capacity');
 for (const r of runs)
   console.log(`${r.label.padEnd(20)} ${r.makespan.toFixed(1).padStart(7)} s ${String(r.http429).padStart(9)} ` +
               `${String(r.calls).padStart(6)} ${String(r.broken).padStart(13)} ${String(r.gaveUp).padStart(8)} ` +
@@ -235,13 +314,13 @@ console.log('capacity bound: seconds of refill the input billed beyond a full bu
  * start and at the provider's whole rate, each up to its makespan, against what it allowed
  * itself; the makespan each would have given, the rest of the run unchanged. */
 function marginCost(r, direct) {
-  const L = LIMITS.input_tpm, top = r.marginMax;
-  const atCeiling = L * top + L * top / 60 * r.makespan;
+  const L = LIMIT, P = r.poolLimit, top = r.marginMax;
+  const atCeiling = P * top + P * top / 60 * r.makespan;
   const climb = atCeiling - r.allowed, ceiling = r.capacity - atCeiling;
-  const ceilingMs = r.makespan - climb / (L * top / 60);
+  const ceilingMs = r.makespan - climb / (P * top / 60);
   const fullMs = r.makespan - (r.capacity - r.allowed) / (L / 60);
   const vs = (t) => `${t.toFixed(1)} s (${t <= direct.makespan ? 'no later' : 'later'})`;
-  return `${String(Math.round(climb)).padStart(8)} = ${(climb / (L * top / 60)).toFixed(1).padStart(4)} s ` +
+  return `${String(Math.round(climb)).padStart(8)} = ${(climb / (P * top / 60)).toFixed(1).padStart(4)} s ` +
          `${String(Math.round(ceiling)).padStart(10)} = ${(ceiling / (L / 60)).toFixed(1).padStart(4)} s ` +
          `${vs(ceilingMs).padStart(28)} ${vs(fullMs).padStart(30)} ${direct.makespan.toFixed(1).padStart(10)} s`;
 }
@@ -254,3 +333,15 @@ console.log('climb: the capacity a pool at margin_max from the start would have 
             'makespan, less what sluiced allowed itself; ceiling: the provider\'s capacity less ' +
             'that; makespans: sluiced\'s, less the seconds of refill each stands for (the ends and ' +
             'the waste of the run unchanged), next to the direct run of the pair');
+
+/* Issue 24's clause per pair, as measured: through sluiced no later than direct, 0 emulator
+ * 429s, at least 0.9 of the capacity it allowed itself used (printed, never gated). */
+for (let i = 0; i + 1 < runs.length; i += 2) {
+  const d = runs[i], s = runs[i + 1];
+  const ok = s.makespan <= d.makespan && s.http429 === 0 && s.usedOwn >= 0.9;
+  console.log(`clause, pair ${i / 2 + 1}: ${ok ? 'met' : 'MISSED'}: sluiced ${s.makespan.toFixed(1)} s ` +
+              `vs direct ${d.makespan.toFixed(1)} s, emulator 429s ${s.http429} vs ${d.http429}, ` +
+              `${BIND} used ${(100 * s.usedOwn).toFixed(0)}% of its own allowance ` +
+              `(direct ${(100 * d.used).toFixed(0)}% of the provider's)` +
+              (d.gaveUp ? `; direct's fleet did less: ${d.gaveUp} of ${AGENTS} agents gave up` : ''));
+}

@@ -251,6 +251,11 @@ typedef struct sl__pool {
     int64_t n_parked;      /* tickets parked on a holder's max_concurrent (caps.c) */
     double lease_mean_s;   /* moving average of settled leases' durations (concurrency ETA) */
     int64_t lease_samples; /* settles averaged so far */
+    /* Moving average, over counted settles, of the share of a lease's output_tokens and
+     * tokens reservation given back at its settle (0 before any): the queue ETA counts the
+     * requests ahead at what they keep (bucket.c sl__queue_eta_sums). */
+    double refund_share[SL_BUCKET_COUNT];
+    int64_t refund_samples;
     double reserved[SL_BUCKET_COUNT]; /* sum of the needs of leases in flight */
     double vtime;                     /* outer V: the outer finish tag of the latest grant */
     sl__pteam_t **teams;              /* team queues, in creation order */
@@ -397,6 +402,15 @@ double sl__release_eta(const sl__pool_t *p, int64_t releases, int64_t slots, dou
                        double now);
 /* Records a settled lease's duration in the pool's moving average. */
 void sl__record_lease_duration(sl__pool_t *p, double duration_s);
+/* Records a counted settle of a lease that reserved `reserved` and was charged `charged`
+ * (per bucket) into the pool's refund_share of the output_tokens and tokens buckets. */
+void sl__record_refund(sl__pool_t *p, const int64_t reserved[SL_BUCKET_COUNT],
+                       const int64_t charged[SL_BUCKET_COUNT]);
+/* What the buckets must hold before a request of `own` behind requests whose needs sum to
+ * `ahead` is granted: `ahead` counted at the share its requests keep after their settles
+ * (output_tokens and tokens: 1 - refund_share; the others whole) plus `own` whole. */
+void sl__queue_eta_sums(const sl__pool_t *p, const double ahead[SL_BUCKET_COUNT],
+                        const int64_t own[SL_BUCKET_COUNT], double out[SL_BUCKET_COUNT]);
 
 /* margin.c */
 /* The pool's margin as a fraction (inline: every fit and cost asks for it). */

@@ -385,13 +385,17 @@ static void reject(sl__pool_t *p, double weight, double retry_after_s, double no
     p->rejected_total++;
 }
 
-/* The ETA of a request of `need` behind `ahead` requests whose needs sum to `sums`. */
+/* The ETA of a request of `need` behind `ahead` requests whose needs sum to `sums`
+ * (counted at what they keep: sl__queue_eta_sums); `sums` then holds their needs plus
+ * `need`, whole. */
 static double queue_eta(const sl__pool_t *p, const sl__need_t *need, double sums[SL_BUCKET_COUNT],
                         int64_t ahead, double now, const char **limited_by)
 {
+    double kept[SL_BUCKET_COUNT];
+    sl__queue_eta_sums(p, sums, need->n, kept);
     for (int b = 0; b < SL_BUCKET_COUNT; b++)
         sums[b] += (double)need->n[b];
-    return sl__eta_for(p, sums, ahead, now, limited_by);
+    return sl__eta_for(p, kept, ahead, now, limited_by);
 }
 
 typedef struct decide_args {
@@ -1080,6 +1084,8 @@ int sl_engine_settle(sl_engine_t *e, uint64_t lease, const sl_settle_t *s, doubl
         l->cache->tokens =
             cache_tokens > l->need.cached_tokens ? cache_tokens : l->need.cached_tokens;
         sl__calib_record_output(l->outs, s->output_tokens, l->need.n[SL_BUCKET_OUTPUT]);
+        int64_t charged[SL_BUCKET_COUNT] = {actual_in, actual_out, 1, actual_in + actual_out};
+        sl__record_refund(p, l->need.n, charged);
         sl__spend_cap_alert(e, p, false, now_s); /* a call went through: no longer capped */
     }
     a->tokens_in = sat_add(a->tokens_in, actual_in);

@@ -22,7 +22,7 @@
 #include <sluice/engine.h>
 
 /* The Functions library version this build speaks (sluice.lua's VERSION). */
-#define SL__REDIS_LIB_VERSION "25"
+#define SL__REDIS_LIB_VERSION "26"
 
 #define SL__RID_SHIFT 40
 #define SL__RPOOL_MAX 4095       /* registry numbers 1..4095 */

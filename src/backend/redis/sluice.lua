@@ -40,7 +40,7 @@
 -- with code "ok" or an error name of sl_strerror(), and wake the pool's next
 -- instant at which `advance` has something to do ("inf" when none).
 
-local VERSION = '25'
+local VERSION = '26'
 local RING = 4194304            -- 2^22 remembered lease ends per pool
 local ID_SHIFT = 1099511627776  -- 2^40 ids per pool
 local NB = 4                    -- input, output, requests, tokens
@@ -102,6 +102,11 @@ end
 -- only configure changes, is decoded once per distinct value and kept in CFGS.
 
 local S = {}  -- per-call state; reset by pool_call()
+-- The queue's ETA counts the requests ahead at what they keep after their settles
+-- (engine: bucket.c, sl__record_refund and sl__queue_eta_sums): rf1 and rf3, the moving
+-- average of the share of a lease's output_tokens and tokens reservation its counted
+-- settle gave back; rfn, the settles averaged.
+local QE = {}
 
 -- A codec: the record's string fields, then its number fields, then optionally `tail`,
 -- an array of numbers filling the rest of the string, or `later`, string fields
@@ -954,12 +959,40 @@ end
 
 local function queue_eta(p, g, need, finish, member, c, now)
   local ahead, sums, outer = queue_place(p, g, finish, member, c)
+  local kept = QE.sums(p, sums, need)
   for b = 0, NB - 1 do sums[b] = sums[b] + need[b] end
-  local eta, why = eta_for(p, sums, ahead, now)
+  local eta, why = eta_for(p, kept, ahead, now)
   return eta, ahead, outer, why, sums
 end
 
 local function need_of(r) return {[0] = r.n0, r.n1, r.n2, r.n3} end
+
+-- What the buckets must hold before a request of `own` behind requests whose needs sum to
+-- `ahead` is granted: `ahead` at the share its requests keep (output_tokens and tokens:
+-- 1 - the refund share; the others whole), `own` whole.
+function QE.sums(p, ahead, own)
+  local out = {}
+  for b = 0, NB - 1 do
+    local rf = (b == 1 or b == 3) and p['rf' .. b] or 0
+    out[b] = ahead[b] * (1.0 - rf) + own[b]
+  end
+  return out
+end
+
+-- A counted settle of lease l, charged actual_in and actual_out, into the refund shares.
+function QE.record(p, l, actual_in, actual_out)
+  local reserved = {[1] = l.n1, [3] = l.n3}
+  local charged = {[1] = actual_out, [3] = actual_in + actual_out}
+  for _, b in ipairs({1, 3}) do
+    if reserved[b] > 0 then
+      local share = (reserved[b] - charged[b]) / reserved[b]
+      if share < 0 then share = 0 end
+      if p.rfn == 0 then p['rf' .. b] = share
+      else p['rf' .. b] = p['rf' .. b] + CONST.LEASE_MEAN_ALPHA * (share - p['rf' .. b]) end
+    end
+  end
+  p.rfn = p.rfn + 1
+end
 
 -- ---- leases and tickets ----
 -- Ports: src/engine/lease.c, src/engine/caps.c.
@@ -2049,7 +2082,8 @@ ST = codec({}, {'now', 'last_refill', 'lv0', 'lv1', 'lv2', 'lv3', 'rs0', 'rs1', 
   'lease_mean_s', 'lease_samples', 'spend_cap_at', 'n_parked', 'agreed_at', 'cut_n',
   'ablk_until', 'ws_n', 'ws0', 'ws1', 'ws2', 'ws3', 'ws_prom', 'agreed_bits', 'climb_n',
   'og', 'oh', 'hu', 'h0', 'h1', 'h2', 'h3',  -- og..h3: CALL.hold_gap (0 from an older record)
-  'gc0', 'gc1', 'gc2', 'gc3', 'gof', 'goa'})  -- gc0..goa: GH, the grant history
+  'gc0', 'gc1', 'gc2', 'gc3', 'gof', 'goa',  -- gc0..goa: GH, the grant history
+  'rf1', 'rf3', 'rfn'})  -- QE: the refund shares of the queue's ETA and their count
 
 -- "planner=3,reviewer=2,worker=1" as a table; the first entry of a name wins, and a
 -- value that is not a number is `false` (the name is then not usable).
@@ -2709,7 +2743,7 @@ local function configure(p, args, now)
     agreed_at = 0, cut_n = 0, ablk_until = 0, ws_n = 0, ws0 = 0, ws1 = 0, ws2 = 0,
     ws3 = 0, ws_prom = -math.huge, agreed_bits = 0, climb_n = 0, og = 0, oh = 0, hu = 0,
     h0 = 0, h1 = 0, h2 = 0, h3 = 0, gc0 = 0, gc1 = 0, gc2 = 0, gc3 = 0, gof = -math.huge,
-    goa = -math.huge},
+    goa = -math.huge, rf1 = 0, rf3 = 0, rfn = 0},
     config_mt(S.cfg_new))
   for b = 0, NB - 1 do
     p['lim' .. b] = cfg[LIMIT_FIELD[b + 1]]
@@ -3448,6 +3482,7 @@ local function settle(p, args, now)
     -- stopped at its reservation (a capped call cut off there): censored, twice the cap
     -- (calibrate.c says why)
     output_record(l.model, l.ogrp, (l.n1 > 0 and output == l.n1) and 2 * l.n1 or output)
+    QE.record(p, l, actual_in, actual_out)
     local cache_tokens = cr + cc
     local c = cache_make(l.ck)
     -- The cache life runs from the call's start, as the provider counts it: the grant,
