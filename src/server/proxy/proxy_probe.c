@@ -182,9 +182,11 @@ static void on_probe_headers(void *ud, int status, const char *const *names,
         count++;
     }
     count = sl__bound_limit_headers(p->srv, p->pool, true, rl_names, rl_values, count, scratch);
+    /* Sent as soon as granted: from the grant to the request reaching the provider. */
+    double sent_after_s = p->xfer ? sl_upstream_sent_after_s(p->xfer) : -1;
     if (count)
-        sl_backend_resync(p->srv->backend, p->lease, rl_names, rl_values, count, on_resynced,
-                          (void *)(uintptr_t)p->lease);
+        sl_backend_resync(p->srv->backend, p->lease, sent_after_s, rl_names, rl_values, count,
+                          on_resynced, (void *)(uintptr_t)p->lease);
 }
 
 static int on_probe_body(void *ud, const char *data, size_t len)
