@@ -23,6 +23,7 @@ static const sl_config_field_t proxy_fields[] = {
     SL_ROW_FLAG(PX, allow_unauthenticated),
     SL_ROW_FLAG(PX, continue_capped),
     {"estimator", SL_FIELD_BOOL, offsetof(PX, estimate_bytes), 0, 0, estimator_names, NULL},
+    SL_ROW_FLAG(PX, probe),
 };
 #undef PX
 static const sl_config_table_t proxy_table =
@@ -35,6 +36,7 @@ static const sl_proxy_config_t proxy_defaults = {
     .connect_timeout_s = 10,
     .ping_interval_s = 5,
     .max_hold_s = 540,
+    .probe = true,
 };
 
 static int proxy_config_defaults(sl_config_t *c)

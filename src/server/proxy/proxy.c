@@ -896,7 +896,9 @@ static void queue_call(px_t *px, uint64_t ticket)
 static void probe_if_waiting(px_t *px)
 {
     const sl_pool_upstream_t *up = sl_config_pool_upstream(&px->srv->config, px->pool);
-    if (px->long_context || !up || up->key_group || px->batch_op || !px->url) return;
+    if (px->long_context || !up || up->key_group || px->batch_op || !px->url ||
+        !SL_PROXY_CONF(&px->srv->config)->probe)
+        return;
     sl__probes_queued(px->proxy->probes, px->srv, px->proxy->up, px->pool, px->model, px->url,
                       (const char *const *)px->up_headers, px->n_up_headers, (int)px->api,
                       px->responses);

@@ -21,6 +21,9 @@ typedef struct sl_proxy_config {
                                    identify an agent (with auth off they always do) */
     bool continue_capped;       /* false: an Anthropic answer cut at a learned output cap
                                    below the client's max_tokens is continued (docs/proxy.md) */
+    bool probe;                 /* true: a queued call may have the proxy send its provider
+                                   the smallest call for rate-limit headers (proxy_probe.c);
+                                   false: never, the provider sees only the clients' calls */
     bool estimate_bytes;        /* false (`estimator: tokenizer`): the vocabulary is loaded at
                                    start and a missing one is a startup error; true
                                    (`estimator: bytes`): input is estimated as body bytes / 4 */

@@ -25,8 +25,8 @@ def backend_config(cold_start):
     return "cold_start: %s\n" % cold_start
 
 
-def proxy(emu, cold_start):
-    s = Sluiced(backend_config(cold_start) + "pools:\n" +
+def proxy(emu, cold_start, extra=""):
+    s = Sluiced(backend_config(cold_start) + extra + "pools:\n" +
                 pool_yaml("claude", emu.url, "anthropic", LIMITS))
     wait_for(lambda: s.request("GET", "/readyz")[0] == 200, 10, "sluiced ready")
     return s
@@ -52,6 +52,16 @@ class ColdFirstCall(unittest.TestCase):
             self.assertEqual([e["event"] for e in probes][-2:], ["granted", "settled"], probes)
             self.assertEqual(emu.stats()["http_429"], 0)
             self.assertEqual(emu.stats()["requests"], 4)  # the probe and the three calls
+
+    def test_probe_false_sends_the_provider_only_the_clients_calls(self):
+        # proxy.probe: false (docs/proxy.md): the cold pool waits for its refill instead.
+        # A call small enough for the first seconds of refill keeps the test short.
+        with Emu(EMU_400K) as emu, proxy(emu, "empty", "proxy:\n  probe: false\n") as s:
+            status, _, payload = s.anthropic(message(max_tokens=20000), agent="cc")
+            self.assertEqual(status, 200, payload[:300])
+            self.assertEqual([e for e in s.events() if e.get("agent") == "sluice-probe"], [])
+            self.assertEqual(emu.stats()["requests"], 1)
+            self.assertEqual(emu.stats()["http_429"], 0)
 
     def test_a_pool_started_full_sends_no_probe(self):
         with Emu(EMU_400K) as emu, proxy(emu, "full") as s:
