@@ -37,7 +37,7 @@ ALLOWED = {
     "server/core": ({"backend", "backend/redis", "limits", "common"}, {"engine.h", "tokenizer.h"}),
     "server/provider_limits": ({"server/core", "backend", "provider"}, {"engine.h"}),
     "server/lease": ({"server/core", "backend"}, {"engine.h", "tokenizer.h"}),
-    "server/proxy": ({"server/core", "backend", "provider"}, {"engine.h", "tokenizer.h"}),
+    "server/proxy": ({"server/core", "backend", "provider", "common"}, {"engine.h", "tokenizer.h"}),  # common/grow.h
     "server/limits": ({"server/core", "backend", "backend/redis", "limits"}, {"engine.h"}),
     "server/fleet": ({"server/core", "backend", "common"}, {"engine.h"}),  # common/map.h
     "server/dashboard": ({"server/core"}, {"engine.h"}),
